@@ -1,0 +1,117 @@
+//! The catalog: SQL Server's metadata for every table the engine holds, the source of truth for
+//! declared types (SQLite's own types are too loose), identity state and constraints.
+//!
+//! DDL handlers in the statement layer build a [`TableDef`]/[`IndexDef`]/... from the parsed
+//! statement and apply it here; the catalog views (`sys.*`, `INFORMATION_SCHEMA.*`) and the
+//! metadata functions (`OBJECT_ID`, `COLUMNPROPERTY`, ...) read it.
+
+use crate::types::SqlType;
+
+/// Fixed schema ids, as in SQL Server.
+pub const SCHEMA_DBO: i32 = 1;
+pub const SCHEMA_INFORMATION_SCHEMA: i32 = 3;
+pub const SCHEMA_SYS: i32 = 4;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Schema {
+    pub schema_id: i32,
+    pub name: String,
+}
+
+/// ON DELETE / ON UPDATE actions (sys.foreign_keys.*_referential_action).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ReferentialAction {
+    #[default]
+    NoAction = 0,
+    Cascade = 1,
+    SetNull = 2,
+    SetDefault = 3,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdentitySpec {
+    pub seed: i64,
+    pub increment: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ComputedSpec {
+    /// SQL Server's normal form, e.g. `([qty]*[price])`.
+    pub definition: String,
+    pub persisted: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DefaultSpec {
+    /// `None`: system-named (DF__t__col__1A2B3C4D style).
+    pub name: Option<String>,
+    /// SQL Server's normal form, e.g. `((0))`, `(getdate())`, `(N'x')`.
+    pub definition: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ColumnDef {
+    pub name: String,
+    pub ty: SqlType,
+    pub nullable: bool,
+    pub identity: Option<IdentitySpec>,
+    pub computed: Option<ComputedSpec>,
+    pub default: Option<DefaultSpec>,
+    pub collation: Option<String>,
+    pub rowguidcol: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexKeyDef {
+    pub column: String,
+    pub descending: bool,
+}
+
+/// PRIMARY KEY / UNIQUE constraints and CREATE INDEX.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexDef {
+    /// `None` for a system-named constraint (PK__t__3213E83F...).
+    pub name: Option<String>,
+    pub clustered: bool,
+    pub unique: bool,
+    pub primary_key: bool,
+    /// Created as a UNIQUE constraint (appears in sys.key_constraints), not CREATE INDEX.
+    pub unique_constraint: bool,
+    pub keys: Vec<IndexKeyDef>,
+    pub included: Vec<String>,
+    /// Filtered index predicate in SQL Server's normal form, e.g. `([deleted]=(0))`.
+    pub filter: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ForeignKeyDef {
+    pub name: Option<String>,
+    pub columns: Vec<String>,
+    pub referenced_schema: String,
+    pub referenced_table: String,
+    pub referenced_columns: Vec<String>,
+    pub on_delete: ReferentialAction,
+    pub on_update: ReferentialAction,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckDef {
+    pub name: Option<String>,
+    /// SQL Server's normal form, e.g. `([qty]>=(0))`.
+    pub definition: String,
+    /// Declared on a column (sys.check_constraints.parent_column_id) or on the table.
+    pub column: Option<String>,
+}
+
+/// Everything CREATE TABLE declares.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableDef {
+    pub schema: String,
+    pub name: String,
+    pub columns: Vec<ColumnDef>,
+    pub indexes: Vec<IndexDef>,
+    pub foreign_keys: Vec<ForeignKeyDef>,
+    pub checks: Vec<CheckDef>,
+    /// `#temp` tables live in the creating session only.
+    pub temporary: bool,
+}

@@ -1,0 +1,36 @@
+//! A TDS 7.4 server backed by SQLite that stands in for SQL Server.
+//!
+//! `TestServer::start(config)` listens on a loopback port and serves each connection on its
+//! own thread; the SQL lives in `tds-testserver-engine`, this crate speaks the wire protocol.
+
+pub use tds_testserver_engine as engine;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+/// Test server settings (the binary's flags).
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Where to listen; port 0 picks a free port.
+    pub listen: SocketAddr,
+    pub user: String,
+    pub password: String,
+    pub database: String,
+    /// The largest TDS packet size granted at login (512..=32767).
+    pub max_packet_size: u32,
+    /// Persistent storage; `None` keeps data in memory.
+    pub data_dir: Option<PathBuf>,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            user: "sa".into(),
+            password: "TestServer-Passw0rd".into(),
+            database: "master".into(),
+            max_packet_size: 32767,
+            data_dir: None,
+        }
+    }
+}
