@@ -1,0 +1,45 @@
+# mssql-pg-operator: every developer and CI command starts here.
+#   make test   - install what is missing, lint, and run every test (what .ci/run calls)
+#   make demo   - a real migration end to end (see README)
+#   make bench  - benchmarks (release builds), results in bench/RESULTS.md
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+CACHE ?= $(HOME)/.cache/mssql-pg-operator
+VENV  := .venv
+export MSSQLPG_CACHE := $(CACHE)
+
+.PHONY: help deps lint crds crds-check test test-rust test-clients bench fmt
+
+help:
+	@echo "make test   install missing tools, lint, run all tests"
+	@echo "make deps   install Debian/PyPI packages the tests need"
+	@echo "make lint   cargo fmt --check + clippy -D warnings"
+	@echo "make crds   regenerate the CRD YAML"
+	@echo "make bench  run the benchmarks (release)"
+
+deps:
+	@tests/scripts/install-deps.sh
+
+lint:
+	cargo fmt --all -- --check
+	cargo clippy --workspace --all-targets --locked -- -D warnings
+
+crds:
+	cargo run -q -p mssql-pg-crds --bin crdgen
+
+crds-check:
+	crds/check-generated.sh
+
+fmt:
+	cargo fmt --all
+
+# Everything, against a private PostgreSQL started for the run and stopped at the end.
+test: deps lint crds-check
+	tests/scripts/run-tests.sh
+
+test-rust:
+	tests/scripts/run-tests.sh rust
+
+test-clients:
+	tests/scripts/run-tests.sh clients

@@ -1,0 +1,172 @@
+"""pytds (python-tds): an independent pure-Python TDS 7.4 client. It sends RPC parameters and
+bulk rows with encodings of its own (NVARCHAR(MAX) PLP strings, parameters named "", every bulk
+column as NVARCHAR(4000)), so it exercises server paths tiberius does not."""
+
+import datetime as dt
+import decimal
+import uuid
+
+import pytest
+import pytds
+
+D = decimal.Decimal
+
+
+def test_login_and_version(server):
+    with server.connect() as conn, conn.cursor() as cur:
+        cur.execute("SELECT @@VERSION, DB_NAME()")
+        version, db = cur.fetchone()
+        assert "Microsoft SQL Server" in version
+        assert db == server.database
+
+
+def test_wrong_password_is_login_failure_18456(server):
+    with pytest.raises(pytds.Error) as err:
+        server.connect(password="wrong")
+    assert "18456" in str(err.value) or "Login failed" in str(err.value)
+
+
+TYPES = [
+    # (column type, T-SQL literal, expected Python value)
+    ("bit", "1", True),
+    ("tinyint", "255", 255),
+    ("smallint", "-32768", -32768),
+    ("int", "2147483647", 2147483647),
+    ("bigint", "-9223372036854775808", -9223372036854775808),
+    ("decimal(38,10)", "1234567890123456789012345678.0123456789", D("1234567890123456789012345678.0123456789")),
+    ("numeric(5,2)", "-123.45", D("-123.45")),
+    ("money", "922337203685477.5807", D("922337203685477.5807")),
+    ("smallmoney", "-214748.3648", D("-214748.3648")),
+    ("float", "1.7976931348623157E+308", 1.7976931348623157e308),
+    ("real", "1.5", 1.5),
+    ("date", "'9999-12-31'", dt.date(9999, 12, 31)),
+    ("time(7)", "'23:59:59.9999999'", dt.time(23, 59, 59, 999999)),
+    ("datetime", "'2024-02-29 13:14:15.997'", dt.datetime(2024, 2, 29, 13, 14, 15, 997000)),
+    ("smalldatetime", "'2079-06-06 23:59'", dt.datetime(2079, 6, 6, 23, 59)),
+    ("datetime2(7)", "'0001-01-01 00:00:00.0000000'", dt.datetime(1, 1, 1)),
+    ("uniqueidentifier", "'6F9619FF-8B86-D011-B42D-00C04FC964FF'", uuid.UUID("6F9619FF-8B86-D011-B42D-00C04FC964FF")),
+    ("varchar(20)", "'café'", "café"),
+    ("nvarchar(20)", "N'日本語 😀'", "日本語 😀"),
+    ("nvarchar(max)", "REPLICATE(N'x', 9000)", "x" * 9000),
+    ("varbinary(10)", "0x00FF10", b"\x00\xff\x10"),
+    ("char(3)", "'ab'", "ab "),
+]
+
+
+@pytest.mark.parametrize("sqltype,literal,expected", TYPES, ids=[t[0] for t in TYPES])
+def test_every_type_round_trips(server, unique, sqltype, literal, expected):
+    table = f"t_types_{unique}"
+    with server.connect() as conn, conn.cursor() as cur:
+        cur.execute(f"CREATE TABLE {table} (id int NOT NULL PRIMARY KEY, v {sqltype} NULL)")
+        cur.execute(f"INSERT INTO {table} (id, v) VALUES (1, {literal}), (2, NULL)")
+        cur.execute(f"SELECT v FROM {table} ORDER BY id")
+        rows = cur.fetchall()
+        assert rows[0][0] == expected
+        assert rows[1][0] is None
+        cur.execute(f"DROP TABLE {table}")
+
+
+def test_datetimeoffset_keeps_its_offset(server):
+    with server.connect() as conn, conn.cursor() as cur:
+        cur.execute("SELECT CAST('2024-01-02 03:04:05.123456 +05:30' AS datetimeoffset(6))")
+        (value,) = cur.fetchone()
+        assert value.utcoffset() == dt.timedelta(hours=5, minutes=30)
+        assert value.replace(tzinfo=None) == dt.datetime(2024, 1, 2, 3, 4, 5, 123456)
+
+
+def test_parameters_of_each_python_type(server):
+    params = (
+        42,
+        -(2**40),
+        1.25,
+        D("12345.6789"),
+        "ascii",
+        "ünïcödé 😀",
+        b"\x01\x02",
+        True,
+        dt.date(2020, 5, 17),
+        dt.datetime(2020, 5, 17, 1, 2, 3, 456000),
+        uuid.UUID("12345678-1234-5678-9abc-def012345678"),
+        None,
+    )
+    placeholders = ", ".join(["%s"] * len(params))
+    with server.connect() as conn, conn.cursor() as cur:
+        cur.execute(f"SELECT {placeholders}", params)
+        assert tuple(cur.fetchone()) == params
+
+
+def test_errors_carry_sql_server_numbers_and_connection_survives(server, unique):
+    table = f"t_err_{unique}"
+    with server.connect() as conn, conn.cursor() as cur:
+        with pytest.raises(pytds.Error) as err:
+            cur.execute("SELECT * FROM no_such_table_anywhere")
+        assert err.value.msg_no == 208
+        with pytest.raises(pytds.Error) as err:
+            cur.execute("SELEC 1")
+        assert err.value.msg_no == 102
+        cur.execute(f"CREATE TABLE {table} (id int PRIMARY KEY)")
+        cur.execute(f"INSERT INTO {table} VALUES (1)")
+        with pytest.raises(pytds.Error) as err:
+            cur.execute(f"INSERT INTO {table} VALUES (1)")
+        assert err.value.msg_no == 2627
+        cur.execute("SELECT 7")
+        assert cur.fetchone()[0] == 7
+        cur.execute(f"DROP TABLE {table}")
+
+
+def test_rowcount_of_dml(server, unique):
+    table = f"t_rc_{unique}"
+    with server.connect() as conn, conn.cursor() as cur:
+        cur.execute(f"CREATE TABLE {table} (id int PRIMARY KEY, n int)")
+        cur.execute(f"INSERT INTO {table} VALUES (1, 0), (2, 0), (3, 1)")
+        assert cur.rowcount == 3
+        cur.execute(f"UPDATE {table} SET n = 5 WHERE n = 0")
+        assert cur.rowcount == 2
+        cur.execute(f"DELETE FROM {table} WHERE id = %s", (3,))
+        assert cur.rowcount == 1
+        cur.execute(f"DROP TABLE {table}")
+
+
+def test_transactions_commit_and_rollback(server, unique):
+    table = f"t_tx_{unique}"
+    with server.connect() as setup, setup.cursor() as cur:
+        cur.execute(f"CREATE TABLE {table} (id int PRIMARY KEY)")
+    with server.connect(autocommit=False) as conn:
+        with conn.cursor() as cur:
+            cur.execute(f"INSERT INTO {table} VALUES (1)")
+        conn.rollback()
+        with conn.cursor() as cur:
+            cur.execute(f"INSERT INTO {table} VALUES (2)")
+        conn.commit()
+    with server.connect() as check, check.cursor() as cur:
+        cur.execute(f"SELECT id FROM {table} ORDER BY id")
+        assert [r[0] for r in cur.fetchall()] == [2]
+        cur.execute(f"DROP TABLE {table}")
+
+
+def test_bulk_copy_every_row_lands_exactly(server, unique):
+    table = f"t_bulk_{unique}"
+    rows = [(i, f"name {i} ü", None if i % 7 == 0 else D(i) / 100) for i in range(1, 2001)]
+    with server.connect() as conn, conn.cursor() as cur:
+        cur.execute(f"CREATE TABLE {table} (id int NOT NULL PRIMARY KEY, name nvarchar(50) NOT NULL, amount decimal(10,2) NULL)")
+        cur.copy_to(table=table, data=rows)
+        cur.execute(f"SELECT COUNT(*), SUM(id), SUM(amount), COUNT(amount) FROM {table}")
+        count, id_sum, amount_sum, amount_count = cur.fetchone()
+        assert count == 2000
+        assert id_sum == sum(r[0] for r in rows)
+        assert amount_sum == sum(r[2] for r in rows if r[2] is not None)
+        assert amount_count == sum(1 for r in rows if r[2] is not None)
+        cur.execute(f"SELECT name FROM {table} WHERE id = 1999")
+        assert cur.fetchone()[0] == "name 1999 ü"
+        cur.execute(f"DROP TABLE {table}")
+
+
+def test_bulk_copy_failure_loads_nothing(server, unique):
+    table = f"t_bulkfail_{unique}"
+    with server.connect() as conn, conn.cursor() as cur:
+        cur.execute(f"CREATE TABLE {table} (id int NOT NULL PRIMARY KEY, v int NOT NULL)")
+        with pytest.raises(pytds.Error):
+            cur.copy_to(table=table, data=[(1, 1), (2, 2), (1, 3)])
+        cur.execute(f"SELECT COUNT(*) FROM {table}")
+        assert cur.fetchone()[0] == 0
+        cur.execute(f"DROP TABLE {table}")

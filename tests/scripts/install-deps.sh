@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs what the tests need and is missing: Debian packages (FreeTDS's tsql/freebcp for the
+# cross-client tests, PostgreSQL's server), and a project-local Python venv with pytds and pytest.
+# Idempotent: a second run installs nothing.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+need=()
+command -v tsql >/dev/null 2>&1 || need+=(freetds-bin)
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
+command -v python3 >/dev/null 2>&1 || need+=(python3 python3-venv)
+if [ ${#need[@]} -gt 0 ]; then
+  echo "install-deps: apt-get install ${need[*]}"
+  sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+venv=.venv
+if [ ! -x "$venv/bin/python" ]; then
+  python3 -m venv "$venv"
+fi
+if ! "$venv/bin/python" -c 'import pytds, pytest' >/dev/null 2>&1; then
+  echo "install-deps: pip install python-tds pytest"
+  "$venv/bin/pip" install -q --disable-pip-version-check python-tds==1.17.1 pytest
+fi
