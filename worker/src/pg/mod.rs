@@ -1,0 +1,3 @@
+//! The PostgreSQL side: binary COPY encoding, DDL, chunked loading.
+
+pub mod copy_binary;
