@@ -1,1 +1,56 @@
-fn main() {}
+//! node-agent: plays the kubelet for a loopback test control plane.
+//!
+//! It keeps one Node Ready (status heartbeat and a Lease), watches the Pods bound to it and runs each
+//! container's `command`/`args` as a local process (images are ignored), then reports the Pod status the way
+//! the kubelet does, so the real Job controller completes, retries or fails Jobs.
+
+mod config;
+mod env;
+mod kubeconfig;
+mod node;
+mod pods;
+mod process;
+mod runner;
+mod status;
+
+use std::sync::Arc;
+
+use anyhow::Context;
+use clap::Parser;
+
+use crate::config::{AgentConfig, Args};
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+
+    let client = kube::Client::try_default()
+        .await
+        .context("building a Kubernetes client (KUBECONFIG or --kubeconfig)")?;
+    let cfg = Arc::new(AgentConfig::from_args(args).await?);
+    tracing::info!(node = %cfg.node_name, work_dir = %cfg.work_dir.display(), "node agent starting");
+
+    node::register(&client, &cfg).await?;
+    let heartbeat = tokio::spawn(node::heartbeat_loop(client.clone(), cfg.clone()));
+    let supervisor = pods::Supervisor::new(client.clone(), cfg.clone());
+    let watch = tokio::spawn(supervisor.clone().run());
+
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("installing the SIGTERM handler")?;
+    let outcome = tokio::select! {
+        _ = tokio::signal::ctrl_c() => Ok(()),
+        _ = term.recv() => Ok(()),
+        r = heartbeat => r.context("heartbeat task panicked").and_then(|r| r),
+        r = watch => r.context("pod watch task panicked").and_then(|r| r),
+    };
+    tracing::info!("node agent stopping: killing the processes it started");
+    supervisor.kill_all().await;
+    outcome
+}
