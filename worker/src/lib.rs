@@ -1,4 +1,10 @@
 //! The migration engine: SQL Server -> PostgreSQL (introspect, map, create, copy, finalize, verify).
 
+pub mod checkpoint;
 pub mod mapping;
+pub mod model;
+pub mod mssql;
+pub mod options;
 pub mod pg;
+pub mod pipeline;
+pub mod plan;

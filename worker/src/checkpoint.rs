@@ -1,0 +1,161 @@
+//! Resume state kept in the target database, written in the same transaction as each chunk's COPY:
+//! after a crash the last committed key and the committed rows agree by construction.
+
+use serde::{Deserialize, Serialize};
+use tokio_postgres::{Client, GenericClient};
+
+pub const SCHEMA: &str = "_mssqlpg";
+
+/// One key column value of the last committed row.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "t", content = "v")]
+pub enum KeyValue {
+    Int(i64),
+    Str(String),
+    /// Hyphenated.
+    Uuid(String),
+    /// `YYYY-MM-DD`
+    Date(String),
+    /// `YYYY-MM-DDTHH:MM:SS.fffffffff`
+    DateTime(String),
+    /// The unscaled integer as a string, and the scale.
+    Decimal(String, u8),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Checkpoint {
+    pub last_key: Option<Vec<KeyValue>>,
+    pub rows: i64,
+    pub done: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CheckpointError {
+    #[error("checkpoint table: {0}")]
+    Db(#[from] tokio_postgres::Error),
+    #[error("checkpoint of task {task}: stored key is not valid: {source}")]
+    BadKey {
+        task: String,
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+pub async fn ensure_tables(client: &Client) -> Result<(), CheckpointError> {
+    client
+        .batch_execute(&format!(
+            "CREATE SCHEMA IF NOT EXISTS \"{SCHEMA}\";
+             CREATE TABLE IF NOT EXISTS \"{SCHEMA}\".\"checkpoints\" (
+                migration text NOT NULL,
+                task text NOT NULL,
+                last_key text,
+                rows bigint NOT NULL DEFAULT 0,
+                done boolean NOT NULL DEFAULT false,
+                updated_at timestamptz NOT NULL DEFAULT now(),
+                PRIMARY KEY (migration, task));
+             CREATE TABLE IF NOT EXISTS \"{SCHEMA}\".\"runs\" (
+                migration text PRIMARY KEY,
+                fingerprint text NOT NULL,
+                state text NOT NULL,
+                started_at timestamptz NOT NULL DEFAULT now(),
+                updated_at timestamptz NOT NULL DEFAULT now());"
+        ))
+        .await?;
+    Ok(())
+}
+
+pub async fn load(
+    client: &Client,
+    migration: &str,
+    task: &str,
+) -> Result<Option<Checkpoint>, CheckpointError> {
+    let row = client
+        .query_opt(
+            &format!("SELECT last_key, rows, done FROM \"{SCHEMA}\".\"checkpoints\" WHERE migration = $1 AND task = $2"),
+            &[&migration, &task],
+        )
+        .await?;
+    let Some(row) = row else { return Ok(None) };
+    let key: Option<String> = row.get(0);
+    let last_key = key
+        .map(|k| serde_json::from_str(&k))
+        .transpose()
+        .map_err(|source| CheckpointError::BadKey {
+            task: task.to_string(),
+            source,
+        })?;
+    Ok(Some(Checkpoint {
+        last_key,
+        rows: row.get(1),
+        done: row.get(2),
+    }))
+}
+
+/// Upserts a task's checkpoint; call it inside the chunk's transaction.
+pub async fn save<C: GenericClient>(
+    client: &C,
+    migration: &str,
+    task: &str,
+    cp: &Checkpoint,
+) -> Result<(), CheckpointError> {
+    let key = cp
+        .last_key
+        .as_ref()
+        .map(|k| serde_json::to_string(k).unwrap_or_default());
+    client
+        .execute(
+            &format!(
+                "INSERT INTO \"{SCHEMA}\".\"checkpoints\" (migration, task, last_key, rows, done, updated_at)
+                 VALUES ($1, $2, $3, $4, $5, now())
+                 ON CONFLICT (migration, task) DO UPDATE
+                 SET last_key = EXCLUDED.last_key, rows = EXCLUDED.rows, done = EXCLUDED.done, updated_at = now()"
+            ),
+            &[&migration, &task, &key, &cp.rows, &cp.done],
+        )
+        .await?;
+    Ok(())
+}
+
+/// Forgets every checkpoint of a migration (a fresh start).
+pub async fn reset(client: &Client, migration: &str) -> Result<(), CheckpointError> {
+    client
+        .execute(
+            &format!("DELETE FROM \"{SCHEMA}\".\"checkpoints\" WHERE migration = $1"),
+            &[&migration],
+        )
+        .await?;
+    Ok(())
+}
+
+/// The recorded run of a migration: (plan fingerprint, state).
+pub async fn run_state(
+    client: &Client,
+    migration: &str,
+) -> Result<Option<(String, String)>, CheckpointError> {
+    let row = client
+        .query_opt(
+            &format!("SELECT fingerprint, state FROM \"{SCHEMA}\".\"runs\" WHERE migration = $1"),
+            &[&migration],
+        )
+        .await?;
+    Ok(row.map(|r| (r.get(0), r.get(1))))
+}
+
+pub async fn set_run_state(
+    client: &Client,
+    migration: &str,
+    fingerprint: &str,
+    state: &str,
+) -> Result<(), CheckpointError> {
+    client
+        .execute(
+            &format!(
+                "INSERT INTO \"{SCHEMA}\".\"runs\" (migration, fingerprint, state) VALUES ($1, $2, $3)
+                 ON CONFLICT (migration) DO UPDATE
+                 SET fingerprint = EXCLUDED.fingerprint, state = EXCLUDED.state, updated_at = now()"
+            ),
+            &[&migration, &fingerprint, &state],
+        )
+        .await?;
+    Ok(())
+}

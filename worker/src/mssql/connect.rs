@@ -1,0 +1,122 @@
+//! Connecting to SQL Server with tiberius.
+
+use serde::Serialize;
+use std::fmt;
+use tiberius::{AuthMethod, Client, Config, EncryptionLevel};
+use tokio::net::TcpStream;
+use tokio_util::compat::{Compat, TokioAsyncWriteCompatExt};
+
+pub type TdsClient = Client<Compat<TcpStream>>;
+
+/// The largest TDS packet; the server may grant less.
+pub const REQUESTED_PACKET_SIZE: u32 = 32767;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
+pub enum Encryption {
+    /// No TLS at all (the test server, or servers configured without it).
+    NotSupported,
+    /// TLS for the login only.
+    Off,
+    /// TLS for everything.
+    #[default]
+    Required,
+}
+
+#[derive(Clone)]
+pub struct MssqlSource {
+    pub host: String,
+    pub port: u16,
+    pub database: String,
+    pub user: String,
+    pub password: String,
+    pub encryption: Encryption,
+    pub trust_server_certificate: bool,
+    pub packet_size: u32,
+}
+
+// The password never reaches logs or error messages.
+impl fmt::Debug for MssqlSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MssqlSource")
+            .field("host", &self.host)
+            .field("port", &self.port)
+            .field("database", &self.database)
+            .field("user", &self.user)
+            .field("encryption", &self.encryption)
+            .field("trust_server_certificate", &self.trust_server_certificate)
+            .field("packet_size", &self.packet_size)
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    #[error("connecting to SQL Server at {addr}: {source}")]
+    Tcp {
+        addr: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("logging in to SQL Server at {addr} (database {database}, user {user}): {source}")]
+    Login {
+        addr: String,
+        database: String,
+        user: String,
+        #[source]
+        source: tiberius::error::Error,
+    },
+}
+
+impl MssqlSource {
+    fn config(&self) -> Config {
+        let mut config = Config::new();
+        config.host(&self.host);
+        config.port(self.port);
+        config.database(&self.database);
+        config.authentication(AuthMethod::sql_server(&self.user, &self.password));
+        config.packet_size(self.packet_size);
+        config.application_name("mssql-pg-worker");
+        config.encryption(match self.encryption {
+            Encryption::NotSupported => EncryptionLevel::NotSupported,
+            Encryption::Off => EncryptionLevel::Off,
+            Encryption::Required => EncryptionLevel::Required,
+        });
+        if self.trust_server_certificate {
+            config.trust_cert();
+        }
+        config
+    }
+
+    pub async fn connect(&self) -> Result<TdsClient, ConnectError> {
+        let addr = format!("{}:{}", self.host, self.port);
+        let tcp = TcpStream::connect(&addr)
+            .await
+            .map_err(|source| ConnectError::Tcp {
+                addr: addr.clone(),
+                source,
+            })?;
+        // Rows stream in many small packets; Nagle would only add latency.
+        let _ = tcp.set_nodelay(true);
+        Client::connect(self.config(), tcp.compat_write())
+            .await
+            .map_err(|source| ConnectError::Login {
+                addr,
+                database: self.database.clone(),
+                user: self.user.clone(),
+                source,
+            })
+    }
+}
+
+/// The packet size the server granted, when it lets us see it (sys.dm_exec_connections needs
+/// VIEW SERVER STATE on some servers; then this is `None`).
+pub async fn negotiated_packet_size(client: &mut TdsClient) -> Option<i32> {
+    let row = client
+        .simple_query("SELECT net_packet_size FROM sys.dm_exec_connections WHERE session_id = @@SPID")
+        .await
+        .ok()?
+        .into_row()
+        .await
+        .ok()??;
+    row.try_get::<i32, _>(0).ok().flatten()
+}

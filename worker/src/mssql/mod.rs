@@ -1,0 +1,5 @@
+//! The SQL Server side: connecting, introspection, reading.
+
+pub mod connect;
+pub mod introspect;
+pub mod read;

@@ -1,0 +1,354 @@
+//! The reader half of the pipeline: one ordered keyset query per task, rows encoded straight into
+//! COPY buffers and cut into chunks for the writer.
+
+use crate::checkpoint::KeyValue;
+use crate::mapping::{quote_mssql, select_expr};
+use crate::mssql::connect::TdsClient;
+use crate::pg::copy_binary::{EncodeErrorKind, RowEncoder};
+use crate::pg::load::{ChunkEnd, Msg};
+use crate::plan::{KeyColumn, KeyKind, TablePlan, TaskPlan};
+use bytes::BytesMut;
+use futures_util::TryStreamExt;
+use tiberius::numeric::Numeric;
+use tiberius::{ColumnData, FromSql, Query, Row};
+use tokio::sync::mpsc::Sender;
+
+/// Encoded bytes handed to the writer at a time. Large enough to amortise the channel, small
+/// enough that memory stays flat (channel capacity x this).
+pub const FLUSH_BYTES: usize = 512 * 1024;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error("reading {table} from SQL Server: {source}")]
+    Query {
+        table: String,
+        #[source]
+        source: tiberius::error::Error,
+    },
+    #[error("table {table}, row with key {key}, column {column}: {kind}")]
+    Encode {
+        table: String,
+        key: String,
+        column: String,
+        kind: EncodeErrorKind,
+    },
+    #[error("table {table}: key column value {value} cannot be used for keyset paging")]
+    Key { table: String, value: String },
+    #[error("checkpoint key {0:?} does not match the table's key")]
+    CheckpointKey(Vec<KeyValue>),
+}
+
+/// An owned query parameter.
+enum Param {
+    I64(i64),
+    Str(String),
+    Uuid(uuid::Uuid),
+    Date(chrono::NaiveDate),
+    DateTime(chrono::NaiveDateTime),
+    Numeric(Numeric),
+}
+
+fn param_of(kind: KeyKind, v: &KeyValue) -> Option<Param> {
+    Some(match (kind, v) {
+        (KeyKind::Int, KeyValue::Int(i)) => Param::I64(*i),
+        (KeyKind::UnicodeString | KeyKind::AnsiString, KeyValue::Str(s)) => Param::Str(s.clone()),
+        (KeyKind::Uuid, KeyValue::Uuid(u)) => Param::Uuid(u.parse().ok()?),
+        (KeyKind::Date, KeyValue::Date(d)) => Param::Date(d.parse().ok()?),
+        (KeyKind::DateTime, KeyValue::DateTime(d)) => Param::DateTime(d.parse().ok()?),
+        (KeyKind::Decimal, KeyValue::Decimal(v, s)) => {
+            Param::Numeric(Numeric::new_with_scale(v.parse().ok()?, *s))
+        }
+        _ => return None,
+    })
+}
+
+/// The key value of a row's key column, for the checkpoint.
+pub fn key_value(cell: &ColumnData<'static>) -> Option<KeyValue> {
+    Some(match cell {
+        ColumnData::U8(Some(v)) => KeyValue::Int(i64::from(*v)),
+        ColumnData::I16(Some(v)) => KeyValue::Int(i64::from(*v)),
+        ColumnData::I32(Some(v)) => KeyValue::Int(i64::from(*v)),
+        ColumnData::I64(Some(v)) => KeyValue::Int(*v),
+        ColumnData::String(Some(s)) => KeyValue::Str(s.to_string()),
+        ColumnData::Guid(Some(u)) => KeyValue::Uuid(u.to_string()),
+        ColumnData::Numeric(Some(n)) => KeyValue::Decimal(n.value().to_string(), n.scale()),
+        ColumnData::Date(Some(_)) => KeyValue::Date(chrono::NaiveDate::from_sql(cell).ok()??.to_string()),
+        ColumnData::DateTime(Some(_))
+        | ColumnData::DateTime2(Some(_))
+        | ColumnData::SmallDateTime(Some(_)) => KeyValue::DateTime(
+            chrono::NaiveDateTime::from_sql(cell)
+                .ok()??
+                .format("%Y-%m-%dT%H:%M:%S%.f")
+                .to_string(),
+        ),
+        _ => return None,
+    })
+}
+
+fn key_of(row: &Row, key: &[KeyColumn]) -> Option<Vec<KeyValue>> {
+    key.iter()
+        .map(|k| row.cells().nth(k.index).and_then(|(_, c)| key_value(c)))
+        .collect()
+}
+
+fn describe_key(row: &Row, key: Option<&[KeyColumn]>) -> String {
+    match key {
+        Some(key) => key
+            .iter()
+            .map(|k| {
+                row.cells()
+                    .nth(k.index)
+                    .map_or("?".to_string(), |(col, c)| format!("{}={c:?}", col.name()))
+            })
+            .collect::<Vec<_>>()
+            .join(", "),
+        None => "(table has no key)".into(),
+    }
+}
+
+/// The task's SELECT and its parameters. Rows come in key order, after `after` (the checkpoint)
+/// and inside the task's partition range.
+fn build_query(
+    t: &TablePlan,
+    task: &TaskPlan,
+    after: Option<&[KeyValue]>,
+) -> Result<(String, Vec<Param>), ReadError> {
+    let cols = t.columns.iter().map(select_expr).collect::<Vec<_>>().join(", ");
+    let mut sql = format!(
+        "SELECT {cols} FROM {}.{}",
+        quote_mssql(&t.source.schema),
+        quote_mssql(&t.source.name)
+    );
+    let mut params: Vec<Param> = Vec::new();
+    let mut conds: Vec<String> = Vec::new();
+    let Some(key) = t.keyset.as_deref() else {
+        return Ok((sql, params));
+    };
+
+    let key_name = |k: &KeyColumn| quote_mssql(&t.columns[k.index].source.name);
+    let placeholder = |k: &KeyColumn, n: usize| {
+        if k.kind == KeyKind::AnsiString {
+            // Compare in the column's own (non-Unicode) collation, the one ORDER BY uses.
+            format!("CAST(@P{n} AS varchar(8000))")
+        } else {
+            format!("@P{n}")
+        }
+    };
+    if let Some(after) = after {
+        if after.len() != key.len() {
+            return Err(ReadError::CheckpointKey(after.to_vec()));
+        }
+        let mut first = Vec::new();
+        for (k, v) in key.iter().zip(after) {
+            params.push(param_of(k.kind, v).ok_or_else(|| ReadError::CheckpointKey(after.to_vec()))?);
+            first.push(params.len());
+        }
+        // (k1 > a) OR (k1 = a AND k2 > b) OR ...
+        let mut ors = Vec::new();
+        for i in 0..key.len() {
+            let mut ands: Vec<String> = (0..i)
+                .map(|j| format!("{} = {}", key_name(&key[j]), placeholder(&key[j], first[j])))
+                .collect();
+            ands.push(format!(
+                "{} > {}",
+                key_name(&key[i]),
+                placeholder(&key[i], first[i])
+            ));
+            ors.push(format!("({})", ands.join(" AND ")));
+        }
+        conds.push(format!("({})", ors.join(" OR ")));
+    }
+    if let [k] = key {
+        if let Some(lo) = task.lower {
+            params.push(Param::I64(lo));
+            conds.push(format!("{} > @P{}", key_name(k), params.len()));
+        }
+        if let Some(hi) = task.upper {
+            params.push(Param::I64(hi));
+            conds.push(format!("{} <= @P{}", key_name(k), params.len()));
+        }
+    }
+    if !conds.is_empty() {
+        sql.push_str(&format!(" WHERE {}", conds.join(" AND ")));
+    }
+    let order = key.iter().map(key_name).collect::<Vec<_>>().join(", ");
+    sql.push_str(&format!(" ORDER BY {order}"));
+    Ok((sql, params))
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ReadStats {
+    pub rows: u64,
+}
+
+/// Streams the task's rows into the channel as COPY bytes, cut into chunks of `chunk_rows`
+/// (tables without a usable key are one chunk). Returns when the last chunk is sent.
+pub async fn read_task(
+    client: &mut TdsClient,
+    t: &TablePlan,
+    task: &TaskPlan,
+    after: Option<&[KeyValue]>,
+    chunk_rows: u64,
+    tx: Sender<Msg>,
+) -> Result<ReadStats, ReadError> {
+    let table = t.source.qualified();
+    let (sql, params) = build_query(t, task, after)?;
+    let encoder = RowEncoder::new(t.columns.iter().map(|c| c.pg_type).collect());
+    let key = t.keyset.as_deref();
+    let chunk_rows = if key.is_some() {
+        chunk_rows.max(1)
+    } else {
+        u64::MAX
+    };
+
+    let mut query = Query::new(sql);
+    for p in params {
+        match p {
+            Param::I64(v) => query.bind(v),
+            Param::Str(v) => query.bind(v),
+            Param::Uuid(v) => query.bind(v),
+            Param::Date(v) => query.bind(v),
+            Param::DateTime(v) => query.bind(v),
+            Param::Numeric(v) => query.bind(v),
+        }
+    }
+    let qerr = |source| ReadError::Query {
+        table: table.clone(),
+        source,
+    };
+    let mut rows = query.query(client).await.map_err(qerr)?.into_row_stream();
+
+    let mut buf = BytesMut::with_capacity(FLUSH_BYTES + 64 * 1024);
+    let mut in_chunk = 0u64;
+    let mut stats = ReadStats::default();
+    let mut last: Option<Row> = None;
+    // A closed channel means the writer failed; its error is the one to report.
+    macro_rules! send {
+        ($msg:expr) => {
+            if tx.send($msg).await.is_err() {
+                return Ok(stats);
+            }
+        };
+    }
+    while let Some(row) = rows.try_next().await.map_err(qerr)? {
+        if let Err(e) = encoder.encode_row(&mut buf, row.cells().map(|(_, c)| c)) {
+            let column = t
+                .columns
+                .get(e.column)
+                .map_or_else(|| format!("#{}", e.column), |c| c.source.name.clone());
+            return Err(ReadError::Encode {
+                table,
+                key: describe_key(&row, key),
+                column,
+                kind: e.kind,
+            });
+        }
+        in_chunk += 1;
+        stats.rows += 1;
+        last = Some(row);
+        if buf.len() >= FLUSH_BYTES {
+            send!(Msg::Data(buf.split().freeze()));
+        }
+        if in_chunk >= chunk_rows {
+            if !buf.is_empty() {
+                send!(Msg::Data(buf.split().freeze()));
+            }
+            let last_key = match (key, &last) {
+                (Some(k), Some(r)) => Some(key_of(r, k).ok_or_else(|| ReadError::Key {
+                    table: table.clone(),
+                    value: describe_key(r, Some(k)),
+                })?),
+                _ => None,
+            };
+            send!(Msg::ChunkEnd(ChunkEnd {
+                last_key,
+                rows: in_chunk,
+                done: false
+            }));
+            in_chunk = 0;
+        }
+    }
+    if !buf.is_empty() {
+        send!(Msg::Data(buf.split().freeze()));
+    }
+    let last_key = match (key, &last) {
+        (Some(k), Some(r)) => key_of(r, k),
+        _ => after.map(<[KeyValue]>::to_vec),
+    };
+    send!(Msg::ChunkEnd(ChunkEnd {
+        last_key,
+        rows: in_chunk,
+        done: true
+    }));
+    Ok(stats)
+}
+
+/// Exact `COUNT_BIG(*)` of a task's rows on the source.
+pub async fn count_rows(client: &mut TdsClient, t: &TablePlan, task: &TaskPlan) -> Result<i64, ReadError> {
+    let table = t.source.qualified();
+    let mut sql = format!(
+        "SELECT COUNT_BIG(*) FROM {}.{}",
+        quote_mssql(&t.source.schema),
+        quote_mssql(&t.source.name)
+    );
+    let mut conds = Vec::new();
+    if let (Some(k), true) = (t.int_key(), task.lower.is_some() || task.upper.is_some()) {
+        let col = quote_mssql(&t.columns[k].source.name);
+        if let Some(lo) = task.lower {
+            conds.push(format!("{col} > {lo}"));
+        }
+        if let Some(hi) = task.upper {
+            conds.push(format!("{col} <= {hi}"));
+        }
+    }
+    if !conds.is_empty() {
+        sql.push_str(&format!(" WHERE {}", conds.join(" AND ")));
+    }
+    let qerr = |source| ReadError::Query {
+        table: table.clone(),
+        source,
+    };
+    let row = client
+        .simple_query(sql)
+        .await
+        .map_err(qerr)?
+        .into_row()
+        .await
+        .map_err(qerr)?;
+    Ok(row
+        .and_then(|r| {
+            r.cells()
+                .next()
+                .and_then(|(_, c)| crate::mssql::introspect::cell_int(c))
+        })
+        .unwrap_or(0))
+}
+
+/// (min, max) of a single integer key, for range partitioning.
+pub async fn int_key_bounds(client: &mut TdsClient, t: &TablePlan) -> Result<Option<(i64, i64)>, ReadError> {
+    let Some(k) = t.int_key() else { return Ok(None) };
+    let table = t.source.qualified();
+    let col = quote_mssql(&t.columns[k].source.name);
+    let sql = format!(
+        "SELECT CAST(MIN({col}) AS bigint), CAST(MAX({col}) AS bigint) FROM {}.{}",
+        quote_mssql(&t.source.schema),
+        quote_mssql(&t.source.name)
+    );
+    let qerr = |source| ReadError::Query {
+        table: table.clone(),
+        source,
+    };
+    let row = client
+        .simple_query(sql)
+        .await
+        .map_err(qerr)?
+        .into_row()
+        .await
+        .map_err(qerr)?;
+    let Some(row) = row else { return Ok(None) };
+    let mut cells = row.cells().map(|(_, c)| crate::mssql::introspect::cell_int(c));
+    Ok(match (cells.next().flatten(), cells.next().flatten()) {
+        (Some(a), Some(b)) => Some((a, b)),
+        _ => None,
+    })
+}

@@ -1,0 +1,141 @@
+//! Engine options: what the Migration spec says, in the form the engine uses.
+
+use serde::Serialize;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
+pub enum Mode {
+    /// Drop the target tables (if any) and create them.
+    #[default]
+    DropRecreate,
+    /// Keep the target tables and empty them.
+    Truncate,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
+pub enum VerifyMode {
+    None,
+    Count,
+    #[default]
+    Checksum,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SchemaOptions {
+    pub indexes: bool,
+    pub foreign_keys: bool,
+    pub check_constraints: bool,
+    pub defaults: bool,
+    pub identity: bool,
+}
+
+impl Default for SchemaOptions {
+    fn default() -> Self {
+        SchemaOptions {
+            indexes: true,
+            foreign_keys: true,
+            check_constraints: true,
+            defaults: true,
+            identity: true,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PartitionOptions {
+    /// Tables with fewer (estimated) rows are copied as one task.
+    pub min_rows_to_split: i64,
+    pub rows_per_partition: i64,
+    pub max_partitions_per_table: u32,
+}
+
+impl Default for PartitionOptions {
+    fn default() -> Self {
+        PartitionOptions {
+            min_rows_to_split: 1_000_000,
+            rows_per_partition: 500_000,
+            max_partitions_per_table: 8,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Options {
+    /// Identifies the migration in the checkpoint table.
+    pub migration: String,
+    pub source_schema: String,
+    pub target_schema: String,
+    /// Table name globs (`*`, `?`) matched against the source table name.
+    pub include: Vec<String>,
+    pub exclude: Vec<String>,
+    pub mode: Mode,
+    pub schema: SchemaOptions,
+    pub partitioning: PartitionOptions,
+    /// Copy tasks running at once.
+    pub parallelism: usize,
+    /// Rows per committed chunk.
+    pub chunk_rows: u64,
+    pub verify: VerifyMode,
+    /// Fold target identifiers to lower case (default: keep them as they are, quoted).
+    pub lowercase_identifiers: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            migration: "migration".into(),
+            source_schema: "dbo".into(),
+            target_schema: "public".into(),
+            include: vec!["*".into()],
+            exclude: Vec::new(),
+            mode: Mode::default(),
+            schema: SchemaOptions::default(),
+            partitioning: PartitionOptions::default(),
+            parallelism: 4,
+            chunk_rows: 50_000,
+            verify: VerifyMode::default(),
+            lowercase_identifiers: false,
+        }
+    }
+}
+
+/// Shell-style glob with `*` and `?`, case-insensitive like SQL Server's default collations.
+pub fn glob_match(pattern: &str, name: &str) -> bool {
+    let p: Vec<char> = pattern.to_lowercase().chars().collect();
+    let n: Vec<char> = name.to_lowercase().chars().collect();
+    let (mut pi, mut ni) = (0usize, 0usize);
+    let (mut star, mut mark) = (None, 0usize);
+    while ni < n.len() {
+        if pi < p.len() && (p[pi] == '?' || p[pi] == n[ni]) {
+            pi += 1;
+            ni += 1;
+        } else if pi < p.len() && p[pi] == '*' {
+            star = Some(pi);
+            mark = ni;
+            pi += 1;
+        } else if let Some(s) = star {
+            pi = s + 1;
+            mark += 1;
+            ni = mark;
+        } else {
+            return false;
+        }
+    }
+    while pi < p.len() && p[pi] == '*' {
+        pi += 1;
+    }
+    pi == p.len()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::glob_match;
+
+    #[test]
+    fn globs() {
+        assert!(glob_match("*", "Users"));
+        assert!(glob_match("user*", "Users"));
+        assert!(glob_match("Po?ts", "Posts"));
+        assert!(!glob_match("Post", "Posts"));
+        assert!(glob_match("*Links", "PostLinks"));
+    }
+}

@@ -1,0 +1,449 @@
+//! The plan: every source table mapped to a target table with target names, its keyset key, and
+//! the copy tasks (one per table, or per key range of a large table).
+
+use crate::mapping::{ColumnMapping, MappingError, PgType, map_column};
+use crate::model::SourceTable;
+use crate::options::{Options, glob_match};
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap};
+
+/// PostgreSQL's NAMEDATALEN - 1.
+pub const PG_MAX_IDENT: usize = 63;
+
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    #[error("table {table}: {source}")]
+    Mapping {
+        table: String,
+        #[source]
+        source: MappingError,
+    },
+    #[error(
+        "target name collision in {scope}: {first:?} and {second:?} both become {target:?} (after case folding \
+         or PostgreSQL's 63-byte limit); rename one of them or change the identifier options"
+    )]
+    Collision {
+        scope: String,
+        first: String,
+        second: String,
+        target: String,
+    },
+}
+
+/// How a keyset key column is compared when resuming or splitting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum KeyKind {
+    Int,
+    /// nchar/nvarchar: the parameter is sent as nvarchar.
+    UnicodeString,
+    /// char/varchar: the parameter is cast to varchar so the column's collation (not the Unicode
+    /// rules of an nvarchar comparison) decides, the same as its ORDER BY.
+    AnsiString,
+    Uuid,
+    Date,
+    DateTime,
+    Decimal,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct KeyColumn {
+    /// Index into the table's column list (= the select list).
+    pub index: usize,
+    pub kind: KeyKind,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TablePlan {
+    pub source: SourceTable,
+    pub target_schema: String,
+    pub target_name: String,
+    pub columns: Vec<ColumnMapping>,
+    /// The primary key, when every column of it can drive keyset paging.
+    pub keyset: Option<Vec<KeyColumn>>,
+    pub pk_name: Option<String>,
+    /// Target names of `source.indexes`, in the same order.
+    pub index_names: Vec<String>,
+    pub fk_names: Vec<String>,
+    pub check_names: Vec<String>,
+}
+
+impl TablePlan {
+    pub fn task_base_name(&self) -> String {
+        format!("{}.{}", self.source.schema, self.source.name)
+    }
+
+    pub fn target_column(&self, source_name: &str) -> Option<&ColumnMapping> {
+        self.columns.iter().find(|c| c.source.name == source_name)
+    }
+
+    /// A single integer key column allows range partitioning.
+    pub fn int_key(&self) -> Option<usize> {
+        match self.keyset.as_deref() {
+            Some([k]) if k.kind == KeyKind::Int => Some(k.index),
+            _ => None,
+        }
+    }
+}
+
+impl crate::pg::expr::Columns for TablePlan {
+    fn lookup(&self, source_name: &str) -> Option<(&str, PgType)> {
+        self.columns
+            .iter()
+            .find(|c| c.source.name.eq_ignore_ascii_case(source_name))
+            .map(|c| (c.target_name.as_str(), c.pg_type))
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TaskPlan {
+    pub name: String,
+    /// Index into `Plan::tables`.
+    pub table: usize,
+    /// Key range `(lower, upper]` of a partition; `None` = unbounded.
+    pub lower: Option<i64>,
+    pub upper: Option<i64>,
+    pub estimated_rows: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Plan {
+    pub tables: Vec<TablePlan>,
+    pub tasks: Vec<TaskPlan>,
+    pub warnings: Vec<String>,
+}
+
+impl Plan {
+    /// A stable fingerprint: a rerun resumes only if the plan is the same.
+    pub fn fingerprint(&self) -> String {
+        use std::hash::{DefaultHasher, Hash, Hasher};
+        let mut h = DefaultHasher::new();
+        let json = serde_json::to_string(&(&self.tables, &self.tasks)).unwrap_or_default();
+        json.hash(&mut h);
+        format!("{:016x}", h.finish())
+    }
+}
+
+/// Folds and truncates an identifier the way PostgreSQL will store it.
+pub fn target_ident(name: &str, lowercase: bool) -> String {
+    let mut s = if lowercase {
+        name.to_lowercase()
+    } else {
+        name.to_string()
+    };
+    if s.len() > PG_MAX_IDENT {
+        let mut cut = PG_MAX_IDENT;
+        while !s.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        s.truncate(cut);
+    }
+    s
+}
+
+/// Tracks names in one PostgreSQL namespace and reports collisions.
+struct Namespace {
+    scope: String,
+    used: HashMap<String, String>,
+}
+
+impl Namespace {
+    fn new(scope: impl Into<String>) -> Self {
+        Namespace {
+            scope: scope.into(),
+            used: HashMap::new(),
+        }
+    }
+
+    fn claim(&mut self, source: &str, target: String) -> Result<String, PlanError> {
+        if let Some(first) = self.used.get(&target) {
+            return Err(PlanError::Collision {
+                scope: self.scope.clone(),
+                first: first.clone(),
+                second: source.to_string(),
+                target,
+            });
+        }
+        self.used.insert(target.clone(), source.to_string());
+        Ok(target)
+    }
+
+    /// Index and constraint names are per table in SQL Server but per schema in PostgreSQL: keep
+    /// the name when it is free, otherwise prefix it with the table name.
+    fn claim_relation(
+        &mut self,
+        table: &str,
+        source: &str,
+        lowercase: bool,
+        warnings: &mut Vec<String>,
+    ) -> Result<String, PlanError> {
+        let plain = target_ident(source, lowercase);
+        if !self.used.contains_key(&plain) {
+            return self.claim(source, plain);
+        }
+        let prefixed = target_ident(&format!("{table}_{source}"), lowercase);
+        warnings.push(format!(
+            "{table}: index/constraint {source:?} renamed to {prefixed:?} (name already used in the schema)"
+        ));
+        self.claim(&format!("{table}.{source}"), prefixed)
+    }
+}
+
+fn key_kind(ty: &str) -> Option<KeyKind> {
+    Some(match ty {
+        "tinyint" | "smallint" | "int" | "bigint" => KeyKind::Int,
+        "nchar" | "nvarchar" => KeyKind::UnicodeString,
+        "char" | "varchar" => KeyKind::AnsiString,
+        "uniqueidentifier" => KeyKind::Uuid,
+        "date" => KeyKind::Date,
+        "datetime" | "datetime2" | "smalldatetime" => KeyKind::DateTime,
+        "decimal" | "numeric" => KeyKind::Decimal,
+        _ => return None,
+    })
+}
+
+/// Selects the tables, maps them, names everything on the target side, and makes one task per
+/// table (see [`split_tasks`] for partitions).
+pub fn build_plan(source: Vec<SourceTable>, opts: &Options) -> Result<Plan, PlanError> {
+    let mut warnings = Vec::new();
+    let mut relations = Namespace::new(format!("schema {}", opts.target_schema));
+    let mut tables = Vec::new();
+    let lc = opts.lowercase_identifiers;
+
+    let selected: Vec<SourceTable> = source
+        .into_iter()
+        .filter(|t| opts.include.iter().any(|p| glob_match(p, &t.name)))
+        .filter(|t| !opts.exclude.iter().any(|p| glob_match(p, &t.name)))
+        .collect();
+
+    // Table names first, so index names yield to tables rather than the other way round.
+    let mut table_names = Vec::new();
+    for t in &selected {
+        table_names.push(relations.claim(&t.qualified(), target_ident(&t.name, lc))?);
+        if t.name.len() > PG_MAX_IDENT {
+            warnings.push(format!("table {}: name truncated to 63 bytes", t.qualified()));
+        }
+    }
+
+    for (t, target_name) in selected.into_iter().zip(table_names) {
+        let q = t.qualified();
+        let mut col_ns = Namespace::new(format!("table {q}"));
+        let mut columns = Vec::new();
+        for c in &t.columns {
+            let mut w = Vec::new();
+            let mut m = map_column(c, &mut w).map_err(|source| PlanError::Mapping {
+                table: q.clone(),
+                source,
+            })?;
+            m.target_name = col_ns.claim(&c.name, target_ident(&c.name, lc))?;
+            warnings.extend(w.into_iter().map(|w| format!("table {q}: {w}")));
+            columns.push(m);
+        }
+
+        let keyset = t.primary_key.as_ref().and_then(|pk| {
+            pk.columns
+                .iter()
+                .map(|name| {
+                    let index = t.columns.iter().position(|c| &c.name == name)?;
+                    Some(KeyColumn {
+                        index,
+                        kind: key_kind(&t.columns[index].type_name)?,
+                    })
+                })
+                .collect::<Option<Vec<_>>>()
+        });
+        if keyset.is_none() {
+            warnings.push(format!(
+                "table {q}: no primary key usable for keyset paging; it is copied in one transaction and \
+                 restarted from scratch if interrupted"
+            ));
+        }
+
+        let mut pk_name = None;
+        if let Some(pk) = &t.primary_key {
+            pk_name = Some(relations.claim_relation(&t.name, &pk.name, lc, &mut warnings)?);
+        }
+        let mut index_names = Vec::new();
+        for ix in &t.indexes {
+            index_names.push(relations.claim_relation(&t.name, &ix.name, lc, &mut warnings)?);
+        }
+        let mut con_ns = Namespace::new(format!("constraints of {q}"));
+        let mut fk_names = Vec::new();
+        for fk in &t.foreign_keys {
+            fk_names.push(con_ns.claim(&fk.name, target_ident(&fk.name, lc))?);
+        }
+        let mut check_names = Vec::new();
+        for ck in &t.checks {
+            check_names.push(con_ns.claim(&ck.name, target_ident(&ck.name, lc))?);
+        }
+
+        tables.push(TablePlan {
+            source: t,
+            target_schema: target_ident(&opts.target_schema, lc),
+            target_name,
+            columns,
+            keyset,
+            pk_name,
+            index_names,
+            fk_names,
+            check_names,
+        });
+    }
+
+    let tasks = tables
+        .iter()
+        .enumerate()
+        .map(|(i, t)| TaskPlan {
+            name: t.task_base_name(),
+            table: i,
+            lower: None,
+            upper: None,
+            estimated_rows: t.source.row_count,
+        })
+        .collect();
+    Ok(Plan {
+        tables,
+        tasks,
+        warnings,
+    })
+}
+
+/// Replaces the task of each large table that has a single integer key with key-range partitions.
+/// `bounds` holds (min, max) of that key per table index.
+pub fn split_tasks(plan: &mut Plan, bounds: &BTreeMap<usize, (i64, i64)>, opts: &Options) {
+    let p = &opts.partitioning;
+    let mut tasks = Vec::new();
+    for task in std::mem::take(&mut plan.tasks) {
+        let rows = task.estimated_rows;
+        let parts = if rows >= p.min_rows_to_split && p.rows_per_partition > 0 {
+            (rows / p.rows_per_partition).clamp(1, i64::from(p.max_partitions_per_table.max(1)))
+        } else {
+            1
+        };
+        match bounds.get(&task.table) {
+            Some(&(min, max)) if parts > 1 && max > min => {
+                let span = (i128::from(max) - i128::from(min) + 1) as u128;
+                let parts = (parts as u128).min(span);
+                let mut lower: Option<i64> = None;
+                for k in 1..=parts {
+                    let upper = if k == parts {
+                        None
+                    } else {
+                        Some((i128::from(min) - 1 + (span * k / parts) as i128) as i64)
+                    };
+                    tasks.push(TaskPlan {
+                        name: format!("{}.p{k}", task.name),
+                        table: task.table,
+                        lower,
+                        upper,
+                        estimated_rows: rows / parts as i64,
+                    });
+                    lower = upper;
+                }
+            }
+            _ => tasks.push(task),
+        }
+    }
+    // Largest first, so the long poles start early.
+    tasks.sort_by(|a, b| {
+        b.estimated_rows
+            .cmp(&a.estimated_rows)
+            .then_with(|| a.name.cmp(&b.name))
+    });
+    plan.tasks = tasks;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mapping::SourceColumn;
+    use crate::model::{IndexColumn, IndexDef, KeyConstraint};
+
+    fn int_col(name: &str) -> SourceColumn {
+        SourceColumn {
+            name: name.into(),
+            type_name: "int".into(),
+            max_length: 4,
+            precision: 10,
+            scale: 0,
+            nullable: false,
+            identity: None,
+            computed: None,
+        }
+    }
+
+    fn table(name: &str, cols: &[&str]) -> SourceTable {
+        SourceTable {
+            schema: "dbo".into(),
+            name: name.into(),
+            columns: cols.iter().map(|c| int_col(c)).collect(),
+            primary_key: Some(KeyConstraint {
+                name: format!("PK_{name}"),
+                columns: vec![cols[0].to_string()],
+            }),
+            indexes: vec![IndexDef {
+                name: "IX_1".into(),
+                unique: false,
+                unique_constraint: false,
+                columns: vec![IndexColumn {
+                    name: cols[0].into(),
+                    descending: false,
+                }],
+                included: vec![],
+                filter: None,
+            }],
+            foreign_keys: vec![],
+            checks: vec![],
+            defaults: vec![],
+            row_count: 10,
+            identity_last_value: None,
+        }
+    }
+
+    #[test]
+    fn case_fold_collision_is_an_error() {
+        let opts = Options {
+            lowercase_identifiers: true,
+            ..Options::default()
+        };
+        let err = build_plan(vec![table("T", &["Id", "ID"])], &opts).unwrap_err();
+        assert!(matches!(err, PlanError::Collision { .. }), "{err}");
+        // Preserved case: no collision.
+        assert!(build_plan(vec![table("T", &["Id", "ID"])], &Options::default()).is_ok());
+    }
+
+    #[test]
+    fn truncation_collision_is_an_error() {
+        let a = format!("{}A", "x".repeat(63));
+        let b = format!("{}B", "x".repeat(63));
+        let err = build_plan(vec![table(&a, &["Id"]), table(&b, &["Id"])], &Options::default()).unwrap_err();
+        assert!(matches!(err, PlanError::Collision { .. }), "{err}");
+    }
+
+    #[test]
+    fn duplicate_index_names_are_prefixed() {
+        let plan = build_plan(
+            vec![table("A", &["Id"]), table("B", &["Id"])],
+            &Options::default(),
+        )
+        .unwrap();
+        assert_eq!(plan.tables[0].index_names, vec!["IX_1"]);
+        assert_eq!(plan.tables[1].index_names, vec!["B_IX_1"]);
+    }
+
+    #[test]
+    fn partitions_cover_the_key_range_without_gaps() {
+        let mut t = table("Big", &["Id"]);
+        t.row_count = 2_000_000;
+        let opts = Options::default();
+        let mut plan = build_plan(vec![t], &opts).unwrap();
+        split_tasks(&mut plan, &BTreeMap::from([(0, (1, 2_000_000))]), &opts);
+        assert_eq!(plan.tasks.len(), 4);
+        let mut ranges: Vec<_> = plan.tasks.iter().map(|t| (t.lower, t.upper)).collect();
+        ranges.sort_by_key(|r| r.0.unwrap_or(i64::MIN));
+        assert_eq!(ranges[0].0, None);
+        assert_eq!(ranges[3].1, None);
+        for w in ranges.windows(2) {
+            assert_eq!(w[0].1, w[1].0);
+        }
+    }
+}
