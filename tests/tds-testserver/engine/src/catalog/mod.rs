@@ -7,6 +7,14 @@
 
 use crate::types::SqlType;
 
+pub mod store;
+pub mod typeinfo;
+
+pub use store::{
+    Catalog, Check, Column, DefaultConstraint, ForeignKey, IdentityState, Index, IndexKey, ObjectKind,
+    ObjectRef, Table,
+};
+
 /// Fixed schema ids, as in SQL Server.
 pub const SCHEMA_DBO: i32 = 1;
 pub const SCHEMA_INFORMATION_SCHEMA: i32 = 3;
