@@ -57,8 +57,10 @@ pub async fn ensure_tables(client: &Client) -> Result<(), CheckpointError> {
                 migration text PRIMARY KEY,
                 fingerprint text NOT NULL,
                 state text NOT NULL,
+                tasks text,
                 started_at timestamptz NOT NULL DEFAULT now(),
-                updated_at timestamptz NOT NULL DEFAULT now());"
+                updated_at timestamptz NOT NULL DEFAULT now());
+             ALTER TABLE \"{SCHEMA}\".\"runs\" ADD COLUMN IF NOT EXISTS tasks text;"
         ))
         .await?;
     Ok(())

@@ -1,6 +1,7 @@
 //! The migration engine: SQL Server -> PostgreSQL (introspect, map, create, copy, finalize, verify).
 
 pub mod checkpoint;
+pub mod engine;
 pub mod mapping;
 pub mod model;
 pub mod mssql;
@@ -8,3 +9,6 @@ pub mod options;
 pub mod pg;
 pub mod pipeline;
 pub mod plan;
+pub mod spec;
+pub mod summary;
+pub mod verify;

@@ -1,1 +1,259 @@
-fn main() {}
+//! `mssql-pg-worker`: the migration engine's command line (the Jobs' entry point, and `run` for
+//! a whole migration in one process).
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use mssql_pg_worker::engine::Engine;
+use mssql_pg_worker::mssql::connect::REQUESTED_PACKET_SIZE;
+use mssql_pg_worker::pipeline::CopyOptions;
+use mssql_pg_worker::spec::{self, Credentials};
+use mssql_pg_worker::summary::{Summary, peak_memory_bytes};
+use serde::Serialize;
+use std::io::IsTerminal;
+use std::process::ExitCode;
+use std::time::Instant;
+
+#[derive(Parser)]
+#[command(
+    name = "mssql-pg-worker",
+    about = "Migrates a SQL Server schema to PostgreSQL",
+    version
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(clap::Args, Clone)]
+struct Common {
+    /// The Migration YAML (the same file users `kubectl apply`).
+    #[arg(short = 'f', long = "file")]
+    file: String,
+    /// Test hook: fail each copy task after this many committed chunks.
+    #[arg(long, hide = true)]
+    fail_after_chunks: Option<u64>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Introspect the source, map types, create the target tables, store the task list.
+    Plan(Common),
+    /// Copy one task of the stored plan (resumes from its checkpoint).
+    Copy {
+        #[command(flatten)]
+        common: Common,
+        #[arg(long)]
+        task: String,
+    },
+    /// Build keys, indexes, constraints, foreign keys; reset identity values.
+    Finalize(Common),
+    /// Compare row counts / checksums on both sides.
+    Verify(Common),
+    /// All phases in this process.
+    Run(Common),
+}
+
+struct Out {
+    json: bool,
+}
+
+impl Out {
+    fn event<T: Serialize>(&self, value: &T, human: impl FnOnce() -> String) {
+        if self.json {
+            println!("{}", serde_json::to_string(value).unwrap_or_default());
+        } else {
+            print!("{}", human());
+        }
+    }
+}
+
+fn engine(common: &Common) -> anyhow::Result<Engine> {
+    let doc = spec::load(&common.file)?;
+    let creds = Credentials::from_env()?;
+    let (source, target, options) = spec::resolve(&doc, creds).context("migration spec")?;
+    let copy = CopyOptions {
+        chunk_rows: options.chunk_rows,
+        fail_after_chunks: common.fail_after_chunks,
+    };
+    Ok(Engine {
+        source,
+        target,
+        options,
+        copy,
+    })
+}
+
+#[derive(Serialize)]
+struct PlanEvent<'a> {
+    event: &'static str,
+    resumed: bool,
+    tables: Vec<PlanTable<'a>>,
+    tasks: &'a [mssql_pg_worker::plan::TaskPlan],
+    warnings: &'a [String],
+}
+
+#[derive(Serialize)]
+struct PlanTable<'a> {
+    source: String,
+    target: String,
+    estimated_rows: i64,
+    columns: Vec<(&'a str, String)>,
+}
+
+fn plan_event<'a>(p: &'a mssql_pg_worker::engine::Prepared) -> PlanEvent<'a> {
+    PlanEvent {
+        event: "plan",
+        resumed: p.resumed,
+        tables: p
+            .plan
+            .tables
+            .iter()
+            .map(|t| PlanTable {
+                source: t.source.qualified(),
+                target: format!("{}.{}", t.target_schema, t.target_name),
+                estimated_rows: t.source.row_count,
+                columns: t
+                    .columns
+                    .iter()
+                    .map(|c| (c.target_name.as_str(), c.pg_type.to_string()))
+                    .collect(),
+            })
+            .collect(),
+        tasks: &p.plan.tasks,
+        warnings: &p.plan.warnings,
+    }
+}
+
+async fn run(common: &Common, out: &Out) -> anyhow::Result<bool> {
+    let started = Instant::now();
+    let engine = engine(common)?;
+    let prepared = engine.prepare().await?;
+    out.event(&plan_event(&prepared), || {
+        format!(
+            "plan: {} tables, {} tasks{}\n",
+            prepared.plan.tables.len(),
+            prepared.plan.tasks.len(),
+            if prepared.resumed { " (resuming)" } else { "" }
+        )
+    });
+    let plan = &prepared.plan;
+    let mut summary = Summary {
+        event: "summary",
+        migration: engine.options.migration.clone(),
+        ok: false,
+        resumed: prepared.resumed,
+        tables: plan.tables.len(),
+        tasks: plan.tasks.len(),
+        rows: 0,
+        bytes: 0,
+        seconds: 0.0,
+        rows_per_second: 0.0,
+        peak_memory_bytes: None,
+        requested_packet_size: engine.source.packet_size.min(REQUESTED_PACKET_SIZE),
+        negotiated_packet_size: prepared.negotiated_packet_size,
+        verification: Vec::new(),
+        verified: false,
+        warnings: plan.warnings.clone(),
+        error: None,
+        task_reports: Vec::new(),
+    };
+    let result: anyhow::Result<()> = async {
+        let reports = engine.copy_all(plan).await?;
+        summary.rows = reports.iter().map(|r| r.rows).sum();
+        summary.bytes = reports.iter().map(|r| r.bytes).sum();
+        summary.task_reports = reports;
+        let copy_seconds = started.elapsed().as_secs_f64();
+        summary.rows_per_second = if copy_seconds > 0.0 {
+            summary.rows as f64 / copy_seconds
+        } else {
+            0.0
+        };
+        summary.warnings.extend(engine.finalize(plan).await?);
+        summary.verification = engine.verify(plan).await?;
+        summary.verified = summary.verification.iter().all(|v| v.ok);
+        if summary.verified {
+            engine.mark_succeeded(plan).await?;
+        }
+        Ok(())
+    }
+    .await;
+    if let Err(e) = result {
+        summary.error = Some(format!("{e:#}"));
+    }
+    summary.ok = summary.error.is_none() && summary.verified;
+    summary.seconds = started.elapsed().as_secs_f64();
+    summary.peak_memory_bytes = peak_memory_bytes();
+    out.event(&summary, || summary.human());
+    Ok(summary.ok)
+}
+
+async fn main_inner(cli: Cli, out: &Out) -> anyhow::Result<bool> {
+    match cli.command {
+        Command::Run(common) => run(&common, out).await,
+        Command::Plan(common) => {
+            let engine = engine(&common)?;
+            let prepared = engine.prepare().await?;
+            out.event(&plan_event(&prepared), || {
+                serde_json::to_string_pretty(&plan_event(&prepared)).unwrap_or_default() + "\n"
+            });
+            Ok(true)
+        }
+        Command::Copy { common, task } => {
+            let engine = engine(&common)?;
+            let plan = engine.stored_plan().await?;
+            let report = engine.copy_one(&plan, &task).await?;
+            out.event(&report, || format!("{report:?}\n"));
+            Ok(true)
+        }
+        Command::Finalize(common) => {
+            let engine = engine(&common)?;
+            let plan = engine.stored_plan().await?;
+            let warnings = engine.finalize(&plan).await?;
+            out.event(
+                &serde_json::json!({"event": "finalized", "warnings": warnings}),
+                || format!("finalized; warnings: {warnings:#?}\n"),
+            );
+            Ok(true)
+        }
+        Command::Verify(common) => {
+            let engine = engine(&common)?;
+            let plan = engine.stored_plan().await?;
+            let v = engine.verify(&plan).await?;
+            let ok = v.iter().all(|t| t.ok);
+            if ok {
+                engine.mark_succeeded(&plan).await?;
+            }
+            out.event(
+                &serde_json::json!({"event": "verified", "ok": ok, "tables": v}),
+                || format!("{v:#?}\n"),
+            );
+            Ok(ok)
+        }
+    }
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let out = Out {
+        json: !std::io::stdout().is_terminal(),
+    };
+    match main_inner(cli, &out).await {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            out.event(
+                &serde_json::json!({"event": "error", "error": format!("{e:#}")}),
+                || format!("error: {e:#}\n"),
+            );
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -94,7 +94,7 @@ impl crate::pg::expr::Columns for TablePlan {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct TaskPlan {
     pub name: String,
     /// Index into `Plan::tables`.
@@ -113,11 +113,22 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// A stable fingerprint: a rerun resumes only if the plan is the same.
+    /// A fingerprint of the tables' structure and mapping (not of row counts or task ranges, which
+    /// move with the data): a rerun resumes only if it is unchanged.
     pub fn fingerprint(&self) -> String {
         use std::hash::{DefaultHasher, Hash, Hasher};
         let mut h = DefaultHasher::new();
-        let json = serde_json::to_string(&(&self.tables, &self.tasks)).unwrap_or_default();
+        let tables: Vec<TablePlan> = self
+            .tables
+            .iter()
+            .cloned()
+            .map(|mut t| {
+                t.source.row_count = 0;
+                t.source.identity_last_value = None;
+                t
+            })
+            .collect();
+        let json = serde_json::to_string(&tables).unwrap_or_default();
         json.hash(&mut h);
         format!("{:016x}", h.finish())
     }

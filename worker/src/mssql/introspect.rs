@@ -255,7 +255,9 @@ pub async fn introspect(client: &mut TdsClient, schema: &str) -> Result<Vec<Sour
     }
 
     let what = "sys.index_columns";
-    let mut index_cols: BTreeMap<(i64, i64), Vec<(i64, i64, IndexColumn, bool)>> = BTreeMap::new();
+    // (key_ordinal, index_column_id, column, is_included) per (object_id, index_id)
+    type IndexParts = Vec<(i64, i64, IndexColumn, bool)>;
+    let mut index_cols: BTreeMap<(i64, i64), IndexParts> = BTreeMap::new();
     for row in rows(
         client,
         what,

@@ -162,9 +162,14 @@ pub fn finalize_table(
             ),
         ));
     }
-    if schema.indexes {
+    {
         for (ix, name) in t.source.indexes.iter().zip(&t.index_names) {
             let cols: Vec<String> = ix.columns.iter().map(|c| c.name.clone()).collect();
+            // Unique constraints are part of the data model (foreign keys may reference them);
+            // `indexes: false` only drops secondary indexes.
+            if !ix.unique_constraint && !schema.indexes {
+                continue;
+            }
             if ix.unique_constraint && ix.filter.is_none() {
                 out.push(Stmt::required(
                     format!("unique constraint {name}"),

@@ -1,0 +1,420 @@
+//! The phases of a migration, callable one by one (the Kubernetes Jobs) or all in-process (`run`).
+
+use crate::checkpoint::{self, CheckpointError};
+use crate::mssql::connect::{ConnectError, MssqlSource, negotiated_packet_size};
+use crate::mssql::introspect::{IntrospectError, introspect};
+use crate::mssql::read::{ReadError, int_key_bounds};
+use crate::options::{Mode, Options, VerifyMode};
+use crate::pg::connect::{PgConnectError, PgTarget};
+use crate::pg::ddl::{self, Stmt};
+use crate::pipeline::{CopyOptions, TaskError, TaskReport, copy_task};
+use crate::plan::{Plan, PlanError, TaskPlan, build_plan, split_tasks};
+use crate::verify::{self, TableVerification, VerifyError};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+use tokio_postgres::Client;
+use tokio_postgres::error::SqlState;
+
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error(transparent)]
+    Source(#[from] ConnectError),
+    #[error(transparent)]
+    Target(#[from] PgConnectError),
+    #[error(transparent)]
+    Introspect(#[from] IntrospectError),
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    #[error(transparent)]
+    Read(#[from] ReadError),
+    #[error(transparent)]
+    Checkpoint(#[from] CheckpointError),
+    #[error("{what}: {source}\n  statement: {sql}")]
+    Ddl {
+        what: String,
+        sql: String,
+        #[source]
+        source: tokio_postgres::Error,
+    },
+    #[error("task {task}: {source}")]
+    Task {
+        task: String,
+        #[source]
+        source: TaskError,
+    },
+    #[error("{failed} of {total} copy tasks failed; first: {first}")]
+    Tasks {
+        failed: usize,
+        total: usize,
+        first: Box<EngineError>,
+    },
+    #[error("no task named {0} in the plan")]
+    NoSuchTask(String),
+    #[error(transparent)]
+    Verify(#[from] VerifyError),
+    #[error("stored plan of migration {0} cannot be read: {1}")]
+    StoredPlan(String, String),
+}
+
+pub struct Engine {
+    pub source: MssqlSource,
+    pub target: PgTarget,
+    pub options: Options,
+    pub copy: CopyOptions,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Prepared {
+    pub plan: Plan,
+    /// A previous incomplete run with the same plan is being resumed.
+    pub resumed: bool,
+    pub negotiated_packet_size: Option<i32>,
+}
+
+fn pg_major(version_num: i32) -> u32 {
+    (version_num / 10_000).max(0) as u32
+}
+
+/// Statement errors meaning "this was already done", so finalize can be rerun after a crash.
+fn already_done(e: &tokio_postgres::Error) -> bool {
+    matches!(
+        e.code(),
+        Some(c) if *c == SqlState::DUPLICATE_OBJECT || *c == SqlState::DUPLICATE_TABLE || *c == SqlState::INVALID_TABLE_DEFINITION
+    )
+}
+
+async fn exec_stmts(pg: &Client, stmts: Vec<Stmt>, warnings: &mut Vec<String>) -> Result<(), EngineError> {
+    for s in stmts {
+        if let Err(e) = pg.batch_execute(&s.sql).await {
+            if already_done(&e) {
+                continue;
+            }
+            if s.optional {
+                let msg = e
+                    .as_db_error()
+                    .map_or_else(|| e.to_string(), |d| d.message().to_string());
+                warnings.push(format!(
+                    "{} not migrated: PostgreSQL rejected the translation: {msg} ({})",
+                    s.what, s.sql
+                ));
+            } else {
+                return Err(EngineError::Ddl {
+                    what: s.what,
+                    sql: s.sql,
+                    source: e,
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+impl Engine {
+    /// Introspects the source and builds the plan, with partitions for large tables.
+    pub async fn plan(&self) -> Result<(Plan, Option<i32>), EngineError> {
+        let mut mssql = self.source.connect().await?;
+        let packet = negotiated_packet_size(&mut mssql).await;
+        let tables = introspect(&mut mssql, &self.options.source_schema).await?;
+        let mut plan = build_plan(tables, &self.options)?;
+        let mut bounds = BTreeMap::new();
+        for (i, t) in plan.tables.iter().enumerate() {
+            if t.source.row_count >= self.options.partitioning.min_rows_to_split
+                && let Some(b) = int_key_bounds(&mut mssql, t).await?
+            {
+                bounds.insert(i, b);
+            }
+        }
+        split_tasks(&mut plan, &bounds, &self.options);
+        Ok((plan, packet))
+    }
+
+    /// Plans, then creates the target tables, unless a previous incomplete run of the same plan
+    /// exists: then its tables, checkpoints and task ranges are kept and copying resumes.
+    pub async fn prepare(&self) -> Result<Prepared, EngineError> {
+        let (mut plan, packet) = self.plan().await?;
+        let pg = self.target.connect().await?;
+        checkpoint::ensure_tables(&pg).await?;
+        let migration = &self.options.migration;
+        let fingerprint = plan.fingerprint();
+        if let Some((fp, state)) = checkpoint::run_state(&pg, migration).await?
+            && fp == fingerprint
+            && state != "succeeded"
+            && let Some(tasks) = self.stored_tasks(&pg).await?
+        {
+            plan.tasks = tasks;
+            return Ok(Prepared {
+                plan,
+                resumed: true,
+                negotiated_packet_size: packet,
+            });
+        }
+
+        let mut warnings = Vec::new();
+        pg.batch_execute(&ddl::create_schema(
+            &plan
+                .tables
+                .first()
+                .map_or(self.options.target_schema.clone(), |t| t.target_schema.clone()),
+        ))
+        .await
+        .map_err(|source| EngineError::Ddl {
+            what: "target schema".into(),
+            sql: String::new(),
+            source,
+        })?;
+        for t in &plan.tables {
+            match self.options.mode {
+                Mode::DropRecreate => {
+                    let drop = ddl::drop_table(t);
+                    let create = ddl::create_table(t, &self.options.schema);
+                    for sql in [drop, create] {
+                        pg.batch_execute(&sql).await.map_err(|source| EngineError::Ddl {
+                            what: format!("table {}", t.target_name),
+                            sql: sql.clone(),
+                            source,
+                        })?;
+                    }
+                    if self.options.schema.defaults {
+                        exec_stmts(&pg, ddl::defaults(t, &mut warnings), &mut warnings).await?;
+                    }
+                }
+                Mode::Truncate => {
+                    let sql = ddl::truncate_table(t);
+                    pg.batch_execute(&sql).await.map_err(|source| EngineError::Ddl {
+                        what: format!("table {}", t.target_name),
+                        sql: sql.clone(),
+                        source,
+                    })?;
+                }
+            }
+        }
+        plan.warnings.extend(warnings);
+        checkpoint::reset(&pg, migration).await?;
+        checkpoint::set_run_state(&pg, migration, &fingerprint, "copying").await?;
+        self.store_tasks(&pg, &plan.tasks).await?;
+        Ok(Prepared {
+            plan,
+            resumed: false,
+            negotiated_packet_size: packet,
+        })
+    }
+
+    async fn store_tasks(&self, pg: &Client, tasks: &[TaskPlan]) -> Result<(), EngineError> {
+        let json = serde_json::to_string(tasks).unwrap_or_default();
+        pg.execute(
+            &format!(
+                "UPDATE \"{}\".\"runs\" SET tasks = $2 WHERE migration = $1",
+                checkpoint::SCHEMA
+            ),
+            &[&self.options.migration, &json],
+        )
+        .await
+        .map_err(|e| EngineError::Checkpoint(CheckpointError::Db(e)))?;
+        Ok(())
+    }
+
+    async fn stored_tasks(&self, pg: &Client) -> Result<Option<Vec<TaskPlan>>, EngineError> {
+        let row = pg
+            .query_opt(
+                &format!(
+                    "SELECT tasks FROM \"{}\".\"runs\" WHERE migration = $1",
+                    checkpoint::SCHEMA
+                ),
+                &[&self.options.migration],
+            )
+            .await
+            .map_err(|e| EngineError::Checkpoint(CheckpointError::Db(e)))?;
+        let Some(json) = row.and_then(|r| r.get::<_, Option<String>>(0)) else {
+            return Ok(None);
+        };
+        serde_json::from_str(&json)
+            .map(Some)
+            .map_err(|e| EngineError::StoredPlan(self.options.migration.clone(), e.to_string()))
+    }
+
+    /// The plan of the current run: the source re-introspected, with the task ranges stored by
+    /// `prepare` (for the per-phase subcommands, which run in separate processes).
+    pub async fn stored_plan(&self) -> Result<Plan, EngineError> {
+        let (mut plan, _) = self.plan().await?;
+        let pg = self.target.connect().await?;
+        checkpoint::ensure_tables(&pg).await?;
+        match checkpoint::run_state(&pg, &self.options.migration).await? {
+            Some((fp, _)) if fp == plan.fingerprint() => {}
+            _ => {
+                return Err(EngineError::StoredPlan(
+                    self.options.migration.clone(),
+                    "no prepared run with the current source schema; run `plan` first".into(),
+                ));
+            }
+        }
+        let tasks = self.stored_tasks(&pg).await?.ok_or_else(|| {
+            EngineError::StoredPlan(
+                self.options.migration.clone(),
+                "no task list stored; run `plan` first".into(),
+            )
+        })?;
+        plan.tasks = tasks;
+        Ok(plan)
+    }
+
+    /// Copies one task by name.
+    pub async fn copy_one(&self, plan: &Plan, name: &str) -> Result<TaskReport, EngineError> {
+        let task = plan
+            .tasks
+            .iter()
+            .find(|t| t.name == name)
+            .ok_or_else(|| EngineError::NoSuchTask(name.into()))?;
+        let t = &plan.tables[task.table];
+        copy_task(
+            &self.source,
+            &self.target,
+            &self.options.migration,
+            t,
+            task,
+            &self.copy,
+        )
+        .await
+        .map_err(|source| EngineError::Task {
+            task: task.name.clone(),
+            source,
+        })
+    }
+
+    /// Copies every task, at most `parallelism` at once, largest first (the plan's order).
+    /// Every task runs to its end even when another fails, so a rerun has less to do.
+    pub async fn copy_all(&self, plan: &Plan) -> Result<Vec<TaskReport>, EngineError> {
+        let sem = Arc::new(Semaphore::new(self.options.parallelism.max(1)));
+        let plan = Arc::new(plan.clone());
+        let mut set = JoinSet::new();
+        for (i, task) in plan.tasks.iter().enumerate() {
+            let sem = sem.clone();
+            let plan = plan.clone();
+            let source = self.source.clone();
+            let target = self.target.clone();
+            let migration = self.options.migration.clone();
+            let copy = self.copy.clone();
+            let name = task.name.clone();
+            set.spawn(async move {
+                let _permit = sem.acquire_owned().await;
+                let task = &plan.tasks[i];
+                let t = &plan.tables[task.table];
+                tracing::info!(task = %name, "copy started");
+                let r = copy_task(&source, &target, &migration, t, task, &copy).await;
+                match &r {
+                    Ok(rep) => {
+                        tracing::info!(task = %name, rows = rep.rows, seconds = rep.seconds, "copy done")
+                    }
+                    Err(e) => tracing::error!(task = %name, error = %e, "copy failed"),
+                }
+                (name, r)
+            });
+        }
+        let mut reports = Vec::new();
+        let mut errors = Vec::new();
+        while let Some(joined) = set.join_next().await {
+            match joined {
+                Ok((_, Ok(rep))) => reports.push(rep),
+                Ok((task, Err(source))) => errors.push(EngineError::Task { task, source }),
+                Err(e) => errors.push(EngineError::Task {
+                    task: "?".into(),
+                    source: TaskError::Join(e.to_string()),
+                }),
+            }
+        }
+        let total = plan.tasks.len();
+        if errors.is_empty() {
+            reports.sort_by(|a, b| a.task.cmp(&b.task));
+            Ok(reports)
+        } else {
+            let failed = errors.len();
+            Err(EngineError::Tasks {
+                failed,
+                total,
+                first: Box::new(errors.swap_remove(0)),
+            })
+        }
+    }
+
+    /// Keys, indexes, checks and identity per table, then foreign keys. Safe to rerun.
+    pub async fn finalize(&self, plan: &Plan) -> Result<Vec<String>, EngineError> {
+        let pg = self.target.connect().await?;
+        checkpoint::ensure_tables(&pg).await?;
+        let version: i32 = pg
+            .query_one("SELECT current_setting('server_version_num')::int", &[])
+            .await
+            .map_err(|source| EngineError::Ddl {
+                what: "server version".into(),
+                sql: String::new(),
+                source,
+            })?
+            .get(0);
+        let mut warnings = Vec::new();
+        for t in &plan.tables {
+            let stmts = ddl::finalize_table(t, &self.options.schema, pg_major(version), &mut warnings);
+            exec_stmts(&pg, stmts, &mut warnings).await?;
+            if self.options.schema.identity {
+                exec_stmts(&pg, ddl::identity_reset(t), &mut warnings).await?;
+            }
+            pg.batch_execute(&format!("ANALYZE {}", ddl::qualified(t)))
+                .await
+                .map_err(|source| EngineError::Ddl {
+                    what: "analyze".into(),
+                    sql: String::new(),
+                    source,
+                })?;
+        }
+        if self.options.schema.foreign_keys {
+            let fks = ddl::foreign_keys(plan, &mut warnings);
+            exec_stmts(&pg, fks, &mut warnings).await?;
+        }
+        checkpoint::set_run_state(&pg, &self.options.migration, &plan.fingerprint(), "finalized").await?;
+        Ok(warnings)
+    }
+
+    pub async fn verify(&self, plan: &Plan) -> Result<Vec<TableVerification>, EngineError> {
+        if self.options.verify == VerifyMode::None {
+            return Ok(Vec::new());
+        }
+        let sem = Arc::new(Semaphore::new(self.options.parallelism.max(1)));
+        let mut set = JoinSet::new();
+        for t in plan.tables.clone() {
+            let sem = sem.clone();
+            let source = self.source.clone();
+            let target = self.target.clone();
+            let mode = self.options.verify;
+            set.spawn(async move {
+                let _permit = sem.acquire_owned().await;
+                let mut mssql = source.connect().await?;
+                let pg = target.connect().await?;
+                Ok::<_, EngineError>(match mode {
+                    VerifyMode::Count => verify::count(&mut mssql, &pg, &t).await?,
+                    _ => verify::checksum(&mut mssql, &pg, &t).await?,
+                })
+            });
+        }
+        let mut out = Vec::new();
+        while let Some(r) = set.join_next().await {
+            match r {
+                Ok(v) => out.push(v?),
+                Err(e) => {
+                    return Err(EngineError::Task {
+                        task: "verify".into(),
+                        source: TaskError::Join(e.to_string()),
+                    });
+                }
+            }
+        }
+        out.sort_by(|a, b| a.table.cmp(&b.table));
+        Ok(out)
+    }
+
+    /// Marks the run complete, so the next run starts afresh.
+    pub async fn mark_succeeded(&self, plan: &Plan) -> Result<(), EngineError> {
+        let pg = self.target.connect().await?;
+        checkpoint::set_run_state(&pg, &self.options.migration, &plan.fingerprint(), "succeeded").await?;
+        Ok(())
+    }
+}

@@ -1,0 +1,78 @@
+//! The end-of-run summary and the process facts it reports.
+
+use crate::pipeline::TaskReport;
+use crate::verify::TableVerification;
+use serde::Serialize;
+
+/// Peak resident set size (VmHWM) of this process, in bytes.
+pub fn peak_memory_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Summary {
+    pub event: &'static str,
+    pub migration: String,
+    pub ok: bool,
+    pub resumed: bool,
+    pub tables: usize,
+    pub tasks: usize,
+    /// Rows copied by this run (resumed runs do not recount earlier attempts).
+    pub rows: u64,
+    pub bytes: u64,
+    pub seconds: f64,
+    pub rows_per_second: f64,
+    pub peak_memory_bytes: Option<u64>,
+    pub requested_packet_size: u32,
+    pub negotiated_packet_size: Option<i32>,
+    pub verification: Vec<TableVerification>,
+    pub verified: bool,
+    pub warnings: Vec<String>,
+    pub error: Option<String>,
+    pub task_reports: Vec<TaskReport>,
+}
+
+impl Summary {
+    /// A few lines for a person at a terminal.
+    pub fn human(&self) -> String {
+        let mut s = format!(
+            "{} {}: {} tables, {} tasks, {} rows, {:.1} MiB in {:.2}s ({:.0} rows/s), peak memory {}, TDS packet \
+             {} requested / {} granted\n",
+            if self.ok { "OK" } else { "FAILED" },
+            self.migration,
+            self.tables,
+            self.tasks,
+            self.rows,
+            self.bytes as f64 / (1024.0 * 1024.0),
+            self.seconds,
+            self.rows_per_second,
+            self.peak_memory_bytes
+                .map_or("?".into(), |b| format!("{:.1} MiB", b as f64 / (1024.0 * 1024.0))),
+            self.requested_packet_size,
+            self.negotiated_packet_size.map_or("?".into(), |p| p.to_string()),
+        );
+        for v in &self.verification {
+            s.push_str(&format!(
+                "  verify {}: {} source rows, {} target rows{} {}\n",
+                v.table,
+                v.source_rows,
+                v.target_rows,
+                match (&v.source_checksum, &v.target_checksum) {
+                    (Some(a), Some(b)) => format!(", checksum {a} / {b}"),
+                    _ => String::new(),
+                },
+                if v.ok { "ok" } else { "MISMATCH" }
+            ));
+        }
+        for w in &self.warnings {
+            s.push_str(&format!("  warning: {w}\n"));
+        }
+        if let Some(e) = &self.error {
+            s.push_str(&format!("  error: {e}\n"));
+        }
+        s
+    }
+}

@@ -1,0 +1,221 @@
+//! Verification computed the same way on both sides: every row is put through the same binary
+//! COPY encoding (the source through our encoder, the target as PostgreSQL's own binary COPY TO),
+//! each row's bytes are hashed, and the hashes are summed, so order does not matter and a lost,
+//! duplicated or altered row changes the result.
+
+use crate::mapping::quote_pg;
+use crate::mssql::connect::TdsClient;
+use crate::mssql::read::{ReadError, count_rows};
+use crate::pg::copy_binary::RowEncoder;
+use crate::pg::ddl::qualified;
+use crate::plan::{TablePlan, TaskPlan};
+use bytes::{Buf, BytesMut};
+use futures_util::TryStreamExt;
+use serde::Serialize;
+use std::hash::{DefaultHasher, Hasher};
+use tokio_postgres::Client;
+
+#[derive(Debug, thiserror::Error)]
+pub enum VerifyError {
+    #[error(transparent)]
+    Read(#[from] ReadError),
+    #[error("reading {table} from PostgreSQL: {source}")]
+    Target {
+        table: String,
+        #[source]
+        source: tokio_postgres::Error,
+    },
+    #[error("reading {table} from SQL Server: {source}")]
+    Source {
+        table: String,
+        #[source]
+        source: tiberius::error::Error,
+    },
+    #[error("table {table}: a source row could not be encoded: {message}")]
+    Encode { table: String, message: String },
+    #[error("PostgreSQL's binary COPY output for {0} is malformed")]
+    Malformed(String),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
+pub struct Digest {
+    pub rows: i64,
+    /// Sum of the per-row hashes, wrapping.
+    pub sum: u64,
+}
+
+impl Digest {
+    fn add(&mut self, row: &[u8]) {
+        let mut h = DefaultHasher::new();
+        h.write(row);
+        self.rows += 1;
+        self.sum = self.sum.wrapping_add(h.finish());
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TableVerification {
+    pub table: String,
+    pub source_rows: i64,
+    pub target_rows: i64,
+    /// Only for checksum verification.
+    pub source_checksum: Option<String>,
+    pub target_checksum: Option<String>,
+    pub ok: bool,
+}
+
+/// Row counts on both sides.
+pub async fn count(
+    mssql: &mut TdsClient,
+    pg: &Client,
+    t: &TablePlan,
+) -> Result<TableVerification, VerifyError> {
+    let whole = TaskPlan {
+        name: String::new(),
+        table: 0,
+        lower: None,
+        upper: None,
+        estimated_rows: 0,
+    };
+    let source_rows = count_rows(mssql, t, &whole).await?;
+    let row = pg
+        .query_one(&format!("SELECT count(*) FROM {}", qualified(t)), &[])
+        .await
+        .map_err(|source| VerifyError::Target {
+            table: qualified(t),
+            source,
+        })?;
+    let target_rows: i64 = row.get(0);
+    Ok(TableVerification {
+        table: t.source.qualified(),
+        source_rows,
+        target_rows,
+        source_checksum: None,
+        target_checksum: None,
+        ok: source_rows == target_rows,
+    })
+}
+
+/// Counts and checksums on both sides.
+pub async fn checksum(
+    mssql: &mut TdsClient,
+    pg: &Client,
+    t: &TablePlan,
+) -> Result<TableVerification, VerifyError> {
+    let source = source_digest(mssql, t).await?;
+    let target = target_digest(pg, t).await?;
+    Ok(TableVerification {
+        table: t.source.qualified(),
+        source_rows: source.rows,
+        target_rows: target.rows,
+        source_checksum: Some(format!("{:016x}", source.sum)),
+        target_checksum: Some(format!("{:016x}", target.sum)),
+        ok: source == target,
+    })
+}
+
+async fn source_digest(mssql: &mut TdsClient, t: &TablePlan) -> Result<Digest, VerifyError> {
+    let table = t.source.qualified();
+    let cols = t
+        .columns
+        .iter()
+        .map(crate::mapping::select_expr)
+        .collect::<Vec<_>>()
+        .join(", ");
+    let sql = format!(
+        "SELECT {cols} FROM {}.{}",
+        crate::mapping::quote_mssql(&t.source.schema),
+        crate::mapping::quote_mssql(&t.source.name)
+    );
+    let encoder = RowEncoder::new(t.columns.iter().map(|c| c.pg_type).collect());
+    let err = |source| VerifyError::Source {
+        table: table.clone(),
+        source,
+    };
+    let mut rows = mssql.simple_query(sql).await.map_err(err)?.into_row_stream();
+    let mut digest = Digest::default();
+    let mut buf = BytesMut::with_capacity(64 * 1024);
+    while let Some(row) = rows.try_next().await.map_err(err)? {
+        buf.clear();
+        encoder
+            .encode_row(&mut buf, row.cells().map(|(_, c)| c))
+            .map_err(|e| VerifyError::Encode {
+                table: table.clone(),
+                message: e.to_string(),
+            })?;
+        digest.add(&buf);
+    }
+    Ok(digest)
+}
+
+/// Length of the complete row at the start of `b`, `Some(0)` for the trailer, `None` if more bytes
+/// are needed.
+fn row_len(b: &[u8]) -> Option<usize> {
+    if b.len() < 2 {
+        return None;
+    }
+    let fields = i16::from_be_bytes([b[0], b[1]]);
+    if fields == -1 {
+        return Some(0);
+    }
+    let mut at = 2usize;
+    for _ in 0..fields.max(0) {
+        let len_bytes = b.get(at..at + 4)?;
+        let len = i32::from_be_bytes([len_bytes[0], len_bytes[1], len_bytes[2], len_bytes[3]]);
+        at += 4;
+        if len > 0 {
+            at += len as usize;
+        }
+    }
+    (b.len() >= at).then_some(at)
+}
+
+async fn target_digest(pg: &Client, t: &TablePlan) -> Result<Digest, VerifyError> {
+    let table = qualified(t);
+    let cols = t
+        .columns
+        .iter()
+        .map(|c| quote_pg(&c.target_name))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let err = |source| VerifyError::Target {
+        table: table.clone(),
+        source,
+    };
+    let stream = pg
+        .copy_out(&format!(
+            "COPY (SELECT {cols} FROM {table}) TO STDOUT (FORMAT binary)"
+        ))
+        .await
+        .map_err(err)?;
+    futures_util::pin_mut!(stream);
+    let mut buf = BytesMut::new();
+    let mut header_done = false;
+    let mut digest = Digest::default();
+    while let Some(chunk) = stream.try_next().await.map_err(err)? {
+        buf.extend_from_slice(&chunk);
+        if !header_done {
+            if buf.len() < 19 {
+                continue;
+            }
+            let ext = u32::from_be_bytes([buf[15], buf[16], buf[17], buf[18]]) as usize;
+            if buf.len() < 19 + ext {
+                continue;
+            }
+            buf.advance(19 + ext);
+            header_done = true;
+        }
+        while let Some(n) = row_len(&buf) {
+            if n == 0 {
+                return Ok(digest);
+            }
+            digest.add(&buf[..n]);
+            buf.advance(n);
+        }
+    }
+    if header_done && buf.is_empty() {
+        Ok(digest)
+    } else {
+        Err(VerifyError::Malformed(table))
+    }
+}
