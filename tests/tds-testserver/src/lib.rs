@@ -1,9 +1,17 @@
 //! A TDS 7.4 server backed by SQLite that stands in for SQL Server.
 //!
 //! `TestServer::start(config)` listens on a loopback port and serves each connection on its
-//! own thread; the SQL lives in `tds-testserver-engine`, this crate speaks the wire protocol.
+//! own threads; the SQL lives in `tds-testserver-engine`, this crate speaks the wire protocol.
 
 pub use tds_testserver_engine as engine;
+
+pub mod backend;
+mod server;
+mod session;
+mod sink;
+pub mod wire;
+
+pub use server::{ServerError, TestServer};
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -1,1 +1,59 @@
-fn main() {}
+//! `tds-testserver`: runs the test server until SIGTERM/SIGINT.
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::Parser;
+use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::iterator::Signals;
+use tds_testserver::{ServerConfig, TestServer};
+
+#[derive(Parser, Debug)]
+#[command(about = "A TDS 7.4 server backed by SQLite that stands in for SQL Server")]
+struct Args {
+    #[arg(long, default_value = "127.0.0.1:1433")]
+    listen: SocketAddr,
+    #[arg(long, default_value = "sa")]
+    user: String,
+    #[arg(long, env = "TDS_TESTSERVER_PASSWORD", hide_env_values = true)]
+    password: String,
+    #[arg(long, default_value = "master")]
+    database: String,
+    #[arg(long, default_value_t = 32767, value_parser = clap::value_parser!(u32).range(512..=32767))]
+    max_packet_size: u32,
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+}
+
+fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let args = Args::parse();
+    let mut signals = Signals::new([SIGTERM, SIGINT]).context("installing signal handlers")?;
+    let config = ServerConfig {
+        listen: args.listen,
+        user: args.user,
+        password: args.password,
+        database: args.database,
+        max_packet_size: args.max_packet_size,
+        data_dir: args.data_dir,
+    };
+    let mut server = TestServer::start(config).context("starting the server")?;
+    {
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "tds-testserver listening on {}", server.addr()).context("writing to stdout")?;
+        out.flush().context("flushing stdout")?;
+    }
+    if let Some(signal) = signals.forever().next() {
+        tracing::info!(signal, "stopping");
+    }
+    server.stop();
+    Ok(())
+}
