@@ -9,6 +9,7 @@ use crate::types::SqlType;
 
 pub mod store;
 pub mod typeinfo;
+pub mod views;
 
 pub use store::{
     Catalog, Check, Column, DefaultConstraint, ForeignKey, IdentityState, Index, IndexKey, ObjectKind,

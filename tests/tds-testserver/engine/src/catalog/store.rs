@@ -543,6 +543,13 @@ impl Catalog {
         self.tables.values().filter(|t| !t.is_temporary())
     }
 
+    /// The `#temp` tables of one session.
+    pub fn session_tables(&self, session_id: u64) -> impl Iterator<Item = &Table> {
+        self.tables
+            .values()
+            .filter(move |t| t.session == Some(session_id))
+    }
+
     /// Every permanent object (tables, constraints, defaults) as sys.objects rows, by id.
     pub fn objects(&self) -> Vec<ObjectRef> {
         let mut out: Vec<ObjectRef> = Vec::new();
@@ -1517,4 +1524,4 @@ pub fn referenced_columns(definition: &str) -> Vec<String> {
 
 #[cfg(test)]
 #[path = "store_tests.rs"]
-mod tests;
+pub(crate) mod tests;
