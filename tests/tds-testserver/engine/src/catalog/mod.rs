@@ -7,6 +7,7 @@
 
 use crate::types::SqlType;
 
+pub mod functions;
 pub mod store;
 pub mod typeinfo;
 pub mod views;
