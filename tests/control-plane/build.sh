@@ -2,7 +2,7 @@
 # Builds (once) the binaries of a loopback Kubernetes control plane into a cache keyed by version:
 # kube-apiserver, kube-controller-manager, kube-scheduler (from the Go module proxy through the wrapper module
 # in gomod/), etcd (Debian etcd-server, unpacked without root) and helm. Does nothing when they are already there.
-# Prints the bin directory on stdout; progress goes to stderr.
+# Prints the bin directory on stdout; progress goes to stderr. With --no-helm, helm is not required (up.sh).
 #
 # Environment: MSSQLPG_CACHE (default ~/.cache/mssql-pg-operator), BUILD_NICE (default 10),
 # BUILD_PARALLEL (go build -p, default 1 so concurrent Rust builds are not starved).
@@ -18,6 +18,15 @@ PAR="${BUILD_PARALLEL:-1}"
 
 log() { echo "build.sh: $*" >&2; }
 die() { log "error: $*"; exit 1; }
+
+WANT=(etcd kube-apiserver kube-controller-manager kube-scheduler)
+[[ "${1:-}" == "--no-helm" ]] || WANT+=(helm)
+missing=0
+for b in "${WANT[@]}"; do [[ -x "$BIN/$b" ]] || missing=1; done
+if [[ $missing -eq 0 ]]; then
+	echo "$BIN"
+	exit 0
+fi
 
 mkdir -p "$BIN"
 # Two concurrent callers (make test and a helper, say) must not build into the same files at once.
@@ -76,7 +85,7 @@ fetch_etcd
 build_k8s kube-apiserver
 build_k8s kube-controller-manager
 build_k8s kube-scheduler
-fetch_helm
+[[ " ${WANT[*]} " == *" helm "* ]] && fetch_helm
 [[ -x /usr/bin/kubectl && ! -e "$BIN/kubectl" ]] && ln -s /usr/bin/kubectl "$BIN/kubectl"
 [[ $((SECONDS - total)) -gt 2 ]] && log "done in $((SECONDS - total)) s"
 echo "$BIN"

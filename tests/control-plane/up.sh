@@ -43,7 +43,7 @@ if [[ -s "$DIR/pids" ]]; then
 fi
 
 started=$SECONDS
-BIN="$("$HERE/build.sh")"
+BIN="$("$HERE/build.sh" --no-helm)"
 
 if [[ -n "${MSSQLPG_NODE_AGENT:-}" ]]; then
 	AGENT="$MSSQLPG_NODE_AGENT"

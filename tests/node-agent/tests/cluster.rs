@@ -339,9 +339,10 @@ async fn deleting_a_running_pod_stops_its_processes_and_removes_it() {
                     "terminationGracePeriodSeconds": 2,
                     "containers": [{
                         "name": "main", "image": "ignored",
+                        // `$$$$` is `$$` after Kubernetes' own `$$` escaping.
                         // Shell and child both ignore SIGTERM: only the SIGKILL after the grace period
                         // stops them, and it must reach the child as well as the shell.
-                        "command": ["sh", "-c", "trap '' TERM; sleep 1000 & echo $! > child.pid; echo $$ > shell.pid; wait"]
+                        "command": ["sh", "-c", "trap '' TERM; sleep 1000 & echo $! > child.pid; echo $$$$ > shell.pid; wait"]
                     }]
                 }
             }),
@@ -368,12 +369,14 @@ async fn deleting_a_running_pod_stops_its_processes_and_removes_it() {
     let pid_of = |file: &str| {
         let path = work.join(file);
         async move {
-            wait_until(&format!("{}", path.display()), || async { path.exists() }).await;
-            std::fs::read_to_string(&path)
-                .unwrap()
-                .trim()
-                .parse::<u32>()
-                .unwrap()
+            // The shell may have created the file but not yet written it.
+            let read = || {
+                std::fs::read_to_string(&path)
+                    .ok()
+                    .and_then(|s| s.trim().parse::<u32>().ok())
+            };
+            wait_until(&format!("{}", path.display()), || async { read().is_some() }).await;
+            read().unwrap()
         }
     };
     let child = pid_of("child.pid").await;
