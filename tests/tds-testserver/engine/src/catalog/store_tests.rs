@@ -499,3 +499,50 @@ fn referenced_columns_of_definitions() {
         vec!["qty", "max"]
     );
 }
+
+#[test]
+fn renames() {
+    let (mut cat, c, o) = sample();
+    cat.rename_object(c, "clients", 1).unwrap();
+    assert_eq!(cat.find_table("dbo", "CLIENTS", 1).unwrap().object_id, c);
+    assert!(cat.find_table("dbo", "customers", 1).is_none());
+    assert_eq!(cat.rename_object(c, "orders", 1).unwrap_err().number, 15335);
+    let ck = cat.find_object("dbo", "CK_qty", 1).unwrap().object_id;
+    cat.rename_object(ck, "CK_quantity", 1).unwrap();
+    assert_eq!(cat.object(ck, 1).unwrap().name, "CK_quantity");
+    cat.rename_column(o, "QTY", "quantity").unwrap();
+    let orders = cat.table(o).unwrap();
+    assert_eq!(orders.column_by_id(3).unwrap().name, "quantity");
+    assert_eq!(orders.checks[0].definition, "([quantity]>=(0))");
+    assert_eq!(cat.rename_column(o, "quantity", "ID").unwrap_err().number, 15335);
+    assert_eq!(cat.rename_column(o, "nope", "x").unwrap_err().number, 15248);
+    cat.add_index(o, index("IX_a", &["quantity"], false)).unwrap();
+    cat.rename_index(o, "ix_a", "IX_b").unwrap();
+    assert!(cat.table(o).unwrap().index("IX_b").is_some());
+    assert_eq!(
+        cat.rename_index(o, "IX_b", "PK_orders").unwrap_err().number,
+        15335
+    );
+}
+
+#[test]
+fn table_def_round_trips() {
+    let (cat, _, o) = sample();
+    let def = cat.table_def(o).unwrap();
+    assert_eq!(def.name, "orders");
+    assert_eq!(def.schema, "dbo");
+    assert_eq!(def.columns.len(), 3);
+    assert_eq!(def.indexes[0].name.as_deref(), Some("PK_orders"));
+    assert_eq!(def.foreign_keys[0].referenced_table, "customers");
+    assert_eq!(def.foreign_keys[0].referenced_columns, vec!["id"]);
+    assert_eq!(def.checks[0].definition, "([qty]>=(0))");
+    // Recreating it elsewhere gives the same shape.
+    let mut copy = def.clone();
+    copy.name = "orders2".to_string();
+    copy.indexes[0].name = None;
+    copy.checks[0].name = None;
+    let mut cat2 = cat.clone();
+    let id = cat2.create_table(copy, 1).unwrap();
+    let again = cat2.table_def(id).unwrap();
+    assert_eq!(again.columns, def.columns);
+}
