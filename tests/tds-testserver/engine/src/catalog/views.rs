@@ -498,6 +498,134 @@ fn build_registry() -> Vec<ViewDef> {
                 ("CONSTRAINT_NAME", SYSNAME, false),
             ]),
         ),
+        v(
+            "INFORMATION_SCHEMA.SCHEMATA",
+            cols(&[
+                ic("CATALOG_NAME"),
+                ("SCHEMA_NAME", SYSNAME, false),
+                ic("SCHEMA_OWNER"),
+                (
+                    "DEFAULT_CHARACTER_SET_CATALOG",
+                    SqlType::VarChar { len: Some(6) },
+                    true,
+                ),
+                (
+                    "DEFAULT_CHARACTER_SET_SCHEMA",
+                    SqlType::VarChar { len: Some(3) },
+                    true,
+                ),
+                ("DEFAULT_CHARACTER_SET_NAME", SYSNAME, true),
+            ]),
+        ),
+        v(
+            "INFORMATION_SCHEMA.VIEWS",
+            cols(&[
+                ic("TABLE_CATALOG"),
+                ic("TABLE_SCHEMA"),
+                ("TABLE_NAME", SYSNAME, false),
+                ("VIEW_DEFINITION", nv(4000), true),
+                ("CHECK_OPTION", vc(7), true),
+                ("IS_UPDATABLE", vc(2), true),
+            ]),
+        ),
+        v(
+            "sys.databases",
+            cols(&[
+                ("name", SYSNAME, false),
+                ("database_id", INT, false),
+                ("source_database_id", INT, true),
+                ("owner_sid", SqlType::VarBinary { len: Some(85) }, true),
+                ("create_date", DATETIME, false),
+                ("compatibility_level", TINYINT, false),
+                ("collation_name", SYSNAME, true),
+                ("user_access", TINYINT, true),
+                ("user_access_desc", nv(60), true),
+                ("is_read_only", BIT, true),
+                ("is_auto_close_on", BIT, false),
+                ("is_auto_shrink_on", BIT, true),
+                ("state", TINYINT, true),
+                ("state_desc", nv(60), true),
+                ("is_in_standby", BIT, true),
+                ("snapshot_isolation_state", TINYINT, true),
+                ("snapshot_isolation_state_desc", nv(60), true),
+                ("is_read_committed_snapshot_on", BIT, true),
+                ("recovery_model", TINYINT, true),
+                ("recovery_model_desc", nv(60), true),
+                ("page_verify_option", TINYINT, true),
+                ("page_verify_option_desc", nv(60), true),
+                ("is_ansi_nulls_on", BIT, true),
+                ("is_ansi_padding_on", BIT, true),
+                ("is_quoted_identifier_on", BIT, true),
+                ("is_encrypted", BIT, true),
+            ]),
+        ),
+        v(
+            "sys.procedures",
+            with(
+                objects_columns(),
+                &[
+                    ("is_auto_executed", BIT, false),
+                    ("is_execution_replicated", BIT, true),
+                    ("is_repl_serializable_only", BIT, true),
+                    ("skips_repl_constraints", BIT, true),
+                ],
+            ),
+        ),
+        v(
+            "sys.triggers",
+            cols(&[
+                ("name", SYSNAME, false),
+                ("object_id", INT, false),
+                ("parent_class", TINYINT, false),
+                ("parent_class_desc", nv(60), true),
+                ("parent_id", INT, false),
+                ("type", SqlType::Char { len: 2 }, false),
+                ("type_desc", nv(60), true),
+                ("create_date", DATETIME, false),
+                ("modify_date", DATETIME, false),
+                ("is_ms_shipped", BIT, false),
+                ("is_disabled", BIT, false),
+                ("is_not_for_replication", BIT, false),
+                ("is_instead_of_trigger", BIT, false),
+            ]),
+        ),
+        v(
+            "sys.sql_modules",
+            cols(&[
+                ("object_id", INT, false),
+                ("definition", NVMAX, true),
+                ("uses_ansi_nulls", BIT, true),
+                ("uses_quoted_identifier", BIT, true),
+                ("is_schema_bound", BIT, true),
+                ("uses_database_collation", BIT, true),
+                ("is_recompiled", BIT, true),
+                ("null_on_null_input", BIT, true),
+                ("execute_as_principal_id", INT, true),
+                ("uses_native_compilation", BIT, true),
+            ]),
+        ),
+        v(
+            "sys.sequences",
+            with(
+                objects_columns(),
+                &[
+                    ("start_value", VARIANT, false),
+                    ("increment", VARIANT, false),
+                    ("minimum_value", VARIANT, true),
+                    ("maximum_value", VARIANT, true),
+                    ("is_cycling", BIT, true),
+                    ("is_cached", BIT, true),
+                    ("cache_size", INT, true),
+                    ("system_type_id", TINYINT, false),
+                    ("user_type_id", INT, false),
+                    ("precision", TINYINT, false),
+                    ("scale", TINYINT, false),
+                    ("current_value", VARIANT, false),
+                    ("is_exhausted", BIT, false),
+                    ("last_used_value", VARIANT, true),
+                ],
+            ),
+        ),
     ]
 }
 
@@ -1263,7 +1391,63 @@ fn build_rows(ctx: &Ctx<'_>, view: &str, row_counts: &dyn Fn(&Table) -> i64) -> 
                 }
             }
         }
-        // sys.views: no views are supported, so it is always empty.
+        "INFORMATION_SCHEMA.SCHEMATA" => {
+            for sc in ctx.catalog.schemas() {
+                // Fixed schemas are owned by the principal of the same name; CREATE SCHEMA's by dbo.
+                let owner = if (5..16384).contains(&sc.schema_id) {
+                    "dbo"
+                } else {
+                    sc.name.as_str()
+                };
+                rows.push(vec![
+                    ("CATALOG_NAME", text(db)),
+                    ("SCHEMA_NAME", text(&sc.name)),
+                    ("SCHEMA_OWNER", text(owner)),
+                    ("DEFAULT_CHARACTER_SET_NAME", text("iso_1")),
+                ]);
+            }
+        }
+        "sys.databases" => {
+            let created = ctx.tables().map(|t| t.create_date.clone()).min();
+            let created = created.unwrap_or_else(|| "2003-04-08 09:13:36.390".to_string());
+            let mut dbs: Vec<(&str, i64)> = vec![("master", 1), ("tempdb", 2), ("model", 3), ("msdb", 4)];
+            if !dbs.iter().any(|(n, _)| n.eq_ignore_ascii_case(db)) {
+                dbs.push((db, super::functions::USER_DATABASE_ID));
+            }
+            for (name, id) in dbs {
+                let user_db = id >= super::functions::USER_DATABASE_ID;
+                rows.push(vec![
+                    ("name", text(name)),
+                    ("database_id", int(id)),
+                    ("owner_sid", Stored::Blob(vec![1])),
+                    ("create_date", text(created.clone())),
+                    ("compatibility_level", int(160)),
+                    ("collation_name", text(typeinfo::DEFAULT_COLLATION)),
+                    ("user_access", int(0)),
+                    ("user_access_desc", text("MULTI_USER")),
+                    ("is_read_only", bit(false)),
+                    ("is_auto_shrink_on", bit(false)),
+                    ("state", int(0)),
+                    ("state_desc", text("ONLINE")),
+                    ("is_in_standby", bit(false)),
+                    ("snapshot_isolation_state", int(0)),
+                    ("snapshot_isolation_state_desc", text("OFF")),
+                    ("is_read_committed_snapshot_on", bit(false)),
+                    ("recovery_model", int(if user_db { 1 } else { 3 })),
+                    (
+                        "recovery_model_desc",
+                        text(if user_db { "FULL" } else { "SIMPLE" }),
+                    ),
+                    ("page_verify_option", int(2)),
+                    ("page_verify_option_desc", text("CHECKSUM")),
+                    ("is_ansi_nulls_on", bit(false)),
+                    ("is_ansi_padding_on", bit(false)),
+                    ("is_quoted_identifier_on", bit(false)),
+                    ("is_encrypted", bit(false)),
+                ]);
+            }
+        }
+        // Views, procedures, triggers, modules and sequences are not supported: always empty.
         _ => {}
     }
     rows

@@ -591,3 +591,34 @@ fn refresh_inside_a_rolled_back_transaction_rolls_back_too() {
         vec![vec![i(2)]]
     );
 }
+
+#[test]
+fn databases_and_schemata() {
+    let (cat, _, _) = sample();
+    let conn = refreshed(&cat);
+    let rows = query(
+        &conn,
+        "SELECT name, database_id, compatibility_level, collation_name FROM temp.\"sys.databases\" ORDER BY database_id",
+    );
+    assert_eq!(rows.len(), 5);
+    assert_eq!(
+        rows[4],
+        vec![s("shop"), i(5), i(160), s("SQL_Latin1_General_CP1_CI_AS")]
+    );
+    let rows = query(
+        &conn,
+        "SELECT SCHEMA_NAME, SCHEMA_OWNER FROM temp.\"INFORMATION_SCHEMA.SCHEMATA\" WHERE SCHEMA_NAME IN ('dbo', 'sys')",
+    );
+    assert_eq!(rows, vec![vec![s("dbo"), s("dbo")], vec![s("sys"), s("sys")]]);
+    for empty in [
+        "sys.views",
+        "sys.procedures",
+        "sys.triggers",
+        "sys.sql_modules",
+        "sys.sequences",
+        "INFORMATION_SCHEMA.VIEWS",
+    ] {
+        let sql = format!("SELECT count(*) FROM {}", view(empty).unwrap().sqlite_name());
+        assert_eq!(query(&conn, &sql), vec![vec![i(0)]], "{empty}");
+    }
+}
