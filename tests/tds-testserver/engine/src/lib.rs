@@ -6,15 +6,28 @@
 //! connection) and [`ResultSink`] (implemented by the wire layer, which encodes each event as
 //! TDS tokens while the engine is still producing rows, so results stream).
 
+mod bulk;
 pub mod catalog;
+pub mod convert;
+mod ddl;
+mod dml;
 pub mod error;
+mod exec;
+mod functions;
+mod meta;
+mod parse;
+mod session;
+mod translate;
+pub mod typename;
 pub mod types;
 
 pub use error::SqlError;
 pub use types::{ColumnMeta, SqlType, Value};
 
 use std::path::PathBuf;
-use std::sync::Arc;
+
+pub use session::{Engine, Session};
+pub use translate::VERSION;
 
 /// How the engine stores its data.
 #[derive(Debug, Clone)]
@@ -108,121 +121,4 @@ pub enum TransactionRequest {
     Save {
         name: String,
     },
-}
-
-/// The shared database of one test server.
-pub struct Engine {
-    config: EngineConfig,
-}
-
-impl Engine {
-    pub fn open(config: EngineConfig) -> Result<Arc<Engine>, SqlError> {
-        Ok(Arc::new(Engine { config }))
-    }
-
-    pub fn database(&self) -> &str {
-        &self.config.database
-    }
-
-    /// A session for one client connection, using `database` (the login's database; `None`
-    /// means the server's default). An unknown database is error 4060.
-    pub fn connect(self: &Arc<Self>, database: Option<&str>) -> Result<Session, SqlError> {
-        let current = database
-            .filter(|d| !d.is_empty())
-            .unwrap_or(&self.config.database)
-            .to_string();
-        Ok(Session {
-            engine: Arc::clone(self),
-            database: current,
-        })
-    }
-}
-
-/// One client connection's state: its SQLite connection, open transaction, temp tables,
-/// SET options, @@ROWCOUNT/SCOPE_IDENTITY, and a pending bulk load.
-pub struct Session {
-    engine: Arc<Engine>,
-    database: String,
-}
-
-impl Session {
-    /// The session's current database name.
-    pub fn database(&self) -> &str {
-        &self.database
-    }
-
-    /// Whether a transaction is open (DONE's INXACT bit, and the descriptor in ALL_HEADERS).
-    pub fn in_transaction(&self) -> bool {
-        false
-    }
-
-    /// Runs a SQL batch (TDS packet type 0x01), streaming results into `sink`. Errors are
-    /// reported through the sink; the session stays usable. `Err` only when the sink
-    /// interrupted (cancel or I/O).
-    pub fn execute_batch(&mut self, sql: &str, sink: &mut dyn ResultSink) -> Result<(), Interrupt> {
-        self.execute_rpc(sql, &[], sink)
-    }
-
-    /// Runs `sp_executesql`'s statement with its parameters.
-    pub fn execute_rpc(
-        &mut self,
-        sql: &str,
-        params: &[Param],
-        sink: &mut dyn ResultSink,
-    ) -> Result<(), Interrupt> {
-        let _ = (sql, params, &self.engine);
-        let err = SqlError::new(102, 15, "Not implemented yet.");
-        sink.error(&err)?;
-        sink.done(Done {
-            kind: StatementKind::Other,
-            rows: None,
-            error: true,
-            in_transaction: false,
-        })
-    }
-
-    /// A transaction-manager request (BEGIN/COMMIT/ROLLBACK/SAVE sent as packet type 0x0E).
-    pub fn transaction(
-        &mut self,
-        request: TransactionRequest,
-        sink: &mut dyn ResultSink,
-    ) -> Result<(), Interrupt> {
-        let _ = request;
-        sink.done(Done {
-            kind: StatementKind::Other,
-            rows: None,
-            error: false,
-            in_transaction: false,
-        })
-    }
-
-    /// Starts the BULK_LOAD message that follows an `INSERT BULK` statement. `columns` is the
-    /// client's COLMETADATA (names must match the INSERT BULK column list).
-    pub fn bulk_start(&mut self, columns: &[ColumnMeta]) -> Result<(), SqlError> {
-        let _ = columns;
-        Err(SqlError::new(
-            4804,
-            16,
-            "While reading current row from host, a premature end-of-message was encountered--an incoming data stream was interrupted when the server expected to see more data. The host program may have terminated. Ensure that you are using a supported client application programming interface (API).",
-        ))
-    }
-
-    /// One bulk row, a value per client column. The first failing row's error is kept and
-    /// reported by [`Session::bulk_finish`]; later rows are ignored.
-    pub fn bulk_row(&mut self, row: &[Value]) {
-        let _ = row;
-    }
-
-    /// Ends the bulk load: all rows land, or none and the error is sent.
-    pub fn bulk_finish(&mut self, sink: &mut dyn ResultSink) -> Result<(), Interrupt> {
-        sink.done(Done {
-            kind: StatementKind::Insert,
-            rows: Some(0),
-            error: false,
-            in_transaction: false,
-        })
-    }
-
-    /// Abandons a bulk load (the client cancelled or disconnected): nothing lands.
-    pub fn bulk_abort(&mut self) {}
 }

@@ -1,0 +1,344 @@
+//! Bulk load: `INSERT BULK` remembers the target; the BULK_LOAD message's rows are converted to
+//! the target columns' types (clients such as pytds send every column as nvarchar), checked,
+//! and inserted inside a savepoint so that all rows land or none.
+
+use crate::convert::value_to_stored;
+use crate::error::SqlError;
+use crate::exec::Fail;
+use crate::meta::TableMeta;
+use crate::session::Session;
+use crate::translate::{quote, sqlite_table_sql};
+use crate::types::{ColumnMeta, Value};
+use crate::{Done, Interrupt, ResultSink, StatementKind};
+use rusqlite::types::{Value as Stored, ValueRef};
+
+#[derive(Debug, Clone)]
+pub struct BulkColumn {
+    pub name: String,
+    /// The declared type text (ignored: the BULK_LOAD COLMETADATA decides value types).
+    pub ty: String,
+}
+
+/// The parsed `INSERT BULK` statement.
+#[derive(Debug, Clone)]
+pub struct BulkTarget {
+    pub name: Vec<String>,
+    pub columns: Vec<BulkColumn>,
+    /// Upper-case option words (KEEP_NULLS, CHECK_CONSTRAINTS, TABLOCK, ...).
+    pub options: Vec<String>,
+}
+
+/// A prepared target: the table and, per INSERT BULK column, the table column index.
+#[derive(Debug)]
+pub struct PendingBulk {
+    meta: TableMeta,
+    cols: Vec<usize>,
+    keep_nulls: bool,
+    check_constraints: bool,
+}
+
+#[derive(Debug)]
+pub struct BulkState {
+    pending: PendingBulk,
+    /// Table column per client column, in the client's COLMETADATA order.
+    order: Vec<usize>,
+    nested: bool,
+    rows: u64,
+    error: Option<SqlError>,
+    last_identity: Option<i64>,
+    sql_all: String,
+    values: Vec<Stored>,
+}
+
+impl Session {
+    pub(crate) fn prepare_bulk(&mut self, t: BulkTarget) -> Result<(), Fail> {
+        let tables = self.engine.tables();
+        let vt = std::collections::HashMap::new();
+        let ctx = crate::translate::Ctx {
+            tables: &tables,
+            temp: &self.temp,
+            vars: &vt,
+            globals: &self.globals,
+            ctes: Vec::new(),
+        };
+        let meta = ctx
+            .lookup(&t.name)
+            .cloned()
+            .ok_or_else(|| crate::translate::invalid_object(&t.name.join(".")))?;
+        let mut cols = Vec::new();
+        for c in &t.columns {
+            let (i, def) = meta
+                .column(&c.name)
+                .ok_or_else(|| SqlError::new(207, 16, format!("Invalid column name '{}'.", c.name)))?;
+            if def.computed.is_some() {
+                return Err(SqlError::new(271, 16, format!("The column \"{}\" cannot be modified because it is either a computed column or is the result of a UNION operator.", def.name)).into());
+            }
+            cols.push(i);
+        }
+        if t.columns.is_empty() {
+            cols = meta
+                .def
+                .columns
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| c.computed.is_none() && c.identity.is_none())
+                .map(|(i, _)| i)
+                .collect();
+        }
+        self.pending_bulk = Some(PendingBulk {
+            meta,
+            cols,
+            keep_nulls: t.options.iter().any(|o| o == "KEEP_NULLS"),
+            check_constraints: t.options.iter().any(|o| o == "CHECK_CONSTRAINTS"),
+        });
+        Ok(())
+    }
+
+    pub(crate) fn bulk_begin(&mut self, columns: &[ColumnMeta]) -> Result<(), SqlError> {
+        let pending = self.pending_bulk.take().ok_or_else(|| {
+            SqlError::new(4804, 16, "While reading current row from host, a premature end-of-message was encountered--an incoming data stream was interrupted when the server expected to see more data. The host program may have terminated. Ensure that you are using a supported client application programming interface (API).")
+        })?;
+        // Client columns map by name to the INSERT BULK list; positionally when names differ.
+        let mut order = Vec::with_capacity(columns.len());
+        for (k, c) in columns.iter().enumerate() {
+            let by_name = pending
+                .cols
+                .iter()
+                .copied()
+                .find(|i| pending.meta.def.columns[*i].name.eq_ignore_ascii_case(&c.name));
+            match by_name.or_else(|| pending.cols.get(k).copied()) {
+                Some(i) => order.push(i),
+                None => {
+                    return Err(SqlError::new(
+                        4819,
+                        16,
+                        format!(
+                            "Cannot bulk load. The bulk data stream was incorrectly specified as sorted or the data violates a uniqueness constraint. (column '{}' is not in the INSERT BULK list)",
+                            c.name
+                        ),
+                    ));
+                }
+            }
+        }
+        let nested = self.trancount > 0;
+        let begin = if nested {
+            "SAVEPOINT __bulk"
+        } else {
+            "BEGIN IMMEDIATE"
+        };
+        let map = |e: rusqlite::Error| crate::exec::map_sqlite(&e);
+        self.conn.execute_batch(begin).map_err(map)?;
+        if !pending.check_constraints {
+            // SQL Server's bulk load skips CHECK constraints unless CHECK_CONSTRAINTS is given.
+            self.conn
+                .execute_batch("PRAGMA ignore_check_constraints=ON")
+                .map_err(map)?;
+        }
+        let mut all = order.clone();
+        if let Some((ident, _)) = pending.meta.identity_column() {
+            if !all.contains(&ident) {
+                all.push(ident);
+            }
+        }
+        let sql_all = insert_sql(&pending.meta, &all);
+        self.bulk = Some(BulkState {
+            pending,
+            order,
+            nested,
+            rows: 0,
+            error: None,
+            last_identity: None,
+            sql_all,
+            values: Vec::new(),
+        });
+        Ok(())
+    }
+
+    pub(crate) fn bulk_add(&mut self, row: &[Value]) {
+        let Some(mut st) = self.bulk.take() else { return };
+        if st.error.is_none() {
+            if let Err(e) = self.bulk_insert_one(&mut st, row) {
+                st.error = Some(e);
+            }
+        }
+        self.bulk = Some(st);
+    }
+
+    fn bulk_insert_one(&mut self, st: &mut BulkState, row: &[Value]) -> Result<(), SqlError> {
+        let meta = &st.pending.meta;
+        st.values.clear();
+        let mut omitted: Vec<usize> = Vec::new();
+        for (k, v) in row.iter().enumerate() {
+            let Some(&ci) = st.order.get(k) else { continue };
+            let col = &meta.def.columns[ci];
+            if v.is_null() && !st.pending.keep_nulls && col.default.is_some() {
+                omitted.push(k);
+                st.values.push(Stored::Null);
+                continue;
+            }
+            let stored = match v {
+                // The common cases convert without an intermediate allocation.
+                Value::Int(i) => Stored::Integer(i64::from(*i)),
+                Value::BigInt(i) => Stored::Integer(*i),
+                other => value_to_stored(other),
+            };
+            st.values
+                .push(self.column_value(meta, col, ValueRef::from(&stored))?);
+        }
+        let ident = meta.identity_column().map(|(i, _)| i);
+        let auto_ident = ident.filter(|i| !st.order.contains(i));
+        if auto_ident.is_some() {
+            let v = self.bulk_next_identity(meta);
+            st.values.push(Stored::Integer(v));
+            st.last_identity = Some(v);
+        } else if let Some(i) = ident {
+            if let Some(p) = st.order.iter().position(|c| *c == i) {
+                if let Stored::Integer(v) = st.values[p] {
+                    st.last_identity = Some(v);
+                }
+            }
+        }
+        let result = if omitted.is_empty() {
+            let mut stmt = self
+                .conn
+                .prepare_cached(&st.sql_all)
+                .map_err(|e| crate::exec::map_sqlite(&e))?;
+            for (i, v) in st.values.iter().enumerate() {
+                stmt.raw_bind_parameter(i + 1, v)
+                    .map_err(|e| crate::exec::map_sqlite(&e))?;
+            }
+            stmt.raw_execute()
+        } else {
+            let mut cols = Vec::new();
+            let mut vals = Vec::new();
+            for (k, v) in st.values.iter().enumerate() {
+                if omitted.contains(&k) {
+                    continue;
+                }
+                let ci = st.order.get(k).copied().or(auto_ident);
+                if let Some(ci) = ci {
+                    cols.push(ci);
+                    vals.push(v.clone());
+                }
+            }
+            let sql = insert_sql(meta, &cols);
+            let mut stmt = self
+                .conn
+                .prepare_cached(&sql)
+                .map_err(|e| crate::exec::map_sqlite(&e))?;
+            for (i, v) in vals.iter().enumerate() {
+                stmt.raw_bind_parameter(i + 1, v)
+                    .map_err(|e| crate::exec::map_sqlite(&e))?;
+            }
+            stmt.raw_execute()
+        };
+        if let Err(e) = result {
+            let mut all = st.order.clone();
+            if let Some(i) = auto_ident {
+                all.push(i);
+            }
+            return Err(self.constraint_error(meta, &e, &all, &st.values, crate::dml::Verb::Insert));
+        }
+        st.rows += 1;
+        Ok(())
+    }
+
+    fn bulk_next_identity(&self, meta: &TableMeta) -> i64 {
+        let spec = meta.identity_column().and_then(|(_, c)| c.identity.clone());
+        let (seed, inc) = spec.map_or((1, 1), |s| (s.seed, s.increment));
+        let mut ids = match self.engine.identity.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        let next = ids.get(&meta.object_id).map_or(seed, |l| l + inc);
+        ids.insert(meta.object_id, next);
+        next
+    }
+
+    fn bulk_close(&mut self, st: &BulkState, ok: bool) -> Result<(), SqlError> {
+        let map = |e: rusqlite::Error| crate::exec::map_sqlite(&e);
+        let _ = self.conn.execute_batch("PRAGMA ignore_check_constraints=OFF");
+        let sql = match (st.nested, ok) {
+            (true, true) => "RELEASE __bulk",
+            (true, false) => "ROLLBACK TO __bulk; RELEASE __bulk",
+            (false, true) => "COMMIT",
+            (false, false) => "ROLLBACK",
+        };
+        self.conn.execute_batch(sql).map_err(map)
+    }
+
+    pub(crate) fn bulk_end(&mut self, sink: &mut dyn ResultSink) -> Result<(), Interrupt> {
+        let Some(st) = self.bulk.take() else {
+            let e = SqlError::new(
+                4804,
+                16,
+                "While reading current row from host, a premature end-of-message was encountered--an incoming data stream was interrupted when the server expected to see more data. The host program may have terminated. Ensure that you are using a supported client application programming interface (API).",
+            );
+            sink.error(&e)?;
+            return sink.done(Done {
+                kind: StatementKind::Insert,
+                rows: None,
+                error: true,
+                in_transaction: self.in_transaction(),
+            });
+        };
+        let mut error = st.error.clone();
+        let close = self.bulk_close(&st, error.is_none());
+        if let (Err(e), None) = (close, &error) {
+            let _ = self.bulk_close(&st, false);
+            error = Some(e);
+        }
+        match error {
+            Some(e) => {
+                sink.error(&e)?;
+                sink.done(Done {
+                    kind: StatementKind::Insert,
+                    rows: None,
+                    error: true,
+                    in_transaction: self.in_transaction(),
+                })
+            }
+            None => {
+                if let Some(id) = st.last_identity {
+                    let mut ids = match self.engine.identity.lock() {
+                        Ok(g) => g,
+                        Err(p) => p.into_inner(),
+                    };
+                    let e = ids.entry(st.pending.meta.object_id).or_insert(id);
+                    if id > *e {
+                        *e = id;
+                    }
+                }
+                self.globals.rowcount = st.rows as i64;
+                sink.done(Done {
+                    kind: StatementKind::Insert,
+                    rows: Some(st.rows),
+                    error: false,
+                    in_transaction: self.in_transaction(),
+                })
+            }
+        }
+    }
+
+    pub(crate) fn bulk_cancel(&mut self) {
+        if let Some(st) = self.bulk.take() {
+            let _ = self.bulk_close(&st, false);
+        }
+        self.pending_bulk = None;
+    }
+}
+
+fn insert_sql(meta: &TableMeta, cols: &[usize]) -> String {
+    format!(
+        "INSERT INTO {} ({}) VALUES ({})",
+        sqlite_table_sql(meta),
+        cols.iter()
+            .map(|i| quote(&meta.def.columns[*i].name))
+            .collect::<Vec<_>>()
+            .join(", "),
+        (1..=cols.len())
+            .map(|i| format!("?{i}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
+}

@@ -1,0 +1,994 @@
+//! Values in SQLite storage form and conversions between SQL Server types.
+//!
+//! Storage forms (chosen so values round-trip exactly and sort correctly as text):
+//! ints/bit INTEGER; float/real REAL; decimal/numeric/money TEXT with the column's fixed scale
+//! (compared numerically through the `DEC` collation); date `YYYY-MM-DD`; time
+//! `HH:MM:SS.fffffff`; datetime2 `YYYY-MM-DD HH:MM:SS.fffffff`; datetime `... .fff`;
+//! smalldatetime `... HH:MM:00`; datetimeoffset local time + ` +HH:MM`; GUID upper-case text;
+//! strings TEXT; binaries BLOB.
+
+use crate::error::SqlError;
+use crate::typename::{base_name, is_binary, is_string};
+use crate::types::{SqlType, Value};
+use rusqlite::types::{Value as Stored, ValueRef};
+
+pub const DAYS_TO_1900: i64 = 693_595;
+const T100_PER_DAY: u64 = 864_000_000_000;
+
+/// Days since 0001-01-01 of a proleptic Gregorian date.
+pub fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (i64::from(m) + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + i64::from(d) - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468 + 719_162
+}
+
+/// (year, month, day) of days since 0001-01-01.
+pub fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days - 719_162 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+pub fn format_date(days: i64) -> String {
+    let (y, m, d) = civil_from_days(days);
+    format!("{y:04}-{m:02}-{d:02}")
+}
+
+/// `HH:MM:SS` plus `digits` fractional digits of a 100 ns time of day.
+pub fn format_time(t: u64, digits: usize) -> String {
+    let secs = t / 10_000_000;
+    let frac = t % 10_000_000;
+    let base = format!("{:02}:{:02}:{:02}", secs / 3600, secs / 60 % 60, secs % 60);
+    if digits == 0 {
+        base
+    } else {
+        let f = format!("{frac:07}");
+        format!("{base}.{}", &f[..digits.min(7)])
+    }
+}
+
+fn format_offset(minutes: i16) -> String {
+    let sign = if minutes < 0 { '-' } else { '+' };
+    let m = minutes.unsigned_abs();
+    format!("{sign}{:02}:{:02}", m / 60, m % 60)
+}
+
+/// A parsed date/time literal: days since 0001-01-01, 100 ns since midnight, optional offset.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DateTimeParts {
+    pub days: i64,
+    pub time: u64,
+    pub offset: Option<i16>,
+    pub has_date: bool,
+}
+
+/// Parses the date/time string forms SQL Server accepts in practice: ISO `YYYY-MM-DD`,
+/// `YYYYMMDD`, with ` ` or `T` and `HH:MM[:SS[.fffffff]]`, an optional `Z`/`+HH:MM` offset, or a
+/// time alone.
+pub fn parse_datetime(s: &str) -> Option<DateTimeParts> {
+    let s = s.trim();
+    let (date_part, rest) = if s.len() >= 8 && s.as_bytes()[..4].iter().all(u8::is_ascii_digit) {
+        let end = s.find([' ', 'T']).unwrap_or(s.len());
+        (Some(&s[..end]), s[end..].trim_start_matches([' ', 'T']))
+    } else {
+        (None, s)
+    };
+    let days = match date_part {
+        Some(d) => {
+            let (y, m, dd) = if d.len() == 8 && d.bytes().all(|b| b.is_ascii_digit()) {
+                (d[..4].parse().ok()?, d[4..6].parse().ok()?, d[6..8].parse().ok()?)
+            } else {
+                let mut it = d.split(['-', '/', '.']);
+                let y: i64 = it.next()?.parse().ok()?;
+                let m: u32 = it.next()?.parse().ok()?;
+                let dd: u32 = it.next()?.parse().ok()?;
+                if it.next().is_some() {
+                    return None;
+                }
+                (y, m, dd)
+            };
+            if !(1..=9999).contains(&y) || !(1..=12).contains(&m) || dd == 0 || dd > days_in_month(y, m) {
+                return None;
+            }
+            days_from_civil(y, m, dd)
+        }
+        None => DAYS_TO_1900,
+    };
+    let mut rest = rest.trim();
+    let mut offset = None;
+    if let Some(r) = rest.strip_suffix('Z') {
+        offset = Some(0);
+        rest = r.trim();
+    } else if let Some(pos) = rest.rfind(['+', '-']) {
+        if rest.len() - pos == 6 && rest.as_bytes()[pos + 3] == b':' {
+            let sign: i16 = if rest.as_bytes()[pos] == b'-' { -1 } else { 1 };
+            let h: i16 = rest[pos + 1..pos + 3].parse().ok()?;
+            let m: i16 = rest[pos + 4..].parse().ok()?;
+            if h > 14 || m > 59 {
+                return None;
+            }
+            offset = Some(sign * (h * 60 + m));
+            rest = rest[..pos].trim();
+        }
+    }
+    let time = if rest.is_empty() {
+        if date_part.is_none() {
+            return None;
+        }
+        0
+    } else {
+        parse_time(rest)?
+    };
+    Some(DateTimeParts {
+        days,
+        time,
+        offset,
+        has_date: date_part.is_some(),
+    })
+}
+
+fn days_in_month(y: i64, m: u32) -> u32 {
+    match m {
+        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
+        4 | 6 | 9 | 11 => 30,
+        _ if (y % 4 == 0 && y % 100 != 0) || y % 400 == 0 => 29,
+        _ => 28,
+    }
+}
+
+/// `HH:MM[:SS[.f{1,7}]]` to 100 ns units; more than 7 digits are cut.
+fn parse_time(s: &str) -> Option<u64> {
+    let mut it = s.split(':');
+    let h: u64 = it.next()?.trim().parse().ok()?;
+    let m: u64 = it.next()?.trim().parse().ok()?;
+    let (sec, frac) = match it.next() {
+        Some(sf) => match sf.split_once('.') {
+            Some((a, b)) => {
+                if !b.bytes().all(|c| c.is_ascii_digit()) {
+                    return None;
+                }
+                let mut digits: String = b.chars().take(7).collect();
+                while digits.len() < 7 {
+                    digits.push('0');
+                }
+                (a.parse::<u64>().ok()?, digits.parse::<u64>().ok()?)
+            }
+            None => (sf.parse().ok()?, 0),
+        },
+        None => (0, 0),
+    };
+    if it.next().is_some() || h > 23 || m > 59 || sec > 59 {
+        return None;
+    }
+    Some(((h * 60 + m) * 60 + sec) * 10_000_000 + frac)
+}
+
+/// Rounds a 100 ns time to `scale` fractional digits; may carry into the next day.
+fn round_time(t: u64, scale: u8) -> u64 {
+    let unit = 10u64.pow(7 - u32::from(scale.min(7)));
+    (t + unit / 2) / unit * unit
+}
+
+// ---- decimals -------------------------------------------------------------------------------
+
+/// Parses `-123.4500`, `1e3`, `.5`; returns the mantissa and scale as written.
+pub fn parse_decimal(s: &str) -> Option<(i128, u8)> {
+    let s = s.trim();
+    if s.contains(['e', 'E']) {
+        let f: f64 = s.parse().ok()?;
+        return decimal_from_f64(f, 15);
+    }
+    let (neg, digits) = match s.as_bytes().first()? {
+        b'-' => (true, &s[1..]),
+        b'+' => (false, &s[1..]),
+        _ => (false, s),
+    };
+    let (int, frac) = digits.split_once('.').unwrap_or((digits, ""));
+    if int.is_empty() && frac.is_empty() {
+        return None;
+    }
+    if !int.bytes().all(|b| b.is_ascii_digit()) || !frac.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let frac = if frac.len() > 38 { &frac[..38] } else { frac };
+    let mut m: i128 = 0;
+    for b in int.bytes().chain(frac.bytes()) {
+        m = m.checked_mul(10)?.checked_add(i128::from(b - b'0'))?;
+    }
+    Some((if neg { -m } else { m }, frac.len() as u8))
+}
+
+pub fn decimal_from_f64(f: f64, max_scale: u8) -> Option<(i128, u8)> {
+    if !f.is_finite() {
+        return None;
+    }
+    let text = format!("{:.*}", usize::from(max_scale), f);
+    let (m, s) = parse_decimal(&text)?;
+    Some(normalize_scale(m, s))
+}
+
+/// Drops trailing fractional zeros.
+fn normalize_scale(mut m: i128, mut s: u8) -> (i128, u8) {
+    while s > 0 && m % 10 == 0 {
+        m /= 10;
+        s -= 1;
+    }
+    (m, s)
+}
+
+/// Changes the scale, rounding half away from zero as SQL Server does.
+pub fn rescale(m: i128, from: u8, to: u8) -> Option<i128> {
+    if to >= from {
+        m.checked_mul(10i128.checked_pow(u32::from(to - from))?)
+    } else {
+        let div = 10i128.checked_pow(u32::from(from - to))?;
+        let q = m / div;
+        let r = m % div;
+        Some(if r.abs() * 2 >= div { q + m.signum() } else { q })
+    }
+}
+
+pub fn format_decimal(m: i128, scale: u8) -> String {
+    let neg = m < 0;
+    let digits = m.unsigned_abs().to_string();
+    let scale = usize::from(scale);
+    let body = if scale == 0 {
+        digits
+    } else if digits.len() > scale {
+        format!(
+            "{}.{}",
+            &digits[..digits.len() - scale],
+            &digits[digits.len() - scale..]
+        )
+    } else {
+        format!("0.{}{}", "0".repeat(scale - digits.len()), digits)
+    };
+    if neg { format!("-{body}") } else { body }
+}
+
+fn digits_of(m: i128) -> u32 {
+    let mut n = m.unsigned_abs();
+    let mut d = 1;
+    while n >= 10 {
+        n /= 10;
+        d += 1;
+    }
+    d
+}
+
+// ---- GUIDs ----------------------------------------------------------------------------------
+
+pub fn format_guid(b: &[u8; 16]) -> String {
+    let h: String = b.iter().map(|x| format!("{x:02X}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..]
+    )
+}
+
+pub fn parse_guid(s: &str) -> Option<[u8; 16]> {
+    let s = s.trim().trim_start_matches('{').trim_end_matches('}');
+    let hex: String = s.chars().filter(|c| *c != '-').collect();
+    if hex.len() != 32 || s.len() != 36 {
+        return None;
+    }
+    let mut out = [0u8; 16];
+    for (i, o) in out.iter_mut().enumerate() {
+        *o = u8::from_str_radix(hex.get(i * 2..i * 2 + 2)?, 16).ok()?;
+    }
+    Some(out)
+}
+
+// ---- errors ---------------------------------------------------------------------------------
+
+fn conv_error(from: &str, value: &str, ty: SqlType) -> SqlError {
+    match ty {
+        SqlType::Bit | SqlType::TinyInt | SqlType::SmallInt | SqlType::Int | SqlType::BigInt => {
+            SqlError::new(
+                245,
+                16,
+                format!(
+                    "Conversion failed when converting the {from} value '{value}' to data type {}.",
+                    base_name(ty)
+                ),
+            )
+        }
+        SqlType::Date
+        | SqlType::Time { .. }
+        | SqlType::DateTime
+        | SqlType::SmallDateTime
+        | SqlType::DateTime2 { .. }
+        | SqlType::DateTimeOffset { .. } => SqlError::new(
+            241,
+            16,
+            "Conversion failed when converting date and/or time from character string.",
+        ),
+        SqlType::UniqueIdentifier => SqlError::new(
+            8169,
+            16,
+            "Conversion failed when converting from a character string to uniqueidentifier.",
+        ),
+        SqlType::Money | SqlType::SmallMoney => SqlError::new(
+            235,
+            16,
+            format!("Cannot convert a char value to money. The char value has incorrect syntax."),
+        ),
+        SqlType::Decimal { .. } | SqlType::Numeric { .. } => {
+            SqlError::new(8114, 16, format!("Error converting data type {from} to numeric."))
+        }
+        _ => SqlError::new(
+            8114,
+            16,
+            format!("Error converting data type {from} to {}.", base_name(ty)),
+        ),
+    }
+}
+
+pub fn overflow(ty: SqlType) -> SqlError {
+    match ty {
+        SqlType::Decimal { .. } | SqlType::Numeric { .. } => SqlError::new(
+            8115,
+            16,
+            format!(
+                "Arithmetic overflow error converting {} to data type numeric.",
+                "numeric"
+            ),
+        ),
+        SqlType::DateTime | SqlType::SmallDateTime => SqlError::new(
+            242,
+            16,
+            "The conversion of a varchar data type to a datetime data type resulted in an out-of-range value.",
+        ),
+        _ => SqlError::new(
+            8115,
+            16,
+            format!(
+                "Arithmetic overflow error converting expression to data type {}.",
+                base_name(ty)
+            ),
+        ),
+    }
+}
+
+fn clash(from: &str, ty: SqlType) -> SqlError {
+    SqlError::new(
+        206,
+        16,
+        format!(
+            "Operand type clash: {from} is incompatible with {}",
+            base_name(ty)
+        ),
+    )
+}
+
+fn class_name(v: &ValueRef<'_>) -> &'static str {
+    match v {
+        ValueRef::Null => "null",
+        ValueRef::Integer(_) => "int",
+        ValueRef::Real(_) => "float",
+        ValueRef::Text(_) => "varchar",
+        ValueRef::Blob(_) => "varbinary",
+    }
+}
+
+// ---- conversion to storage ------------------------------------------------------------------
+
+/// A value in its natural storage form (for its own shape; no target type).
+pub fn value_to_stored(v: &Value) -> Stored {
+    match v {
+        Value::Null => Stored::Null,
+        Value::Bit(b) => Stored::Integer(i64::from(*b)),
+        Value::TinyInt(x) => Stored::Integer(i64::from(*x)),
+        Value::SmallInt(x) => Stored::Integer(i64::from(*x)),
+        Value::Int(x) => Stored::Integer(i64::from(*x)),
+        Value::BigInt(x) => Stored::Integer(*x),
+        Value::Real(x) => Stored::Real(f64::from(*x)),
+        Value::Float(x) => Stored::Real(*x),
+        Value::Decimal { mantissa, scale } => Stored::Text(format_decimal(*mantissa, *scale)),
+        Value::Money(m) => Stored::Text(format_decimal(i128::from(*m), 4)),
+        Value::Date(d) => Stored::Text(format_date(i64::from(*d))),
+        Value::Time(t) => Stored::Text(format_time(*t, 7)),
+        Value::DateTime { days, ticks } => {
+            Stored::Text(datetime_text(i64::from(*days) + DAYS_TO_1900, u64::from(*ticks)))
+        }
+        Value::SmallDateTime { days, minutes } => Stored::Text(format!(
+            "{} {:02}:{:02}:00",
+            format_date(i64::from(*days) + DAYS_TO_1900),
+            minutes / 60,
+            minutes % 60
+        )),
+        Value::DateTime2 { days, time } => Stored::Text(format!(
+            "{} {}",
+            format_date(i64::from(*days)),
+            format_time(*time, 7)
+        )),
+        Value::DateTimeOffset {
+            days,
+            time,
+            offset_minutes,
+        } => {
+            let total = i128::from(*days) * i128::from(T100_PER_DAY)
+                + i128::from(*time)
+                + i128::from(*offset_minutes) * 600_000_000;
+            let d = total.div_euclid(i128::from(T100_PER_DAY)) as i64;
+            let t = total.rem_euclid(i128::from(T100_PER_DAY)) as u64;
+            Stored::Text(format!(
+                "{} {} {}",
+                format_date(d),
+                format_time(t, 7),
+                format_offset(*offset_minutes)
+            ))
+        }
+        Value::Guid(g) => Stored::Text(format_guid(g)),
+        Value::String(s) => Stored::Text(s.clone()),
+        Value::Binary(b) => Stored::Blob(b.clone()),
+    }
+}
+
+fn datetime_text(days: i64, ticks: u64) -> String {
+    let secs = ticks / 300;
+    let ms = ((ticks % 300) * 10 + 1) / 3;
+    format!(
+        "{} {:02}:{:02}:{:02}.{:03}",
+        format_date(days),
+        secs / 3600,
+        secs / 60 % 60,
+        secs % 60,
+        ms
+    )
+}
+
+fn int_range(ty: SqlType) -> (i64, i64) {
+    match ty {
+        SqlType::Bit => (i64::MIN, i64::MAX),
+        SqlType::TinyInt => (0, 255),
+        SqlType::SmallInt => (i64::from(i16::MIN), i64::from(i16::MAX)),
+        SqlType::Int => (i64::from(i32::MIN), i64::from(i32::MAX)),
+        _ => (i64::MIN, i64::MAX),
+    }
+}
+
+fn decimal_of(v: &ValueRef<'_>) -> Option<(i128, u8)> {
+    match v {
+        ValueRef::Integer(i) => Some((i128::from(*i), 0)),
+        ValueRef::Real(f) => decimal_from_f64(*f, 15),
+        ValueRef::Text(t) => parse_decimal(std::str::from_utf8(t).ok()?),
+        _ => None,
+    }
+}
+
+/// Converts a stored value to the canonical storage form of `ty`, as an implicit conversion
+/// (assignment, parameter, bulk load) in SQL Server would.
+pub fn coerce(v: ValueRef<'_>, ty: SqlType) -> Result<Stored, SqlError> {
+    if let ValueRef::Null = v {
+        return Ok(Stored::Null);
+    }
+    let text = || match v {
+        ValueRef::Text(t) => String::from_utf8_lossy(t).into_owned(),
+        ValueRef::Integer(i) => i.to_string(),
+        ValueRef::Real(f) => format_float(f),
+        _ => String::new(),
+    };
+    match ty {
+        SqlType::Bit | SqlType::TinyInt | SqlType::SmallInt | SqlType::Int | SqlType::BigInt => {
+            let i = match v {
+                ValueRef::Integer(i) => i,
+                ValueRef::Real(f) => {
+                    let t = f.trunc();
+                    if t < -9.3e18 || t > 9.3e18 {
+                        return Err(overflow(ty));
+                    }
+                    t as i64
+                }
+                ValueRef::Text(t) => {
+                    let s = String::from_utf8_lossy(t);
+                    let st = s.trim();
+                    if ty == SqlType::Bit {
+                        if st.eq_ignore_ascii_case("true") {
+                            return Ok(Stored::Integer(1));
+                        }
+                        if st.eq_ignore_ascii_case("false") {
+                            return Ok(Stored::Integer(0));
+                        }
+                    }
+                    match st.parse::<i64>() {
+                        Ok(i) => i,
+                        Err(_) => {
+                            if st.bytes().all(|b| b.is_ascii_digit() || b == b'-' || b == b'+')
+                                && !st.is_empty()
+                            {
+                                return Err(overflow(ty));
+                            }
+                            return Err(conv_error("varchar", &s, ty));
+                        }
+                    }
+                }
+                ValueRef::Blob(b) => {
+                    let mut x: i64 = 0;
+                    for byte in b.iter().rev().take(8).rev() {
+                        x = (x << 8) | i64::from(*byte);
+                    }
+                    x
+                }
+                ValueRef::Null => return Ok(Stored::Null),
+            };
+            if ty == SqlType::Bit {
+                return Ok(Stored::Integer(i64::from(i != 0)));
+            }
+            let (lo, hi) = int_range(ty);
+            if i < lo || i > hi {
+                return Err(overflow(ty));
+            }
+            Ok(Stored::Integer(i))
+        }
+        SqlType::Real | SqlType::Float => {
+            let f = match v {
+                ValueRef::Integer(i) => i as f64,
+                ValueRef::Real(f) => f,
+                ValueRef::Text(t) => {
+                    let s = String::from_utf8_lossy(t);
+                    s.trim()
+                        .parse::<f64>()
+                        .map_err(|_| conv_error("varchar", &s, ty))?
+                }
+                _ => return Err(clash("varbinary", ty)),
+            };
+            Ok(Stored::Real(if ty == SqlType::Real {
+                f64::from(f as f32)
+            } else {
+                f
+            }))
+        }
+        SqlType::Decimal { precision, scale } | SqlType::Numeric { precision, scale } => {
+            let (m, s) = decimal_of(&v).ok_or_else(|| conv_error(class_name(&v), &text(), ty))?;
+            let m = rescale(m, s, scale).ok_or_else(|| overflow(ty))?;
+            if digits_of(m) > u32::from(precision) {
+                return Err(overflow(ty));
+            }
+            Ok(Stored::Text(format_decimal(m, scale)))
+        }
+        SqlType::Money | SqlType::SmallMoney => {
+            let (m, s) = decimal_of(&v).ok_or_else(|| conv_error(class_name(&v), &text(), ty))?;
+            let m = rescale(m, s, 4).ok_or_else(|| overflow(ty))?;
+            let limit: i128 = if ty == SqlType::Money {
+                i128::from(i64::MAX)
+            } else {
+                i128::from(i32::MAX)
+            };
+            if m > limit || m < -limit - 1 {
+                return Err(overflow(ty));
+            }
+            Ok(Stored::Text(format_decimal(m, 4)))
+        }
+        SqlType::Date
+        | SqlType::Time { .. }
+        | SqlType::DateTime
+        | SqlType::SmallDateTime
+        | SqlType::DateTime2 { .. }
+        | SqlType::DateTimeOffset { .. } => {
+            let parts = match v {
+                ValueRef::Text(t) => {
+                    let s = String::from_utf8_lossy(t);
+                    parse_datetime(&s).ok_or_else(|| conv_error("varchar", &s, ty))?
+                }
+                ValueRef::Integer(i) if matches!(ty, SqlType::DateTime | SqlType::SmallDateTime) => {
+                    DateTimeParts {
+                        days: DAYS_TO_1900 + i,
+                        time: 0,
+                        offset: None,
+                        has_date: true,
+                    }
+                }
+                ValueRef::Real(f) if matches!(ty, SqlType::DateTime | SqlType::SmallDateTime) => {
+                    let days = f.floor();
+                    DateTimeParts {
+                        days: DAYS_TO_1900 + days as i64,
+                        time: ((f - days) * T100_PER_DAY as f64).round() as u64,
+                        offset: None,
+                        has_date: true,
+                    }
+                }
+                other => return Err(clash(class_name(&other), ty)),
+            };
+            Ok(Stored::Text(format_datetime_parts(parts, ty)?))
+        }
+        SqlType::UniqueIdentifier => match v {
+            ValueRef::Text(t) => {
+                let s = String::from_utf8_lossy(t);
+                let g = parse_guid(&s).ok_or_else(|| conv_error("varchar", &s, ty))?;
+                Ok(Stored::Text(format_guid(&g)))
+            }
+            ValueRef::Blob(b) if b.len() == 16 => {
+                let mut g = [0u8; 16];
+                g.copy_from_slice(b);
+                Ok(Stored::Text(format_guid(&g)))
+            }
+            other => Err(clash(class_name(&other), ty)),
+        },
+        SqlType::Char { len } | SqlType::NChar { len } => {
+            let s = match v {
+                ValueRef::Blob(b) => String::from_utf8_lossy(b).into_owned(),
+                _ => text(),
+            };
+            let width = if matches!(ty, SqlType::NChar { .. }) {
+                s.encode_utf16().count()
+            } else {
+                s.len()
+            };
+            if width < usize::from(len) {
+                let mut p = s;
+                p.extend(std::iter::repeat_n(' ', usize::from(len) - width));
+                Ok(Stored::Text(p))
+            } else {
+                Ok(Stored::Text(s))
+            }
+        }
+        SqlType::VarChar { .. }
+        | SqlType::NVarChar { .. }
+        | SqlType::Text
+        | SqlType::NText
+        | SqlType::Xml => match v {
+            ValueRef::Blob(b) => Ok(Stored::Text(String::from_utf8_lossy(b).into_owned())),
+            _ => Ok(Stored::Text(text())),
+        },
+        SqlType::Binary { len } => {
+            let mut b = binary_of(v, ty)?;
+            if b.len() < usize::from(len) {
+                b.resize(usize::from(len), 0);
+            }
+            Ok(Stored::Blob(b))
+        }
+        SqlType::VarBinary { .. } | SqlType::Image | SqlType::RowVersion => {
+            Ok(Stored::Blob(binary_of(v, ty)?))
+        }
+        SqlType::SqlVariant => Ok(match v {
+            ValueRef::Integer(i) => Stored::Integer(i),
+            ValueRef::Real(f) => Stored::Real(f),
+            ValueRef::Text(_) => Stored::Text(text()),
+            ValueRef::Blob(b) => Stored::Blob(b.to_vec()),
+            ValueRef::Null => Stored::Null,
+        }),
+    }
+}
+
+fn binary_of(v: ValueRef<'_>, ty: SqlType) -> Result<Vec<u8>, SqlError> {
+    match v {
+        ValueRef::Blob(b) => Ok(b.to_vec()),
+        ValueRef::Text(t) => {
+            // Bulk clients that send every column as text send binaries as hex.
+            let s = String::from_utf8_lossy(t);
+            let h = s.trim();
+            let h = h.strip_prefix("0x").or_else(|| h.strip_prefix("0X")).unwrap_or(h);
+            if h.len() % 2 == 0 && h.bytes().all(|c| c.is_ascii_hexdigit()) {
+                (0..h.len())
+                    .step_by(2)
+                    .map(|i| u8::from_str_radix(&h[i..i + 2], 16))
+                    .collect::<Result<Vec<u8>, _>>()
+                    .map_err(|_| clash("varchar", ty))
+            } else {
+                Err(SqlError::new(
+                    257,
+                    16,
+                    format!(
+                        "Implicit conversion from data type varchar to {} is not allowed. Use the CONVERT function to run this query.",
+                        base_name(ty)
+                    ),
+                ))
+            }
+        }
+        ValueRef::Integer(i) => Ok(i.to_be_bytes().to_vec()),
+        other => Err(clash(class_name(&other), ty)),
+    }
+}
+
+/// The canonical storage text of a date/time value of type `ty`.
+pub fn format_datetime_parts(p: DateTimeParts, ty: SqlType) -> Result<String, SqlError> {
+    let (days, time) = (p.days, p.time);
+    Ok(match ty {
+        SqlType::Date => format_date(days),
+        SqlType::Time { scale } => format_time(round_time(time, scale) % T100_PER_DAY, 7),
+        SqlType::DateTime2 { scale } => {
+            let t = round_time(time, scale);
+            let (d, t) = (days + (t / T100_PER_DAY) as i64, t % T100_PER_DAY);
+            format!("{} {}", format_date(d), format_time(t, 7))
+        }
+        SqlType::DateTimeOffset { scale } => {
+            let t = round_time(time, scale);
+            let (d, t) = (days + (t / T100_PER_DAY) as i64, t % T100_PER_DAY);
+            format!(
+                "{} {} {}",
+                format_date(d),
+                format_time(t, 7),
+                format_offset(p.offset.unwrap_or(0))
+            )
+        }
+        SqlType::DateTime => {
+            let ticks = (time * 3 + 50_000) / 100_000;
+            let (d, ticks) = (days + (ticks / 25_920_000) as i64, ticks % 25_920_000);
+            if d < days_from_civil(1753, 1, 1) {
+                return Err(overflow(ty));
+            }
+            datetime_text(d, ticks)
+        }
+        SqlType::SmallDateTime => {
+            let minutes = (time + 300_000_000) / 600_000_000;
+            let (d, minutes) = (days + (minutes / 1440) as i64, minutes % 1440);
+            if d < DAYS_TO_1900 || d > days_from_civil(2079, 6, 6) {
+                return Err(overflow(ty));
+            }
+            format!("{} {:02}:{:02}:00", format_date(d), minutes / 60, minutes % 60)
+        }
+        _ => return Err(clash("datetime", ty)),
+    })
+}
+
+/// SQL Server's default float to string conversion is lossy; we keep the shortest exact form.
+pub fn format_float(f: f64) -> String {
+    if f.fract() == 0.0 && f.abs() < 1e15 {
+        format!("{}", f as i64)
+    } else {
+        format!("{f}")
+    }
+}
+
+// ---- storage to Value -----------------------------------------------------------------------
+
+/// Reads a stored value as a value of type `ty`. Non-canonical input (an expression result)
+/// is converted first.
+pub fn to_value(v: ValueRef<'_>, ty: SqlType) -> Result<Value, SqlError> {
+    Ok(match (ty, v) {
+        (_, ValueRef::Null) => Value::Null,
+        (SqlType::Bit, ValueRef::Integer(i)) => Value::Bit(i != 0),
+        (SqlType::TinyInt, ValueRef::Integer(i)) => {
+            Value::TinyInt(u8::try_from(i).map_err(|_| overflow(ty))?)
+        }
+        (SqlType::SmallInt, ValueRef::Integer(i)) => {
+            Value::SmallInt(i16::try_from(i).map_err(|_| overflow(ty))?)
+        }
+        (SqlType::Int, ValueRef::Integer(i)) => Value::Int(i32::try_from(i).map_err(|_| overflow(ty))?),
+        (SqlType::BigInt, ValueRef::Integer(i)) => Value::BigInt(i),
+        (SqlType::Float, ValueRef::Real(f)) => Value::Float(f),
+        (SqlType::Real, ValueRef::Real(f)) => Value::Real(f as f32),
+        (SqlType::Float, ValueRef::Integer(i)) => Value::Float(i as f64),
+        (SqlType::Real, ValueRef::Integer(i)) => Value::Real(i as f32),
+        (SqlType::Decimal { scale, .. } | SqlType::Numeric { scale, .. }, ValueRef::Text(t)) => {
+            let s = std::str::from_utf8(t).unwrap_or("");
+            match parse_decimal(s) {
+                Some((m, sc)) if sc == scale => Value::Decimal { mantissa: m, scale },
+                _ => return to_value_slow(v, ty),
+            }
+        }
+        (SqlType::Money | SqlType::SmallMoney, ValueRef::Text(t)) => {
+            let s = std::str::from_utf8(t).unwrap_or("");
+            match parse_decimal(s) {
+                Some((m, 4)) => Value::Money(i64::try_from(m).map_err(|_| overflow(ty))?),
+                _ => return to_value_slow(v, ty),
+            }
+        }
+        (
+            SqlType::Char { .. }
+            | SqlType::VarChar { .. }
+            | SqlType::NChar { .. }
+            | SqlType::NVarChar { .. }
+            | SqlType::Text
+            | SqlType::NText
+            | SqlType::Xml,
+            ValueRef::Text(t),
+        ) => Value::String(String::from_utf8_lossy(t).into_owned()),
+        (
+            SqlType::Binary { .. } | SqlType::VarBinary { .. } | SqlType::Image | SqlType::RowVersion,
+            ValueRef::Blob(b),
+        ) => Value::Binary(b.to_vec()),
+        (SqlType::SqlVariant, ValueRef::Integer(i)) => Value::BigInt(i),
+        (SqlType::SqlVariant, ValueRef::Real(f)) => Value::Float(f),
+        (SqlType::SqlVariant, ValueRef::Text(t)) => Value::String(String::from_utf8_lossy(t).into_owned()),
+        (SqlType::SqlVariant, ValueRef::Blob(b)) => Value::Binary(b.to_vec()),
+        (
+            SqlType::Date
+            | SqlType::Time { .. }
+            | SqlType::DateTime
+            | SqlType::SmallDateTime
+            | SqlType::DateTime2 { .. }
+            | SqlType::DateTimeOffset { .. },
+            ValueRef::Text(t),
+        ) => {
+            let s = std::str::from_utf8(t).unwrap_or("");
+            let p = parse_datetime(s).ok_or_else(|| conv_error("varchar", s, ty))?;
+            datetime_value(p, ty)?
+        }
+        (SqlType::UniqueIdentifier, ValueRef::Text(t)) => {
+            let s = std::str::from_utf8(t).unwrap_or("");
+            Value::Guid(parse_guid(s).ok_or_else(|| conv_error("varchar", s, ty))?)
+        }
+        _ => return to_value_slow(v, ty),
+    })
+}
+
+fn to_value_slow(v: ValueRef<'_>, ty: SqlType) -> Result<Value, SqlError> {
+    let stored = coerce(v, ty)?;
+    let r = ValueRef::from(&stored);
+    // The canonical form always matches a fast arm above.
+    match (ty, r) {
+        (SqlType::Decimal { scale, .. } | SqlType::Numeric { scale, .. }, ValueRef::Text(t)) => {
+            let (m, _) = parse_decimal(std::str::from_utf8(t).unwrap_or("0")).unwrap_or((0, scale));
+            Ok(Value::Decimal { mantissa: m, scale })
+        }
+        (SqlType::Money | SqlType::SmallMoney, ValueRef::Text(t)) => {
+            let (m, _) = parse_decimal(std::str::from_utf8(t).unwrap_or("0")).unwrap_or((0, 4));
+            Ok(Value::Money(i64::try_from(m).map_err(|_| overflow(ty))?))
+        }
+        (_, r @ (ValueRef::Integer(_) | ValueRef::Real(_) | ValueRef::Text(_) | ValueRef::Blob(_))) => {
+            if is_string(ty)
+                || is_binary(ty)
+                || matches!(r, ValueRef::Text(_))
+                || matches!(r, ValueRef::Integer(_))
+            {
+                to_value_canonical(r, ty)
+            } else {
+                to_value_canonical(r, ty)
+            }
+        }
+        (_, ValueRef::Null) => Ok(Value::Null),
+    }
+}
+
+fn to_value_canonical(r: ValueRef<'_>, ty: SqlType) -> Result<Value, SqlError> {
+    match (ty, r) {
+        (SqlType::Bit, ValueRef::Integer(i)) => Ok(Value::Bit(i != 0)),
+        (SqlType::TinyInt, ValueRef::Integer(i)) => Ok(Value::TinyInt(i as u8)),
+        (SqlType::SmallInt, ValueRef::Integer(i)) => Ok(Value::SmallInt(i as i16)),
+        (SqlType::Int, ValueRef::Integer(i)) => Ok(Value::Int(i as i32)),
+        (SqlType::BigInt, ValueRef::Integer(i)) => Ok(Value::BigInt(i)),
+        (SqlType::Float, ValueRef::Real(f)) => Ok(Value::Float(f)),
+        (SqlType::Real, ValueRef::Real(f)) => Ok(Value::Real(f as f32)),
+        (_, ValueRef::Text(t)) if is_string(ty) => Ok(Value::String(String::from_utf8_lossy(t).into_owned())),
+        (_, ValueRef::Blob(b)) if is_binary(ty) => Ok(Value::Binary(b.to_vec())),
+        (_, ValueRef::Text(t)) => {
+            let s = std::str::from_utf8(t).unwrap_or("");
+            if ty == SqlType::UniqueIdentifier {
+                return Ok(Value::Guid(parse_guid(s).ok_or_else(|| clash("varchar", ty))?));
+            }
+            let p = parse_datetime(s).ok_or_else(|| clash("varchar", ty))?;
+            datetime_value(p, ty)
+        }
+        (_, other) => to_value_sqlvariant(other),
+    }
+}
+
+fn to_value_sqlvariant(r: ValueRef<'_>) -> Result<Value, SqlError> {
+    Ok(match r {
+        ValueRef::Null => Value::Null,
+        ValueRef::Integer(i) => Value::BigInt(i),
+        ValueRef::Real(f) => Value::Float(f),
+        ValueRef::Text(t) => Value::String(String::from_utf8_lossy(t).into_owned()),
+        ValueRef::Blob(b) => Value::Binary(b.to_vec()),
+    })
+}
+
+fn datetime_value(p: DateTimeParts, ty: SqlType) -> Result<Value, SqlError> {
+    let canon = format_datetime_parts(p, ty)?;
+    let p = parse_datetime(&canon).ok_or_else(|| overflow(ty))?;
+    let days32 = |d: i64| u32::try_from(d).map_err(|_| overflow(ty));
+    Ok(match ty {
+        SqlType::Date => Value::Date(days32(p.days)?),
+        SqlType::Time { .. } => Value::Time(p.time),
+        SqlType::DateTime2 { .. } => Value::DateTime2 {
+            days: days32(p.days)?,
+            time: p.time,
+        },
+        SqlType::DateTimeOffset { .. } => {
+            let off = p.offset.unwrap_or(0);
+            let total = i128::from(p.days) * i128::from(T100_PER_DAY) + i128::from(p.time)
+                - i128::from(off) * 600_000_000;
+            Value::DateTimeOffset {
+                days: days32(total.div_euclid(i128::from(T100_PER_DAY)) as i64)?,
+                time: total.rem_euclid(i128::from(T100_PER_DAY)) as u64,
+                offset_minutes: off,
+            }
+        }
+        SqlType::DateTime => {
+            let ticks = (p.time * 3 + 50_000) / 100_000;
+            Value::DateTime {
+                days: i32::try_from(p.days - DAYS_TO_1900).map_err(|_| overflow(ty))?,
+                ticks: ticks as u32,
+            }
+        }
+        SqlType::SmallDateTime => Value::SmallDateTime {
+            days: u16::try_from(p.days - DAYS_TO_1900).map_err(|_| overflow(ty))?,
+            minutes: (p.time / 600_000_000) as u16,
+        },
+        _ => return Err(clash("datetime", ty)),
+    })
+}
+
+/// Converts a value to the storage form of `ty` (parameters, bulk rows).
+pub fn value_to_storage(v: &Value, ty: SqlType) -> Result<Stored, SqlError> {
+    match (v, ty) {
+        (Value::Null, _) => Ok(Stored::Null),
+        (Value::String(s), t)
+            if is_string(t) && !matches!(t, SqlType::Char { .. } | SqlType::NChar { .. }) =>
+        {
+            Ok(Stored::Text(s.clone()))
+        }
+        (Value::Binary(b), SqlType::VarBinary { .. } | SqlType::Image | SqlType::RowVersion) => {
+            Ok(Stored::Blob(b.clone()))
+        }
+        (Value::Int(i), SqlType::Int | SqlType::BigInt) => Ok(Stored::Integer(i64::from(*i))),
+        (Value::BigInt(i), SqlType::BigInt) => Ok(Stored::Integer(*i)),
+        (Value::Float(f), SqlType::Float) => Ok(Stored::Real(*f)),
+        (Value::Guid(g), SqlType::UniqueIdentifier) => Ok(Stored::Text(format_guid(g))),
+        (
+            Value::Decimal { mantissa, scale },
+            SqlType::Decimal { scale: s, .. } | SqlType::Numeric { scale: s, .. },
+        ) if *scale == s => coerce(ValueRef::Text(format_decimal(*mantissa, *scale).as_bytes()), ty),
+        _ => {
+            let natural = value_to_stored(v);
+            coerce(ValueRef::from(&natural), ty)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn civil_round_trip() {
+        assert_eq!(days_from_civil(1, 1, 1), 0);
+        assert_eq!(days_from_civil(1900, 1, 1), DAYS_TO_1900);
+        for d in [0i64, 1, 59, 60, 365, 693_595, 738_000, 3_652_058] {
+            let (y, m, dd) = civil_from_days(d);
+            assert_eq!(days_from_civil(y, m, dd), d);
+        }
+        assert_eq!(format_date(3_652_058), "9999-12-31");
+    }
+
+    #[test]
+    fn decimals() {
+        assert_eq!(parse_decimal("-123.4500"), Some((-1_234_500, 4)));
+        assert_eq!(format_decimal(-5, 3), "-0.005");
+        assert_eq!(rescale(12_345, 3, 2), Some(1_235));
+        assert_eq!(rescale(-12_345, 3, 2), Some(-1_235));
+        let big = "99999999999999999999999999999999999999";
+        assert_eq!(
+            parse_decimal(big).map(|(m, _)| format_decimal(m, 0)),
+            Some(big.to_string())
+        );
+    }
+
+    #[test]
+    fn datetime_forms() {
+        let v = Value::DateTime { days: 0, ticks: 2 };
+        assert_eq!(
+            value_to_stored(&v),
+            Stored::Text("1900-01-01 00:00:00.007".into())
+        );
+        let back = to_value(ValueRef::Text(b"1900-01-01 00:00:00.007"), SqlType::DateTime);
+        assert_eq!(back, Ok(v));
+        let dto = Value::DateTimeOffset {
+            days: 738_000,
+            time: 10,
+            offset_minutes: -300,
+        };
+        let s = value_to_stored(&dto);
+        assert_eq!(
+            to_value(ValueRef::from(&s), SqlType::DateTimeOffset { scale: 7 }),
+            Ok(dto)
+        );
+    }
+}

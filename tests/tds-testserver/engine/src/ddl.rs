@@ -1,0 +1,1136 @@
+//! DDL: CREATE/DROP/ALTER TABLE, CREATE/DROP INDEX, TRUNCATE, DBCC CHECKIDENT. The table's
+//! SQL Server definition ([`TableDef`]) is the source of truth; the SQLite table is derived
+//! from it (and rebuilt from it when ALTER TABLE needs more than SQLite's ALTER offers).
+
+use crate::catalog::{
+    CheckDef, ColumnDef, ComputedSpec, DefaultSpec, ForeignKeyDef, IdentitySpec, IndexDef, IndexKeyDef,
+    ReferentialAction, TableDef,
+};
+use crate::error::SqlError;
+use crate::exec::Fail;
+use crate::meta::{TableMeta, Tables};
+use crate::session::Session;
+use crate::translate::{Ctx, Scope, object_parts, quote, sqlite_table_sql, table_columns};
+use crate::typename::{is_string, parse_type_name, type_decl};
+use crate::types::SqlType;
+use crate::{ResultSink, StatementKind};
+use sqlparser::ast::{
+    AlterColumnOperation, AlterTable, AlterTableOperation, BinaryOperator, ColumnOption, CreateIndex,
+    CreateTable, Expr, GeneratedExpressionMode, IdentityPropertyFormatKind, IdentityPropertyKind, ObjectName,
+    ObjectType, ReferentialAction as AstRef, TableConstraint, Truncate, UnaryOperator, Value as AstValue,
+};
+
+/// SQL Server's normal form of an expression as stored in sys.* definitions: `[col]`,
+/// `(0)`, `getdate()`, no spaces around comparison operators.
+pub fn normal_form(e: &Expr) -> String {
+    match e {
+        Expr::Identifier(i) => format!("[{}]", i.value),
+        Expr::CompoundIdentifier(p) => p
+            .iter()
+            .map(|i| format!("[{}]", i.value))
+            .collect::<Vec<_>>()
+            .join("."),
+        Expr::Value(v) => match &v.value {
+            AstValue::Number(n, _) => format!("({n})"),
+            AstValue::SingleQuotedString(s) => format!("'{}'", s.replace('\'', "''")),
+            AstValue::NationalStringLiteral(s) => format!("N'{}'", s.replace('\'', "''")),
+            AstValue::Null => "NULL".to_string(),
+            other => other.to_string(),
+        },
+        Expr::Nested(inner) => normal_form(inner),
+        Expr::UnaryOp {
+            op: UnaryOperator::Minus,
+            expr,
+        } => match &**expr {
+            Expr::Value(v) => format!("(-{})", v.value),
+            other => format!("-{}", normal_form(other)),
+        },
+        Expr::BinaryOp { left, op, right } => {
+            let (l, r) = (normal_form(left), normal_form(right));
+            match op {
+                BinaryOperator::And | BinaryOperator::Or => format!("{l} {op} {r}"),
+                _ => format!("{l}{op}{r}"),
+            }
+        }
+        Expr::Function(f) => {
+            let args = match &f.args {
+                sqlparser::ast::FunctionArguments::List(l) => l
+                    .args
+                    .iter()
+                    .map(|a| match a {
+                        sqlparser::ast::FunctionArg::Unnamed(sqlparser::ast::FunctionArgExpr::Expr(x)) => {
+                            normal_form(x)
+                        }
+                        other => other.to_string(),
+                    })
+                    .collect::<Vec<_>>()
+                    .join(","),
+                _ => String::new(),
+            };
+            format!("{}({args})", object_parts(&f.name).join(".").to_lowercase())
+        }
+        Expr::IsNull(x) => format!("{} IS NULL", normal_form(x)),
+        Expr::IsNotNull(x) => format!("{} IS NOT NULL", normal_form(x)),
+        other => other.to_string(),
+    }
+}
+
+fn wrap(e: &Expr) -> String {
+    format!("({})", normal_form(e))
+}
+
+fn ref_action(a: Option<AstRef>) -> ReferentialAction {
+    match a {
+        Some(AstRef::Cascade) => ReferentialAction::Cascade,
+        Some(AstRef::SetNull) => ReferentialAction::SetNull,
+        Some(AstRef::SetDefault) => ReferentialAction::SetDefault,
+        _ => ReferentialAction::NoAction,
+    }
+}
+
+fn sql_action(a: ReferentialAction) -> &'static str {
+    match a {
+        ReferentialAction::NoAction => "NO ACTION",
+        ReferentialAction::Cascade => "CASCADE",
+        ReferentialAction::SetNull => "SET NULL",
+        ReferentialAction::SetDefault => "SET DEFAULT",
+    }
+}
+
+fn const_i64(e: &Expr) -> Option<i64> {
+    match e {
+        Expr::Value(v) => match &v.value {
+            AstValue::Number(n, _) => n.parse().ok(),
+            _ => None,
+        },
+        Expr::UnaryOp {
+            op: UnaryOperator::Minus,
+            expr,
+        } => const_i64(expr).map(|v| -v),
+        Expr::Nested(x) => const_i64(x),
+        _ => None,
+    }
+}
+
+fn index_key(c: &sqlparser::ast::IndexColumn) -> IndexKeyDef {
+    let column = match &c.column.expr {
+        Expr::Identifier(i) => i.value.clone(),
+        other => other.to_string(),
+    };
+    IndexKeyDef {
+        column,
+        descending: matches!(c.column.options.sort, Some(sqlparser::ast::OrderBySort::Desc)),
+    }
+}
+
+/// The parts of a table name: (schema, name, temporary).
+fn split_name(name: &ObjectName) -> (String, String, bool) {
+    let parts = object_parts(name);
+    let n = parts.last().cloned().unwrap_or_default();
+    if n.starts_with('#') {
+        return (String::new(), n, true);
+    }
+    let schema = if parts.len() >= 2 && !parts[parts.len() - 2].is_empty() {
+        parts[parts.len() - 2].clone()
+    } else {
+        "dbo".to_string()
+    };
+    (schema, n, false)
+}
+
+fn sqlite_type(ty: SqlType) -> &'static str {
+    match ty {
+        SqlType::Bit | SqlType::TinyInt | SqlType::SmallInt | SqlType::Int | SqlType::BigInt => "INTEGER",
+        SqlType::Real | SqlType::Float => "REAL",
+        SqlType::Decimal { .. } | SqlType::Numeric { .. } | SqlType::Money | SqlType::SmallMoney => {
+            "TEXT COLLATE DEC"
+        }
+        SqlType::UniqueIdentifier => "TEXT COLLATE NOCASE",
+        t if is_string(t) => "TEXT COLLATE NOCASE",
+        SqlType::Binary { .. } | SqlType::VarBinary { .. } | SqlType::Image | SqlType::RowVersion => "BLOB",
+        SqlType::SqlVariant => "",
+        _ => "TEXT",
+    }
+}
+
+fn constraint_name(prefix: &str, table: &str, id: i32, n: usize) -> String {
+    let t: String = table.trim_start_matches('#').chars().take(8).collect();
+    format!(
+        "{prefix}__{t}__{:08X}{:08X}",
+        id as u32,
+        (n as u32).wrapping_mul(0x9E37_79B9) ^ 0x3213_E83F
+    )
+}
+
+impl Session {
+    fn ctx<'a>(&'a self, tables: &'a Tables, vt: &'a std::collections::HashMap<String, SqlType>) -> Ctx<'a> {
+        Ctx {
+            tables,
+            temp: &self.temp,
+            vars: vt,
+            globals: &self.globals,
+            ctes: Vec::new(),
+        }
+    }
+
+    /// Translates a normal-form definition into SQLite SQL over the table's columns.
+    fn table_expr(
+        &self,
+        meta: &TableMeta,
+        definition: &str,
+    ) -> Result<(String, crate::translate::Ty), SqlError> {
+        let dialect = sqlparser::dialect::MsSqlDialect {};
+        let mut e = sqlparser::parser::Parser::new(&dialect)
+            .try_with_sql(definition)
+            .and_then(|mut p| p.parse_expr())
+            .map_err(|_| crate::parse::syntax_error(definition))?;
+        let tables = self.engine.tables();
+        let vt = std::collections::HashMap::new();
+        let mut ctx = self.ctx(&tables, &vt);
+        let mut scope = Scope::default();
+        let cols = table_columns(meta).into_iter().filter(|c| !c.computed).collect();
+        scope.add_table(&meta.sqlite_name, cols);
+        let ty = ctx.expr(&mut e, &scope)?;
+        // Column refs must be unqualified inside CREATE TABLE.
+        let text = e
+            .to_string()
+            .replace(&format!("\"{}\".", meta.sqlite_name.replace('"', "\"\"")), "");
+        Ok((text, ty))
+    }
+
+    /// CREATE TABLE text and index statements for a table definition.
+    fn sqlite_ddl(&self, meta: &TableMeta, name_sql: &str) -> Result<Vec<String>, SqlError> {
+        let mut cols = Vec::new();
+        for c in &meta.def.columns {
+            let mut s = format!("{} {}", quote(&c.name), sqlite_type(c.ty));
+            if let Some(comp) = &c.computed {
+                let (expr, _) = self.table_expr(meta, &comp.definition)?;
+                let expr = format!("tsql_cast({expr}, '{}', '', NULL, 0)", type_decl(c.ty));
+                // SQLite's generated columns may not be declared with COLLATE after the type
+                // in every position; put it before GENERATED.
+                s.push_str(&format!(
+                    " GENERATED ALWAYS AS ({expr}) {}",
+                    if comp.persisted { "STORED" } else { "VIRTUAL" }
+                ));
+            } else if let Some(d) = &c.default {
+                let (expr, _) = self.table_expr(meta, &d.definition)?;
+                s.push_str(&format!(
+                    " DEFAULT (tsql_cast({expr}, '{}', '', NULL, 0))",
+                    type_decl(c.ty)
+                ));
+            }
+            if !c.nullable {
+                s.push_str(" NOT NULL");
+            }
+            cols.push(s);
+        }
+        for (ck, name) in meta.def.checks.iter().zip(meta.check_names.iter()) {
+            let (expr, _) = self.table_expr(meta, &ck.definition)?;
+            cols.push(format!("CONSTRAINT {} CHECK ({expr})", quote(name)));
+        }
+        if !meta.def.temporary {
+            for fk in &meta.def.foreign_keys {
+                let tables = self.engine.tables();
+                let target = if fk.referenced_table.eq_ignore_ascii_case(&meta.def.name)
+                    && fk.referenced_schema.eq_ignore_ascii_case(&meta.def.schema)
+                {
+                    meta.sqlite_name.clone()
+                } else {
+                    tables
+                        .get(&fk.referenced_schema, &fk.referenced_table)
+                        .map(|t| t.sqlite_name.clone())
+                        .ok_or_else(|| {
+                            SqlError::new(
+                                1767,
+                                16,
+                                format!(
+                                    "Foreign key references invalid table '{}.{}'.",
+                                    fk.referenced_schema, fk.referenced_table
+                                ),
+                            )
+                        })?
+                };
+                let list = |v: &[String]| v.iter().map(|c| quote(c)).collect::<Vec<_>>().join(", ");
+                cols.push(format!(
+                    "FOREIGN KEY ({}) REFERENCES {} ({}) ON DELETE {} ON UPDATE {}",
+                    list(&fk.columns),
+                    quote(&target),
+                    list(&fk.referenced_columns),
+                    sql_action(fk.on_delete),
+                    sql_action(fk.on_update)
+                ));
+            }
+        }
+        let mut out = vec![format!("CREATE TABLE {name_sql} ({})", cols.join(", "))];
+        out.extend(self.index_ddl(meta)?);
+        Ok(out)
+    }
+
+    fn index_ddl(&self, meta: &TableMeta) -> Result<Vec<String>, SqlError> {
+        let mut out = Vec::new();
+        for (ix, name) in meta.def.indexes.iter().zip(meta.index_names.iter()) {
+            out.push(self.one_index_ddl(meta, ix, name)?);
+        }
+        Ok(out)
+    }
+
+    fn one_index_ddl(&self, meta: &TableMeta, ix: &IndexDef, name: &str) -> Result<String, SqlError> {
+        let keys = ix
+            .keys
+            .iter()
+            .map(|k| format!("{}{}", quote(&k.column), if k.descending { " DESC" } else { "" }))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let filter = match &ix.filter {
+            Some(f) => format!(" WHERE {}", self.table_expr(meta, f)?.0),
+            None => String::new(),
+        };
+        let iname = format!("{}.{}", meta.sqlite_name, name);
+        let prefix = if meta.def.temporary { "temp." } else { "" };
+        Ok(format!(
+            "CREATE {}INDEX {prefix}{} ON {} ({keys}){filter}",
+            if ix.unique { "UNIQUE " } else { "" },
+            quote(&iname),
+            quote(&meta.sqlite_name),
+        ))
+    }
+
+    fn lookup_meta(&self, name: &ObjectName) -> Result<TableMeta, SqlError> {
+        let tables = self.engine.tables();
+        let vt = std::collections::HashMap::new();
+        let ctx = self.ctx(&tables, &vt);
+        ctx.lookup_name(name).cloned()
+    }
+
+    fn store_meta(&mut self, meta: TableMeta) {
+        if meta.def.temporary {
+            self.temp.insert(meta);
+        } else {
+            self.engine.update_tables(|t| t.insert(meta));
+        }
+    }
+
+    fn column_from_ast(
+        &self,
+        c: &sqlparser::ast::ColumnDef,
+        def: &mut TableDef,
+        id: i32,
+    ) -> Result<ColumnDef, SqlError> {
+        let type_text = c.data_type.to_string();
+        let computed = type_text.eq_ignore_ascii_case("__computed");
+        let ty = if computed {
+            SqlType::Int
+        } else {
+            parse_type_name(&type_text).ok_or_else(|| {
+                SqlError::new(
+                    2715,
+                    16,
+                    format!(
+                        "Column, parameter, or variable #{}: Cannot find data type {type_text}.",
+                        def.columns.len() + 1
+                    ),
+                )
+            })?
+        };
+        let mut col = ColumnDef {
+            name: c.name.value.clone(),
+            ty,
+            nullable: true,
+            identity: None,
+            computed: None,
+            default: None,
+            collation: None,
+            rowguidcol: false,
+        };
+        let mut explicit_null = false;
+        for o in &c.options {
+            let cname = o.name.as_ref().map(|n| n.value.clone());
+            match &o.option {
+                ColumnOption::Null => explicit_null = true,
+                ColumnOption::NotNull => col.nullable = false,
+                ColumnOption::Default(e) => {
+                    col.default = Some(DefaultSpec {
+                        name: cname,
+                        definition: wrap(e),
+                    })
+                }
+                ColumnOption::PrimaryKey(pk) => {
+                    col.nullable = false;
+                    def.indexes.push(IndexDef {
+                        name: cname.or_else(|| pk.name.as_ref().map(|n| n.value.clone())),
+                        clustered: true,
+                        unique: true,
+                        primary_key: true,
+                        unique_constraint: false,
+                        keys: vec![IndexKeyDef {
+                            column: col.name.clone(),
+                            descending: false,
+                        }],
+                        included: Vec::new(),
+                        filter: None,
+                    });
+                }
+                ColumnOption::Unique(u) => def.indexes.push(IndexDef {
+                    name: cname.or_else(|| u.name.as_ref().map(|n| n.value.clone())),
+                    clustered: false,
+                    unique: true,
+                    primary_key: false,
+                    unique_constraint: true,
+                    keys: vec![IndexKeyDef {
+                        column: col.name.clone(),
+                        descending: false,
+                    }],
+                    included: Vec::new(),
+                    filter: None,
+                }),
+                ColumnOption::ForeignKey(fk) => {
+                    let (schema, table, _) = split_name(&fk.foreign_table);
+                    def.foreign_keys.push(ForeignKeyDef {
+                        name: cname.or_else(|| fk.name.as_ref().map(|n| n.value.clone())),
+                        columns: vec![col.name.clone()],
+                        referenced_schema: schema,
+                        referenced_table: table,
+                        referenced_columns: fk.referred_columns.iter().map(|c| c.value.clone()).collect(),
+                        on_delete: ref_action(fk.on_delete),
+                        on_update: ref_action(fk.on_update),
+                    });
+                }
+                ColumnOption::Check(ck) => def.checks.push(CheckDef {
+                    name: cname.or_else(|| ck.name.as_ref().map(|n| n.value.clone())),
+                    definition: wrap(&ck.expr),
+                    column: Some(col.name.clone()),
+                }),
+                ColumnOption::Identity(
+                    IdentityPropertyKind::Identity(p) | IdentityPropertyKind::Autoincrement(p),
+                ) => {
+                    let (seed, increment) = match &p.parameters {
+                        Some(
+                            IdentityPropertyFormatKind::FunctionCall(a)
+                            | IdentityPropertyFormatKind::StartAndIncrement(a),
+                        ) => (
+                            const_i64(&a.seed).unwrap_or(1),
+                            const_i64(&a.increment).unwrap_or(1),
+                        ),
+                        None => (1, 1),
+                    };
+                    if !matches!(
+                        ty,
+                        SqlType::TinyInt
+                            | SqlType::SmallInt
+                            | SqlType::Int
+                            | SqlType::BigInt
+                            | SqlType::Decimal { scale: 0, .. }
+                            | SqlType::Numeric { scale: 0, .. }
+                    ) {
+                        return Err(SqlError::new(
+                            2749,
+                            16,
+                            format!(
+                                "Identity column '{}' must be of data type int, bigint, smallint, tinyint, or decimal or numeric with a scale of 0, and constrained to be nonnullable.",
+                                col.name
+                            ),
+                        ));
+                    }
+                    col.identity = Some(IdentitySpec { seed, increment });
+                    col.nullable = false;
+                }
+                ColumnOption::Generated {
+                    generation_expr: Some(e),
+                    generation_expr_mode,
+                    ..
+                } => {
+                    col.computed = Some(ComputedSpec {
+                        definition: wrap(e),
+                        persisted: matches!(generation_expr_mode, Some(GeneratedExpressionMode::Stored)),
+                    });
+                }
+                ColumnOption::Collation(n) => col.collation = Some(object_parts(n).join(".")),
+                _ => {}
+            }
+        }
+        if explicit_null && col.identity.is_some() {
+            col.nullable = false;
+        }
+        if ty == SqlType::RowVersion {
+            col.nullable = false;
+        }
+        let _ = id;
+        Ok(col)
+    }
+
+    fn table_constraint(&self, tc: &TableConstraint, def: &mut TableDef) -> Result<(), SqlError> {
+        match tc {
+            TableConstraint::PrimaryKey(pk) => {
+                for k in &pk.columns {
+                    let key = index_key(k);
+                    if let Some(c) = def
+                        .columns
+                        .iter_mut()
+                        .find(|c| c.name.eq_ignore_ascii_case(&key.column))
+                    {
+                        c.nullable = false;
+                    }
+                }
+                def.indexes.push(IndexDef {
+                    name: pk.name.as_ref().map(|n| n.value.clone()),
+                    clustered: true,
+                    unique: true,
+                    primary_key: true,
+                    unique_constraint: false,
+                    keys: pk.columns.iter().map(index_key).collect(),
+                    included: Vec::new(),
+                    filter: None,
+                });
+            }
+            TableConstraint::Unique(u) => def.indexes.push(IndexDef {
+                name: u.name.as_ref().map(|n| n.value.clone()),
+                clustered: false,
+                unique: true,
+                primary_key: false,
+                unique_constraint: true,
+                keys: u.columns.iter().map(index_key).collect(),
+                included: Vec::new(),
+                filter: None,
+            }),
+            TableConstraint::ForeignKey(fk) => {
+                let (schema, table, _) = split_name(&fk.foreign_table);
+                def.foreign_keys.push(ForeignKeyDef {
+                    name: fk.name.as_ref().map(|n| n.value.clone()),
+                    columns: fk.columns.iter().map(|c| c.value.clone()).collect(),
+                    referenced_schema: schema,
+                    referenced_table: table,
+                    referenced_columns: fk.referred_columns.iter().map(|c| c.value.clone()).collect(),
+                    on_delete: ref_action(fk.on_delete),
+                    on_update: ref_action(fk.on_update),
+                });
+            }
+            TableConstraint::Check(ck) => def.checks.push(CheckDef {
+                name: ck.name.as_ref().map(|n| n.value.clone()),
+                definition: wrap(&ck.expr),
+                column: None,
+            }),
+            other => {
+                return Err(SqlError::new(
+                    102,
+                    15,
+                    format!("Incorrect syntax near '{other}'. (constraint not supported by the test server)"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Chooses names for unnamed constraints and checks the definition's references.
+    fn finish_meta(&self, meta: &mut TableMeta) -> Result<(), SqlError> {
+        let id = meta.object_id;
+        let tname = meta.def.name.clone();
+        meta.index_names = meta
+            .def
+            .indexes
+            .iter()
+            .enumerate()
+            .map(|(i, ix)| {
+                ix.name.clone().unwrap_or_else(|| {
+                    constraint_name(if ix.primary_key { "PK" } else { "UQ" }, &tname, id, i)
+                })
+            })
+            .collect();
+        meta.fk_names = meta
+            .def
+            .foreign_keys
+            .iter()
+            .enumerate()
+            .map(|(i, fk)| {
+                fk.name.clone().unwrap_or_else(|| {
+                    format!(
+                        "FK__{}__{}__{:08X}",
+                        tname.chars().take(8).collect::<String>(),
+                        fk.columns
+                            .first()
+                            .map(|c| c.chars().take(8).collect::<String>())
+                            .unwrap_or_default(),
+                        (id as u32) ^ (i as u32 + 7)
+                    )
+                })
+            })
+            .collect();
+        meta.check_names = meta
+            .def
+            .checks
+            .iter()
+            .enumerate()
+            .map(|(i, ck)| {
+                ck.name.clone().unwrap_or_else(|| {
+                    format!(
+                        "CK__{}__{}__{:08X}",
+                        tname.chars().take(8).collect::<String>(),
+                        ck.column
+                            .clone()
+                            .unwrap_or_default()
+                            .chars()
+                            .take(8)
+                            .collect::<String>(),
+                        (id as u32) ^ (i as u32 + 11)
+                    )
+                })
+            })
+            .collect();
+        for ix in &meta.def.indexes {
+            for k in &ix.keys {
+                if meta.column(&k.column).is_none() {
+                    return Err(SqlError::new(
+                        1911,
+                        16,
+                        format!(
+                            "Column name '{}' does not exist in the target table or view.",
+                            k.column
+                        ),
+                    ));
+                }
+            }
+        }
+        if meta.def.indexes.iter().filter(|i| i.primary_key).count() > 1 {
+            return Err(SqlError::new(
+                8110,
+                16,
+                format!(
+                    "Cannot add multiple PRIMARY KEY constraints to table '{}'.",
+                    meta.def.name
+                ),
+            ));
+        }
+        // Computed columns: type from the expression.
+        let mut cols = meta.def.columns.clone();
+        for c in cols.iter_mut() {
+            if let Some(comp) = &c.computed {
+                let (_, ty) = self.table_expr(meta, &comp.definition)?;
+                c.ty = ty.ty.unwrap_or(SqlType::Int);
+                c.nullable = ty.nullable;
+            }
+        }
+        meta.def.columns = cols;
+        Ok(())
+    }
+
+    pub(crate) fn create_table(&mut self, ct: CreateTable, sink: &mut dyn ResultSink) -> Result<(), Fail> {
+        let (schema, name, temporary) = split_name(&ct.name);
+        let exists = if temporary {
+            self.temp.get("", &name).is_some()
+        } else {
+            self.engine.tables().get(&schema, &name).is_some()
+        };
+        if exists {
+            return Err(SqlError::new(
+                2714,
+                16,
+                format!("There is already an object named '{name}' in the database."),
+            )
+            .into());
+        }
+        let object_id = self.engine.update_tables(|t| t.allocate_id());
+        let mut def = TableDef {
+            schema: schema.clone(),
+            name: name.clone(),
+            columns: Vec::new(),
+            indexes: Vec::new(),
+            foreign_keys: Vec::new(),
+            checks: Vec::new(),
+            temporary,
+        };
+        for c in &ct.columns {
+            if def
+                .columns
+                .iter()
+                .any(|x| x.name.eq_ignore_ascii_case(&c.name.value))
+            {
+                return Err(SqlError::new(2705, 16, format!("Column names in each table must be unique. Column name '{}' in table '{}' is specified more than once.", c.name.value, name)).into());
+            }
+            let col = self.column_from_ast(c, &mut def, object_id)?;
+            def.columns.push(col);
+        }
+        for tc in &ct.constraints {
+            self.table_constraint(tc, &mut def)?;
+        }
+        if def.columns.iter().filter(|c| c.identity.is_some()).count() > 1 {
+            return Err(SqlError::new(2744, 16, format!("Multiple identity columns specified for table '{name}'. Only one identity column per table is allowed.")).into());
+        }
+        let sqlite_name = if temporary {
+            name.clone()
+        } else {
+            format!("{schema}.{name}")
+        };
+        let mut meta = TableMeta {
+            object_id,
+            def,
+            sqlite_name,
+            identity_last: None,
+            index_names: Vec::new(),
+            fk_names: Vec::new(),
+            check_names: Vec::new(),
+        };
+        self.finish_meta(&mut meta)?;
+        let stmts = self.sqlite_ddl(&meta, &sqlite_table_sql(&meta))?;
+        self.atomic(|s| {
+            for st in &stmts {
+                s.conn.execute_batch(st)?;
+            }
+            Ok(())
+        })?;
+        self.store_meta(meta);
+        self.done(sink, StatementKind::Other, None)?;
+        Ok(())
+    }
+
+    pub(crate) fn drop_objects(
+        &mut self,
+        kind: ObjectType,
+        if_exists: bool,
+        names: &[ObjectName],
+        table: Option<&ObjectName>,
+        sink: &mut dyn ResultSink,
+    ) -> Result<(), Fail> {
+        match kind {
+            ObjectType::Table => {
+                for n in names {
+                    let meta = match self.lookup_meta(n) {
+                        Ok(m) => m,
+                        Err(_) if if_exists => continue,
+                        Err(_) => {
+                            return Err(SqlError::new(3701, 11, format!("Cannot drop the table '{}', because it does not exist or you do not have permission.", object_parts(n).join("."))).into())
+                        }
+                    };
+                    let tables = self.engine.tables();
+                    if let Some((child, fk)) = tables.all().find_map(|t| {
+                        if t.object_id == meta.object_id {
+                            return None;
+                        }
+                        t.def
+                            .foreign_keys
+                            .iter()
+                            .position(|fk| {
+                                fk.referenced_table.eq_ignore_ascii_case(&meta.def.name)
+                                    && fk.referenced_schema.eq_ignore_ascii_case(&meta.def.schema)
+                            })
+                            .map(|i| (t.display_name(), t.fk_names[i].clone()))
+                    }) {
+                        return Err(SqlError::new(3726, 16, format!("Could not drop object '{}' because it is referenced by a FOREIGN KEY constraint. ({fk} on {child})", meta.display_name())).into());
+                    }
+                    let sql = format!("DROP TABLE {}", sqlite_table_sql(&meta));
+                    self.atomic(|s| {
+                        s.conn.execute_batch(&sql)?;
+                        Ok(())
+                    })?;
+                    if meta.def.temporary {
+                        self.temp.remove("", &meta.def.name);
+                    } else {
+                        self.engine
+                            .update_tables(|t| t.remove(&meta.def.schema, &meta.def.name));
+                    }
+                    if let Ok(mut ids) = self.engine.identity.lock() {
+                        ids.remove(&meta.object_id);
+                    }
+                }
+            }
+            ObjectType::Index => {
+                for n in names {
+                    let parts = object_parts(n);
+                    let (table_name, index_name) = match table {
+                        Some(t) => (t.clone(), parts.last().cloned().unwrap_or_default()),
+                        None if parts.len() >= 2 => (
+                            ObjectName::from(
+                                parts[..parts.len() - 1]
+                                    .iter()
+                                    .map(|p| sqlparser::ast::Ident::new(p.clone()))
+                                    .collect::<Vec<_>>(),
+                            ),
+                            parts[parts.len() - 1].clone(),
+                        ),
+                        None => return Err(crate::parse::syntax_error(&parts.join(".")).into()),
+                    };
+                    let mut meta = match self.lookup_meta(&table_name) {
+                        Ok(m) => m,
+                        Err(e) if if_exists => {
+                            let _ = e;
+                            continue;
+                        }
+                        Err(e) => return Err(e.into()),
+                    };
+                    let Some(pos) = meta
+                        .index_names
+                        .iter()
+                        .position(|x| x.eq_ignore_ascii_case(&index_name))
+                    else {
+                        if if_exists {
+                            continue;
+                        }
+                        return Err(SqlError::new(3701, 11, format!("Cannot drop the index '{}.{index_name}', because it does not exist or you do not have permission.", meta.display_name())).into());
+                    };
+                    if meta.def.indexes[pos].primary_key || meta.def.indexes[pos].unique_constraint {
+                        return Err(SqlError::new(3723, 16, format!("An explicit DROP INDEX is not allowed on index '{}.{index_name}'. It is being used for PRIMARY KEY constraint enforcement.", meta.display_name())).into());
+                    }
+                    let sql = format!(
+                        "DROP INDEX {}{}",
+                        if meta.def.temporary { "temp." } else { "" },
+                        quote(&format!("{}.{}", meta.sqlite_name, meta.index_names[pos]))
+                    );
+                    self.atomic(|s| {
+                        s.conn.execute_batch(&sql)?;
+                        Ok(())
+                    })?;
+                    meta.def.indexes.remove(pos);
+                    meta.index_names.remove(pos);
+                    self.store_meta(meta);
+                }
+            }
+            _ => {
+                if !if_exists {
+                    return Err(SqlError::new(3701, 11, format!("Cannot drop the object '{}', because it does not exist or you do not have permission.", names.first().map(|n| n.to_string()).unwrap_or_default())).into());
+                }
+            }
+        }
+        self.done(sink, StatementKind::Other, None)?;
+        Ok(())
+    }
+
+    pub(crate) fn truncate(&mut self, t: &Truncate, sink: &mut dyn ResultSink) -> Result<(), Fail> {
+        for target in &t.table_names {
+            let meta = self.lookup_meta(&target.name)?;
+            let tables = self.engine.tables();
+            if tables.all().any(|o| {
+                o.object_id != meta.object_id
+                    && o.def.foreign_keys.iter().any(|fk| {
+                        fk.referenced_table.eq_ignore_ascii_case(&meta.def.name)
+                            && fk.referenced_schema.eq_ignore_ascii_case(&meta.def.schema)
+                    })
+            }) {
+                return Err(SqlError::new(4712, 16, format!("Cannot truncate table '{}' because it is being referenced by a FOREIGN KEY constraint.", meta.display_name())).into());
+            }
+            let sql = format!("DELETE FROM {}", sqlite_table_sql(&meta));
+            self.atomic(|s| {
+                s.conn.execute_batch(&sql)?;
+                Ok(())
+            })?;
+            if let Ok(mut ids) = self.engine.identity.lock() {
+                ids.remove(&meta.object_id);
+            }
+        }
+        self.done(sink, StatementKind::Other, None)?;
+        Ok(())
+    }
+
+    pub(crate) fn create_index(&mut self, ci: CreateIndex, sink: &mut dyn ResultSink) -> Result<(), Fail> {
+        let mut meta = self.lookup_meta(&ci.table_name)?;
+        let name = ci
+            .name
+            .as_ref()
+            .map(|n| object_parts(n).last().cloned().unwrap_or_default())
+            .unwrap_or_default();
+        if meta.index_names.iter().any(|n| n.eq_ignore_ascii_case(&name)) {
+            return Err(SqlError::new(1913, 16, format!("The operation failed because an index or statistics with name '{name}' already exists on table '{}'.", meta.display_name())).into());
+        }
+        let ix = IndexDef {
+            name: Some(name.clone()),
+            clustered: false,
+            unique: ci.unique,
+            primary_key: false,
+            unique_constraint: false,
+            keys: ci.columns.iter().map(index_key).collect(),
+            included: ci.include.iter().map(|i| i.value.clone()).collect(),
+            filter: ci.predicate.as_ref().map(wrap),
+        };
+        for k in ix.keys.iter().map(|k| &k.column).chain(ix.included.iter()) {
+            if meta.column(k).is_none() {
+                return Err(SqlError::new(
+                    1911,
+                    16,
+                    format!("Column name '{k}' does not exist in the target table or view."),
+                )
+                .into());
+            }
+        }
+        let sql = self.one_index_ddl(&meta, &ix, &name)?;
+        let display = meta.display_name();
+        let db = self.database.clone();
+        self.atomic(|s| {
+            s.conn.execute_batch(&sql).map_err(|e| {
+                if e.to_string().contains("UNIQUE constraint failed") {
+                    SqlError::new(1505, 16, format!("The CREATE UNIQUE INDEX statement terminated because a duplicate key was found for the object name '{display}' and the index name '{name}'. (database '{db}')"))
+                } else {
+                    crate::exec::map_sqlite(&e)
+                }
+            })?;
+            Ok(())
+        })?;
+        meta.def.indexes.push(ix);
+        meta.index_names.push(
+            ci.name
+                .map(|n| object_parts(&n).last().cloned().unwrap_or_default())
+                .unwrap_or_default(),
+        );
+        self.store_meta(meta);
+        self.done(sink, StatementKind::Other, None)?;
+        Ok(())
+    }
+
+    /// Recreates the SQLite table from a changed definition, keeping the common columns' data.
+    fn rebuild(&mut self, old: &TableMeta, mut new: TableMeta) -> Result<(), Fail> {
+        self.finish_meta(&mut new)?;
+        let tmp = format!("{}__rebuild", new.sqlite_name);
+        let prefix = if new.def.temporary { "temp." } else { "" };
+        let mut tmp_meta = new.clone();
+        tmp_meta.sqlite_name = tmp.clone();
+        let ddl = self.sqlite_ddl(&new, &format!("{prefix}{}", quote(&tmp)))?;
+        let common: Vec<String> = new
+            .def
+            .columns
+            .iter()
+            .filter(|c| {
+                c.computed.is_none() && old.column(&c.name).is_some_and(|(_, o)| o.computed.is_none())
+            })
+            .map(|c| quote(&c.name))
+            .collect();
+        let converted: Vec<String> = new
+            .def
+            .columns
+            .iter()
+            .filter(|c| {
+                c.computed.is_none() && old.column(&c.name).is_some_and(|(_, o)| o.computed.is_none())
+            })
+            .map(|c| {
+                format!(
+                    "tsql_cast({}, '{}', '{}', NULL, 0)",
+                    quote(&c.name),
+                    type_decl(c.ty),
+                    old.column(&c.name)
+                        .map(|(_, o)| type_decl(o.ty))
+                        .unwrap_or_default()
+                )
+            })
+            .collect();
+        let old_sql = sqlite_table_sql(old);
+        let fk_off = self.trancount == 0;
+        if fk_off {
+            self.conn.execute_batch("PRAGMA foreign_keys=OFF")?;
+        }
+        let r = self.atomic(|s| {
+            // The first statement creates the table; index statements need the final name.
+            s.conn.execute_batch(&ddl[0])?;
+            s.conn.execute_batch(&format!(
+                "INSERT INTO {prefix}{} ({}) SELECT {} FROM {old_sql}",
+                quote(&tmp),
+                common.join(", "),
+                converted.join(", ")
+            ))?;
+            s.conn.execute_batch(&format!("DROP TABLE {old_sql}"))?;
+            s.conn.execute_batch(&format!(
+                "ALTER TABLE {prefix}{} RENAME TO {}",
+                quote(&tmp),
+                quote(&new.sqlite_name)
+            ))?;
+            for st in s.index_ddl(&new)? {
+                s.conn.execute_batch(&st)?;
+            }
+            Ok(())
+        });
+        if fk_off {
+            self.conn.execute_batch("PRAGMA foreign_keys=ON")?;
+        }
+        r?;
+        self.store_meta(new);
+        Ok(())
+    }
+
+    pub(crate) fn alter_table(&mut self, at: AlterTable, sink: &mut dyn ResultSink) -> Result<(), Fail> {
+        let old = self.lookup_meta(&at.name)?;
+        let mut new = old.clone();
+        for op in &at.operations {
+            match op {
+                AlterTableOperation::AddColumn { column_def, .. } => {
+                    if new.column(&column_def.name.value).is_some() {
+                        return Err(SqlError::new(2705, 16, format!("Column names in each table must be unique. Column name '{}' in table '{}' is specified more than once.", column_def.name.value, new.def.name)).into());
+                    }
+                    let col = self.column_from_ast(column_def, &mut new.def, new.object_id)?;
+                    if !col.nullable && col.default.is_none() && col.identity.is_none() && col.computed.is_none() {
+                        let count: i64 = self.conn.query_row(&format!("SELECT COUNT(*) FROM {}", sqlite_table_sql(&old)), [], |r| r.get(0))?;
+                        if count > 0 {
+                            return Err(SqlError::new(4901, 16, format!("ALTER TABLE only allows columns to be added that can contain nulls, or have a DEFAULT definition specified, or the column being added is an identity or timestamp column, or alternatively if none of the previous conditions are satisfied the table must be empty to allow addition of this column. Column '{}' cannot be added to non-empty table '{}' because it does not satisfy these conditions.", col.name, new.def.name)).into());
+                        }
+                    }
+                    new.def.columns.push(col);
+                }
+                AlterTableOperation::AddConstraint { constraint, .. } => self.table_constraint(constraint, &mut new.def)?,
+                AlterTableOperation::DropColumn { column_names, if_exists, .. } => {
+                    for c in column_names {
+                        match new.column(&c.value).map(|(i, _)| i) {
+                            Some(i) => {
+                                new.def.columns.remove(i);
+                            }
+                            None if *if_exists => {}
+                            None => return Err(SqlError::new(4924, 16, format!("ALTER TABLE DROP COLUMN failed because column '{}' does not exist in table '{}'.", c.value, new.def.name)).into()),
+                        }
+                    }
+                }
+                AlterTableOperation::DropConstraint { name, if_exists, .. } => {
+                    let n = &name.value;
+                    if let Some(i) = new.index_names.iter().position(|x| x.eq_ignore_ascii_case(n)) {
+                        new.def.indexes.remove(i);
+                        new.index_names.remove(i);
+                    } else if let Some(i) = new.fk_names.iter().position(|x| x.eq_ignore_ascii_case(n)) {
+                        new.def.foreign_keys.remove(i);
+                        new.fk_names.remove(i);
+                    } else if let Some(i) = new.check_names.iter().position(|x| x.eq_ignore_ascii_case(n)) {
+                        new.def.checks.remove(i);
+                        new.check_names.remove(i);
+                    } else if let Some(c) = new.def.columns.iter_mut().find(|c| c.default.as_ref().is_some_and(|d| d.name.as_deref().is_some_and(|x| x.eq_ignore_ascii_case(n)))) {
+                        c.default = None;
+                    } else if !*if_exists {
+                        return Err(SqlError::new(3728, 16, format!("'{n}' is not a constraint.")).into());
+                    }
+                    // Keep explicit names aligned with the definitions.
+                    for (ix, nm) in new.def.indexes.iter_mut().zip(new.index_names.iter()) {
+                        ix.name = Some(nm.clone());
+                    }
+                    for (fk, nm) in new.def.foreign_keys.iter_mut().zip(new.fk_names.iter()) {
+                        fk.name = Some(nm.clone());
+                    }
+                    for (ck, nm) in new.def.checks.iter_mut().zip(new.check_names.iter()) {
+                        ck.name = Some(nm.clone());
+                    }
+                }
+                AlterTableOperation::AlterColumn { column_name, op } => {
+                    let Some((i, _)) = new.column(&column_name.value) else {
+                        return Err(SqlError::new(4902, 16, format!("Cannot find the object \"{}\" because it does not exist or you do not have permissions.", new.def.name)).into());
+                    };
+                    match op {
+                        AlterColumnOperation::SetDataType { data_type, .. } => {
+                            let t = data_type.to_string();
+                            new.def.columns[i].ty = parse_type_name(&t).ok_or_else(|| SqlError::new(2715, 16, format!("Column, parameter, or variable #{}: Cannot find data type {t}.", i + 1)))?;
+                            new.def.columns[i].nullable = true;
+                        }
+                        AlterColumnOperation::SetNotNull => new.def.columns[i].nullable = false,
+                        AlterColumnOperation::DropNotNull => new.def.columns[i].nullable = true,
+                        AlterColumnOperation::SetDefault { value } => {
+                            new.def.columns[i].default = Some(DefaultSpec { name: None, definition: wrap(value) })
+                        }
+                        AlterColumnOperation::DropDefault => new.def.columns[i].default = None,
+                        _ => return Err(crate::parse::syntax_error("ALTER COLUMN").into()),
+                    }
+                }
+                other => {
+                    return Err(SqlError::new(102, 15, format!("Incorrect syntax near '{other}'. (ALTER TABLE operation not supported by the test server)")).into())
+                }
+            }
+        }
+        // Keep names of existing constraints stable across the rebuild.
+        for (ix, nm) in new.def.indexes.iter_mut().zip(old.index_names.iter()) {
+            if ix.name.is_none() {
+                ix.name = Some(nm.clone());
+            }
+        }
+        for (fk, nm) in new.def.foreign_keys.iter_mut().zip(old.fk_names.iter()) {
+            if fk.name.is_none() {
+                fk.name = Some(nm.clone());
+            }
+        }
+        for (ck, nm) in new.def.checks.iter_mut().zip(old.check_names.iter()) {
+            if ck.name.is_none() {
+                ck.name = Some(nm.clone());
+            }
+        }
+        let display = new.display_name();
+        self.rebuild(&old, new).map_err(|f| match f {
+            Fail::Sql(e) if e.message.contains("constraint failed") || e.message.contains("CHECK") => Fail::Sql(SqlError::new(
+                547,
+                16,
+                format!("The ALTER TABLE statement conflicted with a constraint. The conflict occurred in database \"{}\", table \"{display}\".", self.database),
+            )),
+            other => other,
+        })?;
+        self.done(sink, StatementKind::Other, None)?;
+        Ok(())
+    }
+
+    pub(crate) fn check_ident(
+        &mut self,
+        table: &str,
+        reseed: Option<Option<i64>>,
+        sink: &mut dyn ResultSink,
+    ) -> Result<(), Fail> {
+        let parts: Vec<String> = table
+            .split('.')
+            .map(|p| p.trim_matches(['[', ']', '"']).to_string())
+            .collect();
+        let tables = self.engine.tables();
+        let vt = std::collections::HashMap::new();
+        let meta = self.ctx(&tables, &vt).lookup(&parts).cloned().ok_or_else(|| {
+            SqlError::new(
+                2501,
+                16,
+                format!("Cannot find a table or object with the name \"{table}\". Check the system catalog."),
+            )
+        })?;
+        let Some((_, col)) = meta.identity_column() else {
+            return Err(SqlError::new(
+                7997,
+                16,
+                format!("'{}' does not contain an identity column.", meta.def.name),
+            )
+            .into());
+        };
+        let current = self
+            .engine
+            .identity
+            .lock()
+            .ok()
+            .and_then(|m| m.get(&meta.object_id).copied());
+        let max: Option<i64> = self.conn.query_row(
+            &format!(
+                "SELECT MAX({}) FROM {}",
+                quote(&col.name),
+                sqlite_table_sql(&meta)
+            ),
+            [],
+            |r| r.get(0),
+        )?;
+        let shown = current.map_or("NULL".to_string(), |c| c.to_string());
+        match reseed {
+            Some(Some(v)) => {
+                // SQL Server: after RESEED n the next value is n + increment (n itself on an
+                // empty, never-used table).
+                if let Ok(mut m) = self.engine.identity.lock() {
+                    if max.is_some() || current.is_some() {
+                        m.insert(meta.object_id, v);
+                    } else {
+                        let inc = col.identity.as_ref().map_or(1, |i| i.increment);
+                        m.insert(meta.object_id, v - inc);
+                    }
+                }
+            }
+            Some(None) | None => {
+                let fix = match (current, max) {
+                    (Some(c), Some(m)) if m > c => Some(m),
+                    (None, Some(m)) => Some(m),
+                    _ => None,
+                };
+                if let (Some(v), Some(_)) = (fix, reseed) {
+                    if let Ok(mut m) = self.engine.identity.lock() {
+                        m.insert(meta.object_id, v);
+                    }
+                }
+            }
+        }
+        sink.info(
+            7998,
+            &format!(
+                "Checking identity information: current identity value '{shown}', current column value '{}'.",
+                max.map_or("NULL".to_string(), |m| m.to_string())
+            ),
+        )?;
+        sink.info(
+            2528,
+            "DBCC execution completed. If DBCC printed error messages, contact your system administrator.",
+        )?;
+        self.done(sink, StatementKind::Other, None)?;
+        Ok(())
+    }
+}

@@ -1,0 +1,846 @@
+//! Statement execution: the batch loop, SELECT streaming, SET/DECLARE/IF/PRINT/USE, and
+//! transactions.
+
+use crate::convert::{coerce, to_value};
+use crate::error::SqlError;
+use crate::functions::decode_error;
+use crate::parse::{Batch, Stmt, parse_batch};
+use crate::session::Session;
+use crate::translate::{Ctx, OutCol};
+use crate::typename::parse_type_name;
+use crate::types::{ColumnMeta, SqlType, Value};
+use crate::{Done, EnvChange, Interrupt, ResultSink, StatementKind};
+use rusqlite::types::{Value as Stored, ValueRef};
+use sqlparser::ast::{
+    ConditionalStatements, DeclareAssignment, Expr, Query, Set, SetSessionParamKind, Statement, Use,
+};
+use std::collections::HashMap;
+
+/// Why a statement stopped.
+pub enum Fail {
+    Sql(SqlError),
+    Interrupt(Interrupt),
+}
+
+impl From<SqlError> for Fail {
+    fn from(e: SqlError) -> Self {
+        Fail::Sql(e)
+    }
+}
+
+impl From<Interrupt> for Fail {
+    fn from(i: Interrupt) -> Self {
+        Fail::Interrupt(i)
+    }
+}
+
+impl From<rusqlite::Error> for Fail {
+    fn from(e: rusqlite::Error) -> Self {
+        Fail::Sql(map_sqlite(&e))
+    }
+}
+
+/// SQLite's error to SQL Server's, for errors not tied to a constraint of a known table.
+pub fn map_sqlite(e: &rusqlite::Error) -> SqlError {
+    let msg = e.to_string();
+    if let Some(err) = decode_error(&msg) {
+        return err;
+    }
+    if let Some(rest) = msg.strip_prefix("no such table: ") {
+        return SqlError::new(
+            208,
+            16,
+            format!("Invalid object name '{}'.", rest.trim_start_matches("temp.")),
+        );
+    }
+    if let Some(rest) = msg.strip_prefix("no such column: ") {
+        return SqlError::new(
+            207,
+            16,
+            format!(
+                "Invalid column name '{}'.",
+                rest.rsplit('.').next().unwrap_or(rest)
+            ),
+        );
+    }
+    if let Some(rest) = msg.strip_prefix("ambiguous column name: ") {
+        return SqlError::new(
+            209,
+            16,
+            format!(
+                "Ambiguous column name '{}'.",
+                rest.rsplit('.').next().unwrap_or(rest)
+            ),
+        );
+    }
+    if msg.contains("database is locked") || msg.contains("database table is locked") {
+        return SqlError::new(1222, 16, "Lock request time out period exceeded.");
+    }
+    if msg.contains("syntax error") {
+        return SqlError::new(102, 15, format!("Incorrect syntax ({msg})."));
+    }
+    if msg.contains("FOREIGN KEY constraint failed") {
+        return SqlError::new(547, 16, "The statement conflicted with a FOREIGN KEY constraint.");
+    }
+    if msg.contains("interrupted") {
+        return SqlError::new(3617, 25, "Query was cancelled.");
+    }
+    SqlError::new(50000, 16, format!("Test server (SQLite): {msg}"))
+}
+
+/// Errors after which SQL Server abandons the rest of the batch (compile and conversion
+/// errors); constraint violations only end their statement.
+fn aborts_batch(number: i32) -> bool {
+    !matches!(
+        number,
+        2627 | 2601
+            | 515
+            | 547
+            | 2628
+            | 8152
+            | 544
+            | 545
+            | 3902
+            | 3903
+            | 628
+            | 8102
+            | 271
+            | 110
+            | 120
+            | 109
+            | 50000
+            | 2714
+            | 3701
+            | 1913
+            | 4902
+            | 3728
+            | 1505
+            | 7999
+    )
+}
+
+fn stmt_kind(s: &Stmt) -> StatementKind {
+    match s {
+        Stmt::Sql(st) => match &**st {
+            Statement::Query(_) => StatementKind::Select,
+            Statement::Insert(_) => StatementKind::Insert,
+            Statement::Update(_) => StatementKind::Update,
+            Statement::Delete(_) => StatementKind::Delete,
+            Statement::Merge(_) => StatementKind::Merge,
+            _ => StatementKind::Other,
+        },
+        _ => StatementKind::Other,
+    }
+}
+
+impl Session {
+    pub(crate) fn var_types(&self) -> HashMap<String, SqlType> {
+        self.vars.iter().map(|(k, (t, _))| (k.clone(), *t)).collect()
+    }
+
+    /// A variable's value as a number literal (for FETCH NEXT @p).
+    fn var_literal(&self, name: &str) -> Option<String> {
+        match self.vars.get(&name.to_lowercase())? {
+            (_, Stored::Integer(i)) => Some(i.to_string()),
+            (_, Stored::Text(t)) if t.parse::<i64>().is_ok() => Some(t.clone()),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn done(
+        &self,
+        sink: &mut dyn ResultSink,
+        kind: StatementKind,
+        rows: Option<u64>,
+    ) -> Result<(), Interrupt> {
+        sink.done(Done {
+            kind,
+            rows: if self.nocount { None } else { rows },
+            error: false,
+            in_transaction: self.in_transaction(),
+        })
+    }
+
+    pub(crate) fn run_batch(&mut self, sql: &str, sink: &mut dyn ResultSink) -> Result<(), Interrupt> {
+        let batch = match parse_batch(sql, &|n| self.var_literal(n)) {
+            Ok(b) => b,
+            Err(e) => {
+                sink.error(&e)?;
+                return sink.done(Done {
+                    kind: StatementKind::Other,
+                    rows: None,
+                    error: true,
+                    in_transaction: self.in_transaction(),
+                });
+            }
+        };
+        if batch.stmts.is_empty() {
+            return self.done(sink, StatementKind::Other, None);
+        }
+        self.run_stmts(batch, sink).map(|_| ())
+    }
+
+    /// Runs statements; `Ok(false)` when the batch was aborted.
+    fn run_stmts(&mut self, batch: Batch, sink: &mut dyn ResultSink) -> Result<bool, Interrupt> {
+        let Batch { stmts, tops } = batch;
+        for p in stmts {
+            let kind = stmt_kind(&p.stmt);
+            match self.exec_stmt(p.stmt, &tops, sink) {
+                Ok(()) => {}
+                Err(Fail::Interrupt(i)) => return Err(i),
+                Err(Fail::Sql(mut e)) => {
+                    e.line = p.line;
+                    sink.error(&e)?;
+                    let xact = self.xact_abort && self.trancount > 0;
+                    if xact {
+                        let _ = self.rollback_tran(None, sink);
+                    }
+                    sink.done(Done {
+                        kind,
+                        rows: None,
+                        error: true,
+                        in_transaction: self.in_transaction(),
+                    })?;
+                    if xact || aborts_batch(e.number) {
+                        return Ok(false);
+                    }
+                }
+            }
+        }
+        Ok(true)
+    }
+
+    fn exec_stmt(
+        &mut self,
+        stmt: Stmt,
+        tops: &HashMap<(u64, u64), String>,
+        sink: &mut dyn ResultSink,
+    ) -> Result<(), Fail> {
+        if self.fmtonly {
+            // FMTONLY: SELECTs return metadata only; nothing else runs except SET.
+            match &stmt {
+                Stmt::Sql(s) if matches!(**s, Statement::Query(_) | Statement::Set(_)) => {}
+                _ => return Ok(()),
+            }
+        }
+        match stmt {
+            Stmt::Sql(s) => self.exec_sql(*s, tops, sink),
+            Stmt::InsertBulk(t) => {
+                self.prepare_bulk(t)?;
+                self.done(sink, StatementKind::Other, None)?;
+                Ok(())
+            }
+            Stmt::BeginTran => {
+                self.begin_tran(None, sink)?;
+                self.done(sink, StatementKind::Other, None)?;
+                Ok(())
+            }
+            Stmt::CommitTran => {
+                self.commit_tran(sink)?;
+                self.done(sink, StatementKind::Other, None)?;
+                Ok(())
+            }
+            Stmt::RollbackTran(name) => {
+                self.rollback_tran(name.as_deref(), sink)?;
+                self.done(sink, StatementKind::Other, None)?;
+                Ok(())
+            }
+            Stmt::SaveTran(name) => {
+                self.save_tran(&name)?;
+                self.done(sink, StatementKind::Other, None)?;
+                Ok(())
+            }
+            Stmt::CheckIdent { table, reseed } => self.check_ident(&table, reseed, sink),
+            Stmt::Unsupported(what) => Err(SqlError::new(
+                102,
+                15,
+                format!("Incorrect syntax near '{what}'. (statement not supported by the test server)"),
+            )
+            .into()),
+        }
+    }
+
+    fn exec_sql(
+        &mut self,
+        stmt: Statement,
+        tops: &HashMap<(u64, u64), String>,
+        sink: &mut dyn ResultSink,
+    ) -> Result<(), Fail> {
+        match stmt {
+            Statement::Query(mut q) => {
+                if let sqlparser::ast::SetExpr::Select(s) = &*q.body {
+                    if s.into.is_some() {
+                        return self.select_into(*q, sink);
+                    }
+                }
+                self.run_query(&mut q, sink, true).map(|_| ())
+            }
+            Statement::Insert(mut ins) => self.insert(&mut ins, sink),
+            Statement::Update(mut up) => {
+                let loc = up.update_token.0.span.start;
+                let top = tops.get(&(loc.line, loc.column)).cloned();
+                self.update(&mut up, top, sink)
+            }
+            Statement::Delete(mut del) => {
+                let loc = del.delete_token.0.span.start;
+                let top = tops.get(&(loc.line, loc.column)).cloned();
+                self.delete(&mut del, top, sink)
+            }
+            Statement::Merge(mut m) => self.merge(&mut m, sink),
+            Statement::CreateTable(ct) => self.create_table(ct, sink),
+            Statement::Drop {
+                object_type,
+                if_exists,
+                names,
+                table,
+                ..
+            } => self.drop_objects(object_type, if_exists, &names, table.as_ref(), sink),
+            Statement::Truncate(t) => self.truncate(&t, sink),
+            Statement::AlterTable(at) => self.alter_table(at, sink),
+            Statement::CreateIndex(ci) => self.create_index(ci, sink),
+            Statement::Set(set) => self.set(set, sink),
+            Statement::Declare { stmts } => {
+                for d in stmts {
+                    let ty_text = d.data_type.as_ref().map(|t| t.to_string()).unwrap_or_default();
+                    let ty = parse_type_name(&ty_text).ok_or_else(|| {
+                        SqlError::new(
+                            2715,
+                            16,
+                            format!("Column, parameter, or variable #1: Cannot find data type {ty_text}."),
+                        )
+                    })?;
+                    for n in &d.names {
+                        self.vars.insert(n.value.to_lowercase(), (ty, Stored::Null));
+                        if let Some(
+                            DeclareAssignment::Expr(e)
+                            | DeclareAssignment::Default(e)
+                            | DeclareAssignment::MsSqlAssignment(e),
+                        ) = &d.assignment
+                        {
+                            let v = self.eval_scalar((**e).clone())?;
+                            let v = coerce(ValueRef::from(&v), ty)?;
+                            self.vars.insert(n.value.to_lowercase(), (ty, v));
+                        }
+                    }
+                }
+                Ok(())
+            }
+            Statement::If(ifs) => {
+                let mut blocks = vec![ifs.if_block];
+                blocks.extend(ifs.elseif_blocks);
+                for b in blocks {
+                    let cond = b.condition.clone().unwrap_or(crate::translate::num(1));
+                    if self.eval_condition(cond)? {
+                        return self.run_block(b.conditional_statements, tops, sink);
+                    }
+                }
+                if let Some(b) = ifs.else_block {
+                    return self.run_block(b.conditional_statements, tops, sink);
+                }
+                Ok(())
+            }
+            Statement::Print(p) => {
+                let v = self.eval_scalar(p.message.as_ref().clone())?;
+                let text = match v {
+                    Stored::Null => String::new(),
+                    Stored::Integer(i) => i.to_string(),
+                    Stored::Real(f) => crate::convert::format_float(f),
+                    Stored::Text(t) => t,
+                    Stored::Blob(b) => String::from_utf8_lossy(&b).into_owned(),
+                };
+                sink.info(0, &text)?;
+                Ok(())
+            }
+            Statement::Use(u) => {
+                let name = match u {
+                    Use::Object(n) | Use::Database(n) | Use::Catalog(n) | Use::Schema(n) => {
+                        crate::translate::object_parts(&n).join(".")
+                    }
+                    other => other.to_string(),
+                };
+                if !crate::session::known_database(&self.engine.config.database, &name) {
+                    return Err(SqlError::new(
+                        911,
+                        16,
+                        format!(
+                            "Database '{name}' does not exist. Make sure that the name is entered correctly."
+                        ),
+                    )
+                    .into());
+                }
+                if !name.eq_ignore_ascii_case(&self.database) {
+                    let old = std::mem::replace(&mut self.database, name.clone());
+                    self.globals.database = name.clone();
+                    sink.env_change(EnvChange::Database {
+                        new: name.clone(),
+                        old,
+                    })?;
+                    sink.info(5701, &format!("Changed database context to '{name}'."))?;
+                }
+                self.done(sink, StatementKind::Other, None)?;
+                Ok(())
+            }
+            Statement::StartTransaction { .. } => {
+                self.begin_tran(None, sink)?;
+                self.done(sink, StatementKind::Other, None)?;
+                Ok(())
+            }
+            Statement::Commit { .. } => {
+                self.commit_tran(sink)?;
+                self.done(sink, StatementKind::Other, None)?;
+                Ok(())
+            }
+            Statement::Rollback { savepoint, .. } => {
+                self.rollback_tran(savepoint.as_ref().map(|s| s.value.as_str()), sink)?;
+                self.done(sink, StatementKind::Other, None)?;
+                Ok(())
+            }
+            Statement::Execute { name, .. } => {
+                let n = name
+                    .map(|n| crate::translate::object_parts(&n).join("."))
+                    .unwrap_or_default();
+                Err(SqlError::new(2812, 16, format!("Could not find stored procedure '{n}'.")).into())
+            }
+            other => {
+                let text = other.to_string();
+                let word = text.split_whitespace().take(2).collect::<Vec<_>>().join(" ");
+                Err(SqlError::new(
+                    102,
+                    15,
+                    format!("Incorrect syntax near '{word}'. (statement not supported by the test server)"),
+                )
+                .into())
+            }
+        }
+    }
+
+    fn run_block(
+        &mut self,
+        block: ConditionalStatements,
+        tops: &HashMap<(u64, u64), String>,
+        sink: &mut dyn ResultSink,
+    ) -> Result<(), Fail> {
+        let stmts = match block {
+            ConditionalStatements::Sequence { statements } => statements,
+            ConditionalStatements::BeginEnd(b) => b.statements,
+        };
+        for s in stmts {
+            self.exec_stmt(Stmt::Sql(Box::new(s)), tops, sink)?;
+        }
+        Ok(())
+    }
+
+    fn set(&mut self, set: Set, sink: &mut dyn ResultSink) -> Result<(), Fail> {
+        match set {
+            Set::SetSessionParam(SetSessionParamKind::Generic(g)) => {
+                let on = g.value.eq_ignore_ascii_case("ON");
+                for n in &g.names {
+                    match n.to_ascii_uppercase().as_str() {
+                        "NOCOUNT" => self.nocount = on,
+                        "XACT_ABORT" => self.xact_abort = on,
+                        "FMTONLY" => self.fmtonly = on,
+                        _ => {}
+                    }
+                }
+                Ok(())
+            }
+            Set::SetSessionParam(SetSessionParamKind::IdentityInsert(ii)) => {
+                let parts = crate::translate::object_parts(&ii.obj);
+                let tables = self.engine.tables();
+                let vt = self.var_types();
+                let ctx = Ctx {
+                    tables: &tables,
+                    temp: &self.temp,
+                    vars: &vt,
+                    globals: &self.globals,
+                    ctes: Vec::new(),
+                };
+                let t = ctx
+                    .lookup(&parts)
+                    .ok_or_else(|| crate::translate::invalid_object(&parts.join(".")))?;
+                if t.identity_column().is_none() {
+                    return Err(SqlError::new(
+                        8106,
+                        16,
+                        format!(
+                            "Table '{}' does not have the identity property. Cannot perform SET operation.",
+                            t.display_name()
+                        ),
+                    )
+                    .into());
+                }
+                let key = (t.def.schema.clone(), t.def.name.clone());
+                let on = ii.value.to_string().eq_ignore_ascii_case("ON");
+                if on {
+                    if let Some(cur) = &self.identity_insert {
+                        if cur != &key {
+                            return Err(SqlError::new(8107, 16, format!("IDENTITY_INSERT is already ON for table '{}.{}.{}'. Cannot perform SET operation for table '{}'.", self.database, cur.0, cur.1, t.display_name())).into());
+                        }
+                    }
+                    self.identity_insert = Some(key);
+                } else if self.identity_insert.as_ref() == Some(&key) {
+                    self.identity_insert = None;
+                }
+                Ok(())
+            }
+            Set::SingleAssignment { variable, values, .. } => {
+                let name = crate::translate::object_parts(&variable).join(".");
+                let key = name.to_lowercase();
+                let ty = match self.vars.get(&key) {
+                    Some((t, _)) => *t,
+                    None => {
+                        return Err(SqlError::new(
+                            137,
+                            15,
+                            format!("Must declare the scalar variable \"{name}\"."),
+                        )
+                        .into());
+                    }
+                };
+                let e = values.into_iter().next().unwrap_or(crate::translate::null());
+                let v = self.eval_scalar(e)?;
+                let v = coerce(ValueRef::from(&v), ty)?;
+                self.vars.insert(key, (ty, v));
+                let _ = sink;
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Evaluates one scalar expression (DECLARE/SET/PRINT/IF).
+    pub(crate) fn eval_scalar(&mut self, e: Expr) -> Result<Stored, Fail> {
+        let mut q = select_expr(e);
+        let mut out = crate::exec::Collect::default();
+        self.run_query(&mut q, &mut out, false)?;
+        Ok(out.first.unwrap_or(Stored::Null))
+    }
+
+    fn eval_condition(&mut self, cond: Expr) -> Result<bool, Fail> {
+        let case = Expr::Case {
+            case_token: sqlparser::ast::helpers::attached_token::AttachedToken::empty(),
+            end_token: sqlparser::ast::helpers::attached_token::AttachedToken::empty(),
+            operand: None,
+            conditions: vec![sqlparser::ast::CaseWhen {
+                condition: cond,
+                result: crate::translate::num(1),
+            }],
+            else_result: Some(Box::new(crate::translate::num(0))),
+        };
+        Ok(matches!(self.eval_scalar(case)?, Stored::Integer(1)))
+    }
+
+    /// Binds every `@name` parameter of a prepared statement from the session's variables.
+    pub(crate) fn bind_vars(&self, stmt: &mut rusqlite::CachedStatement<'_>) -> Result<(), Fail> {
+        for i in 1..=stmt.parameter_count() {
+            if let Some(name) = stmt.parameter_name(i) {
+                let v = self
+                    .vars
+                    .get(&name.to_lowercase())
+                    .map(|(_, v)| v.clone())
+                    .unwrap_or(Stored::Null);
+                stmt.raw_bind_parameter(i, v)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Translates and runs a query, streaming into `sink` (or only collecting the first value
+    /// when `to_client` is false). Returns the row count.
+    pub(crate) fn run_query(
+        &mut self,
+        q: &mut Query,
+        sink: &mut dyn ResultSink,
+        to_client: bool,
+    ) -> Result<u64, Fail> {
+        let tables = self.engine.tables();
+        let vt = self.var_types();
+        let cols = {
+            let mut ctx = Ctx {
+                tables: &tables,
+                temp: &self.temp,
+                vars: &vt,
+                globals: &self.globals,
+                ctes: Vec::new(),
+            };
+            ctx.query(q, None)?
+        };
+        let sql = q.to_string();
+        tracing::trace!(%sql, "query");
+        let n = cols.len();
+        let mut stmt = self.conn.prepare_cached(&sql)?;
+        self.bind_vars(&mut stmt)?;
+        let mut rows = stmt.raw_query();
+        let first = rows.next()?;
+        let metas: Vec<ColumnMeta> = cols
+            .iter()
+            .enumerate()
+            .map(|(i, c)| column_meta(c, first.and_then(|r| r.get_ref(i).ok())))
+            .collect();
+        let types: Vec<SqlType> = metas.iter().map(|m| m.ty).collect();
+        sink.columns(&metas)?;
+        if self.fmtonly && to_client {
+            drop(rows);
+            self.done_rows(sink, StatementKind::Select, None)?;
+            return Ok(0);
+        }
+        let mut count = 0u64;
+        let mut buf: Vec<Value> = Vec::with_capacity(n);
+        let mut current = first;
+        while let Some(row) = current {
+            buf.clear();
+            for (i, ty) in types.iter().enumerate() {
+                buf.push(to_value(row.get_ref(i)?, *ty)?);
+            }
+            sink.row(&buf)?;
+            count += 1;
+            current = rows.next()?;
+        }
+        drop(rows);
+        if to_client {
+            self.globals.rowcount = count as i64;
+            self.done_rows(sink, StatementKind::Select, Some(count))?;
+        }
+        Ok(count)
+    }
+
+    fn done_rows(
+        &self,
+        sink: &mut dyn ResultSink,
+        kind: StatementKind,
+        rows: Option<u64>,
+    ) -> Result<(), Interrupt> {
+        sink.done(Done {
+            kind,
+            rows: if self.nocount { None } else { rows },
+            error: false,
+            in_transaction: self.in_transaction(),
+        })
+    }
+
+    // ---- transactions -----------------------------------------------------------------------
+
+    pub(crate) fn begin_tran(&mut self, _name: Option<&str>, sink: &mut dyn ResultSink) -> Result<(), Fail> {
+        if self.trancount == 0 {
+            self.conn.execute_batch("BEGIN IMMEDIATE")?;
+            self.descriptor = self
+                .engine
+                .next_descriptor
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.trancount = 1;
+            self.globals.trancount = 1;
+            sink.env_change(EnvChange::BeginTransaction(self.descriptor))?;
+        } else {
+            self.trancount += 1;
+            self.globals.trancount = i64::from(self.trancount);
+        }
+        Ok(())
+    }
+
+    pub(crate) fn commit_tran(&mut self, sink: &mut dyn ResultSink) -> Result<(), Fail> {
+        if self.trancount == 0 {
+            return Err(SqlError::new(
+                3902,
+                16,
+                "The COMMIT TRANSACTION request has no corresponding BEGIN TRANSACTION.",
+            )
+            .into());
+        }
+        if self.trancount == 1 {
+            self.conn.execute_batch("COMMIT")?;
+            sink.env_change(EnvChange::CommitTransaction(self.descriptor))?;
+        }
+        self.trancount -= 1;
+        self.globals.trancount = i64::from(self.trancount);
+        Ok(())
+    }
+
+    /// COMMIT of a transaction-manager request: ends the transaction whatever the nesting.
+    pub(crate) fn commit_all(&mut self, sink: &mut dyn ResultSink) -> Result<(), Fail> {
+        if self.trancount > 1 {
+            self.trancount = 1;
+        }
+        self.commit_tran(sink)
+    }
+
+    pub(crate) fn rollback_tran(
+        &mut self,
+        name: Option<&str>,
+        sink: &mut dyn ResultSink,
+    ) -> Result<(), Fail> {
+        if self.trancount == 0 {
+            return Err(SqlError::new(
+                3903,
+                16,
+                "The ROLLBACK TRANSACTION request has no corresponding BEGIN TRANSACTION.",
+            )
+            .into());
+        }
+        if let Some(n) = name {
+            let sp = format!("sp_{}", n.to_lowercase());
+            if self
+                .conn
+                .execute_batch(&format!("ROLLBACK TO {}", crate::translate::quote(&sp)))
+                .is_ok()
+            {
+                return Ok(());
+            }
+        }
+        self.conn.execute_batch("ROLLBACK")?;
+        self.trancount = 0;
+        self.globals.trancount = 0;
+        sink.env_change(EnvChange::RollbackTransaction(self.descriptor))?;
+        Ok(())
+    }
+
+    pub(crate) fn save_tran(&mut self, name: &str) -> Result<(), Fail> {
+        if self.trancount == 0 {
+            return Err(SqlError::new(
+                628,
+                16,
+                "Cannot issue SAVE TRANSACTION when there is no active transaction.",
+            )
+            .into());
+        }
+        let sp = format!("sp_{}", name.to_lowercase());
+        self.conn
+            .execute_batch(&format!("SAVEPOINT {}", crate::translate::quote(&sp)))?;
+        Ok(())
+    }
+
+    /// Runs `f` atomically: all its changes land or none (a savepoint inside a transaction,
+    /// or its own write transaction otherwise).
+    pub(crate) fn atomic<R>(&mut self, f: impl FnOnce(&mut Session) -> Result<R, Fail>) -> Result<R, Fail> {
+        let nested = self.trancount > 0;
+        if nested {
+            self.conn.execute_batch("SAVEPOINT __stmt")?;
+        } else {
+            self.conn.execute_batch("BEGIN IMMEDIATE")?;
+        }
+        let r = f(self);
+        match (&r, nested) {
+            (Ok(_), true) => self.conn.execute_batch("RELEASE __stmt")?,
+            (Ok(_), false) => {
+                if let Err(e) = self.conn.execute_batch("COMMIT") {
+                    let _ = self.conn.execute_batch("ROLLBACK");
+                    return Err(e.into());
+                }
+            }
+            (Err(_), true) => self.conn.execute_batch("ROLLBACK TO __stmt; RELEASE __stmt")?,
+            (Err(_), false) => self.conn.execute_batch("ROLLBACK")?,
+        }
+        r
+    }
+}
+
+/// `SELECT <e>` as a query AST.
+pub fn select_expr(e: Expr) -> Query {
+    let sql = format!("SELECT {e}");
+    let dialect = sqlparser::dialect::MsSqlDialect {};
+    match sqlparser::parser::Parser::new(&dialect)
+        .try_with_sql(&sql)
+        .and_then(|mut p| p.parse_query())
+    {
+        Ok(q) => *q,
+        Err(_) => match sqlparser::parser::Parser::new(&dialect)
+            .try_with_sql("SELECT NULL")
+            .and_then(|mut p| p.parse_query())
+        {
+            Ok(q) => *q,
+            Err(_) => unreachable_query(),
+        },
+    }
+}
+
+fn unreachable_query() -> Query {
+    // `SELECT NULL` always parses; this keeps the function total without panicking.
+    Query {
+        with: None,
+        body: Box::new(sqlparser::ast::SetExpr::Values(sqlparser::ast::Values {
+            explicit_row: false,
+            value_keyword: false,
+            rows: Vec::new(),
+        })),
+        order_by: None,
+        limit_clause: None,
+        fetch: None,
+        locks: Vec::new(),
+        for_clause: None,
+        settings: None,
+        format_clause: None,
+        pipe_operators: Vec::new(),
+    }
+}
+
+/// The COLMETADATA of an output column; unknown types are decided by the first row's value.
+pub fn column_meta(c: &OutCol, first: Option<ValueRef<'_>>) -> ColumnMeta {
+    let ty = c.ty.ty.unwrap_or(match first {
+        Some(ValueRef::Integer(i)) if i32::try_from(i).is_ok() => SqlType::Int,
+        Some(ValueRef::Integer(_)) => SqlType::BigInt,
+        Some(ValueRef::Real(_)) => SqlType::Float,
+        Some(ValueRef::Text(_)) => SqlType::NVarChar { len: Some(4000) },
+        Some(ValueRef::Blob(_)) => SqlType::VarBinary { len: None },
+        _ => SqlType::Int,
+    });
+    ColumnMeta {
+        name: c.name.clone(),
+        ty,
+        nullable: c.ty.nullable,
+        identity: c.identity,
+        computed: c.computed,
+        updateable: c.updateable,
+        table_name: if matches!(ty, SqlType::Text | SqlType::NText | SqlType::Image) {
+            c.table.clone()
+        } else {
+            Vec::new()
+        },
+    }
+}
+
+/// An owned copy of a SQLite value.
+pub fn owned(v: ValueRef<'_>) -> Stored {
+    match v {
+        ValueRef::Null => Stored::Null,
+        ValueRef::Integer(i) => Stored::Integer(i),
+        ValueRef::Real(f) => Stored::Real(f),
+        ValueRef::Text(t) => Stored::Text(String::from_utf8_lossy(t).into_owned()),
+        ValueRef::Blob(b) => Stored::Blob(b.to_vec()),
+    }
+}
+
+/// Collects the first value of a scalar query.
+#[derive(Default)]
+pub struct Collect {
+    pub first: Option<Stored>,
+    pub rows: Vec<Vec<Value>>,
+    pub columns: Vec<ColumnMeta>,
+}
+
+impl ResultSink for Collect {
+    fn columns(&mut self, columns: &[ColumnMeta]) -> Result<(), Interrupt> {
+        self.columns = columns.to_vec();
+        Ok(())
+    }
+    fn row(&mut self, row: &[Value]) -> Result<(), Interrupt> {
+        if self.first.is_none() {
+            self.first = Some(match row.first() {
+                Some(v) => crate::convert::value_to_stored(v),
+                None => Stored::Null,
+            });
+        }
+        self.rows.push(row.to_vec());
+        Ok(())
+    }
+    fn done(&mut self, _done: Done) -> Result<(), Interrupt> {
+        Ok(())
+    }
+    fn error(&mut self, _error: &SqlError) -> Result<(), Interrupt> {
+        Ok(())
+    }
+    fn info(&mut self, _number: i32, _message: &str) -> Result<(), Interrupt> {
+        Ok(())
+    }
+    fn env_change(&mut self, _change: EnvChange) -> Result<(), Interrupt> {
+        Ok(())
+    }
+}

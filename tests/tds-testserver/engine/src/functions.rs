@@ -1,0 +1,720 @@
+//! T-SQL scalar functions as SQLite UDFs, and the `DEC` collation that compares decimal text
+//! numerically. A UDF failing with a SQL Server error encodes it in the SQLite error message
+//! (see [`encode_error`]), and the statement layer decodes it back.
+
+use crate::convert::{
+    DateTimeParts, civil_from_days, coerce, days_from_civil, format_date, format_decimal, format_guid,
+    format_time, parse_datetime, parse_decimal, rescale,
+};
+use crate::error::SqlError;
+use crate::typename::{is_string, parse_type_name};
+use crate::types::SqlType;
+use rusqlite::Connection;
+use rusqlite::functions::{Context, FunctionFlags};
+use rusqlite::types::{Value as Stored, ValueRef};
+use std::cmp::Ordering;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+const PREFIX: &str = "\u{1}MSSQL|";
+
+#[derive(Debug)]
+struct UdfError(String);
+impl std::fmt::Display for UdfError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+impl std::error::Error for UdfError {}
+
+pub fn encode_error(e: &SqlError) -> rusqlite::Error {
+    rusqlite::Error::UserFunctionError(Box::new(UdfError(format!(
+        "{PREFIX}{}|{}|{}",
+        e.number, e.class, e.message
+    ))))
+}
+
+/// A SQL Server error that a UDF raised, if this SQLite message carries one.
+pub fn decode_error(msg: &str) -> Option<SqlError> {
+    let rest = &msg[msg.find(PREFIX)? + PREFIX.len()..];
+    let mut it = rest.splitn(3, '|');
+    let number = it.next()?.parse().ok()?;
+    let class = it.next()?.parse().ok()?;
+    Some(SqlError::new(number, class, it.next()?.to_string()))
+}
+
+pub fn dec_compare(a: &str, b: &str) -> Ordering {
+    match (parse_decimal(a), parse_decimal(b)) {
+        (Some((ma, sa)), Some((mb, sb))) => {
+            let s = sa.max(sb);
+            match (rescale(ma, sa, s), rescale(mb, sb, s)) {
+                (Some(x), Some(y)) => x.cmp(&y),
+                _ => a.cmp(b),
+            }
+        }
+        _ => a.cmp(b),
+    }
+}
+
+fn text_arg(ctx: &Context<'_>, i: usize) -> Option<String> {
+    match ctx.get_raw(i) {
+        ValueRef::Null => None,
+        ValueRef::Text(t) => Some(String::from_utf8_lossy(t).into_owned()),
+        ValueRef::Integer(x) => Some(x.to_string()),
+        ValueRef::Real(f) => Some(crate::convert::format_float(f)),
+        ValueRef::Blob(b) => Some(String::from_utf8_lossy(b).into_owned()),
+    }
+}
+
+fn int_arg(ctx: &Context<'_>, i: usize) -> Option<i64> {
+    match ctx.get_raw(i) {
+        ValueRef::Integer(x) => Some(x),
+        ValueRef::Real(f) => Some(f as i64),
+        ValueRef::Text(t) => std::str::from_utf8(t)
+            .ok()?
+            .trim()
+            .parse::<f64>()
+            .ok()
+            .map(|f| f as i64),
+        _ => None,
+    }
+}
+
+fn now_parts(utc: bool) -> DateTimeParts {
+    let d = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+    let _ = utc; // the test server runs in UTC
+    let total_100ns = d.as_nanos() / 100;
+    let per_day = 864_000_000_000u128;
+    DateTimeParts {
+        days: days_from_civil(1970, 1, 1) + (total_100ns / per_day) as i64,
+        time: (total_100ns % per_day) as u64,
+        offset: Some(0),
+        has_date: true,
+    }
+}
+
+fn fmt_now(ty: SqlType) -> rusqlite::Result<String> {
+    crate::convert::format_datetime_parts(now_parts(true), ty).map_err(|e| encode_error(&e))
+}
+
+fn random_guid() -> [u8; 16] {
+    use std::collections::hash_map::RandomState;
+    use std::hash::{BuildHasher, Hasher};
+    let mut out = [0u8; 16];
+    for chunk in out.chunks_mut(8) {
+        let mut h = RandomState::new().build_hasher();
+        h.write_u128(
+            SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .unwrap_or_default()
+                .as_nanos(),
+        );
+        chunk.copy_from_slice(&h.finish().to_le_bytes());
+    }
+    out[6] = (out[6] & 0x0F) | 0x40;
+    out[8] = (out[8] & 0x3F) | 0x80;
+    out
+}
+
+fn date_part_of(s: &str) -> Option<DateTimeParts> {
+    parse_datetime(s)
+}
+
+fn part_name(p: &str) -> &str {
+    match p {
+        "yy" | "yyyy" | "year" => "year",
+        "qq" | "q" | "quarter" => "quarter",
+        "mm" | "m" | "month" => "month",
+        "dy" | "y" | "dayofyear" => "dayofyear",
+        "dd" | "d" | "day" => "day",
+        "wk" | "ww" | "week" => "week",
+        "dw" | "w" | "weekday" => "weekday",
+        "hh" | "hour" => "hour",
+        "mi" | "n" | "minute" => "minute",
+        "ss" | "s" | "second" => "second",
+        "ms" | "millisecond" => "millisecond",
+        "mcs" | "microsecond" => "microsecond",
+        "ns" | "nanosecond" => "nanosecond",
+        other => other,
+    }
+}
+
+fn bad_part(p: &str, f: &str) -> rusqlite::Error {
+    encode_error(&SqlError::new(
+        155,
+        15,
+        format!("'{p}' is not a recognized {f} option."),
+    ))
+}
+
+fn add_months(p: DateTimeParts, months: i64) -> DateTimeParts {
+    let (y, m, d) = civil_from_days(p.days);
+    let total = y * 12 + i64::from(m) - 1 + months;
+    let (ny, nm) = (total.div_euclid(12), (total.rem_euclid(12) + 1) as u32);
+    let mut nd = d;
+    while nd > 28 && days_from_civil(ny, nm, nd) != days_from_civil(ny, nm, 1) + i64::from(nd) - 1
+        || (nd > 28 && civil_from_days(days_from_civil(ny, nm, nd)).1 != nm)
+    {
+        nd -= 1;
+    }
+    DateTimeParts {
+        days: days_from_civil(ny, nm, nd),
+        ..p
+    }
+}
+
+fn dateadd(part: &str, n: i64, p: DateTimeParts) -> Result<DateTimeParts, String> {
+    let unit: u64 = match part_name(part) {
+        "year" => return Ok(add_months(p, n * 12)),
+        "quarter" => return Ok(add_months(p, n * 3)),
+        "month" => return Ok(add_months(p, n)),
+        "day" | "dayofyear" | "weekday" => 864_000_000_000,
+        "week" => 7 * 864_000_000_000,
+        "hour" => 36_000_000_000,
+        "minute" => 600_000_000,
+        "second" => 10_000_000,
+        "millisecond" => 10_000,
+        "microsecond" => 10,
+        "nanosecond" => return Ok(p),
+        other => return Err(other.to_string()),
+    };
+    let per_day = 864_000_000_000i128;
+    let total = i128::from(p.days) * per_day + i128::from(p.time) + i128::from(n) * i128::from(unit);
+    Ok(DateTimeParts {
+        days: total.div_euclid(per_day) as i64,
+        time: total.rem_euclid(per_day) as u64,
+        ..p
+    })
+}
+
+fn datediff(part: &str, a: DateTimeParts, b: DateTimeParts) -> Result<i64, String> {
+    let (ya, ma, _) = civil_from_days(a.days);
+    let (yb, mb, _) = civil_from_days(b.days);
+    let abs = |p: DateTimeParts| i128::from(p.days) * 864_000_000_000 + i128::from(p.time);
+    let div = |unit: i128| (abs(b).div_euclid(unit) - abs(a).div_euclid(unit)) as i64;
+    Ok(match part_name(part) {
+        "year" => yb - ya,
+        "quarter" => (yb * 4 + i64::from((mb - 1) / 3)) - (ya * 4 + i64::from((ma - 1) / 3)),
+        "month" => (yb * 12 + i64::from(mb)) - (ya * 12 + i64::from(ma)),
+        "day" | "dayofyear" | "weekday" => b.days - a.days,
+        "week" => (b.days + 1).div_euclid(7) - (a.days + 1).div_euclid(7),
+        "hour" => div(36_000_000_000),
+        "minute" => div(600_000_000),
+        "second" => div(10_000_000),
+        "millisecond" => div(10_000),
+        "microsecond" => div(10),
+        "nanosecond" => div(1) * 100,
+        other => return Err(other.to_string()),
+    })
+}
+
+fn datepart(part: &str, p: DateTimeParts) -> Result<i64, String> {
+    let (y, m, d) = civil_from_days(p.days);
+    Ok(match part_name(part) {
+        "year" => y,
+        "quarter" => i64::from((m - 1) / 3 + 1),
+        "month" => i64::from(m),
+        "day" => i64::from(d),
+        "dayofyear" => p.days - days_from_civil(y, 1, 1) + 1,
+        "weekday" => (p.days + 1).rem_euclid(7) + 1,
+        "week" => (p.days - days_from_civil(y, 1, 1) + (days_from_civil(y, 1, 1) + 1).rem_euclid(7)) / 7 + 1,
+        "hour" => (p.time / 36_000_000_000) as i64,
+        "minute" => (p.time / 600_000_000 % 60) as i64,
+        "second" => (p.time / 10_000_000 % 60) as i64,
+        "millisecond" => (p.time / 10_000 % 1000) as i64,
+        "microsecond" => (p.time / 10 % 1_000_000) as i64,
+        "nanosecond" => (p.time % 10_000_000 * 100) as i64,
+        other => return Err(other.to_string()),
+    })
+}
+
+/// CAST/CONVERT: `tsql_cast(value, target, source, style, try)`.
+fn tsql_cast(ctx: &Context<'_>) -> rusqlite::Result<Stored> {
+    let target = text_arg(ctx, 1)
+        .and_then(|t| parse_type_name(&t))
+        .unwrap_or(SqlType::NVarChar { len: None });
+    let source = text_arg(ctx, 2).and_then(|t| parse_type_name(&t));
+    let style = int_arg(ctx, 3);
+    let try_ = int_arg(ctx, 4) == Some(1);
+    let v = ctx.get_raw(0);
+    let result = cast_value(v, source, target, style);
+    match result {
+        Ok(s) => Ok(s),
+        Err(_) if try_ => Ok(Stored::Null),
+        Err(e) => Err(encode_error(&e)),
+    }
+}
+
+fn cast_value(
+    v: ValueRef<'_>,
+    source: Option<SqlType>,
+    target: SqlType,
+    style: Option<i64>,
+) -> Result<Stored, SqlError> {
+    if let ValueRef::Null = v {
+        return Ok(Stored::Null);
+    }
+    let src_is_date = source.is_some_and(|s| {
+        matches!(
+            s,
+            SqlType::Date
+                | SqlType::Time { .. }
+                | SqlType::DateTime
+                | SqlType::SmallDateTime
+                | SqlType::DateTime2 { .. }
+                | SqlType::DateTimeOffset { .. }
+        )
+    });
+    // Dates to strings: styles 120/121/23/126/112/108 and the default.
+    if is_string(target) && src_is_date {
+        let s = match v {
+            ValueRef::Text(t) => String::from_utf8_lossy(t).into_owned(),
+            _ => String::new(),
+        };
+        let p = parse_datetime(&s).ok_or_else(|| {
+            SqlError::new(
+                241,
+                16,
+                "Conversion failed when converting date and/or time from character string.",
+            )
+        })?;
+        let src = source.unwrap_or(SqlType::DateTime2 { scale: 7 });
+        let (yy, mm, dd) = civil_from_days(p.days);
+        let digits = match src {
+            SqlType::DateTime => 3,
+            SqlType::SmallDateTime => 0,
+            SqlType::DateTime2 { scale } | SqlType::Time { scale } | SqlType::DateTimeOffset { scale } => {
+                usize::from(scale)
+            }
+            _ => 0,
+        };
+        let text = match style {
+            Some(23) => format_date(p.days),
+            Some(112) => format!("{yy:04}{mm:02}{dd:02}"),
+            Some(108) | Some(8) => format_time(p.time, 0),
+            Some(120) | Some(20) => format!("{} {}", format_date(p.days), format_time(p.time, 0)),
+            Some(126) | Some(127) => format!("{}T{}", format_date(p.days), format_time(p.time, digits)),
+            Some(101) => format!("{mm:02}/{dd:02}/{yy:04}"),
+            Some(103) => format!("{dd:02}/{mm:02}/{yy:04}"),
+            _ => match src {
+                SqlType::Date => format_date(p.days),
+                SqlType::Time { .. } => format_time(p.time, digits),
+                SqlType::DateTimeOffset { .. } => s.clone(),
+                _ => format!("{} {}", format_date(p.days), format_time(p.time, digits)),
+            },
+        };
+        return truncate_string(Stored::Text(text), target);
+    }
+    if is_string(target) {
+        // Binary to string with style 1/2 is hex; money/decimal keep their scale.
+        if let ValueRef::Blob(b) = v {
+            let hex: String = b.iter().map(|x| format!("{x:02X}")).collect();
+            let text = match style {
+                Some(1) => format!("0x{hex}"),
+                Some(2) => hex,
+                _ => String::from_utf8_lossy(b).into_owned(),
+            };
+            return truncate_string(Stored::Text(text), target);
+        }
+        if source == Some(SqlType::UniqueIdentifier) {
+            if let ValueRef::Text(t) = v {
+                return truncate_string(Stored::Text(String::from_utf8_lossy(t).into_owned()), target);
+            }
+        }
+        if matches!(source, Some(SqlType::Money | SqlType::SmallMoney)) {
+            if let Some((m, s)) = match v {
+                ValueRef::Text(t) => parse_decimal(&String::from_utf8_lossy(t)),
+                _ => None,
+            } {
+                let m2 = rescale(m, s, 2).unwrap_or(m);
+                return truncate_string(Stored::Text(format_decimal(m2, 2)), target);
+            }
+        }
+        let s = coerce(v, SqlType::NVarChar { len: None })?;
+        return truncate_string(s, target);
+    }
+    if crate::typename::is_binary(target) {
+        if let ValueRef::Text(t) = v {
+            let s = String::from_utf8_lossy(t);
+            if style == Some(1) || style == Some(2) {
+                return coerce(ValueRef::Text(s.as_bytes()), target);
+            }
+            return truncate_binary(Stored::Blob(t.to_vec()), target);
+        }
+        return truncate_binary(coerce(v, target)?, target);
+    }
+    // Numbers from floats to ints truncate; to decimals round.
+    match (target, v) {
+        (SqlType::Date, ValueRef::Text(t)) => {
+            let s = String::from_utf8_lossy(t);
+            let p = parse_datetime(&s).ok_or_else(|| {
+                SqlError::new(
+                    241,
+                    16,
+                    "Conversion failed when converting date and/or time from character string.",
+                )
+            })?;
+            Ok(Stored::Text(format_date(p.days)))
+        }
+        (SqlType::Time { .. }, ValueRef::Text(t)) => {
+            let s = String::from_utf8_lossy(t);
+            let p = parse_datetime(&s).ok_or_else(|| {
+                SqlError::new(
+                    241,
+                    16,
+                    "Conversion failed when converting date and/or time from character string.",
+                )
+            })?;
+            coerce(ValueRef::Text(format_time(p.time, 7).as_bytes()), target)
+        }
+        (SqlType::UniqueIdentifier, ValueRef::Text(t)) if t.len() > 36 => {
+            coerce(ValueRef::Text(&t[..36]), target)
+        }
+        _ => coerce(v, target),
+    }
+}
+
+fn truncate_string(s: Stored, target: SqlType) -> Result<Stored, SqlError> {
+    let limit = match target {
+        SqlType::VarChar { len: Some(n) } | SqlType::NVarChar { len: Some(n) } => Some(usize::from(n)),
+        SqlType::Char { len } | SqlType::NChar { len } => Some(usize::from(len)),
+        _ => None,
+    };
+    match (s, limit) {
+        (Stored::Text(t), Some(n)) => {
+            let mut out: String = t.chars().take(n).collect();
+            if matches!(target, SqlType::Char { .. } | SqlType::NChar { .. }) {
+                let c = out.chars().count();
+                out.extend(std::iter::repeat_n(' ', n.saturating_sub(c)));
+            }
+            Ok(Stored::Text(out))
+        }
+        (s, _) => Ok(s),
+    }
+}
+
+fn truncate_binary(s: Stored, target: SqlType) -> Result<Stored, SqlError> {
+    match (s, target) {
+        (Stored::Blob(mut b), SqlType::VarBinary { len: Some(n) } | SqlType::Binary { len: n }) => {
+            b.truncate(usize::from(n));
+            if matches!(target, SqlType::Binary { .. }) {
+                b.resize(usize::from(n), 0);
+            }
+            Ok(Stored::Blob(b))
+        }
+        (s, _) => Ok(s),
+    }
+}
+
+fn len_chars(s: &str) -> i64 {
+    s.trim_end_matches(' ').chars().count() as i64
+}
+
+fn ci_find(hay: &str, needle: &str, from_char: usize) -> Option<usize> {
+    let h: Vec<char> = hay.chars().map(|c| c.to_ascii_lowercase()).collect();
+    let n: Vec<char> = needle.chars().map(|c| c.to_ascii_lowercase()).collect();
+    if n.is_empty() {
+        return None;
+    }
+    (from_char..=h.len().saturating_sub(n.len())).find(|&i| h.get(i..i + n.len()) == Some(&n[..]))
+}
+
+/// Registers every UDF on a new connection.
+pub fn register(conn: &Connection) -> rusqlite::Result<()> {
+    let det = FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC;
+    let nondet = FunctionFlags::SQLITE_UTF8;
+    conn.create_collation("DEC", dec_compare)?;
+    conn.create_scalar_function("tsql_cast", 5, det, tsql_cast)?;
+    conn.create_scalar_function("tsql_nullnum", 1, det, |ctx| Ok(ctx.get::<Stored>(0)?))?;
+    conn.create_scalar_function("len", 1, det, |ctx| {
+        Ok(match ctx.get_raw(0) {
+            ValueRef::Null => None,
+            ValueRef::Blob(b) => Some(b.len() as i64),
+            _ => text_arg(ctx, 0).map(|s| len_chars(&s)),
+        })
+    })?;
+    conn.create_scalar_function("datalength", 2, det, |ctx| {
+        let unicode = int_arg(ctx, 1) == Some(1);
+        Ok(match ctx.get_raw(0) {
+            ValueRef::Null => None,
+            ValueRef::Blob(b) => Some(b.len() as i64),
+            ValueRef::Integer(_) => Some(4),
+            ValueRef::Real(_) => Some(8),
+            ValueRef::Text(t) => {
+                let s = String::from_utf8_lossy(t);
+                Some(if unicode {
+                    s.encode_utf16().count() as i64 * 2
+                } else {
+                    s.chars().count() as i64
+                })
+            }
+        })
+    })?;
+    conn.create_scalar_function("tsql_substring", 3, det, |ctx| {
+        let (Some(s), Some(start), Some(len)) = (text_arg(ctx, 0), int_arg(ctx, 1), int_arg(ctx, 2)) else {
+            return Ok(None);
+        };
+        if len < 0 {
+            return Err(encode_error(&SqlError::new(
+                537,
+                16,
+                "Invalid length parameter passed to the LEFT or SUBSTRING function.",
+            )));
+        }
+        let end = start + len;
+        let from = start.max(1);
+        if end <= from {
+            return Ok(Some(String::new()));
+        }
+        Ok(Some(
+            s.chars()
+                .skip((from - 1) as usize)
+                .take((end - from) as usize)
+                .collect::<String>(),
+        ))
+    })?;
+    conn.create_scalar_function("tsql_left", 2, det, |ctx| {
+        let (Some(s), Some(n)) = (text_arg(ctx, 0), int_arg(ctx, 1)) else {
+            return Ok(None);
+        };
+        Ok(Some(s.chars().take(n.max(0) as usize).collect::<String>()))
+    })?;
+    conn.create_scalar_function("tsql_right", 2, det, |ctx| {
+        let (Some(s), Some(n)) = (text_arg(ctx, 0), int_arg(ctx, 1)) else {
+            return Ok(None);
+        };
+        let c = s.chars().count();
+        Ok(Some(
+            s.chars()
+                .skip(c.saturating_sub(n.max(0) as usize))
+                .collect::<String>(),
+        ))
+    })?;
+    conn.create_scalar_function("tsql_replace", 3, det, |ctx| {
+        let (Some(s), Some(pat), Some(rep)) = (text_arg(ctx, 0), text_arg(ctx, 1), text_arg(ctx, 2)) else {
+            return Ok(None);
+        };
+        if pat.is_empty() {
+            return Ok(Some(s));
+        }
+        let mut out = String::new();
+        let chars: Vec<char> = s.chars().collect();
+        let plen = pat.chars().count();
+        let mut i = 0;
+        while i < chars.len() {
+            if let Some(pos) = ci_find(&s, &pat, i) {
+                let pos = pos.min(chars.len());
+                out.extend(&chars[i..pos]);
+                out.push_str(&rep);
+                i = pos + plen;
+            } else {
+                out.extend(&chars[i..]);
+                break;
+            }
+        }
+        Ok(Some(out))
+    })?;
+    for n in [2, 3] {
+        conn.create_scalar_function("charindex", n, det, move |ctx| {
+            let (Some(needle), Some(hay)) = (text_arg(ctx, 0), text_arg(ctx, 1)) else {
+                return Ok(None);
+            };
+            let start = if n == 3 {
+                int_arg(ctx, 2).unwrap_or(1).max(1) as usize - 1
+            } else {
+                0
+            };
+            Ok(Some(ci_find(&hay, &needle, start).map_or(0, |p| p as i64 + 1)))
+        })?;
+    }
+    conn.create_scalar_function("tsql_concat", -1, det, |ctx| {
+        let mut out = String::new();
+        for i in 0..ctx.len() {
+            if let Some(s) = text_arg(ctx, i) {
+                out.push_str(&s);
+            }
+        }
+        Ok(out)
+    })?;
+    conn.create_scalar_function("reverse", 1, det, |ctx| {
+        Ok(text_arg(ctx, 0).map(|s| s.chars().rev().collect::<String>()))
+    })?;
+    conn.create_scalar_function("space", 1, det, |ctx| {
+        Ok(int_arg(ctx, 0).map(|n| " ".repeat(n.max(0) as usize)))
+    })?;
+    conn.create_scalar_function("replicate", 2, det, |ctx| {
+        Ok(match (text_arg(ctx, 0), int_arg(ctx, 1)) {
+            (Some(s), Some(n)) if n >= 0 => Some(s.repeat(n as usize)),
+            _ => None,
+        })
+    })?;
+    conn.create_scalar_function("isnumeric", 1, det, |ctx| {
+        Ok(i64::from(
+            text_arg(ctx, 0).is_some_and(|s| s.trim().parse::<f64>().is_ok()),
+        ))
+    })?;
+    conn.create_scalar_function("getdate", 0, nondet, |_| fmt_now(SqlType::DateTime))?;
+    conn.create_scalar_function("getutcdate", 0, nondet, |_| fmt_now(SqlType::DateTime))?;
+    conn.create_scalar_function("sysdatetime", 0, nondet, |_| {
+        fmt_now(SqlType::DateTime2 { scale: 7 })
+    })?;
+    conn.create_scalar_function("sysutcdatetime", 0, nondet, |_| {
+        fmt_now(SqlType::DateTime2 { scale: 7 })
+    })?;
+    conn.create_scalar_function("sysdatetimeoffset", 0, nondet, |_| {
+        fmt_now(SqlType::DateTimeOffset { scale: 7 })
+    })?;
+    conn.create_scalar_function("newid", 0, nondet, |_| Ok(format_guid(&random_guid())))?;
+    conn.create_scalar_function("dateadd", 4, det, |ctx| {
+        let (Some(part), Some(n), Some(d)) = (text_arg(ctx, 0), int_arg(ctx, 1), text_arg(ctx, 2)) else {
+            return Ok(None);
+        };
+        let ty = text_arg(ctx, 3)
+            .and_then(|t| parse_type_name(&t))
+            .unwrap_or(SqlType::DateTime);
+        let p = date_part_of(&d).ok_or_else(|| {
+            encode_error(&SqlError::new(
+                241,
+                16,
+                "Conversion failed when converting date and/or time from character string.",
+            ))
+        })?;
+        let r = dateadd(&part, n, p).map_err(|p| bad_part(&p, "dateadd"))?;
+        crate::convert::format_datetime_parts(r, ty)
+            .map(Some)
+            .map_err(|e| encode_error(&e))
+    })?;
+    conn.create_scalar_function("datediff", 3, det, |ctx| {
+        let (Some(part), Some(a), Some(b)) = (text_arg(ctx, 0), text_arg(ctx, 1), text_arg(ctx, 2)) else {
+            return Ok(None);
+        };
+        let err = || {
+            encode_error(&SqlError::new(
+                241,
+                16,
+                "Conversion failed when converting date and/or time from character string.",
+            ))
+        };
+        let (pa, pb) = (
+            date_part_of(&a).ok_or_else(err)?,
+            date_part_of(&b).ok_or_else(err)?,
+        );
+        datediff(&part, pa, pb)
+            .map(Some)
+            .map_err(|p| bad_part(&p, "datediff"))
+    })?;
+    conn.create_scalar_function("datepart", 2, det, |ctx| {
+        let (Some(part), Some(d)) = (text_arg(ctx, 0), text_arg(ctx, 1)) else {
+            return Ok(None);
+        };
+        let p = date_part_of(&d).ok_or_else(|| {
+            encode_error(&SqlError::new(
+                241,
+                16,
+                "Conversion failed when converting date and/or time from character string.",
+            ))
+        })?;
+        datepart(&part, p).map(Some).map_err(|p| bad_part(&p, "datepart"))
+    })?;
+    for (name, part) in [("year", "year"), ("month", "month"), ("day", "day")] {
+        conn.create_scalar_function(name, 1, det, move |ctx| {
+            let Some(d) = text_arg(ctx, 0) else {
+                return Ok(None);
+            };
+            let p = date_part_of(&d).ok_or_else(|| {
+                encode_error(&SqlError::new(
+                    241,
+                    16,
+                    "Conversion failed when converting date and/or time from character string.",
+                ))
+            })?;
+            datepart(part, p).map(Some).map_err(|p| bad_part(&p, "datepart"))
+        })?;
+    }
+    conn.create_scalar_function("eomonth", 1, det, |ctx| {
+        let Some(d) = text_arg(ctx, 0) else {
+            return Ok(None);
+        };
+        let Some(p) = date_part_of(&d) else {
+            return Ok(None);
+        };
+        let (y, m, _) = civil_from_days(p.days);
+        let next = add_months(
+            DateTimeParts {
+                days: days_from_civil(y, m, 1),
+                ..p
+            },
+            1,
+        );
+        Ok(Some(format_date(next.days - 1)))
+    })?;
+    conn.create_scalar_function("datefromparts", 3, det, |ctx| {
+        let (Some(y), Some(m), Some(d)) = (int_arg(ctx, 0), int_arg(ctx, 1), int_arg(ctx, 2)) else {
+            return Ok(None);
+        };
+        Ok(Some(format_date(days_from_civil(y, m as u32, d as u32))))
+    })?;
+    conn.create_scalar_function("tsql_round", -1, det, |ctx| {
+        let n = int_arg(ctx, 1).unwrap_or(0);
+        Ok(match ctx.get_raw(0) {
+            ValueRef::Null => Stored::Null,
+            ValueRef::Integer(i) => {
+                if n >= 0 {
+                    Stored::Integer(i)
+                } else {
+                    let p = 10i64.pow((-n).min(18) as u32);
+                    Stored::Integer((i + p / 2 * i.signum()) / p * p)
+                }
+            }
+            ValueRef::Real(f) => {
+                let p = 10f64.powi(n as i32);
+                Stored::Real((f * p).round() / p)
+            }
+            ValueRef::Text(t) => match parse_decimal(&String::from_utf8_lossy(t)) {
+                Some((m, s)) if n >= 0 && (n as u8) < s => {
+                    let r = rescale(m, s, n as u8)
+                        .and_then(|r| rescale(r, n as u8, s))
+                        .unwrap_or(m);
+                    Stored::Text(format_decimal(r, s))
+                }
+                Some((m, s)) => Stored::Text(format_decimal(m, s)),
+                None => Stored::Null,
+            },
+            ValueRef::Blob(_) => Stored::Null,
+        })
+    })?;
+    for (name, up) in [("tsql_ceiling", true), ("tsql_floor", false)] {
+        conn.create_scalar_function(name, 1, det, move |ctx| {
+            Ok(match ctx.get_raw(0) {
+                ValueRef::Integer(i) => Stored::Integer(i),
+                ValueRef::Real(f) => Stored::Real(if up { f.ceil() } else { f.floor() }),
+                ValueRef::Text(t) => match parse_decimal(&String::from_utf8_lossy(t)) {
+                    Some((m, s)) => {
+                        let d = 10i128.pow(u32::from(s));
+                        let q = m.div_euclid(d);
+                        let q = if up && m.rem_euclid(d) != 0 { q + 1 } else { q };
+                        Stored::Text(q.to_string())
+                    }
+                    None => Stored::Null,
+                },
+                _ => Stored::Null,
+            })
+        })?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn date_arithmetic() {
+        let p = parse_datetime("2024-01-31 10:00:00").unwrap_or_else(|| panic!("parse"));
+        let r = dateadd("month", 1, p).unwrap_or_else(|_| panic!("add"));
+        assert_eq!(format_date(r.days), "2024-02-29");
+        let b = parse_datetime("2025-03-01").unwrap_or_else(|| panic!("parse"));
+        assert_eq!(datediff("year", p, b), Ok(1));
+        assert_eq!(datediff("month", p, b), Ok(14));
+        assert_eq!(dec_compare("10.50", "9.99"), Ordering::Greater);
+    }
+}

@@ -1,0 +1,288 @@
+//! The engine (one SQLite database in WAL mode) and its sessions (one connection each).
+
+use crate::bulk::BulkState;
+use crate::error::SqlError;
+use crate::meta::Tables;
+use crate::translate::Globals;
+use crate::types::{ColumnMeta, SqlType, Value};
+use crate::{Done, EngineConfig, EnvChange, Interrupt, Param, ResultSink, StatementKind, TransactionRequest};
+use rusqlite::Connection;
+use rusqlite::types::Value as Stored;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicI16, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+/// The shared database of one test server.
+pub struct Engine {
+    pub(crate) config: EngineConfig,
+    path: PathBuf,
+    _tmp: Option<tempfile::TempDir>,
+    /// Table metadata; replaced wholesale on DDL so readers work on a cheap snapshot.
+    tables: RwLock<Arc<Tables>>,
+    /// Identity state by object id (kept out of the snapshot: it changes on every insert).
+    pub(crate) identity: Mutex<HashMap<i32, i64>>,
+    next_spid: AtomicI16,
+    pub(crate) next_descriptor: AtomicU64,
+    /// Serialises DDL so two sessions never race on the metadata.
+    pub(crate) ddl_lock: Mutex<()>,
+}
+
+fn open_err(e: impl std::fmt::Display) -> SqlError {
+    SqlError::new(5120, 16, format!("Unable to open the physical file: {e}"))
+}
+
+impl Engine {
+    pub fn open(config: EngineConfig) -> Result<Arc<Engine>, SqlError> {
+        let (dir, tmp) = match &config.data_dir {
+            Some(d) => {
+                std::fs::create_dir_all(d).map_err(open_err)?;
+                (d.clone(), None)
+            }
+            None => {
+                let base = if std::path::Path::new("/dev/shm").is_dir() {
+                    tempfile::Builder::new()
+                        .prefix("tds-engine-")
+                        .tempdir_in("/dev/shm")
+                } else {
+                    tempfile::Builder::new().prefix("tds-engine-").tempdir()
+                }
+                .map_err(open_err)?;
+                (base.path().to_path_buf(), Some(base))
+            }
+        };
+        let path = dir.join("engine.sqlite");
+        let conn = Connection::open(&path).map_err(open_err)?;
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .map_err(open_err)?;
+        Ok(Arc::new(Engine {
+            config,
+            path,
+            _tmp: tmp,
+            tables: RwLock::new(Arc::new(Tables::new())),
+            identity: Mutex::new(HashMap::new()),
+            next_spid: AtomicI16::new(51),
+            next_descriptor: AtomicU64::new(1),
+            ddl_lock: Mutex::new(()),
+        }))
+    }
+
+    pub fn database(&self) -> &str {
+        &self.config.database
+    }
+
+    pub(crate) fn tables(&self) -> Arc<Tables> {
+        match self.tables.read() {
+            Ok(g) => Arc::clone(&g),
+            Err(p) => Arc::clone(&p.into_inner()),
+        }
+    }
+
+    /// Applies a metadata change.
+    pub(crate) fn update_tables<R>(&self, f: impl FnOnce(&mut Tables) -> R) -> R {
+        let mut g = match self.tables.write() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        f(Arc::make_mut(&mut g))
+    }
+
+    /// A session for one client connection, using `database` (the login's database; `None`
+    /// means the server's default). An unknown database is error 4060.
+    pub fn connect(self: &Arc<Self>, database: Option<&str>) -> Result<Session, SqlError> {
+        let current = database
+            .filter(|d| !d.is_empty())
+            .unwrap_or(&self.config.database)
+            .to_string();
+        if !known_database(&self.config.database, &current) {
+            return Err(SqlError::new(
+                4060,
+                11,
+                format!("Cannot open database \"{current}\" requested by the login. The login failed."),
+            ));
+        }
+        let conn = Connection::open(&self.path).map_err(open_err)?;
+        conn.busy_timeout(Duration::from_secs(30)).map_err(open_err)?;
+        conn.execute_batch(
+            "PRAGMA synchronous=OFF; PRAGMA foreign_keys=ON; PRAGMA temp_store=MEMORY; PRAGMA cache_size=-65536;",
+        )
+        .map_err(open_err)?;
+        crate::functions::register(&conn).map_err(open_err)?;
+        conn.set_prepared_statement_cache_capacity(256);
+        let spid = self.next_spid.fetch_add(1, Ordering::Relaxed);
+        Ok(Session {
+            engine: Arc::clone(self),
+            database: current.clone(),
+            conn,
+            temp: Tables::new(),
+            vars: HashMap::new(),
+            globals: Globals {
+                spid,
+                database: current,
+                ..Globals::default()
+            },
+            nocount: false,
+            fmtonly: false,
+            xact_abort: false,
+            identity_insert: None,
+            trancount: 0,
+            descriptor: 0,
+            bulk: None,
+            pending_bulk: None,
+        })
+    }
+}
+
+pub(crate) fn known_database(default: &str, name: &str) -> bool {
+    name.eq_ignore_ascii_case(default)
+        || ["master", "tempdb", "model", "msdb"]
+            .iter()
+            .any(|d| d.eq_ignore_ascii_case(name))
+}
+
+/// One client connection's state: its SQLite connection, open transaction, temp tables,
+/// SET options, @@ROWCOUNT/SCOPE_IDENTITY, and a pending bulk load.
+pub struct Session {
+    pub(crate) engine: Arc<Engine>,
+    pub(crate) database: String,
+    pub(crate) conn: Connection,
+    pub(crate) temp: Tables,
+    /// Declared variables and the current request's parameters, by lower-case name.
+    pub(crate) vars: HashMap<String, (SqlType, Stored)>,
+    pub(crate) globals: Globals,
+    pub(crate) nocount: bool,
+    pub(crate) fmtonly: bool,
+    pub(crate) xact_abort: bool,
+    /// The table with IDENTITY_INSERT ON: (schema, name).
+    pub(crate) identity_insert: Option<(String, String)>,
+    pub(crate) trancount: u32,
+    pub(crate) descriptor: u64,
+    pub(crate) bulk: Option<BulkState>,
+    /// The target remembered by the last `INSERT BULK` statement.
+    pub(crate) pending_bulk: Option<crate::bulk::PendingBulk>,
+}
+
+impl Session {
+    /// The session's current database name.
+    pub fn database(&self) -> &str {
+        &self.database
+    }
+
+    /// Whether a transaction is open (DONE's INXACT bit, and the descriptor in ALL_HEADERS).
+    pub fn in_transaction(&self) -> bool {
+        self.trancount > 0
+    }
+
+    /// Runs a SQL batch (TDS packet type 0x01), streaming results into `sink`. Errors are
+    /// reported through the sink; the session stays usable. `Err` only when the sink
+    /// interrupted (cancel or I/O).
+    pub fn execute_batch(&mut self, sql: &str, sink: &mut dyn ResultSink) -> Result<(), Interrupt> {
+        self.execute_rpc(sql, &[], sink)
+    }
+
+    /// Runs `sp_executesql`'s statement with its parameters.
+    pub fn execute_rpc(
+        &mut self,
+        sql: &str,
+        params: &[Param],
+        sink: &mut dyn ResultSink,
+    ) -> Result<(), Interrupt> {
+        let saved: Vec<(String, Option<(SqlType, Stored)>)> = params
+            .iter()
+            .map(|p| {
+                let key = p.name.to_lowercase();
+                let stored = crate::convert::value_to_storage(&p.value, p.ty)
+                    .unwrap_or_else(|_| crate::convert::value_to_stored(&p.value));
+                let old = self.vars.insert(key.clone(), (p.ty, stored));
+                (key, old)
+            })
+            .collect();
+        let r = self.run_batch(sql, sink);
+        for (k, old) in saved {
+            match old {
+                Some(v) => {
+                    self.vars.insert(k, v);
+                }
+                None => {
+                    self.vars.remove(&k);
+                }
+            }
+        }
+        r
+    }
+
+    /// A transaction-manager request (BEGIN/COMMIT/ROLLBACK/SAVE sent as packet type 0x0E).
+    pub fn transaction(
+        &mut self,
+        request: TransactionRequest,
+        sink: &mut dyn ResultSink,
+    ) -> Result<(), Interrupt> {
+        let r = match request {
+            TransactionRequest::Begin { name } => self.begin_tran(name.as_deref(), sink),
+            TransactionRequest::Commit { begin_new } => {
+                let r = self.commit_all(sink);
+                match r {
+                    Ok(()) if begin_new => self.begin_tran(None, sink),
+                    other => other,
+                }
+            }
+            TransactionRequest::Rollback { begin_new } => {
+                let r = self.rollback_tran(None, sink);
+                match r {
+                    Ok(()) if begin_new => self.begin_tran(None, sink),
+                    other => other,
+                }
+            }
+            TransactionRequest::Save { name } => self.save_tran(&name),
+        };
+        let error = match r {
+            Ok(()) => false,
+            Err(crate::exec::Fail::Interrupt(i)) => return Err(i),
+            Err(crate::exec::Fail::Sql(e)) => {
+                sink.error(&e)?;
+                true
+            }
+        };
+        sink.done(Done {
+            kind: StatementKind::Other,
+            rows: None,
+            error,
+            in_transaction: self.in_transaction(),
+        })
+    }
+
+    /// Starts the BULK_LOAD message that follows an `INSERT BULK` statement. `columns` is the
+    /// client's COLMETADATA (names must match the INSERT BULK column list).
+    pub fn bulk_start(&mut self, columns: &[ColumnMeta]) -> Result<(), SqlError> {
+        self.bulk_begin(columns)
+    }
+
+    /// One bulk row, a value per client column. The first failing row's error is kept and
+    /// reported by [`Session::bulk_finish`]; later rows are ignored.
+    pub fn bulk_row(&mut self, row: &[Value]) {
+        self.bulk_add(row);
+    }
+
+    /// Ends the bulk load: all rows land, or none and the error is sent.
+    pub fn bulk_finish(&mut self, sink: &mut dyn ResultSink) -> Result<(), Interrupt> {
+        self.bulk_end(sink)
+    }
+
+    /// Abandons a bulk load (the client cancelled or disconnected): nothing lands.
+    pub fn bulk_abort(&mut self) {
+        self.bulk_cancel();
+    }
+
+    pub(crate) fn env(&mut self, sink: &mut dyn ResultSink, change: EnvChange) -> Result<(), Interrupt> {
+        sink.env_change(change)
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        if self.trancount > 0 {
+            let _ = self.conn.execute_batch("ROLLBACK");
+        }
+    }
+}

@@ -1,0 +1,1645 @@
+//! T-SQL AST to SQLite: rewrites a parsed query in place (table names, TOP/OFFSET/FETCH,
+//! functions, `+` concatenation, literals) and infers SQL Server's result type of every
+//! expression on the way (§4.1 of the design notes).
+
+use crate::error::SqlError;
+use crate::meta::{TableMeta, Tables};
+use crate::typename::{is_string, is_unicode, parse_type_name, type_decl};
+use crate::types::SqlType;
+use sqlparser::ast::{
+    BinaryOperator, CastKind, DuplicateTreatment, Expr, Function, FunctionArg, FunctionArgExpr,
+    FunctionArgumentList, FunctionArguments, GroupByExpr, Ident, JoinConstraint, JoinOperator, LimitClause,
+    ObjectName, ObjectNamePart, Offset, OffsetRows, OrderByKind, Query, Select, SelectItem,
+    SelectItemQualifiedWildcardKind, SetExpr, TableAlias, TableFactor, TableWithJoins, TopQuantity,
+    UnaryOperator, Value as AstValue, ValueWithSpan,
+};
+use std::collections::HashMap;
+
+/// The SQL Server type of an expression; `ty: None` when only the runtime value can tell.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Ty {
+    pub ty: Option<SqlType>,
+    pub nullable: bool,
+}
+
+impl Ty {
+    pub fn of(ty: SqlType) -> Ty {
+        Ty {
+            ty: Some(ty),
+            nullable: true,
+        }
+    }
+    pub fn not_null(ty: SqlType) -> Ty {
+        Ty {
+            ty: Some(ty),
+            nullable: false,
+        }
+    }
+    pub fn unknown() -> Ty {
+        Ty {
+            ty: None,
+            nullable: true,
+        }
+    }
+}
+
+/// One output column of a query or one column of a table in scope.
+#[derive(Debug, Clone)]
+pub struct OutCol {
+    pub name: String,
+    pub ty: Ty,
+    pub identity: bool,
+    pub computed: bool,
+    pub updateable: bool,
+    pub table: Vec<String>,
+}
+
+impl OutCol {
+    fn expr(name: String, ty: Ty) -> OutCol {
+        OutCol {
+            name,
+            ty,
+            identity: false,
+            computed: false,
+            updateable: false,
+            table: Vec::new(),
+        }
+    }
+}
+
+pub fn table_columns(t: &TableMeta) -> Vec<OutCol> {
+    t.def
+        .columns
+        .iter()
+        .map(|c| OutCol {
+            name: c.name.clone(),
+            ty: Ty {
+                ty: Some(c.ty),
+                nullable: c.nullable,
+            },
+            identity: c.identity.is_some(),
+            computed: c.computed.is_some(),
+            updateable: c.identity.is_none() && c.computed.is_none() && c.ty != SqlType::RowVersion,
+            table: vec![t.def.schema.clone(), t.def.name.clone()],
+        })
+        .collect()
+}
+
+#[derive(Debug, Clone)]
+struct ScopeTable {
+    qualifier: String,
+    cols: Vec<OutCol>,
+}
+
+#[derive(Debug, Default)]
+pub struct Scope<'p> {
+    tables: Vec<ScopeTable>,
+    parent: Option<&'p Scope<'p>>,
+    /// SELECT-list aliases, visible in ORDER BY.
+    aliases: Vec<(String, Ty)>,
+}
+
+impl<'p> Scope<'p> {
+    pub fn child(parent: &'p Scope<'p>) -> Scope<'p> {
+        Scope {
+            tables: Vec::new(),
+            parent: Some(parent),
+            aliases: Vec::new(),
+        }
+    }
+
+    pub fn add_table(&mut self, qualifier: &str, cols: Vec<OutCol>) {
+        self.tables.push(ScopeTable {
+            qualifier: qualifier.to_string(),
+            cols,
+        });
+    }
+
+    fn find(&self, qualifier: Option<&str>, col: &str) -> Result<Option<(String, Ty)>, SqlError> {
+        let mut found: Option<(String, Ty)> = None;
+        for t in &self.tables {
+            if let Some(q) = qualifier {
+                if !t.qualifier.eq_ignore_ascii_case(q) {
+                    continue;
+                }
+            }
+            if let Some(c) = t.cols.iter().find(|c| c.name.eq_ignore_ascii_case(col)) {
+                if found.is_some() && qualifier.is_none() {
+                    return Err(SqlError::new(209, 16, format!("Ambiguous column name '{col}'.")));
+                }
+                found = Some((t.qualifier.clone(), c.ty));
+            }
+        }
+        if found.is_none() && qualifier.is_none() {
+            if let Some((_, ty)) = self.aliases.iter().find(|(a, _)| a.eq_ignore_ascii_case(col)) {
+                return Ok(Some((String::new(), *ty)));
+            }
+        }
+        match (found, self.parent) {
+            (Some(f), _) => Ok(Some(f)),
+            (None, Some(p)) => p.find(qualifier, col),
+            (None, None) => Ok(None),
+        }
+    }
+
+    fn has_qualifier(&self, q: &str) -> bool {
+        self.tables.iter().any(|t| t.qualifier.eq_ignore_ascii_case(q))
+            || self.parent.is_some_and(|p| p.has_qualifier(q))
+    }
+}
+
+/// Session values substituted for `@@ROWCOUNT` and friends.
+#[derive(Debug, Clone, Default)]
+pub struct Globals {
+    pub rowcount: i64,
+    pub identity: Option<i64>,
+    pub scope_identity: Option<i64>,
+    pub spid: i16,
+    pub trancount: i64,
+    pub database: String,
+}
+
+/// What the translator needs from the session.
+pub struct Ctx<'a> {
+    pub tables: &'a Tables,
+    pub temp: &'a Tables,
+    /// Parameters and declared variables by lower-case name (with `@`).
+    pub vars: &'a HashMap<String, SqlType>,
+    pub globals: &'a Globals,
+    pub ctes: Vec<(String, Vec<OutCol>)>,
+}
+
+pub fn ident(s: &str) -> Ident {
+    Ident::with_quote('"', s)
+}
+
+pub fn quote(s: &str) -> String {
+    format!("\"{}\"", s.replace('"', "\"\""))
+}
+
+pub fn object_parts(name: &ObjectName) -> Vec<String> {
+    name.0
+        .iter()
+        .map(|p| match p {
+            ObjectNamePart::Identifier(i) => i.value.clone(),
+            ObjectNamePart::Function(f) => f.name.value.clone(),
+        })
+        .collect()
+}
+
+pub fn invalid_object(name: &str) -> SqlError {
+    SqlError::new(208, 16, format!("Invalid object name '{name}'."))
+}
+
+impl<'a> Ctx<'a> {
+    /// Finds a table by its (1-3 part) name.
+    pub fn lookup(&self, parts: &[String]) -> Option<&'a TableMeta> {
+        let name = parts.last()?;
+        if name.starts_with('#') {
+            return self.temp.get("", name);
+        }
+        let schema = match parts.len() {
+            1 => "dbo",
+            _ => {
+                let s = &parts[parts.len() - 2];
+                if s.is_empty() { "dbo" } else { s.as_str() }
+            }
+        };
+        self.tables.get(schema, name)
+    }
+
+    pub fn lookup_name(&self, name: &ObjectName) -> Result<&'a TableMeta, SqlError> {
+        let parts = object_parts(name);
+        self.lookup(&parts)
+            .ok_or_else(|| invalid_object(&parts.join(".")))
+    }
+
+    fn var_type(&self, name: &str) -> Result<Ty, SqlError> {
+        match self.vars.get(&name.to_lowercase()) {
+            Some(t) => Ok(Ty::of(*t)),
+            None => Err(SqlError::new(
+                137,
+                15,
+                format!("Must declare the scalar variable \"{name}\"."),
+            )),
+        }
+    }
+
+    // ---- queries ----------------------------------------------------------------------------
+
+    pub fn query(&mut self, q: &mut Query, parent: Option<&Scope<'_>>) -> Result<Vec<OutCol>, SqlError> {
+        let saved_ctes = self.ctes.len();
+        if let Some(with) = &mut q.with {
+            for cte in &mut with.cte_tables {
+                let name = cte.alias.name.value.clone();
+                let mut cols = match &mut *cte.query.body {
+                    SetExpr::SetOperation { left, .. } if with.recursive || true => {
+                        // Type the anchor first so a recursive member can refer to the CTE.
+                        let mut anchor = (**left).clone();
+                        let cols = self.set_expr(&mut anchor, parent, &mut None)?;
+                        self.ctes.push((name.clone(), cols));
+                        let cols = self.query(&mut cte.query, parent)?;
+                        self.ctes.pop();
+                        cols
+                    }
+                    _ => self.query(&mut cte.query, parent)?,
+                };
+                for (c, alias) in cols.iter_mut().zip(cte.alias.columns.iter()) {
+                    c.name = alias.name.value.clone();
+                }
+                self.ctes.push((name, cols));
+            }
+            with.recursive = true;
+        }
+        let mut top: Option<Expr> = None;
+        let out = self.set_expr(&mut q.body, parent, &mut top)?;
+        // ORDER BY sees the select list's aliases and the FROM tables of a simple SELECT.
+        if let Some(ob) = &mut q.order_by {
+            if let OrderByKind::Expressions(list) = &mut ob.kind {
+                let mut scope = Scope::default();
+                scope.parent = parent;
+                if let SetExpr::Select(s) = &*q.body {
+                    self.scope_of_from(&s.from, &mut scope, parent)?;
+                }
+                scope.aliases = out.iter().map(|c| (c.name.clone(), c.ty)).collect();
+                for o in list.iter_mut() {
+                    if let Expr::Value(ValueWithSpan {
+                        value: AstValue::Number(n, _),
+                        ..
+                    }) = &o.expr
+                    {
+                        // ORDER BY 1: positional, fine for SQLite as is.
+                        let _ = n;
+                        continue;
+                    }
+                    self.expr(&mut o.expr, &scope)?;
+                }
+            }
+        }
+        // TOP / OFFSET ... FETCH become LIMIT / OFFSET.
+        let scope = Scope::default();
+        let offset = match q.limit_clause.take() {
+            Some(LimitClause::LimitOffset { offset, limit, .. }) => {
+                if let Some(l) = limit {
+                    top = Some(l);
+                }
+                offset
+            }
+            Some(LimitClause::OffsetCommaLimit { offset, limit }) => {
+                top = Some(limit);
+                Some(Offset {
+                    value: offset,
+                    rows: OffsetRows::None,
+                })
+            }
+            None => None,
+        };
+        if let Some(f) = q.fetch.take() {
+            top = f.quantity;
+        }
+        if let Some(mut off) = offset {
+            self.expr(&mut off.value, &scope)?;
+            off.rows = OffsetRows::None;
+            let mut limit = top.unwrap_or_else(|| num(-1));
+            self.expr(&mut limit, &scope)?;
+            q.limit_clause = Some(LimitClause::LimitOffset {
+                limit: Some(limit),
+                offset: Some(off),
+                limit_by: Vec::new(),
+            });
+        } else if let Some(mut limit) = top {
+            self.expr(&mut limit, &scope)?;
+            q.limit_clause = Some(LimitClause::LimitOffset {
+                limit: Some(limit),
+                offset: None,
+                limit_by: Vec::new(),
+            });
+        }
+        self.ctes.truncate(saved_ctes);
+        Ok(out)
+    }
+
+    fn set_expr(
+        &mut self,
+        body: &mut SetExpr,
+        parent: Option<&Scope<'_>>,
+        top: &mut Option<Expr>,
+    ) -> Result<Vec<OutCol>, SqlError> {
+        match body {
+            SetExpr::Select(s) => self.select(s, parent, top),
+            SetExpr::Query(q) => self.query(q, parent),
+            SetExpr::SetOperation { left, right, .. } => {
+                let mut l = self.set_expr(left, parent, &mut None)?;
+                let r = self.set_expr(right, parent, &mut None)?;
+                for (a, b) in l.iter_mut().zip(r.iter()) {
+                    a.ty = union_ty(a.ty, b.ty);
+                    a.identity = false;
+                    a.updateable = false;
+                }
+                Ok(l)
+            }
+            SetExpr::Values(v) => {
+                let scope = parent_scope(parent);
+                let mut cols: Vec<OutCol> = Vec::new();
+                for row in &mut v.rows {
+                    for (i, e) in row.content.iter_mut().enumerate() {
+                        let t = self.expr(e, &scope)?;
+                        match cols.get_mut(i) {
+                            Some(c) => c.ty = union_ty(c.ty, t),
+                            None => cols.push(OutCol::expr(String::new(), t)),
+                        }
+                    }
+                }
+                Ok(cols)
+            }
+            other => Err(SqlError::new(
+                102,
+                15,
+                format!("Incorrect syntax near '{}'.", first_word(&other.to_string())),
+            )),
+        }
+    }
+
+    fn table_factor(
+        &mut self,
+        f: &mut TableFactor,
+        scope: &mut Scope<'_>,
+        parent: Option<&Scope<'_>>,
+    ) -> Result<(), SqlError> {
+        match f {
+            TableFactor::Table {
+                name,
+                alias,
+                with_hints,
+                args,
+                ..
+            } => {
+                with_hints.clear();
+                if args.is_some() {
+                    return Err(SqlError::new(
+                        195,
+                        15,
+                        format!("'{}' is not a recognized built-in function name.", name),
+                    ));
+                }
+                let parts = object_parts(name);
+                let last = parts.last().cloned().unwrap_or_default();
+                let qualifier = alias
+                    .as_ref()
+                    .map_or_else(|| last.clone(), |a| a.name.value.clone());
+                if parts.len() == 1 {
+                    if let Some((_, cols)) = self
+                        .ctes
+                        .iter()
+                        .rev()
+                        .find(|(n, _)| n.eq_ignore_ascii_case(&last))
+                        .cloned()
+                    {
+                        *name = ObjectName::from(vec![ident(&last)]);
+                        scope.add_table(&qualifier, cols);
+                        return Ok(());
+                    }
+                }
+                let t = self
+                    .lookup(&parts)
+                    .ok_or_else(|| invalid_object(&parts.join(".")))?;
+                *name = sqlite_table_name(t);
+                if alias.is_none() {
+                    *alias = Some(TableAlias {
+                        explicit: true,
+                        name: ident(&last),
+                        columns: Vec::new(),
+                        at: None,
+                    });
+                }
+                scope.add_table(&qualifier, table_columns(t));
+                Ok(())
+            }
+            TableFactor::Derived { subquery, alias, .. } => {
+                let mut cols = self.query(subquery, parent)?;
+                let q = match alias {
+                    Some(a) => {
+                        for (c, n) in cols.iter_mut().zip(a.columns.iter()) {
+                            c.name = n.name.value.clone();
+                        }
+                        a.name.value.clone()
+                    }
+                    None => String::new(),
+                };
+                scope.add_table(&q, cols);
+                Ok(())
+            }
+            TableFactor::NestedJoin { table_with_joins, .. } => {
+                self.from_item(table_with_joins, scope, parent)
+            }
+            other => Err(SqlError::new(
+                102,
+                15,
+                format!("Incorrect syntax near '{}'.", first_word(&other.to_string())),
+            )),
+        }
+    }
+
+    fn from_item(
+        &mut self,
+        twj: &mut TableWithJoins,
+        scope: &mut Scope<'_>,
+        parent: Option<&Scope<'_>>,
+    ) -> Result<(), SqlError> {
+        self.table_factor(&mut twj.relation, scope, parent)?;
+        for j in &mut twj.joins {
+            self.table_factor(&mut j.relation, scope, parent)?;
+            let c = match &mut j.join_operator {
+                JoinOperator::Join(c)
+                | JoinOperator::Inner(c)
+                | JoinOperator::Left(c)
+                | JoinOperator::LeftOuter(c)
+                | JoinOperator::Right(c)
+                | JoinOperator::RightOuter(c)
+                | JoinOperator::FullOuter(c)
+                | JoinOperator::CrossJoin(c) => c,
+                _ => {
+                    return Err(SqlError::new(
+                        102,
+                        15,
+                        "Incorrect syntax near 'APPLY'. (not supported by the test server)",
+                    ));
+                }
+            };
+            if let JoinConstraint::On(e) = c {
+                self.expr(e, scope)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Builds the scope of a FROM list without rewriting it (already rewritten).
+    fn scope_of_from(
+        &mut self,
+        from: &[TableWithJoins],
+        scope: &mut Scope<'_>,
+        parent: Option<&Scope<'_>>,
+    ) -> Result<(), SqlError> {
+        let mut copy = from.to_vec();
+        for twj in &mut copy {
+            self.scope_of_factor(&twj.relation, scope, parent)?;
+            for j in &twj.joins {
+                self.scope_of_factor(&j.relation, scope, parent)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn scope_of_factor(
+        &mut self,
+        f: &TableFactor,
+        scope: &mut Scope<'_>,
+        parent: Option<&Scope<'_>>,
+    ) -> Result<(), SqlError> {
+        match f {
+            TableFactor::Table { name, alias, .. } => {
+                let parts = object_parts(name);
+                let q = alias.as_ref().map_or_else(
+                    || parts.last().cloned().unwrap_or_default(),
+                    |a| a.name.value.clone(),
+                );
+                let last = parts.last().cloned().unwrap_or_default();
+                if let Some((_, cols)) = self
+                    .ctes
+                    .iter()
+                    .rev()
+                    .find(|(n, _)| n.eq_ignore_ascii_case(&last))
+                {
+                    scope.add_table(&q, cols.clone());
+                } else if let Some(t) = self.lookup_sqlite(&last) {
+                    scope.add_table(&q, table_columns(t));
+                }
+                Ok(())
+            }
+            TableFactor::Derived { subquery, alias, .. } => {
+                let mut sq = subquery.clone();
+                let mut cols = self.query(&mut sq, parent)?;
+                if let Some(a) = alias {
+                    for (c, n) in cols.iter_mut().zip(a.columns.iter()) {
+                        c.name = n.name.value.clone();
+                    }
+                }
+                scope.add_table(
+                    &alias.as_ref().map(|a| a.name.value.clone()).unwrap_or_default(),
+                    cols,
+                );
+                Ok(())
+            }
+            TableFactor::NestedJoin { table_with_joins, .. } => {
+                self.scope_of_factor(&table_with_joins.relation, scope, parent)?;
+                for j in &table_with_joins.joins {
+                    self.scope_of_factor(&j.relation, scope, parent)?;
+                }
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// A table by its SQLite name (after rewriting).
+    fn lookup_sqlite(&self, sqlite_name: &str) -> Option<&'a TableMeta> {
+        self.tables
+            .all()
+            .chain(self.temp.all())
+            .find(|t| t.sqlite_name.eq_ignore_ascii_case(sqlite_name))
+    }
+
+    fn select(
+        &mut self,
+        s: &mut Select,
+        parent: Option<&Scope<'_>>,
+        top: &mut Option<Expr>,
+    ) -> Result<Vec<OutCol>, SqlError> {
+        if let Some(t) = s.top.take() {
+            if t.percent || t.with_ties {
+                return Err(SqlError::new(
+                    102,
+                    15,
+                    "Incorrect syntax near 'PERCENT'. (TOP PERCENT/WITH TIES not supported by the test server)",
+                ));
+            }
+            *top = match t.quantity {
+                Some(TopQuantity::Expr(e)) => Some(e),
+                Some(TopQuantity::Constant(n)) => Some(num(n as i64)),
+                None => None,
+            };
+        }
+        let mut scope = Scope::default();
+        scope.parent = parent;
+        for twj in &mut s.from {
+            self.from_item(twj, &mut scope, parent)?;
+        }
+        let mut out = Vec::new();
+        let mut new_proj = Vec::new();
+        for item in std::mem::take(&mut s.projection) {
+            match item {
+                SelectItem::Wildcard(_) => {
+                    if scope.tables.is_empty() {
+                        return Err(SqlError::new(263, 16, "Must specify table to select from."));
+                    }
+                    for t in &scope.tables {
+                        for c in &t.cols {
+                            new_proj.push(SelectItem::UnnamedExpr(col_ref(&t.qualifier, &c.name)));
+                            out.push(c.clone());
+                        }
+                    }
+                }
+                SelectItem::QualifiedWildcard(SelectItemQualifiedWildcardKind::ObjectName(n), _) => {
+                    let parts = object_parts(&n);
+                    let q = parts.last().cloned().unwrap_or_default();
+                    let t = scope
+                        .tables
+                        .iter()
+                        .find(|t| t.qualifier.eq_ignore_ascii_case(&q))
+                        .ok_or_else(|| {
+                            SqlError::new(
+                                4104,
+                                16,
+                                format!(
+                                    "The multi-part identifier \"{}\" could not be bound.",
+                                    parts.join(".")
+                                ),
+                            )
+                        })?;
+                    for c in &t.cols {
+                        new_proj.push(SelectItem::UnnamedExpr(col_ref(&t.qualifier, &c.name)));
+                        out.push(c.clone());
+                    }
+                }
+                SelectItem::UnnamedExpr(mut e) => {
+                    let (name, col) = self.projected(&mut e, &scope)?;
+                    out.push(OutCol { name, ..col });
+                    new_proj.push(SelectItem::UnnamedExpr(e));
+                }
+                SelectItem::ExprWithAlias { mut expr, alias } => {
+                    let (_, col) = self.projected(&mut expr, &scope)?;
+                    out.push(OutCol {
+                        name: alias.value.clone(),
+                        ..col
+                    });
+                    new_proj.push(SelectItem::ExprWithAlias { expr, alias });
+                }
+                other => {
+                    return Err(SqlError::new(
+                        102,
+                        15,
+                        format!("Incorrect syntax near '{}'.", first_word(&other.to_string())),
+                    ));
+                }
+            }
+        }
+        s.projection = new_proj;
+        if let Some(w) = &mut s.selection {
+            self.expr(w, &scope)?;
+        }
+        if let GroupByExpr::Expressions(list, _) = &mut s.group_by {
+            for e in list {
+                self.expr(e, &scope)?;
+            }
+        }
+        if let Some(h) = &mut s.having {
+            scope.aliases = out.iter().map(|c| (c.name.clone(), c.ty)).collect();
+            self.expr(h, &scope)?;
+        }
+        Ok(out)
+    }
+
+    /// A select-list expression: its column name and metadata (column refs keep the
+    /// table column's flags).
+    fn projected(&mut self, e: &mut Expr, scope: &Scope<'_>) -> Result<(String, OutCol), SqlError> {
+        let col_name = match e {
+            Expr::Identifier(i) if !i.value.starts_with('@') => Some((None, i.value.clone())),
+            Expr::CompoundIdentifier(parts) if parts.len() >= 2 => Some((
+                Some(parts[parts.len() - 2].value.clone()),
+                parts[parts.len() - 1].value.clone(),
+            )),
+            _ => None,
+        };
+        let ty = self.expr(e, scope)?;
+        if let Some((q, name)) = col_name {
+            // Keep identity/computed flags of a plain column reference.
+            for t in &scope.tables {
+                if q.as_deref().is_some_and(|q| !t.qualifier.eq_ignore_ascii_case(q)) {
+                    continue;
+                }
+                if let Some(c) = t.cols.iter().find(|c| c.name.eq_ignore_ascii_case(&name)) {
+                    return Ok((c.name.clone(), c.clone()));
+                }
+            }
+            return Ok((name, OutCol::expr(String::new(), ty)));
+        }
+        Ok((String::new(), OutCol::expr(String::new(), ty)))
+    }
+
+    // ---- expressions ------------------------------------------------------------------------
+
+    pub fn expr(&mut self, e: &mut Expr, scope: &Scope<'_>) -> Result<Ty, SqlError> {
+        match e {
+            Expr::Identifier(i) => {
+                let v = i.value.clone();
+                if let Some(g) = v.strip_prefix("@@") {
+                    let (new, ty) = self.global(g)?;
+                    *e = new;
+                    return Ok(ty);
+                }
+                if v.starts_with('@') {
+                    return self.var_type(&v);
+                }
+                if i.quote_style.is_none() && v.eq_ignore_ascii_case("current_timestamp") {
+                    *e = func("getdate", vec![]);
+                    return Ok(Ty::not_null(SqlType::DateTime));
+                }
+                match scope.find(None, &v)? {
+                    Some((q, ty)) => {
+                        if q.is_empty() {
+                            *e = Expr::Identifier(ident(&v));
+                        } else {
+                            *e = col_ref(&q, &v);
+                        }
+                        Ok(ty)
+                    }
+                    None => Err(SqlError::new(207, 16, format!("Invalid column name '{v}'."))),
+                }
+            }
+            Expr::CompoundIdentifier(parts) => {
+                let names: Vec<String> = parts.iter().map(|p| p.value.clone()).collect();
+                let col = names.last().cloned().unwrap_or_default();
+                let q = names[names.len().saturating_sub(2)].clone();
+                if !scope.has_qualifier(&q) {
+                    return Err(SqlError::new(
+                        4104,
+                        16,
+                        format!(
+                            "The multi-part identifier \"{}\" could not be bound.",
+                            names.join(".")
+                        ),
+                    ));
+                }
+                if col.eq_ignore_ascii_case("__rowid") {
+                    *e = Expr::CompoundIdentifier(vec![ident(&q), Ident::new("rowid")]);
+                    return Ok(Ty::not_null(SqlType::BigInt));
+                }
+                match scope.find(Some(&q), &col)? {
+                    Some((q, ty)) => {
+                        *e = col_ref(&q, &col);
+                        Ok(ty)
+                    }
+                    None => Err(SqlError::new(207, 16, format!("Invalid column name '{col}'."))),
+                }
+            }
+            Expr::Value(v) => Ok(self.literal(&mut v.value)),
+            Expr::Nested(inner) => self.expr(inner, scope),
+            Expr::UnaryOp { op, expr } => {
+                let t = self.expr(expr, scope)?;
+                Ok(match op {
+                    UnaryOperator::Not => Ty::of(SqlType::Bit),
+                    _ => t,
+                })
+            }
+            Expr::BinaryOp { left, op, right } => {
+                let l = self.expr(left, scope)?;
+                let r = self.expr(right, scope)?;
+                let nullable = l.nullable || r.nullable;
+                match op {
+                    BinaryOperator::Plus if l.ty.is_some_and(is_string) || r.ty.is_some_and(is_string) => {
+                        let lt = l.ty.filter(|t| is_string(*t));
+                        let rt = r.ty.filter(|t| is_string(*t));
+                        if lt.is_some() && rt.is_some() || l.ty.is_none() || r.ty.is_none() {
+                            *op = BinaryOperator::StringConcat;
+                            return Ok(Ty {
+                                ty: Some(concat_type(l.ty, r.ty)),
+                                nullable,
+                            });
+                        }
+                        // 'x' + 1: SQL Server converts the string to the number.
+                        let num_ty = if lt.is_some() { r.ty } else { l.ty };
+                        Ok(Ty { ty: num_ty, nullable })
+                    }
+                    BinaryOperator::Plus
+                    | BinaryOperator::Minus
+                    | BinaryOperator::Multiply
+                    | BinaryOperator::Divide
+                    | BinaryOperator::Modulo => Ok(Ty {
+                        ty: arith_type(op, l.ty, r.ty),
+                        nullable,
+                    }),
+                    BinaryOperator::StringConcat => Ok(Ty {
+                        ty: Some(concat_type(l.ty, r.ty)),
+                        nullable,
+                    }),
+                    BinaryOperator::BitwiseAnd | BinaryOperator::BitwiseOr | BinaryOperator::BitwiseXor => {
+                        Ok(Ty {
+                            ty: arith_type(&BinaryOperator::Plus, l.ty, r.ty),
+                            nullable,
+                        })
+                    }
+                    _ => Ok(Ty::of(SqlType::Bit)),
+                }
+            }
+            Expr::IsNull(x) | Expr::IsNotNull(x) => {
+                self.expr(x, scope)?;
+                Ok(Ty::not_null(SqlType::Bit))
+            }
+            Expr::InList { expr, list, .. } => {
+                self.expr(expr, scope)?;
+                for x in list {
+                    self.expr(x, scope)?;
+                }
+                Ok(Ty::of(SqlType::Bit))
+            }
+            Expr::Between { expr, low, high, .. } => {
+                self.expr(expr, scope)?;
+                self.expr(low, scope)?;
+                self.expr(high, scope)?;
+                Ok(Ty::of(SqlType::Bit))
+            }
+            Expr::Like { expr, pattern, .. } | Expr::ILike { expr, pattern, .. } => {
+                self.expr(expr, scope)?;
+                self.expr(pattern, scope)?;
+                Ok(Ty::of(SqlType::Bit))
+            }
+            Expr::InSubquery { expr, subquery, .. } => {
+                self.expr(expr, scope)?;
+                self.query(subquery, Some(scope))?;
+                Ok(Ty::of(SqlType::Bit))
+            }
+            Expr::Exists { subquery, .. } => {
+                self.query(subquery, Some(scope))?;
+                Ok(Ty::not_null(SqlType::Bit))
+            }
+            Expr::Subquery(q) => {
+                let cols = self.query(q, Some(scope))?;
+                Ok(cols.first().map_or(Ty::unknown(), |c| Ty {
+                    ty: c.ty.ty,
+                    nullable: true,
+                }))
+            }
+            Expr::Case {
+                operand,
+                conditions,
+                else_result,
+                ..
+            } => {
+                if let Some(o) = operand {
+                    self.expr(o, scope)?;
+                }
+                let mut ty: Option<Ty> = None;
+                for c in conditions.iter_mut() {
+                    self.expr(&mut c.condition, scope)?;
+                    let t = self.expr(&mut c.result, scope)?;
+                    ty = Some(ty.map_or(t, |a| union_ty(a, t)));
+                }
+                if let Some(e) = else_result {
+                    let t = self.expr(e, scope)?;
+                    ty = Some(ty.map_or(t, |a| union_ty(a, t)));
+                } else if let Some(t) = &mut ty {
+                    t.nullable = true;
+                }
+                Ok(ty.unwrap_or_else(Ty::unknown))
+            }
+            Expr::Cast {
+                kind,
+                expr,
+                data_type,
+                ..
+            } => {
+                let target = parse_type_name(&data_type.to_string())
+                    .ok_or_else(|| unknown_type(&data_type.to_string()))?;
+                let src = self.expr(expr, scope)?;
+                let try_ = matches!(kind, CastKind::TryCast | CastKind::SafeCast);
+                let inner = std::mem::replace(&mut **expr, num(0));
+                *e = cast_call(inner, src.ty, target, None, try_);
+                Ok(Ty {
+                    ty: Some(target),
+                    nullable: src.nullable || try_,
+                })
+            }
+            Expr::Convert {
+                is_try,
+                expr,
+                data_type,
+                styles,
+                ..
+            } => {
+                let dt = data_type.as_ref().map(|d| d.to_string()).unwrap_or_default();
+                let target = parse_type_name(&dt).ok_or_else(|| unknown_type(&dt))?;
+                let src = self.expr(expr, scope)?;
+                let style = match styles.first() {
+                    Some(Expr::Value(ValueWithSpan {
+                        value: AstValue::Number(n, _),
+                        ..
+                    })) => n.parse::<i64>().ok(),
+                    _ => None,
+                };
+                let inner = std::mem::replace(&mut **expr, num(0));
+                let try_ = *is_try;
+                *e = cast_call(inner, src.ty, target, style, try_);
+                Ok(Ty {
+                    ty: Some(target),
+                    nullable: src.nullable || try_,
+                })
+            }
+            Expr::Function(f) => self.function(f, scope),
+            Expr::Tuple(list) => {
+                for x in list {
+                    self.expr(x, scope)?;
+                }
+                Ok(Ty::unknown())
+            }
+            Expr::Collate { expr, .. } => {
+                let t = self.expr(expr, scope)?;
+                let inner = std::mem::replace(&mut **expr, num(0));
+                *e = inner;
+                Ok(t)
+            }
+            Expr::TypedString(ts) => {
+                let target =
+                    parse_type_name(&ts.data_type.to_string()).unwrap_or(SqlType::NVarChar { len: None });
+                Ok(Ty::of(target))
+            }
+            other => Err(SqlError::new(
+                102,
+                15,
+                format!(
+                    "Incorrect syntax near '{}'. (expression not supported by the test server)",
+                    first_word(&other.to_string())
+                ),
+            )),
+        }
+    }
+
+    fn literal(&self, v: &mut AstValue) -> Ty {
+        match v {
+            AstValue::Number(n, _) => {
+                let s = n.as_str();
+                if s.contains(['e', 'E']) {
+                    return Ty::not_null(SqlType::Float);
+                }
+                if let Some((int, frac)) = s.split_once('.') {
+                    let int = int.trim_start_matches(['-', '+']).trim_start_matches('0');
+                    let scale = frac.len() as u8;
+                    let precision = ((int.len() + frac.len()) as u8).max(1).max(scale).min(38);
+                    return Ty::not_null(SqlType::Numeric { precision, scale });
+                }
+                match s.parse::<i64>() {
+                    Ok(i) if i32::try_from(i).is_ok() => Ty::not_null(SqlType::Int),
+                    _ => Ty::not_null(SqlType::Numeric {
+                        precision: (s.trim_start_matches('-').len() as u8).clamp(1, 38),
+                        scale: 0,
+                    }),
+                }
+            }
+            AstValue::SingleQuotedString(s) => Ty::not_null(SqlType::VarChar {
+                len: Some(s.len().clamp(1, 8000) as u16),
+            }),
+            AstValue::NationalStringLiteral(s) => {
+                let len = s.encode_utf16().count().clamp(1, 4000) as u16;
+                let text = std::mem::take(s);
+                *v = AstValue::SingleQuotedString(text);
+                Ty::not_null(SqlType::NVarChar { len: Some(len) })
+            }
+            AstValue::HexStringLiteral(h) => Ty::not_null(SqlType::VarBinary {
+                len: Some((h.len() / 2).clamp(1, 8000) as u16),
+            }),
+            AstValue::Null => Ty::unknown(),
+            AstValue::Boolean(_) => Ty::not_null(SqlType::Bit),
+            _ => Ty::unknown(),
+        }
+    }
+
+    fn global(&self, name: &str) -> Result<(Expr, Ty), SqlError> {
+        let g = self.globals;
+        let lit_int = |i: i64, ty: SqlType| (num(i), Ty::not_null(ty));
+        Ok(match name.to_ascii_uppercase().as_str() {
+            "ROWCOUNT" => lit_int(g.rowcount, SqlType::Int),
+            "TRANCOUNT" => lit_int(g.trancount, SqlType::Int),
+            "SPID" => lit_int(i64::from(g.spid), SqlType::SmallInt),
+            "ERROR" => lit_int(0, SqlType::Int),
+            "IDENTITY" => (
+                g.identity.map_or(null(), num),
+                Ty::of(SqlType::Numeric {
+                    precision: 38,
+                    scale: 0,
+                }),
+            ),
+            "VERSION" => (
+                string(VERSION),
+                Ty::not_null(SqlType::NVarChar { len: Some(300) }),
+            ),
+            "SERVERNAME" | "SERVICENAME" => (
+                string("tds-testserver"),
+                Ty::not_null(SqlType::NVarChar { len: Some(128) }),
+            ),
+            "LANGUAGE" => (
+                string("us_english"),
+                Ty::not_null(SqlType::NVarChar { len: Some(128) }),
+            ),
+            "OPTIONS" | "LOCK_TIMEOUT" | "TEXTSIZE" | "MAX_PRECISION" | "DATEFIRST" | "NESTLEVEL" => {
+                let v = match name.to_ascii_uppercase().as_str() {
+                    "LOCK_TIMEOUT" => -1,
+                    "TEXTSIZE" => 2_147_483_647,
+                    "MAX_PRECISION" => 38,
+                    "DATEFIRST" => 7,
+                    _ => 0,
+                };
+                lit_int(v, SqlType::Int)
+            }
+            _ => {
+                return Err(SqlError::new(
+                    137,
+                    15,
+                    format!("Must declare the scalar variable \"@@{name}\"."),
+                ));
+            }
+        })
+    }
+
+    fn function(&mut self, f: &mut Function, scope: &Scope<'_>) -> Result<Ty, SqlError> {
+        let name = object_parts(&f.name)
+            .last()
+            .cloned()
+            .unwrap_or_default()
+            .to_ascii_uppercase();
+        let has_over = f.over.is_some();
+        if let Some(sqlparser::ast::WindowType::WindowSpec(w)) = &mut f.over {
+            for e in &mut w.partition_by {
+                self.expr(e, scope)?;
+            }
+            for o in &mut w.order_by {
+                self.expr(&mut o.expr, scope)?;
+            }
+        }
+        // DATEADD/DATEDIFF/DATEPART: the first argument is a keyword, not a column.
+        if matches!(
+            name.as_str(),
+            "DATEADD" | "DATEDIFF" | "DATEDIFF_BIG" | "DATEPART" | "DATENAME" | "DATETRUNC"
+        ) {
+            if let FunctionArguments::List(l) = &mut f.args {
+                if let Some(FunctionArg::Unnamed(FunctionArgExpr::Expr(first))) = l.args.first_mut() {
+                    let part = match first {
+                        Expr::Identifier(i) => i.value.to_ascii_lowercase(),
+                        Expr::Value(v) => match &v.value {
+                            AstValue::SingleQuotedString(s) => s.to_ascii_lowercase(),
+                            _ => String::new(),
+                        },
+                        _ => String::new(),
+                    };
+                    *first = string(&part);
+                }
+            }
+        }
+        let mut arg_types = Vec::new();
+        let mut star = false;
+        if let FunctionArguments::List(l) = &mut f.args {
+            for (i, a) in l.args.iter_mut().enumerate() {
+                match a {
+                    FunctionArg::Unnamed(FunctionArgExpr::Expr(x)) => {
+                        let skip = i == 0
+                            && matches!(
+                                name.as_str(),
+                                "DATEADD"
+                                    | "DATEDIFF"
+                                    | "DATEDIFF_BIG"
+                                    | "DATEPART"
+                                    | "DATENAME"
+                                    | "DATETRUNC"
+                            );
+                        let t = if skip {
+                            Ty::not_null(SqlType::VarChar { len: Some(10) })
+                        } else {
+                            self.expr(x, scope)?
+                        };
+                        arg_types.push(t);
+                    }
+                    FunctionArg::Unnamed(FunctionArgExpr::Wildcard) => star = true,
+                    _ => {}
+                }
+            }
+        }
+        let a0 = arg_types.first().copied().unwrap_or_else(Ty::unknown);
+        let nullable_any = arg_types.iter().any(|t| t.nullable);
+        let rename = |f: &mut Function, n: &str| f.name = ObjectName::from(vec![Ident::new(n)]);
+        let ty = match name.as_str() {
+            "COUNT" => Ty::not_null(SqlType::Int),
+            "COUNT_BIG" => {
+                rename(f, "count");
+                Ty::not_null(SqlType::BigInt)
+            }
+            "SUM" => Ty::of(sum_type(a0.ty)),
+            "AVG" => Ty::of(avg_type(a0.ty)),
+            "MIN" | "MAX" => Ty {
+                ty: a0.ty,
+                nullable: true,
+            },
+            "STRING_AGG" => {
+                rename(f, "group_concat");
+                Ty::of(if a0.ty.is_some_and(is_unicode) {
+                    SqlType::NVarChar { len: None }
+                } else {
+                    SqlType::VarChar { len: None }
+                })
+            }
+            "ROW_NUMBER" | "RANK" | "DENSE_RANK" | "NTILE" => Ty::not_null(SqlType::BigInt),
+            "LAG" | "LEAD" | "FIRST_VALUE" | "LAST_VALUE" => Ty {
+                ty: a0.ty,
+                nullable: true,
+            },
+            "LEN" => Ty {
+                ty: Some(if a0.ty.is_some_and(crate::typename::is_max) {
+                    SqlType::BigInt
+                } else {
+                    SqlType::Int
+                }),
+                nullable: a0.nullable,
+            },
+            "DATALENGTH" => {
+                let unicode = a0.ty.is_some_and(is_unicode);
+                push_arg(f, num(i64::from(unicode)));
+                Ty {
+                    ty: Some(if a0.ty.is_some_and(crate::typename::is_max) {
+                        SqlType::BigInt
+                    } else {
+                        SqlType::Int
+                    }),
+                    nullable: a0.nullable,
+                }
+            }
+            "UPPER" | "LOWER" | "LTRIM" | "RTRIM" | "TRIM" | "REVERSE" => Ty {
+                ty: Some(string_result(a0.ty)),
+                nullable: a0.nullable,
+            },
+            "SUBSTRING" => {
+                rename(f, "tsql_substring");
+                Ty {
+                    ty: Some(string_result(a0.ty)),
+                    nullable: nullable_any,
+                }
+            }
+            "LEFT" | "RIGHT" => {
+                rename(f, &format!("tsql_{}", name.to_lowercase()));
+                Ty {
+                    ty: Some(string_result(a0.ty)),
+                    nullable: nullable_any,
+                }
+            }
+            "REPLACE" => {
+                rename(f, "tsql_replace");
+                Ty {
+                    ty: Some(string_result(a0.ty)),
+                    nullable: nullable_any,
+                }
+            }
+            "REPLICATE" | "SPACE" | "STR" => Ty::of(SqlType::VarChar { len: Some(8000) }),
+            "CHARINDEX" => Ty {
+                ty: Some(SqlType::Int),
+                nullable: nullable_any,
+            },
+            "PATINDEX" => Ty::of(SqlType::Int),
+            "CONCAT" => {
+                let unicode = arg_types.iter().any(|t| t.ty.is_some_and(is_unicode));
+                rename(f, "tsql_concat");
+                Ty::not_null(if unicode {
+                    SqlType::NVarChar { len: Some(4000) }
+                } else {
+                    SqlType::VarChar { len: Some(8000) }
+                })
+            }
+            "ISNULL" => {
+                rename(f, "ifnull");
+                Ty {
+                    ty: a0.ty.or(arg_types.get(1).and_then(|t| t.ty)),
+                    nullable: a0.nullable && arg_types.get(1).is_none_or(|t| t.nullable),
+                }
+            }
+            "COALESCE" => {
+                let mut t = arg_types.first().copied().unwrap_or_else(Ty::unknown);
+                for x in arg_types.iter().skip(1) {
+                    t = union_ty(t, *x);
+                }
+                t.nullable = arg_types.iter().all(|x| x.nullable);
+                t
+            }
+            "NULLIF" => Ty {
+                ty: a0.ty,
+                nullable: true,
+            },
+            "IIF" => {
+                rename(f, "iif");
+                let t = union_ty(
+                    arg_types.get(1).copied().unwrap_or_else(Ty::unknown),
+                    arg_types.get(2).copied().unwrap_or_else(Ty::unknown),
+                );
+                t
+            }
+            "GETDATE" | "CURRENT_TIMESTAMP" | "GETUTCDATE" => Ty::not_null(SqlType::DateTime),
+            "SYSDATETIME" | "SYSUTCDATETIME" => Ty::not_null(SqlType::DateTime2 { scale: 7 }),
+            "SYSDATETIMEOFFSET" => Ty::not_null(SqlType::DateTimeOffset { scale: 7 }),
+            "NEWID" | "NEWSEQUENTIALID" => {
+                rename(f, "newid");
+                Ty::not_null(SqlType::UniqueIdentifier)
+            }
+            "DATEADD" => {
+                let t = arg_types.get(2).and_then(|t| t.ty);
+                let t = match t {
+                    Some(t) if is_string(t) => SqlType::DateTime,
+                    Some(t) => t,
+                    None => SqlType::DateTime,
+                };
+                push_arg(f, string(&type_decl(t)));
+                Ty {
+                    ty: Some(t),
+                    nullable: nullable_any,
+                }
+            }
+            "DATEDIFF" => Ty {
+                ty: Some(SqlType::Int),
+                nullable: nullable_any,
+            },
+            "DATEDIFF_BIG" => {
+                rename(f, "datediff");
+                Ty {
+                    ty: Some(SqlType::BigInt),
+                    nullable: nullable_any,
+                }
+            }
+            "DATEPART" | "YEAR" | "MONTH" | "DAY" => Ty {
+                ty: Some(SqlType::Int),
+                nullable: nullable_any,
+            },
+            "DATENAME" => Ty::of(SqlType::NVarChar { len: Some(30) }),
+            "EOMONTH" => Ty::of(SqlType::Date),
+            "DATEFROMPARTS" => Ty::of(SqlType::Date),
+            "ABS" | "SIGN" => Ty {
+                ty: a0.ty,
+                nullable: a0.nullable,
+            },
+            "ROUND" => {
+                rename(f, "tsql_round");
+                Ty {
+                    ty: a0.ty,
+                    nullable: nullable_any,
+                }
+            }
+            "CEILING" | "FLOOR" => {
+                rename(f, &format!("tsql_{}", name.to_lowercase()));
+                Ty {
+                    ty: a0.ty.map(|t| match t {
+                        SqlType::Decimal { precision, .. } => SqlType::Decimal { precision, scale: 0 },
+                        SqlType::Numeric { precision, .. } => SqlType::Numeric { precision, scale: 0 },
+                        other => other,
+                    }),
+                    nullable: a0.nullable,
+                }
+            }
+            "POWER" | "SQRT" | "EXP" | "LOG" | "LOG10" | "PI" | "RAND" | "SIN" | "COS" => {
+                Ty::of(if name == "POWER" {
+                    a0.ty.unwrap_or(SqlType::Float)
+                } else {
+                    SqlType::Float
+                })
+            }
+            "SCOPE_IDENTITY" => {
+                let g = self.globals.scope_identity;
+                *f = plain_fn("tsql_nullnum", vec![g.map_or(null(), num)]);
+                return Ok(Ty::of(SqlType::Numeric {
+                    precision: 38,
+                    scale: 0,
+                }));
+            }
+            "IDENT_CURRENT" => {
+                let v = match arg_types.first() {
+                    Some(_) => self.ident_current(f),
+                    None => None,
+                };
+                *f = plain_fn("tsql_nullnum", vec![v.map_or(null(), num)]);
+                return Ok(Ty::of(SqlType::Numeric {
+                    precision: 38,
+                    scale: 0,
+                }));
+            }
+            "DB_NAME" => {
+                *f = plain_fn("tsql_nullnum", vec![string(&self.globals.database)]);
+                return Ok(Ty::of(SqlType::NVarChar { len: Some(128) }));
+            }
+            "SUSER_SNAME" | "SUSER_NAME" | "USER_NAME" | "CURRENT_USER" | "SYSTEM_USER" => {
+                *f = plain_fn("tsql_nullnum", vec![string("dbo")]);
+                return Ok(Ty::of(SqlType::NVarChar { len: Some(128) }));
+            }
+            "OBJECT_ID" => Ty::of(SqlType::Int),
+            "HASHBYTES" => Ty::of(SqlType::VarBinary { len: Some(8000) }),
+            "UNICODE" | "ASCII" => Ty::of(SqlType::Int),
+            "CHAR" | "NCHAR" => Ty::of(if name == "NCHAR" {
+                SqlType::NChar { len: 1 }
+            } else {
+                SqlType::Char { len: 1 }
+            }),
+            "ISNUMERIC" => Ty::not_null(SqlType::Int),
+            "FORMAT" => Ty::of(SqlType::NVarChar { len: Some(4000) }),
+            _ => {
+                let _ = (star, has_over);
+                return Err(SqlError::new(
+                    195,
+                    15,
+                    format!(
+                        "'{}' is not a recognized built-in function name.",
+                        object_parts(&f.name).join(".")
+                    ),
+                ));
+            }
+        };
+        Ok(ty)
+    }
+
+    fn ident_current(&self, f: &Function) -> Option<i64> {
+        if let FunctionArguments::List(l) = &f.args {
+            if let Some(FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Value(v)))) = l.args.first() {
+                if let AstValue::SingleQuotedString(s) = &v.value {
+                    let parts: Vec<String> = s
+                        .split('.')
+                        .map(|p| p.trim_matches(['[', ']', '"']).to_string())
+                        .collect();
+                    let t = self.lookup(&parts)?;
+                    return t.identity_last.or_else(|| {
+                        t.identity_column()
+                            .and_then(|(_, c)| c.identity.as_ref().map(|i| i.seed))
+                    });
+                }
+            }
+        }
+        None
+    }
+}
+
+pub const VERSION: &str =
+    "Microsoft SQL Server 2022 (RTM) - 16.0.4000.0 (X64) \n\tDeveloper Edition (64-bit) (TDS test server)";
+
+fn parent_scope<'p>(parent: Option<&'p Scope<'p>>) -> Scope<'p> {
+    Scope {
+        tables: Vec::new(),
+        parent,
+        aliases: Vec::new(),
+    }
+}
+
+pub fn sqlite_table_name(t: &TableMeta) -> ObjectName {
+    if t.def.temporary {
+        ObjectName::from(vec![Ident::new("temp"), ident(&t.sqlite_name)])
+    } else {
+        ObjectName::from(vec![ident(&t.sqlite_name)])
+    }
+}
+
+/// `"temp"."#t"` or `"dbo.t"` as text.
+pub fn sqlite_table_sql(t: &TableMeta) -> String {
+    if t.def.temporary {
+        format!("temp.{}", quote(&t.sqlite_name))
+    } else {
+        quote(&t.sqlite_name)
+    }
+}
+
+fn unknown_type(t: &str) -> SqlError {
+    SqlError::new(243, 16, format!("Type {t} is not a defined system type."))
+}
+
+fn first_word(s: &str) -> String {
+    s.split_whitespace().next().unwrap_or("").to_string()
+}
+
+pub fn col_ref(q: &str, c: &str) -> Expr {
+    Expr::CompoundIdentifier(vec![ident(q), ident(c)])
+}
+
+pub fn num(i: i64) -> Expr {
+    Expr::Value(AstValue::Number(i.to_string(), false).into())
+}
+
+pub fn null() -> Expr {
+    Expr::Value(AstValue::Null.into())
+}
+
+pub fn string(s: &str) -> Expr {
+    Expr::Value(AstValue::SingleQuotedString(s.to_string()).into())
+}
+
+fn plain_fn(name: &str, args: Vec<Expr>) -> Function {
+    Function {
+        name: ObjectName::from(vec![Ident::new(name)]),
+        uses_odbc_syntax: false,
+        parameters: FunctionArguments::None,
+        args: FunctionArguments::List(FunctionArgumentList {
+            duplicate_treatment: None::<DuplicateTreatment>,
+            args: args
+                .into_iter()
+                .map(|a| FunctionArg::Unnamed(FunctionArgExpr::Expr(a)))
+                .collect(),
+            clauses: Vec::new(),
+        }),
+        filter: None,
+        null_treatment: None,
+        over: None,
+        within_group: Vec::new(),
+    }
+}
+
+pub fn func(name: &str, args: Vec<Expr>) -> Expr {
+    Expr::Function(plain_fn(name, args))
+}
+
+fn push_arg(f: &mut Function, e: Expr) {
+    if let FunctionArguments::List(l) = &mut f.args {
+        l.args.push(FunctionArg::Unnamed(FunctionArgExpr::Expr(e)));
+    }
+}
+
+/// `tsql_cast(value, 'target', 'source', style, try)`: conversion in Rust (functions.rs).
+fn cast_call(inner: Expr, src: Option<SqlType>, target: SqlType, style: Option<i64>, try_: bool) -> Expr {
+    func(
+        "tsql_cast",
+        vec![
+            inner,
+            string(&type_decl(target)),
+            string(&src.map(type_decl).unwrap_or_default()),
+            style.map_or(null(), num),
+            num(i64::from(try_)),
+        ],
+    )
+}
+
+// ---- typing rules ---------------------------------------------------------------------------
+
+fn precedence(t: SqlType) -> u8 {
+    match t {
+        SqlType::SqlVariant => 30,
+        SqlType::Xml => 29,
+        SqlType::DateTimeOffset { .. } => 28,
+        SqlType::DateTime2 { .. } => 27,
+        SqlType::DateTime => 26,
+        SqlType::SmallDateTime => 25,
+        SqlType::Date => 24,
+        SqlType::Time { .. } => 23,
+        SqlType::Float => 22,
+        SqlType::Real => 21,
+        SqlType::Decimal { .. } | SqlType::Numeric { .. } => 20,
+        SqlType::Money => 19,
+        SqlType::SmallMoney => 18,
+        SqlType::BigInt => 17,
+        SqlType::Int => 16,
+        SqlType::SmallInt => 15,
+        SqlType::TinyInt => 14,
+        SqlType::Bit => 13,
+        SqlType::NText => 12,
+        SqlType::Text => 11,
+        SqlType::Image => 10,
+        SqlType::RowVersion => 9,
+        SqlType::UniqueIdentifier => 8,
+        SqlType::NVarChar { .. } => 7,
+        SqlType::NChar { .. } => 6,
+        SqlType::VarChar { .. } => 5,
+        SqlType::Char { .. } => 4,
+        SqlType::VarBinary { .. } => 3,
+        SqlType::Binary { .. } => 2,
+    }
+}
+
+fn decimal_ps(t: SqlType) -> Option<(u8, u8)> {
+    Some(match t {
+        SqlType::Decimal { precision, scale } | SqlType::Numeric { precision, scale } => (precision, scale),
+        SqlType::TinyInt => (3, 0),
+        SqlType::SmallInt => (5, 0),
+        SqlType::Int => (10, 0),
+        SqlType::BigInt => (19, 0),
+        SqlType::Bit => (1, 0),
+        SqlType::Money => (19, 4),
+        SqlType::SmallMoney => (10, 4),
+        _ => return None,
+    })
+}
+
+fn cap_decimal(p: u32, s: u32) -> SqlType {
+    if p <= 38 {
+        return SqlType::Numeric {
+            precision: p as u8,
+            scale: s as u8,
+        };
+    }
+    let int_digits = p - s;
+    let s = if int_digits >= 32 {
+        s.min(6)
+    } else {
+        38 - int_digits.min(38)
+    }
+    .min(s);
+    SqlType::Numeric {
+        precision: 38,
+        scale: s as u8,
+    }
+}
+
+fn arith_type(op: &BinaryOperator, l: Option<SqlType>, r: Option<SqlType>) -> Option<SqlType> {
+    let (l, r) = match (l, r) {
+        (Some(l), Some(r)) => (l, r),
+        (Some(x), None) | (None, Some(x)) => return Some(x),
+        (None, None) => return None,
+    };
+    let hi = if precedence(l) >= precedence(r) { l } else { r };
+    if matches!(hi, SqlType::Decimal { .. } | SqlType::Numeric { .. }) {
+        let (p1, s1) = decimal_ps(l).unwrap_or((38, 0));
+        let (p2, s2) = decimal_ps(r).unwrap_or((38, 0));
+        let (p1, s1, p2, s2) = (u32::from(p1), u32::from(s1), u32::from(p2), u32::from(s2));
+        return Some(match op {
+            BinaryOperator::Plus | BinaryOperator::Minus => {
+                let s = s1.max(s2);
+                cap_decimal((p1 - s1).max(p2 - s2) + s + 1, s)
+            }
+            BinaryOperator::Multiply => cap_decimal(p1 + p2 + 1, s1 + s2),
+            BinaryOperator::Divide => {
+                let s = 6.max(s1 + p2 + 1);
+                cap_decimal(p1 - s1 + s2 + s, s)
+            }
+            _ => {
+                let s = s1.max(s2);
+                cap_decimal((p1 - s1).min(p2 - s2) + s, s)
+            }
+        });
+    }
+    if hi == SqlType::Bit {
+        return Some(SqlType::Int);
+    }
+    if matches!(hi, SqlType::TinyInt | SqlType::SmallInt) {
+        return Some(hi);
+    }
+    Some(hi)
+}
+
+fn concat_type(l: Option<SqlType>, r: Option<SqlType>) -> SqlType {
+    let len = |t: Option<SqlType>| -> Option<u32> {
+        match t? {
+            SqlType::Char { len } | SqlType::NChar { len } => Some(u32::from(len)),
+            SqlType::VarChar { len } | SqlType::NVarChar { len } => len.map(u32::from),
+            _ => Some(30),
+        }
+    };
+    let unicode = l.is_some_and(is_unicode) || r.is_some_and(is_unicode);
+    let total = match (len(l), len(r)) {
+        (Some(a), Some(b)) => Some(a + b),
+        _ => None,
+    };
+    if unicode {
+        SqlType::NVarChar {
+            len: total.filter(|t| *t <= 4000).map(|t| t as u16),
+        }
+    } else {
+        SqlType::VarChar {
+            len: total.filter(|t| *t <= 8000).map(|t| t as u16),
+        }
+    }
+}
+
+fn string_result(t: Option<SqlType>) -> SqlType {
+    match t {
+        Some(SqlType::NChar { len }) => SqlType::NVarChar { len: Some(len) },
+        Some(SqlType::Char { len }) => SqlType::VarChar { len: Some(len) },
+        Some(SqlType::NText) => SqlType::NVarChar { len: None },
+        Some(SqlType::Text) => SqlType::VarChar { len: None },
+        Some(t) if is_string(t) => t,
+        _ => SqlType::VarChar { len: Some(8000) },
+    }
+}
+
+fn sum_type(t: Option<SqlType>) -> SqlType {
+    match t {
+        Some(SqlType::TinyInt | SqlType::SmallInt | SqlType::Int | SqlType::Bit) => SqlType::Int,
+        Some(SqlType::BigInt) => SqlType::BigInt,
+        Some(SqlType::Decimal { scale, .. }) => SqlType::Decimal { precision: 38, scale },
+        Some(SqlType::Numeric { scale, .. }) => SqlType::Numeric { precision: 38, scale },
+        Some(SqlType::Money | SqlType::SmallMoney) => SqlType::Money,
+        Some(SqlType::Real | SqlType::Float) | None => SqlType::Float,
+        Some(other) => other,
+    }
+}
+
+fn avg_type(t: Option<SqlType>) -> SqlType {
+    match t {
+        Some(SqlType::Decimal { scale, .. }) => SqlType::Decimal {
+            precision: 38,
+            scale: scale.max(6),
+        },
+        Some(SqlType::Numeric { scale, .. }) => SqlType::Numeric {
+            precision: 38,
+            scale: scale.max(6),
+        },
+        other => sum_type(other),
+    }
+}
+
+/// The type of a CASE/UNION/COALESCE over two branches: the higher precedence wins; NULL
+/// literals (typed int, nullable) yield to the other branch.
+pub fn union_ty(a: Ty, b: Ty) -> Ty {
+    let nullable = a.nullable || b.nullable;
+    let ty = match (a.ty, b.ty) {
+        (Some(x), Some(y)) => Some(union_type(x, y)),
+        (x, None) => x,
+        (None, y) => y,
+    };
+    Ty { ty, nullable }
+}
+
+fn union_type(x: SqlType, y: SqlType) -> SqlType {
+    use SqlType::*;
+    match (x, y) {
+        (VarChar { len: a }, VarChar { len: b }) => VarChar { len: max_len(a, b) },
+        (NVarChar { len: a }, NVarChar { len: b }) => NVarChar { len: max_len(a, b) },
+        (
+            Decimal {
+                precision: p1,
+                scale: s1,
+            }
+            | Numeric {
+                precision: p1,
+                scale: s1,
+            },
+            Decimal {
+                precision: p2,
+                scale: s2,
+            }
+            | Numeric {
+                precision: p2,
+                scale: s2,
+            },
+        ) => {
+            let s = s1.max(s2);
+            let p = ((p1 - s1).max(p2 - s2) + s).min(38);
+            if matches!(x, Numeric { .. }) {
+                Numeric {
+                    precision: p,
+                    scale: s,
+                }
+            } else {
+                Decimal {
+                    precision: p,
+                    scale: s,
+                }
+            }
+        }
+        _ => {
+            if precedence(x) >= precedence(y) {
+                x
+            } else {
+                y
+            }
+        }
+    }
+}
+
+fn max_len(a: Option<u16>, b: Option<u16>) -> Option<u16> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        _ => None,
+    }
+}
