@@ -96,9 +96,16 @@ fn describe_key(row: &Row, key: Option<&[KeyColumn]>) -> String {
         Some(key) => key
             .iter()
             .map(|k| {
-                row.cells()
-                    .nth(k.index)
-                    .map_or("?".to_string(), |(col, c)| format!("{}={c:?}", col.name()))
+                row.cells().nth(k.index).map_or("?".to_string(), |(col, c)| {
+                    let v = match key_value(c) {
+                        Some(KeyValue::Int(i)) => i.to_string(),
+                        Some(KeyValue::Str(s)) => format!("'{s}'"),
+                        Some(KeyValue::Uuid(s) | KeyValue::Date(s) | KeyValue::DateTime(s)) => s,
+                        Some(KeyValue::Decimal(v, scale)) => format!("{v}e-{scale}"),
+                        None => format!("{c:?}"),
+                    };
+                    format!("{}={v}", col.name())
+                })
             })
             .collect::<Vec<_>>()
             .join(", "),
