@@ -4,6 +4,27 @@
 //! DDL handlers in the statement layer build a [`TableDef`]/[`IndexDef`]/... from the parsed
 //! statement and apply it here; the catalog views (`sys.*`, `INFORMATION_SCHEMA.*`) and the
 //! metadata functions (`OBJECT_ID`, `COLUMNPROPERTY`, ...) read it.
+//!
+//! How the engine uses it:
+//! * One [`Catalog`] per engine, shared as `Arc<RwLock<Catalog>>` (`Catalog::new(database)`).
+//!   Do not hold the write lock while SQLite runs a statement: the metadata functions take
+//!   the read lock (std's RwLock is not reentrant).
+//! * DDL: `create_table(def, session_id)` (a `#name` or `def.temporary` makes a session temp
+//!   table), `drop_table`, `add_column`/`drop_column`/`alter_column`, `add_index`/`drop_index`,
+//!   `add_foreign_key`/`add_check`/`add_default`/`drop_constraint`, `create_schema`/`drop_schema`,
+//!   `rename_object`/`rename_column`/`rename_index` (sp_rename), `drop_session` at disconnect.
+//!   Each validates first and returns SQL Server's error, changing nothing on error, so run it
+//!   before the SQLite DDL. `find_table`/`table`/`find_object`/`object` look things up.
+//! * Identity: `identity_next` per inserted row, `identity_observe` for explicit values under
+//!   IDENTITY_INSERT, `truncate`, `identity_reseed` (DBCC CHECKIDENT), `identity_current`.
+//! * Transactions: `let snap = catalog.clone()` at BEGIN, `rollback_to(snap, session_id)` at
+//!   ROLLBACK (keeps other sessions' temp tables and identity progress).
+//! * Per connection: [`functions::register`] once. Before a statement that reads a system view,
+//!   map its name (`sys.tables`, `INFORMATION_SCHEMA.COLUMNS`, with or without a database
+//!   prefix) through [`views::view`] to [`views::ViewDef::sqlite_name`] (`temp."sys.tables"`),
+//!   type its columns with `columns`, and call [`views::refresh`] when `catalog.version()` moved
+//!   since this connection's last refresh; [`views::refresh_row_counts`] before statements that
+//!   read `sys.partitions`/`sys.dm_db_partition_stats` (the closure counts a table's rows).
 
 use crate::types::SqlType;
 

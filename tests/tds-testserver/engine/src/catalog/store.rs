@@ -435,6 +435,35 @@ impl Catalog {
         self.version = version;
     }
 
+    /// Rolls a session's transaction back to `snapshot` (taken with `clone()` at BEGIN), as
+    /// SQL Server would: the session's DDL is undone, but other sessions' `#temp` tables (which
+    /// SQLite's database lock does not serialise) stay as they are now, and identity values
+    /// handed out meanwhile are not given back (SQL Server never reuses them after a rollback).
+    pub fn rollback_to(&mut self, snapshot: Catalog, session_id: u64) {
+        let current = std::mem::replace(self, snapshot);
+        self.tables
+            .retain(|_, t| t.session.is_none_or(|s| s == session_id));
+        for (id, t) in &current.tables {
+            if t.session.is_some_and(|s| s != session_id) {
+                self.tables.insert(*id, t.clone());
+            }
+        }
+        for (id, t) in self.tables.iter_mut() {
+            if let (Some(now), Some(state)) = (
+                current.tables.get(id).and_then(|c| c.identity.as_ref()),
+                t.identity.as_mut(),
+            ) && now.column_id == state.column_id
+            {
+                *state = now.clone();
+            }
+        }
+        // Ids stay unique: keep the sequence where it got to.
+        self.next_object = current.next_object;
+        self.next_temp_object = current.next_temp_object;
+        self.next_schema_id = self.next_schema_id.max(current.next_schema_id);
+        self.version = self.version.max(current.version) + 1;
+    }
+
     fn touch(&mut self) {
         self.version += 1;
     }

@@ -546,3 +546,37 @@ fn table_def_round_trips() {
     let again = cat2.table_def(id).unwrap();
     assert_eq!(again.columns, def.columns);
 }
+
+#[test]
+fn rollback_keeps_other_sessions_temp_tables_and_identity_progress() {
+    let (mut cat, c, _) = sample();
+    let snapshot = cat.clone();
+    // Session 1's transaction: a new table, an identity value, a temp table.
+    let t = cat
+        .create_table(table("in_tx", vec![col("a", SqlType::Int, true)]), 1)
+        .unwrap();
+    assert_eq!(cat.identity_next(c), Some(1));
+    let mut mine = table("#mine", vec![col("a", SqlType::Int, true)]);
+    mine.temporary = true;
+    cat.create_table(mine, 1).unwrap();
+    // Session 2 creates a temp table meanwhile.
+    let mut theirs = table("#theirs", vec![col("a", SqlType::Int, true)]);
+    theirs.temporary = true;
+    let theirs = cat.create_table(theirs, 2).unwrap();
+    let v = cat.version();
+    cat.rollback_to(snapshot, 1);
+    assert!(cat.version() > v);
+    assert!(cat.table(t).is_none());
+    assert!(cat.find_table("dbo", "#mine", 1).is_none());
+    assert_eq!(
+        cat.find_table("dbo", "#theirs", 2).map(|t| t.object_id),
+        Some(theirs)
+    );
+    // Identity values are not reused after a rollback.
+    assert_eq!(cat.identity_next(c), Some(2));
+    // New ids do not collide with ids handed out inside the rolled-back transaction.
+    let again = cat
+        .create_table(table("after", vec![col("a", SqlType::Int, true)]), 1)
+        .unwrap();
+    assert!(again != t);
+}
