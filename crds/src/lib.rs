@@ -1,1 +1,27 @@
-//! placeholder
+//! API types of mssql-pg-operator (group `mssqlpg.dev`, version `v1alpha1`): `Migration`, what users write,
+//! and `MigrationTask`, one unit of copy work; their validation; and the CRDs generated from them.
+
+pub mod conditions;
+pub mod endpoint;
+pub mod generate;
+pub mod glob;
+pub mod migration;
+pub mod names;
+pub mod status;
+pub mod task;
+pub mod validate;
+
+pub use conditions::{ConditionType, set_condition};
+pub use endpoint::{
+    Endpoint, EndpointRef, Engine, MssqlEncryption, MssqlEndpoint, PostgresEndpoint, PostgresSslMode,
+};
+pub use glob::{CompiledSelection, PatternError, TablePattern};
+pub use migration::{
+    CopyMode, IdentifierCase, ImagePullPolicy, Migration, MigrationSpec, Partitioning, SchemaOptions,
+    TableSelection, VerifyMode, WorkerSpec,
+};
+pub use status::{MigrationPhase, MigrationStatus, PlanSummary, PlannedTable, TableSummary};
+pub use task::{
+    ColumnMapping, MigrationTask, MigrationTaskSpec, MigrationTaskStatus, PartitionSpec, TableRef, TaskState,
+};
+pub use validate::FieldError;

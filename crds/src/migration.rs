@@ -1,0 +1,327 @@
+//! The `Migration` custom resource: what users write.
+
+// Several `printcolumn(...)` entries repeat `type_ = ...`, which clippy mistakes for duplicated attributes.
+#![allow(clippy::duplicated_attributes)]
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{ResourceRequirements, Toleration};
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::endpoint::Endpoint;
+use crate::status::MigrationStatus;
+
+/// Moves a whole database between SQL Server and PostgreSQL, in either direction.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[kube(
+    group = "mssqlpg.dev",
+    version = "v1alpha1",
+    kind = "Migration",
+    plural = "migrations",
+    singular = "migration",
+    shortname = "mig",
+    category = "all",
+    namespaced,
+    status = "MigrationStatus",
+    derive = "PartialEq",
+    doc = "A migration of a whole database between Microsoft SQL Server and PostgreSQL.",
+    printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
+    printcolumn(name = "Progress", type_ = "string", json_path = ".status.progress"),
+    printcolumn(name = "Rows", type_ = "integer", json_path = ".status.rowsCopied"),
+    printcolumn(name = "Rows/s", type_ = "integer", json_path = ".status.rowsPerSecond"),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {
+        "rule": "has(self.source.mssql) != has(self.target.mssql)",
+        "message": "source and target must be different engines: one mssql, one postgres"
+    }
+]))]
+pub struct MigrationSpec {
+    /// Where the data comes from.
+    pub source: Endpoint,
+    /// Where the data goes.
+    pub target: Endpoint,
+    /// Which source tables to migrate.
+    #[serde(default)]
+    pub tables: TableSelection,
+    /// What happens to tables that already exist in the target.
+    #[serde(default)]
+    pub mode: CopyMode,
+    /// Which schema objects are recreated in the target besides tables and data.
+    #[serde(default)]
+    pub schema: SchemaOptions,
+    /// How large tables are split into key ranges copied in parallel.
+    #[serde(default)]
+    pub partitioning: Partitioning,
+    /// Maximum number of copy Jobs running at once.
+    #[serde(default = "default_parallelism")]
+    #[schemars(range(min = 1, max = 256))]
+    pub parallelism: i32,
+    /// Rows per committed chunk; a retried copy resumes after the last committed chunk.
+    #[serde(default = "default_chunk_rows")]
+    #[schemars(range(min = 1, max = 10_000_000))]
+    pub chunk_rows: i32,
+    /// How the copied data is verified.
+    #[serde(default)]
+    pub verify: VerifyMode,
+    /// Plan only: the status shows what would happen, nothing is written.
+    #[serde(default)]
+    pub dry_run: bool,
+    /// Stop starting new Jobs; running Jobs finish.
+    #[serde(default)]
+    pub suspend: bool,
+    /// The worker Jobs' pod settings.
+    #[serde(default)]
+    pub worker: WorkerSpec,
+}
+
+/// Table selection by glob, `schema.table` or `table` (a bare `table` means the source endpoint's schema).
+/// `*` matches any run of characters, `?` one character, `[abc]`/`[a-z]`/`[!a]` a set; matching ignores case.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TableSelection {
+    /// Tables to migrate.
+    #[serde(default = "default_include")]
+    #[schemars(length(min = 1, max = 1000), inner(length(min = 1, max = 257)))]
+    pub include: Vec<String>,
+    /// Tables to leave out, even when `include` matches them.
+    #[serde(default)]
+    #[schemars(length(max = 1000), inner(length(min = 1, max = 257)))]
+    pub exclude: Vec<String>,
+}
+
+/// What happens to target tables that already exist.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum CopyMode {
+    /// Drop and recreate each target table, then load it.
+    #[default]
+    DropRecreate,
+    /// Keep the target table, delete its rows, then load it.
+    Truncate,
+    /// Keep the target table and its rows; insert new rows and update changed ones by primary key.
+    Upsert,
+}
+
+/// Schema objects recreated in the target; each is on unless turned off.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SchemaOptions {
+    /// Secondary indexes (primary keys and unique constraints are always created).
+    #[serde(default = "default_true")]
+    pub indexes: bool,
+    /// Foreign keys, created after all tables are loaded.
+    #[serde(default = "default_true")]
+    pub foreign_keys: bool,
+    /// CHECK constraints that translate between the engines.
+    #[serde(default = "default_true")]
+    pub check_constraints: bool,
+    /// Column defaults that translate between the engines.
+    #[serde(default = "default_true")]
+    pub defaults: bool,
+    /// Identity columns, with their next value set past the copied maximum.
+    #[serde(default = "default_true")]
+    pub identity: bool,
+    /// How identifiers are written in the target.
+    #[serde(default)]
+    pub identifier_case: IdentifierCase,
+}
+
+/// Identifier case in the target.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum IdentifierCase {
+    /// Keep names exactly (quoted identifiers in PostgreSQL).
+    #[default]
+    Preserve,
+    /// Lower-case names; a collision after folding is a plan error.
+    Lower,
+}
+
+/// Splitting of large tables into key ranges.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Partitioning {
+    /// Tables with fewer (estimated) rows are copied by a single task.
+    #[serde(default = "default_min_rows_to_split")]
+    #[schemars(range(min = 1))]
+    pub min_rows_to_split: i64,
+    /// Target rows per key-range partition.
+    #[serde(default = "default_rows_per_partition")]
+    #[schemars(range(min = 1))]
+    pub rows_per_partition: i64,
+    /// Upper bound on partitions of one table.
+    #[serde(default = "default_max_partitions")]
+    #[schemars(range(min = 1, max = 1024))]
+    pub max_partitions_per_table: i32,
+}
+
+/// How copied data is verified.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum VerifyMode {
+    /// Row counts per task on both sides.
+    Count,
+    /// Row counts plus an order-independent checksum of every value, computed the same way on both sides.
+    #[default]
+    Checksum,
+    /// No verification.
+    None,
+}
+
+/// Pod settings for worker Jobs.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkerSpec {
+    /// Worker image; the operator's default when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 512))]
+    pub image: Option<String>,
+    /// Image pull policy for the worker image.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_pull_policy: Option<ImagePullPolicy>,
+    /// Compute resources of the worker container.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<ResourceRequirements>,
+    /// Node selector of worker pods.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_selector: Option<BTreeMap<String, String>>,
+    /// Tolerations of worker pods.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tolerations: Option<Vec<Toleration>>,
+    /// Service account of worker pods; it needs to patch MigrationTask status and create MigrationTasks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253))]
+    pub service_account_name: Option<String>,
+    /// Pod retries per Job before its task counts as failed.
+    #[serde(default = "default_backoff_limit")]
+    #[schemars(range(min = 0, max = 100))]
+    pub backoff_limit: i32,
+}
+
+/// Kubernetes image pull policy.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum ImagePullPolicy {
+    Always,
+    IfNotPresent,
+    Never,
+}
+
+impl ImagePullPolicy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ImagePullPolicy::Always => "Always",
+            ImagePullPolicy::IfNotPresent => "IfNotPresent",
+            ImagePullPolicy::Never => "Never",
+        }
+    }
+}
+
+pub const DEFAULT_PARALLELISM: i32 = 4;
+pub const DEFAULT_CHUNK_ROWS: i32 = 50_000;
+pub const DEFAULT_MIN_ROWS_TO_SPLIT: i64 = 1_000_000;
+pub const DEFAULT_ROWS_PER_PARTITION: i64 = 1_000_000;
+pub const DEFAULT_MAX_PARTITIONS_PER_TABLE: i32 = 16;
+pub const DEFAULT_BACKOFF_LIMIT: i32 = 3;
+
+fn default_true() -> bool {
+    true
+}
+
+fn default_parallelism() -> i32 {
+    DEFAULT_PARALLELISM
+}
+
+fn default_chunk_rows() -> i32 {
+    DEFAULT_CHUNK_ROWS
+}
+
+fn default_include() -> Vec<String> {
+    vec!["*".to_string()]
+}
+
+fn default_min_rows_to_split() -> i64 {
+    DEFAULT_MIN_ROWS_TO_SPLIT
+}
+
+fn default_rows_per_partition() -> i64 {
+    DEFAULT_ROWS_PER_PARTITION
+}
+
+fn default_max_partitions() -> i32 {
+    DEFAULT_MAX_PARTITIONS_PER_TABLE
+}
+
+fn default_backoff_limit() -> i32 {
+    DEFAULT_BACKOFF_LIMIT
+}
+
+impl Default for TableSelection {
+    fn default() -> Self {
+        Self {
+            include: default_include(),
+            exclude: Vec::new(),
+        }
+    }
+}
+
+impl Default for SchemaOptions {
+    fn default() -> Self {
+        Self {
+            indexes: true,
+            foreign_keys: true,
+            check_constraints: true,
+            defaults: true,
+            identity: true,
+            identifier_case: IdentifierCase::default(),
+        }
+    }
+}
+
+impl Default for Partitioning {
+    fn default() -> Self {
+        Self {
+            min_rows_to_split: DEFAULT_MIN_ROWS_TO_SPLIT,
+            rows_per_partition: DEFAULT_ROWS_PER_PARTITION,
+            max_partitions_per_table: DEFAULT_MAX_PARTITIONS_PER_TABLE,
+        }
+    }
+}
+
+impl Default for WorkerSpec {
+    fn default() -> Self {
+        Self {
+            image: None,
+            image_pull_policy: None,
+            resources: None,
+            node_selector: None,
+            tolerations: None,
+            service_account_name: None,
+            backoff_limit: DEFAULT_BACKOFF_LIMIT,
+        }
+    }
+}
+
+impl MigrationSpec {
+    /// A spec with every optional field at its default.
+    pub fn new(source: Endpoint, target: Endpoint) -> Self {
+        Self {
+            source,
+            target,
+            tables: TableSelection::default(),
+            mode: CopyMode::default(),
+            schema: SchemaOptions::default(),
+            partitioning: Partitioning::default(),
+            parallelism: DEFAULT_PARALLELISM,
+            chunk_rows: DEFAULT_CHUNK_ROWS,
+            verify: VerifyMode::default(),
+            dry_run: false,
+            suspend: false,
+            worker: WorkerSpec::default(),
+        }
+    }
+}

@@ -1,0 +1,139 @@
+//! Names and labels shared by the operator and the worker.
+
+/// API group of both resources.
+pub const GROUP: &str = "mssqlpg.dev";
+/// API version of both resources.
+pub const VERSION: &str = "v1alpha1";
+
+/// Label on MigrationTasks and Jobs: the owning Migration's name.
+pub const LABEL_MIGRATION: &str = "mssqlpg.dev/migration";
+/// Label on copy Jobs: the MigrationTask's name.
+pub const LABEL_TASK: &str = "mssqlpg.dev/task";
+/// Label on Jobs: which step the Job runs (`plan`, `copy`, `finalize`, `verify`).
+pub const LABEL_STEP: &str = "mssqlpg.dev/step";
+/// Standard label naming the managing component.
+pub const LABEL_MANAGED_BY: &str = "app.kubernetes.io/managed-by";
+/// Value of [`LABEL_MANAGED_BY`].
+pub const MANAGER: &str = "mssql-pg-operator";
+
+/// Keys of a credentials Secret.
+pub const SECRET_KEY_USERNAME: &str = "username";
+pub const SECRET_KEY_PASSWORD: &str = "password";
+/// Key of a CA Secret.
+pub const SECRET_KEY_CA: &str = "ca.crt";
+
+/// Longest Migration name: Job and task names embed it and pods label themselves with their Job's
+/// name, which as a label value may not exceed 63 characters.
+pub const MAX_MIGRATION_NAME_LEN: usize = 40;
+/// Longest name the operator and worker give a MigrationTask or Job (label-value limit).
+pub const MAX_OBJECT_NAME_LEN: usize = 63;
+
+/// A DNS-1123 label of at most [`MAX_OBJECT_NAME_LEN`] characters built from `prefix` and free-form
+/// `parts` (table names in any case and alphabet). Lossy slugging could map two tables to one name,
+/// so a hash of the exact parts always ends the name.
+pub fn object_name(prefix: &str, parts: &[&str]) -> String {
+    let hash = fnv1a64(parts.join("\u{0}").as_bytes());
+    let suffix = format!("{:08x}", (hash >> 32) as u32 ^ hash as u32);
+    let mut slug = String::new();
+    for part in parts {
+        let s = slug_part(part);
+        if s.is_empty() {
+            continue;
+        }
+        if !slug.is_empty() {
+            slug.push('-');
+        }
+        slug.push_str(&s);
+    }
+    let prefix = slug_part(prefix);
+    // room for "-" + slug + "-" + suffix
+    let budget = MAX_OBJECT_NAME_LEN.saturating_sub(prefix.len() + suffix.len() + 2);
+    let slug: String = slug.chars().take(budget).collect();
+    let slug = slug.trim_matches('-');
+    let mut name = prefix;
+    if !slug.is_empty() {
+        if !name.is_empty() {
+            name.push('-');
+        }
+        name.push_str(slug);
+    }
+    if !name.is_empty() {
+        name.push('-');
+    }
+    name.push_str(&suffix);
+    name
+}
+
+/// Name of the MigrationTask for range `index` of `schema.table`.
+pub fn task_name(migration: &str, schema: &str, table: &str, index: i32) -> String {
+    object_name(migration, &[schema, table, &index.to_string()])
+}
+
+fn slug_part(s: &str) -> String {
+    let mut out = String::new();
+    for c in s.chars() {
+        let c = c.to_ascii_lowercase();
+        if c.is_ascii_alphanumeric() {
+            out.push(c);
+        } else if !out.ends_with('-') && !out.is_empty() {
+            out.push('-');
+        }
+    }
+    out.trim_end_matches('-').to_string()
+}
+
+/// FNV-1a: stable across releases and platforms, unlike `std`'s hasher, so names stay the same after an
+/// operator upgrade.
+fn fnv1a64(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in bytes {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
+/// Whether `name` is a DNS-1123 label (lower-case alphanumerics and '-', alphanumeric at both ends).
+pub fn is_dns1123_label(name: &str, max_len: usize) -> bool {
+    !name.is_empty()
+        && name.len() <= max_len
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !name.starts_with('-')
+        && !name.ends_with('-')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_labels_and_distinct_after_slugging() {
+        let a = task_name("orders-mig", "dbo", "Order Lines", 0);
+        let b = task_name("orders-mig", "dbo", "order_lines", 0);
+        assert_ne!(
+            a, b,
+            "tables slugging to the same text must still get distinct names"
+        );
+        assert!(a.starts_with("orders-mig-dbo-order-lines-0-"), "{a}");
+        for n in [a, b] {
+            assert!(is_dns1123_label(&n, MAX_OBJECT_NAME_LEN), "{n}");
+        }
+    }
+
+    #[test]
+    fn long_and_non_ascii_names_fit() {
+        let long = "x".repeat(300);
+        let n = task_name(&"m".repeat(40), "Продажи", &long, 15);
+        assert_eq!(n.len(), MAX_OBJECT_NAME_LEN);
+        assert!(is_dns1123_label(&n, MAX_OBJECT_NAME_LEN), "{n}");
+        let n = task_name("m", "Продажи", "Заказы", 0);
+        assert!(is_dns1123_label(&n, MAX_OBJECT_NAME_LEN), "{n}");
+        assert_eq!(
+            n,
+            task_name("m", "Продажи", "Заказы", 0),
+            "names are deterministic"
+        );
+    }
+}

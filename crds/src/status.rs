@@ -1,0 +1,196 @@
+//! `Migration` status: written by the operator only.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::task::TaskState;
+
+/// Upper bound of `status.tables`: a status must stay far below etcd's 1.5 MiB object limit, so a
+/// migration of more tables lists the first `MAX_TABLE_SUMMARIES` (the operator keeps failed and
+/// running tables first) and the totals still count every table.
+pub const MAX_TABLE_SUMMARIES: usize = 200;
+/// Upper bound of `status.warnings`; the last entry says how many were left out.
+pub const MAX_WARNINGS: usize = 100;
+/// Upper bound of `status.plan.tables`.
+pub const MAX_PLANNED_TABLES: usize = 200;
+/// Upper bound on the length of `lastError`/messages in statuses (bytes).
+pub const MAX_MESSAGE_LEN: usize = 4096;
+
+/// Observed state of a Migration.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MigrationStatus {
+    /// The `metadata.generation` this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// Latest observations: Validated, Planned, Copied, Finalized, Verified, Ready, Failed, Degraded.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    #[schemars(length(max = 32))]
+    pub conditions: Vec<Condition>,
+    /// Coarse lifecycle phase, for display; conditions are the API.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<MigrationPhase>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<Time>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completed_at: Option<Time>,
+    /// Tasks done out of tasks planned, as "N/M".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<String>,
+    #[serde(default)]
+    pub tasks_total: i32,
+    #[serde(default)]
+    pub tasks_succeeded: i32,
+    #[serde(default)]
+    pub tasks_failed: i32,
+    #[serde(default)]
+    pub tasks_running: i32,
+    /// Estimated source rows of all planned tasks.
+    #[serde(default)]
+    pub rows_total: i64,
+    #[serde(default)]
+    pub rows_copied: i64,
+    #[serde(default)]
+    pub bytes_copied: i64,
+    /// Sum of the running tasks' current rates.
+    #[serde(default)]
+    pub rows_per_second: i64,
+    /// Highest peak resident memory reported by any worker.
+    #[serde(default)]
+    pub peak_worker_memory_bytes: i64,
+    /// Per-table summary, at most `MAX_TABLE_SUMMARIES` (200) entries.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 200))]
+    pub tables: Vec<TableSummary>,
+    /// Lossy type mappings and other things a person should know, at most `MAX_WARNINGS` (100) entries.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 100))]
+    pub warnings: Vec<String>,
+    /// The most recent error, if the migration failed or is degraded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+    /// What the plan step found; the whole outcome of a dry run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<PlanSummary>,
+}
+
+/// Coarse lifecycle phase of a Migration.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema)]
+pub enum MigrationPhase {
+    Pending,
+    Planning,
+    Copying,
+    Finalizing,
+    Verifying,
+    Succeeded,
+    Failed,
+    Suspended,
+}
+
+impl MigrationPhase {
+    pub const ALL: [MigrationPhase; 8] = [
+        MigrationPhase::Pending,
+        MigrationPhase::Planning,
+        MigrationPhase::Copying,
+        MigrationPhase::Finalizing,
+        MigrationPhase::Verifying,
+        MigrationPhase::Succeeded,
+        MigrationPhase::Failed,
+        MigrationPhase::Suspended,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MigrationPhase::Pending => "Pending",
+            MigrationPhase::Planning => "Planning",
+            MigrationPhase::Copying => "Copying",
+            MigrationPhase::Finalizing => "Finalizing",
+            MigrationPhase::Verifying => "Verifying",
+            MigrationPhase::Succeeded => "Succeeded",
+            MigrationPhase::Failed => "Failed",
+            MigrationPhase::Suspended => "Suspended",
+        }
+    }
+
+    /// Nothing more will happen without a spec change.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, MigrationPhase::Succeeded | MigrationPhase::Failed)
+    }
+}
+
+impl std::fmt::Display for MigrationPhase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One table's aggregate over its tasks.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TableSummary {
+    /// Source table as `schema.table`.
+    pub name: String,
+    /// Estimated source rows.
+    #[serde(default)]
+    pub rows: i64,
+    #[serde(default)]
+    pub rows_copied: i64,
+    /// Failed if any task failed, Running if any runs, Succeeded when all did, else Pending.
+    pub state: TaskState,
+    #[serde(default)]
+    pub rows_per_second: i64,
+    /// Number of tasks (key-range partitions) of the table.
+    #[serde(default)]
+    pub tasks: i32,
+}
+
+/// What the plan step found (the whole outcome of a dry run).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PlanSummary {
+    /// Tables selected for migration.
+    #[serde(default)]
+    pub tables_total: i32,
+    /// Tasks (partitions) the tables split into.
+    #[serde(default)]
+    pub tasks_total: i32,
+    /// Estimated rows over all tables.
+    #[serde(default)]
+    pub rows_estimated: i64,
+    /// Per-table plan, at most `MAX_PLANNED_TABLES` (200) entries.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 200))]
+    pub tables: Vec<PlannedTable>,
+}
+
+/// One table in the plan.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PlannedTable {
+    /// Source table as `schema.table`.
+    pub source: String,
+    /// Target table as `schema.table`.
+    pub target: String,
+    #[serde(default)]
+    pub estimated_rows: i64,
+    #[serde(default)]
+    pub partitions: i32,
+    /// Columns whose values do not survive the mapping exactly.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64))]
+    pub lossy_columns: Vec<String>,
+}
+
+/// Cut `message` to at most [`MAX_MESSAGE_LEN`] bytes on a character boundary.
+pub fn bounded_message(message: &str) -> String {
+    if message.len() <= MAX_MESSAGE_LEN {
+        return message.to_string();
+    }
+    let mut end = MAX_MESSAGE_LEN - 3;
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}...", &message[..end])
+}

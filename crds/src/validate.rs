@@ -1,0 +1,266 @@
+//! Rust-side validation of a Migration: everything admission checks (so `mssql-pg-worker run -f` without a
+//! cluster rejects the same specs) plus what CEL cannot express (glob syntax, name lengths).
+
+use crate::endpoint::{Endpoint, EndpointRef, MIN_PACKET_SIZE, MssqlEndpoint, PostgresEndpoint};
+use crate::migration::{Migration, MigrationSpec};
+use crate::names::{MAX_MIGRATION_NAME_LEN, is_dns1123_label};
+
+/// One problem with a spec: the field path (`spec.source.mssql.port`) and what to do about it.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{path}: {message}")]
+pub struct FieldError {
+    pub path: String,
+    pub message: String,
+}
+
+impl FieldError {
+    fn new(path: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            path: path.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// Join errors into one line for a condition message or a CLI error.
+pub fn describe(errors: &[FieldError]) -> String {
+    errors
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+impl Migration {
+    /// All problems with this Migration; `Ok` when the worker can run it.
+    pub fn validate(&self) -> Result<(), Vec<FieldError>> {
+        let mut errors = Vec::new();
+        if let Some(name) = self.metadata.name.as_deref()
+            && !is_dns1123_label(name, MAX_MIGRATION_NAME_LEN)
+        {
+            errors.push(FieldError::new(
+                "metadata.name",
+                format!(
+                    "must be a DNS label of at most {MAX_MIGRATION_NAME_LEN} characters (lower-case letters, \
+                     digits, '-'): Job and task names are derived from it"
+                ),
+            ));
+        }
+        self.spec.collect_errors(&mut errors);
+        if errors.is_empty() { Ok(()) } else { Err(errors) }
+    }
+}
+
+impl MigrationSpec {
+    /// All problems with this spec; `Ok` when the worker can run it.
+    pub fn validate(&self) -> Result<(), Vec<FieldError>> {
+        let mut errors = Vec::new();
+        self.collect_errors(&mut errors);
+        if errors.is_empty() { Ok(()) } else { Err(errors) }
+    }
+
+    fn collect_errors(&self, errors: &mut Vec<FieldError>) {
+        let source = endpoint(&self.source, "spec.source", errors);
+        let target = endpoint(&self.target, "spec.target", errors);
+        if let (Some(s), Some(t)) = (source, target)
+            && s.engine() == t.engine()
+        {
+            errors.push(FieldError::new(
+                "spec.target",
+                format!(
+                    "source and target are both {}: one side must be mssql, the other postgres",
+                    s.engine()
+                ),
+            ));
+        }
+
+        if self.tables.include.is_empty() {
+            errors.push(FieldError::new(
+                "spec.tables.include",
+                "must list at least one pattern, e.g. \"*\"",
+            ));
+        }
+        if let Err(bad) = self.tables.compile() {
+            for (field, e) in bad {
+                errors.push(FieldError::new(
+                    format!("spec.tables.{field}"),
+                    format!("bad pattern: {e}"),
+                ));
+            }
+        }
+
+        let p = &self.partitioning;
+        in_range(errors, "spec.parallelism", i64::from(self.parallelism), 1, 256);
+        in_range(
+            errors,
+            "spec.chunkRows",
+            i64::from(self.chunk_rows),
+            1,
+            10_000_000,
+        );
+        in_range(
+            errors,
+            "spec.partitioning.minRowsToSplit",
+            p.min_rows_to_split,
+            1,
+            i64::MAX,
+        );
+        in_range(
+            errors,
+            "spec.partitioning.rowsPerPartition",
+            p.rows_per_partition,
+            1,
+            i64::MAX,
+        );
+        in_range(
+            errors,
+            "spec.partitioning.maxPartitionsPerTable",
+            i64::from(p.max_partitions_per_table),
+            1,
+            1024,
+        );
+        in_range(
+            errors,
+            "spec.worker.backoffLimit",
+            i64::from(self.worker.backoff_limit),
+            0,
+            100,
+        );
+        if let Some(image) = &self.worker.image
+            && (image.is_empty() || image.chars().any(char::is_whitespace))
+        {
+            errors.push(FieldError::new(
+                "spec.worker.image",
+                "must be an image reference without spaces",
+            ));
+        }
+        if let Some(sa) = &self.worker.service_account_name
+            && !is_dns1123_subdomain(sa)
+        {
+            errors.push(FieldError::new(
+                "spec.worker.serviceAccountName",
+                "must be a DNS subdomain name",
+            ));
+        }
+    }
+}
+
+fn endpoint<'a>(ep: &'a Endpoint, path: &str, errors: &mut Vec<FieldError>) -> Option<EndpointRef<'a>> {
+    match (&ep.mssql, &ep.postgres) {
+        (Some(m), None) => mssql(m, &format!("{path}.mssql"), errors),
+        (None, Some(p)) => postgres(p, &format!("{path}.postgres"), errors),
+        (Some(_), Some(_)) => {
+            errors.push(FieldError::new(
+                path,
+                "set exactly one of mssql or postgres, not both",
+            ));
+            return None;
+        }
+        (None, None) => {
+            errors.push(FieldError::new(path, "set exactly one of mssql or postgres"));
+            return None;
+        }
+    }
+    ep.get()
+}
+
+fn mssql(m: &MssqlEndpoint, path: &str, errors: &mut Vec<FieldError>) {
+    common(
+        path,
+        &m.host,
+        m.port,
+        &m.database,
+        &m.schema,
+        &m.credentials_secret,
+        errors,
+    );
+    if !(MIN_PACKET_SIZE..=32767).contains(&m.packet_size) {
+        errors.push(FieldError::new(
+            format!("{path}.packetSize"),
+            "must be between 512 and 32767",
+        ));
+    }
+}
+
+fn postgres(p: &PostgresEndpoint, path: &str, errors: &mut Vec<FieldError>) {
+    common(
+        path,
+        &p.host,
+        p.port,
+        &p.database,
+        &p.schema,
+        &p.credentials_secret,
+        errors,
+    );
+    // PostgreSQL truncates identifiers to 63 bytes; a longer name would silently address another object.
+    for (field, value) in [("database", &p.database), ("schema", &p.schema)] {
+        if value.len() > 63 {
+            errors.push(FieldError::new(
+                format!("{path}.{field}"),
+                "longer than PostgreSQL's 63-byte limit",
+            ));
+        }
+    }
+    if let Some(ca) = &p.ca_secret
+        && !is_dns1123_subdomain(ca)
+    {
+        errors.push(FieldError::new(
+            format!("{path}.caSecret"),
+            "must be a Secret name (DNS subdomain)",
+        ));
+    }
+}
+
+fn common(
+    path: &str,
+    host: &str,
+    port: i32,
+    database: &str,
+    schema: &str,
+    secret: &str,
+    errors: &mut Vec<FieldError>,
+) {
+    if host.trim().is_empty() {
+        errors.push(FieldError::new(format!("{path}.host"), "must not be empty"));
+    } else if host.chars().any(|c| c.is_whitespace() || c == '/') {
+        errors.push(FieldError::new(
+            format!("{path}.host"),
+            "must be a host name or IP address",
+        ));
+    }
+    if !(1..=65535).contains(&port) {
+        errors.push(FieldError::new(
+            format!("{path}.port"),
+            "must be between 1 and 65535",
+        ));
+    }
+    if database.trim().is_empty() {
+        errors.push(FieldError::new(format!("{path}.database"), "must not be empty"));
+    }
+    if schema.trim().is_empty() {
+        errors.push(FieldError::new(format!("{path}.schema"), "must not be empty"));
+    }
+    if secret.is_empty() {
+        errors.push(FieldError::new(
+            format!("{path}.credentialsSecret"),
+            "must name a Secret",
+        ));
+    } else if !is_dns1123_subdomain(secret) {
+        errors.push(FieldError::new(
+            format!("{path}.credentialsSecret"),
+            "must be a Secret name (lower-case DNS subdomain)",
+        ));
+    }
+}
+
+fn in_range(errors: &mut Vec<FieldError>, path: &str, value: i64, min: i64, max: i64) {
+    if value < min {
+        errors.push(FieldError::new(path, format!("must be at least {min}")));
+    } else if value > max {
+        errors.push(FieldError::new(path, format!("must be at most {max}")));
+    }
+}
+
+fn is_dns1123_subdomain(name: &str) -> bool {
+    name.len() <= 253 && name.split('.').all(|label| is_dns1123_label(label, 63))
+}

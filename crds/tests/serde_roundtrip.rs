@@ -1,0 +1,153 @@
+#![allow(clippy::unwrap_used)]
+//! The API types read and write the YAML users and workers exchange, exactly.
+
+use mssql_pg_crds::*;
+use serde::Deserialize;
+
+fn fixture(name: &str) -> String {
+    std::fs::read_to_string(format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"))).unwrap()
+}
+
+#[test]
+fn full_migration_round_trips_exactly() {
+    let text = fixture("full-migration.yaml");
+    let input: serde_json::Value = serde_yaml::from_str(&text).unwrap();
+    let mig: Migration = serde_yaml::from_str(&text).unwrap();
+
+    // Every field is set in the fixture, so writing it back must reproduce the input value by value:
+    // nothing dropped, renamed or defaulted over.
+    let output = serde_json::to_value(&mig).unwrap();
+    assert_eq!(output, input);
+    let again: Migration = serde_json::from_value(output).unwrap();
+    assert_eq!(again, mig);
+
+    let src = mig.spec.source.mssql.as_ref().unwrap();
+    assert_eq!(src.encryption, MssqlEncryption::On);
+    assert_eq!(src.packet_size, 8192);
+    let dst = mig.spec.target.postgres.as_ref().unwrap();
+    assert_eq!(dst.ssl_mode, PostgresSslMode::VerifyFull);
+    assert_eq!(dst.ca_secret.as_deref(), Some("pg-ca"));
+    assert_eq!(mig.spec.mode, CopyMode::Upsert);
+    assert_eq!(mig.spec.schema.identifier_case, IdentifierCase::Lower);
+    assert_eq!(mig.spec.verify, VerifyMode::Count);
+    let status = mig.status.as_ref().unwrap();
+    assert_eq!(status.phase, Some(MigrationPhase::Copying));
+    assert_eq!(status.conditions.len(), 2);
+    assert_eq!(status.tables[0].state, TaskState::Running);
+    assert_eq!(mig.spec.source.engine(), Some(Engine::Mssql));
+    assert_eq!(mig.spec.target.engine(), Some(Engine::Postgres));
+    assert_eq!(mig.validate(), Ok(()));
+}
+
+#[test]
+fn full_task_round_trips_exactly() {
+    let text = fixture("full-task.yaml");
+    let input: serde_json::Value = serde_yaml::from_str(&text).unwrap();
+    let task: MigrationTask = serde_yaml::from_str(&text).unwrap();
+    assert_eq!(serde_json::to_value(&task).unwrap(), input);
+    assert_eq!(
+        task.spec.partition,
+        PartitionSpec::new(
+            1,
+            8,
+            Some("Id".into()),
+            Some("1000000".into()),
+            Some("2000000".into())
+        )
+    );
+    assert_eq!(task.state(), TaskState::Running);
+    assert_eq!(task.spec.table.to_string(), "so.Posts");
+}
+
+#[test]
+fn minimal_migration_gets_every_default() {
+    let mig: Migration = serde_yaml::from_str(
+        r#"
+apiVersion: mssqlpg.dev/v1alpha1
+kind: Migration
+metadata: {name: m}
+spec:
+  source: {mssql: {host: sql, database: db, credentialsSecret: s}}
+  target: {postgres: {host: pg, database: db, credentialsSecret: t}}
+"#,
+    )
+    .unwrap();
+    let spec = &mig.spec;
+    let src = spec.source.mssql.as_ref().unwrap();
+    assert_eq!(
+        (
+            src.port,
+            src.schema.as_str(),
+            src.encryption,
+            src.trust_server_certificate,
+            src.packet_size
+        ),
+        (1433, "dbo", MssqlEncryption::Required, false, 32767)
+    );
+    let dst = spec.target.postgres.as_ref().unwrap();
+    assert_eq!(
+        (
+            dst.port,
+            dst.schema.as_str(),
+            dst.ssl_mode,
+            dst.ca_secret.as_deref()
+        ),
+        (5432, "public", PostgresSslMode::Prefer, None)
+    );
+    assert_eq!(spec.tables.include, vec!["*".to_string()]);
+    assert!(spec.tables.exclude.is_empty());
+    assert_eq!(spec.mode, CopyMode::DropRecreate);
+    assert_eq!(spec.schema, SchemaOptions::default());
+    assert!(spec.schema.indexes && spec.schema.foreign_keys && spec.schema.check_constraints);
+    assert!(spec.schema.defaults && spec.schema.identity);
+    assert_eq!(spec.schema.identifier_case, IdentifierCase::Preserve);
+    assert_eq!(
+        (
+            spec.partitioning.min_rows_to_split,
+            spec.partitioning.rows_per_partition
+        ),
+        (1_000_000, 1_000_000)
+    );
+    assert_eq!(spec.partitioning.max_partitions_per_table, 16);
+    assert_eq!((spec.parallelism, spec.chunk_rows), (4, 50_000));
+    assert_eq!(spec.verify, VerifyMode::Checksum);
+    assert!(!spec.dry_run && !spec.suspend);
+    assert_eq!(spec.worker.backoff_limit, 3);
+    assert_eq!(spec.worker.image, None);
+    assert_eq!(mig.status, None);
+    // The constructor and serde agree on defaults.
+    assert_eq!(
+        *spec,
+        MigrationSpec::new(
+            Endpoint::mssql(MssqlEndpoint::new("sql", "db", "s")),
+            Endpoint::postgres(PostgresEndpoint::new("pg", "db", "t"))
+        )
+    );
+}
+
+#[test]
+fn status_without_optional_fields_serializes_compactly() {
+    // Server-side apply of a status sends exactly what is serialized: unset options must not become nulls.
+    let v = serde_json::to_value(MigrationStatus::default()).unwrap();
+    let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+    assert!(keys.iter().all(|k| !v[*k].is_null()), "{v}");
+    assert!(!keys.contains(&"conditions") && !keys.contains(&"phase"), "{v}");
+}
+
+#[test]
+fn deploy_examples_parse_and_validate() {
+    for file in ["mssql-to-postgres.yaml", "postgres-to-mssql.yaml"] {
+        let path = format!("{}/../deploy/examples/{file}", env!("CARGO_MANIFEST_DIR"));
+        let text = std::fs::read_to_string(&path).unwrap();
+        let mut migrations = 0;
+        for doc in serde_yaml::Deserializer::from_str(&text) {
+            let value = serde_yaml::Value::deserialize(doc).unwrap();
+            if value["kind"] == serde_yaml::Value::from("Migration") {
+                let mig: Migration = serde_yaml::from_value(value).unwrap();
+                assert_eq!(mig.validate(), Ok(()), "{file}");
+                migrations += 1;
+            }
+        }
+        assert_eq!(migrations, 1, "{file}");
+    }
+}

@@ -1,0 +1,108 @@
+#![allow(clippy::unwrap_used)]
+//! `validate()` names the field at fault and says what is wrong.
+
+use mssql_pg_crds::*;
+
+fn valid() -> Migration {
+    let mut m = Migration::new(
+        "orders",
+        MigrationSpec::new(
+            Endpoint::mssql(MssqlEndpoint::new("sql.example", "Orders", "mssql-creds")),
+            Endpoint::postgres(PostgresEndpoint::new("pg.example", "orders", "pg-creds")),
+        ),
+    );
+    m.metadata.namespace = Some("data".into());
+    m
+}
+
+fn paths(m: &Migration) -> Vec<String> {
+    m.validate().unwrap_err().into_iter().map(|e| e.path).collect()
+}
+
+#[test]
+fn valid_spec_passes_both_directions() {
+    assert_eq!(valid().validate(), Ok(()));
+    let mut reverse = valid();
+    std::mem::swap(&mut reverse.spec.source, &mut reverse.spec.target);
+    assert_eq!(reverse.validate(), Ok(()));
+}
+
+#[test]
+fn endpoint_must_have_exactly_one_engine() {
+    let mut m = valid();
+    m.spec.source.postgres = Some(PostgresEndpoint::new("h", "d", "s"));
+    assert_eq!(paths(&m), vec!["spec.source"]);
+    let err = m.validate().unwrap_err();
+    assert!(err[0].message.contains("not both"), "{err:?}");
+
+    let mut m = valid();
+    m.spec.target.postgres = None;
+    assert_eq!(paths(&m), vec!["spec.target"]);
+}
+
+#[test]
+fn same_engine_on_both_sides_is_rejected() {
+    let mut m = valid();
+    m.spec.target = Endpoint::mssql(MssqlEndpoint::new("other", "db", "creds"));
+    let err = m.validate().unwrap_err();
+    assert_eq!(err.len(), 1);
+    assert_eq!(err[0].path, "spec.target");
+    assert!(err[0].message.contains("both mssql"), "{}", err[0]);
+}
+
+#[test]
+fn each_bad_field_is_named() {
+    let mut m = valid();
+    let src = m.spec.source.mssql.as_mut().unwrap();
+    src.port = 0;
+    src.packet_size = 511;
+    src.host = " ".into();
+    src.credentials_secret = "Not_A_Secret".into();
+    let dst = m.spec.target.postgres.as_mut().unwrap();
+    dst.database = String::new();
+    dst.schema = "s".repeat(64);
+    m.spec.parallelism = 0;
+    m.spec.chunk_rows = -1;
+    m.spec.partitioning.rows_per_partition = 0;
+    m.spec.partitioning.max_partitions_per_table = 2000;
+    m.spec.worker.image = Some("bad image".into());
+    m.spec.tables.include = vec!["dbo.[ab".into(), "a.b.c".into()];
+    m.spec.tables.exclude = vec![String::new()];
+    m.metadata.name = Some("Orders_Migration".into());
+    let got = paths(&m);
+    let want = [
+        "metadata.name",
+        "spec.source.mssql.host",
+        "spec.source.mssql.port",
+        "spec.source.mssql.credentialsSecret",
+        "spec.source.mssql.packetSize",
+        "spec.target.postgres.database",
+        "spec.target.postgres.schema",
+        "spec.tables.include[0]",
+        "spec.tables.include[1]",
+        "spec.tables.exclude[0]",
+        "spec.parallelism",
+        "spec.chunkRows",
+        "spec.partitioning.rowsPerPartition",
+        "spec.partitioning.maxPartitionsPerTable",
+        "spec.worker.image",
+    ];
+    assert_eq!(got, want);
+    let err = m.validate().unwrap_err();
+    let msg = mssql_pg_crds::validate::describe(&err);
+    assert!(
+        msg.contains("spec.tables.include[0]: bad pattern: unclosed '[' at position 4"),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("spec.source.mssql.packetSize: must be between 512 and 32767"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn long_migration_name_is_rejected() {
+    let mut m = valid();
+    m.metadata.name = Some("m".repeat(41));
+    assert_eq!(paths(&m), vec!["metadata.name"]);
+}
