@@ -142,7 +142,7 @@ fn deploy_examples_parse_and_validate() {
         let mut migrations = 0;
         for doc in serde_yaml::Deserializer::from_str(&text) {
             let value = serde_yaml::Value::deserialize(doc).unwrap();
-            if value["kind"] == serde_yaml::Value::from("Migration") {
+            if value["kind"] == "Migration" {
                 let mig: Migration = serde_yaml::from_value(value).unwrap();
                 assert_eq!(mig.validate(), Ok(()), "{file}");
                 migrations += 1;
