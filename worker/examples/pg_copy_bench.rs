@@ -140,6 +140,7 @@ async fn main() {
             copy_sql: &copy_sql,
             committed_rows: 0,
             fail_after_chunks: None,
+            merge_sql: None,
         };
         let stats = write_chunks(&mut client, &mut rx, &ctx).await.unwrap();
         reader.await.unwrap();

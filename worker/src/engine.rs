@@ -181,15 +181,48 @@ impl Engine {
                         exec_stmts(&pg, ddl::defaults(t, &mut warnings), &mut warnings).await?;
                     }
                 }
-                Mode::Truncate => {
-                    let sql = ddl::truncate_table(t);
-                    pg.batch_execute(&sql).await.map_err(|source| EngineError::Ddl {
-                        what: format!("table {}", t.target_name),
-                        sql: sql.clone(),
-                        source,
-                    })?;
+                // One TRUNCATE for all tables below, so foreign keys among them do not block it.
+                Mode::Truncate => {}
+                Mode::Upsert => {
+                    let exists: bool = pg
+                        .query_one("SELECT to_regclass($1) IS NOT NULL", &[&ddl::qualified(t)])
+                        .await
+                        .map_err(|source| EngineError::Ddl {
+                            what: "table lookup".into(),
+                            sql: String::new(),
+                            source,
+                        })?
+                        .get(0);
+                    if !exists {
+                        let sql = ddl::create_table(t, &self.options.schema);
+                        pg.batch_execute(&sql).await.map_err(|source| EngineError::Ddl {
+                            what: format!("table {}", t.target_name),
+                            sql: sql.clone(),
+                            source,
+                        })?;
+                        if self.options.schema.defaults {
+                            exec_stmts(&pg, ddl::defaults(t, &mut warnings), &mut warnings).await?;
+                        }
+                    }
+                    // ON CONFLICT needs the key before the first chunk; an existing one is kept.
+                    exec_stmts(&pg, ddl::primary_key(t).into_iter().collect(), &mut warnings).await?;
                 }
             }
+        }
+        if self.options.mode == Mode::Truncate && !plan.tables.is_empty() {
+            let sql = format!(
+                "TRUNCATE TABLE {}",
+                plan.tables
+                    .iter()
+                    .map(ddl::qualified)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+            pg.batch_execute(&sql).await.map_err(|source| EngineError::Ddl {
+                what: "truncate".into(),
+                sql: sql.clone(),
+                source,
+            })?;
         }
         plan.warnings.extend(warnings);
         checkpoint::reset(&pg, migration).await?;

@@ -74,6 +74,7 @@ fn engine(common: &Common) -> anyhow::Result<Engine> {
     let copy = CopyOptions {
         chunk_rows: options.chunk_rows,
         fail_after_chunks: common.fail_after_chunks,
+        mode: options.mode,
     };
     Ok(Engine {
         source,

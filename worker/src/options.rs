@@ -9,6 +9,9 @@ pub enum Mode {
     DropRecreate,
     /// Keep the target tables and empty them.
     Truncate,
+    /// Keep the target tables and their rows: insert new rows and update changed ones by primary
+    /// key (deletes on the source are not propagated).
+    Upsert,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]

@@ -54,6 +54,7 @@ pub struct CopyOptions {
     pub chunk_rows: u64,
     /// Test hook: fail after this many committed chunks.
     pub fail_after_chunks: Option<u64>,
+    pub mode: crate::options::Mode,
 }
 
 pub fn copy_statement(t: &TablePlan) -> String {
@@ -76,6 +77,7 @@ pub async fn copy_task(
     opts: &CopyOptions,
 ) -> Result<TaskReport, TaskError> {
     let started = Instant::now();
+    let mode = opts.mode;
     let mut pg = target.connect().await?;
     let cp = checkpoint::load(&pg, migration, &task.name)
         .await?
@@ -120,7 +122,30 @@ pub async fn copy_task(
         .await
     });
 
-    let copy_sql = copy_statement(t);
+    let upsert = mode == crate::options::Mode::Upsert;
+    let (copy_sql, merge_sql) = if upsert {
+        pg.batch_execute(&crate::pg::ddl::upsert_stage(t))
+            .await
+            .map_err(|source| LoadError::Copy {
+                table: qualified(t),
+                source,
+            })?;
+        let cols = t
+            .columns
+            .iter()
+            .map(|c| quote_pg(&c.target_name))
+            .collect::<Vec<_>>()
+            .join(", ");
+        (
+            format!(
+                "COPY {} ({cols}) FROM STDIN (FORMAT binary)",
+                quote_pg(crate::pg::ddl::STAGE)
+            ),
+            Some(crate::pg::ddl::upsert_merge(t)),
+        )
+    } else {
+        (copy_statement(t), None)
+    };
     let table = qualified(t);
     let ctx = WriterCtx {
         migration,
@@ -129,6 +154,7 @@ pub async fn copy_task(
         copy_sql: &copy_sql,
         committed_rows,
         fail_after_chunks: opts.fail_after_chunks,
+        merge_sql: merge_sql.as_deref(),
     };
     let written = write_chunks(&mut pg, &mut rx, &ctx).await;
     // Closing the receiver stops a reader that is still producing.

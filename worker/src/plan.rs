@@ -18,6 +18,8 @@ pub enum PlanError {
         #[source]
         source: MappingError,
     },
+    #[error("table {0}: upsert needs a primary key to match rows on")]
+    UpsertWithoutKey(String),
     #[error(
         "target name collision in {scope}: {first:?} and {second:?} both become {target:?} (after case folding \
          or PostgreSQL's 63-byte limit); rename one of them or change the identifier options"
@@ -262,6 +264,9 @@ pub fn build_plan(source: Vec<SourceTable>, opts: &Options) -> Result<Plan, Plan
                 })
                 .collect::<Option<Vec<_>>>()
         });
+        if opts.mode == crate::options::Mode::Upsert && t.primary_key.is_none() {
+            return Err(PlanError::UpsertWithoutKey(q));
+        }
         if keyset.is_none() {
             warnings.push(format!(
                 "table {q}: no primary key usable for keyset paging; it is copied in one transaction and \

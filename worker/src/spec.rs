@@ -230,6 +230,7 @@ pub fn resolve(
     let mode = match spec.mode.as_deref().unwrap_or("dropRecreate") {
         "dropRecreate" => Mode::DropRecreate,
         "truncate" => Mode::Truncate,
+        "upsert" => Mode::Upsert,
         other => {
             return Err(SpecError::Invalid(
                 "mode",

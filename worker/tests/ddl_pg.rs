@@ -282,6 +282,19 @@ async fn schema_objects_are_created_and_behave() {
         "{all}"
     );
 
+    // The generated upsert statements run against this schema (an unchanged row is left alone).
+    let parent = &plan.tables[0];
+    let merge = ddl::upsert_merge(parent);
+    assert!(merge.contains("ON CONFLICT (\"Id\") DO UPDATE SET"), "{merge}");
+    client
+        .batch_execute(&format!(
+            "BEGIN; {}; INSERT INTO \"_mssqlpg_stage\" SELECT * FROM {}; {merge}; COMMIT",
+            ddl::upsert_stage(parent),
+            q("Parent")
+        ))
+        .await
+        .unwrap();
+
     // What could not be translated is reported, not silently dropped.
     let w = warnings.join("\n");
     assert!(w.contains("CK_Parent_Created"), "{w}");

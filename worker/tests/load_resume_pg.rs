@@ -88,6 +88,7 @@ async fn failure_after_n_chunks_then_resume_is_exact() {
         copy_sql: &copy_sql,
         committed_rows: 0,
         fail_after_chunks: Some(3),
+        merge_sql: None,
     };
     let err = write_chunks(&mut client, &mut rx, &ctx).await.unwrap_err();
     assert!(matches!(err, LoadError::Injected(3)), "{err}");
@@ -146,4 +147,60 @@ async fn failure_after_n_chunks_then_resume_is_exact() {
         .unwrap()
         .unwrap();
     assert_eq!((cp.rows, cp.done), (i64::from(TOTAL), true));
+}
+
+#[tokio::test]
+async fn upsert_inserts_new_updates_changed_and_leaves_identical_rows_alone() {
+    let mut client = common::pg_connect().await;
+    let schema = common::fresh_schema(&client, "load_upsert").await;
+    checkpoint::ensure_tables(&client).await.unwrap();
+    let migration = "test/load_upsert";
+    checkpoint::reset(&client, migration).await.unwrap();
+    let table = format!("\"{schema}\".t");
+    client
+        .batch_execute(&format!(
+            "CREATE TABLE {table} (id int PRIMARY KEY, v text);
+             INSERT INTO {table} SELECT g, CASE WHEN g <= 250 THEN 'old' ELSE 'row ' || g END FROM generate_series(1, 500) g;
+             CREATE TEMP TABLE _mssqlpg_stage (LIKE {table}) ON COMMIT DELETE ROWS"
+        ))
+        .await
+        .unwrap();
+    let xmin_before: String = client
+        .query_one(&format!("SELECT xmin::text FROM {table} WHERE id = 300"), &[])
+        .await
+        .unwrap()
+        .get(0);
+    let merge = format!(
+        "INSERT INTO {table} AS t (id, v) SELECT id, v FROM _mssqlpg_stage ON CONFLICT (id) DO UPDATE SET v = EXCLUDED.v \
+         WHERE (t.v) IS DISTINCT FROM (EXCLUDED.v)"
+    );
+    let copy_sql = "COPY _mssqlpg_stage (id, v) FROM STDIN (FORMAT binary)".to_string();
+    let (tx, mut rx) = mpsc::channel(4);
+    spawn_reader(0, tx, false);
+    let ctx = WriterCtx {
+        migration,
+        task: "dbo.t",
+        table: &table,
+        copy_sql: &copy_sql,
+        committed_rows: 0,
+        fail_after_chunks: None,
+        merge_sql: Some(&merge),
+    };
+    write_chunks(&mut client, &mut rx, &ctx).await.unwrap();
+    assert_eq!(count(&client, &table).await, (i64::from(TOTAL), i64::from(TOTAL)));
+    let wrong: i64 = client
+        .query_one(
+            &format!("SELECT count(*) FROM {table} WHERE v <> 'row ' || id"),
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(wrong, 0);
+    let xmin_after: String = client
+        .query_one(&format!("SELECT xmin::text FROM {table} WHERE id = 300"), &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(xmin_before, xmin_after, "an identical row is not rewritten");
 }

@@ -50,10 +50,6 @@ pub fn drop_table(t: &TablePlan) -> String {
     format!("DROP TABLE IF EXISTS {} CASCADE", qualified(t))
 }
 
-pub fn truncate_table(t: &TablePlan) -> String {
-    format!("TRUNCATE TABLE {}", qualified(t))
-}
-
 fn type_range(ty: PgType) -> Option<(i64, i64)> {
     match ty {
         PgType::Int2 => Some((i64::from(i16::MIN), i64::from(i16::MAX))),
@@ -284,6 +280,87 @@ pub fn identity_reset(t: &TablePlan) -> Vec<Stmt> {
         ));
     }
     out
+}
+
+/// Name of the per-connection staging table of upsert mode.
+pub const STAGE: &str = "_mssqlpg_stage";
+
+/// The staging table for upsert: same columns, emptied at every commit.
+pub fn upsert_stage(t: &TablePlan) -> String {
+    format!(
+        "CREATE TEMP TABLE IF NOT EXISTS {} (LIKE {}) ON COMMIT DELETE ROWS",
+        quote_pg(STAGE),
+        qualified(t)
+    )
+}
+
+/// Moves a chunk from the staging table into the target: new keys are inserted, changed rows
+/// updated, identical rows left alone (no dead tuples for unchanged data).
+pub fn upsert_merge(t: &TablePlan) -> String {
+    let cols: Vec<String> = t.columns.iter().map(|c| quote_pg(&c.target_name)).collect();
+    let key: Vec<String> = t
+        .source
+        .primary_key
+        .as_ref()
+        .map(|pk| {
+            pk.columns
+                .iter()
+                .map(|n| quote_pg(t.target_column(n).map_or(n.as_str(), |c| c.target_name.as_str())))
+                .collect()
+        })
+        .unwrap_or_default();
+    let non_key: Vec<&crate::mapping::ColumnMapping> = t
+        .columns
+        .iter()
+        .filter(|c| !key.contains(&quote_pg(&c.target_name)))
+        .collect();
+    let list = cols.join(", ");
+    let mut sql = format!(
+        "INSERT INTO {} AS t ({list}) SELECT {list} FROM {} ON CONFLICT ({}) ",
+        qualified(t),
+        quote_pg(STAGE),
+        key.join(", ")
+    );
+    if non_key.is_empty() {
+        sql.push_str("DO NOTHING");
+    } else {
+        // xml has no equality operator: compare its text.
+        let cmp = |prefix: &str, c: &crate::mapping::ColumnMapping| {
+            let e = format!("{prefix}.{}", quote_pg(&c.target_name));
+            if c.pg_type == PgType::Xml {
+                format!("{e}::text")
+            } else {
+                e
+            }
+        };
+        let sets = non_key
+            .iter()
+            .map(|c| format!("{0} = EXCLUDED.{0}", quote_pg(&c.target_name)))
+            .collect::<Vec<_>>();
+        let old = non_key.iter().map(|c| cmp("t", c)).collect::<Vec<_>>();
+        let new = non_key.iter().map(|c| cmp("EXCLUDED", c)).collect::<Vec<_>>();
+        sql.push_str(&format!(
+            "DO UPDATE SET {} WHERE ({}) IS DISTINCT FROM ({})",
+            sets.join(", "),
+            old.join(", "),
+            new.join(", ")
+        ));
+    }
+    sql
+}
+
+/// The primary key alone (upsert mode needs it before the first chunk).
+pub fn primary_key(t: &TablePlan) -> Option<Stmt> {
+    let (pk, name) = (t.source.primary_key.as_ref()?, t.pk_name.as_ref()?);
+    Some(Stmt::required(
+        format!("primary key of {}", t.target_name),
+        format!(
+            "ALTER TABLE {} ADD CONSTRAINT {} PRIMARY KEY ({})",
+            qualified(t),
+            quote_pg(name),
+            column_list(t, &pk.columns)
+        ),
+    ))
 }
 
 fn referential_action(desc: &str) -> &'static str {

@@ -55,6 +55,9 @@ pub struct WriterCtx<'a> {
     pub committed_rows: i64,
     /// Test hook: fail (after committing) once this many chunks were committed in this attempt.
     pub fail_after_chunks: Option<u64>,
+    /// Upsert mode: `copy_sql` fills a staging table that this statement merges into the target,
+    /// in the chunk's transaction.
+    pub merge_sql: Option<&'a str>,
 }
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -123,6 +126,11 @@ pub async fn write_chunks(
                 end
             }
         };
+        if let Some(merge) = ctx.merge_sql
+            && end.rows > 0
+        {
+            tx.execute(merge, &[]).await.map_err(copy_err(ctx.table))?;
+        }
         total_rows += end.rows as i64;
         let cp = Checkpoint {
             last_key: end.last_key.clone(),
