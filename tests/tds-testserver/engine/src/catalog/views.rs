@@ -645,6 +645,17 @@ pub fn view(name: &str) -> Option<&'static ViewDef> {
     registry().iter().find(|v| v.name.eq_ignore_ascii_case(name))
 }
 
+/// A system view by its name parts as written (`["sys", "tables"]`, `["tempdb", "sys",
+/// "columns"]`, `["db", "INFORMATION_SCHEMA", "COLUMNS"]`), brackets already removed. The
+/// database part, if any, is ignored: every database shows this catalog (and `tempdb`'s views
+/// show the session's temp tables).
+pub fn view_by_parts<S: AsRef<str>>(parts: &[S]) -> Option<&'static ViewDef> {
+    match parts {
+        [.., schema, name] if parts.len() <= 3 => view(&format!("{}.{}", schema.as_ref(), name.as_ref())),
+        _ => None,
+    }
+}
+
 /// The columns of a system view, with SQL Server's declared types.
 pub fn view_columns(name: &str) -> Option<&'static [ViewColumn]> {
     view(name).map(|v| v.columns.as_slice())

@@ -36,6 +36,13 @@ fn registry_is_case_insensitive_and_well_formed() {
         "temp.\"INFORMATION_SCHEMA.COLUMNS\""
     );
     assert!(view("sys.nothing").is_none());
+    assert_eq!(
+        view_by_parts(&["tempdb", "SYS", "columns"]).unwrap().name,
+        "sys.columns"
+    );
+    assert_eq!(view_by_parts(&["sys", "tables"]).unwrap().name, "sys.tables");
+    assert!(view_by_parts(&["tables"]).is_none());
+    assert!(view_by_parts(&["srv", "db", "sys", "tables"]).is_none());
     let cols = view_columns("sys.columns").unwrap();
     let max_length = cols.iter().find(|c| c.name == "max_length").unwrap();
     assert_eq!(max_length.ty, SqlType::SmallInt);
