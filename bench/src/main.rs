@@ -69,6 +69,11 @@ enum Command {
         #[arg(long, value_enum, default_value_t = Naming::Exact)]
         pg_naming: Naming,
     },
+    /// Generate every table without loading it and print the generator's own rows/s.
+    Generate {
+        #[command(flatten)]
+        data: DataArgs,
+    },
     /// Print the row count of every table at a scale.
     Counts {
         #[command(flatten)]
@@ -94,6 +99,25 @@ async fn main() -> Result<()> {
                 println!("{:<10} {:>12}", t.name(), ds.rows_of(t));
             }
             println!("{:<10} {:>12}", "total", ds.total_rows());
+        }
+        Command::Generate { data } => {
+            let ds = Dataset::new(data.scale, data.seed);
+            let started = Instant::now();
+            for table in Table::ALL {
+                let t0 = Instant::now();
+                let mut buf = bytes::BytesMut::new();
+                let mut rows = 0;
+                for row in ds.rows(table) {
+                    bench::load::pg_binary::write_row(&mut buf, &row);
+                    rows += 1;
+                    if buf.len() > 1 << 20 {
+                        buf.clear();
+                    }
+                }
+                let elapsed = t0.elapsed();
+                print_report("gen", &TableReport { table, rows, elapsed });
+            }
+            print_total("gen", ds.total_rows(), started);
         }
         Command::Sample { data, table, limit } => {
             let ds = Dataset::new(data.scale, data.seed);

@@ -274,10 +274,11 @@ impl Dataset {
         let mut rng = Rng::for_row(self.seed, Stream::Comments, id);
         let post = 1 + rng.below(self.posts);
         let created = self.created(Table::Posts, post).later(&mut rng, 2.0);
-        let score = if rng.chance(850) {
-            0
-        } else {
-            rng.heavy_tail(1.0, 1.5, 5_000)
+        // The public data never has a NULL score, but the column allows one: exercise it.
+        let score = match rng.below(1000) {
+            0..=4 => None,
+            5..=854 => Some(0),
+            _ => Some(rng.heavy_tail(1.0, 1.5, 5_000)),
         };
         let len = rng.range(10, 120) + rng.heavy_tail(60.0, 1.8, 600) as usize;
         let mut body = text::plain_text(&mut rng, len);
@@ -287,7 +288,7 @@ impl Dataset {
             int(id as i64),
             created.value(),
             int(post as i64),
-            Value::Int(score),
+            opt(score, Value::Int),
             Value::Text(body),
             opt(user, |v| int(v as i64)),
         ]

@@ -19,7 +19,7 @@ pub use generate::{LINK_TYPES, POST_TYPES, VOTE_TYPES};
 pub use schema::{Column, ForeignKey, SqlType, Table, UnknownTable, schema};
 
 /// One cell, as a plain Rust value.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Value {
     Null,
     Int(i32),
