@@ -3,7 +3,7 @@
 
 use crate::mapping::{ColumnMapping, MappingError, PgType, map_column};
 use crate::model::SourceTable;
-use crate::options::{Options, glob_match};
+use crate::options::Options;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 
@@ -18,6 +18,8 @@ pub enum PlanError {
         #[source]
         source: MappingError,
     },
+    #[error("table selection: {0}")]
+    Pattern(String),
     #[error("table {0}: upsert needs a primary key to match rows on")]
     UpsertWithoutKey(String),
     #[error(
@@ -222,10 +224,24 @@ pub fn build_plan(source: Vec<SourceTable>, opts: &Options) -> Result<Plan, Plan
     let mut tables = Vec::new();
     let lc = opts.lowercase_identifiers;
 
+    // The same glob semantics as the operator's validation (`table` or `schema.table`).
+    let selection = mssql_pg_crds::TableSelection {
+        include: opts.include.clone(),
+        exclude: opts.exclude.clone(),
+    }
+    .compile()
+    .map_err(|errors| {
+        PlanError::Pattern(
+            errors
+                .iter()
+                .map(|(f, e)| format!("tables.{f}: {e}"))
+                .collect::<Vec<_>>()
+                .join("; "),
+        )
+    })?;
     let selected: Vec<SourceTable> = source
         .into_iter()
-        .filter(|t| opts.include.iter().any(|p| glob_match(p, &t.name)))
-        .filter(|t| !opts.exclude.iter().any(|p| glob_match(p, &t.name)))
+        .filter(|t| selection.matches(&opts.source_schema, &t.schema, &t.name))
         .collect();
 
     // Table names first, so index names yield to tables rather than the other way round.

@@ -33,7 +33,13 @@ async fn start_server() -> (TestServer, MssqlSource) {
 }
 
 async fn exec(client: &mut TdsClient, sql: &str) {
-    client.simple_query(sql).await.unwrap_or_else(|e| panic!("{sql}: {e}")).into_results().await.unwrap();
+    client
+        .simple_query(sql)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+        .into_results()
+        .await
+        .unwrap();
 }
 
 fn engine(source: &MssqlSource, schema: &str, migration: &str) -> Engine {
@@ -46,7 +52,11 @@ fn engine(source: &MssqlSource, schema: &str, migration: &str) -> Engine {
             verify: VerifyMode::Checksum,
             ..Options::default()
         },
-        copy: CopyOptions { chunk_rows: 50_000, fail_after_chunks: None },
+        copy: CopyOptions {
+            chunk_rows: 50_000,
+            fail_after_chunks: None,
+            mode: Default::default(),
+        },
     }
 }
 
@@ -141,7 +151,9 @@ fn expected() -> Vec<Vec<Option<String>>> {
             s("\\x"),
             s("<r/>"),
         ],
-        std::iter::once(s("3")).chain(std::iter::repeat_n(None, 26)).collect(),
+        std::iter::once(s("3"))
+            .chain(std::iter::repeat_n(None, 26))
+            .collect(),
     ]
 }
 
@@ -167,8 +179,16 @@ async fn every_type_round_trips_and_schema_is_recreated() {
     )
     .await;
     exec(&mut ms, "CREATE INDEX IX_Child_ParentId ON dbo.Child (ParentId)").await;
-    exec(&mut ms, "INSERT INTO dbo.Parent (Id, Code) VALUES (1, N'one'), (2, N'two')").await;
-    exec(&mut ms, "INSERT INTO dbo.Child (ParentId, Qty) VALUES (1, 5), (1, 6), (2, 7)").await;
+    exec(
+        &mut ms,
+        "INSERT INTO dbo.Parent (Id, Code) VALUES (1, N'one'), (2, N'two')",
+    )
+    .await;
+    exec(
+        &mut ms,
+        "INSERT INTO dbo.Child (ParentId, Qty) VALUES (1, 5), (1, 6), (2, 7)",
+    )
+    .await;
 
     let pg = common::pg_connect().await;
     let schema = common::fresh_schema(&pg, "e2e_types").await;
@@ -182,7 +202,9 @@ async fn every_type_round_trips_and_schema_is_recreated() {
     assert!(verification.iter().all(|v| v.ok), "{verification:#?}");
     assert_eq!(verification.len(), 3);
 
-    pg.batch_execute("SET TimeZone = 'UTC'; SET extra_float_digits = 1").await.unwrap();
+    pg.batch_execute("SET TimeZone = 'UTC'; SET extra_float_digits = 1")
+        .await
+        .unwrap();
     let cols = "\"Id\", \"CBit\", \"CTiny\", \"CSmall\", \"CInt\", \"CBig\", \"CDec\", \"CNum\", \"CMoney\", \
         \"CSmallMoney\", \"CFloat\", \"CReal\", \"CDate\", \"CTime\", \"CDateTime\", \"CSmallDateTime\", \"CDateTime2\", \
         \"CDto\", \"CGuid\", \"CChar\", \"CVarchar\", \"CNChar\", \"CNVarchar\", \"CNVarcharMax\", \"CBinary\", \
@@ -192,9 +214,17 @@ async fn every_type_round_trips_and_schema_is_recreated() {
         .map(|c| format!("CASE WHEN {c} IS NULL THEN NULL ELSE format('%s', {c}) END"))
         .collect::<Vec<_>>()
         .join(", ");
-    let rows = pg.query(&format!("SELECT {select} FROM \"{schema}\".\"AllTypes\" ORDER BY \"Id\""), &[]).await.unwrap();
-    let got: Vec<Vec<Option<String>>> =
-        rows.iter().map(|r| (0..27).map(|i| r.get::<_, Option<String>>(i)).collect()).collect();
+    let rows = pg
+        .query(
+            &format!("SELECT {select} FROM \"{schema}\".\"AllTypes\" ORDER BY \"Id\""),
+            &[],
+        )
+        .await
+        .unwrap();
+    let got: Vec<Vec<Option<String>>> = rows
+        .iter()
+        .map(|r| (0..27).map(|i| r.get::<_, Option<String>>(i)).collect())
+        .collect();
     let want = expected();
     for (g, w) in got.iter().zip(&want) {
         for (i, name) in cols.split(", ").enumerate() {
@@ -216,7 +246,13 @@ async fn every_type_round_trips_and_schema_is_recreated() {
         .iter()
         .map(|r| (r.get(0), r.get(1)))
         .collect();
-    let t = |n: &str| types.iter().find(|(c, _)| c == n).map(|(_, t)| t.as_str()).unwrap();
+    let t = |n: &str| {
+        types
+            .iter()
+            .find(|(c, _)| c == n)
+            .map(|(_, t)| t.as_str())
+            .unwrap()
+    };
     assert_eq!(t("CMoney"), "numeric(19,4)");
     assert_eq!(t("CTime"), "time(6) without time zone");
     assert_eq!(t("CDateTime"), "timestamp(3) without time zone");
@@ -227,23 +263,65 @@ async fn every_type_round_trips_and_schema_is_recreated() {
     // Keys, FK cascade, check, default, identity continuing after the copied values.
     let q = |t: &str| format!("\"{schema}\".\"{t}\"");
     let row = pg
-        .query_one(&format!("INSERT INTO {} (\"ParentId\", \"Qty\") VALUES (2, 1) RETURNING \"Id\"", q("Child")), &[])
+        .query_one(
+            &format!(
+                "INSERT INTO {} (\"ParentId\", \"Qty\") VALUES (2, 1) RETURNING \"Id\"",
+                q("Child")
+            ),
+            &[],
+        )
         .await
         .unwrap();
     assert_eq!(row.get::<_, i64>(0), 25, "identity(10,5) after 10, 15, 20");
     let row = pg
-        .query_one(&format!("INSERT INTO {} (\"Id\", \"Code\") VALUES (3, 'three') RETURNING \"Active\"", q("Parent")), &[])
+        .query_one(
+            &format!(
+                "INSERT INTO {} (\"Id\", \"Code\") VALUES (3, 'three') RETURNING \"Active\"",
+                q("Parent")
+            ),
+            &[],
+        )
         .await
         .unwrap();
     assert!(row.get::<_, bool>(0));
-    assert!(pg.batch_execute(&format!("INSERT INTO {} (\"ParentId\", \"Qty\") VALUES (1, -1)", q("Child"))).await.is_err());
-    assert!(pg.batch_execute(&format!("INSERT INTO {} (\"ParentId\", \"Qty\") VALUES (99, 1)", q("Child"))).await.is_err());
-    assert!(pg.batch_execute(&format!("INSERT INTO {} (\"Id\", \"Code\") VALUES (4, 'one')", q("Parent"))).await.is_err());
-    pg.batch_execute(&format!("DELETE FROM {} WHERE \"Id\" = 1", q("Parent"))).await.unwrap();
-    let n: i64 = pg.query_one(&format!("SELECT count(*) FROM {}", q("Child")), &[]).await.unwrap().get(0);
+    assert!(
+        pg.batch_execute(&format!(
+            "INSERT INTO {} (\"ParentId\", \"Qty\") VALUES (1, -1)",
+            q("Child")
+        ))
+        .await
+        .is_err()
+    );
+    assert!(
+        pg.batch_execute(&format!(
+            "INSERT INTO {} (\"ParentId\", \"Qty\") VALUES (99, 1)",
+            q("Child")
+        ))
+        .await
+        .is_err()
+    );
+    assert!(
+        pg.batch_execute(&format!(
+            "INSERT INTO {} (\"Id\", \"Code\") VALUES (4, 'one')",
+            q("Parent")
+        ))
+        .await
+        .is_err()
+    );
+    pg.batch_execute(&format!("DELETE FROM {} WHERE \"Id\" = 1", q("Parent")))
+        .await
+        .unwrap();
+    let n: i64 = pg
+        .query_one(&format!("SELECT count(*) FROM {}", q("Child")), &[])
+        .await
+        .unwrap()
+        .get(0);
     assert_eq!(n, 2);
     let ix: i64 = pg
-        .query_one("SELECT count(*) FROM pg_indexes WHERE schemaname = $1 AND indexname = 'IX_Child_ParentId'", &[&schema])
+        .query_one(
+            "SELECT count(*) FROM pg_indexes WHERE schemaname = $1 AND indexname = 'IX_Child_ParentId'",
+            &[&schema],
+        )
         .await
         .unwrap()
         .get(0);
@@ -254,7 +332,11 @@ async fn every_type_round_trips_and_schema_is_recreated() {
 async fn killed_copy_resumes_without_loss_or_duplicates() {
     let (_server, source) = start_server().await;
     let mut ms = source.connect().await.unwrap();
-    exec(&mut ms, "CREATE TABLE dbo.Numbers (Id int NOT NULL PRIMARY KEY, V nvarchar(20) NOT NULL)").await;
+    exec(
+        &mut ms,
+        "CREATE TABLE dbo.Numbers (Id int NOT NULL PRIMARY KEY, V nvarchar(20) NOT NULL)",
+    )
+    .await;
     for block in 0..10 {
         let values = (1..=100)
             .map(|i| {
@@ -263,21 +345,37 @@ async fn killed_copy_resumes_without_loss_or_duplicates() {
             })
             .collect::<Vec<_>>()
             .join(", ");
-        exec(&mut ms, &format!("INSERT INTO dbo.Numbers (Id, V) VALUES {values}")).await;
+        exec(
+            &mut ms,
+            &format!("INSERT INTO dbo.Numbers (Id, V) VALUES {values}"),
+        )
+        .await;
     }
 
     let pg = common::pg_connect().await;
     let schema = common::fresh_schema(&pg, "e2e_resume").await;
     let mut engine = engine(&source, &schema, "test/e2e_resume");
     // Two partitions of ~500 rows, chunks of 70 rows, killed after 3 chunks per task.
-    engine.options.partitioning = PartitionOptions { min_rows_to_split: 100, rows_per_partition: 500, max_partitions_per_table: 4 };
-    engine.copy = CopyOptions { chunk_rows: 70, fail_after_chunks: Some(3) };
+    engine.options.partitioning = PartitionOptions {
+        min_rows_to_split: 100,
+        rows_per_partition: 500,
+        max_partitions_per_table: 4,
+    };
+    engine.copy = CopyOptions {
+        chunk_rows: 70,
+        fail_after_chunks: Some(3),
+        mode: Default::default(),
+    };
     let prepared = engine.prepare().await.unwrap();
     assert_eq!(prepared.plan.tasks.len(), 2, "{:?}", prepared.plan.tasks);
     assert!(engine.copy_all(&prepared.plan).await.is_err());
     let q = format!("SELECT count(*), count(DISTINCT \"Id\") FROM \"{schema}\".\"Numbers\"");
     let r = pg.query_one(&q, &[]).await.unwrap();
-    assert_eq!((r.get::<_, i64>(0), r.get::<_, i64>(1)), (420, 420), "3 chunks x 70 rows x 2 tasks committed");
+    assert_eq!(
+        (r.get::<_, i64>(0), r.get::<_, i64>(1)),
+        (420, 420),
+        "3 chunks x 70 rows x 2 tasks committed"
+    );
 
     // A new process: same plan, so it resumes from the checkpoints instead of starting over.
     engine.copy.fail_after_chunks = None;
@@ -289,7 +387,12 @@ async fn killed_copy_resumes_without_loss_or_duplicates() {
     let r = pg.query_one(&q, &[]).await.unwrap();
     assert_eq!((r.get::<_, i64>(0), r.get::<_, i64>(1)), (1000, 1000));
     let r = pg
-        .query_one(&format!("SELECT sum(\"Id\")::bigint, bool_and(\"V\" = 'v' || \"Id\") FROM \"{schema}\".\"Numbers\""), &[])
+        .query_one(
+            &format!(
+                "SELECT sum(\"Id\")::bigint, bool_and(\"V\" = 'v' || \"Id\") FROM \"{schema}\".\"Numbers\""
+            ),
+            &[],
+        )
         .await
         .unwrap();
     assert_eq!((r.get::<_, i64>(0), r.get::<_, bool>(1)), (500_500, true));
@@ -302,12 +405,22 @@ async fn killed_copy_resumes_without_loss_or_duplicates() {
 async fn nul_in_a_string_is_a_clear_error() {
     let (_server, source) = start_server().await;
     let mut ms = source.connect().await.unwrap();
-    exec(&mut ms, "CREATE TABLE dbo.Bad (Id int NOT NULL PRIMARY KEY, S nvarchar(20) NULL)").await;
-    exec(&mut ms, "INSERT INTO dbo.Bad (Id, S) VALUES (1, N'fine'), (2, N'a' + NCHAR(0) + N'b')").await;
+    exec(
+        &mut ms,
+        "CREATE TABLE dbo.Bad (Id int NOT NULL PRIMARY KEY, S nvarchar(20) NULL)",
+    )
+    .await;
+    exec(&mut ms, "INSERT INTO dbo.Bad (Id, S) VALUES (1, N'fine')").await;
+    ms.execute("INSERT INTO dbo.Bad (Id, S) VALUES (@P1, @P2)", &[&2i32, &"a\0b"])
+        .await
+        .unwrap();
     let pg = common::pg_connect().await;
     let schema = common::fresh_schema(&pg, "e2e_nul").await;
     let engine = engine(&source, &schema, "test/e2e_nul");
     let prepared = engine.prepare().await.unwrap();
     let err = format!("{:#}", engine.copy_all(&prepared.plan).await.unwrap_err());
-    assert!(err.contains("dbo.Bad") && err.contains("Id=2") && err.contains("column S") && err.contains("NUL"), "{err}");
+    assert!(
+        err.contains("dbo.Bad") && err.contains("Id=2") && err.contains("column S") && err.contains("NUL"),
+        "{err}"
+    );
 }
