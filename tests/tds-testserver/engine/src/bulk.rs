@@ -60,6 +60,8 @@ impl Session {
             vars: &vt,
             globals: &self.globals,
             ctes: Vec::new(),
+            uses_views: false,
+            row_counts: false,
         };
         let meta = ctx
             .lookup(&t.name)
@@ -244,15 +246,9 @@ impl Session {
     }
 
     fn bulk_next_identity(&self, meta: &TableMeta) -> i64 {
-        let spec = meta.identity_column().and_then(|(_, c)| c.identity.clone());
-        let (seed, inc) = spec.map_or((1, 1), |s| (s.seed, s.increment));
-        let mut ids = match self.engine.identity.lock() {
-            Ok(g) => g,
-            Err(p) => p.into_inner(),
-        };
-        let next = ids.get(&meta.object_id).map_or(seed, |l| l + inc);
-        ids.insert(meta.object_id, next);
-        next
+        self.engine
+            .with_catalog(|c| c.identity_next(meta.object_id))
+            .unwrap_or(1)
     }
 
     fn bulk_close(&mut self, st: &BulkState, ok: bool) -> Result<(), SqlError> {
@@ -300,14 +296,9 @@ impl Session {
             }
             None => {
                 if let Some(id) = st.last_identity {
-                    let mut ids = match self.engine.identity.lock() {
-                        Ok(g) => g,
-                        Err(p) => p.into_inner(),
-                    };
-                    let e = ids.entry(st.pending.meta.object_id).or_insert(id);
-                    if id > *e {
-                        *e = id;
-                    }
+                    let oid = st.pending.meta.object_id;
+                    self.engine.with_catalog(|c| c.identity_observe(oid, id));
+                    self.globals.identity = Some(id);
                 }
                 self.globals.rowcount = st.rows as i64;
                 sink.done(Done {

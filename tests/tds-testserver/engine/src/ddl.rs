@@ -170,6 +170,8 @@ impl Session {
             vars: vt,
             globals: &self.globals,
             ctes: Vec::new(),
+            uses_views: false,
+            row_counts: false,
         }
     }
 
@@ -612,6 +614,40 @@ impl Session {
         Ok(())
     }
 
+    /// Takes the constraint names the catalog chose (system names for unnamed ones).
+    fn names_from_catalog(&self, meta: &mut TableMeta) {
+        self.engine.read_catalog(|c| {
+            let Some(t) = c.table(meta.object_id) else { return };
+            let keyed: Vec<&crate::catalog::store::Index> =
+                t.indexes.iter().filter(|i| !i.keys.is_empty()).collect();
+            for (k, ix) in meta.def.indexes.iter().enumerate() {
+                let cols: Vec<i32> = ix
+                    .keys
+                    .iter()
+                    .filter_map(|key| t.column(&key.column).map(|c| c.column_id))
+                    .collect();
+                let found = keyed.iter().find(|ci| {
+                    ci.primary_key == ix.primary_key
+                        && ci.keys.iter().map(|x| x.column_id).collect::<Vec<_>>() == cols
+                        && ix.name.as_ref().is_none_or(|n| n.eq_ignore_ascii_case(&ci.name))
+                });
+                if let (Some(ci), Some(slot)) = (found, meta.index_names.get_mut(k)) {
+                    *slot = ci.name.clone();
+                }
+            }
+            for (k, fk) in t.foreign_keys.iter().enumerate() {
+                if let Some(slot) = meta.fk_names.get_mut(k) {
+                    *slot = fk.name.clone();
+                }
+            }
+            for (k, ck) in t.checks.iter().enumerate() {
+                if let Some(slot) = meta.check_names.get_mut(k) {
+                    *slot = ck.name.clone();
+                }
+            }
+        });
+    }
+
     pub(crate) fn create_table(&mut self, ct: CreateTable, sink: &mut dyn ResultSink) -> Result<(), Fail> {
         let (schema, name, temporary) = split_name(&ct.name);
         let exists = if temporary {
@@ -627,7 +663,7 @@ impl Session {
             )
             .into());
         }
-        let object_id = self.engine.update_tables(|t| t.allocate_id());
+        let object_id = 0;
         let mut def = TableDef {
             schema: schema.clone(),
             name: name.clone(),
@@ -669,13 +705,27 @@ impl Session {
             check_names: Vec::new(),
         };
         self.finish_meta(&mut meta)?;
-        let stmts = self.sqlite_ddl(&meta, &sqlite_table_sql(&meta))?;
-        self.atomic(|s| {
-            for st in &stmts {
-                s.conn.execute_batch(st)?;
-            }
-            Ok(())
-        })?;
+        // The catalog assigns the object id and system constraint names, and validates.
+        let def = meta.def.clone();
+        let sid = self.session_id;
+        let id = self.engine.with_catalog(|c| c.create_table(def, sid))?;
+        meta.object_id = id;
+        self.names_from_catalog(&mut meta);
+        let r = self
+            .sqlite_ddl(&meta, &sqlite_table_sql(&meta))
+            .map_err(Fail::from)
+            .and_then(|stmts| {
+                self.atomic(|s| {
+                    for st in &stmts {
+                        s.conn.execute_batch(st)?;
+                    }
+                    Ok(())
+                })
+            });
+        if let Err(e) = r {
+            let _ = self.engine.with_catalog(|c| c.drop_table(id));
+            return Err(e);
+        }
         self.store_meta(meta);
         self.done(sink, StatementKind::Other, None)?;
         Ok(())
@@ -715,6 +765,8 @@ impl Session {
                     }) {
                         return Err(SqlError::new(3726, 16, format!("Could not drop object '{}' because it is referenced by a FOREIGN KEY constraint. ({fk} on {child})", meta.display_name())).into());
                     }
+                    let oid = meta.object_id;
+                    self.engine.with_catalog(|c| c.drop_table(oid))?;
                     let sql = format!("DROP TABLE {}", sqlite_table_sql(&meta));
                     self.atomic(|s| {
                         s.conn.execute_batch(&sql)?;
@@ -725,9 +777,6 @@ impl Session {
                     } else {
                         self.engine
                             .update_tables(|t| t.remove(&meta.def.schema, &meta.def.name));
-                    }
-                    if let Ok(mut ids) = self.engine.identity.lock() {
-                        ids.remove(&meta.object_id);
                     }
                 }
             }
@@ -777,6 +826,8 @@ impl Session {
                         s.conn.execute_batch(&sql)?;
                         Ok(())
                     })?;
+                    let (oid, iname) = (meta.object_id, meta.index_names[pos].clone());
+                    self.engine.with_catalog(|c| c.drop_index(oid, &iname))?;
                     meta.def.indexes.remove(pos);
                     meta.index_names.remove(pos);
                     self.store_meta(meta);
@@ -810,9 +861,7 @@ impl Session {
                 s.conn.execute_batch(&sql)?;
                 Ok(())
             })?;
-            if let Ok(mut ids) = self.engine.identity.lock() {
-                ids.remove(&meta.object_id);
-            }
+            self.engine.with_catalog(|c| c.truncate(meta.object_id));
         }
         self.done(sink, StatementKind::Other, None)?;
         Ok(())
@@ -849,6 +898,8 @@ impl Session {
             }
         }
         let sql = self.one_index_ddl(&meta, &ix, &name)?;
+        let (oid, ix_cat) = (meta.object_id, ix.clone());
+        self.engine.with_catalog(|c| c.add_index(oid, ix_cat))?;
         let display = meta.display_name();
         let db = self.database.clone();
         self.atomic(|s| {
@@ -1077,12 +1128,11 @@ impl Session {
             )
             .into());
         };
-        let current = self
-            .engine
-            .identity
-            .lock()
-            .ok()
-            .and_then(|m| m.get(&meta.object_id).copied());
+        let current = self.engine.read_catalog(|c| {
+            c.table(meta.object_id)
+                .and_then(|t| t.identity.as_ref())
+                .and_then(|i| i.last)
+        });
         let max: Option<i64> = self.conn.query_row(
             &format!(
                 "SELECT MAX({}) FROM {}",
@@ -1093,29 +1143,17 @@ impl Session {
             |r| r.get(0),
         )?;
         let shown = current.map_or("NULL".to_string(), |c| c.to_string());
+        let oid = meta.object_id;
         match reseed {
-            Some(Some(v)) => {
-                // SQL Server: after RESEED n the next value is n + increment (n itself on an
-                // empty, never-used table).
-                if let Ok(mut m) = self.engine.identity.lock() {
-                    if max.is_some() || current.is_some() {
-                        m.insert(meta.object_id, v);
-                    } else {
-                        let inc = col.identity.as_ref().map_or(1, |i| i.increment);
-                        m.insert(meta.object_id, v - inc);
-                    }
+            Some(Some(v)) => self.engine.with_catalog(|c| c.identity_reseed(oid, Some(v))),
+            Some(None) => {
+                if let Some(m) = max {
+                    self.engine.with_catalog(|c| c.identity_reseed(oid, Some(m)));
                 }
             }
-            Some(None) | None => {
-                let fix = match (current, max) {
-                    (Some(c), Some(m)) if m > c => Some(m),
-                    (None, Some(m)) => Some(m),
-                    _ => None,
-                };
-                if let (Some(v), Some(_)) = (fix, reseed) {
-                    if let Ok(mut m) = self.engine.identity.lock() {
-                        m.insert(meta.object_id, v);
-                    }
+            None => {
+                if let Some(m) = max {
+                    self.engine.with_catalog(|c| c.identity_observe(oid, m));
                 }
             }
         }

@@ -76,16 +76,22 @@ impl Session {
     pub(crate) fn query_rows(&mut self, q: &mut Query) -> Result<(Vec<OutCol>, Vec<Vec<Stored>>), Fail> {
         let tables = self.engine.tables();
         let vt = self.var_types();
-        let cols = {
+        let (cols, uses_views, row_counts) = {
             let mut ctx = Ctx {
                 tables: &tables,
                 temp: &self.temp,
                 vars: &vt,
                 globals: &self.globals,
                 ctes: Vec::new(),
+                uses_views: false,
+                row_counts: false,
             };
-            ctx.query(q, None)?
+            let c = ctx.query(q, None)?;
+            (c, ctx.uses_views, ctx.row_counts)
         };
+        if uses_views {
+            self.refresh_views(row_counts)?;
+        }
         let sql = q.to_string();
         let mut stmt = self.conn.prepare_cached(&sql)?;
         self.bind_vars(&mut stmt)?;
@@ -111,6 +117,8 @@ impl Session {
             vars: &vt,
             globals: &self.globals,
             ctes: Vec::new(),
+            uses_views: false,
+            row_counts: false,
         };
         ctx.lookup_name(name).cloned()
     }
@@ -339,33 +347,12 @@ impl Session {
     }
 
     fn next_identity(&self, meta: &TableMeta) -> Option<i64> {
-        let (_, col) = meta.identity_column()?;
-        let spec = col.identity.as_ref()?;
-        let mut ids = match self.engine.identity.lock() {
-            Ok(g) => g,
-            Err(p) => p.into_inner(),
-        };
-        let next = match ids.get(&meta.object_id) {
-            Some(last) => last + spec.increment,
-            None => spec.seed,
-        };
-        ids.insert(meta.object_id, next);
-        Some(next)
+        self.engine.with_catalog(|c| c.identity_next(meta.object_id))
     }
 
     fn note_identity(&self, meta: &TableMeta, v: i64) {
-        let inc = meta
-            .identity_column()
-            .and_then(|(_, c)| c.identity.as_ref())
-            .map_or(1, |i| i.increment);
-        let mut ids = match self.engine.identity.lock() {
-            Ok(g) => g,
-            Err(p) => p.into_inner(),
-        };
-        let e = ids.entry(meta.object_id).or_insert(v);
-        if (inc > 0 && v > *e) || (inc < 0 && v < *e) {
-            *e = v;
-        }
+        self.engine
+            .with_catalog(|c| c.identity_observe(meta.object_id, v));
     }
 
     /// Inserts rows into `meta`: `cols` are the table column indexes the row values are for.

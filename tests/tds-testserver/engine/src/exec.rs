@@ -454,6 +454,8 @@ impl Session {
                     vars: &vt,
                     globals: &self.globals,
                     ctes: Vec::new(),
+                    uses_views: false,
+                    row_counts: false,
                 };
                 let t = ctx
                     .lookup(&parts)
@@ -555,16 +557,22 @@ impl Session {
     ) -> Result<u64, Fail> {
         let tables = self.engine.tables();
         let vt = self.var_types();
-        let cols = {
+        let (cols, uses_views, row_counts) = {
             let mut ctx = Ctx {
                 tables: &tables,
                 temp: &self.temp,
                 vars: &vt,
                 globals: &self.globals,
                 ctes: Vec::new(),
+                uses_views: false,
+                row_counts: false,
             };
-            ctx.query(q, None)?
+            let c = ctx.query(q, None)?;
+            (c, ctx.uses_views, ctx.row_counts)
         };
+        if uses_views {
+            self.refresh_views(row_counts)?;
+        }
         let sql = q.to_string();
         tracing::trace!(%sql, "query");
         let n = cols.len();
@@ -616,6 +624,32 @@ impl Session {
             error: false,
             in_transaction: self.in_transaction(),
         })
+    }
+
+    /// Re-materialises the system views when the catalog changed (or row counts are read).
+    pub(crate) fn refresh_views(&mut self, row_counts: bool) -> Result<(), Fail> {
+        let version = self.engine.read_catalog(|c| c.version());
+        if self.views_version == Some(version) && !row_counts {
+            return Ok(());
+        }
+        let conn = &self.conn;
+        let sid = self.session_id;
+        let r = self.engine.read_catalog(|c| {
+            let count = |t: &crate::catalog::store::Table| -> i64 {
+                let table = if t.session.is_some() {
+                    format!("temp.{}", crate::translate::quote(&t.name))
+                } else {
+                    let schema = c.schema_name(t.schema_id).unwrap_or("dbo");
+                    crate::translate::quote(&format!("{schema}.{}", t.name))
+                };
+                conn.query_row(&format!("SELECT COUNT(*) FROM {table}"), [], |r| r.get(0))
+                    .unwrap_or(0)
+            };
+            crate::catalog::views::refresh(conn, c, sid, count)
+        });
+        r.map_err(|e| SqlError::new(50000, 16, format!("Test server: catalog views: {e}")))?;
+        self.views_version = Some(version);
+        Ok(())
     }
 
     // ---- transactions -----------------------------------------------------------------------

@@ -9,6 +9,8 @@ use crate::{Done, EngineConfig, EnvChange, Interrupt, Param, ResultSink, Stateme
 use rusqlite::Connection;
 use rusqlite::types::Value as Stored;
 use std::collections::HashMap;
+#[allow(unused_imports)]
+use std::collections::HashMap as _Unused;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicI16, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -21,8 +23,9 @@ pub struct Engine {
     _tmp: Option<tempfile::TempDir>,
     /// Table metadata; replaced wholesale on DDL so readers work on a cheap snapshot.
     tables: RwLock<Arc<Tables>>,
-    /// Identity state by object id (kept out of the snapshot: it changes on every insert).
-    pub(crate) identity: Mutex<HashMap<i32, i64>>,
+    /// SQL Server's catalog (sys.* views, metadata functions, identity state). The engine's
+    /// own [`Tables`] mirror it with what execution needs (SQLite names, constraint names).
+    pub(crate) catalog: Arc<RwLock<crate::catalog::Catalog>>,
     next_spid: AtomicI16,
     pub(crate) next_descriptor: AtomicU64,
     /// Serialises DDL so two sessions never race on the metadata.
@@ -56,12 +59,13 @@ impl Engine {
         let conn = Connection::open(&path).map_err(open_err)?;
         conn.pragma_update(None, "journal_mode", "WAL")
             .map_err(open_err)?;
+        let database_name = config.database.clone();
         Ok(Arc::new(Engine {
-            config,
             path,
             _tmp: tmp,
             tables: RwLock::new(Arc::new(Tables::new())),
-            identity: Mutex::new(HashMap::new()),
+            config,
+            catalog: Arc::new(RwLock::new(crate::catalog::Catalog::new(database_name))),
             next_spid: AtomicI16::new(51),
             next_descriptor: AtomicU64::new(1),
             ddl_lock: Mutex::new(()),
@@ -111,6 +115,15 @@ impl Engine {
         crate::functions::register(&conn).map_err(open_err)?;
         conn.set_prepared_statement_cache_capacity(256);
         let spid = self.next_spid.fetch_add(1, Ordering::Relaxed);
+        crate::catalog::functions::register(
+            &conn,
+            crate::catalog::functions::FunctionContext {
+                catalog: Arc::clone(&self.catalog),
+                session_id: spid as u64,
+                database: current.clone(),
+            },
+        )
+        .map_err(open_err)?;
         Ok(Session {
             engine: Arc::clone(self),
             database: current.clone(),
@@ -130,6 +143,8 @@ impl Engine {
             descriptor: 0,
             bulk: None,
             pending_bulk: None,
+            session_id: spid as u64,
+            views_version: None,
         })
     }
 }
@@ -161,6 +176,10 @@ pub struct Session {
     pub(crate) bulk: Option<BulkState>,
     /// The target remembered by the last `INSERT BULK` statement.
     pub(crate) pending_bulk: Option<crate::bulk::PendingBulk>,
+    /// The catalog's session id (temp tables, views).
+    pub(crate) session_id: u64,
+    /// The catalog version the materialised system views reflect.
+    pub(crate) views_version: Option<u64>,
 }
 
 impl Session {
@@ -284,5 +303,25 @@ impl Drop for Session {
         if self.trancount > 0 {
             let _ = self.conn.execute_batch("ROLLBACK");
         }
+        self.engine.with_catalog(|c| c.drop_session(self.session_id));
+    }
+}
+
+impl Engine {
+    /// Runs `f` on the catalog under its write lock.
+    pub(crate) fn with_catalog<R>(&self, f: impl FnOnce(&mut crate::catalog::Catalog) -> R) -> R {
+        let mut g = match self.catalog.write() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        f(&mut g)
+    }
+
+    pub(crate) fn read_catalog<R>(&self, f: impl FnOnce(&crate::catalog::Catalog) -> R) -> R {
+        let g = match self.catalog.read() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        f(&g)
     }
 }

@@ -167,6 +167,36 @@ pub struct Ctx<'a> {
     pub vars: &'a HashMap<String, SqlType>,
     pub globals: &'a Globals,
     pub ctes: Vec<(String, Vec<OutCol>)>,
+    /// The query reads a system view (the session refreshes them before running it).
+    pub uses_views: bool,
+    /// ... and one of the row-count views (sys.partitions).
+    pub row_counts: bool,
+}
+
+/// The columns of a system view (`sys.tables`, `INFORMATION_SCHEMA.COLUMNS`), by its name
+/// parts (`[db.]schema.view`).
+pub fn view_columns(parts: &[String]) -> Option<(&'static str, Vec<OutCol>)> {
+    if parts.len() < 2 {
+        return None;
+    }
+    let name = format!("{}.{}", parts[parts.len() - 2], parts[parts.len() - 1]);
+    let v = crate::catalog::views::view(&name)?;
+    let cols = v
+        .columns
+        .iter()
+        .map(|c| OutCol {
+            name: c.name.to_string(),
+            ty: Ty {
+                ty: Some(c.ty),
+                nullable: c.nullable,
+            },
+            identity: false,
+            computed: false,
+            updateable: false,
+            table: Vec::new(),
+        })
+        .collect();
+    Some((v.name, cols))
 }
 
 pub fn ident(s: &str) -> Ident {
@@ -400,6 +430,26 @@ impl<'a> Ctx<'a> {
                         return Ok(());
                     }
                 }
+                if let Some((vname, cols)) = view_columns(&parts) {
+                    self.uses_views = true;
+                    if crate::catalog::views::ROW_COUNT_VIEWS
+                        .iter()
+                        .any(|r| r.eq_ignore_ascii_case(vname))
+                    {
+                        self.row_counts = true;
+                    }
+                    *name = ObjectName::from(vec![Ident::new("temp"), ident(vname)]);
+                    if alias.is_none() {
+                        *alias = Some(TableAlias {
+                            explicit: true,
+                            name: ident(&last),
+                            columns: Vec::new(),
+                            at: None,
+                        });
+                    }
+                    scope.add_table(&qualifier, cols);
+                    return Ok(());
+                }
                 let t = self
                     .lookup(&parts)
                     .ok_or_else(|| invalid_object(&parts.join(".")))?;
@@ -511,6 +561,11 @@ impl<'a> Ctx<'a> {
                     .find(|(n, _)| n.eq_ignore_ascii_case(&last))
                 {
                     scope.add_table(&q, cols.clone());
+                } else if let Some((_, cols)) = last
+                    .split_once('.')
+                    .and_then(|(s, v)| view_columns(&[s.to_string(), v.to_string()]))
+                {
+                    scope.add_table(&q, cols);
                 } else if let Some(t) = self.lookup_sqlite(&last) {
                     scope.add_table(&q, table_columns(t));
                 }
@@ -1251,26 +1306,10 @@ impl<'a> Ctx<'a> {
                     scale: 0,
                 }));
             }
-            "IDENT_CURRENT" => {
-                let v = match arg_types.first() {
-                    Some(_) => self.ident_current(f),
-                    None => None,
-                };
-                *f = plain_fn("tsql_nullnum", vec![v.map_or(null(), num)]);
-                return Ok(Ty::of(SqlType::Numeric {
-                    precision: 38,
-                    scale: 0,
-                }));
-            }
-            "DB_NAME" => {
-                *f = plain_fn("tsql_nullnum", vec![string(&self.globals.database)]);
-                return Ok(Ty::of(SqlType::NVarChar { len: Some(128) }));
-            }
             "SUSER_SNAME" | "SUSER_NAME" | "USER_NAME" | "CURRENT_USER" | "SYSTEM_USER" => {
                 *f = plain_fn("tsql_nullnum", vec![string("dbo")]);
                 return Ok(Ty::of(SqlType::NVarChar { len: Some(128) }));
             }
-            "OBJECT_ID" => Ty::of(SqlType::Int),
             "HASHBYTES" => Ty::of(SqlType::VarBinary { len: Some(8000) }),
             "UNICODE" | "ASCII" => Ty::of(SqlType::Int),
             "CHAR" | "NCHAR" => Ty::of(if name == "NCHAR" {
@@ -1280,7 +1319,10 @@ impl<'a> Ctx<'a> {
             }),
             "ISNUMERIC" => Ty::not_null(SqlType::Int),
             "FORMAT" => Ty::of(SqlType::NVarChar { len: Some(4000) }),
-            _ => {
+            other => {
+                if let Some(t) = crate::catalog::functions::return_type(other) {
+                    return Ok(Ty::of(t));
+                }
                 let _ = (star, has_over);
                 return Err(SqlError::new(
                     195,

@@ -176,3 +176,113 @@ fn large_values_round_trip() {
     assert_eq!(rows[0][0], Value::String(big));
     assert_eq!(rows[0][1], Value::Binary(blob));
 }
+
+#[test]
+fn tables_catalog_views_and_constraint_errors() {
+    let (_e, mut s) = session();
+    exec(
+        &mut s,
+        "CREATE TABLE dbo.p (id INT NOT NULL CONSTRAINT PK_p PRIMARY KEY, name NVARCHAR(10) NOT NULL UNIQUE)
+         CREATE TABLE [dbo].[c] ([id] [int] IDENTITY(1,1) NOT NULL, [pid] INT NULL, [qty] INT CONSTRAINT DF_c_qty DEFAULT ((0)) NOT NULL,
+           [price] DECIMAL(10,2) NULL, [total] AS ([qty]*[price]), [code] VARCHAR(3) NULL,
+           CONSTRAINT [PK_c] PRIMARY KEY CLUSTERED ([id] ASC) WITH (PAD_INDEX = OFF) ON [PRIMARY],
+           CONSTRAINT FK_c_p FOREIGN KEY (pid) REFERENCES dbo.p (id),
+           CONSTRAINT CK_c_qty CHECK ([qty] >= 0)) ON [PRIMARY]",
+    );
+    exec(&mut s, "INSERT INTO p (id, name) VALUES (1, N'a'), (2, N'b')");
+    let sink = exec(
+        &mut s,
+        "INSERT INTO c (pid, qty, price) VALUES (1, 2, 3.5), (2, 1, 10)",
+    );
+    assert_eq!(sink.dones().last().unwrap().rows, Some(2));
+    let (cols, rows) = query(
+        &mut s,
+        "SELECT id, pid, qty, price, total, SCOPE_IDENTITY(), @@ROWCOUNT FROM c ORDER BY id",
+    );
+    assert_eq!(cols[0].ty, SqlType::Int);
+    assert!(cols[0].identity && !cols[0].updateable && !cols[0].nullable);
+    assert_eq!(
+        cols[3].ty,
+        SqlType::Decimal {
+            precision: 10,
+            scale: 2
+        }
+    );
+    assert!(cols[4].computed);
+    assert_eq!(rows.len(), 2);
+    assert_eq!(rows[0][0], Value::Int(1));
+    assert_eq!(rows[1][0], Value::Int(2));
+    assert_eq!(
+        rows[0][3],
+        Value::Decimal {
+            mantissa: 350,
+            scale: 2
+        }
+    );
+    assert_eq!(
+        rows[0][5],
+        Value::Decimal {
+            mantissa: 2,
+            scale: 0
+        }
+    );
+
+    assert_eq!(
+        error(&mut s, "INSERT INTO p (id, name) VALUES (1, N'z')").number,
+        2627
+    );
+    let e = error(&mut s, "INSERT INTO p (id, name) VALUES (3, N'a')");
+    assert_eq!(e.number, 2627, "{}", e.message);
+    assert!(e.message.contains("UNIQUE KEY"), "{}", e.message);
+    let e = error(&mut s, "INSERT INTO p (id, name) VALUES (1, N'z')");
+    assert_eq!(
+        e.message,
+        "Violation of PRIMARY KEY constraint 'PK_p'. Cannot insert duplicate key in object 'dbo.p'. The duplicate key value is (1)."
+    );
+    assert_eq!(error(&mut s, "INSERT INTO p (id) VALUES (9)").number, 515);
+    assert_eq!(
+        error(&mut s, "INSERT INTO c (pid, qty) VALUES (1, -1)").number,
+        547
+    );
+    assert_eq!(
+        error(&mut s, "INSERT INTO c (pid, qty) VALUES (99, 1)").number,
+        547
+    );
+    let e = error(&mut s, "INSERT INTO c (pid, code) VALUES (1, 'abcd')");
+    assert_eq!(e.number, 2628);
+    assert_eq!(
+        e.message,
+        "String or binary data would be truncated in table 'testdb.dbo.c', column 'code'. Truncated value: 'abc'."
+    );
+    assert_eq!(error(&mut s, "INSERT INTO c (id, qty) VALUES (5, 1)").number, 544);
+    assert_eq!(
+        error(&mut s, "INSERT INTO c (pid, qty) VALUES ('x', 1)").number,
+        245
+    );
+    assert_eq!(error(&mut s, "SELECT nope FROM c").number, 207);
+    assert_eq!(error(&mut s, "SELECT * FROM nope").number, 208);
+    // Nothing of the failed statements landed.
+    assert_eq!(scalar(&mut s, "SELECT COUNT(*) FROM c"), Value::Int(2));
+
+    let (_, rows) = query(&mut s, "SELECT name FROM sys.tables ORDER BY name");
+    assert_eq!(
+        rows,
+        vec![vec![Value::String("c".into())], vec![Value::String("p".into())]]
+    );
+    let (_, rows) = query(
+        &mut s,
+        "SELECT c.name, c.is_identity FROM sys.columns c JOIN sys.tables t ON t.object_id = c.object_id WHERE t.name = 'c' ORDER BY c.column_id",
+    );
+    assert_eq!(rows.len(), 6);
+    assert_eq!(rows[0], vec![Value::String("id".into()), Value::Bit(true)]);
+    assert_eq!(
+        scalar(&mut s, "SELECT OBJECT_ID(N'dbo.c', N'U')").is_null(),
+        false
+    );
+    exec(
+        &mut s,
+        "IF OBJECT_ID(N'dbo.c', N'U') IS NOT NULL DROP TABLE dbo.c",
+    );
+    assert!(scalar(&mut s, "SELECT OBJECT_ID(N'dbo.c')").is_null());
+    exec(&mut s, "DROP TABLE IF EXISTS dbo.c");
+}
