@@ -172,13 +172,23 @@ fn rewrite(
         // Statement keywords that sqlparser would otherwise take as an alias of the previous
         // statement's last item (`SELECT 1 COMMIT`): end the previous statement explicitly.
         if depth == 0 {
-            let ends = (is_word(t, "COMMIT") || is_word(t, "ROLLBACK") || is_word(t, "DECLARE") || is_word(t, "PRINT")
-                || is_word(t, "DBCC") || is_word(t, "RAISERROR") || is_word(t, "THROW") || is_word(t, "WAITFOR"))
+            let ends = (is_word(t, "COMMIT")
+                || is_word(t, "ROLLBACK")
+                || is_word(t, "DECLARE")
+                || is_word(t, "PRINT")
+                || is_word(t, "DBCC")
+                || is_word(t, "RAISERROR")
+                || is_word(t, "THROW")
+                || is_word(t, "WAITFOR"))
                 || ((is_word(t, "BEGIN") || is_word(t, "SAVE")) && {
                     let n = next_sig(&toks, i + 1);
-                    n < toks.len() && (is_word(&toks[n].token, "TRAN") || is_word(&toks[n].token, "TRANSACTION") || is_word(&toks[n].token, "DISTRIBUTED"))
+                    n < toks.len()
+                        && (is_word(&toks[n].token, "TRAN")
+                            || is_word(&toks[n].token, "TRANSACTION")
+                            || is_word(&toks[n].token, "DISTRIBUTED"))
                 });
-            let after_then = prev_sig(&out, out.len()).is_some_and(|p| is_word(&out[p].token, "THEN") || is_word(&out[p].token, "ELSE"));
+            let after_then = prev_sig(&out, out.len())
+                .is_some_and(|p| is_word(&out[p].token, "THEN") || is_word(&out[p].token, "ELSE"));
             if ends && !after_then && !out.is_empty() {
                 out.push(tok(Token::SemiColon));
             }
@@ -307,7 +317,10 @@ fn rewrite(
                     }) || (w.quote_style.is_some() && w.value.eq_ignore_ascii_case("default"));
                     let n2 = next_sig(&toks, n + 1);
                     let follows_ok = n2 >= toks.len()
-                        || matches!(toks[n2].token, Token::RParen | Token::Comma | Token::SemiColon | Token::EOF | Token::Word(_));
+                        || matches!(
+                            toks[n2].token,
+                            Token::RParen | Token::Comma | Token::SemiColon | Token::EOF | Token::Word(_)
+                        );
                     if storage && follows_ok {
                         i = n + 1;
                         continue;
