@@ -7,6 +7,7 @@ use crate::pg::connect::PgTarget;
 use mssql_pg_crds::{
     CopyMode, IdentifierCase, Migration, MssqlEncryption, PostgresSslMode, VerifyMode as SpecVerify,
 };
+use serde::Deserialize;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SpecError {
@@ -56,7 +57,21 @@ pub fn load(path: &str) -> Result<Migration, SpecError> {
         path: path.into(),
         source,
     })?;
-    let m: Migration = serde_yaml::from_str(&text).map_err(|source| SpecError::Parse {
+    // The file users apply may also hold their Secrets: take the Migration document.
+    let mut found = None;
+    for doc in serde_yaml::Deserializer::from_str(&text) {
+        let value = serde_yaml::Value::deserialize(doc).map_err(|source| SpecError::Parse {
+            path: path.into(),
+            source,
+        })?;
+        if value.get("kind").and_then(serde_yaml::Value::as_str) == Some("Migration") {
+            found = Some(value);
+            break;
+        }
+    }
+    let value =
+        found.ok_or_else(|| SpecError::Invalid(format!("{path} holds no document of kind Migration")))?;
+    let m: Migration = serde_yaml::from_value(value).map_err(|source| SpecError::Parse {
         path: path.into(),
         source,
     })?;
