@@ -34,8 +34,8 @@ pub mod typeinfo;
 pub mod views;
 
 pub use store::{
-    Catalog, Check, Column, DefaultConstraint, ForeignKey, IdentityState, Index, IndexKey, ObjectKind,
-    ObjectRef, Table,
+    Catalog, Check, Column, ConnectionInfo, DefaultConstraint, ForeignKey, IdentityState, Index, IndexKey,
+    ObjectKind, ObjectRef, Table,
 };
 
 /// Fixed schema ids, as in SQL Server.

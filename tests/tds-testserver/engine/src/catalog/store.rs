@@ -387,9 +387,24 @@ const FIXED_SCHEMAS: &[(i32, &str)] = &[
     (16393, "db_denydatawriter"),
 ];
 
+/// One client connection, for sys.dm_exec_connections / sys.dm_exec_sessions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConnectionInfo {
+    /// The TDS packet size agreed at login.
+    pub net_packet_size: i32,
+    pub client_net_address: String,
+    pub client_tcp_port: Option<i32>,
+    pub login_name: String,
+    pub host_name: String,
+    pub program_name: String,
+    /// datetime text, `YYYY-MM-DD HH:MM:SS.fff`; filled in by `register_connection` when empty.
+    pub connect_time: String,
+}
+
 #[derive(Debug, Clone)]
 pub struct Catalog {
     database: String,
+    connections: BTreeMap<u64, ConnectionInfo>,
     schemas: Vec<Schema>,
     tables: BTreeMap<i32, Table>,
     /// Position in the object id sequence (see [`FIRST_OBJECT_ID`]).
@@ -411,6 +426,7 @@ impl Catalog {
                 })
                 .collect(),
             tables: BTreeMap::new(),
+            connections: BTreeMap::new(),
             next_object: FIRST_OBJECT_ID,
             next_temp_object: FIRST_TEMP_OBJECT_ID,
             next_schema_id: FIRST_USER_SCHEMA_ID,
@@ -1182,13 +1198,29 @@ impl Catalog {
         Ok(())
     }
 
-    /// A session ended: its `#temp` tables go.
+    /// A session ended: its `#temp` tables and its connection row go.
     pub fn drop_session(&mut self, session_id: u64) {
         let before = self.tables.len();
         self.tables.retain(|_, t| t.session != Some(session_id));
-        if self.tables.len() != before {
+        let had_connection = self.connections.remove(&session_id).is_some();
+        if self.tables.len() != before || had_connection {
             self.touch();
         }
+    }
+
+    /// A client connected (or its details became known): listed in sys.dm_exec_connections
+    /// and sys.dm_exec_sessions until [`Catalog::drop_session`].
+    pub fn register_connection(&mut self, session_id: u64, mut info: ConnectionInfo) {
+        if info.connect_time.is_empty() {
+            info.connect_time = now_datetime();
+        }
+        self.connections.insert(session_id, info);
+        self.touch();
+    }
+
+    /// Connected sessions, by session id.
+    pub fn connections(&self) -> impl Iterator<Item = (u64, &ConnectionInfo)> {
+        self.connections.iter().map(|(id, c)| (*id, c))
     }
 
     // ---- ALTER TABLE ----

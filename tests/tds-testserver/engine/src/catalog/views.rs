@@ -605,6 +605,58 @@ fn build_registry() -> Vec<ViewDef> {
             ]),
         ),
         v(
+            "sys.dm_exec_connections",
+            cols(&[
+                ("session_id", INT, true),
+                ("most_recent_session_id", INT, true),
+                ("connect_time", DATETIME, false),
+                ("net_transport", nv(40), false),
+                ("protocol_type", nv(40), true),
+                ("protocol_version", INT, true),
+                ("endpoint_id", INT, true),
+                ("encrypt_option", nv(40), false),
+                ("auth_scheme", nv(40), false),
+                ("node_affinity", SMALLINT, false),
+                ("num_reads", INT, true),
+                ("num_writes", INT, true),
+                ("last_read", DATETIME, true),
+                ("last_write", DATETIME, true),
+                ("net_packet_size", INT, true),
+                ("client_net_address", vc(48), true),
+                ("client_tcp_port", INT, true),
+                ("local_net_address", vc(48), true),
+                ("local_tcp_port", INT, true),
+                ("connection_id", SqlType::UniqueIdentifier, false),
+                ("parent_connection_id", SqlType::UniqueIdentifier, true),
+                (
+                    "most_recent_sql_handle",
+                    SqlType::VarBinary { len: Some(64) },
+                    true,
+                ),
+            ]),
+        ),
+        v(
+            "sys.dm_exec_sessions",
+            cols(&[
+                ("session_id", SMALLINT, false),
+                ("login_time", DATETIME, false),
+                ("host_name", nv(128), true),
+                ("program_name", nv(128), true),
+                ("host_process_id", INT, true),
+                ("client_version", INT, true),
+                ("client_interface_name", nv(32), true),
+                ("login_name", nv(128), false),
+                ("nt_domain", nv(128), true),
+                ("nt_user_name", nv(128), true),
+                ("original_login_name", nv(128), false),
+                ("status", nv(30), false),
+                ("database_id", SMALLINT, true),
+                ("is_user_process", BIT, false),
+                ("transaction_isolation_level", SMALLINT, false),
+                ("open_transaction_count", INT, false),
+            ]),
+        ),
+        v(
             "sys.sequences",
             with(
                 objects_columns(),
@@ -1455,6 +1507,48 @@ fn build_rows(ctx: &Ctx<'_>, view: &str, row_counts: &dyn Fn(&Table) -> i64) -> 
                     ("is_ansi_padding_on", bit(false)),
                     ("is_quoted_identifier_on", bit(false)),
                     ("is_encrypted", bit(false)),
+                ]);
+            }
+        }
+        "sys.dm_exec_connections" => {
+            for (session_id, c) in ctx.catalog.connections() {
+                rows.push(vec![
+                    ("session_id", int(session_id as i64)),
+                    ("most_recent_session_id", int(session_id as i64)),
+                    ("connect_time", text(&c.connect_time)),
+                    ("net_transport", text("TCP")),
+                    ("protocol_type", text("TSQL")),
+                    // TDS 7.4
+                    ("protocol_version", int(0x7400_0004_i64)),
+                    ("endpoint_id", int(4)),
+                    ("encrypt_option", text("FALSE")),
+                    ("auth_scheme", text("SQL")),
+                    ("net_packet_size", int(c.net_packet_size)),
+                    ("client_net_address", text(&c.client_net_address)),
+                    ("client_tcp_port", opt_int(c.client_tcp_port.map(i64::from))),
+                    ("local_net_address", text("127.0.0.1")),
+                    (
+                        "connection_id",
+                        text(format!("00000000-0000-0000-0000-{session_id:012X}")),
+                    ),
+                ]);
+            }
+        }
+        "sys.dm_exec_sessions" => {
+            for (session_id, c) in ctx.catalog.connections() {
+                rows.push(vec![
+                    ("session_id", int(session_id as i64)),
+                    ("login_time", text(&c.connect_time)),
+                    ("host_name", text(&c.host_name)),
+                    ("program_name", text(&c.program_name)),
+                    ("client_interface_name", text("TDS")),
+                    ("login_name", text(&c.login_name)),
+                    ("original_login_name", text(&c.login_name)),
+                    ("status", text("sleeping")),
+                    ("database_id", int(super::functions::USER_DATABASE_ID)),
+                    ("is_user_process", bit(true)),
+                    // READ COMMITTED
+                    ("transaction_isolation_level", int(2)),
                 ]);
             }
         }

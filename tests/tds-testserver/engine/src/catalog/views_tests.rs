@@ -629,3 +629,34 @@ fn databases_and_schemata() {
         assert_eq!(query(&conn, &sql), vec![vec![i(0)]], "{empty}");
     }
 }
+
+#[test]
+fn connections() {
+    let (mut cat, _, _) = sample();
+    cat.register_connection(
+        51,
+        crate::catalog::ConnectionInfo {
+            net_packet_size: 32767,
+            client_net_address: "127.0.0.1".to_string(),
+            client_tcp_port: Some(50000),
+            login_name: "sa".to_string(),
+            host_name: "h".to_string(),
+            program_name: "worker".to_string(),
+            connect_time: String::new(),
+        },
+    );
+    let conn = refreshed(&cat);
+    let rows = query(
+        &conn,
+        "SELECT net_packet_size, auth_scheme FROM temp.\"sys.dm_exec_connections\" WHERE session_id = 51",
+    );
+    assert_eq!(rows, vec![vec![i(32767), s("SQL")]]);
+    let rows = query(
+        &conn,
+        "SELECT login_name, is_user_process FROM temp.\"sys.dm_exec_sessions\"",
+    );
+    assert_eq!(rows, vec![vec![s("sa"), i(1)]]);
+    cat.drop_session(51);
+    refresh(&conn, &cat, 1, |_| 0).unwrap();
+    assert!(query(&conn, "SELECT * FROM temp.\"sys.dm_exec_connections\"").is_empty());
+}
