@@ -1,0 +1,267 @@
+//! Wiring the pure decision into kube-runtime: read (list tasks and Jobs), decide, apply (create Jobs, record
+//! task failures, server-side apply the status), report (Events, metrics). A finalizer deletes the
+//! Migration's Jobs and MigrationTasks before the Migration goes.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::finalizer::{self, finalizer};
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher;
+use kube::{Client, Resource, ResourceExt};
+use mssql_pg_crds::names::{LABEL_MANAGED_BY, LABEL_MIGRATION, MANAGER};
+use mssql_pg_crds::{Migration, MigrationPhase, MigrationTask};
+use serde_json::json;
+use tracing::{debug, info, warn};
+
+use crate::config::OperatorConfig;
+use crate::decide::{Decision, decide};
+use crate::error::{Error, Result};
+use crate::metrics::Metrics;
+
+/// Finalizer that removes a Migration's Jobs and MigrationTasks before the Migration is deleted.
+pub const FINALIZER: &str = "mssqlpg.dev/cleanup";
+
+/// Shared state of all reconciles.
+pub struct Context {
+    pub client: Client,
+    pub config: OperatorConfig,
+    pub metrics: Arc<Metrics>,
+    pub recorder: Recorder,
+}
+
+impl Context {
+    pub fn new(client: Client, config: OperatorConfig, metrics: Arc<Metrics>) -> Self {
+        let reporter = Reporter {
+            controller: MANAGER.to_string(),
+            instance: std::env::var("POD_NAME").ok(),
+        };
+        let recorder = Recorder::new(client.clone(), reporter);
+        Self {
+            client,
+            config,
+            metrics,
+            recorder,
+        }
+    }
+}
+
+fn kube_err(kind: &'static str, name: &str) -> impl FnOnce(kube::Error) -> Error + use<> {
+    let name = name.to_string();
+    move |source| Error::Kube { kind, name, source }
+}
+
+/// One reconcile of one Migration.
+pub async fn reconcile(mig: Arc<Migration>, ctx: Arc<Context>) -> Result<Action> {
+    let _timer = ctx.metrics.reconcile_started();
+    let name = mig.name_any();
+    let ns = mig
+        .namespace()
+        .ok_or_else(|| Error::MissingObjectKey(name.clone(), "namespace"))?;
+    let api: Api<Migration> = Api::namespaced(ctx.client.clone(), &ns);
+    finalizer(&api, FINALIZER, mig, |event| async {
+        match event {
+            finalizer::Event::Apply(mig) => apply(mig, &ctx).await,
+            finalizer::Event::Cleanup(mig) => cleanup(mig, &ctx).await,
+        }
+    })
+    .await
+    .map_err(|e| match e {
+        finalizer::Error::ApplyFailed(e) | finalizer::Error::CleanupFailed(e) => e,
+        other => Error::Finalizer {
+            name,
+            message: other.to_string(),
+        },
+    })
+}
+
+/// Requeue after a failed reconcile; watch events may come sooner.
+pub fn error_policy(mig: Arc<Migration>, error: &Error, ctx: Arc<Context>) -> Action {
+    warn!(migration = %mig.name_any(), namespace = mig.namespace().unwrap_or_default(), %error, "reconcile failed");
+    ctx.metrics.reconcile_failed(error);
+    Action::requeue(Duration::from_secs(15))
+}
+
+async fn apply(mig: Arc<Migration>, ctx: &Context) -> Result<Action> {
+    let name = mig.name_any();
+    let ns = mig.namespace().unwrap_or_default();
+    let tasks_api: Api<MigrationTask> = Api::namespaced(ctx.client.clone(), &ns);
+    let jobs_api: Api<Job> = Api::namespaced(ctx.client.clone(), &ns);
+    let selector = ListParams::default().labels(&format!("{LABEL_MIGRATION}={name}"));
+
+    // Direct lists, not watch caches: a quorum read sees every task the plan Job created before it finished.
+    let mut tasks = tasks_api
+        .list(&selector)
+        .await
+        .map_err(kube_err("MigrationTask", &name))?
+        .items;
+    // The label could be copied onto a foreign object; the spec's back-reference decides.
+    tasks.retain(|t| t.spec.migration == name);
+    let jobs = jobs_api
+        .list(&selector)
+        .await
+        .map_err(kube_err("Job", &name))?
+        .items;
+
+    let now = Time(Timestamp::now());
+    let decision = decide(&mig, &tasks, &jobs, &ctx.config, &now)?;
+    execute(&mig, &decision, ctx).await?;
+    Ok(Action::requeue(decision.requeue_after))
+}
+
+async fn execute(mig: &Migration, decision: &Decision, ctx: &Context) -> Result<()> {
+    let name = mig.name_any();
+    let ns = mig.namespace().unwrap_or_default();
+    let jobs_api: Api<Job> = Api::namespaced(ctx.client.clone(), &ns);
+    let tasks_api: Api<MigrationTask> = Api::namespaced(ctx.client.clone(), &ns);
+    let api: Api<Migration> = Api::namespaced(ctx.client.clone(), &ns);
+
+    let post = PostParams {
+        field_manager: Some(MANAGER.to_string()),
+        ..PostParams::default()
+    };
+    for job in &decision.create_jobs {
+        let job_name = job.metadata.name.clone().unwrap_or_default();
+        match jobs_api.create(&post, job).await {
+            Ok(_) => info!(migration = %name, namespace = %ns, job = %job_name, "created Job"),
+            // An earlier reconcile created it and the list above did not see it yet.
+            Err(kube::Error::Api(s)) if s.code == 409 => debug!(job = %job_name, "Job already exists"),
+            Err(e) => return Err(kube_err("Job", &job_name)(e)),
+        }
+    }
+    for (task, message) in &decision.record_task_failures {
+        let patch = Patch::Merge(json!({"status": {"state": "Failed", "lastError": message}}));
+        tasks_api
+            .patch_status(task, &PatchParams::default(), &patch)
+            .await
+            .map_err(kube_err("MigrationTask", task))?;
+    }
+
+    let status = serde_json::to_value(&decision.status).map_err(|source| Error::Serialize {
+        what: format!("status of Migration {name}"),
+        source,
+    })?;
+    let body = json!({
+        "apiVersion": Migration::api_version(&()),
+        "kind": Migration::kind(&()),
+        "status": status,
+    });
+    api.patch_status(&name, &PatchParams::apply(MANAGER).force(), &Patch::Apply(body))
+        .await
+        .map_err(kube_err("Migration", &name))?;
+
+    ctx.metrics.observe_migration(&ns, &name, &decision.status);
+    if let Some(change) = &decision.phase_change {
+        info!(migration = %name, namespace = %ns, from = ?change.from, to = %change.to, message = %change.message, "phase changed");
+        let event = Event {
+            type_: if change.to == MigrationPhase::Failed {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            },
+            reason: change.to.as_str().to_string(),
+            note: Some(
+                mssql_pg_crds::status::bounded_message(&change.message)
+                    .chars()
+                    .take(1000)
+                    .collect(),
+            ),
+            action: "Reconcile".to_string(),
+            secondary: None,
+        };
+        // An Event is a courtesy: failing to publish one must not fail the reconcile.
+        if let Err(e) = ctx.recorder.publish(&event, &mig.object_ref(&())).await {
+            warn!(migration = %name, error = %e, "publishing Event failed");
+        }
+    }
+    Ok(())
+}
+
+async fn cleanup(mig: Arc<Migration>, ctx: &Context) -> Result<Action> {
+    let name = mig.name_any();
+    let ns = mig.namespace().unwrap_or_default();
+    let selector = ListParams::default().labels(&format!("{LABEL_MIGRATION}={name}"));
+    let jobs_api: Api<Job> = Api::namespaced(ctx.client.clone(), &ns);
+    let tasks_api: Api<MigrationTask> = Api::namespaced(ctx.client.clone(), &ns);
+    // Background propagation deletes the Jobs' pods too, so running workers stop.
+    jobs_api
+        .delete_collection(&DeleteParams::background(), &selector)
+        .await
+        .map_err(kube_err("Job", &name))?;
+    tasks_api
+        .delete_collection(&DeleteParams::default(), &selector)
+        .await
+        .map_err(kube_err("MigrationTask", &name))?;
+    ctx.metrics.forget_migration(&ns, &name);
+    info!(migration = %name, namespace = %ns, "deleted Jobs and MigrationTasks");
+    Ok(Action::await_change())
+}
+
+/// Run the controller until SIGTERM/SIGINT. `namespace`: watch one namespace, or all when `None`.
+pub async fn run(
+    client: Client,
+    config: OperatorConfig,
+    metrics: Arc<Metrics>,
+    ready: Arc<AtomicBool>,
+    namespace: Option<String>,
+) -> anyhow::Result<()> {
+    let (migrations, jobs, tasks) = match &namespace {
+        Some(ns) => (
+            Api::<Migration>::namespaced(client.clone(), ns),
+            Api::<Job>::namespaced(client.clone(), ns),
+            Api::<MigrationTask>::namespaced(client.clone(), ns),
+        ),
+        None => (
+            Api::all(client.clone()),
+            Api::all(client.clone()),
+            Api::all(client.clone()),
+        ),
+    };
+    // Fail early with a message a person can act on when the CRD is missing or RBAC forbids listing.
+    migrations
+        .list(&ListParams::default().limit(1))
+        .await
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "cannot list migrations.mssqlpg.dev (is the CRD installed, does RBAC allow it?): {e}"
+            )
+        })?;
+    ready.store(true, Ordering::Relaxed);
+
+    let ctx = Arc::new(Context::new(client, config, metrics));
+    Controller::new(migrations, watcher::Config::default().any_semantic())
+        .owns(
+            jobs,
+            watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGER}")),
+        )
+        .watches(
+            tasks,
+            watcher::Config::default().labels(LABEL_MIGRATION),
+            |task| {
+                let ns = task.namespace();
+                let owner = ObjectRef::<Migration>::new(&task.spec.migration);
+                Some(match ns {
+                    Some(ns) => owner.within(&ns),
+                    None => owner,
+                })
+            },
+        )
+        .shutdown_on_signal()
+        .run(reconcile, error_policy, ctx)
+        .for_each(|result| async move {
+            match result {
+                Ok((obj, _)) => debug!(migration = %obj.name, "reconciled"),
+                Err(e) => warn!(error = %e, "controller error"),
+            }
+        })
+        .await;
+    Ok(())
+}

@@ -1,0 +1,358 @@
+//! The reconcile decision as a pure function of what was observed: the Migration, its MigrationTasks and its
+//! Jobs go in; the desired status, the Jobs to create and the task failures to record come out. Everything
+//! here is unit-tested without a cluster; `controller.rs` only reads and applies.
+//!
+//! The decision is level-based: it is recomputed from scratch on every reconcile. The only memory is the
+//! step conditions (Planned/Copied/Finalized/Verified = True), so a finished step is not rerun when its Job is
+//! deleted; a *failed* step's Job, once deleted, is recreated, which is how a user retries.
+
+use std::time::Duration;
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use mssql_pg_crds::conditions::{ConditionType, condition_status, set_condition};
+use mssql_pg_crds::status::bounded_message;
+use mssql_pg_crds::validate::describe;
+use mssql_pg_crds::{Migration, MigrationPhase, MigrationStatus, MigrationTask, VerifyMode};
+
+use crate::aggregate::{TaskView, Totals, task_views, to_start, totals};
+use crate::config::OperatorConfig;
+use crate::error::Result;
+use crate::jobs::{copy_job, finalize_job, plan_job, verify_job};
+use crate::observe::{JobOutcome, Step, job_outcome, step_job};
+
+/// What the reconcile should do.
+#[derive(Clone, Debug)]
+pub struct Decision {
+    /// The full operator-owned status (applied server-side; `plan` and `warnings` are left to the worker).
+    pub status: MigrationStatus,
+    /// Jobs to create (an AlreadyExists answer is fine: a previous reconcile got there first).
+    pub create_jobs: Vec<Job>,
+    /// Tasks whose Job failed without the worker recording it: (task name, message).
+    pub record_task_failures: Vec<(String, String)>,
+    /// Set when the phase differs from the one in the observed status.
+    pub phase_change: Option<PhaseChange>,
+    /// When to look again if no watch event comes first.
+    pub requeue_after: Duration,
+}
+
+/// A phase transition, for an Event and a log line.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PhaseChange {
+    pub from: Option<MigrationPhase>,
+    pub to: MigrationPhase,
+    pub message: String,
+}
+
+/// Progress of one single-Job step.
+#[derive(Clone, Debug, PartialEq)]
+enum StepState {
+    NotStarted,
+    Running,
+    Done,
+    Failed(String),
+}
+
+struct Builder<'a> {
+    mig: &'a Migration,
+    cfg: &'a OperatorConfig,
+    jobs: &'a [Job],
+    now: &'a Time,
+    generation: Option<i64>,
+    status: MigrationStatus,
+    create_jobs: Vec<Job>,
+}
+
+impl Builder<'_> {
+    fn set(&mut self, type_: ConditionType, value: bool, reason: &str, message: &str) {
+        set_condition(
+            &mut self.status.conditions,
+            type_,
+            value,
+            reason,
+            message,
+            self.generation,
+            self.now,
+        );
+    }
+
+    fn step(&self, step: Step, done: ConditionType) -> StepState {
+        if condition_status(&self.status.conditions, done) == Some(true) {
+            return StepState::Done;
+        }
+        match step_job(self.jobs, step).map(job_outcome) {
+            None => StepState::NotStarted,
+            Some(JobOutcome::Active) => StepState::Running,
+            Some(JobOutcome::Succeeded) => StepState::Done,
+            Some(JobOutcome::Failed { reason, message }) => StepState::Failed(if message.is_empty() {
+                reason
+            } else {
+                format!("{reason}: {message}")
+            }),
+        }
+    }
+
+    /// Drive a single-Job step; `Some(phase)` when the migration stops at this step for now.
+    fn run_step(
+        &mut self,
+        step: Step,
+        done: ConditionType,
+        phase: MigrationPhase,
+        build: fn(&Migration, &OperatorConfig) -> Result<Job>,
+    ) -> Result<Option<(MigrationPhase, String)>> {
+        let name = step.as_str();
+        match self.step(step, done) {
+            StepState::Done => {
+                self.set(done, true, "Succeeded", &format!("{name} Job succeeded"));
+                Ok(None)
+            }
+            StepState::Running => {
+                self.set(done, false, "Running", &format!("{name} Job running"));
+                Ok(Some((phase, format!("{name} Job running"))))
+            }
+            StepState::NotStarted if self.mig.spec.suspend => {
+                self.set(
+                    done,
+                    false,
+                    "Suspended",
+                    &format!("{name} not started: spec.suspend is true"),
+                );
+                Ok(Some((MigrationPhase::Suspended, "suspended".to_string())))
+            }
+            StepState::NotStarted => {
+                self.create_jobs.push(build(self.mig, self.cfg)?);
+                self.set(done, false, "Started", &format!("{name} Job created"));
+                Ok(Some((phase, format!("{name} Job created"))))
+            }
+            StepState::Failed(message) => {
+                let message = format!("{name} Job failed: {message}");
+                self.set(done, false, "JobFailed", &message);
+                self.status.last_error = Some(bounded_message(&message));
+                Ok(Some((MigrationPhase::Failed, message)))
+            }
+        }
+    }
+}
+
+/// Decide the next status and actions for `mig` given its tasks and Jobs at time `now`.
+pub fn decide(
+    mig: &Migration,
+    tasks: &[MigrationTask],
+    jobs: &[Job],
+    cfg: &OperatorConfig,
+    now: &Time,
+) -> Result<Decision> {
+    let previous = mig.status.clone().unwrap_or_default();
+    let mut b = Builder {
+        mig,
+        cfg,
+        jobs,
+        now,
+        generation: mig.metadata.generation,
+        status: MigrationStatus {
+            observed_generation: mig.metadata.generation,
+            conditions: previous.conditions.clone(),
+            started_at: previous.started_at.clone(),
+            completed_at: previous.completed_at.clone(),
+            ..MigrationStatus::default()
+        },
+        create_jobs: Vec::new(),
+    };
+    let views = task_views(tasks, jobs);
+    let (phase, message) = advance(&mut b, &previous, &views)?;
+
+    let mut status = b.status;
+    if status.started_at.is_none() && (phase != MigrationPhase::Pending && phase != MigrationPhase::Suspended)
+    {
+        status.started_at = Some(now.clone());
+    }
+    let terminal = phase.is_terminal();
+    if terminal {
+        status.completed_at.get_or_insert_with(|| now.clone());
+        if phase == MigrationPhase::Succeeded {
+            status.rows_per_second =
+                average_rate(status.rows_copied, &status.started_at, &status.completed_at);
+        }
+    } else {
+        status.completed_at = None;
+    }
+    let failed = phase == MigrationPhase::Failed;
+    set_condition(
+        &mut status.conditions,
+        ConditionType::Failed,
+        failed,
+        if failed { "Failed" } else { "NotFailed" },
+        if failed { &message } else { "" },
+        mig.metadata.generation,
+        now,
+    );
+    let ready = phase == MigrationPhase::Succeeded;
+    set_condition(
+        &mut status.conditions,
+        ConditionType::Ready,
+        ready,
+        phase.as_str(),
+        &message,
+        mig.metadata.generation,
+        now,
+    );
+    status.phase = Some(phase);
+
+    let record_task_failures = views
+        .iter()
+        .filter_map(|v| v.unrecorded_failure.clone().map(|m| (v.name().to_string(), m)))
+        .collect();
+    let any_active = jobs.iter().any(|j| job_outcome(j).is_active()) || !b.create_jobs.is_empty();
+    let phase_change = (previous.phase != Some(phase)).then(|| PhaseChange {
+        from: previous.phase,
+        to: phase,
+        message: message.clone(),
+    });
+    Ok(Decision {
+        status,
+        create_jobs: b.create_jobs,
+        record_task_failures,
+        phase_change,
+        requeue_after: if any_active {
+            cfg.requeue_active
+        } else {
+            cfg.requeue_idle
+        },
+    })
+}
+
+/// Walk the steps in order; returns the phase the migration is in and a message for Ready/Events.
+fn advance(
+    b: &mut Builder<'_>,
+    previous: &MigrationStatus,
+    views: &[TaskView<'_>],
+) -> Result<(MigrationPhase, String)> {
+    if let Err(errors) = b.mig.validate() {
+        let message = format!("invalid spec: {}", describe(&errors));
+        b.set(ConditionType::Validated, false, "InvalidSpec", &message);
+        b.status.last_error = Some(bounded_message(&message));
+        return Ok((MigrationPhase::Failed, message));
+    }
+    b.set(ConditionType::Validated, true, "Valid", "spec is valid");
+
+    if let Some(stop) = b.run_step(
+        Step::Plan,
+        ConditionType::Planned,
+        MigrationPhase::Planning,
+        plan_job,
+    )? {
+        return Ok(stop);
+    }
+    if b.mig.spec.dry_run {
+        return Ok((
+            MigrationPhase::Succeeded,
+            "dry run: plan written to status.plan".to_string(),
+        ));
+    }
+
+    let totals = totals(views);
+    apply_totals(&mut b.status, &totals);
+    // The worker writes status.plan before its Job completes; fewer tasks than planned means the task list
+    // read raced the plan's writes, so nothing may be concluded from it yet.
+    let planned = previous.plan.as_ref().map(|p| p.tasks_total).unwrap_or(0);
+    if totals.tasks_total < planned {
+        let message = format!(
+            "waiting for {planned} planned tasks, {} visible",
+            totals.tasks_total
+        );
+        b.set(ConditionType::Copied, false, "WaitingForTasks", &message);
+        return Ok((MigrationPhase::Copying, message));
+    }
+
+    if totals.tasks_failed > 0 {
+        let message = totals
+            .last_error
+            .clone()
+            .unwrap_or_else(|| format!("{} tasks failed", totals.tasks_failed));
+        b.status.last_error = Some(bounded_message(&message));
+        b.set(ConditionType::Copied, false, "TaskFailed", &message);
+        if totals.tasks_running > 0 {
+            // No new tasks start after a failure; the running ones finish so their work is not wasted.
+            b.set(ConditionType::Degraded, true, "TaskFailed", &message);
+            return Ok((MigrationPhase::Copying, message));
+        }
+        b.set(ConditionType::Degraded, false, "NothingRunning", "");
+        return Ok((MigrationPhase::Failed, message));
+    }
+    b.set(ConditionType::Degraded, false, "NoFailures", "");
+    if totals.tasks_succeeded < totals.tasks_total {
+        let progress = format!("{}/{} tasks copied", totals.tasks_succeeded, totals.tasks_total);
+        b.set(ConditionType::Copied, false, "Copying", &progress);
+        if b.mig.spec.suspend {
+            return Ok((MigrationPhase::Suspended, format!("suspended at {progress}")));
+        }
+        for view in to_start(views, b.mig.spec.parallelism) {
+            b.create_jobs.push(copy_job(b.mig, view.task, b.cfg)?);
+        }
+        return Ok((MigrationPhase::Copying, progress));
+    }
+    b.set(
+        ConditionType::Copied,
+        true,
+        "Succeeded",
+        &format!("{} tasks, {} rows copied", totals.tasks_total, totals.rows_copied),
+    );
+
+    if let Some(stop) = b.run_step(
+        Step::Finalize,
+        ConditionType::Finalized,
+        MigrationPhase::Finalizing,
+        finalize_job,
+    )? {
+        return Ok(stop);
+    }
+    if b.mig.spec.verify != VerifyMode::None
+        && let Some(stop) = b.run_step(
+            Step::Verify,
+            ConditionType::Verified,
+            MigrationPhase::Verifying,
+            verify_job,
+        )?
+    {
+        return Ok(stop);
+    }
+    Ok((
+        MigrationPhase::Succeeded,
+        format!(
+            "{} tables, {} rows migrated",
+            totals.tables.len(),
+            totals.rows_copied
+        ),
+    ))
+}
+
+fn apply_totals(status: &mut MigrationStatus, t: &Totals) {
+    status.progress = Some(format!("{}/{}", t.tasks_succeeded, t.tasks_total));
+    status.tasks_total = t.tasks_total;
+    status.tasks_succeeded = t.tasks_succeeded;
+    status.tasks_failed = t.tasks_failed;
+    status.tasks_running = t.tasks_running;
+    status.rows_total = t.rows_total;
+    status.rows_copied = t.rows_copied;
+    status.bytes_copied = t.bytes_copied;
+    status.rows_per_second = t.rows_per_second;
+    status.peak_worker_memory_bytes = t.peak_memory_bytes;
+    status.tables = t.tables.clone();
+}
+
+fn average_rate(rows: i64, started: &Option<Time>, completed: &Option<Time>) -> i64 {
+    let (Some(start), Some(end)) = (started, completed) else {
+        return 0;
+    };
+    let millis = end.0.as_millisecond() - start.0.as_millisecond();
+    if millis <= 0 {
+        rows
+    } else {
+        rows.saturating_mul(1000) / millis
+    }
+}
+
+/// The condition list as the status will carry it (exposed for tests and the controller's logs).
+pub fn condition(conditions: &[Condition], type_: ConditionType) -> Option<&Condition> {
+    conditions.iter().find(|c| c.type_ == type_.as_str())
+}

@@ -1,0 +1,309 @@
+//! Building the worker Jobs (pure: no API calls).
+//!
+//! Every Job runs `mssql-pg-worker <step> ...` with the Migration's coordinates in env, database
+//! credentials only as `secretKeyRef`s (the operator never reads Secrets), a non-root read-only pod, and the
+//! Migration as controlling owner so deleting it garbage-collects the Jobs.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::batch::v1::{Job, JobSpec};
+use k8s_openapi::api::core::v1::{
+    Capabilities, Container, EmptyDirVolumeSource, EnvVar, EnvVarSource, KeyToPath, PodSecurityContext,
+    PodSpec, PodTemplateSpec, SeccompProfile, SecretKeySelector, SecretVolumeSource, SecurityContext, Volume,
+    VolumeMount,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::Resource;
+use mssql_pg_crds::names::{
+    LABEL_MANAGED_BY, LABEL_MIGRATION, LABEL_STEP, LABEL_TASK, MANAGER, SECRET_KEY_CA, SECRET_KEY_PASSWORD,
+    SECRET_KEY_USERNAME,
+};
+use mssql_pg_crds::{Endpoint, Migration, MigrationTask};
+
+use crate::config::OperatorConfig;
+use crate::error::{Error, Result};
+use crate::observe::Step;
+
+/// UID/GID the worker runs as (the distroless "nonroot" user).
+pub const WORKER_UID: i64 = 65532;
+/// Container name of the worker in every Job.
+pub const WORKER_CONTAINER: &str = "worker";
+const CA_MOUNT_ROOT: &str = "/etc/mssqlpg";
+
+/// Name of the Job of a single-Job step.
+pub fn step_job_name(migration: &str, step: Step) -> String {
+    format!("{migration}-{}", step.as_str())
+}
+
+/// The Job that introspects the source, creates target tables and the MigrationTasks.
+pub fn plan_job(mig: &Migration, cfg: &OperatorConfig) -> Result<Job> {
+    let (ns, name) = coordinates(mig)?;
+    let args = vec![
+        "plan".to_string(),
+        "--migration".to_string(),
+        format!("{ns}/{name}"),
+    ];
+    worker_job(mig, cfg, Step::Plan, step_job_name(&name, Step::Plan), args, None)
+}
+
+/// The Job that copies one MigrationTask's key range. It is named like the task (both at most 63
+/// characters), so a second create for the same task is refused by the API server.
+pub fn copy_job(mig: &Migration, task: &MigrationTask, cfg: &OperatorConfig) -> Result<Job> {
+    let task_name = task
+        .metadata
+        .name
+        .clone()
+        .ok_or_else(|| missing(mig, "name of a MigrationTask"))?;
+    let args = vec!["copy".to_string(), "--task".to_string(), task_name.clone()];
+    worker_job(mig, cfg, Step::Copy, task_name.clone(), args, Some(&task_name))
+}
+
+/// The Job that builds indexes, constraints, foreign keys and resets identity values.
+pub fn finalize_job(mig: &Migration, cfg: &OperatorConfig) -> Result<Job> {
+    let (ns, name) = coordinates(mig)?;
+    let args = vec![
+        "finalize".to_string(),
+        "--migration".to_string(),
+        format!("{ns}/{name}"),
+    ];
+    worker_job(
+        mig,
+        cfg,
+        Step::Finalize,
+        step_job_name(&name, Step::Finalize),
+        args,
+        None,
+    )
+}
+
+/// The Job that compares counts or checksums of every task on both sides.
+pub fn verify_job(mig: &Migration, cfg: &OperatorConfig) -> Result<Job> {
+    let (ns, name) = coordinates(mig)?;
+    let args = vec![
+        "verify".to_string(),
+        "--migration".to_string(),
+        format!("{ns}/{name}"),
+    ];
+    worker_job(
+        mig,
+        cfg,
+        Step::Verify,
+        step_job_name(&name, Step::Verify),
+        args,
+        None,
+    )
+}
+
+/// Labels every Job (and its pods) of a Migration carries.
+pub fn job_labels(migration: &str, step: Step, task: Option<&str>) -> BTreeMap<String, String> {
+    let mut labels = BTreeMap::from([
+        (LABEL_MIGRATION.to_string(), migration.to_string()),
+        (LABEL_STEP.to_string(), step.as_str().to_string()),
+        (LABEL_MANAGED_BY.to_string(), MANAGER.to_string()),
+        (
+            "app.kubernetes.io/name".to_string(),
+            "mssql-pg-worker".to_string(),
+        ),
+    ]);
+    if let Some(task) = task {
+        labels.insert(LABEL_TASK.to_string(), task.to_string());
+    }
+    labels
+}
+
+fn coordinates(mig: &Migration) -> Result<(String, String)> {
+    let name = mig.metadata.name.clone().ok_or_else(|| missing(mig, "name"))?;
+    let ns = mig
+        .metadata
+        .namespace
+        .clone()
+        .ok_or_else(|| missing(mig, "namespace"))?;
+    Ok((ns, name))
+}
+
+fn missing(mig: &Migration, field: &'static str) -> Error {
+    Error::MissingObjectKey(
+        mig.metadata
+            .name
+            .clone()
+            .unwrap_or_else(|| "<unnamed>".to_string()),
+        field,
+    )
+}
+
+fn worker_job(
+    mig: &Migration,
+    cfg: &OperatorConfig,
+    step: Step,
+    job_name: String,
+    args: Vec<String>,
+    task: Option<&str>,
+) -> Result<Job> {
+    let (ns, name) = coordinates(mig)?;
+    let owner = mig.controller_owner_ref(&()).ok_or_else(|| missing(mig, "uid"))?;
+    let spec = &mig.spec;
+    let labels = job_labels(&name, step, task);
+
+    let mut env = vec![
+        plain("MIGRATION_NAME", &name),
+        plain("MIGRATION_NAMESPACE", &ns),
+        plain("WORKER_STEP", step.as_str()),
+        plain("RUST_LOG", &cfg.worker_log),
+    ];
+    if let Some(task) = task {
+        env.push(plain("TASK_NAME", task));
+    }
+    if let Some(endpoint) = &cfg.otlp_endpoint {
+        env.push(plain("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint));
+    }
+    let mut volumes = vec![Volume {
+        name: "tmp".to_string(),
+        empty_dir: Some(EmptyDirVolumeSource::default()),
+        ..Volume::default()
+    }];
+    let mut mounts = vec![VolumeMount {
+        name: "tmp".to_string(),
+        mount_path: "/tmp".to_string(),
+        ..VolumeMount::default()
+    }];
+    for (prefix, endpoint) in [("SOURCE", &spec.source), ("TARGET", &spec.target)] {
+        if let Some(secret) = endpoint.get().map(|e| e.credentials_secret().to_string()) {
+            env.push(secret_ref(
+                &format!("{prefix}_USERNAME"),
+                &secret,
+                SECRET_KEY_USERNAME,
+            ));
+            env.push(secret_ref(
+                &format!("{prefix}_PASSWORD"),
+                &secret,
+                SECRET_KEY_PASSWORD,
+            ));
+        }
+        if let Some(ca_secret) = ca_secret(endpoint) {
+            let volume = format!("{}-ca", prefix.to_lowercase());
+            let dir = format!("{CA_MOUNT_ROOT}/{volume}");
+            env.push(plain(
+                &format!("{prefix}_CA_FILE"),
+                &format!("{dir}/{SECRET_KEY_CA}"),
+            ));
+            volumes.push(Volume {
+                name: volume.clone(),
+                secret: Some(SecretVolumeSource {
+                    secret_name: Some(ca_secret.to_string()),
+                    items: Some(vec![KeyToPath {
+                        key: SECRET_KEY_CA.to_string(),
+                        path: SECRET_KEY_CA.to_string(),
+                        mode: None,
+                    }]),
+                    ..SecretVolumeSource::default()
+                }),
+                ..Volume::default()
+            });
+            mounts.push(VolumeMount {
+                name: volume,
+                mount_path: dir,
+                read_only: Some(true),
+                ..VolumeMount::default()
+            });
+        }
+    }
+
+    let container = Container {
+        name: WORKER_CONTAINER.to_string(),
+        image: Some(
+            spec.worker
+                .image
+                .clone()
+                .unwrap_or_else(|| cfg.worker_image.clone()),
+        ),
+        image_pull_policy: spec.worker.image_pull_policy.map(|p| p.as_str().to_string()),
+        command: Some(cfg.worker_command.clone()),
+        args: Some(args),
+        env: Some(env),
+        resources: spec.worker.resources.clone(),
+        volume_mounts: Some(mounts),
+        termination_message_policy: Some("FallbackToLogsOnError".to_string()),
+        security_context: Some(SecurityContext {
+            allow_privilege_escalation: Some(false),
+            read_only_root_filesystem: Some(true),
+            run_as_non_root: Some(true),
+            capabilities: Some(Capabilities {
+                drop: Some(vec!["ALL".to_string()]),
+                add: None,
+            }),
+            ..SecurityContext::default()
+        }),
+        ..Container::default()
+    };
+    let pod = PodSpec {
+        restart_policy: Some("Never".to_string()),
+        service_account_name: spec
+            .worker
+            .service_account_name
+            .clone()
+            .or_else(|| cfg.worker_service_account.clone()),
+        node_selector: spec.worker.node_selector.clone(),
+        tolerations: spec.worker.tolerations.clone(),
+        security_context: Some(PodSecurityContext {
+            run_as_non_root: Some(true),
+            run_as_user: Some(WORKER_UID),
+            run_as_group: Some(WORKER_UID),
+            seccomp_profile: Some(SeccompProfile {
+                type_: "RuntimeDefault".to_string(),
+                localhost_profile: None,
+            }),
+            ..PodSecurityContext::default()
+        }),
+        containers: vec![container],
+        volumes: Some(volumes),
+        ..PodSpec::default()
+    };
+    Ok(Job {
+        metadata: ObjectMeta {
+            name: Some(job_name),
+            namespace: Some(ns),
+            labels: Some(labels.clone()),
+            owner_references: Some(vec![owner]),
+            ..ObjectMeta::default()
+        },
+        spec: Some(JobSpec {
+            backoff_limit: Some(spec.worker.backoff_limit),
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    labels: Some(labels),
+                    ..ObjectMeta::default()
+                }),
+                spec: Some(pod),
+            },
+            ..JobSpec::default()
+        }),
+        status: None,
+    })
+}
+
+fn ca_secret(endpoint: &Endpoint) -> Option<&str> {
+    endpoint.postgres.as_ref().and_then(|p| p.ca_secret.as_deref())
+}
+
+fn plain(name: &str, value: &str) -> EnvVar {
+    EnvVar {
+        name: name.to_string(),
+        value: Some(value.to_string()),
+        value_from: None,
+    }
+}
+
+fn secret_ref(name: &str, secret: &str, key: &str) -> EnvVar {
+    EnvVar {
+        name: name.to_string(),
+        value: None,
+        value_from: Some(EnvVarSource {
+            secret_key_ref: Some(SecretKeySelector {
+                name: secret.to_string(),
+                key: key.to_string(),
+                optional: Some(false),
+            }),
+            ..EnvVarSource::default()
+        }),
+    }
+}

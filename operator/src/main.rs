@@ -1,0 +1,80 @@
+//! `mssql-pg-operator`: the controller binary.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::Parser;
+use mssql_pg_operator::config::OperatorConfig;
+use mssql_pg_operator::metrics::Metrics;
+use mssql_pg_operator::server::{ServerState, router};
+use mssql_pg_operator::{controller, telemetry};
+
+#[derive(Parser)]
+#[command(
+    version,
+    about = "Kubernetes operator migrating databases between SQL Server and PostgreSQL"
+)]
+struct Args {
+    /// Address of /metrics, /livez and /readyz.
+    #[arg(long, env = "METRICS_ADDR", default_value = "0.0.0.0:8080")]
+    metrics_addr: SocketAddr,
+    /// Worker image for Migrations that do not set spec.worker.image.
+    #[arg(long, env = "MSSQLPG_WORKER_IMAGE", default_value_t = OperatorConfig::default().worker_image)]
+    worker_image: String,
+    /// Service account of worker pods for Migrations that do not set one ("" for the namespace default).
+    #[arg(
+        long,
+        env = "MSSQLPG_WORKER_SERVICE_ACCOUNT",
+        default_value = "mssql-pg-worker"
+    )]
+    worker_service_account: String,
+    /// RUST_LOG given to workers.
+    #[arg(long, env = "MSSQLPG_WORKER_LOG", default_value = "info")]
+    worker_log: String,
+    /// Watch only this namespace (default: all).
+    #[arg(long, env = "WATCH_NAMESPACE")]
+    namespace: Option<String>,
+    /// Log one JSON object per line.
+    #[arg(long, env = "LOG_JSON")]
+    log_json: bool,
+    /// Seconds between re-checks while Jobs run.
+    #[arg(long, env = "MSSQLPG_REQUEUE_SECONDS", default_value_t = 30)]
+    requeue_seconds: u64,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    telemetry::init(args.log_json);
+    let config = OperatorConfig {
+        worker_image: args.worker_image,
+        worker_service_account: Some(args.worker_service_account).filter(|s| !s.is_empty()),
+        worker_log: args.worker_log,
+        otlp_endpoint: std::env::var("OTEL_EXPORTER_OTLP_ENDPOINT")
+            .ok()
+            .filter(|s| !s.is_empty()),
+        requeue_active: Duration::from_secs(args.requeue_seconds.max(1)),
+        ..OperatorConfig::default()
+    };
+    let metrics = Arc::new(Metrics::new().context("registering metrics")?);
+    let ready = Arc::new(AtomicBool::new(false));
+
+    let listener = tokio::net::TcpListener::bind(args.metrics_addr)
+        .await
+        .with_context(|| format!("binding {}", args.metrics_addr))?;
+    let app = router(ServerState {
+        metrics: metrics.clone(),
+        ready: ready.clone(),
+    });
+    let server = tokio::spawn(async move { axum::serve(listener, app).await });
+
+    let client = kube::Client::try_default()
+        .await
+        .context("connecting to the Kubernetes API")?;
+    let result = controller::run(client, config, metrics, ready, args.namespace).await;
+    server.abort();
+    result
+}

@@ -1,0 +1,88 @@
+//! Reading the observed world: which step a Job runs and how it ended.
+
+use k8s_openapi::api::batch::v1::Job;
+use mssql_pg_crds::names::{LABEL_STEP, LABEL_TASK};
+
+/// The worker subcommand a Job runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Step {
+    Plan,
+    Copy,
+    Finalize,
+    Verify,
+}
+
+impl Step {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Step::Plan => "plan",
+            Step::Copy => "copy",
+            Step::Finalize => "finalize",
+            Step::Verify => "verify",
+        }
+    }
+
+    fn parse(s: &str) -> Option<Self> {
+        [Step::Plan, Step::Copy, Step::Finalize, Step::Verify]
+            .into_iter()
+            .find(|step| step.as_str() == s)
+    }
+}
+
+/// How a Job stands.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum JobOutcome {
+    /// Not finished (including not yet started).
+    Active,
+    Succeeded,
+    /// Retries exhausted (or deadline passed); the message is the Job controller's.
+    Failed {
+        reason: String,
+        message: String,
+    },
+}
+
+impl JobOutcome {
+    pub fn is_active(&self) -> bool {
+        matches!(self, JobOutcome::Active)
+    }
+}
+
+/// The outcome from the Job's conditions (`Complete`/`SuccessCriteriaMet`, `Failed`/`FailureTarget`).
+pub fn job_outcome(job: &Job) -> JobOutcome {
+    let conditions = job.status.as_ref().and_then(|s| s.conditions.as_ref());
+    let is_true = |type_: &str| {
+        conditions
+            .and_then(|cs| cs.iter().find(|c| c.type_ == type_ && c.status == "True"))
+            .cloned()
+    };
+    if let Some(c) = is_true("Failed").or_else(|| is_true("FailureTarget")) {
+        return JobOutcome::Failed {
+            reason: c.reason.unwrap_or_else(|| "JobFailed".to_string()),
+            message: c.message.unwrap_or_default(),
+        };
+    }
+    if is_true("Complete").is_some() || is_true("SuccessCriteriaMet").is_some() {
+        return JobOutcome::Succeeded;
+    }
+    JobOutcome::Active
+}
+
+/// The step label of a Job this operator created.
+pub fn job_step(job: &Job) -> Option<Step> {
+    job.metadata
+        .labels
+        .as_ref()?
+        .get(LABEL_STEP)
+        .and_then(|s| Step::parse(s))
+}
+
+/// The task a copy Job works on.
+pub fn job_task(job: &Job) -> Option<&str> {
+    job.metadata.labels.as_ref()?.get(LABEL_TASK).map(String::as_str)
+}
+
+/// The Job of a single-Job step (plan, finalize, verify), if one exists.
+pub fn step_job(jobs: &[Job], step: Step) -> Option<&Job> {
+    jobs.iter().find(|j| job_step(j) == Some(step))
+}

@@ -1,0 +1,183 @@
+#![allow(clippy::unwrap_used)]
+//! Worker Jobs: credentials only by reference, non-root, owned, labelled, with the right command.
+
+mod common;
+
+use common::*;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::EnvVar;
+use mssql_pg_crds::ImagePullPolicy;
+use mssql_pg_operator::jobs::{copy_job, plan_job};
+
+fn env(job: &Job) -> Vec<EnvVar> {
+    job.spec
+        .as_ref()
+        .unwrap()
+        .template
+        .spec
+        .as_ref()
+        .unwrap()
+        .containers[0]
+        .env
+        .clone()
+        .unwrap()
+}
+
+fn env_value(job: &Job, name: &str) -> Option<String> {
+    env(job)
+        .into_iter()
+        .find(|e| e.name == name)
+        .and_then(|e| e.value)
+}
+
+#[test]
+fn plan_job_runs_worker_plan_with_secret_refs_only() {
+    let m = migration();
+    let job = plan_job(&m, &cfg()).unwrap();
+    assert_eq!(job.metadata.name.as_deref(), Some("orders-plan"));
+    assert_eq!(job.metadata.namespace.as_deref(), Some(NS));
+    let pod = job.spec.as_ref().unwrap().template.spec.as_ref().unwrap();
+    let c = &pod.containers[0];
+    assert_eq!(c.command.as_deref(), Some(&["mssql-pg-worker".to_string()][..]));
+    assert_eq!(
+        c.args.as_deref(),
+        Some(&["plan".to_string(), "--migration".into(), "data/orders".into()][..])
+    );
+    assert_eq!(c.image.as_deref(), Some("example.com/worker:1"));
+    assert_eq!(
+        c.termination_message_policy.as_deref(),
+        Some("FallbackToLogsOnError")
+    );
+
+    let refs: Vec<(String, String, String)> = env(&job)
+        .into_iter()
+        .filter_map(|e| {
+            let r = e.value_from?.secret_key_ref?;
+            Some((e.name, r.name, r.key))
+        })
+        .collect();
+    assert_eq!(
+        refs,
+        vec![
+            ("SOURCE_USERNAME".into(), "mssql-creds".into(), "username".into()),
+            ("SOURCE_PASSWORD".into(), "mssql-creds".into(), "password".into()),
+            ("TARGET_USERNAME".into(), "pg-creds".into(), "username".into()),
+            ("TARGET_PASSWORD".into(), "pg-creds".into(), "password".into()),
+        ]
+    );
+    // Credentials never appear as literal values.
+    for e in env(&job) {
+        if e.name.ends_with("_USERNAME") || e.name.ends_with("_PASSWORD") {
+            assert_eq!(e.value, None, "{}", e.name);
+        }
+    }
+    assert_eq!(env_value(&job, "MIGRATION_NAME").as_deref(), Some("orders"));
+    assert_eq!(env_value(&job, "MIGRATION_NAMESPACE").as_deref(), Some("data"));
+    assert_eq!(env_value(&job, "TASK_NAME"), None);
+
+    let owner = &job.metadata.owner_references.as_ref().unwrap()[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.name.as_str()),
+        ("Migration", "orders")
+    );
+    assert_eq!(owner.api_version, "mssqlpg.dev/v1alpha1");
+    assert_eq!(owner.uid, m.metadata.uid.clone().unwrap());
+    assert_eq!(owner.controller, Some(true));
+
+    let labels = job.metadata.labels.as_ref().unwrap();
+    assert_eq!(labels["mssqlpg.dev/migration"], "orders");
+    assert_eq!(labels["mssqlpg.dev/step"], "plan");
+    let pod_labels = job
+        .spec
+        .as_ref()
+        .unwrap()
+        .template
+        .metadata
+        .as_ref()
+        .unwrap()
+        .labels
+        .as_ref()
+        .unwrap();
+    assert_eq!(pod_labels, labels);
+
+    assert_eq!(job.spec.as_ref().unwrap().backoff_limit, Some(3));
+    assert_eq!(pod.restart_policy.as_deref(), Some("Never"));
+    assert_eq!(pod.service_account_name.as_deref(), Some("mssql-pg-worker"));
+    let psc = pod.security_context.as_ref().unwrap();
+    assert_eq!(psc.run_as_non_root, Some(true));
+    assert_eq!(psc.run_as_user, Some(65532));
+    let sc = c.security_context.as_ref().unwrap();
+    assert_eq!(sc.allow_privilege_escalation, Some(false));
+    assert_eq!(sc.read_only_root_filesystem, Some(true));
+    assert_eq!(
+        sc.capabilities.as_ref().unwrap().drop.as_deref(),
+        Some(&["ALL".to_string()][..])
+    );
+}
+
+#[test]
+fn copy_job_is_named_after_its_task_and_uses_worker_settings() {
+    let mut m = migration();
+    m.spec.worker.image = Some("registry.local/worker:dev".into());
+    m.spec.worker.image_pull_policy = Some(ImagePullPolicy::Never);
+    m.spec.worker.backoff_limit = 7;
+    m.spec.worker.service_account_name = Some("custom-sa".into());
+    m.spec.worker.node_selector = Some([("disk".to_string(), "ssd".to_string())].into());
+    let t = task("Posts", 2, 8, 10, None);
+    let task_name = t.metadata.name.clone().unwrap();
+    let job = copy_job(&m, &t, &cfg()).unwrap();
+    assert_eq!(job.metadata.name.as_deref(), Some(task_name.as_str()));
+    assert!(task_name.len() <= 63);
+    let labels = job.metadata.labels.as_ref().unwrap();
+    assert_eq!(labels["mssqlpg.dev/task"], task_name);
+    assert_eq!(labels["mssqlpg.dev/step"], "copy");
+    assert_eq!(env_value(&job, "TASK_NAME"), Some(task_name.clone()));
+    let pod = job.spec.as_ref().unwrap().template.spec.as_ref().unwrap();
+    let c = &pod.containers[0];
+    assert_eq!(
+        c.args.as_deref(),
+        Some(&["copy".to_string(), "--task".into(), task_name][..])
+    );
+    assert_eq!(c.image.as_deref(), Some("registry.local/worker:dev"));
+    assert_eq!(c.image_pull_policy.as_deref(), Some("Never"));
+    assert_eq!(job.spec.as_ref().unwrap().backoff_limit, Some(7));
+    assert_eq!(pod.service_account_name.as_deref(), Some("custom-sa"));
+    assert_eq!(pod.node_selector.as_ref().unwrap()["disk"], "ssd");
+}
+
+#[test]
+fn postgres_ca_secret_is_mounted_and_named_in_env() {
+    let mut m = migration();
+    m.spec.target.postgres.as_mut().unwrap().ca_secret = Some("pg-ca".into());
+    let job = plan_job(&m, &cfg()).unwrap();
+    assert_eq!(
+        env_value(&job, "TARGET_CA_FILE").as_deref(),
+        Some("/etc/mssqlpg/target-ca/ca.crt")
+    );
+    assert_eq!(env_value(&job, "SOURCE_CA_FILE"), None);
+    let pod = job.spec.as_ref().unwrap().template.spec.as_ref().unwrap();
+    let vol = pod
+        .volumes
+        .as_ref()
+        .unwrap()
+        .iter()
+        .find(|v| v.name == "target-ca")
+        .unwrap();
+    assert_eq!(vol.secret.as_ref().unwrap().secret_name.as_deref(), Some("pg-ca"));
+    let mount = pod.containers[0]
+        .volume_mounts
+        .as_ref()
+        .unwrap()
+        .iter()
+        .find(|v| v.name == "target-ca")
+        .unwrap();
+    assert_eq!(mount.read_only, Some(true));
+}
+
+#[test]
+fn job_without_uid_is_an_error_not_an_orphan() {
+    let mut m = migration();
+    m.metadata.uid = None;
+    let err = plan_job(&m, &cfg()).unwrap_err();
+    assert!(err.to_string().contains("uid"), "{err}");
+}
