@@ -141,8 +141,11 @@ impl Engine {
         let fingerprint = plan.fingerprint();
         if let Some((fp, state)) = checkpoint::run_state(&pg, migration).await?
             && fp == fingerprint
-            && state != "succeeded"
+            // Only an interrupted copy resumes; after finalize (e.g. a verification mismatch) a
+            // rerun starts over.
+            && state == "copying"
             && let Some(tasks) = self.stored_tasks(&pg).await?
+            && self.all_tables_exist(&pg, &plan).await?
         {
             plan.tasks = tasks;
             return Ok(Prepared {
@@ -233,6 +236,24 @@ impl Engine {
             resumed: false,
             negotiated_packet_size: packet,
         })
+    }
+
+    async fn all_tables_exist(&self, pg: &Client, plan: &Plan) -> Result<bool, EngineError> {
+        for t in &plan.tables {
+            let exists: bool = pg
+                .query_one("SELECT to_regclass($1) IS NOT NULL", &[&ddl::qualified(t)])
+                .await
+                .map_err(|source| EngineError::Ddl {
+                    what: "table lookup".into(),
+                    sql: String::new(),
+                    source,
+                })?
+                .get(0);
+            if !exists {
+                return Ok(false);
+            }
+        }
+        Ok(true)
     }
 
     async fn store_tasks(&self, pg: &Client, tasks: &[TaskPlan]) -> Result<(), EngineError> {

@@ -73,7 +73,7 @@ const ALL_TYPES: &str = "CREATE TABLE dbo.AllTypes (
 const ROW_MAX: &str = "INSERT INTO dbo.AllTypes (CBit, CTiny, CSmall, CInt, CBig, CDec, CNum, CMoney, CSmallMoney,
     CFloat, CReal, CDate, CTime, CDateTime, CSmallDateTime, CDateTime2, CDto, CGuid, CChar, CVarchar, CNChar,
     CNVarchar, CNVarcharMax, CBinary, CVarbinary, CXml) VALUES (1, 255, 32767, 2147483647, 9223372036854775807,
-    9999999999999999999999999999.9999999999, 999.99, 922337203685477.5807, 214748.3647,
+    CAST('9999999999999999999999999999.9999999999' AS decimal(38,10)), 999.99, CAST('922337203685477.5807' AS money), CAST('214748.3647' AS smallmoney),
     1.7976931348623157E+308, 3.4028235E+38, '9999-12-31', '23:59:59.9999999', '9999-12-31 23:59:59.997',
     '2079-06-06 23:59:00', '9999-12-31 23:59:59.9999999', '2020-01-01 05:30:00.1234567 +05:30',
     '6F9619FF-8B86-D011-B42D-00C04FC964FF', 'ab', 'plain ascii', N'日本', N'héllo 😀', REPLICATE(N'x', 10000),
@@ -82,7 +82,7 @@ const ROW_MAX: &str = "INSERT INTO dbo.AllTypes (CBit, CTiny, CSmall, CInt, CBig
 const ROW_MIN: &str = "INSERT INTO dbo.AllTypes (CBit, CTiny, CSmall, CInt, CBig, CDec, CNum, CMoney, CSmallMoney,
     CFloat, CReal, CDate, CTime, CDateTime, CSmallDateTime, CDateTime2, CDto, CGuid, CChar, CVarchar, CNChar,
     CNVarchar, CNVarcharMax, CBinary, CVarbinary, CXml) VALUES (0, 0, -32768, -2147483648, -9223372036854775808,
-    -0.0000000001, -999.99, -922337203685477.5808, -214748.3648,
+    -0.0000000001, -999.99, CAST('-922337203685477.5808' AS money), CAST('-214748.3648' AS smallmoney),
     -2.2250738585072014E-308, -1.175494E-38, '0001-01-01', '00:00:00', '1753-01-01 00:00:00',
     '1900-01-01 00:00', '0001-01-01 00:00:00', '0001-01-01 00:00:00 +00:00',
     '00000000-0000-0000-0000-000000000000', '', '', N'', N'', N'', 0x00000000, 0x, N'<r/>')";
