@@ -1,0 +1,153 @@
+//! The `mssql-pg-worker run -f migration.yaml` binary end to end: the JSON summary, the exit code,
+//! and a failed run resumed by the next one.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::process::Command;
+use tds_testserver::{ServerConfig, TestServer};
+
+fn yaml(port: u16, pg_port: &str, schema: &str) -> String {
+    format!(
+        "apiVersion: v1
+kind: Secret
+metadata: {{name: ignored}}
+stringData: {{username: x, password: y}}
+---
+apiVersion: mssqlpg.dev/v1alpha1
+kind: Migration
+metadata:
+  name: cli-run
+  namespace: tests
+spec:
+  source:
+    mssql: {{host: 127.0.0.1, port: {port}, database: master, schema: dbo, credentialsSecret: s, encryption: NotSupported}}
+  target:
+    postgres: {{host: 127.0.0.1, port: {pg_port}, database: postgres, schema: {schema}, credentialsSecret: t, sslMode: disable}}
+  chunkRows: 100
+  verify: checksum
+"
+    )
+}
+
+fn run(file: &str, password: &str, extra: &[&str]) -> (bool, Vec<serde_json::Value>) {
+    let out = Command::new(env!("CARGO_BIN_EXE_mssql-pg-worker"))
+        .args(["run", "-f", file])
+        .args(extra)
+        .env("SOURCE_USERNAME", "sa")
+        .env("SOURCE_PASSWORD", password)
+        .env("TARGET_USERNAME", "postgres")
+        .env("RUST_LOG", "warn")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !stderr.contains(password),
+        "the password leaked into the logs: {stderr}"
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!stdout.contains(password));
+    let events = stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    (out.status.success(), events)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn run_reports_a_verified_summary_and_resumes_after_a_failure() {
+    let config = ServerConfig::default();
+    let password = config.password.clone();
+    let server = TestServer::start(config.clone()).unwrap();
+    let addr = server.addr();
+    let mut tcfg = tiberius::Config::new();
+    tcfg.host("127.0.0.1");
+    tcfg.port(addr.port());
+    tcfg.authentication(tiberius::AuthMethod::sql_server(&config.user, &password));
+    tcfg.encryption(tiberius::EncryptionLevel::NotSupported);
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    use tokio_util::compat::TokioAsyncWriteCompatExt;
+    let mut ms = tiberius::Client::connect(tcfg, tcp.compat_write()).await.unwrap();
+    ms.simple_query(
+        "CREATE TABLE dbo.Items (Id int NOT NULL PRIMARY KEY, Name nvarchar(30) NOT NULL, Price money NULL)",
+    )
+    .await
+    .unwrap()
+    .into_results()
+    .await
+    .unwrap();
+    for block in 0..5 {
+        let values = (1..=100)
+            .map(|i| {
+                let id = block * 100 + i;
+                format!("({id}, N'item {id}', {id}.25)")
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
+        ms.simple_query(format!("INSERT INTO dbo.Items (Id, Name, Price) VALUES {values}"))
+            .await
+            .unwrap()
+            .into_results()
+            .await
+            .unwrap();
+    }
+
+    let pg = common::pg_connect().await;
+    let schema = common::fresh_schema(&pg, "cli_run").await;
+    // A stale run record from an earlier test run must not make this one "resume".
+    pg.batch_execute("DELETE FROM \"_mssqlpg\".\"runs\" WHERE migration = 'tests/cli-run'")
+        .await
+        .ok();
+    let pg_port = std::env::var("MSSQLPG_TEST_PG_PORT").unwrap();
+    let dir = tempfile_dir();
+    let file = format!("{dir}/migration.yaml");
+    std::fs::write(&file, yaml(addr.port(), &pg_port, &schema)).unwrap();
+
+    // First attempt dies after 2 committed chunks.
+    let (ok, events) = run(&file, &password, &["--fail-after-chunks", "2"]);
+    assert!(!ok);
+    let summary = events.iter().find(|e| e["event"] == "summary").unwrap();
+    assert_eq!(summary["ok"], false);
+    assert!(
+        summary["error"].as_str().unwrap().contains("injected failure"),
+        "{summary}"
+    );
+    let n: i64 = pg
+        .query_one(&format!("SELECT count(*) FROM \"{schema}\".\"Items\""), &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(n, 200);
+
+    // Second attempt resumes and completes, verified.
+    let (ok, events) = run(&file, &password, &[]);
+    let summary = events.iter().find(|e| e["event"] == "summary").unwrap();
+    assert!(ok, "{summary:#}");
+    assert_eq!(summary["resumed"], true);
+    assert_eq!(summary["rows"], 300);
+    assert_eq!(summary["verified"], true);
+    assert_eq!(summary["verification"][0]["source_rows"], 500);
+    assert_eq!(summary["verification"][0]["target_rows"], 500);
+    assert!(summary["peak_memory_bytes"].as_u64().unwrap() > 0);
+    assert_eq!(summary["requested_packet_size"], 32767);
+    let r = pg
+        .query_one(
+            &format!("SELECT count(DISTINCT \"Id\"), sum(\"Price\")::text FROM \"{schema}\".\"Items\""),
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.get::<_, i64>(0), 500);
+    assert_eq!(r.get::<_, String>(1), "125375.0000");
+
+    // A third run starts afresh (the previous one succeeded) and copies everything again.
+    let (ok, events) = run(&file, &password, &[]);
+    let summary = events.iter().find(|e| e["event"] == "summary").unwrap();
+    assert!(ok, "{summary:#}");
+    assert_eq!(summary["resumed"], false);
+    assert_eq!(summary["rows"], 500);
+    drop(server);
+}
+
+fn tempfile_dir() -> String {
+    let dir = std::env::temp_dir().join(format!("mssqlpg-cli-run-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.to_string_lossy().into_owned()
+}
