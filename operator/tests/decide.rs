@@ -1,0 +1,368 @@
+#![allow(clippy::unwrap_used)]
+//! The reconcile decision, step by step, without a cluster.
+
+mod common;
+
+use common::*;
+use mssql_pg_crds::conditions::{ConditionType, condition_status};
+use mssql_pg_crds::{MigrationPhase, MigrationStatus, PlanSummary, TaskState, VerifyMode};
+use mssql_pg_operator::decide::{Decision, condition, decide};
+
+fn run(
+    m: &mssql_pg_crds::Migration,
+    tasks: &[mssql_pg_crds::MigrationTask],
+    jobs: &[k8s_openapi::api::batch::v1::Job],
+) -> Decision {
+    decide(m, tasks, jobs, &cfg(), &at(100)).unwrap()
+}
+
+fn created(d: &Decision) -> Vec<String> {
+    d.create_jobs
+        .iter()
+        .map(|j| j.metadata.name.clone().unwrap())
+        .collect()
+}
+
+fn cond(d: &Decision, t: ConditionType) -> Option<bool> {
+    condition_status(&d.status.conditions, t)
+}
+
+/// The status after the plan step succeeded, as a previous reconcile would have written it.
+fn planned(m: &mssql_pg_crds::Migration, tasks: i32) -> mssql_pg_crds::Migration {
+    let d = run(m, &[], &[plan(m, Some(true))]);
+    let mut status = d.status;
+    status.plan = Some(PlanSummary {
+        tasks_total: tasks,
+        ..PlanSummary::default()
+    });
+    with_status(m.clone(), status)
+}
+
+#[test]
+fn new_migration_starts_the_plan_job() {
+    let m = migration();
+    let d = run(&m, &[], &[]);
+    assert_eq!(created(&d), ["orders-plan"]);
+    assert_eq!(d.status.phase, Some(MigrationPhase::Planning));
+    assert_eq!(cond(&d, ConditionType::Validated), Some(true));
+    assert_eq!(cond(&d, ConditionType::Planned), Some(false));
+    assert_eq!(cond(&d, ConditionType::Ready), Some(false));
+    assert_eq!(cond(&d, ConditionType::Failed), Some(false));
+    assert_eq!(d.status.observed_generation, Some(1));
+    assert_eq!(d.status.started_at, Some(at(100)));
+    let change = d.phase_change.unwrap();
+    assert_eq!((change.from, change.to), (None, MigrationPhase::Planning));
+}
+
+#[test]
+fn invalid_spec_fails_without_jobs_and_names_the_field() {
+    let mut m = migration();
+    m.spec.target = m.spec.source.clone();
+    m.spec.tables.include = vec!["dbo.[x".into()];
+    let d = run(&m, &[], &[]);
+    assert!(d.create_jobs.is_empty());
+    assert_eq!(d.status.phase, Some(MigrationPhase::Failed));
+    let v = condition(&d.status.conditions, ConditionType::Validated).unwrap();
+    assert_eq!((v.status.as_str(), v.reason.as_str()), ("False", "InvalidSpec"));
+    assert!(
+        v.message
+            .contains("spec.target: source and target are both mssql"),
+        "{}",
+        v.message
+    );
+    assert!(v.message.contains("spec.tables.include[0]"), "{}", v.message);
+    assert_eq!(cond(&d, ConditionType::Failed), Some(true));
+    assert!(d.status.last_error.unwrap().contains("spec.target"));
+}
+
+#[test]
+fn running_plan_creates_nothing_more() {
+    let m = migration();
+    let d = run(&m, &[], &[plan(&m, None)]);
+    assert!(d.create_jobs.is_empty());
+    assert_eq!(d.status.phase, Some(MigrationPhase::Planning));
+    assert_eq!(d.requeue_after, cfg().requeue_active);
+}
+
+#[test]
+fn failed_plan_fails_the_migration_with_the_job_message() {
+    let m = migration();
+    let d = run(&m, &[], &[plan(&m, Some(false))]);
+    assert!(d.create_jobs.is_empty());
+    assert_eq!(d.status.phase, Some(MigrationPhase::Failed));
+    let p = condition(&d.status.conditions, ConditionType::Planned).unwrap();
+    assert_eq!((p.status.as_str(), p.reason.as_str()), ("False", "JobFailed"));
+    assert!(d.status.last_error.unwrap().contains("BackoffLimitExceeded"));
+    assert_eq!(d.status.completed_at, Some(at(100)));
+}
+
+#[test]
+fn dry_run_stops_after_the_plan() {
+    let mut m = migration();
+    m.spec.dry_run = true;
+    let d = run(&m, &[], &[plan(&m, Some(true))]);
+    assert!(d.create_jobs.is_empty());
+    assert_eq!(d.status.phase, Some(MigrationPhase::Succeeded));
+    assert_eq!(cond(&d, ConditionType::Planned), Some(true));
+    assert_eq!(cond(&d, ConditionType::Ready), Some(true));
+    assert_eq!(cond(&d, ConditionType::Copied), None);
+}
+
+#[test]
+fn copy_jobs_start_largest_first_up_to_parallelism() {
+    let m = planned(&migration(), 5);
+    let tasks = vec![
+        task("Small", 0, 1, 10, None),
+        task("Posts", 0, 2, 5_000, None),
+        task("Posts", 1, 2, 5_000, None),
+        task("Users", 0, 1, 9_000, None),
+        task("Tiny", 0, 1, 1, None),
+    ];
+    let d = run(&m, &tasks, &[plan(&m, Some(true))]);
+    let users = tasks[3].metadata.name.clone().unwrap();
+    // Posts 0 and 1 tie on rows: the name decides, so the order is stable across reconciles.
+    let mut posts = [
+        tasks[1].metadata.name.clone().unwrap(),
+        tasks[2].metadata.name.clone().unwrap(),
+    ];
+    posts.sort();
+    assert_eq!(created(&d), [users, posts[0].clone()]);
+    assert_eq!(d.status.phase, Some(MigrationPhase::Copying));
+    assert_eq!(d.status.progress.as_deref(), Some("0/5"));
+    assert_eq!(d.status.tasks_total, 5);
+    assert_eq!(d.status.rows_total, 19_011);
+
+    // Next reconcile: one of the two finished, the other runs: one free slot, the next largest.
+    let done = with_progress(
+        task("Users", 0, 1, 9_000, Some(TaskState::Succeeded)),
+        9_000,
+        900_000,
+        0,
+        50,
+    );
+    let tasks2 = vec![
+        tasks[0].clone(),
+        tasks[1].clone(),
+        tasks[2].clone(),
+        done.clone(),
+        tasks[4].clone(),
+    ];
+    let first_posts = tasks2
+        .iter()
+        .find(|t| t.metadata.name.as_deref() == Some(posts[0].as_str()))
+        .unwrap();
+    let jobs = vec![
+        plan(&m, Some(true)),
+        copy(&m, &done, Some(true)),
+        copy(&m, first_posts, None),
+    ];
+    let d = run(&m, &tasks2, &jobs);
+    assert_eq!(created(&d), [posts[1].clone()]);
+    assert_eq!(d.status.progress.as_deref(), Some("1/5"));
+    assert_eq!(d.status.tasks_running, 1);
+    assert_eq!(d.status.rows_copied, 9_000);
+}
+
+#[test]
+fn a_failed_task_degrades_while_others_run_then_fails() {
+    let m = planned(&migration(), 3);
+    let a = with_progress(task("A", 0, 1, 100, Some(TaskState::Running)), 40, 0, 10, 0);
+    let b = with_progress(task("B", 0, 1, 100, Some(TaskState::Running)), 70, 0, 20, 0);
+    let c = task("C", 0, 1, 100, None);
+    let jobs = vec![
+        plan(&m, Some(true)),
+        copy(&m, &a, Some(false)),
+        copy(&m, &b, None),
+    ];
+    let d = run(&m, &[a.clone(), b.clone(), c.clone()], &jobs);
+    assert!(
+        d.create_jobs.is_empty(),
+        "no new work starts after a failure: {:?}",
+        created(&d)
+    );
+    assert_eq!(d.status.phase, Some(MigrationPhase::Copying));
+    assert_eq!(cond(&d, ConditionType::Degraded), Some(true));
+    assert_eq!(cond(&d, ConditionType::Failed), Some(false));
+    assert_eq!(d.status.tasks_failed, 1);
+    assert_eq!(d.status.rows_per_second, 20, "only running tasks add to the rate");
+    assert_eq!(d.record_task_failures.len(), 1);
+    assert_eq!(d.record_task_failures[0].0, a.metadata.name.clone().unwrap());
+    assert!(d.record_task_failures[0].1.contains("BackoffLimitExceeded"));
+    let summary = &d.status.tables;
+    assert_eq!(summary[0].name, "dbo.A");
+    assert_eq!(
+        summary[0].state,
+        TaskState::Failed,
+        "failed tables are listed first"
+    );
+
+    // B finishes: nothing runs any more, the migration fails.
+    let b_done = with_progress(task("B", 0, 1, 100, Some(TaskState::Succeeded)), 100, 0, 0, 0);
+    let jobs = vec![
+        plan(&m, Some(true)),
+        copy(&m, &a, Some(false)),
+        copy(&m, &b_done, Some(true)),
+    ];
+    let prev = with_status(m.clone(), d.status.clone());
+    let d = run(&prev, &[a, b_done, c], &jobs);
+    assert_eq!(d.status.phase, Some(MigrationPhase::Failed));
+    assert_eq!(cond(&d, ConditionType::Degraded), Some(false));
+    assert_eq!(cond(&d, ConditionType::Failed), Some(true));
+    assert!(d.status.last_error.unwrap().contains("copy Job failed"));
+    assert_eq!(d.phase_change.unwrap().to, MigrationPhase::Failed);
+}
+
+#[test]
+fn deleting_a_failed_copy_job_retries_the_task() {
+    let m = planned(&migration(), 1);
+    let mut a = task("A", 0, 1, 100, Some(TaskState::Failed));
+    a.status.as_mut().unwrap().last_error = Some("boom".into());
+    let d = run(&m, std::slice::from_ref(&a), &[plan(&m, Some(true))]);
+    assert_eq!(created(&d), [a.metadata.name.clone().unwrap()]);
+    assert_eq!(d.status.phase, Some(MigrationPhase::Copying));
+}
+
+#[test]
+fn all_tasks_done_runs_finalize_then_verify_then_succeeds() {
+    let m = planned(&migration(), 2);
+    let a = with_progress(
+        task("A", 0, 2, 600, Some(TaskState::Succeeded)),
+        600,
+        6_000,
+        0,
+        1_000,
+    );
+    let b = with_progress(
+        task("A", 1, 2, 400, Some(TaskState::Succeeded)),
+        400,
+        4_000,
+        0,
+        3_000,
+    );
+    let tasks = vec![a.clone(), b.clone()];
+    let mut jobs = vec![
+        plan(&m, Some(true)),
+        copy(&m, &a, Some(true)),
+        copy(&m, &b, Some(true)),
+    ];
+
+    let d = run(&m, &tasks, &jobs);
+    assert_eq!(created(&d), ["orders-finalize"]);
+    assert_eq!(d.status.phase, Some(MigrationPhase::Finalizing));
+    assert_eq!(cond(&d, ConditionType::Copied), Some(true));
+    assert_eq!((d.status.rows_copied, d.status.bytes_copied), (1_000, 10_000));
+    assert_eq!(d.status.peak_worker_memory_bytes, 3_000);
+    assert_eq!(d.status.tables.len(), 1);
+    assert_eq!(
+        (d.status.tables[0].tasks, d.status.tables[0].state),
+        (2, TaskState::Succeeded)
+    );
+
+    jobs.push(finalize(&m, Some(true)));
+    let d = run(&m, &tasks, &jobs);
+    assert_eq!(created(&d), ["orders-verify"]);
+    assert_eq!(d.status.phase, Some(MigrationPhase::Verifying));
+    assert_eq!(cond(&d, ConditionType::Finalized), Some(true));
+
+    jobs.push(verify(&m, Some(true)));
+    let mut prev = m.clone();
+    let mut st = prev.status.clone().unwrap();
+    st.started_at = Some(at(90));
+    prev.status = Some(st);
+    let d = run(&prev, &tasks, &jobs);
+    assert!(d.create_jobs.is_empty());
+    assert_eq!(d.status.phase, Some(MigrationPhase::Succeeded));
+    assert_eq!(cond(&d, ConditionType::Verified), Some(true));
+    assert_eq!(cond(&d, ConditionType::Ready), Some(true));
+    assert_eq!(d.status.completed_at, Some(at(100)));
+    assert_eq!(d.status.rows_per_second, 100, "1000 rows in 10 s");
+    assert_eq!(d.requeue_after, cfg().requeue_idle);
+}
+
+#[test]
+fn verify_none_skips_the_verify_job() {
+    let mut m = migration();
+    m.spec.verify = VerifyMode::None;
+    let m = planned(&m, 0);
+    let d = run(&m, &[], &[plan(&m, Some(true)), finalize(&m, Some(true))]);
+    assert!(d.create_jobs.is_empty());
+    assert_eq!(d.status.phase, Some(MigrationPhase::Succeeded));
+    assert_eq!(cond(&d, ConditionType::Verified), None);
+}
+
+#[test]
+fn suspend_stops_scheduling() {
+    let mut m = migration();
+    m.spec.suspend = true;
+    let d = run(&m, &[], &[]);
+    assert!(d.create_jobs.is_empty());
+    assert_eq!(d.status.phase, Some(MigrationPhase::Suspended));
+    assert_eq!(d.status.started_at, None);
+
+    let m = planned(&m, 1);
+    let t = task("A", 0, 1, 10, None);
+    let d = run(&m, &[t], &[plan(&m, Some(true))]);
+    assert!(d.create_jobs.is_empty());
+    assert_eq!(d.status.phase, Some(MigrationPhase::Suspended));
+}
+
+#[test]
+fn fewer_tasks_than_planned_waits_instead_of_finalizing() {
+    let m = planned(&migration(), 3);
+    let a = task("A", 0, 1, 10, Some(TaskState::Succeeded));
+    let d = run(&m, &[a], &[plan(&m, Some(true))]);
+    assert!(d.create_jobs.is_empty(), "{:?}", created(&d));
+    assert_eq!(d.status.phase, Some(MigrationPhase::Copying));
+    let c = condition(&d.status.conditions, ConditionType::Copied).unwrap();
+    assert_eq!(c.reason, "WaitingForTasks");
+}
+
+#[test]
+fn a_finished_plan_is_not_rerun_when_its_job_is_gone() {
+    let m = planned(&migration(), 1);
+    let t = task("A", 0, 1, 10, None);
+    let d = run(&m, std::slice::from_ref(&t), &[]);
+    assert!(!created(&d).contains(&"orders-plan".to_string()));
+    assert_eq!(created(&d), [t.metadata.name.clone().unwrap()]);
+}
+
+#[test]
+fn unchanged_conditions_keep_their_transition_time() {
+    let m = migration();
+    let first = decide(&m, &[], &[], &cfg(), &at(1)).unwrap();
+    let m2 = with_status(m.clone(), first.status.clone());
+    let second = decide(&m2, &[], &[plan(&m, None)], &cfg(), &at(50)).unwrap();
+    let v = condition(&second.status.conditions, ConditionType::Validated).unwrap();
+    assert_eq!(v.last_transition_time, at(1));
+    assert!(second.phase_change.is_none(), "Planning -> Planning is no change");
+}
+
+#[test]
+fn table_summary_is_bounded_with_failures_first() {
+    let m = planned(&migration(), 250);
+    let mut tasks: Vec<_> = (0..249)
+        .map(|i| task(&format!("T{i:03}"), 0, 1, 1, Some(TaskState::Succeeded)))
+        .collect();
+    tasks.push(task("Zzz", 0, 1, 1, Some(TaskState::Failed)));
+    let d = run(&m, &tasks, &[plan(&m, Some(true))]);
+    assert_eq!(d.status.tables.len(), mssql_pg_crds::status::MAX_TABLE_SUMMARIES);
+    assert_eq!(d.status.tables[0].name, "dbo.Zzz");
+    assert_eq!(d.status.tasks_total, 250, "totals still count every task");
+}
+
+#[test]
+fn status_leaves_worker_owned_fields_alone() {
+    let m = with_status(
+        migration(),
+        MigrationStatus {
+            warnings: vec!["lossy".into()],
+            plan: Some(PlanSummary::default()),
+            ..MigrationStatus::default()
+        },
+    );
+    let d = run(&m, &[], &[]);
+    assert!(
+        d.status.warnings.is_empty() && d.status.plan.is_none(),
+        "applying them would take them over"
+    );
+}
