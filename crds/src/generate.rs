@@ -77,7 +77,30 @@ pub fn all() -> Vec<(String, CustomResourceDefinition)> {
 
 /// The file content for one CRD.
 pub fn to_yaml(crd: &CustomResourceDefinition) -> Result<String, serde_yaml::Error> {
-    Ok(format!("{HEADER}{}", serde_yaml::to_string(crd)?))
+    let yaml = serde_yaml::to_string(crd)?;
+    let mut out = String::with_capacity(HEADER.len() + yaml.len() + 64);
+    out.push_str(HEADER);
+    for line in yaml.lines() {
+        out.push_str(&quote_yaml11_bool(line));
+        out.push('\n');
+    }
+    Ok(out)
+}
+
+/// serde_yaml writes YAML 1.2, where `On`/`Off`/`yes`/`no` are strings; kubectl and Helm parse YAML 1.1, where
+/// they are booleans (the `encryption` enum would install as `[Required, true, false, ...]`). Quote them.
+fn quote_yaml11_bool(line: &str) -> std::borrow::Cow<'_, str> {
+    const WORDS: [&str; 16] =
+        ["y", "Y", "n", "N", "yes", "Yes", "YES", "no", "No", "NO", "on", "On", "ON", "off", "Off", "OFF"];
+    let value_start = if let Some(pos) = line.find("- ").filter(|p| line[..*p].trim().is_empty()) {
+        pos + 2
+    } else if let Some(pos) = line.find(": ") {
+        pos + 2
+    } else {
+        return line.into();
+    };
+    let value = &line[value_start..];
+    if WORDS.contains(&value) { format!("{}'{value}'", &line[..value_start]).into() } else { line.into() }
 }
 
 fn add_root_rule(crd: &mut CustomResourceDefinition, rule: &str, message: &str) {
