@@ -649,6 +649,7 @@ impl Session {
     }
 
     pub(crate) fn create_table(&mut self, ct: CreateTable, sink: &mut dyn ResultSink) -> Result<(), Fail> {
+        self.before_ddl();
         let (schema, name, temporary) = split_name(&ct.name);
         let exists = if temporary {
             self.temp.get("", &name).is_some()
@@ -739,6 +740,7 @@ impl Session {
         table: Option<&ObjectName>,
         sink: &mut dyn ResultSink,
     ) -> Result<(), Fail> {
+        self.before_ddl();
         match kind {
             ObjectType::Table => {
                 for n in names {
@@ -898,6 +900,7 @@ impl Session {
             }
         }
         let sql = self.one_index_ddl(&meta, &ix, &name)?;
+        self.before_ddl();
         let (oid, ix_cat) = (meta.object_id, ix.clone());
         self.engine.with_catalog(|c| c.add_index(oid, ix_cat))?;
         let display = meta.display_name();
@@ -924,6 +927,126 @@ impl Session {
     }
 
     /// Recreates the SQLite table from a changed definition, keeping the common columns' data.
+    /// Applies the difference between two definitions of a table to the catalog; all or
+    /// nothing.
+    fn mirror_alter(&self, old: &TableMeta, new: &TableMeta) -> Result<(), SqlError> {
+        let oid = old.object_id;
+        let sid = self.session_id;
+        self.engine.with_catalog(|c| {
+            let snap = c.clone();
+            let r = (|| -> Result<(), SqlError> {
+                let cur_defaults: Vec<(String, String)> = c
+                    .table(oid)
+                    .map(|t| {
+                        t.columns
+                            .iter()
+                            .filter_map(|col| {
+                                col.default.as_ref().map(|d| (col.name.clone(), d.name.clone()))
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                for (i, n) in old.index_names.iter().enumerate() {
+                    if !new.index_names.iter().any(|x| x.eq_ignore_ascii_case(n)) {
+                        let ix = &old.def.indexes[i];
+                        if ix.primary_key || ix.unique_constraint {
+                            c.drop_constraint(oid, n)?;
+                        } else {
+                            c.drop_index(oid, n)?;
+                        }
+                    }
+                }
+                for n in old.fk_names.iter().chain(old.check_names.iter()) {
+                    let kept = new
+                        .fk_names
+                        .iter()
+                        .chain(new.check_names.iter())
+                        .any(|x| x.eq_ignore_ascii_case(n));
+                    if !kept {
+                        c.drop_constraint(oid, n)?;
+                    }
+                }
+                for (col, dname) in &cur_defaults {
+                    let still = new.column(col).is_some_and(|(_, nc)| {
+                        nc.default.is_some()
+                            && old.column(col).is_some_and(|(_, oc)| {
+                                oc.default.as_ref().map(|d| &d.definition)
+                                    == nc.default.as_ref().map(|d| &d.definition)
+                            })
+                    });
+                    if !still {
+                        c.drop_constraint(oid, dname)?;
+                    }
+                }
+                for oc in &old.def.columns {
+                    match new.column(&oc.name) {
+                        None => c.drop_column(oid, &oc.name)?,
+                        Some((_, nc)) if nc.ty != oc.ty || nc.nullable != oc.nullable => {
+                            c.alter_column(oid, &oc.name, nc.ty, nc.nullable)?
+                        }
+                        _ => {}
+                    }
+                }
+                for nc in &new.def.columns {
+                    match old.column(&nc.name) {
+                        None => {
+                            c.add_column(oid, nc.clone())?;
+                        }
+                        Some((_, oc)) => {
+                            if let Some(d) = &nc.default {
+                                let same = oc.default.as_ref().map(|x| &x.definition) == Some(&d.definition);
+                                if !same {
+                                    c.add_default(oid, &nc.name, d.clone())?;
+                                }
+                            }
+                        }
+                    }
+                }
+                for ix in &new.def.indexes {
+                    let known = ix
+                        .name
+                        .as_ref()
+                        .is_some_and(|n| old.index_names.iter().any(|x| x.eq_ignore_ascii_case(n)));
+                    if !known {
+                        c.add_index(oid, ix.clone())?;
+                    }
+                }
+                for fk in &new.def.foreign_keys {
+                    let known = fk
+                        .name
+                        .as_ref()
+                        .is_some_and(|n| old.fk_names.iter().any(|x| x.eq_ignore_ascii_case(n)));
+                    if !known {
+                        c.add_foreign_key(oid, fk.clone(), sid)?;
+                    }
+                }
+                for ck in &new.def.checks {
+                    let known = ck
+                        .name
+                        .as_ref()
+                        .is_some_and(|n| old.check_names.iter().any(|x| x.eq_ignore_ascii_case(n)));
+                    if !known {
+                        c.add_check(oid, ck.clone())?;
+                    }
+                }
+                Ok(())
+            })();
+            if r.is_err() {
+                c.restore(snap);
+            }
+            r
+        })
+    }
+
+    /// Inside a transaction, remembers the catalog and table metadata before the first DDL so
+    /// a ROLLBACK can undo it.
+    pub(crate) fn before_ddl(&mut self) {
+        if self.trancount > 0 && self.tran_snapshot.is_none() {
+            let cat = self.engine.read_catalog(|c| c.clone());
+            self.tran_snapshot = Some((cat, self.engine.tables(), self.temp.clone()));
+        }
+    }
+
     fn rebuild(&mut self, old: &TableMeta, mut new: TableMeta) -> Result<(), Fail> {
         self.finish_meta(&mut new)?;
         let tmp = format!("{}__rebuild", new.sqlite_name);
@@ -1089,7 +1212,25 @@ impl Session {
             }
         }
         let display = new.display_name();
-        self.rebuild(&old, new).map_err(|f| match f {
+        self.before_ddl();
+        let snapshot = self.engine.read_catalog(|c| c.clone());
+        self.finish_meta(&mut new)?;
+        self.mirror_alter(&old, &new)?;
+        self.names_from_catalog(&mut new);
+        for (ix, nm) in new.def.indexes.iter_mut().zip(new.index_names.iter()) {
+            ix.name = Some(nm.clone());
+        }
+        for (fk, nm) in new.def.foreign_keys.iter_mut().zip(new.fk_names.iter()) {
+            fk.name = Some(nm.clone());
+        }
+        for (ck, nm) in new.def.checks.iter_mut().zip(new.check_names.iter()) {
+            ck.name = Some(nm.clone());
+        }
+        let rebuilt = self.rebuild(&old, new);
+        if rebuilt.is_err() {
+            self.engine.with_catalog(|c| c.restore(snapshot));
+        }
+        rebuilt.map_err(|f| match f {
             Fail::Sql(e) if e.message.contains("constraint failed") || e.message.contains("CHECK") => Fail::Sql(SqlError::new(
                 547,
                 16,

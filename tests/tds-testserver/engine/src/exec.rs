@@ -682,6 +682,7 @@ impl Session {
         }
         if self.trancount == 1 {
             self.conn.execute_batch("COMMIT")?;
+            self.tran_snapshot = None;
             sink.env_change(EnvChange::CommitTransaction(self.descriptor))?;
         }
         self.trancount -= 1;
@@ -721,6 +722,12 @@ impl Session {
             }
         }
         self.conn.execute_batch("ROLLBACK")?;
+        if let Some((cat, tables, temp)) = self.tran_snapshot.take() {
+            let sid = self.session_id;
+            self.engine.with_catalog(|c| c.rollback_to(cat, sid));
+            self.engine.restore_tables(tables);
+            self.temp = temp;
+        }
         self.trancount = 0;
         self.globals.trancount = 0;
         sink.env_change(EnvChange::RollbackTransaction(self.descriptor))?;

@@ -84,6 +84,15 @@ impl Engine {
     }
 
     /// Applies a metadata change.
+    /// Puts back table metadata (ROLLBACK of DDL).
+    pub(crate) fn restore_tables(&self, snapshot: Arc<Tables>) {
+        let mut g = match self.tables.write() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        *g = snapshot;
+    }
+
     pub(crate) fn update_tables<R>(&self, f: impl FnOnce(&mut Tables) -> R) -> R {
         let mut g = match self.tables.write() {
             Ok(g) => g,
@@ -145,6 +154,7 @@ impl Engine {
             pending_bulk: None,
             session_id: spid as u64,
             views_version: None,
+            tran_snapshot: None,
         })
     }
 }
@@ -180,6 +190,8 @@ pub struct Session {
     pub(crate) session_id: u64,
     /// The catalog version the materialised system views reflect.
     pub(crate) views_version: Option<u64>,
+    /// Catalog and table metadata before the open transaction's first DDL.
+    pub(crate) tran_snapshot: Option<(crate::catalog::Catalog, Arc<Tables>, Tables)>,
 }
 
 impl Session {
