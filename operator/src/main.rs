@@ -34,6 +34,9 @@ struct Args {
     /// RUST_LOG given to workers.
     #[arg(long, env = "MSSQLPG_WORKER_LOG", default_value = "info")]
     worker_log: String,
+    /// Program (and leading arguments, space-separated) worker containers run; the step follows.
+    #[arg(long, env = "MSSQLPG_WORKER_COMMAND", default_value = "mssql-pg-worker")]
+    worker_command: String,
     /// Watch only this namespace (default: all).
     #[arg(long, env = "WATCH_NAMESPACE")]
     namespace: Option<String>,
@@ -53,6 +56,11 @@ async fn main() -> anyhow::Result<()> {
         worker_image: args.worker_image,
         worker_service_account: Some(args.worker_service_account).filter(|s| !s.is_empty()),
         worker_log: args.worker_log,
+        worker_command: args
+            .worker_command
+            .split_whitespace()
+            .map(str::to_string)
+            .collect(),
         otlp_endpoint: std::env::var("OTEL_EXPORTER_OTLP_ENDPOINT")
             .ok()
             .filter(|s| !s.is_empty()),
