@@ -48,6 +48,8 @@ pub struct BulkState {
     last_identity: Option<i64>,
     sql_all: String,
     values: Vec<Stored>,
+    /// The table has a rowversion column the server fills.
+    rowversion: bool,
 }
 
 impl Session {
@@ -142,6 +144,16 @@ impl Session {
                 all.push(ident);
             }
         }
+        let rv = pending
+            .meta
+            .def
+            .columns
+            .iter()
+            .position(|c| c.ty == crate::types::SqlType::RowVersion);
+        let rowversion = rv.is_some_and(|i| !all.contains(&i));
+        if let (Some(i), true) = (rv, rowversion) {
+            all.push(i);
+        }
         let sql_all = insert_sql(&pending.meta, &all);
         self.bulk = Some(BulkState {
             pending,
@@ -152,6 +164,7 @@ impl Session {
             last_identity: None,
             sql_all,
             values: Vec::new(),
+            rowversion,
         });
         Ok(())
     }
@@ -200,7 +213,10 @@ impl Session {
                 }
             }
         }
-        let result = if omitted.is_empty() {
+        if st.rowversion {
+            st.values.push(Stored::Blob(self.engine.next_rowversion()));
+        }
+        let result = if omitted.is_empty() || st.rowversion {
             let mut stmt = self
                 .conn
                 .prepare_cached(&st.sql_all)

@@ -369,6 +369,15 @@ impl Session {
         if let Some(i) = auto_ident {
             all_cols.push(i);
         }
+        let rv = meta
+            .def
+            .columns
+            .iter()
+            .position(|c| c.ty == SqlType::RowVersion)
+            .filter(|i| !cols.contains(i));
+        if let Some(i) = rv {
+            all_cols.push(i);
+        }
         let sql = format!(
             "INSERT INTO {} ({}) VALUES ({})",
             sqlite_table_sql(meta),
@@ -401,6 +410,9 @@ impl Session {
                         last_identity = Some(v);
                     }
                 }
+            }
+            if rv.is_some() {
+                values.push(Stored::Blob(self.engine.next_rowversion()));
             }
             let mut stmt = self.conn.prepare_cached(&sql)?;
             for (i, v) in values.iter().enumerate() {
@@ -622,8 +634,12 @@ impl Session {
 
     /// Applies updates: each row is [rowid, values for `cols`...].
     fn update_rows(&mut self, meta: &TableMeta, cols: &[usize], rows: Vec<Vec<Stored>>) -> Result<u64, Fail> {
+        let rv = meta.def.columns.iter().find(|c| c.ty == SqlType::RowVersion);
+        let rv_set = rv
+            .map(|c| format!(", {} = ?{}", quote(&c.name), cols.len() + 2))
+            .unwrap_or_default();
         let sql = format!(
-            "UPDATE {} SET {} WHERE rowid = ?{}",
+            "UPDATE {} SET {}{rv_set} WHERE rowid = ?{}",
             sqlite_table_sql(meta),
             cols.iter()
                 .enumerate()
@@ -650,6 +666,9 @@ impl Session {
                 stmt.raw_bind_parameter(i + 1, v)?;
             }
             stmt.raw_bind_parameter(cols.len() + 1, rowid)?;
+            if rv.is_some() {
+                stmt.raw_bind_parameter(cols.len() + 2, self.engine.next_rowversion())?;
+            }
             if let Err(e) = stmt.raw_execute() {
                 return Err(self
                     .constraint_error(meta, &e, cols, &values, Verb::Update)

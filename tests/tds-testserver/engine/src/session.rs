@@ -28,6 +28,8 @@ pub struct Engine {
     pub(crate) catalog: Arc<RwLock<crate::catalog::Catalog>>,
     next_spid: AtomicI16,
     pub(crate) next_descriptor: AtomicU64,
+    /// The database's rowversion counter (@@DBTS).
+    pub(crate) rowversion: AtomicU64,
     /// Serialises DDL so two sessions never race on the metadata.
     pub(crate) ddl_lock: Mutex<()>,
 }
@@ -68,6 +70,7 @@ impl Engine {
             catalog: Arc::new(RwLock::new(crate::catalog::Catalog::new(database_name))),
             next_spid: AtomicI16::new(51),
             next_descriptor: AtomicU64::new(1),
+            rowversion: AtomicU64::new(2000),
             ddl_lock: Mutex::new(()),
         }))
     }
@@ -91,6 +94,14 @@ impl Engine {
             Err(p) => p.into_inner(),
         };
         *g = snapshot;
+    }
+
+    /// The next rowversion value, as its 8 big-endian bytes.
+    pub(crate) fn next_rowversion(&self) -> Vec<u8> {
+        self.rowversion
+            .fetch_add(1, Ordering::Relaxed)
+            .to_be_bytes()
+            .to_vec()
     }
 
     pub(crate) fn update_tables<R>(&self, f: impl FnOnce(&mut Tables) -> R) -> R {

@@ -940,6 +940,28 @@ impl<'a> Ctx<'a> {
                 })
             }
             Expr::Function(f) => self.function(f, scope),
+            Expr::Substring {
+                expr,
+                substring_from,
+                substring_for,
+                ..
+            } => {
+                let inner = std::mem::replace(&mut **expr, num(0));
+                let from = substring_from.take().map_or(num(1), |b| *b);
+                let len = substring_for.take().map_or(num(2_147_483_647), |b| *b);
+                *e = func("SUBSTRING", vec![inner, from, len]);
+                self.expr(e, scope)
+            }
+            Expr::Trim {
+                expr,
+                trim_where: None,
+                trim_what: None,
+                trim_characters: None,
+            } => {
+                let inner = std::mem::replace(&mut **expr, num(0));
+                *e = func("TRIM", vec![inner]);
+                self.expr(e, scope)
+            }
             Expr::Tuple(list) => {
                 for x in list {
                     self.expr(x, scope)?;

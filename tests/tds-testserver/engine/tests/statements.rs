@@ -1,0 +1,309 @@
+#![allow(clippy::unwrap_used)]
+mod common;
+use common::*;
+use tds_testserver_engine::{ColumnMeta, EnvChange, SqlType, StatementKind, TransactionRequest, Value};
+
+fn ints(rows: &[Vec<Value>]) -> Vec<i32> {
+    rows.iter()
+        .map(|r| match &r[0] {
+            Value::Int(i) => *i,
+            other => panic!("{other:?}"),
+        })
+        .collect()
+}
+
+fn setup() -> (
+    std::sync::Arc<tds_testserver_engine::Engine>,
+    tds_testserver_engine::Session,
+) {
+    let (e, mut s) = session();
+    exec(
+        &mut s,
+        "CREATE TABLE t (id INT NOT NULL PRIMARY KEY, name NVARCHAR(20) NULL, v DECIMAL(10,2) NULL)",
+    );
+    exec(
+        &mut s,
+        "INSERT INTO t VALUES (1, N'one', 1.50), (2, N'two', 2), (3, N'three', NULL), (4, N'four', 4.25), (5, N'five', 5)",
+    );
+    (e, s)
+}
+
+#[test]
+fn select_top_offset_fetch_with_params() {
+    let (_e, mut s) = setup();
+    let (_, rows) = query(&mut s, "SELECT TOP (2) id FROM t WITH (NOLOCK) ORDER BY id DESC");
+    assert_eq!(ints(&rows), vec![5, 4]);
+    let sink = run_params(
+        &mut s,
+        "SELECT id FROM t WHERE id > @P1 ORDER BY id OFFSET @P2 ROWS FETCH NEXT @P3 ROWS ONLY",
+        &[
+            (SqlType::Int, Value::Int(1)),
+            (SqlType::BigInt, Value::BigInt(1)),
+            (SqlType::Int, Value::Int(2)),
+        ],
+    );
+    assert!(sink.errors().is_empty(), "{:?}", sink.errors());
+    assert_eq!(ints(&sink.results()[0].1), vec![3, 4]);
+    let sink = run_params(
+        &mut s,
+        "SELECT TOP (@P1) id FROM t ORDER BY id",
+        &[(SqlType::Int, Value::Int(3))],
+    );
+    assert_eq!(ints(&sink.results()[0].1), vec![1, 2, 3]);
+    // Case-insensitive comparison, as SQL_Latin1_General_CP1_CI_AS.
+    assert_eq!(
+        scalar(&mut s, "SELECT id FROM t WHERE name = 'TWO'"),
+        Value::Int(2)
+    );
+    // Decimal ordering is numeric.
+    let (_, rows) = query(&mut s, "SELECT id FROM t WHERE v IS NOT NULL ORDER BY v DESC");
+    assert_eq!(ints(&rows), vec![5, 4, 2, 1]);
+}
+
+#[test]
+fn expression_result_types() {
+    let (_e, mut s) = setup();
+    let (cols, rows) = query(
+        &mut s,
+        "SELECT COUNT(*), COUNT_BIG(*), SUM(id), AVG(id), SUM(v), MAX(name), LEN(name), name + N'!', \
+         CAST(id AS bigint), ISNULL(v, 0), ROW_NUMBER() OVER (ORDER BY id) FROM t WHERE id = 1 GROUP BY id, name, v",
+    );
+    let tys: Vec<SqlType> = cols.iter().map(|c| c.ty).collect();
+    assert_eq!(tys[0], SqlType::Int);
+    assert_eq!(tys[1], SqlType::BigInt);
+    assert_eq!(tys[2], SqlType::Int);
+    assert_eq!(tys[3], SqlType::Int);
+    assert_eq!(
+        tys[4],
+        SqlType::Decimal {
+            precision: 38,
+            scale: 2
+        }
+    );
+    assert_eq!(tys[5], SqlType::NVarChar { len: Some(20) });
+    assert_eq!(tys[6], SqlType::Int);
+    assert_eq!(tys[7], SqlType::NVarChar { len: Some(21) });
+    assert_eq!(tys[8], SqlType::BigInt);
+    assert_eq!(tys[10], SqlType::BigInt);
+    assert_eq!(
+        rows[0][4],
+        Value::Decimal {
+            mantissa: 150,
+            scale: 2
+        }
+    );
+    assert_eq!(rows[0][7], Value::String("one!".into()));
+    assert_eq!(rows[0][10], Value::BigInt(1));
+    let (cols, _) = query(&mut s, "SELECT @@VERSION, @@SPID, @@TRANCOUNT, @@IDENTITY");
+    assert_eq!(cols[0].ty, SqlType::NVarChar { len: Some(300) });
+    assert_eq!(cols[1].ty, SqlType::SmallInt);
+    assert_eq!(
+        cols[3].ty,
+        SqlType::Numeric {
+            precision: 38,
+            scale: 0
+        }
+    );
+    assert_eq!(error(&mut s, "SELECT NOSUCHFUNC(1)").number, 195);
+    assert_eq!(error(&mut s, "EXEC dbo.nope").number, 2812);
+    assert_eq!(
+        scalar(
+            &mut s,
+            "SELECT CONVERT(varchar(19), CAST('2024-02-29 13:14:15' AS datetime2), 120)"
+        ),
+        Value::String("2024-02-29 13:14:15".into())
+    );
+    assert_eq!(
+        scalar(&mut s, "SELECT DATEADD(day, 1, CAST('2024-02-28' AS date))"),
+        Value::Date(738_944)
+    );
+    assert_eq!(
+        scalar(&mut s, "SELECT DATEDIFF(month, '2024-01-31', '2024-03-01')"),
+        Value::Int(2)
+    );
+    assert_eq!(scalar(&mut s, "SELECT CHARINDEX('c', 'abcabc')"), Value::Int(3));
+    assert_eq!(
+        scalar(&mut s, "SELECT UPPER(SUBSTRING('hello', 2, 3))"),
+        Value::String("ELL".into())
+    );
+}
+
+#[test]
+fn update_delete_merge_counts() {
+    let (_e, mut s) = setup();
+    let sink = exec(&mut s, "UPDATE t SET v = v * 2 WHERE id <= 2");
+    assert_eq!(sink.dones()[0].rows, Some(2));
+    assert_eq!(sink.dones()[0].kind, StatementKind::Update);
+    assert_eq!(
+        scalar(&mut s, "SELECT v FROM t WHERE id = 1"),
+        Value::Decimal {
+            mantissa: 300,
+            scale: 2
+        }
+    );
+    exec(&mut s, "CREATE TABLE u (id INT PRIMARY KEY, name NVARCHAR(20))");
+    exec(&mut s, "INSERT INTO u SELECT id, name + N'x' FROM t WHERE id > 3");
+    let sink = exec(&mut s, "UPDATE t SET name = u.name FROM t JOIN u ON u.id = t.id");
+    assert_eq!(sink.dones()[0].rows, Some(2));
+    assert_eq!(
+        scalar(&mut s, "SELECT name FROM t WHERE id = 5"),
+        Value::String("fivex".into())
+    );
+    let sink = exec(&mut s, "DELETE TOP (1) FROM t WHERE id > 3");
+    assert_eq!(sink.dones()[0].rows, Some(1));
+    assert_eq!(scalar(&mut s, "SELECT COUNT(*) FROM t"), Value::Int(4));
+    let sink = exec(
+        &mut s,
+        "MERGE INTO t AS tgt USING (SELECT id, name FROM u) AS src ON tgt.id = src.id \
+         WHEN MATCHED THEN UPDATE SET name = N'm' \
+         WHEN NOT MATCHED BY TARGET THEN INSERT (id, name) VALUES (src.id, src.name) \
+         WHEN NOT MATCHED BY SOURCE AND tgt.id = 1 THEN DELETE;",
+    );
+    assert_eq!(sink.dones()[0].kind, StatementKind::Merge);
+    assert_eq!(sink.dones()[0].rows, Some(3));
+    let (_, rows) = query(&mut s, "SELECT id FROM t ORDER BY id");
+    assert_eq!(ints(&rows), vec![2, 3, 4, 5]);
+    assert_eq!(error(&mut s, "UPDATE t SET id = 2 WHERE id = 3").number, 2627);
+}
+
+#[test]
+fn transactions_and_errors() {
+    let (_e, mut s) = setup();
+    let sink = exec(&mut s, "BEGIN TRAN; DELETE FROM t; SELECT @@TRANCOUNT");
+    assert!(matches!(
+        sink.events.iter().find(|e| matches!(e, Event::Env(_))),
+        Some(Event::Env(EnvChange::BeginTransaction(_)))
+    ));
+    assert!(s.in_transaction());
+    assert!(sink.dones().last().unwrap().in_transaction);
+    let sink = exec(&mut s, "ROLLBACK");
+    assert!(
+        sink.events
+            .iter()
+            .any(|e| matches!(e, Event::Env(EnvChange::RollbackTransaction(_))))
+    );
+    assert_eq!(scalar(&mut s, "SELECT COUNT(*) FROM t"), Value::Int(5));
+    assert_eq!(error(&mut s, "COMMIT").number, 3902);
+    assert_eq!(error(&mut s, "ROLLBACK").number, 3903);
+    exec(
+        &mut s,
+        "BEGIN TRANSACTION outer_t; DELETE FROM t WHERE id = 1; SAVE TRAN sp1; DELETE FROM t WHERE id = 2; ROLLBACK TRAN sp1; COMMIT TRANSACTION outer_t",
+    );
+    assert_eq!(scalar(&mut s, "SELECT COUNT(*) FROM t"), Value::Int(4));
+    // TM requests.
+    let mut sink = Sink::default();
+    s.transaction(TransactionRequest::Begin { name: None }, &mut sink)
+        .unwrap();
+    exec(&mut s, "DELETE FROM t WHERE id = 2");
+    let mut sink2 = Sink::default();
+    s.transaction(TransactionRequest::Commit { begin_new: true }, &mut sink2)
+        .unwrap();
+    let envs: Vec<_> = sink2
+        .events
+        .iter()
+        .filter(|e| matches!(e, Event::Env(_)))
+        .collect();
+    assert_eq!(envs.len(), 2, "commit then begin: {envs:?}");
+    assert!(s.in_transaction());
+    s.transaction(TransactionRequest::Rollback { begin_new: false }, &mut sink2)
+        .unwrap();
+    assert!(!s.in_transaction());
+    assert_eq!(scalar(&mut s, "SELECT COUNT(*) FROM t"), Value::Int(3));
+    // A constraint error ends only its statement; the batch goes on.
+    let sink = run(&mut s, "INSERT INTO t (id) VALUES (3); SELECT 42");
+    assert_eq!(sink.errors()[0].number, 2627);
+    assert_eq!(sink.results().last().unwrap().1[0][0], Value::Int(42));
+    // XACT_ABORT rolls back the transaction.
+    let sink = run(
+        &mut s,
+        "SET XACT_ABORT ON; BEGIN TRAN; DELETE FROM t WHERE id = 4; INSERT INTO t (id) VALUES (3); SELECT 1",
+    );
+    assert_eq!(sink.errors()[0].number, 2627);
+    assert!(!s.in_transaction());
+    assert_eq!(
+        scalar(&mut s, "SELECT COUNT(*) FROM t WHERE id = 4"),
+        Value::Int(1)
+    );
+}
+
+#[test]
+fn identity_insert_checkident_temp_tables() {
+    let (e, mut s) = session();
+    exec(
+        &mut s,
+        "CREATE TABLE i (id INT IDENTITY(10, 5) PRIMARY KEY, x INT)",
+    );
+    exec(
+        &mut s,
+        "INSERT INTO i (x) VALUES (1); INSERT INTO i (x) VALUES (2)",
+    );
+    assert_eq!(scalar(&mut s, "SELECT MAX(id) FROM i"), Value::Int(15));
+    assert_eq!(error(&mut s, "INSERT INTO i (id, x) VALUES (100, 1)").number, 544);
+    exec(
+        &mut s,
+        "SET IDENTITY_INSERT dbo.i ON; INSERT INTO i (id, x) VALUES (100, 7); SET IDENTITY_INSERT dbo.i OFF",
+    );
+    exec(&mut s, "INSERT INTO i (x) VALUES (3)");
+    assert_eq!(scalar(&mut s, "SELECT MAX(id) FROM i"), Value::Int(105));
+    exec(&mut s, "DBCC CHECKIDENT ('dbo.i', RESEED, 1000)");
+    exec(&mut s, "INSERT INTO i (x) VALUES (4)");
+    assert_eq!(scalar(&mut s, "SELECT MAX(id) FROM i"), Value::Int(1005));
+    assert_eq!(
+        scalar(&mut s, "SELECT SCOPE_IDENTITY()"),
+        Value::Decimal {
+            mantissa: 1005,
+            scale: 0
+        }
+    );
+    exec(
+        &mut s,
+        "CREATE TABLE #tmp (a INT, b NVARCHAR(5)); INSERT INTO #tmp VALUES (1, N'x')",
+    );
+    assert_eq!(scalar(&mut s, "SELECT b FROM #tmp"), Value::String("x".into()));
+    exec(&mut s, "SELECT a, b INTO #copy FROM #tmp");
+    assert_eq!(scalar(&mut s, "SELECT COUNT(*) FROM #copy"), Value::Int(1));
+    let mut other = e.connect(None).unwrap();
+    assert_eq!(error(&mut other, "SELECT * FROM #tmp").number, 208);
+    exec(
+        &mut s,
+        "ALTER TABLE i ADD note VARCHAR(10) NULL, flag BIT NOT NULL CONSTRAINT DF_i_flag DEFAULT 0",
+    );
+    exec(&mut s, "INSERT INTO i (x) VALUES (5)");
+    assert_eq!(
+        scalar(&mut s, "SELECT flag FROM i WHERE x = 5"),
+        Value::Bit(false)
+    );
+    exec(
+        &mut s,
+        "CREATE UNIQUE NONCLUSTERED INDEX ix_i_x ON dbo.i (x DESC)",
+    );
+    assert_eq!(error(&mut s, "INSERT INTO i (x) VALUES (5)").number, 2601);
+    exec(
+        &mut s,
+        "DROP INDEX ix_i_x ON dbo.i; TRUNCATE TABLE i; INSERT INTO i (x) VALUES (1)",
+    );
+    assert_eq!(scalar(&mut s, "SELECT id FROM i"), Value::Int(10));
+}
+
+#[test]
+fn metadata_only_queries_for_bulk_clients() {
+    let (_e, mut s) = session();
+    exec(
+        &mut s,
+        "CREATE TABLE b (id INT IDENTITY PRIMARY KEY, n NVARCHAR(50) NOT NULL, c AS (id * 2), rv ROWVERSION, d DATETIME2(3) NULL)",
+    );
+    exec(&mut s, "INSERT INTO b (n) VALUES (N'a')");
+    let (cols, rows) = query(&mut s, "SELECT TOP 0 * FROM [dbo].[b]");
+    assert!(rows.is_empty());
+    let upd: Vec<bool> = cols.iter().map(|c: &ColumnMeta| c.updateable).collect();
+    assert_eq!(upd, vec![false, true, false, false, true]);
+    let sink = exec(&mut s, "SET FMTONLY ON select * from [dbo].[b] SET FMTONLY OFF");
+    let res = sink.results();
+    assert_eq!(res.len(), 1);
+    assert!(res[0].1.is_empty());
+    assert_eq!(res[0].0.len(), 5);
+    let (cols, rows) = query(&mut s, "select top 1 * from [dbo].[b] where 1<>1");
+    assert!(rows.is_empty());
+    assert_eq!(cols[1].name, "n");
+    assert!(!cols[1].nullable);
+}
