@@ -1,0 +1,241 @@
+#![allow(clippy::unwrap_used)]
+mod common;
+use common::*;
+use std::time::Instant;
+use tds_testserver_engine::{ColumnMeta, ResultSink, SqlType, Value};
+
+fn meta(name: &str, ty: SqlType) -> ColumnMeta {
+    ColumnMeta {
+        name: name.to_string(),
+        ty,
+        nullable: true,
+        identity: false,
+        computed: false,
+        updateable: true,
+        table_name: Vec::new(),
+    }
+}
+
+#[test]
+fn bulk_load_converts_strings_and_is_all_or_nothing() {
+    let (_e, mut s) = session();
+    exec(
+        &mut s,
+        "CREATE TABLE b (id INT IDENTITY PRIMARY KEY, n INT NOT NULL UNIQUE, price DECIMAL(10,2), d DATETIME2, g UNIQUEIDENTIFIER, \
+         name NVARCHAR(5), q INT NOT NULL CONSTRAINT DF_b_q DEFAULT 7)",
+    );
+    // pytds: every column as nvarchar.
+    exec(
+        &mut s,
+        "INSERT BULK [dbo].[b]([n] NVARCHAR(4000),[price] NVARCHAR(4000),[d] NVARCHAR(4000),[g] NVARCHAR(4000),[name] NVARCHAR(4000),[q] NVARCHAR(4000))",
+    );
+    let nv = SqlType::NVarChar { len: Some(4000) };
+    let cols: Vec<ColumnMeta> = ["n", "price", "d", "g", "name", "q"]
+        .iter()
+        .map(|n| meta(n, nv))
+        .collect();
+    s.bulk_start(&cols).unwrap();
+    for i in 0..3 {
+        s.bulk_row(&[
+            Value::String(i.to_string()),
+            Value::String("12.5".into()),
+            Value::String("2024-05-06 07:08:09.1234567".into()),
+            Value::String("6F9619FF-8B86-D011-B42D-00C04FC964FF".into()),
+            Value::String("ab".into()),
+            Value::Null,
+        ]);
+    }
+    let mut sink = Sink::default();
+    s.bulk_finish(&mut sink).unwrap();
+    assert!(sink.errors().is_empty(), "{:?}", sink.errors());
+    assert_eq!(sink.dones()[0].rows, Some(3));
+    let (_, rows) = query(&mut s, "SELECT id, n, price, d, q FROM b ORDER BY id");
+    assert_eq!(rows.len(), 3);
+    assert_eq!(rows[2][0], Value::Int(3));
+    assert_eq!(
+        rows[0][2],
+        Value::Decimal {
+            mantissa: 1250,
+            scale: 2
+        }
+    );
+    assert_eq!(
+        rows[0][3],
+        Value::DateTime2 {
+            days: 739_011,
+            time: 256_891_234_567
+        }
+    );
+    // Without KEEP_NULLS, defaults apply to NULLs.
+    assert_eq!(rows[0][4], Value::Int(7));
+
+    // A duplicate in the middle: nothing lands.
+    exec(&mut s, "INSERT BULK [dbo].[b] ([n] int, [name] nvarchar(10))");
+    s.bulk_start(&[
+        meta("n", SqlType::Int),
+        meta("name", SqlType::NVarChar { len: Some(5) }),
+    ])
+    .unwrap();
+    s.bulk_row(&[Value::Int(10), Value::Null]);
+    s.bulk_row(&[Value::Int(0), Value::Null]);
+    s.bulk_row(&[Value::Int(11), Value::Null]);
+    let mut sink = Sink::default();
+    s.bulk_finish(&mut sink).unwrap();
+    assert_eq!(sink.errors()[0].number, 2627);
+    assert_eq!(scalar(&mut s, "SELECT COUNT(*) FROM b"), Value::Int(3));
+    // Over-long strings: 2628; bad conversions: 245.
+    exec(&mut s, "INSERT BULK [dbo].[b] ([n] int, [name] nvarchar(10))");
+    s.bulk_start(&[
+        meta("n", SqlType::Int),
+        meta("name", SqlType::NVarChar { len: Some(10) }),
+    ])
+    .unwrap();
+    s.bulk_row(&[Value::Int(20), Value::String("toolongvalue".into())]);
+    let mut sink = Sink::default();
+    s.bulk_finish(&mut sink).unwrap();
+    assert_eq!(sink.errors()[0].number, 2628);
+    exec(&mut s, "INSERT BULK [dbo].[b] ([n] nvarchar(10))");
+    s.bulk_start(&[meta("n", nv)]).unwrap();
+    s.bulk_row(&[Value::String("x1".into())]);
+    let mut sink = Sink::default();
+    s.bulk_finish(&mut sink).unwrap();
+    assert_eq!(sink.errors()[0].number, 245);
+    // KEEP_NULLS keeps the NULL (and the NOT NULL column refuses it).
+    exec(
+        &mut s,
+        "INSERT BULK [dbo].[b] ([n] int, [q] int) WITH (KEEP_NULLS)",
+    );
+    s.bulk_start(&[meta("n", SqlType::Int), meta("q", SqlType::Int)])
+        .unwrap();
+    s.bulk_row(&[Value::Int(30), Value::Null]);
+    let mut sink = Sink::default();
+    s.bulk_finish(&mut sink).unwrap();
+    assert_eq!(sink.errors()[0].number, 515);
+    // Identity kept when the identity column is in the list.
+    exec(&mut s, "INSERT BULK [dbo].[b] ([id] int, [n] int)");
+    s.bulk_start(&[meta("id", SqlType::Int), meta("n", SqlType::Int)])
+        .unwrap();
+    s.bulk_row(&[Value::Int(500), Value::Int(40)]);
+    let mut sink = Sink::default();
+    s.bulk_finish(&mut sink).unwrap();
+    assert!(sink.errors().is_empty(), "{:?}", sink.errors());
+    assert_eq!(scalar(&mut s, "SELECT n FROM b WHERE id = 500"), Value::Int(40));
+    // The session is usable and nothing is left open.
+    assert!(!s.in_transaction());
+}
+
+#[test]
+fn two_sessions_read_and_write_concurrently() {
+    let (e, mut s) = session();
+    exec(
+        &mut s,
+        "CREATE TABLE a (id INT PRIMARY KEY); CREATE TABLE c (id INT PRIMARY KEY)",
+    );
+    exec(&mut s, "INSERT INTO a VALUES (1), (2), (3)");
+    let e2 = e.clone();
+    let writer = std::thread::spawn(move || {
+        let mut w = e2.connect(None).unwrap();
+        exec(&mut w, "INSERT BULK [dbo].[c] ([id] int)");
+        w.bulk_start(&[meta("id", SqlType::Int)]).unwrap();
+        for i in 0..20_000 {
+            w.bulk_row(&[Value::Int(i)]);
+        }
+        let mut sink = Sink::default();
+        w.bulk_finish(&mut sink).unwrap();
+        assert!(sink.errors().is_empty(), "{:?}", sink.errors());
+    });
+    for _ in 0..50 {
+        assert_eq!(scalar(&mut s, "SELECT COUNT(*) FROM a"), Value::Int(3));
+    }
+    writer.join().unwrap();
+    assert_eq!(scalar(&mut s, "SELECT COUNT(*) FROM c"), Value::Int(20_000));
+}
+
+/// Counts rows without keeping them.
+#[derive(Default)]
+struct Counter(u64);
+impl ResultSink for Counter {
+    fn columns(&mut self, _: &[ColumnMeta]) -> Result<(), tds_testserver_engine::Interrupt> {
+        Ok(())
+    }
+    fn row(&mut self, row: &[Value]) -> Result<(), tds_testserver_engine::Interrupt> {
+        self.0 += row.len() as u64 / row.len().max(1) as u64;
+        Ok(())
+    }
+    fn done(&mut self, _: tds_testserver_engine::Done) -> Result<(), tds_testserver_engine::Interrupt> {
+        Ok(())
+    }
+    fn error(&mut self, e: &tds_testserver_engine::SqlError) -> Result<(), tds_testserver_engine::Interrupt> {
+        panic!("{e}")
+    }
+    fn info(&mut self, _: i32, _: &str) -> Result<(), tds_testserver_engine::Interrupt> {
+        Ok(())
+    }
+    fn env_change(
+        &mut self,
+        _: tds_testserver_engine::EnvChange,
+    ) -> Result<(), tds_testserver_engine::Interrupt> {
+        Ok(())
+    }
+}
+
+/// Throughput of bulk load and streaming (run in release: `cargo test --release -p
+/// tds-testserver-engine --test bulk -- --ignored --nocapture`). Prints the rates; asserts only
+/// that every row arrived.
+#[test]
+#[ignore]
+fn throughput_one_million_rows() {
+    let (_e, mut s) = session();
+    exec(
+        &mut s,
+        "CREATE TABLE big (id BIGINT NOT NULL PRIMARY KEY, name NVARCHAR(50) NULL, amount DECIMAL(18,2) NULL, ts DATETIME2 NULL)",
+    );
+    exec(
+        &mut s,
+        "INSERT BULK [dbo].[big] ([id] bigint, [name] nvarchar(100), [amount] decimal(18,2), [ts] datetime2(7))",
+    );
+    let cols = [
+        meta("id", SqlType::BigInt),
+        meta("name", SqlType::NVarChar { len: Some(50) }),
+        meta(
+            "amount",
+            SqlType::Decimal {
+                precision: 18,
+                scale: 2,
+            },
+        ),
+        meta("ts", SqlType::DateTime2 { scale: 7 }),
+    ];
+    let n = 1_000_000i64;
+    let start = Instant::now();
+    s.bulk_start(&cols).unwrap();
+    for i in 0..n {
+        s.bulk_row(&[
+            Value::BigInt(i),
+            Value::String(format!("name {i}")),
+            Value::Decimal {
+                mantissa: i128::from(i) * 7,
+                scale: 2,
+            },
+            Value::DateTime2 {
+                days: 738_000,
+                time: (i as u64) * 1000,
+            },
+        ]);
+    }
+    let mut sink = Sink::default();
+    s.bulk_finish(&mut sink).unwrap();
+    let secs = start.elapsed().as_secs_f64();
+    assert!(sink.errors().is_empty(), "{:?}", sink.errors());
+    println!(
+        "bulk load: {n} rows in {secs:.2}s = {:.0} rows/s",
+        n as f64 / secs
+    );
+    let start = Instant::now();
+    let mut c = Counter::default();
+    s.execute_batch("SELECT id, name, amount, ts FROM big", &mut c)
+        .unwrap();
+    let secs = start.elapsed().as_secs_f64();
+    assert_eq!(c.0, n as u64);
+    println!("stream: {n} rows in {secs:.2}s = {:.0} rows/s", n as f64 / secs);
+}
