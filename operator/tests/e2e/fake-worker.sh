@@ -37,6 +37,10 @@ YAML
     ;;
 copy)
     task="${TASK_NAME:?}"
+    # Migrations named "*fail*" have a table whose copy always fails, to exercise retries and Failed.
+    case "$mig:$task" in
+    *fail*:*-t1) echo "fake-worker: simulated copy failure of $task" >&2; exit 1 ;;
+    esac
     rows="$(kubectl get migrationtask "$task" -n "$ns" -o jsonpath='{.spec.estimatedRows}')"
     kubectl patch migrationtask "$task" -n "$ns" --subresource=status --type=merge \
         -p "{\"status\":{\"state\":\"Succeeded\",\"rowsCopied\":$rows,\"bytesCopied\":$((rows * 100)),\"rowsPerSecond\":500,\"peakMemoryBytes\":$((rows * 1024)),\"attempts\":1}}"

@@ -17,7 +17,7 @@ cleanup() {
     rm -rf "$WORK"
 }
 trap cleanup EXIT
-fail() { echo "e2e: FAIL: $*" >&2; echo "--- operator log" >&2; tail -n 40 "$WORK/operator.log" >&2 || true; exit 1; }
+fail() { cp "$WORK/operator.log" "$MSSQLPG_K8S_DIR/logs/operator-e2e.log" 2>/dev/null || true; echo "e2e: FAIL: $*" >&2; echo "--- operator log" >&2; tail -n 40 "$WORK/operator.log" >&2 || true; exit 1; }
 
 cargo build -q --manifest-path "$REPO/Cargo.toml" -p mssql-pg-operator
 kubectl apply --server-side -f "$REPO/crds/generated/" >/dev/null
@@ -106,7 +106,36 @@ grep -q "mssqlpg_rows_copied_total{migration=\"e2e\",namespace=\"$NS\",table=\"d
 grep -q "s3cret" "$WORK/operator.log" && fail "a secret value appears in the operator log"
 curl -fsS "http://127.0.0.1:$port/readyz" >/dev/null || fail "readyz"
 
+# A copy that always fails: retried by its Job (backoffLimit 1), then the task and the Migration fail.
+kubectl apply -n "$NS" -f - >/dev/null <<YAML
+apiVersion: mssqlpg.dev/v1alpha1
+kind: Migration
+metadata: {name: e2e-fail}
+spec:
+  source: {mssql: {host: sql.invalid, database: db, credentialsSecret: src-creds}}
+  target: {postgres: {host: pg.invalid, database: db, credentialsSecret: dst-creds}}
+  parallelism: 3
+  worker: {backoffLimit: 1}
+YAML
+for _ in $(seq 1 180); do
+    phase="$(kubectl get mig e2e-fail -n "$NS" -o jsonpath='{.status.phase}')"
+    [ "$phase" = Succeeded ] || [ "$phase" = Failed ] && break
+    sleep 1
+done
+kubectl get mig,mtask -n "$NS" >&2 || true
+getf() { kubectl get mig e2e-fail -n "$NS" -o jsonpath="{.status.$1}"; }
+[ "$phase" = Failed ] || fail "e2e-fail: phase is '$phase', expected Failed"
+[ "$(getf tasksFailed)" = 1 ] || fail "e2e-fail: tasksFailed $(getf tasksFailed)"
+[ "$(getf tasksSucceeded)" = 2 ] || fail "e2e-fail: tasksSucceeded $(getf tasksSucceeded)"
+[ "$(getf 'conditions[?(@.type=="Failed")].status')" = True ] || fail "e2e-fail: Failed condition not True"
+[ "$(kubectl get mtask e2e-fail-t1 -n "$NS" -o jsonpath='{.status.state}')" = Failed ] || fail "task state not recorded"
+echo "e2e-fail lastError: $(getf lastError)" >&2
+pods="$(kubectl get pods -n "$NS" -l batch.kubernetes.io/job-name=e2e-fail-t1 -o name | wc -l)"
+[ "$pods" = 2 ] || fail "e2e-fail: expected 2 pods (1 retry), got $pods"
+kubectl get jobs -n "$NS" -o name | grep -q e2e-fail-finalize && fail "finalize ran after a failed copy"
+
 kubectl delete mig e2e -n "$NS" --timeout=60s >/dev/null || fail "Migration deletion did not finish (finalizer stuck?)"
-left="$(kubectl get jobs,mtask -n "$NS" -o name 2>/dev/null | wc -l)"
+left="$(kubectl get jobs,mtask -n "$NS" -l mssqlpg.dev/migration=e2e -o name 2>/dev/null | wc -l)"
 [ "$left" = 0 ] || fail "$left Jobs/tasks left after deleting the Migration"
+cp "$WORK/operator.log" "$MSSQLPG_K8S_DIR/logs/operator-e2e.log" 2>/dev/null || true
 echo "e2e: OK (plan -> 3 copy Jobs at parallelism 2 -> finalize -> verify -> Succeeded; cleanup by finalizer)"
