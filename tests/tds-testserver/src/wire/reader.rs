@@ -126,7 +126,7 @@ impl<'a> Reader<'a> {
 
 /// Decodes UTF-16LE, with a fast path for ASCII text.
 pub fn utf16_to_string(b: &[u8]) -> Option<String> {
-    if b.len() % 2 != 0 {
+    if !b.len().is_multiple_of(2) {
         return None;
     }
     if b.chunks_exact(2).all(|c| c[1] == 0 && c[0] < 0x80) {

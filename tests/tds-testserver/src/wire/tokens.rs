@@ -100,7 +100,7 @@ fn write_row(out: &mut Vec<u8>, types: &[WireType], row: &[Value]) -> Result<(),
         });
     }
     let nulls = row.iter().filter(|v| v.is_null()).count();
-    if nulls > 0 && nulls * 8 >= row.len() || nulls > 0 && has_fixed_null(types, row) {
+    if nulls > 0 && (nulls * 8 >= row.len() || has_fixed_null(types, row)) {
         out.push(TOKEN_NBCROW);
         let bitmap_at = out.len();
         out.resize(bitmap_at + row.len().div_ceil(8), 0);

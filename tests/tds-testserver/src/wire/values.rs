@@ -126,7 +126,7 @@ pub fn encode(out: &mut Vec<u8>, ty: &WireType, v: &Value) -> Result<(), EncodeE
     match *ty {
         WireType::Int { size, n } => {
             if null {
-                return if n { Ok(out.push(0)) } else { Err(mismatch(v, ty)) };
+                return fixed_null(out, n, v, ty);
             }
             let x = int_of(v).ok_or_else(|| mismatch(v, ty))?;
             let fits = match size {
@@ -145,7 +145,7 @@ pub fn encode(out: &mut Vec<u8>, ty: &WireType, v: &Value) -> Result<(), EncodeE
         }
         WireType::Bit { n } => {
             if null {
-                return if n { Ok(out.push(0)) } else { Err(mismatch(v, ty)) };
+                return fixed_null(out, n, v, ty);
             }
             let b = match *v {
                 Value::Bit(b) => b,
@@ -158,7 +158,7 @@ pub fn encode(out: &mut Vec<u8>, ty: &WireType, v: &Value) -> Result<(), EncodeE
         }
         WireType::Float { size, n } => {
             if null {
-                return if n { Ok(out.push(0)) } else { Err(mismatch(v, ty)) };
+                return fixed_null(out, n, v, ty);
             }
             let f = match *v {
                 Value::Float(f) => f,
@@ -176,7 +176,7 @@ pub fn encode(out: &mut Vec<u8>, ty: &WireType, v: &Value) -> Result<(), EncodeE
         }
         WireType::Money { size, n } => {
             if null {
-                return if n { Ok(out.push(0)) } else { Err(mismatch(v, ty)) };
+                return fixed_null(out, n, v, ty);
             }
             let m = match *v {
                 Value::Money(m) => m,
@@ -198,7 +198,7 @@ pub fn encode(out: &mut Vec<u8>, ty: &WireType, v: &Value) -> Result<(), EncodeE
         }
         WireType::DateTime { size, n } => {
             if null {
-                return if n { Ok(out.push(0)) } else { Err(mismatch(v, ty)) };
+                return fixed_null(out, n, v, ty);
             }
             if n {
                 out.push(size);
@@ -222,7 +222,8 @@ pub fn encode(out: &mut Vec<u8>, ty: &WireType, v: &Value) -> Result<(), EncodeE
             ..
         } => {
             if null {
-                return Ok(out.push(0));
+                out.push(0);
+                return Ok(());
             }
             let m = match *v {
                 Value::Decimal { mantissa, scale: s } => rescale(mantissa, s, scale),
@@ -315,7 +316,8 @@ pub fn encode(out: &mut Vec<u8>, ty: &WireType, v: &Value) -> Result<(), EncodeE
         }
         WireType::Plp { kind } => {
             if null {
-                return Ok(out.extend_from_slice(&PLP_NULL.to_le_bytes()));
+                out.extend_from_slice(&PLP_NULL.to_le_bytes());
+                return Ok(());
             }
             put_plp(out, |out| put_str_data(out, kind, v, ty))?;
         }
@@ -329,7 +331,8 @@ pub fn encode(out: &mut Vec<u8>, ty: &WireType, v: &Value) -> Result<(), EncodeE
         },
         WireType::Lob { kind } => {
             if null {
-                return Ok(out.push(0));
+                out.push(0);
+                return Ok(());
             }
             // A text pointer and timestamp precede the data; clients only check their lengths.
             out.push(16);
@@ -353,6 +356,16 @@ pub fn encode(out: &mut Vec<u8>, ty: &WireType, v: &Value) -> Result<(), EncodeE
         WireType::Null => return Err(mismatch(v, ty)),
     }
     Ok(())
+}
+
+/// NULL in an N-type is a zero length byte; the fixed (NOT NULL) forms cannot express it.
+fn fixed_null(out: &mut Vec<u8>, n: bool, v: &Value, ty: &WireType) -> Result<(), EncodeError> {
+    if n {
+        out.push(0);
+        Ok(())
+    } else {
+        Err(mismatch(v, ty))
+    }
 }
 
 /// PLP with a known total length: one chunk, then the zero terminator.
@@ -806,7 +819,7 @@ mod tests {
             (SqlType::BigInt, Value::BigInt(i64::MIN)),
             (SqlType::Real, Value::Real(1.5)),
             (SqlType::Float, Value::Float(-2.25e300)),
-            (SqlType::Money, Value::Money(-922_337_203_685_477_5808)),
+            (SqlType::Money, Value::Money(i64::MIN)),
             (SqlType::SmallMoney, Value::Money(-2_147_483_648)),
             (
                 SqlType::DateTime,
