@@ -788,6 +788,13 @@ fn quote_ident(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
 }
 
+/// Views whose rows are exactly another view's here (we list no system objects or columns),
+/// materialised as SQLite views over it.
+const ALIASES: &[(&str, &str)] = &[
+    ("sys.all_columns", "sys.columns"),
+    ("sys.all_objects", "sys.objects"),
+];
+
 /// (Re)fills one view's table with `rows`. Columns a row leaves out are NULL, or 0 for a
 /// non-nullable numeric column (the many `is_*` flags).
 fn fill(conn: &rusqlite::Connection, view: &'static ViewDef, rows: Vec<Row>) -> Result<(), RefreshError> {
@@ -795,6 +802,16 @@ fn fill(conn: &rusqlite::Connection, view: &'static ViewDef, rows: Vec<Row>) -> 
         view: view.name,
         source,
     };
+    if let Some(&(_, base)) = ALIASES.iter().find(|(alias, _)| *alias == view.name) {
+        // Same rows as its base view: a SQLite view over it instead of a second copy.
+        return conn
+            .execute_batch(&format!(
+                "CREATE VIEW IF NOT EXISTS {} AS SELECT * FROM temp.{}",
+                view.sqlite_name(),
+                quote_ident(base)
+            ))
+            .map_err(sqlite);
+    }
     let decls: Vec<String> = view
         .columns
         .iter()
@@ -818,16 +835,23 @@ fn fill(conn: &rusqlite::Connection, view: &'static ViewDef, rows: Vec<Row>) -> 
             placeholders.join(", ")
         ))
         .map_err(sqlite)?;
+    let n = view.columns.len();
     for row in rows {
-        let mut values: Vec<Option<Stored>> = vec![None; view.columns.len()];
+        let mut values: Vec<Option<Stored>> = vec![None; n];
+        // Row builders list columns mostly in view order: search from just after the last hit.
+        let mut next = 0;
         for (name, value) in row {
-            let Some(i) = view.columns.iter().position(|c| c.name == name) else {
+            let Some(i) = (0..n)
+                .map(|k| (next + k) % n)
+                .find(|&i| view.columns[i].name == name)
+            else {
                 return Err(RefreshError::UnknownColumn {
                     view: view.name,
                     column: name,
                 });
             };
             values[i] = Some(value);
+            next = i + 1;
         }
         let mut params = Vec::with_capacity(values.len());
         for (col, value) in view.columns.iter().zip(values) {
@@ -970,7 +994,7 @@ fn build_rows(ctx: &Ctx<'_>, view: &str, row_counts: &dyn Fn(&Table) -> i64) -> 
                 ]);
             }
         }
-        "sys.objects" | "sys.all_objects" => {
+        "sys.objects" => {
             rows.extend(ctx.catalog.objects().iter().map(object_row));
         }
         "sys.tables" => {
@@ -1014,7 +1038,7 @@ fn build_rows(ctx: &Ctx<'_>, view: &str, row_counts: &dyn Fn(&Table) -> i64) -> 
                 rows.push(row);
             }
         }
-        "sys.columns" | "sys.all_columns" => {
+        "sys.columns" => {
             for t in ctx.tables_with_temp() {
                 rows.extend(t.columns.iter().map(|c| column_row(t, c)));
             }
@@ -1590,6 +1614,67 @@ pub fn refresh(
     in_savepoint(conn, || {
         for view in registry() {
             fill(conn, view, build_rows(&ctx, view.name, &row_counts))?;
+            record_version(conn, view.name, catalog.version())?;
+        }
+        Ok(())
+    })
+}
+
+/// Where each connection records the catalog version each view was last built from. It lives
+/// in the temp schema with the views, so a rolled-back transaction rolls both back together.
+const VERSIONS_TABLE: &str = "temp.\"catalog.view_versions\"";
+
+fn record_version(conn: &rusqlite::Connection, view: &'static str, version: u64) -> Result<(), RefreshError> {
+    let sqlite = |source| RefreshError::Sqlite { view, source };
+    conn.execute_batch(&format!(
+        "CREATE TABLE IF NOT EXISTS {VERSIONS_TABLE} (view TEXT PRIMARY KEY, version INTEGER NOT NULL)"
+    ))
+    .map_err(sqlite)?;
+    conn.prepare_cached(&format!(
+        "INSERT OR REPLACE INTO {VERSIONS_TABLE} (view, version) VALUES (?1, ?2)"
+    ))
+    .and_then(|mut st| st.execute(rusqlite::params![view, version as i64]))
+    .map_err(sqlite)?;
+    Ok(())
+}
+
+fn built_version(conn: &rusqlite::Connection, view: &'static str) -> Option<u64> {
+    conn.query_row(
+        &format!("SELECT version FROM {VERSIONS_TABLE} WHERE view = ?1"),
+        [view],
+        |r| r.get::<_, i64>(0),
+    )
+    .ok()
+    .map(|v| v as u64)
+}
+
+/// Brings the named views (any case; unknown names are ignored) up to date for one statement:
+/// each is rebuilt only when the catalog changed since it was last built on this connection,
+/// and the row-count views always. Cheaper than [`refresh`] when a statement reads a few views.
+pub fn refresh_views(
+    conn: &rusqlite::Connection,
+    catalog: &Catalog,
+    session_id: u64,
+    names: &[&str],
+    row_counts: impl Fn(&Table) -> i64,
+) -> Result<(), RefreshError> {
+    let ctx = Ctx { catalog, session_id };
+    let version = catalog.version();
+    in_savepoint(conn, || {
+        for name in names {
+            let Some(v) = view(name) else { continue };
+            // An alias reads its base view: that is the one to build.
+            let targets: Vec<&'static ViewDef> = match ALIASES.iter().find(|(alias, _)| *alias == v.name) {
+                Some(&(_, base)) => [view(base), Some(v)].into_iter().flatten().collect(),
+                None => vec![v],
+            };
+            for v in targets {
+                let counts = ROW_COUNT_VIEWS.contains(&v.name);
+                if counts || built_version(conn, v.name) != Some(version) {
+                    fill(conn, v, build_rows(&ctx, v.name, &row_counts))?;
+                    record_version(conn, v.name, version)?;
+                }
+            }
         }
         Ok(())
     })

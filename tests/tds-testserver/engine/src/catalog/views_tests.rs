@@ -660,3 +660,67 @@ fn connections() {
     refresh(&conn, &cat, 1, |_| 0).unwrap();
     assert!(query(&conn, "SELECT * FROM temp.\"sys.dm_exec_connections\"").is_empty());
 }
+
+#[test]
+fn refresh_views_rebuilds_only_what_changed() {
+    let (mut cat, _, _) = sample();
+    let conn = Connection::open_in_memory().unwrap();
+    refresh_views(&conn, &cat, 1, &["SYS.TABLES", "sys.nothing"], |_| 0).unwrap();
+    assert_eq!(
+        query(&conn, "SELECT count(*) FROM temp.\"sys.tables\""),
+        vec![vec![i(2)]]
+    );
+    // Views not asked for are not built.
+    assert!(conn.prepare("SELECT * FROM temp.\"sys.columns\"").is_err());
+    // An alias builds its base.
+    refresh_views(&conn, &cat, 1, &["sys.all_columns"], |_| 0).unwrap();
+    assert_eq!(
+        query(&conn, "SELECT count(*) FROM temp.\"sys.all_columns\""),
+        vec![vec![i(5)]]
+    );
+    // Unchanged catalog: a stale copy is left alone (proved by tampering with it).
+    conn.execute_batch("DELETE FROM temp.\"sys.tables\"").unwrap();
+    refresh_views(&conn, &cat, 1, &["sys.tables"], |_| 0).unwrap();
+    assert_eq!(
+        query(&conn, "SELECT count(*) FROM temp.\"sys.tables\""),
+        vec![vec![i(0)]]
+    );
+    // A change rebuilds it.
+    cat.create_table(table("more", vec![col("a", SqlType::Int, true)]), 1)
+        .unwrap();
+    refresh_views(&conn, &cat, 1, &["sys.tables"], |_| 0).unwrap();
+    assert_eq!(
+        query(&conn, "SELECT count(*) FROM temp.\"sys.tables\""),
+        vec![vec![i(3)]]
+    );
+    // Row counts are always fresh.
+    refresh_views(&conn, &cat, 1, &["sys.partitions"], |_| 9).unwrap();
+    refresh_views(&conn, &cat, 1, &["sys.partitions"], |_| 11).unwrap();
+    assert_eq!(
+        query(&conn, "SELECT DISTINCT rows FROM temp.\"sys.partitions\""),
+        vec![vec![i(11)]]
+    );
+}
+
+#[test]
+fn refresh_views_after_rollback_rebuilds() {
+    let (mut cat, _, _) = sample();
+    let conn = Connection::open_in_memory().unwrap();
+    refresh_views(&conn, &cat, 1, &["sys.tables"], |_| 0).unwrap();
+    // Another session's change is seen inside this connection's transaction, which then rolls
+    // back: the views and their recorded versions roll back together, so the next call rebuilds.
+    conn.execute_batch("BEGIN").unwrap();
+    cat.create_table(table("other", vec![col("a", SqlType::Int, true)]), 2)
+        .unwrap();
+    refresh_views(&conn, &cat, 1, &["sys.tables"], |_| 0).unwrap();
+    conn.execute_batch("ROLLBACK").unwrap();
+    assert_eq!(
+        query(&conn, "SELECT count(*) FROM temp.\"sys.tables\""),
+        vec![vec![i(2)]]
+    );
+    refresh_views(&conn, &cat, 1, &["sys.tables"], |_| 0).unwrap();
+    assert_eq!(
+        query(&conn, "SELECT count(*) FROM temp.\"sys.tables\""),
+        vec![vec![i(3)]]
+    );
+}
