@@ -900,6 +900,11 @@ impl<'a> Ctx<'a> {
     }
 }
 
+/// One of a table's constraint objects by id (a per-table search, not a catalog-wide one).
+fn own_object(table: &Table, object_id: i32) -> Option<ObjectRef> {
+    table.constraint_objects().into_iter().find(|o| o.object_id == object_id)
+}
+
 fn object_row(o: &ObjectRef) -> Row {
     vec![
         ("name", text(&o.name)),
@@ -1203,7 +1208,7 @@ fn build_rows(ctx: &Ctx<'_>, view: &str, row_counts: &dyn Fn(&Table) -> i64) -> 
         "sys.foreign_keys" => {
             for t in ctx.tables() {
                 for f in &t.foreign_keys {
-                    let Some(o) = ctx.catalog.object(f.object_id, ctx.session_id) else {
+                    let Some(o) = own_object(t, f.object_id) else {
                         continue;
                     };
                     let mut row = object_row(&o);
@@ -1245,7 +1250,7 @@ fn build_rows(ctx: &Ctx<'_>, view: &str, row_counts: &dyn Fn(&Table) -> i64) -> 
         "sys.check_constraints" => {
             for t in ctx.tables() {
                 for c in &t.checks {
-                    let Some(o) = ctx.catalog.object(c.object_id, ctx.session_id) else {
+                    let Some(o) = own_object(t, c.object_id) else {
                         continue;
                     };
                     let mut row = object_row(&o);
@@ -1263,7 +1268,7 @@ fn build_rows(ctx: &Ctx<'_>, view: &str, row_counts: &dyn Fn(&Table) -> i64) -> 
             for t in ctx.tables() {
                 for c in &t.columns {
                     let Some(d) = &c.default else { continue };
-                    let Some(o) = ctx.catalog.object(d.object_id, ctx.session_id) else {
+                    let Some(o) = own_object(t, d.object_id) else {
                         continue;
                     };
                     let mut row = object_row(&o);
