@@ -6,7 +6,7 @@ use k8s_openapi::api::batch::v1::Job;
 use mssql_pg_crds::status::MAX_TABLE_SUMMARIES;
 use mssql_pg_crds::{MigrationTask, TableSummary, TaskState};
 
-use crate::observe::{JobOutcome, Step, job_outcome, job_step, job_task};
+use crate::observe::{FailureDetails, JobOutcome, Step, describe_failure, job_outcome, job_step, job_task};
 
 /// A task together with what its copy Job says.
 #[derive(Clone, Debug)]
@@ -37,7 +37,11 @@ impl TaskView<'_> {
 ///
 /// Without a Job, only Succeeded sticks: a task whose Job was deleted (a user retrying a failure, or a Job
 /// lost mid-run) is Pending again and resumes from its checkpoint.
-pub fn task_views<'a>(tasks: &'a [MigrationTask], jobs: &[Job]) -> Vec<TaskView<'a>> {
+pub fn task_views<'a>(
+    tasks: &'a [MigrationTask],
+    jobs: &[Job],
+    details: &FailureDetails,
+) -> Vec<TaskView<'a>> {
     let copy_jobs: BTreeMap<&str, &Job> = jobs
         .iter()
         .filter(|j| job_step(j) == Some(Step::Copy))
@@ -49,23 +53,21 @@ pub fn task_views<'a>(tasks: &'a [MigrationTask], jobs: &[Job]) -> Vec<TaskView<
             let name = task.metadata.name.as_deref().unwrap_or_default();
             let reported = task.state();
             let job = copy_jobs.get(name).copied();
-            let (state, job_active, unrecorded_failure) = match job.map(job_outcome) {
+            let (state, job_active, unrecorded_failure) = match job.map(|j| (j, job_outcome(j))) {
                 None if reported == TaskState::Succeeded => (TaskState::Succeeded, false, None),
                 None => (TaskState::Pending, false, None),
-                Some(JobOutcome::Active) if reported.is_finished() => (reported, true, None),
-                Some(JobOutcome::Active) => (TaskState::Running, true, None),
-                Some(JobOutcome::Succeeded) if reported == TaskState::Failed => {
+                Some((_, JobOutcome::Active)) if reported.is_finished() => (reported, true, None),
+                Some((_, JobOutcome::Active)) => (TaskState::Running, true, None),
+                Some((_, JobOutcome::Succeeded)) if reported == TaskState::Failed => {
                     (TaskState::Failed, false, None)
                 }
-                Some(JobOutcome::Succeeded) => (TaskState::Succeeded, false, None),
-                Some(JobOutcome::Failed { reason, message }) => {
+                Some((_, JobOutcome::Succeeded)) => (TaskState::Succeeded, false, None),
+                Some((job, JobOutcome::Failed { reason, message })) => {
                     let unrecorded = (reported != TaskState::Failed).then(|| {
-                        let detail = if message.is_empty() {
-                            reason
-                        } else {
-                            format!("{reason}: {message}")
-                        };
-                        format!("copy Job failed: {detail}")
+                        format!(
+                            "copy Job failed: {}",
+                            describe_failure(job, &reason, &message, details)
+                        )
                     });
                     (TaskState::Failed, false, unrecorded)
                 }

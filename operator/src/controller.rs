@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
@@ -26,6 +27,7 @@ use crate::config::OperatorConfig;
 use crate::decide::{Decision, decide};
 use crate::error::{Error, Result};
 use crate::metrics::Metrics;
+use crate::observe::{FailureDetails, JobOutcome, job_outcome, pod_failure_message};
 
 /// Finalizer that removes a Migration's Jobs and MigrationTasks before the Migration is deleted.
 pub const FINALIZER: &str = "mssqlpg.dev/cleanup";
@@ -111,10 +113,41 @@ async fn apply(mig: Arc<Migration>, ctx: &Context) -> Result<Action> {
         .map_err(kube_err("Job", &name))?
         .items;
 
+    let details = failure_details(&ns, &jobs, ctx).await;
+
     let now = Time(Timestamp::now());
-    let decision = decide(&mig, &tasks, &jobs, &ctx.config, &now)?;
+    let decision = decide(&mig, &tasks, &jobs, &details, &ctx.config, &now)?;
     execute(&mig, &decision, ctx).await?;
     Ok(Action::requeue(decision.requeue_after))
+}
+
+/// The last pod's termination message of every failed Job: the worker's own error, which says far more than
+/// the Job's "BackoffLimitExceeded". Best effort: without RBAC to read pods, or on any error, details are
+/// simply missing.
+async fn failure_details(ns: &str, jobs: &[Job], ctx: &Context) -> FailureDetails {
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), ns);
+    let mut details = FailureDetails::new();
+    for job in jobs
+        .iter()
+        .filter(|j| matches!(job_outcome(j), JobOutcome::Failed { .. }))
+    {
+        let Some(job_name) = job.metadata.name.clone() else {
+            continue;
+        };
+        let selector = ListParams::default().labels(&format!("batch.kubernetes.io/job-name={job_name}"));
+        match pods.list(&selector).await {
+            Ok(list) => {
+                if let Some(message) = pod_failure_message(&list.items) {
+                    details.insert(job_name, message);
+                }
+            }
+            Err(e) => {
+                debug!(job = %job_name, error = %e, "cannot read the failed Job's pods");
+                break;
+            }
+        }
+    }
+    details
 }
 
 async fn execute(mig: &Migration, decision: &Decision, ctx: &Context) -> Result<()> {

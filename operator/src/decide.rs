@@ -19,7 +19,7 @@ use crate::aggregate::{TaskView, Totals, task_views, to_start, totals};
 use crate::config::OperatorConfig;
 use crate::error::Result;
 use crate::jobs::{copy_job, finalize_job, plan_job, verify_job};
-use crate::observe::{JobOutcome, Step, job_outcome, step_job};
+use crate::observe::{FailureDetails, JobOutcome, Step, describe_failure, job_outcome, step_job};
 
 /// What the reconcile should do.
 #[derive(Clone, Debug)]
@@ -57,6 +57,7 @@ struct Builder<'a> {
     mig: &'a Migration,
     cfg: &'a OperatorConfig,
     jobs: &'a [Job],
+    details: &'a FailureDetails,
     now: &'a Time,
     generation: Option<i64>,
     status: MigrationStatus,
@@ -80,15 +81,15 @@ impl Builder<'_> {
         if condition_status(&self.status.conditions, done) == Some(true) {
             return StepState::Done;
         }
-        match step_job(self.jobs, step).map(job_outcome) {
-            None => StepState::NotStarted,
-            Some(JobOutcome::Active) => StepState::Running,
-            Some(JobOutcome::Succeeded) => StepState::Done,
-            Some(JobOutcome::Failed { reason, message }) => StepState::Failed(if message.is_empty() {
-                reason
-            } else {
-                format!("{reason}: {message}")
-            }),
+        let Some(job) = step_job(self.jobs, step) else {
+            return StepState::NotStarted;
+        };
+        match job_outcome(job) {
+            JobOutcome::Active => StepState::Running,
+            JobOutcome::Succeeded => StepState::Done,
+            JobOutcome::Failed { reason, message } => {
+                StepState::Failed(describe_failure(job, &reason, &message, self.details))
+            }
         }
     }
 
@@ -139,6 +140,7 @@ pub fn decide(
     mig: &Migration,
     tasks: &[MigrationTask],
     jobs: &[Job],
+    details: &FailureDetails,
     cfg: &OperatorConfig,
     now: &Time,
 ) -> Result<Decision> {
@@ -147,6 +149,7 @@ pub fn decide(
         mig,
         cfg,
         jobs,
+        details,
         now,
         generation: mig.metadata.generation,
         status: MigrationStatus {
@@ -158,7 +161,7 @@ pub fn decide(
         },
         create_jobs: Vec::new(),
     };
-    let views = task_views(tasks, jobs);
+    let views = task_views(tasks, jobs, details);
     let (phase, message) = advance(&mut b, &previous, &views)?;
 
     let mut status = b.status;

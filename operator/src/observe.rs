@@ -1,6 +1,9 @@
 //! Reading the observed world: which step a Job runs and how it ended.
 
+use std::collections::BTreeMap;
+
 use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Pod;
 use mssql_pg_crds::names::{LABEL_STEP, LABEL_TASK};
 
 /// The worker subcommand a Job runs.
@@ -85,4 +88,52 @@ pub fn job_task(job: &Job) -> Option<&str> {
 /// The Job of a single-Job step (plan, finalize, verify), if one exists.
 pub fn step_job(jobs: &[Job], step: Step) -> Option<&Job> {
     jobs.iter().find(|j| job_step(j) == Some(step))
+}
+
+/// What the failed pods of failed Jobs said (Job name -> the last pod's termination message). Filled by the
+/// controller when it may read pods; empty otherwise.
+pub type FailureDetails = BTreeMap<String, String>;
+
+/// Longest pod message kept: the end of a log tail is where the error is.
+const MAX_POD_MESSAGE: usize = 1500;
+
+/// The termination message of the most recently started pod that has one (the worker writes its error
+/// there; with `FallbackToLogsOnError` it is the tail of the log).
+pub fn pod_failure_message(pods: &[Pod]) -> Option<String> {
+    let mut pods: Vec<&Pod> = pods.iter().collect();
+    pods.sort_by_key(|p| std::cmp::Reverse(p.metadata.creation_timestamp.clone()));
+    pods.iter().find_map(|pod| {
+        let statuses = pod.status.as_ref()?.container_statuses.as_ref()?;
+        statuses.iter().find_map(|cs| {
+            let state = cs.state.as_ref()?;
+            let terminated = state.terminated.as_ref()?;
+            let message = terminated.message.as_deref()?.trim();
+            (!message.is_empty()).then(|| tail(message, MAX_POD_MESSAGE))
+        })
+    })
+}
+
+fn tail(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut start = s.len() - max;
+    while !s.is_char_boundary(start) {
+        start += 1;
+    }
+    format!("...{}", &s[start..])
+}
+
+/// One line describing why a Job failed, with the pod's own words when known.
+pub fn describe_failure(job: &Job, reason: &str, message: &str, details: &FailureDetails) -> String {
+    let mut text = if message.is_empty() {
+        reason.to_string()
+    } else {
+        format!("{reason}: {message}")
+    };
+    if let Some(detail) = job.metadata.name.as_ref().and_then(|n| details.get(n)) {
+        text.push_str("; last pod: ");
+        text.push_str(detail);
+    }
+    text
 }

@@ -13,7 +13,7 @@ fn run(
     tasks: &[mssql_pg_crds::MigrationTask],
     jobs: &[k8s_openapi::api::batch::v1::Job],
 ) -> Decision {
-    decide(m, tasks, jobs, &cfg(), &at(100)).unwrap()
+    decide(m, tasks, jobs, &Default::default(), &cfg(), &at(100)).unwrap()
 }
 
 fn created(d: &Decision) -> Vec<String> {
@@ -329,9 +329,9 @@ fn a_finished_plan_is_not_rerun_when_its_job_is_gone() {
 #[test]
 fn unchanged_conditions_keep_their_transition_time() {
     let m = migration();
-    let first = decide(&m, &[], &[], &cfg(), &at(1)).unwrap();
+    let first = decide(&m, &[], &[], &Default::default(), &cfg(), &at(1)).unwrap();
     let m2 = with_status(m.clone(), first.status.clone());
-    let second = decide(&m2, &[], &[plan(&m, None)], &cfg(), &at(50)).unwrap();
+    let second = decide(&m2, &[], &[plan(&m, None)], &Default::default(), &cfg(), &at(50)).unwrap();
     let v = condition(&second.status.conditions, ConditionType::Validated).unwrap();
     assert_eq!(v.last_transition_time, at(1));
     assert!(second.phase_change.is_none(), "Planning -> Planning is no change");
@@ -365,4 +365,62 @@ fn status_leaves_worker_owned_fields_alone() {
         d.status.warnings.is_empty() && d.status.plan.is_none(),
         "applying them would take them over"
     );
+}
+
+#[test]
+fn the_failed_pods_own_message_reaches_last_error() {
+    let m = migration();
+    let details = [(
+        "orders-plan".to_string(),
+        "login failed for user 'sa' (error 18456)".to_string(),
+    )]
+    .into();
+    let d = decide(&m, &[], &[plan(&m, Some(false))], &details, &cfg(), &at(100)).unwrap();
+    let last = d.status.last_error.unwrap();
+    assert!(
+        last.contains("BackoffLimitExceeded")
+            && last.contains("last pod: login failed for user 'sa' (error 18456)"),
+        "{last}"
+    );
+}
+
+#[test]
+fn pod_failure_message_takes_the_newest_pod_and_keeps_the_tail() {
+    use k8s_openapi::api::core::v1::{
+        ContainerState, ContainerStateTerminated, ContainerStatus, Pod, PodStatus,
+    };
+    let pod = |created: i64, message: &str| Pod {
+        metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+            creation_timestamp: Some(at(created)),
+            ..Default::default()
+        },
+        status: Some(PodStatus {
+            container_statuses: Some(vec![ContainerStatus {
+                name: "worker".into(),
+                state: Some(ContainerState {
+                    terminated: Some(ContainerStateTerminated {
+                        exit_code: 1,
+                        message: Some(message.into()),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let pods = vec![
+        pod(1, "first attempt"),
+        pod(5, "second attempt\n"),
+        pod(3, "middle"),
+    ];
+    assert_eq!(
+        mssql_pg_operator::observe::pod_failure_message(&pods).as_deref(),
+        Some("second attempt")
+    );
+    let long = format!("{}THE END", "x".repeat(5000));
+    let m = mssql_pg_operator::observe::pod_failure_message(&[pod(1, &long)]).unwrap();
+    assert!(m.ends_with("THE END") && m.len() < 1600, "{}", m.len());
 }

@@ -130,6 +130,7 @@ getf() { kubectl get mig e2e-fail -n "$NS" -o jsonpath="{.status.$1}"; }
 [ "$(getf 'conditions[?(@.type=="Failed")].status')" = True ] || fail "e2e-fail: Failed condition not True"
 [ "$(kubectl get mtask e2e-fail-t1 -n "$NS" -o jsonpath='{.status.state}')" = Failed ] || fail "task state not recorded"
 echo "e2e-fail lastError: $(getf lastError)" >&2
+getf lastError | grep -q "simulated copy failure of e2e-fail-t1" || fail "lastError lacks the pod's message"
 pods="$(kubectl get pods -n "$NS" -l batch.kubernetes.io/job-name=e2e-fail-t1 -o name | wc -l)"
 [ "$pods" = 2 ] || fail "e2e-fail: expected 2 pods (1 retry), got $pods"
 kubectl get jobs -n "$NS" -o name | grep -q e2e-fail-finalize && fail "finalize ran after a failed copy"
