@@ -16,23 +16,41 @@ is_ours() {
 	[[ "$(basename "$exe")" == "$2" || "$(basename "$exe")" == "$2 (deleted)" ]]
 }
 
+# alive PID: running, not merely a zombie waiting for init (which here may reap only every few seconds).
+alive() {
+	local stat
+	stat="$(cat "/proc/$1/stat" 2>/dev/null)" || return 1
+	[[ "${stat##*) }" != Z* ]]
+}
+
 stop() {
 	local name="$1" pid="$2" deadline
 	is_ours "$pid" "$name" || return 0
 	kill -TERM "$pid" 2>/dev/null || return 0
 	deadline=$((SECONDS + GRACE))
-	while kill -0 "$pid" 2>/dev/null && ((SECONDS < deadline)); do sleep 0.2; done
-	if kill -0 "$pid" 2>/dev/null; then
+	while alive "$pid" && ((SECONDS < deadline)); do sleep 0.1; done
+	if alive "$pid"; then
 		echo "down.sh: $name (pid $pid) ignored SIGTERM for ${GRACE}s: killing it" >&2
 		kill -KILL "$pid" 2>/dev/null
 	fi
 }
 
-if [[ -f "$DIR/pids" ]]; then
-	# Reverse start order: the node agent first (so it still reaches the API server), etcd last.
-	tac "$DIR/pids" | while read -r name pid; do
-		[[ -n "$pid" ]] && stop "$name" "$pid"
+# stop_all NAME...: stops those components in parallel.
+stop_all() {
+	local name pid
+	for name in "$@"; do
+		pid="$(awk -v n="$name" '$1==n{print $2}' "$DIR/pids")"
+		for p in $pid; do stop "$name" "$p" & done
 	done
+	wait
+}
+
+if [[ -f "$DIR/pids" ]]; then
+	# The node agent first (it still needs the API server while it stops its pods), etcd last (the API
+	# server flushes to it while shutting down), the rest together.
+	stop_all node-agent
+	stop_all kube-scheduler kube-controller-manager kube-apiserver
+	stop_all etcd
 fi
 
 # Pod process groups the agent could not clean up (it was killed, or crashed).
@@ -47,5 +65,5 @@ if [[ -d "$DIR/node/pgids" ]]; then
 		rm -f "$f"
 	done
 fi
-rm -f "$DIR/pids"
+rm -f "$DIR/pids" "$DIR/env"
 exit 0

@@ -14,7 +14,7 @@
 # Environment:
 #   MSSQLPG_NODE_PATH      directories prepended to the PATH pods run with (default: <repo>/target/debug),
 #                          so containers can run the freshly built worker/operator binaries by name
-#   MSSQLPG_NODE_AGENT     node-agent binary to use (default: cargo build -p node-agent)
+#   MSSQLPG_NODE_AGENT     node-agent binary to use (default: target/debug/node-agent, built when stale)
 #   MSSQLPG_K8S_NODE       Node name (default loopback-node)
 #   MSSQLPG_K8S_TIMEOUT    seconds to wait for each component (default 120)
 set -euo pipefail
@@ -48,9 +48,16 @@ BIN="$("$HERE/build.sh" --no-helm)"
 if [[ -n "${MSSQLPG_NODE_AGENT:-}" ]]; then
 	AGENT="$MSSQLPG_NODE_AGENT"
 else
-	log "building the node agent (cargo build -p node-agent)"
-	(cd "$REPO" && cargo build -q -p node-agent) >&2
 	AGENT="$REPO/target/debug/node-agent"
+	STAMP="$REPO/target/debug/.node-agent.up-stamp"
+	# Only call cargo when the agent's sources changed since the last build through here: with other builds
+	# running, cargo may wait minutes for the target-dir lock just to find nothing to do.
+	if [[ ! -x "$AGENT" || ! -f "$STAMP" ]] || [[ -n "$(find "$REPO/tests/node-agent" "$REPO/Cargo.toml" \
+		-newer "$STAMP" -type f \( -name '*.rs' -o -name Cargo.toml \) 2>/dev/null | head -n 1)" ]]; then
+		log "building the node agent (cargo build -p node-agent)"
+		(cd "$REPO" && cargo build -q -p node-agent) >&2
+		touch "$STAMP"
+	fi
 fi
 [[ -x "$AGENT" ]] || { log "error: node agent binary $AGENT not found"; exit 1; }
 
