@@ -60,6 +60,8 @@ fetch_etcd() {
 	log "fetching etcd from the Debian package etcd-server"
 	local tmp
 	tmp="$(mktemp -d)"
+	# Readable by apt's sandbox user, or apt warns that it downloads unsandboxed.
+	chmod 755 "$tmp"
 	# apt-get download needs no root: it only fetches the .deb into the current directory.
 	(cd "$tmp" && apt-get download etcd-server >&2) || { rm -rf "$tmp"; die "apt-get download etcd-server failed (try apt-get update)"; }
 	dpkg-deb -x "$tmp"/etcd-server_*.deb "$tmp/root" || { rm -rf "$tmp"; die "dpkg-deb -x failed"; }
@@ -86,6 +88,5 @@ build_k8s kube-apiserver
 build_k8s kube-controller-manager
 build_k8s kube-scheduler
 [[ " ${WANT[*]} " == *" helm "* ]] && fetch_helm
-[[ -x /usr/bin/kubectl && ! -e "$BIN/kubectl" ]] && ln -s /usr/bin/kubectl "$BIN/kubectl"
 [[ $((SECONDS - total)) -gt 2 ]] && log "done in $((SECONDS - total)) s"
 echo "$BIN"
