@@ -60,10 +60,8 @@ fetch_etcd() {
 	log "fetching etcd from the Debian package etcd-server"
 	local tmp
 	tmp="$(mktemp -d)"
-	# Readable by apt's sandbox user, or apt warns that it downloads unsandboxed.
-	chmod 755 "$tmp"
 	# apt-get download needs no root: it only fetches the .deb into the current directory.
-	(cd "$tmp" && apt-get download etcd-server >&2) || { rm -rf "$tmp"; die "apt-get download etcd-server failed (try apt-get update)"; }
+	(cd "$tmp" && apt-get download -q -o APT::Sandbox::User="$(id -un)" etcd-server >&2) || { rm -rf "$tmp"; die "apt-get download etcd-server failed (try apt-get update)"; }
 	dpkg-deb -x "$tmp"/etcd-server_*.deb "$tmp/root" || { rm -rf "$tmp"; die "dpkg-deb -x failed"; }
 	[[ -x "$tmp/root/usr/bin/etcd" ]] || { rm -rf "$tmp"; die "etcd-server package has no usr/bin/etcd"; }
 	cp "$tmp/root/usr/bin/etcd" "$BIN/.etcd.tmp" && mv -f "$BIN/.etcd.tmp" "$BIN/etcd"
