@@ -115,8 +115,11 @@ async fn exec_stmts(pg: &Client, stmts: Vec<Stmt>, warnings: &mut Vec<String>) -
 impl Engine {
     /// Introspects the source and builds the plan, with partitions for large tables.
     pub async fn plan(&self) -> Result<(Plan, Option<i32>), EngineError> {
-        let mut mssql = self.source.connect().await?;
-        let packet = negotiated_packet_size(&mut mssql).await;
+        let (mut mssql, granted) = self.source.connect_reporting_packet_size().await?;
+        let packet = match granted {
+            Some(size) => i32::try_from(size).ok(),
+            None => negotiated_packet_size(&mut mssql).await,
+        };
         let tables = introspect(&mut mssql, &self.options.source_schema).await?;
         let mut plan = build_plan(tables, &self.options)?;
         let mut bounds = BTreeMap::new();

@@ -127,6 +127,7 @@ async fn run_reports_a_verified_summary_and_resumes_after_a_failure() {
     assert_eq!(summary["verification"][0]["target_rows"], 500);
     assert!(summary["peak_memory_bytes"].as_u64().unwrap() > 0);
     assert_eq!(summary["requested_packet_size"], 32767);
+    assert_eq!(summary["negotiated_packet_size"], 32767);
     let r = pg
         .query_one(
             &format!("SELECT count(DISTINCT \"Id\"), sum(\"Price\")::text FROM \"{schema}\".\"Items\""),

@@ -1,12 +1,14 @@
 //! Connecting to SQL Server with tiberius.
 
+use crate::mssql::packet_tap::PacketTap;
 use serde::Serialize;
 use std::fmt;
+use std::sync::atomic::Ordering;
 use tiberius::{AuthMethod, Client, Config, EncryptionLevel};
 use tokio::net::TcpStream;
 use tokio_util::compat::{Compat, TokioAsyncWriteCompatExt};
 
-pub type TdsClient = Client<Compat<TcpStream>>;
+pub type TdsClient = Client<PacketTap<Compat<TcpStream>>>;
 
 /// The largest TDS packet; the server may grant less.
 pub const REQUESTED_PACKET_SIZE: u32 = 32767;
@@ -88,6 +90,12 @@ impl MssqlSource {
     }
 
     pub async fn connect(&self) -> Result<TdsClient, ConnectError> {
+        Ok(self.connect_reporting_packet_size().await?.0)
+    }
+
+    /// Connects and reports the packet size the login response granted (`None` when the login
+    /// response was encrypted; see [`negotiated_packet_size`]).
+    pub async fn connect_reporting_packet_size(&self) -> Result<(TdsClient, Option<u32>), ConnectError> {
         let addr = format!("{}:{}", self.host, self.port);
         let tcp = TcpStream::connect(&addr)
             .await
@@ -97,19 +105,22 @@ impl MssqlSource {
             })?;
         // Rows stream in many small packets; Nagle would only add latency.
         let _ = tcp.set_nodelay(true);
-        Client::connect(self.config(), tcp.compat_write())
+        let (tap, granted) = PacketTap::new(tcp.compat_write());
+        let client = Client::connect(self.config(), tap)
             .await
             .map_err(|source| ConnectError::Login {
                 addr,
                 database: self.database.clone(),
                 user: self.user.clone(),
                 source,
-            })
+            })?;
+        let size = granted.load(Ordering::Relaxed);
+        Ok((client, (size > 0).then_some(size)))
     }
 }
 
-/// The packet size the server granted, when it lets us see it (sys.dm_exec_connections needs
-/// VIEW SERVER STATE on some servers; then this is `None`).
+/// The packet size from sys.dm_exec_connections, for when the login response was encrypted
+/// (needs VIEW SERVER STATE on some servers; then this is `None`).
 pub async fn negotiated_packet_size(client: &mut TdsClient) -> Option<i32> {
     let row = client
         .simple_query("SELECT net_packet_size FROM sys.dm_exec_connections WHERE session_id = @@SPID")

@@ -2,4 +2,5 @@
 
 pub mod connect;
 pub mod introspect;
+pub mod packet_tap;
 pub mod read;
