@@ -423,3 +423,49 @@ fn temp_tables_belong_to_their_session() {
         Value::Int(2)
     );
 }
+
+#[test]
+fn concurrent_sessions_doing_ddl_and_reading_views() {
+    let (e, mut s) = setup();
+    let workers: Vec<_> = (0..3)
+        .map(|w| {
+            let e = std::sync::Arc::clone(&e);
+            std::thread::spawn(move || {
+                let mut s = e.connect(None).unwrap();
+                for i in 0..15 {
+                    let name = format!("w{w}_t{i}");
+                    exec(
+                        &mut s,
+                        &format!("CREATE TABLE {name} (id int IDENTITY PRIMARY KEY, v int); INSERT INTO {name} (v) VALUES ({i})"),
+                    );
+                    let id = int(&mut s, &format!("SELECT OBJECT_ID('{name}')"));
+                    let (_, rows) = query(
+                        &mut s,
+                        &format!("SELECT COUNT(*) FROM sys.columns WHERE object_id = {id}"),
+                    );
+                    assert_eq!(rows, vec![vec![Value::Int(2)]]);
+                    let (_, rows) = query(
+                        &mut s,
+                        &format!("SELECT SUM(rows) FROM sys.partitions WHERE object_id = {id} AND index_id IN (0, 1)"),
+                    );
+                    assert_eq!(rows, vec![vec![Value::BigInt(1)]]);
+                }
+            })
+        })
+        .collect();
+    for w in workers {
+        w.join().unwrap();
+    }
+    assert_eq!(
+        scalar(&mut s, "SELECT COUNT(*) FROM sys.tables"),
+        Value::Int(2 + 3 * 15)
+    );
+    // Every object id is distinct.
+    assert_eq!(
+        scalar(
+            &mut s,
+            "SELECT COUNT(DISTINCT object_id) - COUNT(*) FROM sys.objects"
+        ),
+        Value::Int(0)
+    );
+}
