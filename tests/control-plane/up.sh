@@ -17,6 +17,9 @@
 #   MSSQLPG_NODE_AGENT     node-agent binary to use (default: target/debug/node-agent, built when stale)
 #   MSSQLPG_K8S_NODE       Node name (default loopback-node)
 #   MSSQLPG_K8S_TIMEOUT    seconds to wait for each component (default 120)
+#   MSSQLPG_K8S_APISERVER_ARGS, MSSQLPG_K8S_CM_ARGS
+#                          extra flags (word-split) for kube-apiserver / kube-controller-manager, e.g.
+#                          MSSQLPG_K8S_CM_ARGS="--node-monitor-grace-period=20s" for node-failure tests
 set -euo pipefail
 
 DIR="${1:?usage: up.sh DIR}"
@@ -134,7 +137,7 @@ start_bg "$DIR" kube-apiserver "$BIN/kube-apiserver" \
 	--token-auth-file="$C/tokens.csv" --authorization-mode=RBAC \
 	--service-account-issuer="$API/" --service-account-key-file="$C/sa.pub" \
 	--service-account-signing-key-file="$C/sa.key" --service-cluster-ip-range=10.0.0.0/24 \
-	--allow-privileged=true --endpoint-reconciler-type=none
+	--allow-privileged=true --endpoint-reconciler-type=none ${MSSQLPG_K8S_APISERVER_ARGS:-}
 wait_for "$DIR" kube-apiserver "$TIMEOUT" \
 	curl -sf --cacert "$C/ca.crt" -H @"$C/admin-header" "$API/readyz"
 
@@ -150,7 +153,7 @@ start_bg "$DIR" kube-controller-manager "$BIN/kube-controller-manager" \
 	--kubeconfig="$DIR/kubeconfig" --authentication-kubeconfig="$DIR/kubeconfig" \
 	--authorization-kubeconfig="$DIR/kubeconfig" --leader-elect=false --bind-address=127.0.0.1 \
 	--secure-port="$CM_PORT" --service-account-private-key-file="$C/sa.key" --root-ca-file="$C/ca.crt" \
-	--controllers='*' --use-service-account-credentials=false
+	--controllers='*' --use-service-account-credentials=false ${MSSQLPG_K8S_CM_ARGS:-}
 SCHED_PORT="$(free_port)"
 log "starting kube-scheduler"
 start_bg "$DIR" kube-scheduler "$BIN/kube-scheduler" \
