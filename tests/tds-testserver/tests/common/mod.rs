@@ -3,6 +3,7 @@
 //! TCP proxy.
 #![allow(clippy::unwrap_used, dead_code)]
 
+pub mod expect;
 pub mod raw;
 pub mod scripted;
 
@@ -130,4 +131,12 @@ pub fn utf16(s: &str) -> Vec<u8> {
 
 pub fn contains(haystack: &[u8], needle: &[u8]) -> bool {
     haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+/// The server error inside a tiberius error (panics on any other kind).
+pub fn server_error(e: tiberius::error::Error) -> tiberius::error::TokenError {
+    match e {
+        tiberius::error::Error::Server(t) => t,
+        other => panic!("expected a server error, got {other:?}"),
+    }
 }
