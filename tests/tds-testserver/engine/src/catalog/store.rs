@@ -780,7 +780,9 @@ impl Catalog {
         for check in &def.checks {
             self.push_check(&mut table, check, &mut taken)?;
         }
-        for fk in &def.foreign_keys {
+        // SQL Server skips FOREIGN KEY constraints on temp tables (with an informational message).
+        let foreign_keys: &[ForeignKeyDef] = if temporary { &[] } else { &def.foreign_keys };
+        for fk in foreign_keys {
             self.push_foreign_key(&mut table, fk, &schema_name, session_id, &mut taken)?;
         }
         self.tables.insert(object_id, table);

@@ -229,7 +229,17 @@ fn temp_tables_are_per_session() {
     assert_eq!(cat.find_table("dbo", "#WORK", 7).map(|t| t.object_id), Some(id));
     assert!(cat.find_table("dbo", "#work", 8).is_none());
     // Another session may use the same name.
-    cat.create_table(t, 8).unwrap();
+    cat.create_table(t.clone(), 8).unwrap();
+    // Foreign keys on temp tables are skipped, so they never block dropping their target.
+    let target = cat.create_table(table("target", vec![col("id", SqlType::Int, false)]), 7);
+    let target = target.unwrap();
+    cat.add_index(target, pk(None, &["id"])).unwrap();
+    let mut child = table("#child", vec![col("t", SqlType::Int, true)]);
+    child.temporary = true;
+    child.foreign_keys.push(fk(None, &["t"], "target", &["id"]));
+    let child = cat.create_table(child, 7).unwrap();
+    assert!(cat.table(child).unwrap().foreign_keys.is_empty());
+    cat.drop_table(target).unwrap();
     assert!(cat.objects().is_empty());
     cat.drop_session(7);
     assert!(cat.find_table("dbo", "#work", 7).is_none());

@@ -902,7 +902,10 @@ impl<'a> Ctx<'a> {
 
 /// One of a table's constraint objects by id (a per-table search, not a catalog-wide one).
 fn own_object(table: &Table, object_id: i32) -> Option<ObjectRef> {
-    table.constraint_objects().into_iter().find(|o| o.object_id == object_id)
+    table
+        .constraint_objects()
+        .into_iter()
+        .find(|o| o.object_id == object_id)
 }
 
 fn object_row(o: &ObjectRef) -> Row {
