@@ -469,3 +469,23 @@ fn concurrent_sessions_doing_ddl_and_reading_views() {
         Value::Int(0)
     );
 }
+
+#[test]
+fn views_stay_usable_after_a_failing_statement_read_them() {
+    let (_e, mut s) = setup();
+    assert_eq!(
+        error(&mut s, "SELECT CAST(name AS int) FROM sys.tables").number,
+        245
+    );
+    assert_eq!(scalar(&mut s, "SELECT COUNT(*) FROM sys.tables"), Value::Int(2));
+    exec(&mut s, "CREATE TABLE later (a int)");
+    assert_eq!(
+        error(
+            &mut s,
+            "SELECT CAST(name AS int) FROM sys.tables WHERE name = 'later'"
+        )
+        .number,
+        245
+    );
+    assert_eq!(scalar(&mut s, "SELECT COUNT(*) FROM sys.tables"), Value::Int(3));
+}
