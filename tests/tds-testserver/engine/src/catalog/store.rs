@@ -365,7 +365,15 @@ fn system_name(kind: ObjectKind, table: &str, column: Option<&str>, object_id: i
             let mix = id.rotate_left(13) ^ 0x3213_E83F;
             format!("{code}__{}__{mix:08X}{id:08X}", prefix(table, 8))
         }
-        (_, Some(col)) => format!("{code}__{}__{}__{id:08X}", prefix(table, 9), prefix(col, 5)),
+        (_, Some(col)) => {
+            // Table and column share 14 characters, the table taking up to 9 of them
+            // (`DF__Employees__HireD__...`, `DF__Orders__OrderDat__...`).
+            let col_len = col.trim_start_matches('#').chars().count();
+            let table_len = table.trim_start_matches('#').chars().count();
+            let t = table_len.min(9.max(14usize.saturating_sub(col_len)));
+            let c = col_len.min(14 - t.min(14));
+            format!("{code}__{}__{}__{id:08X}", prefix(table, t), prefix(col, c))
+        }
         (_, None) => format!("{code}__{}__{id:08X}", prefix(table, 9)),
     }
 }

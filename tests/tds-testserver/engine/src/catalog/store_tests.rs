@@ -503,6 +503,18 @@ fn object_ids_wrap_without_collisions() {
 }
 
 #[test]
+fn system_names_look_like_sql_servers() {
+    let n = |t: &str, c: &str| system_name(ObjectKind::Default, t, Some(c), 0x1234_ABCD);
+    assert_eq!(n("Employees", "HireDate"), "DF__Employees__HireD__1234ABCD");
+    assert_eq!(n("Orders", "OrderDate"), "DF__Orders__OrderDat__1234ABCD");
+    assert_eq!(n("t", "c"), "DF__t__c__1234ABCD");
+    assert_eq!(n("VeryLongTableName", "Id"), "DF__VeryLongTabl__Id__1234ABCD");
+    let pk = system_name(ObjectKind::PrimaryKey, "Customers", None, 0x1234_ABCD);
+    assert!(pk.starts_with("PK__Customer__"), "{pk}");
+    assert_eq!(pk.len(), "PK__Customer__".len() + 16);
+}
+
+#[test]
 fn referenced_columns_of_definitions() {
     assert_eq!(
         referenced_columns("([qty]>=(0) AND [Qty]<[max])"),
