@@ -3,7 +3,6 @@
 //! Migration's Jobs and MigrationTasks before the Migration goes.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use futures_util::StreamExt;
@@ -238,12 +237,28 @@ async fn cleanup(mig: Arc<Migration>, ctx: &Context) -> Result<Action> {
     Ok(Action::await_change())
 }
 
+/// Fail early with a message a person can act on when the CRD is missing or RBAC forbids listing.
+pub async fn preflight(client: &Client, namespace: Option<&str>) -> anyhow::Result<()> {
+    let migrations: Api<Migration> = match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    };
+    migrations
+        .list(&ListParams::default().limit(1))
+        .await
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "cannot list migrations.mssqlpg.dev (is the CRD installed, does RBAC allow it?): {e}"
+            )
+        })?;
+    Ok(())
+}
+
 /// Run the controller until SIGTERM/SIGINT. `namespace`: watch one namespace, or all when `None`.
 pub async fn run(
     client: Client,
     config: OperatorConfig,
     metrics: Arc<Metrics>,
-    ready: Arc<AtomicBool>,
     namespace: Option<String>,
 ) -> anyhow::Result<()> {
     let (migrations, jobs, tasks) = match &namespace {
@@ -258,16 +273,6 @@ pub async fn run(
             Api::all(client.clone()),
         ),
     };
-    // Fail early with a message a person can act on when the CRD is missing or RBAC forbids listing.
-    migrations
-        .list(&ListParams::default().limit(1))
-        .await
-        .map_err(|e| {
-            anyhow::anyhow!(
-                "cannot list migrations.mssqlpg.dev (is the CRD installed, does RBAC allow it?): {e}"
-            )
-        })?;
-    ready.store(true, Ordering::Relaxed);
 
     let ctx = Arc::new(Context::new(client, config, metrics));
     Controller::new(migrations, watcher::Config::default().any_semantic())

@@ -10,6 +10,7 @@ pub mod controller;
 pub mod decide;
 pub mod error;
 pub mod jobs;
+pub mod leader;
 pub mod metrics;
 pub mod observe;
 pub mod server;

@@ -3,11 +3,14 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
+
 use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Parser;
+use clap::builder::BoolishValueParser;
 use mssql_pg_operator::config::OperatorConfig;
+use mssql_pg_operator::leader::{self, Leadership};
 use mssql_pg_operator::metrics::Metrics;
 use mssql_pg_operator::server::{ServerState, router};
 use mssql_pg_operator::{controller, telemetry};
@@ -40,8 +43,17 @@ struct Args {
     /// Watch only this namespace (default: all).
     #[arg(long, env = "WATCH_NAMESPACE")]
     namespace: Option<String>,
+    /// Run only while holding the Lease `mssql-pg-operator` (for more than one replica).
+    #[arg(long, env = "LEADER_ELECTION", value_parser = BoolishValueParser::new())]
+    leader_election: bool,
+    /// Namespace of the Lease (the operator's own namespace).
+    #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
+    lease_namespace: String,
+    /// Identity in the Lease (the pod name).
+    #[arg(long, env = "POD_NAME")]
+    identity: Option<String>,
     /// Log one JSON object per line.
-    #[arg(long, env = "LOG_JSON")]
+    #[arg(long, env = "LOG_JSON", value_parser = BoolishValueParser::new())]
     log_json: bool,
     /// Seconds between re-checks while Jobs run.
     #[arg(long, env = "MSSQLPG_REQUEUE_SECONDS", default_value_t = 30)]
@@ -82,7 +94,21 @@ async fn main() -> anyhow::Result<()> {
     let client = kube::Client::try_default()
         .await
         .context("connecting to the Kubernetes API")?;
-    let result = controller::run(client, config, metrics, ready, args.namespace).await;
+    controller::preflight(&client, args.namespace.as_deref()).await?;
+    // Followers are ready too: readiness says the API and CRDs work, leadership is separate.
+    ready.store(true, std::sync::atomic::Ordering::Relaxed);
+    let result = if args.leader_election {
+        let identity = args
+            .identity
+            .unwrap_or_else(|| format!("mssql-pg-operator-{}", std::process::id()));
+        let leadership = Leadership::acquire(client.clone(), &args.lease_namespace, &identity).await?;
+        tokio::select! {
+            result = controller::run(client, config, metrics, args.namespace) => result,
+            () = leadership.lost() => Err(anyhow::anyhow!("lost the Lease {}; exiting", leader::LEASE_NAME)),
+        }
+    } else {
+        controller::run(client, config, metrics, args.namespace).await
+    };
     server.abort();
     result
 }
