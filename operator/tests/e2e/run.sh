@@ -3,7 +3,7 @@
 # with tests/e2e/fake-worker.sh standing in for the worker. Checks: plan -> copy (3 tasks) -> finalize ->
 # verify -> Succeeded, the status totals, worker-owned status fields kept, metrics, Events, and that deleting
 # the Migration removes its Jobs and tasks.
-#   operator/tests/e2e/run.sh
+#   operator/tests/e2e/run.sh        (or: MSSQLPG_K8S_DIR=DIR cargo test -p mssql-pg-operator --test cluster)
 set -euo pipefail
 : "${MSSQLPG_K8S_DIR:?start a control plane first: tests/control-plane/up.sh DIR && source DIR/env}"
 HERE="$(cd "$(dirname "$0")" && pwd)"
@@ -19,7 +19,12 @@ cleanup() {
 trap cleanup EXIT
 fail() { cp "$WORK/operator.log" "$MSSQLPG_K8S_DIR/logs/operator-e2e.log" 2>/dev/null || true; echo "e2e: FAIL: $*" >&2; echo "--- operator log" >&2; tail -n 40 "$WORK/operator.log" >&2 || true; exit 1; }
 
-cargo build -q --manifest-path "$REPO/Cargo.toml" -p mssql-pg-operator
+# The cargo test wrapper (tests/cluster.rs) passes its freshly built binary; a nested cargo would wait on its lock.
+OPERATOR="${MSSQLPG_OPERATOR_BIN:-}"
+if [ -z "$OPERATOR" ]; then
+    cargo build -q --manifest-path "$REPO/Cargo.toml" -p mssql-pg-operator
+    OPERATOR="$REPO/target/debug/mssql-pg-operator"
+fi
 kubectl apply --server-side -f "$REPO/crds/generated/" >/dev/null
 kubectl wait --for=condition=Established crd/migrations.mssqlpg.dev crd/migrationtasks.mssqlpg.dev --timeout=30s >/dev/null
 kubectl create ns "$NS" >/dev/null
@@ -62,7 +67,7 @@ YAML
 port=$(( 20000 + RANDOM % 20000 ))
 METRICS_ADDR="127.0.0.1:$port" WATCH_NAMESPACE="$NS" MSSQLPG_WORKER_COMMAND="$HERE/fake-worker.sh" \
     MSSQLPG_REQUEUE_SECONDS=2 RUST_LOG=info,mssql_pg_operator=debug \
-    "$REPO/target/debug/mssql-pg-operator" >"$WORK/operator.log" 2>&1 &
+    "$OPERATOR" >"$WORK/operator.log" 2>&1 &
 OP_PID=$!
 
 kubectl apply -n "$NS" -f - >/dev/null <<YAML
