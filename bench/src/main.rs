@@ -301,6 +301,12 @@ async fn load_mssql(
     foreign_keys: bool,
 ) -> Result<()> {
     let started = Instant::now();
+    {
+        let mut client = target.connect().await?;
+        for sql in mssql::drop_foreign_keys_sql() {
+            mssql_exec(&mut client, &sql).await?;
+        }
+    }
     let queue: Queue = Arc::new(Mutex::new(tables.iter().copied().collect()));
     let mut workers = tokio::task::JoinSet::new();
     for _ in 0..jobs.max(1) {
@@ -325,18 +331,23 @@ async fn load_mssql(
         let mut client = target.connect().await?;
         let fk_started = Instant::now();
         for sql in mssql::foreign_keys_sql(tables) {
-            client
-                .simple_query(sql.as_str())
-                .await
-                .with_context(|| format!("SQL Server: {sql}"))?
-                .into_results()
-                .await
-                .with_context(|| format!("SQL Server: {sql}"))?;
+            mssql_exec(&mut client, &sql).await?;
         }
         println!(
             "mssql  foreign keys added in {:.2} s",
             fk_started.elapsed().as_secs_f64()
         );
     }
+    Ok(())
+}
+
+async fn mssql_exec(client: &mut mssql::MssqlClient, sql: &str) -> Result<()> {
+    client
+        .simple_query(sql)
+        .await
+        .with_context(|| format!("SQL Server: {sql}"))?
+        .into_results()
+        .await
+        .with_context(|| format!("SQL Server: {sql}"))?;
     Ok(())
 }

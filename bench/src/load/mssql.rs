@@ -177,6 +177,27 @@ pub fn foreign_keys_sql(tables: &[Table]) -> Vec<String> {
     out
 }
 
+/// Drops every foreign key this loader may have created earlier (any table), so that the
+/// tables can be dropped and recreated: SQL Server refuses to drop a referenced table.
+pub fn drop_foreign_keys_sql() -> Vec<String> {
+    let mut out = Vec::new();
+    for table in Table::ALL {
+        for fk in table.foreign_keys() {
+            let name = format!("FK_{}_{}", table.name(), fk.column);
+            // Guarded by the table, not the constraint: the TDS test server's OBJECT_ID does
+            // not know foreign keys (and sys.foreign_keys lists none), while DROP CONSTRAINT
+            // IF EXISTS (SQL Server 2016+) works on both.
+            out.push(format!(
+                "IF OBJECT_ID(N'{}', N'U') IS NOT NULL ALTER TABLE {} DROP CONSTRAINT IF EXISTS {}",
+                table_name(table).replace('\'', "''"),
+                table_name(table),
+                quote(&name),
+            ));
+        }
+    }
+    out
+}
+
 /// Days since 1900-01-01 and 1/300 s ticks: the `datetime` wire form. Generated moments are
 /// multiples of 10 ms (3 ticks), so this is exact.
 pub fn datetime_parts(dt: &NaiveDateTime) -> (i32, u32) {
