@@ -3,7 +3,7 @@
 
 use crate::mssql::connect::{Encryption, MssqlSource};
 use crate::options::{Mode, Options, PartitionOptions, SchemaOptions, VerifyMode};
-use crate::pg::connect::PgTarget;
+use crate::pg::connect::{PgTarget, SslMode};
 use mssql_pg_crds::{
     CopyMode, IdentifierCase, Migration, MssqlEncryption, PostgresSslMode, VerifyMode as SpecVerify,
 };
@@ -102,15 +102,6 @@ pub fn resolve(m: &Migration, creds: Credentials) -> Result<(MssqlSource, PgTarg
         MssqlEncryption::Off => Encryption::Off,
         MssqlEncryption::On | MssqlEncryption::Required => Encryption::Required,
     };
-    match dst.ssl_mode {
-        PostgresSslMode::Disable | PostgresSslMode::Prefer => {}
-        other => {
-            return Err(SpecError::Unsupported(format!(
-                "target.postgres.sslMode {} (TLS to PostgreSQL is not built in)",
-                other.as_str()
-            )));
-        }
-    }
     let source = MssqlSource {
         host: src.host.clone(),
         port: port(src.port, "source.mssql.port")?,
@@ -127,6 +118,17 @@ pub fn resolve(m: &Migration, creds: Credentials) -> Result<(MssqlSource, PgTarg
         database: dst.database.clone(),
         user: creds.target_user,
         password: creds.target_password,
+        ssl_mode: match dst.ssl_mode {
+            PostgresSslMode::Disable => SslMode::Disable,
+            PostgresSslMode::Prefer => SslMode::Prefer,
+            PostgresSslMode::Require => SslMode::Require,
+            PostgresSslMode::VerifyCa => SslMode::VerifyCa,
+            PostgresSslMode::VerifyFull => SslMode::VerifyFull,
+        },
+        // A CA from a Secret arrives as a mounted file.
+        ssl_root_cert: std::env::var("TARGET_SSL_ROOT_CERT")
+            .ok()
+            .filter(|p| !p.is_empty()),
     };
     let s = &spec.schema;
     let p = &spec.partitioning;

@@ -195,7 +195,11 @@ async fn every_type_round_trips_and_schema_is_recreated() {
     let engine = engine(&source, &schema, "test/e2e_types");
     let prepared = engine.prepare().await.unwrap();
     assert!(!prepared.resumed);
-    assert_eq!(prepared.negotiated_packet_size, Some(32767), "granted packet size read from the login response");
+    assert_eq!(
+        prepared.negotiated_packet_size,
+        Some(32767),
+        "granted packet size read from the login response"
+    );
     let reports = engine.copy_all(&prepared.plan).await.unwrap();
     assert_eq!(reports.iter().map(|r| r.rows).sum::<u64>(), 3 + 2 + 3);
     let warnings = engine.finalize(&prepared.plan).await.unwrap();

@@ -5,3 +5,4 @@ pub mod copy_binary;
 pub mod ddl;
 pub mod expr;
 pub mod load;
+pub mod tls;

@@ -1,0 +1,258 @@
+//! TLS to PostgreSQL with rustls (tokio-postgres only brings the traits), with libpq's `sslmode`
+//! meanings: `require` encrypts without checking the certificate, `verify-ca` checks the chain,
+//! `verify-full` also the host name. Roots: the system store plus an optional PEM file.
+
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio_postgres::tls::{ChannelBinding, MakeTlsConnect, TlsConnect, TlsStream};
+use tokio_rustls::TlsConnector;
+use tokio_rustls::rustls::client::WebPkiServerVerifier;
+use tokio_rustls::rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use tokio_rustls::rustls::crypto::{
+    CryptoProvider, aws_lc_rs, verify_tls12_signature, verify_tls13_signature,
+};
+use tokio_rustls::rustls::pki_types::pem::PemObject;
+use tokio_rustls::rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use tokio_rustls::rustls::{
+    ClientConfig, DigitallySignedStruct, Error as TlsError, RootCertStore, SignatureScheme,
+};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verify {
+    /// Encrypt only (libpq `require`, and `prefer` when the server offers TLS).
+    None,
+    /// Chain to a trusted root, any host name.
+    Ca,
+    /// Chain and host name.
+    Full,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum TlsSetupError {
+    #[error("reading CA certificates from {path}: {message}")]
+    Ca { path: String, message: String },
+    #[error("TLS setup: {0}")]
+    Rustls(#[from] TlsError),
+}
+
+fn provider() -> Arc<CryptoProvider> {
+    // Explicit: with several rustls providers compiled in there is no process default.
+    CryptoProvider::get_default()
+        .cloned()
+        .unwrap_or_else(|| Arc::new(aws_lc_rs::default_provider()))
+}
+
+/// Accepts any certificate, but still checks the handshake signatures.
+#[derive(Debug)]
+struct NoVerify(Arc<CryptoProvider>);
+
+impl ServerCertVerifier for NoVerify {
+    fn verify_server_cert(
+        &self,
+        _: &CertificateDer<'_>,
+        _: &[CertificateDer<'_>],
+        _: &ServerName<'_>,
+        _: &[u8],
+        _: UnixTime,
+    ) -> Result<ServerCertVerified, TlsError> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, TlsError> {
+        verify_tls12_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, TlsError> {
+        verify_tls13_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+/// The chain must verify; a name mismatch is accepted (libpq `verify-ca`).
+#[derive(Debug)]
+struct ChainOnly(Arc<WebPkiServerVerifier>);
+
+impl ServerCertVerifier for ChainOnly {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        name: &ServerName<'_>,
+        ocsp: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, TlsError> {
+        match self
+            .0
+            .verify_server_cert(end_entity, intermediates, name, ocsp, now)
+        {
+            Err(TlsError::InvalidCertificate(tokio_rustls::rustls::CertificateError::NotValidForName))
+            | Err(TlsError::InvalidCertificate(
+                tokio_rustls::rustls::CertificateError::NotValidForNameContext { .. },
+            )) => Ok(ServerCertVerified::assertion()),
+            other => other,
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, TlsError> {
+        self.0.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, TlsError> {
+        self.0.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.supported_verify_schemes()
+    }
+}
+
+/// A tokio-postgres TLS connector.
+#[derive(Clone)]
+pub struct RustlsConnect {
+    config: Arc<ClientConfig>,
+}
+
+impl RustlsConnect {
+    pub fn new(verify: Verify, ca_file: Option<&str>) -> Result<Self, TlsSetupError> {
+        let provider = provider();
+        let builder =
+            ClientConfig::builder_with_provider(provider.clone()).with_safe_default_protocol_versions()?;
+        let config = if verify == Verify::None {
+            builder
+                .dangerous()
+                .with_custom_certificate_verifier(Arc::new(NoVerify(provider)))
+                .with_no_client_auth()
+        } else {
+            let mut roots = RootCertStore::empty();
+            for cert in rustls_native_certs::load_native_certs().certs {
+                let _ = roots.add(cert);
+            }
+            if let Some(path) = ca_file {
+                let certs = CertificateDer::pem_file_iter(path).map_err(|e| TlsSetupError::Ca {
+                    path: path.into(),
+                    message: e.to_string(),
+                })?;
+                for cert in certs {
+                    let cert = cert.map_err(|e| TlsSetupError::Ca {
+                        path: path.into(),
+                        message: e.to_string(),
+                    })?;
+                    roots.add(cert)?;
+                }
+            }
+            let webpki = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider)
+                .build()
+                .map_err(|e| TlsSetupError::Rustls(TlsError::General(e.to_string())))?;
+            if verify == Verify::Ca {
+                builder
+                    .dangerous()
+                    .with_custom_certificate_verifier(Arc::new(ChainOnly(webpki)))
+                    .with_no_client_auth()
+            } else {
+                builder.with_webpki_verifier(webpki).with_no_client_auth()
+            }
+        };
+        Ok(RustlsConnect {
+            config: Arc::new(config),
+        })
+    }
+}
+
+impl<S> MakeTlsConnect<S> for RustlsConnect
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    type Stream = RustlsStream<S>;
+    type TlsConnect = RustlsConnector;
+    type Error = io::Error;
+
+    fn make_tls_connect(&mut self, domain: &str) -> Result<RustlsConnector, io::Error> {
+        let name = ServerName::try_from(domain.to_string())
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        Ok(RustlsConnector {
+            config: self.config.clone(),
+            name,
+        })
+    }
+}
+
+pub struct RustlsConnector {
+    config: Arc<ClientConfig>,
+    name: ServerName<'static>,
+}
+
+impl<S> TlsConnect<S> for RustlsConnector
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    type Stream = RustlsStream<S>;
+    type Error = io::Error;
+    type Future = Pin<Box<dyn Future<Output = io::Result<RustlsStream<S>>> + Send>>;
+
+    fn connect(self, stream: S) -> Self::Future {
+        Box::pin(async move {
+            let tls = TlsConnector::from(self.config).connect(self.name, stream).await?;
+            Ok(RustlsStream(tls))
+        })
+    }
+}
+
+pub struct RustlsStream<S>(tokio_rustls::client::TlsStream<S>);
+
+impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for RustlsStream<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.0).poll_read(cx, buf)
+    }
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for RustlsStream<S> {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.0).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.0).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.0).poll_shutdown(cx)
+    }
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> TlsStream for RustlsStream<S> {
+    fn channel_binding(&self) -> ChannelBinding {
+        // No SCRAM channel binding (the -PLUS mechanisms); plain SCRAM still works.
+        ChannelBinding::none()
+    }
+}

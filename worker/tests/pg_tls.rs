@@ -1,0 +1,166 @@
+//! TLS to PostgreSQL with libpq's sslmode meanings, against the test PostgreSQL with a throw-away
+//! self-signed certificate for DNS name `localhost` (turned on here if it is not already).
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use mssql_pg_worker::pg::connect::{PgTarget, SslMode};
+use std::os::unix::fs::MetadataExt;
+use std::process::Command;
+
+/// Enables ssl on the test server with a fresh certificate; returns the certificate's path.
+async fn enable_tls() -> String {
+    let dir =
+        std::env::var("MSSQLPG_TEST_PG_DIR").expect("MSSQLPG_TEST_PG_DIR (set by tests/scripts/postgres.sh)");
+    let data = format!("{dir}/data");
+    let crt = format!("{data}/server.crt");
+    let key = format!("{data}/server.key");
+    let ca_crt = format!("{data}/test-ca.crt");
+    if !std::path::Path::new(&ca_crt).exists() {
+        // A CA and a server certificate it signs (webpki refuses a CA certificate as the server's).
+        let ca_key = format!("{data}/test-ca.key");
+        let csr = format!("{data}/server.csr");
+        let ext = format!("{data}/server.ext");
+        std::fs::write(&ext, "subjectAltName=DNS:localhost\n").unwrap();
+        let openssl = |args: &[&str]| {
+            let out = Command::new("openssl").args(args).output().unwrap();
+            assert!(
+                out.status.success(),
+                "openssl {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        openssl(&[
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=test-ca",
+            "-keyout",
+            &ca_key,
+            "-out",
+            &ca_crt,
+        ]);
+        openssl(&[
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-subj",
+            "/CN=localhost",
+            "-keyout",
+            &key,
+            "-out",
+            &csr,
+        ]);
+        openssl(&[
+            "x509",
+            "-req",
+            "-in",
+            &csr,
+            "-CA",
+            &ca_crt,
+            "-CAkey",
+            &ca_key,
+            "-CAcreateserial",
+            "-days",
+            "2",
+            "-extfile",
+            &ext,
+            "-out",
+            &crt,
+        ]);
+        let owner = std::fs::metadata(&data).unwrap().uid();
+        for f in [&crt, &key] {
+            std::os::unix::fs::chown(f, Some(owner), None).unwrap();
+        }
+        std::fs::set_permissions(&key, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    }
+    let client = common::pg_connect().await;
+    client.batch_execute("ALTER SYSTEM SET ssl = on").await.unwrap();
+    client.query_one("SELECT pg_reload_conf()", &[]).await.unwrap();
+    // The reload is asynchronous: wait until a new session can negotiate TLS.
+    for _ in 0..50 {
+        let t = target(SslMode::VerifyFull, "localhost", Some(&ca_crt));
+        if let Ok(c) = t.connect().await
+            && c.query_one("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()", &[])
+                .await
+                .unwrap()
+                .get::<_, bool>(0)
+        {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    ca_crt
+}
+
+fn target(ssl_mode: SslMode, host: &str, ca: Option<&str>) -> PgTarget {
+    let mut t = PgTarget::from_conn_str(&common::pg_url()).unwrap();
+    t.host = host.into();
+    t.ssl_mode = ssl_mode;
+    t.ssl_root_cert = ca.map(str::to_string);
+    t
+}
+
+async fn uses_tls(t: &PgTarget) -> Result<bool, String> {
+    let c = t.connect().await.map_err(|e| {
+        let mut msg = e.to_string();
+        let mut src = std::error::Error::source(&e);
+        while let Some(s) = src {
+            msg.push_str(&format!(": {s}"));
+            src = s.source();
+        }
+        msg
+    })?;
+    Ok(
+        c.query_one("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()", &[])
+            .await
+            .unwrap()
+            .get(0),
+    )
+}
+
+#[tokio::test]
+async fn ssl_modes_behave_like_libpq() {
+    let ca = enable_tls().await;
+    assert_eq!(
+        uses_tls(&target(SslMode::Disable, "127.0.0.1", None)).await,
+        Ok(false)
+    );
+    assert_eq!(
+        uses_tls(&target(SslMode::Prefer, "127.0.0.1", None)).await,
+        Ok(true)
+    );
+    // require: encrypted, the self-signed certificate is not checked.
+    assert_eq!(
+        uses_tls(&target(SslMode::Require, "127.0.0.1", None)).await,
+        Ok(true)
+    );
+    // verify-full: chain and name.
+    assert_eq!(
+        uses_tls(&target(SslMode::VerifyFull, "localhost", Some(&ca))).await,
+        Ok(true)
+    );
+    let err = uses_tls(&target(SslMode::VerifyFull, "127.0.0.1", Some(&ca)))
+        .await
+        .unwrap_err();
+    assert!(err.contains("certificate"), "{err}");
+    let err = uses_tls(&target(SslMode::VerifyFull, "localhost", None))
+        .await
+        .unwrap_err();
+    assert!(err.contains("certificate"), "{err}");
+    // verify-ca: chain only, any name.
+    assert_eq!(
+        uses_tls(&target(SslMode::VerifyCa, "127.0.0.1", Some(&ca))).await,
+        Ok(true)
+    );
+    let err = uses_tls(&target(SslMode::VerifyCa, "127.0.0.1", None))
+        .await
+        .unwrap_err();
+    assert!(err.contains("certificate"), "{err}");
+}
