@@ -429,3 +429,65 @@ async fn nul_in_a_string_is_a_clear_error() {
         "{err}"
     );
 }
+
+#[tokio::test]
+async fn composite_string_key_resumes_exactly() {
+    let (_server, source) = start_server().await;
+    let mut ms = source.connect().await.unwrap();
+    exec(
+        &mut ms,
+        "CREATE TABLE dbo.Orders (Region varchar(10) NOT NULL, Id int NOT NULL, Note nvarchar(20) NULL, \
+         CONSTRAINT PK_Orders PRIMARY KEY (Region, Id))",
+    )
+    .await;
+    let mut values = Vec::new();
+    for region in ["east", "North", "south", "West"] {
+        for id in 1..=50 {
+            values.push(format!("('{region}', {id}, N'{region}-{id}')"));
+        }
+    }
+    exec(
+        &mut ms,
+        &format!(
+            "INSERT INTO dbo.Orders (Region, Id, Note) VALUES {}",
+            values.join(", ")
+        ),
+    )
+    .await;
+
+    let pg = common::pg_connect().await;
+    let schema = common::fresh_schema(&pg, "e2e_composite").await;
+    let mut engine = engine(&source, &schema, "test/e2e_composite");
+    engine.copy = CopyOptions {
+        chunk_rows: 30,
+        fail_after_chunks: Some(2),
+        mode: Default::default(),
+    };
+    let prepared = engine.prepare().await.unwrap();
+    assert!(engine.copy_all(&prepared.plan).await.is_err());
+    engine.copy.fail_after_chunks = Some(3);
+    let prepared = engine.prepare().await.unwrap();
+    assert!(prepared.resumed);
+    assert!(engine.copy_all(&prepared.plan).await.is_err());
+    engine.copy.fail_after_chunks = None;
+    let prepared = engine.prepare().await.unwrap();
+    assert!(prepared.resumed);
+    engine.copy_all(&prepared.plan).await.unwrap();
+    let r = pg
+        .query_one(
+            &format!(
+                "SELECT count(*), count(DISTINCT (\"Region\", \"Id\")), bool_and(\"Note\" = \"Region\" || '-' || \"Id\") \
+                 FROM \"{schema}\".\"Orders\""
+            ),
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (r.get::<_, i64>(0), r.get::<_, i64>(1), r.get::<_, bool>(2)),
+        (200, 200, true)
+    );
+    engine.finalize(&prepared.plan).await.unwrap();
+    let v = engine.verify(&prepared.plan).await.unwrap();
+    assert!(v.iter().all(|t| t.ok), "{v:#?}");
+}
