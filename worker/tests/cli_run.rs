@@ -31,8 +31,12 @@ spec:
 }
 
 fn run(file: &str, password: &str, extra: &[&str]) -> (bool, Vec<serde_json::Value>) {
+    worker(&["run", "-f", file], password, extra)
+}
+
+fn worker(args: &[&str], password: &str, extra: &[&str]) -> (bool, Vec<serde_json::Value>) {
     let out = Command::new(env!("CARGO_BIN_EXE_mssql-pg-worker"))
-        .args(["run", "-f", file])
+        .args(args)
         .args(extra)
         .env("SOURCE_USERNAME", "sa")
         .env("SOURCE_PASSWORD", password)
@@ -151,4 +155,68 @@ fn tempfile_dir() -> String {
     let dir = std::env::temp_dir().join(format!("mssqlpg-cli-run-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     dir.to_string_lossy().into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn phase_subcommands_run_as_separate_processes() {
+    let config = ServerConfig::default();
+    let password = config.password.clone();
+    let server = TestServer::start(config.clone()).unwrap();
+    let addr = server.addr();
+    let mut tcfg = tiberius::Config::new();
+    tcfg.host("127.0.0.1");
+    tcfg.port(addr.port());
+    tcfg.authentication(tiberius::AuthMethod::sql_server(&config.user, &password));
+    tcfg.encryption(tiberius::EncryptionLevel::NotSupported);
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    use tokio_util::compat::TokioAsyncWriteCompatExt;
+    let mut ms = tiberius::Client::connect(tcfg, tcp.compat_write()).await.unwrap();
+    for sql in [
+        "CREATE TABLE dbo.A (Id int NOT NULL PRIMARY KEY, V int NOT NULL)",
+        "CREATE TABLE dbo.B (Id int NOT NULL PRIMARY KEY, AId int NOT NULL CONSTRAINT FK_B_A REFERENCES dbo.A (Id))",
+        "INSERT INTO dbo.A (Id, V) VALUES (1, 10), (2, 20), (3, 30)",
+        "INSERT INTO dbo.B (Id, AId) VALUES (1, 1), (2, 3)",
+    ] {
+        ms.simple_query(sql).await.unwrap().into_results().await.unwrap();
+    }
+    let pg = common::pg_connect().await;
+    let schema = common::fresh_schema(&pg, "cli_phases").await;
+    let pg_port = std::env::var("MSSQLPG_TEST_PG_PORT").unwrap();
+    let dir = tempfile_dir();
+    let file = format!("{dir}/phases.yaml");
+    std::fs::write(
+        &file,
+        yaml(addr.port(), &pg_port, &schema).replace("cli-run", "cli-phases"),
+    )
+    .unwrap();
+
+    let (ok, events) = worker(&["plan", "-f", &file], &password, &[]);
+    assert!(ok, "{events:?}");
+    let plan = events.iter().find(|e| e["event"] == "plan").unwrap();
+    let tasks: Vec<String> = plan["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(tasks.len(), 2);
+    for task in &tasks {
+        let (ok, events) = worker(&["copy", "-f", &file, "--task", task], &password, &[]);
+        assert!(ok, "{events:?}");
+    }
+    let (ok, events) = worker(&["finalize", "-f", &file], &password, &[]);
+    assert!(ok, "{events:?}");
+    let (ok, events) = worker(&["verify", "-f", &file], &password, &[]);
+    assert!(ok, "{events:?}");
+    assert_eq!(events.last().unwrap()["ok"], true);
+    let fk: i64 = pg
+        .query_one(
+            "SELECT count(*) FROM pg_constraint WHERE conname = 'FK_B_A' AND contype = 'f'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(fk, 1);
+    drop(server);
 }
