@@ -14,8 +14,11 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 DIR="${1:-${MSSQLPG_K8S_DIR:-}}"
 OWN=0
 if [[ -z "$DIR" || ! -s "$DIR/pids" ]]; then
-	DIR="${DIR:-$(mktemp -d /tmp/mssqlpg-k8s.XXXXXX)}"
 	OWN=1
+	if [[ -z "$DIR" ]]; then
+		DIR="$(mktemp -d /tmp/mssqlpg-k8s.XXXXXX)"
+		OWN=2
+	fi
 	t0=$SECONDS
 	"$HERE/up.sh" "$DIR"
 	echo "smoke.sh: control plane started in $((SECONDS - t0)) s" >&2
@@ -24,9 +27,18 @@ fi
 source "$DIR/env"
 
 NS="smoke-$RANDOM$RANDOM"
+passed=0
 cleanup() {
 	kubectl delete namespace "$NS" --wait=false >/dev/null 2>&1 || true
-	if [[ $OWN -eq 1 ]]; then "$HERE/down.sh" "$DIR"; fi
+	if [[ $OWN -ge 1 ]]; then
+		"$HERE/down.sh" "$DIR"
+		# Keep the logs of a failed run for a post-mortem.
+		if [[ $passed -eq 1 && $OWN -eq 2 ]]; then
+			rm -rf "$DIR"
+		elif [[ $passed -ne 1 ]]; then
+			echo "smoke.sh: logs kept in $DIR/logs" >&2
+		fi
+	fi
 }
 trap cleanup EXIT
 fail() {
@@ -76,7 +88,8 @@ msg="$(kubectl -n "$NS" get pods -l job-name=ok -o jsonpath='{.items[*].status.c
 uid="$(kubectl -n "$NS" get pods -l job-name=ok -o jsonpath='{.items[0].metadata.uid}')"
 pod="$(kubectl -n "$NS" get pods -l job-name=ok -o jsonpath='{.items[0].metadata.name}')"
 grep -qx hello-from-secret "$DIR/node/pods/${NS}_${pod}_${uid}/main.log" || fail "the pod's log lacks the secret's value"
-echo "smoke.sh: job ok completed; termination message 'done'; env from the Secret reached the process" >&2
+[[ "$(kubectl -n "$NS" logs "$pod")" == hello-from-secret ]] || fail "kubectl logs does not show the pod's output"
+echo "smoke.sh: job ok completed; termination message 'done'; env from the Secret reached the process; kubectl logs works" >&2
 
 # The Job controller backs off 10 s before the retry.
 kubectl -n "$NS" wait --for=condition=failed job/bad --timeout=180s >/dev/null || fail "job bad did not fail"
@@ -85,3 +98,4 @@ pods="$(kubectl -n "$NS" get pods -l job-name=bad -o jsonpath='{range .items[*]}
 [[ "$(echo "$pods" | grep -cx 'Failed/3/boom')" == 2 ]] || fail "job bad pods: $pods, expected Failed/3/boom twice"
 echo "smoke.sh: job bad retried once (2 pods, exit 3, message from the log tail) and failed" >&2
 echo "smoke.sh: PASS" >&2
+passed=1

@@ -85,7 +85,7 @@ chmod 700 "$DIR/certs" "$DIR/etcd"
 
 # --- PKI ------------------------------------------------------------------------------------------------
 C="$DIR/certs"
-if [[ ! -s "$C/apiserver.crt" || ! -s "$C/sa.pub" || ! -s "$C/tokens.csv" ]]; then
+if [[ ! -s "$C/apiserver.crt" || ! -s "$C/kubelet.crt" || ! -s "$C/sa.pub" || ! -s "$C/tokens.csv" ]]; then
 	log "creating the PKI in $C"
 	(
 		cd "$C"
@@ -104,6 +104,12 @@ if [[ ! -s "$C/apiserver.crt" || ! -s "$C/sa.pub" || ! -s "$C/tokens.csv" ]]; th
 		EOF
 		openssl x509 -req -sha256 -in apiserver.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 3650 \
 			-extfile apiserver.ext -out apiserver.crt 2>/dev/null
+		# The node agent's kubelet API (container logs for kubectl logs) serves this one.
+		openssl genrsa -out kubelet.key 2048 2>/dev/null
+		openssl req -new -sha256 -key kubelet.key -subj "/CN=node-agent" -out kubelet.csr 2>/dev/null
+		sed 's/^subjectAltName=.*/subjectAltName=IP:127.0.0.1,DNS:localhost/' apiserver.ext >kubelet.ext
+		openssl x509 -req -sha256 -in kubelet.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 3650 \
+			-extfile kubelet.ext -out kubelet.crt 2>/dev/null
 		openssl genrsa -out sa.key 2048 2>/dev/null
 		openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
 		echo "$(openssl rand -hex 24),admin,admin-uid,\"system:masters\"" >tokens.csv
@@ -137,7 +143,7 @@ start_bg "$DIR" kube-apiserver "$BIN/kube-apiserver" \
 	--token-auth-file="$C/tokens.csv" --authorization-mode=RBAC \
 	--service-account-issuer="$API/" --service-account-key-file="$C/sa.pub" \
 	--service-account-signing-key-file="$C/sa.key" --service-cluster-ip-range=10.0.0.0/24 \
-	--allow-privileged=true --endpoint-reconciler-type=none ${MSSQLPG_K8S_APISERVER_ARGS:-}
+	--allow-privileged=true --endpoint-reconciler-type=none --kubelet-preferred-address-types=InternalIP ${MSSQLPG_K8S_APISERVER_ARGS:-}
 wait_for "$DIR" kube-apiserver "$TIMEOUT" \
 	curl -sf --cacert "$C/ca.crt" -H @"$C/admin-header" "$API/readyz"
 
@@ -168,7 +174,7 @@ NODE_PATH="${MSSQLPG_NODE_PATH:-$REPO/target/debug}"
 log "starting the node agent for Node $NODE (pods' PATH starts with $NODE_PATH)"
 KUBECONFIG="$DIR/kubeconfig" PATH="$NODE_PATH:$PATH" RUST_LOG="${NODE_AGENT_LOG:-info}" \
 	start_bg "$DIR" node-agent "$AGENT" --node-name "$NODE" --work-dir "$DIR/node" --ca-file "$C/ca.crt" \
-	--api-server "$API"
+	--api-server "$API" --tls-cert "$C/kubelet.crt" --tls-key "$C/kubelet.key"
 
 node_schedulable() {
 	local ready taints

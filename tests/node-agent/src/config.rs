@@ -33,6 +33,14 @@ pub struct Args {
     pub memory: String,
     #[arg(long, default_value = "250")]
     pub max_pods: String,
+    /// Certificate and key of the kubelet API (container logs, for `kubectl logs`); without them it is off.
+    #[arg(long, requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    #[arg(long, requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// Port of the kubelet API on the pod IP; 0 picks a free one (reported in the Node's daemonEndpoints).
+    #[arg(long, default_value_t = 0)]
+    pub kubelet_port: u16,
     /// Environment variable of the agent passed through to every process (repeatable); PATH always is.
     #[arg(long = "pass-env")]
     pub pass_env: Vec<String>,
@@ -52,11 +60,13 @@ pub struct AgentConfig {
     /// Variables every process inherits from the agent: PATH (so freshly built test binaries are found)
     /// and whatever --pass-env names.
     pub base_env: Vec<(String, String)>,
+    /// Port the kubelet API listens on (0 when it is off).
+    pub kubelet_port: u16,
 }
 
 impl AgentConfig {
-    pub async fn from_args(args: Args) -> anyhow::Result<Self> {
-        let api_server = match args.api_server {
+    pub async fn from_args(args: &Args, kubelet_port: u16) -> anyhow::Result<Self> {
+        let api_server = match args.api_server.clone() {
             Some(url) => url,
             None => {
                 let cfg = kube::Config::infer()
@@ -74,22 +84,23 @@ impl AgentConfig {
             .canonicalize()
             .with_context(|| format!("resolving {}", args.work_dir.display()))?;
         let mut base_env = Vec::new();
-        for name in std::iter::once("PATH".to_string()).chain(args.pass_env) {
+        for name in std::iter::once("PATH".to_string()).chain(args.pass_env.iter().cloned()) {
             if let Ok(value) = std::env::var(&name) {
                 base_env.push((name, value));
             }
         }
         Ok(Self {
-            node_name: args.node_name,
+            node_name: args.node_name.clone(),
             work_dir,
-            ca_file: args.ca_file,
+            ca_file: args.ca_file.clone(),
             api_server,
-            pod_ip: args.pod_ip,
+            pod_ip: args.pod_ip.clone(),
             heartbeat_seconds: args.heartbeat_seconds.max(1),
-            cpu: args.cpu,
-            memory: args.memory,
-            max_pods: args.max_pods,
+            cpu: args.cpu.clone(),
+            memory: args.memory.clone(),
+            max_pods: args.max_pods.clone(),
             base_env,
+            kubelet_port,
         })
     }
 }

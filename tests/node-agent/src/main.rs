@@ -7,6 +7,7 @@
 mod config;
 mod env;
 mod kubeconfig;
+mod logs;
 mod node;
 mod pods;
 mod process;
@@ -32,10 +33,37 @@ async fn main() -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .init();
 
+    // Both rustls providers may be compiled in (feature unification across the workspace); without an
+    // explicit choice rustls panics at the first TLS connection.
+    let _ = tokio_rustls::rustls::crypto::ring::default_provider().install_default();
+
     let client = kube::Client::try_default()
         .await
         .context("building a Kubernetes client (KUBECONFIG or --kubeconfig)")?;
-    let cfg = Arc::new(AgentConfig::from_args(args).await?);
+    let kubelet = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => {
+            let listener = tokio::net::TcpListener::bind((args.pod_ip.as_str(), args.kubelet_port))
+                .await
+                .with_context(|| {
+                    format!("binding the kubelet API on {}:{}", args.pod_ip, args.kubelet_port)
+                })?;
+            Some((listener, cert.clone(), key.clone()))
+        }
+        _ => None,
+    };
+    let kubelet_port = match &kubelet {
+        Some((listener, _, _)) => listener.local_addr().context("kubelet API address")?.port(),
+        None => 0,
+    };
+    let cfg = Arc::new(AgentConfig::from_args(&args, kubelet_port).await?);
+    if let Some((listener, cert, key)) = kubelet {
+        let cfg = cfg.clone();
+        tokio::spawn(async move {
+            if let Err(e) = logs::serve(cfg, listener, &cert, &key).await {
+                tracing::error!(error = format!("{e:#}"), "kubelet API stopped");
+            }
+        });
+    }
     tracing::info!(node = %cfg.node_name, work_dir = %cfg.work_dir.display(), "node agent starting");
 
     node::register(&client, &cfg).await?;

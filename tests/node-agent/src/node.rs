@@ -104,20 +104,18 @@ async fn heartbeat(client: &kube::Client, cfg: &AgentConfig) -> anyhow::Result<(
                 "node agent is posting ready status",
             ),
         ]),
-        addresses: Some(vec![
-            NodeAddress {
-                type_: "InternalIP".to_string(),
-                address: cfg.pod_ip.clone(),
-            },
-            NodeAddress {
-                type_: "Hostname".to_string(),
-                address: cfg.node_name.clone(),
-            },
-        ]),
+        // No Hostname address: the API server would prefer it to reach the kubelet API, and the node name
+        // does not resolve.
+        addresses: Some(vec![NodeAddress {
+            type_: "InternalIP".to_string(),
+            address: cfg.pod_ip.clone(),
+        }]),
         capacity: Some(resources.clone()),
         allocatable: Some(resources),
         daemon_endpoints: Some(NodeDaemonEndpoints {
-            kubelet_endpoint: Some(DaemonEndpoint { port: 10250 }),
+            kubelet_endpoint: Some(DaemonEndpoint {
+                port: i32::from(cfg.kubelet_port),
+            }),
         }),
         node_info: Some(NodeSystemInfo {
             architecture: std::env::consts::ARCH.replace("x86_64", "amd64"),
