@@ -23,7 +23,10 @@ pub struct Summary {
     /// Rows copied by this run (resumed runs do not recount earlier attempts).
     pub rows: u64,
     pub bytes: u64,
+    /// Whole run.
     pub seconds: f64,
+    /// Copy phase only; `rows_per_second` is over this.
+    pub copy_seconds: f64,
     pub rows_per_second: f64,
     pub peak_memory_bytes: Option<u64>,
     pub requested_packet_size: u32,
