@@ -462,3 +462,59 @@ async fn pods_run_with_exactly_their_service_accounts_rbac() {
     );
     c.drop_namespace(&ns).await;
 }
+
+#[tokio::test]
+async fn on_failure_restarts_in_place_after_init_containers_ran_in_order() {
+    let c = cluster().await;
+    let ns = c.namespace("agent-restart").await;
+    let _: Pod = c
+        .apply(
+            &ns,
+            json!({
+                "metadata": { "name": "flaky" },
+                "spec": {
+                    "restartPolicy": "OnFailure",
+                    "initContainers": [
+                        { "name": "first", "image": "ignored", "command": ["sh", "-c", "echo first >> order"] },
+                        { "name": "second", "image": "ignored", "command": ["sh", "-c", "echo second >> order"] }
+                    ],
+                    "containers": [{
+                        "name": "main", "image": "ignored",
+                        // Fails twice, then succeeds: the work dir (and its counter) survives restarts.
+                        "command": ["sh", "-c", "n=$(cat count 2>/dev/null || echo 0); n=$((n+1)); echo $n > count; cat order > $TERMINATION_MESSAGE_PATH; test $n -ge 3"]
+                    }]
+                }
+            }),
+        )
+        .await;
+    let api: Api<Pod> = Api::namespaced(c.client.clone(), &ns);
+    wait_until("pod flaky to finish", || async {
+        let p = api.get("flaky").await.unwrap();
+        matches!(
+            p.status.and_then(|s| s.phase).as_deref(),
+            Some("Succeeded" | "Failed")
+        )
+    })
+    .await;
+    let pod = api.get("flaky").await.unwrap();
+    let (phase, code, message) = terminated(&pod);
+    assert_eq!((phase.as_str(), code), ("Succeeded", 0));
+    assert_eq!(
+        message.as_deref(),
+        Some("first\nsecond\n"),
+        "init containers ran once each, in order"
+    );
+    let status = pod.status.unwrap();
+    let main = &status.container_statuses.unwrap()[0];
+    assert_eq!(main.restart_count, 2);
+    let last = main.last_state.as_ref().unwrap().terminated.as_ref().unwrap();
+    assert_eq!(last.exit_code, 1);
+    let inits = status.init_container_statuses.unwrap();
+    assert_eq!(inits.len(), 2);
+    assert!(
+        inits
+            .iter()
+            .all(|s| s.state.as_ref().unwrap().terminated.as_ref().unwrap().exit_code == 0)
+    );
+    c.drop_namespace(&ns).await;
+}
