@@ -25,6 +25,11 @@
 //!   type its columns with `columns`, and call [`views::refresh`] when `catalog.version()` moved
 //!   since this connection's last refresh; [`views::refresh_row_counts`] before statements that
 //!   read `sys.partitions`/`sys.dm_db_partition_stats` (the closure counts a table's rows).
+//!   Cheaper: [`views::refresh_views`] with just the views a statement reads; it rebuilds a view
+//!   only when the catalog changed since it was built on that connection (the versions live
+//!   in the temp schema, so they roll back with the views).
+//! * Connections: `register_connection(session_id, ConnectionInfo)` after login (packet size,
+//!   login name...) fills sys.dm_exec_connections/sys.dm_exec_sessions; `drop_session` removes it.
 
 use crate::types::SqlType;
 
