@@ -191,14 +191,18 @@ impl Session {
                 st.values.push(Stored::Null);
                 continue;
             }
-            let stored = match v {
-                // The common cases convert without an intermediate allocation.
-                Value::Int(i) => Stored::Integer(i64::from(*i)),
-                Value::BigInt(i) => Stored::Integer(*i),
-                other => value_to_stored(other),
-            };
-            st.values
-                .push(self.column_value(meta, col, ValueRef::from(&stored))?);
+            // Values already of the column's type skip the trip through text.
+            match crate::convert::fast_storage(v, col.ty) {
+                Some(r) => {
+                    let stored = r?;
+                    st.values.push(self.check_length(meta, col, stored)?);
+                }
+                None => {
+                    let stored = value_to_stored(v);
+                    st.values
+                        .push(self.column_value(meta, col, ValueRef::from(&stored))?);
+                }
+            }
         }
         let ident = meta.identity_column().map(|(i, _)| i);
         let auto_ident = ident.filter(|i| !st.order.contains(i));

@@ -798,6 +798,17 @@ pub fn to_value(v: ValueRef<'_>, ty: SqlType) -> Result<Value, SqlError> {
         (SqlType::SqlVariant, ValueRef::Real(f)) => Value::Float(f),
         (SqlType::SqlVariant, ValueRef::Text(t)) => Value::String(String::from_utf8_lossy(t).into_owned()),
         (SqlType::SqlVariant, ValueRef::Blob(b)) => Value::Binary(b.to_vec()),
+        (SqlType::DateTime2 { .. }, ValueRef::Text(t)) if fast_datetime(t).is_some() => {
+            let (days, time) = fast_datetime(t).unwrap_or((0, 0));
+            Value::DateTime2 {
+                days: u32::try_from(days).map_err(|_| overflow(ty))?,
+                time,
+            }
+        }
+        (SqlType::Date, ValueRef::Text(t)) if t.len() == 10 && fast_datetime(t).is_some() => {
+            let (days, _) = fast_datetime(t).unwrap_or((0, 0));
+            Value::Date(u32::try_from(days).map_err(|_| overflow(ty))?)
+        }
         (
             SqlType::Date
             | SqlType::Time { .. }
@@ -914,6 +925,83 @@ fn datetime_value(p: DateTimeParts, ty: SqlType) -> Result<Value, SqlError> {
         },
         _ => return Err(clash("datetime", ty)),
     })
+}
+
+/// The storage form of a value already of (or trivially convertible to) `ty`, without going
+/// through text; `None` when the general conversion is needed.
+pub fn fast_storage(v: &Value, ty: SqlType) -> Option<Result<Stored, SqlError>> {
+    Some(match (v, ty) {
+        (Value::Null, _) => Ok(Stored::Null),
+        (Value::String(s), t)
+            if is_string(t) && !matches!(t, SqlType::Char { .. } | SqlType::NChar { .. }) =>
+        {
+            Ok(Stored::Text(s.clone()))
+        }
+        (Value::Binary(b), SqlType::VarBinary { .. } | SqlType::Image) => Ok(Stored::Blob(b.clone())),
+        (Value::BigInt(i), SqlType::BigInt) => Ok(Stored::Integer(*i)),
+        (Value::Int(i), SqlType::Int | SqlType::BigInt) => Ok(Stored::Integer(i64::from(*i))),
+        (Value::SmallInt(i), SqlType::SmallInt | SqlType::Int | SqlType::BigInt) => {
+            Ok(Stored::Integer(i64::from(*i)))
+        }
+        (Value::TinyInt(i), SqlType::TinyInt | SqlType::SmallInt | SqlType::Int | SqlType::BigInt) => {
+            Ok(Stored::Integer(i64::from(*i)))
+        }
+        (Value::Bit(b), SqlType::Bit) => Ok(Stored::Integer(i64::from(*b))),
+        (Value::Float(f), SqlType::Float) => Ok(Stored::Real(*f)),
+        (Value::Real(f), SqlType::Real) => Ok(Stored::Real(f64::from(*f))),
+        (
+            Value::Decimal { mantissa, scale },
+            SqlType::Decimal { precision, scale: s } | SqlType::Numeric { precision, scale: s },
+        ) => {
+            let m = match rescale(*mantissa, *scale, s) {
+                Some(m) => m,
+                None => return Some(Err(overflow(ty))),
+            };
+            if digits_of(m) > u32::from(precision) {
+                return Some(Err(overflow(ty)));
+            }
+            Ok(Stored::Text(format_decimal(m, s)))
+        }
+        (Value::Money(m), SqlType::Money) => Ok(Stored::Text(format_decimal(i128::from(*m), 4))),
+        (Value::Guid(g), SqlType::UniqueIdentifier) => Ok(Stored::Text(format_guid(g))),
+        (Value::Date(d), SqlType::Date) => Ok(Stored::Text(format_date(i64::from(*d)))),
+        (Value::DateTime2 { days, time }, SqlType::DateTime2 { scale }) => {
+            let t = round_time(*time, scale);
+            let (d, t) = (i64::from(*days) + (t / T100_PER_DAY) as i64, t % T100_PER_DAY);
+            Ok(Stored::Text(format!("{} {}", format_date(d), format_time(t, 7))))
+        }
+        _ => return None,
+    })
+}
+
+/// Parses the canonical fixed-width storage forms directly (the hot path of reading rows).
+fn fast_datetime(s: &[u8]) -> Option<(i64, u64)> {
+    fn num(b: &[u8]) -> Option<u64> {
+        let mut n = 0u64;
+        for c in b {
+            if !c.is_ascii_digit() {
+                return None;
+            }
+            n = n * 10 + u64::from(c - b'0');
+        }
+        Some(n)
+    }
+    if s.len() < 10 || s[4] != b'-' || s[7] != b'-' {
+        return None;
+    }
+    let days = days_from_civil(
+        num(&s[..4])? as i64,
+        num(&s[5..7])? as u32,
+        num(&s[8..10])? as u32,
+    );
+    if s.len() == 10 {
+        return Some((days, 0));
+    }
+    if s.len() != 27 || s[10] != b' ' || s[13] != b':' || s[16] != b':' || s[19] != b'.' {
+        return None;
+    }
+    let secs = num(&s[11..13])? * 3600 + num(&s[14..16])? * 60 + num(&s[17..19])?;
+    Some((days, secs * 10_000_000 + num(&s[20..27])?))
 }
 
 /// Converts a value to the storage form of `ty` (parameters, bulk rows).

@@ -139,6 +139,16 @@ impl Session {
         v: ValueRef<'_>,
     ) -> Result<Stored, SqlError> {
         let stored = coerce(v, col.ty)?;
+        self.check_length(meta, col, stored)
+    }
+
+    /// Enforces the column's declared length (error 2628) on a converted value.
+    pub(crate) fn check_length(
+        &self,
+        meta: &TableMeta,
+        col: &ColumnDef,
+        stored: Stored,
+    ) -> Result<Stored, SqlError> {
         let limit = match col.ty {
             SqlType::Char { len } | SqlType::NChar { len } | SqlType::Binary { len } => {
                 Some(usize::from(len))
