@@ -8,13 +8,9 @@ DIR="${1:?usage: down.sh DIR}"
 [[ -d "$DIR" ]] || exit 0
 DIR="$(cd "$DIR" && pwd)"
 GRACE="${MSSQLPG_K8S_STOP_GRACE:-15}"
-
-# is_ours PID NAME: the pid still belongs to the component we started (pids get reused).
-is_ours() {
-	local exe
-	exe="$(readlink "/proc/$1/exe" 2>/dev/null)" || return 1
-	[[ "$(basename "$exe")" == "$2" || "$(basename "$exe")" == "$2 (deleted)" ]]
-}
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=lib.sh
+source "$HERE/lib.sh"
 
 # alive PID: running, not merely a zombie waiting for init (which here may reap only every few seconds).
 alive() {

@@ -49,11 +49,19 @@ wait_for() {
 	done
 }
 
+# is_ours PID NAME: the pid still runs the component NAME (pids get reused, e.g. after a reboot).
+is_ours() {
+	local exe
+	exe="$(readlink "/proc/$1/exe" 2>/dev/null)" || return 1
+	exe="${exe% (deleted)}"
+	[[ "${exe##*/}" == "$2" ]]
+}
+
 # all_alive PIDS_FILE: every recorded process still runs.
 all_alive() {
 	local name pid
 	while read -r name pid; do
-		[[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null || return 1
+		[[ -n "$pid" ]] && is_ours "$pid" "$name" || return 1
 	done <"$1"
 }
 
