@@ -90,8 +90,9 @@ pub fn to_yaml(crd: &CustomResourceDefinition) -> Result<String, serde_yaml::Err
 /// serde_yaml writes YAML 1.2, where `On`/`Off`/`yes`/`no` are strings; kubectl and Helm parse YAML 1.1, where
 /// they are booleans (the `encryption` enum would install as `[Required, true, false, ...]`). Quote them.
 fn quote_yaml11_bool(line: &str) -> std::borrow::Cow<'_, str> {
-    const WORDS: [&str; 16] =
-        ["y", "Y", "n", "N", "yes", "Yes", "YES", "no", "No", "NO", "on", "On", "ON", "off", "Off", "OFF"];
+    const WORDS: [&str; 16] = [
+        "y", "Y", "n", "N", "yes", "Yes", "YES", "no", "No", "NO", "on", "On", "ON", "off", "Off", "OFF",
+    ];
     let value_start = if let Some(pos) = line.find("- ").filter(|p| line[..*p].trim().is_empty()) {
         pos + 2
     } else if let Some(pos) = line.find(": ") {
@@ -100,7 +101,11 @@ fn quote_yaml11_bool(line: &str) -> std::borrow::Cow<'_, str> {
         return line.into();
     };
     let value = &line[value_start..];
-    if WORDS.contains(&value) { format!("{}'{value}'", &line[..value_start]).into() } else { line.into() }
+    if WORDS.contains(&value) {
+        format!("{}'{value}'", &line[..value_start]).into()
+    } else {
+        line.into()
+    }
 }
 
 fn add_root_rule(crd: &mut CustomResourceDefinition, rule: &str, message: &str) {

@@ -31,6 +31,7 @@ use crate::status::MigrationStatus;
     printcolumn(name = "Progress", type_ = "string", json_path = ".status.progress"),
     printcolumn(name = "Rows", type_ = "integer", json_path = ".status.rowsCopied"),
     printcolumn(name = "Rows/s", type_ = "integer", json_path = ".status.rowsPerSecond"),
+    printcolumn(name = "ETA", type_ = "string", json_path = ".status.eta"),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
 )]
 #[serde(rename_all = "camelCase")]

@@ -39,6 +39,9 @@ pub struct MigrationStatus {
     /// Tasks done out of tasks planned, as "N/M".
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub progress: Option<String>,
+    /// Estimated time left for the copy at the current rate, e.g. "1h05m" (absent when unknown).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eta: Option<String>,
     #[serde(default)]
     pub tasks_total: i32,
     #[serde(default)]

@@ -90,7 +90,7 @@ fn crd_names_and_printer_columns() {
         .iter()
         .map(|c| c["name"].as_str().unwrap())
         .collect();
-    assert_eq!(cols, ["Phase", "Progress", "Rows", "Rows/s", "Age"]);
+    assert_eq!(cols, ["Phase", "Progress", "Rows", "Rows/s", "ETA", "Age"]);
 
     let task = serde_json::to_value(generate::migration_task_crd()).unwrap();
     assert_eq!(task["spec"]["names"]["shortNames"], json!(["mtask"]));
@@ -232,7 +232,10 @@ fn committed_files_match_the_types() {
 fn yaml11_booleans_are_quoted_for_kubectl() {
     let (_, crd) = generate::all().into_iter().next().unwrap();
     let yaml = generate::to_yaml(&crd).unwrap();
-    assert!(yaml.contains("- 'On'\n") && yaml.contains("- 'Off'\n"), "encryption enum must be quoted");
+    assert!(
+        yaml.contains("- 'On'\n") && yaml.contains("- 'Off'\n"),
+        "encryption enum must be quoted"
+    );
     assert!(!yaml.contains("- On\n") && !yaml.contains("- Off\n"));
     // Still the same document for a YAML 1.2 reader.
     let back: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition =

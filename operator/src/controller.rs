@@ -276,6 +276,8 @@ pub async fn run(
 
     let ctx = Arc::new(Context::new(client, config, metrics));
     Controller::new(migrations, watcher::Config::default().any_semantic())
+        // Workers patch task statuses every few seconds; coalesce bursts into one reconcile.
+        .with_config(kube::runtime::controller::Config::default().debounce(Duration::from_millis(500)))
         .owns(
             jobs,
             watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGER}")),

@@ -339,8 +339,22 @@ fn apply_totals(status: &mut MigrationStatus, t: &Totals) {
     status.rows_copied = t.rows_copied;
     status.bytes_copied = t.bytes_copied;
     status.rows_per_second = t.rows_per_second;
+    status.eta = eta(t.rows_total - t.rows_copied, t.rows_per_second);
     status.peak_worker_memory_bytes = t.peak_memory_bytes;
     status.tables = t.tables.clone();
+}
+
+/// Time left at `rate` rows/s, as "45s", "12m30s" or "3h05m"; `None` while nothing runs.
+fn eta(rows_left: i64, rate: i64) -> Option<String> {
+    if rate <= 0 || rows_left <= 0 {
+        return None;
+    }
+    let secs = (rows_left + rate - 1) / rate;
+    Some(match secs {
+        s if s < 60 => format!("{s}s"),
+        s if s < 3600 => format!("{}m{:02}s", s / 60, s % 60),
+        s => format!("{}h{:02}m", s / 3600, (s % 3600) / 60),
+    })
 }
 
 fn average_rate(rows: i64, started: &Option<Time>, completed: &Option<Time>) -> i64 {

@@ -185,6 +185,7 @@ fn a_failed_task_degrades_while_others_run_then_fails() {
     assert_eq!(cond(&d, ConditionType::Failed), Some(false));
     assert_eq!(d.status.tasks_failed, 1);
     assert_eq!(d.status.rows_per_second, 20, "only running tasks add to the rate");
+    assert_eq!(d.status.eta.as_deref(), Some("10s"), "190 rows left at 20 rows/s");
     assert_eq!(d.record_task_failures.len(), 1);
     assert_eq!(d.record_task_failures[0].0, a.metadata.name.clone().unwrap());
     assert!(d.record_task_failures[0].1.contains("BackoffLimitExceeded"));
