@@ -183,7 +183,7 @@ fn worker_job(
             let volume = format!("{}-ca", prefix.to_lowercase());
             let dir = format!("{CA_MOUNT_ROOT}/{volume}");
             env.push(plain(
-                &format!("{prefix}_CA_FILE"),
+                &format!("{prefix}_SSL_ROOT_CERT"),
                 &format!("{dir}/{SECRET_KEY_CA}"),
             ));
             volumes.push(Volume {

@@ -151,10 +151,10 @@ fn postgres_ca_secret_is_mounted_and_named_in_env() {
     m.spec.target.postgres.as_mut().unwrap().ca_secret = Some("pg-ca".into());
     let job = plan_job(&m, &cfg()).unwrap();
     assert_eq!(
-        env_value(&job, "TARGET_CA_FILE").as_deref(),
+        env_value(&job, "TARGET_SSL_ROOT_CERT").as_deref(),
         Some("/etc/mssqlpg/target-ca/ca.crt")
     );
-    assert_eq!(env_value(&job, "SOURCE_CA_FILE"), None);
+    assert_eq!(env_value(&job, "SOURCE_SSL_ROOT_CERT"), None);
     let pod = job.spec.as_ref().unwrap().template.spec.as_ref().unwrap();
     let vol = pod
         .volumes
