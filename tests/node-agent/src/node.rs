@@ -21,6 +21,7 @@ use crate::config::AgentConfig;
 
 const MANAGER: &str = "node-agent";
 const LEASE_NAMESPACE: &str = "kube-node-lease";
+static AGENT_START: std::sync::OnceLock<Timestamp> = std::sync::OnceLock::new();
 
 /// Creates the Node when it does not exist yet, then reports it Ready.
 pub async fn register(client: &kube::Client, cfg: &AgentConfig) -> anyhow::Result<()> {
@@ -72,14 +73,15 @@ pub async fn heartbeat_loop(client: kube::Client, cfg: std::sync::Arc<AgentConfi
 async fn heartbeat(client: &kube::Client, cfg: &AgentConfig) -> anyhow::Result<()> {
     let nodes: Api<Node> = Api::all(client.clone());
     let now = Time(Timestamp::now());
+    let started = Time(*AGENT_START.get_or_init(Timestamp::now));
     let condition = |type_: &str, status: &str, reason: &str, message: &str| NodeCondition {
         type_: type_.to_string(),
         status: status.to_string(),
         reason: Some(reason.to_string()),
         message: Some(message.to_string()),
         last_heartbeat_time: Some(now.clone()),
-        // Merge patches replace the whole list; the transition time only matters for humans here.
-        last_transition_time: Some(now.clone()),
+        // The conditions never change while the agent runs, so they last transitioned when it started.
+        last_transition_time: Some(started.clone()),
     };
     let resources = BTreeMap::from([
         ("cpu".to_string(), Quantity(cfg.cpu.clone())),
