@@ -156,6 +156,9 @@ fn worker_job(
     if let Some(endpoint) = &cfg.otlp_endpoint {
         env.push(plain("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint));
     }
+    if let Some(traceparent) = traceparent(mig, &job_name) {
+        env.push(plain("TRACEPARENT", &traceparent));
+    }
     let mut volumes = vec![Volume {
         name: "tmp".to_string(),
         empty_dir: Some(EmptyDirVolumeSource::default()),
@@ -279,6 +282,31 @@ fn worker_job(
         }),
         status: None,
     })
+}
+
+/// W3C trace context for a worker: the trace id is the Migration's UID (a UUID is 128 bits, like a trace id),
+/// so every Job of one migration lands in one trace; the parent span id is derived from the Job name.
+pub fn traceparent(mig: &Migration, job_name: &str) -> Option<String> {
+    let trace_id: String = mig
+        .metadata
+        .uid
+        .as_deref()?
+        .chars()
+        .filter(char::is_ascii_hexdigit)
+        .collect();
+    if trace_id.len() != 32 || trace_id.chars().all(|c| c == '0') {
+        return None;
+    }
+    let mut span: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in job_name.bytes() {
+        span ^= u64::from(b);
+        span = span.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    Some(format!(
+        "00-{}-{:016x}-01",
+        trace_id.to_ascii_lowercase(),
+        span.max(1)
+    ))
 }
 
 fn ca_secret(endpoint: &Endpoint) -> Option<&str> {

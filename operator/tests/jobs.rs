@@ -74,6 +74,12 @@ fn plan_job_runs_worker_plan_with_secret_refs_only() {
     assert_eq!(env_value(&job, "MIGRATION_NAME").as_deref(), Some("orders"));
     assert_eq!(env_value(&job, "MIGRATION_NAMESPACE").as_deref(), Some("data"));
     assert_eq!(env_value(&job, "TASK_NAME"), None);
+    let tp = env_value(&job, "TRACEPARENT").unwrap();
+    assert!(
+        tp.starts_with("00-0b7d8a6e111122223333444455556666-") && tp.ends_with("-01"),
+        "{tp}"
+    );
+    assert_eq!(tp.len(), 55, "{tp}");
 
     let owner = &job.metadata.owner_references.as_ref().unwrap()[0];
     assert_eq!(
