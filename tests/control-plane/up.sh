@@ -51,8 +51,8 @@ BIN="$("$HERE/build.sh" --no-helm)"
 if [[ -n "${MSSQLPG_NODE_AGENT:-}" ]]; then
 	AGENT="$MSSQLPG_NODE_AGENT"
 else
-	AGENT="$REPO/target/debug/node-agent"
-	STAMP="$REPO/target/debug/.node-agent.up-stamp"
+	AGENT="${CARGO_TARGET_DIR:-$REPO/target}/debug/node-agent"
+	STAMP="${CARGO_TARGET_DIR:-$REPO/target}/debug/.node-agent.up-stamp"
 	# Only call cargo when the agent's sources changed since the last build through here: with other builds
 	# running, cargo may wait minutes for the target-dir lock just to find nothing to do.
 	if [[ ! -x "$AGENT" || ! -f "$STAMP" ]] || [[ -n "$(find "$REPO/tests/node-agent" "$REPO/Cargo.toml" \
