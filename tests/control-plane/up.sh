@@ -170,7 +170,7 @@ wait_for "$DIR" kube-controller-manager "$TIMEOUT" curl -sfk "https://127.0.0.1:
 wait_for "$DIR" kube-scheduler "$TIMEOUT" curl -sfk "https://127.0.0.1:$SCHED_PORT/healthz"
 
 # --- node agent ---------------------------------------------------------------------------------------
-NODE_PATH="${MSSQLPG_NODE_PATH:-$REPO/target/debug}"
+NODE_PATH="${MSSQLPG_NODE_PATH:-${CARGO_TARGET_DIR:-$REPO/target}/debug}"
 log "starting the node agent for Node $NODE (pods' PATH starts with $NODE_PATH)"
 KUBECONFIG="$DIR/kubeconfig" PATH="$NODE_PATH:$PATH" RUST_LOG="${NODE_AGENT_LOG:-info}" \
 	start_bg "$DIR" node-agent "$AGENT" --node-name "$NODE" --work-dir "$DIR/node" --ca-file "$C/ca.crt" \
