@@ -64,8 +64,15 @@ metadata: {name: dst-creds}
 stringData: {username: pg, password: s3cret-dst}
 YAML
 
+# The operator runs as the non-admin identity with exactly the documented RBAC (when the control plane has one).
+kubectl apply -f "$HERE/operator-rbac.yaml" >/dev/null
+OP_KUBECONFIG="$KUBECONFIG"
+if [ -f "$MSSQLPG_K8S_DIR/kubeconfig-tester" ]; then
+    OP_KUBECONFIG="$MSSQLPG_K8S_DIR/kubeconfig-tester"
+fi
+
 port=$(( 20000 + RANDOM % 20000 ))
-METRICS_ADDR="127.0.0.1:$port" WATCH_NAMESPACE="$NS" MSSQLPG_WORKER_COMMAND="$HERE/fake-worker.sh" \
+KUBECONFIG="$OP_KUBECONFIG" METRICS_ADDR="127.0.0.1:$port" WATCH_NAMESPACE="$NS" MSSQLPG_WORKER_COMMAND="$HERE/fake-worker.sh" \
     MSSQLPG_REQUEUE_SECONDS=2 RUST_LOG=info,mssql_pg_operator=debug \
     "$OPERATOR" >"$WORK/operator.log" 2>&1 &
 OP_PID=$!
