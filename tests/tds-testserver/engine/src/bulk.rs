@@ -14,9 +14,8 @@ use rusqlite::types::{Value as Stored, ValueRef};
 
 #[derive(Debug, Clone)]
 pub struct BulkColumn {
+    /// Only the name matters: the BULK_LOAD COLMETADATA decides value types.
     pub name: String,
-    /// The declared type text (ignored: the BULK_LOAD COLMETADATA decides value types).
-    pub ty: String,
 }
 
 /// The parsed `INSERT BULK` statement.
@@ -139,10 +138,10 @@ impl Session {
                 .map_err(map)?;
         }
         let mut all = order.clone();
-        if let Some((ident, _)) = pending.meta.identity_column() {
-            if !all.contains(&ident) {
-                all.push(ident);
-            }
+        if let Some((ident, _)) = pending.meta.identity_column()
+            && !all.contains(&ident)
+        {
+            all.push(ident);
         }
         let rv = pending
             .meta
@@ -171,10 +170,10 @@ impl Session {
 
     pub(crate) fn bulk_add(&mut self, row: &[Value]) {
         let Some(mut st) = self.bulk.take() else { return };
-        if st.error.is_none() {
-            if let Err(e) = self.bulk_insert_one(&mut st, row) {
-                st.error = Some(e);
-            }
+        if st.error.is_none()
+            && let Err(e) = self.bulk_insert_one(&mut st, row)
+        {
+            st.error = Some(e);
         }
         self.bulk = Some(st);
     }
@@ -210,12 +209,11 @@ impl Session {
             let v = self.bulk_next_identity(meta);
             st.values.push(Stored::Integer(v));
             st.last_identity = Some(v);
-        } else if let Some(i) = ident {
-            if let Some(p) = st.order.iter().position(|c| *c == i) {
-                if let Stored::Integer(v) = st.values[p] {
-                    st.last_identity = Some(v);
-                }
-            }
+        } else if let Some(i) = ident
+            && let Some(p) = st.order.iter().position(|c| *c == i)
+            && let Stored::Integer(v) = st.values[p]
+        {
+            st.last_identity = Some(v);
         }
         if st.rowversion {
             st.values.push(Stored::Blob(self.engine.next_rowversion()));

@@ -110,22 +110,21 @@ pub fn parse_datetime(s: &str) -> Option<DateTimeParts> {
     if let Some(r) = rest.strip_suffix('Z') {
         offset = Some(0);
         rest = r.trim();
-    } else if let Some(pos) = rest.rfind(['+', '-']) {
-        if rest.len() - pos == 6 && rest.as_bytes()[pos + 3] == b':' {
-            let sign: i16 = if rest.as_bytes()[pos] == b'-' { -1 } else { 1 };
-            let h: i16 = rest[pos + 1..pos + 3].parse().ok()?;
-            let m: i16 = rest[pos + 4..].parse().ok()?;
-            if h > 14 || m > 59 {
-                return None;
-            }
-            offset = Some(sign * (h * 60 + m));
-            rest = rest[..pos].trim();
-        }
-    }
-    let time = if rest.is_empty() {
-        if date_part.is_none() {
+    } else if let Some(pos) = rest.rfind(['+', '-'])
+        && rest.len() - pos == 6
+        && rest.as_bytes()[pos + 3] == b':'
+    {
+        let sign: i16 = if rest.as_bytes()[pos] == b'-' { -1 } else { 1 };
+        let h: i16 = rest[pos + 1..pos + 3].parse().ok()?;
+        let m: i16 = rest[pos + 4..].parse().ok()?;
+        if h > 14 || m > 59 {
             return None;
         }
+        offset = Some(sign * (h * 60 + m));
+        rest = rest[..pos].trim();
+    }
+    let time = if rest.is_empty() {
+        date_part?;
         0
     } else {
         parse_time(rest)?
@@ -326,7 +325,7 @@ fn conv_error(from: &str, value: &str, ty: SqlType) -> SqlError {
         SqlType::Money | SqlType::SmallMoney => SqlError::new(
             235,
             16,
-            format!("Cannot convert a char value to money. The char value has incorrect syntax."),
+            "Cannot convert a char value to money. The char value has incorrect syntax.".to_string(),
         ),
         SqlType::Decimal { .. } | SqlType::Numeric { .. } => {
             SqlError::new(8114, 16, format!("Error converting data type {from} to numeric."))
@@ -490,7 +489,7 @@ pub fn coerce(v: ValueRef<'_>, ty: SqlType) -> Result<Stored, SqlError> {
                 ValueRef::Integer(i) => i,
                 ValueRef::Real(f) => {
                     let t = f.trunc();
-                    if t < -9.3e18 || t > 9.3e18 {
+                    if !(-9.3e18..=9.3e18).contains(&t) {
                         return Err(overflow(ty));
                     }
                     t as i64
@@ -674,7 +673,7 @@ fn binary_of(v: ValueRef<'_>, ty: SqlType) -> Result<Vec<u8>, SqlError> {
             let s = String::from_utf8_lossy(t);
             let h = s.trim();
             let h = h.strip_prefix("0x").or_else(|| h.strip_prefix("0X")).unwrap_or(h);
-            if h.len() % 2 == 0 && h.bytes().all(|c| c.is_ascii_hexdigit()) {
+            if h.len().is_multiple_of(2) && h.bytes().all(|c| c.is_ascii_hexdigit()) {
                 (0..h.len())
                     .step_by(2)
                     .map(|i| u8::from_str_radix(&h[i..i + 2], 16))
@@ -844,15 +843,7 @@ fn to_value_slow(v: ValueRef<'_>, ty: SqlType) -> Result<Value, SqlError> {
             Ok(Value::Money(i64::try_from(m).map_err(|_| overflow(ty))?))
         }
         (_, r @ (ValueRef::Integer(_) | ValueRef::Real(_) | ValueRef::Text(_) | ValueRef::Blob(_))) => {
-            if is_string(ty)
-                || is_binary(ty)
-                || matches!(r, ValueRef::Text(_))
-                || matches!(r, ValueRef::Integer(_))
-            {
-                to_value_canonical(r, ty)
-            } else {
-                to_value_canonical(r, ty)
-            }
+            to_value_canonical(r, ty)
         }
         (_, ValueRef::Null) => Ok(Value::Null),
     }

@@ -700,7 +700,6 @@ impl Session {
             object_id,
             def,
             sqlite_name,
-            identity_last: None,
             index_names: Vec::new(),
             fk_names: Vec::new(),
             check_names: Vec::new(),

@@ -414,11 +414,11 @@ impl Session {
                     let v = self.next_identity(meta).unwrap_or(1);
                     values.push(Stored::Integer(v));
                     last_identity = Some(v);
-                } else if let Some(p) = cols.iter().position(|c| *c == i) {
-                    if let Stored::Integer(v) = values[p] {
-                        self.note_identity(meta, v);
-                        last_identity = Some(v);
-                    }
+                } else if let Some(p) = cols.iter().position(|c| *c == i)
+                    && let Stored::Integer(v) = values[p]
+                {
+                    self.note_identity(meta, v);
+                    last_identity = Some(v);
                 }
             }
             if rv.is_some() {
@@ -478,12 +478,11 @@ impl Session {
                 cols.push(i);
             }
         }
-        if ident_on {
-            if let Some((i, _)) = meta.identity_column() {
-                if !cols.contains(&i) {
-                    return Err(SqlError::new(545, 16, format!("Explicit value must be specified for identity column in table '{}' either when IDENTITY_INSERT is set to ON or when a replication user is inserting into a NOT FOR REPLICATION identity column.", meta.def.name)).into());
-                }
-            }
+        if ident_on
+            && let Some((i, _)) = meta.identity_column()
+            && !cols.contains(&i)
+        {
+            return Err(SqlError::new(545, 16, format!("Explicit value must be specified for identity column in table '{}' either when IDENTITY_INSERT is set to ON or when a replication user is inserting into a NOT FOR REPLICATION identity column.", meta.def.name)).into());
         }
         let rows = match &mut ins.source {
             None => {
@@ -814,6 +813,7 @@ impl Session {
             Delete,
             Insert(Vec<usize>),
         }
+        type Clauses = Vec<(String, Plan, Vec<String>)>;
         let mut matched: Vec<(String, Plan, Vec<String>)> = Vec::new();
         let mut not_matched: Vec<(String, Plan, Vec<String>)> = Vec::new();
         let mut by_source: Vec<(String, Plan, Vec<String>)> = Vec::new();
@@ -890,7 +890,7 @@ impl Session {
             list.join(", ")
         };
         let mut actions: Vec<(usize, Vec<Vec<Stored>>)> = Vec::new();
-        let groups: [(&Vec<(String, Plan, Vec<String>)>, String); 3] = [
+        let groups: [(&Clauses, String); 3] = [
             (&matched, format!("FROM {target_text} JOIN {source_text} ON {on}")),
             (
                 &not_matched,
@@ -931,13 +931,11 @@ impl Session {
                             continue;
                         }
                         let rowid = row.first().cloned().unwrap_or(Stored::Null);
-                        if g != 1 {
-                            if let Stored::Integer(r) = rowid {
-                                if !touched.insert(r) {
+                        if g != 1
+                            && let Stored::Integer(r) = rowid
+                                && !touched.insert(r) {
                                     return Err(SqlError::new(8672, 16, "The MERGE statement attempted to UPDATE or DELETE the same row more than once. This happens when a target row matches more than one source row. A MERGE statement cannot UPDATE/DELETE the same row of the target table multiple times. Refine the ON clause to ensure a target row matches at most one source row, or use the GROUP BY clause to group the source rows.").into());
                                 }
-                            }
-                        }
                         count += match plan {
                             Plan::Update(cols) => {
                                 let mut r = vec![rowid];

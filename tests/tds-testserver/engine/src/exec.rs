@@ -268,10 +268,10 @@ impl Session {
     ) -> Result<(), Fail> {
         match stmt {
             Statement::Query(mut q) => {
-                if let sqlparser::ast::SetExpr::Select(s) = &*q.body {
-                    if s.into.is_some() {
-                        return self.select_into(*q, sink);
-                    }
+                if let sqlparser::ast::SetExpr::Select(s) = &*q.body
+                    && s.into.is_some()
+                {
+                    return self.select_into(*q, sink);
                 }
                 self.run_query(&mut q, sink, true).map(|_| ())
             }
@@ -474,10 +474,10 @@ impl Session {
                 let key = (t.def.schema.clone(), t.def.name.clone());
                 let on = ii.value.to_string().eq_ignore_ascii_case("ON");
                 if on {
-                    if let Some(cur) = &self.identity_insert {
-                        if cur != &key {
-                            return Err(SqlError::new(8107, 16, format!("IDENTITY_INSERT is already ON for table '{}.{}.{}'. Cannot perform SET operation for table '{}'.", self.database, cur.0, cur.1, t.display_name())).into());
-                        }
+                    if let Some(cur) = &self.identity_insert
+                        && cur != &key
+                    {
+                        return Err(SqlError::new(8107, 16, format!("IDENTITY_INSERT is already ON for table '{}.{}.{}'. Cannot perform SET operation for table '{}'.", self.database, cur.0, cur.1, t.display_name())).into());
                     }
                     self.identity_insert = Some(key);
                 } else if self.identity_insert.as_ref() == Some(&key) {

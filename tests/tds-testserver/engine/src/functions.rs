@@ -150,12 +150,10 @@ fn add_months(p: DateTimeParts, months: i64) -> DateTimeParts {
     let (y, m, d) = civil_from_days(p.days);
     let total = y * 12 + i64::from(m) - 1 + months;
     let (ny, nm) = (total.div_euclid(12), (total.rem_euclid(12) + 1) as u32);
-    let mut nd = d;
-    while nd > 28 && days_from_civil(ny, nm, nd) != days_from_civil(ny, nm, 1) + i64::from(nd) - 1
-        || (nd > 28 && civil_from_days(days_from_civil(ny, nm, nd)).1 != nm)
-    {
-        nd -= 1;
-    }
+    // Clamp to the month's last day (Jan 31 + 1 month = Feb 28/29).
+    let (fy, fm) = if nm == 12 { (ny + 1, 1) } else { (ny, nm + 1) };
+    let last = (days_from_civil(fy, fm, 1) - days_from_civil(ny, nm, 1)) as u32;
+    let nd = d.min(last);
     DateTimeParts {
         days: days_from_civil(ny, nm, nd),
         ..p
@@ -315,19 +313,19 @@ fn cast_value(
             };
             return truncate_string(Stored::Text(text), target);
         }
-        if source == Some(SqlType::UniqueIdentifier) {
-            if let ValueRef::Text(t) = v {
-                return truncate_string(Stored::Text(String::from_utf8_lossy(t).into_owned()), target);
-            }
+        if source == Some(SqlType::UniqueIdentifier)
+            && let ValueRef::Text(t) = v
+        {
+            return truncate_string(Stored::Text(String::from_utf8_lossy(t).into_owned()), target);
         }
-        if matches!(source, Some(SqlType::Money | SqlType::SmallMoney)) {
-            if let Some((m, s)) = match v {
+        if matches!(source, Some(SqlType::Money | SqlType::SmallMoney))
+            && let Some((m, s)) = match v {
                 ValueRef::Text(t) => parse_decimal(&String::from_utf8_lossy(t)),
                 _ => None,
-            } {
-                let m2 = rescale(m, s, 2).unwrap_or(m);
-                return truncate_string(Stored::Text(format_decimal(m2, 2)), target);
             }
+        {
+            let m2 = rescale(m, s, 2).unwrap_or(m);
+            return truncate_string(Stored::Text(format_decimal(m2, 2)), target);
         }
         let s = coerce(v, SqlType::NVarChar { len: None })?;
         return truncate_string(s, target);
@@ -424,7 +422,7 @@ pub fn register(conn: &Connection) -> rusqlite::Result<()> {
     let nondet = FunctionFlags::SQLITE_UTF8;
     conn.create_collation("DEC", dec_compare)?;
     conn.create_scalar_function("tsql_cast", 5, det, tsql_cast)?;
-    conn.create_scalar_function("tsql_nullnum", 1, det, |ctx| Ok(ctx.get::<Stored>(0)?))?;
+    conn.create_scalar_function("tsql_nullnum", 1, det, |ctx| ctx.get::<Stored>(0))?;
     conn.create_scalar_function("len", 1, det, |ctx| {
         Ok(match ctx.get_raw(0) {
             ValueRef::Null => None,

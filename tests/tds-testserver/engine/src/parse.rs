@@ -162,12 +162,11 @@ fn rewrite(
             }
             _ => {}
         }
-        if is_word(t, "TABLE") {
-            if let Some(p) = prev_sig(&out, out.len()) {
-                if is_word(&out[p].token, "CREATE") {
-                    create_depth = Some(depth + 1);
-                }
-            }
+        if is_word(t, "TABLE")
+            && let Some(p) = prev_sig(&out, out.len())
+            && is_word(&out[p].token, "CREATE")
+        {
+            create_depth = Some(depth + 1);
         }
         // Statement keywords that sqlparser would otherwise take as an alias of the previous
         // statement's last item (`SELECT 1 COMMIT`): end the previous statement explicitly.
@@ -207,13 +206,14 @@ fn rewrite(
             alter_add = false;
         }
         // ALTER TABLE t ADD a INT, b INT: sqlparser wants ADD before each column.
-        if is_word(t, "ADD") && depth == 0 {
-            if let Some(p) = prev_sig(&out, out.len()) {
-                let pp = prev_sig(&out, p);
-                alter_add = pp.is_some_and(|pp| is_word(&out[pp].token, "TABLE"))
-                    || out[p].token == Token::Period
-                    || word(&out[p].token).is_some();
-            }
+        if is_word(t, "ADD")
+            && depth == 0
+            && let Some(p) = prev_sig(&out, out.len())
+        {
+            let pp = prev_sig(&out, p);
+            alter_add = pp.is_some_and(|pp| is_word(&out[pp].token, "TABLE"))
+                || out[p].token == Token::Period
+                || word(&out[p].token).is_some();
         }
         if alter_add && depth == 0 && *t == Token::Comma {
             out.push(toks[i].clone());
@@ -309,22 +309,22 @@ fn rewrite(
         // ON [PRIMARY] / TEXTIMAGE_ON [PRIMARY] / ON "default" storage clauses.
         if is_word(t, "ON") || is_word(t, "TEXTIMAGE_ON") {
             let n = next_sig(&toks, i + 1);
-            if n < toks.len() {
-                if let Some(w) = word(&toks[n].token) {
-                    let storage = (w.value.eq_ignore_ascii_case("PRIMARY") && {
-                        let n2 = next_sig(&toks, n + 1);
-                        !(n2 < toks.len() && is_word(&toks[n2].token, "KEY"))
-                    }) || (w.quote_style.is_some() && w.value.eq_ignore_ascii_case("default"));
+            if n < toks.len()
+                && let Some(w) = word(&toks[n].token)
+            {
+                let storage = (w.value.eq_ignore_ascii_case("PRIMARY") && {
                     let n2 = next_sig(&toks, n + 1);
-                    let follows_ok = n2 >= toks.len()
-                        || matches!(
-                            toks[n2].token,
-                            Token::RParen | Token::Comma | Token::SemiColon | Token::EOF | Token::Word(_)
-                        );
-                    if storage && follows_ok {
-                        i = n + 1;
-                        continue;
-                    }
+                    !(n2 < toks.len() && is_word(&toks[n2].token, "KEY"))
+                }) || (w.quote_style.is_some() && w.value.eq_ignore_ascii_case("default"));
+                let n2 = next_sig(&toks, n + 1);
+                let follows_ok = n2 >= toks.len()
+                    || matches!(
+                        toks[n2].token,
+                        Token::RParen | Token::Comma | Token::SemiColon | Token::EOF | Token::Word(_)
+                    );
+                if storage && follows_ok {
+                    i = n + 1;
+                    continue;
                 }
             }
         }
@@ -405,16 +405,14 @@ fn rewrite(
                 out.extend(toks[i..n].iter().cloned());
                 let paren = n < toks.len() && toks[n].token == Token::LParen;
                 let v = if paren { next_sig(&toks, n + 1) } else { n };
-                if v < toks.len() {
-                    if let Some(w) = word(&toks[v].token) {
-                        if w.value.starts_with('@') {
-                            if let Some(val) = vars(&w.value) {
-                                out.push(tok(Token::Number(val, false)));
-                                i = if paren { close_paren(&toks, n) } else { v + 1 };
-                                continue;
-                            }
-                        }
-                    }
+                if v < toks.len()
+                    && let Some(w) = word(&toks[v].token)
+                    && w.value.starts_with('@')
+                    && let Some(val) = vars(&w.value)
+                {
+                    out.push(tok(Token::Number(val, false)));
+                    i = if paren { close_paren(&toks, n) } else { v + 1 };
+                    continue;
                 }
                 i = n;
                 continue;
@@ -658,11 +656,12 @@ fn parse_insert_bulk(p: &mut Parser<'_>) -> Result<BulkTarget, SqlError> {
                 ty.push_str(&t.to_string());
                 p.next_token();
             }
-            columns.push(BulkColumn { name: col, ty });
+            let _declared_type = ty;
+            columns.push(BulkColumn { name: col });
             if p.consume_token(&Token::RParen) {
                 break;
             }
-            p.consume_token(&Token::Comma);
+            let _ = p.consume_token(&Token::Comma);
         }
     }
     let mut options = Vec::new();

@@ -5,15 +5,13 @@ use crate::error::SqlError;
 use crate::meta::Tables;
 use crate::translate::Globals;
 use crate::types::{ColumnMeta, SqlType, Value};
-use crate::{Done, EngineConfig, EnvChange, Interrupt, Param, ResultSink, StatementKind, TransactionRequest};
+use crate::{Done, EngineConfig, Interrupt, Param, ResultSink, StatementKind, TransactionRequest};
 use rusqlite::Connection;
 use rusqlite::types::Value as Stored;
 use std::collections::HashMap;
-#[allow(unused_imports)]
-use std::collections::HashMap as _Unused;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicI16, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 /// The shared database of one test server.
@@ -30,8 +28,6 @@ pub struct Engine {
     pub(crate) next_descriptor: AtomicU64,
     /// The database's rowversion counter (@@DBTS).
     pub(crate) rowversion: AtomicU64,
-    /// Serialises DDL so two sessions never race on the metadata.
-    pub(crate) ddl_lock: Mutex<()>,
 }
 
 fn open_err(e: impl std::fmt::Display) -> SqlError {
@@ -71,7 +67,6 @@ impl Engine {
             next_spid: AtomicI16::new(51),
             next_descriptor: AtomicU64::new(1),
             rowversion: AtomicU64::new(2000),
-            ddl_lock: Mutex::new(()),
         }))
     }
 
@@ -314,10 +309,6 @@ impl Session {
     /// Abandons a bulk load (the client cancelled or disconnected): nothing lands.
     pub fn bulk_abort(&mut self) {
         self.bulk_cancel();
-    }
-
-    pub(crate) fn env(&mut self, sink: &mut dyn ResultSink, change: EnvChange) -> Result<(), Interrupt> {
-        sink.env_change(change)
     }
 }
 

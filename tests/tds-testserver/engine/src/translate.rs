@@ -100,14 +100,6 @@ pub struct Scope<'p> {
 }
 
 impl<'p> Scope<'p> {
-    pub fn child(parent: &'p Scope<'p>) -> Scope<'p> {
-        Scope {
-            tables: Vec::new(),
-            parent: Some(parent),
-            aliases: Vec::new(),
-        }
-    }
-
     pub fn add_table(&mut self, qualifier: &str, cols: Vec<OutCol>) {
         self.tables.push(ScopeTable {
             qualifier: qualifier.to_string(),
@@ -118,10 +110,10 @@ impl<'p> Scope<'p> {
     fn find(&self, qualifier: Option<&str>, col: &str) -> Result<Option<(String, Ty)>, SqlError> {
         let mut found: Option<(String, Ty)> = None;
         for t in &self.tables {
-            if let Some(q) = qualifier {
-                if !t.qualifier.eq_ignore_ascii_case(q) {
-                    continue;
-                }
+            if let Some(q) = qualifier
+                && !t.qualifier.eq_ignore_ascii_case(q)
+            {
+                continue;
             }
             if let Some(c) = t.cols.iter().find(|c| c.name.eq_ignore_ascii_case(col)) {
                 if found.is_some() && qualifier.is_none() {
@@ -130,10 +122,11 @@ impl<'p> Scope<'p> {
                 found = Some((t.qualifier.clone(), c.ty));
             }
         }
-        if found.is_none() && qualifier.is_none() {
-            if let Some((_, ty)) = self.aliases.iter().find(|(a, _)| a.eq_ignore_ascii_case(col)) {
-                return Ok(Some((String::new(), *ty)));
-            }
+        if found.is_none()
+            && qualifier.is_none()
+            && let Some((_, ty)) = self.aliases.iter().find(|(a, _)| a.eq_ignore_ascii_case(col))
+        {
+            return Ok(Some((String::new(), *ty)));
         }
         match (found, self.parent) {
             (Some(f), _) => Ok(Some(f)),
@@ -263,7 +256,7 @@ impl<'a> Ctx<'a> {
             for cte in &mut with.cte_tables {
                 let name = cte.alias.name.value.clone();
                 let mut cols = match &mut *cte.query.body {
-                    SetExpr::SetOperation { left, .. } if with.recursive || true => {
+                    SetExpr::SetOperation { left, .. } => {
                         // Type the anchor first so a recursive member can refer to the CTE.
                         let mut anchor = (**left).clone();
                         let cols = self.set_expr(&mut anchor, parent, &mut None)?;
@@ -284,26 +277,25 @@ impl<'a> Ctx<'a> {
         let mut top: Option<Expr> = None;
         let out = self.set_expr(&mut q.body, parent, &mut top)?;
         // ORDER BY sees the select list's aliases and the FROM tables of a simple SELECT.
-        if let Some(ob) = &mut q.order_by {
-            if let OrderByKind::Expressions(list) = &mut ob.kind {
-                let mut scope = Scope::default();
-                scope.parent = parent;
-                if let SetExpr::Select(s) = &*q.body {
-                    self.scope_of_from(&s.from, &mut scope, parent)?;
+        if let Some(ob) = &mut q.order_by
+            && let OrderByKind::Expressions(list) = &mut ob.kind
+        {
+            let mut scope = parent_scope(parent);
+            if let SetExpr::Select(s) = &*q.body {
+                self.scope_of_from(&s.from, &mut scope, parent)?;
+            }
+            scope.aliases = out.iter().map(|c| (c.name.clone(), c.ty)).collect();
+            for o in list.iter_mut() {
+                if let Expr::Value(ValueWithSpan {
+                    value: AstValue::Number(n, _),
+                    ..
+                }) = &o.expr
+                {
+                    // ORDER BY 1: positional, fine for SQLite as is.
+                    let _ = n;
+                    continue;
                 }
-                scope.aliases = out.iter().map(|c| (c.name.clone(), c.ty)).collect();
-                for o in list.iter_mut() {
-                    if let Expr::Value(ValueWithSpan {
-                        value: AstValue::Number(n, _),
-                        ..
-                    }) = &o.expr
-                    {
-                        // ORDER BY 1: positional, fine for SQLite as is.
-                        let _ = n;
-                        continue;
-                    }
-                    self.expr(&mut o.expr, &scope)?;
-                }
+                self.expr(&mut o.expr, &scope)?;
             }
         }
         // TOP / OFFSET ... FETCH become LIMIT / OFFSET.
@@ -417,18 +409,17 @@ impl<'a> Ctx<'a> {
                 let qualifier = alias
                     .as_ref()
                     .map_or_else(|| last.clone(), |a| a.name.value.clone());
-                if parts.len() == 1 {
-                    if let Some((_, cols)) = self
+                if parts.len() == 1
+                    && let Some((_, cols)) = self
                         .ctes
                         .iter()
                         .rev()
                         .find(|(n, _)| n.eq_ignore_ascii_case(&last))
                         .cloned()
-                    {
-                        *name = ObjectName::from(vec![ident(&last)]);
-                        scope.add_table(&qualifier, cols);
-                        return Ok(());
-                    }
+                {
+                    *name = ObjectName::from(vec![ident(&last)]);
+                    scope.add_table(&qualifier, cols);
+                    return Ok(());
                 }
                 if let Some((vname, cols)) = view_columns(&parts) {
                     self.uses_views = true;
@@ -480,7 +471,7 @@ impl<'a> Ctx<'a> {
                 Ok(())
             }
             TableFactor::NestedJoin { table_with_joins, .. } => {
-                self.from_item(table_with_joins, scope, parent)
+                self.walk_from(table_with_joins, scope, parent)
             }
             other => Err(SqlError::new(
                 102,
@@ -490,7 +481,7 @@ impl<'a> Ctx<'a> {
         }
     }
 
-    fn from_item(
+    fn walk_from(
         &mut self,
         twj: &mut TableWithJoins,
         scope: &mut Scope<'_>,
@@ -624,10 +615,9 @@ impl<'a> Ctx<'a> {
                 None => None,
             };
         }
-        let mut scope = Scope::default();
-        scope.parent = parent;
+        let mut scope = parent_scope(parent);
         for twj in &mut s.from {
-            self.from_item(twj, &mut scope, parent)?;
+            self.walk_from(twj, &mut scope, parent)?;
         }
         let mut out = Vec::new();
         let mut new_proj = Vec::new();
@@ -1095,20 +1085,18 @@ impl<'a> Ctx<'a> {
         if matches!(
             name.as_str(),
             "DATEADD" | "DATEDIFF" | "DATEDIFF_BIG" | "DATEPART" | "DATENAME" | "DATETRUNC"
-        ) {
-            if let FunctionArguments::List(l) = &mut f.args {
-                if let Some(FunctionArg::Unnamed(FunctionArgExpr::Expr(first))) = l.args.first_mut() {
-                    let part = match first {
-                        Expr::Identifier(i) => i.value.to_ascii_lowercase(),
-                        Expr::Value(v) => match &v.value {
-                            AstValue::SingleQuotedString(s) => s.to_ascii_lowercase(),
-                            _ => String::new(),
-                        },
-                        _ => String::new(),
-                    };
-                    *first = string(&part);
-                }
-            }
+        ) && let FunctionArguments::List(l) = &mut f.args
+            && let Some(FunctionArg::Unnamed(FunctionArgExpr::Expr(first))) = l.args.first_mut()
+        {
+            let part = match first {
+                Expr::Identifier(i) => i.value.to_ascii_lowercase(),
+                Expr::Value(v) => match &v.value {
+                    AstValue::SingleQuotedString(s) => s.to_ascii_lowercase(),
+                    _ => String::new(),
+                },
+                _ => String::new(),
+            };
+            *first = string(&part);
         }
         let mut arg_types = Vec::new();
         let mut star = false;
@@ -1247,11 +1235,11 @@ impl<'a> Ctx<'a> {
             },
             "IIF" => {
                 rename(f, "iif");
-                let t = union_ty(
+
+                union_ty(
                     arg_types.get(1).copied().unwrap_or_else(Ty::unknown),
                     arg_types.get(2).copied().unwrap_or_else(Ty::unknown),
-                );
-                t
+                )
             }
             "GETDATE" | "CURRENT_TIMESTAMP" | "GETUTCDATE" => Ty::not_null(SqlType::DateTime),
             "SYSDATETIME" | "SYSUTCDATETIME" => Ty::not_null(SqlType::DateTime2 { scale: 7 }),
@@ -1357,25 +1345,6 @@ impl<'a> Ctx<'a> {
             }
         };
         Ok(ty)
-    }
-
-    fn ident_current(&self, f: &Function) -> Option<i64> {
-        if let FunctionArguments::List(l) = &f.args {
-            if let Some(FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Value(v)))) = l.args.first() {
-                if let AstValue::SingleQuotedString(s) = &v.value {
-                    let parts: Vec<String> = s
-                        .split('.')
-                        .map(|p| p.trim_matches(['[', ']', '"']).to_string())
-                        .collect();
-                    let t = self.lookup(&parts)?;
-                    return t.identity_last.or_else(|| {
-                        t.identity_column()
-                            .and_then(|(_, c)| c.identity.as_ref().map(|i| i.seed))
-                    });
-                }
-            }
-        }
-        None
     }
 }
 

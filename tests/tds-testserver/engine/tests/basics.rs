@@ -275,10 +275,7 @@ fn tables_catalog_views_and_constraint_errors() {
     );
     assert_eq!(rows.len(), 6);
     assert_eq!(rows[0], vec![Value::String("id".into()), Value::Bit(true)]);
-    assert_eq!(
-        scalar(&mut s, "SELECT OBJECT_ID(N'dbo.c', N'U')").is_null(),
-        false
-    );
+    assert!(!scalar(&mut s, "SELECT OBJECT_ID(N'dbo.c', N'U')").is_null());
     exec(
         &mut s,
         "IF OBJECT_ID(N'dbo.c', N'U') IS NOT NULL DROP TABLE dbo.c",
