@@ -69,6 +69,9 @@ async fn main() -> anyhow::Result<()> {
     node::register(&client, &cfg).await?;
     let heartbeat = tokio::spawn(node::heartbeat_loop(client.clone(), cfg.clone()));
     let supervisor = pods::Supervisor::new(client.clone(), cfg.clone());
+    // Processes a previous agent instance left behind (it crashed or was SIGKILLed) belong to pods this
+    // instance reports as lost; they must not keep running unaccounted for.
+    supervisor.kill_all().await;
     let watch = tokio::spawn(supervisor.clone().run());
 
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
