@@ -151,3 +151,42 @@ fn deploy_examples_parse_and_validate() {
         assert_eq!(migrations, 1, "{file}");
     }
 }
+
+#[test]
+fn tasks_for_a_migration_carry_name_label_and_owner() {
+    let mut mig = Migration::new(
+        "orders",
+        MigrationSpec::new(
+            Endpoint::mssql(MssqlEndpoint::new("sql", "db", "a")),
+            Endpoint::postgres(PostgresEndpoint::new("pg", "db", "b")),
+        ),
+    );
+    let spec = MigrationTaskSpec {
+        migration: String::new(),
+        table: TableRef::new("dbo", "Posts"),
+        target_table: TableRef::new("public", "posts"),
+        partition: PartitionSpec::new(2, 8, Some("Id".into()), Some("10".into()), Some("20".into())),
+        estimated_rows: 10,
+        columns: vec![],
+    };
+    assert!(
+        MigrationTask::for_migration(&mig, spec.clone()).is_none(),
+        "no uid yet"
+    );
+    mig.metadata.namespace = Some("data".into());
+    mig.metadata.uid = Some("u-1".into());
+    let task = MigrationTask::for_migration(&mig, spec).unwrap();
+    let name = task.metadata.name.clone().unwrap();
+    assert_eq!(name, mssql_pg_crds::names::task_name("orders", "dbo", "Posts", 2));
+    assert_eq!(task.metadata.namespace.as_deref(), Some("data"));
+    assert_eq!(
+        task.metadata.labels.as_ref().unwrap()["mssqlpg.dev/migration"],
+        "orders"
+    );
+    assert_eq!(task.spec.migration, "orders");
+    let owner = &task.metadata.owner_references.as_ref().unwrap()[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.uid.as_str(), owner.controller),
+        ("Migration", "u-1", Some(true))
+    );
+}
