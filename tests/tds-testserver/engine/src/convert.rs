@@ -3,8 +3,9 @@
 //! Storage forms (chosen so values round-trip exactly and sort correctly as text):
 //! ints/bit INTEGER; float/real REAL; decimal/numeric/money TEXT with the column's fixed scale
 //! (compared numerically through the `DEC` collation); date `YYYY-MM-DD`; time
-//! `HH:MM:SS.fffffff`; datetime2 `YYYY-MM-DD HH:MM:SS.fffffff`; datetime `... .fff`;
-//! smalldatetime `... HH:MM:00`; datetimeoffset local time + ` +HH:MM`; GUID upper-case text;
+//! `HH:MM:SS.fffffff`; datetime2 `YYYY-MM-DD HH:MM:SS.fffffff`; datetime `... .fff0000`;
+//! smalldatetime `... HH:MM:00.0000000` (datetime and smalldatetime use datetime2's width so all
+//! three compare correctly as text); datetimeoffset local time + ` +HH:MM`; GUID upper-case text;
 //! strings TEXT; binaries BLOB.
 
 use crate::error::SqlError;
@@ -406,7 +407,7 @@ pub fn value_to_stored(v: &Value) -> Stored {
             Stored::Text(datetime_text(i64::from(*days) + DAYS_TO_1900, u64::from(*ticks)))
         }
         Value::SmallDateTime { days, minutes } => Stored::Text(format!(
-            "{} {:02}:{:02}:00",
+            "{} {:02}:{:02}:00.0000000",
             format_date(i64::from(*days) + DAYS_TO_1900),
             minutes / 60,
             minutes % 60
@@ -443,7 +444,7 @@ fn datetime_text(days: i64, ticks: u64) -> String {
     let secs = ticks / 300;
     let ms = ((ticks % 300) * 10 + 1) / 3;
     format!(
-        "{} {:02}:{:02}:{:02}.{:03}",
+        "{} {:02}:{:02}:{:02}.{:03}0000",
         format_date(days),
         secs / 3600,
         secs / 60 % 60,
@@ -730,7 +731,12 @@ pub fn format_datetime_parts(p: DateTimeParts, ty: SqlType) -> Result<String, Sq
             if d < DAYS_TO_1900 || d > days_from_civil(2079, 6, 6) {
                 return Err(overflow(ty));
             }
-            format!("{} {:02}:{:02}:00", format_date(d), minutes / 60, minutes % 60)
+            format!(
+                "{} {:02}:{:02}:00.0000000",
+                format_date(d),
+                minutes / 60,
+                minutes % 60
+            )
         }
         _ => return Err(clash("datetime", ty)),
     })
@@ -1055,7 +1061,7 @@ mod tests {
         let v = Value::DateTime { days: 0, ticks: 2 };
         assert_eq!(
             value_to_stored(&v),
-            Stored::Text("1900-01-01 00:00:00.007".into())
+            Stored::Text("1900-01-01 00:00:00.0070000".into())
         );
         let back = to_value(ValueRef::Text(b"1900-01-01 00:00:00.007"), SqlType::DateTime);
         assert_eq!(back, Ok(v));

@@ -307,3 +307,40 @@ fn metadata_only_queries_for_bulk_clients() {
     assert_eq!(cols[1].name, "n");
     assert!(!cols[1].nullable);
 }
+
+#[test]
+fn datetime_keys_compare_with_datetime2_parameters() {
+    let (_e, mut s) = session();
+    exec(
+        &mut s,
+        "CREATE TABLE d (k DATETIME NOT NULL, n INT NOT NULL, PRIMARY KEY (k, n))",
+    );
+    exec(
+        &mut s,
+        "INSERT INTO d VALUES ('2024-01-01 10:00:00.123', 1), ('2024-01-01 10:00:00.123', 2), ('2024-01-02', 1)",
+    );
+    // tiberius sends chrono datetimes as datetime2(7).
+    let p = Value::DateTime2 {
+        days: 738_885,
+        time: 360_001_230_000,
+    };
+    let sink = run_params(
+        &mut s,
+        "SELECT n FROM d WHERE (k = @P1 AND n > @P2) OR (k > @P1) ORDER BY k, n",
+        &[
+            (SqlType::DateTime2 { scale: 7 }, p),
+            (SqlType::Int, Value::Int(1)),
+        ],
+    );
+    assert!(sink.errors().is_empty(), "{:?}", sink.errors());
+    assert_eq!(ints(&sink.results()[0].1), vec![2, 1]);
+    let (cols, rows) = query(&mut s, "SELECT k FROM d WHERE n = 2");
+    assert_eq!(cols[0].ty, SqlType::DateTime);
+    assert_eq!(
+        rows[0][0],
+        Value::DateTime {
+            days: 45_290,
+            ticks: 10_800_037
+        }
+    );
+}
