@@ -1,6 +1,7 @@
 //! API types of mssql-pg-operator (group `mssqlpg.dev`, version `v1alpha1`): `Migration`, what users write,
 //! and `MigrationTask`, one unit of copy work; their validation; and the CRDs generated from them.
 
+pub mod client;
 pub mod conditions;
 pub mod endpoint;
 pub mod generate;
