@@ -373,6 +373,7 @@ impl Session {
         cols: &[usize],
         rows: impl IntoIterator<Item = Vec<Stored>>,
     ) -> Result<(u64, Option<i64>), Fail> {
+        self.last_rowids.clear();
         let ident = meta.identity_column().map(|(i, _)| i);
         let auto_ident = ident.filter(|i| !cols.contains(i));
         let mut all_cols: Vec<usize> = cols.to_vec();
@@ -433,6 +434,7 @@ impl Session {
                     .constraint_error(meta, &e, &all_cols, &values, Verb::Insert)
                     .into());
             }
+            self.last_rowids.push(self.conn.last_insert_rowid());
             count += 1;
         }
         Ok((count, last_identity))
@@ -442,14 +444,22 @@ impl Session {
         let TableObject::TableName(name) = &ins.table else {
             return Err(crate::parse::syntax_error("INSERT").into());
         };
-        if ins.output.is_some() || ins.returning.is_some() {
-            return Err(SqlError::new(
-                102,
-                15,
-                "Incorrect syntax near 'OUTPUT'. (OUTPUT is not supported by the test server)",
-            )
-            .into());
-        }
+        let output_items = match &ins.output {
+            Some(sqlparser::ast::OutputClause::Output {
+                select_items,
+                into_table: None,
+                ..
+            }) => Some(select_items.clone()),
+            None if ins.returning.is_none() => None,
+            _ => {
+                return Err(SqlError::new(
+                    102,
+                    15,
+                    "Incorrect syntax near 'OUTPUT'. (OUTPUT INTO / RETURNING are not supported by the test server)",
+                )
+                .into())
+            }
+        };
         let meta = self.table_meta(name)?;
         let ident_on = self.identity_insert.as_ref().is_some_and(|(s, n)| {
             s.eq_ignore_ascii_case(&meta.def.schema) && n.eq_ignore_ascii_case(&meta.def.name)
@@ -513,6 +523,22 @@ impl Session {
         if ident.is_some() {
             self.globals.identity = ident;
             self.globals.scope_identity = ident;
+        }
+        if let Some(items) = output_items {
+            // OUTPUT INSERTED.x: the inserted rows, read back by rowid, as a result set.
+            let ids = std::mem::take(&mut self.last_rowids);
+            let list = items.iter().map(|i| i.to_string()).collect::<Vec<_>>().join(", ");
+            let in_list = if ids.is_empty() {
+                "NULL".to_string()
+            } else {
+                ids.iter().map(|i| i.to_string()).collect::<Vec<_>>().join(", ")
+            };
+            let sql = format!(
+                "SELECT {list} FROM {name} AS [inserted] WHERE [inserted].[__rowid] IN ({in_list}) ORDER BY [inserted].[__rowid]"
+            );
+            let mut q = parse_query(&sql)?;
+            let mut inner = NoDone(sink);
+            self.run_query(&mut q, &mut inner, true)?;
         }
         self.globals.rowcount = count as i64;
         self.done(sink, StatementKind::Insert, Some(count))?;
@@ -1028,3 +1054,27 @@ impl Session {
 
 #[allow(dead_code)]
 fn unused(_: &TableDef, _: &SelectItem) {}
+
+/// Forwards a result set but not its DONE (OUTPUT rows belong to the INSERT's DONE).
+struct NoDone<'a>(&'a mut dyn ResultSink);
+
+impl ResultSink for NoDone<'_> {
+    fn columns(&mut self, columns: &[crate::types::ColumnMeta]) -> Result<(), crate::Interrupt> {
+        self.0.columns(columns)
+    }
+    fn row(&mut self, row: &[crate::types::Value]) -> Result<(), crate::Interrupt> {
+        self.0.row(row)
+    }
+    fn done(&mut self, _done: crate::Done) -> Result<(), crate::Interrupt> {
+        Ok(())
+    }
+    fn error(&mut self, error: &SqlError) -> Result<(), crate::Interrupt> {
+        self.0.error(error)
+    }
+    fn info(&mut self, number: i32, message: &str) -> Result<(), crate::Interrupt> {
+        self.0.info(number, message)
+    }
+    fn env_change(&mut self, change: crate::EnvChange) -> Result<(), crate::Interrupt> {
+        self.0.env_change(change)
+    }
+}

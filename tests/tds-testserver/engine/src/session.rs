@@ -161,6 +161,7 @@ impl Engine {
             session_id: spid as u64,
             views_version: None,
             tran_snapshot: None,
+            last_rowids: Vec::new(),
         })
     }
 }
@@ -197,6 +198,8 @@ pub struct Session {
     /// The catalog version the materialised system views reflect.
     pub(crate) views_version: Option<u64>,
     /// Catalog and table metadata before the open transaction's first DDL.
+    /// Rowids written by the last INSERT (for OUTPUT INSERTED).
+    pub(crate) last_rowids: Vec<i64>,
     pub(crate) tran_snapshot: Option<(crate::catalog::Catalog, Arc<Tables>, Tables)>,
 }
 

@@ -344,3 +344,29 @@ fn datetime_keys_compare_with_datetime2_parameters() {
         }
     );
 }
+
+#[test]
+fn insert_output_inserted() {
+    let (_e, mut s) = session();
+    exec(
+        &mut s,
+        "CREATE TABLE o (id INT IDENTITY(1,1) PRIMARY KEY, name NVARCHAR(10))",
+    );
+    let sink = exec(
+        &mut s,
+        "INSERT INTO o (name) OUTPUT INSERTED.id, inserted.name VALUES (N'a'), (N'b')",
+    );
+    let (cols, rows) = sink.results().pop().unwrap();
+    assert_eq!(cols[0].ty, SqlType::Int);
+    assert_eq!(
+        rows,
+        vec![
+            vec![Value::Int(1), Value::String("a".into())],
+            vec![Value::Int(2), Value::String("b".into())]
+        ]
+    );
+    let dones = sink.dones();
+    assert_eq!(dones.len(), 1);
+    assert_eq!(dones[0].kind, StatementKind::Insert);
+    assert_eq!(dones[0].rows, Some(2));
+}
