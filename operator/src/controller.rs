@@ -18,7 +18,8 @@ use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
 use mssql_pg_crds::names::{LABEL_MANAGED_BY, LABEL_MIGRATION, MANAGER};
-use mssql_pg_crds::{Migration, MigrationPhase, MigrationTask};
+use mssql_pg_crds::status::bounded_message;
+use mssql_pg_crds::{Migration, MigrationTask};
 use serde_json::json;
 use tracing::{debug, info, warn};
 
@@ -193,19 +194,16 @@ async fn execute(mig: &Migration, decision: &Decision, ctx: &Context) -> Result<
     ctx.metrics.observe_migration(&ns, &name, &decision.status);
     if let Some(change) = &decision.phase_change {
         info!(migration = %name, namespace = %ns, from = ?change.from, to = %change.to, message = %change.message, "phase changed");
+    }
+    for notice in &decision.events {
         let event = Event {
-            type_: if change.to == MigrationPhase::Failed {
+            type_: if notice.warning {
                 EventType::Warning
             } else {
                 EventType::Normal
             },
-            reason: change.to.as_str().to_string(),
-            note: Some(
-                mssql_pg_crds::status::bounded_message(&change.message)
-                    .chars()
-                    .take(1000)
-                    .collect(),
-            ),
+            reason: notice.reason.clone(),
+            note: Some(bounded_message(&notice.message).chars().take(1000).collect()),
             action: "Reconcile".to_string(),
             secondary: None,
         };

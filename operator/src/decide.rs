@@ -32,8 +32,19 @@ pub struct Decision {
     pub record_task_failures: Vec<(String, String)>,
     /// Set when the phase differs from the one in the observed status.
     pub phase_change: Option<PhaseChange>,
+    /// Events to publish on the Migration: phase changes, and Degraded turning true (the phase stays
+    /// Copying then, so it would otherwise go unannounced).
+    pub events: Vec<Notice>,
     /// When to look again if no watch event comes first.
     pub requeue_after: Duration,
+}
+
+/// One Event to publish.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Notice {
+    pub warning: bool,
+    pub reason: String,
+    pub message: String,
 }
 
 /// A phase transition, for an Event and a log line.
@@ -211,7 +222,25 @@ pub fn decide(
         to: phase,
         message: message.clone(),
     });
+    let mut events = Vec::new();
+    if let Some(change) = &phase_change {
+        events.push(Notice {
+            warning: change.to == MigrationPhase::Failed,
+            reason: change.to.as_str().to_string(),
+            message: change.message.clone(),
+        });
+    }
+    let was_degraded = condition_status(&previous.conditions, ConditionType::Degraded) == Some(true);
+    if !was_degraded && condition_status(&status.conditions, ConditionType::Degraded) == Some(true) {
+        let message = condition(&status.conditions, ConditionType::Degraded).map(|c| c.message.clone());
+        events.push(Notice {
+            warning: true,
+            reason: "Degraded".to_string(),
+            message: message.unwrap_or_default(),
+        });
+    }
     Ok(Decision {
+        events,
         status,
         create_jobs: b.create_jobs,
         record_task_failures,

@@ -183,6 +183,8 @@ fn a_failed_task_degrades_while_others_run_then_fails() {
     assert_eq!(d.status.phase, Some(MigrationPhase::Copying));
     assert_eq!(cond(&d, ConditionType::Degraded), Some(true));
     assert_eq!(cond(&d, ConditionType::Failed), Some(false));
+    let reasons: Vec<&str> = d.events.iter().map(|e| e.reason.as_str()).collect();
+    assert!(reasons.contains(&"Degraded"), "{reasons:?}");
     assert_eq!(d.status.tasks_failed, 1);
     assert_eq!(d.status.rows_per_second, 20, "only running tasks add to the rate");
     assert_eq!(d.status.eta.as_deref(), Some("10s"), "190 rows left at 20 rows/s");
@@ -211,6 +213,8 @@ fn a_failed_task_degrades_while_others_run_then_fails() {
     assert_eq!(cond(&d, ConditionType::Failed), Some(true));
     assert!(d.status.last_error.unwrap().contains("copy Job failed"));
     assert_eq!(d.phase_change.unwrap().to, MigrationPhase::Failed);
+    assert_eq!(d.events.len(), 1, "Failed only; Degraded was already announced");
+    assert!(d.events[0].warning);
 }
 
 #[test]
