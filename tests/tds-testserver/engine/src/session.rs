@@ -228,12 +228,36 @@ impl Session {
         params: &[Param],
         sink: &mut dyn ResultSink,
     ) -> Result<(), Interrupt> {
+        // A value its declared type cannot hold is SQL Server's error 8114, before anything runs.
+        let mut converted = Vec::with_capacity(params.len());
+        for p in params {
+            match crate::convert::value_to_storage(&p.value, p.ty) {
+                Ok(v) => converted.push(v),
+                Err(_) => {
+                    let from = crate::typename::base_name(value_type(&p.value));
+                    let err = SqlError::new(
+                        8114,
+                        16,
+                        format!(
+                            "Error converting data type {from} to {}.",
+                            crate::typename::base_name(p.ty)
+                        ),
+                    );
+                    sink.error(&err)?;
+                    return sink.done(Done {
+                        kind: StatementKind::Other,
+                        rows: None,
+                        error: true,
+                        in_transaction: self.in_transaction(),
+                    });
+                }
+            }
+        }
         let saved: Vec<(String, Option<(SqlType, Stored)>)> = params
             .iter()
-            .map(|p| {
+            .zip(converted)
+            .map(|(p, stored)| {
                 let key = p.name.to_lowercase();
-                let stored = crate::convert::value_to_storage(&p.value, p.ty)
-                    .unwrap_or_else(|_| crate::convert::value_to_stored(&p.value));
                 let old = self.vars.insert(key.clone(), (p.ty, stored));
                 (key, old)
             })
@@ -340,5 +364,32 @@ impl Engine {
             Err(p) => p.into_inner(),
         };
         f(&g)
+    }
+}
+
+/// The natural SQL type of a value's shape (for conversion error messages).
+fn value_type(v: &Value) -> SqlType {
+    match v {
+        Value::Null | Value::Int(_) => SqlType::Int,
+        Value::Bit(_) => SqlType::Bit,
+        Value::TinyInt(_) => SqlType::TinyInt,
+        Value::SmallInt(_) => SqlType::SmallInt,
+        Value::BigInt(_) => SqlType::BigInt,
+        Value::Real(_) => SqlType::Real,
+        Value::Float(_) => SqlType::Float,
+        Value::Decimal { .. } => SqlType::Numeric {
+            precision: 38,
+            scale: 0,
+        },
+        Value::Money(_) => SqlType::Money,
+        Value::Date(_) => SqlType::Date,
+        Value::Time(_) => SqlType::Time { scale: 7 },
+        Value::DateTime { .. } => SqlType::DateTime,
+        Value::SmallDateTime { .. } => SqlType::SmallDateTime,
+        Value::DateTime2 { .. } => SqlType::DateTime2 { scale: 7 },
+        Value::DateTimeOffset { .. } => SqlType::DateTimeOffset { scale: 7 },
+        Value::Guid(_) => SqlType::UniqueIdentifier,
+        Value::String(_) => SqlType::NVarChar { len: None },
+        Value::Binary(_) => SqlType::VarBinary { len: None },
     }
 }

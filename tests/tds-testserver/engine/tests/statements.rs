@@ -370,3 +370,18 @@ fn insert_output_inserted() {
     assert_eq!(dones[0].kind, StatementKind::Insert);
     assert_eq!(dones[0].rows, Some(2));
 }
+
+#[test]
+fn parameter_that_its_type_cannot_hold_is_8114() {
+    let (_e, mut s) = session();
+    let sink = run_params(
+        &mut s,
+        "SELECT @P1",
+        &[(SqlType::Int, Value::String("abc".into()))],
+    );
+    assert_eq!(sink.errors()[0].number, 8114);
+    assert_eq!(
+        sink.errors()[0].message,
+        "Error converting data type nvarchar to int."
+    );
+}
