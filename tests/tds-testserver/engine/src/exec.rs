@@ -273,6 +273,9 @@ impl Session {
                 {
                     return self.select_into(*q, sink);
                 }
+                if let Some(targets) = assignment_targets(&mut q) {
+                    return self.select_assign(&mut q, &targets);
+                }
                 self.run_query(&mut q, sink, true).map(|_| ())
             }
             Statement::Insert(mut ins) => self.insert(&mut ins, sink),
@@ -412,6 +415,29 @@ impl Session {
                 .into())
             }
         }
+    }
+
+    /// Assigns the last row's values to the variables (SQL Server keeps them unchanged when
+    /// there is no row).
+    fn select_assign(&mut self, q: &mut Query, targets: &[String]) -> Result<(), Fail> {
+        for t in targets {
+            if !self.vars.contains_key(&t.to_lowercase()) {
+                return Err(
+                    SqlError::new(137, 15, format!("Must declare the scalar variable \"{t}\".")).into(),
+                );
+            }
+        }
+        let (_, rows) = self.query_rows(q)?;
+        if let Some(last) = rows.last() {
+            for (t, v) in targets.iter().zip(last.iter()) {
+                let key = t.to_lowercase();
+                let ty = self.vars.get(&key).map(|(ty, _)| *ty).unwrap_or(SqlType::Int);
+                let v = coerce(ValueRef::from(v), ty)?;
+                self.vars.insert(key, (ty, v));
+            }
+        }
+        self.globals.rowcount = rows.len() as i64;
+        Ok(())
     }
 
     fn run_block(
@@ -772,6 +798,50 @@ impl Session {
         }
         r
     }
+}
+
+/// `SELECT @a = x, @b = y FROM ...`: the variables, with the projection rewritten to the
+/// values. `None` for an ordinary SELECT.
+fn assignment_targets(q: &mut Query) -> Option<Vec<String>> {
+    use sqlparser::ast::SelectItem;
+    let sqlparser::ast::SetExpr::Select(s) = &mut *q.body else {
+        return None;
+    };
+    // MsSqlDialect reads `@v = expr` as the T-SQL alias form `alias = expr`.
+    let is_assign = |i: &SelectItem| match i {
+        SelectItem::ExprWithAlias { alias, .. } => {
+            alias.value.starts_with('@') && !alias.value.starts_with("@@")
+        }
+        SelectItem::UnnamedExpr(Expr::BinaryOp {
+            left,
+            op: sqlparser::ast::BinaryOperator::Eq,
+            ..
+        }) => {
+            matches!(&**left, Expr::Identifier(id) if id.value.starts_with('@') && !id.value.starts_with("@@"))
+        }
+        _ => false,
+    };
+    if s.projection.is_empty() || !s.projection.iter().all(is_assign) {
+        return None;
+    }
+    let mut targets = Vec::new();
+    for item in s.projection.iter_mut() {
+        let value = match item {
+            SelectItem::ExprWithAlias { expr, alias } => {
+                targets.push(alias.value.clone());
+                std::mem::replace(expr, crate::translate::null())
+            }
+            SelectItem::UnnamedExpr(Expr::BinaryOp { left, right, .. }) => {
+                if let Expr::Identifier(id) = &**left {
+                    targets.push(id.value.clone());
+                }
+                std::mem::replace(&mut **right, crate::translate::null())
+            }
+            _ => continue,
+        };
+        *item = SelectItem::UnnamedExpr(value);
+    }
+    Some(targets)
 }
 
 /// `SELECT <e>` as a query AST.

@@ -171,14 +171,7 @@ fn rewrite(
         // Statement keywords that sqlparser would otherwise take as an alias of the previous
         // statement's last item (`SELECT 1 COMMIT`): end the previous statement explicitly.
         if depth == 0 {
-            let ends = (is_word(t, "COMMIT")
-                || is_word(t, "ROLLBACK")
-                || is_word(t, "DECLARE")
-                || is_word(t, "PRINT")
-                || is_word(t, "DBCC")
-                || is_word(t, "RAISERROR")
-                || is_word(t, "THROW")
-                || is_word(t, "WAITFOR"))
+            let ends = (is_word(t, "COMMIT") || is_word(t, "ROLLBACK") || is_word(t, "DBCC"))
                 || ((is_word(t, "BEGIN") || is_word(t, "SAVE")) && {
                     let n = next_sig(&toks, i + 1);
                     n < toks.len()

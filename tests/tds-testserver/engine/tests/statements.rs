@@ -385,3 +385,25 @@ fn parameter_that_its_type_cannot_hold_is_8114() {
         "Error converting data type nvarchar to int."
     );
 }
+
+#[test]
+fn variables_declare_set_select_assign_if_print() {
+    let (_e, mut s) = session();
+    exec(
+        &mut s,
+        "CREATE TABLE v (id INT PRIMARY KEY); INSERT INTO v VALUES (1), (2), (3)",
+    );
+    let sink = exec(
+        &mut s,
+        "DECLARE @n INT, @msg NVARCHAR(50) = N'rows: '; SELECT @n = COUNT(*) FROM v; SET @msg = @msg + CAST(@n AS nvarchar(10)); \
+         IF @n > 2 PRINT @msg ELSE PRINT N'few'; SELECT @n",
+    );
+    assert!(
+        sink.events
+            .iter()
+            .any(|e| matches!(e, Event::Info(0, m) if m == "rows: 3")),
+        "{:?}",
+        sink.events
+    );
+    assert_eq!(sink.results().last().unwrap().1[0][0], Value::Int(3));
+}
