@@ -54,6 +54,14 @@ impl Engine {
             }
         };
         let path = dir.join("engine.sqlite");
+        // The catalog lives in memory, so a database file left by an earlier run would not
+        // match it: start empty.
+        for suffix in ["", "-wal", "-shm"] {
+            let f = dir.join(format!("engine.sqlite{suffix}"));
+            if f.exists() {
+                std::fs::remove_file(&f).map_err(open_err)?;
+            }
+        }
         let conn = Connection::open(&path).map_err(open_err)?;
         conn.pragma_update(None, "journal_mode", "WAL")
             .map_err(open_err)?;
