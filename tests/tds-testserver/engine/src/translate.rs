@@ -930,6 +930,16 @@ impl<'a> Ctx<'a> {
                 })
             }
             Expr::Function(f) => self.function(f, scope),
+            Expr::Floor { expr, .. } => {
+                let inner = std::mem::replace(&mut **expr, num(0));
+                *e = func("FLOOR", vec![inner]);
+                self.expr(e, scope)
+            }
+            Expr::Ceil { expr, .. } => {
+                let inner = std::mem::replace(&mut **expr, num(0));
+                *e = func("CEILING", vec![inner]);
+                self.expr(e, scope)
+            }
             Expr::Substring {
                 expr,
                 substring_from,

@@ -407,3 +407,68 @@ fn variables_declare_set_select_assign_if_print() {
     );
     assert_eq!(sink.results().last().unwrap().1[0][0], Value::Int(3));
 }
+
+#[test]
+fn queries_cte_joins_grouping_windows() {
+    let (_e, mut s) = setup();
+    exec(&mut s, "CREATE TABLE g (id INT PRIMARY KEY, tid INT, amt MONEY)");
+    exec(
+        &mut s,
+        "INSERT INTO g VALUES (1, 1, 10.5), (2, 1, 2), (3, 2, 7), (4, 9, 1)",
+    );
+    let (cols, rows) = query(
+        &mut s,
+        "WITH x AS (SELECT tid, SUM(amt) AS total, COUNT(*) AS n FROM g GROUP BY tid HAVING COUNT(*) >= 1) \
+         SELECT t.id, x.total, x.n, CASE WHEN x.total > 5 THEN 'big' ELSE 'small' END AS size \
+         FROM t LEFT JOIN x ON x.tid = t.id WHERE EXISTS (SELECT 1 FROM g WHERE g.tid = t.id) ORDER BY t.id",
+    );
+    assert_eq!(cols[1].ty, SqlType::Money);
+    assert_eq!(cols[2].ty, SqlType::Int);
+    assert_eq!(rows.len(), 2);
+    assert_eq!(rows[0][1], Value::Money(125_000));
+    assert_eq!(rows[0][3], Value::String("big".into()));
+    let (cols, rows) = query(
+        &mut s,
+        "SELECT id, NTILE(2) OVER (ORDER BY id) AS q, RANK() OVER (ORDER BY id DESC) FROM t ORDER BY id",
+    );
+    assert_eq!(cols[1].ty, SqlType::BigInt);
+    assert_eq!(rows[0][1], Value::BigInt(1));
+    assert_eq!(rows[4][1], Value::BigInt(2));
+    let (_, rows) = query(
+        &mut s,
+        "SELECT id FROM t WHERE id < 2 UNION ALL SELECT id FROM g WHERE id > 3",
+    );
+    assert_eq!(rows.len(), 2);
+    assert_eq!(scalar(&mut s, "SELECT CAST(1 AS BIT)"), Value::Bit(true));
+    assert_eq!(
+        scalar(&mut s, "SELECT COALESCE(NULL, N'z')"),
+        Value::String("z".into())
+    );
+    assert!(matches!(scalar(&mut s, "SELECT NEWID()"), Value::Guid(_)));
+    assert!(matches!(
+        scalar(&mut s, "SELECT GETDATE()"),
+        Value::DateTime { .. }
+    ));
+    assert!(matches!(
+        scalar(&mut s, "SELECT SYSDATETIMEOFFSET()"),
+        Value::DateTimeOffset { .. }
+    ));
+    assert_eq!(
+        scalar(&mut s, "SELECT CONCAT('a', 1, NULL, N'b')"),
+        Value::String("a1b".into())
+    );
+    assert_eq!(
+        scalar(&mut s, "SELECT ROUND(2.567, 2)"),
+        Value::Decimal {
+            mantissa: 2570,
+            scale: 3
+        }
+    );
+    assert_eq!(
+        scalar(&mut s, "SELECT ABS(-3) + FLOOR(2.5) + CEILING(2.1)"),
+        Value::Decimal {
+            mantissa: 8,
+            scale: 0
+        }
+    );
+}
