@@ -27,7 +27,7 @@ use crate::config::OperatorConfig;
 use crate::decide::{Decision, decide};
 use crate::error::{Error, Result};
 use crate::metrics::Metrics;
-use crate::observe::{FailureDetails, JobOutcome, job_outcome, pod_failure_message};
+use crate::observe::{FailureDetails, JobOutcome, belongs_to, job_outcome, pod_failure_message};
 
 /// Finalizer that removes a Migration's Jobs and MigrationTasks before the Migration is deleted.
 pub const FINALIZER: &str = "mssqlpg.dev/cleanup";
@@ -106,12 +106,14 @@ async fn apply(mig: Arc<Migration>, ctx: &Context) -> Result<Action> {
         .map_err(kube_err("MigrationTask", &name))?
         .items;
     // The label could be copied onto a foreign object; the spec's back-reference decides.
-    tasks.retain(|t| t.spec.migration == name);
-    let jobs = jobs_api
+    let uid = mig.metadata.uid.clone().unwrap_or_default();
+    tasks.retain(|t| t.spec.migration == name && belongs_to(&t.metadata, &uid, false));
+    let mut jobs = jobs_api
         .list(&selector)
         .await
         .map_err(kube_err("Job", &name))?
         .items;
+    jobs.retain(|j| belongs_to(&j.metadata, &uid, true));
 
     let details = failure_details(&ns, &jobs, ctx).await;
 

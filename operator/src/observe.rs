@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use mssql_pg_crds::names::{LABEL_STEP, LABEL_TASK};
 
 /// The worker subcommand a Job runs.
@@ -69,6 +70,24 @@ pub fn job_outcome(job: &Job) -> JobOutcome {
         return JobOutcome::Succeeded;
     }
     JobOutcome::Active
+}
+
+/// Whether an object belongs to the Migration with `uid`: its controller owner is that Migration, or (for
+/// tasks written without owner references) it has no controller owner at all. A same-named Migration that
+/// was deleted and recreated must not inherit its predecessor's terminating Jobs or tasks.
+pub fn belongs_to(meta: &ObjectMeta, uid: &str, require_owner: bool) -> bool {
+    if meta.deletion_timestamp.is_some() {
+        return false;
+    }
+    let controller = meta
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.controller == Some(true));
+    match controller {
+        Some(owner) => owner.uid == uid,
+        None => !require_owner,
+    }
 }
 
 /// The step label of a Job this operator created.

@@ -187,3 +187,21 @@ fn job_without_uid_is_an_error_not_an_orphan() {
     let err = plan_job(&m, &cfg()).unwrap_err();
     assert!(err.to_string().contains("uid"), "{err}");
 }
+
+#[test]
+fn only_objects_of_this_migration_instance_count() {
+    use mssql_pg_operator::observe::belongs_to;
+    let m = migration();
+    let uid = m.metadata.uid.clone().unwrap();
+    let job = plan_job(&m, &cfg()).unwrap();
+    assert!(belongs_to(&job.metadata, &uid, true));
+    // A same-named predecessor's Job (another uid), or one being deleted, is not ours.
+    assert!(!belongs_to(&job.metadata, "another-uid", true));
+    let mut terminating = job.clone();
+    terminating.metadata.deletion_timestamp = Some(at(0));
+    assert!(!belongs_to(&terminating.metadata, &uid, true));
+    // Tasks without owner references are accepted; Jobs never are.
+    let t = task("A", 0, 1, 1, None);
+    assert!(belongs_to(&t.metadata, &uid, false));
+    assert!(!belongs_to(&t.metadata, &uid, true));
+}
