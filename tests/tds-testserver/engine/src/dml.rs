@@ -500,6 +500,32 @@ impl Session {
                 vec![Vec::new()]
             }
             Some(q) => {
+                // VALUES (DEFAULT, ...): the column's default definition, or NULL.
+                if let SetExpr::Values(v) = &mut *q.body {
+                    for row in &mut v.rows {
+                        for (k, e) in row.content.iter_mut().enumerate() {
+                            let is_default = matches!(e, sqlparser::ast::Expr::Identifier(i)
+                                if i.quote_style.is_none() && i.value.eq_ignore_ascii_case("DEFAULT"));
+                            if !is_default {
+                                continue;
+                            }
+                            let def = cols
+                                .get(k)
+                                .and_then(|c| meta.def.columns[*c].default.as_ref())
+                                .map(|d| d.definition.clone());
+                            *e = match def {
+                                Some(text) => {
+                                    let dialect = sqlparser::dialect::MsSqlDialect {};
+                                    sqlparser::parser::Parser::new(&dialect)
+                                        .try_with_sql(&text)
+                                        .and_then(|mut p| p.parse_expr())
+                                        .map_err(|_| crate::parse::syntax_error(&text))?
+                                }
+                                None => crate::translate::null(),
+                            };
+                        }
+                    }
+                }
                 let (src_cols, rows) = self.query_rows(q)?;
                 if src_cols.len() != cols.len() {
                     let values = matches!(&*q.body, SetExpr::Values(_));

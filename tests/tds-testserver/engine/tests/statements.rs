@@ -472,3 +472,24 @@ fn queries_cte_joins_grouping_windows() {
         }
     );
 }
+
+#[test]
+fn insert_default_keyword_and_default_values() {
+    let (_e, mut s) = session();
+    exec(
+        &mut s,
+        "CREATE TABLE dv (id INT IDENTITY PRIMARY KEY, a INT NOT NULL DEFAULT ((5)), b NVARCHAR(5) NULL)",
+    );
+    exec(
+        &mut s,
+        "INSERT INTO dv (a, b) VALUES (DEFAULT, N'x'); INSERT INTO dv DEFAULT VALUES",
+    );
+    let (_, rows) = query(&mut s, "SELECT a, b FROM dv ORDER BY id");
+    assert_eq!(
+        rows,
+        vec![
+            vec![Value::Int(5), Value::String("x".into())],
+            vec![Value::Int(5), Value::Null]
+        ]
+    );
+}
