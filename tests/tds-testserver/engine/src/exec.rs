@@ -398,10 +398,23 @@ impl Session {
                 self.done(sink, StatementKind::Other, None)?;
                 Ok(())
             }
-            Statement::Execute { name, .. } => {
+            Statement::Execute { name, parameters, .. } => {
                 let n = name
                     .map(|n| crate::translate::object_parts(&n).join("."))
                     .unwrap_or_default();
+                if n.rsplit('.')
+                    .next()
+                    .is_some_and(|p| p.eq_ignore_ascii_case("sp_rename"))
+                {
+                    let mut args = Vec::new();
+                    for p in parameters {
+                        args.push(match self.eval_scalar(p)? {
+                            Stored::Text(t) => t,
+                            other => format!("{other:?}"),
+                        });
+                    }
+                    return self.sp_rename(&args, sink);
+                }
                 Err(SqlError::new(2812, 16, format!("Could not find stored procedure '{n}'.")).into())
             }
             other => {
@@ -437,6 +450,118 @@ impl Session {
             }
         }
         self.globals.rowcount = rows.len() as i64;
+        Ok(())
+    }
+
+    /// `sp_rename 'schema.table', 'new'` and `sp_rename 'schema.table.column', 'new', 'COLUMN'`.
+    fn sp_rename(&mut self, args: &[String], sink: &mut dyn ResultSink) -> Result<(), Fail> {
+        let (Some(obj), Some(new)) = (args.first(), args.get(1)) else {
+            return Err(SqlError::new(
+                201,
+                16,
+                "Procedure or function 'sp_rename' expects parameter '@newname', which was not supplied.",
+            )
+            .into());
+        };
+        let kind = args.get(2).map(|k| k.to_ascii_uppercase()).unwrap_or_default();
+        let parts: Vec<String> = obj
+            .split('.')
+            .map(|p| p.trim_matches(['[', ']', '"']).to_string())
+            .collect();
+        let (table_parts, column) = if kind == "COLUMN" {
+            (
+                parts[..parts.len().saturating_sub(1)].to_vec(),
+                parts.last().cloned(),
+            )
+        } else if kind.is_empty() || kind == "OBJECT" {
+            (parts.clone(), None)
+        } else {
+            return Err(SqlError::new(
+                15248,
+                11,
+                format!(
+                    "Either the parameter @objname is ambiguous or the claimed @objtype ({kind}) is wrong."
+                ),
+            )
+            .into());
+        };
+        let tables = self.engine.tables();
+        let vt = std::collections::HashMap::new();
+        let ctx = Ctx {
+            tables: &tables,
+            temp: &self.temp,
+            vars: &vt,
+            globals: &self.globals,
+            ctes: Vec::new(),
+            uses_views: false,
+            row_counts: false,
+        };
+        let mut meta = ctx.lookup(&table_parts).cloned().ok_or_else(|| {
+            SqlError::new(
+                15248,
+                11,
+                format!(
+                    "Either the parameter @objname is ambiguous or the claimed @objtype ({kind}) is wrong."
+                ),
+            )
+        })?;
+        drop(tables);
+        self.before_ddl();
+        let old_sql = crate::translate::sqlite_table_sql(&meta);
+        let (oid, sid) = (meta.object_id, self.session_id);
+        match column {
+            Some(col) => {
+                let (_, c) = meta.column(&col).ok_or_else(|| SqlError::new(15248, 11, format!("Either the parameter @objname is ambiguous or the claimed @objtype ({kind}) is wrong.")))?;
+                let cname = c.name.clone();
+                self.engine.with_catalog(|c| c.rename_column(oid, &cname, new))?;
+                let sql = format!(
+                    "ALTER TABLE {old_sql} RENAME COLUMN {} TO {}",
+                    crate::translate::quote(&cname),
+                    crate::translate::quote(new)
+                );
+                self.atomic(|s| {
+                    s.conn.execute_batch(&sql)?;
+                    Ok(())
+                })?;
+            }
+            None => {
+                self.engine.with_catalog(|c| c.rename_object(oid, new, sid))?;
+                let new_sqlite = if meta.def.temporary {
+                    new.clone()
+                } else {
+                    format!("{}.{new}", meta.def.schema)
+                };
+                let sql = format!(
+                    "ALTER TABLE {old_sql} RENAME TO {}",
+                    crate::translate::quote(&new_sqlite)
+                );
+                self.atomic(|s| {
+                    s.conn.execute_batch(&sql)?;
+                    Ok(())
+                })?;
+                if meta.def.temporary {
+                    self.temp.remove("", &meta.def.name);
+                } else {
+                    let (sc, nm) = (meta.def.schema.clone(), meta.def.name.clone());
+                    self.engine.update_tables(|t| t.remove(&sc, &nm));
+                }
+                meta.sqlite_name = new_sqlite;
+            }
+        }
+        // The catalog rewrote names and definitions; take them over.
+        if let Some(def) = self.engine.read_catalog(|c| c.table_def(oid)) {
+            meta.def = def;
+        }
+        if meta.def.temporary {
+            self.temp.insert(meta);
+        } else {
+            self.engine.update_tables(|t| t.insert(meta));
+        }
+        sink.info(
+            15477,
+            "Caution: Changing any part of an object name could break scripts and stored procedures.",
+        )?;
+        self.done(sink, StatementKind::Other, None)?;
         Ok(())
     }
 

@@ -493,3 +493,22 @@ fn insert_default_keyword_and_default_values() {
         ]
     );
 }
+
+#[test]
+fn sp_rename_table_and_column() {
+    let (_e, mut s) = session();
+    exec(
+        &mut s,
+        "CREATE TABLE r (id INT PRIMARY KEY, a INT); INSERT INTO r VALUES (1, 2)",
+    );
+    exec(&mut s, "EXEC sp_rename 'dbo.r.a', 'b', 'COLUMN'");
+    assert_eq!(scalar(&mut s, "SELECT b FROM r"), Value::Int(2));
+    exec(&mut s, "EXEC sp_rename 'dbo.r', 'r2'");
+    assert_eq!(scalar(&mut s, "SELECT b FROM dbo.r2"), Value::Int(2));
+    assert_eq!(
+        scalar(&mut s, "SELECT COUNT(*) FROM sys.tables WHERE name = 'r2'"),
+        Value::Int(1)
+    );
+    exec(&mut s, "INSERT INTO r2 (id, b) VALUES (2, 3)");
+    assert_eq!(error(&mut s, "INSERT INTO r2 (id, b) VALUES (2, 3)").number, 2627);
+}
