@@ -268,7 +268,7 @@ impl Session {
         Ok(out)
     }
 
-    fn index_ddl(&self, meta: &TableMeta) -> Result<Vec<String>, SqlError> {
+    pub(crate) fn index_ddl(&self, meta: &TableMeta) -> Result<Vec<String>, SqlError> {
         let mut out = Vec::new();
         for (ix, name) in meta.def.indexes.iter().zip(meta.index_names.iter()) {
             out.push(self.one_index_ddl(meta, ix, name)?);

@@ -535,8 +535,26 @@ impl Session {
                     "ALTER TABLE {old_sql} RENAME TO {}",
                     crate::translate::quote(&new_sqlite)
                 );
+                // SQLite index names carry the table's name: recreate them under the new one.
+                let prefix = if meta.def.temporary { "temp." } else { "" };
+                let drops: Vec<String> = meta
+                    .index_names
+                    .iter()
+                    .map(|n| {
+                        format!(
+                            "DROP INDEX {prefix}{}",
+                            crate::translate::quote(&format!("{}.{n}", meta.sqlite_name))
+                        )
+                    })
+                    .collect();
+                let mut renamed = meta.clone();
+                renamed.sqlite_name = new_sqlite.clone();
+                let creates = self.index_ddl(&renamed)?;
                 self.atomic(|s| {
                     s.conn.execute_batch(&sql)?;
+                    for d in drops.iter().chain(creates.iter()) {
+                        s.conn.execute_batch(d)?;
+                    }
                     Ok(())
                 })?;
                 if meta.def.temporary {

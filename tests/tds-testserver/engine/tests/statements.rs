@@ -512,3 +512,18 @@ fn sp_rename_table_and_column() {
     exec(&mut s, "INSERT INTO r2 (id, b) VALUES (2, 3)");
     assert_eq!(error(&mut s, "INSERT INTO r2 (id, b) VALUES (2, 3)").number, 2627);
 }
+
+#[test]
+fn indexes_survive_a_table_rename() {
+    let (_e, mut s) = session();
+    exec(
+        &mut s,
+        "CREATE TABLE ri (id INT PRIMARY KEY, a INT); CREATE UNIQUE INDEX ix_a ON ri (a)",
+    );
+    exec(
+        &mut s,
+        "EXEC sp_rename 'ri', 'ri2'; INSERT INTO ri2 VALUES (1, 1)",
+    );
+    assert_eq!(error(&mut s, "INSERT INTO ri2 VALUES (2, 1)").number, 2601);
+    exec(&mut s, "DROP INDEX ix_a ON ri2; INSERT INTO ri2 VALUES (2, 1)");
+}
