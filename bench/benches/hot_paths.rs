@@ -1,0 +1,148 @@
+#![allow(clippy::unwrap_used)]
+//! Micro-benchmarks of the copy hot paths, on generated StackOverflow data:
+//! - `utf16_decode`: nvarchar values arriving from SQL Server (UTF-16LE bytes) turned into
+//!   Rust strings, pure-ASCII values vs values with non-ASCII text. `tiberius` is the way
+//!   tiberius 0.13 does it (`char::decode_utf16` over byte pairs); `from_utf16` collects a
+//!   `Vec<u16>` first; `ascii_fast_path` checks for all-ASCII and copies the low bytes.
+//! - `utf16_encode`: the other direction, as the bulk load encodes strings.
+//! - `pg_binary_encode`: rows to PostgreSQL binary COPY format.
+//! - `generate`: the generator itself.
+//!
+//! Run: `cargo bench -p bench --bench hot_paths` (add `-- utf16` to pick a group).
+
+use std::hint::black_box;
+
+use bench::load::pg_binary;
+use bench::stackoverflow::{Dataset, Table, Value};
+use bytes::BytesMut;
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+
+/// Post bodies split by whether they are pure ASCII, as UTF-16LE wire bytes.
+fn bodies() -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
+    let ds = Dataset::new(0.01, 1);
+    let (mut ascii, mut other) = (Vec::new(), Vec::new());
+    for row in ds.rows(Table::Posts) {
+        let Value::Text(body) = &row[3] else { continue };
+        let wire: Vec<u8> = body.encode_utf16().flat_map(u16::to_le_bytes).collect();
+        if body.is_ascii() {
+            if ascii.len() < 500 {
+                ascii.push(wire);
+            }
+        } else if other.len() < 500 {
+            other.push(wire);
+        }
+        if ascii.len() == 500 && other.len() == 500 {
+            break;
+        }
+    }
+    (ascii, other)
+}
+
+fn decode_tiberius(buf: &[u8]) -> String {
+    let units = buf.chunks(2).map(|c| u16::from_le_bytes([c[0], c[1]]));
+    char::decode_utf16(units).collect::<Result<String, _>>().unwrap()
+}
+
+fn decode_from_utf16(buf: &[u8]) -> String {
+    let units: Vec<u16> = buf
+        .chunks_exact(2)
+        .map(|c| u16::from_le_bytes([c[0], c[1]]))
+        .collect();
+    String::from_utf16(&units).unwrap()
+}
+
+fn decode_ascii_fast_path(buf: &[u8]) -> String {
+    let ascii = buf.chunks_exact(2).all(|c| c[0] < 0x80 && c[1] == 0);
+    if ascii {
+        let bytes: Vec<u8> = buf.iter().step_by(2).copied().collect();
+        // All bytes are < 0x80, so this is valid UTF-8.
+        String::from_utf8(bytes).unwrap()
+    } else {
+        decode_from_utf16(buf)
+    }
+}
+
+fn utf16_decode(c: &mut Criterion) {
+    let (ascii, other) = bodies();
+    let mut group = c.benchmark_group("utf16_decode");
+    for (name, values) in [("ascii", &ascii), ("non_ascii", &other)] {
+        let bytes: usize = values.iter().map(Vec::len).sum();
+        group.throughput(Throughput::Bytes(bytes as u64));
+        type Decoder = fn(&[u8]) -> String;
+        let decoders: [(&str, Decoder); 3] = [
+            ("tiberius", decode_tiberius),
+            ("from_utf16", decode_from_utf16),
+            ("ascii_fast_path", decode_ascii_fast_path),
+        ];
+        for (how, decode) in decoders {
+            group.bench_with_input(BenchmarkId::new(how, name), values, |b, values| {
+                b.iter(|| {
+                    for v in values {
+                        black_box(decode(black_box(v)));
+                    }
+                })
+            });
+        }
+    }
+    group.finish();
+}
+
+fn utf16_encode(c: &mut Criterion) {
+    let (ascii, other) = bodies();
+    let mut group = c.benchmark_group("utf16_encode");
+    for (name, values) in [("ascii", &ascii), ("non_ascii", &other)] {
+        let strings: Vec<String> = values.iter().map(|v| decode_tiberius(v)).collect();
+        let bytes: usize = strings.iter().map(String::len).sum();
+        group.throughput(Throughput::Bytes(bytes as u64));
+        group.bench_with_input(BenchmarkId::new("encode_utf16", name), &strings, |b, strings| {
+            let mut buf = BytesMut::with_capacity(bytes * 2);
+            b.iter(|| {
+                buf.clear();
+                for s in strings {
+                    for u in s.encode_utf16() {
+                        buf.extend_from_slice(&u.to_le_bytes());
+                    }
+                }
+                black_box(buf.len())
+            })
+        });
+    }
+    group.finish();
+}
+
+fn pg_binary_encode(c: &mut Criterion) {
+    let ds = Dataset::new(0.01, 1);
+    let mut group = c.benchmark_group("pg_binary_encode");
+    for table in [Table::Votes, Table::Posts, Table::Users] {
+        let rows: Vec<_> = ds.rows(table).take(10_000).collect();
+        group.throughput(Throughput::Elements(rows.len() as u64));
+        group.bench_with_input(BenchmarkId::from_parameter(table.name()), &rows, |b, rows| {
+            let mut buf = BytesMut::with_capacity(1 << 24);
+            b.iter(|| {
+                buf.clear();
+                for row in rows {
+                    pg_binary::write_row(&mut buf, row);
+                }
+                black_box(buf.len())
+            })
+        });
+    }
+    group.finish();
+}
+
+fn generate(c: &mut Criterion) {
+    let ds = Dataset::new(0.01, 1);
+    let mut group = c.benchmark_group("generate");
+    for table in [Table::Votes, Table::Comments, Table::Posts] {
+        group.throughput(Throughput::Elements(1_000));
+        group.bench_function(table.name(), |b| b.iter(|| ds.rows_in(table, 1..=1_000).count()));
+    }
+    group.finish();
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().sample_size(20).warm_up_time(std::time::Duration::from_millis(500)).measurement_time(std::time::Duration::from_secs(2));
+    targets = utf16_decode, utf16_encode, pg_binary_encode, generate
+}
+criterion_main!(benches);
