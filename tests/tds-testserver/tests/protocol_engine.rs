@@ -253,9 +253,7 @@ fn decl(ty: SqlType) -> String {
         SqlType::VarBinary { len: Some(n) } => format!("varbinary({n})"),
         SqlType::VarBinary { len: None } => "varbinary(max)".into(),
         SqlType::Binary { len } => format!("binary({len})"),
-        other => format!("{other:?}")
-            .to_lowercase()
-            .replace("uniqueidentifier", "uniqueidentifier"),
+        other => format!("{other:?}").to_lowercase(),
     }
 }
 

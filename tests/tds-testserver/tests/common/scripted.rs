@@ -409,6 +409,10 @@ impl Backend for Scripted {
                 sink.row(&[Value::Int(i32::from(self.tran.is_some()))])?;
                 done(sink, StatementKind::Select, Some(1), self.tran.is_some())
             }
+            ["SELECT", "TOP", "0", ..] if sql.to_ascii_lowercase().contains("mixed") => {
+                sink.columns(&mixed_columns())?;
+                done(sink, StatementKind::Select, Some(0), false)
+            }
             ["SELECT", "TOP", "0", ..] => {
                 let mut cols: Vec<ColumnMeta> = every_type()
                     .into_iter()

@@ -1,0 +1,112 @@
+//! Throughput of the test server with a tiberius client in the same process (release build):
+//! a 10-column mixed-type table streamed out, and bulk-loaded in. Twice: with the scripted
+//! backend (the wire layer alone) and with the real engine (wire + SQLite).
+//!
+//! `cargo bench -p tds-testserver --bench throughput` (BENCH_ROWS overrides the 1,000,000 rows).
+#![allow(clippy::unwrap_used)]
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+use std::time::Instant;
+
+use common::expect::expected_column_data;
+use common::scripted::{mixed_columns, mixed_row};
+use common::{TdsClient, connect};
+use futures_util::TryStreamExt;
+use tds_testserver::TestServer;
+use tiberius::TokenRow;
+
+fn peak_rss_mib() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|kb| kb.parse::<f64>().ok())
+        .map_or(0.0, |kb| kb / 1024.0)
+}
+
+async fn stream_out(c: &mut TdsClient, sql: &str, n: u64) -> f64 {
+    let start = Instant::now();
+    let mut stream = c.simple_query(sql).await.unwrap().into_row_stream();
+    let mut count = 0u64;
+    let mut checksum = 0i64;
+    while let Some(row) = stream.try_next().await.unwrap() {
+        checksum += i64::from(row.get::<i32, _>(0).unwrap());
+        count += 1;
+    }
+    assert_eq!(count, n);
+    assert_eq!(checksum, (0..n as i64).sum::<i64>());
+    n as f64 / start.elapsed().as_secs_f64()
+}
+
+async fn bulk_in(c: &mut TdsClient, table: &str, n: u64) -> f64 {
+    let cols = mixed_columns();
+    let start = Instant::now();
+    let mut req = c.bulk_insert(table).await.unwrap();
+    for i in 0..n {
+        let mut row = TokenRow::with_capacity(cols.len());
+        for (col, v) in cols.iter().zip(mixed_row(i)) {
+            row.push(expected_column_data(col.ty, &v));
+        }
+        req.send(row).await.unwrap();
+    }
+    assert_eq!(req.finalize().await.unwrap().rows_affected(), &[n]);
+    n as f64 / start.elapsed().as_secs_f64()
+}
+
+/// The server's encoder alone: rows generated up front, encoded and split into 32 KiB packets
+/// written to a sink (no client, no engine).
+fn encode_only(n: u64) -> f64 {
+    use tds_testserver::wire::{packet::PacketWriter, tokens};
+    let rows: Vec<_> = (0..n.min(100_000)).map(mixed_row).collect();
+    let mut w = PacketWriter::new(std::io::sink(), 32767, 1);
+    let start = Instant::now();
+    let types = tokens::colmetadata(w.buf(), &mixed_columns());
+    for i in 0..n {
+        tokens::row(w.buf(), &types, &rows[(i % rows.len() as u64) as usize]).unwrap();
+        w.flush_full().unwrap();
+    }
+    w.finish().unwrap();
+    n as f64 / start.elapsed().as_secs_f64()
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() {
+    let n: u64 = std::env::var("BENCH_ROWS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1_000_000);
+    println!("encoder alone: {:.0} rows/s", encode_only(n));
+
+    let (server, _) = common::scripted_server(32767);
+    let mut c = connect(server.addr()).await;
+    let out = stream_out(&mut c, &format!("ROWS {n}"), n).await;
+    let inn = bulk_in(&mut c, "[dbo].[mixed]", n).await;
+    println!(
+        "wire only (scripted backend): out {out:.0} rows/s, bulk in {inn:.0} rows/s, peak RSS {:.0} MiB",
+        peak_rss_mib()
+    );
+    drop(c);
+    drop(server);
+
+    let server = TestServer::start(common::config(32767)).unwrap();
+    let mut c = connect(server.addr()).await;
+    c.simple_query(
+        "CREATE TABLE dbo.mixed (id int NOT NULL PRIMARY KEY, name nvarchar(50) NOT NULL, amount decimal(18,2) NULL, \
+         created datetime2(7) NULL, flag bit NOT NULL, qty bigint NULL, price float NULL, code varchar(10) NULL, \
+         guid uniqueidentifier NULL, note nvarchar(200) NULL)",
+    )
+    .await
+    .unwrap()
+    .into_results()
+    .await
+    .unwrap();
+    let inn = bulk_in(&mut c, "[dbo].[mixed]", n).await;
+    let out = stream_out(&mut c, "SELECT * FROM dbo.mixed ORDER BY id", n).await;
+    println!(
+        "with the engine (SQLite):     out {out:.0} rows/s, bulk in {inn:.0} rows/s, peak RSS {:.0} MiB",
+        peak_rss_mib()
+    );
+}
