@@ -1,21 +1,51 @@
 #!/usr/bin/env bash
-# Runs the test suites against a private PostgreSQL that lives exactly as long as this script.
+# Runs the test suites against a private PostgreSQL and a loopback Kubernetes control plane that
+# live exactly as long as this script.
 #   run-tests.sh            all suites
-#   run-tests.sh rust       cargo test --workspace
+#   run-tests.sh rust       cargo test --workspace (with PostgreSQL and the control plane)
 #   run-tests.sh clients    cross-client fidelity tests (FreeTDS tsql/freebcp, pytds) against the TDS test server
+#   run-tests.sh helm       helm lint / template / server-side apply of the chart (needs the control plane)
+# The Kubernetes binaries are built once into ~/.cache/mssql-pg-operator (tests/control-plane/build.sh).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 what=${1:-all}
 
-eval "$(tests/scripts/postgres.sh start)"
-trap 'tests/scripts/postgres.sh stop "$MSSQLPG_TEST_PG_DIR"' EXIT
+k8s_dir=""
+cleanup() {
+  if [ -n "$k8s_dir" ]; then tests/control-plane/down.sh "$k8s_dir" || true; fi
+  if [ -n "${MSSQLPG_TEST_PG_DIR:-}" ]; then tests/scripts/postgres.sh stop "$MSSQLPG_TEST_PG_DIR" || true; fi
+}
+trap cleanup EXIT
 
-failed=0
+eval "$(tests/scripts/postgres.sh start)"
+
+needs_cluster=0
+case "$what" in all | rust | helm) needs_cluster=1 ;; esac
+if [ $needs_cluster = 1 ]; then
+  tests/control-plane/build.sh
+  k8s_dir=$(mktemp -d /tmp/mssqlpg-k8s.XXXXXX)
+  tests/control-plane/up.sh "$k8s_dir"
+  export MSSQLPG_K8S_DIR="$k8s_dir"
+fi
+
+failed=()
 if [ "$what" = all ] || [ "$what" = rust ]; then
-  cargo test --workspace --locked || failed=1
+  # Pods on the loopback node run the freshly built debug binaries (MSSQLPG_NODE_PATH default).
+  cargo build --workspace --locked --bins
+  cargo test --workspace --locked || failed+=("cargo test")
 fi
 if [ "$what" = all ] || [ "$what" = clients ]; then
-  cargo build -q -p tds-testserver --bin tds-testserver
-  TDS_TESTSERVER_BIN="$PWD/target/debug/tds-testserver" .venv/bin/python -m pytest -q tests/clients || failed=1
+  cargo build -q --locked -p tds-testserver --bin tds-testserver
+  TDS_TESTSERVER_BIN="$PWD/target/debug/tds-testserver" .venv/bin/python -m pytest -q tests/clients \
+    || failed+=("cross-client tests")
 fi
-exit $failed
+if { [ "$what" = all ] || [ "$what" = helm ]; } && [ -x tests/helm/run.sh ]; then
+  tests/helm/run.sh "$k8s_dir" || failed+=("helm chart tests")
+fi
+
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "run-tests.sh: FAILED: ${failed[*]}" >&2
+  if [ -n "$k8s_dir" ]; then echo "run-tests.sh: control-plane logs in $k8s_dir/logs" >&2; fi
+  exit 1
+fi
+echo "run-tests.sh: all passed"
