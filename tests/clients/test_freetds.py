@@ -2,6 +2,7 @@
 with `SET FMTONLY ON` metadata queries and a BULK_LOAD message with no trailing DONE."""
 
 import os
+import re
 import subprocess
 
 from conftest import run_tsql
@@ -17,7 +18,8 @@ def test_tsql_connects_with_tds_74_and_queries(server):
 def test_tsql_batch_without_semicolons(server):
     out = run_tsql(server, "SELECT 1 AS a SELECT 2 AS b")
     assert out.returncode == 0, out.stderr
-    lines = [l.strip() for l in out.stdout.splitlines()]
+    # tsql echoes its "1> 2> " prompts in front of the first output line of the batch.
+    lines = [re.sub(r"^(\d+> )+", "", l).strip() for l in out.stdout.splitlines()]
     assert "a" in lines and "b" in lines and "1" in lines and "2" in lines
 
 
