@@ -1,0 +1,189 @@
+#!/usr/bin/env python3
+"""Assertions on `helm template` output of charts/mssql-pg-operator (read from files given on the command line).
+
+  check_render.py default RENDERED.yaml       the default values
+  check_render.py full RENDERED.yaml          tests/helm/values-full.yaml (2 replicas, monitors, NetworkPolicy, ...)
+  check_render.py namespaced RENDERED.yaml    watchNamespace set: a Role instead of the ClusterRole
+
+The operator's RBAC must be exactly operator/tests/e2e/operator-rbac.yaml (the documented least privilege, which
+the operator e2e proves sufficient), the worker's exactly deploy/examples/worker-rbac.yaml.
+"""
+import json
+import pathlib
+import sys
+
+import yaml
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+problems = []
+
+
+def check(cond, what):
+    if not cond:
+        problems.append(what)
+
+
+def load(path):
+    return [d for d in yaml.safe_load_all(pathlib.Path(path).read_text()) if d]
+
+
+def find(docs, kind, name=None):
+    return [d for d in docs if d["kind"] == kind and (name is None or d["metadata"]["name"] == name)]
+
+
+def one(docs, kind, name=None):
+    found = find(docs, kind, name)
+    check(len(found) == 1, f"expected one {kind} {name or ''}, found {len(found)}")
+    return found[0] if found else {}
+
+
+def norm(rules):
+    return sorted(
+        (tuple(sorted(r.get("apiGroups", []))), tuple(sorted(r["resources"])), tuple(sorted(r["verbs"])))
+        for r in rules
+    )
+
+
+def reference_rules():
+    docs = load(ROOT / "operator/tests/e2e/operator-rbac.yaml")
+    rules = one(docs, "ClusterRole")["rules"]
+    # Leases are only needed with leader election; the chart grants them in a namespaced Role then.
+    lease = [r for r in rules if r["resources"] == ["leases"]]
+    return [r for r in rules if r["resources"] != ["leases"]], lease
+
+
+def worker_reference_rules():
+    return one(load(ROOT / "deploy/examples/worker-rbac.yaml"), "Role")["rules"]
+
+
+def env_of(container):
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container.get("env", [])}
+
+
+def check_deployment(docs, replicas, leader):
+    dep = one(docs, "Deployment", "mssql-pg-operator")
+    spec = dep.get("spec", {})
+    check(spec.get("replicas") == replicas, f"replicas {spec.get('replicas')} != {replicas}")
+    pod = spec["template"]["spec"]
+    check(pod["serviceAccountName"] == "mssql-pg-operator", "operator service account")
+    psc = pod["securityContext"]
+    check(psc.get("runAsNonRoot") is True, "pod runAsNonRoot")
+    check(psc.get("seccompProfile") == {"type": "RuntimeDefault"}, "pod seccomp RuntimeDefault")
+    (c,) = pod["containers"]
+    sc = c["securityContext"]
+    check(sc.get("readOnlyRootFilesystem") is True, "readOnlyRootFilesystem")
+    check(sc.get("allowPrivilegeEscalation") is False, "allowPrivilegeEscalation false")
+    check(sc.get("capabilities") == {"drop": ["ALL"]}, "capabilities drop ALL")
+    check(sc.get("runAsNonRoot") is True, "container runAsNonRoot")
+    check(sc.get("seccompProfile") == {"type": "RuntimeDefault"}, "container seccomp")
+    check(c["livenessProbe"]["httpGet"]["path"] == "/livez", "liveness probe on /livez")
+    check(c["readinessProbe"]["httpGet"]["path"] == "/readyz", "readiness probe on /readyz")
+    check("limits" in c.get("resources", {}) and "requests" in c["resources"], "operator resources")
+    env = env_of(c)
+    check(env.get("LEADER_ELECTION") == ("true" if leader else "false"), f"LEADER_ELECTION {env.get('LEADER_ELECTION')}")
+    check(env.get("POD_NAMESPACE") == {"fieldRef": {"fieldPath": "metadata.namespace"}}, "POD_NAMESPACE fieldRef")
+    check(env.get("POD_NAME") == {"fieldRef": {"fieldPath": "metadata.name"}}, "POD_NAME fieldRef")
+    check(env.get("MSSQLPG_WORKER_SERVICE_ACCOUNT") == "mssql-pg-worker", "worker service account env")
+    check(spec["strategy"]["type"] == ("RollingUpdate" if leader else "Recreate"), "strategy vs leader election")
+    return dep, c, env
+
+
+def check_operator_rbac(docs, namespaced, leader):
+    rules, lease = reference_rules()
+    kind = "Role" if namespaced else "ClusterRole"
+    role = one(docs, kind, "mssql-pg-operator")
+    check(norm(role.get("rules", [])) == norm(rules), f"operator {kind} rules differ from operator-rbac.yaml")
+    binding = one(docs, kind + "Binding", "mssql-pg-operator")
+    check(binding.get("subjects") == [{"kind": "ServiceAccount", "name": "mssql-pg-operator",
+                                       "namespace": "mssql-pg-operator"}], "operator binding subject")
+    check(not find(docs, "ClusterRole" if namespaced else "Role", "mssql-pg-operator"), "both Role and ClusterRole")
+    le = find(docs, "Role", "mssql-pg-operator-leader-election")
+    check(bool(le) == leader, f"leader election Role present={bool(le)}, expected {leader}")
+    if le:
+        check(norm(le[0]["rules"]) == norm(lease), "leader election Role rules differ from operator-rbac.yaml")
+        check(le[0]["metadata"]["namespace"] == "mssql-pg-operator", "lease Role in the release namespace")
+    for d in docs:
+        for r in d.get("rules", []) if d["kind"] in ("Role", "ClusterRole") else []:
+            check("secrets" not in r["resources"], f"{d['kind']} {d['metadata']['name']} grants Secrets")
+            check("*" not in r["verbs"] and "*" not in r["resources"], f"{d['kind']} {d['metadata']['name']} wildcard")
+
+
+def check_worker_rbac(docs, namespaces):
+    ref = norm(worker_reference_rules())
+    sas = find(docs, "ServiceAccount", "mssql-pg-worker")
+    check(sorted(s["metadata"]["namespace"] for s in sas) == sorted(namespaces), f"worker SAs in {namespaces}")
+    for ns in namespaces:
+        roles = [r for r in find(docs, "Role", "mssql-pg-worker") if r["metadata"]["namespace"] == ns]
+        check(len(roles) == 1 and norm(roles[0]["rules"]) == ref, f"worker Role in {ns} differs from worker-rbac.yaml")
+        rbs = [r for r in find(docs, "RoleBinding", "mssql-pg-worker") if r["metadata"]["namespace"] == ns]
+        check(len(rbs) == 1 and rbs[0]["subjects"] == [{"kind": "ServiceAccount", "name": "mssql-pg-worker",
+                                                         "namespace": ns}], f"worker RoleBinding in {ns}")
+
+
+def main():
+    mode, path = sys.argv[1], sys.argv[2]
+    docs = load(path)
+    kinds = sorted({d["kind"] for d in docs})
+    if mode == "default":
+        check_deployment(docs, 1, leader=False)
+        check_operator_rbac(docs, namespaced=False, leader=False)
+        check_worker_rbac(docs, ["mssql-pg-operator"])
+        for k in ("ServiceMonitor", "PodMonitor", "PrometheusRule", "NetworkPolicy", "ConfigMap", "CustomResourceDefinition"):
+            check(k not in kinds, f"{k} rendered by default (kinds: {kinds})")
+        svc = one(docs, "Service", "mssql-pg-operator-metrics")
+        check(svc.get("spec", {}).get("ports", [{}])[0].get("targetPort") == "metrics", "metrics Service port")
+    elif mode == "full":
+        dep, c, env = check_deployment(docs, 2, leader=True)
+        check_operator_rbac(docs, namespaced=False, leader=True)
+        check_worker_rbac(docs, ["mssql-pg-operator", "migrations", "team-a"])
+        check(env.get("OTEL_EXPORTER_OTLP_ENDPOINT") == "http://otel-collector.observability:4317", "OTLP env")
+        check(env.get("RUST_LOG") == "debug", "log level")
+        check(env.get("MSSQLPG_WORKER_IMAGE") == "registry.example/mssqlpg/worker:9.9.9", "worker image")
+        check(json.loads(env.get("MSSQLPG_WORKER_RESOURCES", "{}")) == {"requests": {"cpu": "1", "memory": "512Mi"},
+                                                                       "limits": {"memory": "2Gi"}}, "worker resources")
+        check(c["image"] == "registry.example/mssqlpg/operator:9.9.9", "operator image")
+        pod = dep["spec"]["template"]["spec"]
+        check(pod.get("nodeSelector") == {"kubernetes.io/os": "linux"}, "nodeSelector")
+        check(pod.get("tolerations", [{}])[0].get("key") == "dedicated", "tolerations")
+        check("podAntiAffinity" in pod.get("affinity", {}), "affinity")
+        sm = one(docs, "ServiceMonitor")
+        check(sm.get("spec", {}).get("endpoints", [{}])[0].get("port") == "metrics", "ServiceMonitor port")
+        pm = one(docs, "PodMonitor")
+        check(pm.get("spec", {}).get("selector") == {"matchLabels": {"app.kubernetes.io/name": "mssql-pg-worker"}},
+              "PodMonitor selects worker pods")
+        check(pm.get("spec", {}).get("podMetricsEndpoints", [{}])[0].get("targetPort") == 9090, "PodMonitor port")
+        pr = one(docs, "PrometheusRule")
+        alerts = {r["alert"] for g in pr["spec"]["groups"] for r in g["rules"]}
+        check({"MssqlPgMigrationFailed", "MssqlPgMigrationStalled", "MssqlPgOperatorDown",
+               "MssqlPgReconcileErrors"} <= alerts, f"alerts {alerts}")
+        stalled = [r for g in pr["spec"]["groups"] for r in g["rules"] if r["alert"] == "MssqlPgMigrationStalled"]
+        check(stalled and stalled[0]["for"] == "20m" and "[20m]" in stalled[0]["expr"], "stalledMinutes applied")
+        np_ = one(docs, "NetworkPolicy")
+        check(np_.get("spec", {}).get("policyTypes") == ["Ingress", "Egress"], "NetworkPolicy types")
+        egress_ports = sorted(p["port"] for e in np_["spec"]["egress"] for p in e.get("ports", []))
+        check(egress_ports == [53, 53, 443, 4317, 6443], f"NetworkPolicy egress ports {egress_ports}")
+        cm = one(docs, "ConfigMap", "mssql-pg-operator-dashboard")
+        check(cm.get("metadata", {}).get("labels", {}).get("grafana_dashboard") == "1", "dashboard sidecar label")
+        check(cm.get("metadata", {}).get("namespace") == "monitoring", "dashboard namespace")
+        shipped = json.loads((ROOT / "deploy/dashboards/mssql-pg-operator.json").read_text())
+        check(json.loads(cm.get("data", {}).get("mssql-pg-operator.json", "{}")) == shipped,
+              "dashboard ConfigMap differs from deploy/dashboards/mssql-pg-operator.json")
+    elif mode == "namespaced":
+        check_deployment(docs, 1, leader=False)
+        check_operator_rbac(docs, namespaced=True, leader=False)
+        role = one(docs, "Role", "mssql-pg-operator")
+        check(role.get("metadata", {}).get("namespace") == "migrations", "operator Role in the watched namespace")
+        dep = one(docs, "Deployment")
+        check(env_of(dep["spec"]["template"]["spec"]["containers"][0]).get("WATCH_NAMESPACE") == "migrations",
+              "WATCH_NAMESPACE")
+    else:
+        problems.append(f"unknown mode {mode}")
+    for p in problems:
+        print(f"check_render {mode}: {p}", file=sys.stderr)
+    if not problems:
+        print(f"check_render {mode}: ok ({len(docs)} objects: {', '.join(kinds)})")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
