@@ -9,7 +9,7 @@ CACHE ?= $(HOME)/.cache/mssql-pg-operator
 VENV  := .venv
 export MSSQLPG_CACHE := $(CACHE)
 
-.PHONY: help deps lint crds crds-check test test-rust test-clients bench fmt
+.PHONY: help deps lint crds crds-check test test-rust test-clients bench fmt demo demo-down manifests manifests-check
 
 help:
 	@echo "make test   install missing tools, lint, run all tests"
@@ -17,6 +17,8 @@ help:
 	@echo "make lint   cargo fmt --check + clippy -D warnings"
 	@echo "make crds   regenerate the CRD YAML"
 	@echo "make bench  run the benchmarks (release)"
+	@echo "make demo   a real migration end to end on a local control plane (make demo-down stops leftovers)"
+	@echo "make manifests  regenerate deploy/manifests, dashboards, alerts from the chart"
 
 deps:
 	@tests/scripts/install-deps.sh
@@ -43,3 +45,17 @@ test-rust:
 
 test-clients:
 	tests/scripts/run-tests.sh clients
+
+# A real migration end to end: control plane, PostgreSQL, TDS test server, the chart, a Migration (demo/run.sh).
+demo:
+	demo/run.sh
+
+demo-down:
+	demo/down.sh
+
+# Plain manifests, the dashboard and the alert rules, rendered from the chart (helm from the control plane's bin dir).
+manifests:
+	PATH="$$(tests/control-plane/build.sh):$$PATH" deploy/generate.sh
+
+manifests-check:
+	PATH="$$(tests/control-plane/build.sh):$$PATH" deploy/generate.sh --check
