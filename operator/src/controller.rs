@@ -21,7 +21,7 @@ use mssql_pg_crds::names::{LABEL_MANAGED_BY, LABEL_MIGRATION, MANAGER};
 use mssql_pg_crds::status::bounded_message;
 use mssql_pg_crds::{Migration, MigrationTask};
 use serde_json::json;
-use tracing::{debug, info, warn};
+use tracing::{Instrument, debug, info, warn};
 
 use crate::config::OperatorConfig;
 use crate::decide::{Decision, decide};
@@ -63,6 +63,11 @@ fn kube_err(kind: &'static str, name: &str) -> impl FnOnce(kube::Error) -> Error
 
 /// One reconcile of one Migration.
 pub async fn reconcile(mig: Arc<Migration>, ctx: Arc<Context>) -> Result<Action> {
+    let span = crate::telemetry::reconcile_span(&mig);
+    reconcile_in_span(mig, ctx).instrument(span).await
+}
+
+async fn reconcile_in_span(mig: Arc<Migration>, ctx: Arc<Context>) -> Result<Action> {
     let _timer = ctx.metrics.reconcile_started();
     let name = mig.name_any();
     let ns = mig

@@ -63,7 +63,7 @@ struct Args {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    telemetry::init(args.log_json);
+    let _telemetry = telemetry::init(args.log_json).context("setting up logging and tracing")?;
     let config = OperatorConfig {
         worker_image: args.worker_image,
         worker_service_account: Some(args.worker_service_account).filter(|s| !s.is_empty()),

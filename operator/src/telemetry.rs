@@ -1,19 +1,30 @@
-//! Logging setup: `RUST_LOG`-style filtering, JSON lines or human-readable text.
+//! Logging and traces for the operator. Each reconcile is a span whose parent is the Migration's own
+//! trace (trace id derived from the Migration's uid, see [`crate::jobs::traceparent`]), the same
+//! trace the worker Jobs join through `TRACEPARENT`: one Migration, one trace, across processes.
 
-use tracing_subscriber::EnvFilter;
+use kube::ResourceExt;
+use mssql_pg_crds::Migration;
 
-/// Install the global subscriber. `json` selects one JSON object per line (for log shippers).
-pub fn init(json: bool) {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,kube=warn"));
-    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(ansi);
-    // A second init (tests) is harmless; the first subscriber stays.
-    let _ = if json {
-        builder.json().try_init()
-    } else {
-        builder.try_init()
-    };
+pub use mssql_pg_telemetry::Guard;
+
+/// Install the global subscriber; OTLP export when `OTEL_EXPORTER_OTLP_ENDPOINT` is set.
+pub fn init(json: bool) -> Result<Guard, mssql_pg_telemetry::Error> {
+    mssql_pg_telemetry::init("mssql-pg-operator", json, "info,kube=warn")
+}
+
+/// The span one reconcile of `mig` runs in.
+pub fn reconcile_span(mig: &Migration) -> tracing::Span {
+    let span = tracing::info_span!(
+        "reconcile",
+        migration = %mig.name_any(),
+        namespace = %mig.namespace().unwrap_or_default(),
+        generation = mig.metadata.generation.unwrap_or_default(),
+    );
+    if let Some(cx) = crate::jobs::traceparent(mig, "reconcile")
+        .and_then(|tp| mssql_pg_telemetry::parent_from_traceparent(&tp))
+    {
+        use tracing_opentelemetry::OpenTelemetrySpanExt;
+        let _ = span.set_parent(cx);
+    }
+    span
 }
