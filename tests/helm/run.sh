@@ -1,0 +1,240 @@
+#!/usr/bin/env bash
+# Tests of the Helm chart, the generated deploy/ assets and the Dockerfile, against a running loopback control
+# plane (tests/control-plane/up.sh DIR). run-tests.sh calls this with its control plane's DIR.
+#
+#   tests/helm/run.sh K8S_DIR
+#
+# 1. hadolint on the Dockerfile, and that it builds the released binaries the tests use (--locked)
+# 2. helm lint (default and non-default values), helm template + tests/helm/check_render.py on the objects
+#    (security context, probes, RBAC exactly as operator/tests/e2e/operator-rbac.yaml and
+#    deploy/examples/worker-rbac.yaml, leader election with 2 replicas, monitors, NetworkPolicy, dashboard)
+# 3. deploy/generate.sh --check (plain manifests, dashboard, alerts are what the chart renders)
+# 4. tests/helm/check_metrics.py: every metric the dashboard and the alerts query is exported (sources + a scrape
+#    of the running operator below), and a doctored dashboard is caught
+# 5. kubectl apply --server-side --dry-run=server of the non-default render, the plain manifests and the example
+#    Migrations (the Prometheus Operator's CRDs are absent: those objects are checked by check_render only)
+# 6. helm install for real; the node agent runs the chart's operator Deployment as a local process with the
+#    chart's service account, so the operator has exactly the chart's RBAC. It must become ready (leader
+#    election on, so the Lease Role is exercised) and run a Migration to Succeeded, its worker Jobs running
+#    as the chart's worker service account (operator/tests/e2e/fake-worker.sh stands in for the worker's
+#    database work). Then helm upgrade, helm uninstall: the CRDs and the Migration stay.
+# Prints "N passed, N failed" last; exit 1 on any failure.
+set -uo pipefail
+K8S_DIR="${1:-${MSSQLPG_K8S_DIR:-}}"
+[ -n "$K8S_DIR" ] && [ -s "$K8S_DIR/env" ] || { echo "usage: tests/helm/run.sh K8S_DIR (a running control plane)" >&2; exit 2; }
+REPO="$(cd "$(dirname "$0")/../.." && pwd)"
+HERE="$REPO/tests/helm"
+CHART="$REPO/charts/mssql-pg-operator"
+# shellcheck disable=SC1091
+source "$K8S_DIR/env"
+cd "$REPO"
+PY="$REPO/.venv/bin/python"
+WORK="$(mktemp -d /tmp/mssqlpg-helm.XXXXXX)"
+RELEASE_NS="mssqlpg-helm-$RANDOM"
+MIG_NS="mssqlpg-helm-mig-$RANDOM"
+passed=0
+failed=0
+failures=()
+
+cleanup() {
+    helm uninstall mssql-pg-operator -n "$RELEASE_NS" >/dev/null 2>&1 || true
+    # The operator is gone by now: drop its finalizer so the namespace can go.
+    kubectl patch mig helm-e2e -n "$MIG_NS" --type merge -p '{"metadata":{"finalizers":null}}' >/dev/null 2>&1 || true
+    kubectl delete ns "$RELEASE_NS" "$MIG_NS" --wait=false >/dev/null 2>&1 || true
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+ok() { passed=$((passed + 1)); echo "helm tests: ok   $1"; }
+bad() { failed=$((failed + 1)); failures+=("$1"); echo "helm tests: FAIL $1${2:+: $2}" >&2; }
+# step NAME CMD...: runs CMD with its output in $WORK/NAME.log, shown on failure.
+step() {
+    local name="$1"
+    shift
+    if "$@" >"$WORK/step.log" 2>&1; then
+        ok "$name"
+    else
+        bad "$name"
+        tail -n 40 "$WORK/step.log" >&2
+    fi
+}
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
+
+command -v helm >/dev/null || { echo "helm tests: helm not found in $MSSQLPG_K8S_BIN (tests/control-plane/build.sh)" >&2; exit 1; }
+if [ ! -x "$PY" ] || ! "$PY" -c 'import yaml, promql_parser' 2>/dev/null || [ ! -x "$REPO/.venv/bin/hadolint" ]; then
+    tests/scripts/install-deps.sh
+fi
+
+# --- 1. Dockerfile ---------------------------------------------------------------------------------------
+step "hadolint Dockerfile" "$REPO/.venv/bin/hadolint" Dockerfile
+dockerfile_builds() {
+    grep -Eq 'cargo build --release --locked -p mssql-pg-operator -p mssql-pg-worker' Dockerfile &&
+        grep -q 'USER 65532:65532' Dockerfile &&
+        grep -q 'COPY --from=build /usr/local/bin/mssql-pg-operator /usr/local/bin/mssql-pg-worker' Dockerfile
+}
+step "Dockerfile builds both release binaries (--locked) into a non-root image" dockerfile_builds
+
+# --- 2. lint and render ----------------------------------------------------------------------------------
+step "helm lint (default values)" helm lint --strict "$CHART"
+step "helm lint (tests/helm/values-full.yaml)" helm lint --strict "$CHART" -f "$HERE/values-full.yaml"
+render() { helm template mssql-pg-operator "$CHART" --namespace mssql-pg-operator "$@"; }
+render_check() {
+    local mode="$1"
+    shift
+    render "$@" >"$WORK/$mode.yaml" && "$PY" "$HERE/check_render.py" "$mode" "$WORK/$mode.yaml"
+}
+step "render: default values" render_check default
+step "render: 2 replicas, monitors, NetworkPolicy, dashboard, worker namespaces" render_check full -f "$HERE/values-full.yaml"
+step "render: watchNamespace -> namespaced Role" render_check namespaced --set watchNamespace=migrations
+step "helm template --include-crds carries the generated CRDs" \
+    bash -c "helm template x '$CHART' --include-crds | grep -q 'name: migrations.mssqlpg.dev'"
+
+# --- 3. generated deploy assets --------------------------------------------------------------------------
+step "deploy/ assets match the chart (deploy/generate.sh --check)" deploy/generate.sh --check
+
+# --- 4. metrics the dashboard and alerts use (sources; the scrape below adds labels) -------------------------
+ASSETS=(--dashboard deploy/dashboards/mssql-pg-operator.json --rules deploy/alerts/prometheus-rules.yaml)
+step "dashboard and alert metrics are registered in the code" "$PY" "$HERE/check_metrics.py" "${ASSETS[@]}"
+doctored() {
+    sed 's/mssqlpg_rows_copied_total/mssqlpg_rows_copyed_total/' deploy/dashboards/mssql-pg-operator.json >"$WORK/bad.json"
+    ! "$PY" "$HERE/check_metrics.py" --dashboard "$WORK/bad.json" 2>"$WORK/bad.err" &&
+        grep -q "mssqlpg_rows_copyed_total is not exported" "$WORK/bad.err"
+}
+step "check_metrics catches a metric the code does not export" doctored
+
+# --- 5. server-side dry run --------------------------------------------------------------------------------
+kubectl apply --server-side --force-conflicts -f "$CHART/crds/" >/dev/null
+kubectl wait --for=condition=Established crd/migrations.mssqlpg.dev crd/migrationtasks.mssqlpg.dev --timeout=60s >/dev/null
+for ns in mssql-pg-operator migrations team-a monitoring; do
+    kubectl get ns "$ns" >/dev/null 2>&1 || kubectl create ns "$ns" >/dev/null
+done
+NO_PROM=(--set serviceMonitor.enabled=false,podMonitor.enabled=false,prometheusRule.enabled=false)
+dry_run_full() {
+    render --skip-crds -f "$HERE/values-full.yaml" "${NO_PROM[@]}" >"$WORK/full-noprom.yaml" &&
+        kubectl apply --server-side --dry-run=server -f "$WORK/full-noprom.yaml"
+}
+step "dry-run=server: non-default render" dry_run_full
+step "dry-run=server: deploy/manifests/crds.yaml + operator.yaml" \
+    kubectl apply --server-side --dry-run=server --force-conflicts -f deploy/manifests/crds.yaml -f deploy/manifests/operator.yaml
+step "dry-run=server: deploy/examples (both directions, Secrets, worker RBAC) validate against the CRDs" \
+    kubectl apply --server-side --dry-run=server -f deploy/examples/
+
+# --- 6. install for real and run a Migration with exactly the chart's RBAC ------------------------------------
+# The node agent runs the Deployment's container as the program named like the image (mssql-pg-operator) from
+# the freshly built binaries (run-tests.sh builds them; standalone runs build here).
+NODE_BIN="${MSSQLPG_NODE_PATH:-${CARGO_TARGET_DIR:-$REPO/target}/debug}"
+[ -x "$NODE_BIN/mssql-pg-operator" ] || cargo build -q --locked -p mssql-pg-operator
+PORT="$(free_port)"
+kubectl create ns "$MIG_NS" >/dev/null
+FAKE_WORKER="$REPO/operator/tests/e2e/fake-worker.sh"
+install() {
+    helm install mssql-pg-operator "$CHART" --namespace "$RELEASE_NS" --create-namespace \
+        --set metricsPort="$PORT" --set leaderElection.enabled=true --set requeueSeconds=2 \
+        --set "worker.serviceAccount.namespaces={$MIG_NS}" --set worker.command="$FAKE_WORKER" \
+        --set logLevel='info\,mssql_pg_operator=debug' --wait --timeout 120s
+}
+step "helm install (CRDs present, RBAC, Deployment)" install
+ready() {
+    kubectl -n "$RELEASE_NS" rollout status deploy/mssql-pg-operator --timeout=120s &&
+        for _ in $(seq 1 120); do
+            curl -fsS "http://127.0.0.1:$PORT/readyz" >/dev/null 2>&1 && return 0
+            sleep 0.5
+        done
+    curl -fsS "http://127.0.0.1:$PORT/readyz"
+}
+step "the operator pod becomes ready (/readyz) as the chart's service account" ready
+SA="system:serviceaccount:$RELEASE_NS:mssql-pg-operator"
+WSA="system:serviceaccount:$MIG_NS:mssql-pg-worker"
+rbac() {
+    kubectl auth can-i watch migrations.mssqlpg.dev -A --as "$SA" &&
+        kubectl auth can-i create jobs.batch -n "$MIG_NS" --as "$SA" &&
+        kubectl auth can-i update leases.coordination.k8s.io -n "$RELEASE_NS" --as "$SA" &&
+        ! kubectl auth can-i update leases.coordination.k8s.io -n "$MIG_NS" --as "$SA" &&
+        ! kubectl auth can-i get secrets -n "$MIG_NS" --as "$SA" &&
+        ! kubectl auth can-i create pods -n "$MIG_NS" --as "$SA" &&
+        kubectl auth can-i create migrationtasks.mssqlpg.dev -n "$MIG_NS" --as "$WSA" &&
+        kubectl auth can-i patch migrations.mssqlpg.dev --subresource=status -n "$MIG_NS" --as "$WSA" &&
+        ! kubectl auth can-i get secrets -n "$MIG_NS" --as "$WSA" &&
+        ! kubectl auth can-i delete migrationtasks.mssqlpg.dev -n "$MIG_NS" --as "$WSA"
+}
+step "RBAC: operator and worker can what they need and no more (no Secrets)" rbac
+lease() {
+    for _ in $(seq 1 60); do
+        holder="$(kubectl -n "$RELEASE_NS" get lease mssql-pg-operator -o jsonpath='{.spec.holderIdentity}' 2>/dev/null)"
+        [[ "$holder" == mssql-pg-operator-* ]] && return 0
+        sleep 0.5
+    done
+    echo "lease holder: '${holder:-}'"
+    return 1
+}
+step "leader election: the pod holds the Lease in the release namespace" lease
+
+kubectl apply -n "$MIG_NS" -f - >/dev/null <<YAML
+apiVersion: v1
+kind: Secret
+metadata: {name: src-creds}
+stringData: {username: sa, password: helm-test-src-secret}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: dst-creds}
+stringData: {username: pg, password: helm-test-dst-secret}
+---
+apiVersion: mssqlpg.dev/v1alpha1
+kind: Migration
+metadata: {name: helm-e2e}
+spec:
+  source: {mssql: {host: sql.invalid, database: db, credentialsSecret: src-creds}}
+  target: {postgres: {host: pg.invalid, database: db, credentialsSecret: dst-creds}}
+  parallelism: 2
+YAML
+migrate() {
+    local phase=""
+    for _ in $(seq 1 240); do
+        phase="$(kubectl get mig helm-e2e -n "$MIG_NS" -o jsonpath='{.status.phase}')"
+        [ "$phase" = Succeeded ] || [ "$phase" = Failed ] && break
+        sleep 0.5
+    done
+    kubectl get mig,mtask,jobs -n "$MIG_NS"
+    [ "$phase" = Succeeded ] || { echo "phase '$phase': $(kubectl get mig helm-e2e -n "$MIG_NS" -o jsonpath='{.status}')"; return 1; }
+    get() { kubectl get mig helm-e2e -n "$MIG_NS" -o jsonpath="{.status.$1}"; }
+    [ "$(get progress)" = 3/3 ] && [ "$(get rowsCopied)" = 6000 ] && [ "$(get peakWorkerMemoryBytes)" = 3072000 ] &&
+        [ "$(get plan.tasksTotal)" = 3 ] &&
+        [ "$(get 'conditions[?(@.type=="Ready")].status')" = True ] || { echo "status: $(get '')"; return 1; }
+    # The worker pods ran as the chart's worker service account.
+    sas="$(kubectl get pods -n "$MIG_NS" -o jsonpath='{range .items[*]}{.spec.serviceAccountName}{"\n"}{end}' | sort -u)"
+    [ "$sas" = mssql-pg-worker ] || { echo "worker pods ran as: $sas"; return 1; }
+}
+step "a Migration runs to Succeeded (plan, 3 copies, finalize, verify) with the chart's RBAC" migrate
+
+scrape() {
+    curl -fsS "http://127.0.0.1:$PORT/metrics" >"$WORK/metrics.txt" &&
+        grep -q "mssqlpg_migration_phase{migration=\"helm-e2e\",namespace=\"$MIG_NS\",phase=\"Succeeded\"} 1" "$WORK/metrics.txt" &&
+        grep -q "mssqlpg_rows_copied_total{migration=\"helm-e2e\",namespace=\"$MIG_NS\",table=\"dbo.T2\"} 3000" "$WORK/metrics.txt" &&
+        "$PY" "$HERE/check_metrics.py" "${ASSETS[@]}" --scrape "$WORK/metrics.txt"
+}
+step "the running operator exports every metric and label the dashboard and alerts use" scrape
+no_secrets_logged() {
+    local log
+    log="$(kubectl -n "$RELEASE_NS" logs deploy/mssql-pg-operator 2>&1)"
+    [ -n "$log" ] && ! grep -q "helm-test-.*-secret" <<<"$log"
+}
+step "no Secret value in the operator log" no_secrets_logged
+
+upgrade() {
+    helm upgrade mssql-pg-operator "$CHART" --namespace "$RELEASE_NS" --reuse-values --set logJson=true --wait --timeout 120s &&
+        [ "$(kubectl -n "$RELEASE_NS" get deploy mssql-pg-operator -o jsonpath='{.spec.template.spec.containers[0].env[?(@.name=="LOG_JSON")].value}')" = true ]
+}
+step "helm upgrade --reuse-values" upgrade
+uninstall() {
+    helm uninstall mssql-pg-operator -n "$RELEASE_NS" --wait --timeout 120s &&
+        kubectl get crd migrations.mssqlpg.dev migrationtasks.mssqlpg.dev >/dev/null &&
+        kubectl get mig helm-e2e -n "$MIG_NS" >/dev/null &&
+        ! kubectl get clusterrole mssql-pg-operator >/dev/null 2>&1
+}
+step "helm uninstall keeps the CRDs and the Migrations" uninstall
+
+echo "helm tests: logs of failed steps above; control-plane logs in $K8S_DIR/logs"
+[ $failed -gt 0 ] && printf 'helm tests: failed: %s\n' "${failures[@]}" >&2
+echo "helm: $passed passed, $failed failed"
+[ $failed = 0 ]
