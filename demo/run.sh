@@ -11,12 +11,12 @@
 #      with the Migration's status (rows, rows/s, peak memory, verification) and the metrics endpoint
 #   5. stops everything it started (DEMO_KEEP=1 leaves it running; `make demo-down` stops it later)
 #
-# Environment: DEMO_SCALE (sample size, default 0.01 = 193k rows), DEMO_DIR (state, default
+# Environment: DEMO_SCALE (sample size, default 0.005 = 97k rows; 1.0 = 19.3M), DEMO_DIR (state, default
 # /tmp/mssqlpg-demo), DEMO_TIMEOUT (seconds for the migration, default 900), DEMO_KEEP=1.
 set -euo pipefail
 REPO="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$REPO"
-SCALE="${DEMO_SCALE:-0.01}"
+SCALE="${DEMO_SCALE:-0.005}"
 DIR="${DEMO_DIR:-/tmp/mssqlpg-demo}"
 TIMEOUT="${DEMO_TIMEOUT:-900}"
 NS=demo
@@ -76,7 +76,7 @@ TDS_PORT="$(free_port)"
 # Throwaway credentials of throwaway servers; they go to the Secrets below and nowhere else.
 TDS_PASSWORD="Demo-$(openssl rand -hex 6)"
 "$TARGET/tds-testserver" --listen "127.0.0.1:$TDS_PORT" --user sa --password "$TDS_PASSWORD" \
-    >"$DIR/tds-testserver.log" 2>&1 &
+    --database StackOverflow2010 >"$DIR/tds-testserver.log" 2>&1 &
 echo "tds=$!" >>"$DIR/state"
 for _ in $(seq 1 100); do
     grep -q "listening" "$DIR/tds-testserver.log" && break
@@ -84,7 +84,7 @@ for _ in $(seq 1 100); do
 done
 grep -q "listening" "$DIR/tds-testserver.log" || die "the TDS test server did not start: $(cat "$DIR/tds-testserver.log")"
 MSSQL_USER=sa MSSQL_PASSWORD="$TDS_PASSWORD" "$TARGET/bench" load --scale "$SCALE" \
-    --mssql "127.0.0.1:$TDS_PORT" --mssql-no-tls --mssql-create-database --mssql-database StackOverflow2010
+    --mssql "127.0.0.1:$TDS_PORT" --mssql-no-tls --mssql-database StackOverflow2010
 
 say "installing the Helm chart (CRDs, RBAC, operator)"
 METRICS_PORT="$(free_port)"
@@ -116,7 +116,7 @@ for d in docs:
                                     encryption="NotSupported", trustServerCertificate=False)
         s["target"]["postgres"].update(host="127.0.0.1", port=$PG_PORT, database="stackoverflow", sslMode="disable")
         # Split the larger tables into key ranges so the demo shows parallel partitioned copies.
-        s["partitioning"] = {"minRowsToSplit": 30000, "rowsPerPartition": 25000, "maxPartitionsPerTable": 4}
+        s["partitioning"] = {"minRowsToSplit": 15000, "rowsPerPartition": 12500, "maxPartitionsPerTable": 4}
         s["parallelism"] = 2
         s["chunkRows"] = 10000
         s["worker"] = {"backoffLimit": 1}
