@@ -13,6 +13,8 @@ use bench::load::pg::{self, Naming, PgOptions};
 use bench::stackoverflow::{Dataset, Table, Value};
 use clap::{Parser, Subcommand};
 
+mod harness;
+
 #[derive(Parser)]
 #[command(about = "StackOverflow2010-shaped data generator and loaders")]
 struct Cli {
@@ -74,6 +76,13 @@ enum Command {
         #[command(flatten)]
         data: DataArgs,
     },
+    /// The benchmark: load the source, run the release worker in each direction and mode, measure
+    /// the limits on the same rows, sweep packet size / chunkRows / parallelism, write Markdown
+    /// and a PNG chart.
+    Harness(harness::HarnessArgs),
+    /// Issue 3's shapes: a mixed-type or a narrow table of --rows rows through the worker, beside
+    /// PostgreSQL's own COPY FROM binary file of the same rows.
+    Shapes(harness::shapes::ShapesArgs),
     /// Print the row count of every table at a scale.
     Counts {
         #[command(flatten)]
@@ -92,7 +101,13 @@ enum Command {
 
 #[tokio::main]
 async fn main() -> Result<()> {
+    let command = std::env::args()
+        .map(|a| if a.contains(' ') { format!("'{a}'") } else { a })
+        .collect::<Vec<_>>()
+        .join(" ");
     match Cli::parse().command {
+        Command::Harness(args) => harness::run(args, command).await?,
+        Command::Shapes(args) => harness::shapes::run(args, command).await?,
         Command::Counts { data } => {
             let ds = Dataset::new(data.scale, data.seed);
             for t in Table::ALL {

@@ -1,0 +1,369 @@
+//! The Markdown the harness writes into bench/RESULTS.md: one section per harness kind and
+//! scale between markers, so reruns replace their own section and leave the rest of the file
+//! (other engineers' sections) alone.
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+
+use super::worker::{RunResult, rate};
+use super::{DEFAULT_CHUNK_ROWS, DEFAULT_PACKET, DEFAULT_PARALLELISM, HarnessResults};
+
+const MIB: f64 = 1024.0 * 1024.0;
+/// The goals of issues 3 and 7.
+pub const PEAK_RSS_GOAL: u64 = 256 * 1024 * 1024;
+
+pub fn machine() -> String {
+    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let model = cpuinfo
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("model name")
+                .map(|v| v.trim_start_matches([' ', '\t', ':']).to_owned())
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    let mem_gib = meminfo
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
+        .map_or(0.0, |kb| kb / (1024.0 * 1024.0));
+    let load = std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split_whitespace().next().map(str::to_owned))
+        .unwrap_or_default();
+    let pg_version = Command::new("sh")
+        .args([
+            "-c",
+            "ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1",
+        ])
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .and_then(|d| d.split('/').nth(4).map(str::to_owned))
+        .unwrap_or_else(|| "?".into());
+    format!(
+        "{cpus} CPUs (nproc; {model}), {mem_gib:.1} GiB RAM, load average {load} at the end, PostgreSQL {pg_version} \
+         (private server: fsync off, shared_buffers 256MB)"
+    )
+}
+
+pub fn git_commit() -> String {
+    let rev = Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .unwrap_or_default();
+    let dirty = Command::new("git")
+        .args([
+            "status",
+            "--porcelain",
+            "--untracked-files=no",
+            "--",
+            "worker",
+            "bench",
+            "tests/tds-testserver",
+        ])
+        .output()
+        .ok()
+        .is_some_and(|o| !o.stdout.is_empty());
+    if dirty {
+        format!("{rev} (with uncommitted changes in worker/bench/tds-testserver)")
+    } else {
+        rev
+    }
+}
+
+pub fn now_utc() -> String {
+    chrono::Utc::now().format("%Y-%m-%d %H:%M UTC").to_string()
+}
+
+pub fn fmt_rate(r: f64) -> String {
+    if r <= 0.0 {
+        return "–".into();
+    }
+    let n = r.round() as u64;
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+pub fn fmt_int(n: u64) -> String {
+    fmt_rate(n as f64).replace('–', "0")
+}
+
+fn secs(d: Option<Duration>) -> f64 {
+    d.map_or(0.0, |d| d.as_secs_f64())
+}
+
+fn pct(part: f64, whole: f64) -> String {
+    if part > 0.0 && whole > 0.0 {
+        format!("{:.0}%", 100.0 * part / whole)
+    } else {
+        "–".into()
+    }
+}
+
+fn mib(b: u64) -> String {
+    format!("{:.1}", b as f64 / MIB)
+}
+
+pub fn run_row(r: &RunResult) -> String {
+    let packet = format!(
+        "{} / {}",
+        r.requested_packet_size.map_or("?".into(), |p| p.to_string()),
+        r.negotiated_packet_size.map_or("?".into(), |p| p.to_string())
+    );
+    format!(
+        "| {} | {} | {} | {} | {} | {} | {} | {:.2} | **{}** | {} | {:.2} | {:.2} | {} |",
+        r.config.label,
+        r.config.direction,
+        r.config.mode,
+        packet,
+        r.config.parallelism,
+        fmt_int(r.config.chunk_rows),
+        fmt_int(r.rows),
+        r.copy_seconds,
+        fmt_rate(r.rows_per_second()),
+        mib(r.max_rss_bytes),
+        r.cpu_seconds(),
+        r.seconds,
+        if r.ok {
+            "verified".to_owned()
+        } else {
+            format!(
+                "FAILED: {}",
+                r.error
+                    .as_deref()
+                    .unwrap_or(if r.verified { "?" } else { "verification mismatch" })
+                    .lines()
+                    .next()
+                    .unwrap_or("?")
+                    .replace('|', "\\|")
+            )
+        }
+    )
+}
+
+pub const RUN_HEADER: &str = "| configuration | direction | mode | TDS packet requested / negotiated | parallelism | chunkRows | rows | copy s | rows/s | peak RSS MiB | CPU s (user+sys) | whole run s | result |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|";
+
+pub fn harness_markdown(
+    r: &HarnessResults,
+    command: &str,
+    note: Option<&str>,
+    chart: Option<&str>,
+) -> String {
+    let mut md = String::new();
+    let _ = writeln!(
+        md,
+        "## Harness: StackOverflow2010 shape, scale {} ({} rows, seed {})\n",
+        r.scale,
+        fmt_int(r.total_rows),
+        r.seed
+    );
+    let _ = writeln!(md, "- Date: {}; commit {}", now_utc(), git_commit());
+    let _ = writeln!(md, "- Machine: {}", machine());
+    let _ = writeln!(
+        md,
+        "- Command: `{command}` (harness wall time {:.0} s)",
+        r.elapsed.as_secs_f64()
+    );
+    let _ = writeln!(
+        md,
+        "- SQL Server is the TDS test server (release build, in-memory SQLite) on the same machine; \
+         its peak RSS during the run: {}.",
+        r.testserver_peak_bytes
+            .map_or("?".into(), |b| format!("{} MiB", mib(b)))
+    );
+    if let Some(note) = note {
+        let _ = writeln!(md, "- Note: {note}");
+    }
+    let _ = writeln!(
+        md,
+        "- Default worker settings: TDS packet {DEFAULT_PACKET}, parallelism {DEFAULT_PARALLELISM}, chunkRows {DEFAULT_CHUNK_ROWS}; \
+         worker rows/s is over its copy phase (`copy_seconds`); plan, finalize (keys, indexes) and verify are in `whole run s`.\n"
+    );
+
+    // Per table, against the limits.
+    let _ = writeln!(
+        md,
+        "### Per table: the worker (SQL Server → PostgreSQL, dropRecreate, default settings) beside the limits\n"
+    );
+    let _ = writeln!(
+        md,
+        "Worker rows/s per table is rows / the summed seconds of the table's copy tasks (one reader + writer \
+         stream each, running {DEFAULT_PARALLELISM} at once on shared cores). The limits run one table at a time: \
+         PostgreSQL `COPY FROM` a binary file of the same rows (dumped with `COPY TO` from the worker's output, \
+         into an empty table without keys, like the worker's copy phase), a tiberius client streaming \
+         `SELECT ... ORDER BY Id` to nowhere, and a tiberius bulk load (`INSERT BULK`, 50k pre-built rows per batch, \
+         generation not timed) into the test server.\n"
+    );
+    let _ = writeln!(
+        md,
+        "| table | rows | worker rows/s | PG COPY FROM file rows/s | worker / PG COPY | tiberius stream rows/s | worker / stream | tiberius bulk load rows/s |\n|---|---|---|---|---|---|---|---|"
+    );
+    let (mut pg_total, mut stream_total, mut bulk_total) = (0.0, 0.0, 0.0);
+    for (name, l) in &r.limits {
+        let w = r.main.tables.get(name).map_or(0.0, |t| t.rows_per_second());
+        let pg = rate(l.rows, secs(l.pg_copy));
+        let stream = rate(l.rows, secs(l.stream));
+        let bulk = rate(l.rows, secs(l.bulk));
+        pg_total += secs(l.pg_copy);
+        stream_total += secs(l.stream);
+        bulk_total += secs(l.bulk);
+        let _ = writeln!(
+            md,
+            "| {name} | {} | {} | {} | {} | {} | {} | {} |",
+            fmt_int(l.rows),
+            fmt_rate(w),
+            fmt_rate(pg),
+            pct(w, pg),
+            fmt_rate(stream),
+            pct(w, stream),
+            fmt_rate(bulk)
+        );
+    }
+    let rows: u64 = r.limits.values().map(|l| l.rows).sum();
+    let main_rate = r.main.rows_per_second();
+    let _ = writeln!(
+        md,
+        "| **all (worker: copy phase wall time; limits: summed)** | {} | **{}** | {} | {} | {} | {} | {} |\n",
+        fmt_int(rows),
+        fmt_rate(main_rate),
+        fmt_rate(rate(rows, pg_total)),
+        pct(main_rate, rate(rows, pg_total)),
+        fmt_rate(rate(rows, stream_total)),
+        pct(main_rate, rate(rows, stream_total)),
+        fmt_rate(rate(rows, bulk_total)),
+    );
+    let _ = writeln!(
+        md,
+        "Lookup tables (2-15 rows) have no meaningful rates; the totals are dominated by Votes, Comments and Posts.\n"
+    );
+
+    // Every run.
+    let _ = writeln!(md, "### Worker runs\n\n{RUN_HEADER}");
+    let _ = writeln!(md, "{}", run_row(&r.main));
+    for s in &r.sweeps {
+        let _ = writeln!(md, "{}", run_row(s));
+    }
+    if let Some(rev) = &r.reverse {
+        let _ = writeln!(md, "{}", run_row(rev));
+    }
+    if let Some(u) = &r.upsert {
+        let _ = writeln!(md, "{}", run_row(u));
+    }
+    let _ = writeln!(
+        md,
+        "\nPeak RSS and CPU time are the worker process's own, from `wait4` (GNU `/usr/bin/time`); the upsert run is a \
+         second pass after {} rows were changed and {} new rows added on the source (10% each of every non-lookup table).\n",
+        fmt_int(r.upsert_changed),
+        fmt_int(r.upsert_new)
+    );
+
+    // Goals.
+    let _ = writeln!(md, "### Goals\n");
+    let pg_limit_s = pg_total;
+    if pg_limit_s > 0.0 {
+        let ratio = r.main.copy_seconds / pg_limit_s;
+        let _ = writeln!(
+            md,
+            "- SQL Server → PostgreSQL within 25% of the PostgreSQL-only time: worker copy {:.2} s vs PostgreSQL COPY FROM file {:.2} s \
+             = {:.2}× → **{}**",
+            r.main.copy_seconds,
+            pg_limit_s,
+            ratio,
+            if ratio <= 1.25 { "met" } else { "missed" }
+        );
+        if let Some(p1) = r.sweeps.iter().find(|s| s.config.label == "parallelism 1") {
+            let _ = writeln!(
+                md,
+                "  - with parallelism 1 (one stream, like the sequential limit): {:.2} s = {:.2}×",
+                p1.copy_seconds,
+                p1.copy_seconds / pg_limit_s
+            );
+        }
+    }
+    match &r.reverse {
+        Some(rev) if rev.ok => {
+            let f = rev.rows_per_second() / main_rate.max(1e-9);
+            let _ = writeln!(
+                md,
+                "- PostgreSQL → SQL Server at least 75% of the other direction: {} vs {} rows/s = {:.0}% → **{}**",
+                fmt_rate(rev.rows_per_second()),
+                fmt_rate(main_rate),
+                100.0 * f,
+                if f >= 0.75 { "met" } else { "missed" }
+            );
+        }
+        Some(rev) => {
+            let _ = writeln!(
+                md,
+                "- PostgreSQL → SQL Server: not measured, the worker run failed: {}",
+                rev.error.as_deref().unwrap_or("?").lines().next().unwrap_or("?")
+            );
+        }
+        None => {}
+    }
+    if let Some(u) = &r.upsert {
+        let f = u.rows_per_second() / main_rate.max(1e-9);
+        let _ = writeln!(
+            md,
+            "- upsert at least 60% of dropRecreate: {} vs {} rows/s = {:.0}% → **{}**",
+            fmt_rate(u.rows_per_second()),
+            fmt_rate(main_rate),
+            100.0 * f,
+            if f >= 0.6 && u.ok { "met" } else { "missed" }
+        );
+    }
+    let all: Vec<&RunResult> = std::iter::once(&r.main)
+        .chain(&r.sweeps)
+        .chain(r.reverse.iter())
+        .chain(r.upsert.iter())
+        .collect();
+    let peak = all.iter().map(|x| x.max_rss_bytes).max().unwrap_or(0);
+    let default_peak = r.main.max_rss_bytes;
+    let _ = writeln!(
+        md,
+        "- peak worker memory under 256 MiB: {} MiB with the defaults, {} MiB the highest of all runs → **{}**",
+        mib(default_peak),
+        mib(peak),
+        if peak < PEAK_RSS_GOAL { "met" } else { "missed" }
+    );
+    if let Some(c) = chart {
+        let _ = writeln!(md, "\n![rows/s per table and per configuration]({c})");
+    }
+    md
+}
+
+/// Replaces the block between this section's markers in `path` (appends it when absent).
+pub fn replace_section(path: &Path, key: &str, body: &str) -> Result<()> {
+    let begin = format!("<!-- BEGIN {key} (generated by `bench`; rerun to update) -->");
+    let end = format!("<!-- END {key} -->");
+    let old = std::fs::read_to_string(path).unwrap_or_default();
+    let block = format!("{begin}\n{}\n{end}", body.trim_end());
+    let new = match (old.find(&begin), old.find(&end)) {
+        (Some(b), Some(e)) if e > b => format!("{}{block}{}", &old[..b], &old[e + end.len()..]),
+        _ => {
+            let mut s = old;
+            if !s.is_empty() && !s.ends_with("\n\n") {
+                s.push_str(if s.ends_with('\n') { "\n" } else { "\n\n" });
+            }
+            s.push_str(&block);
+            s.push('\n');
+            s
+        }
+    };
+    std::fs::write(path, new).with_context(|| format!("writing {}", path.display()))
+}

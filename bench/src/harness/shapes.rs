@@ -1,0 +1,360 @@
+//! `bench shapes`: issue 3's speed and memory benchmark. A table of mixed types (1M rows) and a
+//! narrow table (10M rows) on the SQL Server side, migrated by the release worker with its
+//! default settings, beside PostgreSQL's own `COPY ... FROM file (FORMAT binary)` of the same
+//! rows and a tiberius client streaming the table to nowhere.
+
+use std::borrow::Cow;
+use std::fmt::Write as _;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use bench::load::mssql::MssqlClient;
+use chrono::{DateTime, NaiveDate};
+use tiberius::numeric::Numeric;
+use tiberius::{ColumnData, IntoSql, SqlBulkCopyOption, TokenRow, Uuid};
+
+use super::limits;
+use super::report::{self, PEAK_RSS_GOAL, RUN_HEADER, fmt_int, fmt_rate, run_row};
+use super::services::TdsServer;
+use super::worker::{Config, Direction, Mode, Runner, rate};
+use super::{DEFAULT_CHUNK_ROWS, DEFAULT_PACKET, DEFAULT_PARALLELISM, Setup, peak_rss_of};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Shape {
+    /// 12 columns: int, bigint, smallint, decimal(18,4), float, bit, nvarchar(100), nvarchar(20),
+    /// nvarchar(max), datetime2(3), date, uniqueidentifier, with NULLs and some non-ASCII text.
+    Mixed,
+    /// 3 columns: int key, int, bigint.
+    Narrow,
+}
+
+impl Shape {
+    fn table(self) -> &'static str {
+        match self {
+            Shape::Mixed => "Mixed",
+            Shape::Narrow => "Narrow",
+        }
+    }
+
+    fn columns(self) -> &'static [&'static str] {
+        match self {
+            Shape::Mixed => &[
+                "Id", "Big", "Small", "Amount", "Price", "Flag", "Name", "Code", "Note", "Created", "Day",
+                "Guid",
+            ],
+            Shape::Narrow => &["Id", "AccountId", "Amount"],
+        }
+    }
+
+    fn create_sql(self) -> String {
+        let cols = match self {
+            Shape::Mixed => {
+                "[Id] int NOT NULL, [Big] bigint NOT NULL, [Small] smallint NULL, [Amount] decimal(18,4) NOT NULL, \
+                 [Price] float NULL, [Flag] bit NOT NULL, [Name] nvarchar(100) NOT NULL, [Code] nvarchar(20) NULL, \
+                 [Note] nvarchar(max) NULL, [Created] datetime2(3) NOT NULL, [Day] date NULL, \
+                 [Guid] uniqueidentifier NOT NULL"
+            }
+            Shape::Narrow => "[Id] int NOT NULL, [AccountId] int NOT NULL, [Amount] bigint NOT NULL",
+        };
+        let t = self.table();
+        format!(
+            "DROP TABLE IF EXISTS [dbo].[{t}];\nCREATE TABLE [dbo].[{t}] ({cols}, CONSTRAINT [PK_{t}] PRIMARY KEY CLUSTERED ([Id]))"
+        )
+    }
+}
+
+#[derive(clap::Args, Clone, Debug)]
+pub struct ShapesArgs {
+    #[arg(long, value_enum)]
+    pub shape: Shape,
+    #[arg(long, default_value_t = 1_000_000)]
+    pub rows: u64,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    #[command(flatten)]
+    pub setup: Setup,
+}
+
+/// SplitMix64: each row's values from (seed, id) alone.
+struct Mix(u64);
+
+impl Mix {
+    fn new(seed: u64, id: u64) -> Self {
+        Mix(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ id.wrapping_mul(0xD1B5_4A32_D192_ED03))
+    }
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+    fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+}
+
+const WORDS: &[&str] = &[
+    "order", "customer", "invoice", "shipment", "return", "payment", "account", "balance", "ledger", "north",
+    "south", "east", "west", "priority", "standard", "express", "pending", "closed", "open", "review",
+];
+const NON_ASCII: &[&str] = &[
+    "café",
+    "Müller",
+    "Ærø",
+    "naïve",
+    "Zürich",
+    "東京",
+    "Łódź",
+    "smörgåsbord",
+];
+
+fn text(m: &mut Mix, max_chars: usize) -> String {
+    let mut s = String::new();
+    let target = 1 + m.below(max_chars as u64) as usize;
+    // 5% of texts carry a non-ASCII word (UTF-16 and UTF-8 lengths differ).
+    let non_ascii = m.chance(5);
+    while s.chars().count() < target {
+        if !s.is_empty() {
+            s.push(' ');
+        }
+        if non_ascii && m.chance(30) {
+            s.push_str(NON_ASCII[m.below(NON_ASCII.len() as u64) as usize]);
+        } else {
+            s.push_str(WORDS[m.below(WORDS.len() as u64) as usize]);
+        }
+    }
+    s.chars().take(max_chars).collect()
+}
+
+fn row(shape: Shape, seed: u64, id: u64) -> TokenRow<'static> {
+    let mut m = Mix::new(seed, id);
+    let mut r = TokenRow::with_capacity(shape.columns().len());
+    // Ids are generated in 1..=rows, within i32.
+    r.push(ColumnData::I32(Some(id as i32)));
+    match shape {
+        Shape::Narrow => {
+            r.push(ColumnData::I32(Some(m.below(100_000) as i32 + 1)));
+            r.push(ColumnData::I64(Some(m.next() as i64 >> 20)));
+        }
+        Shape::Mixed => {
+            r.push(ColumnData::I64(Some(m.next() as i64)));
+            r.push(ColumnData::I16(if m.chance(10) {
+                None
+            } else {
+                Some(m.below(60_000) as i16)
+            }));
+            // ±10^13 with 4 decimals fits decimal(18,4).
+            let amount = (m.below(200_000_000_000_000_000) as i128) - 100_000_000_000_000_000;
+            r.push(ColumnData::Numeric(Some(Numeric::new_with_scale(amount, 4))));
+            r.push(ColumnData::F64(if m.chance(10) {
+                None
+            } else {
+                Some((m.below(1 << 40) as f64) / 1024.0)
+            }));
+            r.push(ColumnData::Bit(Some(m.chance(50))));
+            r.push(ColumnData::String(Some(Cow::Owned(text(&mut m, 100)))));
+            r.push(ColumnData::String(if m.chance(20) {
+                None
+            } else {
+                Some(Cow::Owned(format!("C-{:08X}", m.below(1 << 32))))
+            }));
+            r.push(ColumnData::String(if m.chance(30) {
+                None
+            } else {
+                Some(Cow::Owned(text(&mut m, 400)))
+            }));
+            // 2008..2024 at millisecond precision (datetime2(3)).
+            let ms = 1_199_145_600_000 + m.below(504_921_600_000) as i64;
+            let created = DateTime::from_timestamp_millis(ms)
+                .unwrap_or_default()
+                .naive_utc();
+            r.push(created.into_sql());
+            let day = NaiveDate::from_num_days_from_ce_opt(733_000 + m.below(6000) as i32);
+            r.push(if m.chance(15) {
+                ColumnData::Date(None)
+            } else {
+                day.into_sql()
+            });
+            r.push(ColumnData::Guid(Some(Uuid::from_u64_pair(m.next(), m.next()))));
+        }
+    }
+    r
+}
+
+const BATCH: u64 = 100_000;
+
+/// Loads `rows` rows; only the sending is timed (the bulk-load limit).
+async fn load(client: &mut MssqlClient, shape: Shape, rows: u64, seed: u64) -> Result<Duration> {
+    limits::exec(client, &shape.create_sql()).await?;
+    let name = format!("[dbo].[{}]", shape.table());
+    let options = SqlBulkCopyOption::KeepIdentity | SqlBulkCopyOption::TableLock;
+    let mut sent = Duration::ZERO;
+    let mut id = 1;
+    let mut total = 0;
+    while id <= rows {
+        let end = (id + BATCH - 1).min(rows);
+        let batch: Vec<TokenRow<'static>> = (id..=end).map(|i| row(shape, seed, i)).collect();
+        let started = Instant::now();
+        let mut req = client
+            .bulk_insert_with_options(&name, &["*"], options, &[])
+            .await
+            .with_context(|| format!("INSERT BULK into {name} at id {id}"))?;
+        for r in batch {
+            req.send(r)
+                .await
+                .with_context(|| format!("bulk load into {name} at id {id}"))?;
+        }
+        total += req
+            .finalize()
+            .await
+            .with_context(|| format!("finishing the bulk load into {name} at id {id}"))?
+            .total();
+        sent += started.elapsed();
+        id = end + 1;
+    }
+    if total != rows {
+        bail!("{name}: bulk load reported {total} rows, expected {rows}");
+    }
+    Ok(sent)
+}
+
+pub async fn run(args: ShapesArgs, command: String) -> Result<()> {
+    let started = Instant::now();
+    let shape = args.shape;
+    let tools = args.setup.tools("shapes")?;
+    let pg = args.setup.postgres()?;
+    let source = TdsServer::start(&tools.testserver, "Shapes", &tools.workdir.join("source.log"))?;
+    let mut runner = Runner::new(tools.worker.clone(), tools.workdir.clone())?;
+    let mut client = source.target().connect().await?;
+    eprintln!(
+        "shapes: loading {} rows of {shape:?} into the test server",
+        args.rows
+    );
+    let bulk = load(&mut client, shape, args.rows, args.seed).await?;
+    eprintln!("  bulk load: {:.2} s", bulk.as_secs_f64());
+    let (streamed, stream) = limits::stream_to_nowhere(&mut client, shape.table(), shape.columns()).await?;
+    eprintln!(
+        "  tiberius stream: {streamed} rows in {:.2} s",
+        stream.as_secs_f64()
+    );
+    drop(client);
+
+    let config = Config {
+        label: format!("{} {}", shape.table(), fmt_int(args.rows)),
+        direction: Direction::MssqlToPg,
+        mode: Mode::DropRecreate,
+        packet_size: DEFAULT_PACKET,
+        parallelism: DEFAULT_PARALLELISM,
+        chunk_rows: DEFAULT_CHUNK_ROWS,
+        verify: "count",
+        pg_schema: "shapes".into(),
+        include: vec![shape.table().to_owned()],
+    };
+    let run = runner.run(&config, &source, &pg).await?;
+    let pg_copy = match &pg.file_dir {
+        Some(dir) => {
+            let client = pg.connect().await?;
+            let (rows, took) = limits::pg_copy_from_file(&client, "shapes", shape.table(), dir).await?;
+            eprintln!(
+                "  PostgreSQL COPY FROM file: {rows} rows in {:.2} s",
+                took.as_secs_f64()
+            );
+            Some(took)
+        }
+        None => None,
+    };
+    let testserver_peak = peak_rss_of(source.pid());
+
+    let mut md = String::new();
+    let _ = writeln!(
+        md,
+        "## Shapes (issue 3): {} rows, {:?} table, SQL Server → PostgreSQL\n",
+        fmt_int(args.rows),
+        shape
+    );
+    let _ = writeln!(
+        md,
+        "- Date: {}; commit {}",
+        report::now_utc(),
+        report::git_commit()
+    );
+    let _ = writeln!(md, "- Machine: {}", report::machine());
+    let _ = writeln!(
+        md,
+        "- Command: `{command}` (wall time {:.0} s)",
+        started.elapsed().as_secs_f64()
+    );
+    let _ = writeln!(
+        md,
+        "- Columns: {}. SQL Server is the TDS test server (release, in-memory SQLite; peak RSS {}).",
+        shape.columns().join(", "),
+        testserver_peak.map_or("?".into(), |b| format!("{:.0} MiB", b as f64 / 1048576.0))
+    );
+    if let Some(note) = &args.setup.note {
+        let _ = writeln!(md, "- Note: {note}");
+    }
+    let _ = writeln!(
+        md,
+        "\n| what | seconds | rows/s | vs PostgreSQL-only |\n|---|---|---|---|"
+    );
+    let pg_s = pg_copy.map_or(0.0, |d| d.as_secs_f64());
+    let line = |md: &mut String, what: &str, s: f64| {
+        let vs = if pg_s > 0.0 && s > 0.0 {
+            format!("{:.2}× the time", s / pg_s)
+        } else {
+            "–".into()
+        };
+        let _ = writeln!(
+            md,
+            "| {what} | {s:.2} | {} | {vs} |",
+            fmt_rate(rate(args.rows, s))
+        );
+    };
+    line(
+        &mut md,
+        "**worker copy phase** (default settings)",
+        run.copy_seconds,
+    );
+    line(&mut md, "PostgreSQL `COPY FROM` binary file, same rows", pg_s);
+    line(
+        &mut md,
+        "tiberius streaming the source table to nowhere",
+        stream.as_secs_f64(),
+    );
+    line(
+        &mut md,
+        "tiberius bulk load of pre-built rows (loading the source)",
+        bulk.as_secs_f64(),
+    );
+    let _ = writeln!(md, "\n{RUN_HEADER}\n{}\n", run_row(&run));
+    if pg_s > 0.0 {
+        let ratio = run.copy_seconds / pg_s;
+        let _ = writeln!(
+            md,
+            "- Within 25% of the PostgreSQL-only time: {ratio:.2}× → **{}**",
+            if ratio <= 1.25 { "met" } else { "missed" }
+        );
+    }
+    let _ = writeln!(
+        md,
+        "- Peak worker memory under 256 MiB: {:.1} MiB (worker's own VmHWM: {}) → **{}**",
+        run.max_rss_bytes as f64 / 1048576.0,
+        run.self_peak_bytes
+            .map_or("?".into(), |b| format!("{:.1} MiB", b as f64 / 1048576.0)),
+        if run.max_rss_bytes < PEAK_RSS_GOAL {
+            "met"
+        } else {
+            "missed"
+        }
+    );
+    println!("{md}");
+    if let Some(out) = &args.setup.out {
+        report::replace_section(out, &format!("shapes {:?} rows={}", shape, args.rows), &md)?;
+        eprintln!("wrote {}", out.display());
+    }
+    Ok(())
+}

@@ -1,0 +1,318 @@
+//! Running the release `mssql-pg-worker run -f migration.yaml` as a child process under
+//! `/usr/bin/time` (peak RSS and CPU time of exactly that process, from wait4's rusage) and
+//! reading its JSON-lines summary.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use anyhow::{Context, Result, bail};
+
+use super::services::{Postgres, TdsServer};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    MssqlToPg,
+    PgToMssql,
+}
+
+impl fmt::Display for Direction {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Direction::MssqlToPg => "SQL Server → PostgreSQL",
+            Direction::PgToMssql => "PostgreSQL → SQL Server",
+        })
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    DropRecreate,
+    Upsert,
+}
+
+impl Mode {
+    fn spec(self) -> &'static str {
+        match self {
+            Mode::DropRecreate => "dropRecreate",
+            Mode::Upsert => "upsert",
+        }
+    }
+}
+
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.spec())
+    }
+}
+
+/// One worker configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub label: String,
+    pub direction: Direction,
+    pub mode: Mode,
+    pub packet_size: u32,
+    pub parallelism: u32,
+    pub chunk_rows: u64,
+    /// `checksum` or `count`.
+    pub verify: &'static str,
+    /// The PostgreSQL schema (target, or source for the other direction).
+    pub pg_schema: String,
+    /// Only these source tables (`tables.include`), all when empty.
+    pub include: Vec<String>,
+}
+
+/// What one table's tasks did in a run.
+#[derive(Debug, Clone, Default)]
+pub struct TableRun {
+    pub rows: u64,
+    /// Summed over the table's tasks (each task is one reader + one writer stream).
+    pub task_seconds: f64,
+}
+
+impl TableRun {
+    pub fn rows_per_second(&self) -> f64 {
+        rate(self.rows, self.task_seconds)
+    }
+}
+
+pub fn rate(rows: u64, seconds: f64) -> f64 {
+    if seconds > 0.0 { rows as f64 / seconds } else { 0.0 }
+}
+
+#[derive(Debug, Clone)]
+pub struct RunResult {
+    pub config: Config,
+    pub ok: bool,
+    pub verified: bool,
+    pub error: Option<String>,
+    pub rows: u64,
+    pub copy_seconds: f64,
+    pub seconds: f64,
+    pub requested_packet_size: Option<u64>,
+    pub negotiated_packet_size: Option<i64>,
+    /// From wait4 (via /usr/bin/time): the worker process's peak RSS.
+    pub max_rss_bytes: u64,
+    /// The worker's own VmHWM reading at its end, a cross-check.
+    pub self_peak_bytes: Option<u64>,
+    pub user_seconds: f64,
+    pub system_seconds: f64,
+    pub tables: BTreeMap<String, TableRun>,
+    /// The worker's stderr (its tracing log), kept for where-the-time-goes analysis.
+    pub log: PathBuf,
+}
+
+impl RunResult {
+    pub fn rows_per_second(&self) -> f64 {
+        rate(self.rows, self.copy_seconds)
+    }
+
+    pub fn cpu_seconds(&self) -> f64 {
+        self.user_seconds + self.system_seconds
+    }
+}
+
+/// The Migration YAML for `config` (credentials come from the environment, not the file).
+pub fn migration_yaml(config: &Config, name: &str, mssql: &TdsServer, pg: &Postgres) -> String {
+    let mssql_ep = format!(
+        "{{host: 127.0.0.1, port: {}, database: {}, schema: dbo, credentialsSecret: bench-mssql, \
+         encryption: NotSupported, packetSize: {}}}",
+        mssql.port, mssql.database, config.packet_size
+    );
+    let pg_ep = format!(
+        "{{host: {}, port: {}, database: {}, schema: {}, credentialsSecret: bench-postgres, sslMode: disable}}",
+        pg.host, pg.port, pg.database, config.pg_schema
+    );
+    let (source, target) = match config.direction {
+        Direction::MssqlToPg => (format!("mssql: {mssql_ep}"), format!("postgres: {pg_ep}")),
+        Direction::PgToMssql => (format!("postgres: {pg_ep}"), format!("mssql: {mssql_ep}")),
+    };
+    let include = if config.include.is_empty() {
+        "[\"*\"]".to_owned()
+    } else {
+        format!(
+            "[{}]",
+            config
+                .include
+                .iter()
+                .map(|t| format!("\"{t}\""))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    };
+    format!(
+        "apiVersion: mssqlpg.dev/v1alpha1
+kind: Migration
+metadata:
+  name: {name}
+  namespace: bench
+spec:
+  source:
+    {source}
+  target:
+    {target}
+  tables:
+    include: {include}
+  mode: {mode}
+  parallelism: {parallelism}
+  chunkRows: {chunk_rows}
+  verify: {verify}
+",
+        mode = config.mode.spec(),
+        parallelism = config.parallelism,
+        chunk_rows = config.chunk_rows,
+        verify = config.verify,
+    )
+}
+
+pub struct Runner {
+    pub worker: PathBuf,
+    pub workdir: PathBuf,
+    runs: usize,
+}
+
+impl Runner {
+    pub fn new(worker: PathBuf, workdir: PathBuf) -> Result<Self> {
+        if !worker.exists() {
+            bail!(
+                "{} not found: build it first (cargo build --release -p mssql-pg-worker)",
+                worker.display()
+            );
+        }
+        if !Path::new("/usr/bin/time").exists() {
+            bail!("/usr/bin/time is needed for the worker's peak RSS and CPU time (apt-get install time)");
+        }
+        std::fs::create_dir_all(&workdir).with_context(|| format!("creating {}", workdir.display()))?;
+        Ok(Runner {
+            worker,
+            workdir,
+            runs: 0,
+        })
+    }
+
+    /// Runs the worker once; a failed migration is a result (ok = false), not an error.
+    pub async fn run(&mut self, config: &Config, mssql: &TdsServer, pg: &Postgres) -> Result<RunResult> {
+        self.runs += 1;
+        let n = self.runs;
+        let yaml_path = self.workdir.join(format!("run-{n:02}.yaml"));
+        let time_path = self.workdir.join(format!("run-{n:02}.time"));
+        let log = self.workdir.join(format!("run-{n:02}.log"));
+        // One migration name per direction: the worker keeps its run state (and resumes an
+        // interrupted run) by name.
+        let name = match config.direction {
+            Direction::MssqlToPg => "bench-mssql-to-pg",
+            Direction::PgToMssql => "bench-pg-to-mssql",
+        };
+        std::fs::write(&yaml_path, migration_yaml(config, name, mssql, pg))
+            .with_context(|| format!("writing {}", yaml_path.display()))?;
+        let (source_user, source_password, target_user, target_password) = match config.direction {
+            Direction::MssqlToPg => (&mssql.user, mssql.password.clone(), &pg.user, String::new()),
+            Direction::PgToMssql => (&pg.user, String::new(), &mssql.user, mssql.password.clone()),
+        };
+        let log_file = std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
+        let mut cmd = Command::new("/usr/bin/time");
+        cmd.arg("-f")
+            .arg("%M %U %S %e")
+            .arg("-o")
+            .arg(&time_path)
+            .arg(&self.worker)
+            .arg("run")
+            .arg("-f")
+            .arg(&yaml_path)
+            .env("SOURCE_USERNAME", source_user)
+            .env("SOURCE_PASSWORD", source_password)
+            .env("TARGET_USERNAME", target_user)
+            .env("TARGET_PASSWORD", target_password)
+            .env(
+                "RUST_LOG",
+                std::env::var("BENCH_WORKER_LOG").unwrap_or_else(|_| "info".into()),
+            )
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(log_file);
+        eprintln!(
+            "  worker run {n}: {} {} packet {} parallelism {} chunkRows {} ...",
+            config.direction, config.mode, config.packet_size, config.parallelism, config.chunk_rows
+        );
+        let out = tokio::task::spawn_blocking(move || cmd.output())
+            .await
+            .context("waiting for the worker")?
+            .context("running the worker under /usr/bin/time")?;
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let time = std::fs::read_to_string(&time_path)
+            .with_context(|| format!("reading {}", time_path.display()))?;
+        // GNU time prints "Command exited with non-zero status N" first when the child failed.
+        let fields: Vec<f64> = time
+            .lines()
+            .last()
+            .unwrap_or_default()
+            .split_whitespace()
+            .filter_map(|f| f.parse().ok())
+            .collect();
+        let [max_rss_kib, user_seconds, system_seconds, _wall] = fields[..] else {
+            bail!("unexpected /usr/bin/time output {time:?}");
+        };
+        let summary = stdout
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .find(|e| e["event"] == "summary" || e["event"] == "error");
+        let Some(summary) = summary else {
+            bail!(
+                "the worker printed no summary (exit {:?}); log: {}",
+                out.status.code(),
+                log.display()
+            );
+        };
+        let mut tables: BTreeMap<String, TableRun> = BTreeMap::new();
+        for task in summary["task_reports"].as_array().into_iter().flatten() {
+            let table = task["table"].as_str().unwrap_or("?");
+            // "dbo.Votes" / "public.Votes": the bare name is what the reports compare.
+            let table = table
+                .rsplit('.')
+                .next()
+                .unwrap_or(table)
+                .trim_matches('"')
+                .to_owned();
+            let entry = tables.entry(table).or_default();
+            entry.rows += task["rows"].as_u64().unwrap_or(0);
+            entry.task_seconds += task["seconds"].as_f64().unwrap_or(0.0);
+        }
+        let result = RunResult {
+            config: config.clone(),
+            ok: summary["ok"].as_bool().unwrap_or(false),
+            verified: summary["verified"].as_bool().unwrap_or(false),
+            error: summary["error"].as_str().map(str::to_owned),
+            rows: summary["rows"].as_u64().unwrap_or(0),
+            copy_seconds: summary["copy_seconds"].as_f64().unwrap_or(0.0),
+            seconds: summary["seconds"].as_f64().unwrap_or(0.0),
+            requested_packet_size: summary["requested_packet_size"].as_u64(),
+            negotiated_packet_size: summary["negotiated_packet_size"].as_i64(),
+            max_rss_bytes: (max_rss_kib as u64) * 1024,
+            self_peak_bytes: summary["peak_memory_bytes"].as_u64(),
+            user_seconds,
+            system_seconds,
+            tables,
+            log,
+        };
+        eprintln!(
+            "    {} rows in {:.2} s copy ({:.0} rows/s), peak RSS {:.1} MiB, CPU {:.2} s, {}",
+            result.rows,
+            result.copy_seconds,
+            result.rows_per_second(),
+            result.max_rss_bytes as f64 / 1048576.0,
+            result.cpu_seconds(),
+            if result.ok {
+                "ok".to_owned()
+            } else {
+                format!(
+                    "FAILED: {} (log: {})",
+                    result.error.as_deref().unwrap_or("?"),
+                    result.log.display()
+                )
+            }
+        );
+        Ok(result)
+    }
+}
