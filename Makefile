@@ -46,6 +46,14 @@ test-rust:
 test-clients:
 	tests/scripts/run-tests.sh clients
 
+# The benchmark harness: release worker + TDS test server + a private PostgreSQL; results into
+# bench/RESULTS.md and bench/results/*.png (SCALE=0.1 for the larger run; issue 3's shapes:
+# cargo run --release -p bench -- shapes --shape mixed --rows 1000000 --out bench/RESULTS.md).
+SCALE ?= 0.01
+bench:
+	cargo build --release --locked -p mssql-pg-worker -p tds-testserver
+	cargo run --release --locked -p bench -- harness --scale $(SCALE) --out bench/RESULTS.md
+
 # A real migration end to end: control plane, PostgreSQL, TDS test server, the chart, a Migration (demo/run.sh).
 demo:
 	demo/run.sh
