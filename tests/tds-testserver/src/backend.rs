@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use tds_testserver_engine::catalog::ConnectionInfo;
 use tds_testserver_engine::{
     ColumnMeta, Engine, Interrupt, Param, ResultSink, Session, SqlError, TransactionRequest, Value,
 };
@@ -27,6 +28,9 @@ pub trait Backend: Send {
     fn bulk_row(&mut self, row: &[Value]);
     fn bulk_finish(&mut self, sink: &mut dyn ResultSink) -> Result<(), Interrupt>;
     fn bulk_abort(&mut self);
+    /// The login completed: what sys.dm_exec_connections/sys.dm_exec_sessions report for this
+    /// connection (the negotiated packet size above all, which clients read back).
+    fn register_connection(&mut self, _info: ConnectionInfo) {}
 }
 
 /// Opens a session per login. `database` is the login's database (`None`: the default).
@@ -67,6 +71,9 @@ impl Backend for Session {
     }
     fn bulk_abort(&mut self) {
         Session::bulk_abort(self)
+    }
+    fn register_connection(&mut self, info: ConnectionInfo) {
+        Session::register_connection(self, info)
     }
 }
 

@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::thread;
 
+use tds_testserver_engine::catalog::ConnectionInfo;
 use tds_testserver_engine::{Done, Interrupt, ResultSink, SqlError, StatementKind};
 use tracing::{debug, info, warn};
 
@@ -62,6 +63,7 @@ struct Conn {
     cancel: Arc<AtomicBool>,
     w: PacketWriter<TcpStream>,
     spid: u16,
+    peer: Option<std::net::SocketAddr>,
 }
 
 /// Why the connection ends.
@@ -162,6 +164,16 @@ impl Conn {
             }
         };
         let size = login::grant_packet_size(login.packet_size, config.max_packet_size);
+        let mut backend = backend;
+        backend.register_connection(ConnectionInfo {
+            net_packet_size: i32::try_from(size).unwrap_or(i32::MAX),
+            client_net_address: self.peer.map(|a| a.ip().to_string()).unwrap_or_default(),
+            client_tcp_port: self.peer.map(|a| i32::from(a.port())),
+            login_name: login.user.clone(),
+            host_name: login.host_name.clone(),
+            program_name: login.app_name.clone(),
+            connect_time: String::new(),
+        });
         let db = backend.database().to_string();
         self.reply(|b| login::write_success(b, &db, size))?;
         self.w.set_packet_size(size as usize);
@@ -347,6 +359,7 @@ fn run(stream: TcpStream, config: &ServerConfig, connector: &dyn Connector, spid
         cancel,
         w: PacketWriter::new(writer, 4096, spid),
         spid,
+        peer: stream.peer_addr().ok(),
     };
     let result = serve_requests(&mut conn, config, connector);
     let _ = stream.shutdown(Shutdown::Both);

@@ -391,3 +391,65 @@ async fn cancelling_a_large_engine_result() {
     c.cancel_query().await.unwrap();
     assert_eq!(scalar_i32(&mut c, "SELECT COUNT(*) FROM dbo.n").await, Some(1000));
 }
+
+/// The size granted at login is what sys.dm_exec_connections reports for the session (the
+/// worker reads it back), and every reply packet but the last is exactly that long.
+#[tokio::test]
+async fn dm_exec_connections_reports_the_granted_packet_size() {
+    let server = TestServer::start(common::config(16384)).unwrap();
+    for (requested, granted) in [(4096u32, 4096i32), (16384, 16384), (32767, 16384)] {
+        let proxy = common::Proxy::start(server.addr());
+        let mut c = common::try_connect(proxy.addr, common::PASSWORD, Some(requested))
+            .await
+            .unwrap();
+        let size = scalar_i32(
+            &mut c,
+            "SELECT net_packet_size FROM sys.dm_exec_connections WHERE session_id = @@SPID",
+        )
+        .await;
+        assert_eq!(size, Some(granted), "requested {requested}");
+        let big = "x".repeat(3000);
+        let rows = c
+            .query(
+                "SELECT TOP (40) @P1 AS v FROM sys.types a CROSS JOIN sys.types b",
+                &[&big.as_str()],
+            )
+            .await
+            .unwrap()
+            .into_first_result()
+            .await
+            .unwrap();
+        assert_eq!(rows.len(), 40);
+        assert!(rows.iter().all(|r| r.get::<&str, _>(0) == Some(big.as_str())));
+        drop(c);
+        let recorded = proxy.from_server.lock().unwrap();
+        // The last reply is the 40-row result (about 240 kB), so it spans many packets.
+        let mut replies: Vec<Vec<(u8, usize)>> = vec![Vec::new()];
+        for (_, status, len, _) in recorded.iter() {
+            replies.last_mut().unwrap().push((*status, *len));
+            if status & 1 != 0 {
+                replies.push(Vec::new());
+            }
+        }
+        replies.pop();
+        let rows_reply = replies.last().unwrap();
+        assert!(
+            rows_reply.len() > 5,
+            "requested {requested}: {} packets",
+            rows_reply.len()
+        );
+        for (status, len) in &rows_reply[..rows_reply.len() - 1] {
+            assert_eq!((*status, *len), (0, granted as usize), "requested {requested}");
+        }
+        let (status, len) = rows_reply[rows_reply.len() - 1];
+        assert_eq!(status, 1);
+        assert!(len <= granted as usize);
+    }
+    // A closed connection leaves the view.
+    let mut c = common::connect(server.addr()).await;
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert_eq!(
+        scalar_i32(&mut c, "SELECT COUNT(*) FROM sys.dm_exec_connections").await,
+        Some(1)
+    );
+}

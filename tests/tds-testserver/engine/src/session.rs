@@ -341,6 +341,13 @@ impl Session {
         self.bulk_end(sink)
     }
 
+    /// The wire layer finished the login: list this connection (negotiated packet size, peer,
+    /// login and program names) in sys.dm_exec_connections/sys.dm_exec_sessions.
+    pub fn register_connection(&mut self, info: crate::catalog::ConnectionInfo) {
+        let id = self.session_id;
+        self.engine.with_catalog(|c| c.register_connection(id, info));
+    }
+
     /// Abandons a bulk load (the client cancelled or disconnected): nothing lands.
     pub fn bulk_abort(&mut self) {
         self.bulk_cancel();

@@ -8,6 +8,7 @@ use super::type_info::COLLATION;
 pub struct Login7 {
     pub tds_version: u32,
     pub packet_size: u32,
+    pub host_name: String,
     pub user: String,
     pub password: String,
     pub app_name: String,
@@ -45,6 +46,7 @@ pub fn decode(p: &[u8]) -> Result<Login7, DecodeError> {
     Ok(Login7 {
         tds_version: u32_at(4),
         packet_size: u32_at(8),
+        host_name: text(p, 0, "host name")?,
         user: text(p, 1, "user name")?,
         password: utf16_to_string(&password_bytes)
             .ok_or_else(|| DecodeError::Invalid("invalid UTF-16 in password".into()))?,
