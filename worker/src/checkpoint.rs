@@ -41,10 +41,18 @@ pub enum CheckpointError {
     },
 }
 
+/// Key of the transaction-level advisory lock serializing [`ensure_tables`] ("mssqlpg" in ASCII).
+const ENSURE_LOCK: i64 = 0x006d_7373_716c_7067;
+
+/// Creates the checkpoint schema and tables when missing. `IF NOT EXISTS` alone is not safe when
+/// copy tasks start in parallel: two sessions both see the schema missing and the second fails on
+/// pg_namespace's unique index; the advisory lock makes them take turns.
 pub async fn ensure_tables(client: &Client) -> Result<(), CheckpointError> {
-    client
+    let result = client
         .batch_execute(&format!(
-            "CREATE SCHEMA IF NOT EXISTS \"{SCHEMA}\";
+            "BEGIN;
+             SELECT pg_advisory_xact_lock({ENSURE_LOCK});
+             CREATE SCHEMA IF NOT EXISTS \"{SCHEMA}\";
              CREATE TABLE IF NOT EXISTS \"{SCHEMA}\".\"checkpoints\" (
                 migration text NOT NULL,
                 task text NOT NULL,
@@ -60,9 +68,16 @@ pub async fn ensure_tables(client: &Client) -> Result<(), CheckpointError> {
                 tasks text,
                 started_at timestamptz NOT NULL DEFAULT now(),
                 updated_at timestamptz NOT NULL DEFAULT now());
-             ALTER TABLE \"{SCHEMA}\".\"runs\" ADD COLUMN IF NOT EXISTS tasks text;"
+             ALTER TABLE \"{SCHEMA}\".\"runs\" ADD COLUMN IF NOT EXISTS tasks text;
+             COMMIT;"
         ))
-        .await?;
+        .await;
+    if let Err(e) = result {
+        // A failed statement leaves the transaction aborted on this connection; end it so the
+        // caller's next statement does not fail with "current transaction is aborted".
+        let _ = client.batch_execute("ROLLBACK").await;
+        return Err(e.into());
+    }
     Ok(())
 }
 

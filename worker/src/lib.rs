@@ -2,7 +2,9 @@
 
 pub mod checkpoint;
 pub mod engine;
+pub mod k8s;
 pub mod mapping;
+pub mod metrics;
 pub mod model;
 pub mod mssql;
 pub mod options;

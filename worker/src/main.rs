@@ -13,6 +13,8 @@ use std::io::IsTerminal;
 use std::process::ExitCode;
 use std::time::Instant;
 
+mod reverse_cli;
+
 #[derive(Parser)]
 #[command(
     name = "mssql-pg-worker",
@@ -22,15 +24,25 @@ use std::time::Instant;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Where to serve Prometheus `/metrics` (`off` to disable).
+    #[arg(long, global = true, env = "WORKER_METRICS_ADDR", default_value = "0.0.0.0:9090")]
+    metrics_addr: String,
+    /// Seconds between progress patches of a MigrationTask's status (Kubernetes mode).
+    #[arg(long, global = true, env = "WORKER_PROGRESS_INTERVAL", default_value_t = 5.0)]
+    progress_interval: f64,
 }
 
 #[derive(clap::Args, Clone)]
 struct Common {
-    /// The Migration YAML (the same file users `kubectl apply`).
+    /// The Migration YAML (the same file users `kubectl apply`): local mode.
     #[arg(short = 'f', long = "file")]
-    file: String,
-    /// Test hook: fail each copy task after this many committed chunks.
-    #[arg(long, hide = true)]
+    file: Option<String>,
+    /// The Migration in the cluster, as NAMESPACE/NAME: Kubernetes mode (the operator's Jobs).
+    #[arg(long, value_name = "NAMESPACE/NAME", conflicts_with = "file")]
+    migration: Option<String>,
+    /// Test hook: fail each copy task after this many committed chunks (in Kubernetes mode only the
+    /// task's first attempt, so the Job's retry resumes).
+    #[arg(long, hide = true, env = "MSSQLPG_FAIL_AFTER_CHUNKS", hide_env = true)]
     fail_after_chunks: Option<u64>,
 }
 
@@ -42,8 +54,12 @@ enum Command {
     Copy {
         #[command(flatten)]
         common: Common,
+        /// The task: a MigrationTask name in Kubernetes mode, an engine task name with `-f`.
         #[arg(long)]
         task: String,
+        /// Namespace of the MigrationTask (Kubernetes mode).
+        #[arg(long, env = "MIGRATION_NAMESPACE")]
+        namespace: Option<String>,
     },
     /// Build keys, indexes, constraints, foreign keys; reset identity values.
     Finalize(Common),
@@ -68,7 +84,11 @@ impl Out {
 }
 
 fn engine(common: &Common) -> anyhow::Result<Engine> {
-    let doc = spec::load(&common.file)?;
+    let file = common
+        .file
+        .as_deref()
+        .context("one of -f FILE (local mode) or --migration NAMESPACE/NAME (Kubernetes mode) is required")?;
+    let doc = spec::load(file)?;
     let creds = Credentials::from_env()?;
     let (source, target, options) = spec::resolve(&doc, creds).context("migration spec")?;
     let copy = CopyOptions {
@@ -192,7 +212,108 @@ async fn run(common: &Common, out: &Out) -> anyhow::Result<bool> {
     Ok(summary.ok)
 }
 
+/// Which Kubernetes step to run, if the arguments ask for Kubernetes mode.
+enum K8sStep {
+    Plan(String, String),
+    Copy(String, String),
+    Finalize(String, String),
+    Verify(String, String),
+}
+
+fn k8s_step(command: &Command) -> anyhow::Result<Option<K8sStep>> {
+    let migration = |common: &Common| -> anyhow::Result<Option<(String, String)>> {
+        let Some(reference) = &common.migration else {
+            return Ok(None);
+        };
+        let (ns, name) = mssql_pg_crds::client::parse_ref(reference)
+            .with_context(|| format!("--migration {reference:?}: expected NAMESPACE/NAME"))?;
+        Ok(Some((ns.to_string(), name.to_string())))
+    };
+    Ok(match command {
+        Command::Run(c) if c.migration.is_some() => {
+            anyhow::bail!("run is local only: use -f FILE (the operator runs the steps as Jobs)")
+        }
+        Command::Run(_) => None,
+        Command::Plan(c) => migration(c)?.map(|(ns, n)| K8sStep::Plan(ns, n)),
+        Command::Finalize(c) => migration(c)?.map(|(ns, n)| K8sStep::Finalize(ns, n)),
+        Command::Verify(c) => migration(c)?.map(|(ns, n)| K8sStep::Verify(ns, n)),
+        Command::Copy { common, .. } if common.file.is_some() => None,
+        Command::Copy {
+            common,
+            task,
+            namespace,
+        } => {
+            let ns = match (migration(common)?, namespace) {
+                (Some((ns, _)), _) => ns,
+                (None, Some(ns)) if !ns.is_empty() => ns.clone(),
+                _ => anyhow::bail!(
+                    "copy --task {task}: give -f FILE (local mode), or the namespace with --namespace or \
+                     MIGRATION_NAMESPACE (Kubernetes mode)"
+                ),
+            };
+            Some(K8sStep::Copy(ns, task.clone()))
+        }
+    })
+}
+
+/// Runs one Kubernetes step; the outcome goes to stdout and the termination message either way.
+async fn k8s_main(step: K8sStep, cli: &Cli, out: &Out) -> bool {
+    use mssql_pg_worker::k8s::{self, StepOutcome};
+    let fail_after_chunks = match &cli.command {
+        Command::Copy { common, .. } => common.fail_after_chunks,
+        _ => None,
+    };
+    let (name, migration, task) = match &step {
+        K8sStep::Plan(ns, n) => ("plan", format!("{ns}/{n}"), None),
+        K8sStep::Copy(_, t) => ("copy", String::new(), Some(t.clone())),
+        K8sStep::Finalize(ns, n) => ("finalize", format!("{ns}/{n}"), None),
+        K8sStep::Verify(ns, n) => ("verify", format!("{ns}/{n}"), None),
+    };
+    let mut outcome = StepOutcome {
+        step: name,
+        migration,
+        task,
+        ..StepOutcome::default()
+    };
+    let interval = std::time::Duration::from_secs_f64(cli.progress_interval.clamp(0.2, 3600.0));
+    let result = async {
+        let client = k8s::client().await?;
+        match &step {
+            K8sStep::Plan(ns, n) => k8s::plan(&client, ns, n, &mut outcome).await,
+            K8sStep::Copy(ns, t) => {
+                k8s::copy(&client, ns, t, fail_after_chunks, interval, &mut outcome).await
+            }
+            K8sStep::Finalize(ns, n) => k8s::finalize(&client, ns, n, &mut outcome).await,
+            K8sStep::Verify(ns, n) => k8s::verify(&client, ns, n, &mut outcome).await,
+        }
+    }
+    .await;
+    outcome.peak_memory_bytes = peak_memory_bytes();
+    if let Some(bytes) = outcome.peak_memory_bytes {
+        mssql_pg_worker::metrics::set_peak_memory(&outcome.migration, bytes);
+    }
+    match result {
+        Ok(()) => outcome.ok = true,
+        Err(e) => {
+            tracing::error!(step = name, error = %format!("{e:#}"), "step failed");
+            outcome.error = Some(format!("{e:#}"));
+        }
+    }
+    k8s::write_termination_message(&outcome);
+    out.event(&outcome, || {
+        serde_json::to_string_pretty(&outcome).unwrap_or_default() + "\n"
+    });
+    outcome.ok
+}
+
 async fn main_inner(cli: Cli, out: &Out) -> anyhow::Result<bool> {
+    // A Migration file with source.postgres + target.mssql runs the reverse direction.
+    if let Some(result) = reverse_cli::dispatch(&cli.command, out).await {
+        return result;
+    }
+    if let Some(step) = k8s_step(&cli.command)? {
+        return Ok(k8s_main(step, &cli, out).await);
+    }
     match cli.command {
         Command::Run(common) => run(&common, out).await,
         Command::Plan(common) => {
@@ -203,7 +324,7 @@ async fn main_inner(cli: Cli, out: &Out) -> anyhow::Result<bool> {
             });
             Ok(true)
         }
-        Command::Copy { common, task } => {
+        Command::Copy { common, task, .. } => {
             let engine = engine(&common)?;
             let plan = engine.stored_plan().await?;
             let report = engine.copy_one(&plan, &task).await?;
@@ -246,7 +367,26 @@ async fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
+    // kube (ring) and tiberius (aws-lc) both link a rustls crypto provider; rustls refuses to pick one
+    // and panics on the first TLS connection unless the process installs its choice first.
+    if tokio_rustls::rustls::crypto::ring::default_provider()
+        .install_default()
+        .is_err()
+    {
+        tracing::debug!("a rustls crypto provider was already installed");
+    }
     let cli = Cli::parse();
+    if cli.metrics_addr != "off" {
+        match cli.metrics_addr.parse::<std::net::SocketAddr>() {
+            Ok(addr) => {
+                tokio::spawn(mssql_pg_worker::metrics::serve(addr));
+            }
+            Err(e) => {
+                eprintln!("--metrics-addr {:?}: {e} (use HOST:PORT or off)", cli.metrics_addr);
+                return ExitCode::from(2);
+            }
+        }
+    }
     let out = Out {
         json: !std::io::stdout().is_terminal(),
     };

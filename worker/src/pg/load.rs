@@ -82,6 +82,7 @@ pub async fn write_chunks(
 ) -> Result<WriteStats, LoadError> {
     let mut stats = WriteStats::default();
     let mut total_rows = ctx.committed_rows;
+    let mut bytes_before = 0;
     loop {
         let Some(first) = rx.recv().await else {
             return Err(LoadError::ReaderGone);
@@ -141,6 +142,16 @@ pub async fn write_chunks(
         tx.commit().await.map_err(copy_err(ctx.table))?;
         stats.rows += end.rows;
         stats.chunks += 1;
+        crate::metrics::chunk_committed(
+            ctx.migration,
+            ctx.task,
+            ctx.table,
+            end.rows,
+            stats.bytes - bytes_before,
+            total_rows,
+            end.last_key.as_deref(),
+        );
+        bytes_before = stats.bytes;
         if end.done {
             return Ok(stats);
         }

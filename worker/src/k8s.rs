@@ -1,0 +1,616 @@
+//! Kubernetes mode: the steps the operator's Jobs run (`plan|finalize|verify --migration NS/NAME`,
+//! `copy --task NAME`), reading the Migration and MigrationTasks from the API and reporting through
+//! `mssql_pg_crds::client` (the contract the operator reads).
+//!
+//! The engine's own state (task ranges, checkpoints) stays in the target database as in local mode; the
+//! MigrationTasks are its public face: one per engine task, matched back by table and key range.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::Client;
+use mssql_pg_crds::client::{self, ClientError};
+use mssql_pg_crds::status::{MAX_PLANNED_TABLES, PlanSummary, PlannedTable, bounded_message};
+use mssql_pg_crds::task::{ColumnMapping as SpecColumn, PartitionSpec, TableRef};
+use mssql_pg_crds::{Migration, MigrationTask, MigrationTaskSpec, MigrationTaskStatus, TaskState};
+use serde::Serialize;
+
+use crate::engine::{Engine, EngineError};
+use crate::mapping::{SourceColumn, map_column};
+use crate::pipeline::{CopyOptions, TaskReport};
+use crate::plan::{Plan, TablePlan, TaskPlan};
+use crate::spec::{self, Credentials, SpecError};
+use crate::summary::peak_memory_bytes;
+use crate::verify::TableVerification;
+
+/// Upper bound of `spec.columns` of a MigrationTask (the CRD's limit).
+const MAX_TASK_COLUMNS: usize = 4096;
+
+#[derive(Debug, thiserror::Error)]
+pub enum K8sError {
+    #[error("Kubernetes client configuration (in-cluster or KUBECONFIG): {0}")]
+    Config(#[source] kube::Error),
+    #[error(transparent)]
+    Api(#[from] ClientError),
+    #[error("Migration {migration}: {source}")]
+    Spec {
+        migration: String,
+        #[source]
+        source: SpecError,
+    },
+    #[error("Migration {migration}: {source}")]
+    Engine {
+        migration: String,
+        #[source]
+        source: Box<EngineError>,
+    },
+    #[error(
+        "MigrationTask {task}: no task of the stored plan copies {table} range ({lower:?}, {upper:?}]; was the plan \
+         rerun with a different partitioning?"
+    )]
+    NoMatchingTask {
+        task: String,
+        table: String,
+        lower: Option<String>,
+        upper: Option<String>,
+    },
+    #[error("Migration {migration}: verification failed: {mismatches}")]
+    VerifyMismatch { migration: String, mismatches: String },
+}
+
+/// The API client: in-cluster configuration in a pod, `KUBECONFIG` outside (and on the test node agent).
+pub async fn client() -> Result<Client, K8sError> {
+    Client::try_default().await.map_err(K8sError::Config)
+}
+
+/// The engine for a Migration read from the API, credentials from the environment (secretKeyRef).
+pub fn engine_for(mig: &Migration, fail_after_chunks: Option<u64>) -> Result<Engine, K8sError> {
+    let migration = reference(mig);
+    let spec_err = |source| K8sError::Spec {
+        migration: migration.clone(),
+        source,
+    };
+    mig.validate().map_err(|errors| {
+        spec_err(SpecError::Invalid(mssql_pg_crds::validate::describe(&errors)))
+    })?;
+    let creds = Credentials::from_env().map_err(spec_err)?;
+    let (source, target, options) = spec::resolve(mig, creds).map_err(spec_err)?;
+    let copy = CopyOptions {
+        chunk_rows: options.chunk_rows,
+        fail_after_chunks,
+        mode: options.mode,
+    };
+    Ok(Engine {
+        source,
+        target,
+        options,
+        copy,
+    })
+}
+
+fn reference(mig: &Migration) -> String {
+    format!(
+        "{}/{}",
+        mig.metadata.namespace.as_deref().unwrap_or_default(),
+        mig.metadata.name.as_deref().unwrap_or_default()
+    )
+}
+
+fn engine_err(mig: &Migration) -> impl FnOnce(EngineError) -> K8sError + '_ {
+    move |source| K8sError::Engine {
+        migration: reference(mig),
+        source: Box::new(source),
+    }
+}
+
+/// SQL Server's spelling of a column type, e.g. `nvarchar(50)`, `decimal(38,10)`, `varbinary(max)`.
+pub fn source_type_text(c: &SourceColumn) -> String {
+    let t = c.type_name.as_str();
+    match t {
+        "char" | "varchar" | "binary" | "varbinary" if c.max_length == -1 => format!("{t}(max)"),
+        "char" | "varchar" | "binary" | "varbinary" => format!("{t}({})", c.max_length),
+        // Stored as UTF-16: max_length counts bytes.
+        "nchar" | "nvarchar" if c.max_length == -1 => format!("{t}(max)"),
+        "nchar" | "nvarchar" => format!("{t}({})", c.max_length / 2),
+        "decimal" | "numeric" => format!("{t}({},{})", c.precision, c.scale),
+        "datetime2" | "time" | "datetimeoffset" => format!("{t}({})", c.scale),
+        _ => t.to_string(),
+    }
+}
+
+fn bound(v: Option<i64>) -> Option<String> {
+    v.map(|v| v.to_string())
+}
+
+/// The MigrationTasks of a plan: one per engine task, partitions of a table numbered in key order.
+pub fn task_specs(plan: &Plan) -> Vec<MigrationTaskSpec> {
+    let mut specs = Vec::with_capacity(plan.tasks.len());
+    for (i, t) in plan.tables.iter().enumerate() {
+        let mut tasks: Vec<&TaskPlan> = plan.tasks.iter().filter(|task| task.table == i).collect();
+        // `None` (unbounded below) sorts first.
+        tasks.sort_by_key(|task| task.lower);
+        let count = i32::try_from(tasks.len()).unwrap_or(i32::MAX);
+        let key_column = if count > 1 {
+            t.int_key().map(|k| t.source.columns[k].name.clone())
+        } else {
+            None
+        };
+        let columns: Vec<SpecColumn> = t
+            .columns
+            .iter()
+            .take(MAX_TASK_COLUMNS)
+            .map(|c| SpecColumn {
+                name: c.source.name.clone(),
+                source_type: source_type_text(&c.source),
+                target_type: c.pg_type.to_string(),
+                nullable: c.source.nullable,
+            })
+            .collect();
+        for (index, task) in tasks.into_iter().enumerate() {
+            let index = i32::try_from(index).unwrap_or(i32::MAX);
+            specs.push(MigrationTaskSpec {
+                migration: String::new(),
+                table: TableRef::new(&t.source.schema, &t.source.name),
+                target_table: TableRef::new(&t.target_schema, &t.target_name),
+                partition: PartitionSpec::new(
+                    index,
+                    count,
+                    key_column.clone(),
+                    bound(task.lower),
+                    bound(task.upper),
+                ),
+                estimated_rows: task.estimated_rows,
+                columns: columns.clone(),
+            });
+        }
+    }
+    // Largest first, like the engine's own order (the operator sorts again; this only orders creation).
+    specs.sort_by_key(|s| std::cmp::Reverse(s.estimated_rows));
+    specs
+}
+
+/// The engine task a MigrationTask stands for.
+pub fn matching_task<'p>(plan: &'p Plan, spec: &MigrationTaskSpec) -> Option<&'p TaskPlan> {
+    plan.tasks.iter().find(|task| {
+        let t = &plan.tables[task.table];
+        t.source.schema == spec.table.schema
+            && t.source.name == spec.table.name
+            && bound(task.lower) == spec.partition.lower_bound
+            && bound(task.upper) == spec.partition.upper_bound
+    })
+}
+
+fn lossy_columns(t: &TablePlan) -> Vec<String> {
+    t.columns
+        .iter()
+        .filter(|c| {
+            let mut warnings = Vec::new();
+            map_column(&c.source, &mut warnings).is_ok() && !warnings.is_empty()
+        })
+        .map(|c| c.source.name.clone())
+        .take(64)
+        .collect()
+}
+
+/// `status.plan` of a plan.
+pub fn plan_summary(plan: &Plan) -> PlanSummary {
+    PlanSummary {
+        tables_total: i32::try_from(plan.tables.len()).unwrap_or(i32::MAX),
+        tasks_total: i32::try_from(plan.tasks.len()).unwrap_or(i32::MAX),
+        rows_estimated: plan.tables.iter().map(|t| t.source.row_count).sum(),
+        tables: plan
+            .tables
+            .iter()
+            .enumerate()
+            .take(MAX_PLANNED_TABLES)
+            .map(|(i, t)| PlannedTable {
+                source: t.source.qualified(),
+                target: format!("{}.{}", t.target_schema, t.target_name),
+                estimated_rows: t.source.row_count,
+                partitions: i32::try_from(plan.tasks.iter().filter(|task| task.table == i).count())
+                    .unwrap_or(i32::MAX),
+                lossy_columns: lossy_columns(t),
+            })
+            .collect(),
+    }
+}
+
+/// What a step reports on exit (stdout and the termination message).
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct StepOutcome {
+    pub step: &'static str,
+    pub migration: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub task: Option<String>,
+    pub ok: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tables: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tasks: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rows: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seconds: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rows_per_second: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peak_memory_bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resumed: Option<bool>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub verification: Vec<TableVerification>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// Kubernetes' limit on a termination message.
+pub const MAX_TERMINATION_MESSAGE: usize = 4096;
+
+impl StepOutcome {
+    /// JSON of at most [`MAX_TERMINATION_MESSAGE`] bytes: per-table details and warnings go first, then the
+    /// error is shortened (its start names the failing object, so that part is kept).
+    pub fn termination_message(&self) -> String {
+        let mut o = self.clone();
+        let fits = |o: &StepOutcome| {
+            serde_json::to_string(o)
+                .ok()
+                .filter(|s| s.len() <= MAX_TERMINATION_MESSAGE)
+        };
+        if let Some(s) = fits(&o) {
+            return s;
+        }
+        o.verification.retain(|v| !v.ok);
+        o.warnings.clear();
+        if let Some(s) = fits(&o) {
+            return s;
+        }
+        o.verification.clear();
+        let mut budget = 3000;
+        loop {
+            if let Some(e) = &self.error {
+                let mut end = budget.min(e.len());
+                while !e.is_char_boundary(end) {
+                    end -= 1;
+                }
+                o.error = Some(format!("{}...", &e[..end]));
+            }
+            if let Some(s) = fits(&o) {
+                return s;
+            }
+            if budget == 0 {
+                return "{\"ok\":false}".to_string();
+            }
+            budget /= 2;
+        }
+    }
+}
+
+/// `plan --migration NS/NAME`: introspect, create the target tables, create the MigrationTasks, write
+/// `status.plan` and `status.warnings`.
+pub async fn plan(client: &Client, ns: &str, name: &str, out: &mut StepOutcome) -> Result<(), K8sError> {
+    let started = Instant::now();
+    let mig = client::get_migration(client, ns, name).await?;
+    let engine = engine_for(&mig, None)?;
+    let prepared = engine.prepare().await.map_err(engine_err(&mig))?;
+    let plan = &prepared.plan;
+    out.resumed = Some(prepared.resumed);
+    out.tables = Some(plan.tables.len());
+    out.tasks = Some(plan.tasks.len());
+    let names = client::create_tasks(client, &mig, task_specs(plan)).await?;
+    tracing::info!(tasks = names.len(), resumed = prepared.resumed, "MigrationTasks created");
+    client::report_plan(client, &mig, &plan_summary(plan), &plan.warnings).await?;
+    out.warnings = plan.warnings.clone();
+    out.seconds = Some(started.elapsed().as_secs_f64());
+    Ok(())
+}
+
+fn now() -> Time {
+    Time(k8s_openapi::jiff::Timestamp::now())
+}
+
+/// `copy --task NAME`: copy one MigrationTask's key range (resuming from its checkpoint in the target),
+/// patching the task status every `interval`.
+pub async fn copy(
+    client: &Client,
+    ns: &str,
+    task_name: &str,
+    fail_after_chunks: Option<u64>,
+    interval: Duration,
+    out: &mut StepOutcome,
+) -> Result<(), K8sError> {
+    let started = Instant::now();
+    let task: MigrationTask = client::get_task(client, ns, task_name).await?;
+    let mig = client::get_migration(client, ns, &task.spec.migration).await?;
+    out.migration = reference(&mig);
+    let mut status = task.status.clone().unwrap_or_default();
+    status.attempts += 1;
+    // The hidden test hook simulates a crash of the first attempt only, so the Job's retry can prove that
+    // copying resumes from the checkpoint.
+    let fail_after_chunks = fail_after_chunks.filter(|_| status.attempts == 1);
+    status.state = TaskState::Running;
+    status.started_at.get_or_insert_with(now);
+    status.completed_at = None;
+    status.last_error = None;
+    status.message = Some(format!("attempt {}: starting", status.attempts));
+    status.peak_memory_bytes = peak_i64();
+    client::report_task(client, ns, task_name, &status).await?;
+    let bytes_before = u64::try_from(status.bytes_copied).unwrap_or(0);
+    let shared = Arc::new(Mutex::new(status));
+
+    let result = async {
+        let engine = engine_for(&mig, fail_after_chunks)?;
+        let plan = engine.stored_plan().await.map_err(engine_err(&mig))?;
+        let tp = matching_task(&plan, &task.spec).ok_or_else(|| K8sError::NoMatchingTask {
+            task: task_name.to_string(),
+            table: task.spec.table.to_string(),
+            lower: task.spec.partition.lower_bound.clone(),
+            upper: task.spec.partition.upper_bound.clone(),
+        })?;
+        let reporter = tokio::spawn(report_progress(
+            client.clone(),
+            ns.to_string(),
+            task_name.to_string(),
+            tp.name.clone(),
+            bytes_before,
+            shared.clone(),
+            interval,
+        ));
+        let copied = engine.copy_one(&plan, &tp.name).await;
+        reporter.abort();
+        copied.map_err(engine_err(&mig))
+    }
+    .await;
+
+    let mut status = shared.lock().map(|s| s.clone()).unwrap_or_default();
+    status.peak_memory_bytes = peak_i64();
+    out.peak_memory_bytes = peak_memory_bytes();
+    out.seconds = Some(started.elapsed().as_secs_f64());
+    match &result {
+        Ok(report) => {
+            finished(&mut status, report, bytes_before);
+            out.rows = Some(report.total_rows);
+            out.bytes = Some(report.bytes);
+            out.resumed = Some(report.resumed);
+            out.rows_per_second = Some(rate(report.rows, report.seconds));
+        }
+        Err(e) => {
+            // The state stays Running: the Job may retry this pod. The operator marks the task Failed when
+            // the Job gives up, with this pod's termination message.
+            status.last_error = Some(bounded_message(&format!("{e:#}")));
+            status.message = Some(format!("attempt {} failed", status.attempts));
+            status.rows_per_second = 0;
+        }
+    }
+    // The final status must land (it is what the operator counts); retry briefly over API hiccups.
+    let mut last = Ok(());
+    for attempt in 0..3 {
+        last = client::report_task(client, ns, task_name, &status).await;
+        if last.is_ok() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500 * (attempt + 1))).await;
+    }
+    result?;
+    last?;
+    Ok(())
+}
+
+fn rate(rows: u64, seconds: f64) -> f64 {
+    if seconds > 0.0 {
+        rows as f64 / seconds
+    } else {
+        0.0
+    }
+}
+
+fn peak_i64() -> i64 {
+    peak_memory_bytes()
+        .and_then(|b| i64::try_from(b).ok())
+        .unwrap_or(0)
+}
+
+fn finished(status: &mut MigrationTaskStatus, report: &TaskReport, bytes_before: u64) {
+    status.state = TaskState::Succeeded;
+    status.rows_copied = report.total_rows;
+    status.bytes_copied = i64::try_from(bytes_before + report.bytes).unwrap_or(i64::MAX);
+    // Average of this attempt once finished (the field's documented meaning).
+    status.rows_per_second = rate(report.rows, report.seconds) as i64;
+    status.completed_at = Some(now());
+    status.last_error = None;
+    if let Some(p) = crate::metrics::progress(&report.task)
+        && p.checkpoint.is_some()
+    {
+        status.checkpoint = p.checkpoint;
+    }
+    status.message = Some(if report.skipped {
+        "already complete (checkpoint)".to_string()
+    } else {
+        format!(
+            "copied {} rows in {:.1}s{}",
+            report.rows,
+            report.seconds,
+            if report.resumed { " (resumed)" } else { "" }
+        )
+    });
+}
+
+/// Patches rows, bytes, rate, peak memory and checkpoint into the task status every `interval` until
+/// aborted. A failed patch is logged and retried next time: progress is informational.
+async fn report_progress(
+    client: Client,
+    ns: String,
+    task_name: String,
+    engine_task: String,
+    bytes_before: u64,
+    shared: Arc<Mutex<MigrationTaskStatus>>,
+    interval: Duration,
+) {
+    let mut last_rows = None;
+    let mut last_at = Instant::now();
+    loop {
+        tokio::time::sleep(interval).await;
+        let Some(p) = crate::metrics::progress(&engine_task) else {
+            continue;
+        };
+        let elapsed = last_at.elapsed().as_secs_f64();
+        last_at = Instant::now();
+        let snapshot = {
+            let Ok(mut s) = shared.lock() else { return };
+            let delta = last_rows.map_or(p.rows, |r: u64| p.rows.saturating_sub(r));
+            last_rows = Some(p.rows);
+            s.rows_copied = p.total_rows;
+            s.bytes_copied = i64::try_from(bytes_before + p.bytes).unwrap_or(i64::MAX);
+            s.rows_per_second = rate(delta, elapsed) as i64;
+            s.peak_memory_bytes = peak_i64();
+            s.checkpoint = p.checkpoint.clone();
+            s.message = Some(format!("attempt {}: copying", s.attempts));
+            s.clone()
+        };
+        if let Err(e) = client::report_task(&client, &ns, &task_name, &snapshot).await {
+            tracing::warn!(task = %task_name, error = %e, "progress not reported");
+        }
+    }
+}
+
+/// `finalize --migration NS/NAME`: keys, indexes, constraints, foreign keys, identity values. Its warnings
+/// are appended to `status.warnings`.
+pub async fn finalize(client: &Client, ns: &str, name: &str, out: &mut StepOutcome) -> Result<(), K8sError> {
+    let started = Instant::now();
+    let mig = client::get_migration(client, ns, name).await?;
+    let engine = engine_for(&mig, None)?;
+    let plan = engine.stored_plan().await.map_err(engine_err(&mig))?;
+    let warnings = engine.finalize(&plan).await.map_err(engine_err(&mig))?;
+    if engine.options.verify == crate::options::VerifyMode::None {
+        // No verify Job follows: this is the last step, so the next run starts afresh.
+        engine.mark_succeeded(&plan).await.map_err(engine_err(&mig))?;
+    }
+    if !warnings.is_empty() {
+        let status = mig.status.clone().unwrap_or_default();
+        let mut all = status.warnings.clone();
+        all.extend(warnings.iter().filter(|w| !status.warnings.contains(w)).cloned());
+        let summary = status.plan.clone().unwrap_or_else(|| plan_summary(&plan));
+        client::report_plan(client, &mig, &summary, &all).await?;
+    }
+    out.tables = Some(plan.tables.len());
+    out.warnings = warnings;
+    out.seconds = Some(started.elapsed().as_secs_f64());
+    Ok(())
+}
+
+/// `verify --migration NS/NAME`: counts or checksums on both sides; a mismatch fails the step (the operator
+/// reports the termination message). Verified counts and checksums of whole-table tasks go into their status.
+pub async fn verify(client: &Client, ns: &str, name: &str, out: &mut StepOutcome) -> Result<(), K8sError> {
+    let started = Instant::now();
+    let mig = client::get_migration(client, ns, name).await?;
+    let engine = engine_for(&mig, None)?;
+    let plan = engine.stored_plan().await.map_err(engine_err(&mig))?;
+    let results = engine.verify(&plan).await.map_err(engine_err(&mig))?;
+    out.tables = Some(plan.tables.len());
+    out.seconds = Some(started.elapsed().as_secs_f64());
+    out.verification = results.clone();
+    let tasks = client::list_tasks(client, &mig).await?;
+    for task in tasks.iter().filter(|t| t.spec.partition.count == 1) {
+        let Some(v) = results
+            .iter()
+            .find(|v| v.table == format!("{}", task.spec.table) || v.table == task.spec.table.name)
+        else {
+            continue;
+        };
+        let mut status = task.status.clone().unwrap_or_default();
+        status.rows_verified = Some(v.target_rows);
+        status.checksum = v.target_checksum.clone();
+        if let Err(e) = client::report_task(client, ns, task.metadata.name.as_deref().unwrap_or_default(), &status).await {
+            tracing::warn!(error = %e, "verification not recorded in the task status");
+        }
+    }
+    let mismatches: Vec<String> = results
+        .iter()
+        .filter(|v| !v.ok)
+        .map(|v| {
+            format!(
+                "{}: {} source rows, {} target rows{}",
+                v.table,
+                v.source_rows,
+                v.target_rows,
+                match (&v.source_checksum, &v.target_checksum) {
+                    (Some(a), Some(b)) if a != b => format!(", checksum {a} vs {b}"),
+                    _ => String::new(),
+                }
+            )
+        })
+        .collect();
+    if !mismatches.is_empty() {
+        return Err(K8sError::VerifyMismatch {
+            migration: reference(&mig),
+            mismatches: mismatches.join("; "),
+        });
+    }
+    engine.mark_succeeded(&plan).await.map_err(engine_err(&mig))?;
+    Ok(())
+}
+
+/// Writes the termination message the operator shows when a Job fails (and that `kubectl describe pod`
+/// shows always). Best effort: outside a pod the default path may not be writable.
+pub fn write_termination_message(outcome: &StepOutcome) {
+    let path = std::env::var("TERMINATION_MESSAGE_PATH")
+        .ok()
+        .filter(|p| !p.is_empty())
+        .unwrap_or_else(|| "/dev/termination-log".to_string());
+    if let Err(e) = std::fs::write(&path, outcome.termination_message()) {
+        tracing::debug!(%path, error = %e, "termination message not written");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn termination_message_is_bounded_and_keeps_the_error_start() {
+        let outcome = StepOutcome {
+            step: "copy",
+            migration: "ns/m".into(),
+            error: Some(format!("table dbo.T: {}", "x".repeat(10_000))),
+            warnings: vec!["w".repeat(1000); 10],
+            ..StepOutcome::default()
+        };
+        let msg = outcome.termination_message();
+        assert!(msg.len() <= MAX_TERMINATION_MESSAGE, "{}", msg.len());
+        let v: serde_json::Value = serde_json::from_str(&msg).expect("valid JSON");
+        assert!(v["error"].as_str().is_some_and(|e| e.starts_with("table dbo.T: xxx")), "{v}");
+        let small = StepOutcome {
+            step: "plan",
+            migration: "ns/m".into(),
+            ok: true,
+            ..StepOutcome::default()
+        };
+        assert_eq!(
+            small.termination_message(),
+            r#"{"step":"plan","migration":"ns/m","ok":true}"#
+        );
+    }
+
+    #[test]
+    fn source_types_are_spelled_like_sql_server() {
+        let col = |t: &str, len: i16, p: u8, s: u8| SourceColumn {
+            name: "c".into(),
+            type_name: t.into(),
+            max_length: len,
+            precision: p,
+            scale: s,
+            nullable: true,
+            identity: None,
+            computed: None,
+        };
+        assert_eq!(source_type_text(&col("nvarchar", 100, 0, 0)), "nvarchar(50)");
+        assert_eq!(source_type_text(&col("varbinary", -1, 0, 0)), "varbinary(max)");
+        assert_eq!(source_type_text(&col("decimal", 17, 38, 10)), "decimal(38,10)");
+        assert_eq!(source_type_text(&col("datetime2", 8, 27, 7)), "datetime2(7)");
+        assert_eq!(source_type_text(&col("int", 4, 10, 0)), "int");
+    }
+}

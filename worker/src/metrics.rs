@@ -1,0 +1,222 @@
+//! The worker's Prometheus metrics and in-process copy progress.
+//!
+//! The writer records every committed chunk here ([`chunk_committed`]); `/metrics` exports the counters
+//! for a PodMonitor and the Kubernetes copy step reads [`progress`] to patch its MigrationTask status.
+//! Labels are the migration (`namespace/name`) and the target table only: never connection details.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Mutex, OnceLock};
+
+use prometheus::{Encoder, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder};
+
+use crate::checkpoint::KeyValue;
+
+struct Metrics {
+    registry: Registry,
+    rows: IntCounterVec,
+    bytes: IntCounterVec,
+    chunks: IntCounterVec,
+    peak_memory: IntGaugeVec,
+    progress: Mutex<HashMap<String, TaskProgress>>,
+}
+
+/// What one task committed so far in this process.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TaskProgress {
+    /// Rows committed by this process.
+    pub rows: u64,
+    /// Bytes sent to the target by this process.
+    pub bytes: u64,
+    /// Rows committed in total, earlier attempts included (the checkpoint's count).
+    pub total_rows: i64,
+    /// The last committed key, as text (see [`key_text`]).
+    pub checkpoint: Option<String>,
+}
+
+fn metrics() -> Option<&'static Metrics> {
+    static METRICS: OnceLock<Option<Metrics>> = OnceLock::new();
+    METRICS
+        .get_or_init(|| match build() {
+            Ok(m) => Some(m),
+            Err(e) => {
+                // Metrics are an observation aid: a registration error must not stop a copy.
+                tracing::warn!(error = %e, "worker metrics unavailable");
+                None
+            }
+        })
+        .as_ref()
+}
+
+fn build() -> Result<Metrics, prometheus::Error> {
+    let registry = Registry::new();
+    let labels = &["migration", "table"];
+    let rows = IntCounterVec::new(
+        Opts::new("mssqlpg_worker_rows_copied_total", "Rows committed to the target by this worker"),
+        labels,
+    )?;
+    let bytes = IntCounterVec::new(
+        Opts::new("mssqlpg_worker_bytes_copied_total", "Bytes sent to the target by this worker"),
+        labels,
+    )?;
+    let chunks = IntCounterVec::new(
+        Opts::new("mssqlpg_worker_chunks_committed_total", "Chunk transactions committed by this worker"),
+        labels,
+    )?;
+    let peak_memory = IntGaugeVec::new(
+        Opts::new("mssqlpg_worker_peak_memory_bytes", "Peak resident memory of this worker process"),
+        &["migration"],
+    )?;
+    registry.register(Box::new(rows.clone()))?;
+    registry.register(Box::new(bytes.clone()))?;
+    registry.register(Box::new(chunks.clone()))?;
+    registry.register(Box::new(peak_memory.clone()))?;
+    Ok(Metrics {
+        registry,
+        rows,
+        bytes,
+        chunks,
+        peak_memory,
+        progress: Mutex::new(HashMap::new()),
+    })
+}
+
+/// The text form of a checkpoint key (`42`, or `a|2024-01-01` for a composite key).
+pub fn key_text(key: &[KeyValue]) -> String {
+    key.iter()
+        .map(|k| match k {
+            KeyValue::Int(i) => i.to_string(),
+            KeyValue::Str(s) | KeyValue::Uuid(s) | KeyValue::Date(s) | KeyValue::DateTime(s) => s.clone(),
+            KeyValue::Decimal(unscaled, scale) => format!("{unscaled}e-{scale}"),
+        })
+        .collect::<Vec<_>>()
+        .join("|")
+}
+
+/// Records one committed chunk of `task` (writing into the quoted target `table`).
+pub fn chunk_committed(
+    migration: &str,
+    task: &str,
+    table: &str,
+    rows: u64,
+    bytes: u64,
+    total_rows: i64,
+    last_key: Option<&[KeyValue]>,
+) {
+    let Some(m) = metrics() else { return };
+    let table = table.replace('"', "");
+    let labels = [migration, table.as_str()];
+    m.rows.with_label_values(&labels).inc_by(rows);
+    m.bytes.with_label_values(&labels).inc_by(bytes);
+    m.chunks.with_label_values(&labels).inc();
+    if let Ok(mut progress) = m.progress.lock() {
+        let p = progress.entry(task.to_string()).or_default();
+        p.rows += rows;
+        p.bytes += bytes;
+        p.total_rows = total_rows;
+        if let Some(key) = last_key {
+            p.checkpoint = Some(key_text(key));
+        }
+    }
+}
+
+/// What `task` committed so far in this process.
+pub fn progress(task: &str) -> Option<TaskProgress> {
+    metrics()?.progress.lock().ok()?.get(task).cloned()
+}
+
+/// Records the process's peak memory under `migration`.
+pub fn set_peak_memory(migration: &str, bytes: u64) {
+    if let Some(m) = metrics() {
+        m.peak_memory
+            .with_label_values(&[migration])
+            .set(i64::try_from(bytes).unwrap_or(i64::MAX));
+    }
+}
+
+/// The Prometheus text exposition of all worker metrics.
+pub fn render() -> Result<String, prometheus::Error> {
+    let Some(m) = metrics() else {
+        return Ok(String::new());
+    };
+    let mut buf = Vec::new();
+    TextEncoder::new().encode(&m.registry.gather(), &mut buf)?;
+    Ok(String::from_utf8_lossy(&buf).into_owned())
+}
+
+/// Serves `/metrics` (and `/livez`) on `addr` until the process exits. A port already in use is logged and
+/// skipped: on a shared host network several workers may start at once, and the copy matters more.
+pub async fn serve(addr: SocketAddr) {
+    use axum::http::{StatusCode, header};
+    use axum::response::IntoResponse;
+    use axum::routing::get;
+    let listener = match tokio::net::TcpListener::bind(addr).await {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::warn!(%addr, error = %e, "not serving /metrics");
+            return;
+        }
+    };
+    let app = axum::Router::new()
+        .route(
+            "/metrics",
+            get(|| async {
+                match render() {
+                    Ok(body) => (
+                        StatusCode::OK,
+                        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+                        body,
+                    )
+                        .into_response(),
+                    Err(e) => (
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        format!("encoding metrics: {e}"),
+                    )
+                        .into_response(),
+                }
+            }),
+        )
+        .route("/livez", get(|| async { "ok" }));
+    if let Err(e) = axum::serve(listener, app).await {
+        tracing::warn!(%addr, error = %e, "/metrics server stopped");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn committed_chunks_show_in_progress_and_metrics() {
+        chunk_committed("ns/m", "dbo.T.p1", "\"public\".\"t\"", 10, 100, 10, Some(&[KeyValue::Int(10)]));
+        chunk_committed("ns/m", "dbo.T.p1", "\"public\".\"t\"", 5, 50, 15, Some(&[KeyValue::Int(15)]));
+        let p = progress("dbo.T.p1").expect("progress");
+        assert_eq!(
+            p,
+            TaskProgress {
+                rows: 15,
+                bytes: 150,
+                total_rows: 15,
+                checkpoint: Some("15".into())
+            }
+        );
+        let text = render().expect("render");
+        assert!(
+            text.contains("mssqlpg_worker_rows_copied_total{migration=\"ns/m\",table=\"public.t\"} 15"),
+            "{text}"
+        );
+        assert!(
+            text.contains("mssqlpg_worker_bytes_copied_total{migration=\"ns/m\",table=\"public.t\"} 150"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn key_texts() {
+        assert_eq!(
+            key_text(&[KeyValue::Str("a".into()), KeyValue::Date("2024-01-02".into())]),
+            "a|2024-01-02"
+        );
+        assert_eq!(key_text(&[KeyValue::Decimal("12345".into(), 2)]), "12345e-2");
+    }
+}
