@@ -71,9 +71,8 @@ pub fn engine_for(mig: &Migration, fail_after_chunks: Option<u64>) -> Result<Eng
         migration: migration.clone(),
         source,
     };
-    mig.validate().map_err(|errors| {
-        spec_err(SpecError::Invalid(mssql_pg_crds::validate::describe(&errors)))
-    })?;
+    mig.validate()
+        .map_err(|errors| spec_err(SpecError::Invalid(mssql_pg_crds::validate::describe(&errors))))?;
     let creds = Credentials::from_env().map_err(spec_err)?;
     let (source, target, options) = spec::resolve(mig, creds).map_err(spec_err)?;
     let copy = CopyOptions {
@@ -302,7 +301,11 @@ pub async fn plan(client: &Client, ns: &str, name: &str, out: &mut StepOutcome) 
     out.tables = Some(plan.tables.len());
     out.tasks = Some(plan.tasks.len());
     let names = client::create_tasks(client, &mig, task_specs(plan)).await?;
-    tracing::info!(tasks = names.len(), resumed = prepared.resumed, "MigrationTasks created");
+    tracing::info!(
+        tasks = names.len(),
+        resumed = prepared.resumed,
+        "MigrationTasks created"
+    );
     client::report_plan(client, &mig, &plan_summary(plan), &plan.warnings).await?;
     out.warnings = plan.warnings.clone();
     out.seconds = Some(started.elapsed().as_secs_f64());
@@ -401,11 +404,7 @@ pub async fn copy(
 }
 
 fn rate(rows: u64, seconds: f64) -> f64 {
-    if seconds > 0.0 {
-        rows as f64 / seconds
-    } else {
-        0.0
-    }
+    if seconds > 0.0 { rows as f64 / seconds } else { 0.0 }
 }
 
 fn peak_i64() -> i64 {
@@ -524,7 +523,14 @@ pub async fn verify(client: &Client, ns: &str, name: &str, out: &mut StepOutcome
         let mut status = task.status.clone().unwrap_or_default();
         status.rows_verified = Some(v.target_rows);
         status.checksum = v.target_checksum.clone();
-        if let Err(e) = client::report_task(client, ns, task.metadata.name.as_deref().unwrap_or_default(), &status).await {
+        if let Err(e) = client::report_task(
+            client,
+            ns,
+            task.metadata.name.as_deref().unwrap_or_default(),
+            &status,
+        )
+        .await
+        {
             tracing::warn!(error = %e, "verification not recorded in the task status");
         }
     }
@@ -582,7 +588,12 @@ mod tests {
         let msg = outcome.termination_message();
         assert!(msg.len() <= MAX_TERMINATION_MESSAGE, "{}", msg.len());
         let v: serde_json::Value = serde_json::from_str(&msg).expect("valid JSON");
-        assert!(v["error"].as_str().is_some_and(|e| e.starts_with("table dbo.T: xxx")), "{v}");
+        assert!(
+            v["error"]
+                .as_str()
+                .is_some_and(|e| e.starts_with("table dbo.T: xxx")),
+            "{v}"
+        );
         let small = StepOutcome {
             step: "plan",
             migration: "ns/m".into(),

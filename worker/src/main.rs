@@ -25,7 +25,12 @@ struct Cli {
     #[command(subcommand)]
     command: Command,
     /// Where to serve Prometheus `/metrics` (`off` to disable).
-    #[arg(long, global = true, env = "WORKER_METRICS_ADDR", default_value = "0.0.0.0:9090")]
+    #[arg(
+        long,
+        global = true,
+        env = "WORKER_METRICS_ADDR",
+        default_value = "0.0.0.0:9090"
+    )]
     metrics_addr: String,
     /// Seconds between progress patches of a MigrationTask's status (Kubernetes mode).
     #[arg(long, global = true, env = "WORKER_PROGRESS_INTERVAL", default_value_t = 5.0)]
@@ -382,7 +387,10 @@ async fn main() -> ExitCode {
                 tokio::spawn(mssql_pg_worker::metrics::serve(addr));
             }
             Err(e) => {
-                eprintln!("--metrics-addr {:?}: {e} (use HOST:PORT or off)", cli.metrics_addr);
+                eprintln!(
+                    "--metrics-addr {:?}: {e} (use HOST:PORT or off)",
+                    cli.metrics_addr
+                );
                 return ExitCode::from(2);
             }
         }

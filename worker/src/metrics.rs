@@ -52,19 +52,31 @@ fn build() -> Result<Metrics, prometheus::Error> {
     let registry = Registry::new();
     let labels = &["migration", "table"];
     let rows = IntCounterVec::new(
-        Opts::new("mssqlpg_worker_rows_copied_total", "Rows committed to the target by this worker"),
+        Opts::new(
+            "mssqlpg_worker_rows_copied_total",
+            "Rows committed to the target by this worker",
+        ),
         labels,
     )?;
     let bytes = IntCounterVec::new(
-        Opts::new("mssqlpg_worker_bytes_copied_total", "Bytes sent to the target by this worker"),
+        Opts::new(
+            "mssqlpg_worker_bytes_copied_total",
+            "Bytes sent to the target by this worker",
+        ),
         labels,
     )?;
     let chunks = IntCounterVec::new(
-        Opts::new("mssqlpg_worker_chunks_committed_total", "Chunk transactions committed by this worker"),
+        Opts::new(
+            "mssqlpg_worker_chunks_committed_total",
+            "Chunk transactions committed by this worker",
+        ),
         labels,
     )?;
     let peak_memory = IntGaugeVec::new(
-        Opts::new("mssqlpg_worker_peak_memory_bytes", "Peak resident memory of this worker process"),
+        Opts::new(
+            "mssqlpg_worker_peak_memory_bytes",
+            "Peak resident memory of this worker process",
+        ),
         &["migration"],
     )?;
     registry.register(Box::new(rows.clone()))?;
@@ -188,8 +200,24 @@ mod tests {
 
     #[test]
     fn committed_chunks_show_in_progress_and_metrics() {
-        chunk_committed("ns/m", "dbo.T.p1", "\"public\".\"t\"", 10, 100, 10, Some(&[KeyValue::Int(10)]));
-        chunk_committed("ns/m", "dbo.T.p1", "\"public\".\"t\"", 5, 50, 15, Some(&[KeyValue::Int(15)]));
+        chunk_committed(
+            "ns/m",
+            "dbo.T.p1",
+            "\"public\".\"t\"",
+            10,
+            100,
+            10,
+            Some(&[KeyValue::Int(10)]),
+        );
+        chunk_committed(
+            "ns/m",
+            "dbo.T.p1",
+            "\"public\".\"t\"",
+            5,
+            50,
+            15,
+            Some(&[KeyValue::Int(15)]),
+        );
         let p = progress("dbo.T.p1").expect("progress");
         assert_eq!(
             p,
