@@ -39,6 +39,12 @@ use crate::status::MigrationStatus;
     {
         "rule": "has(self.source.mssql) != has(self.target.mssql)",
         "message": "source and target must be different engines: one mssql, one postgres"
+    },
+    {
+        // A running migration's tasks, checkpoints and target tables were planned from these fields;
+        // changing them underneath would mix two plans. suspend, parallelism and worker stay editable.
+        "rule": "self.source == oldSelf.source && self.target == oldSelf.target && self.tables == oldSelf.tables && self.mode == oldSelf.mode && self.schema == oldSelf.schema && self.partitioning == oldSelf.partitioning && self.chunkRows == oldSelf.chunkRows && self.verify == oldSelf.verify && self.dryRun == oldSelf.dryRun",
+        "message": "only spec.suspend, spec.parallelism and spec.worker can change after a Migration is created; delete it and create a new one to change the rest"
     }
 ]))]
 pub struct MigrationSpec {

@@ -25,10 +25,8 @@ async fn client() -> kube::Client {
     kube::Client::try_from(config).unwrap()
 }
 
-#[tokio::test]
-async fn worker_helpers_create_tasks_and_report() {
-    let client = client().await;
-    // Install the CRDs exactly as generated (server-side apply, idempotent).
+/// Install the CRDs exactly as generated (server-side apply, idempotent) and create namespace `ns`.
+async fn install_crds_and_namespace(client: &kube::Client, ns: &str) -> Api<Namespace> {
     let crds: Api<
         k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
     > = Api::all(client.clone());
@@ -43,12 +41,18 @@ async fn worker_helpers_create_tasks_and_report() {
         .unwrap();
     }
     tokio::time::sleep(std::time::Duration::from_secs(2)).await;
-
-    let ns = format!("crds-{}", std::process::id());
     let namespaces: Api<Namespace> = Api::all(client.clone());
     let mut n = Namespace::default();
-    n.metadata.name = Some(ns.clone());
+    n.metadata.name = Some(ns.to_string());
     namespaces.create(&PostParams::default(), &n).await.unwrap();
+    namespaces
+}
+
+#[tokio::test]
+async fn worker_helpers_create_tasks_and_report() {
+    let client = client().await;
+    let ns = format!("crds-{}", std::process::id());
+    let namespaces = install_crds_and_namespace(&client, &ns).await;
 
     let migs: Api<Migration> = Api::namespaced(client.clone(), &ns);
     let spec = MigrationSpec::new(
@@ -107,6 +111,68 @@ async fn worker_helpers_create_tasks_and_report() {
     let task = get_task(&client, &ns, &names[1]).await.unwrap();
     assert_eq!(task.status.unwrap(), st);
     assert_eq!(task.spec.partition.label, "2/3");
+
+    namespaces.delete(&ns, &DeleteParams::background()).await.unwrap();
+}
+
+#[tokio::test]
+async fn planned_fields_are_immutable_but_suspend_parallelism_and_worker_are_not() {
+    let client = client().await;
+    let ns = format!("crds-imm-{}", std::process::id());
+    let namespaces = install_crds_and_namespace(&client, &ns).await;
+    let migs: Api<Migration> = Api::namespaced(client.clone(), &ns);
+    let spec = MigrationSpec::new(
+        Endpoint::mssql(MssqlEndpoint::new("sql", "db", "a")),
+        Endpoint::postgres(PostgresEndpoint::new("pg", "db", "b")),
+    );
+    migs.create(&PostParams::default(), &Migration::new("m1", spec))
+        .await
+        .unwrap();
+    let merge = |patch: serde_json::Value| {
+        let migs = migs.clone();
+        async move {
+            migs.patch(
+                "m1",
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(&patch),
+            )
+            .await
+        }
+    };
+
+    for patch in [
+        serde_json::json!({"spec": {"mode": "upsert"}}),
+        serde_json::json!({"spec": {"chunkRows": 10}}),
+        serde_json::json!({"spec": {"tables": {"include": ["Posts"]}}}),
+        serde_json::json!({"spec": {"target": {"postgres": {"host": "elsewhere"}}}}),
+        serde_json::json!({"spec": {"dryRun": true}}),
+    ] {
+        let err = merge(patch.clone()).await.unwrap_err();
+        let kube::Error::Api(status) = err else {
+            panic!("{patch}: expected an API error, got {err:?}")
+        };
+        assert_eq!(status.code, 422, "{patch}: {status:?}");
+        assert!(
+            status
+                .message
+                .contains("only spec.suspend, spec.parallelism and spec.worker can change"),
+            "{patch}: {}",
+            status.message
+        );
+    }
+
+    merge(serde_json::json!({"spec": {"suspend": true, "parallelism": 9, "worker": {"backoffLimit": 1}}}))
+        .await
+        .unwrap();
+    let m = migs.get("m1").await.unwrap();
+    assert!(m.spec.suspend);
+    assert_eq!(m.spec.parallelism, 9);
+    assert_eq!(m.spec.worker.backoff_limit, 1);
+    assert_eq!(
+        m.spec.mode,
+        CopyMode::DropRecreate,
+        "refused edits left nothing behind"
+    );
 
     namespaces.delete(&ns, &DeleteParams::background()).await.unwrap();
 }
