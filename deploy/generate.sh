@@ -19,14 +19,8 @@ header() {
 }
 render() { helm template mssql-pg-operator "$chart" --namespace "$NS" "$@"; }
 
-{
-    header "the CRDs; apply first: kubectl apply --server-side -f crds.yaml"
-    # The chart's crds/ are themselves generated from the Rust types (cargo run -p mssql-pg-crds --bin crdgen).
-    for f in "$chart"/crds/*.yaml; do
-        echo "---"
-        cat "$f"
-    done
-} >"$out/manifests/crds.yaml"
+# The CRDs are not copied here: crds/generated/ (and the chart's crds/) are already plain YAML generated from the
+# Rust types (cargo run -p mssql-pg-crds --bin crdgen, checked by crds/check-generated.sh).
 
 {
     header "default values; the operator in namespace $NS, worker RBAC in $NS"

@@ -114,8 +114,8 @@ dry_run_full() {
         kubectl apply --server-side --dry-run=server -f "$WORK/full-noprom.yaml"
 }
 step "dry-run=server: non-default render" dry_run_full
-step "dry-run=server: deploy/manifests/crds.yaml + operator.yaml" \
-    kubectl apply --server-side --dry-run=server --force-conflicts -f deploy/manifests/crds.yaml -f deploy/manifests/operator.yaml
+step "dry-run=server: deploy/manifests/operator.yaml (plain manifests)" \
+    kubectl apply --server-side --dry-run=server -f deploy/manifests/operator.yaml
 step "dry-run=server: deploy/examples (both directions, Secrets, worker RBAC) validate against the CRDs" \
     kubectl apply --server-side --dry-run=server -f deploy/examples/
 
