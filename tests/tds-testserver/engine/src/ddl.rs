@@ -75,6 +75,29 @@ pub fn normal_form(e: &Expr) -> String {
     }
 }
 
+/// A default from ALTER ... SET DEFAULT: `__named_default('DF_x', expr)` (the pre-parser's
+/// form of `ADD CONSTRAINT DF_x DEFAULT expr FOR col`) carries the constraint's name.
+fn named_default(value: &Expr) -> DefaultSpec {
+    if let Expr::Function(f) = value
+        && f.name.to_string().eq_ignore_ascii_case("__named_default")
+        && let sqlparser::ast::FunctionArguments::List(l) = &f.args
+        && let [
+            sqlparser::ast::FunctionArg::Unnamed(sqlparser::ast::FunctionArgExpr::Expr(Expr::Value(n))),
+            sqlparser::ast::FunctionArg::Unnamed(sqlparser::ast::FunctionArgExpr::Expr(e)),
+        ] = l.args.as_slice()
+        && let sqlparser::ast::Value::SingleQuotedString(name) = &n.value
+    {
+        return DefaultSpec {
+            name: Some(name.clone()),
+            definition: wrap(e),
+        };
+    }
+    DefaultSpec {
+        name: None,
+        definition: wrap(value),
+    }
+}
+
 fn wrap(e: &Expr) -> String {
     format!("({})", normal_form(e))
 }
@@ -145,8 +168,8 @@ fn sqlite_type(ty: SqlType) -> &'static str {
         SqlType::Decimal { .. } | SqlType::Numeric { .. } | SqlType::Money | SqlType::SmallMoney => {
             "TEXT COLLATE DEC"
         }
-        SqlType::UniqueIdentifier => "TEXT COLLATE NOCASE",
-        t if is_string(t) => "TEXT COLLATE NOCASE",
+        SqlType::UniqueIdentifier => "TEXT COLLATE GUID",
+        t if is_string(t) => "TEXT COLLATE CI",
         SqlType::Binary { .. } | SqlType::VarBinary { .. } | SqlType::Image | SqlType::RowVersion => "BLOB",
         SqlType::SqlVariant => "",
         _ => "TEXT",
@@ -1183,7 +1206,10 @@ impl Session {
                         AlterColumnOperation::SetNotNull => new.def.columns[i].nullable = false,
                         AlterColumnOperation::DropNotNull => new.def.columns[i].nullable = true,
                         AlterColumnOperation::SetDefault { value } => {
-                            new.def.columns[i].default = Some(DefaultSpec { name: None, definition: wrap(value) })
+                            if new.def.columns[i].default.is_some() {
+                                return Err(SqlError::new(1781, 16, format!("Column already has a DEFAULT bound to it. Could not create constraint or index. See previous errors. (column '{}' of table '{}')", new.def.columns[i].name, new.def.name)).into());
+                            }
+                            new.def.columns[i].default = Some(named_default(value))
                         }
                         AlterColumnOperation::DropDefault => new.def.columns[i].default = None,
                         _ => return Err(crate::parse::syntax_error("ALTER COLUMN").into()),

@@ -55,6 +55,106 @@ pub fn dec_compare(a: &str, b: &str) -> Ordering {
     }
 }
 
+/// SQL Server's `=` and ORDER BY for (n)(var)char under its default CI_AS collation: case
+/// insensitive, and trailing spaces do not count ('a' = 'a  '). SQLite's NOCASE does neither
+/// trailing spaces nor non-ASCII case, so this replaces it for string columns.
+pub fn ci_compare(a: &str, b: &str) -> Ordering {
+    let (a, b) = (a.trim_end_matches(' '), b.trim_end_matches(' '));
+    if a.is_ascii() && b.is_ascii() {
+        let (x, y) = (a.as_bytes(), b.as_bytes());
+        for (p, q) in x.iter().zip(y) {
+            match p.to_ascii_lowercase().cmp(&q.to_ascii_lowercase()) {
+                Ordering::Equal => {}
+                o => return o,
+            }
+        }
+        return x.len().cmp(&y.len());
+    }
+    let fold = |s: &str| s.chars().flat_map(char::to_lowercase).collect::<Vec<char>>();
+    fold(a).cmp(&fold(b))
+}
+
+/// SQL Server's uniqueidentifier order: byte groups compared from the last (bytes 10-15 of
+/// the display form) to the first, the first three groups byte-reversed as they are stored
+/// little-endian (SqlGuid's order 10..15, 8, 9, 6, 7, 4, 5, 0..3 on the stored bytes).
+/// Keyset pagination over a GUID key depends on matching it exactly.
+pub fn guid_compare(a: &str, b: &str) -> Ordering {
+    const ORDER: [usize; 16] = [10, 11, 12, 13, 14, 15, 8, 9, 7, 6, 5, 4, 3, 2, 1, 0];
+    match (crate::convert::parse_guid(a), crate::convert::parse_guid(b)) {
+        (Some(x), Some(y)) => ORDER
+            .iter()
+            .map(|&i| x[i].cmp(&y[i]))
+            .find(|o| *o != Ordering::Equal)
+            .unwrap_or(Ordering::Equal),
+        _ => ci_compare(a, b),
+    }
+}
+
+/// SUM/AVG over decimal, numeric and money: SQLite's own would add the values as doubles,
+/// while SQL Server's result is exact (decimal(38,s), money). The state is the running
+/// mantissa at the largest scale seen, and the count of non-NULL values.
+struct ExactSum {
+    avg: bool,
+}
+
+#[derive(Default)]
+struct SumState {
+    total: i128,
+    scale: u8,
+    count: i64,
+}
+
+fn sum_overflow() -> rusqlite::Error {
+    encode_error(&SqlError::new(
+        8115,
+        16,
+        "Arithmetic overflow error converting expression to data type numeric.".to_string(),
+    ))
+}
+
+impl rusqlite::functions::Aggregate<SumState, Option<String>> for ExactSum {
+    fn init(&self, _: &mut Context<'_>) -> rusqlite::Result<SumState> {
+        Ok(SumState::default())
+    }
+
+    fn step(&self, ctx: &mut Context<'_>, st: &mut SumState) -> rusqlite::Result<()> {
+        let (m, sc) = match ctx.get_raw(0) {
+            ValueRef::Null => return Ok(()),
+            ValueRef::Integer(i) => (i128::from(i), 0),
+            ValueRef::Real(f) => parse_decimal(&crate::convert::format_float(f)).ok_or_else(sum_overflow)?,
+            ValueRef::Text(t) | ValueRef::Blob(t) => parse_decimal(std::str::from_utf8(t).unwrap_or(""))
+                .ok_or_else(|| {
+                    encode_error(&SqlError::new(
+                        8114,
+                        16,
+                        "Error converting data type varchar to numeric.".to_string(),
+                    ))
+                })?,
+        };
+        let scale = st.scale.max(sc);
+        let (Some(total), Some(m)) = (rescale(st.total, st.scale, scale), rescale(m, sc, scale)) else {
+            return Err(sum_overflow());
+        };
+        st.total = total.checked_add(m).ok_or_else(sum_overflow)?;
+        st.scale = scale;
+        st.count += 1;
+        Ok(())
+    }
+
+    fn finalize(&self, _: &mut Context<'_>, st: Option<SumState>) -> rusqlite::Result<Option<String>> {
+        let Some(st) = st.filter(|s| s.count > 0) else {
+            return Ok(None);
+        };
+        if !self.avg {
+            return Ok(Some(format_decimal(st.total, st.scale)));
+        }
+        // decimal(38, max(s, 6)), the quotient truncated as SQL Server's decimal division does.
+        let scale = st.scale.max(6);
+        let total = rescale(st.total, st.scale, scale).ok_or_else(sum_overflow)?;
+        Ok(Some(format_decimal(total / i128::from(st.count), scale)))
+    }
+}
+
 fn text_arg(ctx: &Context<'_>, i: usize) -> Option<String> {
     match ctx.get_raw(i) {
         ValueRef::Null => None,
@@ -421,6 +521,30 @@ pub fn register(conn: &Connection) -> rusqlite::Result<()> {
     let det = FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC;
     let nondet = FunctionFlags::SQLITE_UTF8;
     conn.create_collation("DEC", dec_compare)?;
+    conn.create_collation("CI", ci_compare)?;
+    // CHAR(n): a code point of the varchar code page (1252); NCHAR(n): a UCS-2 code unit. Out
+    // of range (or a lone surrogate, which UTF-8 text cannot hold) is NULL, as SQL Server gives.
+    conn.create_scalar_function("tsql_char", 1, det, |ctx| {
+        const CP1252_80: [u16; 32] = [
+            0x20AC, 0x81, 0x201A, 0x0192, 0x201E, 0x2026, 0x2020, 0x2021, 0x02C6, 0x2030, 0x0160, 0x2039,
+            0x0152, 0x8D, 0x017D, 0x8F, 0x90, 0x2018, 0x2019, 0x201C, 0x201D, 0x2022, 0x2013, 0x2014, 0x02DC,
+            0x2122, 0x0161, 0x203A, 0x0153, 0x9D, 0x017E, 0x0178,
+        ];
+        Ok(int_arg(ctx, 0).and_then(|n| match n {
+            0..=0x7F | 0xA0..=0xFF => char::from_u32(n as u32).map(String::from),
+            0x80..=0x9F => char::from_u32(u32::from(CP1252_80[(n - 0x80) as usize])).map(String::from),
+            _ => None,
+        }))
+    })?;
+    conn.create_scalar_function("tsql_nchar", 1, det, |ctx| {
+        Ok(int_arg(ctx, 0)
+            .filter(|n| (0..=0xFFFF).contains(n))
+            .and_then(|n| char::from_u32(n as u32))
+            .map(String::from))
+    })?;
+    conn.create_aggregate_function("tsql_exact_sum", 1, det, ExactSum { avg: false })?;
+    conn.create_aggregate_function("tsql_exact_avg", 1, det, ExactSum { avg: true })?;
+    conn.create_collation("GUID", guid_compare)?;
     conn.create_scalar_function("tsql_cast", 5, det, tsql_cast)?;
     conn.create_scalar_function("tsql_nullnum", 1, det, |ctx| ctx.get::<Stored>(0))?;
     conn.create_scalar_function("len", 1, det, |ctx| {

@@ -23,6 +23,13 @@ pub enum Stmt {
         table: String,
         reseed: Option<Option<i64>>,
     },
+    /// `RAISERROR (msg, severity, state [, args])` or `THROW number, message, state`: the
+    /// arguments as written (constants or variables), evaluated when the statement runs.
+    /// A bare `THROW` (rethrow) has no arguments.
+    Raise {
+        throw: bool,
+        args: Vec<sqlparser::ast::Expr>,
+    },
     Unsupported(String),
 }
 
@@ -88,6 +95,61 @@ fn new_word(s: &str) -> Token {
 
 fn tok(t: Token) -> TokenWithSpan {
     TokenWithSpan::new(t, Span::new(Location::new(0, 0), Location::new(0, 0)))
+}
+
+/// `ADD [CONSTRAINT name] DEFAULT <expr> FOR <col>` starting at `add`: the replacement tokens
+/// and the index after the column name.
+fn add_default_for(toks: &[TokenWithSpan], add: usize) -> Option<(Vec<TokenWithSpan>, usize)> {
+    let mut j = next_sig(toks, add + 1);
+    let mut name = None;
+    if is_word(&toks.get(j)?.token, "CONSTRAINT") {
+        j = next_sig(toks, j + 1);
+        name = Some(word(&toks.get(j)?.token)?.value.clone());
+        j = next_sig(toks, j + 1);
+    }
+    if !is_word(&toks.get(j)?.token, "DEFAULT") {
+        return None;
+    }
+    let start = j + 1;
+    let mut depth = 0i32;
+    let mut k = start;
+    while k < toks.len() {
+        match &toks[k].token {
+            Token::LParen => depth += 1,
+            Token::RParen => depth -= 1,
+            Token::SemiColon | Token::EOF => return None,
+            t if depth == 0 && is_word(t, "FOR") => break,
+            _ => {}
+        }
+        k += 1;
+    }
+    let col_at = next_sig(toks, k + 1);
+    let col = toks.get(col_at)?.clone();
+    word(&col.token)?;
+    let space = || tok(Token::Whitespace(sqlparser::tokenizer::Whitespace::Space));
+    let mut out = vec![
+        tok(new_word("ALTER")),
+        space(),
+        tok(new_word("COLUMN")),
+        space(),
+        col,
+        space(),
+        tok(new_word("SET")),
+        space(),
+        tok(new_word("DEFAULT")),
+        space(),
+    ];
+    if let Some(n) = name {
+        out.push(tok(new_word("__named_default")));
+        out.push(tok(Token::LParen));
+        out.push(tok(Token::SingleQuotedString(n)));
+        out.push(tok(Token::Comma));
+        out.extend(toks[start..k].iter().cloned());
+        out.push(tok(Token::RParen));
+    } else {
+        out.extend(toks[start..k].iter().cloned());
+    }
+    Some((out, col_at + 1))
 }
 
 /// Index of the next non-whitespace token at or after `i`.
@@ -197,6 +259,17 @@ fn rewrite(
             && !is_word(t, "ALTER")
         {
             alter_add = false;
+        }
+        // ALTER TABLE t ADD [CONSTRAINT name] DEFAULT expr FOR col (T-SQL only) becomes
+        // ALTER COLUMN col SET DEFAULT expr; a constraint name rides along as
+        // `__named_default('name', expr)`, which ALTER TABLE unwraps.
+        if is_word(t, "ADD")
+            && depth == 0
+            && let Some(rewritten) = add_default_for(&toks, i)
+        {
+            out.extend(rewritten.0);
+            i = rewritten.1;
+            continue;
         }
         // ALTER TABLE t ADD a INT, b INT: sqlparser wants ADD before each column.
         if is_word(t, "ADD")
@@ -543,7 +616,51 @@ pub fn parse_batch(sql: &str, vars: &dyn Fn(&str) -> Option<String>) -> Result<B
                 }
                 Stmt::CheckIdent { table, reseed }
             }
-            ("WAITFOR" | "RAISERROR" | "THROW" | "GO", _) => {
+            ("RAISERROR", _) => {
+                p.next_token();
+                if !p.consume_token(&Token::LParen) {
+                    return Err(syntax_error("RAISERROR"));
+                }
+                let mut args = Vec::new();
+                loop {
+                    args.push(p.parse_expr().map_err(|e| parser_error(&e))?);
+                    if !p.consume_token(&Token::Comma) {
+                        break;
+                    }
+                }
+                if !p.consume_token(&Token::RParen) || args.len() < 3 {
+                    return Err(syntax_error(&p.peek_token().token.to_string()));
+                }
+                // WITH NOWAIT | LOG | SETERROR change nothing a client sees here.
+                if peek_word(&p, 0) == "WITH" {
+                    p.next_token();
+                    while matches!(peek_word(&p, 0).as_str(), "NOWAIT" | "LOG" | "SETERROR") {
+                        p.next_token();
+                        if !p.consume_token(&Token::Comma) {
+                            break;
+                        }
+                    }
+                }
+                Stmt::Raise { throw: false, args }
+            }
+            ("THROW", _) => {
+                p.next_token();
+                let mut args = Vec::new();
+                let next = p.peek_token().token;
+                if !matches!(next, Token::EOF | Token::SemiColon) && !is_statement_start(&peek_word(&p, 0)) {
+                    loop {
+                        args.push(p.parse_expr().map_err(|e| parser_error(&e))?);
+                        if !p.consume_token(&Token::Comma) {
+                            break;
+                        }
+                    }
+                    if args.len() != 3 {
+                        return Err(syntax_error(&p.peek_token().token.to_string()));
+                    }
+                }
+                Stmt::Raise { throw: true, args }
+            }
+            ("WAITFOR" | "GO", _) => {
                 let t = p.next_token();
                 while !matches!(p.peek_token().token, Token::EOF | Token::SemiColon)
                     && !is_statement_start(&peek_word(&p, 0))

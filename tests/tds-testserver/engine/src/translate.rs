@@ -779,6 +779,21 @@ impl<'a> Ctx<'a> {
             }
             Expr::Value(v) => Ok(self.literal(&mut v.value)),
             Expr::Nested(inner) => self.expr(inner, scope),
+            Expr::UnaryOp {
+                op: UnaryOperator::Minus,
+                expr: inner,
+            } if matches!(&**inner, Expr::Value(ValueWithSpan { value: AstValue::Number(n, _), .. }) if !n.starts_with('-')) =>
+            {
+                // Fold the sign into the literal, so a long negative decimal stays exact below.
+                if let Expr::Value(ValueWithSpan {
+                    value: AstValue::Number(n, l),
+                    ..
+                }) = &**inner
+                {
+                    *e = Expr::Value(AstValue::Number(format!("-{n}"), *l).into());
+                }
+                self.expr(e, scope)
+            }
             Expr::UnaryOp { op, expr } => {
                 let t = self.expr(expr, scope)?;
                 Ok(match op {
@@ -993,22 +1008,36 @@ impl<'a> Ctx<'a> {
     fn literal(&self, v: &mut AstValue) -> Ty {
         match v {
             AstValue::Number(n, _) => {
-                let s = n.as_str();
+                let owned = n.clone();
+                let s = owned.as_str();
                 if s.contains(['e', 'E']) {
                     return Ty::not_null(SqlType::Float);
                 }
+                // SQLite reads a number literal as a double, exact only up to 15 significant
+                // digits; longer decimal literals go to SQLite as text, which every conversion
+                // to decimal/money parses exactly (and arithmetic still reads as a number).
+                let digits = s.trim_start_matches(['-', '+']).trim_start_matches(['0', '.']);
+                let long = digits.bytes().filter(u8::is_ascii_digit).count() > 15;
                 if let Some((int, frac)) = s.split_once('.') {
                     let int = int.trim_start_matches(['-', '+']).trim_start_matches('0');
                     let scale = frac.len() as u8;
                     let precision = ((int.len() + frac.len()) as u8).max(1).max(scale).min(38);
+                    if long {
+                        *v = AstValue::SingleQuotedString(s.to_string());
+                    }
                     return Ty::not_null(SqlType::Numeric { precision, scale });
                 }
                 match s.parse::<i64>() {
                     Ok(i) if i32::try_from(i).is_ok() => Ty::not_null(SqlType::Int),
-                    _ => Ty::not_null(SqlType::Numeric {
-                        precision: (s.trim_start_matches('-').len() as u8).clamp(1, 38),
-                        scale: 0,
-                    }),
+                    parsed => {
+                        if parsed.is_err() {
+                            *v = AstValue::SingleQuotedString(s.to_string());
+                        }
+                        Ty::not_null(SqlType::Numeric {
+                            precision: (s.trim_start_matches('-').len() as u8).clamp(1, 38),
+                            scale: 0,
+                        })
+                    }
                 }
             }
             AstValue::SingleQuotedString(s) => Ty::not_null(SqlType::VarChar {
@@ -1145,8 +1174,33 @@ impl<'a> Ctx<'a> {
                 rename(f, "count");
                 Ty::not_null(SqlType::BigInt)
             }
-            "SUM" => Ty::of(sum_type(a0.ty)),
-            "AVG" => Ty::of(avg_type(a0.ty)),
+            "SUM" | "AVG" => {
+                let exact = a0.ty.is_some_and(|t| {
+                    matches!(
+                        t,
+                        SqlType::Decimal { .. }
+                            | SqlType::Numeric { .. }
+                            | SqlType::Money
+                            | SqlType::SmallMoney
+                    )
+                });
+                // Decimal and money sums stay exact (SQLite's sum/avg add doubles).
+                if exact && !has_over {
+                    rename(
+                        f,
+                        if name == "SUM" {
+                            "tsql_exact_sum"
+                        } else {
+                            "tsql_exact_avg"
+                        },
+                    );
+                }
+                Ty::of(if name == "SUM" {
+                    sum_type(a0.ty)
+                } else {
+                    avg_type(a0.ty)
+                })
+            }
             "MIN" | "MAX" => Ty {
                 ty: a0.ty,
                 nullable: true,
@@ -1254,6 +1308,11 @@ impl<'a> Ctx<'a> {
             "GETDATE" | "CURRENT_TIMESTAMP" | "GETUTCDATE" => Ty::not_null(SqlType::DateTime),
             "SYSDATETIME" | "SYSUTCDATETIME" => Ty::not_null(SqlType::DateTime2 { scale: 7 }),
             "SYSDATETIMEOFFSET" => Ty::not_null(SqlType::DateTimeOffset { scale: 7 }),
+            // SQL Server 2022 semantics (any JSON value); SQLite's JSON1 json_valid.
+            "ISJSON" => {
+                rename(f, "json_valid");
+                Ty::of(SqlType::Int)
+            }
             "NEWID" | "NEWSEQUENTIALID" => {
                 rename(f, "newid");
                 Ty::not_null(SqlType::UniqueIdentifier)
@@ -1332,11 +1391,14 @@ impl<'a> Ctx<'a> {
             }
             "HASHBYTES" => Ty::of(SqlType::VarBinary { len: Some(8000) }),
             "UNICODE" | "ASCII" => Ty::of(SqlType::Int),
-            "CHAR" | "NCHAR" => Ty::of(if name == "NCHAR" {
-                SqlType::NChar { len: 1 }
-            } else {
-                SqlType::Char { len: 1 }
-            }),
+            "CHAR" | "NCHAR" => {
+                rename(f, &format!("tsql_{}", name.to_lowercase()));
+                Ty::of(if name == "NCHAR" {
+                    SqlType::NChar { len: 1 }
+                } else {
+                    SqlType::Char { len: 1 }
+                })
+            }
             "ISNUMERIC" => Ty::not_null(SqlType::Int),
             "FORMAT" => Ty::of(SqlType::NVarChar { len: Some(4000) }),
             other => {

@@ -370,6 +370,23 @@ pub fn register(conn: &rusqlite::Connection, ctx: FunctionContext) -> rusqlite::
     })?;
 
     let c = Arc::clone(&ctx);
+    conn.create_scalar_function("col_name", 2, flags, move |f| {
+        let (Some(id), Some(column_id)) = (arg_id(f, 0), arg_int(f, 1)) else {
+            return Ok(None);
+        };
+        Ok(c.with_catalog(|cat| {
+            let table = cat.table(id)?;
+            if table.session.is_some_and(|s| s != c.session_id) {
+                return None;
+            }
+            table
+                .columns
+                .iter()
+                .find(|col| i64::from(col.column_id) == column_id)
+                .map(|col| col.name.clone())
+        }))
+    })?;
+    let c = Arc::clone(&ctx);
     conn.create_scalar_function("columnproperty", 3, flags, move |f| {
         let (Some(id), Some(column), Some(property)) = (arg_id(f, 0), arg_text(f, 1), arg_text(f, 2)) else {
             return Ok(None);
@@ -436,7 +453,9 @@ pub fn return_type(name: &str) -> Option<SqlType> {
     Some(match name.to_ascii_lowercase().as_str() {
         "object_id" | "schema_id" | "type_id" | "db_id" | "columnproperty" | "objectproperty"
         | "indexproperty" => SqlType::Int,
-        "object_name" | "object_schema_name" | "schema_name" | "type_name" | "db_name" => SYSNAME,
+        "object_name" | "object_schema_name" | "schema_name" | "type_name" | "db_name" | "col_name" => {
+            SYSNAME
+        }
         "ident_seed" | "ident_incr" | "ident_current" => SqlType::Numeric {
             precision: 38,
             scale: 0,
