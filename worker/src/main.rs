@@ -365,13 +365,14 @@ async fn main_inner(cli: Cli, out: &Out) -> anyhow::Result<bool> {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    // Spans go to OTLP when OTEL_EXPORTER_OTLP_ENDPOINT is set; the guard flushes them at exit.
+    let _telemetry = match mssql_pg_telemetry::init("mssql-pg-worker", false, "info") {
+        Ok(guard) => Some(guard),
+        Err(e) => {
+            eprintln!("tracing export disabled: {e}");
+            None
+        }
+    };
     // kube (ring) and tiberius (aws-lc) both link a rustls crypto provider; rustls refuses to pick one
     // and panics on the first TLS connection unless the process installs its choice first.
     if tokio_rustls::rustls::crypto::ring::default_provider()
@@ -398,7 +399,14 @@ async fn main() -> ExitCode {
     let out = Out {
         json: !std::io::stdout().is_terminal(),
     };
-    match main_inner(cli, &out).await {
+    // One span per worker process, a child of the Migration's trace the operator passed in TRACEPARENT.
+    let span = tracing::info_span!(
+        "worker",
+        step = std::env::var("WORKER_STEP").unwrap_or_default(),
+        task = std::env::var("TASK_NAME").unwrap_or_default(),
+    );
+    mssql_pg_telemetry::adopt_remote_parent(&span);
+    match tracing::Instrument::instrument(main_inner(cli, &out), span).await {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::FAILURE,
         Err(e) => {
