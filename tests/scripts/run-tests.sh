@@ -22,16 +22,27 @@ eval "$(tests/scripts/postgres.sh start)"
 needs_cluster=0
 case "$what" in all | rust | helm) needs_cluster=1 ;; esac
 if [ $needs_cluster = 1 ]; then
-  tests/control-plane/build.sh
-  k8s_dir=$(mktemp -d /tmp/mssqlpg-k8s.XXXXXX)
-  tests/control-plane/up.sh "$k8s_dir"
-  export MSSQLPG_K8S_DIR="$k8s_dir"
+  # On a fresh machine the Kubernetes build (Go, one core) overlaps the Rust build below; build.sh holds a
+  # lock, so a build already started by `make test` is waited for, not repeated.
+  mkdir -p "${MSSQLPG_CACHE:-$HOME/.cache/mssql-pg-operator}"
+  k8s_build_log="${MSSQLPG_CACHE:-$HOME/.cache/mssql-pg-operator}/k8s-build.log"
+  tests/control-plane/build.sh >"$k8s_build_log" 2>&1 &
+  k8s_build_pid=$!
 fi
 
 failed=()
 if [ "$what" = all ] || [ "$what" = rust ]; then
   # Pods on the loopback node run the freshly built debug binaries (MSSQLPG_NODE_PATH default).
   cargo build --workspace --locked --bins
+  cargo test --workspace --locked --no-run
+fi
+if [ $needs_cluster = 1 ]; then
+  wait "$k8s_build_pid" || { cat "$k8s_build_log" >&2; echo "run-tests.sh: building Kubernetes failed" >&2; exit 1; }
+  k8s_dir=$(mktemp -d /tmp/mssqlpg-k8s.XXXXXX)
+  tests/control-plane/up.sh "$k8s_dir"
+  export MSSQLPG_K8S_DIR="$k8s_dir"
+fi
+if [ "$what" = all ] || [ "$what" = rust ]; then
   cargo test --workspace --locked || failed+=("cargo test")
 fi
 if [ "$what" = all ] || [ "$what" = clients ]; then
