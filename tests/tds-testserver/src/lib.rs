@@ -26,7 +26,9 @@ pub struct ServerConfig {
     pub database: String,
     /// The largest TDS packet size granted at login (512..=32767).
     pub max_packet_size: u32,
-    /// Persistent storage; `None` keeps data in memory.
+    /// Where the SQLite file lives; `None`: a temporary directory (in /dev/shm when present).
+    /// Either way the data lasts only as long as the server: the catalog is in memory, so a
+    /// start with the same directory begins empty (the old files are removed).
     pub data_dir: Option<PathBuf>,
 }
 
