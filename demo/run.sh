@@ -38,10 +38,9 @@ cleanup() {
         say "left running (DEMO_KEEP=1): source $DIR/k8s/env; stop with: make demo-down"
     else
         if [ $rc != 0 ]; then
-            echo "demo: failed (exit $rc); operator and worker logs: $DIR/k8s/node/pods/*/*.log" >&2
-            # Keep the logs for a look after everything stopped.
-            mkdir -p "$DIR.logs" && cp -r "$DIR/k8s/node/pods" "$DIR.logs/" 2>/dev/null || true
-            [ -d "$DIR.logs/pods" ] && echo "demo: copied the pod logs to $DIR.logs/pods" >&2
+            # Keep the operator's and workers' logs for a look after everything stopped.
+            rm -rf "$DIR.logs" && mkdir -p "$DIR.logs" && cp -r "$DIR/k8s/node/pods" "$DIR.logs/" 2>/dev/null
+            echo "demo: failed (exit $rc); operator and worker logs: $DIR.logs/pods/*/*.log" >&2
         fi
         demo/down.sh
     fi
@@ -53,7 +52,10 @@ say "installing what is missing and building (cached after the first run)"
 tests/scripts/install-deps.sh
 BIN="$(tests/control-plane/build.sh)"
 export PATH="$BIN:$PATH"
-cargo build --locked -q -p mssql-pg-operator -p mssql-pg-worker -p tds-testserver -p bench -p node-agent
+cargo build --locked -q -p mssql-pg-worker -p tds-testserver -p bench -p node-agent
+# The operator on its own: built together with the worker, cargo unifies rustls' features (the worker enables
+# ring, kube aws-lc-rs) and rustls then refuses to pick a default crypto provider at run time.
+cargo build --locked -q -p mssql-pg-operator
 TARGET="${CARGO_TARGET_DIR:-$REPO/target}/debug"
 
 say "starting the Kubernetes control plane"
