@@ -204,6 +204,11 @@ pub struct PostgresEndpoint {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 253))]
     pub ca_secret: Option<String>,
+    /// Create the target tables UNLOGGED for the load and switch them to LOGGED before the
+    /// migration succeeds; PostgreSQL target only, faster, but a crash of PostgreSQL during the
+    /// load loses the loaded rows.
+    #[serde(default)]
+    pub unlogged: bool,
 }
 
 /// libpq `sslmode` values supported by the worker.
@@ -282,6 +287,7 @@ impl PostgresEndpoint {
             credentials_secret: credentials_secret.to_string(),
             ssl_mode: PostgresSslMode::default(),
             ca_secret: None,
+            unlogged: false,
         }
     }
 }

@@ -61,6 +61,14 @@ impl MigrationSpec {
 
     fn collect_errors(&self, errors: &mut Vec<FieldError>) {
         let source = endpoint(&self.source, "spec.source", errors);
+        // UNLOGGED is a property of the tables the load creates: a source has none.
+        if self.source.postgres.as_ref().is_some_and(|p| p.unlogged) {
+            errors.push(FieldError::new(
+                "spec.source.postgres.unlogged",
+                "applies to the PostgreSQL target only (it creates the target tables UNLOGGED for the load); \
+                 remove it from the source",
+            ));
+        }
         let target = endpoint(&self.target, "spec.target", errors);
         if let (Some(s), Some(t)) = (source, target)
             && s.engine() == t.engine()

@@ -106,3 +106,18 @@ fn long_migration_name_is_rejected() {
     m.metadata.name = Some("m".repeat(41));
     assert_eq!(paths(&m), vec!["metadata.name"]);
 }
+
+#[test]
+fn unlogged_is_for_the_postgres_target_only() {
+    let mut m = valid();
+    m.spec.target.postgres.as_mut().unwrap().unlogged = true;
+    assert_eq!(m.validate(), Ok(()));
+
+    let mut reverse = valid();
+    std::mem::swap(&mut reverse.spec.source, &mut reverse.spec.target);
+    reverse.spec.source.postgres.as_mut().unwrap().unlogged = true;
+    let err = reverse.validate().unwrap_err();
+    assert_eq!(err.len(), 1, "{err:?}");
+    assert_eq!(err[0].path, "spec.source.postgres.unlogged");
+    assert!(err[0].message.contains("target only"), "{}", err[0]);
+}
