@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::ResourceRequirements;
+
 /// Defaults applied to worker Jobs and reconcile pacing.
 #[derive(Clone, Debug)]
 pub struct OperatorConfig {
@@ -13,6 +15,8 @@ pub struct OperatorConfig {
     pub worker_command: Vec<String>,
     /// `RUST_LOG` for workers.
     pub worker_log: String,
+    /// Compute resources of worker containers when a Migration does not set `spec.worker.resources`.
+    pub worker_resources: Option<ResourceRequirements>,
     /// Passed to workers so their traces join the operator's (unset: no export).
     pub otlp_endpoint: Option<String>,
     /// Re-check interval while Jobs run (watch events usually come first).
@@ -28,9 +32,41 @@ impl Default for OperatorConfig {
             worker_service_account: Some("mssql-pg-worker".to_string()),
             worker_command: vec!["mssql-pg-worker".to_string()],
             worker_log: "info".to_string(),
+            worker_resources: None,
             otlp_endpoint: None,
             requeue_active: Duration::from_secs(30),
             requeue_idle: Duration::from_secs(300),
         }
+    }
+}
+
+/// Parse default worker resources given as JSON (`{"requests":{"cpu":"500m"},"limits":{"memory":"1Gi"}}`),
+/// the form the Helm chart renders into `MSSQLPG_WORKER_RESOURCES`. Empty means none.
+pub fn parse_worker_resources(json: &str) -> Result<Option<ResourceRequirements>, String> {
+    if json.trim().is_empty() {
+        return Ok(None);
+    }
+    serde_json::from_str(json)
+        .map(Some)
+        .map_err(|e| format!("MSSQLPG_WORKER_RESOURCES is not a Kubernetes ResourceRequirements object: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+
+    #[test]
+    fn worker_resources_parse_from_the_charts_json() {
+        let r = parse_worker_resources(
+            r#"{"requests":{"cpu":"500m","memory":"256Mi"},"limits":{"memory":"1Gi"}}"#,
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(r.requests.unwrap()["cpu"], Quantity("500m".into()));
+        assert_eq!(r.limits.unwrap()["memory"], Quantity("1Gi".into()));
+        assert_eq!(parse_worker_resources("  ").unwrap(), None);
+        let err = parse_worker_resources("{\"requests\": 5}").unwrap_err();
+        assert!(err.contains("MSSQLPG_WORKER_RESOURCES"), "{err}");
     }
 }

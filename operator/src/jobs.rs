@@ -223,7 +223,11 @@ fn worker_job(
         command: Some(cfg.worker_command.clone()),
         args: Some(args),
         env: Some(env),
-        resources: spec.worker.resources.clone(),
+        resources: spec
+            .worker
+            .resources
+            .clone()
+            .or_else(|| cfg.worker_resources.clone()),
         volume_mounts: Some(mounts),
         termination_message_policy: Some("FallbackToLogsOnError".to_string()),
         security_context: Some(SecurityContext {

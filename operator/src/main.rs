@@ -37,6 +37,10 @@ struct Args {
     /// RUST_LOG given to workers.
     #[arg(long, env = "MSSQLPG_WORKER_LOG", default_value = "info")]
     worker_log: String,
+    /// Default compute resources of worker containers, as JSON (a ResourceRequirements object);
+    /// `spec.worker.resources` of a Migration wins.
+    #[arg(long, env = "MSSQLPG_WORKER_RESOURCES", default_value = "")]
+    worker_resources: String,
     /// Program (and leading arguments, space-separated) worker containers run; the step follows.
     #[arg(long, env = "MSSQLPG_WORKER_COMMAND", default_value = "mssql-pg-worker")]
     worker_command: String,
@@ -68,6 +72,8 @@ async fn main() -> anyhow::Result<()> {
         worker_image: args.worker_image,
         worker_service_account: Some(args.worker_service_account).filter(|s| !s.is_empty()),
         worker_log: args.worker_log,
+        worker_resources: mssql_pg_operator::config::parse_worker_resources(&args.worker_resources)
+            .map_err(anyhow::Error::msg)?,
         worker_command: args
             .worker_command
             .split_whitespace()

@@ -205,3 +205,37 @@ fn only_objects_of_this_migration_instance_count() {
     assert!(belongs_to(&t.metadata, &uid, false));
     assert!(!belongs_to(&t.metadata, &uid, true));
 }
+
+#[test]
+fn worker_resources_default_from_the_operator_and_the_spec_wins() {
+    use k8s_openapi::api::core::v1::ResourceRequirements;
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+    let resources = |mem: &str| ResourceRequirements {
+        limits: Some([("memory".to_string(), Quantity(mem.to_string()))].into()),
+        ..ResourceRequirements::default()
+    };
+    let container_resources = |job: &Job| {
+        job.spec
+            .as_ref()
+            .unwrap()
+            .template
+            .spec
+            .as_ref()
+            .unwrap()
+            .containers[0]
+            .resources
+            .clone()
+    };
+    let mut config = cfg();
+    config.worker_resources = Some(resources("1Gi"));
+    let mut m = migration();
+    assert_eq!(
+        container_resources(&plan_job(&m, &config).unwrap()),
+        Some(resources("1Gi"))
+    );
+    m.spec.worker.resources = Some(resources("2Gi"));
+    assert_eq!(
+        container_resources(&plan_job(&m, &config).unwrap()),
+        Some(resources("2Gi"))
+    );
+}
