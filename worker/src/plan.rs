@@ -342,9 +342,18 @@ pub fn build_plan(source: Vec<SourceTable>, opts: &Options) -> Result<Plan, Plan
 /// Replaces the task of each large table that has a single integer key with key-range partitions.
 /// `bounds` holds (min, max) of that key per table index.
 pub fn split_tasks(plan: &mut Plan, bounds: &BTreeMap<usize, (i64, i64)>, opts: &Options) {
+    plan.tasks = split_task_list(std::mem::take(&mut plan.tasks), bounds, opts);
+}
+
+/// [`split_tasks`] on a bare task list (shared with the PostgreSQL -> SQL Server plan).
+pub fn split_task_list(
+    tasks_in: Vec<TaskPlan>,
+    bounds: &BTreeMap<usize, (i64, i64)>,
+    opts: &Options,
+) -> Vec<TaskPlan> {
     let p = &opts.partitioning;
     let mut tasks = Vec::new();
-    for task in std::mem::take(&mut plan.tasks) {
+    for task in tasks_in {
         let rows = task.estimated_rows;
         let parts = if rows >= p.min_rows_to_split && p.rows_per_partition > 0 {
             (rows / p.rows_per_partition).clamp(1, i64::from(p.max_partitions_per_table.max(1)))
@@ -381,7 +390,7 @@ pub fn split_tasks(plan: &mut Plan, bounds: &BTreeMap<usize, (i64, i64)>, opts: 
             .cmp(&a.estimated_rows)
             .then_with(|| a.name.cmp(&b.name))
     });
-    plan.tasks = tasks;
+    tasks
 }
 
 #[cfg(test)]

@@ -84,6 +84,78 @@ fn port(p: i32, field: &str) -> Result<u16, SpecError> {
     u16::try_from(p).map_err(|_| SpecError::Invalid(format!("{field}: port {p} out of range")))
 }
 
+/// Whether the Migration moves PostgreSQL into SQL Server (source.postgres + target.mssql).
+pub fn is_pg_to_mssql(m: &Migration) -> bool {
+    m.spec.source.postgres.is_some() && m.spec.target.mssql.is_some()
+}
+
+/// Engine settings for the PostgreSQL -> SQL Server direction: (PostgreSQL source, SQL Server
+/// target, options). `SOURCE_*` credentials are PostgreSQL's, `TARGET_*` SQL Server's.
+pub fn resolve_pg_to_mssql(
+    m: &Migration,
+    creds: Credentials,
+) -> Result<(PgTarget, MssqlSource, Options), SpecError> {
+    let spec = &m.spec;
+    let (Some(src), Some(dst)) = (spec.source.postgres.as_ref(), spec.target.mssql.as_ref()) else {
+        return Err(SpecError::Invalid(
+            "the postgres -> mssql direction needs source.postgres and target.mssql".into(),
+        ));
+    };
+    let source = PgTarget {
+        host: src.host.clone(),
+        port: port(src.port, "source.postgres.port")?,
+        database: src.database.clone(),
+        user: creds.source_user,
+        password: creds.source_password,
+        ssl_mode: match src.ssl_mode {
+            PostgresSslMode::Disable => SslMode::Disable,
+            PostgresSslMode::Prefer => SslMode::Prefer,
+            PostgresSslMode::Require => SslMode::Require,
+            PostgresSslMode::VerifyCa => SslMode::VerifyCa,
+            PostgresSslMode::VerifyFull => SslMode::VerifyFull,
+        },
+        ssl_root_cert: std::env::var("SOURCE_SSL_ROOT_CERT")
+            .ok()
+            .filter(|p| !p.is_empty()),
+    };
+    let target = MssqlSource {
+        host: dst.host.clone(),
+        port: port(dst.port, "target.mssql.port")?,
+        database: dst.database.clone(),
+        user: creds.target_user,
+        password: creds.target_password,
+        encryption: match dst.encryption {
+            MssqlEncryption::NotSupported => Encryption::NotSupported,
+            MssqlEncryption::Off => Encryption::Off,
+            MssqlEncryption::On | MssqlEncryption::Required => Encryption::Required,
+        },
+        trust_server_certificate: dst.trust_server_certificate,
+        packet_size: u32::try_from(dst.packet_size.clamp(512, 32767)).unwrap_or(32767),
+    };
+    // The option mapping is the same as the other direction's; only the endpoints differ.
+    let mut mirrored = m.clone();
+    mirrored.spec.source = mssql_pg_crds::Endpoint {
+        mssql: Some(dst.clone()),
+        postgres: None,
+    };
+    mirrored.spec.target = mssql_pg_crds::Endpoint {
+        mssql: None,
+        postgres: Some(src.clone()),
+    };
+    let (_, _, mut options) = resolve(
+        &mirrored,
+        Credentials {
+            source_user: String::new(),
+            source_password: String::new(),
+            target_user: String::new(),
+            target_password: String::new(),
+        },
+    )?;
+    options.source_schema = src.schema.clone();
+    options.target_schema = dst.schema.clone();
+    Ok((source, target, options))
+}
+
 /// Engine settings for the SQL Server -> PostgreSQL direction.
 pub fn resolve(m: &Migration, creds: Credentials) -> Result<(MssqlSource, PgTarget, Options), SpecError> {
     let spec = &m.spec;
@@ -167,6 +239,7 @@ pub fn resolve(m: &Migration, creds: Credentials) -> Result<(MssqlSource, PgTarg
             SpecVerify::None => VerifyMode::None,
         },
         lowercase_identifiers: s.identifier_case == IdentifierCase::Lower,
+        unlogged: dst.unlogged,
     };
     Ok((source, target, options))
 }

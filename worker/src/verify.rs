@@ -45,7 +45,7 @@ pub struct Digest {
 }
 
 impl Digest {
-    fn add(&mut self, row: &[u8]) {
+    pub fn add(&mut self, row: &[u8]) {
         let mut h = DefaultHasher::new();
         h.write(row);
         self.rows += 1;
@@ -178,16 +178,22 @@ async fn target_digest(pg: &Client, t: &TablePlan) -> Result<Digest, VerifyError
         .map(|c| quote_pg(&c.target_name))
         .collect::<Vec<_>>()
         .join(", ");
+    pg_copy_digest(
+        pg,
+        &format!("COPY (SELECT {cols} FROM {table}) TO STDOUT (FORMAT binary)"),
+        &table,
+    )
+    .await
+}
+
+/// The digest of a `COPY (...) TO STDOUT (FORMAT binary)` (both directions' PostgreSQL side).
+pub async fn pg_copy_digest(pg: &Client, copy_sql: &str, table: &str) -> Result<Digest, VerifyError> {
+    let table = table.to_string();
     let err = |source| VerifyError::Target {
         table: table.clone(),
         source,
     };
-    let stream = pg
-        .copy_out(&format!(
-            "COPY (SELECT {cols} FROM {table}) TO STDOUT (FORMAT binary)"
-        ))
-        .await
-        .map_err(err)?;
+    let stream = pg.copy_out(copy_sql).await.map_err(err)?;
     futures_util::pin_mut!(stream);
     let mut buf = BytesMut::new();
     let mut header_done = false;

@@ -1,6 +1,10 @@
 //! The SQL Server side: connecting, introspection, reading.
 
+pub mod bulk;
+pub mod checkpoint;
 pub mod connect;
+pub mod ddl;
+pub mod expr;
 pub mod introspect;
 pub mod packet_tap;
 pub mod read;

@@ -4,5 +4,7 @@ pub mod connect;
 pub mod copy_binary;
 pub mod ddl;
 pub mod expr;
+pub mod introspect;
 pub mod load;
+pub mod read;
 pub mod tls;

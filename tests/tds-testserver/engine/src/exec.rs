@@ -301,6 +301,18 @@ impl Session {
             }
             Statement::Merge(mut m) => self.merge(&mut m, sink),
             Statement::CreateTable(ct) => self.create_table(ct, sink),
+            // The smallest piece the PostgreSQL -> SQL Server worker needs (its `_mssqlpg`
+            // checkpoint schema and non-dbo target schemas).
+            Statement::CreateSchema {
+                schema_name: sqlparser::ast::SchemaName::Simple(name),
+                ..
+            } => {
+                let name = crate::translate::object_parts(&name).join(".");
+                self.before_ddl();
+                self.engine.with_catalog(|c| c.create_schema(&name))?;
+                self.done(sink, StatementKind::Other, None)?;
+                Ok(())
+            }
             Statement::Drop {
                 object_type,
                 if_exists,

@@ -1,0 +1,421 @@
+//! T-SQL DDL for the PostgreSQL -> SQL Server direction: tables before the copy; keys, indexes,
+//! checks, defaults, identity reseed and foreign keys after it. Statements that cannot be
+//! translated become plan warnings, never silently dropped.
+
+use crate::mapping::quote_mssql;
+use crate::mssql::expr::{self, Ctx};
+use crate::pg_to_mssql::{RevPlan, RevTablePlan};
+
+/// One DDL statement and what it is for (messages).
+#[derive(Debug, Clone)]
+pub struct MsStmt {
+    pub what: String,
+    pub sql: String,
+    /// Failure is a warning (a translated expression SQL Server rejected), not an error.
+    pub optional: bool,
+}
+
+pub fn qualified(t: &RevTablePlan) -> String {
+    format!(
+        "{}.{}",
+        quote_mssql(&t.target_schema),
+        quote_mssql(&t.target_name)
+    )
+}
+
+pub fn create_table(t: &RevTablePlan, identity: bool) -> String {
+    let cols = t
+        .columns
+        .iter()
+        .map(|c| {
+            let ident = if identity && c.identity {
+                " IDENTITY(1,1)"
+            } else {
+                ""
+            };
+            format!(
+                "{} {}{ident} {}",
+                quote_mssql(&c.target_name),
+                c.ms_type,
+                if c.source.nullable { "NULL" } else { "NOT NULL" }
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!("CREATE TABLE {} ({cols})", qualified(t))
+}
+
+pub fn drop_table(t: &RevTablePlan) -> String {
+    format!("DROP TABLE IF EXISTS {}", qualified(t))
+}
+
+fn col_list(t: &RevTablePlan, names: &[String]) -> Result<String, String> {
+    names
+        .iter()
+        .map(|n| {
+            t.columns
+                .iter()
+                .find(|c| &c.source.name == n)
+                .map(|c| quote_mssql(&c.target_name))
+                .ok_or_else(|| format!("column {n} is not copied"))
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map(|v| v.join(", "))
+}
+
+fn lookup(t: &RevTablePlan) -> impl Fn(&str) -> Option<String> + '_ {
+    move |n: &str| {
+        t.columns
+            .iter()
+            .find(|c| c.source.name == n)
+            .map(|c| c.target_name.clone())
+    }
+}
+
+/// Whether SQL Server can use the column as an index key (not (max), not varbinary(max)).
+fn indexable(t: &RevTablePlan, name: &str) -> bool {
+    use crate::mapping_pg_to_mssql::MsType;
+    t.columns.iter().find(|c| c.source.name == name).is_some_and(|c| {
+        !matches!(
+            c.ms_type,
+            MsType::NVarChar { length: None } | MsType::VarBinaryMax
+        )
+    })
+}
+
+/// Primary key, unique constraints, indexes, checks and defaults of one table.
+pub fn finalize_table(
+    t: &RevTablePlan,
+    opts: &crate::options::SchemaOptions,
+    names: &TableNames,
+    warnings: &mut Vec<String>,
+) -> Vec<MsStmt> {
+    let q = qualified(t);
+    let tq = t.source.qualified();
+    let mut out = Vec::new();
+    let keyed = |cols: &[String], what: &str, warnings: &mut Vec<String>| -> bool {
+        if let Some(c) = cols.iter().find(|c| !indexable(t, c)) {
+            warnings.push(format!(
+                "table {tq}: {what} not created: column {c} is nvarchar(max)/varbinary(max) in SQL Server, \
+                 which cannot be an index key (no value short enough to size it was found)"
+            ));
+            return false;
+        }
+        true
+    };
+    if let Some(pk) = &t.source.primary_key
+        && keyed(&pk.columns, &format!("primary key {}", pk.name), warnings)
+        && let Ok(cols) = col_list(t, &pk.columns)
+    {
+        out.push(MsStmt {
+            what: format!("primary key of {tq}"),
+            sql: format!(
+                "ALTER TABLE {q} ADD CONSTRAINT {} PRIMARY KEY ({cols})",
+                quote_mssql(&names.pk)
+            ),
+            optional: false,
+        });
+    }
+    if opts.indexes {
+        for (u, name) in t.source.unique.iter().zip(&names.unique) {
+            if keyed(&u.columns, &format!("unique constraint {}", u.name), warnings)
+                && let Ok(cols) = col_list(t, &u.columns)
+            {
+                out.push(MsStmt {
+                    what: format!("unique constraint {} of {tq}", u.name),
+                    sql: format!(
+                        "ALTER TABLE {q} ADD CONSTRAINT {} UNIQUE ({cols})",
+                        quote_mssql(name)
+                    ),
+                    optional: false,
+                });
+            }
+        }
+        for ix in &t.source.indexes {
+            if let Some(e) = &ix.expression {
+                warnings.push(format!(
+                    "table {tq}: expression index {} ({e}) not migrated: SQL Server indexes columns only",
+                    ix.name
+                ));
+                continue;
+            }
+            let names_only: Vec<String> = ix.columns.iter().map(|(c, _)| c.clone()).collect();
+            if !keyed(&names_only, &format!("index {}", ix.name), warnings) {
+                continue;
+            }
+            let keys = ix
+                .columns
+                .iter()
+                .map(|(c, desc)| {
+                    format!(
+                        "{} {}",
+                        quote_mssql(&lookup(t)(c).unwrap_or_else(|| c.clone())),
+                        if *desc { "DESC" } else { "ASC" }
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join(", ");
+            let mut sql = format!(
+                "CREATE {}INDEX {} ON {q} ({keys})",
+                if ix.unique { "UNIQUE " } else { "" },
+                quote_mssql(&ix.name)
+            );
+            if !ix.included.is_empty() {
+                match col_list(t, &ix.included) {
+                    Ok(inc) => sql.push_str(&format!(" INCLUDE ({inc})")),
+                    Err(e) => {
+                        warnings.push(format!("table {tq}: index {}: {e}", ix.name));
+                        continue;
+                    }
+                }
+            }
+            if let Some(pred) = &ix.predicate {
+                let cols = lookup(t);
+                match expr::translate(
+                    pred,
+                    &Ctx {
+                        columns: &cols,
+                        column_type: None,
+                    },
+                ) {
+                    Ok(p) => sql.push_str(&format!(" WHERE {p}")),
+                    Err(e) => {
+                        warnings.push(format!(
+                            "table {tq}: partial index {} not migrated: its predicate {pred} could not be \
+                             translated ({e})",
+                            ix.name
+                        ));
+                        continue;
+                    }
+                }
+            }
+            out.push(MsStmt {
+                what: format!("index {} of {tq}", ix.name),
+                sql,
+                optional: true,
+            });
+        }
+    }
+    if opts.check_constraints {
+        for (ck, name) in t.source.checks.iter().zip(&names.checks) {
+            let cols = lookup(t);
+            match expr::translate(
+                &ck.expression,
+                &Ctx {
+                    columns: &cols,
+                    column_type: None,
+                },
+            ) {
+                Ok(e) => out.push(MsStmt {
+                    what: format!("check constraint {} of {tq}", ck.name),
+                    sql: format!("ALTER TABLE {q} ADD CONSTRAINT {} CHECK ({e})", quote_mssql(name)),
+                    optional: true,
+                }),
+                Err(e) => warnings.push(format!(
+                    "table {tq}: check constraint {} {} not migrated: {e}",
+                    ck.name, ck.expression
+                )),
+            }
+        }
+    }
+    // The mapping's own checks (enum labels, ISJSON) keep what the PostgreSQL type enforced.
+    for (c, name) in t.columns.iter().zip(&names.column_checks) {
+        if let (Some(check), Some(name)) = (&c.check, name) {
+            out.push(MsStmt {
+                what: format!("type check of column {} of {tq}", c.source.name),
+                sql: format!(
+                    "ALTER TABLE {q} ADD CONSTRAINT {} CHECK ({check})",
+                    quote_mssql(name)
+                ),
+                optional: true,
+            });
+        }
+    }
+    if opts.defaults {
+        for (c, name) in t.columns.iter().zip(&names.defaults) {
+            let (Some(def), Some(name)) = (&c.source.default, name) else {
+                continue;
+            };
+            let cols = lookup(t);
+            match expr::translate(
+                def,
+                &Ctx {
+                    columns: &cols,
+                    column_type: Some(c.ms_type),
+                },
+            ) {
+                Ok(e) => out.push(MsStmt {
+                    what: format!("default of column {} of {tq}", c.source.name),
+                    sql: format!(
+                        "ALTER TABLE {q} ADD CONSTRAINT {} DEFAULT {e} FOR {}",
+                        quote_mssql(name),
+                        quote_mssql(&c.target_name)
+                    ),
+                    optional: true,
+                }),
+                Err(e) => warnings.push(format!(
+                    "table {tq}: default {def} of column {} not migrated: {e}",
+                    c.source.name
+                )),
+            }
+        }
+    }
+    out
+}
+
+/// Foreign keys among the migrated tables (after all of them are loaded).
+pub fn foreign_keys(plan: &RevPlan, warnings: &mut Vec<String>) -> Vec<MsStmt> {
+    let mut out = Vec::new();
+    for (ti, t) in plan.tables.iter().enumerate() {
+        let tq = t.source.qualified();
+        for (fi, fk) in t.source.foreign_keys.iter().enumerate() {
+            let Some(rt) = plan
+                .tables
+                .iter()
+                .find(|r| r.source.schema == fk.ref_schema && r.source.name == fk.ref_table)
+            else {
+                warnings.push(format!(
+                    "table {tq}: foreign key {} not created: {}.{} is not migrated",
+                    fk.name, fk.ref_schema, fk.ref_table
+                ));
+                continue;
+            };
+            let (Ok(cols), Ok(refs)) = (col_list(t, &fk.columns), col_list(rt, &fk.ref_columns)) else {
+                warnings.push(format!(
+                    "table {tq}: foreign key {} refers to columns not copied",
+                    fk.name
+                ));
+                continue;
+            };
+            let action = |a: char, what: &str| -> Option<String> {
+                match a {
+                    'c' => Some(format!(" ON {what} CASCADE")),
+                    'n' => Some(format!(" ON {what} SET NULL")),
+                    'd' => Some(format!(" ON {what} SET DEFAULT")),
+                    // RESTRICT and NO ACTION are both SQL Server's NO ACTION (checked at once).
+                    _ => None,
+                }
+            };
+            let name = plan.names[ti]
+                .fks
+                .get(fi)
+                .cloned()
+                .unwrap_or_else(|| fk.name.clone());
+            out.push(MsStmt {
+                what: format!("foreign key {} of {tq}", fk.name),
+                sql: format!(
+                    "ALTER TABLE {} ADD CONSTRAINT {} FOREIGN KEY ({cols}) REFERENCES {} ({refs}){}{}",
+                    qualified(t),
+                    quote_mssql(&name),
+                    qualified(rt),
+                    action(fk.on_delete, "DELETE").unwrap_or_default(),
+                    action(fk.on_update, "UPDATE").unwrap_or_default()
+                ),
+                optional: true,
+            });
+        }
+    }
+    out
+}
+
+/// SQL Server names of a table's constraints (schema-scoped objects there, per table in
+/// PostgreSQL), chosen at plan time so collisions are handled once.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct TableNames {
+    pub pk: String,
+    pub unique: Vec<String>,
+    pub checks: Vec<String>,
+    pub fks: Vec<String>,
+    /// Per column: the name of its type check (enum/json), if it has one.
+    pub column_checks: Vec<Option<String>>,
+    /// Per column: the name of its default constraint, if it has a default.
+    pub defaults: Vec<Option<String>>,
+}
+
+/// Upsert: the staging table (a per-task real table, so a reconnecting writer finds it).
+pub fn stage_name(t: &RevTablePlan, task: &str) -> String {
+    use std::hash::{DefaultHasher, Hash, Hasher};
+    let mut h = DefaultHasher::new();
+    task.hash(&mut h);
+    format!(
+        "[{}].[stage_{}_{:08x}]",
+        crate::checkpoint::SCHEMA,
+        t.target_name.replace(']', "]]"),
+        h.finish() as u32
+    )
+}
+
+/// `SELECT ... INTO` an empty copy of the target's columns (no identity, no constraints).
+pub fn create_stage(t: &RevTablePlan, stage: &str) -> String {
+    let cols = t
+        .columns
+        .iter()
+        .map(|c| format!("{} {} NULL", quote_mssql(&c.target_name), c.ms_type))
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!("DROP TABLE IF EXISTS {stage}; CREATE TABLE {stage} ({cols})")
+}
+
+/// MERGE from the staging table: inserts new rows, updates only rows whose values differ, then
+/// empties the staging table.
+pub fn upsert_merge(t: &RevTablePlan, stage: &str, identity: bool) -> Option<String> {
+    let key: Vec<&str> = t
+        .key
+        .as_ref()?
+        .iter()
+        .map(|&i| t.columns[i].target_name.as_str())
+        .collect();
+    let on = key
+        .iter()
+        .map(|k| format!("t.{q} = s.{q}", q = quote_mssql(k)))
+        .collect::<Vec<_>>()
+        .join(" AND ");
+    let non_key: Vec<&str> = t
+        .columns
+        .iter()
+        .map(|c| c.target_name.as_str())
+        .filter(|c| !key.contains(c))
+        .collect();
+    let all: Vec<String> = t.columns.iter().map(|c| quote_mssql(&c.target_name)).collect();
+    let mut sql = String::new();
+    let has_identity = identity && t.columns.iter().any(|c| c.identity);
+    if has_identity {
+        sql.push_str(&format!("SET IDENTITY_INSERT {} ON; ", qualified(t)));
+    }
+    sql.push_str(&format!(
+        "MERGE INTO {} AS t USING {stage} AS s ON {on}",
+        qualified(t)
+    ));
+    if !non_key.is_empty() {
+        // NULL-safe "differs": unchanged rows are not rewritten.
+        let differs = non_key
+            .iter()
+            .map(|c| {
+                let q = quote_mssql(c);
+                format!(
+                    "(t.{q} <> s.{q} OR (t.{q} IS NULL AND s.{q} IS NOT NULL) OR (t.{q} IS NOT NULL AND s.{q} IS NULL))"
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(" OR ");
+        let set = non_key
+            .iter()
+            .map(|c| format!("{q} = s.{q}", q = quote_mssql(c)))
+            .collect::<Vec<_>>()
+            .join(", ");
+        sql.push_str(&format!(" WHEN MATCHED AND ({differs}) THEN UPDATE SET {set}"));
+    }
+    sql.push_str(&format!(
+        " WHEN NOT MATCHED THEN INSERT ({}) VALUES ({});",
+        all.join(", "),
+        all.iter()
+            .map(|c| format!("s.{c}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    ));
+    if has_identity {
+        sql.push_str(&format!(" SET IDENTITY_INSERT {} OFF;", qualified(t)));
+    }
+    sql.push_str(&format!(" DELETE FROM {stage};"));
+    Some(sql)
+}

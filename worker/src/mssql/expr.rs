@@ -1,0 +1,438 @@
+//! A deliberately small PostgreSQL -> T-SQL expression translator for defaults, CHECK constraints,
+//! index predicates and generated columns (the PostgreSQL -> SQL Server direction). It reads what
+//! `pg_get_expr`/`pg_get_constraintdef` print; what it does not understand is refused (the caller
+//! turns that into a plan warning), never guessed.
+
+use crate::mapping::quote_mssql;
+use crate::mapping_pg_to_mssql::MsType;
+
+#[derive(Debug, Clone, PartialEq)]
+enum Tok {
+    /// An identifier or keyword (bare words are folded to lower case, as PostgreSQL does).
+    Word(String),
+    /// A "quoted" identifier.
+    Quoted(String),
+    Str(String),
+    Num(String),
+    Op(String),
+    LParen,
+    RParen,
+    LBracket,
+    RBracket,
+    Comma,
+}
+
+fn tokenize(src: &str) -> Result<Vec<Tok>, String> {
+    let chars: Vec<char> = src.chars().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        match c {
+            c if c.is_whitespace() => i += 1,
+            '"' | '\'' => {
+                let mut s = String::new();
+                i += 1;
+                loop {
+                    match chars.get(i) {
+                        None => return Err("unterminated quote".into()),
+                        Some(&q) if q == c && chars.get(i + 1) == Some(&c) => {
+                            s.push(c);
+                            i += 2;
+                        }
+                        Some(&q) if q == c => {
+                            i += 1;
+                            break;
+                        }
+                        Some(ch) => {
+                            s.push(*ch);
+                            i += 1;
+                        }
+                    }
+                }
+                out.push(if c == '"' { Tok::Quoted(s) } else { Tok::Str(s) });
+            }
+            '(' => {
+                out.push(Tok::LParen);
+                i += 1;
+            }
+            ')' => {
+                out.push(Tok::RParen);
+                i += 1;
+            }
+            '[' => {
+                out.push(Tok::LBracket);
+                i += 1;
+            }
+            ']' => {
+                out.push(Tok::RBracket);
+                i += 1;
+            }
+            ',' => {
+                out.push(Tok::Comma);
+                i += 1;
+            }
+            c if c.is_ascii_digit() || (c == '.' && chars.get(i + 1).is_some_and(char::is_ascii_digit)) => {
+                let start = i;
+                while i < chars.len() && (chars[i].is_ascii_digit() || chars[i] == '.' || chars[i] == 'e') {
+                    i += 1;
+                }
+                out.push(Tok::Num(chars[start..i].iter().collect()));
+            }
+            c if c.is_alphabetic() || c == '_' => {
+                let start = i;
+                while i < chars.len() && (chars[i].is_alphanumeric() || chars[i] == '_' || chars[i] == '$') {
+                    i += 1;
+                }
+                let w: String = chars[start..i].iter().collect();
+                if w.eq_ignore_ascii_case("E") && chars.get(i) == Some(&'\'') {
+                    return Err("escape string literal (E'...')".into());
+                }
+                out.push(Tok::Word(w.to_lowercase()));
+            }
+            _ => {
+                let two: String = chars[i..(i + 3).min(chars.len())].iter().collect();
+                let op = ["!~~", "::", ">=", "<=", "<>", "!=", "||", "~~"]
+                    .iter()
+                    .find(|o| two.starts_with(*o))
+                    .map(|s| s.to_string())
+                    .or_else(|| "=<>+-*/%.".contains(c).then(|| c.to_string()))
+                    .ok_or_else(|| format!("operator {c:?}"))?;
+                i += op.chars().count();
+                out.push(Tok::Op(op));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Words that can follow `::` as (part of) a type name.
+fn is_type_word(w: &str) -> bool {
+    matches!(
+        w,
+        "text"
+            | "character"
+            | "varying"
+            | "varchar"
+            | "bpchar"
+            | "char"
+            | "numeric"
+            | "integer"
+            | "int"
+            | "int2"
+            | "int4"
+            | "int8"
+            | "bigint"
+            | "smallint"
+            | "boolean"
+            | "bool"
+            | "date"
+            | "time"
+            | "timestamp"
+            | "timestamptz"
+            | "with"
+            | "without"
+            | "zone"
+            | "double"
+            | "precision"
+            | "real"
+            | "uuid"
+            | "json"
+            | "jsonb"
+            | "interval"
+            | "bytea"
+            | "regclass"
+            | "money"
+            | "name"
+            | "citext"
+    )
+}
+
+pub struct Ctx<'a> {
+    /// Source column name -> target column name.
+    pub columns: &'a dyn Fn(&str) -> Option<String>,
+    /// The column a default belongs to (for now() -> SYSDATETIMEOFFSET()/SYSDATETIME()).
+    pub column_type: Option<MsType>,
+}
+
+/// Translates a PostgreSQL expression to T-SQL.
+pub fn translate(src: &str, ctx: &Ctx<'_>) -> Result<String, String> {
+    let toks = tokenize(src)?;
+    let mut out = String::new();
+    let mut i = 0;
+    let now = match ctx.column_type {
+        Some(MsType::DateTime2 { .. } | MsType::Date | MsType::Time { .. }) => "SYSDATETIME()",
+        _ => "SYSDATETIMEOFFSET()",
+    };
+    let push = |out: &mut String, s: &str| {
+        if !out.is_empty() && !out.ends_with('(') && !s.starts_with(')') && !s.starts_with(',') {
+            out.push(' ');
+        }
+        out.push_str(s);
+    };
+    while i < toks.len() {
+        match &toks[i] {
+            Tok::Op(o) if o == "::" => {
+                // Drop the cast: T-SQL converts literals implicitly to the column's type.
+                i += 1;
+                // The type: any name, maybe schema-qualified (an enum or domain), then more
+                // words of a multi-word type (`character varying`, `time with time zone`).
+                match toks.get(i) {
+                    Some(Tok::Word(_) | Tok::Quoted(_)) => i += 1,
+                    _ => return Err("a cast to an unknown type".into()),
+                }
+                if toks.get(i) == Some(&Tok::Op(".".into())) {
+                    match toks.get(i + 1) {
+                        Some(Tok::Word(_) | Tok::Quoted(_)) => i += 2,
+                        _ => return Err("a cast to an unknown type".into()),
+                    }
+                }
+                while let Some(Tok::Word(w)) = toks.get(i) {
+                    if !is_type_word(w) {
+                        break;
+                    }
+                    i += 1;
+                }
+                if toks.get(i) == Some(&Tok::LParen) {
+                    while i < toks.len() && toks[i] != Tok::RParen {
+                        i += 1;
+                    }
+                    i += 1;
+                }
+                if toks.get(i) == Some(&Tok::LBracket) && toks.get(i + 1) == Some(&Tok::RBracket) {
+                    i += 2;
+                }
+                continue;
+            }
+            Tok::Op(o) if o == "=" || o == "<>" => {
+                // `x = ANY (ARRAY[a, b])` -> `x IN (a, b)`; `<> ALL` -> `NOT IN`.
+                let quant = match toks.get(i + 1) {
+                    Some(Tok::Word(w)) if (w == "any" && o == "=") || (w == "all" && o == "<>") => true,
+                    _ => false,
+                };
+                if quant {
+                    if toks.get(i + 2) != Some(&Tok::LParen) {
+                        return Err("ANY/ALL without a list".into());
+                    }
+                    // `ANY ((ARRAY[...])::text[])`: extra parentheses and a cast around the array.
+                    let mut j = i + 3;
+                    let mut extra = 0;
+                    while toks.get(j) == Some(&Tok::LParen) {
+                        extra += 1;
+                        j += 1;
+                    }
+                    if toks.get(j) != Some(&Tok::Word("array".into()))
+                        || toks.get(j + 1) != Some(&Tok::LBracket)
+                    {
+                        return Err("ANY/ALL over something other than ARRAY[...]".into());
+                    }
+                    j += 2;
+                    let start = j;
+                    let mut depth = 0;
+                    while j < toks.len() {
+                        match &toks[j] {
+                            Tok::LBracket => depth += 1,
+                            Tok::RBracket if depth == 0 => break,
+                            Tok::RBracket => depth -= 1,
+                            _ => {}
+                        }
+                        j += 1;
+                    }
+                    let inner: Vec<Tok> = toks[start..j].to_vec();
+                    let list = translate_tokens(&inner, ctx)?;
+                    j += 1;
+                    // Skip the closing parentheses of the extra ones, each maybe followed by a cast.
+                    for _ in 0..extra {
+                        if toks.get(j) == Some(&Tok::RParen) {
+                            j += 1;
+                        }
+                        if toks.get(j) == Some(&Tok::Op("::".into())) {
+                            j += 1;
+                            while matches!(toks.get(j), Some(Tok::Word(w)) if is_type_word(w)) {
+                                j += 1;
+                            }
+                            if toks.get(j) == Some(&Tok::LBracket) && toks.get(j + 1) == Some(&Tok::RBracket)
+                            {
+                                j += 2;
+                            }
+                        }
+                    }
+                    if toks.get(j) != Some(&Tok::RParen) {
+                        return Err("ANY/ALL list not closed".into());
+                    }
+                    push(&mut out, if o == "=" { "IN (" } else { "NOT IN (" });
+                    out.push_str(&list);
+                    out.push(')');
+                    i = j + 1;
+                    continue;
+                }
+                push(&mut out, o);
+            }
+            Tok::Op(o) => push(
+                &mut out,
+                match o.as_str() {
+                    "||" => "+",
+                    "~~" => "LIKE",
+                    "!~~" => "NOT LIKE",
+                    "!=" => "<>",
+                    other => other,
+                },
+            ),
+            Tok::LParen => push(&mut out, "("),
+            Tok::RParen => out.push(')'),
+            Tok::LBracket | Tok::RBracket => return Err("array syntax".into()),
+            Tok::Comma => out.push(','),
+            Tok::Num(n) => push(&mut out, n),
+            Tok::Str(s) => push(&mut out, &format!("N'{}'", s.replace('\'', "''"))),
+            Tok::Quoted(name) => {
+                let target = (ctx.columns)(name).ok_or_else(|| format!("unknown column {name:?}"))?;
+                push(&mut out, &quote_mssql(&target));
+            }
+            Tok::Word(w) => {
+                let is_call = toks.get(i + 1) == Some(&Tok::LParen);
+                let mapped: Option<&str> = match w.as_str() {
+                    "and" | "or" | "not" | "is" | "null" | "in" | "between" | "like" | "case" | "when"
+                    | "then" | "else" | "end" => None,
+                    "true" => Some("1"),
+                    "false" => Some("0"),
+                    "current_timestamp"
+                    | "transaction_timestamp"
+                    | "statement_timestamp"
+                    | "clock_timestamp"
+                    | "now" => Some(now),
+                    "localtimestamp" => Some("SYSDATETIME()"),
+                    "current_date" => Some("CAST(SYSDATETIME() AS date)"),
+                    "gen_random_uuid" | "uuid_generate_v4" => Some("NEWID()"),
+                    _ => None,
+                };
+                if let Some(m) = mapped {
+                    push(&mut out, m);
+                    if is_call {
+                        // Skip the empty argument list `()` of now(), gen_random_uuid(), ...
+                        if toks.get(i + 2) != Some(&Tok::RParen) {
+                            return Err(format!("function {w} with arguments"));
+                        }
+                        i += 3;
+                    } else {
+                        i += 1;
+                    }
+                    continue;
+                }
+                if is_call {
+                    let f = match w.as_str() {
+                        "length" | "char_length" => "LEN",
+                        "lower" => "LOWER",
+                        "upper" => "UPPER",
+                        "abs" => "ABS",
+                        "coalesce" => "COALESCE",
+                        "round" => "ROUND",
+                        "floor" => "FLOOR",
+                        "ceil" | "ceiling" => "CEILING",
+                        "btrim" => "TRIM",
+                        "nullif" => "NULLIF",
+                        other => return Err(format!("function {other}()")),
+                    };
+                    push(&mut out, f);
+                } else if let Some(target) = (ctx.columns)(w) {
+                    push(&mut out, &quote_mssql(&target));
+                } else if matches!(
+                    w.as_str(),
+                    "and"
+                        | "or"
+                        | "not"
+                        | "is"
+                        | "null"
+                        | "in"
+                        | "between"
+                        | "like"
+                        | "case"
+                        | "when"
+                        | "then"
+                        | "else"
+                        | "end"
+                ) {
+                    push(&mut out, &w.to_uppercase());
+                } else {
+                    return Err(format!("unknown name {w}"));
+                }
+            }
+        }
+        i += 1;
+    }
+    Ok(out.replace("( ", "(").replace(" )", ")"))
+}
+
+fn translate_tokens(toks: &[Tok], ctx: &Ctx<'_>) -> Result<String, String> {
+    // Re-render the tokens and translate that text (lists of literals with casts).
+    let mut s = String::new();
+    for t in toks {
+        let piece = match t {
+            Tok::Word(w) => w.clone(),
+            Tok::Quoted(q) => format!("\"{}\"", q.replace('"', "\"\"")),
+            Tok::Str(v) => format!("'{}'", v.replace('\'', "''")),
+            Tok::Num(n) => n.clone(),
+            Tok::Op(o) => o.clone(),
+            Tok::LParen => "(".into(),
+            Tok::RParen => ")".into(),
+            Tok::LBracket => "[".into(),
+            Tok::RBracket => "]".into(),
+            Tok::Comma => ",".into(),
+        };
+        s.push_str(&piece);
+        s.push(' ');
+    }
+    translate(&s, ctx)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tr(src: &str, ty: Option<MsType>) -> Result<String, String> {
+        let cols = |n: &str| {
+            ["price", "status", "name", "Qty", "a"]
+                .contains(&n)
+                .then(|| n.to_string())
+        };
+        translate(
+            src,
+            &Ctx {
+                columns: &cols,
+                column_type: ty,
+            },
+        )
+    }
+
+    #[test]
+    fn checks_and_defaults() {
+        assert_eq!(tr("(price >= (0)::numeric)", None).unwrap(), "([price] >= (0))");
+        assert_eq!(
+            tr(
+                "((status)::text = ANY ((ARRAY['a'::character varying, 'b'::character varying])::text[]))",
+                None
+            )
+            .unwrap_or_else(|e| e),
+            "(([status]) IN (N'a', N'b'))"
+        );
+        assert_eq!(
+            tr("now()", Some(MsType::DateTimeOffset { scale: 6 })).unwrap(),
+            "SYSDATETIMEOFFSET()"
+        );
+        assert_eq!(
+            tr("CURRENT_TIMESTAMP", Some(MsType::DateTime2 { scale: 6 })).unwrap(),
+            "SYSDATETIME()"
+        );
+        assert_eq!(tr("gen_random_uuid()", None).unwrap(), "NEWID()");
+        assert_eq!(tr("'x'::character varying", None).unwrap(), "N'x'");
+        assert_eq!(tr("true", None).unwrap(), "1");
+        assert_eq!(tr("(length(name) > 0)", None).unwrap(), "(LEN([name]) > 0)");
+        assert_eq!(tr("(\"Qty\" > 0)", None).unwrap(), "([Qty] > 0)");
+        assert_eq!(
+            tr("(status = 'done'::s1.status)", None).unwrap(),
+            "([status] = N'done')"
+        );
+        assert_eq!(tr("'new'::\"My Schema\".\"Status\"", None).unwrap(), "N'new'");
+        assert!(tr("(name ~ '^a')", None).is_err());
+        assert!(tr("nextval('s'::regclass)", None).is_err());
+    }
+}

@@ -1,0 +1,1100 @@
+//! The PostgreSQL -> SQL Server direction: plan (pg_catalog introspection, type mapping, data
+//! scans, collision checks), prepare (SQL Server tables), copy (binary COPY TO -> tiberius bulk
+//! load, chunk + checkpoint per SQL Server transaction), finalize (keys, indexes, checks,
+//! defaults, identity reseed, foreign keys) and verify (count / checksum in the canonical form of
+//! [`crate::verify`]). Tasks, reports, options, checkpoint records and the summary are the ones the
+//! SQL Server -> PostgreSQL direction uses.
+
+use crate::checkpoint::SCHEMA;
+use crate::mapping::{quote_mssql, quote_pg};
+use crate::mapping_pg_to_mssql::{
+    Decode, MsType, NumericScan, RevColumn, RevMappingError, map_column, needs_numeric_scan,
+};
+use crate::mssql::bulk::{BulkCtx, BulkError, write_chunks};
+use crate::mssql::checkpoint::{self as mscp, MsCheckpointError};
+use crate::mssql::connect::{ConnectError, MssqlSource, TdsClient, negotiated_packet_size};
+use crate::mssql::ddl::{self, MsStmt, TableNames};
+use crate::options::{Mode, Options, VerifyMode};
+use crate::pg::connect::{PgConnectError, PgTarget};
+use crate::pg::copy_binary::RowEncoder;
+use crate::pg::introspect::{PgIntrospectError, PgTable, introspect};
+use crate::pg::read::{RevReadError, SESSION_SETTINGS, read_task};
+use crate::pipeline::{CHANNEL_DEPTH, CopyOptions, TaskReport};
+use crate::plan::TaskPlan;
+use crate::verify::{Digest, TableVerification};
+use futures_util::TryStreamExt;
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Instant;
+use tokio::sync::{Semaphore, mpsc};
+use tokio::task::JoinSet;
+use tokio_postgres::Client;
+
+/// SQL Server's index key limit is 900 bytes for a clustered key: nvarchar(450).
+pub const MAX_KEY_UNITS: i64 = 450;
+
+#[derive(Debug, thiserror::Error)]
+pub enum RevError {
+    #[error(transparent)]
+    Source(#[from] PgConnectError),
+    #[error(transparent)]
+    Target(#[from] ConnectError),
+    #[error(transparent)]
+    Introspect(#[from] PgIntrospectError),
+    #[error("table {table}: {source}")]
+    Mapping {
+        table: String,
+        #[source]
+        source: RevMappingError,
+    },
+    #[error("table selection: {0}")]
+    Pattern(String),
+    #[error("table {0}: upsert needs a primary key to match rows on")]
+    UpsertWithoutKey(String),
+    #[error(
+        "{scope}: {first:?} and {second:?} are the same name under SQL Server's case-insensitive collation; \
+         rename one of them"
+    )]
+    NameCollision {
+        scope: String,
+        first: String,
+        second: String,
+    },
+    #[error(
+        "table {table}: {constraint} has rows that collide under SQL Server's case-insensitive collation \
+         (and its trailing-space rule): ({values}) occurs {count} times; fix the data or exclude the table"
+    )]
+    KeyCollision {
+        table: String,
+        constraint: String,
+        values: String,
+        count: i64,
+    },
+    #[error("scanning {table}.{column} in PostgreSQL: {source}")]
+    Scan {
+        table: String,
+        column: String,
+        #[source]
+        source: tokio_postgres::Error,
+    },
+    #[error("{what}: {source}\n  statement: {sql}")]
+    Ddl {
+        what: String,
+        sql: String,
+        #[source]
+        source: tiberius::error::Error,
+    },
+    #[error(transparent)]
+    Checkpoint(#[from] MsCheckpointError),
+    #[error(transparent)]
+    Read(#[from] RevReadError),
+    #[error(transparent)]
+    Bulk(#[from] BulkError),
+    #[error("task {task}: {source}")]
+    Task {
+        task: String,
+        #[source]
+        source: Box<RevError>,
+    },
+    #[error("{failed} of {total} copy tasks failed; first: {first}")]
+    Tasks {
+        failed: usize,
+        total: usize,
+        first: Box<RevError>,
+    },
+    #[error("reader of task {0} panicked or was cancelled")]
+    Join(String),
+    #[error("no task named {0} in the plan")]
+    NoSuchTask(String),
+    #[error("stored plan of migration {0} cannot be read: {1}")]
+    StoredPlan(String, String),
+    #[error("verifying {table}: {message}")]
+    Verify { table: String, message: String },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RevTablePlan {
+    pub source: PgTable,
+    pub target_schema: String,
+    pub target_name: String,
+    pub columns: Vec<RevColumn>,
+    /// Indexes into `columns` of the primary key, when every column can drive keyset paging.
+    pub key: Option<Vec<usize>>,
+}
+
+impl RevTablePlan {
+    pub fn task_base_name(&self) -> String {
+        self.source.qualified()
+    }
+
+    /// A single integer key column allows range partitioning.
+    pub fn int_key(&self) -> Option<usize> {
+        match self.key.as_deref() {
+            Some([k])
+                if matches!(
+                    self.columns[*k].decode,
+                    Decode::Int2 | Decode::Int4 | Decode::Int8
+                ) =>
+            {
+                Some(*k)
+            }
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RevPlan {
+    pub tables: Vec<RevTablePlan>,
+    /// SQL Server constraint names per table (same order).
+    pub names: Vec<TableNames>,
+    pub tasks: Vec<TaskPlan>,
+    pub warnings: Vec<String>,
+}
+
+impl RevPlan {
+    /// A fingerprint of the tables' structure and mapping (not of row counts or task ranges).
+    pub fn fingerprint(&self) -> String {
+        use std::hash::{DefaultHasher, Hash, Hasher};
+        let tables: Vec<RevTablePlan> = self
+            .tables
+            .iter()
+            .cloned()
+            .map(|mut t| {
+                t.source.row_count = 0;
+                t
+            })
+            .collect();
+        let mut h = DefaultHasher::new();
+        serde_json::to_string(&tables).unwrap_or_default().hash(&mut h);
+        format!("{:016x}", h.finish())
+    }
+}
+
+/// Case-insensitive namespace of SQL Server names.
+struct CiNames {
+    scope: String,
+    used: HashMap<String, String>,
+}
+
+impl CiNames {
+    fn new(scope: impl Into<String>) -> Self {
+        CiNames {
+            scope: scope.into(),
+            used: HashMap::new(),
+        }
+    }
+
+    fn claim(&mut self, name: &str) -> Result<String, RevError> {
+        let k = name.to_lowercase();
+        if let Some(first) = self.used.get(&k) {
+            return Err(RevError::NameCollision {
+                scope: self.scope.clone(),
+                first: first.clone(),
+                second: name.to_string(),
+            });
+        }
+        self.used.insert(k, name.to_string());
+        Ok(name.to_string())
+    }
+
+    /// Constraint names are schema-wide in SQL Server but per table in PostgreSQL: keep the name
+    /// when free, else prefix the table's.
+    fn claim_or_prefix(&mut self, table: &str, name: &str, warnings: &mut Vec<String>) -> String {
+        if let Ok(n) = self.claim(name) {
+            return n;
+        }
+        let mut candidate = format!("{table}_{name}");
+        let mut i = 2;
+        while self.used.contains_key(&candidate.to_lowercase()) {
+            candidate = format!("{table}_{name}_{i}");
+            i += 1;
+        }
+        warnings.push(format!(
+            "table {table}: constraint {name:?} renamed to {candidate:?} (the name is already used in the schema, \
+             case-insensitively)"
+        ));
+        self.used.insert(candidate.to_lowercase(), candidate.clone());
+        candidate
+    }
+}
+
+fn scan_err(t: &PgTable, column: &str) -> impl Fn(tokio_postgres::Error) -> RevError {
+    let table = t.qualified();
+    let column = column.to_string();
+    move |source| RevError::Scan {
+        table: table.clone(),
+        column: column.clone(),
+        source,
+    }
+}
+
+fn pg_table(t: &PgTable) -> String {
+    format!("{}.{}", quote_pg(&t.schema), quote_pg(&t.name))
+}
+
+async fn numeric_scan(pg: &Client, t: &PgTable, column: &str) -> Result<NumericScan, RevError> {
+    let c = quote_pg(column);
+    let normal = format!("{c} NOT IN ('NaN'::numeric, 'Infinity'::numeric, '-Infinity'::numeric)");
+    let sql = format!(
+        "SELECT coalesce(max(length(trunc(abs({c}))::text)) FILTER (WHERE {normal}), 0)::int,
+                coalesce(max(scale({c})) FILTER (WHERE {normal}), 0)::int,
+                coalesce(bool_or(NOT ({normal})), false)
+         FROM {}",
+        pg_table(t)
+    );
+    let r = pg.query_one(&sql, &[]).await.map_err(scan_err(t, column))?;
+    Ok(NumericScan {
+        int_digits: r.get(0),
+        scale: r.get(1),
+        special: r.get(2),
+    })
+}
+
+/// The longest value in UTF-16 code units (characters outside the BMP count twice).
+async fn longest_text(pg: &Client, t: &PgTable, column: &str) -> Result<i64, RevError> {
+    let c = quote_pg(column);
+    let sql = format!(
+        "SELECT coalesce(max(length({c}::text) + length(regexp_replace({c}::text, '[\\u0001-\\uFFFF]', '', 'g'))), 0)::bigint FROM {}",
+        pg_table(t)
+    );
+    let r = pg.query_one(&sql, &[]).await.map_err(scan_err(t, column))?;
+    Ok(r.get(0))
+}
+
+/// Rows of a key that are equal under a case-insensitive, trailing-space-insensitive collation.
+async fn key_collision(
+    pg: &Client,
+    t: &PgTable,
+    mapped: &[RevColumn],
+    constraint: &str,
+    columns: &[String],
+) -> Result<(), RevError> {
+    let texty = |n: &String| {
+        mapped
+            .iter()
+            .find(|c| &c.source.name == n)
+            .is_some_and(|c| matches!(c.decode, Decode::Text { .. }))
+    };
+    if !columns.iter().any(texty) {
+        return Ok(());
+    }
+    let exprs: Vec<String> = columns
+        .iter()
+        .map(|n| {
+            if texty(n) {
+                format!("lower(rtrim({}::text))", quote_pg(n))
+            } else {
+                format!("{}::text", quote_pg(n))
+            }
+        })
+        .collect();
+    let sql = format!(
+        "SELECT concat_ws(', ', {e}), count(*) FROM {} GROUP BY {e} HAVING count(*) > 1 LIMIT 1",
+        pg_table(t),
+        e = exprs.join(", ")
+    );
+    if let Some(r) = pg
+        .query_opt(&sql, &[])
+        .await
+        .map_err(scan_err(t, &columns.join(", ")))?
+    {
+        return Err(RevError::KeyCollision {
+            table: t.qualified(),
+            constraint: constraint.to_string(),
+            values: r.get::<_, Option<String>>(0).unwrap_or_default(),
+            count: r.get(1),
+        });
+    }
+    Ok(())
+}
+
+fn keyable(d: Decode) -> bool {
+    !matches!(
+        d,
+        Decode::Bool | Decode::Float4 | Decode::Float8 | Decode::Bytea | Decode::Time { .. }
+    )
+}
+
+/// Selects, maps and names the tables; scans the data where the mapping depends on it.
+pub async fn build_plan(pg: &Client, source: Vec<PgTable>, opts: &Options) -> Result<RevPlan, RevError> {
+    let selection = mssql_pg_crds::TableSelection {
+        include: opts.include.clone(),
+        exclude: opts.exclude.clone(),
+    }
+    .compile()
+    .map_err(|errors| {
+        RevError::Pattern(
+            errors
+                .iter()
+                .map(|(f, e)| format!("tables.{f}: {e}"))
+                .collect::<Vec<_>>()
+                .join("; "),
+        )
+    })?;
+    let selected: Vec<PgTable> = source
+        .into_iter()
+        .filter(|t| selection.matches(&opts.source_schema, &t.schema, &t.name))
+        .collect();
+    let mut warnings = Vec::new();
+    let mut table_names = CiNames::new(format!("tables of schema {}", opts.target_schema));
+    let mut constraints = CiNames::new(format!("constraints of schema {}", opts.target_schema));
+    let mut tables = Vec::new();
+    let mut names = Vec::new();
+    for t in selected {
+        let q = t.qualified();
+        table_names.claim(&t.name)?;
+        let mut cols = CiNames::new(format!("columns of table {q}"));
+        // Columns that are (part of) an index key need a sized nvarchar.
+        let mut key_cols: Vec<&String> = Vec::new();
+        if let Some(pk) = &t.primary_key {
+            key_cols.extend(pk.columns.iter());
+        }
+        for u in &t.unique {
+            key_cols.extend(u.columns.iter());
+        }
+        for ix in &t.indexes {
+            key_cols.extend(ix.columns.iter().map(|(c, _)| c));
+        }
+        let mut columns = Vec::new();
+        for c in &t.columns {
+            cols.claim(&c.name)?;
+            let scan = if needs_numeric_scan(c) {
+                Some(numeric_scan(pg, &t, &c.name).await?)
+            } else {
+                None
+            };
+            let mut w = Vec::new();
+            let mut m = map_column(c, scan, &mut w).map_err(|source| RevError::Mapping {
+                table: q.clone(),
+                source,
+            })?;
+            if m.ms_type == (MsType::NVarChar { length: None }) && key_cols.contains(&&c.name) {
+                let longest = longest_text(pg, &t, &c.name).await?;
+                if longest <= MAX_KEY_UNITS {
+                    let n = longest.max(1) as u32;
+                    // Headroom for new rows: at least 100 units, within the key limit.
+                    let n = n.max(100).min(MAX_KEY_UNITS as u32);
+                    w.push(format!(
+                        "column {}: {} is an index key; nvarchar(max) cannot be, so it becomes nvarchar({n}) \
+                         (longest value: {longest})",
+                        c.name, c.formatted
+                    ));
+                    m.ms_type = MsType::NVarChar { length: Some(n) };
+                    m.decode = Decode::Text { max_units: Some(n) };
+                }
+            }
+            warnings.extend(w.into_iter().map(|w| format!("table {q}: {w}")));
+            columns.push(m);
+        }
+        if let Some(pk) = &t.primary_key {
+            key_collision(pg, &t, &columns, &format!("primary key {}", pk.name), &pk.columns).await?;
+        }
+        for u in &t.unique {
+            key_collision(
+                pg,
+                &t,
+                &columns,
+                &format!("unique constraint {}", u.name),
+                &u.columns,
+            )
+            .await?;
+        }
+        for ix in t.indexes.iter().filter(|ix| ix.unique && ix.expression.is_none()) {
+            let cols: Vec<String> = ix.columns.iter().map(|(c, _)| c.clone()).collect();
+            key_collision(pg, &t, &columns, &format!("unique index {}", ix.name), &cols).await?;
+        }
+        let key = t.primary_key.as_ref().and_then(|pk| {
+            pk.columns
+                .iter()
+                .map(|n| {
+                    let i = columns.iter().position(|c| &c.source.name == n)?;
+                    keyable(columns[i].decode).then_some(i)
+                })
+                .collect::<Option<Vec<_>>>()
+        });
+        if opts.mode == Mode::Upsert && t.primary_key.is_none() {
+            return Err(RevError::UpsertWithoutKey(q));
+        }
+        if key.is_none() {
+            warnings.push(format!(
+                "table {q}: no primary key usable for keyset paging; it is copied in one transaction and \
+                 restarted from scratch if interrupted"
+            ));
+        }
+        let tn = t.name.clone();
+        let mut n = TableNames {
+            pk: t
+                .primary_key
+                .as_ref()
+                .map(|pk| constraints.claim_or_prefix(&tn, &pk.name, &mut warnings))
+                .unwrap_or_default(),
+            ..TableNames::default()
+        };
+        for u in &t.unique {
+            n.unique
+                .push(constraints.claim_or_prefix(&tn, &u.name, &mut warnings));
+        }
+        for ck in &t.checks {
+            n.checks
+                .push(constraints.claim_or_prefix(&tn, &ck.name, &mut warnings));
+        }
+        for fk in &t.foreign_keys {
+            n.fks
+                .push(constraints.claim_or_prefix(&tn, &fk.name, &mut warnings));
+        }
+        for c in &columns {
+            n.column_checks.push(c.check.as_ref().map(|_| {
+                constraints.claim_or_prefix(&tn, &format!("CK_{tn}_{}", c.source.name), &mut warnings)
+            }));
+            n.defaults.push(c.source.default.as_ref().map(|_| {
+                constraints.claim_or_prefix(&tn, &format!("DF_{tn}_{}", c.source.name), &mut warnings)
+            }));
+        }
+        names.push(n);
+        tables.push(RevTablePlan {
+            source: t,
+            target_schema: opts.target_schema.clone(),
+            target_name: tn,
+            columns,
+            key,
+        });
+    }
+    let tasks = tables
+        .iter()
+        .enumerate()
+        .map(|(i, t)| TaskPlan {
+            name: t.task_base_name(),
+            table: i,
+            lower: None,
+            upper: None,
+            estimated_rows: t.source.row_count,
+        })
+        .collect();
+    Ok(RevPlan {
+        tables,
+        names,
+        tasks,
+        warnings,
+    })
+}
+
+pub struct RevEngine {
+    /// The PostgreSQL source (connection settings).
+    pub source: PgTarget,
+    /// The SQL Server target (connection settings).
+    pub target: MssqlSource,
+    pub options: Options,
+    pub copy: CopyOptions,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RevPrepared {
+    pub plan: RevPlan,
+    pub resumed: bool,
+    pub negotiated_packet_size: Option<i32>,
+}
+
+fn ddl_err(what: &str, sql: &str) -> impl Fn(tiberius::error::Error) -> RevError {
+    let what = what.to_string();
+    let sql = sql.to_string();
+    move |source| RevError::Ddl {
+        what: what.clone(),
+        sql: sql.clone(),
+        source,
+    }
+}
+
+async fn ms_batch(ms: &mut TdsClient, what: &str, sql: &str) -> Result<(), RevError> {
+    ms.simple_query(sql)
+        .await
+        .map_err(ddl_err(what, sql))?
+        .into_results()
+        .await
+        .map_err(ddl_err(what, sql))?;
+    Ok(())
+}
+
+/// "Already there" errors, so finalize can be rerun: object exists, PK exists, index exists,
+/// column already has a default.
+fn already_done(e: &tiberius::error::Error) -> bool {
+    matches!(e, tiberius::error::Error::Server(t) if matches!(t.code(), 2714 | 1779 | 1913 | 1781))
+}
+
+fn server_message(e: &tiberius::error::Error) -> String {
+    match e {
+        tiberius::error::Error::Server(t) => t.message().to_string(),
+        other => other.to_string(),
+    }
+}
+
+async fn exec_stmts(
+    ms: &mut TdsClient,
+    stmts: Vec<MsStmt>,
+    warnings: &mut Vec<String>,
+) -> Result<(), RevError> {
+    for s in stmts {
+        let r = match ms.simple_query(s.sql.as_str()).await {
+            Ok(stream) => stream.into_results().await.map(|_| ()),
+            Err(e) => Err(e),
+        };
+        match r {
+            Ok(()) => {}
+            Err(e) if already_done(&e) => {}
+            Err(e) if s.optional => warnings.push(format!(
+                "{} not migrated: SQL Server rejected the translation: {} ({})",
+                s.what,
+                server_message(&e),
+                s.sql
+            )),
+            Err(source) => {
+                return Err(RevError::Ddl {
+                    what: s.what,
+                    sql: s.sql,
+                    source,
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn scalar_i64(ms: &mut TdsClient, sql: &str) -> Result<Option<i64>, RevError> {
+    let row = ms
+        .simple_query(sql)
+        .await
+        .map_err(ddl_err("query", sql))?
+        .into_row()
+        .await
+        .map_err(ddl_err("query", sql))?;
+    Ok(row.and_then(|r| {
+        r.try_get::<i64, _>(0)
+            .ok()
+            .flatten()
+            .or_else(|| r.try_get::<i32, _>(0).ok().flatten().map(i64::from))
+    }))
+}
+
+impl RevEngine {
+    /// Introspects the source and builds the plan, with partitions for large tables.
+    pub async fn plan(&self) -> Result<RevPlan, RevError> {
+        let pg = self.source.connect().await?;
+        let tables = introspect(&pg, &self.options.source_schema).await?;
+        let mut plan = build_plan(&pg, tables, &self.options).await?;
+        let mut bounds = BTreeMap::new();
+        for (i, t) in plan.tables.iter().enumerate() {
+            if t.source.row_count >= self.options.partitioning.min_rows_to_split
+                && let Some(k) = t.int_key()
+            {
+                let c = quote_pg(&t.columns[k].source.name);
+                let sql = format!(
+                    "SELECT min({c})::bigint, max({c})::bigint FROM {}",
+                    pg_table(&t.source)
+                );
+                let r = pg
+                    .query_one(&sql, &[])
+                    .await
+                    .map_err(scan_err(&t.source, &t.columns[k].source.name))?;
+                if let (Some(lo), Some(hi)) = (r.get::<_, Option<i64>>(0), r.get::<_, Option<i64>>(1)) {
+                    bounds.insert(i, (lo, hi));
+                }
+            }
+        }
+        plan.tasks = crate::plan::split_task_list(std::mem::take(&mut plan.tasks), &bounds, &self.options);
+        Ok(plan)
+    }
+
+    async fn connect_target(&self) -> Result<(TdsClient, Option<i32>), RevError> {
+        let (mut ms, granted) = self.target.connect_reporting_packet_size().await?;
+        let packet = match granted {
+            Some(size) => i32::try_from(size).ok(),
+            None => negotiated_packet_size(&mut ms).await,
+        };
+        Ok((ms, packet))
+    }
+
+    async fn table_exists(ms: &mut TdsClient, t: &RevTablePlan) -> Result<bool, RevError> {
+        let name = ddl::qualified(t).replace('\'', "''");
+        Ok(scalar_i64(ms, &format!("SELECT OBJECT_ID(N'{name}', N'U')"))
+            .await?
+            .is_some())
+    }
+
+    /// Drops the foreign keys that reference a table (they are recreated by finalize), so it can
+    /// be dropped or truncated.
+    async fn drop_referencing_fks(ms: &mut TdsClient, t: &RevTablePlan) -> Result<(), RevError> {
+        let name = ddl::qualified(t).replace('\'', "''");
+        let sql = format!(
+            "SELECT fk.name, OBJECT_SCHEMA_NAME(fk.parent_object_id), OBJECT_NAME(fk.parent_object_id) \
+             FROM sys.foreign_keys fk WHERE fk.referenced_object_id = OBJECT_ID(N'{name}')"
+        );
+        let rows = ms
+            .simple_query(sql.as_str())
+            .await
+            .map_err(ddl_err("foreign key lookup", &sql))?
+            .into_first_result()
+            .await
+            .map_err(ddl_err("foreign key lookup", &sql))?;
+        let fks: Vec<(String, String, String)> = rows
+            .iter()
+            .map(|r| {
+                (
+                    r.get::<&str, _>(0).unwrap_or_default().to_string(),
+                    r.get::<&str, _>(1).unwrap_or_default().to_string(),
+                    r.get::<&str, _>(2).unwrap_or_default().to_string(),
+                )
+            })
+            .collect();
+        for (fk, s, tab) in fks {
+            let drop = format!(
+                "ALTER TABLE {}.{} DROP CONSTRAINT {}",
+                quote_mssql(&s),
+                quote_mssql(&tab),
+                quote_mssql(&fk)
+            );
+            ms_batch(ms, "drop foreign key", &drop).await?;
+        }
+        Ok(())
+    }
+
+    /// Plans, then creates the target tables, unless a previous incomplete run of the same plan
+    /// exists: then its tables, checkpoints and task ranges are kept and copying resumes.
+    pub async fn prepare(&self) -> Result<RevPrepared, RevError> {
+        let mut plan = self.plan().await?;
+        let (mut ms, packet) = self.connect_target().await?;
+        mscp::ensure_tables(&mut ms).await?;
+        let migration = &self.options.migration;
+        let fingerprint = plan.fingerprint();
+        if let Some((fp, state, Some(tasks))) = mscp::run_state(&mut ms, migration).await?
+            && fp == fingerprint
+            && state == "copying"
+            && let Ok(tasks) = serde_json::from_str::<Vec<TaskPlan>>(&tasks)
+        {
+            let mut all = true;
+            for t in &plan.tables {
+                all &= Self::table_exists(&mut ms, t).await?;
+            }
+            if all {
+                plan.tasks = tasks;
+                return Ok(RevPrepared {
+                    plan,
+                    resumed: true,
+                    negotiated_packet_size: packet,
+                });
+            }
+        }
+        let schema = self.options.target_schema.replace('\'', "''");
+        if scalar_i64(&mut ms, &format!("SELECT SCHEMA_ID(N'{schema}')"))
+            .await?
+            .is_none()
+        {
+            let sql = format!("CREATE SCHEMA {}", quote_mssql(&self.options.target_schema));
+            ms_batch(&mut ms, "target schema", &sql).await?;
+        }
+        let identity = self.options.schema.identity;
+        for t in &plan.tables {
+            let what = format!("table {}", ddl::qualified(t));
+            match self.options.mode {
+                Mode::DropRecreate => {
+                    if Self::table_exists(&mut ms, t).await? {
+                        Self::drop_referencing_fks(&mut ms, t).await?;
+                        ms_batch(&mut ms, &what, &ddl::drop_table(t)).await?;
+                    }
+                    ms_batch(&mut ms, &what, &ddl::create_table(t, identity)).await?;
+                }
+                Mode::Truncate => {
+                    if Self::table_exists(&mut ms, t).await? {
+                        Self::drop_referencing_fks(&mut ms, t).await?;
+                        ms_batch(&mut ms, &what, &format!("TRUNCATE TABLE {}", ddl::qualified(t))).await?;
+                    } else {
+                        ms_batch(&mut ms, &what, &ddl::create_table(t, identity)).await?;
+                    }
+                }
+                Mode::Upsert => {
+                    if !Self::table_exists(&mut ms, t).await? {
+                        ms_batch(&mut ms, &what, &ddl::create_table(t, identity)).await?;
+                    }
+                }
+            }
+        }
+        mscp::reset(&mut ms, migration).await?;
+        let tasks = serde_json::to_string(&plan.tasks).unwrap_or_default();
+        mscp::set_run_state(&mut ms, migration, &fingerprint, "copying", Some(&tasks)).await?;
+        Ok(RevPrepared {
+            plan,
+            resumed: false,
+            negotiated_packet_size: packet,
+        })
+    }
+
+    /// The plan of the current run with the task ranges stored by `prepare`.
+    pub async fn stored_plan(&self) -> Result<RevPlan, RevError> {
+        let mut plan = self.plan().await?;
+        let (mut ms, _) = self.connect_target().await?;
+        mscp::ensure_tables(&mut ms).await?;
+        match mscp::run_state(&mut ms, &self.options.migration).await? {
+            Some((fp, _, Some(tasks))) if fp == plan.fingerprint() => {
+                plan.tasks = serde_json::from_str(&tasks)
+                    .map_err(|e| RevError::StoredPlan(self.options.migration.clone(), e.to_string()))?;
+                Ok(plan)
+            }
+            _ => Err(RevError::StoredPlan(
+                self.options.migration.clone(),
+                "no prepared run with the current source schema; run `plan` first".into(),
+            )),
+        }
+    }
+
+    pub async fn copy_one(&self, plan: &RevPlan, name: &str) -> Result<TaskReport, RevError> {
+        let task = plan
+            .tasks
+            .iter()
+            .find(|t| t.name == name)
+            .ok_or_else(|| RevError::NoSuchTask(name.into()))?;
+        copy_task(self, &plan.tables[task.table], task)
+            .await
+            .map_err(|e| RevError::Task {
+                task: task.name.clone(),
+                source: Box::new(e),
+            })
+    }
+
+    /// Copies every task, at most `parallelism` at once, largest first. Every task runs to its end
+    /// even when another fails.
+    pub async fn copy_all(self: &Arc<Self>, plan: &RevPlan) -> Result<Vec<TaskReport>, RevError> {
+        let sem = Arc::new(Semaphore::new(self.options.parallelism.max(1)));
+        let plan = Arc::new(plan.clone());
+        let mut set = JoinSet::new();
+        for (i, task) in plan.tasks.iter().enumerate() {
+            let sem = sem.clone();
+            let plan = plan.clone();
+            let engine = self.clone();
+            let name = task.name.clone();
+            set.spawn(async move {
+                let _permit = sem.acquire_owned().await;
+                let task = &plan.tasks[i];
+                tracing::info!(task = %name, "copy started");
+                let r = copy_task(&engine, &plan.tables[task.table], task).await;
+                match &r {
+                    Ok(rep) => {
+                        tracing::info!(task = %name, rows = rep.rows, seconds = rep.seconds, "copy done")
+                    }
+                    Err(e) => tracing::error!(task = %name, error = %e, "copy failed"),
+                }
+                (name, r)
+            });
+        }
+        let mut reports = Vec::new();
+        let mut errors = Vec::new();
+        while let Some(joined) = set.join_next().await {
+            match joined {
+                Ok((_, Ok(rep))) => reports.push(rep),
+                Ok((task, Err(e))) => errors.push(RevError::Task {
+                    task,
+                    source: Box::new(e),
+                }),
+                Err(e) => errors.push(RevError::Join(e.to_string())),
+            }
+        }
+        let total = plan.tasks.len();
+        match errors.len() {
+            0 => Ok(reports),
+            1 => Err(errors.remove(0)),
+            failed => Err(RevError::Tasks {
+                failed,
+                total,
+                first: Box::new(errors.remove(0)),
+            }),
+        }
+    }
+
+    /// Keys, indexes, checks, defaults and identity per table, then foreign keys. Safe to rerun.
+    pub async fn finalize(&self, plan: &RevPlan) -> Result<Vec<String>, RevError> {
+        let (mut ms, _) = self.connect_target().await?;
+        let pg = self.source.connect().await?;
+        let mut warnings = Vec::new();
+        for (t, names) in plan.tables.iter().zip(&plan.names) {
+            let stmts = ddl::finalize_table(t, &self.options.schema, names, &mut warnings);
+            exec_stmts(&mut ms, stmts, &mut warnings).await?;
+            if self.options.schema.identity {
+                self.reseed(&mut ms, &pg, t).await?;
+            }
+        }
+        if self.options.schema.foreign_keys {
+            let fks = ddl::foreign_keys(plan, &mut warnings);
+            exec_stmts(&mut ms, fks, &mut warnings).await?;
+        }
+        mscp::set_run_state(
+            &mut ms,
+            &self.options.migration,
+            &plan.fingerprint(),
+            "finalized",
+            None,
+        )
+        .await?;
+        Ok(warnings)
+    }
+
+    /// Sets the identity past both the copied maximum and the source sequence's last value.
+    async fn reseed(&self, ms: &mut TdsClient, pg: &Client, t: &RevTablePlan) -> Result<(), RevError> {
+        let Some(c) = t.columns.iter().find(|c| c.identity) else {
+            return Ok(());
+        };
+        let max = scalar_i64(
+            ms,
+            &format!(
+                "SELECT CAST(MAX({}) AS bigint) FROM {}",
+                quote_mssql(&c.target_name),
+                ddl::qualified(t)
+            ),
+        )
+        .await?;
+        let mut next_after = max;
+        if let Some(seq) = &c.source.sequence {
+            // pg_sequence_last_value is NULL until the sequence was used.
+            let r = pg
+                .query_one("SELECT pg_sequence_last_value($1::text::regclass)", &[seq])
+                .await
+                .map_err(scan_err(&t.source, &c.source.name))?;
+            if let Some(last) = r.get::<_, Option<i64>>(0) {
+                next_after = Some(next_after.map_or(last, |m| m.max(last)));
+            }
+        }
+        if let Some(n) = next_after {
+            let name = ddl::qualified(t).replace('\'', "''");
+            let sql = format!("DBCC CHECKIDENT (N'{name}', RESEED, {n})");
+            ms_batch(ms, &format!("identity of {}", t.source.qualified()), &sql).await?;
+        }
+        Ok(())
+    }
+
+    pub async fn verify(self: &Arc<Self>, plan: &RevPlan) -> Result<Vec<TableVerification>, RevError> {
+        if self.options.verify == VerifyMode::None {
+            return Ok(Vec::new());
+        }
+        let sem = Arc::new(Semaphore::new(self.options.parallelism.max(1)));
+        let mut set = JoinSet::new();
+        for t in plan.tables.clone() {
+            let sem = sem.clone();
+            let engine = self.clone();
+            set.spawn(async move {
+                let _permit = sem.acquire_owned().await;
+                let (mut ms, _) = engine.connect_target().await?;
+                let pg = engine.source.connect().await?;
+                verify_table(&pg, &mut ms, &t, engine.options.verify).await
+            });
+        }
+        let mut out = Vec::new();
+        while let Some(r) = set.join_next().await {
+            match r {
+                Ok(v) => out.push(v?),
+                Err(e) => return Err(RevError::Join(e.to_string())),
+            }
+        }
+        out.sort_by(|a, b| a.table.cmp(&b.table));
+        Ok(out)
+    }
+
+    pub async fn mark_succeeded(&self, plan: &RevPlan) -> Result<(), RevError> {
+        let (mut ms, _) = self.connect_target().await?;
+        mscp::set_run_state(
+            &mut ms,
+            &self.options.migration,
+            &plan.fingerprint(),
+            "succeeded",
+            None,
+        )
+        .await?;
+        Ok(())
+    }
+}
+
+/// Copies one task, resuming after its checkpoint when there is one.
+pub async fn copy_task(
+    engine: &RevEngine,
+    t: &RevTablePlan,
+    task: &TaskPlan,
+) -> Result<TaskReport, RevError> {
+    let started = Instant::now();
+    let migration = &engine.options.migration;
+    let (mut ms, _) = engine.connect_target().await?;
+    let cp = mscp::load(&mut ms, migration, &task.name)
+        .await?
+        .unwrap_or_default();
+    let mut report = TaskReport {
+        task: task.name.clone(),
+        table: t.source.qualified(),
+        rows: 0,
+        total_rows: cp.rows,
+        bytes: 0,
+        chunks: 0,
+        seconds: 0.0,
+        resumed: cp.rows > 0 || cp.last_key.is_some(),
+        skipped: cp.done,
+    };
+    if cp.done {
+        return Ok(report);
+    }
+    let after = if t.key.is_some() {
+        cp.last_key.clone()
+    } else {
+        None
+    };
+    let committed_rows = if t.key.is_some() { cp.rows } else { 0 };
+
+    let pg = engine.source.connect().await?;
+    let (tx, mut rx) = mpsc::channel(CHANNEL_DEPTH);
+    let reader_table = t.clone();
+    let reader_task = task.clone();
+    let chunk_rows = engine.copy.chunk_rows;
+    let reader = tokio::spawn(async move {
+        read_task(&pg, &reader_table, &reader_task, after.as_deref(), chunk_rows, tx).await
+    });
+
+    let identity = engine.options.schema.identity;
+    let upsert = engine.copy.mode == Mode::Upsert;
+    let (load_table, merge_sql) = if upsert {
+        let stage = ddl::stage_name(t, &task.name);
+        ms_batch(&mut ms, "staging table", &ddl::create_stage(t, &stage)).await?;
+        let merge = ddl::upsert_merge(t, &stage, identity);
+        (stage, merge)
+    } else {
+        (ddl::qualified(t), None)
+    };
+    let columns: Vec<String> = t.columns.iter().map(|c| quote_mssql(&c.target_name)).collect();
+    let ctx = BulkCtx {
+        migration,
+        task: &task.name,
+        table: &load_table,
+        columns: &columns,
+        keep_identity: !upsert && identity && t.columns.iter().any(|c| c.identity),
+        committed_rows,
+        fail_after_chunks: engine.copy.fail_after_chunks,
+        merge_sql: merge_sql.as_deref(),
+    };
+    let written = write_chunks(&mut ms, &mut rx, &ctx).await;
+    // Closing the receiver stops a reader that is still producing; a failed chunk's transaction
+    // is rolled back by closing its connection.
+    drop(rx);
+    drop(ms);
+    let read = reader.await.map_err(|_| RevError::Join(task.name.clone()))?;
+    // A reader error explains a writer that saw the channel close; report it first.
+    read?;
+    let stats = written?;
+    if upsert {
+        // The staging table is per task; it is empty after the last chunk.
+        let (mut ms, _) = engine.connect_target().await?;
+        let _ = ms_batch(
+            &mut ms,
+            "staging table",
+            &format!("DROP TABLE IF EXISTS {load_table}"),
+        )
+        .await;
+    }
+    report.rows = stats.rows;
+    report.total_rows = committed_rows + stats.rows as i64;
+    report.bytes = stats.bytes;
+    report.chunks = stats.chunks;
+    report.seconds = started.elapsed().as_secs_f64();
+    Ok(report)
+}
+
+/// Counts (and checksums) one table on both sides.
+pub async fn verify_table(
+    pg: &Client,
+    ms: &mut TdsClient,
+    t: &RevTablePlan,
+    mode: VerifyMode,
+) -> Result<TableVerification, RevError> {
+    let table = t.source.qualified();
+    let verr = |message: String| RevError::Verify {
+        table: table.clone(),
+        message,
+    };
+    let (source, target) = if mode == VerifyMode::Count {
+        let s: i64 = pg
+            .query_one(&format!("SELECT count(*) FROM {}", pg_table(&t.source)), &[])
+            .await
+            .map_err(|e| verr(e.to_string()))?
+            .get(0);
+        let tgt = scalar_i64(ms, &format!("SELECT COUNT_BIG(*) FROM {}", ddl::qualified(t)))
+            .await?
+            .unwrap_or(0);
+        (
+            Digest {
+                rows: s,
+                ..Digest::default()
+            },
+            Digest {
+                rows: tgt,
+                ..Digest::default()
+            },
+        )
+    } else {
+        pg.batch_execute(SESSION_SETTINGS)
+            .await
+            .map_err(|e| verr(e.to_string()))?;
+        let cols = t
+            .columns
+            .iter()
+            .map(|c| c.verify_expr.as_str())
+            .collect::<Vec<_>>()
+            .join(", ");
+        let sql = format!(
+            "COPY (SELECT {cols} FROM {}) TO STDOUT (FORMAT binary)",
+            pg_table(&t.source)
+        );
+        let source = crate::verify::pg_copy_digest(pg, &sql, &table)
+            .await
+            .map_err(|e| verr(e.to_string()))?;
+        let target = mssql_digest(ms, t).await?;
+        (source, target)
+    };
+    let checksum = mode == VerifyMode::Checksum;
+    Ok(TableVerification {
+        table,
+        source_rows: source.rows,
+        target_rows: target.rows,
+        source_checksum: checksum.then(|| format!("{:016x}", source.sum)),
+        target_checksum: checksum.then(|| format!("{:016x}", target.sum)),
+        ok: source == target,
+    })
+}
+
+/// SQL Server rows re-encoded in the canonical PostgreSQL binary form and hashed.
+async fn mssql_digest(ms: &mut TdsClient, t: &RevTablePlan) -> Result<Digest, RevError> {
+    let table = t.source.qualified();
+    let cols = t
+        .columns
+        .iter()
+        .map(|c| c.ms_select.as_str())
+        .collect::<Vec<_>>()
+        .join(", ");
+    let sql = format!("SELECT {cols} FROM {}", ddl::qualified(t));
+    let encoder = RowEncoder::new(t.columns.iter().map(|c| c.canonical).collect());
+    let verr = |message: String| RevError::Verify {
+        table: table.clone(),
+        message,
+    };
+    let mut rows = ms
+        .simple_query(sql.as_str())
+        .await
+        .map_err(|e| verr(e.to_string()))?
+        .into_row_stream();
+    let mut digest = Digest::default();
+    let mut buf = bytes::BytesMut::with_capacity(64 * 1024);
+    while let Some(row) = rows.try_next().await.map_err(|e| verr(e.to_string()))? {
+        buf.clear();
+        encoder
+            .encode_row(&mut buf, row.cells().map(|(_, c)| c))
+            .map_err(|e| verr(e.to_string()))?;
+        digest.add(&buf);
+    }
+    Ok(digest)
+}
+
+/// The schema holding checkpoints (and upsert staging tables) in SQL Server.
+pub fn state_schema() -> &'static str {
+    SCHEMA
+}
