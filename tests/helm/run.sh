@@ -36,7 +36,12 @@ passed=0
 failed=0
 failures=()
 
+TDS_PID=""
+OWN_PG=""
 cleanup() {
+    [ -n "$TDS_PID" ] && kill "$TDS_PID" 2>/dev/null
+    [ -n "$OWN_PG" ] && tests/scripts/postgres.sh stop "$OWN_PG"
+    kubectl patch mig helm-real -n "$MIG_NS" --type merge -p '{"metadata":{"finalizers":null}}' >/dev/null 2>&1 || true
     helm uninstall mssql-pg-operator -n "$RELEASE_NS" >/dev/null 2>&1 || true
     # The operator is gone by now: drop its finalizer so the namespace can go.
     kubectl patch mig helm-e2e -n "$MIG_NS" --type merge -p '{"metadata":{"finalizers":null}}' >/dev/null 2>&1 || true
@@ -53,6 +58,7 @@ step() {
     shift
     if "$@" >"$WORK/step.log" 2>&1; then
         ok "$name"
+        sed -n 's/^result: /    /p' "$WORK/step.log"
     else
         bad "$name"
         tail -n 40 "$WORK/step.log" >&2
@@ -123,7 +129,9 @@ step "dry-run=server: deploy/examples (both directions, Secrets, worker RBAC) va
 # The node agent runs the Deployment's container as the program named like the image (mssql-pg-operator) from
 # the freshly built binaries (run-tests.sh builds them; standalone runs build here).
 NODE_BIN="${MSSQLPG_NODE_PATH:-${CARGO_TARGET_DIR:-$REPO/target}/debug}"
-[ -x "$NODE_BIN/mssql-pg-operator" ] || cargo build -q --locked -p mssql-pg-operator
+for b in mssql-pg-operator mssql-pg-worker tds-testserver bench; do
+    [ -x "$NODE_BIN/$b" ] || { cargo build -q --locked -p mssql-pg-operator -p mssql-pg-worker -p tds-testserver -p bench; break; }
+done
 PORT="$(free_port)"
 kubectl create ns "$MIG_NS" >/dev/null
 FAKE_WORKER="$REPO/operator/tests/e2e/fake-worker.sh"
@@ -221,11 +229,76 @@ no_secrets_logged() {
 }
 step "no Secret value in the operator log" no_secrets_logged
 
+# From here on the workers are the real mssql-pg-worker (the chart's default worker command).
 upgrade() {
-    helm upgrade mssql-pg-operator "$CHART" --namespace "$RELEASE_NS" --reuse-values --set logJson=true --wait --timeout 120s &&
-        [ "$(kubectl -n "$RELEASE_NS" get deploy mssql-pg-operator -o jsonpath='{.spec.template.spec.containers[0].env[?(@.name=="LOG_JSON")].value}')" = true ]
+    helm upgrade mssql-pg-operator "$CHART" --namespace "$RELEASE_NS" --reuse-values --set logJson=true \
+        --set worker.command=mssql-pg-worker --wait --timeout 120s &&
+        kubectl -n "$RELEASE_NS" rollout status deploy/mssql-pg-operator --timeout=120s &&
+        [ "$(kubectl -n "$RELEASE_NS" get deploy mssql-pg-operator -o jsonpath='{.spec.template.spec.containers[0].env[?(@.name=="LOG_JSON")].value}')" = true ] &&
+        for _ in $(seq 1 120); do
+            curl -fsS "http://127.0.0.1:$PORT/readyz" >/dev/null 2>&1 && return 0
+            sleep 0.5
+        done
 }
-step "helm upgrade --reuse-values" upgrade
+step "helm upgrade --reuse-values (JSON logs, the real worker), the new pod ready" upgrade
+
+# A real migration: the TDS test server seeded by the bench generator -> PostgreSQL, planned, copied, finalized
+# and checksum-verified by mssql-pg-worker pods running as the chart's worker service account.
+real_migration() {
+    local tds_port pw pg_port psql expected phase
+    tds_port="$(free_port)"
+    pw="Helm-$(openssl rand -hex 6)"
+    "$NODE_BIN/tds-testserver" --listen "127.0.0.1:$tds_port" --user sa --password "$pw" --database Src \
+        >"$WORK/tds.log" 2>&1 &
+    TDS_PID=$!
+    for _ in $(seq 1 100); do grep -q listening "$WORK/tds.log" && break; sleep 0.1; done
+    MSSQL_USER=sa MSSQL_PASSWORD="$pw" "$NODE_BIN/bench" load --scale 0.001 --tables Users,Badges,PostTypes \
+        --mssql "127.0.0.1:$tds_port" --mssql-no-tls --mssql-database Src || return 1
+    expected="$("$NODE_BIN/bench" counts --scale 0.001 | awk '$1=="Users"||$1=="Badges"||$1=="PostTypes"{n+=$2} END{print n}')"
+    if [ -z "${MSSQLPG_TEST_PG_PORT:-}" ]; then
+        eval "$(tests/scripts/postgres.sh start)"
+        OWN_PG="$MSSQLPG_TEST_PG_DIR"
+    fi
+    pg_port="$MSSQLPG_TEST_PG_PORT"
+    psql="$(ls /usr/lib/postgresql/*/bin/psql | head -n 1)"
+    "$psql" -q -h 127.0.0.1 -p "$pg_port" -U postgres -d postgres -c "DROP DATABASE IF EXISTS helm_real" -c "CREATE DATABASE helm_real"
+    kubectl apply -n "$MIG_NS" -f - <<YAML
+apiVersion: v1
+kind: Secret
+metadata: {name: tds-creds}
+stringData: {username: sa, password: "$pw"}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: pg-creds}
+stringData: {username: postgres, password: unused-trust-auth}
+---
+apiVersion: mssqlpg.dev/v1alpha1
+kind: Migration
+metadata: {name: helm-real}
+spec:
+  source: {mssql: {host: 127.0.0.1, port: $tds_port, database: Src, schema: dbo, credentialsSecret: tds-creds, encryption: NotSupported}}
+  target: {postgres: {host: 127.0.0.1, port: $pg_port, database: helm_real, schema: public, credentialsSecret: pg-creds, sslMode: disable}}
+  parallelism: 2
+  verify: checksum
+  worker: {backoffLimit: 0}
+YAML
+    for _ in $(seq 1 600); do
+        phase="$(kubectl get mig helm-real -n "$MIG_NS" -o jsonpath='{.status.phase}')"
+        [ "$phase" = Succeeded ] || [ "$phase" = Failed ] && break
+        sleep 0.5
+    done
+    kubectl get mig,mtask -n "$MIG_NS"
+    get() { kubectl get mig helm-real -n "$MIG_NS" -o jsonpath="{.status.$1}"; }
+    [ "$phase" = Succeeded ] || { echo "phase '$phase', lastError: $(get lastError)"; return 1; }
+    [ "$(get rowsCopied)" = "$expected" ] || { echo "rowsCopied $(get rowsCopied), expected $expected"; return 1; }
+    [ "$(get 'conditions[?(@.type=="Verified")].status')" = True ] || { echo "not Verified"; return 1; }
+    got="$("$psql" -h 127.0.0.1 -p "$pg_port" -U postgres -d helm_real -At -c \
+        "SELECT (SELECT count(*) FROM public.\"Users\") + (SELECT count(*) FROM public.\"Badges\") + (SELECT count(*) FROM public.\"PostTypes\")")"
+    [ "$got" = "$expected" ] || { echo "PostgreSQL holds $got rows, expected $expected"; return 1; }
+    echo "result: $expected rows (Users, Badges, PostTypes) migrated, checksum-verified, counted in PostgreSQL; $(get rowsPerSecond) rows/s, peak worker memory $(get peakWorkerMemoryBytes) bytes"
+}
+step "a real Migration (TDS test server -> PostgreSQL) with mssql-pg-worker pods and the chart's RBAC" real_migration
 uninstall() {
     helm uninstall mssql-pg-operator -n "$RELEASE_NS" --wait --timeout 120s &&
         kubectl get crd migrations.mssqlpg.dev migrationtasks.mssqlpg.dev >/dev/null &&
