@@ -5,15 +5,17 @@
 //!   tiberius 0.13 does it (`char::decode_utf16` over byte pairs); `from_utf16` collects a
 //!   `Vec<u16>` first; `ascii_fast_path` checks for all-ASCII and copies the low bytes.
 //! - `utf16_encode`: the other direction, as the bulk load encodes strings.
-//! - `pg_binary_encode`: rows to PostgreSQL binary COPY format.
+//! - `pg_binary_encode`: rows to PostgreSQL binary COPY format (the bench loader's encoder).
+//! - `worker_copy_encode`: the worker's own hot path, `RowEncoder` turning tiberius
+//!   `ColumnData` (what a TDS row decodes to) into PostgreSQL binary COPY bytes.
 //! - `generate`: the generator itself.
 //!
 //! Run: `cargo bench -p bench --bench hot_paths` (add `-- utf16` to pick a group).
 
 use std::hint::black_box;
 
-use bench::load::pg_binary;
-use bench::stackoverflow::{Dataset, Table, Value};
+use bench::load::{mssql, pg_binary};
+use bench::stackoverflow::{Dataset, SqlType, Table, Value};
 use bytes::BytesMut;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 
@@ -130,6 +132,43 @@ fn pg_binary_encode(c: &mut Criterion) {
     group.finish();
 }
 
+fn worker_copy_encode(c: &mut Criterion) {
+    use mssql_pg_worker::mapping::PgType;
+    use mssql_pg_worker::pg::copy_binary::RowEncoder;
+    let ds = Dataset::new(0.01, 1);
+    let mut group = c.benchmark_group("worker_copy_encode");
+    for table in [Table::Votes, Table::Posts, Table::Users] {
+        let columns = table.columns();
+        let types = columns
+            .iter()
+            .map(|c| match c.ty {
+                SqlType::Int => PgType::Int4,
+                SqlType::NVarChar(n) => PgType::Varchar { length: u32::from(n) },
+                SqlType::NVarCharMax => PgType::Text,
+                SqlType::DateTime => PgType::Timestamp { precision: 3 },
+            })
+            .collect();
+        let encoder = RowEncoder::new(types);
+        let rows: Vec<_> = ds
+            .rows(table)
+            .take(10_000)
+            .map(|r| mssql::token_row(r, columns))
+            .collect();
+        group.throughput(Throughput::Elements(rows.len() as u64));
+        group.bench_with_input(BenchmarkId::from_parameter(table.name()), &rows, |b, rows| {
+            let mut buf = BytesMut::with_capacity(1 << 24);
+            b.iter(|| {
+                buf.clear();
+                for row in rows {
+                    encoder.encode_row(&mut buf, row.iter()).unwrap();
+                }
+                black_box(buf.len())
+            })
+        });
+    }
+    group.finish();
+}
+
 fn generate(c: &mut Criterion) {
     let ds = Dataset::new(0.01, 1);
     let mut group = c.benchmark_group("generate");
@@ -143,6 +182,6 @@ fn generate(c: &mut Criterion) {
 criterion_group! {
     name = benches;
     config = Criterion::default().sample_size(20).warm_up_time(std::time::Duration::from_millis(500)).measurement_time(std::time::Duration::from_secs(2));
-    targets = utf16_decode, utf16_encode, pg_binary_encode, generate
+    targets = utf16_decode, utf16_encode, pg_binary_encode, worker_copy_encode, generate
 }
 criterion_main!(benches);

@@ -227,7 +227,15 @@ pub async fn run(args: HarnessArgs, command: String) -> Result<()> {
         }
     }
 
-    // 3. The worker with the default settings.
+    // 3. The worker with the default settings, twice: the first run meets a cold test server
+    // (and page cache) and is reported separately.
+    let mut cold = config(
+        "default, first (cold) run",
+        Direction::MssqlToPg,
+        Mode::DropRecreate,
+    );
+    cold.verify = "count";
+    let cold = runner.run(&cold, &source, &pg).await?;
     let main = runner
         .run(
             &config("default", Direction::MssqlToPg, Mode::DropRecreate),
@@ -258,7 +266,7 @@ pub async fn run(args: HarnessArgs, command: String) -> Result<()> {
     }
 
     // 5. Sweeps, one setting at a time from the defaults; verification by count keeps them short.
-    let mut sweeps = Vec::new();
+    let mut sweeps = vec![cold];
     if !args.no_sweeps {
         let mut configs = Vec::new();
         for &p in &args.packet_sizes {

@@ -99,6 +99,8 @@ pub struct RunResult {
     pub self_peak_bytes: Option<u64>,
     pub user_seconds: f64,
     pub system_seconds: f64,
+    /// CPU time the TDS test server spent during the run (user + system).
+    pub server_cpu_seconds: Option<f64>,
     pub tables: BTreeMap<String, TableRun>,
     /// The worker's stderr (its tracing log), kept for where-the-time-goes analysis.
     pub log: PathBuf,
@@ -112,6 +114,19 @@ impl RunResult {
     pub fn cpu_seconds(&self) -> f64 {
         self.user_seconds + self.system_seconds
     }
+}
+
+/// User + system CPU seconds of a process of ours so far (/proc/PID/stat, 100 ticks/s as on
+/// every Linux build with the usual USER_HZ).
+pub fn cpu_seconds_of(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the parenthesised command name, which may itself contain spaces.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of the whole line, 12 and 13 after the name.
+    let utime: f64 = fields.get(11)?.parse().ok()?;
+    let stime: f64 = fields.get(12)?.parse().ok()?;
+    Some((utime + stime) / 100.0)
 }
 
 /// The Migration YAML for `config` (credentials come from the environment, not the file).
@@ -236,10 +251,15 @@ impl Runner {
             "  worker run {n}: {} {} packet {} parallelism {} chunkRows {} ...",
             config.direction, config.mode, config.packet_size, config.parallelism, config.chunk_rows
         );
+        let server_cpu_before = cpu_seconds_of(mssql.pid());
         let out = tokio::task::spawn_blocking(move || cmd.output())
             .await
             .context("waiting for the worker")?
             .context("running the worker under /usr/bin/time")?;
+        let server_cpu_seconds = match (server_cpu_before, cpu_seconds_of(mssql.pid())) {
+            (Some(a), Some(b)) => Some(b - a),
+            _ => None,
+        };
         let stdout = String::from_utf8_lossy(&out.stdout);
         let time = std::fs::read_to_string(&time_path)
             .with_context(|| format!("reading {}", time_path.display()))?;
@@ -293,6 +313,7 @@ impl Runner {
             self_peak_bytes: summary["peak_memory_bytes"].as_u64(),
             user_seconds,
             system_seconds,
+            server_cpu_seconds,
             tables,
             log,
         };
