@@ -112,6 +112,17 @@ async fn exec_stmts(pg: &Client, stmts: Vec<Stmt>, warnings: &mut Vec<String>) -
     Ok(())
 }
 
+/// The warning for a table that existed before the run: UNLOGGED applies to the tables the
+/// worker creates (switching an existing table is a rewrite, and PostgreSQL refuses it while
+/// foreign keys link it to logged tables).
+fn unlogged_kept(t: &crate::plan::TablePlan) -> String {
+    format!(
+        "table {}: unlogged: the existing target table {} is loaded as it is (LOGGED)",
+        t.source.qualified(),
+        ddl::qualified(t)
+    )
+}
+
 impl Engine {
     /// Introspects the source and builds the plan, with partitions for large tables.
     pub async fn plan(&self) -> Result<(Plan, Option<i32>), EngineError> {
@@ -149,6 +160,7 @@ impl Engine {
             && state == "copying"
             && let Some(tasks) = self.stored_tasks(&pg).await?
             && self.all_tables_exist(&pg, &plan).await?
+            && !self.unlogged_rows_lost(&pg, &plan, &tasks).await?
         {
             plan.tasks = tasks;
             return Ok(Prepared {
@@ -175,7 +187,7 @@ impl Engine {
             match self.options.mode {
                 Mode::DropRecreate => {
                     let drop = ddl::drop_table(t);
-                    let create = ddl::create_table(t, &self.options.schema);
+                    let create = ddl::create_table(t, &self.options.schema, self.options.unlogged);
                     for sql in [drop, create] {
                         pg.batch_execute(&sql).await.map_err(|source| EngineError::Ddl {
                             what: format!("table {}", t.target_name),
@@ -199,8 +211,11 @@ impl Engine {
                             source,
                         })?
                         .get(0);
+                    if exists && self.options.unlogged {
+                        warnings.push(unlogged_kept(t));
+                    }
                     if !exists {
-                        let sql = ddl::create_table(t, &self.options.schema);
+                        let sql = ddl::create_table(t, &self.options.schema, self.options.unlogged);
                         pg.batch_execute(&sql).await.map_err(|source| EngineError::Ddl {
                             what: format!("table {}", t.target_name),
                             sql: sql.clone(),
@@ -214,6 +229,9 @@ impl Engine {
                     exec_stmts(&pg, ddl::primary_key(t).into_iter().collect(), &mut warnings).await?;
                 }
             }
+        }
+        if self.options.mode == Mode::Truncate && self.options.unlogged {
+            warnings.extend(plan.tables.iter().map(unlogged_kept));
         }
         if self.options.mode == Mode::Truncate && !plan.tables.is_empty() {
             let sql = format!(
@@ -239,6 +257,45 @@ impl Engine {
             resumed: false,
             negotiated_packet_size: packet,
         })
+    }
+
+    /// Crash recovery empties UNLOGGED tables while the (logged) checkpoints still count their
+    /// rows: resuming would skip them, so such a run starts over instead.
+    async fn unlogged_rows_lost(&self, pg: &Client, plan: &Plan, tasks: &[TaskPlan]) -> Result<bool, EngineError> {
+        if !self.options.unlogged {
+            return Ok(false);
+        }
+        let q = |source| EngineError::Ddl {
+            what: "unlogged table check".into(),
+            sql: String::new(),
+            source,
+        };
+        for (i, t) in plan.tables.iter().enumerate() {
+            let row = pg
+                .query_one(
+                    &format!(
+                        "SELECT c.relpersistence = 'u' AND NOT EXISTS (SELECT 1 FROM {}) FROM pg_class c WHERE c.oid = $1::text::regclass",
+                        ddl::qualified(t)
+                    ),
+                    &[&ddl::qualified(t)],
+                )
+                .await
+                .map_err(q)?;
+            if !row.get::<_, bool>(0) {
+                continue;
+            }
+            for task in tasks.iter().filter(|k| k.table == i) {
+                let cp = checkpoint::load(pg, &self.options.migration, &task.name).await?;
+                if cp.is_some_and(|c| c.rows > 0) {
+                    tracing::warn!(
+                        table = %t.source.qualified(),
+                        "UNLOGGED table lost its committed rows (PostgreSQL crash recovery); starting the copy over"
+                    );
+                    return Ok(true);
+                }
+            }
+        }
+        Ok(false)
     }
 
     async fn all_tables_exist(&self, pg: &Client, plan: &Plan) -> Result<bool, EngineError> {
@@ -409,6 +466,33 @@ impl Engine {
             })?
             .get(0);
         let mut warnings = Vec::new();
+        if self.options.unlogged {
+            // Before any foreign key: PostgreSQL refuses one between a logged and an unlogged
+            // table, and refuses SET LOGGED while one exists. Also before the indexes, which the
+            // rewrite would otherwise rebuild.
+            for t in &plan.tables {
+                let unlogged: bool = pg
+                    .query_one(
+                        "SELECT relpersistence = 'u' FROM pg_class WHERE oid = $1::text::regclass",
+                        &[&ddl::qualified(t)],
+                    )
+                    .await
+                    .map_err(|source| EngineError::Ddl {
+                        what: format!("persistence of {}", t.target_name),
+                        sql: String::new(),
+                        source,
+                    })?
+                    .get(0);
+                if unlogged {
+                    let sql = ddl::set_logged(t);
+                    pg.batch_execute(&sql).await.map_err(|source| EngineError::Ddl {
+                        what: format!("table {} back to LOGGED", t.target_name),
+                        sql: sql.clone(),
+                        source,
+                    })?;
+                }
+            }
+        }
         for t in &plan.tables {
             let stmts = ddl::finalize_table(t, &self.options.schema, pg_major(version), &mut warnings);
             exec_stmts(&pg, stmts, &mut warnings).await?;

@@ -96,6 +96,15 @@ pub struct ColumnMapping {
     pub check_0_255: bool,
 }
 
+/// A computed column recreated as `GENERATED ALWAYS AS (expression) STORED`: PostgreSQL computes
+/// it, so the copy neither reads nor writes it (verification compares it on both sides).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct GeneratedColumn {
+    pub column: ColumnMapping,
+    /// The translated PostgreSQL expression.
+    pub expression: String,
+}
+
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum MappingError {
     #[error("column {column}: SQL Server type {type_name} is not supported")]
@@ -224,11 +233,7 @@ pub fn map_column(col: &SourceColumn, warnings: &mut Vec<String>) -> Result<Colu
             });
         }
     };
-    if col.computed.is_some() {
-        warnings.push(format!(
-            "column {name}: computed column copied as plain values; its expression is not translated"
-        ));
-    }
+    // Computed columns are decided by the plan, which knows the table's other columns.
     Ok(ColumnMapping {
         source: col.clone(),
         target_name: col.name.clone(),

@@ -80,6 +80,8 @@ pub struct Options {
     pub verify: VerifyMode,
     /// Fold target identifiers to lower case (default: keep them as they are, quoted).
     pub lowercase_identifiers: bool,
+    /// Create the target tables UNLOGGED for the load; finalize switches them to LOGGED.
+    pub unlogged: bool,
 }
 
 impl Default for Options {
@@ -97,6 +99,7 @@ impl Default for Options {
             chunk_rows: 50_000,
             verify: VerifyMode::default(),
             lowercase_identifiers: false,
+            unlogged: false,
         }
     }
 }

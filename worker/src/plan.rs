@@ -1,7 +1,7 @@
 //! The plan: every source table mapped to a target table with target names, its keyset key, and
 //! the copy tasks (one per table, or per key range of a large table).
 
-use crate::mapping::{ColumnMapping, MappingError, PgType, map_column};
+use crate::mapping::{ColumnMapping, GeneratedColumn, MappingError, PgType, map_column};
 use crate::model::SourceTable;
 use crate::options::Options;
 use serde::Serialize;
@@ -61,7 +61,10 @@ pub struct TablePlan {
     pub source: SourceTable,
     pub target_schema: String,
     pub target_name: String,
+    /// The copied columns, in source order: the select list of the reader and the COPY list.
     pub columns: Vec<ColumnMapping>,
+    /// Computed columns PostgreSQL computes itself (not in `columns`, not copied).
+    pub generated: Vec<GeneratedColumn>,
     /// The primary key, when every column of it can drive keyset paging.
     pub keyset: Option<Vec<KeyColumn>>,
     pub pk_name: Option<String>,
@@ -77,7 +80,14 @@ impl TablePlan {
     }
 
     pub fn target_column(&self, source_name: &str) -> Option<&ColumnMapping> {
-        self.columns.iter().find(|c| c.source.name == source_name)
+        self.all_columns().find(|c| c.source.name == source_name)
+    }
+
+    /// Copied and generated columns.
+    pub fn all_columns(&self) -> impl Iterator<Item = &ColumnMapping> {
+        self.columns
+            .iter()
+            .chain(self.generated.iter().map(|g| &g.column))
     }
 
     /// A single integer key column allows range partitioning.
@@ -91,7 +101,19 @@ impl TablePlan {
 
 impl crate::pg::expr::Columns for TablePlan {
     fn lookup(&self, source_name: &str) -> Option<(&str, PgType)> {
-        self.columns
+        self.all_columns()
+            .find(|c| c.source.name.eq_ignore_ascii_case(source_name))
+            .map(|c| (c.target_name.as_str(), c.pg_type))
+    }
+}
+
+/// The copied columns only: what a computed column's definition may refer to (SQL Server does
+/// not let one computed column use another).
+struct Copied<'a>(&'a [ColumnMapping]);
+
+impl crate::pg::expr::Columns for Copied<'_> {
+    fn lookup(&self, source_name: &str) -> Option<(&str, PgType)> {
+        self.0
             .iter()
             .find(|c| c.source.name.eq_ignore_ascii_case(source_name))
             .map(|c| (c.target_name.as_str(), c.pg_type))
@@ -268,14 +290,49 @@ pub fn build_plan(source: Vec<SourceTable>, opts: &Options) -> Result<Plan, Plan
             columns.push(m);
         }
 
+        // Computed columns become generated ones where the definition translates; otherwise (and
+        // for key columns, which the reader pages by) they are copied as plain values.
+        let (computed, plain): (Vec<ColumnMapping>, Vec<ColumnMapping>) = columns
+            .into_iter()
+            .partition(|c| c.source.computed.is_some());
+        let mut columns = plain;
+        let mut generated = Vec::new();
+        for c in computed {
+            let Some(definition) = c.source.computed.clone() else {
+                continue;
+            };
+            let in_key = t
+                .primary_key
+                .as_ref()
+                .is_some_and(|pk| pk.columns.contains(&c.source.name));
+            let translated = if in_key {
+                Err("it is part of the primary key the copy pages by".to_string())
+            } else {
+                crate::pg::expr::translate_generated(&definition, &Copied(&columns), c.pg_type)
+            };
+            match translated {
+                Ok(expression) => generated.push(GeneratedColumn { column: c, expression }),
+                Err(why) => {
+                    warnings.push(format!(
+                        "table {q}: computed column {} AS {definition} is copied as plain values (not \
+                         generated in PostgreSQL): {why}",
+                        c.source.name
+                    ));
+                    columns.push(c);
+                }
+            }
+        }
+        // Back to source order for the select list.
+        columns.sort_by_key(|c| t.columns.iter().position(|s| s.name == c.source.name));
+
         let keyset = t.primary_key.as_ref().and_then(|pk| {
             pk.columns
                 .iter()
                 .map(|name| {
-                    let index = t.columns.iter().position(|c| &c.name == name)?;
+                    let index = columns.iter().position(|c| &c.source.name == name)?;
                     Some(KeyColumn {
                         index,
-                        kind: key_kind(&t.columns[index].type_name)?,
+                        kind: key_kind(&columns[index].source.type_name)?,
                     })
                 })
                 .collect::<Option<Vec<_>>>()
@@ -313,6 +370,7 @@ pub fn build_plan(source: Vec<SourceTable>, opts: &Options) -> Result<Plan, Plan
             target_schema: target_ident(&opts.target_schema, lc),
             target_name,
             columns,
+            generated,
             keyset,
             pk_name,
             index_names,

@@ -116,9 +116,10 @@ pub async fn checksum(
 
 async fn source_digest(mssql: &mut TdsClient, t: &TablePlan) -> Result<Digest, VerifyError> {
     let table = t.source.qualified();
+    // Generated columns too: SQL Server's computed values against PostgreSQL's, which checks the
+    // translated expression on every row.
     let cols = t
-        .columns
-        .iter()
+        .all_columns()
         .map(crate::mapping::select_expr)
         .collect::<Vec<_>>()
         .join(", ");
@@ -127,7 +128,7 @@ async fn source_digest(mssql: &mut TdsClient, t: &TablePlan) -> Result<Digest, V
         crate::mapping::quote_mssql(&t.source.schema),
         crate::mapping::quote_mssql(&t.source.name)
     );
-    let encoder = RowEncoder::new(t.columns.iter().map(|c| c.pg_type).collect());
+    let encoder = RowEncoder::new(t.all_columns().map(|c| c.pg_type).collect());
     let err = |source| VerifyError::Source {
         table: table.clone(),
         source,
@@ -173,8 +174,7 @@ fn row_len(b: &[u8]) -> Option<usize> {
 async fn target_digest(pg: &Client, t: &TablePlan) -> Result<Digest, VerifyError> {
     let table = qualified(t);
     let cols = t
-        .columns
-        .iter()
+        .all_columns()
         .map(|c| quote_pg(&c.target_name))
         .collect::<Vec<_>>()
         .join(", ");

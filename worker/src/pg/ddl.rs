@@ -59,11 +59,23 @@ fn type_range(ty: PgType) -> Option<(i64, i64)> {
     }
 }
 
-/// CREATE TABLE with column types, NOT NULL, identity and the tinyint range check.
-pub fn create_table(t: &TablePlan, schema: &SchemaOptions) -> String {
+/// CREATE TABLE with column types, NOT NULL, identity and the tinyint range check; `unlogged`
+/// skips the WAL for the load (finalize switches the table to LOGGED).
+pub fn create_table(t: &TablePlan, schema: &SchemaOptions, unlogged: bool) -> String {
     let mut cols = Vec::new();
-    for c in &t.columns {
+    // Source column order, generated columns in their place.
+    let mut ordered: Vec<(&crate::mapping::ColumnMapping, Option<&str>)> = t
+        .columns
+        .iter()
+        .map(|c| (c, None))
+        .chain(t.generated.iter().map(|g| (&g.column, Some(g.expression.as_str()))))
+        .collect();
+    ordered.sort_by_key(|(c, _)| t.source.columns.iter().position(|s| s.name == c.source.name));
+    for (c, generated) in ordered {
         let mut s = format!("{} {}", quote_pg(&c.target_name), c.pg_type);
+        if let Some(e) = generated {
+            s.push_str(&format!(" GENERATED ALWAYS AS ({e}) STORED"));
+        }
         if !c.source.nullable {
             s.push_str(" NOT NULL");
         }
@@ -85,7 +97,17 @@ pub fn create_table(t: &TablePlan, schema: &SchemaOptions) -> String {
         }
         cols.push(s);
     }
-    format!("CREATE TABLE {} (\n  {}\n)", qualified(t), cols.join(",\n  "))
+    format!(
+        "CREATE {}TABLE {} (\n  {}\n)",
+        if unlogged { "UNLOGGED " } else { "" },
+        qualified(t),
+        cols.join(",\n  ")
+    )
+}
+
+/// Switches a table loaded UNLOGGED back to LOGGED (a rewrite that writes it to the WAL).
+pub fn set_logged(t: &TablePlan) -> String {
+    format!("ALTER TABLE {} SET LOGGED", qualified(t))
 }
 
 /// Column defaults, translated from T-SQL; untranslatable ones become warnings.
@@ -287,8 +309,23 @@ pub const STAGE: &str = "_mssqlpg_stage";
 
 /// The staging table for upsert: same columns, emptied at every commit.
 pub fn upsert_stage(t: &TablePlan) -> String {
+    if t.generated.is_empty() {
+        return format!(
+            "CREATE TEMP TABLE IF NOT EXISTS {} (LIKE {}) ON COMMIT DELETE ROWS",
+            quote_pg(STAGE),
+            qualified(t)
+        );
+    }
+    // LIKE would copy a generated column as a plain one, NOT NULL included, that the COPY does
+    // not fill: take the copied columns only.
+    let cols = t
+        .columns
+        .iter()
+        .map(|c| quote_pg(&c.target_name))
+        .collect::<Vec<_>>()
+        .join(", ");
     format!(
-        "CREATE TEMP TABLE IF NOT EXISTS {} (LIKE {}) ON COMMIT DELETE ROWS",
+        "CREATE TEMP TABLE IF NOT EXISTS {} ON COMMIT DELETE ROWS AS SELECT {cols} FROM {} WITH NO DATA",
         quote_pg(STAGE),
         qualified(t)
     )

@@ -120,9 +120,674 @@ pub trait Columns {
     fn lookup(&self, source_name: &str) -> Option<(&str, PgType)>;
 }
 
+/// Words that end an operand; never read as a column name.
 const KEYWORDS: &[&str] = &[
-    "AND", "OR", "NOT", "IS", "NULL", "IN", "LIKE", "BETWEEN", "ESCAPE",
+    "AND", "OR", "NOT", "IS", "NULL", "IN", "LIKE", "BETWEEN", "ESCAPE", "CASE", "WHEN", "THEN", "ELSE",
+    "END", "AS",
 ];
+
+/// What kind of value an operand is: enough to pick `+` or `||` and to refuse what PostgreSQL
+/// would compute differently.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Class {
+    Int,
+    Exact,
+    Float,
+    /// varchar, nvarchar, text and string literals.
+    Text,
+    /// char/nchar: PostgreSQL drops their trailing blanks when they become text, SQL Server keeps
+    /// them.
+    Char,
+    Bool,
+    Date,
+    Timestamp,
+    Other,
+    /// The NULL literal: fits anything.
+    Null,
+}
+
+impl Class {
+    fn of(t: PgType) -> Class {
+        match t {
+            PgType::Int2 | PgType::Int4 | PgType::Int8 => Class::Int,
+            PgType::Numeric { .. } => Class::Exact,
+            PgType::Float4 | PgType::Float8 => Class::Float,
+            PgType::Varchar { .. } | PgType::Text => Class::Text,
+            PgType::Char { .. } => Class::Char,
+            PgType::Bool => Class::Bool,
+            PgType::Date => Class::Date,
+            PgType::Timestamp { .. } => Class::Timestamp,
+            _ => Class::Other,
+        }
+    }
+
+    fn numeric(self) -> bool {
+        matches!(self, Class::Int | Class::Exact | Class::Float | Class::Null)
+    }
+
+    fn stringy(self) -> bool {
+        matches!(self, Class::Text | Class::Char)
+    }
+
+    /// The class of `a op b` for arithmetic: the wider numeric type.
+    fn wider(a: Class, b: Class) -> Class {
+        let rank = |c: Class| match c {
+            Class::Null => 0,
+            Class::Int => 1,
+            Class::Exact => 2,
+            _ => 3,
+        };
+        if rank(a) >= rank(b) { a } else { b }
+    }
+
+    /// One class for CASE branches / COALESCE arguments, or `None` when they mix kinds
+    /// (SQL Server would convert by type precedence, PostgreSQL refuses or converts otherwise).
+    fn unify(a: Class, b: Class) -> Option<Class> {
+        if a == Class::Null {
+            return Some(b);
+        }
+        if b == Class::Null || a == b {
+            return Some(a);
+        }
+        if a.numeric() && b.numeric() {
+            return Some(Class::wider(a, b));
+        }
+        if a.stringy() && b.stringy() {
+            return Some(Class::Text);
+        }
+        None
+    }
+}
+
+/// A translated operand.
+#[derive(Debug, Clone)]
+struct Val {
+    sql: String,
+    class: Class,
+    /// A bare `0`/`1` (possibly in parentheses): becomes false/true beside a bit column.
+    bit_literal: bool,
+}
+
+impl Val {
+    fn new(sql: String, class: Class) -> Val {
+        Val {
+            sql,
+            class,
+            bit_literal: false,
+        }
+    }
+
+    /// `0`/`1` written as boolean, keeping its parentheses.
+    fn as_bool(self) -> Val {
+        if !self.bit_literal {
+            return self;
+        }
+        let sql = self.sql.replace('1', "true").replace('0', "false");
+        Val::new(sql, Class::Bool)
+    }
+}
+
+struct Parser<'a> {
+    toks: Vec<Tok>,
+    pos: usize,
+    cols: &'a dyn Columns,
+    /// Generated column: only immutable expressions (PostgreSQL's rule), no clock, no random.
+    generated: bool,
+}
+
+type R<T> = Result<T, String>;
+
+impl Parser<'_> {
+    fn peek(&self) -> Option<&Tok> {
+        self.toks.get(self.pos)
+    }
+
+    fn peek_word(&self, w: &str) -> bool {
+        matches!(self.peek(), Some(Tok::Word(x)) if x.eq_ignore_ascii_case(w))
+    }
+
+    fn eat_word(&mut self, w: &str) -> bool {
+        let hit = self.peek_word(w);
+        if hit {
+            self.pos += 1;
+        }
+        hit
+    }
+
+    fn expect(&mut self, t: &Tok, what: &str) -> R<()> {
+        if self.peek() == Some(t) {
+            self.pos += 1;
+            Ok(())
+        } else {
+            Err(format!("expected {what}"))
+        }
+    }
+
+    fn expect_word(&mut self, w: &str) -> R<()> {
+        if self.eat_word(w) { Ok(()) } else { Err(format!("expected {w}")) }
+    }
+
+    fn or_expr(&mut self) -> R<Val> {
+        let mut l = self.and_expr()?;
+        while self.eat_word("OR") {
+            let r = self.and_expr()?;
+            l = Val::new(format!("{} OR {}", l.sql, r.sql), Class::Bool);
+        }
+        Ok(l)
+    }
+
+    fn and_expr(&mut self) -> R<Val> {
+        let mut l = self.not_expr()?;
+        while self.eat_word("AND") {
+            let r = self.not_expr()?;
+            l = Val::new(format!("{} AND {}", l.sql, r.sql), Class::Bool);
+        }
+        Ok(l)
+    }
+
+    fn not_expr(&mut self) -> R<Val> {
+        if self.eat_word("NOT") {
+            let v = self.not_expr()?;
+            return Ok(Val::new(format!("NOT {}", v.sql), Class::Bool));
+        }
+        self.predicate()
+    }
+
+    fn predicate(&mut self) -> R<Val> {
+        let l = self.additive()?;
+        if let Some(Tok::Op(op)) = self.peek()
+            && matches!(op.as_str(), "=" | "<>" | "<" | ">" | "<=" | ">=")
+        {
+            let op = op.clone();
+            self.pos += 1;
+            let r = self.additive()?;
+            let (l, r) = match (l.class, r.class) {
+                (Class::Bool, _) => (l, r.as_bool()),
+                (_, Class::Bool) => (l.as_bool(), r),
+                _ => (l, r),
+            };
+            return Ok(Val::new(format!("{} {op} {}", l.sql, r.sql), Class::Bool));
+        }
+        if self.eat_word("IS") {
+            let not = self.eat_word("NOT");
+            self.expect_word("NULL")?;
+            return Ok(Val::new(
+                format!("{} IS {}NULL", l.sql, if not { "NOT " } else { "" }),
+                Class::Bool,
+            ));
+        }
+        let not = if self.peek_word("NOT") {
+            self.pos += 1;
+            "NOT "
+        } else {
+            ""
+        };
+        if self.eat_word("LIKE") {
+            let p = self.additive()?;
+            let mut sql = format!("{} {not}LIKE {}", l.sql, p.sql);
+            if self.eat_word("ESCAPE") {
+                let e = self.additive()?;
+                sql.push_str(&format!(" ESCAPE {}", e.sql));
+            }
+            return Ok(Val::new(sql, Class::Bool));
+        }
+        if self.eat_word("BETWEEN") {
+            let lo = self.additive()?;
+            self.expect_word("AND")?;
+            let hi = self.additive()?;
+            return Ok(Val::new(
+                format!("{} {not}BETWEEN {} AND {}", l.sql, lo.sql, hi.sql),
+                Class::Bool,
+            ));
+        }
+        if self.eat_word("IN") {
+            self.expect(&Tok::LParen, "( after IN")?;
+            let mut items = vec![self.or_expr()?.sql];
+            while self.peek() == Some(&Tok::Comma) {
+                self.pos += 1;
+                items.push(self.or_expr()?.sql);
+            }
+            self.expect(&Tok::RParen, ")")?;
+            return Ok(Val::new(
+                format!("{} {not}IN ({})", l.sql, items.join(", ")),
+                Class::Bool,
+            ));
+        }
+        if !not.is_empty() {
+            return Err("NOT without LIKE, BETWEEN or IN".into());
+        }
+        Ok(l)
+    }
+
+    fn additive(&mut self) -> R<Val> {
+        let mut l = self.multiplicative()?;
+        while let Some(Tok::Op(op)) = self.peek()
+            && (op == "+" || op == "-")
+        {
+            let op = op.clone();
+            self.pos += 1;
+            let r = self.multiplicative()?;
+            l = arith(&op, l, r)?;
+        }
+        Ok(l)
+    }
+
+    fn multiplicative(&mut self) -> R<Val> {
+        let mut l = self.unary()?;
+        while let Some(Tok::Op(op)) = self.peek()
+            && matches!(op.as_str(), "*" | "/" | "%")
+        {
+            let op = op.clone();
+            self.pos += 1;
+            let r = self.unary()?;
+            l = arith(&op, l, r)?;
+        }
+        Ok(l)
+    }
+
+    fn unary(&mut self) -> R<Val> {
+        if let Some(Tok::Op(op)) = self.peek()
+            && (op == "-" || op == "+")
+        {
+            let op = op.clone();
+            self.pos += 1;
+            let v = self.unary()?;
+            if !v.class.numeric() {
+                return Err(format!("unary {op} on a non-numeric value"));
+            }
+            return Ok(Val::new(
+                if op == "-" { format!("-{}", v.sql) } else { v.sql },
+                v.class,
+            ));
+        }
+        self.primary()
+    }
+
+    fn primary(&mut self) -> R<Val> {
+        let Some(tok) = self.peek().cloned() else {
+            return Err("unexpected end of expression".into());
+        };
+        self.pos += 1;
+        match tok {
+            Tok::Num(n) => {
+                let class = if n.contains('.') { Class::Exact } else { Class::Int };
+                Ok(Val {
+                    bit_literal: n == "0" || n == "1",
+                    sql: n,
+                    class,
+                })
+            }
+            Tok::Str(s) => Ok(Val::new(format!("'{}'", s.replace('\'', "''")), Class::Text)),
+            Tok::LParen => {
+                let inner = self.or_expr()?;
+                self.expect(&Tok::RParen, ")")?;
+                Ok(Val {
+                    sql: format!("({})", inner.sql),
+                    ..inner
+                })
+            }
+            Tok::Ident(name) => self.column(&name),
+            Tok::Word(w) => {
+                let upper = w.to_ascii_uppercase();
+                let call = self.peek() == Some(&Tok::LParen);
+                match upper.as_str() {
+                    "NULL" => Ok(Val::new("NULL".into(), Class::Null)),
+                    "CASE" => self.case(),
+                    "CAST" if call => self.cast(),
+                    "CONVERT" if call => self.convert(),
+                    "CURRENT_TIMESTAMP" if !self.generated => {
+                        Ok(Val::new("LOCALTIMESTAMP".into(), Class::Timestamp))
+                    }
+                    _ if call => self.function(&w, &upper),
+                    _ if KEYWORDS.contains(&upper.as_str()) => Err(format!("unexpected {upper}")),
+                    _ => self.column(&w).map_err(|_| format!("unknown word {w}")),
+                }
+            }
+            Tok::Op(op) => Err(format!("unexpected {op}")),
+            Tok::RParen | Tok::Comma => Err("unexpected ) or ,".into()),
+        }
+    }
+
+    fn column(&self, name: &str) -> R<Val> {
+        let (target, ty) = self
+            .cols
+            .lookup(name)
+            .ok_or_else(|| format!("unknown column [{name}]"))?;
+        Ok(Val::new(quote_pg(target), Class::of(ty)))
+    }
+
+    fn args(&mut self) -> R<Vec<Val>> {
+        self.expect(&Tok::LParen, "(")?;
+        let mut out = Vec::new();
+        if self.peek() == Some(&Tok::RParen) {
+            self.pos += 1;
+            return Ok(out);
+        }
+        loop {
+            out.push(self.or_expr()?);
+            match self.peek() {
+                Some(Tok::Comma) => self.pos += 1,
+                Some(Tok::RParen) => {
+                    self.pos += 1;
+                    return Ok(out);
+                }
+                _ => return Err("expected , or ) in argument list".into()),
+            }
+        }
+    }
+
+    fn function(&mut self, name: &str, upper: &str) -> R<Val> {
+        let args = self.args()?;
+        let n = args.len();
+        let arity = |want: &[usize]| {
+            if want.contains(&n) {
+                Ok(())
+            } else {
+                Err(format!("{name}() with {n} arguments is not translated"))
+            }
+        };
+        let sqls: Vec<&str> = args.iter().map(|a| a.sql.as_str()).collect();
+        let first = args.first().map_or(Class::Null, |a| a.class);
+        let call = |f: &str| format!("{f}({})", sqls.join(", "));
+        let niladic = |sql: &str, class: Class| -> R<Val> {
+            arity(&[0])?;
+            Ok(Val::new(sql.to_string(), class))
+        };
+        // Clocks, random values and the session user change between rows and runs; PostgreSQL
+        // refuses them in a generated column, and they would not reproduce the stored values.
+        let volatile = matches!(
+            upper,
+            "GETDATE"
+                | "SYSDATETIME"
+                | "GETUTCDATE"
+                | "SYSUTCDATETIME"
+                | "SYSDATETIMEOFFSET"
+                | "NEWID"
+                | "NEWSEQUENTIALID"
+                | "SUSER_SNAME"
+                | "USER_NAME"
+                | "SUSER_NAME"
+        );
+        if volatile && self.generated {
+            return Err(format!("{name}() is not deterministic"));
+        }
+        let text_args = || {
+            if args.iter().all(|a| a.class.stringy() || a.class == Class::Null) {
+                Ok(())
+            } else {
+                Err(format!("{name}() of a non-string value is not translated"))
+            }
+        };
+        let numeric_args = || {
+            if args.iter().all(|a| a.class.numeric()) {
+                Ok(())
+            } else {
+                Err(format!("{name}() of a non-numeric value is not translated"))
+            }
+        };
+        Ok(match upper {
+            "GETDATE" | "SYSDATETIME" => niladic("LOCALTIMESTAMP", Class::Timestamp)?,
+            "GETUTCDATE" | "SYSUTCDATETIME" => niladic("(now() AT TIME ZONE 'UTC')", Class::Timestamp)?,
+            "SYSDATETIMEOFFSET" => niladic("now()", Class::Other)?,
+            "NEWID" | "NEWSEQUENTIALID" => niladic("gen_random_uuid()", Class::Other)?,
+            "SUSER_SNAME" | "USER_NAME" | "SUSER_NAME" => niladic("current_user", Class::Text)?,
+            "ISNULL" | "COALESCE" => {
+                if upper == "ISNULL" {
+                    arity(&[2])?;
+                } else if n < 2 {
+                    return Err(format!("{name}() needs two arguments"));
+                }
+                let mut class = Class::Null;
+                for a in &args {
+                    class = Class::unify(class, a.class)
+                        .ok_or_else(|| format!("{name}() mixes value types"))?;
+                }
+                Val::new(call("coalesce"), class)
+            }
+            // LEN ignores trailing blanks; length() counts them.
+            "LEN" => {
+                arity(&[1])?;
+                text_args()?;
+                Val::new(format!("length(rtrim({}))", sqls[0]), Class::Int)
+            }
+            "DATALENGTH" if !self.generated => {
+                arity(&[1])?;
+                Val::new(call("octet_length"), Class::Int)
+            }
+            "UPPER" | "LOWER" | "LTRIM" | "RTRIM" => {
+                arity(&[1])?;
+                text_args()?;
+                Val::new(call(&upper.to_ascii_lowercase()), Class::Text)
+            }
+            "TRIM" => {
+                arity(&[1])?;
+                text_args()?;
+                Val::new(call("btrim"), Class::Text)
+            }
+            "REPLACE" => {
+                arity(&[3])?;
+                text_args()?;
+                Val::new(call("replace"), Class::Text)
+            }
+            "SUBSTRING" | "LEFT" | "RIGHT" => {
+                arity(if upper == "SUBSTRING" { &[3] } else { &[2] })?;
+                if !args[0].class.stringy() || !args[1..].iter().all(|a| a.class == Class::Int) {
+                    return Err(format!("{name}() with these argument types is not translated"));
+                }
+                Val::new(call(&upper.to_ascii_lowercase()), Class::Text)
+            }
+            // CONCAT treats NULL as ''. PostgreSQL's concat() is only stable (it formats any
+            // type), so spell it with || on strings.
+            "CONCAT" => {
+                text_args()?;
+                if n < 2 {
+                    return Err("CONCAT() needs two arguments".into());
+                }
+                let parts: Vec<String> = sqls.iter().map(|s| format!("coalesce({s}, '')")).collect();
+                Val::new(format!("({})", parts.join(" || ")), Class::Text)
+            }
+            "ABS" | "FLOOR" | "CEILING" => {
+                arity(&[1])?;
+                numeric_args()?;
+                let f = if upper == "CEILING" { "ceil".to_string() } else { upper.to_ascii_lowercase() };
+                Val::new(call(&f), first)
+            }
+            // ROUND's third argument truncates instead; not translated.
+            "ROUND" => {
+                arity(&[2])?;
+                numeric_args()?;
+                Val::new(call("round"), first)
+            }
+            "NULLIF" => {
+                arity(&[2])?;
+                Val::new(call("nullif"), first)
+            }
+            _ => return Err(format!("function {upper} is not translated")),
+        })
+    }
+
+    fn case(&mut self) -> R<Val> {
+        let mut sql = String::from("CASE");
+        if !self.peek_word("WHEN") {
+            let operand = self.or_expr()?;
+            sql.push_str(&format!(" {}", operand.sql));
+        }
+        let mut class = Class::Null;
+        let mut branches = 0;
+        while self.eat_word("WHEN") {
+            let cond = self.or_expr()?;
+            self.expect_word("THEN")?;
+            let v = self.or_expr()?;
+            class = Class::unify(class, v.class).ok_or("CASE branches of different value types")?;
+            sql.push_str(&format!(" WHEN {} THEN {}", cond.sql, v.sql));
+            branches += 1;
+        }
+        if branches == 0 {
+            return Err("CASE without WHEN".into());
+        }
+        if self.eat_word("ELSE") {
+            let v = self.or_expr()?;
+            class = Class::unify(class, v.class).ok_or("CASE branches of different value types")?;
+            sql.push_str(&format!(" ELSE {}", v.sql));
+        }
+        self.expect_word("END")?;
+        sql.push_str(" END");
+        Ok(Val::new(sql, class))
+    }
+
+    /// A T-SQL type name with its arguments: `decimal(10,2)`, `nvarchar(max)`.
+    fn type_name(&mut self) -> R<(String, PgType)> {
+        // SQL Server stores type names bracketed: CONVERT([varchar](10),[x],(0)).
+        let (Some(Tok::Word(w)) | Some(Tok::Ident(w))) = self.peek().cloned() else {
+            return Err("expected a type name".into());
+        };
+        self.pos += 1;
+        let mut args: Vec<String> = Vec::new();
+        if self.peek() == Some(&Tok::LParen) {
+            self.pos += 1;
+            loop {
+                match self.peek().cloned() {
+                    Some(Tok::Num(n)) => args.push(n),
+                    Some(Tok::Word(m)) if m.eq_ignore_ascii_case("max") => args.push("max".into()),
+                    _ => return Err(format!("bad arguments of type {w}")),
+                }
+                self.pos += 1;
+                match self.peek() {
+                    Some(Tok::Comma) => self.pos += 1,
+                    Some(Tok::RParen) => {
+                        self.pos += 1;
+                        break;
+                    }
+                    _ => return Err(format!("bad arguments of type {w}")),
+                }
+            }
+        }
+        let num = |i: usize, default: u32| -> R<u32> {
+            match args.get(i) {
+                None => Ok(default),
+                Some(a) => a.parse().map_err(|_| format!("bad length {a} of type {w}")),
+            }
+        };
+        let lower = w.to_ascii_lowercase();
+        let ty = match lower.as_str() {
+            "bit" => PgType::Bool,
+            "tinyint" | "smallint" => PgType::Int2,
+            "int" => PgType::Int4,
+            "bigint" => PgType::Int8,
+            "decimal" | "numeric" => {
+                let precision = u8::try_from(num(0, 18)?).map_err(|_| "bad precision")?;
+                let scale = u8::try_from(num(1, 0)?).map_err(|_| "bad scale")?;
+                PgType::Numeric { precision, scale }
+            }
+            "money" => PgType::Numeric {
+                precision: 19,
+                scale: 4,
+            },
+            "float" => PgType::Float8,
+            "real" => PgType::Float4,
+            "date" => PgType::Date,
+            "datetime" => PgType::Timestamp { precision: 3 },
+            "datetime2" => PgType::Timestamp {
+                precision: u8::try_from(num(0, 7)?.min(6)).map_err(|_| "bad precision")?,
+            },
+            "varchar" | "nvarchar" if args.first().is_some_and(|a| a == "max") => PgType::Text,
+            "varchar" | "nvarchar" => PgType::Varchar { length: num(0, 30)? },
+            "char" | "nchar" => PgType::Char { length: num(0, 30)? },
+            _ => return Err(format!("conversion to {w} is not translated")),
+        };
+        let rendered = match ty {
+            PgType::Char { .. } => return Err(format!("conversion to {w}: PostgreSQL pads char(n) differently")),
+            other => other.to_string(),
+        };
+        Ok((rendered, ty))
+    }
+
+    fn cast(&mut self) -> R<Val> {
+        self.expect(&Tok::LParen, "(")?;
+        let v = self.or_expr()?;
+        self.expect_word("AS")?;
+        let (name, ty) = self.type_name()?;
+        self.expect(&Tok::RParen, ")")?;
+        conversion(v, &name, ty)
+    }
+
+    fn convert(&mut self) -> R<Val> {
+        self.expect(&Tok::LParen, "(")?;
+        let (name, ty) = self.type_name()?;
+        self.expect(&Tok::Comma, ",")?;
+        let v = self.or_expr()?;
+        // Style 0 is the default (SQL Server writes it into stored definitions of CAST); other
+        // styles pick date and money formats PostgreSQL does not share.
+        if self.peek() == Some(&Tok::Comma) {
+            self.pos += 1;
+            let style = self.or_expr()?;
+            if style.sql.trim_matches(|c| c == '(' || c == ')') != "0" {
+                return Err("CONVERT with a style is not translated".into());
+            }
+        }
+        self.expect(&Tok::RParen, ")")?;
+        conversion(v, &name, ty)
+    }
+}
+
+/// `CAST(v AS ty)` where both sides convert the same way; what SQL Server converts differently
+/// (rounding vs truncation to integers, date and float formatting) is refused.
+fn conversion(v: Val, name: &str, ty: PgType) -> R<Val> {
+    let to = Class::of(ty);
+    let ok = match (v.class, to) {
+        (Class::Null, _) => true,
+        // SQL Server truncates toward zero when a fraction becomes an integer, PostgreSQL rounds.
+        (Class::Int, Class::Int) => true,
+        (Class::Int | Class::Exact, Class::Exact) => true,
+        (Class::Int | Class::Exact | Class::Float, Class::Float) => true,
+        (Class::Int | Class::Exact | Class::Text | Class::Char, Class::Text) => true,
+        (Class::Bool, Class::Bool) => true,
+        (Class::Date | Class::Timestamp, Class::Date) => true,
+        (Class::Date | Class::Timestamp, Class::Timestamp) => true,
+        _ => false,
+    };
+    if !ok {
+        return Err(format!("conversion of this value to {name} is not translated"));
+    }
+    Ok(Val::new(format!("CAST({} AS {name})", v.sql), to))
+}
+
+fn arith(op: &str, l: Val, r: Val) -> R<Val> {
+    if op == "+" && (l.class.stringy() || r.class.stringy()) {
+        let ok = |c: Class| c == Class::Text || c == Class::Null;
+        if l.class == Class::Char || r.class == Class::Char {
+            return Err(
+                "concatenation of a char(n) value: PostgreSQL drops its trailing blanks, SQL Server keeps them"
+                    .into(),
+            );
+        }
+        if !ok(l.class) || !ok(r.class) {
+            return Err("+ of a string and a non-string value is not translated".into());
+        }
+        return Ok(Val::new(format!("{} || {}", l.sql, r.sql), Class::Text));
+    }
+    if !(l.class.numeric() && r.class.numeric()) {
+        return Err(format!("{op} on non-numeric values is not translated"));
+    }
+    Ok(Val::new(
+        format!("{} {op} {}", l.sql, r.sql),
+        Class::wider(l.class, r.class),
+    ))
+}
+
+fn parse(src: &str, cols: &dyn Columns, generated: bool) -> Result<Val, String> {
+    let mut p = Parser {
+        toks: tokenize(src)?,
+        pos: 0,
+        cols,
+        generated,
+    };
+    let v = p.or_expr()?;
+    if p.pos != p.toks.len() {
+        return Err(format!("unexpected {:?}", p.toks[p.pos]));
+    }
+    Ok(v)
+}
 
 /// Translates a T-SQL scalar expression. `bool_context` marks a boolean target (bit defaults).
 pub fn translate(src: &str, cols: &dyn Columns, bool_context: bool) -> Result<String, String> {
@@ -130,74 +795,26 @@ pub fn translate(src: &str, cols: &dyn Columns, bool_context: bool) -> Result<St
     if bool_context && let Some(b) = bare_bit_literal(&toks) {
         return Ok(b.to_string());
     }
-    let mut out: Vec<String> = Vec::new();
-    // The type of the last column referenced before a comparison operator, to turn `= 1` on a
-    // bit column into `= true`.
-    let mut compare_bool = false;
-    let mut last_col_bool = false;
-    let mut i = 0;
-    while i < toks.len() {
-        let next_is_paren = matches!(toks.get(i + 1), Some(Tok::LParen));
-        match &toks[i] {
-            Tok::Ident(name) => {
-                let (target, ty) = cols
-                    .lookup(name)
-                    .ok_or_else(|| format!("unknown column [{name}]"))?;
-                out.push(quote_pg(target));
-                last_col_bool = ty == PgType::Bool;
-            }
-            Tok::Str(s) => {
-                out.push(format!("'{}'", s.replace('\'', "''")));
-                last_col_bool = false;
-            }
-            Tok::Num(n) => {
-                if compare_bool && (n == "0" || n == "1") {
-                    out.push(if n == "1" { "true".into() } else { "false".into() });
-                } else {
-                    out.push(n.clone());
-                }
-                compare_bool = false;
-            }
-            Tok::Op(op) => {
-                compare_bool = last_col_bool && (op == "=" || op == "<>");
-                if op == "+"
-                    && (matches!(toks.get(i + 1), Some(Tok::Str(_)))
-                        || matches!(toks.get(i.wrapping_sub(1)), Some(Tok::Str(_))))
-                {
-                    return Err("string concatenation with + is not translated".into());
-                }
-                out.push(op.clone());
-                last_col_bool = false;
-            }
-            Tok::LParen => out.push("(".into()),
-            Tok::RParen => out.push(")".into()),
-            Tok::Comma => out.push(",".into()),
-            Tok::Word(w) => {
-                let upper = w.to_ascii_uppercase();
-                if KEYWORDS.contains(&upper.as_str()) {
-                    out.push(upper);
-                } else if upper == "CURRENT_TIMESTAMP" {
-                    out.push("LOCALTIMESTAMP".into());
-                } else if next_is_paren {
-                    let (mapped, takes_no_args) = map_function(&upper)?;
-                    if takes_no_args {
-                        if !matches!(toks.get(i + 2), Some(Tok::RParen)) {
-                            return Err(format!("{w}() with arguments is not translated"));
-                        }
-                        out.push(mapped.to_string());
-                        i += 3;
-                        continue;
-                    }
-                    out.push(mapped.to_string());
-                } else {
-                    return Err(format!("unknown word {w}"));
-                }
-                last_col_bool = false;
-            }
-        }
-        i += 1;
+    Ok(parse(src, cols, false)?.sql)
+}
+
+/// Translates a computed column's definition for `GENERATED ALWAYS AS (...) STORED`: the result
+/// must be deterministic, and of a kind that fits the column's type.
+pub fn translate_generated(src: &str, cols: &dyn Columns, ty: PgType) -> Result<String, String> {
+    let v = parse(src, cols, true)?;
+    let to = Class::of(ty);
+    let fits = match (v.class, to) {
+        (Class::Null, _) => true,
+        (a, b) if a == b => true,
+        (a, b) if a.numeric() && b.numeric() => true,
+        (Class::Text | Class::Char, Class::Text | Class::Char) => true,
+        (Class::Bool, Class::Bool) => true,
+        _ => false,
+    };
+    if !fits {
+        return Err(format!("its value does not fit the column's type {ty}"));
     }
-    Ok(join(&out))
+    Ok(v.sql)
 }
 
 fn bare_bit_literal(toks: &[Tok]) -> Option<bool> {
@@ -212,49 +829,6 @@ fn bare_bit_literal(toks: &[Tok]) -> Option<bool> {
         [Tok::Str(s)] if s.eq_ignore_ascii_case("false") => Some(false),
         _ => None,
     }
-}
-
-/// (PostgreSQL text, whether the T-SQL function takes no arguments and the text replaces the call).
-fn map_function(upper: &str) -> Result<(&'static str, bool), String> {
-    Ok(match upper {
-        "GETDATE" | "SYSDATETIME" => ("LOCALTIMESTAMP", true),
-        "GETUTCDATE" | "SYSUTCDATETIME" => ("(now() AT TIME ZONE 'UTC')", true),
-        "SYSDATETIMEOFFSET" => ("now()", true),
-        "NEWID" | "NEWSEQUENTIALID" => ("gen_random_uuid()", true),
-        "SUSER_SNAME" | "USER_NAME" | "SUSER_NAME" => ("current_user", true),
-        "ISNULL" | "COALESCE" => ("coalesce", false),
-        "LEN" => ("length", false),
-        "DATALENGTH" => ("octet_length", false),
-        "UPPER" => ("upper", false),
-        "LOWER" => ("lower", false),
-        "LTRIM" => ("ltrim", false),
-        "RTRIM" => ("rtrim", false),
-        "ABS" => ("abs", false),
-        "ROUND" => ("round", false),
-        "FLOOR" => ("floor", false),
-        "CEILING" => ("ceil", false),
-        "NULLIF" => ("nullif", false),
-        "REPLACE" => ("replace", false),
-        "SUBSTRING" => ("substring", false),
-        other => return Err(format!("function {other} is not translated")),
-    })
-}
-
-fn join(parts: &[String]) -> String {
-    let mut s = String::new();
-    for (i, p) in parts.iter().enumerate() {
-        let glue =
-            i > 0 && p != ")" && p != "," && parts[i - 1] != "(" && !(p == "(" && is_call(&parts[i - 1]));
-        if glue {
-            s.push(' ');
-        }
-        s.push_str(p);
-    }
-    s
-}
-
-fn is_call(prev: &str) -> bool {
-    prev.chars().next().is_some_and(|c| c.is_ascii_lowercase())
 }
 
 #[cfg(test)]
@@ -293,7 +867,7 @@ mod tests {
             "(gen_random_uuid())"
         );
         assert_eq!(translate("(N'it''s')", &Cols, false).unwrap(), "('it''s')");
-        assert_eq!(translate("((-1.5))", &Cols, false).unwrap(), "((- 1.5))");
+        assert_eq!(translate("((-1.5))", &Cols, false).unwrap(), "((-1.5))");
         assert!(translate("(dateadd(day,(1),getdate()))", &Cols, false).is_err());
     }
 
@@ -309,13 +883,120 @@ mod tests {
         );
         assert_eq!(
             translate("(len([Name])>(0) AND [Name] like 'A%')", &Cols, false).unwrap(),
-            "(length(\"Name\") > (0) AND \"Name\" LIKE 'A%')"
+            "(length(rtrim(\"Name\")) > (0) AND \"Name\" LIKE 'A%')"
         );
         assert_eq!(
             translate("([Name] IS NOT NULL)", &Cols, false).unwrap(),
             "(\"Name\" IS NOT NULL)"
         );
         assert!(translate("([Other]>(0))", &Cols, false).is_err());
-        assert!(translate("([Name]+'x'='y')", &Cols, false).is_err());
+        assert_eq!(
+            translate("([Name]+'x'='y')", &Cols, false).unwrap(),
+            "(\"Name\" || 'x' = 'y')"
+        );
+        assert_eq!(
+            translate("([Price] BETWEEN (0) AND (10) OR [Name] NOT IN ('a','b'))", &Cols, false).unwrap(),
+            "(\"Price\" BETWEEN (0) AND (10) OR \"Name\" NOT IN ('a', 'b'))"
+        );
+    }
+
+    struct Order;
+    impl Columns for Order {
+        fn lookup(&self, n: &str) -> Option<(&str, PgType)> {
+            Some(match n {
+                "Qty" => ("Qty", PgType::Int4),
+                "Price" => (
+                    "Price",
+                    PgType::Numeric {
+                        precision: 10,
+                        scale: 2,
+                    },
+                ),
+                "First" => ("First", PgType::Varchar { length: 50 }),
+                "Last" => ("Last", PgType::Varchar { length: 50 }),
+                "Code" => ("Code", PgType::Char { length: 4 }),
+                "Made" => ("Made", PgType::Timestamp { precision: 3 }),
+                "Ratio" => ("Ratio", PgType::Float8),
+                _ => return None,
+            })
+        }
+    }
+
+    fn generated(src: &str, ty: PgType) -> Result<String, String> {
+        translate_generated(src, &Order, ty)
+    }
+
+    const NUM: PgType = PgType::Numeric {
+        precision: 21,
+        scale: 2,
+    };
+    const TEXT: PgType = PgType::Varchar { length: 101 };
+
+    #[test]
+    fn computed_columns() {
+        assert_eq!(generated("([Qty]*[Price])", NUM).unwrap(), "(\"Qty\" * \"Price\")");
+        // SQL Server's stored form nests every binary operator.
+        assert_eq!(
+            generated("(([First]+' ')+[Last])", TEXT).unwrap(),
+            "((\"First\" || ' ') || \"Last\")"
+        );
+        // The test server's form: bare names.
+        assert_eq!(
+            generated("(First + N' ' + Last)", TEXT).unwrap(),
+            "(\"First\" || ' ' || \"Last\")"
+        );
+        assert_eq!(
+            generated("(isnull([First],'')+upper([Last]))", TEXT).unwrap(),
+            "(coalesce(\"First\", '') || upper(\"Last\"))"
+        );
+        assert_eq!(generated("(len([First]))", PgType::Int4).unwrap(), "(length(rtrim(\"First\")))");
+        assert_eq!(
+            generated("(CONVERT([varchar](10),[Qty])+'x')", TEXT).unwrap(),
+            "(CAST(\"Qty\" AS varchar(10)) || 'x')"
+        );
+        assert_eq!(
+            generated("(CONVERT([decimal](12,1),[Price],(0)))", NUM).unwrap(),
+            "(CAST(\"Price\" AS numeric(12,1)))"
+        );
+        assert_eq!(
+            generated("(CAST(Price AS DECIMAL(12,1)))", NUM).unwrap(),
+            "(CAST(\"Price\" AS numeric(12,1)))"
+        );
+        assert_eq!(
+            generated("(case when [Qty]>(10) then 'big' else 'small' end)", TEXT).unwrap(),
+            "(CASE WHEN \"Qty\" > (10) THEN 'big' ELSE 'small' END)"
+        );
+        assert_eq!(
+            generated("(CASE [Qty] WHEN 1 THEN [Price] END)", NUM).unwrap(),
+            "(CASE \"Qty\" WHEN 1 THEN \"Price\" END)"
+        );
+        assert_eq!(
+            generated("(concat([First],[Last]))", TEXT).unwrap(),
+            "((coalesce(\"First\", '') || coalesce(\"Last\", '')))"
+        );
+        assert_eq!(generated("(CAST([Made] AS date))", PgType::Date).unwrap(), "(CAST(\"Made\" AS date))");
+    }
+
+    #[test]
+    fn untranslatable_computed_columns_are_refused() {
+        for (src, ty) in [
+            ("(getdate())", PgType::Timestamp { precision: 3 }),
+            ("(newid())", PgType::Uuid),
+            ("([Code]+[First])", TEXT),
+            ("([First]+[Qty])", TEXT),
+            ("(CAST([Price] AS int))", PgType::Int4),
+            ("(CONVERT(varchar(30),[Made],120))", TEXT),
+            ("(CAST([Made] AS varchar(30)))", TEXT),
+            ("(CAST([Ratio] AS varchar(30)))", TEXT),
+            ("(datediff(day,[Made],'2020-01-01'))", PgType::Int4),
+            ("([Made]+(1))", PgType::Timestamp { precision: 3 }),
+            ("([Qty]&(1))", PgType::Int4),
+            ("([dbo].[f]([Qty]))", PgType::Int4),
+            ("(case when [Qty]>(1) then 'x' else (1) end)", TEXT),
+            ("([Qty]*(2))", TEXT),
+            ("(round([Price],(1),(1)))", NUM),
+        ] {
+            assert!(generated(src, ty).is_err(), "{src} should not translate: {:?}", generated(src, ty));
+        }
     }
 }
