@@ -39,7 +39,7 @@ pub enum RevError {
     #[error(transparent)]
     Source(#[from] PgConnectError),
     #[error(transparent)]
-    Target(#[from] ConnectError),
+    Target(Box<ConnectError>),
     #[error(transparent)]
     Introspect(#[from] PgIntrospectError),
     #[error("table {table}: {source}")]
@@ -83,14 +83,14 @@ pub enum RevError {
         what: String,
         sql: String,
         #[source]
-        source: tiberius::error::Error,
+        source: Box<tiberius::error::Error>,
     },
     #[error(transparent)]
-    Checkpoint(#[from] MsCheckpointError),
+    Checkpoint(Box<MsCheckpointError>),
     #[error(transparent)]
     Read(#[from] RevReadError),
     #[error(transparent)]
-    Bulk(#[from] BulkError),
+    Bulk(Box<BulkError>),
     #[error("task {task}: {source}")]
     Task {
         task: String,
@@ -111,6 +111,25 @@ pub enum RevError {
     StoredPlan(String, String),
     #[error("verifying {table}: {message}")]
     Verify { table: String, message: String },
+}
+
+// The tiberius errors are large; boxing keeps `Result<_, RevError>` small.
+impl From<ConnectError> for RevError {
+    fn from(e: ConnectError) -> Self {
+        RevError::Target(Box::new(e))
+    }
+}
+
+impl From<MsCheckpointError> for RevError {
+    fn from(e: MsCheckpointError) -> Self {
+        RevError::Checkpoint(Box::new(e))
+    }
+}
+
+impl From<BulkError> for RevError {
+    fn from(e: BulkError) -> Self {
+        RevError::Bulk(Box::new(e))
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -502,7 +521,7 @@ fn ddl_err(what: &str, sql: &str) -> impl Fn(tiberius::error::Error) -> RevError
     move |source| RevError::Ddl {
         what: what.clone(),
         sql: sql.clone(),
-        source,
+        source: Box::new(source),
     }
 }
 
@@ -517,9 +536,9 @@ async fn ms_batch(ms: &mut TdsClient, what: &str, sql: &str) -> Result<(), RevEr
 }
 
 /// "Already there" errors, so finalize can be rerun: object exists, PK exists, index exists,
-/// column already has a default.
+/// column already has a default (8110: the test server's code for an existing primary key).
 fn already_done(e: &tiberius::error::Error) -> bool {
-    matches!(e, tiberius::error::Error::Server(t) if matches!(t.code(), 2714 | 1779 | 1913 | 1781))
+    matches!(e, tiberius::error::Error::Server(t) if matches!(t.code(), 2714 | 1779 | 1913 | 1781 | 8110))
 }
 
 fn server_message(e: &tiberius::error::Error) -> String {
@@ -552,7 +571,7 @@ async fn exec_stmts(
                 return Err(RevError::Ddl {
                     what: s.what,
                     sql: s.sql,
-                    source,
+                    source: Box::new(source),
                 });
             }
         }

@@ -598,12 +598,28 @@ async fn upsert_inserts_new_rows_and_updates_only_changed_ones() {
          INSERT INTO \"{schema}\".items VALUES (1, 'a', 1.00), (2, 'b', NULL), (3, 'c', 3.00);"
     ))
     .await;
-    let e = engine(&target, &schema, "test/rev_upsert", Mode::DropRecreate);
-    run(&e).await.unwrap();
+    // An existing target table (upsert keeps it) with a rowversion column, which shows which rows
+    // the upsert rewrites: only changed rows get a new one.
     let mut ms = target.connect().await.unwrap();
-    // A marker shows which rows the upsert rewrites: only changed rows get their marker reset.
-    rows(&mut ms, "ALTER TABLE dbo.items ADD touched int NULL").await;
-    rows(&mut ms, "UPDATE dbo.items SET touched = 1").await;
+    rows(
+        &mut ms,
+        "CREATE TABLE dbo.items (id int NOT NULL PRIMARY KEY, name nvarchar(max) NOT NULL, \
+         price decimal(8,2) NULL, rv rowversion)",
+    )
+    .await;
+    let first = engine(&target, &schema, "test/rev_upsert", Mode::Upsert);
+    run(&first).await.unwrap();
+    let versions = |r: &[tiberius::Row]| -> Vec<(i32, Vec<u8>)> {
+        r.iter()
+            .map(|r| {
+                (
+                    r.get::<i32, _>(0).unwrap(),
+                    r.get::<&[u8], _>(1).unwrap().to_vec(),
+                )
+            })
+            .collect()
+    };
+    let before = versions(&rows(&mut ms, "SELECT id, rv FROM dbo.items ORDER BY id").await);
     pg_exec(&format!(
         "UPDATE \"{schema}\".items SET price = 2.50 WHERE id = 2;
          INSERT INTO \"{schema}\".items VALUES (4, 'd', 4.00);"
@@ -613,34 +629,28 @@ async fn upsert_inserts_new_rows_and_updates_only_changed_ones() {
     let prepared = up.prepare().await.unwrap();
     let reports = up.copy_all(&prepared.plan).await.unwrap();
     assert_eq!(reports.iter().map(|r| r.rows).sum::<u64>(), 4);
-    let r = rows(
-        &mut ms,
-        "SELECT id, name, CAST(price AS nvarchar(20)), touched FROM dbo.items ORDER BY id",
-    )
-    .await;
+    let r = rows(&mut ms, "SELECT id, name, price FROM dbo.items ORDER BY id").await;
     let got: Vec<String> = r
         .iter()
         .map(|r| {
             format!(
-                "{} {} {:?} {:?}",
+                "{} {} {:?}",
                 r.get::<i32, _>(0).unwrap(),
                 r.get::<&str, _>(1).unwrap(),
-                r.get::<&str, _>(2),
-                r.get::<i32, _>(3)
+                r.get::<Numeric, _>(2).map(|n| n.value())
             )
         })
         .collect();
     assert_eq!(
         got,
-        vec![
-            "1 a Some(\"1.00\") Some(1)",
-            "2 b Some(\"2.50\") Some(1)",
-            "3 c Some(\"3.00\") Some(1)",
-            "4 d Some(\"4.00\") None",
-        ]
+        vec!["1 a Some(100)", "2 b Some(250)", "3 c Some(300)", "4 d Some(400)"]
     );
-    // Only one row was changed: the MERGE reports 2 rows affected (1 update + 1 insert). Unchanged
-    // rows keep their values; the staging table is gone.
+    let after = versions(&rows(&mut ms, "SELECT id, rv FROM dbo.items ORDER BY id").await);
+    assert_eq!(after[0], before[0], "unchanged row 1 was rewritten");
+    assert_ne!(after[1].1, before[1].1, "changed row 2 was not updated");
+    assert_eq!(after[2], before[2], "unchanged row 3 was rewritten");
+    assert_eq!(after.len(), 4);
+    // The per-task staging table is gone.
     assert_eq!(
         scalar_i64(
             &mut ms,
@@ -649,6 +659,8 @@ async fn upsert_inserts_new_rows_and_updates_only_changed_ones() {
         .await,
         0
     );
+    let verification = up.verify(&prepared.plan).await.unwrap();
+    assert!(verification.iter().all(|v| v.ok), "{verification:#?}");
 }
 
 async fn run_err(schema_sql: &str, name: &str) -> String {

@@ -206,10 +206,8 @@ pub fn translate(src: &str, ctx: &Ctx<'_>) -> Result<String, String> {
             }
             Tok::Op(o) if o == "=" || o == "<>" => {
                 // `x = ANY (ARRAY[a, b])` -> `x IN (a, b)`; `<> ALL` -> `NOT IN`.
-                let quant = match toks.get(i + 1) {
-                    Some(Tok::Word(w)) if (w == "any" && o == "=") || (w == "all" && o == "<>") => true,
-                    _ => false,
-                };
+                let quant = matches!(toks.get(i + 1),
+                    Some(Tok::Word(w)) if (w == "any" && o == "=") || (w == "all" && o == "<>"));
                 if quant {
                     if toks.get(i + 2) != Some(&Tok::LParen) {
                         return Err("ANY/ALL without a list".into());
