@@ -66,6 +66,9 @@ struct Args {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
+    // A workspace build links both rustls providers (kube: ring, the worker's tiberius: aws-lc); rustls then
+    // refuses to choose and panics on the first TLS connection unless the process installs one first.
+    let _ = tokio_rustls::rustls::crypto::ring::default_provider().install_default();
     let args = Args::parse();
     let _telemetry = telemetry::init(args.log_json).context("setting up logging and tracing")?;
     let config = OperatorConfig {

@@ -1,0 +1,623 @@
+//! The operator end to end with the REAL worker against a real control plane (tests/control-plane/up.sh), a
+//! TDS test server standing in for SQL Server, and a real PostgreSQL:
+//! - a Migration of four tables (one of 50,000 rows split into four key ranges, one with every common type,
+//!   a parent/child pair with a foreign key) reaches Succeeded with exact data, status totals and metrics;
+//! - every partition's first worker attempt crashes after two committed chunks (the worker's hidden test
+//!   hook), the Job retries the pod, and the copy resumes from the checkpoint without losing or duplicating a
+//!   row;
+//! - wrong source credentials fail the Migration with a condition naming the login failure, never the
+//!   password.
+//!
+//! Needs `MSSQLPG_K8S_DIR` (a running control plane), `MSSQLPG_TEST_PG_URL` (tests/scripts/postgres.sh) and the
+//! worker binary where the node agent finds it (`cargo build --workspace --bins`; make test does all this):
+//!   MSSQLPG_K8S_DIR=/tmp/k8s cargo test -p mssql-pg-operator --test real_worker
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use mssql_pg_worker::mssql::connect::{Encryption, MssqlSource, TdsClient};
+use tds_testserver::{ServerConfig, TestServer};
+
+const SOURCE_PASSWORD: &str = "Src-Passw0rd-e2e";
+const WRONG_PASSWORD: &str = "Wr0ng-Passw0rd-xyz";
+const BIG_ROWS: i64 = 50_000;
+
+struct Cluster {
+    dir: PathBuf,
+    kubeconfig: PathBuf,
+    ns: String,
+}
+
+impl Cluster {
+    fn kubectl(&self, args: &[&str], stdin: Option<&str>) -> Result<String, String> {
+        let mut cmd = Command::new("kubectl");
+        cmd.args(args)
+            .env("KUBECONFIG", &self.kubeconfig)
+            .stdin(if stdin.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().map_err(|e| format!("kubectl: {e}"))?;
+        if let Some(input) = stdin {
+            use std::io::Write;
+            child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+        }
+        let out = child.wait_with_output().unwrap();
+        if out.status.success() {
+            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        } else {
+            Err(format!(
+                "kubectl {}: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&out.stderr)
+            ))
+        }
+    }
+
+    fn must(&self, args: &[&str], stdin: Option<&str>) -> String {
+        self.kubectl(args, stdin).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn apply(&self, yaml: &str) {
+        self.must(&["apply", "-n", &self.ns, "-f", "-"], Some(yaml));
+    }
+
+    fn get(&self, kind: &str, name: &str, path: &str) -> String {
+        self.kubectl(
+            &[
+                "get",
+                kind,
+                name,
+                "-n",
+                &self.ns,
+                "-o",
+                &format!("jsonpath={{{path}}}"),
+            ],
+            None,
+        )
+        .unwrap_or_default()
+    }
+
+    /// Waits for a terminal phase; returns it.
+    fn wait_terminal(&self, name: &str, timeout: Duration) -> String {
+        let started = Instant::now();
+        loop {
+            let phase = self.get("migration", name, ".status.phase");
+            if phase == "Succeeded" || phase == "Failed" || started.elapsed() > timeout {
+                return phase;
+            }
+            std::thread::sleep(Duration::from_secs(1));
+        }
+    }
+
+    /// What to print when an assertion fails: objects, the operator log and the worker pods' logs.
+    fn diagnostics(&self, operator_log: &Path) -> String {
+        let mut s = self
+            .kubectl(
+                &["get", "mig,mtask,jobs,pods", "-n", &self.ns, "-o", "wide"],
+                None,
+            )
+            .unwrap_or_else(|e| e);
+        s.push_str("\n--- operator log (tail)\n");
+        s.push_str(&tail(
+            &std::fs::read_to_string(operator_log).unwrap_or_default(),
+            40,
+        ));
+        s.push_str("\n--- operator stderr (tail)\n");
+        s.push_str(&tail(
+            &std::fs::read_to_string(operator_log.with_extension("err")).unwrap_or_default(),
+            20,
+        ));
+        let pods = self.dir.join("node/pods");
+        for entry in std::fs::read_dir(&pods).into_iter().flatten().flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if !name.starts_with(&format!("{}_", self.ns)) {
+                continue;
+            }
+            let log = std::fs::read_to_string(entry.path().join("worker.log")).unwrap_or_default();
+            s.push_str(&format!("\n--- {name}\n{}", tail(&log, 15)));
+        }
+        s
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let _ = self.kubectl(&["delete", "ns", &self.ns, "--wait=false"], None);
+    }
+}
+
+struct Operator(Child);
+
+impl Drop for Operator {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn tail(s: &str, lines: usize) -> String {
+    let all: Vec<&str> = s.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+async fn exec(client: &mut TdsClient, sql: &str) {
+    client
+        .simple_query(sql)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+        .into_results()
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+}
+
+/// `Amount` of row `i` of dbo.Big, as text with four decimals.
+fn amount(i: i64) -> String {
+    format!("{}.{:04}", i * 3, i % 10_000)
+}
+
+async fn seed(source: &MssqlSource) {
+    let mut ms = source.connect().await.expect("connecting to the TDS test server");
+    exec(
+        &mut ms,
+        "CREATE TABLE dbo.Big (Id int NOT NULL CONSTRAINT PK_Big PRIMARY KEY, Name nvarchar(40) NOT NULL, \
+         Amount decimal(18,4) NOT NULL, Created datetime2(3) NOT NULL, Note varchar(20) NULL)",
+    )
+    .await;
+    for batch in 0..BIG_ROWS / 1000 {
+        let values: Vec<String> = (batch * 1000 + 1..=batch * 1000 + 1000)
+            .map(|i| {
+                format!(
+                    "({i}, N'nämé-{i}', {}, '2024-01-01 {:02}:{:02}:{:02}', {})",
+                    amount(i),
+                    i / 3600,
+                    i % 3600 / 60,
+                    i % 60,
+                    if i % 7 == 0 {
+                        "NULL".to_string()
+                    } else {
+                        format!("'n{}'", i % 100)
+                    }
+                )
+            })
+            .collect();
+        exec(
+            &mut ms,
+            &format!(
+                "INSERT INTO dbo.Big (Id, Name, Amount, Created, Note) VALUES {}",
+                values.join(", ")
+            ),
+        )
+        .await;
+    }
+    exec(
+        &mut ms,
+        "CREATE TABLE dbo.AllTypes (Id int IDENTITY(1,1) NOT NULL PRIMARY KEY, CBit bit NULL, CTiny tinyint NULL, \
+         CSmall smallint NULL, CInt int NULL, CBig bigint NULL, CDec decimal(38,10) NULL, CMoney money NULL, \
+         CFloat float NULL, CReal real NULL, CDate date NULL, CTime time(7) NULL, CDateTime datetime NULL, \
+         CDateTime2 datetime2(7) NULL, CDto datetimeoffset(7) NULL, CGuid uniqueidentifier NULL, CChar char(5) NULL, \
+         CVarchar varchar(50) NULL, CNVarchar nvarchar(50) NULL, CNVarcharMax nvarchar(max) NULL, \
+         CVarbinary varbinary(max) NULL, CXml xml NULL)",
+    )
+    .await;
+    exec(
+        &mut ms,
+        "INSERT INTO dbo.AllTypes (CBit, CTiny, CSmall, CInt, CBig, CDec, CMoney, CFloat, CReal, CDate, CTime, \
+         CDateTime, CDateTime2, CDto, CGuid, CChar, CVarchar, CNVarchar, CNVarcharMax, CVarbinary, CXml) VALUES \
+         (1, 255, 32767, 2147483647, 9223372036854775807, CAST('9999999999999999999999999999.9999999999' AS \
+         decimal(38,10)), CAST('922337203685477.5807' AS money), 1.7976931348623157E+308, 3.4028235E+38, \
+         '9999-12-31', '23:59:59.9999999', '9999-12-31 23:59:59.997', '9999-12-31 23:59:59.9999999', \
+         '2020-01-01 05:30:00.1234567 +05:30', '6F9619FF-8B86-D011-B42D-00C04FC964FF', 'ab', 'plain ascii', \
+         N'héllo 😀', REPLICATE(N'x', 10000), 0xDEADBEEF, N'<a b=\"1\">x &amp; y</a>'), \
+         (0, 0, -32768, -2147483648, -9223372036854775808, -0.0000000001, CAST('-922337203685477.5808' AS money), \
+         -2.2250738585072014E-308, -1.175494E-38, '0001-01-01', '00:00:00', '1753-01-01 00:00:00', \
+         '0001-01-01 00:00:00', '0001-01-01 00:00:00 +00:00', '00000000-0000-0000-0000-000000000000', '', '', N'', \
+         N'', 0x, N'<r/>')",
+    )
+    .await;
+    exec(&mut ms, "INSERT INTO dbo.AllTypes (CBit) VALUES (NULL)").await;
+    exec(
+        &mut ms,
+        "CREATE TABLE dbo.Parent (Id int NOT NULL CONSTRAINT PK_Parent PRIMARY KEY, Code nvarchar(10) NOT NULL)",
+    )
+    .await;
+    exec(
+        &mut ms,
+        "CREATE TABLE dbo.Child (Id bigint IDENTITY(10,5) NOT NULL CONSTRAINT PK_Child PRIMARY KEY, ParentId int \
+         NOT NULL CONSTRAINT FK_Child_Parent REFERENCES dbo.Parent (Id), Qty int NOT NULL)",
+    )
+    .await;
+    exec(
+        &mut ms,
+        "INSERT INTO dbo.Parent (Id, Code) VALUES (1, N'one'), (2, N'two')",
+    )
+    .await;
+    exec(
+        &mut ms,
+        "INSERT INTO dbo.Child (ParentId, Qty) VALUES (1, 5), (1, 6), (2, 7)",
+    )
+    .await;
+}
+
+fn migration_yaml(
+    name: &str,
+    secret: &str,
+    mssql_port: u16,
+    pg: &tokio_postgres::Config,
+    schema: &str,
+    backoff: i32,
+) -> String {
+    let host = match pg.get_hosts().first() {
+        Some(tokio_postgres::config::Host::Tcp(h)) => h.clone(),
+        _ => "127.0.0.1".to_string(),
+    };
+    let port = pg.get_ports().first().copied().unwrap_or(5432);
+    let db = pg.get_dbname().unwrap_or("postgres");
+    format!(
+        "apiVersion: mssqlpg.dev/v1alpha1
+kind: Migration
+metadata: {{name: {name}}}
+spec:
+  source: {{mssql: {{host: 127.0.0.1, port: {mssql_port}, database: master, credentialsSecret: {secret}, encryption: NotSupported}}}}
+  target: {{postgres: {{host: '{host}', port: {port}, database: '{db}', schema: {schema}, credentialsSecret: dst-creds, sslMode: disable}}}}
+  parallelism: 3
+  chunkRows: 2000
+  partitioning: {{minRowsToSplit: 10000, rowsPerPartition: 12500}}
+  verify: checksum
+  worker: {{backoffLimit: {backoff}}}
+"
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn migration_with_the_real_worker() {
+    let dir = match std::env::var("MSSQLPG_K8S_DIR") {
+        Ok(d) if !d.is_empty() => PathBuf::from(d),
+        _ => panic!(
+            "MSSQLPG_K8S_DIR is not set: this test needs a running control plane. Start one with \
+             `tests/control-plane/up.sh DIR` and run with MSSQLPG_K8S_DIR=DIR (make test does this)."
+        ),
+    };
+    let pg_url = std::env::var("MSSQLPG_TEST_PG_URL").unwrap_or_else(|_| {
+        panic!("MSSQLPG_TEST_PG_URL is not set: eval \"$(tests/scripts/postgres.sh start)\" or run make test")
+    });
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    let node_path = std::env::var("MSSQLPG_NODE_PATH")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| repo.join("target/debug"));
+    assert!(
+        node_path.join("mssql-pg-worker").exists(),
+        "{} is missing: pods run the worker from there; build it first \
+         (cargo build -p mssql-pg-worker, or make test's cargo build --workspace --bins)",
+        node_path.join("mssql-pg-worker").display()
+    );
+    let cluster = Cluster {
+        kubeconfig: dir.join("kubeconfig"),
+        dir: dir.clone(),
+        ns: format!("e2e-real-{}", std::process::id()),
+    };
+    assert!(
+        cluster.kubeconfig.exists(),
+        "{} is missing",
+        cluster.kubeconfig.display()
+    );
+
+    // The source: a TDS test server in this process, seeded through the worker's own client.
+    let server = TestServer::start(ServerConfig {
+        password: SOURCE_PASSWORD.into(),
+        ..ServerConfig::default()
+    })
+    .unwrap();
+    let source = MssqlSource {
+        host: "127.0.0.1".into(),
+        port: server.addr().port(),
+        database: "master".into(),
+        user: "sa".into(),
+        password: SOURCE_PASSWORD.into(),
+        encryption: Encryption::NotSupported,
+        trust_server_certificate: false,
+        packet_size: 32767,
+    };
+    seed(&source).await;
+
+    let pg_cfg: tokio_postgres::Config = pg_url.parse().unwrap();
+    let (pg, conn) = pg_cfg.connect(tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(conn);
+    let schema = format!("e2e_real_{}", std::process::id());
+    pg.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+        .await
+        .unwrap();
+    pg.batch_execute(&format!(
+        "DELETE FROM _mssqlpg.checkpoints WHERE migration LIKE '{}/%'; DELETE FROM _mssqlpg.runs WHERE migration LIKE '{}/%'",
+        cluster.ns, cluster.ns
+    ))
+    .await
+    .ok();
+
+    // The cluster side: CRDs, the namespace with the documented worker RBAC, credentials, the operator's RBAC.
+    cluster.must(
+        &[
+            "apply",
+            "--server-side",
+            "-f",
+            &repo.join("crds/generated").display().to_string(),
+        ],
+        None,
+    );
+    cluster.must(
+        &[
+            "wait",
+            "--for=condition=Established",
+            "crd/migrations.mssqlpg.dev",
+            "crd/migrationtasks.mssqlpg.dev",
+            "--timeout=30s",
+        ],
+        None,
+    );
+    cluster.must(&["create", "ns", &cluster.ns], None);
+    let worker_rbac = std::fs::read_to_string(repo.join("deploy/examples/worker-rbac.yaml"))
+        .unwrap()
+        .replace("namespace: migrations", &format!("namespace: {}", cluster.ns));
+    cluster.apply(&worker_rbac);
+    let pg_user = pg_cfg.get_user().unwrap_or("postgres");
+    cluster.apply(&format!(
+        "apiVersion: v1
+kind: Secret
+metadata: {{name: src-creds}}
+stringData: {{username: sa, password: {SOURCE_PASSWORD}}}
+---
+apiVersion: v1
+kind: Secret
+metadata: {{name: src-bad}}
+stringData: {{username: sa, password: {WRONG_PASSWORD}}}
+---
+apiVersion: v1
+kind: Secret
+metadata: {{name: dst-creds}}
+stringData: {{username: {pg_user}, password: unused-with-trust}}
+"
+    ));
+    cluster.must(
+        &[
+            "apply",
+            "-f",
+            &repo
+                .join("operator/tests/e2e/operator-rbac.yaml")
+                .display()
+                .to_string(),
+        ],
+        None,
+    );
+    let op_kubeconfig = if dir.join("kubeconfig-tester").exists() {
+        dir.join("kubeconfig-tester")
+    } else {
+        cluster.kubeconfig.clone()
+    };
+
+    let work = std::env::temp_dir().join(format!("mssqlpg-real-worker-{}", std::process::id()));
+    std::fs::create_dir_all(&work).unwrap();
+    let operator_log = work.join("operator.log");
+    let metrics_port = 20_000 + (std::process::id() % 20_000) as u16;
+    // Every copy's first attempt crashes after 2 committed chunks (the worker's hidden hook); progress is
+    // patched every second; worker pods share the host network here, so they do not serve /metrics.
+    let worker_command = "env MSSQLPG_FAIL_AFTER_CHUNKS=2 WORKER_PROGRESS_INTERVAL=1 WORKER_METRICS_ADDR=off \
+                          mssql-pg-worker";
+    let _operator = Operator(
+        Command::new(env!("CARGO_BIN_EXE_mssql-pg-operator"))
+            .env("KUBECONFIG", &op_kubeconfig)
+            .env("METRICS_ADDR", format!("127.0.0.1:{metrics_port}"))
+            .env("WATCH_NAMESPACE", &cluster.ns)
+            .env("MSSQLPG_WORKER_COMMAND", worker_command)
+            .env("MSSQLPG_WORKER_LOG", "info")
+            .env("MSSQLPG_REQUEUE_SECONDS", "2")
+            .env("RUST_LOG", "info,mssql_pg_operator=debug")
+            .stdout(std::fs::File::create(&operator_log).unwrap())
+            .stderr(std::fs::File::create(work.join("operator.err")).unwrap())
+            .spawn()
+            .expect("starting the operator"),
+    );
+
+    let mssql_port = server.addr().port();
+    cluster.apply(&migration_yaml(
+        "real",
+        "src-creds",
+        mssql_port,
+        &pg_cfg,
+        &schema,
+        3,
+    ));
+    let phase = cluster.wait_terminal("real", Duration::from_secs(420));
+    let diag = || cluster.diagnostics(&operator_log);
+    assert_eq!(phase, "Succeeded", "{}", diag());
+
+    // Status totals: 4 tables, Big in 4 ranges + 3 whole tables.
+    let status = |path: &str| cluster.get("migration", "real", path);
+    let total_rows = BIG_ROWS + 3 + 2 + 3;
+    assert_eq!(status(".status.progress"), "7/7", "{}", diag());
+    assert_eq!(status(".status.tasksSucceeded"), "7");
+    assert_eq!(status(".status.tasksFailed"), "0");
+    assert_eq!(status(".status.rowsCopied"), total_rows.to_string(), "{}", diag());
+    assert!(status(".status.bytesCopied").parse::<i64>().unwrap() > 50_000 * 20);
+    assert!(status(".status.peakWorkerMemoryBytes").parse::<i64>().unwrap() > 0);
+    assert_eq!(status(".status.plan.tablesTotal"), "4");
+    assert_eq!(status(".status.plan.tasksTotal"), "7");
+    for c in ["Validated", "Planned", "Copied", "Finalized", "Verified", "Ready"] {
+        assert_eq!(
+            status(&format!(".status.conditions[?(@.type==\"{c}\")].status")),
+            "True",
+            "condition {c}: {}",
+            diag()
+        );
+    }
+
+    // The partitions: each crashed once, was retried by its Job and resumed from its checkpoint.
+    let big_tasks = cluster.must(
+        &[
+            "get",
+            "mtask",
+            "-n",
+            &cluster.ns,
+            "-l",
+            "mssqlpg.dev/migration=real",
+            "-o",
+            "jsonpath={range .items[?(@.spec.table.name==\"Big\")]}{.metadata.name} {.spec.partition.label} \
+             {.status.state} {.status.attempts} {.status.rowsCopied} {.status.checkpoint}{\"\\n\"}{end}",
+        ],
+        None,
+    );
+    let lines: Vec<&str> = big_tasks.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 4, "Big should be split into 4 tasks: {big_tasks}");
+    let mut big_sum = 0;
+    for line in &lines {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(f.len(), 6, "{line}");
+        assert_eq!(f[2], "Succeeded", "{line}");
+        assert_eq!(f[3], "2", "one crash and one resumed retry: {line}");
+        big_sum += f[4].parse::<i64>().unwrap();
+        assert!(f[5].parse::<i64>().is_ok(), "checkpoint is the last key: {line}");
+        // The crashed attempt's pod said why in its termination message.
+        let messages = cluster.must(
+            &[
+                "get",
+                "pods",
+                "-n",
+                &cluster.ns,
+                "-l",
+                &format!("batch.kubernetes.io/job-name={}", f[0]),
+                "-o",
+                "jsonpath={range .items[*]}{.status.containerStatuses[0].state.terminated.message}{\"\\n\"}{end}",
+            ],
+            None,
+        );
+        assert!(
+            messages.contains("injected failure after 2 committed chunks")
+                && messages.contains("\"ok\":true"),
+            "{}: {messages}",
+            f[0]
+        );
+    }
+    assert_eq!(big_sum, BIG_ROWS, "{big_tasks}");
+
+    // The data in PostgreSQL is exactly the source's.
+    let row = pg
+        .query_one(
+            &format!(
+                "SELECT count(*), count(DISTINCT \"Id\"), min(\"Id\")::bigint, max(\"Id\")::bigint, sum(\"Amount\")::text, \
+                 count(*) FILTER (WHERE \"Created\" = timestamp '2024-01-01' + \"Id\" * interval '1 second'), \
+                 count(*) FILTER (WHERE \"Name\" = 'nämé-' || \"Id\"), count(\"Note\") \
+                 FROM {schema}.\"Big\""
+            ),
+            &[],
+        )
+        .await
+        .unwrap();
+    let expected_sum: i128 = (1..=BIG_ROWS)
+        .map(|i| i128::from(i * 3) * 10_000 + i128::from(i % 10_000))
+        .sum();
+    assert_eq!(row.get::<_, i64>(0), BIG_ROWS, "rows");
+    assert_eq!(row.get::<_, i64>(1), BIG_ROWS, "distinct ids: no duplicates");
+    assert_eq!(row.get::<_, i64>(2), 1);
+    assert_eq!(row.get::<_, i64>(3), BIG_ROWS);
+    assert_eq!(
+        row.get::<_, String>(4),
+        format!("{}.{:04}", expected_sum / 10_000, expected_sum % 10_000),
+        "sum of Amount"
+    );
+    assert_eq!(row.get::<_, i64>(5), BIG_ROWS, "Created values");
+    assert_eq!(row.get::<_, i64>(6), BIG_ROWS, "Name values");
+    assert_eq!(
+        row.get::<_, i64>(7),
+        BIG_ROWS - BIG_ROWS / 7,
+        "non-NULL Note values"
+    );
+    let types = pg
+        .query(
+            &format!(
+                "SELECT format('%s|%s|%s|%s|%s|%s|%s|%s|%s|%s', \"CDec\", \"CMoney\", \"CDto\", \"CGuid\", \"CChar\", \
+                 \"CNVarchar\", length(\"CNVarcharMax\"), \"CVarbinary\", \"CXml\", \"CBig\") FROM {schema}.\"AllTypes\" \
+                 ORDER BY \"Id\""
+            ),
+            &[],
+        )
+        .await
+        .unwrap();
+    let types: Vec<String> = types.iter().map(|r| r.get(0)).collect();
+    assert_eq!(
+        types,
+        vec![
+            "9999999999999999999999999999.9999999999|922337203685477.5807|2020-01-01 00:00:00.123456+00|\
+             6f9619ff-8b86-d011-b42d-00c04fc964ff|ab   |héllo 😀|10000|\\xdeadbeef|<a b=\"1\">x &amp; y</a>|\
+             9223372036854775807",
+            "-0.0000000001|-922337203685477.5808|0001-01-01 00:00:00+00|00000000-0000-0000-0000-000000000000|     \
+             ||0|\\x|<r/>|-9223372036854775808",
+            "|||||||||",
+        ],
+        "AllTypes"
+    );
+    let fk: i64 = pg
+        .query_one(
+            "SELECT count(*) FROM pg_constraint WHERE contype = 'f' AND conrelid = to_regclass($1)",
+            &[&format!("{schema}.\"Child\"")],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(fk, 1, "finalize created the foreign key");
+
+    // The operator's metrics report the rows.
+    let metrics = reqwest_free_get(metrics_port, "/metrics");
+    let line = format!(
+        "mssqlpg_rows_copied_total{{migration=\"real\",namespace=\"{}\",table=\"dbo.Big\"}} {BIG_ROWS}",
+        cluster.ns
+    );
+    assert!(metrics.contains(&line), "{line} not in:\n{metrics}");
+
+    // Wrong credentials: the plan Job fails, the Migration fails with the login error and not the password.
+    cluster.apply(&migration_yaml(
+        "badcreds",
+        "src-bad",
+        mssql_port,
+        &pg_cfg,
+        &format!("{schema}_bad"),
+        0,
+    ));
+    let phase = cluster.wait_terminal("badcreds", Duration::from_secs(180));
+    assert_eq!(phase, "Failed", "{}", diag());
+    let message = cluster.get(
+        "migration",
+        "badcreds",
+        ".status.conditions[?(@.type==\"Failed\")].message",
+    );
+    assert!(
+        message.contains("Login failed for user 'sa'") && message.contains("plan Job failed"),
+        "{message}"
+    );
+    for text in [
+        message.clone(),
+        cluster.must(&["get", "mig,mtask", "-n", &cluster.ns, "-o", "yaml"], None),
+        std::fs::read_to_string(&operator_log).unwrap_or_default(),
+    ] {
+        assert!(!text.contains(WRONG_PASSWORD), "the wrong password leaked");
+        assert!(!text.contains(SOURCE_PASSWORD), "the source password leaked");
+    }
+    let _ = std::fs::remove_dir_all(&work);
+    drop(server);
+}
+
+/// A plain HTTP/1.0 GET on 127.0.0.1 (no HTTP client dependency for one request).
+fn reqwest_free_get(port: u16, path: &str) -> String {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).expect("operator metrics port");
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").unwrap();
+    let mut body = String::new();
+    stream.read_to_string(&mut body).unwrap();
+    body
+}
