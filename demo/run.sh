@@ -52,10 +52,7 @@ say "installing what is missing and building (cached after the first run)"
 tests/scripts/install-deps.sh
 BIN="$(tests/control-plane/build.sh)"
 export PATH="$BIN:$PATH"
-cargo build --locked -q -p mssql-pg-worker -p tds-testserver -p bench -p node-agent
-# The operator on its own: built together with the worker, cargo unifies rustls' features (the worker enables
-# ring, kube aws-lc-rs) and rustls then refuses to pick a default crypto provider at run time.
-cargo build --locked -q -p mssql-pg-operator
+cargo build --locked -q -p mssql-pg-operator -p mssql-pg-worker -p tds-testserver -p bench -p node-agent
 TARGET="${CARGO_TARGET_DIR:-$REPO/target}/debug"
 
 say "starting the Kubernetes control plane"
