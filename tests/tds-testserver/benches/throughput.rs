@@ -56,6 +56,43 @@ async fn bulk_in(c: &mut TdsClient, table: &str, n: u64) -> f64 {
     n as f64 / start.elapsed().as_secs_f64()
 }
 
+/// The server alone: a raw TDS client that logs in with 32767-byte packets and reads the
+/// reply without decoding it (only the final DONE's row count), so no client-side decoding
+/// is in the measurement.
+fn raw_out(addr: std::net::SocketAddr, sql: &str, n: u64) -> f64 {
+    use std::io::Read;
+    let mut c = common::raw::RawClient::connect(addr);
+    c.stream.set_nodelay(true).unwrap();
+    c.send(0x12, &[0xFF]);
+    c.read_message().unwrap();
+    c.send(0x10, &common::raw::login7("sa", common::PASSWORD, "", 32767));
+    c.read_message().unwrap();
+    let mut payload = common::raw::all_headers();
+    payload.extend(common::utf16(sql));
+    let start = Instant::now();
+    c.send(0x01, &payload);
+    let mut buf = vec![0u8; 32767];
+    let mut tail = Vec::new();
+    loop {
+        let mut h = [0u8; 8];
+        c.stream.read_exact(&mut h).unwrap();
+        let len = usize::from(u16::from_be_bytes([h[2], h[3]])) - 8;
+        c.stream.read_exact(&mut buf[..len]).unwrap();
+        if h[1] & 1 != 0 {
+            tail.extend_from_slice(&buf[..len]);
+            break;
+        }
+        tail.clear();
+        tail.extend_from_slice(&buf[len.saturating_sub(13)..len]);
+    }
+    let elapsed = start.elapsed().as_secs_f64();
+    // The reply ends with DONE: token, status u16, curcmd u16, row count u64.
+    let done = &tail[tail.len() - 13..];
+    assert_eq!(done[0], 0xFD);
+    assert_eq!(u64::from_le_bytes(done[5..13].try_into().unwrap()), n);
+    n as f64 / elapsed
+}
+
 /// The server's encoder alone: rows generated up front, encoded and split into 32 KiB packets
 /// written to a sink (no client, no engine).
 fn encode_only(n: u64) -> f64 {
@@ -81,6 +118,8 @@ async fn main() {
     println!("encoder alone: {:.0} rows/s", encode_only(n));
 
     let (server, _) = common::scripted_server(32767);
+    let raw = raw_out(server.addr(), &format!("ROWS {n}"), n);
+    println!("wire only (scripted backend), raw client (no decoding): out {raw:.0} rows/s");
     let mut c = connect(server.addr()).await;
     let out = stream_out(&mut c, &format!("ROWS {n}"), n).await;
     let inn = bulk_in(&mut c, "[dbo].[mixed]", n).await;
@@ -105,6 +144,8 @@ async fn main() {
     .unwrap();
     let inn = bulk_in(&mut c, "[dbo].[mixed]", n).await;
     let out = stream_out(&mut c, "SELECT * FROM dbo.mixed ORDER BY id", n).await;
+    let raw = raw_out(server.addr(), "SELECT * FROM dbo.mixed ORDER BY id", n);
+    println!("with the engine (SQLite), raw client (no decoding): out {raw:.0} rows/s");
     println!(
         "with the engine (SQLite):     out {out:.0} rows/s, bulk in {inn:.0} rows/s, peak RSS {:.0} MiB",
         peak_rss_mib()

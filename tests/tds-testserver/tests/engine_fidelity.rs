@@ -535,3 +535,59 @@ async fn bulk_load_datetime_columns_from_tiberius() {
     let e = req.send(row).await.unwrap_err();
     assert!(matches!(e, tiberius::error::Error::BulkInput(_)), "{e:?}");
 }
+
+#[tokio::test]
+async fn output_of_update_and_delete() {
+    let server = start();
+    let mut c = connect(server.addr()).await;
+    run(
+        &mut c,
+        "CREATE TABLE dbo.o (id int NOT NULL PRIMARY KEY, n int NOT NULL, s nvarchar(10) NULL); \
+         INSERT INTO dbo.o VALUES (1, 10, N'a'), (2, 20, N'b'), (3, 30, NULL)",
+    )
+    .await;
+    let r = rows(
+        &mut c,
+        "UPDATE dbo.o SET n = n + 1, s = N'x' OUTPUT inserted.id, deleted.n, inserted.n, deleted.s AS old_s WHERE id >= 2",
+    )
+    .await;
+    let got: Vec<(i32, i32, i32, Option<String>)> = r
+        .iter()
+        .map(|r| {
+            (
+                r.get::<i32, _>(0).unwrap(),
+                r.get::<i32, _>(1).unwrap(),
+                r.get::<i32, _>(2).unwrap(),
+                r.get::<&str, _>(3).map(str::to_string),
+            )
+        })
+        .collect();
+    assert_eq!(got, vec![(2, 20, 21, Some("b".into())), (3, 30, 31, None)]);
+    assert_eq!(r[0].columns()[3].name(), "old_s");
+    // Only inserted columns: no snapshot needed.
+    let r = rows(&mut c, "UPDATE dbo.o SET n = 0 OUTPUT inserted.id WHERE id = 1").await;
+    assert_eq!(r.len(), 1);
+    let r = rows(
+        &mut c,
+        "DELETE FROM dbo.o OUTPUT deleted.id, deleted.s WHERE n > 0",
+    )
+    .await;
+    let ids: Vec<i32> = r.iter().map(|r| r.get::<i32, _>(0).unwrap()).collect();
+    assert_eq!(ids, vec![2, 3]);
+    assert_eq!(r[0].get::<&str, _>(1), Some("x"));
+    let r = rows(&mut c, "SELECT COUNT(*) FROM dbo.o").await;
+    assert_eq!(r[0].get::<i32, _>(0), Some(1));
+    // A failing UPDATE sends no OUTPUT rows and changes nothing; the snapshot is gone.
+    let e = fails(
+        &mut c,
+        "UPDATE dbo.o SET s = NULL, n = NULL OUTPUT deleted.id WHERE id = 1",
+    )
+    .await;
+    assert_eq!(e.code(), 515);
+    let r = rows(&mut c, "SELECT n FROM dbo.o WHERE id = 1").await;
+    assert_eq!(r[0].get::<i32, _>(0), Some(0));
+    let r = rows(&mut c, "UPDATE dbo.o SET n = 5 OUTPUT deleted.n, inserted.n").await;
+    assert_eq!((r[0].get::<i32, _>(0), r[0].get::<i32, _>(1)), (Some(0), Some(5)));
+    let e = fails(&mut c, "DELETE FROM dbo.o OUTPUT deleted.id INTO #nowhere").await;
+    assert_eq!(e.code(), 102);
+}

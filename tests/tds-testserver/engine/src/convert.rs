@@ -42,21 +42,66 @@ pub fn civil_from_days(days: i64) -> (i64, u32, u32) {
 }
 
 pub fn format_date(days: i64) -> String {
+    let mut out = String::with_capacity(10);
+    push_date(&mut out, days);
+    out
+}
+
+/// Appends `n` as exactly `width` decimal digits (zero-padded; `n` must fit).
+fn push_digits(out: &mut String, n: u64, width: usize) {
+    let mut buf = [b'0'; 20];
+    let mut v = n;
+    for i in (0..width).rev() {
+        buf[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+    }
+    // Digits are ASCII.
+    out.extend(buf[..width].iter().map(|&b| char::from(b)));
+}
+
+/// `YYYY-MM-DD` (storage form; rows are formatted per value, so no `format!`).
+fn push_date(out: &mut String, days: i64) {
     let (y, m, d) = civil_from_days(days);
-    format!("{y:04}-{m:02}-{d:02}")
+    if (0..=9999).contains(&y) {
+        push_digits(out, y as u64, 4);
+    } else {
+        out.push_str(&format!("{y:04}"));
+    }
+    out.push('-');
+    push_digits(out, u64::from(m), 2);
+    out.push('-');
+    push_digits(out, u64::from(d), 2);
 }
 
 /// `HH:MM:SS` plus `digits` fractional digits of a 100 ns time of day.
 pub fn format_time(t: u64, digits: usize) -> String {
+    let mut out = String::with_capacity(16);
+    push_time(&mut out, t, digits);
+    out
+}
+
+fn push_time(out: &mut String, t: u64, digits: usize) {
     let secs = t / 10_000_000;
     let frac = t % 10_000_000;
-    let base = format!("{:02}:{:02}:{:02}", secs / 3600, secs / 60 % 60, secs % 60);
-    if digits == 0 {
-        base
-    } else {
-        let f = format!("{frac:07}");
-        format!("{base}.{}", &f[..digits.min(7)])
+    push_digits(out, secs / 3600, 2);
+    out.push(':');
+    push_digits(out, secs / 60 % 60, 2);
+    out.push(':');
+    push_digits(out, secs % 60, 2);
+    if digits > 0 {
+        let digits = digits.min(7);
+        out.push('.');
+        push_digits(out, frac / 10u64.pow(7 - digits as u32), digits);
     }
+}
+
+/// `YYYY-MM-DD HH:MM:SS.fffffff`, the datetime2 storage form.
+fn datetime2_text(days: i64, t: u64) -> String {
+    let mut out = String::with_capacity(27);
+    push_date(&mut out, days);
+    out.push(' ');
+    push_time(&mut out, t, 7);
+    out
 }
 
 fn format_offset(minutes: i16) -> String {
@@ -270,26 +315,44 @@ fn digits_of(m: i128) -> u32 {
 // ---- GUIDs ----------------------------------------------------------------------------------
 
 pub fn format_guid(b: &[u8; 16]) -> String {
-    let h: String = b.iter().map(|x| format!("{x:02X}")).collect();
-    format!(
-        "{}-{}-{}-{}-{}",
-        &h[..8],
-        &h[8..12],
-        &h[12..16],
-        &h[16..20],
-        &h[20..]
-    )
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    let mut out = String::with_capacity(36);
+    for (i, x) in b.iter().enumerate() {
+        if matches!(i, 4 | 6 | 8 | 10) {
+            out.push('-');
+        }
+        out.push(char::from(HEX[usize::from(x >> 4)]));
+        out.push(char::from(HEX[usize::from(x & 0xF)]));
+    }
+    out
 }
 
+/// `XXXXXXXX-XXXX-XXXX-XXXX-XXXXXXXXXXXX` (optionally in braces, any case) in display byte
+/// order. Allocation-free: the GUID collation calls it for every comparison.
 pub fn parse_guid(s: &str) -> Option<[u8; 16]> {
-    let s = s.trim().trim_start_matches('{').trim_end_matches('}');
-    let hex: String = s.chars().filter(|c| *c != '-').collect();
-    if hex.len() != 32 || s.len() != 36 {
+    let s = s.trim();
+    let s = s.strip_prefix('{').and_then(|r| r.strip_suffix('}')).unwrap_or(s);
+    let b = s.as_bytes();
+    if b.len() != 36 || [8, 13, 18, 23].iter().any(|&i| b[i] != b'-') {
         return None;
     }
+    let nibble = |c: u8| match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        b'A'..=b'F' => Some(c - b'A' + 10),
+        _ => None,
+    };
     let mut out = [0u8; 16];
-    for (i, o) in out.iter_mut().enumerate() {
-        *o = u8::from_str_radix(hex.get(i * 2..i * 2 + 2)?, 16).ok()?;
+    let mut k = 0;
+    let mut i = 0;
+    while i < 36 {
+        if b[i] == b'-' {
+            i += 1;
+            continue;
+        }
+        out[k] = (nibble(b[i])? << 4) | nibble(b[i + 1])?;
+        k += 1;
+        i += 2;
     }
     Some(out)
 }
@@ -705,7 +768,7 @@ pub fn format_datetime_parts(p: DateTimeParts, ty: SqlType) -> Result<String, Sq
         SqlType::DateTime2 { scale } => {
             let t = round_time(time, scale);
             let (d, t) = (days + (t / T100_PER_DAY) as i64, t % T100_PER_DAY);
-            format!("{} {}", format_date(d), format_time(t, 7))
+            datetime2_text(d, t)
         }
         SqlType::DateTimeOffset { scale } => {
             let t = round_time(time, scale);
@@ -965,7 +1028,7 @@ pub fn fast_storage(v: &Value, ty: SqlType) -> Option<Result<Stored, SqlError>> 
         (Value::DateTime2 { days, time }, SqlType::DateTime2 { scale }) => {
             let t = round_time(*time, scale);
             let (d, t) = (i64::from(*days) + (t / T100_PER_DAY) as i64, t % T100_PER_DAY);
-            Ok(Stored::Text(format!("{} {}", format_date(d), format_time(t, 7))))
+            Ok(Stored::Text(datetime2_text(d, t)))
         }
         _ => return None,
     })

@@ -629,14 +629,7 @@ impl Session {
         top: Option<String>,
         sink: &mut dyn ResultSink,
     ) -> Result<(), Fail> {
-        if up.output.is_some() || up.returning.is_some() {
-            return Err(SqlError::new(
-                102,
-                15,
-                "Incorrect syntax near 'OUTPUT'. (OUTPUT is not supported by the test server)",
-            )
-            .into());
-        }
+        let output = output_list(up.output.as_ref(), up.returning.is_some())?;
         let from: Vec<sqlparser::ast::TableWithJoins> = match &up.from {
             Some(UpdateTableFromKind::AfterSet(f) | UpdateTableFromKind::BeforeSet(f)) => f.clone(),
             None => Vec::new(),
@@ -687,9 +680,63 @@ impl Session {
         );
         let mut query = parse_query(&sql)?;
         let (_, rows) = self.query_rows(&mut query)?;
-        let count = self.atomic(|s| s.update_rows(&meta, &cols, rows))?;
+        let Some(list) = output else {
+            let count = self.atomic(|s| s.update_rows(&meta, &cols, rows))?;
+            self.globals.rowcount = count as i64;
+            self.done(sink, StatementKind::Update, Some(count))?;
+            return Ok(());
+        };
+        // OUTPUT inserted.x, deleted.y: the rows before the update go to a #temp snapshot
+        // (keyed by rowid), the rows after are read back from the table, joined on rowid.
+        let ids = rowid_list(rows.iter().filter_map(|r| match r.first() {
+            Some(Stored::Integer(i)) => Some(*i),
+            _ => None,
+        }));
+        let target = output_target(&meta);
+        let snapshot = "[#__output_deleted]";
+        let uses_deleted = list.to_ascii_lowercase().contains("deleted");
+        if uses_deleted {
+            let q = parse_query(&format!(
+                "SELECT [d].[__rowid] AS [__output_rowid], [d].* INTO {snapshot} FROM {target} AS [d] WHERE [d].[__rowid] IN ({ids})"
+            ))?;
+            self.select_into(q, &mut NoDone(&mut Buffered::default()))?;
+        }
+        let result = (|| -> Result<(u64, Buffered), Fail> {
+            let count = self.atomic(|s| s.update_rows(&meta, &cols, rows))?;
+            let sql = if uses_deleted {
+                format!(
+                    "SELECT {list} FROM {target} AS [inserted] JOIN {snapshot} AS [deleted] ON [deleted].[__output_rowid] = [inserted].[__rowid] ORDER BY [inserted].[__rowid]"
+                )
+            } else {
+                format!(
+                    "SELECT {list} FROM {target} AS [inserted] WHERE [inserted].[__rowid] IN ({ids}) ORDER BY [inserted].[__rowid]"
+                )
+            };
+            let mut buffered = Buffered::default();
+            self.run_query(&mut parse_query(&sql)?, &mut buffered, false)?;
+            Ok((count, buffered))
+        })();
+        if uses_deleted {
+            self.drop_output_snapshot(snapshot)?;
+        }
+        let (count, buffered) = result?;
+        buffered.replay(sink)?;
         self.globals.rowcount = count as i64;
         self.done(sink, StatementKind::Update, Some(count))?;
+        Ok(())
+    }
+
+    fn drop_output_snapshot(&mut self, name: &str) -> Result<(), Fail> {
+        let dialect = sqlparser::dialect::MsSqlDialect {};
+        let stmts = sqlparser::parser::Parser::parse_sql(&dialect, &format!("DROP TABLE {name}"))
+            .map_err(|e| SqlError::new(102, 15, e.to_string()))?;
+        for st in stmts {
+            self.exec_sql(
+                st,
+                &std::collections::HashMap::new(),
+                &mut NoDone(&mut Buffered::default()),
+            )?;
+        }
         Ok(())
     }
 
@@ -760,14 +807,7 @@ impl Session {
         top: Option<String>,
         sink: &mut dyn ResultSink,
     ) -> Result<(), Fail> {
-        if del.output.is_some() || del.returning.is_some() {
-            return Err(SqlError::new(
-                102,
-                15,
-                "Incorrect syntax near 'OUTPUT'. (OUTPUT is not supported by the test server)",
-            )
-            .into());
-        }
+        let output = output_list(del.output.as_ref(), del.returning.is_some())?;
         let from = match &del.from {
             FromTable::WithFromKeyword(f) | FromTable::WithoutKeyword(f) => f.clone(),
         };
@@ -828,7 +868,20 @@ impl Session {
             .collect();
         ids.sort_unstable();
         ids.dedup();
+        // OUTPUT deleted.x: read before the rows go, sent once the delete succeeded.
+        let mut buffered = Buffered::default();
+        if let Some(list) = &output {
+            let sql = format!(
+                "SELECT {list} FROM {} AS [deleted] WHERE [deleted].[__rowid] IN ({}) ORDER BY [deleted].[__rowid]",
+                output_target(&meta),
+                rowid_list(ids.iter().copied())
+            );
+            self.run_query(&mut parse_query(&sql)?, &mut buffered, false)?;
+        }
         let count = self.atomic(|s| s.delete_rowids(&meta, &ids))?;
+        if output.is_some() {
+            buffered.replay(sink)?;
+        }
         self.globals.rowcount = count as i64;
         self.done(sink, StatementKind::Delete, Some(count))?;
         Ok(())
@@ -1080,6 +1133,88 @@ impl Session {
 
 #[allow(dead_code)]
 fn unused(_: &TableDef, _: &SelectItem) {}
+
+/// The select list of `OUTPUT ...` (no INTO) as T-SQL text; `None` without OUTPUT.
+fn output_list(
+    output: Option<&sqlparser::ast::OutputClause>,
+    returning: bool,
+) -> Result<Option<String>, SqlError> {
+    match output {
+        Some(sqlparser::ast::OutputClause::Output {
+            select_items,
+            into_table: None,
+            ..
+        }) if !returning => Ok(Some(
+            select_items
+                .iter()
+                .map(|i| i.to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+        )),
+        None if !returning => Ok(None),
+        _ => Err(SqlError::new(
+            102,
+            15,
+            "Incorrect syntax near 'OUTPUT'. (OUTPUT INTO / RETURNING are not supported by the test server)",
+        )),
+    }
+}
+
+/// The T-SQL name of a DML target, for the OUTPUT query.
+fn output_target(meta: &TableMeta) -> String {
+    let q = |s: &str| format!("[{}]", s.replace(']', "]]"));
+    if meta.def.temporary {
+        q(&meta.def.name)
+    } else {
+        format!("{}.{}", q(&meta.def.schema), q(&meta.def.name))
+    }
+}
+
+fn rowid_list(ids: impl Iterator<Item = i64>) -> String {
+    let list = ids.map(|i| i.to_string()).collect::<Vec<_>>().join(", ");
+    if list.is_empty() { "NULL".to_string() } else { list }
+}
+
+/// A result set held back until its statement succeeded (OUTPUT of UPDATE/DELETE: a failed
+/// statement must not have sent rows).
+#[derive(Default)]
+struct Buffered {
+    columns: Vec<crate::types::ColumnMeta>,
+    rows: Vec<Vec<crate::types::Value>>,
+}
+
+impl Buffered {
+    fn replay(self, sink: &mut dyn ResultSink) -> Result<(), crate::Interrupt> {
+        sink.columns(&self.columns)?;
+        for r in &self.rows {
+            sink.row(r)?;
+        }
+        Ok(())
+    }
+}
+
+impl ResultSink for Buffered {
+    fn columns(&mut self, columns: &[crate::types::ColumnMeta]) -> Result<(), crate::Interrupt> {
+        self.columns = columns.to_vec();
+        Ok(())
+    }
+    fn row(&mut self, row: &[crate::types::Value]) -> Result<(), crate::Interrupt> {
+        self.rows.push(row.to_vec());
+        Ok(())
+    }
+    fn done(&mut self, _done: crate::Done) -> Result<(), crate::Interrupt> {
+        Ok(())
+    }
+    fn error(&mut self, _error: &SqlError) -> Result<(), crate::Interrupt> {
+        Ok(())
+    }
+    fn info(&mut self, _number: i32, _message: &str) -> Result<(), crate::Interrupt> {
+        Ok(())
+    }
+    fn env_change(&mut self, _change: crate::EnvChange) -> Result<(), crate::Interrupt> {
+        Ok(())
+    }
+}
 
 /// Forwards a result set but not its DONE (OUTPUT rows belong to the INSERT's DONE).
 struct NoDone<'a>(&'a mut dyn ResultSink);

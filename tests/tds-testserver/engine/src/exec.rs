@@ -270,7 +270,7 @@ impl Session {
         }
     }
 
-    fn exec_sql(
+    pub(crate) fn exec_sql(
         &mut self,
         stmt: Statement,
         tops: &HashMap<(u64, u64), String>,
@@ -852,10 +852,29 @@ impl Session {
         let mut count = 0u64;
         let mut buf: Vec<Value> = Vec::with_capacity(n);
         let mut current = first;
+        buf.resize(n, Value::Null);
         while let Some(row) = current {
-            buf.clear();
             for (i, ty) in types.iter().enumerate() {
-                buf.push(to_value(row.get_ref(i)?, *ty)?);
+                let r = row.get_ref(i)?;
+                // Reuse the previous row's string buffer: no allocation per text cell.
+                if let (Value::String(s), rusqlite::types::ValueRef::Text(t)) = (&mut buf[i], r)
+                    && matches!(
+                        ty,
+                        SqlType::Char { .. }
+                            | SqlType::VarChar { .. }
+                            | SqlType::NChar { .. }
+                            | SqlType::NVarChar { .. }
+                            | SqlType::Text
+                            | SqlType::NText
+                            | SqlType::Xml
+                    )
+                    && let Ok(text) = std::str::from_utf8(t)
+                {
+                    s.clear();
+                    s.push_str(text);
+                    continue;
+                }
+                buf[i] = to_value(r, *ty)?;
             }
             sink.row(&buf)?;
             count += 1;
