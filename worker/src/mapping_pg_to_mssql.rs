@@ -128,6 +128,9 @@ pub struct RevColumn {
     pub check: Option<String>,
     /// Loaded with KEEPIDENTITY and reseeded afterwards.
     pub identity: bool,
+    /// A generated column translated to a T-SQL computed (PERSISTED) column: read for the
+    /// checksum, never bulk-loaded.
+    pub computed: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -383,12 +386,6 @@ pub fn map_column(
             }
         }
     };
-    if col.generated.is_some() {
-        warnings.push(format!(
-            "column {name}: generated column copied as plain values (its expression is kept as a computed \
-             column only where translated)"
-        ));
-    }
     Ok(RevColumn {
         source: col.clone(),
         target_name: col.name.clone(),
@@ -400,6 +397,7 @@ pub fn map_column(
         ms_select,
         check,
         identity: col.identity && matches!(ms_type, MsType::SmallInt | MsType::Int | MsType::BigInt),
+        computed: None,
     })
 }
 

@@ -407,6 +407,37 @@ pub async fn build_plan(pg: &Client, source: Vec<PgTable>, opts: &Options) -> Re
             warnings.extend(w.into_iter().map(|w| format!("table {q}: {w}")));
             columns.push(m);
         }
+        // Generated columns become computed PERSISTED columns where their expression translates.
+        for i in 0..columns.len() {
+            let Some(expr) = columns[i].source.generated.clone() else {
+                continue;
+            };
+            let lookup = |n: &str| {
+                t.columns
+                    .iter()
+                    .any(|c| c.name == n && c.generated.is_none())
+                    .then(|| n.to_string())
+            };
+            let name = &columns[i].source.name;
+            match crate::mssql::expr::translate(
+                &expr,
+                &crate::mssql::expr::Ctx {
+                    columns: &lookup,
+                    column_type: Some(columns[i].ms_type),
+                },
+            ) {
+                Ok(tsql) => {
+                    warnings.push(format!(
+                        "table {q}: generated column {name} becomes the computed column AS ({tsql}) PERSISTED"
+                    ));
+                    columns[i].computed = Some(tsql);
+                }
+                Err(e) => warnings.push(format!(
+                    "table {q}: generated column {name} ({expr}) is copied as plain values: its expression \
+                     could not be translated ({e})"
+                )),
+            }
+        }
         if let Some(pk) = &t.primary_key {
             key_collision(pg, &t, &columns, &format!("primary key {}", pk.name), &pk.columns).await?;
         }
@@ -981,7 +1012,12 @@ pub async fn copy_task(
     } else {
         (ddl::qualified(t), None)
     };
-    let columns: Vec<String> = t.columns.iter().map(|c| quote_mssql(&c.target_name)).collect();
+    let columns: Vec<String> = t
+        .columns
+        .iter()
+        .filter(|c| c.computed.is_none())
+        .map(|c| quote_mssql(&c.target_name))
+        .collect();
     let ctx = BulkCtx {
         migration,
         task: &task.name,

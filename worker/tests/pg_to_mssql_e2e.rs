@@ -356,7 +356,10 @@ CREATE TABLE {s}.child (
     qty integer NOT NULL CONSTRAINT child_qty_check CHECK (qty >= 0),
     price numeric(10,2) CHECK (price > 0::numeric),
     state {s}.status NOT NULL DEFAULT 'new',
-    doc jsonb);
+    doc jsonb,
+    total numeric(14,2) GENERATED ALWAYS AS (qty * price) STORED);
+CREATE TABLE {s}.audit_log (msg text, at timestamp);
+INSERT INTO {s}.audit_log VALUES ('a', '2020-01-01'), ('a', '2020-01-01'), (NULL, NULL);
 CREATE INDEX child_parent_idx ON {s}.child (parent_id, qty DESC);
 CREATE UNIQUE INDEX child_doc_idx ON {s}.child (parent_id) INCLUDE (qty) WHERE state = 'done';
 INSERT INTO {s}.parent (id, code) VALUES (1, 'one'), (2, 'two'), (40, 'forty');
@@ -373,11 +376,46 @@ async fn schema_objects_are_created_and_identity_continues_after_the_maximum() {
     let schema = common::fresh_schema(&pg, "rev_schema").await;
     pg_exec(&SCHEMA_DDL.replace("{s}", &format!("\"{schema}\""))).await;
     let e = engine(&target, &schema, "test/rev_schema", Mode::DropRecreate);
-    let (_, _, warnings, verification) = run(&e).await.unwrap();
+    let (prepared, _, warnings, verification) = run(&e).await.unwrap();
     assert!(verification.iter().all(|v| v.ok), "{verification:#?}");
+    assert_eq!(verification.len(), 3);
     assert!(warnings.is_empty(), "{warnings:#?}");
+    // A table without a primary key is copied in one task (and says so).
+    assert!(
+        prepared
+            .plan
+            .warnings
+            .iter()
+            .any(|w| w.contains("audit_log") && w.contains("no primary key")),
+        "{:#?}",
+        prepared.plan.warnings
+    );
 
     let mut ms = target.connect().await.unwrap();
+    assert_eq!(
+        scalar_i64(&mut ms, "SELECT COUNT_BIG(*) FROM dbo.audit_log").await,
+        3
+    );
+    // The generated column is a computed PERSISTED column, computing what PostgreSQL stored.
+    let cc = rows(
+        &mut ms,
+        "SELECT name, definition, is_persisted FROM sys.computed_columns WHERE object_id = OBJECT_ID(N'dbo.child')",
+    )
+    .await;
+    assert_eq!(cc.len(), 1);
+    assert_eq!(cc[0].get::<&str, _>(0), Some("total"));
+    assert!(
+        cc[0].get::<&str, _>(1).unwrap().contains("[qty]*[price]"),
+        "{:?}",
+        cc[0].get::<&str, _>(1)
+    );
+    assert_eq!(cc[0].get::<bool, _>(2), Some(true));
+    let total = rows(&mut ms, "SELECT total FROM dbo.child WHERE id = 1").await;
+    assert_eq!(
+        total[0].get::<Numeric, _>(0).map(|n| n.to_string()),
+        Some("7.50".into())
+    );
+
     // Keys and indexes.
     let ix = rows(
         &mut ms,

@@ -28,6 +28,9 @@ pub fn create_table(t: &RevTablePlan, identity: bool) -> String {
         .columns
         .iter()
         .map(|c| {
+            if let Some(expr) = &c.computed {
+                return format!("{} AS ({expr}) PERSISTED", quote_mssql(&c.target_name));
+            }
             let ident = if identity && c.identity {
                 " IDENTITY(1,1)"
             } else {
@@ -350,6 +353,7 @@ pub fn create_stage(t: &RevTablePlan, stage: &str) -> String {
     let cols = t
         .columns
         .iter()
+        .filter(|c| c.computed.is_none())
         .map(|c| format!("{} {} NULL", quote_mssql(&c.target_name), c.ms_type))
         .collect::<Vec<_>>()
         .join(", ");
@@ -373,10 +377,16 @@ pub fn upsert_merge(t: &RevTablePlan, stage: &str, identity: bool) -> Option<Str
     let non_key: Vec<&str> = t
         .columns
         .iter()
+        .filter(|c| c.computed.is_none())
         .map(|c| c.target_name.as_str())
         .filter(|c| !key.contains(c))
         .collect();
-    let all: Vec<String> = t.columns.iter().map(|c| quote_mssql(&c.target_name)).collect();
+    let all: Vec<String> = t
+        .columns
+        .iter()
+        .filter(|c| c.computed.is_none())
+        .map(|c| quote_mssql(&c.target_name))
+        .collect();
     let mut sql = String::new();
     let has_identity = identity && t.columns.iter().any(|c| c.identity);
     if has_identity {

@@ -276,6 +276,10 @@ pub fn translate(src: &str, ctx: &Ctx<'_>) -> Result<String, String> {
                     other => other,
                 },
             ),
+            // A call's argument list follows its name directly.
+            Tok::LParen if matches!(toks.get(i.wrapping_sub(1)), Some(Tok::Word(_))) && i > 0 => {
+                out.push('(')
+            }
             Tok::LParen => push(&mut out, "("),
             Tok::RParen => out.push(')'),
             Tok::LBracket | Tok::RBracket => return Err("array syntax".into()),

@@ -558,6 +558,7 @@ pub async fn read_task(
     let stream = pg.copy_out(&sql).await.map_err(copy_err)?;
     futures_util::pin_mut!(stream);
     let decodes: Vec<Decode> = t.columns.iter().map(|c| c.decode).collect();
+    let bulk_cols: Vec<bool> = t.columns.iter().map(|c| c.computed.is_none()).collect();
     let keyed = t.key.is_some();
     let chunk_rows = if keyed { chunk_rows.max(1) } else { u64::MAX };
     let mut parser = CopyParser::new();
@@ -604,8 +605,11 @@ pub async fn read_task(
                     last_key = key.iter().map(|&i| key_value(&cells[i])).collect();
                 }
                 let mut row = TokenRow::with_capacity(cells.len());
-                for c in cells {
-                    row.push(c);
+                // Computed columns are read (for keys) but SQL Server computes them.
+                for (c, bulk) in cells.into_iter().zip(&bulk_cols) {
+                    if *bulk {
+                        row.push(c);
+                    }
                 }
                 batch.push(row);
                 batch_bytes += len as u64;
