@@ -5,6 +5,7 @@
 //! - every partition's first worker attempt crashes after two committed chunks (the worker's hidden test
 //!   hook), the Job retries the pod, and the copy resumes from the checkpoint without losing or duplicating a
 //!   row;
+//! - the operator is killed while copy Jobs run, and a new one carries on;
 //! - wrong source credentials fail the Migration with a condition naming the login failure, never the
 //!   password.
 //!
@@ -410,20 +411,30 @@ stringData: {{username: {pg_user}, password: unused-with-trust}}
     // patched every second; worker pods share the host network here, so they do not serve /metrics.
     let worker_command = "env MSSQLPG_FAIL_AFTER_CHUNKS=2 WORKER_PROGRESS_INTERVAL=1 WORKER_METRICS_ADDR=off \
                           mssql-pg-worker";
-    let _operator = Operator(
-        Command::new(env!("CARGO_BIN_EXE_mssql-pg-operator"))
-            .env("KUBECONFIG", &op_kubeconfig)
-            .env("METRICS_ADDR", format!("127.0.0.1:{metrics_port}"))
-            .env("WATCH_NAMESPACE", &cluster.ns)
-            .env("MSSQLPG_WORKER_COMMAND", worker_command)
-            .env("MSSQLPG_WORKER_LOG", "info")
-            .env("MSSQLPG_REQUEUE_SECONDS", "2")
-            .env("RUST_LOG", "info,mssql_pg_operator=debug")
-            .stdout(std::fs::File::create(&operator_log).unwrap())
-            .stderr(std::fs::File::create(work.join("operator.err")).unwrap())
-            .spawn()
-            .expect("starting the operator"),
-    );
+    let start_operator = || {
+        let append = |path: &Path| {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .unwrap()
+        };
+        Operator(
+            Command::new(env!("CARGO_BIN_EXE_mssql-pg-operator"))
+                .env("KUBECONFIG", &op_kubeconfig)
+                .env("METRICS_ADDR", format!("127.0.0.1:{metrics_port}"))
+                .env("WATCH_NAMESPACE", &cluster.ns)
+                .env("MSSQLPG_WORKER_COMMAND", worker_command)
+                .env("MSSQLPG_WORKER_LOG", "info")
+                .env("MSSQLPG_REQUEUE_SECONDS", "2")
+                .env("RUST_LOG", "info,mssql_pg_operator=debug")
+                .stdout(append(&operator_log))
+                .stderr(append(&work.join("operator.err")))
+                .spawn()
+                .expect("starting the operator"),
+        )
+    };
+    let operator = start_operator();
 
     let mssql_port = server.addr().port();
     cluster.apply(&migration_yaml(
@@ -434,6 +445,19 @@ stringData: {{username: {pg_user}, password: unused-with-trust}}
         &schema,
         3,
     ));
+    // The operator is killed while copy Jobs run and a new one carries on from what the cluster holds.
+    let started = Instant::now();
+    while cluster.get("migration", "real", ".status.phase") != "Copying" {
+        assert!(
+            started.elapsed() < Duration::from_secs(180),
+            "never saw Copying: {}",
+            cluster.diagnostics(&operator_log)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    drop(operator);
+    std::thread::sleep(Duration::from_secs(2));
+    let _operator = start_operator();
     let phase = cluster.wait_terminal("real", Duration::from_secs(420));
     let diag = || cluster.diagnostics(&operator_log);
     assert_eq!(phase, "Succeeded", "{}", diag());
