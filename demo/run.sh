@@ -153,13 +153,17 @@ echo
 kubectl get mig "$MIG" -n "$NS" -o jsonpath='{range .status.tables[*]}{.name}{"\t"}{.rowsCopied}{"\t"}{.state}{"\n"}{end}' \
     | awk -F'\t' '{ printf "  %-24s %10s rows  %s\n", $1, $2, $3 }'
 
-warnings="$(jp '.status.warnings')"
-[ -n "$warnings" ] && echo "warnings: $warnings"
+warnings="$(kubectl get mig "$MIG" -n "$NS" -o jsonpath='{range .status.warnings[*]}{"  "}{@}{"\n"}{end}')"
+[ -n "$warnings" ] && printf 'warnings (lossy or approximated mappings):\n%s\n' "$warnings"
 [ "$phase" = Succeeded ] || die "the Migration ended in phase '$phase': $(jp .status.lastError)"
 
-say "the same rows, counted in PostgreSQL"
-"$PSQL" -h 127.0.0.1 -p "$PG_PORT" -U postgres -d stackoverflow -At -c \
-    "SELECT relname || ': ' || n_live_tup FROM pg_stat_user_tables ORDER BY n_live_tup DESC" 2>/dev/null || true
+say "the same rows, counted in PostgreSQL (SELECT count(*) of every target table)"
+kubectl get mtask -n "$NS" -o jsonpath='{range .items[*]}{.spec.targetTable.schema}{"\t"}{.spec.targetTable.name}{"\n"}{end}' \
+    | sort -u | while IFS=$'\t' read -r schema table; do
+        n="$("$PSQL" -h 127.0.0.1 -p "$PG_PORT" -U postgres -d stackoverflow -At \
+            -c "SELECT count(*) FROM \"$schema\".\"$table\"")"
+        printf '  %-24s %10s rows\n' "$schema.$table" "$n"
+    done
 
 say "metrics: http://127.0.0.1:$METRICS_PORT/metrics (in a cluster: service mssql-pg-operator-metrics:8080)"
 curl -fsS "http://127.0.0.1:$METRICS_PORT/metrics" | grep -E "^mssqlpg_(migration_phase.*Succeeded|tasks|bytes_copied|worker_peak|rows_copied)" | head -n 20
