@@ -13,6 +13,7 @@ pub mod pg;
 pub mod pg_to_mssql;
 pub mod pipeline;
 pub mod plan;
+pub mod progress;
 pub mod spec;
 pub mod summary;
 pub mod verify;

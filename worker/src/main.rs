@@ -6,6 +6,7 @@ use clap::{Parser, Subcommand};
 use mssql_pg_worker::engine::Engine;
 use mssql_pg_worker::mssql::connect::REQUESTED_PACKET_SIZE;
 use mssql_pg_worker::pipeline::CopyOptions;
+use mssql_pg_worker::progress::{Display, Reporter, TaskInfo};
 use mssql_pg_worker::spec::{self, Credentials};
 use mssql_pg_worker::summary::{Summary, peak_memory_bytes};
 use serde::Serialize;
@@ -34,7 +35,8 @@ struct Cli {
         default_value = "0.0.0.0:9090"
     )]
     metrics_addr: String,
-    /// Seconds between progress patches of a MigrationTask's status (Kubernetes mode).
+    /// Seconds between progress patches of a MigrationTask's status (Kubernetes mode), and between
+    /// JSON progress lines of `run` when stdout is not a terminal.
     #[arg(long, global = true, env = "WORKER_PROGRESS_INTERVAL", default_value_t = 5.0)]
     progress_interval: f64,
 }
@@ -78,6 +80,8 @@ enum Command {
 
 struct Out {
     json: bool,
+    /// Between JSON progress lines of `run` (the bars on a terminal refresh on their own).
+    progress_every: std::time::Duration,
 }
 
 impl Out {
@@ -188,7 +192,19 @@ async fn run(common: &Common, out: &Out) -> anyhow::Result<bool> {
     };
     let result: anyhow::Result<()> = async {
         let copy_started = Instant::now();
-        let reports = engine.copy_all(plan).await?;
+        let reporter = Reporter::start(
+            TaskInfo::from_plan(plan),
+            if out.json {
+                Display::JsonLines {
+                    every: out.progress_every,
+                }
+            } else {
+                Display::Bars
+            },
+        );
+        let copied = engine.copy_all(plan).await;
+        reporter.finish().await;
+        let reports = copied?;
         summary.rows = reports.iter().map(|r| r.rows).sum();
         summary.bytes = reports.iter().map(|r| r.bytes).sum();
         summary.task_reports = reports;
@@ -404,6 +420,7 @@ async fn main() -> ExitCode {
     }
     let out = Out {
         json: !std::io::stdout().is_terminal(),
+        progress_every: std::time::Duration::from_secs_f64(cli.progress_interval.clamp(0.1, 3600.0)),
     };
     // One span per worker process, a child of the Migration's trace the operator passed in TRACEPARENT.
     let span = tracing::info_span!(

@@ -141,6 +141,19 @@ async fn run_reports_a_verified_summary_and_resumes_after_a_failure() {
         .unwrap();
     assert_eq!(r.get::<_, i64>(0), 500);
     assert_eq!(r.get::<_, String>(1), "125375.0000");
+    // Not a terminal: progress as JSON lines, before the summary; the last ones show the task
+    // and the whole run complete (earlier attempts' rows included).
+    let progress: Vec<&serde_json::Value> = events.iter().filter(|e| e["event"] == "progress").collect();
+    let summary_at = events.iter().position(|e| e["event"] == "summary").unwrap();
+    assert!(events.iter().rposition(|e| e["event"] == "progress").unwrap() < summary_at);
+    let overall = progress.iter().rev().find(|e| e.get("task").is_none()).unwrap();
+    assert_eq!(overall["rows"], 500, "{overall}");
+    assert_eq!(overall["estimated_rows"], 500, "{overall}");
+    assert_eq!(overall["eta_seconds"], 0, "{overall}");
+    assert!(overall["rows_per_second"].as_f64().unwrap() > 0.0, "{overall}");
+    let task = progress.iter().rev().find(|e| e["task"] == "dbo.Items").unwrap();
+    assert_eq!(task["table"], "dbo.Items");
+    assert_eq!(task["rows"], 500);
 
     // A third run starts afresh (the previous one succeeded) and copies everything again.
     let (ok, events) = run(&file, &password, &[]);
