@@ -74,7 +74,7 @@ fn build() -> Result<Metrics, prometheus::Error> {
     )?;
     let peak_memory = IntGaugeVec::new(
         Opts::new(
-            "mssqlpg_worker_peak_memory_bytes",
+            "mssqlpg_worker_process_peak_rss_bytes",
             "Peak resident memory of this worker process",
         ),
         &["migration"],
