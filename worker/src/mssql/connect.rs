@@ -78,6 +78,10 @@ impl MssqlSource {
         config.authentication(AuthMethod::sql_server(&self.user, &self.password));
         config.packet_size(self.packet_size);
         config.application_name("mssql-pg-worker");
+        // tiberius drops a connection whose next reply part takes over 30 s by default; building
+        // a primary key or index on a large table (and the first rows of a large ordered read)
+        // legitimately take longer. A connection the server closes still fails at once.
+        config.command_timeout(None);
         config.encryption(match self.encryption {
             Encryption::NotSupported => EncryptionLevel::NotSupported,
             Encryption::Off => EncryptionLevel::Off,

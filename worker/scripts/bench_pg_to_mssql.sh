@@ -1,0 +1,63 @@
+#!/bin/bash
+# PostgreSQL -> SQL Server (TDS test server) release-build measurement, 1M-row mixed table, TDS
+# packet sizes side by side; then SQL Server -> PostgreSQL on the same rows for the ratio.
+set -u
+: "${MSSQLPG_TEST_PG_URL:?start PostgreSQL: eval \"$(tests/scripts/postgres.sh start)\"}"
+ROWS=${ROWS:-1000000}
+W=${W:-target/release/mssql-pg-worker}
+S=${S:-target/release/tds-testserver}
+PGPORT=$(echo "$MSSQLPG_TEST_PG_URL" | sed -E 's/.*port=([0-9]+).*/\1/')
+PASS=BenchPass123
+OUT=${OUT:-/tmp/bench-pg-to-mssql}; mkdir -p $OUT
+psql "$MSSQLPG_TEST_PG_URL" -q <<SQL
+DROP SCHEMA IF EXISTS bench_rev CASCADE; CREATE SCHEMA bench_rev;
+CREATE TABLE bench_rev.mixed (id bigint PRIMARY KEY, i int NOT NULL, b bigint, n numeric(12,2), t text,
+  v varchar(40), ts timestamp, tz timestamptz, d date, f boolean, u uuid, x double precision);
+INSERT INTO bench_rev.mixed SELECT g, (g * 7) % 100000, g::bigint * 1000003, (g % 100000) / 100.0,
+  'text value number ' || g || ' with some more words', 'v' || (g % 5000),
+  timestamp '2020-01-01' + g * interval '1 second', timestamptz '2020-01-01 00:00:00+00' + g * interval '1 ms',
+  date '2000-01-01' + (g % 9000), g % 2 = 0, md5(g::text)::uuid, g / 3.0
+  FROM generate_series(1, $ROWS) g;
+ANALYZE bench_rev.mixed;
+SQL
+echo "source rows: $(psql "$MSSQLPG_TEST_PG_URL" -Atc 'select count(*) from bench_rev.mixed'), size $(psql "$MSSQLPG_TEST_PG_URL" -Atc "select pg_size_pretty(pg_table_size('bench_rev.mixed'))")"
+for P in ${PACKETS:-4096 8192 16384 32767}; do
+  PORT=$((20000 + RANDOM % 20000))
+  TDS_TESTSERVER_PASSWORD=$PASS $S --listen 127.0.0.1:$PORT > $OUT/server-$P.log 2>&1 &
+  SPID=$!
+  sleep 1
+  cat > $OUT/m-$P.yaml <<Y
+apiVersion: mssqlpg.dev/v1alpha1
+kind: Migration
+metadata: {name: bench-rev-$P, namespace: bench}
+spec:
+  source:
+    postgres: {host: 127.0.0.1, port: $PGPORT, database: postgres, schema: bench_rev, credentialsSecret: s, sslMode: disable}
+  target:
+    mssql: {host: 127.0.0.1, port: $PORT, database: master, schema: dbo, credentialsSecret: t, encryption: NotSupported, packetSize: $P}
+  verify: count
+Y
+  SOURCE_USERNAME=postgres SOURCE_PASSWORD= TARGET_USERNAME=sa TARGET_PASSWORD=$PASS RUST_LOG=warn \
+    /usr/bin/time -v $W run -f $OUT/m-$P.yaml > $OUT/run-$P.json 2> $OUT/time-$P.txt
+  echo "packet $P: $(grep '"event":"summary"' $OUT/run-$P.json | python3 -c 'import json,sys; s=json.load(sys.stdin); print("ok=%s rows=%d copy_s=%.1f rows/s=%.0f peak_MiB=%.1f negotiated=%s" % (s["ok"], s["rows"], s["copy_seconds"], s["rows_per_second"], s["peak_memory_bytes"]/1048576, s["negotiated_packet_size"]))') maxrss_kB=$(grep 'Maximum resident' $OUT/time-$P.txt | awk '{print $NF}')"
+  if [ "$P" = "${REVERSE_AT:-32767}" ]; then
+    # The other direction on the same rows (now in the test server), into a fresh PostgreSQL schema.
+    psql "$MSSQLPG_TEST_PG_URL" -qc "DROP SCHEMA IF EXISTS bench_fwd CASCADE"
+    cat > $OUT/f-$P.yaml <<Y
+apiVersion: mssqlpg.dev/v1alpha1
+kind: Migration
+metadata: {name: bench-fwd-$P, namespace: bench}
+spec:
+  source:
+    mssql: {host: 127.0.0.1, port: $PORT, database: master, schema: dbo, credentialsSecret: t, encryption: NotSupported, packetSize: $P}
+  target:
+    postgres: {host: 127.0.0.1, port: $PGPORT, database: postgres, schema: bench_fwd, credentialsSecret: s, sslMode: disable}
+  tables: {include: [mixed]}
+  verify: count
+Y
+    SOURCE_USERNAME=sa SOURCE_PASSWORD=$PASS TARGET_USERNAME=postgres TARGET_PASSWORD= RUST_LOG=warn \
+      /usr/bin/time -v $W run -f $OUT/f-$P.yaml > $OUT/fwd-$P.json 2> $OUT/ftime-$P.txt
+    echo "mssql->pg same rows, packet $P: $(grep '"event":"summary"' $OUT/fwd-$P.json | python3 -c 'import json,sys; s=json.load(sys.stdin); print("ok=%s rows=%d copy_s=%.1f rows/s=%.0f peak_MiB=%.1f" % (s["ok"], s["rows"], s["copy_seconds"], s["rows_per_second"], s["peak_memory_bytes"]/1048576))')"
+  fi
+  kill $SPID; wait $SPID 2>/dev/null
+done
