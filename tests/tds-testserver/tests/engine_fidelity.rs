@@ -395,7 +395,8 @@ async fn worker_merge_upsert_from_staging() {
         "a second MERGE of the same rows changes nothing"
     );
     let r = rows(&mut c, "SELECT id, name, v FROM dbo.target ORDER BY id").await;
-    let got: Vec<(i32, String, Option<(i128, u8)>)> = r
+    type Target = (i32, String, Option<(i128, u8)>);
+    let got: Vec<Target> = r
         .iter()
         .map(|r| {
             (
