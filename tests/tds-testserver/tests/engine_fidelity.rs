@@ -592,3 +592,58 @@ async fn output_of_update_and_delete() {
     let e = fails(&mut c, "DELETE FROM dbo.o OUTPUT deleted.id INTO #nowhere").await;
     assert_eq!(e.code(), 102);
 }
+
+/// DDL the PostgreSQL -> SQL Server direction emits for its targets: filtered indexes with
+/// INCLUDE, CHECK (ISJSON(...) = 1) for json columns, and named CHECK constraints added later.
+#[tokio::test]
+async fn worker_target_ddl_indexes_and_json_checks() {
+    let server = start();
+    let mut c = connect(server.addr()).await;
+    run(
+        &mut c,
+        "CREATE TABLE dbo.docs (id bigint NOT NULL PRIMARY KEY, kind nvarchar(20) NULL, body nvarchar(max) NULL, \
+         CONSTRAINT CK_docs_body_json CHECK (ISJSON(body) = 1)); \
+         CREATE NONCLUSTERED INDEX IX_docs_kind ON dbo.docs (kind DESC) INCLUDE (body) WHERE kind IS NOT NULL; \
+         ALTER TABLE dbo.docs ADD CONSTRAINT CK_docs_id CHECK (id > 0)",
+    )
+    .await;
+    run(
+        &mut c,
+        "INSERT INTO dbo.docs VALUES (1, N'a', N'{\"x\": [1, 2]}'), (2, NULL, NULL)",
+    )
+    .await;
+    let e = fails(&mut c, "INSERT INTO dbo.docs VALUES (3, N'b', N'{not json')").await;
+    assert_eq!(e.code(), 547);
+    assert!(e.message().contains("CK_docs_body_json"), "{}", e.message());
+    let e = fails(&mut c, "INSERT INTO dbo.docs VALUES (0, N'b', NULL)").await;
+    assert_eq!(e.code(), 547);
+    let r = rows(
+        &mut c,
+        "SELECT i.name, i.type_desc, i.has_filter, ic.is_included_column, ic.is_descending_key, COL_NAME(ic.object_id, ic.column_id) \
+         FROM sys.indexes i JOIN sys.index_columns ic ON ic.object_id = i.object_id AND ic.index_id = i.index_id \
+         WHERE i.object_id = OBJECT_ID('dbo.docs') AND i.name = 'IX_docs_kind' ORDER BY ic.index_column_id",
+    )
+    .await;
+    assert_eq!(r.len(), 2);
+    assert_eq!(r[0].get::<&str, _>(1), Some("NONCLUSTERED"));
+    assert_eq!(r[0].get::<bool, _>(2), Some(true));
+    assert_eq!(
+        (
+            r[0].get::<bool, _>(3),
+            r[0].get::<bool, _>(4),
+            r[0].get::<&str, _>(5)
+        ),
+        (Some(false), Some(true), Some("kind"))
+    );
+    assert_eq!(
+        (r[1].get::<bool, _>(3), r[1].get::<&str, _>(5)),
+        (Some(true), Some("body"))
+    );
+    let r = rows(
+        &mut c,
+        "SELECT name FROM sys.check_constraints WHERE parent_object_id = OBJECT_ID('dbo.docs') ORDER BY name",
+    )
+    .await;
+    let names: Vec<&str> = r.iter().map(|r| r.get::<&str, _>(0).unwrap()).collect();
+    assert_eq!(names, ["CK_docs_body_json", "CK_docs_id"]);
+}
