@@ -15,6 +15,14 @@ def test_tsql_connects_with_tds_74_and_queries(server):
     assert "héllo" in out.stdout
 
 
+def test_tsql_really_speaks_tds_74(server):
+    # FreeTDS silently falls back to TDS 7.1 when the prelogin reply lacks MARS; the server
+    # reports the version the LOGIN7 asked for, as SQL Server does (0x74000004 = TDS 7.4).
+    out = run_tsql(server, "SELECT protocol_version FROM sys.dm_exec_connections WHERE session_id = @@SPID")
+    assert out.returncode == 0, out.stderr
+    assert "1946157060" in out.stdout, out.stdout
+
+
 def test_tsql_batch_without_semicolons(server):
     out = run_tsql(server, "SELECT 1 AS a SELECT 2 AS b")
     assert out.returncode == 0, out.stderr

@@ -20,6 +20,14 @@ def test_login_and_version(server):
         assert db == server.database
 
 
+def test_logs_in_with_tds_74_and_its_packet_size(server):
+    with server.connect(blocksize=8192) as conn, conn.cursor() as cur:
+        cur.execute(
+            "SELECT protocol_version, net_packet_size FROM sys.dm_exec_connections WHERE session_id = @@SPID"
+        )
+        assert tuple(cur.fetchone()) == (0x74000004, 8192)
+
+
 def test_wrong_password_is_login_failure_18456(server):
     with pytest.raises(pytds.Error) as err:
         server.connect(password="wrong")

@@ -167,6 +167,8 @@ impl Conn {
         let mut backend = backend;
         backend.register_connection(ConnectionInfo {
             net_packet_size: i32::try_from(size).unwrap_or(i32::MAX),
+            // The version field is sent little-endian, as the number 0x74000004 for TDS 7.4.
+            protocol_version: login.tds_version as i32,
             client_net_address: self.peer.map(|a| a.ip().to_string()).unwrap_or_default(),
             client_tcp_port: self.peer.map(|a| i32::from(a.port())),
             login_name: login.user.clone(),

@@ -405,6 +405,9 @@ const FIXED_SCHEMAS: &[(i32, &str)] = &[
 pub struct ConnectionInfo {
     /// The TDS packet size agreed at login.
     pub net_packet_size: i32,
+    /// The TDS version the client's LOGIN7 asked for (0x74000004 for 7.4), as SQL Server
+    /// reports it in sys.dm_exec_connections.protocol_version.
+    pub protocol_version: i32,
     pub client_net_address: String,
     pub client_tcp_port: Option<i32>,
     pub login_name: String,

@@ -637,6 +637,7 @@ fn connections() {
         51,
         crate::catalog::ConnectionInfo {
             net_packet_size: 32767,
+            protocol_version: 0x7400_0004,
             client_net_address: "127.0.0.1".to_string(),
             client_tcp_port: Some(50000),
             login_name: "sa".to_string(),

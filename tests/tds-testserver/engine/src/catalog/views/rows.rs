@@ -680,8 +680,7 @@ pub(super) fn build_rows(ctx: &Ctx<'_>, view: &str, row_counts: &dyn Fn(&Table) 
                     ("connect_time", text(&c.connect_time)),
                     ("net_transport", text("TCP")),
                     ("protocol_type", text("TSQL")),
-                    // TDS 7.4
-                    ("protocol_version", int(0x7400_0004_i64)),
+                    ("protocol_version", int(i64::from(c.protocol_version))),
                     ("endpoint_id", int(4)),
                     ("encrypt_option", text("FALSE")),
                     ("auth_scheme", text("SQL")),
