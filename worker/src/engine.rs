@@ -261,7 +261,12 @@ impl Engine {
 
     /// Crash recovery empties UNLOGGED tables while the (logged) checkpoints still count their
     /// rows: resuming would skip them, so such a run starts over instead.
-    async fn unlogged_rows_lost(&self, pg: &Client, plan: &Plan, tasks: &[TaskPlan]) -> Result<bool, EngineError> {
+    async fn unlogged_rows_lost(
+        &self,
+        pg: &Client,
+        plan: &Plan,
+        tasks: &[TaskPlan],
+    ) -> Result<bool, EngineError> {
         if !self.options.unlogged {
             return Ok(false);
         }

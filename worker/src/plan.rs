@@ -292,9 +292,8 @@ pub fn build_plan(source: Vec<SourceTable>, opts: &Options) -> Result<Plan, Plan
 
         // Computed columns become generated ones where the definition translates; otherwise (and
         // for key columns, which the reader pages by) they are copied as plain values.
-        let (computed, plain): (Vec<ColumnMapping>, Vec<ColumnMapping>) = columns
-            .into_iter()
-            .partition(|c| c.source.computed.is_some());
+        let (computed, plain): (Vec<ColumnMapping>, Vec<ColumnMapping>) =
+            columns.into_iter().partition(|c| c.source.computed.is_some());
         let mut columns = plain;
         let mut generated = Vec::new();
         for c in computed {
@@ -311,7 +310,10 @@ pub fn build_plan(source: Vec<SourceTable>, opts: &Options) -> Result<Plan, Plan
                 crate::pg::expr::translate_generated(&definition, &Copied(&columns), c.pg_type)
             };
             match translated {
-                Ok(expression) => generated.push(GeneratedColumn { column: c, expression }),
+                Ok(expression) => generated.push(GeneratedColumn {
+                    column: c,
+                    expression,
+                }),
                 Err(why) => {
                     warnings.push(format!(
                         "table {q}: computed column {} AS {definition} is copied as plain values (not \

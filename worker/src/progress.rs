@@ -200,10 +200,10 @@ impl Reporter {
                     _ = &mut stopped => break,
                     _ = tokio::time::sleep(every) => {}
                 }
-                let lines = tracker.observe(Instant::now(), |t| crate::metrics::progress(t));
+                let lines = tracker.observe(Instant::now(), crate::metrics::progress);
                 view.show(&lines);
             }
-            let lines = tracker.observe(Instant::now(), |t| crate::metrics::progress(t));
+            let lines = tracker.observe(Instant::now(), crate::metrics::progress);
             view.finish(&lines);
         });
         Reporter {
@@ -371,7 +371,10 @@ mod tests {
         assert_eq!(lines[0].rows_per_second, 300.0);
         assert_eq!(lines[0].eta_seconds, Some(0));
         assert_eq!(lines[1].rows, 150);
-        assert_eq!(lines[1].estimated_rows, 150, "estimate raised to what is committed");
+        assert_eq!(
+            lines[1].estimated_rows, 150,
+            "estimate raised to what is committed"
+        );
         assert_eq!(
             lines[2],
             ProgressLine {
@@ -398,7 +401,11 @@ mod tests {
         });
         let out = json_lines(&again, &previous);
         assert_eq!(out.len(), 1);
-        assert!(out[0].starts_with(r#"{"event":"progress","rows":1150,"#), "{}", out[0]);
+        assert!(
+            out[0].starts_with(r#"{"event":"progress","rows":1150,"#),
+            "{}",
+            out[0]
+        );
     }
 
     #[test]

@@ -92,6 +92,16 @@ async fn persistence(pg: &Client, schema: &str, table: &str) -> String {
     .get(0)
 }
 
+/// Id, Total, FullName, Size, Initials, Due as text.
+type Row = (
+    i32,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+);
+
 const ORDERS: &str = "CREATE TABLE dbo.OrderLines (
     Id int NOT NULL PRIMARY KEY,
     Qty int NOT NULL,
@@ -213,7 +223,7 @@ async fn computed_columns_become_generated_columns_or_warnings() {
         .into_first_result()
         .await
         .unwrap();
-    let want: Vec<(i32, Option<String>, Option<String>, Option<String>, Option<String>, Option<String>)> = src_rows
+    let want: Vec<Row> = src_rows
         .iter()
         .map(|r| {
             (
@@ -226,7 +236,7 @@ async fn computed_columns_become_generated_columns_or_warnings() {
             )
         })
         .collect();
-    let got: Vec<(i32, Option<String>, Option<String>, Option<String>, Option<String>, Option<String>)> = pg
+    let got: Vec<Row> = pg
         .query(
             &format!(
                 "SELECT \"Id\", \"Total\"::text, \"FullName\"::text, \"Size\"::text, \"Initials\"::text, \
@@ -242,7 +252,10 @@ async fn computed_columns_become_generated_columns_or_warnings() {
     assert_eq!(got.len(), 40);
     assert_eq!(got, want);
     // Spot checks, independent of the source's formatting.
-    assert_eq!(got[4].2, None, "NULL + ' ' + x is NULL on both sides (row 5 has no first name)");
+    assert_eq!(
+        got[4].2, None,
+        "NULL + ' ' + x is NULL on both sides (row 5 has no first name)"
+    );
     assert_eq!(got[4].4.as_deref(), Some("?"));
     assert_eq!(got[0].1.as_deref(), Some("3.01"));
     assert_eq!(got[11].3.as_deref(), Some("big"));
@@ -264,7 +277,11 @@ async fn computed_columns_become_generated_columns_or_warnings() {
         .await
         .unwrap();
     assert_eq!(
-        (row.get::<_, String>(0), row.get::<_, String>(1), row.get::<_, String>(2)),
+        (
+            row.get::<_, String>(0),
+            row.get::<_, String>(1),
+            row.get::<_, String>(2)
+        ),
         ("30.00".into(), "Zed Zo".into(), "big".into())
     );
 }

@@ -68,7 +68,11 @@ pub fn create_table(t: &TablePlan, schema: &SchemaOptions, unlogged: bool) -> St
         .columns
         .iter()
         .map(|c| (c, None))
-        .chain(t.generated.iter().map(|g| (&g.column, Some(g.expression.as_str()))))
+        .chain(
+            t.generated
+                .iter()
+                .map(|g| (&g.column, Some(g.expression.as_str()))),
+        )
         .collect();
     ordered.sort_by_key(|(c, _)| t.source.columns.iter().position(|s| s.name == c.source.name));
     for (c, generated) in ordered {

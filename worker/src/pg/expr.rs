@@ -218,7 +218,7 @@ impl Val {
     }
 
     /// `0`/`1` written as boolean, keeping its parentheses.
-    fn as_bool(self) -> Val {
+    fn into_bool(self) -> Val {
         if !self.bit_literal {
             return self;
         }
@@ -264,7 +264,11 @@ impl Parser<'_> {
     }
 
     fn expect_word(&mut self, w: &str) -> R<()> {
-        if self.eat_word(w) { Ok(()) } else { Err(format!("expected {w}")) }
+        if self.eat_word(w) {
+            Ok(())
+        } else {
+            Err(format!("expected {w}"))
+        }
     }
 
     fn or_expr(&mut self) -> R<Val> {
@@ -302,8 +306,8 @@ impl Parser<'_> {
             self.pos += 1;
             let r = self.additive()?;
             let (l, r) = match (l.class, r.class) {
-                (Class::Bool, _) => (l, r.as_bool()),
-                (_, Class::Bool) => (l.as_bool(), r),
+                (Class::Bool, _) => (l, r.into_bool()),
+                (_, Class::Bool) => (l.into_bool(), r),
                 _ => (l, r),
             };
             return Ok(Val::new(format!("{} {op} {}", l.sql, r.sql), Class::Bool));
@@ -539,8 +543,8 @@ impl Parser<'_> {
                 }
                 let mut class = Class::Null;
                 for a in &args {
-                    class = Class::unify(class, a.class)
-                        .ok_or_else(|| format!("{name}() mixes value types"))?;
+                    class =
+                        Class::unify(class, a.class).ok_or_else(|| format!("{name}() mixes value types"))?;
                 }
                 Val::new(call("coalesce"), class)
             }
@@ -589,7 +593,11 @@ impl Parser<'_> {
             "ABS" | "FLOOR" | "CEILING" => {
                 arity(&[1])?;
                 numeric_args()?;
-                let f = if upper == "CEILING" { "ceil".to_string() } else { upper.to_ascii_lowercase() };
+                let f = if upper == "CEILING" {
+                    "ceil".to_string()
+                } else {
+                    upper.to_ascii_lowercase()
+                };
                 Val::new(call(&f), first)
             }
             // ROUND's third argument truncates instead; not translated.
@@ -696,7 +704,9 @@ impl Parser<'_> {
             _ => return Err(format!("conversion to {w} is not translated")),
         };
         let rendered = match ty {
-            PgType::Char { .. } => return Err(format!("conversion to {w}: PostgreSQL pads char(n) differently")),
+            PgType::Char { .. } => {
+                return Err(format!("conversion to {w}: PostgreSQL pads char(n) differently"));
+            }
             other => other.to_string(),
         };
         Ok((rendered, ty))
@@ -895,7 +905,12 @@ mod tests {
             "(\"Name\" || 'x' = 'y')"
         );
         assert_eq!(
-            translate("([Price] BETWEEN (0) AND (10) OR [Name] NOT IN ('a','b'))", &Cols, false).unwrap(),
+            translate(
+                "([Price] BETWEEN (0) AND (10) OR [Name] NOT IN ('a','b'))",
+                &Cols,
+                false
+            )
+            .unwrap(),
             "(\"Price\" BETWEEN (0) AND (10) OR \"Name\" NOT IN ('a', 'b'))"
         );
     }
@@ -934,7 +949,10 @@ mod tests {
 
     #[test]
     fn computed_columns() {
-        assert_eq!(generated("([Qty]*[Price])", NUM).unwrap(), "(\"Qty\" * \"Price\")");
+        assert_eq!(
+            generated("([Qty]*[Price])", NUM).unwrap(),
+            "(\"Qty\" * \"Price\")"
+        );
         // SQL Server's stored form nests every binary operator.
         assert_eq!(
             generated("(([First]+' ')+[Last])", TEXT).unwrap(),
@@ -949,7 +967,10 @@ mod tests {
             generated("(isnull([First],'')+upper([Last]))", TEXT).unwrap(),
             "(coalesce(\"First\", '') || upper(\"Last\"))"
         );
-        assert_eq!(generated("(len([First]))", PgType::Int4).unwrap(), "(length(rtrim(\"First\")))");
+        assert_eq!(
+            generated("(len([First]))", PgType::Int4).unwrap(),
+            "(length(rtrim(\"First\")))"
+        );
         assert_eq!(
             generated("(CONVERT([varchar](10),[Qty])+'x')", TEXT).unwrap(),
             "(CAST(\"Qty\" AS varchar(10)) || 'x')"
@@ -974,7 +995,10 @@ mod tests {
             generated("(concat([First],[Last]))", TEXT).unwrap(),
             "((coalesce(\"First\", '') || coalesce(\"Last\", '')))"
         );
-        assert_eq!(generated("(CAST([Made] AS date))", PgType::Date).unwrap(), "(CAST(\"Made\" AS date))");
+        assert_eq!(
+            generated("(CAST([Made] AS date))", PgType::Date).unwrap(),
+            "(CAST(\"Made\" AS date))"
+        );
     }
 
     #[test]
@@ -996,7 +1020,11 @@ mod tests {
             ("([Qty]*(2))", TEXT),
             ("(round([Price],(1),(1)))", NUM),
         ] {
-            assert!(generated(src, ty).is_err(), "{src} should not translate: {:?}", generated(src, ty));
+            assert!(
+                generated(src, ty).is_err(),
+                "{src} should not translate: {:?}",
+                generated(src, ty)
+            );
         }
     }
 }
