@@ -647,3 +647,47 @@ async fn worker_target_ddl_indexes_and_json_checks() {
     let names: Vec<&str> = r.iter().map(|r| r.get::<&str, _>(0).unwrap()).collect();
     assert_eq!(names, ["CK_docs_body_json", "CK_docs_id"]);
 }
+
+/// The PostgreSQL -> SQL Server direction adds primary keys after the bulk load.
+#[tokio::test]
+async fn add_primary_key_and_unique_after_loading() {
+    let server = start();
+    let mut c = connect(server.addr()).await;
+    run(
+        &mut c,
+        "CREATE TABLE dbo.late (id int NOT NULL, code varchar(10) NOT NULL, n int NULL); \
+         INSERT INTO dbo.late VALUES (1, 'a', 1), (2, 'b', 1), (3, 'b', 2)",
+    )
+    .await;
+    run(
+        &mut c,
+        "ALTER TABLE dbo.late ADD CONSTRAINT PK_late PRIMARY KEY CLUSTERED (id)",
+    )
+    .await;
+    let r = rows(
+        &mut c,
+        "SELECT name, type FROM sys.key_constraints WHERE parent_object_id = OBJECT_ID('dbo.late')",
+    )
+    .await;
+    assert_eq!(r.len(), 1);
+    assert_eq!(r[0].get::<&str, _>(0), Some("PK_late"));
+    let e = fails(&mut c, "INSERT INTO dbo.late VALUES (2, 'z', NULL)").await;
+    assert_eq!(e.code(), 2627);
+    assert!(e.message().contains("PK_late"), "{}", e.message());
+    // Duplicates in the data: the constraint is not created, and the table is unchanged.
+    let e = fails(
+        &mut c,
+        "ALTER TABLE dbo.late ADD CONSTRAINT UQ_late_code UNIQUE (code)",
+    )
+    .await;
+    assert_eq!(e.code(), 547);
+    let r = rows(
+        &mut c,
+        "SELECT COUNT(*) FROM sys.key_constraints WHERE parent_object_id = OBJECT_ID('dbo.late')",
+    )
+    .await;
+    assert_eq!(r[0].get::<i32, _>(0), Some(1));
+    run(&mut c, "INSERT INTO dbo.late VALUES (4, 'b', 3)").await;
+    let r = rows(&mut c, "SELECT COUNT(*) FROM dbo.late").await;
+    assert_eq!(r[0].get::<i32, _>(0), Some(4));
+}

@@ -75,6 +75,27 @@ pub fn normal_form(e: &Expr) -> String {
     }
 }
 
+/// Whether `new` differs from `old` only by indexes appended at the end (names aside), so
+/// the table itself needs no rebuild.
+fn only_indexes_added(old: &TableMeta, new: &TableMeta) -> bool {
+    fn unnamed<T: Clone>(v: &[T], clear: impl Fn(&mut T)) -> Vec<T> {
+        v.iter()
+            .cloned()
+            .map(|mut x| {
+                clear(&mut x);
+                x
+            })
+            .collect()
+    }
+    let (o, n) = (&old.def, &new.def);
+    n.indexes.len() > o.indexes.len()
+        && o.columns == n.columns
+        && unnamed(&o.indexes, |i| i.name = None) == unnamed(&n.indexes[..o.indexes.len()], |i| i.name = None)
+        && unnamed(&o.foreign_keys, |f| f.name = None) == unnamed(&n.foreign_keys, |f| f.name = None)
+        && unnamed(&o.checks, |c| c.name = None) == unnamed(&n.checks, |c| c.name = None)
+        && old.sqlite_name == new.sqlite_name
+}
+
 /// A default from ALTER ... SET DEFAULT: `__named_default('DF_x', expr)` (the pre-parser's
 /// form of `ADD CONSTRAINT DF_x DEFAULT expr FOR col`) carries the constraint's name.
 fn named_default(value: &Expr) -> DefaultSpec {
@@ -1071,6 +1092,23 @@ impl Session {
 
     fn rebuild(&mut self, old: &TableMeta, mut new: TableMeta) -> Result<(), Fail> {
         self.finish_meta(&mut new)?;
+        if only_indexes_added(old, &new) {
+            // ADD PRIMARY KEY / UNIQUE on a loaded table: build the new indexes in place
+            // rather than copying every row through a new table (minutes for millions).
+            let added = old.def.indexes.len();
+            let mut ddl = Vec::new();
+            for (ix, name) in new.def.indexes.iter().zip(new.index_names.iter()).skip(added) {
+                ddl.push(self.one_index_ddl(&new, ix, name)?);
+            }
+            self.atomic(|s| {
+                for st in &ddl {
+                    s.conn.execute_batch(st)?;
+                }
+                Ok(())
+            })?;
+            self.store_meta(new);
+            return Ok(());
+        }
         let tmp = format!("{}__rebuild", new.sqlite_name);
         let prefix = if new.def.temporary { "temp." } else { "" };
         let mut tmp_meta = new.clone();
