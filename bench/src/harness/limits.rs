@@ -117,14 +117,14 @@ fn pg_ident(name: &str) -> String {
 }
 
 /// PostgreSQL alone: dumps `schema.table` (the rows the worker wrote) to a binary file with
-/// `COPY TO`, then times `COPY FROM` that file into an empty copy of the table (no keys or
+/// `COPY TO`, then times `COPY FROM` that file (wall and server CPU time) into an empty copy of the table (no keys or
 /// indexes, as the worker's tables during the copy phase).
 pub async fn pg_copy_from_file(
     pg: &tokio_postgres::Client,
     schema: &str,
     table: &str,
     dir: &Path,
-) -> Result<(u64, Duration)> {
+) -> Result<PgCopy> {
     let file = dir.join(format!("bench-limit-{schema}-{table}.bin"));
     let file_lit = format!("'{}'", file.display().to_string().replace('\'', "''"));
     let source = format!("{}.{}", pg_ident(schema), pg_ident(table));
@@ -138,16 +138,35 @@ pub async fn pg_copy_from_file(
     ))
     .await
     .with_context(|| format!("preparing the COPY FROM file limit of {source}"))?;
+    // The server process of this session, for the CPU time the COPY costs PostgreSQL.
+    let backend: i32 = pg
+        .query_one("SELECT pg_backend_pid()", &[])
+        .await
+        .context("pg_backend_pid()")?
+        .get(0);
+    let backend = u32::try_from(backend).unwrap_or(0);
+    let cpu_before = super::worker::cpu_seconds_of(backend);
     let started = Instant::now();
     let rows = pg
         .execute(&format!("COPY {limit} FROM {file_lit} (FORMAT binary)"), &[])
         .await
         .with_context(|| format!("COPY {limit} FROM a file"))?;
     let elapsed = started.elapsed();
+    let cpu = match (cpu_before, super::worker::cpu_seconds_of(backend)) {
+        (Some(a), Some(b)) => Some(b - a),
+        _ => None,
+    };
     pg.batch_execute(&format!("DROP TABLE {limit}"))
         .await
         .with_context(|| format!("dropping {limit}"))?;
     // The file belongs to the server's user; the directory goes away with a private server.
     let _ = std::fs::remove_file(&file);
-    Ok((rows, elapsed))
+    Ok(PgCopy { rows, elapsed, cpu })
+}
+
+/// PostgreSQL's own COPY FROM file: rows, wall time and the server process's CPU time.
+pub struct PgCopy {
+    pub rows: u64,
+    pub elapsed: Duration,
+    pub cpu: Option<f64>,
 }

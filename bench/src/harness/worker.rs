@@ -228,11 +228,13 @@ impl Runner {
         };
         let log_file = std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
         let mut cmd = Command::new("/usr/bin/time");
-        cmd.arg("-f")
-            .arg("%M %U %S %e")
-            .arg("-o")
-            .arg(&time_path)
-            .arg(&self.worker)
+        cmd.arg("-f").arg("%M %U %S %e").arg("-o").arg(&time_path);
+        // For profiles, e.g. BENCH_WORKER_PREFIX="perf record -g -o /tmp/worker.perf --" (then
+        // the RSS and CPU figures include the profiler).
+        if let Ok(prefix) = std::env::var("BENCH_WORKER_PREFIX") {
+            cmd.args(prefix.split_whitespace());
+        }
+        cmd.arg(&self.worker)
             .arg("run")
             .arg("-f")
             .arg(&yaml_path)
