@@ -1130,15 +1130,16 @@ impl Session {
             .filter(|c| {
                 c.computed.is_none() && old.column(&c.name).is_some_and(|(_, o)| o.computed.is_none())
             })
-            .map(|c| {
-                format!(
+            .map(|c| match old.column(&c.name) {
+                // Same type: the stored form is already right; a UDF call per cell would
+                // dominate rebuilding a large table (ADD CHECK / FOREIGN KEY after a load).
+                Some((_, o)) if o.ty == c.ty => quote(&c.name),
+                o => format!(
                     "tsql_cast({}, '{}', '{}', NULL, 0)",
                     quote(&c.name),
                     type_decl(c.ty),
-                    old.column(&c.name)
-                        .map(|(_, o)| type_decl(o.ty))
-                        .unwrap_or_default()
-                )
+                    o.map(|(_, o)| type_decl(o.ty)).unwrap_or_default()
+                ),
             })
             .collect();
         let old_sql = sqlite_table_sql(old);
