@@ -408,8 +408,8 @@ pub async fn build_plan(pg: &Client, source: Vec<PgTable>, opts: &Options) -> Re
             columns.push(m);
         }
         // Generated columns become computed PERSISTED columns where their expression translates.
-        for i in 0..columns.len() {
-            let Some(expr) = columns[i].source.generated.clone() else {
+        for col in columns.iter_mut() {
+            let Some(expr) = col.source.generated.clone() else {
                 continue;
             };
             let lookup = |n: &str| {
@@ -418,19 +418,19 @@ pub async fn build_plan(pg: &Client, source: Vec<PgTable>, opts: &Options) -> Re
                     .any(|c| c.name == n && c.generated.is_none())
                     .then(|| n.to_string())
             };
-            let name = &columns[i].source.name;
+            let name = col.source.name.clone();
             match crate::mssql::expr::translate(
                 &expr,
                 &crate::mssql::expr::Ctx {
                     columns: &lookup,
-                    column_type: Some(columns[i].ms_type),
+                    column_type: Some(col.ms_type),
                 },
             ) {
                 Ok(tsql) => {
                     warnings.push(format!(
                         "table {q}: generated column {name} becomes the computed column AS ({tsql}) PERSISTED"
                     ));
-                    columns[i].computed = Some(tsql);
+                    col.computed = Some(tsql);
                 }
                 Err(e) => warnings.push(format!(
                     "table {q}: generated column {name} ({expr}) is copied as plain values: its expression \

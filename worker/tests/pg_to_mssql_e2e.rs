@@ -270,7 +270,7 @@ async fn every_type_at_its_edges_arrives_exactly() {
     assert_eq!(min.get::<i16, _>("c_i2"), Some(-32768));
     assert_eq!(min.get::<i32, _>("c_i4"), Some(i32::MIN));
     assert_eq!(min.get::<i64, _>("c_i8"), Some(i64::MIN));
-    assert_eq!(min.get::<f32, _>("c_f4"), Some(-1.17549435e-38));
+    assert_eq!(min.get::<f32, _>("c_f4"), Some(-f32::MIN_POSITIVE));
     assert_eq!(min.get::<f64, _>("c_f8"), Some(-2.2250738585072014e-308));
     let n = min.get::<Numeric, _>("c_num").unwrap();
     assert_eq!(
