@@ -16,8 +16,6 @@ use std::time::Instant;
 
 mod reverse_cli;
 
-mod reverse_cli;
-
 #[derive(Parser)]
 #[command(
     name = "mssql-pg-worker",
@@ -330,10 +328,6 @@ async fn k8s_main(step: K8sStep, cli: &Cli, out: &Out) -> bool {
 }
 
 async fn main_inner(cli: Cli, out: &Out) -> anyhow::Result<bool> {
-    // A Migration file with source.postgres + target.mssql runs the reverse direction.
-    if let Some(result) = reverse_cli::dispatch(&cli.command, out).await {
-        return result;
-    }
     // A Migration file with source.postgres + target.mssql runs the reverse direction.
     if let Some(result) = reverse_cli::dispatch(&cli.command, out).await {
         return result;
