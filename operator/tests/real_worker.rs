@@ -6,6 +6,7 @@
 //!   hook), the Job retries the pod, and the copy resumes from the checkpoint without losing or duplicating a
 //!   row;
 //! - the operator is killed while copy Jobs run, and a new one carries on;
+//! - a Migration deleted while its copy Jobs run leaves no Jobs or tasks behind;
 //! - wrong source credentials fail the Migration with a condition naming the login failure, never the
 //!   password.
 //!
@@ -632,6 +633,49 @@ stringData: {{username: {pg_user}, password: unused-with-trust}}
         assert!(!text.contains(WRONG_PASSWORD), "the wrong password leaked");
         assert!(!text.contains(SOURCE_PASSWORD), "the source password leaked");
     }
+    // Deleting a Migration while its copy Jobs run removes its Jobs and tasks (the finalizer completes).
+    cluster.apply(&migration_yaml(
+        "deleteme",
+        "src-creds",
+        mssql_port,
+        &pg_cfg,
+        &format!("{schema}_del"),
+        3,
+    ));
+    let started = Instant::now();
+    while cluster.get("migration", "deleteme", ".status.phase") != "Copying" {
+        assert!(
+            started.elapsed() < Duration::from_secs(180),
+            "deleteme never reached Copying: {}",
+            diag()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    cluster
+        .kubectl(
+            &["delete", "mig", "deleteme", "-n", &cluster.ns, "--timeout=90s"],
+            None,
+        )
+        .unwrap_or_else(|e| panic!("deleting a running Migration did not finish: {e}\n{}", diag()));
+    let left = cluster.must(
+        &[
+            "get",
+            "jobs,mtask",
+            "-n",
+            &cluster.ns,
+            "-l",
+            "mssqlpg.dev/migration=deleteme",
+            "-o",
+            "name",
+        ],
+        None,
+    );
+    assert!(left.trim().is_empty(), "left after deletion: {left}");
+    pg.batch_execute(&format!(
+        "DROP SCHEMA IF EXISTS {schema} CASCADE; DROP SCHEMA IF EXISTS {schema}_del CASCADE"
+    ))
+    .await
+    .unwrap();
     let _ = std::fs::remove_dir_all(&work);
     drop(server);
 }
