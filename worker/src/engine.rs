@@ -133,6 +133,7 @@ impl Engine {
         };
         let tables = introspect(&mut mssql, &self.options.source_schema).await?;
         let mut plan = build_plan(tables, &self.options)?;
+        self.probe_generated(&mut plan).await?;
         let mut bounds = BTreeMap::new();
         for (i, t) in plan.tables.iter().enumerate() {
             if t.source.row_count >= self.options.partitioning.min_rows_to_split
@@ -143,6 +144,44 @@ impl Engine {
         }
         split_tasks(&mut plan, &bounds, &self.options);
         Ok((plan, packet))
+    }
+
+    /// Asks PostgreSQL about every translated computed column (in a rolled-back transaction); one
+    /// it refuses is copied as plain values with a warning instead of failing the table creation.
+    /// Deterministic for a given source and server, so every phase's plan agrees.
+    async fn probe_generated(&self, plan: &mut Plan) -> Result<(), EngineError> {
+        if plan.tables.iter().all(|t| t.generated.is_empty()) {
+            return Ok(());
+        }
+        let mut pg = self.target.connect().await?;
+        let mut warnings = Vec::new();
+        for t in &mut plan.tables {
+            let mut i = 0;
+            while i < t.generated.len() {
+                let Some(sql) = ddl::probe_generated(t, i) else {
+                    break;
+                };
+                let tx = pg.transaction().await.map_err(|source| EngineError::Ddl {
+                    what: "generated column probe".into(),
+                    sql: String::new(),
+                    source,
+                })?;
+                let refused = tx.batch_execute(&sql).await.err();
+                // Dropping the transaction would roll back too; say it explicitly.
+                let _ = tx.rollback().await;
+                match refused {
+                    Some(e) => {
+                        let why = e
+                            .as_db_error()
+                            .map_or_else(|| e.to_string(), |d| d.message().to_string());
+                        warnings.extend(t.demote_generated(i, &why));
+                    }
+                    None => i += 1,
+                }
+            }
+        }
+        plan.warnings.extend(warnings);
+        Ok(())
     }
 
     /// Plans, then creates the target tables, unless a previous incomplete run of the same plan

@@ -83,6 +83,44 @@ impl TablePlan {
         self.all_columns().find(|c| c.source.name == source_name)
     }
 
+    /// Turns generated column `index` back into a copied one (PostgreSQL refused its translated
+    /// expression) and returns the plan warning saying so.
+    pub fn demote_generated(&mut self, index: usize, why: &str) -> Option<String> {
+        if index >= self.generated.len() {
+            return None;
+        }
+        let g = self.generated.remove(index);
+        let key_names: Option<Vec<(String, KeyKind)>> = self.keyset.as_ref().map(|key| {
+            key.iter()
+                .map(|k| (self.columns[k.index].source.name.clone(), k.kind))
+                .collect()
+        });
+        let warning = format!(
+            "table {}: computed column {} AS {} is copied as plain values (not generated in PostgreSQL): \
+             PostgreSQL refused the translation {}: {why}",
+            self.source.qualified(),
+            g.column.source.name,
+            g.column.source.computed.as_deref().unwrap_or(""),
+            g.expression
+        );
+        self.columns.push(g.column);
+        let order = |name: &str| self.source.columns.iter().position(|s| s.name == name);
+        let mut columns = std::mem::take(&mut self.columns);
+        columns.sort_by_key(|c| order(&c.source.name));
+        self.columns = columns;
+        // Key indices point into the select list, which just grew.
+        self.keyset = key_names.and_then(|names| {
+            names
+                .into_iter()
+                .map(|(name, kind)| {
+                    let index = self.columns.iter().position(|c| c.source.name == name)?;
+                    Some(KeyColumn { index, kind })
+                })
+                .collect()
+        });
+        Some(warning)
+    }
+
     /// Copied and generated columns.
     pub fn all_columns(&self) -> impl Iterator<Item = &ColumnMapping> {
         self.columns

@@ -436,3 +436,74 @@ async fn unlogged_rows_lost_by_crash_recovery_start_the_copy_over() {
     assert_eq!(count(&pg, &schema, "Invoices").await, 50);
     assert_eq!(count(&pg, &schema, "Customers").await, 20);
 }
+
+#[tokio::test]
+async fn a_translation_postgres_refuses_is_copied_as_plain_values() {
+    let (_server, source) = start_server().await;
+    let mut ms = source.connect().await.unwrap();
+    // `Code = 1` compares a string with a number: SQL Server converts the string, PostgreSQL has
+    // no varchar = integer operator. The translator passes it; PostgreSQL's probe refuses it.
+    exec(
+        &mut ms,
+        "CREATE TABLE dbo.Codes (Id int NOT NULL PRIMARY KEY, Code varchar(10) NOT NULL, \
+         IsOne AS (CASE WHEN Code = 1 THEN 'yes' ELSE 'no' END), Twice AS (Id * 2))",
+    )
+    .await;
+    exec(
+        &mut ms,
+        "INSERT INTO dbo.Codes (Id, Code) VALUES (1, '1'), (2, '2'), (3, '1')",
+    )
+    .await;
+    let pg = common::pg_connect().await;
+    let schema = common::fresh_schema(&pg, "generated_refused").await;
+    let engine = engine(
+        &source,
+        &schema,
+        "test/generated_refused",
+        Mode::DropRecreate,
+        false,
+    );
+    let prepared = engine.prepare().await.unwrap();
+    let plan = &prepared.plan;
+    let t = &plan.tables[0];
+    assert_eq!(
+        t.generated
+            .iter()
+            .map(|g| g.column.target_name.as_str())
+            .collect::<Vec<_>>(),
+        vec!["Twice"]
+    );
+    assert_eq!(
+        t.columns
+            .iter()
+            .map(|c| c.target_name.as_str())
+            .collect::<Vec<_>>(),
+        vec!["Id", "Code", "IsOne"]
+    );
+    let w: Vec<&String> = plan.warnings.iter().filter(|w| w.contains("IsOne")).collect();
+    assert_eq!(w.len(), 1, "{:#?}", plan.warnings);
+    assert!(w[0].contains("PostgreSQL refused"), "{}", w[0]);
+    engine.copy_all(plan).await.unwrap();
+    engine.finalize(plan).await.unwrap();
+    let verification = engine.verify(plan).await.unwrap();
+    assert!(verification.iter().all(|v| v.ok), "{verification:#?}");
+    let rows: Vec<(i32, String, i32)> = pg
+        .query(
+            &format!("SELECT \"Id\", \"IsOne\"::text, \"Twice\" FROM \"{schema}\".\"Codes\" ORDER BY 1"),
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect();
+    assert_eq!(
+        rows,
+        vec![(1, "yes".into(), 2), (2, "no".into(), 4), (3, "yes".into(), 6)]
+    );
+    let cols = generated_columns(&pg, &schema, "Codes").await;
+    assert_eq!(
+        cols.iter().map(|c| c.1.as_str()).collect::<Vec<_>>(),
+        vec!["", "", "", "s"]
+    );
+}

@@ -109,6 +109,27 @@ pub fn create_table(t: &TablePlan, schema: &SchemaOptions, unlogged: bool) -> St
     )
 }
 
+/// A throwaway table with the copied columns and generated column `index`: PostgreSQL's verdict on
+/// the translated expression (types, immutability) before the plan relies on it.
+pub fn probe_generated(t: &TablePlan, index: usize) -> Option<String> {
+    let g = t.generated.get(index)?;
+    let mut cols: Vec<String> = t
+        .columns
+        .iter()
+        .map(|c| format!("{} {}", quote_pg(&c.target_name), c.pg_type))
+        .collect();
+    cols.push(format!(
+        "{} {} GENERATED ALWAYS AS ({}) STORED",
+        quote_pg(&g.column.target_name),
+        g.column.pg_type,
+        g.expression
+    ));
+    Some(format!(
+        "CREATE TEMP TABLE \"_mssqlpg_probe\" ({})",
+        cols.join(", ")
+    ))
+}
+
 /// Switches a table loaded UNLOGGED back to LOGGED (a rewrite that writes it to the WAL).
 pub fn set_logged(t: &TablePlan) -> String {
     format!("ALTER TABLE {} SET LOGGED", qualified(t))

@@ -604,6 +604,11 @@ impl Parser<'_> {
             "ROUND" => {
                 arity(&[2])?;
                 numeric_args()?;
+                if first == Class::Float {
+                    return Err(
+                        "ROUND() of a float is not translated (PostgreSQL rounds numeric only)".into(),
+                    );
+                }
                 Val::new(call("round"), first)
             }
             "NULLIF" => {
@@ -778,6 +783,9 @@ fn arith(op: &str, l: Val, r: Val) -> R<Val> {
     }
     if !(l.class.numeric() && r.class.numeric()) {
         return Err(format!("{op} on non-numeric values is not translated"));
+    }
+    if op == "%" && (l.class == Class::Float || r.class == Class::Float) {
+        return Err("% of a float is not translated (PostgreSQL has no float modulo)".into());
     }
     Ok(Val::new(
         format!("{} {op} {}", l.sql, r.sql),
@@ -1019,6 +1027,8 @@ mod tests {
             ("(case when [Qty]>(1) then 'x' else (1) end)", TEXT),
             ("([Qty]*(2))", TEXT),
             ("(round([Price],(1),(1)))", NUM),
+            ("(round([Ratio],(1)))", PgType::Float8),
+            ("([Ratio]%(2))", PgType::Float8),
         ] {
             assert!(
                 generated(src, ty).is_err(),
