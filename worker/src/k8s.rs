@@ -55,6 +55,12 @@ pub enum K8sError {
         lower: Option<String>,
         upper: Option<String>,
     },
+    #[error("Migration {migration}: {source}")]
+    Reverse {
+        migration: String,
+        #[source]
+        source: Box<crate::pg_to_mssql::RevError>,
+    },
     #[error("Migration {migration}: verification failed: {mismatches}")]
     VerifyMismatch { migration: String, mismatches: String },
 }
@@ -88,7 +94,7 @@ pub fn engine_for(mig: &Migration, fail_after_chunks: Option<u64>) -> Result<Eng
     })
 }
 
-fn reference(mig: &Migration) -> String {
+pub(crate) fn reference(mig: &Migration) -> String {
     format!(
         "{}/{}",
         mig.metadata.namespace.as_deref().unwrap_or_default(),
@@ -118,7 +124,7 @@ pub fn source_type_text(c: &SourceColumn) -> String {
     }
 }
 
-fn bound(v: Option<i64>) -> Option<String> {
+pub(crate) fn bound(v: Option<i64>) -> Option<String> {
     v.map(|v| v.to_string())
 }
 
@@ -294,6 +300,9 @@ impl StepOutcome {
 pub async fn plan(client: &Client, ns: &str, name: &str, out: &mut StepOutcome) -> Result<(), K8sError> {
     let started = Instant::now();
     let mig = client::get_migration(client, ns, name).await?;
+    if spec::is_pg_to_mssql(&mig) {
+        return crate::k8s_reverse::plan(client, &mig, out).await;
+    }
     let engine = engine_for(&mig, None)?;
     let prepared = engine.prepare().await.map_err(engine_err(&mig))?;
     let plan = &prepared.plan;
@@ -312,7 +321,7 @@ pub async fn plan(client: &Client, ns: &str, name: &str, out: &mut StepOutcome) 
     Ok(())
 }
 
-fn now() -> Time {
+pub(crate) fn now() -> Time {
     Time(k8s_openapi::jiff::Timestamp::now())
 }
 
@@ -345,7 +354,18 @@ pub async fn copy(
     let bytes_before = u64::try_from(status.bytes_copied).unwrap_or(0);
     let shared = Arc::new(Mutex::new(status));
 
+    let progress = Progress {
+        client: client.clone(),
+        ns: ns.to_string(),
+        task_name: task_name.to_string(),
+        bytes_before,
+        shared: shared.clone(),
+        interval,
+    };
     let result = async {
+        if spec::is_pg_to_mssql(&mig) {
+            return crate::k8s_reverse::copy(&mig, &task, fail_after_chunks, &progress).await;
+        }
         let engine = engine_for(&mig, fail_after_chunks)?;
         let plan = engine.stored_plan().await.map_err(engine_err(&mig))?;
         let tp = matching_task(&plan, &task.spec).ok_or_else(|| K8sError::NoMatchingTask {
@@ -354,15 +374,7 @@ pub async fn copy(
             lower: task.spec.partition.lower_bound.clone(),
             upper: task.spec.partition.upper_bound.clone(),
         })?;
-        let reporter = tokio::spawn(report_progress(
-            client.clone(),
-            ns.to_string(),
-            task_name.to_string(),
-            tp.name.clone(),
-            bytes_before,
-            shared.clone(),
-            interval,
-        ));
+        let reporter = progress.start(&tp.name);
         let copied = engine.copy_one(&plan, &tp.name).await;
         reporter.abort();
         copied.map_err(engine_err(&mig))
@@ -438,6 +450,32 @@ fn finished(status: &mut MigrationTaskStatus, report: &TaskReport, bytes_before:
     });
 }
 
+/// What the progress reporter of a copy step needs (either direction).
+pub(crate) struct Progress {
+    client: Client,
+    ns: String,
+    task_name: String,
+    bytes_before: u64,
+    shared: Arc<Mutex<MigrationTaskStatus>>,
+    interval: Duration,
+}
+
+impl Progress {
+    /// Starts reporting the progress of `engine_task` (as recorded by [`crate::metrics`]); abort the
+    /// handle when the copy ends.
+    pub(crate) fn start(&self, engine_task: &str) -> tokio::task::JoinHandle<()> {
+        tokio::spawn(report_progress(
+            self.client.clone(),
+            self.ns.clone(),
+            self.task_name.clone(),
+            engine_task.to_string(),
+            self.bytes_before,
+            self.shared.clone(),
+            self.interval,
+        ))
+    }
+}
+
 /// Patches rows, bytes, rate, peak memory and checkpoint into the task status every `interval` until
 /// aborted. A failed patch is logged and retried next time: progress is informational.
 async fn report_progress(
@@ -481,6 +519,9 @@ async fn report_progress(
 pub async fn finalize(client: &Client, ns: &str, name: &str, out: &mut StepOutcome) -> Result<(), K8sError> {
     let started = Instant::now();
     let mig = client::get_migration(client, ns, name).await?;
+    if spec::is_pg_to_mssql(&mig) {
+        return crate::k8s_reverse::finalize(client, &mig, out).await;
+    }
     let engine = engine_for(&mig, None)?;
     let plan = engine.stored_plan().await.map_err(engine_err(&mig))?;
     let warnings = engine.finalize(&plan).await.map_err(engine_err(&mig))?;
@@ -488,16 +529,28 @@ pub async fn finalize(client: &Client, ns: &str, name: &str, out: &mut StepOutco
         // No verify Job follows: this is the last step, so the next run starts afresh.
         engine.mark_succeeded(&plan).await.map_err(engine_err(&mig))?;
     }
-    if !warnings.is_empty() {
-        let status = mig.status.clone().unwrap_or_default();
-        let mut all = status.warnings.clone();
-        all.extend(warnings.iter().filter(|w| !status.warnings.contains(w)).cloned());
-        let summary = status.plan.clone().unwrap_or_else(|| plan_summary(&plan));
-        client::report_plan(client, &mig, &summary, &all).await?;
-    }
+    append_warnings(client, &mig, &warnings, || plan_summary(&plan)).await?;
     out.tables = Some(plan.tables.len());
     out.warnings = warnings;
     out.seconds = Some(started.elapsed().as_secs_f64());
+    Ok(())
+}
+
+/// Appends finalize's warnings to `status.warnings` (keeping `status.plan`).
+pub(crate) async fn append_warnings(
+    client: &Client,
+    mig: &Migration,
+    warnings: &[String],
+    summary: impl FnOnce() -> PlanSummary,
+) -> Result<(), K8sError> {
+    if warnings.is_empty() {
+        return Ok(());
+    }
+    let status = mig.status.clone().unwrap_or_default();
+    let mut all = status.warnings.clone();
+    all.extend(warnings.iter().filter(|w| !status.warnings.contains(w)).cloned());
+    let summary = status.plan.clone().unwrap_or_else(summary);
+    client::report_plan(client, mig, &summary, &all).await?;
     Ok(())
 }
 
@@ -506,13 +559,28 @@ pub async fn finalize(client: &Client, ns: &str, name: &str, out: &mut StepOutco
 pub async fn verify(client: &Client, ns: &str, name: &str, out: &mut StepOutcome) -> Result<(), K8sError> {
     let started = Instant::now();
     let mig = client::get_migration(client, ns, name).await?;
+    if spec::is_pg_to_mssql(&mig) {
+        return crate::k8s_reverse::verify(client, &mig, out).await;
+    }
     let engine = engine_for(&mig, None)?;
     let plan = engine.stored_plan().await.map_err(engine_err(&mig))?;
     let results = engine.verify(&plan).await.map_err(engine_err(&mig))?;
     out.tables = Some(plan.tables.len());
     out.seconds = Some(started.elapsed().as_secs_f64());
     out.verification = results.clone();
-    let tasks = client::list_tasks(client, &mig).await?;
+    record_verification(client, &mig, &results).await?;
+    engine.mark_succeeded(&plan).await.map_err(engine_err(&mig))?;
+    Ok(())
+}
+
+/// Writes verified counts and checksums of whole-table tasks into their status; a mismatch is an error.
+pub(crate) async fn record_verification(
+    client: &Client,
+    mig: &Migration,
+    results: &[TableVerification],
+) -> Result<(), K8sError> {
+    let ns = mig.metadata.namespace.as_deref().unwrap_or_default();
+    let tasks = client::list_tasks(client, mig).await?;
     for task in tasks.iter().filter(|t| t.spec.partition.count == 1) {
         let Some(v) = results
             .iter()
@@ -552,11 +620,10 @@ pub async fn verify(client: &Client, ns: &str, name: &str, out: &mut StepOutcome
         .collect();
     if !mismatches.is_empty() {
         return Err(K8sError::VerifyMismatch {
-            migration: reference(&mig),
+            migration: reference(mig),
             mismatches: mismatches.join("; "),
         });
     }
-    engine.mark_succeeded(&plan).await.map_err(engine_err(&mig))?;
     Ok(())
 }
 

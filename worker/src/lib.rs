@@ -3,6 +3,7 @@
 pub mod checkpoint;
 pub mod engine;
 pub mod k8s;
+pub mod k8s_reverse;
 pub mod mapping;
 pub mod mapping_pg_to_mssql;
 pub mod metrics;

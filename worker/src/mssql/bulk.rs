@@ -71,6 +71,7 @@ pub async fn write_chunks(
 ) -> Result<WriteStats, BulkError> {
     let mut stats = WriteStats::default();
     let mut total_rows = ctx.committed_rows;
+    let mut bytes_before = 0;
     let cols: Vec<&str> = ctx.columns.iter().map(String::as_str).collect();
     let mut options: SqlBulkCopyOptions = SqlBulkCopyOption::TableLock | SqlBulkCopyOption::KeepNulls;
     if ctx.keep_identity {
@@ -132,6 +133,17 @@ pub async fn write_chunks(
         batch(c, "COMMIT TRANSACTION", ctx.table).await?;
         stats.rows += end.rows;
         stats.chunks += 1;
+        // The Kubernetes copy step reports task progress from these counters.
+        crate::metrics::chunk_committed(
+            ctx.migration,
+            ctx.task,
+            ctx.table,
+            end.rows,
+            stats.bytes - bytes_before,
+            total_rows,
+            end.last_key.as_deref(),
+        );
+        bytes_before = stats.bytes;
         if end.done {
             return Ok(stats);
         }
