@@ -128,6 +128,9 @@ struct PlanTable<'a> {
     target: String,
     estimated_rows: i64,
     columns: Vec<(&'a str, String)>,
+    /// Computed columns PostgreSQL generates: (name, type, expression).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    generated: Vec<(&'a str, String, &'a str)>,
 }
 
 fn plan_event<'a>(p: &'a mssql_pg_worker::engine::Prepared) -> PlanEvent<'a> {
@@ -146,6 +149,17 @@ fn plan_event<'a>(p: &'a mssql_pg_worker::engine::Prepared) -> PlanEvent<'a> {
                     .columns
                     .iter()
                     .map(|c| (c.target_name.as_str(), c.pg_type.to_string()))
+                    .collect(),
+                generated: t
+                    .generated
+                    .iter()
+                    .map(|g| {
+                        (
+                            g.column.target_name.as_str(),
+                            g.column.pg_type.to_string(),
+                            g.expression.as_str(),
+                        )
+                    })
                     .collect(),
             })
             .collect(),
