@@ -2,7 +2,7 @@
 //! migrated into PostgreSQL by the engine, with verification.
 //!
 //!   MSSQLPG_TEST_PG_URL='host=... port=... user=postgres dbname=postgres' \
-//!     cargo run --release -p mssql-pg-worker --example e2e_bench -- 500000 [parallelism]
+//!     [BENCH_UNLOGGED=1] cargo run --release -p mssql-pg-worker --example e2e_bench -- 500000 [parallelism]
 #![allow(clippy::unwrap_used)]
 
 use mssql_pg_worker::engine::Engine;
@@ -73,6 +73,8 @@ async fn main() {
             target_schema: "bench_e2e".into(),
             parallelism,
             verify: VerifyMode::Checksum,
+            // BENCH_UNLOGGED=1: the UNLOGGED load (target.postgres.unlogged).
+            unlogged: std::env::var_os("BENCH_UNLOGGED").is_some(),
             partitioning: PartitionOptions {
                 min_rows_to_split: 100_000,
                 rows_per_partition: (i64::from(n) / parallelism as i64).max(1),
