@@ -1028,6 +1028,11 @@ stringData: {{username: sa, password: {TARGET_PASSWORD}}}
     assert_eq!(status(".status.rowsCopied"), total_rows.to_string(), "{}", diag());
     assert_eq!(status(".status.plan.tablesTotal"), "4");
     assert_eq!(status(".status.plan.tasksTotal"), "6");
+    assert!(
+        status(".status.bytesCopied").parse::<i64>().unwrap() > REV_BIG_ROWS * 20,
+        "{}",
+        diag()
+    );
     assert_eq!(copy_jobs(), 6, "one copy Job per task: {}", diag());
     for c in ["Validated", "Planned", "Copied", "Finalized", "Verified", "Ready"] {
         assert_eq!(
@@ -1063,8 +1068,52 @@ stringData: {{username: sa, password: {TARGET_PASSWORD}}}
         big_sum += f[3].parse::<i64>().unwrap();
         assert!(f[4].parse::<i64>().is_ok(), "checkpoint is the last key: {line}");
         assert_eq!(f[5], "int", "{line}");
+        // The crashed attempt's pod said why in its termination message; the retry reported success.
+        let messages = cluster.must(
+            &[
+                "get",
+                "pods",
+                "-n",
+                &cluster.ns,
+                "-l",
+                &format!("batch.kubernetes.io/job-name={}", f[0]),
+                "-o",
+                "jsonpath={range .items[*]}{.status.containerStatuses[0].state.terminated.message}{\"\\n\"}{end}",
+            ],
+            None,
+        );
+        assert!(
+            messages.contains("injected failure after 2 committed chunks")
+                && messages.contains("\"ok\":true")
+                && messages.contains("\"resumed\":true"),
+            "{}: {messages}",
+            f[0]
+        );
     }
     assert_eq!(big_sum, REV_BIG_ROWS, "{big_tasks}");
+    // The task spec shows the type mapping (PostgreSQL's spelling -> SQL Server's).
+    let mapping = cluster.must(
+        &[
+            "get",
+            "mtask",
+            "-n",
+            &cluster.ns,
+            "-l",
+            "mssqlpg.dev/migration=rev",
+            "-o",
+            "jsonpath={range .items[?(@.spec.table.name==\"all_types\")]}{range .spec.columns[*]}{.name}:{.sourceType}:{.targetType} {end}{end}",
+        ],
+        None,
+    );
+    for expected in [
+        "c_num:numeric(38,10):decimal(38,10)",
+        "c_uuid:uuid:uniqueidentifier",
+        "c_bool:boolean:bit",
+        "c_ts:timestamp(6) without time zone:datetime2(6)",
+        "c_text:text:nvarchar(max)",
+    ] {
+        assert!(mapping.contains(expected), "{expected} not in {mapping}");
+    }
 
     // SQL Server holds exactly the source's rows.
     let mut ms = target.connect().await.expect("connecting to the TDS test server");
