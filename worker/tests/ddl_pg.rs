@@ -179,7 +179,10 @@ async fn schema_objects_are_created_and_behave() {
     let so = SchemaOptions::default();
     let mut warnings = plan.warnings.clone();
     for t in &plan.tables {
-        client.batch_execute(&ddl::create_table(t, &so, false)).await.unwrap();
+        client
+            .batch_execute(&ddl::create_table(t, &so, false))
+            .await
+            .unwrap();
         exec_all(&client, ddl::defaults(t, &mut warnings), &mut warnings).await;
     }
     let q = |t: &str| format!("\"{schema}\".\"{t}\"");
