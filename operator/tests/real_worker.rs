@@ -1105,6 +1105,29 @@ stringData: {{username: sa, password: {TARGET_PASSWORD}}}
         ],
         None,
     );
+    // Verify recorded the checksum-verified count of the whole-table tasks.
+    let verified = cluster.must(
+        &[
+            "get",
+            "mtask",
+            "-n",
+            &cluster.ns,
+            "-l",
+            "mssqlpg.dev/migration=rev",
+            "-o",
+            "jsonpath={range .items[?(@.spec.partition.count==1)]}{.spec.table.name}={.status.rowsVerified}:{.status.checksum} {end}",
+        ],
+        None,
+    );
+    for (table, rows) in [("all_types", 3), ("parent", 2), ("child", 3)] {
+        let prefix = format!("{table}={rows}:");
+        assert!(
+            verified
+                .split_whitespace()
+                .any(|f| f.starts_with(&prefix) && f.len() > prefix.len()),
+            "{prefix}<checksum> not in {verified}"
+        );
+    }
     for expected in [
         "c_num:numeric(38,10):decimal(38,10)",
         "c_uuid:uuid:uniqueidentifier",
