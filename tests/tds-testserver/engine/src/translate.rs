@@ -1313,11 +1313,6 @@ impl<'a> Ctx<'a> {
                 rename(f, "json_valid");
                 Ty::of(SqlType::Int)
             }
-            // SQL Server 2022 semantics (any JSON value); SQLite's JSON1 json_valid.
-            "ISJSON" => {
-                rename(f, "json_valid");
-                Ty::of(SqlType::Int)
-            }
             "NEWID" | "NEWSEQUENTIALID" => {
                 rename(f, "newid");
                 Ty::not_null(SqlType::UniqueIdentifier)
