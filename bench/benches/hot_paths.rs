@@ -179,9 +179,11 @@ fn generate(c: &mut Criterion) {
     group.finish();
 }
 
+// No HTML plots: the bench crate's plotters is built with ab_glyph text (for the harness charts),
+// and criterion's plots would then need a registered font.
 criterion_group! {
     name = benches;
-    config = Criterion::default().sample_size(20).warm_up_time(std::time::Duration::from_millis(500)).measurement_time(std::time::Duration::from_secs(2));
+    config = Criterion::default().without_plots().sample_size(20).warm_up_time(std::time::Duration::from_millis(500)).measurement_time(std::time::Duration::from_secs(2));
     targets = utf16_decode, utf16_encode, pg_binary_encode, worker_copy_encode, generate
 }
 criterion_main!(benches);
