@@ -7,10 +7,6 @@ ARG RUST_VERSION=1.95
 
 FROM rust:${RUST_VERSION}-bookworm AS build
 WORKDIR /src
-# cmake builds aws-lc (rustls' crypto provider).
-RUN apt-get update \
- && apt-get install -y --no-install-recommends cmake=3.25.* \
- && rm -rf /var/lib/apt/lists/*
 COPY . .
 RUN cargo build --release --locked -p mssql-pg-operator -p mssql-pg-worker \
  && cp target/release/mssql-pg-operator target/release/mssql-pg-worker /usr/local/bin/

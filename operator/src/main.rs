@@ -66,8 +66,8 @@ struct Args {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    // A workspace build links both rustls providers (kube: ring, the worker's tiberius: aws-lc); rustls then
-    // refuses to choose and panics on the first TLS connection unless the process installs one first.
+    // ring is the only rustls provider built (see Cargo.toml); installing it explicitly keeps that true
+    // even if a dependency brings another provider back, which would make rustls refuse to choose.
     let _ = tokio_rustls::rustls::crypto::ring::default_provider().install_default();
     let args = Args::parse();
     let _telemetry = telemetry::init(args.log_json).context("setting up logging and tracing")?;

@@ -43,7 +43,7 @@ if [ $needs_cluster = 1 ]; then
   export MSSQLPG_K8S_DIR="$k8s_dir"
 fi
 if [ "$what" = all ] || [ "$what" = rust ]; then
-  cargo test --workspace --locked || failed+=("cargo test")
+  cargo test --workspace --locked --no-fail-fast || failed+=("cargo test")
 fi
 if [ "$what" = all ] || [ "$what" = clients ]; then
   cargo build -q --locked -p tds-testserver --bin tds-testserver

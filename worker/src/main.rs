@@ -403,8 +403,8 @@ async fn main() -> ExitCode {
             None
         }
     };
-    // kube (ring) and tiberius (aws-lc) both link a rustls crypto provider; rustls refuses to pick one
-    // and panics on the first TLS connection unless the process installs its choice first.
+    // ring is the only rustls provider built (see Cargo.toml); installing it explicitly keeps that true
+    // even if a dependency brings another provider back, which would make rustls refuse to choose.
     if tokio_rustls::rustls::crypto::ring::default_provider()
         .install_default()
         .is_err()

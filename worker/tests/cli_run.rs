@@ -233,3 +233,125 @@ async fn phase_subcommands_run_as_separate_processes() {
     assert_eq!(fk, 1);
     drop(server);
 }
+
+/// The process is SIGKILLed mid-table (not a clean failure): only whole chunks are in the target, and
+/// the next run resumes after the last committed one with nothing lost or duplicated.
+#[tokio::test(flavor = "multi_thread")]
+async fn sigkill_mid_copy_then_resume_is_exact() {
+    const ROWS: i64 = 60_000;
+    let config = ServerConfig::default();
+    let password = config.password.clone();
+    let server = TestServer::start(config.clone()).unwrap();
+    let addr = server.addr();
+    let mut tcfg = tiberius::Config::new();
+    tcfg.host("127.0.0.1");
+    tcfg.port(addr.port());
+    tcfg.authentication(tiberius::AuthMethod::sql_server(&config.user, &password));
+    tcfg.encryption(tiberius::EncryptionLevel::NotSupported);
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    use tokio_util::compat::TokioAsyncWriteCompatExt;
+    let mut ms = tiberius::Client::connect(tcfg, tcp.compat_write()).await.unwrap();
+    ms.simple_query(
+        "CREATE TABLE dbo.Items (Id int NOT NULL PRIMARY KEY, Name nvarchar(30) NOT NULL, Price money NULL)",
+    )
+    .await
+    .unwrap()
+    .into_results()
+    .await
+    .unwrap();
+    for block in 0..ROWS / 1000 {
+        let values = (1..=1000)
+            .map(|i| {
+                let id = block * 1000 + i;
+                format!("({id}, N'item {id}', {id}.25)")
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
+        ms.simple_query(format!("INSERT INTO dbo.Items (Id, Name, Price) VALUES {values}"))
+            .await
+            .unwrap()
+            .into_results()
+            .await
+            .unwrap();
+    }
+
+    let pg = common::pg_connect().await;
+    let schema = common::fresh_schema(&pg, "cli_kill").await;
+    pg.batch_execute("DELETE FROM \"_mssqlpg\".\"runs\" WHERE migration = 'tests/cli-kill'")
+        .await
+        .ok();
+    let pg_port = std::env::var("MSSQLPG_TEST_PG_PORT").unwrap();
+    let dir = tempfile_dir();
+    let file = format!("{dir}/kill-migration.yaml");
+    std::fs::write(
+        &file,
+        yaml(addr.port(), &pg_port, &schema).replace("name: cli-run", "name: cli-kill"),
+    )
+    .unwrap();
+
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mssql-pg-worker"))
+        .args(["run", "-f", &file])
+        .env("SOURCE_USERNAME", "sa")
+        .env("SOURCE_PASSWORD", &password)
+        .env("TARGET_USERNAME", "postgres")
+        .env("RUST_LOG", "warn")
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Kill as soon as the first chunks are committed: the table is far from done.
+    let count_sql = format!("SELECT count(*) FROM \"{schema}\".\"Items\"");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    loop {
+        let n: i64 = match pg.query_one(&count_sql, &[]).await {
+            Ok(row) => row.get(0),
+            Err(_) => 0, // the table is created by the plan step
+        };
+        if n > 0 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no chunk committed within 120 s"
+        );
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the worker exited before it was killed"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    child.kill().unwrap(); // SIGKILL: no cleanup runs in the worker
+    child.wait().unwrap();
+    let after_kill: i64 = pg.query_one(&count_sql, &[]).await.unwrap().get(0);
+    assert!(after_kill < ROWS, "killed mid-table: {after_kill} rows");
+    assert_eq!(
+        after_kill % 100,
+        0,
+        "only whole chunks of 100 are committed: {after_kill}"
+    );
+
+    let (ok, events) = worker(&["run", "-f", &file], &password, &[]);
+    let summary = events.iter().find(|e| e["event"] == "summary").unwrap();
+    assert!(ok, "{summary:#}");
+    assert_eq!(summary["resumed"], true, "{summary:#}");
+    assert_eq!(
+        summary["rows"].as_i64().unwrap(),
+        ROWS - after_kill,
+        "{summary:#}"
+    );
+    assert_eq!(summary["verified"], true);
+    let r = pg
+        .query_one(
+            &format!(
+                "SELECT count(*), count(DISTINCT \"Id\"), sum(\"Price\")::text FROM \"{schema}\".\"Items\""
+            ),
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.get::<_, i64>(0), ROWS);
+    assert_eq!(r.get::<_, i64>(1), ROWS);
+    // sum of (id + 0.25) for id in 1..=ROWS
+    let expected = format!("{}.0000", ROWS * (ROWS + 1) / 2 + ROWS / 4);
+    assert_eq!(r.get::<_, String>(2), expected);
+    drop(server);
+}

@@ -13,7 +13,7 @@ use tokio_rustls::TlsConnector;
 use tokio_rustls::rustls::client::WebPkiServerVerifier;
 use tokio_rustls::rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use tokio_rustls::rustls::crypto::{
-    CryptoProvider, aws_lc_rs, verify_tls12_signature, verify_tls13_signature,
+    CryptoProvider, ring, verify_tls12_signature, verify_tls13_signature,
 };
 use tokio_rustls::rustls::pki_types::pem::PemObject;
 use tokio_rustls::rustls::pki_types::{CertificateDer, ServerName, UnixTime};
@@ -43,7 +43,7 @@ fn provider() -> Arc<CryptoProvider> {
     // Explicit: with several rustls providers compiled in there is no process default.
     CryptoProvider::get_default()
         .cloned()
-        .unwrap_or_else(|| Arc::new(aws_lc_rs::default_provider()))
+        .unwrap_or_else(|| Arc::new(ring::default_provider()))
 }
 
 /// Accepts any certificate, but still checks the handshake signatures.
