@@ -169,6 +169,69 @@ fn worker_copy_encode(c: &mut Criterion) {
     group.finish();
 }
 
+/// The PostgreSQL -> SQL Server hot path: a binary COPY stream (as `COPY ... TO STDOUT (FORMAT
+/// binary)` sends it) split into rows and decoded into the values tiberius bulk-loads.
+fn pg_copy_decode(c: &mut Criterion) {
+    use mssql_pg_worker::mapping::PgType;
+    use mssql_pg_worker::mapping_pg_to_mssql::Decode;
+    use mssql_pg_worker::pg::copy_binary::{RowEncoder, write_header, write_trailer};
+    use mssql_pg_worker::pg::read::{CopyParser, decode_field};
+    let ds = Dataset::new(0.01, 1);
+    let mut group = c.benchmark_group("pg_copy_decode");
+    for table in [Table::Votes, Table::Posts, Table::Users] {
+        let columns = table.columns();
+        let (types, decodes): (Vec<PgType>, Vec<Decode>) = columns
+            .iter()
+            .map(|c| match c.ty {
+                SqlType::Int => (PgType::Int4, Decode::Int4),
+                SqlType::NVarChar(n) => (
+                    PgType::Varchar { length: u32::from(n) },
+                    Decode::Text {
+                        max_units: Some(u32::from(n)),
+                    },
+                ),
+                SqlType::NVarCharMax => (PgType::Text, Decode::Text { max_units: None }),
+                SqlType::DateTime => (PgType::Timestamp { precision: 3 }, Decode::Timestamp { scale: 3 }),
+            })
+            .unzip();
+        let encoder = RowEncoder::new(types);
+        let mut stream = BytesMut::new();
+        write_header(&mut stream);
+        let mut rows = 0u64;
+        for r in ds.rows(table).take(10_000) {
+            let row = mssql::token_row(r, columns);
+            encoder.encode_row(&mut stream, row.iter()).unwrap();
+            rows += 1;
+        }
+        write_trailer(&mut stream);
+        group.throughput(Throughput::Elements(rows));
+        group.bench_with_input(BenchmarkId::from_parameter(table.name()), &stream, |b, stream| {
+            b.iter(|| {
+                let mut parser = CopyParser::new();
+                // PostgreSQL sends CopyData messages of up to 64 KiB.
+                let mut decoded = 0usize;
+                for piece in stream.chunks(65_536) {
+                    parser.push(piece);
+                    parser
+                        .rows(
+                            |fields, _| {
+                                for (d, f) in decodes.iter().zip(fields) {
+                                    black_box(decode_field(*d, *f)?);
+                                }
+                                decoded += 1;
+                                Ok::<(), String>(())
+                            },
+                            || "malformed".to_string(),
+                        )
+                        .unwrap();
+                }
+                black_box(decoded)
+            })
+        });
+    }
+    group.finish();
+}
+
 fn generate(c: &mut Criterion) {
     let ds = Dataset::new(0.01, 1);
     let mut group = c.benchmark_group("generate");
@@ -184,6 +247,6 @@ fn generate(c: &mut Criterion) {
 criterion_group! {
     name = benches;
     config = Criterion::default().without_plots().sample_size(20).warm_up_time(std::time::Duration::from_millis(500)).measurement_time(std::time::Duration::from_secs(2));
-    targets = utf16_decode, utf16_encode, pg_binary_encode, worker_copy_encode, generate
+    targets = utf16_decode, utf16_encode, pg_binary_encode, worker_copy_encode, pg_copy_decode, generate
 }
 criterion_main!(benches);
