@@ -27,10 +27,30 @@ fn rules(schema: &Value) -> Vec<String> {
 fn migration_schema_has_cel_rules_list_map_and_defaults() {
     let s = schema_of(&generate::migration_crd());
     let spec = &s["properties"]["spec"];
-    assert_eq!(
-        rules(spec),
-        vec!["has(self.source.mssql) != has(self.target.mssql)"]
-    );
+    let spec_rules = rules(spec);
+    assert_eq!(spec_rules.len(), 2, "{spec_rules:?}");
+    assert_eq!(spec_rules[0], "has(self.source.mssql) != has(self.target.mssql)");
+    // The transition rule: everything planned is immutable; suspend, parallelism and worker are not named.
+    for field in [
+        "source",
+        "target",
+        "tables",
+        "mode",
+        "schema",
+        "partitioning",
+        "chunkRows",
+        "verify",
+        "dryRun",
+    ] {
+        assert!(
+            spec_rules[1].contains(&format!("self.{field} == oldSelf.{field}")),
+            "{field}: {}",
+            spec_rules[1]
+        );
+    }
+    for field in ["suspend", "parallelism", "worker"] {
+        assert!(!spec_rules[1].contains(&format!("self.{field}")), "{field}");
+    }
     for side in ["source", "target"] {
         assert_eq!(
             rules(&spec["properties"][side]),
