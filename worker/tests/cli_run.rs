@@ -34,16 +34,59 @@ fn run(file: &str, password: &str, extra: &[&str]) -> (bool, Vec<serde_json::Val
     worker(&["run", "-f", file], password, extra)
 }
 
-fn worker(args: &[&str], password: &str, extra: &[&str]) -> (bool, Vec<serde_json::Value>) {
-    let out = Command::new(env!("CARGO_BIN_EXE_mssql-pg-worker"))
-        .args(args)
-        .args(extra)
+/// The worker binary with the test credentials in its environment.
+fn worker_command(args: &[&str], password: &str) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mssql-pg-worker"));
+    cmd.args(args)
         .env("SOURCE_USERNAME", "sa")
         .env("SOURCE_PASSWORD", password)
         .env("TARGET_USERNAME", "postgres")
-        .env("RUST_LOG", "warn")
-        .output()
-        .unwrap();
+        .env("RUST_LOG", "warn");
+    cmd
+}
+
+/// A test server holding `dbo.Items` with ids 1..=rows (`Name` = 'item N', `Price` = N.25), inserted
+/// `per_insert` rows per statement; returns it and its password.
+async fn seeded_items(rows: i64, per_insert: i64) -> (TestServer, String) {
+    let config = ServerConfig::default();
+    let password = config.password.clone();
+    let server = TestServer::start(config.clone()).unwrap();
+    let mut tcfg = tiberius::Config::new();
+    tcfg.host("127.0.0.1");
+    tcfg.port(server.addr().port());
+    tcfg.authentication(tiberius::AuthMethod::sql_server(&config.user, &password));
+    tcfg.encryption(tiberius::EncryptionLevel::NotSupported);
+    let tcp = tokio::net::TcpStream::connect(server.addr()).await.unwrap();
+    use tokio_util::compat::TokioAsyncWriteCompatExt;
+    let mut ms = tiberius::Client::connect(tcfg, tcp.compat_write()).await.unwrap();
+    ms.simple_query(
+        "CREATE TABLE dbo.Items (Id int NOT NULL PRIMARY KEY, Name nvarchar(30) NOT NULL, Price money NULL)",
+    )
+    .await
+    .unwrap()
+    .into_results()
+    .await
+    .unwrap();
+    for block in 0..rows / per_insert {
+        let values = (1..=per_insert)
+            .map(|i| {
+                let id = block * per_insert + i;
+                format!("({id}, N'item {id}', {id}.25)")
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
+        ms.simple_query(format!("INSERT INTO dbo.Items (Id, Name, Price) VALUES {values}"))
+            .await
+            .unwrap()
+            .into_results()
+            .await
+            .unwrap();
+    }
+    (server, password)
+}
+
+fn worker(args: &[&str], password: &str, extra: &[&str]) -> (bool, Vec<serde_json::Value>) {
+    let out = worker_command(args, password).args(extra).output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         !stderr.contains(password),
@@ -57,41 +100,8 @@ fn worker(args: &[&str], password: &str, extra: &[&str]) -> (bool, Vec<serde_jso
 
 #[tokio::test(flavor = "multi_thread")]
 async fn run_reports_a_verified_summary_and_resumes_after_a_failure() {
-    let config = ServerConfig::default();
-    let password = config.password.clone();
-    let server = TestServer::start(config.clone()).unwrap();
+    let (server, password) = seeded_items(500, 100).await;
     let addr = server.addr();
-    let mut tcfg = tiberius::Config::new();
-    tcfg.host("127.0.0.1");
-    tcfg.port(addr.port());
-    tcfg.authentication(tiberius::AuthMethod::sql_server(&config.user, &password));
-    tcfg.encryption(tiberius::EncryptionLevel::NotSupported);
-    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
-    use tokio_util::compat::TokioAsyncWriteCompatExt;
-    let mut ms = tiberius::Client::connect(tcfg, tcp.compat_write()).await.unwrap();
-    ms.simple_query(
-        "CREATE TABLE dbo.Items (Id int NOT NULL PRIMARY KEY, Name nvarchar(30) NOT NULL, Price money NULL)",
-    )
-    .await
-    .unwrap()
-    .into_results()
-    .await
-    .unwrap();
-    for block in 0..5 {
-        let values = (1..=100)
-            .map(|i| {
-                let id = block * 100 + i;
-                format!("({id}, N'item {id}', {id}.25)")
-            })
-            .collect::<Vec<_>>()
-            .join(", ");
-        ms.simple_query(format!("INSERT INTO dbo.Items (Id, Name, Price) VALUES {values}"))
-            .await
-            .unwrap()
-            .into_results()
-            .await
-            .unwrap();
-    }
 
     let pg = common::pg_connect().await;
     let schema = common::fresh_schema(&pg, "cli_run").await;
@@ -239,41 +249,8 @@ async fn phase_subcommands_run_as_separate_processes() {
 #[tokio::test(flavor = "multi_thread")]
 async fn sigkill_mid_copy_then_resume_is_exact() {
     const ROWS: i64 = 60_000;
-    let config = ServerConfig::default();
-    let password = config.password.clone();
-    let server = TestServer::start(config.clone()).unwrap();
+    let (server, password) = seeded_items(ROWS, 1000).await;
     let addr = server.addr();
-    let mut tcfg = tiberius::Config::new();
-    tcfg.host("127.0.0.1");
-    tcfg.port(addr.port());
-    tcfg.authentication(tiberius::AuthMethod::sql_server(&config.user, &password));
-    tcfg.encryption(tiberius::EncryptionLevel::NotSupported);
-    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
-    use tokio_util::compat::TokioAsyncWriteCompatExt;
-    let mut ms = tiberius::Client::connect(tcfg, tcp.compat_write()).await.unwrap();
-    ms.simple_query(
-        "CREATE TABLE dbo.Items (Id int NOT NULL PRIMARY KEY, Name nvarchar(30) NOT NULL, Price money NULL)",
-    )
-    .await
-    .unwrap()
-    .into_results()
-    .await
-    .unwrap();
-    for block in 0..ROWS / 1000 {
-        let values = (1..=1000)
-            .map(|i| {
-                let id = block * 1000 + i;
-                format!("({id}, N'item {id}', {id}.25)")
-            })
-            .collect::<Vec<_>>()
-            .join(", ");
-        ms.simple_query(format!("INSERT INTO dbo.Items (Id, Name, Price) VALUES {values}"))
-            .await
-            .unwrap()
-            .into_results()
-            .await
-            .unwrap();
-    }
 
     let pg = common::pg_connect().await;
     let schema = common::fresh_schema(&pg, "cli_kill").await;
@@ -289,12 +266,7 @@ async fn sigkill_mid_copy_then_resume_is_exact() {
     )
     .unwrap();
 
-    let mut child = Command::new(env!("CARGO_BIN_EXE_mssql-pg-worker"))
-        .args(["run", "-f", &file])
-        .env("SOURCE_USERNAME", "sa")
-        .env("SOURCE_PASSWORD", &password)
-        .env("TARGET_USERNAME", "postgres")
-        .env("RUST_LOG", "warn")
+    let mut child = worker_command(&["run", "-f", &file], &password)
         .stdout(std::process::Stdio::null())
         .spawn()
         .unwrap();
