@@ -217,17 +217,7 @@ async fn run(common: &Common, out: &Out) -> anyhow::Result<bool> {
         let copied = engine.copy_all(plan).await;
         reporter.finish().await;
         let reports = copied?;
-        summary.rows = reports.iter().map(|r| r.rows).sum();
-        summary.bytes = reports.iter().map(|r| r.bytes).sum();
-        summary.task_reports = reports;
-        // The copy phase alone: planning, finalize and verify are reported in `seconds`.
-        let copy_seconds = copy_started.elapsed().as_secs_f64();
-        summary.copy_seconds = copy_seconds;
-        summary.rows_per_second = if copy_seconds > 0.0 {
-            summary.rows as f64 / copy_seconds
-        } else {
-            0.0
-        };
+        summary.record_copy(reports, copy_started.elapsed().as_secs_f64());
         summary.warnings.extend(engine.finalize(plan).await?);
         summary.verification = engine.verify(plan).await?;
         summary.verified = summary.verification.iter().all(|v| v.ok);

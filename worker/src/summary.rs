@@ -39,6 +39,20 @@ pub struct Summary {
 }
 
 impl Summary {
+    /// Record the copy phase: rows and bytes of every task, and the rate over `copy_seconds` (the
+    /// copy alone; planning, finalize and verify are reported in `seconds`).
+    pub fn record_copy(&mut self, reports: Vec<TaskReport>, copy_seconds: f64) {
+        self.rows = reports.iter().map(|r| r.rows).sum();
+        self.bytes = reports.iter().map(|r| r.bytes).sum();
+        self.task_reports = reports;
+        self.copy_seconds = copy_seconds;
+        self.rows_per_second = if copy_seconds > 0.0 {
+            self.rows as f64 / copy_seconds
+        } else {
+            0.0
+        };
+    }
+
     /// A few lines for a person at a terminal.
     pub fn human(&self) -> String {
         let mut s = format!(
