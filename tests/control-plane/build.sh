@@ -35,6 +35,12 @@ flock 9
 
 command -v go >/dev/null || die "go is not installed (needed to build Kubernetes from the module proxy)"
 
+# The binaries are the cache; Go's build cache for them is several GB that nothing reuses, so it lives in a
+# directory removed when the build ends (CI disks are not large).
+GOCACHE="$(mktemp -d "${TMPDIR:-/tmp}/mssqlpg-gocache.XXXXXX")"
+export GOCACHE
+trap 'chmod -R u+w "$GOCACHE" 2>/dev/null; rm -rf "$GOCACHE"' EXIT
+
 build_k8s() {
 	local name="$1" minor="${K8S_VERSION#1.}"
 	minor="${minor%%.*}"

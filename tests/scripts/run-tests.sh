@@ -30,6 +30,9 @@ if [ $needs_cluster = 1 ]; then
   k8s_build_pid=$!
 fi
 
+# A full disk shows up as odd compiler errors; say how much there was.
+df -h . | sed 's/^/run-tests.sh: disk: /' >&2
+
 failed=()
 if [ "$what" = all ] || [ "$what" = rust ]; then
   # Pods on the loopback node run the freshly built debug binaries (MSSQLPG_NODE_PATH default).
