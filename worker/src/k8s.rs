@@ -17,7 +17,8 @@ use mssql_pg_crds::{Migration, MigrationTask, MigrationTaskSpec, MigrationTaskSt
 use serde::Serialize;
 
 use crate::engine::{Engine, EngineError};
-use crate::mapping::{SourceColumn, map_column};
+use crate::mapping::{ColumnMapping, SourceColumn, map_column};
+use crate::options::Options;
 use crate::pipeline::{CopyOptions, TaskReport};
 use crate::plan::{Plan, TablePlan, TaskPlan};
 use crate::spec::{self, Credentials, SpecError};
@@ -72,6 +73,25 @@ pub async fn client() -> Result<Client, K8sError> {
 
 /// The engine for a Migration read from the API, credentials from the environment (secretKeyRef).
 pub fn engine_for(mig: &Migration, fail_after_chunks: Option<u64>) -> Result<Engine, K8sError> {
+    let (source, target, options, copy) = resolve_endpoints(mig, spec::resolve, fail_after_chunks)?;
+    Ok(Engine {
+        source,
+        target,
+        options,
+        copy,
+    })
+}
+
+/// A direction's resolver of source, target and options: `spec::resolve` or `spec::resolve_pg_to_mssql`.
+type Resolve<S, T> = fn(&Migration, Credentials) -> Result<(S, T, Options), SpecError>;
+
+/// Validates a Migration and resolves its source, target and options with `resolve` (each direction has
+/// its own), credentials from the environment (secretKeyRef).
+pub(crate) fn resolve_endpoints<S, T>(
+    mig: &Migration,
+    resolve: Resolve<S, T>,
+    fail_after_chunks: Option<u64>,
+) -> Result<(S, T, Options, CopyOptions), K8sError> {
     let migration = reference(mig);
     let spec_err = |source| K8sError::Spec {
         migration: migration.clone(),
@@ -80,18 +100,13 @@ pub fn engine_for(mig: &Migration, fail_after_chunks: Option<u64>) -> Result<Eng
     mig.validate()
         .map_err(|errors| spec_err(SpecError::Invalid(mssql_pg_crds::validate::describe(&errors))))?;
     let creds = Credentials::from_env().map_err(spec_err)?;
-    let (source, target, options) = spec::resolve(mig, creds).map_err(spec_err)?;
+    let (source, target, options) = resolve(mig, creds).map_err(spec_err)?;
     let copy = CopyOptions {
         chunk_rows: options.chunk_rows,
         fail_after_chunks,
         mode: options.mode,
     };
-    Ok(Engine {
-        source,
-        target,
-        options,
-        copy,
-    })
+    Ok((source, target, options, copy))
 }
 
 pub(crate) fn reference(mig: &Migration) -> String {
@@ -128,36 +143,114 @@ pub(crate) fn bound(v: Option<i64>) -> Option<String> {
     v.map(|v| v.to_string())
 }
 
+/// What the Kubernetes steps publish of a plan (MigrationTasks, `status.plan`), in either direction.
+/// The two directions' plans differ only in their column types and mappings, which each describes
+/// through these traits, so task naming, matching and the plan summary cannot drift apart.
+pub trait PublishedPlan {
+    type Table: PublishedTable;
+    fn tables(&self) -> &[Self::Table];
+    fn tasks(&self) -> &[TaskPlan];
+}
+
+/// A table of a [`PublishedPlan`].
+pub trait PublishedTable {
+    type Column: PublishedColumn;
+    /// The source table's schema and name.
+    fn source(&self) -> (&str, &str);
+    /// The target table's schema and name.
+    fn target(&self) -> (&str, &str);
+    fn estimated_rows(&self) -> i64;
+    /// The source name of the single integer key column that allows range partitioning.
+    fn int_key_name(&self) -> Option<&str>;
+    /// The copied columns, in source order.
+    fn columns(&self) -> &[Self::Column];
+}
+
+/// A copied column of a [`PublishedTable`].
+pub trait PublishedColumn {
+    /// The source column's name.
+    fn name(&self) -> &str;
+    /// The column as a MigrationTask lists it (source name, both types, nullability).
+    fn spec(&self) -> SpecColumn;
+    /// Whether the mapping warns (precision, range or representation may change).
+    fn is_lossy(&self) -> bool;
+}
+
+impl PublishedPlan for Plan {
+    type Table = TablePlan;
+    fn tables(&self) -> &[TablePlan] {
+        &self.tables
+    }
+    fn tasks(&self) -> &[TaskPlan] {
+        &self.tasks
+    }
+}
+
+impl PublishedTable for TablePlan {
+    type Column = ColumnMapping;
+    fn source(&self) -> (&str, &str) {
+        (&self.source.schema, &self.source.name)
+    }
+    fn target(&self) -> (&str, &str) {
+        (&self.target_schema, &self.target_name)
+    }
+    fn estimated_rows(&self) -> i64 {
+        self.source.row_count
+    }
+    fn int_key_name(&self) -> Option<&str> {
+        // The key indexes the source table's columns (generated ones included), not `columns`.
+        self.int_key().map(|k| self.source.columns[k].name.as_str())
+    }
+    fn columns(&self) -> &[ColumnMapping] {
+        &self.columns
+    }
+}
+
+impl PublishedColumn for ColumnMapping {
+    fn name(&self) -> &str {
+        &self.source.name
+    }
+    fn spec(&self) -> SpecColumn {
+        SpecColumn {
+            name: self.source.name.clone(),
+            source_type: source_type_text(&self.source),
+            target_type: self.pg_type.to_string(),
+            nullable: self.source.nullable,
+        }
+    }
+    fn is_lossy(&self) -> bool {
+        let mut warnings = Vec::new();
+        map_column(&self.source, &mut warnings).is_ok() && !warnings.is_empty()
+    }
+}
+
 /// The MigrationTasks of a plan: one per engine task, partitions of a table numbered in key order.
-pub fn task_specs(plan: &Plan) -> Vec<MigrationTaskSpec> {
-    let mut specs = Vec::with_capacity(plan.tasks.len());
-    for (i, t) in plan.tables.iter().enumerate() {
-        let mut tasks: Vec<&TaskPlan> = plan.tasks.iter().filter(|task| task.table == i).collect();
+pub fn task_specs<P: PublishedPlan>(plan: &P) -> Vec<MigrationTaskSpec> {
+    let mut specs = Vec::with_capacity(plan.tasks().len());
+    for (i, t) in plan.tables().iter().enumerate() {
+        let mut tasks: Vec<&TaskPlan> = plan.tasks().iter().filter(|task| task.table == i).collect();
         // `None` (unbounded below) sorts first.
         tasks.sort_by_key(|task| task.lower);
         let count = i32::try_from(tasks.len()).unwrap_or(i32::MAX);
         let key_column = if count > 1 {
-            t.int_key().map(|k| t.source.columns[k].name.clone())
+            t.int_key_name().map(str::to_string)
         } else {
             None
         };
         let columns: Vec<SpecColumn> = t
-            .columns
+            .columns()
             .iter()
             .take(MAX_TASK_COLUMNS)
-            .map(|c| SpecColumn {
-                name: c.source.name.clone(),
-                source_type: source_type_text(&c.source),
-                target_type: c.pg_type.to_string(),
-                nullable: c.source.nullable,
-            })
+            .map(PublishedColumn::spec)
             .collect();
+        let (schema, name) = t.source();
+        let (target_schema, target_name) = t.target();
         for (index, task) in tasks.into_iter().enumerate() {
             let index = i32::try_from(index).unwrap_or(i32::MAX);
             specs.push(MigrationTaskSpec {
                 migration: String::new(),
-                table: TableRef::new(&t.source.schema, &t.source.name),
-                target_table: TableRef::new(&t.target_schema, &t.target_name),
+                table: TableRef::new(schema, name),
+                target_table: TableRef::new(target_schema, target_name),
                 partition: PartitionSpec::new(
                     index,
                     count,
@@ -176,46 +269,61 @@ pub fn task_specs(plan: &Plan) -> Vec<MigrationTaskSpec> {
 }
 
 /// The engine task a MigrationTask stands for.
-pub fn matching_task<'p>(plan: &'p Plan, spec: &MigrationTaskSpec) -> Option<&'p TaskPlan> {
-    plan.tasks.iter().find(|task| {
-        let t = &plan.tables[task.table];
-        t.source.schema == spec.table.schema
-            && t.source.name == spec.table.name
+pub fn matching_task<'p, P: PublishedPlan>(plan: &'p P, spec: &MigrationTaskSpec) -> Option<&'p TaskPlan> {
+    plan.tasks().iter().find(|task| {
+        let (schema, name) = plan.tables()[task.table].source();
+        schema == spec.table.schema
+            && name == spec.table.name
             && bound(task.lower) == spec.partition.lower_bound
             && bound(task.upper) == spec.partition.upper_bound
     })
 }
 
-fn lossy_columns(t: &TablePlan) -> Vec<String> {
-    t.columns
+/// [`matching_task`], or the error that names the MigrationTask and its range.
+pub(crate) fn task_for<'p, P: PublishedPlan>(
+    plan: &'p P,
+    task: &MigrationTask,
+) -> Result<&'p TaskPlan, K8sError> {
+    matching_task(plan, &task.spec).ok_or_else(|| K8sError::NoMatchingTask {
+        task: task.metadata.name.clone().unwrap_or_default(),
+        table: task.spec.table.to_string(),
+        lower: task.spec.partition.lower_bound.clone(),
+        upper: task.spec.partition.upper_bound.clone(),
+    })
+}
+
+/// Columns whose mapping warns, at most 64 (the status stays small).
+fn lossy_columns<T: PublishedTable>(t: &T) -> Vec<String> {
+    t.columns()
         .iter()
-        .filter(|c| {
-            let mut warnings = Vec::new();
-            map_column(&c.source, &mut warnings).is_ok() && !warnings.is_empty()
-        })
-        .map(|c| c.source.name.clone())
+        .filter(|c| c.is_lossy())
+        .map(|c| c.name().to_string())
         .take(64)
         .collect()
 }
 
 /// `status.plan` of a plan.
-pub fn plan_summary(plan: &Plan) -> PlanSummary {
+pub fn plan_summary<P: PublishedPlan>(plan: &P) -> PlanSummary {
     PlanSummary {
-        tables_total: i32::try_from(plan.tables.len()).unwrap_or(i32::MAX),
-        tasks_total: i32::try_from(plan.tasks.len()).unwrap_or(i32::MAX),
-        rows_estimated: plan.tables.iter().map(|t| t.source.row_count).sum(),
+        tables_total: i32::try_from(plan.tables().len()).unwrap_or(i32::MAX),
+        tasks_total: i32::try_from(plan.tasks().len()).unwrap_or(i32::MAX),
+        rows_estimated: plan.tables().iter().map(PublishedTable::estimated_rows).sum(),
         tables: plan
-            .tables
+            .tables()
             .iter()
             .enumerate()
             .take(MAX_PLANNED_TABLES)
-            .map(|(i, t)| PlannedTable {
-                source: t.source.qualified(),
-                target: format!("{}.{}", t.target_schema, t.target_name),
-                estimated_rows: t.source.row_count,
-                partitions: i32::try_from(plan.tasks.iter().filter(|task| task.table == i).count())
-                    .unwrap_or(i32::MAX),
-                lossy_columns: lossy_columns(t),
+            .map(|(i, t)| {
+                let (schema, name) = t.source();
+                let (target_schema, target_name) = t.target();
+                PlannedTable {
+                    source: format!("{schema}.{name}"),
+                    target: format!("{target_schema}.{target_name}"),
+                    estimated_rows: t.estimated_rows(),
+                    partitions: i32::try_from(plan.tasks().iter().filter(|task| task.table == i).count())
+                        .unwrap_or(i32::MAX),
+                    lossy_columns: lossy_columns(t),
+                }
             })
             .collect(),
     }
@@ -368,12 +476,7 @@ pub async fn copy(
         }
         let engine = engine_for(&mig, fail_after_chunks)?;
         let plan = engine.stored_plan().await.map_err(engine_err(&mig))?;
-        let tp = matching_task(&plan, &task.spec).ok_or_else(|| K8sError::NoMatchingTask {
-            task: task_name.to_string(),
-            table: task.spec.table.to_string(),
-            lower: task.spec.partition.lower_bound.clone(),
-            upper: task.spec.partition.upper_bound.clone(),
-        })?;
+        let tp = task_for(&plan, &task)?;
         let reporter = progress.start(&tp.name);
         let copied = engine.copy_one(&plan, &tp.name).await;
         reporter.abort();

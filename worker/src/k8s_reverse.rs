@@ -8,37 +8,24 @@ use std::time::Instant;
 
 use kube::Client;
 use mssql_pg_crds::client;
-use mssql_pg_crds::status::{MAX_PLANNED_TABLES, PlanSummary, PlannedTable};
-use mssql_pg_crds::task::{ColumnMapping as SpecColumn, PartitionSpec, TableRef};
-use mssql_pg_crds::{Migration, MigrationTask, MigrationTaskSpec};
+use mssql_pg_crds::task::ColumnMapping as SpecColumn;
+use mssql_pg_crds::{Migration, MigrationTask};
 
-use crate::k8s::{K8sError, Progress, StepOutcome, bound, reference};
-use crate::mapping_pg_to_mssql::map_column;
+use crate::k8s::{
+    K8sError, Progress, PublishedColumn, PublishedPlan, PublishedTable, StepOutcome, plan_summary, reference,
+    resolve_endpoints, task_for, task_specs,
+};
+use crate::mapping_pg_to_mssql::{RevColumn, map_column};
 use crate::pg_to_mssql::{RevEngine, RevError, RevPlan, RevTablePlan};
-use crate::pipeline::{CopyOptions, TaskReport};
+use crate::pipeline::TaskReport;
 use crate::plan::TaskPlan;
-use crate::spec::{self, Credentials, SpecError};
-
-/// Upper bound of `spec.columns` of a MigrationTask (the CRD's limit).
-const MAX_TASK_COLUMNS: usize = 4096;
+use crate::spec;
 
 /// The engine for a Migration read from the API, credentials from the environment (secretKeyRef):
 /// `SOURCE_*` are PostgreSQL's, `TARGET_*` SQL Server's.
 pub fn engine_for(mig: &Migration, fail_after_chunks: Option<u64>) -> Result<RevEngine, K8sError> {
-    let migration = reference(mig);
-    let spec_err = |source| K8sError::Spec {
-        migration: migration.clone(),
-        source,
-    };
-    mig.validate()
-        .map_err(|errors| spec_err(SpecError::Invalid(mssql_pg_crds::validate::describe(&errors))))?;
-    let creds = Credentials::from_env().map_err(spec_err)?;
-    let (source, target, options) = spec::resolve_pg_to_mssql(mig, creds).map_err(spec_err)?;
-    let copy = CopyOptions {
-        chunk_rows: options.chunk_rows,
-        fail_after_chunks,
-        mode: options.mode,
-    };
+    let (source, target, options, copy) =
+        resolve_endpoints(mig, spec::resolve_pg_to_mssql, fail_after_chunks)?;
     Ok(RevEngine {
         source,
         target,
@@ -54,98 +41,52 @@ fn rev_err(mig: &Migration) -> impl FnOnce(RevError) -> K8sError + '_ {
     }
 }
 
-/// The MigrationTasks of a plan: one per engine task, partitions of a table numbered in key order.
-pub fn task_specs(plan: &RevPlan) -> Vec<MigrationTaskSpec> {
-    let mut specs = Vec::with_capacity(plan.tasks.len());
-    for (i, t) in plan.tables.iter().enumerate() {
-        let mut tasks: Vec<&TaskPlan> = plan.tasks.iter().filter(|task| task.table == i).collect();
-        // `None` (unbounded below) sorts first.
-        tasks.sort_by_key(|task| task.lower);
-        let count = i32::try_from(tasks.len()).unwrap_or(i32::MAX);
-        let key_column = if count > 1 {
-            t.int_key().map(|k| t.columns[k].source.name.clone())
-        } else {
-            None
-        };
-        let columns: Vec<SpecColumn> = t
-            .columns
-            .iter()
-            .take(MAX_TASK_COLUMNS)
-            .map(|c| SpecColumn {
-                name: c.source.name.clone(),
-                source_type: c.source.formatted.clone(),
-                target_type: c.ms_type.to_string(),
-                nullable: c.source.nullable,
-            })
-            .collect();
-        for (index, task) in tasks.into_iter().enumerate() {
-            let index = i32::try_from(index).unwrap_or(i32::MAX);
-            specs.push(MigrationTaskSpec {
-                migration: String::new(),
-                table: TableRef::new(&t.source.schema, &t.source.name),
-                target_table: TableRef::new(&t.target_schema, &t.target_name),
-                partition: PartitionSpec::new(
-                    index,
-                    count,
-                    key_column.clone(),
-                    bound(task.lower),
-                    bound(task.upper),
-                ),
-                estimated_rows: task.estimated_rows,
-                columns: columns.clone(),
-            });
+impl PublishedPlan for RevPlan {
+    type Table = RevTablePlan;
+    fn tables(&self) -> &[RevTablePlan] {
+        &self.tables
+    }
+    fn tasks(&self) -> &[TaskPlan] {
+        &self.tasks
+    }
+}
+
+impl PublishedTable for RevTablePlan {
+    type Column = RevColumn;
+    fn source(&self) -> (&str, &str) {
+        (&self.source.schema, &self.source.name)
+    }
+    fn target(&self) -> (&str, &str) {
+        (&self.target_schema, &self.target_name)
+    }
+    fn estimated_rows(&self) -> i64 {
+        self.source.row_count
+    }
+    fn int_key_name(&self) -> Option<&str> {
+        self.int_key().map(|k| self.columns[k].source.name.as_str())
+    }
+    fn columns(&self) -> &[RevColumn] {
+        &self.columns
+    }
+}
+
+impl PublishedColumn for RevColumn {
+    fn name(&self) -> &str {
+        &self.source.name
+    }
+    fn spec(&self) -> SpecColumn {
+        SpecColumn {
+            name: self.source.name.clone(),
+            source_type: self.source.formatted.clone(),
+            target_type: self.ms_type.to_string(),
+            nullable: self.source.nullable,
         }
     }
-    // Largest first, like the engine's own order (the operator sorts again; this only orders creation).
-    specs.sort_by_key(|s| std::cmp::Reverse(s.estimated_rows));
-    specs
-}
-
-/// The engine task a MigrationTask stands for.
-pub fn matching_task<'p>(plan: &'p RevPlan, spec: &MigrationTaskSpec) -> Option<&'p TaskPlan> {
-    plan.tasks.iter().find(|task| {
-        let t = &plan.tables[task.table];
-        t.source.schema == spec.table.schema
-            && t.source.name == spec.table.name
-            && bound(task.lower) == spec.partition.lower_bound
-            && bound(task.upper) == spec.partition.upper_bound
-    })
-}
-
-/// Columns whose mapping warns (precision, range or representation may change). Unbounded numerics
-/// are judged without their data scan: they are reported as lossy when the mapping can lose digits.
-fn lossy_columns(t: &RevTablePlan) -> Vec<String> {
-    t.columns
-        .iter()
-        .filter(|c| {
-            let mut warnings = Vec::new();
-            map_column(&c.source, None, &mut warnings).is_ok() && !warnings.is_empty()
-        })
-        .map(|c| c.source.name.clone())
-        .take(64)
-        .collect()
-}
-
-/// `status.plan` of a plan.
-pub fn plan_summary(plan: &RevPlan) -> PlanSummary {
-    PlanSummary {
-        tables_total: i32::try_from(plan.tables.len()).unwrap_or(i32::MAX),
-        tasks_total: i32::try_from(plan.tasks.len()).unwrap_or(i32::MAX),
-        rows_estimated: plan.tables.iter().map(|t| t.source.row_count).sum(),
-        tables: plan
-            .tables
-            .iter()
-            .enumerate()
-            .take(MAX_PLANNED_TABLES)
-            .map(|(i, t)| PlannedTable {
-                source: t.source.qualified(),
-                target: format!("{}.{}", t.target_schema, t.target_name),
-                estimated_rows: t.source.row_count,
-                partitions: i32::try_from(plan.tasks.iter().filter(|task| task.table == i).count())
-                    .unwrap_or(i32::MAX),
-                lossy_columns: lossy_columns(t),
-            })
-            .collect(),
+    /// Unbounded numerics are judged without their data scan: they are reported as lossy when the
+    /// mapping can lose digits.
+    fn is_lossy(&self) -> bool {
+        let mut warnings = Vec::new();
+        map_column(&self.source, None, &mut warnings).is_ok() && !warnings.is_empty()
     }
 }
 
@@ -181,12 +122,7 @@ pub(crate) async fn copy(
 ) -> Result<TaskReport, K8sError> {
     let engine = engine_for(mig, fail_after_chunks)?;
     let plan = engine.stored_plan().await.map_err(rev_err(mig))?;
-    let tp = matching_task(&plan, &task.spec).ok_or_else(|| K8sError::NoMatchingTask {
-        task: task.metadata.name.clone().unwrap_or_default(),
-        table: task.spec.table.to_string(),
-        lower: task.spec.partition.lower_bound.clone(),
-        upper: task.spec.partition.upper_bound.clone(),
-    })?;
+    let tp = task_for(&plan, task)?;
     let reporter = progress.start(&tp.name);
     let copied = engine.copy_one(&plan, &tp.name).await;
     reporter.abort();

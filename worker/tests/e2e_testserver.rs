@@ -5,60 +5,9 @@
 
 mod common;
 
-use mssql_pg_worker::engine::Engine;
-use mssql_pg_worker::mssql::connect::{Encryption, MssqlSource, TdsClient};
-use mssql_pg_worker::options::{Options, PartitionOptions, VerifyMode};
-use mssql_pg_worker::pg::connect::PgTarget;
+use common::{ms_exec, start_tds_server, tds_engine};
+use mssql_pg_worker::options::PartitionOptions;
 use mssql_pg_worker::pipeline::CopyOptions;
-use tds_testserver::{ServerConfig, TestServer};
-
-async fn start_server() -> (TestServer, MssqlSource) {
-    let config = ServerConfig::default();
-    let password = config.password.clone();
-    let user = config.user.clone();
-    let database = config.database.clone();
-    let server = TestServer::start(config).unwrap();
-    let addr = server.addr();
-    let source = MssqlSource {
-        host: addr.ip().to_string(),
-        port: addr.port(),
-        database,
-        user,
-        password,
-        encryption: Encryption::NotSupported,
-        trust_server_certificate: false,
-        packet_size: 32767,
-    };
-    (server, source)
-}
-
-async fn exec(client: &mut TdsClient, sql: &str) {
-    client
-        .simple_query(sql)
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"))
-        .into_results()
-        .await
-        .unwrap();
-}
-
-fn engine(source: &MssqlSource, schema: &str, migration: &str) -> Engine {
-    Engine {
-        source: source.clone(),
-        target: PgTarget::from_conn_str(&common::pg_url()).unwrap(),
-        options: Options {
-            migration: migration.into(),
-            target_schema: schema.into(),
-            verify: VerifyMode::Checksum,
-            ..Options::default()
-        },
-        copy: CopyOptions {
-            chunk_rows: 50_000,
-            fail_after_chunks: None,
-            mode: Default::default(),
-        },
-    }
-}
 
 const ALL_TYPES: &str = "CREATE TABLE dbo.AllTypes (
     Id int IDENTITY(1,1) NOT NULL PRIMARY KEY,
@@ -159,32 +108,32 @@ fn expected() -> Vec<Vec<Option<String>>> {
 
 #[tokio::test]
 async fn every_type_round_trips_and_schema_is_recreated() {
-    let (_server, source) = start_server().await;
+    let (_server, source) = start_tds_server();
     let mut ms = source.connect().await.unwrap();
-    exec(&mut ms, ALL_TYPES).await;
-    exec(&mut ms, ROW_MAX).await;
-    exec(&mut ms, ROW_MIN).await;
-    exec(&mut ms, ROW_NULL).await;
-    exec(
+    ms_exec(&mut ms, ALL_TYPES).await;
+    ms_exec(&mut ms, ROW_MAX).await;
+    ms_exec(&mut ms, ROW_MIN).await;
+    ms_exec(&mut ms, ROW_NULL).await;
+    ms_exec(
         &mut ms,
         "CREATE TABLE dbo.Parent (Id int NOT NULL CONSTRAINT PK_Parent PRIMARY KEY, Code nvarchar(10) NOT NULL \
          CONSTRAINT UQ_Parent_Code UNIQUE, Active bit NOT NULL CONSTRAINT DF_Parent_Active DEFAULT ((1)))",
     )
     .await;
-    exec(
+    ms_exec(
         &mut ms,
         "CREATE TABLE dbo.Child (Id bigint IDENTITY(10,5) NOT NULL CONSTRAINT PK_Child PRIMARY KEY, ParentId int NOT NULL \
          CONSTRAINT FK_Child_Parent REFERENCES dbo.Parent (Id) ON DELETE CASCADE, Qty int NOT NULL \
          CONSTRAINT CK_Child_Qty CHECK (Qty >= 0))",
     )
     .await;
-    exec(&mut ms, "CREATE INDEX IX_Child_ParentId ON dbo.Child (ParentId)").await;
-    exec(
+    ms_exec(&mut ms, "CREATE INDEX IX_Child_ParentId ON dbo.Child (ParentId)").await;
+    ms_exec(
         &mut ms,
         "INSERT INTO dbo.Parent (Id, Code) VALUES (1, N'one'), (2, N'two')",
     )
     .await;
-    exec(
+    ms_exec(
         &mut ms,
         "INSERT INTO dbo.Child (ParentId, Qty) VALUES (1, 5), (1, 6), (2, 7)",
     )
@@ -192,7 +141,7 @@ async fn every_type_round_trips_and_schema_is_recreated() {
 
     let pg = common::pg_connect().await;
     let schema = common::fresh_schema(&pg, "e2e_types").await;
-    let engine = engine(&source, &schema, "test/e2e_types");
+    let engine = tds_engine(&source, &schema, "test/e2e_types");
     let prepared = engine.prepare().await.unwrap();
     assert!(!prepared.resumed);
     assert_eq!(
@@ -335,9 +284,9 @@ async fn every_type_round_trips_and_schema_is_recreated() {
 
 #[tokio::test]
 async fn killed_copy_resumes_without_loss_or_duplicates() {
-    let (_server, source) = start_server().await;
+    let (_server, source) = start_tds_server();
     let mut ms = source.connect().await.unwrap();
-    exec(
+    ms_exec(
         &mut ms,
         "CREATE TABLE dbo.Numbers (Id int NOT NULL PRIMARY KEY, V nvarchar(20) NOT NULL)",
     )
@@ -350,7 +299,7 @@ async fn killed_copy_resumes_without_loss_or_duplicates() {
             })
             .collect::<Vec<_>>()
             .join(", ");
-        exec(
+        ms_exec(
             &mut ms,
             &format!("INSERT INTO dbo.Numbers (Id, V) VALUES {values}"),
         )
@@ -359,7 +308,7 @@ async fn killed_copy_resumes_without_loss_or_duplicates() {
 
     let pg = common::pg_connect().await;
     let schema = common::fresh_schema(&pg, "e2e_resume").await;
-    let mut engine = engine(&source, &schema, "test/e2e_resume");
+    let mut engine = tds_engine(&source, &schema, "test/e2e_resume");
     // Two partitions of ~500 rows, chunks of 70 rows, killed after 3 chunks per task.
     engine.options.partitioning = PartitionOptions {
         min_rows_to_split: 100,
@@ -408,20 +357,20 @@ async fn killed_copy_resumes_without_loss_or_duplicates() {
 
 #[tokio::test]
 async fn nul_in_a_string_is_a_clear_error() {
-    let (_server, source) = start_server().await;
+    let (_server, source) = start_tds_server();
     let mut ms = source.connect().await.unwrap();
-    exec(
+    ms_exec(
         &mut ms,
         "CREATE TABLE dbo.Bad (Id int NOT NULL PRIMARY KEY, S nvarchar(20) NULL)",
     )
     .await;
-    exec(&mut ms, "INSERT INTO dbo.Bad (Id, S) VALUES (1, N'fine')").await;
+    ms_exec(&mut ms, "INSERT INTO dbo.Bad (Id, S) VALUES (1, N'fine')").await;
     ms.execute("INSERT INTO dbo.Bad (Id, S) VALUES (@P1, @P2)", &[&2i32, &"a\0b"])
         .await
         .unwrap();
     let pg = common::pg_connect().await;
     let schema = common::fresh_schema(&pg, "e2e_nul").await;
-    let engine = engine(&source, &schema, "test/e2e_nul");
+    let engine = tds_engine(&source, &schema, "test/e2e_nul");
     let prepared = engine.prepare().await.unwrap();
     let err = format!("{:#}", engine.copy_all(&prepared.plan).await.unwrap_err());
     assert!(
@@ -432,9 +381,9 @@ async fn nul_in_a_string_is_a_clear_error() {
 
 #[tokio::test]
 async fn composite_string_key_resumes_exactly() {
-    let (_server, source) = start_server().await;
+    let (_server, source) = start_tds_server();
     let mut ms = source.connect().await.unwrap();
-    exec(
+    ms_exec(
         &mut ms,
         "CREATE TABLE dbo.Orders (Region varchar(10) NOT NULL, Id int NOT NULL, Note nvarchar(20) NULL, \
          CONSTRAINT PK_Orders PRIMARY KEY (Region, Id))",
@@ -446,7 +395,7 @@ async fn composite_string_key_resumes_exactly() {
             values.push(format!("('{region}', {id}, N'{region}-{id}')"));
         }
     }
-    exec(
+    ms_exec(
         &mut ms,
         &format!(
             "INSERT INTO dbo.Orders (Region, Id, Note) VALUES {}",
@@ -457,7 +406,7 @@ async fn composite_string_key_resumes_exactly() {
 
     let pg = common::pg_connect().await;
     let schema = common::fresh_schema(&pg, "e2e_composite").await;
-    let mut engine = engine(&source, &schema, "test/e2e_composite");
+    let mut engine = tds_engine(&source, &schema, "test/e2e_composite");
     engine.copy = CopyOptions {
         chunk_rows: 30,
         fail_after_chunks: Some(2),

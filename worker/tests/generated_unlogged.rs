@@ -5,65 +5,20 @@
 
 mod common;
 
+use common::{ms_exec, start_tds_server};
 use mssql_pg_worker::engine::Engine;
-use mssql_pg_worker::mssql::connect::{Encryption, MssqlSource, TdsClient};
-use mssql_pg_worker::options::{Mode, Options, VerifyMode};
-use mssql_pg_worker::pg::connect::PgTarget;
-use mssql_pg_worker::pipeline::CopyOptions;
-use tds_testserver::{ServerConfig, TestServer};
+use mssql_pg_worker::mssql::connect::{MssqlSource, TdsClient};
+use mssql_pg_worker::options::Mode;
 use tokio_postgres::Client;
 
-async fn start_server() -> (TestServer, MssqlSource) {
-    let config = ServerConfig::default();
-    let (user, password, database) = (
-        config.user.clone(),
-        config.password.clone(),
-        config.database.clone(),
-    );
-    let server = TestServer::start(config).unwrap();
-    let addr = server.addr();
-    let source = MssqlSource {
-        host: addr.ip().to_string(),
-        port: addr.port(),
-        database,
-        user,
-        password,
-        encryption: Encryption::NotSupported,
-        trust_server_certificate: false,
-        packet_size: 32767,
-    };
-    (server, source)
-}
-
-async fn exec(client: &mut TdsClient, sql: &str) {
-    client
-        .simple_query(sql)
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"))
-        .into_results()
-        .await
-        .unwrap();
-}
-
+/// The common test engine with `mode`, optionally UNLOGGED, in chunks of 7 rows (several per table).
 fn engine(source: &MssqlSource, schema: &str, migration: &str, mode: Mode, unlogged: bool) -> Engine {
-    Engine {
-        source: source.clone(),
-        target: PgTarget::from_conn_str(&common::pg_url()).unwrap(),
-        options: Options {
-            migration: migration.into(),
-            target_schema: schema.into(),
-            verify: VerifyMode::Checksum,
-            mode,
-            unlogged,
-            ..Options::default()
-        },
-        copy: CopyOptions {
-            // Several chunks per table.
-            chunk_rows: 7,
-            fail_after_chunks: None,
-            mode,
-        },
-    }
+    let mut engine = common::tds_engine(source, schema, migration);
+    engine.options.mode = mode;
+    engine.options.unlogged = unlogged;
+    engine.copy.chunk_rows = 7;
+    engine.copy.mode = mode;
+    engine
 }
 
 /// (column, attgenerated, generation expression as PostgreSQL prints it).
@@ -116,7 +71,7 @@ const ORDERS: &str = "CREATE TABLE dbo.OrderLines (
     Due AS (DATEADD(day, 30, Made)))";
 
 async fn seed_orders(ms: &mut TdsClient, rows: i32) {
-    exec(ms, ORDERS).await;
+    ms_exec(ms, ORDERS).await;
     let mut values = Vec::new();
     for i in 1..=rows {
         let first = if i % 5 == 0 {
@@ -132,7 +87,7 @@ async fn seed_orders(ms: &mut TdsClient, rows: i32) {
             1 + i % 28
         ));
     }
-    exec(
+    ms_exec(
         ms,
         &format!(
             "INSERT INTO dbo.OrderLines (Id, Qty, Price, FirstName, LastName, Made) VALUES {}",
@@ -144,7 +99,7 @@ async fn seed_orders(ms: &mut TdsClient, rows: i32) {
 
 #[tokio::test]
 async fn computed_columns_become_generated_columns_or_warnings() {
-    let (_server, source) = start_server().await;
+    let (_server, source) = start_tds_server();
     let mut ms = source.connect().await.unwrap();
     seed_orders(&mut ms, 40).await;
 
@@ -288,7 +243,7 @@ async fn computed_columns_become_generated_columns_or_warnings() {
 
 #[tokio::test]
 async fn upsert_skips_generated_columns() {
-    let (_server, source) = start_server().await;
+    let (_server, source) = start_tds_server();
     let mut ms = source.connect().await.unwrap();
     seed_orders(&mut ms, 10).await;
     let pg = common::pg_connect().await;
@@ -299,8 +254,8 @@ async fn upsert_skips_generated_columns() {
     first.finalize(&prepared.plan).await.unwrap();
     first.mark_succeeded(&prepared.plan).await.unwrap();
 
-    exec(&mut ms, "UPDATE dbo.OrderLines SET Qty = 100 WHERE Id = 3").await;
-    exec(
+    ms_exec(&mut ms, "UPDATE dbo.OrderLines SET Qty = 100 WHERE Id = 3").await;
+    ms_exec(
         &mut ms,
         "INSERT INTO dbo.OrderLines (Id, Qty, Price, FirstName, LastName, Made) VALUES (11, 2, 1.25, N'New', N'Row', '2024-03-01')",
     )
@@ -337,10 +292,10 @@ const CHILD: &str = "CREATE TABLE dbo.Invoices (Id int NOT NULL CONSTRAINT PK_In
     CustomerId int NOT NULL CONSTRAINT FK_Invoices_Customers REFERENCES dbo.Customers (Id), Amount decimal(12,2) NOT NULL)";
 
 async fn seed_invoices(ms: &mut TdsClient) {
-    exec(ms, PARENT).await;
-    exec(ms, CHILD).await;
+    ms_exec(ms, PARENT).await;
+    ms_exec(ms, CHILD).await;
     let customers: Vec<String> = (1..=20).map(|i| format!("({i}, N'Customer {i}')")).collect();
-    exec(
+    ms_exec(
         ms,
         &format!("INSERT INTO dbo.Customers VALUES {}", customers.join(", ")),
     )
@@ -348,7 +303,7 @@ async fn seed_invoices(ms: &mut TdsClient) {
     let invoices: Vec<String> = (1..=50)
         .map(|i| format!("({i}, {}, {i}.{:02})", 1 + i % 20, i % 100))
         .collect();
-    exec(
+    ms_exec(
         ms,
         &format!("INSERT INTO dbo.Invoices VALUES {}", invoices.join(", ")),
     )
@@ -364,7 +319,7 @@ async fn count(pg: &Client, schema: &str, table: &str) -> i64 {
 
 #[tokio::test]
 async fn unlogged_load_ends_logged_with_foreign_keys() {
-    let (_server, source) = start_server().await;
+    let (_server, source) = start_tds_server();
     let mut ms = source.connect().await.unwrap();
     seed_invoices(&mut ms).await;
     let pg = common::pg_connect().await;
@@ -414,7 +369,7 @@ async fn unlogged_load_ends_logged_with_foreign_keys() {
 
 #[tokio::test]
 async fn unlogged_rows_lost_by_crash_recovery_start_the_copy_over() {
-    let (_server, source) = start_server().await;
+    let (_server, source) = start_tds_server();
     let mut ms = source.connect().await.unwrap();
     seed_invoices(&mut ms).await;
     let pg = common::pg_connect().await;
@@ -439,17 +394,17 @@ async fn unlogged_rows_lost_by_crash_recovery_start_the_copy_over() {
 
 #[tokio::test]
 async fn a_translation_postgres_refuses_is_copied_as_plain_values() {
-    let (_server, source) = start_server().await;
+    let (_server, source) = start_tds_server();
     let mut ms = source.connect().await.unwrap();
     // `Code = 1` compares a string with a number: SQL Server converts the string, PostgreSQL has
     // no varchar = integer operator. The translator passes it; PostgreSQL's probe refuses it.
-    exec(
+    ms_exec(
         &mut ms,
         "CREATE TABLE dbo.Codes (Id int NOT NULL PRIMARY KEY, Code varchar(10) NOT NULL, \
          IsOne AS (CASE WHEN Code = 1 THEN 'yes' ELSE 'no' END), Twice AS (Id * 2))",
     )
     .await;
-    exec(
+    ms_exec(
         &mut ms,
         "INSERT INTO dbo.Codes (Id, Code) VALUES (1, '1'), (2, '2'), (3, '1')",
     )

@@ -1,6 +1,12 @@
 //! Shared helpers for the worker's integration tests.
 #![allow(dead_code, clippy::unwrap_used)]
 
+use mssql_pg_worker::engine::Engine;
+use mssql_pg_worker::mssql::connect::{Encryption, MssqlSource, TdsClient};
+use mssql_pg_worker::options::{Options, VerifyMode};
+use mssql_pg_worker::pg::connect::PgTarget;
+use mssql_pg_worker::pipeline::CopyOptions;
+use tds_testserver::{ServerConfig, TestServer};
 use tokio_postgres::{Client, NoTls};
 
 /// The test PostgreSQL (`make test` sets it; or `eval "$(tests/scripts/postgres.sh start)"`).
@@ -31,4 +37,59 @@ pub async fn fresh_schema(client: &Client, name: &str) -> String {
         .await
         .unwrap();
     schema
+}
+
+/// A TDS test server (standing in for SQL Server) with its default login, and the worker's settings
+/// to reach it. Keep the server alive for as long as the test uses it.
+pub fn start_tds_server() -> (TestServer, MssqlSource) {
+    let config = ServerConfig::default();
+    let (user, password, database) = (
+        config.user.clone(),
+        config.password.clone(),
+        config.database.clone(),
+    );
+    let server = TestServer::start(config).unwrap();
+    let addr = server.addr();
+    let source = MssqlSource {
+        host: addr.ip().to_string(),
+        port: addr.port(),
+        database,
+        user,
+        password,
+        encryption: Encryption::NotSupported,
+        trust_server_certificate: false,
+        packet_size: 32767,
+    };
+    (server, source)
+}
+
+/// Runs `sql` on the TDS server; a failure panics naming the statement.
+pub async fn ms_exec(client: &mut TdsClient, sql: &str) {
+    client
+        .simple_query(sql)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+        .into_results()
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+}
+
+/// An engine copying `source` into `schema` of the test PostgreSQL, verifying by checksum, in chunks
+/// of 50,000 rows; tests adjust `options` and `copy` where they need to.
+pub fn tds_engine(source: &MssqlSource, schema: &str, migration: &str) -> Engine {
+    Engine {
+        source: source.clone(),
+        target: PgTarget::from_conn_str(&pg_url()).unwrap(),
+        options: Options {
+            migration: migration.into(),
+            target_schema: schema.into(),
+            verify: VerifyMode::Checksum,
+            ..Options::default()
+        },
+        copy: CopyOptions {
+            chunk_rows: 50_000,
+            fail_after_chunks: None,
+            mode: Default::default(),
+        },
+    }
 }
