@@ -52,6 +52,27 @@ def test_tsql_error_shows_msg_number(server):
     assert "208" in combined and "Invalid object name" in combined
 
 
+def test_tsql_key_over_duplicates_sends_1505_then_1750(server, unique):
+    # SQL Server sends two messages for one failed ADD CONSTRAINT; both must reach the client,
+    # in that order, and the batch goes on.
+    table = f"t_dup_{unique}"
+    sql = f"""
+CREATE TABLE {table} (a int NOT NULL)
+INSERT INTO {table} VALUES (1), (1)
+ALTER TABLE {table} ADD CONSTRAINT pk_{table} PRIMARY KEY (a)
+SELECT COUNT(*) AS still_there FROM {table}
+DROP TABLE {table}
+"""
+    out = run_tsql(server, sql)
+    combined = out.stdout + out.stderr
+    first = combined.find("Msg 1505")
+    second = combined.find("Msg 1750")
+    assert 0 <= first < second, combined
+    assert "The duplicate key value is (1)." in combined
+    assert "Could not create constraint or index. See previous errors." in combined
+    assert "still_there" in combined
+
+
 def test_freebcp_in_loads_all_rows(server, unique, tmp_path):
     table = f"t_bcp_{unique}"
     data = tmp_path / "rows.tsv"

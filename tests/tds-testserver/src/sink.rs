@@ -178,20 +178,22 @@ impl<W: Write> ResultSink for WireSink<'_, W> {
         }
         self.release_pending();
         self.any_error = true;
-        let token = if error.class <= 10 {
-            tokens::TOKEN_INFO
-        } else {
-            tokens::TOKEN_ERROR
-        };
-        tokens::message(
-            self.w.buf(),
-            token,
-            error.number,
-            error.state,
-            error.class,
-            &error.message,
-            error.line,
-        );
+        for e in std::iter::once(error).chain(error.followed_by.iter()) {
+            let token = if e.class <= 10 {
+                tokens::TOKEN_INFO
+            } else {
+                tokens::TOKEN_ERROR
+            };
+            tokens::message(
+                self.w.buf(),
+                token,
+                e.number,
+                e.state,
+                e.class,
+                &e.message,
+                e.line,
+            );
+        }
         self.flush()
     }
 

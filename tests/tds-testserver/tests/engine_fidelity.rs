@@ -680,7 +680,12 @@ async fn add_primary_key_and_unique_after_loading() {
         "ALTER TABLE dbo.late ADD CONSTRAINT UQ_late_code UNIQUE (code)",
     )
     .await;
-    assert_eq!(e.code(), 547);
+    // SQL Server's 1505 (tiberius surfaces the first message; 1750 follows it on the wire).
+    assert_eq!(e.code(), 1505);
+    assert_eq!(
+        e.message(),
+        "The CREATE UNIQUE INDEX statement terminated because a duplicate key was found for the object name 'dbo.late' and the index name 'UQ_late_code'. The duplicate key value is (b)."
+    );
     let r = rows(
         &mut c,
         "SELECT COUNT(*) FROM sys.key_constraints WHERE parent_object_id = OBJECT_ID('dbo.late')",

@@ -206,6 +206,93 @@ fn constraint_name(prefix: &str, table: &str, id: i32, n: usize) -> String {
     )
 }
 
+/// SQL Server's 1750, sent after the error that stopped a constraint (or its index) from
+/// being created.
+fn could_not_create() -> SqlError {
+    let mut e = SqlError::new(
+        1750,
+        16,
+        "Could not create constraint or index. See previous errors.",
+    );
+    e.state = 0;
+    e
+}
+
+/// A key value as SQL Server prints it in a duplicate key message: `NULL` as `<NULL>`, numbers
+/// and text as they are, binary as `0x...`.
+fn key_text(v: rusqlite::types::ValueRef<'_>) -> String {
+    use rusqlite::types::ValueRef;
+    match v {
+        ValueRef::Null => "<NULL>".to_string(),
+        ValueRef::Integer(i) => i.to_string(),
+        ValueRef::Real(f) => crate::convert::format_float(f),
+        ValueRef::Text(t) => String::from_utf8_lossy(t).into_owned(),
+        ValueRef::Blob(b) => {
+            let mut out = String::from("0x");
+            for x in b {
+                out.push_str(&format!("{x:02X}"));
+            }
+            out
+        }
+    }
+}
+
+impl Session {
+    /// The error for a unique index (or PRIMARY KEY/UNIQUE constraint) that cannot be built
+    /// because the table holds duplicate keys: 1505 naming the first duplicate in key order,
+    /// as SQL Server reports it, followed by 1750 for a constraint.
+    fn duplicate_key_error(&self, meta: &TableMeta, ix: &IndexDef, name: &str) -> SqlError {
+        let keys: Vec<String> = ix.keys.iter().map(|k| quote(&k.column)).collect();
+        let list = keys.join(", ");
+        let mut conds: Vec<String> = keys.iter().map(|k| format!("{k} IS NOT NULL")).collect();
+        if let Some(f) = &ix.filter
+            && let Ok((expr, _)) = self.table_expr(meta, f)
+        {
+            conds.push(format!("({expr})"));
+        }
+        let sql = format!(
+            "SELECT {list} FROM {} WHERE {} GROUP BY {list} HAVING COUNT(*) > 1 ORDER BY {list} LIMIT 1",
+            sqlite_table_sql(meta),
+            conds.join(" AND ")
+        );
+        let value = self
+            .conn
+            .query_row(&sql, [], |r| {
+                let mut parts = Vec::with_capacity(keys.len());
+                for i in 0..keys.len() {
+                    parts.push(key_text(r.get_ref(i)?));
+                }
+                Ok(parts.join(", "))
+            })
+            .ok();
+        let tail = value.map_or_else(String::new, |v| format!(" The duplicate key value is ({v})."));
+        let e = SqlError::new(
+            1505,
+            16,
+            format!(
+                "The CREATE UNIQUE INDEX statement terminated because a duplicate key was found for the object name '{}' and the index name '{name}'.{tail}",
+                meta.display_name()
+            ),
+        );
+        if ix.primary_key || ix.unique_constraint {
+            e.then(could_not_create())
+        } else {
+            e
+        }
+    }
+
+    /// Runs one index's DDL; a unique index over duplicate keys is SQL Server's 1505.
+    fn build_index(&self, meta: &TableMeta, ix: &IndexDef, name: &str, ddl: &str) -> Result<(), Fail> {
+        match self.conn.execute_batch(ddl) {
+            Ok(()) => Ok(()),
+            Err(e) if ix.unique && e.to_string().contains("UNIQUE constraint failed") => {
+                Err(self.duplicate_key_error(meta, ix, name).into())
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
 impl Session {
     fn ctx<'a>(&'a self, tables: &'a Tables, vt: &'a std::collections::HashMap<String, SqlType>) -> Ctx<'a> {
         Ctx {
@@ -946,18 +1033,12 @@ impl Session {
         self.before_ddl();
         let (oid, ix_cat) = (meta.object_id, ix.clone());
         self.engine.with_catalog(|c| c.add_index(oid, ix_cat))?;
-        let display = meta.display_name();
-        let db = self.database.clone();
-        self.atomic(|s| {
-            s.conn.execute_batch(&sql).map_err(|e| {
-                if e.to_string().contains("UNIQUE constraint failed") {
-                    SqlError::new(1505, 16, format!("The CREATE UNIQUE INDEX statement terminated because a duplicate key was found for the object name '{display}' and the index name '{name}'. (database '{db}')"))
-                } else {
-                    crate::exec::map_sqlite(&e)
-                }
-            })?;
-            Ok(())
-        })?;
+        let r = self.atomic(|s| s.build_index(&meta, &ix, &name, &sql));
+        if r.is_err() {
+            // The catalog already lists the index: take it out again.
+            self.engine.with_catalog(|c| c.drop_index(oid, &name)).ok();
+        }
+        r?;
         meta.def.indexes.push(ix);
         meta.index_names.push(
             ci.name
@@ -1098,11 +1179,11 @@ impl Session {
             let added = old.def.indexes.len();
             let mut ddl = Vec::new();
             for (ix, name) in new.def.indexes.iter().zip(new.index_names.iter()).skip(added) {
-                ddl.push(self.one_index_ddl(&new, ix, name)?);
+                ddl.push((ix, name, self.one_index_ddl(&new, ix, name)?));
             }
             self.atomic(|s| {
-                for st in &ddl {
-                    s.conn.execute_batch(st)?;
+                for (ix, name, st) in &ddl {
+                    s.build_index(&new, ix, name, st)?;
                 }
                 Ok(())
             })?;
@@ -1143,6 +1224,28 @@ impl Session {
             })
             .collect();
         let old_sql = sqlite_table_sql(old);
+        let (mut common, mut converted) = (common, converted);
+        // A rowversion column added to a table with rows: each row gets the next value of the
+        // database counter, as SQL Server fills it.
+        if let Some(rv) = new
+            .def
+            .columns
+            .iter()
+            .find(|c| c.ty == SqlType::RowVersion && old.column(&c.name).is_none())
+        {
+            let count: i64 = self
+                .conn
+                .query_row(&format!("SELECT COUNT(*) FROM {old_sql}"), [], |r| r.get(0))?;
+            let base = self
+                .engine
+                .rowversion
+                .fetch_add(count.max(0) as u64, std::sync::atomic::Ordering::Relaxed);
+            common.push(quote(&rv.name));
+            converted.push(format!(
+                "unhex(printf('%016X', {} + ROW_NUMBER() OVER ()))",
+                i64::try_from(base).unwrap_or(i64::MAX) - 1
+            ));
+        }
         let fk_off = self.trancount == 0;
         if fk_off {
             self.conn.execute_batch("PRAGMA foreign_keys=OFF")?;
@@ -1162,8 +1265,9 @@ impl Session {
                 quote(&tmp),
                 quote(&new.sqlite_name)
             ))?;
-            for st in s.index_ddl(&new)? {
-                s.conn.execute_batch(&st)?;
+            for (ix, name) in new.def.indexes.iter().zip(new.index_names.iter()) {
+                let st = s.one_index_ddl(&new, ix, name)?;
+                s.build_index(&new, ix, name, &st)?;
             }
             Ok(())
         });
@@ -1185,7 +1289,11 @@ impl Session {
                         return Err(SqlError::new(2705, 16, format!("Column names in each table must be unique. Column name '{}' in table '{}' is specified more than once.", column_def.name.value, new.def.name)).into());
                     }
                     let col = self.column_from_ast(column_def, &mut new.def, new.object_id)?;
-                    if !col.nullable && col.default.is_none() && col.identity.is_none() && col.computed.is_none() {
+                    if col.ty == SqlType::RowVersion && new.def.columns.iter().any(|c| c.ty == SqlType::RowVersion) {
+                        return Err(SqlError::new(2738, 16, format!("A table can only have one timestamp column. Because table '{}' already has one, the column '{}' cannot be added.", new.def.name, col.name)).into());
+                    }
+                    // A rowversion column is filled for existing rows (in `rebuild`), as SQL Server does.
+                    if !col.nullable && col.default.is_none() && col.identity.is_none() && col.computed.is_none() && col.ty != SqlType::RowVersion {
                         let count: i64 = self.conn.query_row(&format!("SELECT COUNT(*) FROM {}", sqlite_table_sql(&old)), [], |r| r.get(0))?;
                         if count > 0 {
                             return Err(SqlError::new(4901, 16, format!("ALTER TABLE only allows columns to be added that can contain nulls, or have a DEFAULT definition specified, or the column being added is an identity or timestamp column, or alternatively if none of the previous conditions are satisfied the table must be empty to allow addition of this column. Column '{}' cannot be added to non-empty table '{}' because it does not satisfy these conditions.", col.name, new.def.name)).into());
@@ -1193,7 +1301,22 @@ impl Session {
                     }
                     new.def.columns.push(col);
                 }
-                AlterTableOperation::AddConstraint { constraint, .. } => self.table_constraint(constraint, &mut new.def)?,
+                AlterTableOperation::AddConstraint { constraint, .. } => {
+                    if let TableConstraint::PrimaryKey(pk) = constraint {
+                        // CREATE TABLE makes key columns NOT NULL; ALTER TABLE does not.
+                        if new.def.indexes.iter().any(|i| i.primary_key) {
+                            let mut e = SqlError::new(1779, 16, format!("Table '{}' already has a primary key defined on it.", new.def.name));
+                            e.state = 0;
+                            return Err(e.then(could_not_create()).into());
+                        }
+                        if pk.columns.iter().any(|k| new.column(&index_key(k).column).is_some_and(|(_, c)| c.nullable)) {
+                            let mut e = SqlError::new(8111, 16, format!("Cannot define PRIMARY KEY constraint on nullable column in table '{}'.", new.def.name));
+                            e.state = 0;
+                            return Err(e.then(could_not_create()).into());
+                        }
+                    }
+                    self.table_constraint(constraint, &mut new.def)?
+                }
                 AlterTableOperation::DropColumn { column_names, if_exists, .. } => {
                     for c in column_names {
                         match new.column(&c.value).map(|(i, _)| i) {
@@ -1295,7 +1418,7 @@ impl Session {
             self.engine.with_catalog(|c| c.restore(snapshot));
         }
         rebuilt.map_err(|f| match f {
-            Fail::Sql(e) if e.message.contains("constraint failed") || e.message.contains("CHECK") => Fail::Sql(SqlError::new(
+            Fail::Sql(e) if e.number != 1505 && (e.message.contains("constraint failed") || e.message.contains("CHECK")) => Fail::Sql(SqlError::new(
                 547,
                 16,
                 format!("The ALTER TABLE statement conflicted with a constraint. The conflict occurred in database \"{}\", table \"{display}\".", self.database),

@@ -13,6 +13,9 @@ pub struct SqlError {
     pub message: String,
     /// 1-based line of the batch the error refers to.
     pub line: u32,
+    /// Messages SQL Server sends right after this one for the same statement (1505 is
+    /// followed by 1750 when a constraint's index cannot be built); same line.
+    pub followed_by: Vec<SqlError>,
 }
 
 impl SqlError {
@@ -23,6 +26,21 @@ impl SqlError {
             class,
             message: message.into(),
             line: 1,
+            followed_by: Vec::new(),
+        }
+    }
+
+    /// The same error with `next` sent after it.
+    pub fn then(mut self, next: SqlError) -> Self {
+        self.followed_by.push(next);
+        self
+    }
+
+    /// Sets the line of this message and of those that follow it.
+    pub fn at_line(&mut self, line: u32) {
+        self.line = line;
+        for f in &mut self.followed_by {
+            f.at_line(line);
         }
     }
 }

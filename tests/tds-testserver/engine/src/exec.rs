@@ -115,6 +115,9 @@ fn aborts_batch(number: i32) -> bool {
             | 4902
             | 3728
             | 1505
+            | 1779
+            | 8111
+            | 2738
             | 7999
     )
 }
@@ -194,7 +197,7 @@ impl Session {
                 Ok(()) => {}
                 Err(Fail::Interrupt(i)) => return Err(i),
                 Err(Fail::Sql(mut e)) => {
-                    e.line = p.line;
+                    e.at_line(p.line);
                     sink.error(&e)?;
                     let xact = self.xact_abort && self.trancount > 0;
                     if xact {

@@ -368,7 +368,8 @@ impl<'a> Ctx<'a> {
                         let t = self.expr(e, &scope)?;
                         match cols.get_mut(i) {
                             Some(c) => c.ty = union_ty(c.ty, t),
-                            None => cols.push(OutCol::expr(String::new(), t)),
+                            // SQLite's names for VALUES columns (see `rename_outputs`).
+                            None => cols.push(OutCol::expr(format!("column{}", i + 1), t)),
                         }
                     }
                 }
@@ -460,13 +461,52 @@ impl<'a> Ctx<'a> {
                 let mut cols = self.query(subquery, parent)?;
                 let q = match alias {
                     Some(a) => {
-                        for (c, n) in cols.iter_mut().zip(a.columns.iter()) {
-                            c.name = n.name.value.clone();
+                        let tname = a.name.value.clone();
+                        if a.columns.is_empty() {
+                            // VALUES has no column names of its own (our `column1`... are
+                            // SQLite's, used internally by `rename_outputs`).
+                            if matches!(&*subquery.body, SetExpr::Values(_)) && !tname.starts_with("__") {
+                                return Err(SqlError::new(
+                                    8155,
+                                    16,
+                                    format!("No column name was specified for column 1 of '{tname}'."),
+                                ));
+                            }
+                        } else {
+                            let names: Vec<String> = a.columns.iter().map(|c| c.name.value.clone()).collect();
+                            if cols.len() > names.len() {
+                                return Err(SqlError::new(
+                                    8158,
+                                    16,
+                                    format!(
+                                        "'{tname}' has more columns than were specified in the column list."
+                                    ),
+                                ));
+                            }
+                            if cols.len() < names.len() {
+                                return Err(SqlError::new(
+                                    8159,
+                                    16,
+                                    format!(
+                                        "'{tname}' has fewer columns than were specified in the column list."
+                                    ),
+                                ));
+                            }
+                            // SQLite has no column list on a derived table: the subquery itself
+                            // must produce the names.
+                            rename_outputs(subquery, &cols, &names)?;
+                            a.columns.clear();
+                            for (c, n) in cols.iter_mut().zip(names) {
+                                c.name = n;
+                            }
                         }
-                        a.name.value.clone()
+                        tname
                     }
                     None => String::new(),
                 };
+                // Remembered for `scope_of_factor` (ORDER BY), which sees the subquery only
+                // in its translated form; removed with this query's CTEs.
+                self.ctes.push((derived_key(subquery), cols.clone()));
                 scope.add_table(&q, cols);
                 Ok(())
             }
@@ -563,8 +603,17 @@ impl<'a> Ctx<'a> {
                 Ok(())
             }
             TableFactor::Derived { subquery, alias, .. } => {
-                let mut sq = subquery.clone();
-                let mut cols = self.query(&mut sq, parent)?;
+                let key = derived_key(subquery);
+                let known = self
+                    .ctes
+                    .iter()
+                    .rev()
+                    .find(|(n, _)| *n == key)
+                    .map(|(_, c)| c.clone());
+                let mut cols = match known {
+                    Some(c) => c,
+                    None => self.query(&mut subquery.clone(), parent)?,
+                };
                 if let Some(a) = alias {
                     for (c, n) in cols.iter_mut().zip(a.columns.iter()) {
                         c.name = n.name.value.clone();
@@ -1450,6 +1499,88 @@ pub fn sqlite_table_sql(t: &TableMeta) -> String {
 
 fn unknown_type(t: &str) -> SqlError {
     SqlError::new(243, 16, format!("Type {t} is not a defined system type."))
+}
+
+/// Makes an already translated derived-table query produce the column names of its alias
+/// list (`(VALUES (1), (2)) AS x(n)`, `(SELECT a + 1 FROM t) AS d(b)`), which SQLite cannot
+/// take on the alias. A SELECT (or the leftmost SELECT of a UNION) without `*` gets the names
+/// as aliases; anything else is wrapped: `SELECT "__d"."column1" AS "n" FROM (...) AS "__d"`.
+fn rename_outputs(q: &mut Query, cols: &[OutCol], names: &[String]) -> Result<(), SqlError> {
+    fn leftmost(body: &mut SetExpr) -> Option<&mut Select> {
+        match body {
+            SetExpr::Select(s) => Some(s),
+            SetExpr::SetOperation { left, .. } => leftmost(left),
+            _ => None,
+        }
+    }
+    if q.order_by.is_none()
+        && let Some(s) = leftmost(&mut q.body)
+        && s.projection.len() == names.len()
+        && s.projection
+            .iter()
+            .all(|p| matches!(p, SelectItem::UnnamedExpr(_) | SelectItem::ExprWithAlias { .. }))
+    {
+        for (item, n) in s.projection.iter_mut().zip(names) {
+            let expr = match std::mem::replace(item, SelectItem::UnnamedExpr(null())) {
+                SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } => e,
+                other => return Err(syntax(&other.to_string())),
+            };
+            *item = SelectItem::ExprWithAlias {
+                expr,
+                alias: ident(n),
+            };
+        }
+        return Ok(());
+    }
+    let inner_names: Vec<String> = if matches!(&*q.body, SetExpr::Values(_)) {
+        (1..=names.len()).map(|i| format!("column{i}")).collect()
+    } else {
+        cols.iter().map(|c| c.name.clone()).collect()
+    };
+    let distinct = inner_names
+        .iter()
+        .enumerate()
+        .all(|(i, a)| !a.is_empty() && !inner_names[..i].iter().any(|b| b.eq_ignore_ascii_case(a)));
+    if !distinct {
+        return Err(SqlError::new(
+            102,
+            15,
+            "Incorrect syntax near '('. (a derived table column list over unnamed or duplicate columns is not supported by the test server)",
+        ));
+    }
+    let list: Vec<String> = inner_names
+        .iter()
+        .zip(names)
+        .map(|(i, n)| format!("{}.{} AS {}", quote("__d"), quote(i), quote(n)))
+        .collect();
+    let sql = format!("SELECT {} FROM (SELECT 1) AS {}", list.join(", "), quote("__d"));
+    let dialect = sqlparser::dialect::MsSqlDialect {};
+    let mut wrapper = sqlparser::parser::Parser::new(&dialect)
+        .try_with_sql(&sql)
+        .and_then(|mut p| p.parse_query())
+        .map_err(|_| syntax(&sql))?;
+    let inner = std::mem::replace(q, (*wrapper).clone());
+    if let SetExpr::Select(s) = &mut *wrapper.body
+        && let Some(TableWithJoins {
+            relation: TableFactor::Derived { subquery, .. },
+            ..
+        }) = s.from.first_mut()
+    {
+        **subquery = inner;
+        *q = *wrapper;
+        return Ok(());
+    }
+    Err(syntax(&sql))
+}
+
+/// The name under which a translated derived table's columns are kept among the CTEs; the
+/// NUL makes it unlike any table name.
+fn derived_key(q: &Query) -> String {
+    format!("\0derived {q}")
+}
+
+fn syntax(near: &str) -> SqlError {
+    SqlError::new(102, 15, format!("Incorrect syntax near '{}'.", first_word(near)))
 }
 
 fn first_word(s: &str) -> String {
