@@ -21,6 +21,35 @@ INSERT INTO bench_rev.mixed SELECT g, (g * 7) % 100000, g::bigint * 1000003, (g 
 ANALYZE bench_rev.mixed;
 SQL
 echo "source rows: $(psql "$MSSQLPG_TEST_PG_URL" -Atc 'select count(*) from bench_rev.mixed'), size $(psql "$MSSQLPG_TEST_PG_URL" -Atc "select pg_size_pretty(pg_table_size('bench_rev.mixed'))")"
+if [ -n "${PROFILE:-}" ]; then
+  # Instruction counts of the worker's copy phase (repeatable on a busy machine, unlike wall time):
+  # `plan` runs natively, then `copy` of the one task runs under valgrind's callgrind.
+  P=${PACKETS:-32767}
+  PORT=$((20000 + RANDOM % 20000))
+  TDS_TESTSERVER_PASSWORD=$PASS $S --listen 127.0.0.1:$PORT > $OUT/server-prof.log 2>&1 &
+  SPID=$!
+  sleep 1
+  cat > $OUT/m-prof.yaml <<Y
+apiVersion: mssqlpg.dev/v1alpha1
+kind: Migration
+metadata: {name: bench-rev-prof, namespace: bench}
+spec:
+  source:
+    postgres: {host: 127.0.0.1, port: $PGPORT, database: postgres, schema: bench_rev, credentialsSecret: s, sslMode: disable}
+  target:
+    mssql: {host: 127.0.0.1, port: $PORT, database: master, schema: dbo, credentialsSecret: t, encryption: NotSupported, packetSize: $P}
+  verify: count
+Y
+  export SOURCE_USERNAME=postgres SOURCE_PASSWORD= TARGET_USERNAME=sa TARGET_PASSWORD=$PASS RUST_LOG=warn
+  $W plan -f $OUT/m-prof.yaml > $OUT/plan-prof.json
+  valgrind --tool=callgrind --callgrind-out-file=$OUT/callgrind.out $W copy -f $OUT/m-prof.yaml \
+    --task bench_rev.mixed > $OUT/copy-prof.json 2> $OUT/callgrind.log
+  echo "copy: $(head -c 300 $OUT/copy-prof.json)"
+  echo "worker instructions (Ir): $(grep -E '^(summary|totals):' $OUT/callgrind.out | head -1 | awk '{print $2}')"
+  callgrind_annotate --inclusive=no $OUT/callgrind.out 2>/dev/null | sed -n 1,60p > $OUT/callgrind-top.txt
+  kill $SPID; wait $SPID 2>/dev/null
+  exit 0
+fi
 for P in ${PACKETS:-4096 8192 16384 32767}; do
   PORT=$((20000 + RANDOM % 20000))
   TDS_TESTSERVER_PASSWORD=$PASS $S --listen 127.0.0.1:$PORT > $OUT/server-$P.log 2>&1 &

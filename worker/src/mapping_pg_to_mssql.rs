@@ -91,6 +91,10 @@ pub enum Decode {
         precision: u8,
         scale: u8,
     },
+    /// PostgreSQL money read as numeric, into SQL Server money: a 64-bit count of 1/10,000ths
+    /// (-922,337,203,685,477.5808 .. 922,337,203,685,477.5807). PostgreSQL's money holds 100
+    /// times that range, so each value is checked.
+    Money,
     Date,
     /// Microseconds, written at this scale.
     Time {
@@ -219,7 +223,9 @@ pub fn map_column(
             "float8" => (MsType::Float, Decode::Float8, PgType::Float8),
             "numeric" => {
                 let (precision, scale) = match (col.precision, col.scale, scan) {
-                    (Some(p), Some(s), _) if p <= 38 && s >= 0 => (p as u8, s as u8),
+                    // PostgreSQL 15 allows a scale above the precision (numeric(2,5) holds
+                    // |x| < 0.001); SQL Server's scale cannot exceed the precision.
+                    (Some(p), Some(s), _) if p <= 38 && (0..=38).contains(&s) => (p.max(s) as u8, s as u8),
                     (_, _, Some(scan)) => {
                         if scan.special {
                             return Err(RevMappingError::NumericSpecial { column: name.clone() });
@@ -258,10 +264,7 @@ pub fn map_column(
                 ms_select = format!("CAST({qm} AS decimal(19,4))");
                 (
                     MsType::Money,
-                    Decode::Numeric {
-                        precision: 19,
-                        scale: 4,
-                    },
+                    Decode::Money,
                     PgType::Numeric {
                         precision: 19,
                         scale: 4,
@@ -405,7 +408,7 @@ pub fn map_column(
 pub fn needs_numeric_scan(col: &PgColumn) -> bool {
     col.type_name == "numeric"
         && col.category != 'A'
-        && !matches!((col.precision, col.scale), (Some(p), Some(s)) if p <= 38 && s >= 0)
+        && !matches!((col.precision, col.scale), (Some(p), Some(s)) if p <= 38 && (0..=38).contains(&s))
 }
 
 #[cfg(test)]

@@ -725,7 +725,7 @@ async fn run_err(schema_sql: &str, name: &str) -> String {
 
 #[tokio::test]
 async fn bad_input_gets_clear_errors_naming_table_key_and_column() {
-    let cases: [(&str, &str, &[&str]); 7] = [
+    let cases: [(&str, &str, &[&str]); 14] = [
         (
             "CREATE TABLE {s}.t (id int PRIMARY KEY, at timestamp); INSERT INTO {s}.t VALUES (1, '2020-01-01'), (7, 'infinity');",
             "rev_bad_inf",
@@ -750,6 +750,57 @@ async fn bad_input_gets_clear_errors_naming_table_key_and_column() {
             "CREATE TABLE {s}.t (id int PRIMARY KEY, n numeric); INSERT INTO {s}.t VALUES (6, 1e40);",
             "rev_bad_wide",
             &["t", "column n", "decimal(38)"],
+        ),
+        // PostgreSQL's money reaches 100 times SQL Server money's range: just past the maximum
+        // (fits decimal(19,4), not money), far past it, and just below the minimum.
+        (
+            "CREATE TABLE {s}.t (id int PRIMARY KEY, m money); INSERT INTO {s}.t VALUES (1, 1), (8, '922337203685477.59');",
+            "rev_bad_money_max",
+            &[
+                "t",
+                "id=8",
+                "column m",
+                "money's range",
+                "922,337,203,685,477.5807",
+            ],
+        ),
+        (
+            "CREATE TABLE {s}.t (id int PRIMARY KEY, m money); INSERT INTO {s}.t VALUES (1, 1), (9, '90000000000000000.00');",
+            "rev_bad_money_far",
+            &["t", "id=9", "column m", "money's range"],
+        ),
+        (
+            "CREATE TABLE {s}.t (id int PRIMARY KEY, m money); INSERT INTO {s}.t VALUES (10, '-922337203685477.59'), (11, 2);",
+            "rev_bad_money_min",
+            &[
+                "t",
+                "id=10",
+                "column m",
+                "money's range",
+                "-922,337,203,685,477.5808",
+            ],
+        ),
+        // datetime2/date range from the other columns: a BC timestamp, date infinity, a date
+        // after 9999-12-31, and time 24:00:00.
+        (
+            "CREATE TABLE {s}.t (id int PRIMARY KEY, ts timestamp); INSERT INTO {s}.t VALUES (12, '0001-12-31 23:59:59 BC');",
+            "rev_bad_ts_bc",
+            &["t", "id=12", "column ts", "BC"],
+        ),
+        (
+            "CREATE TABLE {s}.t (id int PRIMARY KEY, d date); INSERT INTO {s}.t VALUES (13, '-infinity');",
+            "rev_bad_date_inf",
+            &["t", "id=13", "column d", "-infinity"],
+        ),
+        (
+            "CREATE TABLE {s}.t (id int PRIMARY KEY, d date); INSERT INTO {s}.t VALUES (14, '10000-01-01');",
+            "rev_bad_date_future",
+            &["t", "id=14", "column d", "9999-12-31"],
+        ),
+        (
+            "CREATE TABLE {s}.t (id int PRIMARY KEY, tm time); INSERT INTO {s}.t VALUES (15, '24:00:00');",
+            "rev_bad_time_24",
+            &["t", "id=15", "column tm", "24:00:00"],
         ),
         (
             "CREATE TABLE {s}.t (code text PRIMARY KEY); INSERT INTO {s}.t VALUES ('abc'), ('ABC ');",
@@ -861,5 +912,124 @@ async fn upsert_into_an_identity_table_keeps_source_ids_and_identity_continues()
         )
         .await,
         501
+    );
+}
+
+/// A money value outside SQL Server money's range in the third of five chunks: the error names
+/// table, key and column; the two chunks before it are committed, the failing one is rolled back;
+/// once the value is fixed in PostgreSQL the rerun resumes after the last committed chunk and the
+/// table ends up exact (no row lost or duplicated, the edge values exact).
+#[tokio::test]
+async fn money_out_of_range_fails_its_chunk_and_the_fixed_rerun_resumes_exactly() {
+    let (_server, target) = start_server();
+    let pg = common::pg_connect().await;
+    let schema = common::fresh_schema(&pg, "rev_money").await;
+    pg_exec(&format!(
+        "CREATE TABLE \"{schema}\".t (id int PRIMARY KEY, m money NOT NULL, n numeric(19,4));
+         INSERT INTO \"{schema}\".t SELECT g, g * 1.25, g FROM generate_series(1, 500) g;
+         UPDATE \"{schema}\".t SET m = '922337203685477.57', n = 922337203685477.5807 WHERE id = 250;
+         UPDATE \"{schema}\".t SET m = '-922337203685477.58', n = -922337203685477.5808 WHERE id = 1;
+         UPDATE \"{schema}\".t SET m = '1000000000000000.00' WHERE id = 260;"
+    ))
+    .await;
+    let mut e = engine(&target, &schema, "test/rev_money", Mode::DropRecreate);
+    Arc::get_mut(&mut e).unwrap().copy.chunk_rows = 100;
+    let err = run(&e).await.map(|_| ()).unwrap_err();
+    let msg = format!("{err:#}");
+    for want in ["t", "id=260", "column m", "money's range"] {
+        assert!(msg.contains(want), "{want:?} not in: {msg}");
+    }
+    let mut ms = target.connect().await.unwrap();
+    let r = rows(&mut ms, "SELECT COUNT_BIG(*), MIN(id), MAX(id) FROM dbo.t").await;
+    // Chunks 1-100 and 101-200 committed; 201-300 (with id 260) rolled back entirely.
+    assert_eq!(r[0].get::<i64, _>(0), Some(200));
+    assert_eq!(r[0].get::<i32, _>(1), Some(1));
+    assert_eq!(r[0].get::<i32, _>(2), Some(200));
+
+    pg_exec(&format!("UPDATE \"{schema}\".t SET m = '-0.01' WHERE id = 260")).await;
+    let (prepared, reports, _, verification) = run(&e).await.unwrap();
+    assert!(prepared.resumed);
+    assert_eq!(reports.iter().map(|r| r.rows).sum::<u64>(), 300);
+    assert!(verification.iter().all(|v| v.ok), "{verification:#?}");
+    let r = rows(
+        &mut ms,
+        "SELECT COUNT_BIG(*), COUNT_BIG(DISTINCT id), SUM(CAST(id AS bigint)) FROM dbo.t",
+    )
+    .await;
+    assert_eq!(r[0].get::<i64, _>(0), Some(500));
+    assert_eq!(r[0].get::<i64, _>(1), Some(500));
+    assert_eq!(r[0].get::<i64, _>(2), Some(500 * 501 / 2));
+    let r = rows(
+        &mut ms,
+        "SELECT id, CAST(m AS decimal(19,4)), n FROM dbo.t WHERE id IN (1, 2, 250, 260) ORDER BY id",
+    )
+    .await;
+    let got: Vec<(i32, i128, i128)> = r
+        .iter()
+        .map(|r| {
+            (
+                r.get::<i32, _>(0).unwrap(),
+                r.get::<Numeric, _>(1).unwrap().value(),
+                r.get::<Numeric, _>(2).map_or(0, |n| n.value()),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (1, -9_223_372_036_854_775_800, -9_223_372_036_854_775_808),
+            (2, 25_000, 20_000),
+            (250, 9_223_372_036_854_775_700, 9_223_372_036_854_775_807),
+            (260, -100, 2_600_000),
+        ]
+    );
+}
+
+/// Values past 65,535 bytes go through the PLP path whole: a 40,000-character nvarchar(max)
+/// (mixed ASCII and not), a 100,000-byte varbinary(max); a numeric whose scale exceeds its
+/// precision (PostgreSQL 15) becomes a decimal that holds it.
+#[tokio::test]
+async fn long_plp_values_and_scale_above_precision_arrive_exactly() {
+    let (_server, target) = start_server();
+    let pg = common::pg_connect().await;
+    let schema = common::fresh_schema(&pg, "rev_long").await;
+    pg_exec(&format!(
+        "CREATE TABLE \"{schema}\".t (id int PRIMARY KEY, t text, b bytea, small numeric(2,5));
+         INSERT INTO \"{schema}\".t VALUES
+           (1, repeat('abcdefghij', 4000), decode(repeat('00ff10', 33334), 'hex'), 0.00012),
+           (2, repeat('x', 39999) || 'é', '\\x', -0.00099),
+           (3, repeat('日本語', 13334), NULL, NULL);"
+    ))
+    .await;
+    let e = engine(&target, &schema, "test/rev_long", Mode::DropRecreate);
+    let (_, reports, warnings, verification) = run(&e).await.unwrap();
+    assert_eq!(reports.iter().map(|r| r.rows).sum::<u64>(), 3);
+    assert!(
+        verification.iter().all(|v| v.ok),
+        "{verification:#?}\n{warnings:#?}"
+    );
+    let mut ms = target.connect().await.unwrap();
+    let r = rows(&mut ms, "SELECT id, t, b, small FROM dbo.t ORDER BY id").await;
+    assert_eq!(r[0].get::<&str, _>(1), Some("abcdefghij".repeat(4000).as_str()));
+    let bytes: Vec<u8> = [0u8, 0xff, 0x10].repeat(33_334);
+    assert_eq!(r[0].get::<&[u8], _>(2), Some(bytes.as_slice()));
+    let n = r[0].get::<Numeric, _>(3).unwrap();
+    assert_eq!((n.value(), n.scale()), (12, 5));
+    assert_eq!(
+        r[1].get::<&str, _>(1),
+        Some(format!("{}é", "x".repeat(39_999)).as_str())
+    );
+    assert_eq!(r[1].get::<&[u8], _>(2), Some(&[][..]));
+    let n = r[1].get::<Numeric, _>(3).unwrap();
+    assert_eq!((n.value(), n.scale()), (-99, 5));
+    assert_eq!(r[2].get::<&str, _>(1), Some("日本語".repeat(13_334).as_str()));
+    let types = rows(
+        &mut ms,
+        "SELECT c.precision, c.scale FROM sys.columns c WHERE c.object_id = OBJECT_ID(N'dbo.t') AND c.name = N'small'",
+    )
+    .await;
+    assert_eq!(
+        (types[0].get::<u8, _>(0), types[0].get::<u8, _>(1)),
+        (Some(5), Some(5))
     );
 }

@@ -72,7 +72,7 @@ pub fn decode_field(d: Decode, raw: Option<&[u8]>) -> Result<ColumnData<'static>
             Decode::Int8 => ColumnData::I64(None),
             Decode::Float4 => ColumnData::F32(None),
             Decode::Float8 => ColumnData::F64(None),
-            Decode::Numeric { .. } => ColumnData::Numeric(None),
+            Decode::Numeric { .. } | Decode::Money => ColumnData::Numeric(None),
             Decode::Date => ColumnData::Date(None),
             Decode::Time { .. } => ColumnData::Time(None),
             Decode::Timestamp { .. } => ColumnData::DateTime2(None),
@@ -125,6 +125,7 @@ pub fn decode_field(d: Decode, raw: Option<&[u8]>) -> Result<ColumnData<'static>
         Decode::Numeric { precision, scale } => {
             ColumnData::Numeric(Some(decode_numeric(b, precision, scale)?))
         }
+        Decode::Money => ColumnData::Numeric(Some(decode_money(b)?)),
         Decode::Date => {
             fixed(4)?;
             let days = i32::from_be_bytes([b[0], b[1], b[2], b[3]]);
@@ -279,6 +280,27 @@ pub fn decode_numeric(b: &[u8], precision: u8, scale: u8) -> Result<tiberius::nu
     Ok(tiberius::numeric::Numeric::new_with_scale(unscaled, scale))
 }
 
+/// SQL Server money's range in 1/10,000ths: exactly an i64.
+const MONEY_RANGE: &str = "-922,337,203,685,477.5808 .. 922,337,203,685,477.5807";
+
+/// A PostgreSQL money value (read as numeric) as SQL Server money, or an error naming money's
+/// range: PostgreSQL's money reaches +-92,233,720,368,547,758.07, 100 times SQL Server's.
+pub fn decode_money(b: &[u8]) -> Result<tiberius::numeric::Numeric, String> {
+    let out_of_range = || format!("value is outside SQL Server money's range ({MONEY_RANGE})");
+    // 38 digits hold any PostgreSQL money value; the i64 bound below is money's.
+    let n = decode_numeric(b, 38, 4).map_err(|e| {
+        if e.starts_with("value does not fit") {
+            out_of_range()
+        } else {
+            e
+        }
+    })?;
+    if i64::try_from(n.value()).is_err() {
+        return Err(out_of_range());
+    }
+    Ok(n)
+}
+
 /// The checkpoint form of a key value.
 pub fn key_value(v: &ColumnData<'_>) -> Option<KeyValue> {
     Some(match v {
@@ -335,10 +357,16 @@ pub fn key_literal(v: &KeyValue, decode: Decode, formatted_type: &str) -> String
             let padded = format!("{digits:0>width$}", width = s + 1);
             let (int, frac) = padded.split_at(padded.len() - s);
             let sign = if neg { "-" } else { "" };
-            if s == 0 {
-                format!("{sign}{int}::numeric")
+            // PostgreSQL has no money-to-numeric comparison: compare money with money.
+            let cast = if decode == Decode::Money {
+                "::numeric::money"
             } else {
-                format!("{sign}{int}.{frac}::numeric")
+                "::numeric"
+            };
+            if s == 0 {
+                format!("{sign}{int}{cast}")
+            } else {
+                format!("{sign}{int}.{frac}{cast}")
             }
         }
     }
@@ -390,8 +418,11 @@ pub fn copy_sql(t: &RevTablePlan, task: &TaskPlan, after: Option<&[KeyValue]>) -
 
 /// Splits PostgreSQL binary COPY output into fields; `None` = NULL.
 pub struct CopyParser {
+    /// An incomplete row (or header) carried over to the next piece of input.
     buf: BytesMut,
     header_done: bool,
+    /// The field list's allocation, kept between calls (empty; see [`recycle`]).
+    spare: Vec<Option<&'static [u8]>>,
 }
 
 impl Default for CopyParser {
@@ -400,11 +431,59 @@ impl Default for CopyParser {
     }
 }
 
+/// An empty vector of field slices reusing `v`'s allocation for another lifetime (the standard
+/// library collects a mapped `into_iter` in place), so rows are split without allocating.
+fn recycle<'y>(mut v: Vec<Option<&[u8]>>) -> Vec<Option<&'y [u8]>> {
+    v.clear();
+    v.into_iter().map(|_| None).collect()
+}
+
+/// Calls `f` for every complete row at the start of `b`; returns the bytes consumed and
+/// whether the trailer was reached.
+fn split_rows<'b, E>(
+    b: &'b [u8],
+    fields: &mut Vec<Option<&'b [u8]>>,
+    f: &mut impl FnMut(&[Option<&[u8]>], usize) -> Result<(), E>,
+) -> Result<(usize, bool), E> {
+    let mut at = 0usize;
+    loop {
+        let rest = &b[at..];
+        if rest.len() < 2 {
+            return Ok((at, false));
+        }
+        let n = i16::from_be_bytes([rest[0], rest[1]]);
+        if n == -1 {
+            return Ok((at + 2, true));
+        }
+        fields.clear();
+        let mut p = 2usize;
+        for _ in 0..n.max(0) {
+            let Some(l) = rest.get(p..p + 4) else {
+                return Ok((at, false));
+            };
+            let len = i32::from_be_bytes([l[0], l[1], l[2], l[3]]);
+            p += 4;
+            if len < 0 {
+                fields.push(None);
+            } else {
+                let Some(v) = rest.get(p..p + len as usize) else {
+                    return Ok((at, false));
+                };
+                fields.push(Some(v));
+                p += len as usize;
+            }
+        }
+        f(fields, p)?;
+        at += p;
+    }
+}
+
 impl CopyParser {
     pub fn new() -> Self {
         CopyParser {
-            buf: BytesMut::with_capacity(256 * 1024),
+            buf: BytesMut::with_capacity(64 * 1024),
             header_done: false,
+            spare: Vec::new(),
         }
     }
 
@@ -412,101 +491,64 @@ impl CopyParser {
         self.buf.extend_from_slice(data);
     }
 
-    /// Length of the complete row at the start of the buffer; `Some(0)` for the trailer.
-    fn row_len(&self) -> Option<usize> {
-        let b = &self.buf[..];
-        if b.len() < 2 {
-            return None;
-        }
-        let fields = i16::from_be_bytes([b[0], b[1]]);
-        if fields == -1 {
-            return Some(0);
-        }
-        let mut at = 2usize;
-        for _ in 0..fields.max(0) {
-            let l = b.get(at..at + 4)?;
-            let len = i32::from_be_bytes([l[0], l[1], l[2], l[3]]);
-            at += 4;
-            if len > 0 {
-                at += len as usize;
+    /// Consumes the 19-byte signature + flags + header extension once it is buffered.
+    fn header(&mut self) -> bool {
+        if !self.header_done {
+            if self.buf.len() < 19 {
+                return false;
             }
+            let ext = u32::from_be_bytes([self.buf[15], self.buf[16], self.buf[17], self.buf[18]]) as usize;
+            if self.buf.len() < 19 + ext {
+                return false;
+            }
+            self.buf.advance(19 + ext);
+            self.header_done = true;
         }
-        (b.len() >= at).then_some(at)
+        true
     }
 
-    /// Calls `f` with the fields of every complete row buffered; returns `Ok(true)` after the
-    /// trailer.
+    /// Calls `f` with the fields (and byte length) of every complete row buffered; returns
+    /// `Ok(true)` after the trailer.
     pub fn rows<E>(
         &mut self,
         mut f: impl FnMut(&[Option<&[u8]>], usize) -> Result<(), E>,
         malformed: impl Fn() -> E,
     ) -> Result<bool, E> {
-        if !self.header_done {
-            if self.buf.len() < 19 {
-                return Ok(false);
-            }
-            let ext = u32::from_be_bytes([self.buf[15], self.buf[16], self.buf[17], self.buf[18]]) as usize;
-            if self.buf.len() < 19 + ext {
-                return Ok(false);
-            }
-            self.buf.advance(19 + ext);
-            self.header_done = true;
+        if !self.header() {
+            return Ok(false);
         }
-        let mut fields: Vec<Option<&[u8]>> = Vec::new();
-        let mut consumed = 0usize;
-        let mut finished = false;
-        {
-            let mut rest = &self.buf[..];
-            loop {
-                if rest.len() < 2 {
-                    break;
-                }
-                let n = i16::from_be_bytes([rest[0], rest[1]]);
-                if n == -1 {
-                    consumed += 2;
-                    finished = true;
-                    break;
-                }
-                // Check the row is complete before decoding it.
-                let mut at = 2usize;
-                let mut complete = true;
-                for _ in 0..n.max(0) {
-                    let Some(l) = rest.get(at..at + 4) else {
-                        complete = false;
-                        break;
-                    };
-                    let len = i32::from_be_bytes([l[0], l[1], l[2], l[3]]);
-                    at += 4;
-                    if len > 0 {
-                        at += len as usize;
-                    }
-                }
-                if !complete || rest.len() < at {
-                    break;
-                }
-                fields.clear();
-                let mut p = 2usize;
-                for _ in 0..n.max(0) {
-                    let len = i32::from_be_bytes([rest[p], rest[p + 1], rest[p + 2], rest[p + 3]]);
-                    p += 4;
-                    if len < 0 {
-                        fields.push(None);
-                    } else {
-                        let l = len as usize;
-                        fields.push(Some(&rest[p..p + l]));
-                        p += l;
-                    }
-                }
-                f(&fields, at)?;
-                consumed += at;
-                rest = &rest[at..];
-            }
-        }
+        let mut fields = recycle(std::mem::take(&mut self.spare));
+        let split = split_rows(&self.buf[..], &mut fields, &mut f);
+        self.spare = recycle(fields);
+        let (consumed, finished) = split?;
         self.buf.advance(consumed);
         if finished && !self.buf.is_empty() {
             return Err(malformed());
         }
-        let _ = self.row_len();
+        Ok(finished)
+    }
+
+    /// `push(data)` then `rows(..)`, without copying `data` when nothing is carried over:
+    /// PostgreSQL sends each row in its own CopyData message, so rows are split in place and
+    /// only an incomplete tail is buffered.
+    pub fn rows_in<E>(
+        &mut self,
+        data: &[u8],
+        mut f: impl FnMut(&[Option<&[u8]>], usize) -> Result<(), E>,
+        malformed: impl Fn() -> E,
+    ) -> Result<bool, E> {
+        if !self.header_done || !self.buf.is_empty() {
+            self.push(data);
+            return self.rows(f, malformed);
+        }
+        let mut fields = recycle(std::mem::take(&mut self.spare));
+        let split = split_rows(data, &mut fields, &mut f);
+        self.spare = recycle(fields);
+        let (consumed, finished) = split?;
+        if finished && consumed != data.len() {
+            return Err(malformed());
+        }
+        self.buf.extend_from_slice(&data[consumed..]);
         Ok(finished)
     }
 }
@@ -539,6 +581,28 @@ fn key_text(t: &RevTablePlan, cells: &[ColumnData<'static>]) -> String {
     }
 }
 
+/// The error of a field that cannot be stored, naming the row by its key (the row's fields
+/// decoded again: this runs once, on the way out).
+fn value_error(
+    t: &RevTablePlan,
+    decodes: &[Decode],
+    fields: &[Option<&[u8]>],
+    column: usize,
+    message: String,
+) -> RevReadError {
+    let cells: Vec<ColumnData<'static>> = fields
+        .iter()
+        .zip(decodes)
+        .map(|(f, d)| decode_field(*d, *f).unwrap_or(ColumnData::I32(None)))
+        .collect();
+    RevReadError::Value {
+        table: t.source.qualified(),
+        key: key_text(t, &cells),
+        column: t.columns[column].source.name.clone(),
+        message,
+    }
+}
+
 /// Streams one task into `tx`. Without a key the whole task is one chunk (it cannot resume).
 pub async fn read_task(
     pg: &Client,
@@ -559,6 +623,22 @@ pub async fn read_task(
     futures_util::pin_mut!(stream);
     let decodes: Vec<Decode> = t.columns.iter().map(|c| c.decode).collect();
     let bulk_cols: Vec<bool> = t.columns.iter().map(|c| c.computed.is_none()).collect();
+    let bulk_count = bulk_cols.iter().filter(|b| **b).count();
+    // Where each key column sits in a bulk row: when every key column is bulk-loaded (computed
+    // columns are not), the chunk's last key is read from the batch's last row once per batch
+    // instead of once per row.
+    let key_in_row: Option<Vec<usize>> = t.key.as_ref().and_then(|key| {
+        key.iter()
+            .map(|&i| bulk_cols[i].then(|| bulk_cols[..i].iter().filter(|b| **b).count()))
+            .collect()
+    });
+    let row_key = |row: &TokenRow<'static>| -> Option<Vec<KeyValue>> {
+        key_in_row
+            .as_ref()?
+            .iter()
+            .map(|&j| row.get(j).and_then(key_value))
+            .collect()
+    };
     let keyed = t.key.is_some();
     let chunk_rows = if keyed { chunk_rows.max(1) } else { u64::MAX };
     let mut parser = CopyParser::new();
@@ -574,58 +654,57 @@ pub async fn read_task(
         let Some(data) = stream.try_next().await.map_err(copy_err)? else {
             break;
         };
-        parser.push(&data);
-        finished = parser.rows(
+        finished = parser.rows_in(
+            &data,
             |fields, len| {
                 if fields.len() != decodes.len() {
                     return Err(RevReadError::Malformed(table.clone()));
                 }
-                let mut cells: Vec<ColumnData<'static>> = Vec::with_capacity(fields.len());
-                let mut first_err: Option<(usize, String)> = None;
+                // Decoded straight into the bulk row: no per-row vector of cells.
+                let mut row = TokenRow::with_capacity(bulk_count);
                 for (i, (f, d)) in fields.iter().zip(&decodes).enumerate() {
                     match decode_field(*d, *f) {
-                        Ok(v) => cells.push(v),
-                        Err(m) => {
-                            if first_err.is_none() {
-                                first_err = Some((i, m));
+                        Ok(v) => {
+                            if bulk_cols[i] {
+                                row.push(v);
                             }
-                            cells.push(ColumnData::I32(None));
                         }
+                        Err(message) => return Err(value_error(t, &decodes, fields, i, message)),
                     }
                 }
-                if let Some((i, message)) = first_err {
-                    return Err(RevReadError::Value {
-                        table: table.clone(),
-                        key: key_text(t, &cells),
-                        column: t.columns[i].source.name.clone(),
-                        message,
-                    });
-                }
-                if let Some(key) = &t.key {
-                    last_key = key.iter().map(|&i| key_value(&cells[i])).collect();
-                }
-                let mut row = TokenRow::with_capacity(cells.len());
-                // Computed columns are read (for keys) but SQL Server computes them.
-                for (c, bulk) in cells.into_iter().zip(&bulk_cols) {
-                    if *bulk {
-                        row.push(c);
-                    }
+                if key_in_row.is_none()
+                    && let Some(key) = &t.key
+                {
+                    // A computed key column: decoded again here (it is not in the bulk row).
+                    last_key = key
+                        .iter()
+                        .map(|&i| {
+                            decode_field(decodes[i], fields[i])
+                                .ok()
+                                .as_ref()
+                                .and_then(key_value)
+                        })
+                        .collect();
                 }
                 batch.push(row);
                 batch_bytes += len as u64;
                 in_chunk += 1;
-                if in_chunk >= chunk_rows {
-                    pending.push(RowsMsg::Rows(std::mem::take(&mut batch), batch_bytes));
+                let chunk_full = in_chunk >= chunk_rows;
+                if chunk_full || batch.len() >= BATCH_ROWS {
+                    if key_in_row.is_some() {
+                        last_key = batch.last().and_then(row_key);
+                    }
+                    let rows = std::mem::replace(&mut batch, Vec::with_capacity(BATCH_ROWS));
+                    pending.push(RowsMsg::Rows(rows, batch_bytes));
                     batch_bytes = 0;
+                }
+                if chunk_full {
                     pending.push(RowsMsg::ChunkEnd(ChunkEnd {
                         last_key: last_key.clone(),
                         rows: in_chunk,
                         done: false,
                     }));
                     in_chunk = 0;
-                } else if batch.len() >= BATCH_ROWS {
-                    pending.push(RowsMsg::Rows(std::mem::take(&mut batch), batch_bytes));
-                    batch_bytes = 0;
                 }
                 Ok(())
             },
@@ -642,6 +721,9 @@ pub async fn read_task(
         return Err(RevReadError::Malformed(table));
     }
     if !batch.is_empty() {
+        if key_in_row.is_some() {
+            last_key = batch.last().and_then(row_key);
+        }
         let _ = tx
             .send(RowsMsg::Rows(std::mem::take(&mut batch), batch_bytes))
             .await;
@@ -689,6 +771,85 @@ mod tests {
     }
 
     #[test]
+    fn money_is_checked_against_sql_server_money_range() {
+        // 922337203685477.57 = [922, 3372, 368, 5477, 5700] weight 3
+        let max = numeric(5, 3, 0, 2, &[922, 3372, 368, 5477, 5700]);
+        assert_eq!(decode_money(&max).unwrap().value(), 9_223_372_036_854_775_700);
+        let past = numeric(5, 3, 0, 2, &[922, 3372, 368, 5477, 5900]);
+        assert!(decode_money(&past).unwrap_err().contains("money's range"));
+        let min = numeric(5, 3, 0x4000, 4, &[922, 3372, 368, 5477, 5808]);
+        assert_eq!(decode_money(&min).unwrap().value(), i64::MIN.into());
+        let below = numeric(5, 3, 0x4000, 4, &[922, 3372, 368, 5477, 5809]);
+        assert!(decode_money(&below).unwrap_err().contains("money's range"));
+        // 9e16: past decimal(19,4) too; still reported against money's range.
+        let far = numeric(1, 4, 0, 0, &[9]);
+        assert!(decode_money(&far).unwrap_err().contains("money's range"));
+    }
+
+    /// A binary COPY stream of `rows` (two fields each: int4 and nullable text).
+    fn copy_stream(rows: &[(i32, Option<&str>)]) -> Vec<u8> {
+        let mut v = b"PGCOPY\n\xff\r\n\0".to_vec();
+        v.extend_from_slice(&0u32.to_be_bytes());
+        v.extend_from_slice(&0u32.to_be_bytes());
+        for (i, t) in rows {
+            v.extend_from_slice(&2i16.to_be_bytes());
+            v.extend_from_slice(&4i32.to_be_bytes());
+            v.extend_from_slice(&i.to_be_bytes());
+            match t {
+                Some(t) => {
+                    v.extend_from_slice(&(t.len() as i32).to_be_bytes());
+                    v.extend_from_slice(t.as_bytes());
+                }
+                None => v.extend_from_slice(&(-1i32).to_be_bytes()),
+            }
+        }
+        v.extend_from_slice(&(-1i16).to_be_bytes());
+        v
+    }
+
+    #[test]
+    fn copy_parser_splits_rows_whatever_the_message_boundaries() {
+        let rows = [(1, Some("one")), (2, None), (3, Some("")), (4, Some("four four"))];
+        let stream = copy_stream(&rows);
+        for piece in [1, 2, 3, 7, 19, 23, 40, stream.len()] {
+            let mut parser = CopyParser::new();
+            let mut got = Vec::new();
+            let mut lens = 0usize;
+            let mut finished = false;
+            for data in stream.chunks(piece) {
+                assert!(!finished, "data after the trailer (piece {piece})");
+                finished = parser
+                    .rows_in(
+                        data,
+                        |fields, len| {
+                            lens += len;
+                            let i = i32::from_be_bytes(fields[0].unwrap().try_into().unwrap());
+                            got.push((i, fields[1].map(|t| String::from_utf8(t.to_vec()).unwrap())));
+                            Ok::<(), String>(())
+                        },
+                        || "malformed".to_string(),
+                    )
+                    .unwrap();
+            }
+            assert!(finished, "piece {piece}");
+            let want: Vec<(i32, Option<String>)> =
+                rows.iter().map(|(i, t)| (*i, t.map(str::to_string))).collect();
+            assert_eq!(got, want, "piece {piece}");
+            // Header (19) and trailer (2) are not row bytes.
+            assert_eq!(lens, stream.len() - 21, "piece {piece}");
+        }
+        // Bytes after the trailer are malformed.
+        let mut bad = stream.clone();
+        bad.push(0);
+        let mut parser = CopyParser::new();
+        assert!(
+            parser
+                .rows_in(&bad, |_, _| Ok::<(), String>(()), || "malformed".to_string())
+                .is_err()
+        );
+    }
+
+    #[test]
     fn key_literals() {
         assert_eq!(
             key_literal(&KeyValue::Decimal("-1205".into(), 3), Decode::Int4, ""),
@@ -705,6 +866,10 @@ mod tests {
                 "text"
             ),
             "'it''s'::text"
+        );
+        assert_eq!(
+            key_literal(&KeyValue::Decimal("-1205".into(), 4), Decode::Money, ""),
+            "-0.1205::numeric::money"
         );
     }
 }

@@ -455,7 +455,9 @@ impl<'a> Encode<BytesMutWithTypeInfo<'a>> for ColumnData<'a> {
                         return Err(crate::Error::Encoding("unrepresentable character".into()));
                     }
 
-                    if bytes.len() > vlc.len() {
+                    // mssql-pg-operator patch: varchar(max)'s `vlc.len()` is the 0xffff PLP
+                    // marker, not a limit.
+                    if vlc.len() < 0xffff && bytes.len() > vlc.len() {
                         return Err(crate::Error::BulkInput(
                             format!(
                                 "Encoded string length {} exceed column limit {}",
@@ -496,18 +498,30 @@ impl<'a> Encode<BytesMutWithTypeInfo<'a>> for ColumnData<'a> {
                 if vlc.r#type() == VarLenType::NVarchar || vlc.r#type() == VarLenType::NChar =>
             {
                 if let Some(str) = opt {
-                    // Encode the UTF-16LE payload into a local buffer and
-                    // validate its length *before* touching `dst`, so a
-                    // length-limit violation leaves `dst` unchanged instead of
-                    // leaving a corrupt half-written value behind (matching the
-                    // BigChar arm above, which validates a local buffer first).
-                    let mut payload = Vec::with_capacity(str.len() * 2);
-                    for chr in str.encode_utf16() {
-                        payload.put_u16_le(chr);
+                    // mssql-pg-operator patch: the UTF-16LE payload is written straight into
+                    // `dst` behind a length placeholder, then measured; a value over the column's
+                    // limit is cut off again, so `dst` is unchanged on error as before. The
+                    // limit applies to nvarchar(n)/nchar(n) only: for nvarchar(max) `vlc.len()`
+                    // is the 0xffff PLP marker, not a size (values over 65,535 bytes are valid).
+                    let plp = vlc.len() >= 0xffff;
+                    assert!(
+                        str.len() < 0xffffffff,
+                        "if str longer than this, need to implement multiple blobs"
+                    );
+                    let start = dst.len();
+                    if plp {
+                        // unknown size, then the single chunk's length
+                        dst.put_u64_le(0xfffffffffffffffe);
+                        dst.put_u32_le(0);
+                    } else {
+                        dst.put_u16_le(0);
                     }
-                    let length = payload.len();
+                    let payload = dst.len();
+                    dst.put_utf16_le(str.as_ref());
+                    let length = dst.len() - payload;
 
-                    if length > vlc.len() {
+                    if !plp && length > vlc.len() {
+                        dst.truncate(start);
                         return Err(crate::Error::BulkInput(
                             format!(
                                 "Encoded string length {} exceed column limit {}",
@@ -518,24 +532,14 @@ impl<'a> Encode<BytesMutWithTypeInfo<'a>> for ColumnData<'a> {
                         ));
                     }
 
-                    if vlc.len() < 0xffff {
-                        dst.put_u16_le(length as u16);
-                        dst.extend_from_slice(&payload);
-                    } else {
-                        assert!(
-                            str.len() < 0xffffffff,
-                            "if str longer than this, need to implement multiple blobs"
-                        );
-
-                        // unknown size
-                        dst.put_u64_le(0xfffffffffffffffe);
-                        dst.put_u32_le(length as u32);
-                        dst.extend_from_slice(&payload);
-
+                    if plp {
+                        dst[payload - 4..payload].copy_from_slice(&(length as u32).to_le_bytes());
                         if length > 0 {
                             // no next blob
                             dst.put_u32_le(0u32);
                         }
+                    } else {
+                        dst[start..payload].copy_from_slice(&(length as u16).to_le_bytes());
                     }
                 } else if vlc.len() < 0xffff {
                     dst.put_u16_le(0xffff);
@@ -656,7 +660,10 @@ impl<'a> Encode<BytesMutWithTypeInfo<'a>> for ColumnData<'a> {
                     || vlc.r#type() == VarLenType::BigVarBin =>
             {
                 if let Some(bytes) = opt {
-                    if bytes.len() > vlc.len() {
+                    // mssql-pg-operator patch: the limit applies to binary(n)/varbinary(n) only
+                    // (for varbinary(max) `vlc.len()` is the 0xffff PLP marker), and the bytes
+                    // are appended with one memcpy instead of byte by byte.
+                    if vlc.len() < 0xffff && bytes.len() > vlc.len() {
                         return Err(crate::Error::BulkInput(
                             format!(
                                 "Binary length {} exceed column limit {}",
@@ -669,14 +676,14 @@ impl<'a> Encode<BytesMutWithTypeInfo<'a>> for ColumnData<'a> {
 
                     if vlc.len() < 0xffff {
                         dst.put_u16_le(bytes.len() as u16);
-                        dst.extend(bytes.into_owned());
+                        dst.put_slice(&bytes);
                     } else {
                         // unknown size
                         dst.put_u64_le(0xfffffffffffffffe);
                         dst.put_u32_le(bytes.len() as u32);
 
                         if !bytes.is_empty() {
-                            dst.extend(bytes.into_owned());
+                            dst.put_slice(&bytes);
                             dst.put_u32_le(0);
                         }
                     }
