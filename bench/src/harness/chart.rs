@@ -9,6 +9,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use super::HarnessResults;
+use super::stats::{Repeated, median};
 use super::worker::rate;
 
 const FONT: &str = "sans-serif";
@@ -176,25 +177,26 @@ pub fn harness_chart(r: &HarnessResults, path: &Path) -> Result<()> {
         .collect();
     let groups: Vec<String> = tables.iter().map(|t| (*t).clone()).collect();
     let per = |f: &dyn Fn(&String) -> f64| tables.iter().map(|t| f(t)).collect::<Vec<f64>>();
-    let limit = |t: &String, pick: fn(&super::TableLimits) -> Option<std::time::Duration>| {
+    // Medians of the repetitions.
+    let limit = |t: &String, pick: fn(&super::TableLimits) -> &[f64]| {
         r.limits
             .get(t)
-            .map_or(0.0, |l| rate(l.rows, pick(l).map_or(0.0, |d| d.as_secs_f64())))
+            .map_or(0.0, |l| median(pick(l).iter().map(|s| rate(l.rows, *s))))
     };
     let series = vec![
         (
             "worker (default settings)".to_owned(),
-            per(&|t| r.main.tables.get(t).map_or(0.0, |x| x.rows_per_second())),
+            per(&|t| r.main.table_rate(t).map_or(0.0, |s| s.median)),
         ),
         (
             "PostgreSQL COPY FROM file".to_owned(),
-            per(&|t| limit(t, |l| l.pg_copy)),
+            per(&|t| limit(t, |l| &l.pg_copy)),
         ),
         (
             "tiberius stream to nowhere".to_owned(),
-            per(&|t| limit(t, |l| l.stream)),
+            per(&|t| limit(t, |l| &l.stream)),
         ),
-        ("tiberius bulk load".to_owned(), per(&|t| limit(t, |l| l.bulk))),
+        ("tiberius bulk load".to_owned(), per(&|t| limit(t, |l| &l.bulk))),
     ];
     grouped_bars(
         &top,
@@ -206,19 +208,20 @@ pub fn harness_chart(r: &HarnessResults, path: &Path) -> Result<()> {
         &series,
     )?;
 
-    let runs: Vec<&super::RunResult> = std::iter::once(&r.main)
+    let runs: Vec<&Repeated> = std::iter::once(&r.main)
         .chain(&r.sweeps)
-        .chain(r.reverse.iter().filter(|x| x.ok))
+        .chain(r.reverse.iter().filter(|x| x.ok()))
         .chain(r.upsert.iter())
         .collect();
     let labels: Vec<String> = runs
         .iter()
         .map(|x| {
-            let dir = match x.config.direction {
+            let c = x.config();
+            let dir = match c.direction {
                 super::Direction::MssqlToPg => "MS→PG",
                 super::Direction::PgToMssql => "PG→MS",
             };
-            format!("{dir} {} ({})", x.config.label, x.config.mode)
+            format!("{dir} {} ({})", c.label, c.mode)
         })
         .collect();
     let values: Vec<f64> = runs.iter().map(|x| x.rows_per_second()).collect();

@@ -7,6 +7,7 @@ mod limits;
 mod report;
 mod services;
 pub mod shapes;
+mod stats;
 mod worker;
 
 use std::collections::BTreeMap;
@@ -18,7 +19,8 @@ use bench::load::mssql;
 use bench::stackoverflow::{Dataset, SqlType, Table};
 
 use services::{Postgres, TdsServer, workspace_root};
-use worker::{Config, Direction, Mode, RunResult, Runner};
+use stats::Repeated;
+use worker::{Config, Direction, Mode, Runner};
 
 /// Connection and tool settings shared by `harness` and `shapes`.
 #[derive(clap::Args, Clone, Debug)]
@@ -66,6 +68,10 @@ pub struct HarnessArgs {
     /// Only the default configuration (no sweeps).
     #[arg(long)]
     pub no_sweeps: bool,
+    /// Runs of every worker configuration and every limit (the first, cold worker run aside); the
+    /// report gives the median and the range of each figure.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
+    pub repeat: u32,
 }
 
 /// The worker's defaults (the Migration CRD's): what the headline numbers use.
@@ -116,27 +122,30 @@ impl Setup {
     }
 }
 
-/// One table's limits (rows, seconds) and the worker's default run.
+/// One table's limits: its rows and the seconds of each repetition (none when not measured).
 #[derive(Debug, Clone, Default)]
 pub struct TableLimits {
     pub rows: u64,
-    pub bulk: Option<Duration>,
-    pub stream: Option<Duration>,
-    pub pg_copy: Option<Duration>,
-    /// CPU seconds of the PostgreSQL server process running that COPY.
-    pub pg_copy_cpu: Option<f64>,
+    pub bulk: Vec<f64>,
+    pub stream: Vec<f64>,
+    pub pg_copy: Vec<f64>,
+    /// CPU seconds of the PostgreSQL server process running each COPY.
+    pub pg_copy_cpu: Vec<f64>,
 }
 
 pub struct HarnessResults {
     pub scale: f64,
     pub seed: u64,
     pub total_rows: u64,
+    /// Runs of each worker configuration and of each limit.
+    pub repeat: u32,
     pub limits: BTreeMap<String, TableLimits>,
     /// The default configuration, SQL Server → PostgreSQL, dropRecreate.
-    pub main: RunResult,
-    pub sweeps: Vec<RunResult>,
-    pub reverse: Option<RunResult>,
-    pub upsert: Option<RunResult>,
+    pub main: Repeated,
+    /// The cold first run, then one configuration at a time from the defaults.
+    pub sweeps: Vec<Repeated>,
+    pub reverse: Option<Repeated>,
+    pub upsert: Option<Repeated>,
     pub upsert_changed: u64,
     pub upsert_new: u64,
     pub testserver_peak_bytes: Option<u64>,
@@ -193,39 +202,40 @@ pub async fn run(args: HarnessArgs, command: String) -> Result<()> {
         &tools.workdir.join("source.log"),
     )?;
     let mut runner = Runner::new(tools.worker.clone(), tools.workdir.clone())?;
+    let repeat = args.repeat;
 
-    // 1. The source, loaded from pre-built rows: the bulk-load limit.
+    // 1. The source, loaded from pre-built rows: the bulk-load limit (each repetition drops and
+    // reloads the table; the last load is the source).
     let mut limits: BTreeMap<String, TableLimits> = BTreeMap::new();
     let mut client = source.target().connect().await?;
     for sql in mssql::drop_foreign_keys_sql() {
         limits::exec(&mut client, &sql).await?;
     }
     for table in Table::ALL {
-        let (rows, took) = limits::load_source_table(&mut client, &ds, table).await?;
-        eprintln!(
-            "  bulk load (pre-built rows) {table}: {rows} rows in {:.2} s",
-            took.as_secs_f64()
-        );
-        limits.insert(
-            table.name().to_owned(),
-            TableLimits {
-                rows,
-                bulk: Some(took),
-                ..TableLimits::default()
-            },
-        );
+        let l = limits.entry(table.name().to_owned()).or_default();
+        for _ in 0..repeat {
+            let (rows, took) = limits::load_source_table(&mut client, &ds, table).await?;
+            eprintln!(
+                "  bulk load (pre-built rows) {table}: {rows} rows in {:.2} s",
+                took.as_secs_f64()
+            );
+            l.rows = rows;
+            l.bulk.push(took.as_secs_f64());
+        }
     }
 
     // 2. Streaming each source table to nowhere.
     for table in Table::ALL {
         let columns: Vec<&str> = table.columns().iter().map(|c| c.name).collect();
-        let (rows, took) = limits::stream_to_nowhere(&mut client, table.name(), &columns).await?;
-        eprintln!(
-            "  tiberius stream {table}: {rows} rows in {:.2} s",
-            took.as_secs_f64()
-        );
-        if let Some(l) = limits.get_mut(table.name()) {
-            l.stream = Some(took);
+        for _ in 0..repeat {
+            let (rows, took) = limits::stream_to_nowhere(&mut client, table.name(), &columns).await?;
+            eprintln!(
+                "  tiberius stream {table}: {rows} rows in {:.2} s",
+                took.as_secs_f64()
+            );
+            if let Some(l) = limits.get_mut(table.name()) {
+                l.stream.push(took.as_secs_f64());
+            }
         }
     }
 
@@ -238,29 +248,31 @@ pub async fn run(args: HarnessArgs, command: String) -> Result<()> {
         Direction::MssqlToPg,
         Mode::DropRecreate,
     );
-    let cold = runner.run(&cold, &source, &pg).await?;
+    let cold = Repeated::one(runner.run(&cold, &source, &pg).await?);
     let mut main = config("default", Direction::MssqlToPg, Mode::DropRecreate);
     main.verify = "count";
-    let main = runner.run(&main, &source, &pg).await?;
+    let main = runner.repeat(&main, repeat, &source, &pg).await?;
 
     // 4. PostgreSQL's own COPY FROM file of the rows the worker just wrote.
     if let Some(dir) = &pg.file_dir {
         let client = pg.connect().await?;
         for table in Table::ALL {
-            match limits::pg_copy_from_file(&client, PG_SCHEMA, table.name(), dir).await {
-                Ok(c) => {
-                    eprintln!(
-                        "  PostgreSQL COPY FROM file {table}: {} rows in {:.2} s (server CPU {:.2} s)",
-                        c.rows,
-                        c.elapsed.as_secs_f64(),
-                        c.cpu.unwrap_or(0.0)
-                    );
-                    if let Some(l) = limits.get_mut(table.name()) {
-                        l.pg_copy = Some(c.elapsed);
-                        l.pg_copy_cpu = c.cpu;
+            for _ in 0..repeat {
+                match limits::pg_copy_from_file(&client, PG_SCHEMA, table.name(), dir).await {
+                    Ok(c) => {
+                        eprintln!(
+                            "  PostgreSQL COPY FROM file {table}: {} rows in {:.2} s (server CPU {:.2} s)",
+                            c.rows,
+                            c.elapsed.as_secs_f64(),
+                            c.cpu.unwrap_or(0.0)
+                        );
+                        if let Some(l) = limits.get_mut(table.name()) {
+                            l.pg_copy.push(c.elapsed.as_secs_f64());
+                            l.pg_copy_cpu.extend(c.cpu);
+                        }
                     }
+                    Err(e) => eprintln!("  PostgreSQL COPY FROM file {table}: {e:#}"),
                 }
-                Err(e) => eprintln!("  PostgreSQL COPY FROM file {table}: {e:#}"),
             }
         }
     } else {
@@ -308,7 +320,7 @@ pub async fn run(args: HarnessArgs, command: String) -> Result<()> {
         ));
         for mut c in configs {
             c.verify = "count";
-            sweeps.push(runner.run(&c, &source, &pg).await?);
+            sweeps.push(runner.repeat(&c, repeat, &source, &pg).await?);
         }
     }
 
@@ -316,8 +328,9 @@ pub async fn run(args: HarnessArgs, command: String) -> Result<()> {
     let reverse = {
         let target = TdsServer::start(&tools.testserver, "Target", &tools.workdir.join("target.log"))?;
         let r = runner
-            .run(
+            .repeat(
                 &config("default", Direction::PgToMssql, Mode::DropRecreate),
+                repeat,
                 &target,
                 &pg,
             )
@@ -325,43 +338,63 @@ pub async fn run(args: HarnessArgs, command: String) -> Result<()> {
         Some(r)
     };
 
-    // 7. Upsert: 10% of the rows changed and 10% new on the source, then a second pass.
+    // 7. Upsert: 10% of the rows changed and 10% new on the source, then a second pass. Every
+    // repetition meets the same work: the same rows change again on the source, and the new rows
+    // are deleted from the target first, so they are new again.
     let (mut changed, mut added) = (0u64, 0u64);
-    for table in Table::ALL {
-        if table.is_lookup() {
-            continue;
-        }
-        let n = ds.rows_of(table);
-        if let Some(col) = changed_column(table) {
-            let col = mssql::quote(col);
-            limits::exec(
-                &mut client,
-                &format!(
-                    "UPDATE {} SET {col} = {col} + 1 WHERE [Id] % 10 = 0",
-                    mssql::table_name(table)
-                ),
-            )
-            .await?;
-            changed += n / 10;
-        }
-        let extra = n / 10;
-        if extra > 0 {
-            limits::bulk_prebuilt(&mut client, &ds, table, n + 1..=n + extra).await?;
+    let upsert_config = config("upsert", Direction::MssqlToPg, Mode::Upsert);
+    let mut upserts = Vec::new();
+    for pass in 0..repeat {
+        changed = 0;
+        added = 0;
+        let pg_client = if pass > 0 { Some(pg.connect().await?) } else { None };
+        for table in Table::ALL {
+            if table.is_lookup() {
+                continue;
+            }
+            let n = ds.rows_of(table);
+            if let Some(col) = changed_column(table) {
+                let col = mssql::quote(col);
+                limits::exec(
+                    &mut client,
+                    &format!(
+                        "UPDATE {} SET {col} = {col} + 1 WHERE [Id] % 10 = 0",
+                        mssql::table_name(table)
+                    ),
+                )
+                .await?;
+                changed += n / 10;
+            }
+            let extra = n / 10;
+            if extra == 0 {
+                continue;
+            }
+            match &pg_client {
+                None => {
+                    limits::bulk_prebuilt(&mut client, &ds, table, n + 1..=n + extra).await?;
+                }
+                Some(target) => {
+                    let sql = format!(
+                        "DELETE FROM \"{PG_SCHEMA}\".\"{}\" WHERE \"Id\" > {n}",
+                        table.name()
+                    );
+                    target
+                        .batch_execute(&sql)
+                        .await
+                        .with_context(|| format!("PostgreSQL: {sql}"))?;
+                }
+            }
             added += extra;
         }
+        upserts.push(runner.run(&upsert_config, &source, &pg).await?);
     }
-    let upsert = runner
-        .run(
-            &config("upsert", Direction::MssqlToPg, Mode::Upsert),
-            &source,
-            &pg,
-        )
-        .await?;
+    let upsert = Repeated { runs: upserts };
 
     let results = HarnessResults {
         scale: args.scale,
         seed: args.seed,
         total_rows: ds.total_rows(),
+        repeat,
         limits,
         main,
         sweeps,

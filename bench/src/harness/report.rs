@@ -5,10 +5,10 @@
 use std::fmt::Write as _;
 use std::path::Path;
 use std::process::Command;
-use std::time::Duration;
 
 use anyhow::{Context, Result};
 
+use super::stats::{Repeated, Spread, median};
 use super::worker::{RunResult, rate};
 use super::{DEFAULT_CHUNK_ROWS, DEFAULT_PACKET, DEFAULT_PARALLELISM, HarnessResults};
 
@@ -103,10 +103,6 @@ pub fn fmt_int(n: u64) -> String {
     fmt_rate(n as f64).replace('–', "0")
 }
 
-fn secs(d: Option<Duration>) -> f64 {
-    d.map_or(0.0, |d| d.as_secs_f64())
-}
-
 fn pct(part: f64, whole: f64) -> String {
     if part > 0.0 && whole > 0.0 {
         format!("{:.0}%", 100.0 * part / whole)
@@ -119,45 +115,57 @@ fn mib(b: u64) -> String {
     format!("{:.1}", b as f64 / MIB)
 }
 
-pub fn run_row(r: &RunResult) -> String {
+/// A worker configuration's row: each figure the median of its runs, with the range when they differ.
+pub fn run_row(r: &Repeated) -> String {
+    let first = &r.runs[0];
     let packet = format!(
         "{} / {}",
-        r.requested_packet_size.map_or("?".into(), |p| p.to_string()),
-        r.negotiated_packet_size.map_or("?".into(), |p| p.to_string())
+        first.requested_packet_size.map_or("?".into(), |p| p.to_string()),
+        first.negotiated_packet_size.map_or("?".into(), |p| p.to_string())
     );
+    let two = |x: f64| format!("{x:.2}");
+    let config = r.config();
+    let server_cpu = Spread::of(r.runs.iter().filter_map(|x| x.server_cpu_seconds));
+    let result = match r.failed() {
+        None => "verified".to_owned(),
+        Some(f) => format!(
+            "FAILED ({} of {}): {}",
+            r.runs.iter().filter(|x| !x.ok).count(),
+            r.runs.len(),
+            f.error
+                .as_deref()
+                .unwrap_or(if f.verified { "?" } else { "verification mismatch" })
+                .lines()
+                .next()
+                .unwrap_or("?")
+                .replace('|', "\\|")
+        ),
+    };
     format!(
-        "| {} | {} | {} | {} | {} | {} | {} | {:.2} | **{}** | {} | {:.2} | {} | {:.2} | {} |",
-        r.config.label,
-        r.config.direction,
-        r.config.mode,
+        "| {} | {} | {} | {} | {} | {} | {} | {} | {} | **{}** | {} | {} | {} | {} | {} |",
+        config.label,
+        config.direction,
+        config.mode,
         packet,
-        r.config.parallelism,
-        fmt_int(r.config.chunk_rows),
-        fmt_int(r.rows),
-        r.copy_seconds,
-        fmt_rate(r.rows_per_second()),
-        mib(r.max_rss_bytes),
-        r.cpu_seconds(),
-        r.server_cpu_seconds.map_or("?".into(), |s| format!("{s:.2}")),
-        r.seconds,
-        if r.ok {
-            "verified".to_owned()
-        } else {
-            format!(
-                "FAILED: {}",
-                r.error
-                    .as_deref()
-                    .unwrap_or(if r.verified { "?" } else { "verification mismatch" })
-                    .lines()
-                    .next()
-                    .unwrap_or("?")
-                    .replace('|', "\\|")
-            )
-        }
+        config.parallelism,
+        fmt_int(config.chunk_rows),
+        r.runs.len(),
+        r.spread(|x| x.rows as f64).show(|x| fmt_int(x as u64)),
+        r.spread(|x| x.copy_seconds).show(two),
+        r.spread(RunResult::rows_per_second).show(fmt_rate),
+        r.spread(|x| x.max_rss_bytes as f64).show(|x| mib(x as u64)),
+        r.spread(RunResult::cpu_seconds).show(two),
+        server_cpu.map_or("?".into(), |s| s.show(two)),
+        r.spread(|x| x.seconds).show(two),
+        result
     )
 }
 
-pub const RUN_HEADER: &str = "| configuration | direction | mode | TDS packet requested / negotiated | parallelism | chunkRows | rows | copy s | rows/s | peak RSS MiB | worker CPU s (user+sys) | test server CPU s | whole run s | result |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|";
+pub const RUN_HEADER: &str = "| configuration | direction | mode | TDS packet requested / negotiated | parallelism | chunkRows | runs | rows | copy s | rows/s | peak RSS MiB | worker CPU s (user+sys) | test server CPU s | whole run s | result |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|";
+
+/// What a figure with a range means, for the reports.
+pub const MEDIAN_NOTE: &str = "Each figure of a repeated measurement is the median of its runs, with the lowest and highest \
+     in parentheses (left out when they are equal).";
 
 pub fn harness_markdown(
     r: &HarnessResults,
@@ -192,6 +200,11 @@ pub fn harness_markdown(
     }
     let _ = writeln!(
         md,
+        "- Repetitions: every worker configuration and every limit ran {} times (the cold first run once). {MEDIAN_NOTE}",
+        r.repeat
+    );
+    let _ = writeln!(
+        md,
         "- Default worker settings: TDS packet {DEFAULT_PACKET}, parallelism {DEFAULT_PARALLELISM}, chunkRows {DEFAULT_CHUNK_ROWS}; \
          worker rows/s is over its copy phase (`copy_seconds`); plan, finalize (keys, indexes) and verify are in `whole run s`.\n"
     );
@@ -214,40 +227,42 @@ pub fn harness_markdown(
         md,
         "| table | rows | worker rows/s | worker rows/s, parallelism 1 | PG COPY FROM file rows/s | worker / PG COPY | tiberius stream rows/s | worker / stream | tiberius bulk load rows/s |\n|---|---|---|---|---|---|---|---|---|"
     );
-    let p1 = r.sweeps.iter().find(|s| s.config.label == "parallelism 1");
+    let p1 = r.sweeps.iter().find(|s| s.config().label == "parallelism 1");
     let (mut pg_total, mut stream_total, mut bulk_total) = (0.0, 0.0, 0.0);
+    let rates = |rows: u64, seconds: &[f64]| Spread::of(seconds.iter().map(|s| rate(rows, *s)));
+    let show = |s: Option<Spread>| s.map_or("–".into(), |s| s.show(fmt_rate));
+    let mid = |s: Option<Spread>| s.map_or(0.0, |s| s.median);
     for (name, l) in &r.limits {
-        let w = r.main.tables.get(name).map_or(0.0, |t| t.rows_per_second());
-        let pg = rate(l.rows, secs(l.pg_copy));
-        let stream = rate(l.rows, secs(l.stream));
-        let bulk = rate(l.rows, secs(l.bulk));
-        pg_total += secs(l.pg_copy);
-        stream_total += secs(l.stream);
-        bulk_total += secs(l.bulk);
-        let w1 = p1
-            .and_then(|p| p.tables.get(name))
-            .map_or(0.0, |t| t.rows_per_second());
+        let w = r.main.table_rate(name);
+        let pg = rates(l.rows, &l.pg_copy);
+        let stream = rates(l.rows, &l.stream);
+        pg_total += median(l.pg_copy.iter().copied());
+        stream_total += median(l.stream.iter().copied());
+        bulk_total += median(l.bulk.iter().copied());
+        let w1 = p1.and_then(|p| p.table_rate(name));
         let _ = writeln!(
             md,
             "| {name} | {} | {} | {} | {} | {} | {} | {} | {} |",
             fmt_int(l.rows),
-            fmt_rate(w),
-            fmt_rate(w1),
-            fmt_rate(pg),
-            pct(w, pg),
-            fmt_rate(stream),
-            pct(w, stream),
-            fmt_rate(bulk)
+            show(w),
+            show(w1),
+            show(pg),
+            pct(mid(w), mid(pg)),
+            show(stream),
+            pct(mid(w), mid(stream)),
+            show(rates(l.rows, &l.bulk))
         );
     }
     let rows: u64 = r.limits.values().map(|l| l.rows).sum();
     let main_rate = r.main.rows_per_second();
     let _ = writeln!(
         md,
-        "| **all (worker: copy phase wall time; limits: summed)** | {} | **{}** | {} | {} | {} | {} | {} | {} |\n",
+        "| **all (worker: copy phase wall time; limits: summed medians)** | {} | **{}** | {} | {} | {} | {} | {} | {} |\n",
         fmt_int(rows),
-        fmt_rate(main_rate),
-        fmt_rate(p1.map_or(0.0, RunResult::rows_per_second)),
+        r.main.spread(RunResult::rows_per_second).show(fmt_rate),
+        p1.map_or("–".into(), |p| p
+            .spread(RunResult::rows_per_second)
+            .show(fmt_rate)),
         fmt_rate(rate(rows, pg_total)),
         pct(main_rate, rate(rows, pg_total)),
         fmt_rate(rate(rows, stream_total)),
@@ -260,7 +275,10 @@ pub fn harness_markdown(
     );
 
     // Every run.
-    let _ = writeln!(md, "### Worker runs\n\n{RUN_HEADER}");
+    let _ = writeln!(
+        md,
+        "### Worker runs\n\n{MEDIAN_NOTE} The result column counts failed runs.\n\n{RUN_HEADER}"
+    );
     let _ = writeln!(md, "{}", run_row(&r.main));
     for s in &r.sweeps {
         let _ = writeln!(md, "{}", run_row(s));
@@ -282,13 +300,14 @@ pub fn harness_markdown(
     // Goals.
     let _ = writeln!(md, "### Goals\n");
     let pg_limit_s = pg_total;
+    let main_copy = r.main.copy_seconds();
     if pg_limit_s > 0.0 {
-        let ratio = r.main.copy_seconds / pg_limit_s;
+        let ratio = main_copy / pg_limit_s;
         let _ = writeln!(
             md,
             "- SQL Server → PostgreSQL within 25% of the PostgreSQL-only time: worker copy {:.2} s vs PostgreSQL COPY FROM file {:.2} s \
              = {:.2}× → **{}**",
-            r.main.copy_seconds,
+            main_copy,
             pg_limit_s,
             ratio,
             if ratio <= 1.25 { "met" } else { "missed" }
@@ -298,12 +317,17 @@ pub fn harness_markdown(
                 md,
                 "  - here the source is the slower end: streaming every table to nowhere takes {stream_total:.2} s, so the \
                  best a pipeline overlapping both ends can do is {stream_total:.2} s; the worker takes {:.2}× that",
-                r.main.copy_seconds / stream_total
+                main_copy / stream_total
             );
         }
-        let pg_cpu: f64 = r.limits.values().filter_map(|l| l.pg_copy_cpu).sum();
-        if let (true, Some(server)) = (pg_cpu > 0.0, r.main.server_cpu_seconds) {
-            let worker = r.main.cpu_seconds();
+        let pg_cpu: f64 = r
+            .limits
+            .values()
+            .map(|l| median(l.pg_copy_cpu.iter().copied()))
+            .sum();
+        let server = Spread::of(r.main.runs.iter().filter_map(|x| x.server_cpu_seconds));
+        if let (true, Some(server)) = (pg_cpu > 0.0, server.map(|s| s.median)) {
+            let worker = r.main.spread(RunResult::cpu_seconds).median;
             let busiest = worker.max(server).max(pg_cpu);
             let _ = writeln!(
                 md,
@@ -318,13 +342,13 @@ pub fn harness_markdown(
             let _ = writeln!(
                 md,
                 "  - with parallelism 1 (one stream, like the sequential limit): {:.2} s = {:.2}×",
-                p1.copy_seconds,
-                p1.copy_seconds / pg_limit_s
+                p1.copy_seconds(),
+                p1.copy_seconds() / pg_limit_s
             );
         }
     }
     match &r.reverse {
-        Some(rev) if rev.ok => {
+        Some(rev) if rev.ok() => {
             let f = rev.rows_per_second() / main_rate.max(1e-9);
             let _ = writeln!(
                 md,
@@ -336,8 +360,15 @@ pub fn harness_markdown(
             );
         }
         Some(rev) => {
-            let why = rev.error.as_deref().unwrap_or("?").lines().next().unwrap_or("?");
-            if rev.rows == r.main.rows && rev.rows > 0 {
+            let failed = rev.failed();
+            let why = failed
+                .and_then(|f| f.error.as_deref())
+                .unwrap_or("?")
+                .lines()
+                .next()
+                .unwrap_or("?");
+            let rows = failed.map_or(0, |f| f.rows);
+            if rows == r.main.runs[0].rows && rows > 0 {
                 // Every row was copied; the run failed later (finalize or verify).
                 let f = rev.rows_per_second() / main_rate.max(1e-9);
                 let _ = writeln!(
@@ -366,20 +397,20 @@ pub fn harness_markdown(
             fmt_rate(u.rows_per_second()),
             fmt_rate(main_rate),
             100.0 * f,
-            if f >= 0.6 && u.ok { "met" } else { "missed" }
+            if f >= 0.6 && u.ok() { "met" } else { "missed" }
         );
     }
-    let all: Vec<&RunResult> = std::iter::once(&r.main)
+    let peak = std::iter::once(&r.main)
         .chain(&r.sweeps)
         .chain(r.reverse.iter())
         .chain(r.upsert.iter())
-        .collect();
-    let peak = all.iter().map(|x| x.max_rss_bytes).max().unwrap_or(0);
-    let default_peak = r.main.max_rss_bytes;
+        .map(Repeated::peak_rss)
+        .max()
+        .unwrap_or(0);
     let _ = writeln!(
         md,
         "- peak worker memory under 256 MiB: {} MiB with the defaults, {} MiB the highest of all runs → **{}**",
-        mib(default_peak),
+        r.main.spread(|x| x.max_rss_bytes as f64).show(|x| mib(x as u64)),
         mib(peak),
         if peak < PEAK_RSS_GOAL { "met" } else { "missed" }
     );

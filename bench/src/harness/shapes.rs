@@ -16,6 +16,7 @@ use tiberius::{ColumnData, IntoSql, SqlBulkCopyOption, TokenRow, Uuid};
 use super::limits;
 use super::report::{self, PEAK_RSS_GOAL, RUN_HEADER, fmt_int, fmt_rate, run_row};
 use super::services::TdsServer;
+use super::stats::Repeated;
 use super::worker::{Config, Direction, Mode, Runner, rate};
 use super::{DEFAULT_CHUNK_ROWS, DEFAULT_PACKET, DEFAULT_PARALLELISM, Setup, peak_rss_of};
 
@@ -333,7 +334,7 @@ pub async fn run(args: ShapesArgs, command: String) -> Result<()> {
         "tiberius bulk load of pre-built rows (loading the source)",
         bulk.as_secs_f64(),
     );
-    let _ = writeln!(md, "\n{RUN_HEADER}\n{}\n", run_row(&run));
+    let _ = writeln!(md, "\n{RUN_HEADER}\n{}\n", run_row(&Repeated::one(run.clone())));
     if pg_s > 0.0 {
         let ratio = run.copy_seconds / pg_s;
         let _ = writeln!(

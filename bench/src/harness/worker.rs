@@ -10,6 +10,7 @@ use std::process::{Command, Stdio};
 use anyhow::{Context, Result, bail};
 
 use super::services::{Postgres, TdsServer};
+use super::stats::Repeated;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Direction {
@@ -205,6 +206,21 @@ impl Runner {
             workdir,
             runs: 0,
         })
+    }
+
+    /// Runs the worker `times` times with `config` (at least once).
+    pub async fn repeat(
+        &mut self,
+        config: &Config,
+        times: u32,
+        mssql: &TdsServer,
+        pg: &Postgres,
+    ) -> Result<Repeated> {
+        let mut runs = Vec::new();
+        for _ in 0..times.max(1) {
+            runs.push(self.run(config, mssql, pg).await?);
+        }
+        Ok(Repeated { runs })
     }
 
     /// Runs the worker once; a failed migration is a result (ok = false), not an error.
