@@ -218,6 +218,19 @@ impl Session {
         if st.rowversion {
             st.values.push(Stored::Blob(self.engine.next_rowversion()));
         }
+        if let Some(rc) = meta.rowid_column() {
+            // Checked here because SQLite would give a NULL key a fresh rowid.
+            let given = st.order.iter().position(|c| *c == rc);
+            let null = match given {
+                Some(p) => st.values[p] == Stored::Null && !omitted.contains(&p),
+                None => auto_ident != Some(rc),
+            };
+            if null {
+                let mut cols = st.order.clone();
+                cols.extend(auto_ident);
+                self.check_rowid_key(meta, &cols, &st.values, crate::dml::Verb::Insert)?;
+            }
+        }
         let result = if omitted.is_empty() || st.rowversion {
             let mut stmt = self
                 .conn

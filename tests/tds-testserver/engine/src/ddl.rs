@@ -334,8 +334,13 @@ impl Session {
     /// CREATE TABLE text and index statements for a table definition.
     fn sqlite_ddl(&self, meta: &TableMeta, name_sql: &str) -> Result<Vec<String>, SqlError> {
         let mut cols = Vec::new();
-        for c in &meta.def.columns {
+        let rowid = meta.rowid_column();
+        for (i, c) in meta.def.columns.iter().enumerate() {
             let mut s = format!("{} {}", quote(&c.name), sqlite_type(c.ty));
+            if rowid == Some(i) {
+                // `INTEGER PRIMARY KEY` exactly: the column becomes the rowid.
+                s.push_str(" PRIMARY KEY");
+            }
             if let Some(comp) = &c.computed {
                 let (expr, _) = self.table_expr(meta, &comp.definition)?;
                 let expr = format!("tsql_cast({expr}, '{}', '', NULL, 0)", type_decl(c.ty));
@@ -402,7 +407,9 @@ impl Session {
     pub(crate) fn index_ddl(&self, meta: &TableMeta) -> Result<Vec<String>, SqlError> {
         let mut out = Vec::new();
         for (ix, name) in meta.def.indexes.iter().zip(meta.index_names.iter()) {
-            out.push(self.one_index_ddl(meta, ix, name)?);
+            if !meta.is_rowid_index(ix) {
+                out.push(self.one_index_ddl(meta, ix, name)?);
+            }
         }
         Ok(out)
     }
@@ -834,8 +841,10 @@ impl Session {
             index_names: Vec::new(),
             fk_names: Vec::new(),
             check_names: Vec::new(),
+            rowid_pk: false,
         };
         self.finish_meta(&mut meta)?;
+        meta.rowid_pk = crate::meta::rowid_key_candidate(&meta.def).is_some();
         // The catalog assigns the object id and system constraint names, and validates.
         let def = meta.def.clone();
         let sid = self.session_id;
@@ -1190,6 +1199,7 @@ impl Session {
             self.store_meta(new);
             return Ok(());
         }
+        new.rowid_pk = crate::meta::rowid_key_candidate(&new.def).is_some();
         let tmp = format!("{}__rebuild", new.sqlite_name);
         let prefix = if new.def.temporary { "temp." } else { "" };
         let mut tmp_meta = new.clone();
@@ -1253,12 +1263,27 @@ impl Session {
         let r = self.atomic(|s| {
             // The first statement creates the table; index statements need the final name.
             s.conn.execute_batch(&ddl[0])?;
-            s.conn.execute_batch(&format!(
+            let copy = format!(
                 "INSERT INTO {prefix}{} ({}) SELECT {} FROM {old_sql}",
                 quote(&tmp),
                 common.join(", "),
                 converted.join(", ")
-            ))?;
+            );
+            if let Err(e) = s.conn.execute_batch(&copy) {
+                // A rowid primary key is enforced while the rows are copied, not by an index.
+                let pk = new
+                    .def
+                    .indexes
+                    .iter()
+                    .zip(new.index_names.iter())
+                    .find(|(ix, _)| new.is_rowid_index(ix));
+                return Err(match pk {
+                    Some((ix, name)) if e.to_string().contains("UNIQUE constraint failed") => {
+                        s.duplicate_key_error(old, ix, name).into()
+                    }
+                    _ => e.into(),
+                });
+            }
             s.conn.execute_batch(&format!("DROP TABLE {old_sql}"))?;
             s.conn.execute_batch(&format!(
                 "ALTER TABLE {prefix}{} RENAME TO {}",
@@ -1266,6 +1291,9 @@ impl Session {
                 quote(&new.sqlite_name)
             ))?;
             for (ix, name) in new.def.indexes.iter().zip(new.index_names.iter()) {
+                if new.is_rowid_index(ix) {
+                    continue;
+                }
                 let st = s.one_index_ddl(&new, ix, name)?;
                 s.build_index(&new, ix, name, &st)?;
             }

@@ -200,6 +200,37 @@ impl Session {
         )
     }
 
+    /// SQLite gives a NULL (or, on INSERT, a missing) rowid key a fresh rowid instead of
+    /// failing: SQL Server's 515, checked before the row is written. `cols` and `values` are
+    /// aligned.
+    pub(crate) fn check_rowid_key(
+        &self,
+        meta: &TableMeta,
+        cols: &[usize],
+        values: &[Stored],
+        verb: Verb,
+    ) -> Result<(), SqlError> {
+        let Some(rc) = meta.rowid_column() else {
+            return Ok(());
+        };
+        let col = &meta.def.columns[rc];
+        let null = match cols.iter().position(|c| *c == rc) {
+            Some(p) => matches!(values.get(p), Some(Stored::Null)),
+            None => verb == Verb::Insert && col.default.is_none() && col.identity.is_none(),
+        };
+        if !null {
+            return Ok(());
+        }
+        let e = rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_CONSTRAINT_NOTNULL),
+            Some(format!(
+                "NOT NULL constraint failed: {}.{}",
+                meta.sqlite_name, col.name
+            )),
+        );
+        Err(self.constraint_error(meta, &e, cols, values, verb))
+    }
+
     /// Maps a SQLite constraint failure on `meta` to SQL Server's error.
     pub(crate) fn constraint_error(
         &self,
@@ -425,6 +456,7 @@ impl Session {
             if rv.is_some() {
                 values.push(Stored::Blob(self.engine.next_rowversion()));
             }
+            self.check_rowid_key(meta, &all_cols, &values, Verb::Insert)?;
             let mut stmt = self.conn.prepare_cached(&sql)?;
             for (i, v) in values.iter().enumerate() {
                 stmt.raw_bind_parameter(i + 1, v)?;
@@ -769,6 +801,7 @@ impl Session {
             for (v, ci) in row[1..].iter().zip(cols.iter()) {
                 values.push(self.column_value(meta, &meta.def.columns[*ci], ValueRef::from(v))?);
             }
+            self.check_rowid_key(meta, cols, &values, Verb::Update)?;
             let mut stmt = self.conn.prepare_cached(&sql)?;
             for (i, v) in values.iter().enumerate() {
                 stmt.raw_bind_parameter(i + 1, v)?;

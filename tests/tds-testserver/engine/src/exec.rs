@@ -565,7 +565,9 @@ impl Session {
                 let drops: Vec<String> = meta
                     .index_names
                     .iter()
-                    .map(|n| {
+                    .zip(meta.def.indexes.iter())
+                    .filter(|(_, ix)| !meta.is_rowid_index(ix))
+                    .map(|(n, _)| {
                         format!(
                             "DROP INDEX {prefix}{}",
                             crate::translate::quote(&format!("{}.{n}", meta.sqlite_name))

@@ -19,6 +19,34 @@ pub struct TableMeta {
     pub fk_names: Vec<String>,
     /// Names of CHECK constraints, in the order of `def.checks`.
     pub check_names: Vec<String>,
+    /// The SQLite table was created with the primary key's column as its rowid
+    /// (`INTEGER PRIMARY KEY`; see [`rowid_key_candidate`]), so the key has no index of its own.
+    pub rowid_pk: bool,
+}
+
+/// The column of a primary key SQLite can keep as the table's rowid: a single ascending key
+/// on a tinyint/smallint/int/bigint column. Keyed reads and inserts then walk one B-tree
+/// instead of an index plus the table. SQLite would turn a NULL written to such a column into a
+/// new rowid, so every insert path checks for NULL itself (SQL Server's 515).
+pub fn rowid_key_candidate(def: &TableDef) -> Option<usize> {
+    let pk = def.indexes.iter().find(|i| i.primary_key)?;
+    let [key] = pk.keys.as_slice() else {
+        return None;
+    };
+    if key.descending || pk.filter.is_some() {
+        return None;
+    }
+    def.columns.iter().position(|c| {
+        c.name.eq_ignore_ascii_case(&key.column)
+            && c.computed.is_none()
+            && matches!(
+                c.ty,
+                crate::types::SqlType::TinyInt
+                    | crate::types::SqlType::SmallInt
+                    | crate::types::SqlType::Int
+                    | crate::types::SqlType::BigInt
+            )
+    })
 }
 
 impl TableMeta {
@@ -28,6 +56,20 @@ impl TableMeta {
             .iter()
             .enumerate()
             .find(|(_, c)| c.name.eq_ignore_ascii_case(name))
+    }
+
+    /// The column kept as SQLite's rowid, if the table has one.
+    pub fn rowid_column(&self) -> Option<usize> {
+        if self.rowid_pk {
+            rowid_key_candidate(&self.def)
+        } else {
+            None
+        }
+    }
+
+    /// Whether `ix` is enforced by the rowid rather than by an SQLite index.
+    pub fn is_rowid_index(&self, ix: &crate::catalog::IndexDef) -> bool {
+        ix.primary_key && self.rowid_column().is_some()
     }
 
     pub fn identity_column(&self) -> Option<(usize, &crate::catalog::ColumnDef)> {
