@@ -4,6 +4,10 @@
 //!   Rust strings, pure-ASCII values vs values with non-ASCII text. `tiberius` is the way
 //!   tiberius 0.13 does it (`char::decode_utf16` over byte pairs); `from_utf16` collects a
 //!   `Vec<u16>` first; `ascii_fast_path` checks for all-ASCII and copies the low bytes.
+//! - `utf16_into_copy_buffer`: the same values as they reach the worker's COPY buffer: decoded
+//!   to a `String` (the patched tiberius's ASCII fast path), then length + bytes appended (the
+//!   worker before its in-place rows), vs `tiberius::write_utf16_as_utf8` writing UTF-8 straight
+//!   into the buffer (the worker's hot path since, see RESULTS.md "Worker hot path").
 //! - `utf16_encode`: the other direction, as the bulk load encodes strings.
 //! - `pg_binary_encode`: rows to PostgreSQL binary COPY format (the bench loader's encoder).
 //! - `worker_copy_encode`: the worker's own hot path, `RowEncoder` turning tiberius
@@ -85,6 +89,42 @@ fn utf16_decode(c: &mut Criterion) {
                 })
             });
         }
+    }
+    group.finish();
+}
+
+fn utf16_into_copy_buffer(c: &mut Criterion) {
+    use bytes::BufMut;
+    let (ascii, other) = bodies();
+    let mut group = c.benchmark_group("utf16_into_copy_buffer");
+    for (name, values) in [("ascii", &ascii), ("non_ascii", &other)] {
+        let bytes: usize = values.iter().map(Vec::len).sum();
+        group.throughput(Throughput::Bytes(bytes as u64));
+        let mut buf = BytesMut::with_capacity(4 << 20);
+        group.bench_with_input(BenchmarkId::new("string_then_copy", name), values, |b, values| {
+            b.iter(|| {
+                buf.clear();
+                for v in values {
+                    let s = decode_ascii_fast_path(black_box(v));
+                    buf.put_i32(s.len() as i32);
+                    buf.put_slice(s.as_bytes());
+                }
+                black_box(buf.len())
+            })
+        });
+        group.bench_with_input(BenchmarkId::new("in_place", name), values, |b, values| {
+            b.iter(|| {
+                buf.clear();
+                for v in values {
+                    let at = buf.len();
+                    buf.put_i32(0);
+                    tiberius::write_utf16_as_utf8(black_box(v), false, &mut buf).unwrap();
+                    let len = (buf.len() - at - 4) as i32;
+                    buf[at..at + 4].copy_from_slice(&len.to_be_bytes());
+                }
+                black_box(buf.len())
+            })
+        });
     }
     group.finish();
 }
@@ -247,6 +287,6 @@ fn generate(c: &mut Criterion) {
 criterion_group! {
     name = benches;
     config = Criterion::default().without_plots().sample_size(20).warm_up_time(std::time::Duration::from_millis(500)).measurement_time(std::time::Duration::from_secs(2));
-    targets = utf16_decode, utf16_encode, pg_binary_encode, worker_copy_encode, pg_copy_decode, generate
+    targets = utf16_decode, utf16_into_copy_buffer, utf16_encode, pg_binary_encode, worker_copy_encode, pg_copy_decode, generate
 }
 criterion_main!(benches);

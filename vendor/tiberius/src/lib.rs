@@ -249,7 +249,11 @@ pub use tds::{
     },
     collation::Collation,
     numeric,
-    stream::{CommandReturnValue, CommandStream, QueryStream},
+    // mssql-pg-operator patch: the raw row stream's types.
+    stream::{
+        raw_row_self_check, write_utf16_as_utf8, CommandReturnValue, CommandStream, QueryStream,
+        RawRow, RawRowStream, RawText, RawValue,
+    },
     time, xml, EncryptionLevel,
 };
 pub use to_sql::{IntoSql, ToSql};

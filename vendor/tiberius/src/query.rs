@@ -4,7 +4,7 @@ use futures_util::io::{AsyncRead, AsyncWrite};
 
 use crate::{
     tds::{codec::RpcProcId, stream::TokenStream},
-    Client, ColumnData, ExecuteResult, IntoSql, QueryStream,
+    Client, ColumnData, ExecuteResult, IntoSql, QueryStream, RawRowStream,
 };
 
 /// A query object with bind parameters.
@@ -225,6 +225,26 @@ impl<'a> Query<'a> {
         result.forward_to_metadata().await?;
 
         Ok(result)
+    }
+
+    /// mssql-pg-operator patch: executes the query and returns its rows decoded in place from
+    /// the read buffer ([`RawRowStream`]), for callers that re-encode every value and do not
+    /// need a [`Row`](crate::Row) per row.
+    pub async fn query_raw<'b, S>(
+        self,
+        client: &'b mut Client<S>,
+    ) -> crate::Result<RawRowStream<'b, S>>
+    where
+        S: AsyncRead + AsyncWrite + Unpin + Send,
+    {
+        client.connection.flush_stream().await?;
+        let rpc_params = Client::<S>::rpc_params(self.sql);
+
+        client
+            .rpc_perform_query(RpcProcId::ExecuteSQL, rpc_params, self.params.into_iter())
+            .await?;
+
+        Ok(RawRowStream::new(TokenStream::new(&mut client.connection)))
     }
 }
 

@@ -4,13 +4,12 @@
 use crate::checkpoint::KeyValue;
 use crate::mapping::{quote_mssql, select_expr};
 use crate::mssql::connect::TdsClient;
-use crate::pg::copy_binary::{EncodeErrorKind, RowEncoder};
+use crate::pg::copy_binary::{EncodeErrorKind, RawRowError, RowEncoder};
 use crate::pg::load::{ChunkEnd, Msg};
 use crate::plan::{KeyColumn, KeyKind, TablePlan, TaskPlan};
 use bytes::BytesMut;
-use futures_util::TryStreamExt;
 use tiberius::numeric::Numeric;
-use tiberius::{ColumnData, FromSql, Query, Row};
+use tiberius::{ColumnData, FromSql, Query, RawRow, RawValue};
 use tokio::sync::mpsc::Sender;
 
 /// Encoded bytes handed to the writer at a time. Large enough to amortise the channel, small
@@ -31,6 +30,14 @@ pub enum ReadError {
         key: String,
         column: String,
         kind: EncodeErrorKind,
+    },
+    #[error("table {table}, row with key {key}, column {column}: invalid value from SQL Server: {source}")]
+    Decode {
+        table: String,
+        key: String,
+        column: String,
+        #[source]
+        source: Box<tiberius::error::Error>,
     },
     #[error("table {table}: key column value {value} cannot be used for keyset paging")]
     Key { table: String, value: String },
@@ -63,7 +70,7 @@ fn param_of(kind: KeyKind, v: &KeyValue) -> Option<Param> {
 }
 
 /// The key value of a row's key column, for the checkpoint.
-pub fn key_value(cell: &ColumnData<'static>) -> Option<KeyValue> {
+pub fn key_value(cell: &ColumnData<'_>) -> Option<KeyValue> {
     Some(match cell {
         ColumnData::U8(Some(v)) => KeyValue::Int(i64::from(*v)),
         ColumnData::I16(Some(v)) => KeyValue::Int(i64::from(*v)),
@@ -72,40 +79,75 @@ pub fn key_value(cell: &ColumnData<'static>) -> Option<KeyValue> {
         ColumnData::String(Some(s)) => KeyValue::Str(s.to_string()),
         ColumnData::Guid(Some(u)) => KeyValue::Uuid(u.to_string()),
         ColumnData::Numeric(Some(n)) => KeyValue::Decimal(n.value().to_string(), n.scale()),
-        ColumnData::Date(Some(_)) => KeyValue::Date(chrono::NaiveDate::from_sql(cell).ok()??.to_string()),
-        ColumnData::DateTime(Some(_))
-        | ColumnData::DateTime2(Some(_))
-        | ColumnData::SmallDateTime(Some(_)) => KeyValue::DateTime(
-            chrono::NaiveDateTime::from_sql(cell)
+        // `FromSql` wants a `'static` value; dates borrow nothing, so a copy is one.
+        ColumnData::Date(Some(d)) => KeyValue::Date(
+            chrono::NaiveDate::from_sql(&ColumnData::Date(Some(*d)))
                 .ok()??
-                .format("%Y-%m-%dT%H:%M:%S%.f")
                 .to_string(),
         ),
+        ColumnData::DateTime(Some(_))
+        | ColumnData::DateTime2(Some(_))
+        | ColumnData::SmallDateTime(Some(_)) => {
+            let owned = match cell {
+                ColumnData::DateTime(v) => ColumnData::DateTime(*v),
+                ColumnData::DateTime2(v) => ColumnData::DateTime2(*v),
+                ColumnData::SmallDateTime(v) => ColumnData::SmallDateTime(*v),
+                _ => return None,
+            };
+            KeyValue::DateTime(
+                chrono::NaiveDateTime::from_sql(&owned)
+                    .ok()??
+                    .format("%Y-%m-%dT%H:%M:%S%.f")
+                    .to_string(),
+            )
+        }
         _ => return None,
     })
 }
 
-fn key_of(row: &Row, key: &[KeyColumn]) -> Option<Vec<KeyValue>> {
-    key.iter()
-        .map(|k| row.cells().nth(k.index).and_then(|(_, c)| key_value(c)))
-        .collect()
+/// The key value of a value decoded in place.
+fn raw_key_value(v: &RawValue<'_>) -> Option<KeyValue> {
+    match v {
+        RawValue::Data(c) => key_value(c),
+        RawValue::Text(t) => Some(KeyValue::Str(t.to_str().ok()?.into_owned())),
+    }
 }
 
-fn describe_key(row: &Row, key: Option<&[KeyColumn]>) -> String {
+/// Overwrites `out` with the row's key (keeping its allocation); false if a key value cannot be
+/// used for keyset paging.
+fn capture_key(row: &RawRow<'_>, key: &[KeyColumn], out: &mut Vec<KeyValue>) -> bool {
+    out.clear();
+    for k in key {
+        match row
+            .get(k.index)
+            .and_then(Result::ok)
+            .as_ref()
+            .and_then(raw_key_value)
+        {
+            Some(v) => out.push(v),
+            None => return false,
+        }
+    }
+    true
+}
+
+fn describe_key(row: &RawRow<'_>, key: Option<&[KeyColumn]>) -> String {
     match key {
         Some(key) => key
             .iter()
             .map(|k| {
-                row.cells().nth(k.index).map_or("?".to_string(), |(col, c)| {
-                    let v = match key_value(c) {
+                let name = row.column_name(k.index).unwrap_or("?");
+                let v = match row.get(k.index) {
+                    Some(Ok(v)) => match raw_key_value(&v) {
                         Some(KeyValue::Int(i)) => i.to_string(),
                         Some(KeyValue::Str(s)) => format!("'{s}'"),
                         Some(KeyValue::Uuid(s) | KeyValue::Date(s) | KeyValue::DateTime(s)) => s,
                         Some(KeyValue::Decimal(v, scale)) => format!("{v}e-{scale}"),
-                        None => format!("{c:?}"),
-                    };
-                    format!("{}={v}", col.name())
-                })
+                        None => format!("{v:?}"),
+                    },
+                    _ => "?".to_string(),
+                };
+                format!("{name}={v}")
             })
             .collect::<Vec<_>>()
             .join(", "),
@@ -223,12 +265,17 @@ pub async fn read_task(
         table: table.clone(),
         source,
     };
-    let mut rows = query.query(client).await.map_err(qerr)?.into_row_stream();
+    // Rows decoded in place from tiberius's read buffer and encoded straight into the COPY
+    // buffer: no `Row`, `Vec` or `String` per row or value (bench/RESULTS.md, "Worker hot path").
+    let mut rows = query.query_raw(client).await.map_err(qerr)?;
 
     let mut buf = BytesMut::with_capacity(FLUSH_BYTES + 64 * 1024);
     let mut in_chunk = 0u64;
     let mut stats = ReadStats::default();
-    let mut last: Option<Row> = None;
+    // The key of the last row read, overwritten in place row after row.
+    let mut last_key: Vec<KeyValue> = Vec::new();
+    let mut last_key_ok = true;
+    let mut any_row = false;
     // A closed channel means the writer failed; its error is the one to report.
     macro_rules! send {
         ($msg:expr) => {
@@ -237,38 +284,55 @@ pub async fn read_task(
             }
         };
     }
-    while let Some(row) = rows.try_next().await.map_err(qerr)? {
-        if let Err(e) = encoder.encode_row(&mut buf, row.cells().map(|(_, c)| c)) {
-            let column = t
-                .columns
-                .get(e.column)
-                .map_or_else(|| format!("#{}", e.column), |c| c.source.name.clone());
-            return Err(ReadError::Encode {
-                table,
-                key: describe_key(&row, key),
-                column,
-                kind: e.kind,
-            });
-        }
-        in_chunk += 1;
-        stats.rows += 1;
-        last = Some(row);
+    loop {
+        let chunk_end = {
+            let Some(row) = rows.next_row().await.map_err(qerr)? else {
+                break;
+            };
+            if let Err(e) = encoder.encode_raw_row(&mut buf, &row) {
+                let column = t
+                    .columns
+                    .get(e.column())
+                    .map_or_else(|| format!("#{}", e.column()), |c| c.source.name.clone());
+                let key = describe_key(&row, key);
+                return Err(match e {
+                    RawRowError::Encode(e) => ReadError::Encode {
+                        table,
+                        key,
+                        column,
+                        kind: e.kind,
+                    },
+                    RawRowError::Decode { source, .. } => ReadError::Decode {
+                        table,
+                        key,
+                        column,
+                        source: Box::new(source),
+                    },
+                });
+            }
+            in_chunk += 1;
+            stats.rows += 1;
+            any_row = true;
+            if let Some(k) = key {
+                last_key_ok = capture_key(&row, k, &mut last_key);
+            }
+            if in_chunk >= chunk_rows && key.is_some() && !last_key_ok {
+                return Err(ReadError::Key {
+                    table: table.clone(),
+                    value: describe_key(&row, key),
+                });
+            }
+            in_chunk >= chunk_rows
+        };
         if buf.len() >= FLUSH_BYTES {
             send!(Msg::Data(buf.split().freeze()));
         }
-        if in_chunk >= chunk_rows {
+        if chunk_end {
             if !buf.is_empty() {
                 send!(Msg::Data(buf.split().freeze()));
             }
-            let last_key = match (key, &last) {
-                (Some(k), Some(r)) => Some(key_of(r, k).ok_or_else(|| ReadError::Key {
-                    table: table.clone(),
-                    value: describe_key(r, Some(k)),
-                })?),
-                _ => None,
-            };
             send!(Msg::ChunkEnd(ChunkEnd {
-                last_key,
+                last_key: key.map(|_| last_key.clone()),
                 rows: in_chunk,
                 done: false
             }));
@@ -278,8 +342,9 @@ pub async fn read_task(
     if !buf.is_empty() {
         send!(Msg::Data(buf.split().freeze()));
     }
-    let last_key = match (key, &last) {
-        (Some(k), Some(r)) => key_of(r, k),
+    let last_key = match key {
+        Some(_) if any_row && last_key_ok => Some(last_key),
+        Some(_) if any_row => None,
         _ => after.map(<[KeyValue]>::to_vec),
     };
     send!(Msg::ChunkEnd(ChunkEnd {

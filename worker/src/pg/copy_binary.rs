@@ -1,5 +1,7 @@
-//! PostgreSQL binary COPY encoding straight from tiberius `ColumnData`: the row bytes are written
-//! into one `BytesMut` with no per-cell value objects in between.
+//! PostgreSQL binary COPY encoding straight from tiberius values: the row bytes are written into
+//! one `BytesMut` with no per-cell value objects in between. `encode_raw_row` takes rows that
+//! tiberius decoded in place (`RawRow`), so text goes from the TDS bytes (UTF-16) to UTF-8 in the
+//! COPY buffer without a `String` per value.
 //!
 //! Format (PostgreSQL docs, "COPY ... Binary Format"): an 11-byte signature, flags, header
 //! extension length; per row an i16 field count, then per field an i32 length (-1 = NULL) and the
@@ -7,7 +9,7 @@
 
 use crate::mapping::PgType;
 use bytes::{BufMut, BytesMut};
-use tiberius::ColumnData;
+use tiberius::{ColumnData, RawRow, RawText, RawValue};
 
 const SIGNATURE: &[u8; 11] = b"PGCOPY\n\xff\r\n\0";
 
@@ -48,6 +50,30 @@ pub struct EncodeError {
     pub kind: EncodeErrorKind,
 }
 
+/// A failure encoding a row decoded in place: a value the encoder refuses, or TDS bytes that are
+/// not a valid value of the column's type.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RawRowError {
+    #[error(transparent)]
+    Encode(#[from] EncodeError),
+    #[error("column #{column}: {source}")]
+    Decode {
+        column: usize,
+        #[source]
+        source: tiberius::error::Error,
+    },
+}
+
+impl RawRowError {
+    /// The index of the column at fault.
+    pub fn column(&self) -> usize {
+        match self {
+            RawRowError::Encode(e) => e.column,
+            RawRowError::Decode { column, .. } => *column,
+        }
+    }
+}
+
 /// Encodes rows for a fixed list of target column types.
 #[derive(Debug, Clone)]
 pub struct RowEncoder {
@@ -74,6 +100,51 @@ impl RowEncoder {
             buf.truncate(start);
         }
         result
+    }
+
+    /// Appends one row that tiberius decoded in place. On error the buffer is left exactly as it
+    /// was before the call.
+    pub fn encode_raw_row(&self, buf: &mut BytesMut, row: &RawRow<'_>) -> Result<(), RawRowError> {
+        let start = buf.len();
+        let result = self.encode_raw_row_inner(buf, row);
+        if result.is_err() {
+            buf.truncate(start);
+        }
+        result
+    }
+
+    fn encode_raw_row_inner(&self, buf: &mut BytesMut, row: &RawRow<'_>) -> Result<(), RawRowError> {
+        let n = self.types.len();
+        let got = row.len();
+        if got != n {
+            return Err(EncodeError {
+                column: n.min(got),
+                kind: EncodeErrorKind::Arity { expected: n, got },
+            }
+            .into());
+        }
+        // A row never has more than 1600 columns in PostgreSQL, so the count fits an i16.
+        buf.put_i16(n as i16);
+        for (i, ty) in self.types.iter().enumerate() {
+            let value = match row.get(i) {
+                Some(Ok(v)) => v,
+                Some(Err(source)) => return Err(RawRowError::Decode { column: i, source }),
+                None => {
+                    return Err(EncodeError {
+                        column: i,
+                        kind: EncodeErrorKind::Arity { expected: n, got: i },
+                    }
+                    .into());
+                }
+            };
+            match value {
+                RawValue::Data(cell) => {
+                    encode_cell(buf, *ty, &cell).map_err(|kind| EncodeError { column: i, kind })?
+                }
+                RawValue::Text(text) => encode_text(buf, *ty, &text, i)?,
+            }
+        }
+        Ok(())
     }
 
     fn encode_row_inner<'a, I>(&self, buf: &mut BytesMut, cells: I) -> Result<(), EncodeError>
@@ -110,6 +181,32 @@ impl RowEncoder {
     }
 }
 
+/// A text value written as UTF-8 straight from its TDS bytes: the field length is written after
+/// the text, in the four bytes reserved for it.
+fn encode_text(buf: &mut BytesMut, ty: PgType, text: &RawText<'_>, column: usize) -> Result<(), RawRowError> {
+    let err = |kind| RawRowError::Encode(EncodeError { column, kind });
+    match ty {
+        PgType::Varchar { .. } | PgType::Char { .. } | PgType::Text | PgType::Xml => {
+            let len_at = buf.len();
+            buf.put_i32(0);
+            text.write_utf8(buf)
+                .map_err(|source| RawRowError::Decode { column, source })?;
+            let body = &buf[len_at + 4..];
+            if body.contains(&0) {
+                return Err(err(EncodeErrorKind::Nul));
+            }
+            // PostgreSQL caps a field at 1 GB, SQL Server allows 2 GB: refuse rather than wrap.
+            let len = i32::try_from(body.len()).map_err(|_| err(EncodeErrorKind::OutOfRange(ty)))?;
+            buf[len_at..len_at + 4].copy_from_slice(&len.to_be_bytes());
+            Ok(())
+        }
+        _ => Err(err(EncodeErrorKind::Mismatch {
+            expected: ty,
+            got: "string",
+        })),
+    }
+}
+
 fn variant_name(cell: &ColumnData<'_>) -> &'static str {
     match cell {
         ColumnData::U8(_) => "tinyint",
@@ -140,7 +237,7 @@ fn null(buf: &mut BytesMut) -> Result<(), EncodeErrorKind> {
 }
 
 /// Writes one field: its length and its bytes.
-fn encode_cell(buf: &mut BytesMut, ty: PgType, cell: &ColumnData<'static>) -> Result<(), EncodeErrorKind> {
+fn encode_cell(buf: &mut BytesMut, ty: PgType, cell: &ColumnData<'_>) -> Result<(), EncodeErrorKind> {
     let mismatch = || EncodeErrorKind::Mismatch {
         expected: ty,
         got: variant_name(cell),

@@ -516,6 +516,49 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Connection<S> {
         self.flushed && self.buf.is_empty()
     }
 
+    // mssql-pg-operator patch (raw rows): the raw row stream decodes whole rows in place from
+    // the read buffer, so it needs to see the buffer, drop what it consumed and append the next
+    // packet itself.
+
+    /// The received, not yet consumed payload bytes.
+    pub(crate) fn buffered(&self) -> &[u8] {
+        &self.buf
+    }
+
+    /// The buffered bytes and the context, borrowed together.
+    pub(crate) fn buffered_and_context(&self) -> (&[u8], &Context) {
+        (&self.buf, &self.context)
+    }
+
+    /// Drops `n` consumed bytes from the front of the buffer.
+    pub(crate) fn consume(&mut self, n: usize) {
+        let n = n.min(self.buf.len());
+        bytes::Buf::advance(&mut self.buf, n);
+    }
+
+    /// Appends the next packet's payload to the buffer. An error when the response has no
+    /// more packets: the caller needed more bytes than the server sent.
+    pub(crate) fn poll_fill(&mut self, cx: &mut task::Context<'_>) -> Poll<crate::Result<()>> {
+        if self.flushed {
+            return Poll::Ready(Err(crate::Error::Protocol(
+                "the response ended in the middle of a token".into(),
+            )));
+        }
+        let mut this = self;
+        match ready!(Pin::new(&mut this).try_poll_next(cx)) {
+            Some(Ok(packet)) => {
+                let (_, payload) = packet.into_parts();
+                this.buf.extend_from_slice(&payload);
+                Poll::Ready(Ok(()))
+            }
+            Some(Err(e)) => Poll::Ready(Err(e)),
+            None => Poll::Ready(Err(crate::Error::Io {
+                kind: io::ErrorKind::UnexpectedEof,
+                message: "No more packets in the wire".into(),
+            })),
+        }
+    }
+
     /// A message sent by the client to set up context for login. The server
     /// responds to a client PRELOGIN message with a message of packet header
     /// type 0x04 and with the packet data containing a PRELOGIN structure.

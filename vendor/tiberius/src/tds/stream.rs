@@ -1,7 +1,12 @@
 mod command;
 mod query;
+// mssql-pg-operator patch: rows decoded in place (see raw_row.rs).
+mod raw_row;
 mod token;
 
 pub use command::*;
 pub use query::*;
+pub use raw_row::{
+    raw_row_self_check, write_utf16_as_utf8, RawRow, RawRowStream, RawText, RawValue,
+};
 pub use token::*;

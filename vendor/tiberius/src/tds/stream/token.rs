@@ -455,6 +455,58 @@ where
         Ok(ReceivedToken::Sspi(sspi))
     }
 
+    /// Reads and decodes the next token; `None` once the response is consumed (or the first
+    /// server error recorded on the way, as an `Err`).
+    pub(crate) async fn next_token(&mut self) -> crate::Result<Option<ReceivedToken>> {
+        if self.conn.is_eof() {
+            match self.last_error.take() {
+                None => return Ok(None),
+                Some(error) => return Err(error),
+            }
+        }
+
+        let ty_byte = self.conn.read_u8().await?;
+
+        let ty = TokenType::try_from(ty_byte)
+            .map_err(|_| Error::Protocol(format!("invalid token type {:x}", ty_byte).into()))?;
+
+        let token = match ty {
+            TokenType::ReturnStatus => self.get_return_status().await?,
+            TokenType::ColMetaData => self.get_col_metadata().await?,
+            TokenType::AltMetaData => self.get_alt_col_metadata().await?,
+            TokenType::Row => self.get_row().await?,
+            TokenType::AltRow => self.get_alt_row().await?,
+            TokenType::NbcRow => self.get_nbc_row().await?,
+            TokenType::Done => self.get_done_value().await?,
+            TokenType::DoneProc => self.get_done_proc_value().await?,
+            TokenType::DoneInProc => self.get_done_in_proc_value().await?,
+            TokenType::ReturnValue => self.get_return_value().await?,
+            TokenType::Error => self.get_error().await?,
+            TokenType::Order => self.get_order().await?,
+            TokenType::ColInfo => self.get_col_info().await?,
+            TokenType::TabName => self.get_tab_name().await?,
+            TokenType::EnvChange => self.get_env_change().await?,
+            TokenType::Info => self.get_info().await?,
+            TokenType::LoginAck => self.get_login_ack().await?,
+            TokenType::Sspi => self.get_sspi().await?,
+            TokenType::SessionState => self.get_session_state().await?,
+            TokenType::FedAuthInfo => self.get_fed_auth_info().await?,
+            TokenType::FeatureExtAck => self.get_feature_ext_ack().await?,
+            // NOTE: every `TokenType` variant is handled above. This match
+            // is intentionally exhaustive (no wildcard arm) so that adding a
+            // new `TokenType` fails to compile until a handler is wired up,
+            // rather than silently falling through. Unknown token *bytes*
+            // are already rejected by the `TokenType::try_from` above.
+        };
+
+        Ok(Some(token))
+    }
+
+    /// The connection, for the raw row stream's in-buffer row decoding.
+    pub(crate) fn conn_mut(&mut self) -> &mut Connection<S> {
+        self.conn
+    }
+
     pub fn try_unfold(self) -> BoxStream<'a, crate::Result<ReceivedToken>> {
         // Read the per-response command timeout before `self` is moved into the
         // unfold closure. Every command result-read path funnels through here
@@ -467,49 +519,10 @@ where
         // otherwise unreachable from `RoundTripTimeout`).
         let poison = self.conn.command_desync_flag();
 
+        // mssql-pg-operator patch: the per-token body lives in `next_token`, which the raw row
+        // stream (`raw_row.rs`) drives directly for every token that is not a row.
         let stream = futures_util::stream::try_unfold(self, |mut this| async move {
-            if this.conn.is_eof() {
-                match this.last_error {
-                    None => return Ok(None),
-                    Some(error) => return Err(error),
-                }
-            }
-
-            let ty_byte = this.conn.read_u8().await?;
-
-            let ty = TokenType::try_from(ty_byte)
-                .map_err(|_| Error::Protocol(format!("invalid token type {:x}", ty_byte).into()))?;
-
-            let token = match ty {
-                TokenType::ReturnStatus => this.get_return_status().await?,
-                TokenType::ColMetaData => this.get_col_metadata().await?,
-                TokenType::AltMetaData => this.get_alt_col_metadata().await?,
-                TokenType::Row => this.get_row().await?,
-                TokenType::AltRow => this.get_alt_row().await?,
-                TokenType::NbcRow => this.get_nbc_row().await?,
-                TokenType::Done => this.get_done_value().await?,
-                TokenType::DoneProc => this.get_done_proc_value().await?,
-                TokenType::DoneInProc => this.get_done_in_proc_value().await?,
-                TokenType::ReturnValue => this.get_return_value().await?,
-                TokenType::Error => this.get_error().await?,
-                TokenType::Order => this.get_order().await?,
-                TokenType::ColInfo => this.get_col_info().await?,
-                TokenType::TabName => this.get_tab_name().await?,
-                TokenType::EnvChange => this.get_env_change().await?,
-                TokenType::Info => this.get_info().await?,
-                TokenType::LoginAck => this.get_login_ack().await?,
-                TokenType::Sspi => this.get_sspi().await?,
-                TokenType::SessionState => this.get_session_state().await?,
-                TokenType::FedAuthInfo => this.get_fed_auth_info().await?,
-                TokenType::FeatureExtAck => this.get_feature_ext_ack().await?,
-                // NOTE: every `TokenType` variant is handled above. This match
-                // is intentionally exhaustive (no wildcard arm) so that adding a
-                // new `TokenType` fails to compile until a handler is wired up,
-                // rather than silently falling through. Unknown token *bytes*
-                // are already rejected by the `TokenType::try_from` above.
-            };
-
-            Ok(Some((token, this)))
+            Ok(this.next_token().await?.map(|token| (token, this)))
         });
 
         Box::pin(RoundTripTimeout::new(
