@@ -151,6 +151,226 @@ fn tail(s: &str, lines: usize) -> String {
     all[all.len().saturating_sub(lines)..].join("\n")
 }
 
+/// What both directions' tests stand on: a namespace of the control plane holding the CRDs, the worker's
+/// documented RBAC, the test's Secrets and the operator's RBAC; a TDS test server in this process (the
+/// source or the target); the test PostgreSQL; and a work directory for the operator's logs.
+struct E2e {
+    cluster: Cluster,
+    /// Held for the test's length: the server stops when it is dropped.
+    _server: TestServer,
+    /// How the test itself reaches the TDS test server.
+    mssql: MssqlSource,
+    pg_cfg: tokio_postgres::Config,
+    pg: tokio_postgres::Client,
+    work: PathBuf,
+    operator_log: PathBuf,
+    op_kubeconfig: PathBuf,
+}
+
+impl E2e {
+    /// `name` makes the namespace (`e2e-NAME-PID`) and the work directory unique; the TDS test server's `sa`
+    /// logs in with `mssql_password`; `secrets` gives the Secrets' YAML for PostgreSQL's user.
+    async fn start(name: &str, mssql_password: &str, secrets: impl FnOnce(&str) -> String) -> E2e {
+        let dir = match std::env::var("MSSQLPG_K8S_DIR") {
+            Ok(d) if !d.is_empty() => PathBuf::from(d),
+            _ => panic!(
+                "MSSQLPG_K8S_DIR is not set: this test needs a running control plane. Start one with \
+                 `tests/control-plane/up.sh DIR` and run with MSSQLPG_K8S_DIR=DIR (make test does this)."
+            ),
+        };
+        let pg_url = std::env::var("MSSQLPG_TEST_PG_URL").unwrap_or_else(|_| {
+            panic!(
+                "MSSQLPG_TEST_PG_URL is not set: eval \"$(tests/scripts/postgres.sh start)\" or run make test"
+            )
+        });
+        let repo = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .unwrap()
+            .to_path_buf();
+        let node_path = std::env::var("MSSQLPG_NODE_PATH")
+            .map(PathBuf::from)
+            .unwrap_or_else(|_| repo.join("target/debug"));
+        assert!(
+            node_path.join("mssql-pg-worker").exists(),
+            "{} is missing: pods run the worker from there; build it first \
+             (cargo build -p mssql-pg-worker, or make test's cargo build --workspace --bins)",
+            node_path.join("mssql-pg-worker").display()
+        );
+        let cluster = Cluster {
+            kubeconfig: dir.join("kubeconfig"),
+            dir: dir.clone(),
+            ns: format!("e2e-{name}-{}", std::process::id()),
+        };
+        assert!(
+            cluster.kubeconfig.exists(),
+            "{} is missing",
+            cluster.kubeconfig.display()
+        );
+
+        let server = TestServer::start(ServerConfig {
+            password: mssql_password.into(),
+            ..ServerConfig::default()
+        })
+        .unwrap();
+        let mssql = MssqlSource {
+            host: "127.0.0.1".into(),
+            port: server.addr().port(),
+            database: "master".into(),
+            user: "sa".into(),
+            password: mssql_password.into(),
+            encryption: Encryption::NotSupported,
+            trust_server_certificate: false,
+            packet_size: 32767,
+        };
+        let pg_cfg: tokio_postgres::Config = pg_url.parse().unwrap();
+        let (pg, conn) = pg_cfg.connect(tokio_postgres::NoTls).await.unwrap();
+        tokio::spawn(conn);
+
+        cluster.must(
+            &[
+                "apply",
+                "--server-side",
+                "-f",
+                &repo.join("crds/generated").display().to_string(),
+            ],
+            None,
+        );
+        cluster.must(
+            &[
+                "wait",
+                "--for=condition=Established",
+                "crd/migrations.mssqlpg.dev",
+                "crd/migrationtasks.mssqlpg.dev",
+                "--timeout=30s",
+            ],
+            None,
+        );
+        cluster.must(&["create", "ns", &cluster.ns], None);
+        let worker_rbac = std::fs::read_to_string(repo.join("deploy/examples/worker-rbac.yaml"))
+            .unwrap()
+            .replace("namespace: migrations", &format!("namespace: {}", cluster.ns));
+        cluster.apply(&worker_rbac);
+        cluster.apply(&secrets(pg_cfg.get_user().unwrap_or("postgres")));
+        cluster.must(
+            &[
+                "apply",
+                "-f",
+                &repo
+                    .join("operator/tests/e2e/operator-rbac.yaml")
+                    .display()
+                    .to_string(),
+            ],
+            None,
+        );
+        let op_kubeconfig = if dir.join("kubeconfig-tester").exists() {
+            dir.join("kubeconfig-tester")
+        } else {
+            cluster.kubeconfig.clone()
+        };
+        let work = std::env::temp_dir().join(format!("mssqlpg-{name}-worker-{}", std::process::id()));
+        std::fs::create_dir_all(&work).unwrap();
+        let operator_log = work.join("operator.log");
+        E2e {
+            cluster,
+            _server: server,
+            mssql,
+            pg_cfg,
+            pg,
+            work,
+            operator_log,
+            op_kubeconfig,
+        }
+    }
+
+    /// Starts an operator watching the namespace, appending to the logs (a restarted one continues them).
+    /// Every copy's first attempt crashes after 2 committed chunks (the worker's hidden hook); progress is
+    /// patched every second; worker pods share the host network here, so they do not serve /metrics.
+    fn start_operator(&self, metrics_addr: &str) -> Operator {
+        let append = |path: &Path| {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .unwrap()
+        };
+        Operator(
+            Command::new(env!("CARGO_BIN_EXE_mssql-pg-operator"))
+                .env("KUBECONFIG", &self.op_kubeconfig)
+                .env("METRICS_ADDR", metrics_addr)
+                .env("WATCH_NAMESPACE", &self.cluster.ns)
+                .env(
+                    "MSSQLPG_WORKER_COMMAND",
+                    "env MSSQLPG_FAIL_AFTER_CHUNKS=2 WORKER_PROGRESS_INTERVAL=1 WORKER_METRICS_ADDR=off \
+                     mssql-pg-worker",
+                )
+                .env("MSSQLPG_WORKER_LOG", "info")
+                .env("MSSQLPG_REQUEUE_SECONDS", "2")
+                .env("RUST_LOG", "info,mssql_pg_operator=debug")
+                .stdout(append(&self.operator_log))
+                .stderr(append(&self.operator_log.with_extension("err")))
+                .spawn()
+                .expect("starting the operator"),
+        )
+    }
+
+    fn diag(&self) -> String {
+        self.cluster.diagnostics(&self.operator_log)
+    }
+
+    /// Waits until Migration `name` is in `phase`.
+    fn wait_phase(&self, name: &str, phase: &str, timeout: Duration) {
+        let started = Instant::now();
+        while self.cluster.get("migration", name, ".status.phase") != phase {
+            assert!(
+                started.elapsed() < timeout,
+                "{name} never reached {phase}: {}",
+                self.diag()
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// The termination messages of copy Job `job`'s pods: the crashed first attempt said why and a retry
+    /// succeeded. Returned for further checks.
+    fn assert_crashed_then_succeeded(&self, job: &str) -> String {
+        let messages = self.cluster.must(
+            &[
+                "get",
+                "pods",
+                "-n",
+                &self.cluster.ns,
+                "-l",
+                &format!("batch.kubernetes.io/job-name={job}"),
+                "-o",
+                "jsonpath={range .items[*]}{.status.containerStatuses[0].state.terminated.message}{\"\\n\"}{end}",
+            ],
+            None,
+        );
+        assert!(
+            messages.contains("injected failure after 2 committed chunks")
+                && messages.contains("\"ok\":true"),
+            "{job}: {messages}"
+        );
+        messages
+    }
+
+    /// Removes the work directory (kept when a test fails, for its logs).
+    fn finish(self) {
+        let _ = std::fs::remove_dir_all(&self.work);
+    }
+}
+
+/// Host, port and database of the test PostgreSQL, for a Migration's spec.
+fn pg_endpoint(pg: &tokio_postgres::Config) -> (String, u16, String) {
+    let host = match pg.get_hosts().first() {
+        Some(tokio_postgres::config::Host::Tcp(h)) => h.clone(),
+        _ => "127.0.0.1".to_string(),
+    };
+    let port = pg.get_ports().first().copied().unwrap_or(5432);
+    let db = pg.get_dbname().unwrap_or("postgres").to_string();
+    (host, port, db)
+}
+
 async fn exec(client: &mut TdsClient, sql: &str) {
     client
         .simple_query(sql)
@@ -257,12 +477,7 @@ fn migration_yaml(
     schema: &str,
     backoff: i32,
 ) -> String {
-    let host = match pg.get_hosts().first() {
-        Some(tokio_postgres::config::Host::Tcp(h)) => h.clone(),
-        _ => "127.0.0.1".to_string(),
-    };
-    let port = pg.get_ports().first().copied().unwrap_or(5432);
-    let db = pg.get_dbname().unwrap_or("postgres");
+    let (host, port, db) = pg_endpoint(pg);
     format!(
         "apiVersion: mssqlpg.dev/v1alpha1
 kind: Migration
@@ -281,100 +496,9 @@ spec:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn migration_with_the_real_worker() {
-    let dir = match std::env::var("MSSQLPG_K8S_DIR") {
-        Ok(d) if !d.is_empty() => PathBuf::from(d),
-        _ => panic!(
-            "MSSQLPG_K8S_DIR is not set: this test needs a running control plane. Start one with \
-             `tests/control-plane/up.sh DIR` and run with MSSQLPG_K8S_DIR=DIR (make test does this)."
-        ),
-    };
-    let pg_url = std::env::var("MSSQLPG_TEST_PG_URL").unwrap_or_else(|_| {
-        panic!("MSSQLPG_TEST_PG_URL is not set: eval \"$(tests/scripts/postgres.sh start)\" or run make test")
-    });
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf();
-    let node_path = std::env::var("MSSQLPG_NODE_PATH")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| repo.join("target/debug"));
-    assert!(
-        node_path.join("mssql-pg-worker").exists(),
-        "{} is missing: pods run the worker from there; build it first \
-         (cargo build -p mssql-pg-worker, or make test's cargo build --workspace --bins)",
-        node_path.join("mssql-pg-worker").display()
-    );
-    let cluster = Cluster {
-        kubeconfig: dir.join("kubeconfig"),
-        dir: dir.clone(),
-        ns: format!("e2e-real-{}", std::process::id()),
-    };
-    assert!(
-        cluster.kubeconfig.exists(),
-        "{} is missing",
-        cluster.kubeconfig.display()
-    );
-
-    // The source: a TDS test server in this process, seeded through the worker's own client.
-    let server = TestServer::start(ServerConfig {
-        password: SOURCE_PASSWORD.into(),
-        ..ServerConfig::default()
-    })
-    .unwrap();
-    let source = MssqlSource {
-        host: "127.0.0.1".into(),
-        port: server.addr().port(),
-        database: "master".into(),
-        user: "sa".into(),
-        password: SOURCE_PASSWORD.into(),
-        encryption: Encryption::NotSupported,
-        trust_server_certificate: false,
-        packet_size: 32767,
-    };
-    seed(&source).await;
-
-    let pg_cfg: tokio_postgres::Config = pg_url.parse().unwrap();
-    let (pg, conn) = pg_cfg.connect(tokio_postgres::NoTls).await.unwrap();
-    tokio::spawn(conn);
-    let schema = format!("e2e_real_{}", std::process::id());
-    pg.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
-        .await
-        .unwrap();
-    pg.batch_execute(&format!(
-        "DELETE FROM _mssqlpg.checkpoints WHERE migration LIKE '{}/%'; DELETE FROM _mssqlpg.runs WHERE migration LIKE '{}/%'",
-        cluster.ns, cluster.ns
-    ))
-    .await
-    .ok();
-
-    // The cluster side: CRDs, the namespace with the documented worker RBAC, credentials, the operator's RBAC.
-    cluster.must(
-        &[
-            "apply",
-            "--server-side",
-            "-f",
-            &repo.join("crds/generated").display().to_string(),
-        ],
-        None,
-    );
-    cluster.must(
-        &[
-            "wait",
-            "--for=condition=Established",
-            "crd/migrations.mssqlpg.dev",
-            "crd/migrationtasks.mssqlpg.dev",
-            "--timeout=30s",
-        ],
-        None,
-    );
-    cluster.must(&["create", "ns", &cluster.ns], None);
-    let worker_rbac = std::fs::read_to_string(repo.join("deploy/examples/worker-rbac.yaml"))
-        .unwrap()
-        .replace("namespace: migrations", &format!("namespace: {}", cluster.ns));
-    cluster.apply(&worker_rbac);
-    let pg_user = pg_cfg.get_user().unwrap_or("postgres");
-    cluster.apply(&format!(
-        "apiVersion: v1
+    let e2e = E2e::start("real", SOURCE_PASSWORD, |pg_user| {
+        format!(
+            "apiVersion: v1
 kind: Secret
 metadata: {{name: src-creds}}
 stringData: {{username: sa, password: {SOURCE_PASSWORD}}}
@@ -389,81 +513,43 @@ kind: Secret
 metadata: {{name: dst-creds}}
 stringData: {{username: {pg_user}, password: unused-with-trust}}
 "
-    ));
-    cluster.must(
-        &[
-            "apply",
-            "-f",
-            &repo
-                .join("operator/tests/e2e/operator-rbac.yaml")
-                .display()
-                .to_string(),
-        ],
-        None,
-    );
-    let op_kubeconfig = if dir.join("kubeconfig-tester").exists() {
-        dir.join("kubeconfig-tester")
-    } else {
-        cluster.kubeconfig.clone()
-    };
-
-    let work = std::env::temp_dir().join(format!("mssqlpg-real-worker-{}", std::process::id()));
-    std::fs::create_dir_all(&work).unwrap();
-    let operator_log = work.join("operator.log");
-    let metrics_port = 20_000 + (std::process::id() % 20_000) as u16;
-    // Every copy's first attempt crashes after 2 committed chunks (the worker's hidden hook); progress is
-    // patched every second; worker pods share the host network here, so they do not serve /metrics.
-    let worker_command = "env MSSQLPG_FAIL_AFTER_CHUNKS=2 WORKER_PROGRESS_INTERVAL=1 WORKER_METRICS_ADDR=off \
-                          mssql-pg-worker";
-    let start_operator = || {
-        let append = |path: &Path| {
-            std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(path)
-                .unwrap()
-        };
-        Operator(
-            Command::new(env!("CARGO_BIN_EXE_mssql-pg-operator"))
-                .env("KUBECONFIG", &op_kubeconfig)
-                .env("METRICS_ADDR", format!("127.0.0.1:{metrics_port}"))
-                .env("WATCH_NAMESPACE", &cluster.ns)
-                .env("MSSQLPG_WORKER_COMMAND", worker_command)
-                .env("MSSQLPG_WORKER_LOG", "info")
-                .env("MSSQLPG_REQUEUE_SECONDS", "2")
-                .env("RUST_LOG", "info,mssql_pg_operator=debug")
-                .stdout(append(&operator_log))
-                .stderr(append(&work.join("operator.err")))
-                .spawn()
-                .expect("starting the operator"),
         )
-    };
-    let operator = start_operator();
+    })
+    .await;
+    let (cluster, pg, pg_cfg) = (&e2e.cluster, &e2e.pg, &e2e.pg_cfg);
+    // The source: the TDS test server, seeded through the worker's own client.
+    seed(&e2e.mssql).await;
+    let schema = format!("e2e_real_{}", std::process::id());
+    pg.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+        .await
+        .unwrap();
+    pg.batch_execute(&format!(
+        "DELETE FROM _mssqlpg.checkpoints WHERE migration LIKE '{}/%'; DELETE FROM _mssqlpg.runs WHERE migration LIKE '{}/%'",
+        cluster.ns, cluster.ns
+    ))
+    .await
+    .ok();
 
-    let mssql_port = server.addr().port();
+    let metrics_port = 20_000 + (std::process::id() % 20_000) as u16;
+    let metrics_addr = format!("127.0.0.1:{metrics_port}");
+    let operator = e2e.start_operator(&metrics_addr);
+
+    let mssql_port = e2e.mssql.port;
     cluster.apply(&migration_yaml(
         "real",
         "src-creds",
         mssql_port,
-        &pg_cfg,
+        pg_cfg,
         &schema,
         3,
     ));
     // The operator is killed while copy Jobs run and a new one carries on from what the cluster holds.
-    let started = Instant::now();
-    while cluster.get("migration", "real", ".status.phase") != "Copying" {
-        assert!(
-            started.elapsed() < Duration::from_secs(180),
-            "never saw Copying: {}",
-            cluster.diagnostics(&operator_log)
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    e2e.wait_phase("real", "Copying", Duration::from_secs(180));
     drop(operator);
     std::thread::sleep(Duration::from_secs(2));
-    let _operator = start_operator();
+    let _operator = e2e.start_operator(&metrics_addr);
     let phase = cluster.wait_terminal("real", Duration::from_secs(420));
-    let diag = || cluster.diagnostics(&operator_log);
+    let diag = || e2e.diag();
     assert_eq!(phase, "Succeeded", "{}", diag());
 
     // Status totals: 4 tables, Big in 4 ranges + 3 whole tables.
@@ -511,26 +597,7 @@ stringData: {{username: {pg_user}, password: unused-with-trust}}
         assert_eq!(f[3], "2", "one crash and one resumed retry: {line}");
         big_sum += f[4].parse::<i64>().unwrap();
         assert!(f[5].parse::<i64>().is_ok(), "checkpoint is the last key: {line}");
-        // The crashed attempt's pod said why in its termination message.
-        let messages = cluster.must(
-            &[
-                "get",
-                "pods",
-                "-n",
-                &cluster.ns,
-                "-l",
-                &format!("batch.kubernetes.io/job-name={}", f[0]),
-                "-o",
-                "jsonpath={range .items[*]}{.status.containerStatuses[0].state.terminated.message}{\"\\n\"}{end}",
-            ],
-            None,
-        );
-        assert!(
-            messages.contains("injected failure after 2 committed chunks")
-                && messages.contains("\"ok\":true"),
-            "{}: {messages}",
-            f[0]
-        );
+        e2e.assert_crashed_then_succeeded(f[0]);
     }
     assert_eq!(big_sum, BIG_ROWS, "{big_tasks}");
 
@@ -613,7 +680,7 @@ stringData: {{username: {pg_user}, password: unused-with-trust}}
         "badcreds",
         "src-bad",
         mssql_port,
-        &pg_cfg,
+        pg_cfg,
         &format!("{schema}_bad"),
         0,
     ));
@@ -631,7 +698,7 @@ stringData: {{username: {pg_user}, password: unused-with-trust}}
     for text in [
         message.clone(),
         cluster.must(&["get", "mig,mtask", "-n", &cluster.ns, "-o", "yaml"], None),
-        std::fs::read_to_string(&operator_log).unwrap_or_default(),
+        std::fs::read_to_string(&e2e.operator_log).unwrap_or_default(),
     ] {
         assert!(!text.contains(WRONG_PASSWORD), "the wrong password leaked");
         assert!(!text.contains(SOURCE_PASSWORD), "the source password leaked");
@@ -641,19 +708,11 @@ stringData: {{username: {pg_user}, password: unused-with-trust}}
         "deleteme",
         "src-creds",
         mssql_port,
-        &pg_cfg,
+        pg_cfg,
         &format!("{schema}_del"),
         3,
     ));
-    let started = Instant::now();
-    while cluster.get("migration", "deleteme", ".status.phase") != "Copying" {
-        assert!(
-            started.elapsed() < Duration::from_secs(180),
-            "deleteme never reached Copying: {}",
-            diag()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    e2e.wait_phase("deleteme", "Copying", Duration::from_secs(180));
     cluster
         .kubectl(
             &["delete", "mig", "deleteme", "-n", &cluster.ns, "--timeout=90s"],
@@ -679,8 +738,7 @@ stringData: {{username: {pg_user}, password: unused-with-trust}}
     ))
     .await
     .unwrap();
-    let _ = std::fs::remove_dir_all(&work);
-    drop(server);
+    e2e.finish();
 }
 
 /// A plain HTTP/1.0 GET on 127.0.0.1 (no HTTP client dependency for one request).
@@ -751,12 +809,7 @@ async fn seed_pg(pg: &tokio_postgres::Client, schema: &str) {
 }
 
 fn reverse_migration_yaml(name: &str, pg: &tokio_postgres::Config, schema: &str, mssql_port: u16) -> String {
-    let host = match pg.get_hosts().first() {
-        Some(tokio_postgres::config::Host::Tcp(h)) => h.clone(),
-        _ => "127.0.0.1".to_string(),
-    };
-    let port = pg.get_ports().first().copied().unwrap_or(5432);
-    let db = pg.get_dbname().unwrap_or("postgres");
+    let (host, port, db) = pg_endpoint(pg);
     format!(
         "apiVersion: mssqlpg.dev/v1alpha1
 kind: Migration
@@ -778,80 +831,9 @@ spec:
 /// checkpoint stored in SQL Server, and the SQL Server side ends up with exactly the source's rows.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reverse_migration_with_the_real_worker() {
-    let dir = match std::env::var("MSSQLPG_K8S_DIR") {
-        Ok(d) if !d.is_empty() => PathBuf::from(d),
-        _ => panic!(
-            "MSSQLPG_K8S_DIR is not set: this test needs a running control plane. Start one with \
-             `tests/control-plane/up.sh DIR` and run with MSSQLPG_K8S_DIR=DIR (make test does this)."
-        ),
-    };
-    let pg_url = std::env::var("MSSQLPG_TEST_PG_URL").unwrap_or_else(|_| {
-        panic!("MSSQLPG_TEST_PG_URL is not set: eval \"$(tests/scripts/postgres.sh start)\" or run make test")
-    });
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf();
-    let cluster = Cluster {
-        kubeconfig: dir.join("kubeconfig"),
-        dir: dir.clone(),
-        ns: format!("e2e-rev-{}", std::process::id()),
-    };
-    assert!(
-        cluster.kubeconfig.exists(),
-        "{} is missing",
-        cluster.kubeconfig.display()
-    );
-
-    // The target: a TDS test server in this process.
-    let server = TestServer::start(ServerConfig {
-        password: TARGET_PASSWORD.into(),
-        ..ServerConfig::default()
-    })
-    .unwrap();
-    let target = MssqlSource {
-        host: "127.0.0.1".into(),
-        port: server.addr().port(),
-        database: "master".into(),
-        user: "sa".into(),
-        password: TARGET_PASSWORD.into(),
-        encryption: Encryption::NotSupported,
-        trust_server_certificate: false,
-        packet_size: 32767,
-    };
-    let pg_cfg: tokio_postgres::Config = pg_url.parse().unwrap();
-    let (pg, conn) = pg_cfg.connect(tokio_postgres::NoTls).await.unwrap();
-    tokio::spawn(conn);
-    let schema = format!("e2e_rev_{}", std::process::id());
-    seed_pg(&pg, &schema).await;
-
-    cluster.must(
-        &[
-            "apply",
-            "--server-side",
-            "-f",
-            &repo.join("crds/generated").display().to_string(),
-        ],
-        None,
-    );
-    cluster.must(
-        &[
-            "wait",
-            "--for=condition=Established",
-            "crd/migrations.mssqlpg.dev",
-            "crd/migrationtasks.mssqlpg.dev",
-            "--timeout=30s",
-        ],
-        None,
-    );
-    cluster.must(&["create", "ns", &cluster.ns], None);
-    let worker_rbac = std::fs::read_to_string(repo.join("deploy/examples/worker-rbac.yaml"))
-        .unwrap()
-        .replace("namespace: migrations", &format!("namespace: {}", cluster.ns));
-    cluster.apply(&worker_rbac);
-    let pg_user = pg_cfg.get_user().unwrap_or("postgres");
-    cluster.apply(&format!(
-        "apiVersion: v1
+    let e2e = E2e::start("rev", TARGET_PASSWORD, |pg_user| {
+        format!(
+            "apiVersion: v1
 kind: Secret
 metadata: {{name: pg-creds}}
 stringData: {{username: {pg_user}, password: unused-with-trust}}
@@ -861,63 +843,24 @@ kind: Secret
 metadata: {{name: ms-creds}}
 stringData: {{username: sa, password: {TARGET_PASSWORD}}}
 "
-    ));
-    cluster.must(
-        &[
-            "apply",
-            "-f",
-            &repo
-                .join("operator/tests/e2e/operator-rbac.yaml")
-                .display()
-                .to_string(),
-        ],
-        None,
-    );
-    let op_kubeconfig = if dir.join("kubeconfig-tester").exists() {
-        dir.join("kubeconfig-tester")
-    } else {
-        cluster.kubeconfig.clone()
-    };
-    let work = std::env::temp_dir().join(format!("mssqlpg-rev-worker-{}", std::process::id()));
-    std::fs::create_dir_all(&work).unwrap();
-    let operator_log = work.join("operator.log");
-    let open = |path: &Path| std::fs::File::create(path).unwrap();
-    let _operator = Operator(
-        Command::new(env!("CARGO_BIN_EXE_mssql-pg-operator"))
-            .env("KUBECONFIG", &op_kubeconfig)
-            .env("METRICS_ADDR", "127.0.0.1:0")
-            .env("WATCH_NAMESPACE", &cluster.ns)
-            .env(
-                "MSSQLPG_WORKER_COMMAND",
-                "env MSSQLPG_FAIL_AFTER_CHUNKS=2 WORKER_PROGRESS_INTERVAL=1 WORKER_METRICS_ADDR=off \
-                 mssql-pg-worker",
-            )
-            .env("MSSQLPG_WORKER_LOG", "info")
-            .env("MSSQLPG_REQUEUE_SECONDS", "2")
-            .env("RUST_LOG", "info,mssql_pg_operator=debug")
-            .stdout(open(&operator_log))
-            .stderr(open(&operator_log.with_extension("err")))
-            .spawn()
-            .expect("starting the operator"),
-    );
-    let diag = || cluster.diagnostics(&operator_log);
+        )
+    })
+    .await;
+    let (cluster, pg) = (&e2e.cluster, &e2e.pg);
+    // The source: PostgreSQL; the target: the TDS test server.
+    let schema = format!("e2e_rev_{}", std::process::id());
+    seed_pg(pg, &schema).await;
+    let _operator = e2e.start_operator("127.0.0.1:0");
+    let diag = || e2e.diag();
 
     cluster.apply(&reverse_migration_yaml(
         "rev",
-        &pg_cfg,
+        &e2e.pg_cfg,
         &schema,
-        server.addr().port(),
+        e2e.mssql.port,
     ));
     let status = |path: &str| cluster.get("migration", "rev", path);
-    let started = Instant::now();
-    while status(".status.phase") != "Copying" {
-        assert!(
-            started.elapsed() < Duration::from_secs(180),
-            "never saw Copying: {}",
-            diag()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    e2e.wait_phase("rev", "Copying", Duration::from_secs(180));
 
     // Suspend while copying: the running copies finish, no new copy Job starts.
     cluster.must(
@@ -933,15 +876,7 @@ stringData: {{username: sa, password: {TARGET_PASSWORD}}}
         ],
         None,
     );
-    let started = Instant::now();
-    while status(".status.phase") != "Suspended" {
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "never saw Suspended: {}",
-            diag()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    e2e.wait_phase("rev", "Suspended", Duration::from_secs(60));
     let copy_jobs = || {
         cluster
             .must(
@@ -1068,27 +1003,9 @@ stringData: {{username: sa, password: {TARGET_PASSWORD}}}
         big_sum += f[3].parse::<i64>().unwrap();
         assert!(f[4].parse::<i64>().is_ok(), "checkpoint is the last key: {line}");
         assert_eq!(f[5], "int", "{line}");
-        // The crashed attempt's pod said why in its termination message; the retry reported success.
-        let messages = cluster.must(
-            &[
-                "get",
-                "pods",
-                "-n",
-                &cluster.ns,
-                "-l",
-                &format!("batch.kubernetes.io/job-name={}", f[0]),
-                "-o",
-                "jsonpath={range .items[*]}{.status.containerStatuses[0].state.terminated.message}{\"\\n\"}{end}",
-            ],
-            None,
-        );
-        assert!(
-            messages.contains("injected failure after 2 committed chunks")
-                && messages.contains("\"ok\":true")
-                && messages.contains("\"resumed\":true"),
-            "{}: {messages}",
-            f[0]
-        );
+        // The crashed attempt's pod said why in its termination message; the retry resumed.
+        let messages = e2e.assert_crashed_then_succeeded(f[0]);
+        assert!(messages.contains("\"resumed\":true"), "{}: {messages}", f[0]);
     }
     assert_eq!(big_sum, REV_BIG_ROWS, "{big_tasks}");
     // The task spec shows the type mapping (PostgreSQL's spelling -> SQL Server's).
@@ -1139,7 +1056,11 @@ stringData: {{username: sa, password: {TARGET_PASSWORD}}}
     }
 
     // SQL Server holds exactly the source's rows.
-    let mut ms = target.connect().await.expect("connecting to the TDS test server");
+    let mut ms = e2e
+        .mssql
+        .connect()
+        .await
+        .expect("connecting to the TDS test server");
     let big = ms_rows(
         &mut ms,
         "SELECT CAST(COUNT(*) AS nvarchar(20)), CAST(COUNT(DISTINCT id) AS nvarchar(20)), \
@@ -1255,6 +1176,5 @@ stringData: {{username: sa, password: {TARGET_PASSWORD}}}
     pg.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
         .await
         .unwrap();
-    let _ = std::fs::remove_dir_all(&work);
-    drop(server);
+    e2e.finish();
 }
