@@ -222,6 +222,17 @@ fn sql_datetime2(us: i64, scale: u8) -> Result<tiberius::time::DateTime2, String
     ))
 }
 
+/// 10^0 ..= 10^38: a table instead of `pow` per base-10000 digit group.
+const POW10: [i128; 39] = {
+    let mut t = [1i128; 39];
+    let mut i = 1;
+    while i < 39 {
+        t[i] = t[i - 1] * 10;
+        i += 1;
+    }
+    t
+};
+
 /// PostgreSQL's binary numeric (ndigits, weight, sign, dscale, base-10000 digits) as a decimal
 /// at exactly `scale`, or an error when it does not fit decimal(precision, scale).
 pub fn decode_numeric(b: &[u8], precision: u8, scale: u8) -> Result<tiberius::numeric::Numeric, String> {
@@ -249,15 +260,15 @@ pub fn decode_numeric(b: &[u8], precision: u8, scale: u8) -> Result<tiberius::nu
         // This group is worth g * 10^(4 * (weight - i)); scaled by 10^scale.
         let exp = 4 * (weight - i as i32) + i32::from(scale);
         let term = if exp >= 0 {
-            if exp > 38 {
+            let Some(p) = POW10.get(exp as usize) else {
                 return Err(too_big());
-            }
-            g.checked_mul(10i128.pow(exp as u32)).ok_or_else(too_big)?
+            };
+            g.checked_mul(*p).ok_or_else(too_big)?
         } else {
             let div = if -exp >= 4 {
                 None
             } else {
-                Some(10i128.pow((-exp) as u32))
+                Some(POW10[(-exp) as usize])
             };
             match div {
                 Some(d) if g % d == 0 => g / d,
@@ -271,7 +282,10 @@ pub fn decode_numeric(b: &[u8], precision: u8, scale: u8) -> Result<tiberius::nu
         };
         unscaled = unscaled.checked_add(term).ok_or_else(too_big)?;
     }
-    if unscaled >= 10i128.pow(u32::from(precision)) {
+    if POW10
+        .get(usize::from(precision))
+        .is_none_or(|limit| unscaled >= *limit)
+    {
         return Err(too_big());
     }
     if sign == 0x4000 {

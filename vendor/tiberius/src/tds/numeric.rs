@@ -72,11 +72,21 @@ impl Numeric {
 
     /// The precision of the `Number` as a number of digits.
     pub fn precision(self) -> u8 {
-        let mut result = 0;
-        let mut n = self.int_part();
-
-        while n != 0 {
-            n /= 10;
+        // mssql-pg-operator patch: the integer part's digits are counted against a table of
+        // powers of ten instead of one i128 division per digit (bulk-load encodes every
+        // decimal's length from this). Same result.
+        const POW10: [u128; 39] = {
+            let mut t = [1u128; 39];
+            let mut i = 1;
+            while i < 39 {
+                t[i] = t[i - 1] * 10;
+                i += 1;
+            }
+            t
+        };
+        let n = self.int_part().unsigned_abs();
+        let mut result = 0u8;
+        while (result as usize) < POW10.len() && n >= POW10[result as usize] {
             result += 1;
         }
 
