@@ -16,5 +16,6 @@ pub mod pipeline;
 pub mod plan;
 pub mod progress;
 pub mod spec;
+mod sql_lex;
 pub mod summary;
 pub mod verify;

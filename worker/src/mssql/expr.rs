@@ -5,106 +5,7 @@
 
 use crate::mapping::quote_mssql;
 use crate::mapping_pg_to_mssql::MsType;
-
-#[derive(Debug, Clone, PartialEq)]
-enum Tok {
-    /// An identifier or keyword (bare words are folded to lower case, as PostgreSQL does).
-    Word(String),
-    /// A "quoted" identifier.
-    Quoted(String),
-    Str(String),
-    Num(String),
-    Op(String),
-    LParen,
-    RParen,
-    LBracket,
-    RBracket,
-    Comma,
-}
-
-fn tokenize(src: &str) -> Result<Vec<Tok>, String> {
-    let chars: Vec<char> = src.chars().collect();
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < chars.len() {
-        let c = chars[i];
-        match c {
-            c if c.is_whitespace() => i += 1,
-            '"' | '\'' => {
-                let mut s = String::new();
-                i += 1;
-                loop {
-                    match chars.get(i) {
-                        None => return Err("unterminated quote".into()),
-                        Some(&q) if q == c && chars.get(i + 1) == Some(&c) => {
-                            s.push(c);
-                            i += 2;
-                        }
-                        Some(&q) if q == c => {
-                            i += 1;
-                            break;
-                        }
-                        Some(ch) => {
-                            s.push(*ch);
-                            i += 1;
-                        }
-                    }
-                }
-                out.push(if c == '"' { Tok::Quoted(s) } else { Tok::Str(s) });
-            }
-            '(' => {
-                out.push(Tok::LParen);
-                i += 1;
-            }
-            ')' => {
-                out.push(Tok::RParen);
-                i += 1;
-            }
-            '[' => {
-                out.push(Tok::LBracket);
-                i += 1;
-            }
-            ']' => {
-                out.push(Tok::RBracket);
-                i += 1;
-            }
-            ',' => {
-                out.push(Tok::Comma);
-                i += 1;
-            }
-            c if c.is_ascii_digit() || (c == '.' && chars.get(i + 1).is_some_and(char::is_ascii_digit)) => {
-                let start = i;
-                while i < chars.len() && (chars[i].is_ascii_digit() || chars[i] == '.' || chars[i] == 'e') {
-                    i += 1;
-                }
-                out.push(Tok::Num(chars[start..i].iter().collect()));
-            }
-            c if c.is_alphabetic() || c == '_' => {
-                let start = i;
-                while i < chars.len() && (chars[i].is_alphanumeric() || chars[i] == '_' || chars[i] == '$') {
-                    i += 1;
-                }
-                let w: String = chars[start..i].iter().collect();
-                if w.eq_ignore_ascii_case("E") && chars.get(i) == Some(&'\'') {
-                    return Err("escape string literal (E'...')".into());
-                }
-                out.push(Tok::Word(w.to_lowercase()));
-            }
-            _ => {
-                let two: String = chars[i..(i + 3).min(chars.len())].iter().collect();
-                let op = ["!~~", "::", ">=", "<=", "<>", "!=", "||", "~~"]
-                    .iter()
-                    .find(|o| two.starts_with(*o))
-                    .map(|s| s.to_string())
-                    .or_else(|| "=<>+-*/%.".contains(c).then(|| c.to_string()))
-                    .ok_or_else(|| format!("operator {c:?}"))?;
-                i += op.chars().count();
-                out.push(Tok::Op(op));
-            }
-        }
-    }
-    Ok(out)
-}
+use crate::sql_lex::{POSTGRES, Tok, tokenize};
 
 /// Words that can follow `::` as (part of) a type name.
 fn is_type_word(w: &str) -> bool {
@@ -157,7 +58,7 @@ pub struct Ctx<'a> {
 
 /// Translates a PostgreSQL expression to T-SQL.
 pub fn translate(src: &str, ctx: &Ctx<'_>) -> Result<String, String> {
-    let toks = tokenize(src)?;
+    let toks = tokenize(src, &POSTGRES)?;
     let mut out = String::new();
     let mut i = 0;
     let now = match ctx.column_type {

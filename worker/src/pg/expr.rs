@@ -3,117 +3,7 @@
 //! into a plan warning), never guessed.
 
 use crate::mapping::{PgType, quote_pg};
-
-#[derive(Debug, Clone, PartialEq)]
-enum Tok {
-    Ident(String),
-    Word(String),
-    Str(String),
-    Num(String),
-    Op(String),
-    LParen,
-    RParen,
-    Comma,
-}
-
-fn tokenize(src: &str) -> Result<Vec<Tok>, String> {
-    let chars: Vec<char> = src.chars().collect();
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < chars.len() {
-        let c = chars[i];
-        match c {
-            c if c.is_whitespace() => i += 1,
-            '[' => {
-                let mut s = String::new();
-                i += 1;
-                loop {
-                    match chars.get(i) {
-                        None => return Err("unterminated [identifier]".into()),
-                        Some(']') if chars.get(i + 1) == Some(&']') => {
-                            s.push(']');
-                            i += 2;
-                        }
-                        Some(']') => {
-                            i += 1;
-                            break;
-                        }
-                        Some(ch) => {
-                            s.push(*ch);
-                            i += 1;
-                        }
-                    }
-                }
-                out.push(Tok::Ident(s));
-            }
-            '\'' => {
-                let mut s = String::new();
-                i += 1;
-                loop {
-                    match chars.get(i) {
-                        None => return Err("unterminated string literal".into()),
-                        Some('\'') if chars.get(i + 1) == Some(&'\'') => {
-                            s.push('\'');
-                            i += 2;
-                        }
-                        Some('\'') => {
-                            i += 1;
-                            break;
-                        }
-                        Some(ch) => {
-                            s.push(*ch);
-                            i += 1;
-                        }
-                    }
-                }
-                out.push(Tok::Str(s));
-            }
-            'N' | 'n' if chars.get(i + 1) == Some(&'\'') => i += 1,
-            '(' => {
-                out.push(Tok::LParen);
-                i += 1;
-            }
-            ')' => {
-                out.push(Tok::RParen);
-                i += 1;
-            }
-            ',' => {
-                out.push(Tok::Comma);
-                i += 1;
-            }
-            c if c.is_ascii_digit() || (c == '.' && chars.get(i + 1).is_some_and(char::is_ascii_digit)) => {
-                let start = i;
-                while i < chars.len() && (chars[i].is_ascii_digit() || chars[i] == '.') {
-                    i += 1;
-                }
-                out.push(Tok::Num(chars[start..i].iter().collect()));
-            }
-            c if c.is_alphabetic() || c == '_' || c == '@' => {
-                let start = i;
-                while i < chars.len() && (chars[i].is_alphanumeric() || chars[i] == '_' || chars[i] == '@') {
-                    i += 1;
-                }
-                out.push(Tok::Word(chars[start..i].iter().collect()));
-            }
-            '<' | '>' | '!' | '=' => {
-                let two: String = chars[i..(i + 2).min(chars.len())].iter().collect();
-                if matches!(two.as_str(), "<=" | ">=" | "<>" | "!=") {
-                    out.push(Tok::Op(if two == "!=" { "<>".into() } else { two }));
-                    i += 2;
-                } else {
-                    out.push(Tok::Op(c.to_string()));
-                    i += 1;
-                }
-            }
-            '+' | '-' | '*' | '/' | '%' => {
-                out.push(Tok::Op(c.to_string()));
-                i += 1;
-            }
-            other => return Err(format!("unsupported character {other:?}")),
-        }
-    }
-    Ok(out)
-}
+use crate::sql_lex::{TSQL, Tok, tokenize};
 
 /// Column lookup for the expression's table: source name -> (target name, target type).
 pub trait Columns {
@@ -430,7 +320,7 @@ impl Parser<'_> {
                     ..inner
                 })
             }
-            Tok::Ident(name) => self.column(&name),
+            Tok::Quoted(name) => self.column(&name),
             Tok::Word(w) => {
                 let upper = w.to_ascii_uppercase();
                 let call = self.peek() == Some(&Tok::LParen);
@@ -449,6 +339,8 @@ impl Parser<'_> {
             }
             Tok::Op(op) => Err(format!("unexpected {op}")),
             Tok::RParen | Tok::Comma => Err("unexpected ) or ,".into()),
+            // `[` opens an identifier in T-SQL: only a stray `]` gets here.
+            Tok::LBracket | Tok::RBracket => Err("unexpected ]".into()),
         }
     }
 
@@ -651,7 +543,7 @@ impl Parser<'_> {
     /// A T-SQL type name with its arguments: `decimal(10,2)`, `nvarchar(max)`.
     fn type_name(&mut self) -> R<(String, PgType)> {
         // SQL Server stores type names bracketed: CONVERT([varchar](10),[x],(0)).
-        let (Some(Tok::Word(w)) | Some(Tok::Ident(w))) = self.peek().cloned() else {
+        let (Some(Tok::Word(w)) | Some(Tok::Quoted(w))) = self.peek().cloned() else {
             return Err("expected a type name".into());
         };
         self.pos += 1;
@@ -795,7 +687,7 @@ fn arith(op: &str, l: Val, r: Val) -> R<Val> {
 
 fn parse(src: &str, cols: &dyn Columns, generated: bool) -> Result<Val, String> {
     let mut p = Parser {
-        toks: tokenize(src)?,
+        toks: tokenize(src, &TSQL)?,
         pos: 0,
         cols,
         generated,
@@ -809,7 +701,7 @@ fn parse(src: &str, cols: &dyn Columns, generated: bool) -> Result<Val, String> 
 
 /// Translates a T-SQL scalar expression. `bool_context` marks a boolean target (bit defaults).
 pub fn translate(src: &str, cols: &dyn Columns, bool_context: bool) -> Result<String, String> {
-    let toks = tokenize(src)?;
+    let toks = tokenize(src, &TSQL)?;
     if bool_context && let Some(b) = bare_bit_literal(&toks) {
         return Ok(b.to_string());
     }
