@@ -115,6 +115,15 @@ async fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(1_000_000);
+    // BENCH_ENGINE_ONLY=1 skips the wire-only passes (for profiling the engine under callgrind).
+    let engine_only = std::env::var("BENCH_ENGINE_ONLY").is_ok_and(|v| v == "1");
+    if !engine_only {
+        wire_only(n).await;
+    }
+    engine(n).await;
+}
+
+async fn wire_only(n: u64) {
     println!("encoder alone: {:.0} rows/s", encode_only(n));
 
     let (server, _) = common::scripted_server(32767);
@@ -127,9 +136,9 @@ async fn main() {
         "wire only (scripted backend): out {out:.0} rows/s, bulk in {inn:.0} rows/s, peak RSS {:.0} MiB",
         peak_rss_mib()
     );
-    drop(c);
-    drop(server);
+}
 
+async fn engine(n: u64) {
     let server = TestServer::start(common::config(32767)).unwrap();
     let mut c = connect(server.addr()).await;
     c.simple_query(

@@ -311,7 +311,7 @@ fn load_rows(r: &mut Reader<'_>, backend: &mut dyn Backend) -> Result<u64, BulkF
     let mut row = Vec::with_capacity(types.len());
     let mut n = 0;
     while bulk::next_row(r, &types, &mut row).map_err(BulkFailure::Decode)? {
-        backend.bulk_row(&row);
+        backend.bulk_row(&mut row);
         n += 1;
     }
     Ok(n)

@@ -94,7 +94,8 @@ impl<'a, W: Write> WireSink<'a, W> {
         if self.cancelled {
             return Err(Interrupt::Cancelled);
         }
-        if self.cancel.swap(false, Ordering::AcqRel) {
+        // A plain load first: the swap is a locked read-modify-write, and this runs per row.
+        if self.cancel.load(Ordering::Acquire) && self.cancel.swap(false, Ordering::AcqRel) {
             self.cancelled = true;
             return Err(Interrupt::Cancelled);
         }

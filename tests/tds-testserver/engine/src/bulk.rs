@@ -8,7 +8,8 @@ use crate::exec::Fail;
 use crate::meta::TableMeta;
 use crate::session::Session;
 use crate::translate::{quote, sqlite_table_sql};
-use crate::types::{ColumnMeta, Value};
+use crate::typename::is_string;
+use crate::types::{ColumnMeta, SqlType, Value};
 use crate::{Done, Interrupt, ResultSink, StatementKind};
 use rusqlite::types::{Value as Stored, ValueRef};
 
@@ -168,7 +169,7 @@ impl Session {
         Ok(())
     }
 
-    pub(crate) fn bulk_add(&mut self, row: &[Value]) {
+    pub(crate) fn bulk_add(&mut self, row: &mut [Value]) {
         let Some(mut st) = self.bulk.take() else { return };
         if st.error.is_none()
             && let Err(e) = self.bulk_insert_one(&mut st, row)
@@ -178,16 +179,32 @@ impl Session {
         self.bulk = Some(st);
     }
 
-    fn bulk_insert_one(&mut self, st: &mut BulkState, row: &[Value]) -> Result<(), SqlError> {
+    fn bulk_insert_one(&mut self, st: &mut BulkState, row: &mut [Value]) -> Result<(), SqlError> {
         let meta = &st.pending.meta;
         st.values.clear();
         let mut omitted: Vec<usize> = Vec::new();
-        for (k, v) in row.iter().enumerate() {
+        for (k, v) in row.iter_mut().enumerate() {
             let Some(&ci) = st.order.get(k) else { continue };
             let col = &meta.def.columns[ci];
             if v.is_null() && !st.pending.keep_nulls && col.default.is_some() {
                 omitted.push(k);
                 st.values.push(Stored::Null);
+                continue;
+            }
+            // Text and bytes are stored as they are: move them rather than copy.
+            let moved = match (&mut *v, col.ty) {
+                (Value::String(s), t)
+                    if is_string(t) && !matches!(t, SqlType::Char { .. } | SqlType::NChar { .. }) =>
+                {
+                    Some(Stored::Text(std::mem::take(s)))
+                }
+                (Value::Binary(b), SqlType::VarBinary { .. } | SqlType::Image) => {
+                    Some(Stored::Blob(std::mem::take(b)))
+                }
+                _ => None,
+            };
+            if let Some(stored) = moved {
+                st.values.push(self.check_length(meta, col, stored)?);
                 continue;
             }
             // Values already of the column's type skip the trip through text.

@@ -247,10 +247,20 @@ pub fn parse_decimal(s: &str) -> Option<(i128, u8)> {
         return None;
     }
     let frac = if frac.len() > 38 { &frac[..38] } else { frac };
-    let mut m: i128 = 0;
-    for b in int.bytes().chain(frac.bytes()) {
-        m = m.checked_mul(10)?.checked_add(i128::from(b - b'0'))?;
-    }
+    let m: i128 = if int.len() + frac.len() <= 18 {
+        // Fits in a u64 (the common case when reading stored decimals): no i128 arithmetic.
+        let mut x: u64 = 0;
+        for b in int.bytes().chain(frac.bytes()) {
+            x = x * 10 + u64::from(b - b'0');
+        }
+        i128::from(x)
+    } else {
+        let mut m: i128 = 0;
+        for b in int.bytes().chain(frac.bytes()) {
+            m = m.checked_mul(10)?.checked_add(i128::from(b - b'0'))?;
+        }
+        m
+    };
     Some((if neg { -m } else { m }, frac.len() as u8))
 }
 
@@ -285,29 +295,53 @@ pub fn rescale(m: i128, from: u8, to: u8) -> Option<i128> {
 }
 
 pub fn format_decimal(m: i128, scale: u8) -> String {
-    let neg = m < 0;
-    let digits = m.unsigned_abs().to_string();
+    // Written right to left into a stack buffer: one allocation, no formatting machinery
+    // (this runs for every decimal a bulk load stores).
+    let mut buf = [0u8; 80];
+    let mut pos = buf.len();
+    let abs = m.unsigned_abs();
     let scale = usize::from(scale);
-    let body = if scale == 0 {
-        digits
-    } else if digits.len() > scale {
-        format!(
-            "{}.{}",
-            &digits[..digits.len() - scale],
-            &digits[digits.len() - scale..]
-        )
-    } else {
-        format!("0.{}{}", "0".repeat(scale - digits.len()), digits)
+    let mut written = 0;
+    let mut digit = |pos: &mut usize, d: u8, written: &mut usize| {
+        if *written == scale && scale > 0 {
+            *pos -= 1;
+            buf[*pos] = b'.';
+        }
+        *pos -= 1;
+        buf[*pos] = b'0' + d;
+        *written += 1;
     };
-    if neg { format!("-{body}") } else { body }
+    // u128 division is a library call; most values fit in a u64.
+    match u64::try_from(abs) {
+        Ok(mut n) => {
+            while n > 0 || written <= scale {
+                digit(&mut pos, (n % 10) as u8, &mut written);
+                n /= 10;
+            }
+        }
+        Err(_) => {
+            let mut n = abs;
+            while n > 0 || written <= scale {
+                digit(&mut pos, (n % 10) as u8, &mut written);
+                n /= 10;
+            }
+        }
+    }
+    if m < 0 {
+        pos -= 1;
+        buf[pos] = b'-';
+    }
+    String::from_utf8_lossy(&buf[pos..]).into_owned()
 }
 
 fn digits_of(m: i128) -> u32 {
-    let mut n = m.unsigned_abs();
+    // Compares against powers of ten: no (slow) i128 division.
+    let n = m.unsigned_abs();
     let mut d = 1;
-    while n >= 10 {
-        n /= 10;
+    let mut p: u128 = 10;
+    while d < 39 && n >= p {
         d += 1;
+        p = p.saturating_mul(10);
     }
     d
 }
@@ -1110,6 +1144,17 @@ mod tests {
     fn decimals() {
         assert_eq!(parse_decimal("-123.4500"), Some((-1_234_500, 4)));
         assert_eq!(format_decimal(-5, 3), "-0.005");
+        assert_eq!(format_decimal(0, 0), "0");
+        assert_eq!(format_decimal(0, 2), "0.00");
+        assert_eq!(format_decimal(12_345, 2), "123.45");
+        assert_eq!(format_decimal(-12_345, 5), "-0.12345");
+        assert_eq!(format_decimal(7, 0), "7");
+        assert_eq!(format_decimal(-100, 0), "-100");
+        assert_eq!(
+            format_decimal(-99_999_999_999_999_999_999_999_999_999_999_999_999, 38),
+            "-0.99999999999999999999999999999999999999"
+        );
+        assert_eq!(format_decimal(i128::MIN + 1, 0), (i128::MIN + 1).to_string());
         assert_eq!(rescale(12_345, 3, 2), Some(1_235));
         assert_eq!(rescale(-12_345, 3, 2), Some(-1_235));
         let big = "99999999999999999999999999999999999999";

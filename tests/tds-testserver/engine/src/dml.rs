@@ -160,6 +160,8 @@ impl Session {
         };
         let Some(limit) = limit else { return Ok(stored) };
         match stored {
+            // UTF-8 never has fewer bytes than the text has UTF-16 units or characters.
+            Stored::Text(t) if t.len() <= limit => Ok(Stored::Text(t)),
             Stored::Text(t) => {
                 let width = if is_unicode(col.ty) {
                     t.encode_utf16().count()

@@ -333,6 +333,12 @@ impl Session {
     /// One bulk row, a value per client column. The first failing row's error is kept and
     /// reported by [`Session::bulk_finish`]; later rows are ignored.
     pub fn bulk_row(&mut self, row: &[Value]) {
+        self.bulk_add(&mut row.to_vec());
+    }
+
+    /// [`Session::bulk_row`] for a row the caller is done with: strings and binaries are
+    /// moved into storage rather than copied (the wire layer's hot path).
+    pub fn bulk_row_owned(&mut self, row: &mut [Value]) {
         self.bulk_add(row);
     }
 

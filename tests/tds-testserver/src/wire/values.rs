@@ -31,10 +31,11 @@ const PLP_UNKNOWN_LEN: u64 = u64::MAX - 1;
 /// Appends UTF-16LE, with a fast path for ASCII.
 pub fn put_utf16(out: &mut Vec<u8>, s: &str) {
     if s.is_ascii() {
-        out.reserve(s.len() * 2);
-        for &b in s.as_bytes() {
-            out.push(b);
-            out.push(0);
+        // Zero-fill, then set every low byte: no per-byte capacity checks.
+        let start = out.len();
+        out.resize(start + s.len() * 2, 0);
+        for (unit, &b) in out[start..].chunks_exact_mut(2).zip(s.as_bytes()) {
+            unit[0] = b;
         }
     } else {
         for u in s.encode_utf16() {
