@@ -176,35 +176,48 @@ pub trait PublishedColumn {
     fn is_lossy(&self) -> bool;
 }
 
-impl PublishedPlan for Plan {
-    type Table = TablePlan;
-    fn tables(&self) -> &[TablePlan] {
-        &self.tables
-    }
-    fn tasks(&self) -> &[TaskPlan] {
-        &self.tasks
-    }
-}
+/// Implements [`PublishedPlan`] and [`PublishedTable`] for a direction's plan and table types, which name
+/// their fields alike (`tables`, `tasks`, `source.schema`, `target_name`, `columns`, ...); `$key_name` gives
+/// a table's single integer key column, the one thing they keep differently.
+macro_rules! published_plan {
+    ($plan:ty, $table:ty, $column:ty, $key_name:path) => {
+        impl $crate::k8s::PublishedPlan for $plan {
+            type Table = $table;
+            fn tables(&self) -> &[$table] {
+                &self.tables
+            }
+            fn tasks(&self) -> &[$crate::plan::TaskPlan] {
+                &self.tasks
+            }
+        }
 
-impl PublishedTable for TablePlan {
-    type Column = ColumnMapping;
-    fn source(&self) -> (&str, &str) {
-        (&self.source.schema, &self.source.name)
-    }
-    fn target(&self) -> (&str, &str) {
-        (&self.target_schema, &self.target_name)
-    }
-    fn estimated_rows(&self) -> i64 {
-        self.source.row_count
-    }
-    fn int_key_name(&self) -> Option<&str> {
-        // The key indexes the source table's columns (generated ones included), not `columns`.
-        self.int_key().map(|k| self.source.columns[k].name.as_str())
-    }
-    fn columns(&self) -> &[ColumnMapping] {
-        &self.columns
-    }
+        impl $crate::k8s::PublishedTable for $table {
+            type Column = $column;
+            fn source(&self) -> (&str, &str) {
+                (&self.source.schema, &self.source.name)
+            }
+            fn target(&self) -> (&str, &str) {
+                (&self.target_schema, &self.target_name)
+            }
+            fn estimated_rows(&self) -> i64 {
+                self.source.row_count
+            }
+            fn int_key_name(&self) -> Option<&str> {
+                $key_name(self)
+            }
+            fn columns(&self) -> &[$column] {
+                &self.columns
+            }
+        }
+    };
 }
+pub(crate) use published_plan;
+
+/// The key indexes the source table's columns (generated ones included), not `columns`.
+fn int_key_name(t: &TablePlan) -> Option<&str> {
+    t.int_key().map(|k| t.source.columns[k].name.as_str())
+}
+published_plan!(Plan, TablePlan, ColumnMapping, int_key_name);
 
 impl PublishedColumn for ColumnMapping {
     fn name(&self) -> &str {

@@ -12,13 +12,12 @@ use mssql_pg_crds::task::ColumnMapping as SpecColumn;
 use mssql_pg_crds::{Migration, MigrationTask};
 
 use crate::k8s::{
-    K8sError, Progress, PublishedColumn, PublishedPlan, PublishedTable, StepOutcome, plan_summary, reference,
+    K8sError, Progress, PublishedColumn, StepOutcome, plan_summary, published_plan, reference,
     resolve_endpoints, task_for, task_specs,
 };
 use crate::mapping_pg_to_mssql::{RevColumn, map_column};
 use crate::pg_to_mssql::{RevEngine, RevError, RevPlan, RevTablePlan};
 use crate::pipeline::TaskReport;
-use crate::plan::TaskPlan;
 use crate::spec;
 
 /// The engine for a Migration read from the API, credentials from the environment (secretKeyRef):
@@ -41,34 +40,10 @@ fn rev_err(mig: &Migration) -> impl FnOnce(RevError) -> K8sError + '_ {
     }
 }
 
-impl PublishedPlan for RevPlan {
-    type Table = RevTablePlan;
-    fn tables(&self) -> &[RevTablePlan] {
-        &self.tables
-    }
-    fn tasks(&self) -> &[TaskPlan] {
-        &self.tasks
-    }
+fn int_key_name(t: &RevTablePlan) -> Option<&str> {
+    t.int_key().map(|k| t.columns[k].source.name.as_str())
 }
-
-impl PublishedTable for RevTablePlan {
-    type Column = RevColumn;
-    fn source(&self) -> (&str, &str) {
-        (&self.source.schema, &self.source.name)
-    }
-    fn target(&self) -> (&str, &str) {
-        (&self.target_schema, &self.target_name)
-    }
-    fn estimated_rows(&self) -> i64 {
-        self.source.row_count
-    }
-    fn int_key_name(&self) -> Option<&str> {
-        self.int_key().map(|k| self.columns[k].source.name.as_str())
-    }
-    fn columns(&self) -> &[RevColumn] {
-        &self.columns
-    }
-}
+published_plan!(RevPlan, RevTablePlan, RevColumn, int_key_name);
 
 impl PublishedColumn for RevColumn {
     fn name(&self) -> &str {

@@ -91,24 +91,8 @@ pub(crate) fn tokenize(src: &str, d: &Dialect) -> Result<Vec<Tok>, String> {
                 i = end;
             }
             'N' | 'n' if d.national_strings && next == Some('\'') => i += 1,
-            '(' => {
-                out.push(Tok::LParen);
-                i += 1;
-            }
-            ')' => {
-                out.push(Tok::RParen);
-                i += 1;
-            }
-            '[' => {
-                out.push(Tok::LBracket);
-                i += 1;
-            }
-            ']' => {
-                out.push(Tok::RBracket);
-                i += 1;
-            }
-            ',' => {
-                out.push(Tok::Comma);
+            c if let Some(t) = punctuation(c) => {
+                out.push(t);
                 i += 1;
             }
             c if c.is_ascii_digit() || (c == '.' && next.is_some_and(|n| n.is_ascii_digit())) => {
@@ -148,6 +132,18 @@ pub(crate) fn tokenize(src: &str, d: &Dialect) -> Result<Vec<Tok>, String> {
         }
     }
     Ok(out)
+}
+
+/// The one-character tokens (after the dialect's identifier quote, which may be `[`).
+fn punctuation(c: char) -> Option<Tok> {
+    Some(match c {
+        '(' => Tok::LParen,
+        ')' => Tok::RParen,
+        '[' => Tok::LBracket,
+        ']' => Tok::RBracket,
+        ',' => Tok::Comma,
+        _ => return None,
+    })
 }
 
 /// The text from `start` up to the `close` delimiter (a doubled one is taken literally) and the
