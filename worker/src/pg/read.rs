@@ -863,6 +863,37 @@ mod tests {
         );
     }
 
+    /// tiberius sizes every decimal it bulk-loads from `Numeric::precision` (patched in
+    /// vendor/tiberius to count digits without dividing): the same as the original definition.
+    #[test]
+    fn tiberius_numeric_precision_counts_the_integer_part_digits() {
+        use tiberius::numeric::Numeric;
+        fn reference(n: Numeric) -> u8 {
+            let mut result = 0;
+            let mut i = n.int_part();
+            while i != 0 {
+                i /= 10;
+                result += 1;
+            }
+            if result == 0 {
+                1 + n.scale()
+            } else {
+                result + n.scale()
+            }
+        }
+        let mut values = vec![0i128, 1, -1, 9, 10, 99_999, 100_000, i128::MAX, i128::MIN + 1];
+        for p in 0..38u32 {
+            let x = 10i128.pow(p);
+            values.extend([x - 1, x, x + 1, -x, -(x - 1), 9 * x]);
+        }
+        for v in values {
+            for scale in [0u8, 1, 2, 4, 9, 18, 37, 38] {
+                let n = Numeric::new_with_scale(v, scale);
+                assert_eq!(n.precision(), reference(n), "{v} scale {scale}");
+            }
+        }
+    }
+
     #[test]
     fn key_literals() {
         assert_eq!(

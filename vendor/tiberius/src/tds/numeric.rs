@@ -72,9 +72,10 @@ impl Numeric {
 
     /// The precision of the `Number` as a number of digits.
     pub fn precision(self) -> u8 {
-        // mssql-pg-operator patch: the integer part's digits are counted against a table of
-        // powers of ten instead of one i128 division per digit (bulk-load encodes every
-        // decimal's length from this). Same result.
+        // mssql-pg-operator patch: bulk-load sizes every decimal from this. The integer part
+        // has the value's digits minus the scale (none when the value has no more digits than
+        // the scale), so the value's digits are counted against a table of powers of ten: no
+        // division at all (it was one i128 division per digit of the integer part). Same result.
         const POW10: [u128; 39] = {
             let mut t = [1u128; 39];
             let mut i = 1;
@@ -84,11 +85,12 @@ impl Numeric {
             }
             t
         };
-        let n = self.int_part().unsigned_abs();
-        let mut result = 0u8;
-        while (result as usize) < POW10.len() && n >= POW10[result as usize] {
-            result += 1;
+        let n = self.value.unsigned_abs();
+        let mut digits = 0u8;
+        while (digits as usize) < POW10.len() && n >= POW10[digits as usize] {
+            digits += 1;
         }
+        let result = digits.saturating_sub(self.scale());
 
         if result == 0 {
             1 + self.scale()

@@ -27,20 +27,23 @@ impl<'a> BytesMutWithTypeInfo<'a> {
     }
 
     /// mssql-pg-operator patch: appends `s` as UTF-16LE straight into the buffer (no
-    /// intermediate `Vec`). ASCII text, the common case, is widened four bytes at a time.
+    /// intermediate `Vec`). ASCII text, the common case, is widened eight bytes at a time.
     pub fn put_utf16_le(&mut self, s: &str) {
         let bytes = s.as_bytes();
         if bytes.is_ascii() {
             let start = self.bytes.len();
             self.bytes.resize(start + 2 * bytes.len(), 0);
             let out = &mut self.bytes[start..];
-            let mut src = bytes.chunks_exact(4);
-            let mut dst = out.chunks_exact_mut(8);
+            let mut src = bytes.chunks_exact(8);
+            let mut dst = out.chunks_exact_mut(16);
             for (i, o) in (&mut src).zip(&mut dst) {
-                // b0 b1 b2 b3 -> b0 0 b1 0 b2 0 b3 0
-                let mut x = u64::from(u32::from_le_bytes([i[0], i[1], i[2], i[3]]));
-                x = (x | (x << 16)) & 0x0000_ffff_0000_ffff;
-                x = (x | (x << 8)) & 0x00ff_00ff_00ff_00ff;
+                // b0 b1 .. b7 -> b0 0 b1 0 .. b7 0
+                let mut x = u128::from(u64::from_le_bytes([
+                    i[0], i[1], i[2], i[3], i[4], i[5], i[6], i[7],
+                ]));
+                x = (x | (x << 32)) & 0x0000_0000_ffff_ffff_0000_0000_ffff_ffff;
+                x = (x | (x << 16)) & 0x0000_ffff_0000_ffff_0000_ffff_0000_ffff;
+                x = (x | (x << 8)) & 0x00ff_00ff_00ff_00ff_00ff_00ff_00ff_00ff;
                 o.copy_from_slice(&x.to_le_bytes());
             }
             for (b, o) in src
