@@ -733,9 +733,10 @@ impl Session {
             return Err(SqlError::new(
                 8110,
                 16,
+                // Schema-qualified, as SQL Server prints it ('dbo.t').
                 format!(
                     "Cannot add multiple PRIMARY KEY constraints to table '{}'.",
-                    meta.def.name
+                    meta.display_name()
                 ),
             ));
         }
