@@ -256,7 +256,10 @@ fn a_second_primary_key_is_1779() {
         "CREATE TABLE k2 (a int NOT NULL PRIMARY KEY, b int NOT NULL, CONSTRAINT pk2 PRIMARY KEY (b))",
     );
     assert_eq!(e.number, 8110);
-    assert_eq!(e.message, "Cannot add multiple PRIMARY KEY constraints to table 'dbo.k2'.");
+    assert_eq!(
+        e.message,
+        "Cannot add multiple PRIMARY KEY constraints to table 'dbo.k2'."
+    );
 }
 
 #[test]
