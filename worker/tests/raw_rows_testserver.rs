@@ -7,7 +7,6 @@
 
 mod common;
 
-use bytes::BytesMut;
 use common::{ms_exec, start_tds_server};
 use tiberius::{ColumnData, Query, RawValue, Row};
 
@@ -96,19 +95,23 @@ async fn compare(source: &mssql_pg_worker::mssql::connect::MssqlSource, sql: &st
             let got = row.get(i).unwrap().unwrap();
             match (got, want) {
                 (RawValue::Data(d), w) => assert_eq!(&d, w, "row {n}, column {}", col.name()),
+                (RawValue::Text(_), ColumnData::String(None) | ColumnData::Xml(None)) => {
+                    panic!("row {n}, column {}: text for NULL", col.name())
+                }
                 (RawValue::Text(t), ColumnData::String(Some(s))) => {
-                    let mut out = BytesMut::new();
-                    t.write_utf8(&mut out).unwrap();
+                    let mut out = Vec::new();
+                    let nul = t.write_utf8(&mut out).unwrap();
                     assert_eq!(
                         std::str::from_utf8(&out).unwrap(),
                         s,
                         "row {n}, column {}",
                         col.name()
                     );
+                    assert_eq!(nul, s.contains('\0'));
                     assert_eq!(t.to_str().unwrap(), *s);
                 }
                 (RawValue::Text(t), ColumnData::Xml(Some(x))) => {
-                    let mut out = BytesMut::new();
+                    let mut out = Vec::new();
                     t.write_utf8(&mut out).unwrap();
                     assert_eq!(std::str::from_utf8(&out).unwrap(), x.as_ref().as_ref());
                 }

@@ -7,7 +7,7 @@ use crate::mssql::connect::TdsClient;
 use crate::pg::copy_binary::{EncodeErrorKind, RawRowError, RowEncoder};
 use crate::pg::load::{ChunkEnd, Msg};
 use crate::plan::{KeyColumn, KeyKind, TablePlan, TaskPlan};
-use bytes::BytesMut;
+use bytes::Bytes;
 use tiberius::numeric::Numeric;
 use tiberius::{ColumnData, FromSql, Query, RawRow, RawValue};
 use tokio::sync::mpsc::Sender;
@@ -118,12 +118,7 @@ fn raw_key_value(v: &RawValue<'_>) -> Option<KeyValue> {
 fn capture_key(row: &RawRow<'_>, key: &[KeyColumn], out: &mut Vec<KeyValue>) -> bool {
     out.clear();
     for k in key {
-        match row
-            .get(k.index)
-            .and_then(Result::ok)
-            .as_ref()
-            .and_then(raw_key_value)
-        {
+        match row.value(k.index).as_ref().and_then(raw_key_value) {
             Some(v) => out.push(v),
             None => return false,
         }
@@ -137,8 +132,8 @@ fn describe_key(row: &RawRow<'_>, key: Option<&[KeyColumn]>) -> String {
             .iter()
             .map(|k| {
                 let name = row.column_name(k.index).unwrap_or("?");
-                let v = match row.get(k.index) {
-                    Some(Ok(v)) => match raw_key_value(&v) {
+                let v = match row.value(k.index) {
+                    Some(v) => match raw_key_value(&v) {
                         Some(KeyValue::Int(i)) => i.to_string(),
                         Some(KeyValue::Str(s)) => format!("'{s}'"),
                         Some(KeyValue::Uuid(s) | KeyValue::Date(s) | KeyValue::DateTime(s)) => s,
@@ -269,7 +264,10 @@ pub async fn read_task(
     // buffer: no `Row`, `Vec` or `String` per row or value (bench/RESULTS.md, "Worker hot path").
     let mut rows = query.query_raw(client).await.map_err(qerr)?;
 
-    let mut buf = BytesMut::with_capacity(FLUSH_BYTES + 64 * 1024);
+    // A `Vec` rather than a `BytesMut`: its small appends inline to plain stores, and it becomes
+    // the channel's `Bytes` without a copy.
+    let new_buf = || Vec::with_capacity(FLUSH_BYTES + 64 * 1024);
+    let mut buf: Vec<u8> = new_buf();
     let mut in_chunk = 0u64;
     let mut stats = ReadStats::default();
     // The key of the last row read, overwritten in place row after row.
@@ -325,11 +323,11 @@ pub async fn read_task(
             in_chunk >= chunk_rows
         };
         if buf.len() >= FLUSH_BYTES {
-            send!(Msg::Data(buf.split().freeze()));
+            send!(Msg::Data(Bytes::from(std::mem::replace(&mut buf, new_buf()))));
         }
         if chunk_end {
             if !buf.is_empty() {
-                send!(Msg::Data(buf.split().freeze()));
+                send!(Msg::Data(Bytes::from(std::mem::replace(&mut buf, new_buf()))));
             }
             send!(Msg::ChunkEnd(ChunkEnd {
                 last_key: key.map(|_| last_key.clone()),
@@ -340,7 +338,7 @@ pub async fn read_task(
         }
     }
     if !buf.is_empty() {
-        send!(Msg::Data(buf.split().freeze()));
+        send!(Msg::Data(Bytes::from(std::mem::take(&mut buf))));
     }
     let last_key = match key {
         Some(_) if any_row && last_key_ok => Some(last_key),

@@ -104,7 +104,7 @@ impl RowEncoder {
 
     /// Appends one row that tiberius decoded in place. On error the buffer is left exactly as it
     /// was before the call.
-    pub fn encode_raw_row(&self, buf: &mut BytesMut, row: &RawRow<'_>) -> Result<(), RawRowError> {
+    pub fn encode_raw_row(&self, buf: &mut Vec<u8>, row: &RawRow<'_>) -> Result<(), RawRowError> {
         let start = buf.len();
         let result = self.encode_raw_row_inner(buf, row);
         if result.is_err() {
@@ -113,7 +113,7 @@ impl RowEncoder {
         result
     }
 
-    fn encode_raw_row_inner(&self, buf: &mut BytesMut, row: &RawRow<'_>) -> Result<(), RawRowError> {
+    fn encode_raw_row_inner(&self, buf: &mut Vec<u8>, row: &RawRow<'_>) -> Result<(), RawRowError> {
         let n = self.types.len();
         let got = row.len();
         if got != n {
@@ -126,9 +126,9 @@ impl RowEncoder {
         // A row never has more than 1600 columns in PostgreSQL, so the count fits an i16.
         buf.put_i16(n as i16);
         for (i, ty) in self.types.iter().enumerate() {
-            let value = match row.get(i) {
-                Some(Ok(v)) => v,
-                Some(Err(source)) => return Err(RawRowError::Decode { column: i, source }),
+            // Values were checked when tiberius read the row; `None` only past the end.
+            let value = match row.value(i) {
+                Some(v) => v,
                 None => {
                     return Err(EncodeError {
                         column: i,
@@ -183,20 +183,21 @@ impl RowEncoder {
 
 /// A text value written as UTF-8 straight from its TDS bytes: the field length is written after
 /// the text, in the four bytes reserved for it.
-fn encode_text(buf: &mut BytesMut, ty: PgType, text: &RawText<'_>, column: usize) -> Result<(), RawRowError> {
+fn encode_text(buf: &mut Vec<u8>, ty: PgType, text: &RawText<'_>, column: usize) -> Result<(), RawRowError> {
     let err = |kind| RawRowError::Encode(EncodeError { column, kind });
     match ty {
         PgType::Varchar { .. } | PgType::Char { .. } | PgType::Text | PgType::Xml => {
             let len_at = buf.len();
             buf.put_i32(0);
-            text.write_utf8(buf)
+            let nul = text
+                .write_utf8(buf)
                 .map_err(|source| RawRowError::Decode { column, source })?;
-            let body = &buf[len_at + 4..];
-            if body.contains(&0) {
+            if nul {
                 return Err(err(EncodeErrorKind::Nul));
             }
             // PostgreSQL caps a field at 1 GB, SQL Server allows 2 GB: refuse rather than wrap.
-            let len = i32::try_from(body.len()).map_err(|_| err(EncodeErrorKind::OutOfRange(ty)))?;
+            let len =
+                i32::try_from(buf.len() - len_at - 4).map_err(|_| err(EncodeErrorKind::OutOfRange(ty)))?;
             buf[len_at..len_at + 4].copy_from_slice(&len.to_be_bytes());
             Ok(())
         }
@@ -231,13 +232,13 @@ fn variant_name(cell: &ColumnData<'_>) -> &'static str {
 }
 
 #[inline]
-fn null(buf: &mut BytesMut) -> Result<(), EncodeErrorKind> {
+fn null<B: BufMut>(buf: &mut B) -> Result<(), EncodeErrorKind> {
     buf.put_i32(-1);
     Ok(())
 }
 
 /// Writes one field: its length and its bytes.
-fn encode_cell(buf: &mut BytesMut, ty: PgType, cell: &ColumnData<'_>) -> Result<(), EncodeErrorKind> {
+fn encode_cell<B: BufMut>(buf: &mut B, ty: PgType, cell: &ColumnData<'_>) -> Result<(), EncodeErrorKind> {
     let mismatch = || EncodeErrorKind::Mismatch {
         expected: ty,
         got: variant_name(cell),
@@ -355,7 +356,7 @@ fn is_null(cell: &ColumnData<'_>) -> bool {
 }
 
 #[inline]
-fn fixed<const N: usize>(buf: &mut BytesMut, v: Option<[u8; N]>) -> Result<(), EncodeErrorKind> {
+fn fixed<B: BufMut, const N: usize>(buf: &mut B, v: Option<[u8; N]>) -> Result<(), EncodeErrorKind> {
     match v {
         Some(bytes) => {
             buf.put_i32(N as i32);
@@ -367,7 +368,7 @@ fn fixed<const N: usize>(buf: &mut BytesMut, v: Option<[u8; N]>) -> Result<(), E
 }
 
 #[inline]
-fn put_text(buf: &mut BytesMut, s: &[u8]) -> Result<(), EncodeErrorKind> {
+fn put_text<B: BufMut>(buf: &mut B, s: &[u8]) -> Result<(), EncodeErrorKind> {
     if s.contains(&0) {
         return Err(EncodeErrorKind::Nul);
     }
@@ -375,7 +376,7 @@ fn put_text(buf: &mut BytesMut, s: &[u8]) -> Result<(), EncodeErrorKind> {
 }
 
 #[inline]
-fn put_bytes(buf: &mut BytesMut, b: &[u8]) -> Result<(), EncodeErrorKind> {
+fn put_bytes<B: BufMut>(buf: &mut B, b: &[u8]) -> Result<(), EncodeErrorKind> {
     // PostgreSQL caps a field at 1 GB, SQL Server allows 2 GB: refuse rather than wrap the length.
     let len = i32::try_from(b.len()).map_err(|_| EncodeErrorKind::OutOfRange(PgType::Bytea))?;
     buf.put_i32(len);
@@ -418,7 +419,7 @@ fn datetime2_us(dt: &tiberius::time::DateTime2, precision: u8) -> i64 {
 
 /// PostgreSQL `numeric_send`: ndigits, weight, sign, dscale, then base-10000 digits, with leading
 /// and trailing zero digits stripped (that is how PostgreSQL stores and sends it).
-fn put_numeric(buf: &mut BytesMut, value: i128, scale: u8) {
+fn put_numeric<B: BufMut>(buf: &mut B, value: i128, scale: u8) {
     let negative = value < 0;
     let abs = value.unsigned_abs();
     let pow = 10u128.pow(u32::from(scale));

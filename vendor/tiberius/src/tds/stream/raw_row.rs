@@ -352,7 +352,8 @@ impl<'a> RawText<'a> {
 
     /// Appends the value as UTF-8 to `dst`, with the same result (and the same errors) as the
     /// `String` tiberius decodes for it.
-    pub fn write_utf8(&self, dst: &mut BytesMut) -> crate::Result<()> {
+    /// Returns whether the text contains U+0000.
+    pub fn write_utf8(&self, dst: &mut Vec<u8>) -> crate::Result<bool> {
         match self.enc {
             TextEncoding::Utf16 { lossy } => write_utf16_as_utf8(self.bytes, lossy, dst),
             TextEncoding::CodePage(enc) => {
@@ -360,7 +361,7 @@ impl<'a> RawText<'a> {
                     .decode_without_bom_handling_and_without_replacement(self.bytes)
                     .ok_or_else(|| Error::Encoding("invalid sequence".into()))?;
                 dst.extend_from_slice(s.as_bytes());
-                Ok(())
+                Ok(s.as_bytes().contains(&0))
             }
         }
     }
@@ -369,9 +370,9 @@ impl<'a> RawText<'a> {
     pub fn to_str(&self) -> crate::Result<Cow<'a, str>> {
         match self.enc {
             TextEncoding::Utf16 { lossy } => {
-                let mut b = BytesMut::with_capacity(self.bytes.len() / 2);
+                let mut b = Vec::with_capacity(self.bytes.len() / 2);
                 write_utf16_as_utf8(self.bytes, lossy, &mut b)?;
-                String::from_utf8(b.to_vec())
+                String::from_utf8(b)
                     .map(Cow::Owned)
                     .map_err(|_| Error::Protocol("nvarchar: invalid UTF-16 sequence".into()))
             }
@@ -382,42 +383,94 @@ impl<'a> RawText<'a> {
     }
 }
 
-/// UTF-16LE to UTF-8, appended to `dst`. ASCII text (the common case) is narrowed in one
-/// branch-free pass; anything else is decoded code point by code point, strict (an unpaired
-/// surrogate is an error) unless `lossy` (replaced by U+FFFD), as tiberius's string decoder.
-pub fn write_utf16_as_utf8(src: &[u8], lossy: bool, dst: &mut BytesMut) -> crate::Result<()> {
+/// UTF-16LE to UTF-8, appended to `dst`, with the result of tiberius's string decoder: strict
+/// (an unpaired surrogate is an error, `dst` left as it was) unless `lossy` (each unpaired
+/// surrogate becomes U+FFFD). Runs of ASCII, the common case, are narrowed eight code units at a
+/// time; other code units are encoded one by one. Returns whether the text contains U+0000
+/// (which, for one, PostgreSQL's text types cannot store), found on the way.
+pub fn write_utf16_as_utf8(src: &[u8], lossy: bool, dst: &mut Vec<u8>) -> crate::Result<bool> {
     if src.len() % 2 != 0 {
         return Err(Error::Protocol("nvarchar: invalid plp length".into()));
     }
-    let n = src.len() / 2;
     let start = dst.len();
-    dst.resize(start + n, 0);
-    let mut high = 0u8;
-    for (o, pair) in dst[start..].iter_mut().zip(src.chunks_exact(2)) {
-        *o = pair[0];
-        high |= pair[1] | (pair[0] & 0x80);
+    dst.resize(start + src.len() / 2, 0);
+    // Eight code units (16 bytes) at a time while they are all ASCII: each u64 holds four
+    // units, [c0, 0, c1, 0, c2, 0, c3, 0]; ASCII means no bit outside the low 7 of each unit.
+    let mut ascii = 0;
+    let mut zero = 0u64;
+    for (out, chunk) in dst[start..].chunks_exact_mut(8).zip(src.chunks_exact(16)) {
+        let a = u64::from_le_bytes(le(chunk));
+        let b = u64::from_le_bytes(le(&chunk[8..]));
+        if (a | b) & 0xff80_ff80_ff80_ff80 != 0 {
+            break;
+        }
+        let packed = u64::from(narrow4(a)) | u64::from(narrow4(b)) << 32;
+        // Non-zero iff one of the eight (ASCII) bytes is 0.
+        zero |= packed.wrapping_sub(0x0101_0101_0101_0101) & !packed & 0x8080_8080_8080_8080;
+        out.copy_from_slice(&packed.to_le_bytes());
+        ascii += 8;
     }
-    if high == 0 {
-        return Ok(());
-    }
-    dst.truncate(start);
-    dst.reserve(n * 3);
-    let units = src
-        .chunks_exact(2)
-        .map(|c| u16::from_le_bytes([c[0], c[1]]));
-    let mut tmp = [0u8; 4];
-    for ch in char::decode_utf16(units) {
-        let ch = match ch {
-            Ok(ch) => ch,
-            Err(_) if lossy => char::REPLACEMENT_CHARACTER,
-            Err(_) => {
-                dst.truncate(start);
-                return Err(Error::Protocol("nvarchar: invalid UTF-16 sequence".into()));
+    dst.truncate(start + ascii);
+    let mut nul = zero != 0;
+    let mut i = ascii * 2;
+    while i < src.len() {
+        let u = u16::from_le_bytes([src[i], src[i + 1]]);
+        i += 2;
+        match u {
+            0..=0x7f => {
+                nul |= u == 0;
+                dst.push(u as u8)
             }
-        };
-        dst.extend_from_slice(ch.encode_utf8(&mut tmp).as_bytes());
+            0x80..=0x7ff => {
+                dst.extend_from_slice(&[0xc0 | (u >> 6) as u8, 0x80 | (u & 0x3f) as u8])
+            }
+            0xd800..=0xdbff => {
+                // A high surrogate pairs with a following low one; otherwise it is unpaired and
+                // the next unit is decoded on its own (as `char::decode_utf16` does).
+                let low = src.get(i..i + 2).map(|b| u16::from_le_bytes([b[0], b[1]]));
+                match low {
+                    Some(lo @ 0xdc00..=0xdfff) => {
+                        i += 2;
+                        let c =
+                            0x1_0000 + ((u32::from(u) - 0xd800) << 10) + (u32::from(lo) - 0xdc00);
+                        dst.extend_from_slice(&[
+                            0xf0 | (c >> 18) as u8,
+                            0x80 | ((c >> 12) & 0x3f) as u8,
+                            0x80 | ((c >> 6) & 0x3f) as u8,
+                            0x80 | (c & 0x3f) as u8,
+                        ]);
+                    }
+                    _ => unpaired(lossy, dst, start)?,
+                }
+            }
+            0xdc00..=0xdfff => unpaired(lossy, dst, start)?,
+            _ => dst.extend_from_slice(&[
+                0xe0 | (u >> 12) as u8,
+                0x80 | ((u >> 6) & 0x3f) as u8,
+                0x80 | (u & 0x3f) as u8,
+            ]),
+        }
     }
-    Ok(())
+    Ok(nul)
+}
+
+/// Four ASCII UTF-16LE code units (one per 16 bits of `x`) as four bytes.
+#[inline]
+fn narrow4(x: u64) -> u32 {
+    let x = (x | (x >> 8)) & 0x0000_ffff_0000_ffff;
+    (x | (x >> 16)) as u32
+}
+
+/// An unpaired surrogate: U+FFFD when lossy, else an error with `dst` restored.
+#[inline]
+fn unpaired(lossy: bool, dst: &mut Vec<u8>, start: usize) -> crate::Result<()> {
+    if lossy {
+        dst.extend_from_slice("\u{fffd}".as_bytes());
+        Ok(())
+    } else {
+        dst.truncate(start);
+        Err(Error::Protocol("nvarchar: invalid UTF-16 sequence".into()))
+    }
 }
 
 /// One value of a [`RawRow`].
@@ -480,11 +533,22 @@ impl<'a> RawRow<'a> {
         self.columns.get(i).map(|c| c.col_name.as_ref())
     }
 
-    /// The `i`th value; `None` past the end, an error for bytes that are not a valid value of
-    /// the column's type.
+    /// The `i`th value; `None` past the end. (The values were checked when the row was read;
+    /// the `Result` is for API stability and is always `Ok`.)
     pub fn get(&self, i: usize) -> Option<crate::Result<RawValue<'a>>> {
+        Some(
+            self.value(i)
+                .ok_or_else(|| Error::Protocol("invalid value".into())),
+        )
+        .filter(|_| i < self.len())
+    }
+
+    /// The `i`th value; `None` past the end. Values are checked when the row is read
+    /// ([`RawRowStream::next_row`] returns the error), so this cannot fail otherwise.
+    #[inline]
+    pub fn value(&self, i: usize) -> Option<RawValue<'a>> {
         match &self.row {
-            RowRef::Decoded(r) => r.get(i).map(|c| Ok(RawValue::Data(borrow_data(c)))),
+            RowRef::Decoded(r) => r.get(i).map(|c| RawValue::Data(borrow_data(c))),
             RowRef::InBuffer {
                 bytes,
                 scratch,
@@ -496,15 +560,13 @@ impl<'a> RawRow<'a> {
                 let col = self.columns.get(i)?;
                 let (_, kind) = *layouts.get(i)?;
                 let value = match loc {
-                    Loc::Null => return Some(Ok(RawValue::Data(col.base.null_value()))),
-                    Loc::Buf { start, len } => &bytes[start..start + len],
-                    Loc::Scratch { start, len } => &scratch[start..start + len],
+                    Loc::Null => return Some(RawValue::Data(col.base.null_value())),
+                    Loc::Buf { start, len } => bytes.get(start..start + len)?,
+                    Loc::Scratch { start, len } => scratch.get(start..start + len)?,
                     // Gathered before the row is handed out.
-                    Loc::Chunked { .. } => {
-                        return Some(Err(Error::Protocol("PLP value not gathered".into())))
-                    }
+                    Loc::Chunked { .. } => return None,
                 };
-                Some(decode_value(col, kind, value, *lossy))
+                decode_value(col, kind, value, *lossy)
             }
         }
     }
@@ -549,7 +611,9 @@ fn date_of(v: &[u8]) -> Date {
 
 #[cfg(feature = "tds73")]
 fn datetime2_of(v: &[u8], scale: u8) -> crate::Result<DateTime2> {
-    let time_len = v.len() - 3;
+    let time_len = v.len().checked_sub(3).ok_or_else(|| {
+        Error::Protocol(format!("datetime2: invalid value length {}", v.len()).into())
+    })?;
     let time = time_of(&v[..time_len], scale)?;
     Ok(DateTime2::new(date_of(&v[time_len..]), time))
 }
@@ -601,13 +665,81 @@ fn numeric_of(v: &[u8], scale: u8) -> crate::Result<Numeric> {
     Ok(Numeric::new_with_scale(value, scale))
 }
 
-/// One non-NULL value from its bytes (length prefix and PLP framing removed).
+/// The errors the usual decoder reports for a value's bytes (length prefix and PLP framing
+/// removed). Every value of a row is checked before the row is handed out, so reading its values
+/// cannot fail and a malformed value is an error of `next_row`, as of the usual row decoder.
+fn check_value(col: &MetaDataColumn<'static>, kind: Kind, v: &[u8]) -> crate::Result<()> {
+    let n = v.len();
+    let ok = |valid: bool, what: &str| if valid { Ok(()) } else { Err(bad_len(what, n)) };
+    match kind {
+        Kind::Null
+        | Kind::Bit
+        | Kind::Int1
+        | Kind::Int2
+        | Kind::Int4
+        | Kind::Int8
+        | Kind::Float4
+        | Kind::Float8
+        | Kind::Binary => Ok(()),
+        Kind::Money => ok(n == 4 || n == 8, "money"),
+        Kind::DateTimeN => ok(n == 4 || n == 8, "datetimen"),
+        Kind::Bitn => ok(n == 1, "bitn"),
+        Kind::Intn => ok(matches!(n, 1 | 2 | 4 | 8), "intn"),
+        Kind::Floatn => ok(n == 4 || n == 8, "floatn"),
+        Kind::Guid => ok(n == 16, "guid"),
+        #[cfg(feature = "tds73")]
+        Kind::Date => ok(n == 3, "daten"),
+        #[cfg(feature = "tds73")]
+        Kind::Time(scale) => match n {
+            3..=5 => time_of(v, scale).map(drop),
+            _ => Err(Error::Protocol(
+                format!("timen: invalid value length {n}").into(),
+            )),
+        },
+        #[cfg(feature = "tds73")]
+        Kind::DateTime2(scale) => match n {
+            0..=2 => Err(Error::Protocol(
+                format!("datetime2: invalid value length {n}").into(),
+            )),
+            _ => datetime2_of(v, scale).map(drop),
+        },
+        #[cfg(feature = "tds73")]
+        Kind::DateTimeOffset(scale) => match n {
+            0..=4 => Err(Error::Protocol(
+                format!("datetimeoffset: invalid value length {n}").into(),
+            )),
+            _ => datetime2_of(&v[..n - 2], scale).map(drop),
+        },
+        Kind::Numeric(scale) => numeric_of(v, scale).map(drop),
+        Kind::Utf16 | Kind::Xml => match n % 2 {
+            0 => Ok(()),
+            _ => Err(Error::Protocol("nvarchar: invalid plp length".into())),
+        },
+        Kind::Ansi => ansi_encoding(col).map(drop),
+    }
+}
+
+/// The code page of a `char`/`varchar` column, or the usual decoder's error.
+fn ansi_encoding(col: &MetaDataColumn<'static>) -> crate::Result<&'static Encoding> {
+    let collation = match &col.base.ty {
+        TypeInfo::VarLenSized(cx) => cx.collation(),
+        _ => None,
+    };
+    collation
+        .as_ref()
+        .ok_or_else(|| Error::Protocol("string column missing collation".into()))?
+        .encoding()
+}
+
+/// One non-NULL value from its bytes (length prefix and PLP framing removed); `None` only for
+/// bytes `check_value` rejects.
+#[inline]
 fn decode_value<'a>(
     col: &MetaDataColumn<'static>,
     kind: Kind,
     v: &'a [u8],
     lossy: bool,
-) -> crate::Result<RawValue<'a>> {
+) -> Option<RawValue<'a>> {
     let n = v.len();
     let data = match kind {
         Kind::Null => col.base.null_value(),
@@ -618,7 +750,7 @@ fn decode_value<'a>(
         Kind::Int8 => ColumnData::I64(Some(i64::from_le_bytes(le(v)))),
         Kind::Float4 => ColumnData::F32(Some(f32::from_le_bytes(le(v)))),
         Kind::Float8 => ColumnData::F64(Some(f64::from_le_bytes(le(v)))),
-        Kind::Money => ColumnData::F64(Some(money_of(v)?)),
+        Kind::Money => ColumnData::F64(Some(money_of(v).ok()?)),
         Kind::DateTimeN => match n {
             4 => ColumnData::SmallDateTime(Some(SmallDateTime::new(
                 u16::from_le_bytes(le(v)),
@@ -628,23 +760,23 @@ fn decode_value<'a>(
                 i32::from_le_bytes(le(v)),
                 u32::from_le_bytes(le(&v[4..])),
             ))),
-            _ => return Err(bad_len("datetimen", n)),
+            _ => return None,
         },
         Kind::Bitn => match n {
             1 => ColumnData::Bit(Some(v[0] > 0)),
-            _ => return Err(bad_len("bitn", n)),
+            _ => return None,
         },
         Kind::Intn => match n {
             1 => ColumnData::U8(Some(v[0])),
             2 => ColumnData::I16(Some(i16::from_le_bytes(le(v)))),
             4 => ColumnData::I32(Some(i32::from_le_bytes(le(v)))),
             8 => ColumnData::I64(Some(i64::from_le_bytes(le(v)))),
-            _ => return Err(bad_len("intn", n)),
+            _ => return None,
         },
         Kind::Floatn => match n {
             4 => ColumnData::F32(Some(f32::from_le_bytes(le(v)))),
             8 => ColumnData::F64(Some(f64::from_le_bytes(le(v)))),
-            _ => return Err(bad_len("floatn", n)),
+            _ => return None,
         },
         Kind::Guid => match n {
             16 => {
@@ -656,71 +788,45 @@ fn decode_value<'a>(
                 b.swap(6, 7);
                 ColumnData::Guid(Some(Uuid::from_bytes(b)))
             }
-            _ => return Err(bad_len("guid", n)),
+            _ => return None,
         },
         #[cfg(feature = "tds73")]
         Kind::Date => match n {
             3 => ColumnData::Date(Some(date_of(v))),
-            _ => return Err(bad_len("daten", n)),
+            _ => return None,
         },
         #[cfg(feature = "tds73")]
-        Kind::Time(scale) => match n {
-            3..=5 => ColumnData::Time(Some(time_of(v, scale)?)),
-            _ => {
-                return Err(Error::Protocol(
-                    format!("timen: invalid value length {n}").into(),
-                ))
-            }
-        },
+        Kind::Time(scale) => ColumnData::Time(Some(time_of(v, scale).ok()?)),
         #[cfg(feature = "tds73")]
-        Kind::DateTime2(scale) => {
-            if n < 3 {
-                return Err(Error::Protocol(
-                    format!("datetime2: invalid value length {n}").into(),
-                ));
-            }
-            ColumnData::DateTime2(Some(datetime2_of(v, scale)?))
-        }
+        Kind::DateTime2(scale) => ColumnData::DateTime2(Some(datetime2_of(v, scale).ok()?)),
         #[cfg(feature = "tds73")]
         Kind::DateTimeOffset(scale) => {
-            if n < 5 {
-                return Err(Error::Protocol(
-                    format!("datetimeoffset: invalid value length {n}").into(),
-                ));
-            }
-            let dt2 = datetime2_of(&v[..n - 2], scale)?;
+            let dt2 = datetime2_of(v.get(..n.checked_sub(2)?)?, scale).ok()?;
             let offset = i16::from_le_bytes(le(&v[n - 2..]));
             ColumnData::DateTimeOffset(Some(DateTimeOffset::new(dt2, offset)))
         }
-        Kind::Numeric(scale) => ColumnData::Numeric(Some(numeric_of(v, scale)?)),
+        Kind::Numeric(scale) => ColumnData::Numeric(Some(numeric_of(v, scale).ok()?)),
         Kind::Binary => ColumnData::Binary(Some(Cow::Borrowed(v))),
         Kind::Utf16 => {
-            return Ok(RawValue::Text(RawText {
+            return Some(RawValue::Text(RawText {
                 bytes: v,
                 enc: TextEncoding::Utf16 { lossy },
             }))
         }
         Kind::Xml => {
-            return Ok(RawValue::Text(RawText {
+            return Some(RawValue::Text(RawText {
                 bytes: v,
                 enc: TextEncoding::Utf16 { lossy: false },
             }))
         }
         Kind::Ansi => {
-            let collation = match &col.base.ty {
-                TypeInfo::VarLenSized(cx) => cx.collation(),
-                _ => None,
-            };
-            let collation = collation
-                .as_ref()
-                .ok_or_else(|| Error::Protocol("string column missing collation".into()))?;
-            return Ok(RawValue::Text(RawText {
+            return Some(RawValue::Text(RawText {
                 bytes: v,
-                enc: TextEncoding::CodePage(collation.encoding()?),
-            }));
+                enc: TextEncoding::CodePage(ansi_encoding(col).ok()?),
+            }))
         }
     };
-    Ok(RawValue::Data(data))
+    Some(RawValue::Data(data))
 }
 
 /// What `next_row` found.
@@ -849,8 +955,22 @@ where
                 match scanned {
                     Ok(len) => {
                         let conn = self.ts.conn_mut();
-                        gather_chunks(&conn.buffered()[..len], &mut self.cells, &mut self.scratch);
+                        let row = &conn.buffered()[..len];
+                        gather_chunks(row, &mut self.cells, &mut self.scratch);
+                        // The row's bytes are consumed whatever the outcome, as the usual
+                        // decoder consumes a row it fails on.
                         self.pending = len;
+                        let columns = self.meta.as_ref().map_or(&[][..], |m| m.columns.as_slice());
+                        for (i, loc) in self.cells.iter().enumerate() {
+                            let v = match *loc {
+                                Loc::Buf { start, len } => &row[start..start + len],
+                                Loc::Scratch { start, len } => &self.scratch[start..start + len],
+                                Loc::Null | Loc::Chunked { .. } => continue,
+                            };
+                            if let (Some(col), Some((_, kind))) = (columns.get(i), layouts.get(i)) {
+                                check_value(col, *kind, v)?;
+                            }
+                        }
                         break Next::InBuffer;
                     }
                     Err(ScanError::Incomplete) => {
@@ -1019,13 +1139,27 @@ mod self_check {
                 lossy,
             },
         };
-        let got = raw.get(0).ok_or("no value")?.and_then(|v| match v {
+        // As `next_row`: the value is checked first, then read.
+        let checked = match cells[0] {
+            Loc::Buf { start, len } => check_value(&col, layouts[0].1, &row[start..start + len]),
+            Loc::Scratch { start, len } => {
+                check_value(&col, layouts[0].1, &scratch[start..start + len])
+            }
+            Loc::Null | Loc::Chunked { .. } => Ok(()),
+        };
+        if checked.is_ok() && raw.value(0).is_none() {
+            return Err(format!("{bytes:?}: checked, yet not readable"));
+        }
+        let got = checked.and_then(|()| raw.get(0).ok_or(Error::Protocol("no value".into()))?);
+        let got = got.and_then(|v| match v {
             RawValue::Data(d) => Ok(d.into_owned_data()),
             RawValue::Text(t) => {
-                let mut out = BytesMut::new();
-                t.write_utf8(&mut out)?;
-                let s =
-                    String::from_utf8(out.to_vec()).map_err(|_| Error::Encoding("utf8".into()))?;
+                let mut out = Vec::new();
+                let nul = t.write_utf8(&mut out)?;
+                let s = String::from_utf8(out).map_err(|_| Error::Encoding("utf8".into()))?;
+                if nul != s.contains('\0') {
+                    return Err(Error::Protocol("wrong U+0000 report".into()));
+                }
                 Ok(match &col.base.ty {
                     TypeInfo::Xml { .. } => {
                         ColumnData::Xml(Some(Cow::Owned(crate::xml::XmlData::new(s))))
@@ -1191,6 +1325,13 @@ mod self_check {
             "café Zürich 東京 😀",
             "\u{7f}\u{80}",
             "a\0b",
+            "abcdefgh\0ijklmnop",
+            "\0bcdefghijklmnopqrstuvwxyz",
+            "abcdefghijklmnop\0",
+            "é\0",
+            "abcdefgh",
+            "0123456789abcdefé",
+            "abcdefghijklmnop😀xyz\u{7ff}\u{800}\u{ffff}\u{10ffff}",
         ] {
             let w = utf16(s);
             let sized = [(w.len() as u16).to_le_bytes().to_vec(), w.clone()].concat();
@@ -1215,6 +1356,17 @@ mod self_check {
             }
         }
         // An unpaired surrogate: rejected, or replaced when lossy.
+        // A high surrogate before an ASCII unit, a lone low one, one at the end of a long value.
+        for units in [
+            vec![0xd800u16, 0x61],
+            vec![0xdc00],
+            [vec![0x61u16; 16], vec![0xdbff]].concat(),
+            vec![0xd83d, 0xde00, 0xde00],
+        ] {
+            let w: Vec<u8> = units.iter().flat_map(|u| u.to_le_bytes()).collect();
+            let b = [(w.len() as u16).to_le_bytes().to_vec(), w].concat();
+            cases.push((var(VarLenType::NVarchar, 200), b, false));
+        }
         let lone = [2u8, 0, 0x00, 0xd8].to_vec();
         cases.push((var(VarLenType::NVarchar, 200), lone.clone(), false));
         cases.push((var(VarLenType::NChar, 200), lone, false));
