@@ -8,35 +8,14 @@
 mod common;
 
 use chrono::{NaiveDate, NaiveDateTime, NaiveTime};
-use mssql_pg_worker::mssql::connect::{Encryption, MssqlSource, TdsClient};
+use mssql_pg_worker::mssql::connect::{MssqlSource, TdsClient};
 use mssql_pg_worker::options::{Mode, Options, PartitionOptions, VerifyMode};
 use mssql_pg_worker::pg::connect::PgTarget;
 use mssql_pg_worker::pg_to_mssql::{RevEngine, RevError, RevPrepared};
 use mssql_pg_worker::pipeline::{CopyOptions, TaskReport};
 use mssql_pg_worker::verify::TableVerification;
 use std::sync::Arc;
-use tds_testserver::{ServerConfig, TestServer};
 use tiberius::numeric::Numeric;
-
-fn start_server() -> (TestServer, MssqlSource) {
-    let config = ServerConfig::default();
-    let password = config.password.clone();
-    let user = config.user.clone();
-    let database = config.database.clone();
-    let server = TestServer::start(config).unwrap();
-    let addr = server.addr();
-    let target = MssqlSource {
-        host: addr.ip().to_string(),
-        port: addr.port(),
-        database,
-        user,
-        password,
-        encryption: Encryption::NotSupported,
-        trust_server_certificate: false,
-        packet_size: 32767,
-    };
-    (server, target)
-}
 
 fn engine(target: &MssqlSource, schema: &str, migration: &str, mode: Mode) -> Arc<RevEngine> {
     Arc::new(RevEngine {
@@ -128,7 +107,7 @@ fn dt(s: &str) -> NaiveDateTime {
 
 #[tokio::test]
 async fn every_type_at_its_edges_arrives_exactly() {
-    let (_server, target) = start_server();
+    let (_server, target) = common::start_tds_server();
     let pg = common::pg_connect().await;
     let schema = common::fresh_schema(&pg, "rev_types").await;
     pg_exec(&TYPES_DDL.replace("{s}", &format!("\"{schema}\""))).await;
@@ -371,7 +350,7 @@ DELETE FROM {s}.child WHERE qty = 7;
 
 #[tokio::test]
 async fn schema_objects_are_created_and_identity_continues_after_the_maximum() {
-    let (_server, target) = start_server();
+    let (_server, target) = common::start_tds_server();
     let pg = common::pg_connect().await;
     let schema = common::fresh_schema(&pg, "rev_schema").await;
     pg_exec(&SCHEMA_DDL.replace("{s}", &format!("\"{schema}\""))).await;
@@ -553,7 +532,7 @@ async fn schema_objects_are_created_and_identity_continues_after_the_maximum() {
 
 #[tokio::test]
 async fn a_large_partitioned_copy_killed_mid_table_resumes_exactly() {
-    let (_server, target) = start_server();
+    let (_server, target) = common::start_tds_server();
     let pg = common::pg_connect().await;
     let schema = common::fresh_schema(&pg, "rev_resume").await;
     pg_exec(&format!(
@@ -628,7 +607,7 @@ async fn a_large_partitioned_copy_killed_mid_table_resumes_exactly() {
 
 #[tokio::test]
 async fn upsert_inserts_new_rows_and_updates_only_changed_ones() {
-    let (_server, target) = start_server();
+    let (_server, target) = common::start_tds_server();
     let pg = common::pg_connect().await;
     let schema = common::fresh_schema(&pg, "rev_upsert").await;
     pg_exec(&format!(
@@ -702,7 +681,7 @@ async fn upsert_inserts_new_rows_and_updates_only_changed_ones() {
 }
 
 async fn run_err(schema_sql: &str, name: &str) -> String {
-    let (_server, target) = start_server();
+    let (_server, target) = common::start_tds_server();
     let pg = common::pg_connect().await;
     let schema = common::fresh_schema(&pg, name).await;
     pg_exec(&schema_sql.replace("{s}", &format!("\"{schema}\""))).await;
@@ -823,7 +802,7 @@ async fn bad_input_gets_clear_errors_naming_table_key_and_column() {
 
 #[tokio::test]
 async fn truncate_mode_keeps_the_table_and_replaces_its_rows_exactly() {
-    let (_server, target) = start_server();
+    let (_server, target) = common::start_tds_server();
     let pg = common::pg_connect().await;
     let schema = common::fresh_schema(&pg, "rev_truncate").await;
     pg_exec(&format!(
@@ -873,7 +852,7 @@ async fn truncate_mode_keeps_the_table_and_replaces_its_rows_exactly() {
 
 #[tokio::test]
 async fn upsert_into_an_identity_table_keeps_source_ids_and_identity_continues() {
-    let (_server, target) = start_server();
+    let (_server, target) = common::start_tds_server();
     let pg = common::pg_connect().await;
     let schema = common::fresh_schema(&pg, "rev_upsert_ident").await;
     pg_exec(&format!(
@@ -921,7 +900,7 @@ async fn upsert_into_an_identity_table_keeps_source_ids_and_identity_continues()
 /// table ends up exact (no row lost or duplicated, the edge values exact).
 #[tokio::test]
 async fn money_out_of_range_fails_its_chunk_and_the_fixed_rerun_resumes_exactly() {
-    let (_server, target) = start_server();
+    let (_server, target) = common::start_tds_server();
     let pg = common::pg_connect().await;
     let schema = common::fresh_schema(&pg, "rev_money").await;
     pg_exec(&format!(
@@ -990,7 +969,7 @@ async fn money_out_of_range_fails_its_chunk_and_the_fixed_rerun_resumes_exactly(
 /// precision (PostgreSQL 15) becomes a decimal that holds it.
 #[tokio::test]
 async fn long_plp_values_and_scale_above_precision_arrive_exactly() {
-    let (_server, target) = start_server();
+    let (_server, target) = common::start_tds_server();
     let pg = common::pg_connect().await;
     let schema = common::fresh_schema(&pg, "rev_long").await;
     pg_exec(&format!(
