@@ -865,7 +865,8 @@ impl RevEngine {
         let pg = self.source.connect().await?;
         let mut warnings = Vec::new();
         for (t, names) in plan.tables.iter().zip(&plan.names) {
-            let stmts = ddl::finalize_table(t, &self.options.schema, names, &mut warnings);
+            let referenced = ddl::referenced_keys(plan, t);
+            let stmts = ddl::finalize_table(t, &self.options.schema, names, &referenced, &mut warnings);
             exec_stmts(&mut ms, stmts, &mut warnings).await?;
             if self.options.schema.identity {
                 self.reseed(&mut ms, &pg, t).await?;

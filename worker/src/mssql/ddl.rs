@@ -86,11 +86,60 @@ fn indexable(t: &RevTablePlan, name: &str) -> bool {
     })
 }
 
+/// The nullable columns among `cols` (PostgreSQL names).
+fn nullable_of<'a>(t: &RevTablePlan, cols: impl IntoIterator<Item = &'a String>) -> Vec<&'a String> {
+    cols.into_iter()
+        .filter(|n| {
+            t.columns
+                .iter()
+                .any(|c| &c.source.name == *n && c.source.nullable)
+        })
+        .collect()
+}
+
+/// `c1 IS NOT NULL AND c2 IS NOT NULL` in SQL Server names.
+fn not_null_filter(t: &RevTablePlan, cols: &[&String]) -> String {
+    cols.iter()
+        .map(|c| {
+            format!(
+                "{} IS NOT NULL",
+                quote_mssql(&lookup(t)(c).unwrap_or_else(|| (*c).clone()))
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(" AND ")
+}
+
+/// The unique constraints of `t` (their column lists) that a migrated foreign key references:
+/// SQL Server foreign keys cannot reference a filtered index, so these stay plain UNIQUE.
+pub fn referenced_keys(plan: &RevPlan, t: &RevTablePlan) -> Vec<Vec<String>> {
+    let mut out = Vec::new();
+    for other in &plan.tables {
+        for fk in &other.source.foreign_keys {
+            if fk.ref_schema == t.source.schema && fk.ref_table == t.source.name {
+                let mut cols = fk.ref_columns.clone();
+                cols.sort();
+                out.push(cols);
+            }
+        }
+    }
+    out
+}
+
 /// Primary key, unique constraints, indexes, checks and defaults of one table.
+///
+/// SQL Server treats NULLs as equal in a UNIQUE constraint or index; PostgreSQL (unless
+/// `NULLS NOT DISTINCT`) treats them as distinct. A PostgreSQL unique key over nullable columns
+/// therefore becomes a filtered unique index `WHERE c IS NOT NULL AND ...`, which enforces exactly
+/// what PostgreSQL does, except when a foreign key references it (`referenced`, from
+/// [`referenced_keys`]): SQL Server FKs need an unfiltered key, so it stays a plain UNIQUE that
+/// holds only while at most one row per key has NULLs; if the data has more, SQL Server refuses it,
+/// the refusal is a warning and the referencing foreign keys are then refused (warnings) too.
 pub fn finalize_table(
     t: &RevTablePlan,
     opts: &crate::options::SchemaOptions,
     names: &TableNames,
+    referenced: &[Vec<String>],
     warnings: &mut Vec<String>,
 ) -> Vec<MsStmt> {
     let q = qualified(t);
@@ -124,14 +173,43 @@ pub fn finalize_table(
             if keyed(&u.columns, &format!("unique constraint {}", u.name), warnings)
                 && let Ok(cols) = col_list(t, &u.columns)
             {
-                out.push(MsStmt {
-                    what: format!("unique constraint {} of {tq}", u.name),
-                    sql: format!(
-                        "ALTER TABLE {q} ADD CONSTRAINT {} UNIQUE ({cols})",
-                        quote_mssql(name)
-                    ),
-                    optional: false,
-                });
+                let nullable = nullable_of(t, &u.columns);
+                let mut sorted = u.columns.clone();
+                sorted.sort();
+                if u.nulls_not_distinct || nullable.is_empty() {
+                    out.push(MsStmt {
+                        what: format!("unique constraint {} of {tq}", u.name),
+                        sql: format!(
+                            "ALTER TABLE {q} ADD CONSTRAINT {} UNIQUE ({cols})",
+                            quote_mssql(name)
+                        ),
+                        optional: false,
+                    });
+                } else if referenced.contains(&sorted) {
+                    warnings.push(format!(
+                        "table {tq}: unique constraint {} ({}) allows any number of NULLs in PostgreSQL                          but a foreign key references it, so it is a plain UNIQUE in SQL Server (NULLs                          equal): if more than one row per key has NULLs it is not created and the                          referencing foreign keys are not either",
+                        u.name,
+                        u.columns.join(", ")
+                    ));
+                    out.push(MsStmt {
+                        what: format!("unique constraint {} of {tq}", u.name),
+                        sql: format!(
+                            "ALTER TABLE {q} ADD CONSTRAINT {} UNIQUE ({cols})",
+                            quote_mssql(name)
+                        ),
+                        optional: true,
+                    });
+                } else {
+                    out.push(MsStmt {
+                        what: format!("unique constraint {} of {tq} (filtered unique index)", u.name),
+                        sql: format!(
+                            "CREATE UNIQUE INDEX {} ON {q} ({cols}) WHERE {}",
+                            quote_mssql(name),
+                            not_null_filter(t, &nullable)
+                        ),
+                        optional: false,
+                    });
+                }
             }
         }
         for ix in &t.source.indexes {
@@ -172,6 +250,7 @@ pub fn finalize_table(
                     }
                 }
             }
+            let mut filter = Vec::new();
             if let Some(pred) = &ix.predicate {
                 let cols = lookup(t);
                 match expr::translate(
@@ -181,7 +260,7 @@ pub fn finalize_table(
                         column_type: None,
                     },
                 ) {
-                    Ok(p) => sql.push_str(&format!(" WHERE {p}")),
+                    Ok(p) => filter.push(format!("({p})")),
                     Err(e) => {
                         warnings.push(format!(
                             "table {tq}: partial index {} not migrated: its predicate {pred} could not be \
@@ -191,6 +270,17 @@ pub fn finalize_table(
                         continue;
                     }
                 }
+            }
+            // NULLs distinct (PostgreSQL's default) over nullable key columns: only rows without
+            // NULLs in the key take part, as in PostgreSQL (SQL Server would allow one NULL).
+            if ix.unique && !ix.nulls_not_distinct {
+                let nullable = nullable_of(t, &names_only);
+                if !nullable.is_empty() {
+                    filter.push(not_null_filter(t, &nullable));
+                }
+            }
+            if !filter.is_empty() {
+                sql.push_str(&format!(" WHERE {}", filter.join(" AND ")));
             }
             out.push(MsStmt {
                 what: format!("index {} of {tq}", ix.name),

@@ -53,12 +53,17 @@ pub struct PgColumn {
 pub struct PgKey {
     pub name: String,
     pub columns: Vec<String>,
+    /// `NULLS NOT DISTINCT` (PostgreSQL 15+): NULLs compare equal, as in SQL Server. False
+    /// (PostgreSQL's default, NULLs distinct) on older servers.
+    pub nulls_not_distinct: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct PgIndex {
     pub name: String,
     pub unique: bool,
+    /// `NULLS NOT DISTINCT` (PostgreSQL 15+); false on older servers.
+    pub nulls_not_distinct: bool,
     /// (column, descending)
     pub columns: Vec<(String, bool)>,
     pub included: Vec<String>,
@@ -279,10 +284,13 @@ async fn constraints(
 ) -> Result<(), PgIntrospectError> {
     let rows = client
         .query(
+            // pg_index.indnullsnotdistinct exists from PostgreSQL 15 on: read through to_jsonb so
+            // the same query runs on older servers (missing key -> NULL -> false, their only behaviour).
             "SELECT co.conname::text, co.contype::text, co.conkey, co.confkey,
                     rn.nspname::text, rc.relname::text, co.confdeltype::text, co.confupdtype::text,
-                    pg_get_constraintdef(co.oid), co.confrelid
+                    pg_get_constraintdef(co.oid), co.confrelid, coalesce((to_jsonb(ix) ->> 'indnullsnotdistinct')::bool, false)
              FROM pg_constraint co
+             LEFT JOIN pg_index ix ON ix.indexrelid = co.conindid AND co.contype IN ('p', 'u')
              LEFT JOIN pg_class rc ON rc.oid = co.confrelid
              LEFT JOIN pg_namespace rn ON rn.oid = rc.relnamespace
              WHERE co.conrelid = $1 AND co.contype IN ('p', 'u', 'f', 'c')
@@ -297,8 +305,18 @@ async fn constraints(
         let conkey: Vec<i16> = r.get::<_, Option<Vec<i16>>>(2).unwrap_or_default();
         let cols = names_of(attnames, &conkey);
         match kind.as_str() {
-            "p" => t.primary_key = Some(PgKey { name, columns: cols }),
-            "u" => t.unique.push(PgKey { name, columns: cols }),
+            "p" => {
+                t.primary_key = Some(PgKey {
+                    name,
+                    columns: cols,
+                    nulls_not_distinct: false,
+                })
+            }
+            "u" => t.unique.push(PgKey {
+                name,
+                columns: cols,
+                nulls_not_distinct: r.get(10),
+            }),
             "f" => {
                 let confkey: Vec<i16> = r.get::<_, Option<Vec<i16>>>(3).unwrap_or_default();
                 let ref_oid: u32 = r.get(9);
@@ -346,7 +364,8 @@ async fn indexes(
     let rows = client
         .query(
             "SELECT i.relname::text, ix.indisunique, ix.indkey::int2[], ix.indoption::int2[], ix.indnkeyatts,
-                    pg_get_expr(ix.indpred, ix.indrelid), pg_get_expr(ix.indexprs, ix.indrelid)
+                    pg_get_expr(ix.indpred, ix.indrelid), pg_get_expr(ix.indexprs, ix.indrelid),
+                    coalesce((to_jsonb(ix) ->> 'indnullsnotdistinct')::bool, false)
              FROM pg_index ix JOIN pg_class i ON i.oid = ix.indexrelid
              WHERE ix.indrelid = $1
                AND NOT EXISTS (SELECT 1 FROM pg_constraint co WHERE co.conindid = ix.indexrelid
@@ -374,6 +393,7 @@ async fn indexes(
         t.indexes.push(PgIndex {
             name: r.get(0),
             unique: r.get(1),
+            nulls_not_distinct: r.get(7),
             columns,
             included,
             predicate: r.get(5),
