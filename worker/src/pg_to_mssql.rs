@@ -289,6 +289,7 @@ async fn key_collision(
     mapped: &[RevColumn],
     constraint: &str,
     columns: &[String],
+    nulls_distinct: bool,
 ) -> Result<(), RevError> {
     let texty = |n: &String| {
         mapped
@@ -309,8 +310,22 @@ async fn key_collision(
             }
         })
         .collect();
+    // NULLs distinct (PostgreSQL's default): the SQL Server key is a filtered index over the rows
+    // without NULLs in it (mssql::ddl::finalize_table), so only those rows can collide.
+    let filter = if nulls_distinct {
+        format!(
+            " WHERE {}",
+            columns
+                .iter()
+                .map(|n| format!("{} IS NOT NULL", quote_pg(n)))
+                .collect::<Vec<_>>()
+                .join(" AND ")
+        )
+    } else {
+        String::new()
+    };
     let sql = format!(
-        "SELECT concat_ws(', ', {e}), count(*) FROM {} GROUP BY {e} HAVING count(*) > 1 LIMIT 1",
+        "SELECT concat_ws(', ', {e}), count(*) FROM {}{filter} GROUP BY {e} HAVING count(*) > 1 LIMIT 1",
         pg_table(t),
         e = exprs.join(", ")
     );
@@ -439,7 +454,15 @@ pub async fn build_plan(pg: &Client, source: Vec<PgTable>, opts: &Options) -> Re
             }
         }
         if let Some(pk) = &t.primary_key {
-            key_collision(pg, &t, &columns, &format!("primary key {}", pk.name), &pk.columns).await?;
+            key_collision(
+                pg,
+                &t,
+                &columns,
+                &format!("primary key {}", pk.name),
+                &pk.columns,
+                false,
+            )
+            .await?;
         }
         for u in &t.unique {
             key_collision(
@@ -448,12 +471,21 @@ pub async fn build_plan(pg: &Client, source: Vec<PgTable>, opts: &Options) -> Re
                 &columns,
                 &format!("unique constraint {}", u.name),
                 &u.columns,
+                !u.nulls_not_distinct,
             )
             .await?;
         }
         for ix in t.indexes.iter().filter(|ix| ix.unique && ix.expression.is_none()) {
             let cols: Vec<String> = ix.columns.iter().map(|(c, _)| c.clone()).collect();
-            key_collision(pg, &t, &columns, &format!("unique index {}", ix.name), &cols).await?;
+            key_collision(
+                pg,
+                &t,
+                &columns,
+                &format!("unique index {}", ix.name),
+                &cols,
+                !ix.nulls_not_distinct,
+            )
+            .await?;
         }
         let key = t.primary_key.as_ref().and_then(|pk| {
             pk.columns
