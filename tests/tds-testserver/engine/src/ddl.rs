@@ -244,7 +244,8 @@ impl Session {
     fn duplicate_key_error(&self, meta: &TableMeta, ix: &IndexDef, name: &str) -> SqlError {
         let keys: Vec<String> = ix.keys.iter().map(|k| quote(&k.column)).collect();
         let list = keys.join(", ");
-        let mut conds: Vec<String> = keys.iter().map(|k| format!("{k} IS NOT NULL")).collect();
+        // SQL Server's unique keys treat NULLs as equal, as GROUP BY does.
+        let mut conds: Vec<String> = vec!["1 = 1".to_string()];
         if let Some(f) = &ix.filter
             && let Ok((expr, _)) = self.table_expr(meta, f)
         {
@@ -418,7 +419,22 @@ impl Session {
         let keys = ix
             .keys
             .iter()
-            .map(|k| format!("{}{}", quote(&k.column), if k.descending { " DESC" } else { "" }))
+            .map(|k| {
+                let dir = if k.descending { " DESC" } else { "" };
+                let col = quote(&k.column);
+                match meta.column(&k.column) {
+                    // SQL Server: NULLs are equal in a unique key (one NULL per key), SQLite
+                    // lets any number in; keying on (is-NULL flag, value-or-0) makes NULLs
+                    // collide. The column's collation is restated: an expression has none.
+                    Some((_, c)) if ix.unique && c.nullable => {
+                        let coll = sqlite_type(c.ty)
+                            .split_once(" COLLATE ")
+                            .map_or_else(String::new, |(_, x)| format!(" COLLATE {x}"));
+                        format!("({col} IS NULL){dir}, coalesce({col}, 0){coll}{dir}")
+                    }
+                    _ => format!("{col}{dir}"),
+                }
+            })
             .collect::<Vec<_>>()
             .join(", ");
         let filter = match &ix.filter {
