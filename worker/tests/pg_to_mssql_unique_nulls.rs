@@ -105,6 +105,7 @@ async fn nullable_unique_keys_keep_postgresql_semantics() {
     .await;
     assert_eq!(ix.len(), 1);
     assert_eq!(ix[0].get::<i32, _>(1), Some(1));
+    assert_eq!(ix[0].get::<i32, _>(2), Some(1));
     // Still unique for values, still any number of NULLs.
     let dup = exec(&mut ms, "INSERT INTO dbo.people (id, email) VALUES (5, N'a@x')").await;
     assert!(dup.is_err(), "a duplicate non-NULL email was accepted");
