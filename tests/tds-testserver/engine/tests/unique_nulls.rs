@@ -5,7 +5,7 @@
 #![allow(clippy::unwrap_used)]
 mod common;
 use common::*;
-use tds_testserver_engine::Value;
+use tds_testserver_engine::{ColumnMeta, SqlType, Value};
 
 #[test]
 fn nulls_are_equal_in_unique_keys() {
@@ -49,4 +49,31 @@ fn nulls_are_equal_in_unique_keys() {
     exec(&mut s, "CREATE UNIQUE INDEX ux_c ON v (c) WHERE c IS NOT NULL");
     exec(&mut s, "INSERT INTO v VALUES (4, NULL)");
     assert_eq!(error(&mut s, "INSERT INTO v VALUES (5, 5)").number, 2601);
+}
+
+#[test]
+fn bulk_load_of_a_second_null_key_is_2627_and_loads_nothing() {
+    let (_e, mut s) = session();
+    exec(
+        &mut s,
+        "CREATE TABLE w (id int NOT NULL, k int NULL, CONSTRAINT uq_k UNIQUE (k))",
+    );
+    exec(&mut s, "INSERT BULK [dbo].[w] ([id] int, [k] int)");
+    let meta = |name: &str| ColumnMeta {
+        name: name.to_string(),
+        ty: SqlType::Int,
+        nullable: true,
+        identity: false,
+        computed: false,
+        updateable: true,
+        table_name: Vec::new(),
+    };
+    s.bulk_start(&[meta("id"), meta("k")]).unwrap();
+    s.bulk_row(&[Value::Int(1), Value::Null]);
+    s.bulk_row(&[Value::Int(2), Value::Int(7)]);
+    s.bulk_row(&[Value::Int(3), Value::Null]);
+    let mut sink = Sink::default();
+    s.bulk_finish(&mut sink).unwrap();
+    assert_eq!(sink.errors()[0].number, 2627);
+    assert_eq!(scalar(&mut s, "SELECT COUNT(*) FROM w"), Value::Int(0));
 }
