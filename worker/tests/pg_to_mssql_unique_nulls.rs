@@ -142,3 +142,58 @@ async fn nullable_unique_keys_keep_postgresql_semantics() {
         );
     }
 }
+
+/// A foreign key needs an unfiltered key in SQL Server: the referenced nullable unique key stays a
+/// plain UNIQUE (with a warning); with one NULL it is created and so is the foreign key, with two
+/// NULLs both are refused and reported, and the migration still finishes.
+#[tokio::test]
+async fn referenced_nullable_unique_key_stays_plain_unique() {
+    let (_server, target) = common::start_tds_server();
+    let pg = common::pg_connect().await;
+    for (nulls, ok) in [(1, true), (2, false)] {
+        let schema = common::fresh_schema(&pg, &format!("rev_uniq_fk{nulls}")).await;
+        let s = format!("\"{schema}\"");
+        let mut inserts = String::new();
+        for i in 0..nulls {
+            inserts.push_str(&format!("INSERT INTO {s}.parent VALUES ({}, NULL);", 10 + i));
+        }
+        pg.batch_execute(&format!(
+            "CREATE TABLE {s}.parent (id int PRIMARY KEY, code text, CONSTRAINT parent_code_key UNIQUE (code));
+             CREATE TABLE {s}.child (id int PRIMARY KEY, code text,
+                 CONSTRAINT child_code_fk FOREIGN KEY (code) REFERENCES {s}.parent (code));
+             INSERT INTO {s}.parent VALUES (1, 'a');
+             {inserts}
+             INSERT INTO {s}.child VALUES (1, 'a'), (2, NULL);"
+        ))
+        .await
+        .unwrap();
+        let e = engine(&target, &schema, &format!("test/rev_uniq_fk{nulls}"));
+        let prepared = e.prepare().await.unwrap();
+        e.copy_all(&prepared.plan).await.unwrap();
+        let warnings = e.finalize(&prepared.plan).await.unwrap();
+        assert!(
+            warnings
+                .iter()
+                .any(|w| w.contains("parent_code_key") && w.contains("foreign key references it")),
+            "{warnings:#?}"
+        );
+        let mut ms = target.connect().await.unwrap();
+        let c = rows(
+            &mut ms,
+            "SELECT COUNT(*) FROM sys.foreign_keys WHERE name = N'child_code_fk'",
+        )
+        .await;
+        assert_eq!(c[0].get::<i32, _>(0), Some(i32::from(ok)), "{warnings:#?}");
+        if !ok {
+            assert!(
+                warnings
+                    .iter()
+                    .any(|w| w.contains("foreign key child_code_fk") && w.contains("not migrated")),
+                "{warnings:#?}"
+            );
+        }
+        let mut ms2 = target.connect().await.unwrap();
+        exec(&mut ms2, "DROP TABLE dbo.child").await.unwrap();
+        exec(&mut ms2, "DROP TABLE dbo.parent").await.unwrap();
+    }
+}
