@@ -10,7 +10,7 @@ use crate::mapping::{quote_mssql, quote_pg};
 use crate::mapping_pg_to_mssql::{
     Decode, MsType, NumericScan, RevColumn, RevMappingError, map_column, needs_numeric_scan,
 };
-use crate::mssql::bulk::{BulkCtx, BulkError, write_chunks};
+use crate::mssql::bulk::{BulkCtx, BulkError, row_encoder, write_chunks};
 use crate::mssql::checkpoint::{self as mscp, MsCheckpointError};
 use crate::mssql::connect::{ConnectError, MssqlSource, TdsClient, negotiated_packet_size};
 use crate::mssql::ddl::{self, MsStmt, TableNames};
@@ -1027,13 +1027,6 @@ pub async fn copy_task(
     let committed_rows = if t.key.is_some() { cp.rows } else { 0 };
 
     let pg = engine.source.connect().await?;
-    let (tx, mut rx) = mpsc::channel(CHANNEL_DEPTH);
-    let reader_table = t.clone();
-    let reader_task = task.clone();
-    let chunk_rows = engine.copy.chunk_rows;
-    let reader = tokio::spawn(async move {
-        read_task(&pg, &reader_table, &reader_task, after.as_deref(), chunk_rows, tx).await
-    });
 
     let identity = engine.options.schema.identity;
     let upsert = engine.copy.mode == Mode::Upsert;
@@ -1061,6 +1054,24 @@ pub async fn copy_task(
         fail_after_chunks: engine.copy.fail_after_chunks,
         merge_sql: merge_sql.as_deref(),
     };
+    // Rows are encoded for the bulk load by the reader, away from the connection.
+    let encoder = row_encoder(&mut ms, &ctx).await?;
+    let (tx, mut rx) = mpsc::channel(CHANNEL_DEPTH);
+    let reader_table = t.clone();
+    let reader_task = task.clone();
+    let chunk_rows = engine.copy.chunk_rows;
+    let reader = tokio::spawn(async move {
+        read_task(
+            &pg,
+            &reader_table,
+            &reader_task,
+            after.as_deref(),
+            chunk_rows,
+            &encoder,
+            tx,
+        )
+        .await
+    });
     let written = write_chunks(&mut ms, &mut rx, &ctx).await;
     // Closing the receiver stops a reader that is still producing; a failed chunk's transaction
     // is rolled back by closing its connection.

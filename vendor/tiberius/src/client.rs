@@ -586,6 +586,34 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Client<S> {
         BulkLoadRequest::new(&mut self.connection, columns)
     }
 
+    /// mssql-pg-operator patch: the row encoder of a bulk load into `table` with these columns
+    /// and options, without starting one: the same metadata query and column selection as
+    /// [`Client::bulk_insert_with_options`], so rows encoded with it can be appended to such a
+    /// load with [`BulkLoadRequest::send_encoded`]. Lets a producer encode rows away from the
+    /// connection (no `TokenRow` or owned value per row crossing to the writer).
+    pub async fn bulk_row_encoder(
+        &mut self,
+        table: &str,
+        columns: &[&str],
+        options: SqlBulkCopyOptions,
+    ) -> crate::Result<crate::BulkRowEncoder> {
+        validate_bulk_table_identifier(table)?;
+        for column in columns {
+            validate_bulk_column_identifier(column)?;
+        }
+        let keep_identity = options.contains(SqlBulkCopyOption::KeepIdentity);
+        let mut columns: Vec<_> = self
+            .column_metadata(table, columns)
+            .await?
+            .into_iter()
+            .filter(|column| bulk_column_is_target(&column.base, keep_identity))
+            .collect();
+        for column in columns.iter_mut() {
+            column.base.table_name = Some(table.to_string());
+        }
+        Ok(crate::BulkRowEncoder::new(columns))
+    }
+
     /// Retrieve the column metadata for a set of columns of a table, including
     /// the column names, types (with their size, precision and scale) and flags
     /// such as nullability and whether a column is an identity column.

@@ -243,7 +243,8 @@ pub use row::{Column, ColumnType, QueryIdx, Row, RowBuilder};
 pub use sql_browser::SqlBrowser;
 pub use tds::{
     codec::{
-        AltMetaDataColumn, BaseMetaDataColumn, BulkLoadRequest, ColumnData, ColumnFlag,
+        AltMetaDataColumn, BaseMetaDataColumn, BulkLoadRequest, BulkRowEncoder, BulkRowError,
+        ColumnData, ColumnFlag,
         FixedLenType, IntoRow, IsolationLevel, MetaDataColumn, TokenAltMetaData, TokenAltRow,
         TokenRow, TypeInfo, TypeLength, VarLenContext, VarLenType,
     },

@@ -62,6 +62,28 @@ async fn batch(c: &mut TdsClient, sql: &str, table: &str) -> Result<(), BulkErro
     Ok(())
 }
 
+/// The bulk-copy options of a task's loads (TABLOCK, KEEP_NULLS, and KEEPIDENTITY when the
+/// identity column's values are copied).
+pub fn bulk_options(keep_identity: bool) -> SqlBulkCopyOptions {
+    let mut options: SqlBulkCopyOptions = SqlBulkCopyOption::TableLock | SqlBulkCopyOption::KeepNulls;
+    if keep_identity {
+        options |= SqlBulkCopyOption::KeepIdentity;
+    }
+    options
+}
+
+/// The reader's row encoder for `ctx`'s loads: the same columns and options as
+/// [`write_chunks`]' bulk loads, so its rows can be appended to them as they are.
+pub async fn row_encoder(
+    c: &mut TdsClient,
+    ctx: &BulkCtx<'_>,
+) -> Result<tiberius::BulkRowEncoder, BulkError> {
+    let cols: Vec<&str> = ctx.columns.iter().map(String::as_str).collect();
+    c.bulk_row_encoder(ctx.table, &cols, bulk_options(ctx.keep_identity))
+        .await
+        .map_err(bulk_err(ctx.table))
+}
+
 /// Commits chunks until the reader reports the task's last one. On an error the transaction is
 /// left open: the caller drops the connection, which rolls it back.
 pub async fn write_chunks(
@@ -73,10 +95,7 @@ pub async fn write_chunks(
     let mut total_rows = ctx.committed_rows;
     let mut bytes_before = 0;
     let cols: Vec<&str> = ctx.columns.iter().map(String::as_str).collect();
-    let mut options: SqlBulkCopyOptions = SqlBulkCopyOption::TableLock | SqlBulkCopyOption::KeepNulls;
-    if ctx.keep_identity {
-        options |= SqlBulkCopyOption::KeepIdentity;
-    }
+    let options = bulk_options(ctx.keep_identity);
     loop {
         let Some(first) = rx.recv().await else {
             return Err(BulkError::ReaderGone);
@@ -90,16 +109,12 @@ pub async fn write_chunks(
                     .await
                     .map_err(bulk_err(ctx.table))?;
                 stats.bytes += bytes;
-                for row in rows {
-                    req.send(row).await.map_err(bulk_err(ctx.table))?;
-                }
+                req.send_encoded(&rows).await.map_err(bulk_err(ctx.table))?;
                 let end = loop {
                     match rx.recv().await {
                         Some(RowsMsg::Rows(rows, bytes)) => {
                             stats.bytes += bytes;
-                            for row in rows {
-                                req.send(row).await.map_err(bulk_err(ctx.table))?;
-                            }
+                            req.send_encoded(&rows).await.map_err(bulk_err(ctx.table))?;
                         }
                         Some(RowsMsg::ChunkEnd(end)) => break end,
                         // The connection is mid-bulk-load; the caller drops it (rollback).

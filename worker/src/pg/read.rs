@@ -1,7 +1,8 @@
 //! The reader half of the PostgreSQL -> SQL Server pipeline: one
-//! `COPY (SELECT ... WHERE key range ORDER BY key) TO STDOUT (FORMAT binary)` per task, the binary
-//! stream decoded straight into tiberius bulk rows, sent in batches with a chunk end (and the
-//! chunk's last key) every `chunkRows` rows.
+//! `COPY (SELECT ... WHERE key range ORDER BY key) TO STDOUT (FORMAT binary)` per task, each
+//! field decoded in place (text and bytea borrowed from the COPY data) and encoded straight into
+//! TDS bulk-load ROW tokens (tiberius `BulkRowEncoder`), sent in batches of encoded bytes with a
+//! chunk end (and the chunk's last key) every `chunkRows` rows.
 
 use crate::checkpoint::KeyValue;
 use crate::mapping::quote_pg;
@@ -12,12 +13,14 @@ use crate::plan::TaskPlan;
 use bytes::{Buf, BytesMut};
 use futures_util::TryStreamExt;
 use std::borrow::Cow;
-use tiberius::{ColumnData, TokenRow};
+use tiberius::{BulkRowEncoder, ColumnData};
 use tokio::sync::mpsc::Sender;
 use tokio_postgres::Client;
 
-/// Rows per message to the writer.
+/// Rows per message to the writer (or fewer, when their encoded bytes reach `BATCH_BYTES`).
 pub const BATCH_ROWS: usize = 1000;
+/// Encoded bytes per message to the writer, so a batch of long rows stays small.
+const BATCH_BYTES: usize = 512 * 1024;
 
 /// Microseconds per day.
 const DAY_US: i64 = 86_400_000_000;
@@ -29,8 +32,9 @@ const DAYS_0001_TO_9999_12_31: i64 = 3_652_058;
 /// What the reader sends the writer.
 #[derive(Debug)]
 pub enum RowsMsg {
-    /// Decoded rows and the binary COPY bytes they came from.
-    Rows(Vec<TokenRow<'static>>, u64),
+    /// Bulk-load ROW tokens (encoded for the task's target table) and the binary COPY bytes
+    /// they came from.
+    Rows(BytesMut, u64),
     ChunkEnd(ChunkEnd),
 }
 
@@ -63,7 +67,7 @@ fn value_err(message: impl Into<String>) -> String {
 }
 
 /// Decodes one field of PostgreSQL's binary format into the value tiberius bulk-loads.
-pub fn decode_field(d: Decode, raw: Option<&[u8]>) -> Result<ColumnData<'static>, String> {
+pub fn decode_field(d: Decode, raw: Option<&[u8]>) -> Result<ColumnData<'_>, String> {
     let Some(b) = raw else {
         return Ok(match d {
             Decode::Bool => ColumnData::Bit(None),
@@ -162,7 +166,7 @@ pub fn decode_field(d: Decode, raw: Option<&[u8]>) -> Result<ColumnData<'static>
             a.copy_from_slice(b);
             ColumnData::Guid(Some(uuid::Uuid::from_bytes(a)))
         }
-        Decode::Bytea => ColumnData::Binary(Some(Cow::Owned(b.to_vec()))),
+        Decode::Bytea => ColumnData::Binary(Some(Cow::Borrowed(b))),
         Decode::Text { max_units } => {
             let s = std::str::from_utf8(b).map_err(|e| format!("invalid UTF-8: {e}"))?;
             if let Some(max) = max_units {
@@ -177,7 +181,7 @@ pub fn decode_field(d: Decode, raw: Option<&[u8]>) -> Result<ColumnData<'static>
                     }
                 }
             }
-            ColumnData::String(Some(Cow::Owned(s.to_owned())))
+            ColumnData::String(Some(Cow::Borrowed(s)))
         }
     })
 }
@@ -567,7 +571,7 @@ impl CopyParser {
     }
 }
 
-fn key_text(t: &RevTablePlan, cells: &[ColumnData<'static>]) -> String {
+fn key_text(t: &RevTablePlan, cells: &[ColumnData<'_>]) -> String {
     match &t.key {
         Some(key) => key
             .iter()
@@ -604,7 +608,7 @@ fn value_error(
     column: usize,
     message: String,
 ) -> RevReadError {
-    let cells: Vec<ColumnData<'static>> = fields
+    let cells: Vec<ColumnData<'_>> = fields
         .iter()
         .zip(decodes)
         .map(|(f, d)| decode_field(*d, *f).unwrap_or(ColumnData::I32(None)))
@@ -617,13 +621,16 @@ fn value_error(
     }
 }
 
-/// Streams one task into `tx`. Without a key the whole task is one chunk (it cannot resume).
+/// Streams one task into `tx`, encoding rows with `encoder` (made for the table the writer loads,
+/// its bulk columns in the order of the table's non-computed columns). Without a key the whole
+/// task is one chunk (it cannot resume).
 pub async fn read_task(
     pg: &Client,
     t: &RevTablePlan,
     task: &TaskPlan,
     after: Option<&[KeyValue]>,
     chunk_rows: u64,
+    encoder: &BulkRowEncoder,
     tx: Sender<RowsMsg>,
 ) -> Result<(), RevReadError> {
     let table = t.source.qualified();
@@ -637,32 +644,50 @@ pub async fn read_task(
     futures_util::pin_mut!(stream);
     let decodes: Vec<Decode> = t.columns.iter().map(|c| c.decode).collect();
     let bulk_cols: Vec<bool> = t.columns.iter().map(|c| c.computed.is_none()).collect();
-    let bulk_count = bulk_cols.iter().filter(|b| **b).count();
-    // Where each key column sits in a bulk row: when every key column is bulk-loaded (computed
-    // columns are not), the chunk's last key is read from the batch's last row once per batch
-    // instead of once per row.
-    let key_in_row: Option<Vec<usize>> = t.key.as_ref().and_then(|key| {
-        key.iter()
-            .map(|&i| bulk_cols[i].then(|| bulk_cols[..i].iter().filter(|b| **b).count()))
-            .collect()
-    });
-    let row_key = |row: &TokenRow<'static>| -> Option<Vec<KeyValue>> {
-        key_in_row
-            .as_ref()?
-            .iter()
-            .map(|&j| row.get(j).and_then(key_value))
-            .collect()
-    };
+    // The table column of each bulk column (an encoder error names the bulk column).
+    let bulk_to_col: Vec<usize> = (0..bulk_cols.len()).filter(|&i| bulk_cols[i]).collect();
+    if encoder.columns().len() != bulk_to_col.len() {
+        return Err(RevReadError::Value {
+            table: table.clone(),
+            key: "no row read".into(),
+            column: "*".into(),
+            message: format!(
+                "the target table has {} bulk-loadable columns, the plan {}",
+                encoder.columns().len(),
+                bulk_to_col.len()
+            ),
+        });
+    }
+    let key_cols: Vec<usize> = t.key.clone().unwrap_or_default();
     let keyed = t.key.is_some();
     let chunk_rows = if keyed { chunk_rows.max(1) } else { u64::MAX };
     let mut parser = CopyParser::new();
-    let mut batch: Vec<TokenRow<'static>> = Vec::with_capacity(BATCH_ROWS);
+    let mut buf = BytesMut::with_capacity(BATCH_BYTES + 64 * 1024);
+    let mut batch_rows = 0usize;
+    let mut any_row = false;
     let mut batch_bytes = 0u64;
     let mut in_chunk = 0u64;
-    let mut last_key: Option<Vec<KeyValue>> = None;
+    // The last row's key fields as raw bytes (allocations reused row after row); decoded into a
+    // key only at batch and chunk ends.
+    let mut last_key_raw: Vec<Option<Vec<u8>>> = vec![None; key_cols.len()];
+    let decode_key = |raw: &[Option<Vec<u8>>]| -> Option<Vec<KeyValue>> {
+        if !keyed {
+            return None;
+        }
+        key_cols
+            .iter()
+            .zip(raw)
+            .map(|(&i, r)| {
+                decode_field(decodes[i], r.as_deref())
+                    .ok()
+                    .as_ref()
+                    .and_then(key_value)
+            })
+            .collect()
+    };
     let mut finished = false;
-    // Rows are decoded synchronously in the parser callback; chunk/batch boundaries are sent
-    // after it returns.
+    // Rows are encoded synchronously in the parser callback; batch and chunk boundaries are
+    // sent after it returns.
     let mut pending: Vec<RowsMsg> = Vec::new();
     while !finished {
         let Some(data) = stream.try_next().await.map_err(copy_err)? else {
@@ -674,47 +699,49 @@ pub async fn read_task(
                 if fields.len() != decodes.len() {
                     return Err(RevReadError::Malformed(table.clone()));
                 }
-                // Decoded straight into the bulk row: no per-row vector of cells.
-                let mut row = TokenRow::with_capacity(bulk_count);
-                for (i, (f, d)) in fields.iter().zip(&decodes).enumerate() {
+                let mut decode_error: Option<(usize, String)> = None;
+                let values = fields.iter().zip(&decodes).enumerate().filter_map(|(i, (f, d))| {
+                    if decode_error.is_some() {
+                        return None;
+                    }
                     match decode_field(*d, *f) {
-                        Ok(v) => {
-                            if bulk_cols[i] {
-                                row.push(v);
-                            }
+                        Ok(v) => bulk_cols[i].then_some(v),
+                        Err(message) => {
+                            decode_error = Some((i, message));
+                            None
                         }
-                        Err(message) => return Err(value_error(t, &decodes, fields, i, message)),
+                    }
+                });
+                let encoded = encoder.encode_row(values, &mut buf);
+                if let Some((i, message)) = decode_error {
+                    return Err(value_error(t, &decodes, fields, i, message));
+                }
+                if let Err(e) = encoded {
+                    let column = bulk_to_col.get(e.column).copied().unwrap_or(0);
+                    return Err(value_error(t, &decodes, fields, column, e.error.to_string()));
+                }
+                for (slot, &i) in last_key_raw.iter_mut().zip(&key_cols) {
+                    match (slot.as_mut(), fields[i]) {
+                        (Some(v), Some(f)) => {
+                            v.clear();
+                            v.extend_from_slice(f);
+                        }
+                        (_, f) => *slot = f.map(<[u8]>::to_vec),
                     }
                 }
-                if key_in_row.is_none()
-                    && let Some(key) = &t.key
-                {
-                    // A computed key column: decoded again here (it is not in the bulk row).
-                    last_key = key
-                        .iter()
-                        .map(|&i| {
-                            decode_field(decodes[i], fields[i])
-                                .ok()
-                                .as_ref()
-                                .and_then(key_value)
-                        })
-                        .collect();
-                }
-                batch.push(row);
+                batch_rows += 1;
+                any_row = true;
                 batch_bytes += len as u64;
                 in_chunk += 1;
                 let chunk_full = in_chunk >= chunk_rows;
-                if chunk_full || batch.len() >= BATCH_ROWS {
-                    if key_in_row.is_some() {
-                        last_key = batch.last().and_then(row_key);
-                    }
-                    let rows = std::mem::replace(&mut batch, Vec::with_capacity(BATCH_ROWS));
-                    pending.push(RowsMsg::Rows(rows, batch_bytes));
+                if chunk_full || batch_rows >= BATCH_ROWS || buf.len() >= BATCH_BYTES {
+                    pending.push(RowsMsg::Rows(buf.split(), batch_bytes));
+                    batch_rows = 0;
                     batch_bytes = 0;
                 }
                 if chunk_full {
                     pending.push(RowsMsg::ChunkEnd(ChunkEnd {
-                        last_key: last_key.clone(),
+                        last_key: decode_key(&last_key_raw),
                         rows: in_chunk,
                         done: false,
                     }));
@@ -734,18 +761,13 @@ pub async fn read_task(
     if !finished {
         return Err(RevReadError::Malformed(table));
     }
-    if !batch.is_empty() {
-        if key_in_row.is_some() {
-            last_key = batch.last().and_then(row_key);
-        }
-        let _ = tx
-            .send(RowsMsg::Rows(std::mem::take(&mut batch), batch_bytes))
-            .await;
+    if batch_rows > 0 {
+        let _ = tx.send(RowsMsg::Rows(buf.split(), batch_bytes)).await;
     }
-    // The last chunk (possibly empty) marks the task done.
+    // The last chunk (possibly empty) marks the task done; its key is the last row read.
     let _ = tx
         .send(RowsMsg::ChunkEnd(ChunkEnd {
-            last_key,
+            last_key: if any_row { decode_key(&last_key_raw) } else { None },
             rows: in_chunk,
             done: true,
         }))

@@ -6,8 +6,10 @@ use crate::{
     client::Connection, sql_read_bytes::SqlReadBytes, BytesMutWithDataColumns, ExecuteResult,
 };
 
+use bytes::BufMut;
+
 use super::{
-    Encode, MetaDataColumn, PacketHeader, PacketStatus, TokenColMetaData, TokenDone, TokenRow,
+    BytesMutWithTypeInfo, ColumnData, Encode, MetaDataColumn, TokenType, PacketHeader, PacketStatus, TokenColMetaData, TokenDone, TokenRow,
     HEADER_BYTES,
 };
 
@@ -21,6 +23,74 @@ where
     packet_id: u8,
     buf: BytesMut,
     columns: Vec<MetaDataColumn<'a>>,
+}
+
+/// mssql-pg-operator patch: encodes bulk-load rows (ROW tokens) into a caller's buffer, for
+/// [`BulkLoadRequest::send_encoded`]. Made by [`Client::bulk_row_encoder`](crate::Client::bulk_row_encoder);
+/// the bytes are exactly those [`BulkLoadRequest::send`] writes for the same values.
+#[derive(Debug, Clone)]
+pub struct BulkRowEncoder {
+    columns: Vec<MetaDataColumn<'static>>,
+}
+
+/// Why a row could not be encoded: the column (index among the bulk columns) and the error.
+#[derive(Debug)]
+pub struct BulkRowError {
+    /// Index of the failing value among the bulk columns (the count given when the row had too
+    /// many or too few values).
+    pub column: usize,
+    /// The encoder's error (a value out of range for its column, too long, of the wrong type).
+    pub error: crate::Error,
+}
+
+impl BulkRowEncoder {
+    pub(crate) fn new(columns: Vec<MetaDataColumn<'static>>) -> Self {
+        Self { columns }
+    }
+
+    /// The bulk columns, in the order values must be given.
+    pub fn columns(&self) -> &[MetaDataColumn<'static>] {
+        &self.columns
+    }
+
+    /// Appends one ROW token with `values`, one per bulk column. On an error nothing is left
+    /// in `dst` of this row.
+    pub fn encode_row<'b, I>(&self, values: I, dst: &mut BytesMut) -> Result<(), BulkRowError>
+    where
+        I: IntoIterator<Item = ColumnData<'b>>,
+    {
+        let start = dst.len();
+        dst.put_u8(TokenType::Row as u8);
+        let mut n = 0;
+        for value in values {
+            let Some(column) = self.columns.get(n) else {
+                dst.truncate(start);
+                return Err(BulkRowError {
+                    column: n,
+                    error: crate::Error::BulkInput(
+                        format!("Expecting {} columns but more were given", self.columns.len())
+                            .into(),
+                    ),
+                });
+            };
+            let mut dst_ti = BytesMutWithTypeInfo::new(dst).with_type_info(&column.base.ty);
+            if let Err(error) = value.encode(&mut dst_ti) {
+                dst.truncate(start);
+                return Err(BulkRowError { column: n, error });
+            }
+            n += 1;
+        }
+        if n != self.columns.len() {
+            dst.truncate(start);
+            return Err(BulkRowError {
+                column: n,
+                error: crate::Error::BulkInput(
+                    format!("Expecting {} columns but {n} were given", self.columns.len()).into(),
+                ),
+            });
+        }
+        Ok(())
+    }
 }
 
 impl<'a, S> BulkLoadRequest<'a, S>
@@ -88,6 +158,20 @@ where
         self.write_packets().await?;
 
         Ok(())
+    }
+
+    /// mssql-pg-operator patch: appends rows already encoded by a [`BulkRowEncoder`] made for
+    /// the same table, columns and options (whole ROW tokens, any number of them), flushing
+    /// full packets as [`send`](Self::send) does.
+    pub async fn send_encoded(&mut self, rows: &[u8]) -> crate::Result<()> {
+        self.connection.ensure_not_poisoned()?;
+        self.buf.extend_from_slice(rows);
+        self.write_packets().await
+    }
+
+    /// The number of columns each row must have.
+    pub fn column_count(&self) -> usize {
+        self.columns.len()
     }
 
     /// Ends the bulk load, flushing all pending data to the wire.
