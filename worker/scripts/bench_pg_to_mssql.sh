@@ -1,6 +1,7 @@
 #!/bin/bash
 # PostgreSQL -> SQL Server (TDS test server) release-build measurement, 1M-row mixed table, TDS
 # packet sizes side by side; then SQL Server -> PostgreSQL on the same rows for the ratio.
+# SHAPE=narrow: issue 3's narrow shape instead (id, account_id, amount; use ROWS=10000000).
 set -u
 : "${MSSQLPG_TEST_PG_URL:?start PostgreSQL: eval \"$(tests/scripts/postgres.sh start)\"}"
 ROWS=${ROWS:-1000000}
@@ -9,7 +10,9 @@ S=${S:-target/release/tds-testserver}
 PGPORT=$(echo "$MSSQLPG_TEST_PG_URL" | sed -E 's/.*port=([0-9]+).*/\1/')
 PASS=BenchPass123
 OUT=${OUT:-/tmp/bench-pg-to-mssql}; mkdir -p $OUT
-psql "$MSSQLPG_TEST_PG_URL" -q <<SQL
+SHAPE=${SHAPE:-mixed}
+case "$SHAPE" in
+  mixed) psql "$MSSQLPG_TEST_PG_URL" -q <<SQL
 DROP SCHEMA IF EXISTS bench_rev CASCADE; CREATE SCHEMA bench_rev;
 CREATE TABLE bench_rev.mixed (id bigint PRIMARY KEY, i int NOT NULL, b bigint, n numeric(12,2), t text,
   v varchar(40), ts timestamp, tz timestamptz, d date, f boolean, u uuid, x double precision);
@@ -20,7 +23,18 @@ INSERT INTO bench_rev.mixed SELECT g, (g * 7) % 100000, g::bigint * 1000003, (g 
   FROM generate_series(1, $ROWS) g;
 ANALYZE bench_rev.mixed;
 SQL
-echo "source rows: $(psql "$MSSQLPG_TEST_PG_URL" -Atc 'select count(*) from bench_rev.mixed'), size $(psql "$MSSQLPG_TEST_PG_URL" -Atc "select pg_size_pretty(pg_table_size('bench_rev.mixed'))")"
+  ;;
+  narrow) psql "$MSSQLPG_TEST_PG_URL" -q <<SQL
+DROP SCHEMA IF EXISTS bench_rev CASCADE; CREATE SCHEMA bench_rev;
+CREATE TABLE bench_rev.narrow (id int PRIMARY KEY, account_id int NOT NULL, amount numeric(12,2));
+INSERT INTO bench_rev.narrow SELECT g, (g * 7) % 100000, CASE WHEN g % 10 = 0 THEN NULL ELSE (g % 1000000) / 100.0 END
+  FROM generate_series(1, $ROWS) g;
+ANALYZE bench_rev.narrow;
+SQL
+  ;;
+  *) echo "SHAPE is mixed or narrow" >&2; exit 2 ;;
+esac
+echo "source rows: $(psql "$MSSQLPG_TEST_PG_URL" -Atc "select count(*) from bench_rev.$SHAPE"), size $(psql "$MSSQLPG_TEST_PG_URL" -Atc "select pg_size_pretty(pg_table_size('bench_rev.$SHAPE'))")"
 if [ -n "${PROFILE:-}" ]; then
   # Instruction counts of the worker's copy phase (repeatable on a busy machine, unlike wall time):
   # `plan` runs natively, then `copy` of the one task runs under valgrind's callgrind.
@@ -43,7 +57,7 @@ Y
   export SOURCE_USERNAME=postgres SOURCE_PASSWORD= TARGET_USERNAME=sa TARGET_PASSWORD=$PASS RUST_LOG=warn
   $W plan -f $OUT/m-prof.yaml > $OUT/plan-prof.json
   valgrind --tool=callgrind --callgrind-out-file=$OUT/callgrind.out $W copy -f $OUT/m-prof.yaml \
-    --task bench_rev.mixed > $OUT/copy-prof.json 2> $OUT/callgrind.log
+    --task bench_rev.$SHAPE > $OUT/copy-prof.json 2> $OUT/callgrind.log
   echo "copy: $(head -c 300 $OUT/copy-prof.json)"
   echo "worker instructions (Ir): $(grep -E '^(summary|totals):' $OUT/callgrind.out | head -1 | awk '{print $2}')"
   callgrind_annotate --inclusive=no $OUT/callgrind.out 2>/dev/null | sed -n 1,60p > $OUT/callgrind-top.txt
@@ -81,7 +95,7 @@ spec:
     mssql: {host: 127.0.0.1, port: $PORT, database: master, schema: dbo, credentialsSecret: t, encryption: NotSupported, packetSize: $P}
   target:
     postgres: {host: 127.0.0.1, port: $PGPORT, database: postgres, schema: bench_fwd, credentialsSecret: s, sslMode: disable}
-  tables: {include: [mixed]}
+  tables: {include: [$SHAPE]}
   verify: count
 Y
     SOURCE_USERNAME=sa SOURCE_PASSWORD=$PASS TARGET_USERNAME=postgres TARGET_PASSWORD= RUST_LOG=warn \
