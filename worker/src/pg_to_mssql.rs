@@ -1057,6 +1057,7 @@ pub async fn copy_task(
     // Rows are encoded for the bulk load by the reader, away from the connection.
     let encoder = row_encoder(&mut ms, &ctx).await?;
     let (tx, mut rx) = mpsc::channel(CHANNEL_DEPTH);
+    let reader_encoder = encoder.clone();
     let reader_table = t.clone();
     let reader_task = task.clone();
     let chunk_rows = engine.copy.chunk_rows;
@@ -1067,12 +1068,12 @@ pub async fn copy_task(
             &reader_task,
             after.as_deref(),
             chunk_rows,
-            &encoder,
+            &reader_encoder,
             tx,
         )
         .await
     });
-    let written = write_chunks(&mut ms, &mut rx, &ctx).await;
+    let written = write_chunks(&mut ms, &mut rx, &ctx, &encoder).await;
     // Closing the receiver stops a reader that is still producing; a failed chunk's transaction
     // is rolled back by closing its connection.
     drop(rx);

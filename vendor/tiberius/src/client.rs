@@ -545,6 +545,19 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Client<S> {
             validate_bulk_column_identifier(column)?;
         }
 
+        let columns = self.bulk_target_columns(table, columns, options).await?;
+        self.start_bulk_load(table, columns, options, order_hints)
+            .await
+    }
+
+    /// mssql-pg-operator patch (split out of `bulk_insert_with_options`, unchanged): the
+    /// columns a bulk load into `table` targets.
+    async fn bulk_target_columns(
+        &mut self,
+        table: &str,
+        columns: &[&str],
+        options: SqlBulkCopyOptions,
+    ) -> crate::Result<Vec<MetaDataColumn<'static>>> {
         // Retrieve column metadata from the server, keeping only the updateable
         // columns as bulk targets (read-only/computed columns are skipped).
         //
@@ -569,7 +582,18 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Client<S> {
         for column in columns.iter_mut() {
             column.base.table_name = Some(table.to_string());
         }
+        Ok(columns)
+    }
 
+    /// mssql-pg-operator patch (split out of `bulk_insert_with_options`, unchanged): sends
+    /// `INSERT BULK` for `columns` and returns the request that streams the rows.
+    async fn start_bulk_load<'a>(
+        &'a mut self,
+        table: &str,
+        columns: Vec<MetaDataColumn<'a>>,
+        options: SqlBulkCopyOptions,
+        order_hints: &[ColumnOrderHint<'_>],
+    ) -> crate::Result<BulkLoadRequest<'a, S>> {
         // now start bulk upload
         self.connection.flush_stream().await?;
         let col_data = columns.iter().map(|c| format!("{}", c)).join(", ");
@@ -587,10 +611,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Client<S> {
     }
 
     /// mssql-pg-operator patch: the row encoder of a bulk load into `table` with these columns
-    /// and options, without starting one: the same metadata query and column selection as
-    /// [`Client::bulk_insert_with_options`], so rows encoded with it can be appended to such a
-    /// load with [`BulkLoadRequest::send_encoded`]. Lets a producer encode rows away from the
-    /// connection (no `TokenRow` or owned value per row crossing to the writer).
+    /// and options, without starting one: the columns `bulk_insert_with_options` would target.
+    /// Start loads that take its rows with [`Client::bulk_insert_encoded`]. Lets a producer
+    /// encode rows away from the connection (no `TokenRow` or owned value per row crossing to
+    /// the writer).
     pub async fn bulk_row_encoder(
         &mut self,
         table: &str,
@@ -601,17 +625,22 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Client<S> {
         for column in columns {
             validate_bulk_column_identifier(column)?;
         }
-        let keep_identity = options.contains(SqlBulkCopyOption::KeepIdentity);
-        let mut columns: Vec<_> = self
-            .column_metadata(table, columns)
-            .await?
-            .into_iter()
-            .filter(|column| bulk_column_is_target(&column.base, keep_identity))
-            .collect();
-        for column in columns.iter_mut() {
-            column.base.table_name = Some(table.to_string());
-        }
+        let columns = self.bulk_target_columns(table, columns, options).await?;
         Ok(crate::BulkRowEncoder::new(columns))
+    }
+
+    /// mssql-pg-operator patch: starts a bulk load into `table` for the columns of `encoder`
+    /// (made by [`Client::bulk_row_encoder`] with the same table and options), without asking
+    /// the server for the metadata again; rows go in with [`BulkLoadRequest::send_encoded`].
+    pub async fn bulk_insert_encoded<'a>(
+        &'a mut self,
+        table: &str,
+        encoder: &crate::BulkRowEncoder,
+        options: SqlBulkCopyOptions,
+    ) -> crate::Result<BulkLoadRequest<'a, S>> {
+        validate_bulk_table_identifier(table)?;
+        self.start_bulk_load(table, encoder.columns().to_vec(), options, &[])
+            .await
     }
 
     /// Retrieve the column metadata for a set of columns of a table, including

@@ -8,7 +8,7 @@ use crate::mssql::checkpoint::{self, MsCheckpointError};
 use crate::mssql::connect::TdsClient;
 use crate::pg::load::WriteStats;
 use crate::pg::read::RowsMsg;
-use tiberius::{SqlBulkCopyOption, SqlBulkCopyOptions};
+use tiberius::{BulkRowEncoder, SqlBulkCopyOption, SqlBulkCopyOptions};
 use tokio::sync::mpsc::Receiver;
 
 #[derive(Debug, thiserror::Error)]
@@ -72,12 +72,9 @@ pub fn bulk_options(keep_identity: bool) -> SqlBulkCopyOptions {
     options
 }
 
-/// The reader's row encoder for `ctx`'s loads: the same columns and options as
-/// [`write_chunks`]' bulk loads, so its rows can be appended to them as they are.
-pub async fn row_encoder(
-    c: &mut TdsClient,
-    ctx: &BulkCtx<'_>,
-) -> Result<tiberius::BulkRowEncoder, BulkError> {
+/// The row encoder of `ctx`'s loads: the reader encodes rows with it, [`write_chunks`] starts
+/// each chunk's bulk load for its columns.
+pub async fn row_encoder(c: &mut TdsClient, ctx: &BulkCtx<'_>) -> Result<BulkRowEncoder, BulkError> {
     let cols: Vec<&str> = ctx.columns.iter().map(String::as_str).collect();
     c.bulk_row_encoder(ctx.table, &cols, bulk_options(ctx.keep_identity))
         .await
@@ -90,11 +87,11 @@ pub async fn write_chunks(
     c: &mut TdsClient,
     rx: &mut Receiver<RowsMsg>,
     ctx: &BulkCtx<'_>,
+    encoder: &BulkRowEncoder,
 ) -> Result<WriteStats, BulkError> {
     let mut stats = WriteStats::default();
     let mut total_rows = ctx.committed_rows;
     let mut bytes_before = 0;
-    let cols: Vec<&str> = ctx.columns.iter().map(String::as_str).collect();
     let options = bulk_options(ctx.keep_identity);
     loop {
         let Some(first) = rx.recv().await else {
@@ -105,7 +102,7 @@ pub async fn write_chunks(
             RowsMsg::ChunkEnd(end) => end,
             RowsMsg::Rows(rows, bytes) => {
                 let mut req = c
-                    .bulk_insert_with_options(ctx.table, &cols, options, &[])
+                    .bulk_insert_encoded(ctx.table, encoder, options)
                     .await
                     .map_err(bulk_err(ctx.table))?;
                 stats.bytes += bytes;

@@ -59,38 +59,54 @@ impl BulkRowEncoder {
     where
         I: IntoIterator<Item = ColumnData<'b>>,
     {
-        let start = dst.len();
-        dst.put_u8(TokenType::Row as u8);
-        let mut n = 0;
-        for value in values {
-            let Some(column) = self.columns.get(n) else {
-                dst.truncate(start);
-                return Err(BulkRowError {
-                    column: n,
-                    error: crate::Error::BulkInput(
-                        format!("Expecting {} columns but more were given", self.columns.len())
-                            .into(),
-                    ),
-                });
-            };
-            let mut dst_ti = BytesMutWithTypeInfo::new(dst).with_type_info(&column.base.ty);
-            if let Err(error) = value.encode(&mut dst_ti) {
-                dst.truncate(start);
-                return Err(BulkRowError { column: n, error });
-            }
-            n += 1;
-        }
-        if n != self.columns.len() {
-            dst.truncate(start);
-            return Err(BulkRowError {
-                column: n,
-                error: crate::Error::BulkInput(
-                    format!("Expecting {} columns but {n} were given", self.columns.len()).into(),
-                ),
-            });
-        }
-        Ok(())
+        encode_bulk_row(&self.columns, values, dst)
     }
+}
+
+/// One ROW token of a bulk load into `columns`, appended to `dst`; on an error nothing of the
+/// row is left in `dst` (a partial row flushed later would desync the bulk stream). The one
+/// encoder of bulk rows: [`BulkLoadRequest::send`], [`BulkRowEncoder::encode_row`] and
+/// `TokenRow`'s `Encode`.
+pub(crate) fn encode_bulk_row<'b, I>(
+    columns: &[MetaDataColumn<'_>],
+    values: I,
+    dst: &mut BytesMut,
+) -> Result<(), BulkRowError>
+where
+    I: IntoIterator<Item = ColumnData<'b>>,
+{
+    let start = dst.len();
+    let count_error = |given: usize| BulkRowError {
+        column: given.min(columns.len()),
+        error: crate::Error::BulkInput(
+            format!(
+                "Expecting {} columns but {} were given",
+                columns.len(),
+                given
+            )
+            .into(),
+        ),
+    };
+    dst.put_u8(TokenType::Row as u8);
+    let mut values = values.into_iter();
+    let mut n = 0;
+    while let Some(value) = values.next() {
+        let Some(column) = columns.get(n) else {
+            dst.truncate(start);
+            return Err(count_error(n + 1 + values.count()));
+        };
+        let mut dst_ti = BytesMutWithTypeInfo::new(dst).with_type_info(&column.base.ty);
+        if let Err(error) = value.encode(&mut dst_ti) {
+            dst.truncate(start);
+            return Err(BulkRowError { column: n, error });
+        }
+        n += 1;
+    }
+    if n != columns.len() {
+        dst.truncate(start);
+        return Err(count_error(n));
+    }
+    Ok(())
 }
 
 impl<'a, S> BulkLoadRequest<'a, S>
@@ -142,18 +158,11 @@ where
         // corrupt it further.
         self.connection.ensure_not_poisoned()?;
 
-        // `row.encode` can now fail mid-row (e.g. an out-of-range money value).
-        // A failure would leave the Row-token byte plus any already-encoded
-        // columns in `self.buf`; those partial bytes would be flushed on the next
-        // successful `send`/`finalize` and desync the bulk stream. Snapshot the
-        // buffer length and roll back on error so the stream stays in sync.
-        let start = self.buf.len();
-
+        // `row.encode` can fail mid-row (e.g. an out-of-range money value); the
+        // shared row encoder then rolls the partial row back out of `self.buf`, so
+        // no partial row is flushed by a later `send`/`finalize`.
         let mut buf_with_columns = BytesMutWithDataColumns::new(&mut self.buf, &self.columns);
-        if let Err(e) = row.encode(&mut buf_with_columns) {
-            self.buf.truncate(start);
-            return Err(e);
-        }
+        row.encode(&mut buf_with_columns)?;
 
         self.write_packets().await?;
 
@@ -167,11 +176,6 @@ where
         self.connection.ensure_not_poisoned()?;
         self.buf.extend_from_slice(rows);
         self.write_packets().await
-    }
-
-    /// The number of columns each row must have.
-    pub fn column_count(&self) -> usize {
-        self.columns.len()
     }
 
     /// Ends the bulk load, flushing all pending data to the wire.

@@ -1,8 +1,7 @@
 mod bytes_mut_with_data_columns;
 mod into_row;
 use crate::tds::codec::encode::Encode;
-use crate::{tds::codec::ColumnData, BytesMutWithTypeInfo, SqlReadBytes, TokenType};
-use bytes::BufMut;
+use crate::{tds::codec::ColumnData, SqlReadBytes};
 pub(crate) use bytes_mut_with_data_columns::BytesMutWithDataColumns;
 use futures_util::io::AsyncReadExt;
 pub use into_row::IntoRow;
@@ -24,26 +23,11 @@ impl<'a> IntoIterator for TokenRow<'a> {
 }
 
 impl<'a> Encode<BytesMutWithDataColumns<'a>> for TokenRow<'a> {
+    // mssql-pg-operator patch: the shared bulk row encoder (`bulk_load::encode_bulk_row`, also
+    // behind `BulkRowEncoder`); same bytes and errors, and a failed row is rolled back.
     fn encode(self, dst: &mut BytesMutWithDataColumns<'a>) -> crate::Result<()> {
-        dst.put_u8(TokenType::Row as u8);
-
-        if self.data.len() != dst.data_columns().len() {
-            return Err(crate::Error::BulkInput(
-                format!(
-                    "Expecting {} columns but {} were given",
-                    dst.data_columns().len(),
-                    self.data.len()
-                )
-                .into(),
-            ));
-        }
-
-        for (value, column) in self.data.into_iter().zip(dst.data_columns()) {
-            let mut dst_ti = BytesMutWithTypeInfo::new(dst).with_type_info(&column.base.ty);
-            value.encode(&mut dst_ti)?
-        }
-
-        Ok(())
+        let columns = dst.data_columns();
+        crate::tds::codec::encode_bulk_row(columns, self.data, dst).map_err(|e| e.error)
     }
 }
 
@@ -194,7 +178,7 @@ impl RowBitmap {
 mod tests {
     use super::*;
     use crate::{BaseMetaDataColumn, ColumnFlag, FixedLenType, MetaDataColumn, TypeInfo};
-    use bytes::BytesMut;
+    use bytes::{BufMut, BytesMut};
 
     #[tokio::test]
     async fn wrong_number_of_columns_will_fail() {
