@@ -1,6 +1,7 @@
 //! Bulk load: `INSERT BULK` remembers the target; the BULK_LOAD message's rows are converted to
 //! the target columns' types (clients such as pytds send every column as nvarchar), checked,
-//! and inserted inside a savepoint so that all rows land or none.
+//! buffered, and inserted at the end inside a savepoint (or the load's own transaction) so
+//! that all rows land or none.
 
 use crate::convert::value_to_stored;
 use crate::error::SqlError;
@@ -42,14 +43,49 @@ pub struct BulkState {
     pending: PendingBulk,
     /// Table column per client column, in the client's COLMETADATA order.
     order: Vec<usize>,
-    nested: bool,
+    /// `None` until the rows are written: then `Some(nested)`, the load's savepoint inside an
+    /// open transaction (`true`) or its own write transaction (`false`).
+    open: Option<bool>,
     rows: u64,
     error: Option<SqlError>,
     last_identity: Option<i64>,
     sql_all: String,
-    values: Vec<Stored>,
     /// The table has a rowversion column the server fills.
     rowversion: bool,
+    /// Converted rows not yet written. SQLite has one writer at a time, and a load that
+    /// wrote as its rows arrived would hold that lock while it waits on the client; buffering
+    /// lets parallel loads (the reverse worker's tasks) receive and convert side by side, as
+    /// SQL Server runs bulk loads into one heap side by side. Past [`BUFFER_BYTES`] the load
+    /// takes the lock and writes the rest as it comes, so memory stays bounded.
+    buffer: Vec<ConvertedRow>,
+    buffered_bytes: usize,
+}
+
+/// A bulk row converted to the table's storage forms, with the positions of NULLs that the
+/// column default replaces (without KEEP_NULLS).
+#[derive(Debug)]
+struct ConvertedRow {
+    values: Vec<Stored>,
+    omitted: Vec<usize>,
+}
+
+/// How much converted data a bulk load holds before it starts writing (see `BulkState::buffer`):
+/// a worker chunk of the default 50,000 rows fits with room to spare.
+const BUFFER_BYTES: usize = 64 << 20;
+
+impl ConvertedRow {
+    fn approx_bytes(&self) -> usize {
+        let heap: usize = self
+            .values
+            .iter()
+            .map(|v| match v {
+                Stored::Text(t) => t.len(),
+                Stored::Blob(b) => b.len(),
+                _ => 0,
+            })
+            .sum();
+        std::mem::size_of::<Self>() + self.values.len() * std::mem::size_of::<Stored>() + heap
+    }
 }
 
 impl Session {
@@ -124,20 +160,6 @@ impl Session {
                 }
             }
         }
-        let nested = self.trancount > 0;
-        let begin = if nested {
-            "SAVEPOINT __bulk"
-        } else {
-            "BEGIN IMMEDIATE"
-        };
-        let map = |e: rusqlite::Error| crate::exec::map_sqlite(&e);
-        self.conn.execute_batch(begin).map_err(map)?;
-        if !pending.check_constraints {
-            // SQL Server's bulk load skips CHECK constraints unless CHECK_CONSTRAINTS is given.
-            self.conn
-                .execute_batch("PRAGMA ignore_check_constraints=ON")
-                .map_err(map)?;
-        }
         let mut all = order.clone();
         if let Some((ident, _)) = pending.meta.identity_column()
             && !all.contains(&ident)
@@ -158,13 +180,14 @@ impl Session {
         self.bulk = Some(BulkState {
             pending,
             order,
-            nested,
+            open: None,
             rows: 0,
             error: None,
             last_identity: None,
             sql_all,
-            values: Vec::new(),
             rowversion,
+            buffer: Vec::new(),
+            buffered_bytes: 0,
         });
         Ok(())
     }
@@ -172,23 +195,71 @@ impl Session {
     pub(crate) fn bulk_add(&mut self, row: &mut [Value]) {
         let Some(mut st) = self.bulk.take() else { return };
         if st.error.is_none()
-            && let Err(e) = self.bulk_insert_one(&mut st, row)
+            && let Err(e) = self.bulk_accept(&mut st, row)
         {
             st.error = Some(e);
         }
         self.bulk = Some(st);
     }
 
-    fn bulk_insert_one(&mut self, st: &mut BulkState, row: &mut [Value]) -> Result<(), SqlError> {
+    /// Converts a row, then buffers it, or writes it once the load is writing.
+    fn bulk_accept(&mut self, st: &mut BulkState, row: &mut [Value]) -> Result<(), SqlError> {
+        let converted = self.bulk_convert(st, row)?;
+        if st.open.is_some() {
+            return self.bulk_write(st, &converted);
+        }
+        st.buffered_bytes += converted.approx_bytes();
+        st.buffer.push(converted);
+        if st.buffered_bytes > BUFFER_BYTES {
+            self.bulk_flush(st)?;
+        }
+        Ok(())
+    }
+
+    /// Opens the load's transaction (or savepoint) and writes the buffered rows.
+    fn bulk_flush(&mut self, st: &mut BulkState) -> Result<(), SqlError> {
+        if st.open.is_none() {
+            self.bulk_open(st)?;
+        }
+        let buffer = std::mem::take(&mut st.buffer);
+        st.buffered_bytes = 0;
+        for r in &buffer {
+            self.bulk_write(st, r)?;
+        }
+        Ok(())
+    }
+
+    fn bulk_open(&mut self, st: &mut BulkState) -> Result<(), SqlError> {
+        let map = |e: rusqlite::Error| crate::exec::map_sqlite(&e);
+        let nested = self.trancount > 0;
+        if nested {
+            self.ensure_sqlite_tran().map_err(map)?;
+            self.conn.execute_batch("SAVEPOINT __bulk").map_err(map)?;
+        } else {
+            self.conn.execute_batch("BEGIN IMMEDIATE").map_err(map)?;
+        }
+        st.open = Some(nested);
+        if !st.pending.check_constraints {
+            // SQL Server's bulk load skips CHECK constraints unless CHECK_CONSTRAINTS is given.
+            self.conn
+                .execute_batch("PRAGMA ignore_check_constraints=ON")
+                .map_err(map)?;
+        }
+        Ok(())
+    }
+
+    /// One client row in the table's storage forms, with identity and rowversion values
+    /// filled; nothing is written.
+    fn bulk_convert(&mut self, st: &mut BulkState, row: &mut [Value]) -> Result<ConvertedRow, SqlError> {
         let meta = &st.pending.meta;
-        st.values.clear();
+        let mut values = Vec::with_capacity(row.len() + 2);
         let mut omitted: Vec<usize> = Vec::new();
         for (k, v) in row.iter_mut().enumerate() {
             let Some(&ci) = st.order.get(k) else { continue };
             let col = &meta.def.columns[ci];
             if v.is_null() && !st.pending.keep_nulls && col.default.is_some() {
                 omitted.push(k);
-                st.values.push(Stored::Null);
+                values.push(Stored::Null);
                 continue;
             }
             // Text and bytes are stored as they are: move them rather than copy.
@@ -204,19 +275,18 @@ impl Session {
                 _ => None,
             };
             if let Some(stored) = moved {
-                st.values.push(self.check_length(meta, col, stored)?);
+                values.push(self.check_length(meta, col, stored)?);
                 continue;
             }
             // Values already of the column's type skip the trip through text.
             match crate::convert::fast_storage(v, col.ty) {
                 Some(r) => {
                     let stored = r?;
-                    st.values.push(self.check_length(meta, col, stored)?);
+                    values.push(self.check_length(meta, col, stored)?);
                 }
                 None => {
                     let stored = value_to_stored(v);
-                    st.values
-                        .push(self.column_value(meta, col, ValueRef::from(&stored))?);
+                    values.push(self.column_value(meta, col, ValueRef::from(&stored))?);
                 }
             }
         }
@@ -224,36 +294,46 @@ impl Session {
         let auto_ident = ident.filter(|i| !st.order.contains(i));
         if auto_ident.is_some() {
             let v = self.bulk_next_identity(meta);
-            st.values.push(Stored::Integer(v));
+            values.push(Stored::Integer(v));
             st.last_identity = Some(v);
         } else if let Some(i) = ident
             && let Some(p) = st.order.iter().position(|c| *c == i)
-            && let Stored::Integer(v) = st.values[p]
+            && let Stored::Integer(v) = values[p]
         {
             st.last_identity = Some(v);
         }
         if st.rowversion {
-            st.values.push(Stored::Blob(self.engine.next_rowversion()));
+            values.push(Stored::Blob(self.engine.next_rowversion()));
         }
         if let Some(rc) = meta.rowid_column() {
             // Checked here because SQLite would give a NULL key a fresh rowid.
             let given = st.order.iter().position(|c| *c == rc);
             let null = match given {
-                Some(p) => st.values[p] == Stored::Null && !omitted.contains(&p),
+                Some(p) => values[p] == Stored::Null && !omitted.contains(&p),
                 None => auto_ident != Some(rc),
             };
             if null {
                 let mut cols = st.order.clone();
                 cols.extend(auto_ident);
-                self.check_rowid_key(meta, &cols, &st.values, crate::dml::Verb::Insert)?;
+                self.check_rowid_key(meta, &cols, &values, crate::dml::Verb::Insert)?;
             }
         }
-        let result = if omitted.is_empty() || st.rowversion {
+        Ok(ConvertedRow { values, omitted })
+    }
+
+    /// Inserts one converted row (the load's transaction is open).
+    fn bulk_write(&mut self, st: &mut BulkState, r: &ConvertedRow) -> Result<(), SqlError> {
+        let meta = &st.pending.meta;
+        let auto_ident = meta
+            .identity_column()
+            .map(|(i, _)| i)
+            .filter(|i| !st.order.contains(i));
+        let result = if r.omitted.is_empty() || st.rowversion {
             let mut stmt = self
                 .conn
                 .prepare_cached(&st.sql_all)
                 .map_err(|e| crate::exec::map_sqlite(&e))?;
-            for (i, v) in st.values.iter().enumerate() {
+            for (i, v) in r.values.iter().enumerate() {
                 stmt.raw_bind_parameter(i + 1, v)
                     .map_err(|e| crate::exec::map_sqlite(&e))?;
             }
@@ -261,14 +341,14 @@ impl Session {
         } else {
             let mut cols = Vec::new();
             let mut vals = Vec::new();
-            for (k, v) in st.values.iter().enumerate() {
-                if omitted.contains(&k) {
+            for (k, v) in r.values.iter().enumerate() {
+                if r.omitted.contains(&k) {
                     continue;
                 }
                 let ci = st.order.get(k).copied().or(auto_ident);
                 if let Some(ci) = ci {
                     cols.push(ci);
-                    vals.push(v.clone());
+                    vals.push(v);
                 }
             }
             let sql = insert_sql(meta, &cols);
@@ -277,7 +357,7 @@ impl Session {
                 .prepare_cached(&sql)
                 .map_err(|e| crate::exec::map_sqlite(&e))?;
             for (i, v) in vals.iter().enumerate() {
-                stmt.raw_bind_parameter(i + 1, v)
+                stmt.raw_bind_parameter(i + 1, *v)
                     .map_err(|e| crate::exec::map_sqlite(&e))?;
             }
             stmt.raw_execute()
@@ -287,7 +367,7 @@ impl Session {
             if let Some(i) = auto_ident {
                 all.push(i);
             }
-            return Err(self.constraint_error(meta, &e, &all, &st.values, crate::dml::Verb::Insert));
+            return Err(self.constraint_error(meta, &e, &all, &r.values, crate::dml::Verb::Insert));
         }
         st.rows += 1;
         Ok(())
@@ -299,10 +379,14 @@ impl Session {
             .unwrap_or(1)
     }
 
-    fn bulk_close(&mut self, st: &BulkState, ok: bool) -> Result<(), SqlError> {
+    /// Ends the load's transaction or savepoint, if the load got as far as opening it.
+    fn bulk_close(&mut self, st: &mut BulkState, ok: bool) -> Result<(), SqlError> {
+        let Some(nested) = st.open.take() else {
+            return Ok(());
+        };
         let map = |e: rusqlite::Error| crate::exec::map_sqlite(&e);
         let _ = self.conn.execute_batch("PRAGMA ignore_check_constraints=OFF");
-        let sql = match (st.nested, ok) {
+        let sql = match (nested, ok) {
             (true, true) => "RELEASE __bulk",
             (true, false) => "ROLLBACK TO __bulk; RELEASE __bulk",
             (false, true) => "COMMIT",
@@ -312,7 +396,7 @@ impl Session {
     }
 
     pub(crate) fn bulk_end(&mut self, sink: &mut dyn ResultSink) -> Result<(), Interrupt> {
-        let Some(st) = self.bulk.take() else {
+        let Some(mut st) = self.bulk.take() else {
             let e = SqlError::new(
                 4804,
                 16,
@@ -326,10 +410,17 @@ impl Session {
                 in_transaction: self.in_transaction(),
             });
         };
+        if st.error.is_none()
+            && let Err(e) = self.bulk_flush(&mut st)
+        {
+            st.error = Some(e);
+        }
         let mut error = st.error.clone();
-        let close = self.bulk_close(&st, error.is_none());
+        let open = st.open;
+        let close = self.bulk_close(&mut st, error.is_none());
         if let (Err(e), None) = (close, &error) {
-            let _ = self.bulk_close(&st, false);
+            st.open = open;
+            let _ = self.bulk_close(&mut st, false);
             error = Some(e);
         }
         match error {
@@ -360,8 +451,8 @@ impl Session {
     }
 
     pub(crate) fn bulk_cancel(&mut self) {
-        if let Some(st) = self.bulk.take() {
-            let _ = self.bulk_close(&st, false);
+        if let Some(mut st) = self.bulk.take() {
+            let _ = self.bulk_close(&mut st, false);
         }
         self.pending_bulk = None;
     }

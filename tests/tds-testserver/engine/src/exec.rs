@@ -235,6 +235,14 @@ impl Session {
                 _ => return Ok(()),
             }
         }
+        // Statements that read or write open the transaction's SQLite side (a bulk load opens
+        // it when its rows are in; BEGIN/COMMIT/ROLLBACK manage it themselves).
+        if !matches!(
+            stmt,
+            Stmt::InsertBulk(_) | Stmt::BeginTran | Stmt::CommitTran | Stmt::RollbackTran(_)
+        ) {
+            self.ensure_sqlite_tran()?;
+        }
         match stmt {
             Stmt::Sql(s) => self.exec_sql(*s, tops, sink),
             Stmt::InsertBulk(t) => {
@@ -937,7 +945,8 @@ impl Session {
 
     pub(crate) fn begin_tran(&mut self, _name: Option<&str>, sink: &mut dyn ResultSink) -> Result<(), Fail> {
         if self.trancount == 0 {
-            self.conn.execute_batch("BEGIN IMMEDIATE")?;
+            // No SQLite transaction yet: ensure_sqlite_tran opens it at the first statement.
+            self.sqlite_tran = false;
             self.descriptor = self
                 .engine
                 .next_descriptor
@@ -962,7 +971,10 @@ impl Session {
             .into());
         }
         if self.trancount == 1 {
-            self.conn.execute_batch("COMMIT")?;
+            if self.sqlite_tran {
+                self.conn.execute_batch("COMMIT")?;
+                self.sqlite_tran = false;
+            }
             self.tran_snapshot = None;
             sink.env_change(EnvChange::CommitTransaction(self.descriptor))?;
         }
@@ -992,7 +1004,9 @@ impl Session {
             )
             .into());
         }
-        if let Some(n) = name {
+        if let Some(n) = name
+            && self.sqlite_tran
+        {
             let sp = format!("sp_{}", n.to_lowercase());
             if self
                 .conn
@@ -1002,7 +1016,10 @@ impl Session {
                 return Ok(());
             }
         }
-        self.conn.execute_batch("ROLLBACK")?;
+        if self.sqlite_tran {
+            self.conn.execute_batch("ROLLBACK")?;
+            self.sqlite_tran = false;
+        }
         if let Some((cat, tables, temp)) = self.tran_snapshot.take() {
             let sid = self.session_id;
             self.engine.with_catalog(|c| c.rollback_to(cat, sid));
@@ -1024,15 +1041,29 @@ impl Session {
             )
             .into());
         }
+        self.ensure_sqlite_tran()?;
         let sp = format!("sp_{}", name.to_lowercase());
         self.conn
             .execute_batch(&format!("SAVEPOINT {}", crate::translate::quote(&sp)))?;
         Ok(())
     }
 
+    /// Opens the SQLite transaction of an open `BEGIN TRANSACTION` that has not touched the
+    /// database yet. `BEGIN IMMEDIATE` takes the one write lock at once: a deferred
+    /// transaction that read first could fail to upgrade (SQLITE_BUSY_SNAPSHOT) when another
+    /// session committed in between, where SQL Server would simply have waited.
+    pub(crate) fn ensure_sqlite_tran(&mut self) -> Result<(), rusqlite::Error> {
+        if self.trancount > 0 && !self.sqlite_tran {
+            self.conn.execute_batch("BEGIN IMMEDIATE")?;
+            self.sqlite_tran = true;
+        }
+        Ok(())
+    }
+
     /// Runs `f` atomically: all its changes land or none (a savepoint inside a transaction,
     /// or its own write transaction otherwise).
     pub(crate) fn atomic<R>(&mut self, f: impl FnOnce(&mut Session) -> Result<R, Fail>) -> Result<R, Fail> {
+        self.ensure_sqlite_tran()?;
         let nested = self.trancount > 0;
         if nested {
             self.conn.execute_batch("SAVEPOINT __stmt")?;

@@ -163,6 +163,7 @@ impl Engine {
             xact_abort: false,
             identity_insert: None,
             trancount: 0,
+            sqlite_tran: false,
             descriptor: 0,
             bulk: None,
             pending_bulk: None,
@@ -197,6 +198,11 @@ pub struct Session {
     /// The table with IDENTITY_INSERT ON: (schema, name).
     pub(crate) identity_insert: Option<(String, String)>,
     pub(crate) trancount: u32,
+    /// Whether the SQLite transaction behind `trancount` is open. `BEGIN TRANSACTION` opens
+    /// it lazily, at the first statement that reads or writes (as SQL Server takes its locks
+    /// only then), so that a bulk load's rows can be received and converted while other
+    /// sessions write; see [`Session::ensure_sqlite_tran`].
+    pub(crate) sqlite_tran: bool,
     pub(crate) descriptor: u64,
     pub(crate) bulk: Option<BulkState>,
     /// The target remembered by the last `INSERT BULK` statement.
@@ -362,7 +368,7 @@ impl Session {
 
 impl Drop for Session {
     fn drop(&mut self) {
-        if self.trancount > 0 {
+        if self.sqlite_tran {
             let _ = self.conn.execute_batch("ROLLBACK");
         }
         self.engine.with_catalog(|c| c.drop_session(self.session_id));

@@ -2,7 +2,7 @@
 mod common;
 use common::*;
 use std::time::Instant;
-use tds_testserver_engine::{ColumnMeta, ResultSink, SqlType, Value};
+use tds_testserver_engine::{ColumnMeta, ResultSink, Session, SqlType, Value};
 
 fn meta(name: &str, ty: SqlType) -> ColumnMeta {
     ColumnMeta {
@@ -149,6 +149,145 @@ fn two_sessions_read_and_write_concurrently() {
     }
     writer.join().unwrap();
     assert_eq!(scalar(&mut s, "SELECT COUNT(*) FROM c"), Value::Int(20_000));
+}
+
+fn ids(s: &mut Session, table: &str) -> Vec<i32> {
+    let (_, rows) = query(s, &format!("SELECT id FROM {table} ORDER BY id"));
+    rows.iter()
+        .map(|r| match r[0] {
+            Value::Int(i) => i,
+            ref v => panic!("id {v:?}"),
+        })
+        .collect()
+}
+
+fn bulk_rows(s: &mut Session, range: std::ops::RangeInclusive<i32>) {
+    for i in range {
+        s.bulk_row(&[Value::Int(i), Value::String(format!("r{i}"))]);
+    }
+}
+
+fn finish_ok(s: &mut Session, rows: u64) {
+    let mut sink = Sink::default();
+    s.bulk_finish(&mut sink).unwrap();
+    assert!(sink.errors().is_empty(), "{:?}", sink.errors());
+    assert_eq!(sink.dones()[0].rows, Some(rows));
+}
+
+/// The reverse worker's chunk: BEGIN TRANSACTION, a bulk load, the checkpoint, COMMIT, in
+/// several sessions at once. Each load holds the one SQLite write lock only while it writes
+/// its rows, so loads whose rows are still arriving do not queue behind each other (with the
+/// lock taken at BEGIN, the second session's BEGIN would wait for the first's COMMIT, and
+/// this single-threaded test would stall).
+#[test]
+fn bulk_loads_in_open_transactions_interleave() {
+    let (e, mut a) = session();
+    exec(
+        &mut a,
+        "CREATE TABLE t (id INT PRIMARY KEY, v NVARCHAR(10)); CREATE TABLE cp (task NVARCHAR(10) PRIMARY KEY, n INT)",
+    );
+    let mut b = e.connect(None).unwrap();
+    let cols = [
+        meta("id", SqlType::Int),
+        meta("v", SqlType::NVarChar { len: Some(10) }),
+    ];
+    for s in [&mut a, &mut b] {
+        exec(s, "BEGIN TRANSACTION");
+        exec(
+            s,
+            "INSERT BULK [dbo].[t] ([id] int, [v] nvarchar(10)) WITH (TABLOCK)",
+        );
+        s.bulk_start(&cols).unwrap();
+    }
+    bulk_rows(&mut a, 1..=3);
+    bulk_rows(&mut b, 101..=103);
+    bulk_rows(&mut a, 4..=5);
+    finish_ok(&mut b, 3);
+    exec(&mut b, "INSERT INTO cp VALUES (N'b', 3); COMMIT TRANSACTION");
+    bulk_rows(&mut a, 6..=6);
+    finish_ok(&mut a, 6);
+    // Session a's statements see b's committed rows (READ COMMITTED, not a snapshot from BEGIN).
+    assert_eq!(scalar(&mut a, "SELECT COUNT(*) FROM t"), Value::Int(9));
+    exec(&mut a, "INSERT INTO cp VALUES (N'a', 6); COMMIT TRANSACTION");
+    assert_eq!(ids(&mut b, "t"), [1, 2, 3, 4, 5, 6, 101, 102, 103]);
+    assert_eq!(scalar(&mut b, "SELECT SUM(n) FROM cp"), Value::Int(9));
+    assert!(!a.in_transaction() && !b.in_transaction());
+
+    // A rolled-back chunk leaves nothing, while the other session's chunk lands.
+    for s in [&mut a, &mut b] {
+        exec(s, "BEGIN TRANSACTION");
+        exec(s, "INSERT BULK [dbo].[t] ([id] int, [v] nvarchar(10))");
+        s.bulk_start(&cols).unwrap();
+    }
+    bulk_rows(&mut a, 7..=8);
+    bulk_rows(&mut b, 104..=105);
+    finish_ok(&mut a, 2);
+    exec(&mut a, "ROLLBACK TRANSACTION");
+    finish_ok(&mut b, 2);
+    exec(&mut b, "COMMIT TRANSACTION");
+    assert_eq!(ids(&mut a, "t"), [1, 2, 3, 4, 5, 6, 101, 102, 103, 104, 105]);
+}
+
+/// An open transaction that has not touched the database blocks no writer.
+#[test]
+fn an_idle_transaction_does_not_block_writers() {
+    let (e, mut a) = session();
+    exec(&mut a, "CREATE TABLE t (id INT PRIMARY KEY)");
+    let mut b = e.connect(None).unwrap();
+    exec(&mut a, "BEGIN TRAN");
+    exec(&mut b, "INSERT INTO t VALUES (1)");
+    assert_eq!(scalar(&mut a, "SELECT @@TRANCOUNT"), Value::Int(1));
+    exec(&mut a, "INSERT INTO t VALUES (2)");
+    exec(&mut a, "ROLLBACK");
+    assert_eq!(ids(&mut b, "t"), [1]);
+    // COMMIT and ROLLBACK of a transaction that did nothing are fine, and savepoints work.
+    exec(&mut a, "BEGIN TRAN; COMMIT");
+    exec(&mut a, "BEGIN TRAN; ROLLBACK");
+    exec(
+        &mut a,
+        "BEGIN TRAN; SAVE TRAN s1; INSERT INTO t VALUES (3); ROLLBACK TRAN s1; INSERT INTO t VALUES (4); COMMIT",
+    );
+    assert_eq!(ids(&mut b, "t"), [1, 4]);
+    let e = error(&mut a, "COMMIT");
+    assert_eq!(e.number, 3902);
+}
+
+/// Loads larger than the buffer start writing mid-stream and are still all or nothing.
+#[test]
+fn a_bulk_load_past_the_buffer_is_still_all_or_nothing() {
+    let (_e, mut s) = session();
+    exec(
+        &mut s,
+        "CREATE TABLE big (id INT PRIMARY KEY, body NVARCHAR(MAX))",
+    );
+    let body = "x".repeat(1 << 20);
+    let cols = [
+        meta("id", SqlType::Int),
+        meta("body", SqlType::NVarChar { len: None }),
+    ];
+    for last in [1, 100] {
+        exec(&mut s, "INSERT BULK [dbo].[big] ([id] int, [body] nvarchar(max))");
+        s.bulk_start(&cols).unwrap();
+        // ~100 MiB of text: past the buffer, so the rows after it are written as they come.
+        for i in 1..=100 {
+            s.bulk_row(&[Value::Int(i), Value::String(body.clone())]);
+        }
+        // The duplicate comes after the buffer was flushed (first pass); second pass: none.
+        s.bulk_row(&[Value::Int(if last == 1 { 1 } else { 101 }), Value::Null]);
+        let mut sink = Sink::default();
+        s.bulk_finish(&mut sink).unwrap();
+        if last == 1 {
+            assert_eq!(sink.errors()[0].number, 2627, "{:?}", sink.errors());
+            assert_eq!(scalar(&mut s, "SELECT COUNT(*) FROM big"), Value::Int(0));
+        } else {
+            assert!(sink.errors().is_empty(), "{:?}", sink.errors());
+            assert_eq!(scalar(&mut s, "SELECT COUNT(*) FROM big"), Value::Int(101));
+            assert_eq!(
+                scalar(&mut s, "SELECT SUM(CAST(LEN(body) AS BIGINT)) FROM big"),
+                Value::BigInt(100 << 20)
+            );
+        }
+    }
 }
 
 /// Counts rows without keeping them.
