@@ -82,6 +82,9 @@ spec:
 Y
   SOURCE_USERNAME=postgres SOURCE_PASSWORD= TARGET_USERNAME=sa TARGET_PASSWORD=$PASS RUST_LOG=warn \
     /usr/bin/time -v $W run -f $OUT/m-$P.yaml > $OUT/run-$P.json 2> $OUT/time-$P.txt
+  # The test server's CPU (user+sys, clock ticks) so far: the bulk loads of this run.
+  SCPU=$(awk '{print $14+$15}' /proc/$SPID/stat)
+  echo "packet $P: test server CPU $(awk -v t=$SCPU -v hz=$(getconf CLK_TCK) 'BEGIN{printf "%.2f", t/hz}') s; worker CPU $(awk '/User time|System time/{s+=$NF} END{printf "%.2f", s}' $OUT/time-$P.txt) s"
   echo "packet $P: $(grep '"event":"summary"' $OUT/run-$P.json | python3 -c 'import json,sys; s=json.load(sys.stdin); print("ok=%s rows=%d copy_s=%.1f rows/s=%.0f peak_MiB=%.1f negotiated=%s" % (s["ok"], s["rows"], s["copy_seconds"], s["rows_per_second"], s["peak_memory_bytes"]/1048576, s["negotiated_packet_size"]))') maxrss_kB=$(grep 'Maximum resident' $OUT/time-$P.txt | awk '{print $NF}')"
   if [ "$P" = "${REVERSE_AT:-32767}" ]; then
     # The other direction on the same rows (now in the test server), into a fresh PostgreSQL schema.
@@ -100,6 +103,7 @@ spec:
 Y
     SOURCE_USERNAME=sa SOURCE_PASSWORD=$PASS TARGET_USERNAME=postgres TARGET_PASSWORD= RUST_LOG=warn \
       /usr/bin/time -v $W run -f $OUT/f-$P.yaml > $OUT/fwd-$P.json 2> $OUT/ftime-$P.txt
+    echo "mssql->pg same rows, packet $P: test server CPU $(awk -v t0=$SCPU -v hz=$(getconf CLK_TCK) '{printf "%.2f", ($14+$15-t0)/hz}' /proc/$SPID/stat) s; worker CPU $(awk '/User time|System time/{s+=$NF} END{printf "%.2f", s}' $OUT/ftime-$P.txt) s"
     echo "mssql->pg same rows, packet $P: $(grep '"event":"summary"' $OUT/fwd-$P.json | python3 -c 'import json,sys; s=json.load(sys.stdin); print("ok=%s rows=%d copy_s=%.1f rows/s=%.0f peak_MiB=%.1f" % (s["ok"], s["rows"], s["copy_seconds"], s["rows_per_second"], s["peak_memory_bytes"]/1048576))')"
   fi
   kill $SPID; wait $SPID 2>/dev/null

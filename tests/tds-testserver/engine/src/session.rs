@@ -166,6 +166,7 @@ impl Engine {
             sqlite_tran: false,
             descriptor: 0,
             bulk: None,
+            bulk_spare: Vec::new(),
             pending_bulk: None,
             session_id: spid as u64,
             views_version: None,
@@ -205,6 +206,8 @@ pub struct Session {
     pub(crate) sqlite_tran: bool,
     pub(crate) descriptor: u64,
     pub(crate) bulk: Option<BulkState>,
+    /// The last bulk load's buffer, emptied, for the next one.
+    pub(crate) bulk_spare: Vec<rusqlite::types::Value>,
     /// The target remembered by the last `INSERT BULK` statement.
     pub(crate) pending_bulk: Option<crate::bulk::PendingBulk>,
     /// The catalog's session id (temp tables, views).

@@ -290,6 +290,31 @@ fn a_bulk_load_past_the_buffer_is_still_all_or_nothing() {
     }
 }
 
+/// Rows whose NULLs take the column default sit in the same batch as rows that give values.
+#[test]
+fn defaults_apply_per_row_within_a_batch() {
+    let (_e, mut s) = session();
+    exec(
+        &mut s,
+        "CREATE TABLE d (id INT IDENTITY(10, 5) PRIMARY KEY, n INT NOT NULL, q INT NOT NULL CONSTRAINT DF_d_q DEFAULT 7)",
+    );
+    exec(&mut s, "INSERT BULK [dbo].[d] ([n] int, [q] int)");
+    s.bulk_start(&[meta("n", SqlType::Int), meta("q", SqlType::Int)])
+        .unwrap();
+    for n in 0..3000 {
+        let q = if n % 3 == 0 { Value::Null } else { Value::Int(n) };
+        s.bulk_row(&[Value::Int(n), q]);
+    }
+    finish_ok(&mut s, 3000);
+    let (_, rows) = query(&mut s, "SELECT id, n, q FROM d ORDER BY id");
+    assert_eq!(rows.len(), 3000);
+    for (i, r) in rows.iter().enumerate() {
+        let n = i as i32;
+        let q = if n % 3 == 0 { 7 } else { n };
+        assert_eq!(r, &vec![Value::Int(10 + 5 * n), Value::Int(n), Value::Int(q)]);
+    }
+}
+
 /// Counts rows without keeping them.
 #[derive(Default)]
 struct Counter(u64);
