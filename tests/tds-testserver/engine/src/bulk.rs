@@ -50,6 +50,10 @@ pub struct BulkState {
     error: Option<SqlError>,
     last_identity: Option<i64>,
     sql_all: String,
+    /// The same INSERT for `rows_per_insert` rows at once (SQLite's per-statement work,
+    /// cursor set-up and statement end, showed as much as the row's own insert in profiles).
+    sql_multi: String,
+    rows_per_insert: usize,
     /// The table has a rowversion column the server fills.
     rowversion: bool,
     /// Converted rows not yet written, `width` values each. SQLite has one writer at a time,
@@ -73,6 +77,10 @@ const BUFFER_BYTES: usize = 64 << 20;
 
 /// Rows per write once a load is writing as its rows come.
 const WRITE_BATCH: usize = 1024;
+
+/// Rows per INSERT statement, and SQLite's limit on a statement's parameters.
+const ROWS_PER_INSERT: usize = 64;
+const MAX_PARAMETERS: usize = 32_766;
 
 /// Memory a stored value holds (an estimate for the buffer's bound).
 fn stored_bytes(v: &Stored) -> usize {
@@ -173,6 +181,8 @@ impl Session {
             all.push(i);
         }
         let sql_all = insert_sql(&pending.meta, &all);
+        let rows_per_insert = (MAX_PARAMETERS / all.len().max(1)).clamp(1, ROWS_PER_INSERT);
+        let sql_multi = insert_sql_rows(&pending.meta, &all, rows_per_insert);
         let mut buffer = std::mem::take(&mut self.bulk_spare);
         buffer.clear();
         self.bulk = Some(BulkState {
@@ -183,6 +193,8 @@ impl Session {
             error: None,
             last_identity: None,
             sql_all,
+            sql_multi,
+            rows_per_insert,
             rowversion,
             buffer,
             width: all.len(),
@@ -246,29 +258,56 @@ impl Session {
             .identity_column()
             .map(|(i, _)| i)
             .filter(|i| !st.order.contains(i));
-        let mut omitted = st.omitted.iter().peekable();
-        // One prepared statement for the batch (a cache lookup per row showed in profiles).
-        let mut stmt = self.conn.prepare_cached(&st.sql_all).map_err(map)?;
-        for (n, values) in st.buffer.chunks_exact(st.width.max(1)).enumerate() {
-            let result = match omitted.next_if(|(row, _)| *row == n) {
-                Some((_, skip)) if !st.rowversion => {
-                    self.insert_without(meta, &st.order, auto_ident, values, skip)
+        let width = st.width.max(1);
+        let total = st.buffer.len() / width;
+        let all: Vec<usize> = st.order.iter().copied().chain(auto_ident).collect();
+        let mut multi = self.conn.prepare_cached(&st.sql_multi).map_err(map)?;
+        let mut single = self.conn.prepare_cached(&st.sql_all).map_err(map)?;
+        let mut next_omitted = 0;
+        let mut n = 0;
+        while n < total {
+            let group = (total - n).min(st.rows_per_insert);
+            let values = &st.buffer[n * width..(n + group) * width];
+            let omits = st.omitted[next_omitted..]
+                .iter()
+                .take_while(|(row, _)| *row < n + group)
+                .count();
+            if group == st.rows_per_insert && omits == 0 {
+                for (i, v) in values.iter().enumerate() {
+                    multi.raw_bind_parameter(i + 1, v).map_err(map)?;
                 }
-                _ => {
-                    for (i, v) in values.iter().enumerate() {
-                        stmt.raw_bind_parameter(i + 1, v).map_err(map)?;
-                    }
-                    stmt.raw_execute()
+                if multi.raw_execute().is_ok() {
+                    st.rows += group as u64;
+                    n += group;
+                    continue;
                 }
-            };
-            if let Err(e) = result {
-                let mut all = st.order.clone();
-                all.extend(auto_ident);
-                return Err(self.constraint_error(meta, &e, &all, values, crate::dml::Verb::Insert));
+                // A row of the group failed (and the statement left no row): find which, below.
             }
-            st.rows += 1;
+            for (k, row) in values.chunks_exact(width).enumerate() {
+                let skip = st.omitted[next_omitted..next_omitted + omits]
+                    .iter()
+                    .find(|(r, _)| *r == n + k)
+                    .map(|(_, skip)| skip);
+                let result = match skip {
+                    Some(skip) if !st.rowversion => {
+                        self.insert_without(meta, &st.order, auto_ident, row, skip)
+                    }
+                    _ => {
+                        for (i, v) in row.iter().enumerate() {
+                            single.raw_bind_parameter(i + 1, v).map_err(map)?;
+                        }
+                        single.raw_execute()
+                    }
+                };
+                if let Err(e) = result {
+                    return Err(self.constraint_error(meta, &e, &all, row, crate::dml::Verb::Insert));
+                }
+                st.rows += 1;
+            }
+            next_omitted += omits;
+            n += group;
         }
-        drop(stmt);
+        drop((multi, single));
         st.buffer.clear();
         st.omitted.clear();
         st.buffered_rows = 0;
@@ -508,4 +547,29 @@ fn insert_sql(meta: &TableMeta, cols: &[usize]) -> String {
             .collect::<Vec<_>>()
             .join(", ")
     )
+}
+
+/// `INSERT INTO t (cols) VALUES (?1, ...), (...), ...` for `rows` rows.
+fn insert_sql_rows(meta: &TableMeta, cols: &[usize], rows: usize) -> String {
+    let mut sql = format!(
+        "INSERT INTO {} ({}) VALUES ",
+        sqlite_table_sql(meta),
+        cols.iter()
+            .map(|i| quote(&meta.def.columns[*i].name))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let mut p = 0;
+    for r in 0..rows {
+        sql.push_str(if r == 0 { "(" } else { ", (" });
+        for c in 0..cols.len() {
+            p += 1;
+            if c > 0 {
+                sql.push_str(", ");
+            }
+            sql.push_str(&format!("?{p}"));
+        }
+        sql.push(')');
+    }
+    sql
 }

@@ -315,6 +315,48 @@ fn defaults_apply_per_row_within_a_batch() {
     }
 }
 
+/// Rows are written many to a statement; a failing row inside such a group is still the one
+/// the error names, and nothing of the load lands.
+#[test]
+fn a_failing_row_in_a_multi_row_insert_is_named() {
+    let (_e, mut s) = session();
+    exec(
+        &mut s,
+        "CREATE TABLE m (id INT NOT NULL, v NVARCHAR(10), CONSTRAINT PK_m PRIMARY KEY (id))",
+    );
+    let cols = [
+        meta("id", SqlType::Int),
+        meta("v", SqlType::NVarChar { len: Some(10) }),
+    ];
+    exec(&mut s, "INSERT BULK [dbo].[m] ([id] int, [v] nvarchar(10))");
+    s.bulk_start(&cols).unwrap();
+    bulk_rows(&mut s, 1..=99);
+    // Row 100 repeats key 10, in the middle of the second 64-row group.
+    s.bulk_row(&[Value::Int(10), Value::String("again".into())]);
+    bulk_rows(&mut s, 101..=300);
+    let mut sink = Sink::default();
+    s.bulk_finish(&mut sink).unwrap();
+    let e = &sink.errors()[0];
+    assert_eq!(e.number, 2627);
+    assert!(
+        e.message.contains("PK_m") && e.message.ends_with("The duplicate key value is (10)."),
+        "{e:?}"
+    );
+    assert_eq!(scalar(&mut s, "SELECT COUNT(*) FROM m"), Value::Int(0));
+    // The same rows without the duplicate: all 299 land, each once.
+    exec(&mut s, "INSERT BULK [dbo].[m] ([id] int, [v] nvarchar(10))");
+    s.bulk_start(&cols).unwrap();
+    bulk_rows(&mut s, 1..=99);
+    bulk_rows(&mut s, 101..=300);
+    finish_ok(&mut s, 299);
+    let expected: Vec<i32> = (1..=99).chain(101..=300).collect();
+    assert_eq!(ids(&mut s, "m"), expected);
+    assert_eq!(
+        scalar(&mut s, "SELECT v FROM m WHERE id = 300"),
+        Value::String("r300".into())
+    );
+}
+
 /// Counts rows without keeping them.
 #[derive(Default)]
 struct Counter(u64);
