@@ -185,7 +185,7 @@ impl Session {
         let sql_multi = insert_sql_rows(&pending.meta, &all, rows_per_insert);
         let mut buffer = std::mem::take(&mut self.bulk_spare);
         buffer.clear();
-        self.bulk = Some(BulkState {
+        self.bulk = Some(Box::new(BulkState {
             pending,
             order,
             open: None,
@@ -201,7 +201,7 @@ impl Session {
             buffered_rows: 0,
             buffered_bytes: 0,
             omitted: Vec::new(),
-        });
+        }));
         Ok(())
     }
 

@@ -205,7 +205,9 @@ pub struct Session {
     /// sessions write; see [`Session::ensure_sqlite_tran`].
     pub(crate) sqlite_tran: bool,
     pub(crate) descriptor: u64,
-    pub(crate) bulk: Option<BulkState>,
+    /// Boxed: it is taken out and put back for every row (moving the whole state showed in
+    /// profiles).
+    pub(crate) bulk: Option<Box<BulkState>>,
     /// The last bulk load's buffer, emptied, for the next one.
     pub(crate) bulk_spare: Vec<rusqlite::types::Value>,
     /// The target remembered by the last `INSERT BULK` statement.
