@@ -2,6 +2,8 @@
 # PostgreSQL -> SQL Server (TDS test server) release-build measurement, 1M-row mixed table, TDS
 # packet sizes side by side; then SQL Server -> PostgreSQL on the same rows for the ratio.
 # SHAPE=narrow: issue 3's narrow shape instead (id, account_id, amount; use ROWS=10000000).
+# Prints the test server's and the worker's CPU time per direction; FWD_PERF=FILE records a perf
+# profile of the test server serving the SQL Server -> PostgreSQL run.
 set -u
 : "${MSSQLPG_TEST_PG_URL:?start PostgreSQL: eval \"$(tests/scripts/postgres.sh start)\"}"
 ROWS=${ROWS:-1000000}
@@ -101,8 +103,11 @@ spec:
   tables: {include: [$SHAPE]}
   verify: count
 Y
+    # FWD_PERF=FILE: a perf profile of the test server while it serves this direction.
+    [ -n "${FWD_PERF:-}" ] && { perf record -F 1999 -g -p $SPID -o "$FWD_PERF" 2>/dev/null & PERFPID=$!; sleep 0.5; }
     SOURCE_USERNAME=sa SOURCE_PASSWORD=$PASS TARGET_USERNAME=postgres TARGET_PASSWORD= RUST_LOG=warn \
       /usr/bin/time -v $W run -f $OUT/f-$P.yaml > $OUT/fwd-$P.json 2> $OUT/ftime-$P.txt
+    [ -n "${FWD_PERF:-}" ] && { kill -INT $PERFPID; wait $PERFPID; }
     echo "mssql->pg same rows, packet $P: test server CPU $(awk -v t0=$SCPU -v hz=$(getconf CLK_TCK) '{printf "%.2f", ($14+$15-t0)/hz}' /proc/$SPID/stat) s; worker CPU $(awk '/User time|System time/{s+=$NF} END{printf "%.2f", s}' $OUT/ftime-$P.txt) s"
     echo "mssql->pg same rows, packet $P: $(grep '"event":"summary"' $OUT/fwd-$P.json | python3 -c 'import json,sys; s=json.load(sys.stdin); print("ok=%s rows=%d copy_s=%.1f rows/s=%.0f peak_MiB=%.1f" % (s["ok"], s["rows"], s["copy_seconds"], s["rows_per_second"], s["peak_memory_bytes"]/1048576))')"
   fi
