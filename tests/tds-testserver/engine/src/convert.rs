@@ -907,6 +907,14 @@ pub fn to_value(v: ValueRef<'_>, ty: SqlType) -> Result<Value, SqlError> {
                 time,
             }
         }
+        (SqlType::DateTimeOffset { scale }, ValueRef::Text(t)) if fast_datetimeoffset(t, scale).is_some() => {
+            let (days, time, offset_minutes) = fast_datetimeoffset(t, scale).unwrap_or((0, 0, 0));
+            Value::DateTimeOffset {
+                days,
+                time,
+                offset_minutes,
+            }
+        }
         (SqlType::Date, ValueRef::Text(t)) if t.len() == 10 && fast_datetime(t).is_some() => {
             let (days, _) = fast_datetime(t).unwrap_or((0, 0));
             Value::Date(u32::try_from(days).map_err(|_| overflow(ty))?)
@@ -924,10 +932,13 @@ pub fn to_value(v: ValueRef<'_>, ty: SqlType) -> Result<Value, SqlError> {
             let p = parse_datetime(s).ok_or_else(|| conv_error("varchar", s, ty))?;
             datetime_value(p, ty)?
         }
-        (SqlType::UniqueIdentifier, ValueRef::Text(t)) => {
-            let s = std::str::from_utf8(t).unwrap_or("");
-            Value::Guid(parse_guid(s).ok_or_else(|| conv_error("varchar", s, ty))?)
-        }
+        (SqlType::UniqueIdentifier, ValueRef::Text(t)) => match fast_guid(t) {
+            Some(g) => Value::Guid(g),
+            None => {
+                let s = std::str::from_utf8(t).unwrap_or("");
+                Value::Guid(parse_guid(s).ok_or_else(|| conv_error("varchar", s, ty))?)
+            }
+        },
         _ => return to_value_slow(v, ty),
     })
 }
@@ -1126,6 +1137,66 @@ fn fast_datetime(s: &[u8]) -> Option<(i64, u64)> {
     Some((days, secs * 10_000_000 + num(&s[20..27])?))
 }
 
+/// The canonical datetimeoffset storage form `YYYY-MM-DD HH:MM:SS.fffffff +HH:MM` (local time)
+/// as the wire value (UTC days and time, offset), when it is already at `scale`; `None`
+/// sends it down the general path.
+fn fast_datetimeoffset(s: &[u8], scale: u8) -> Option<(u32, u64, i16)> {
+    if s.len() != 34 || s[27] != b' ' || s[31] != b':' {
+        return None;
+    }
+    let (days, time) = fast_datetime(&s[..27])?;
+    if round_time(time, scale) != time {
+        return None;
+    }
+    let two = |b: &[u8]| -> Option<i16> {
+        (b[0].is_ascii_digit() && b[1].is_ascii_digit())
+            .then(|| i16::from(b[0] - b'0') * 10 + i16::from(b[1] - b'0'))
+    };
+    let minutes = two(&s[29..31])? * 60 + two(&s[32..34])?;
+    let offset = match s[28] {
+        b'+' => minutes,
+        b'-' => -minutes,
+        _ => return None,
+    };
+    // 9999-12-31 in 100 ns units is below 2^62: i64 arithmetic suffices.
+    let per_day = T100_PER_DAY as i64;
+    let total = days * per_day + time as i64 - i64::from(offset) * 600_000_000;
+    let utc_days = u32::try_from(total.div_euclid(per_day)).ok()?;
+    Some((utc_days, total.rem_euclid(per_day) as u64, offset))
+}
+
+/// The canonical uniqueidentifier storage form (36 characters, hyphens at 8, 13, 18, 23).
+fn fast_guid(s: &[u8]) -> Option<[u8; 16]> {
+    /// Hex digit values; 0x10 marks a byte that is not one.
+    const HEX: [u8; 256] = {
+        let mut t = [0x10u8; 256];
+        let mut i = 0;
+        while i < 10 {
+            t[b'0' as usize + i] = i as u8;
+            i += 1;
+        }
+        let mut i = 0;
+        while i < 6 {
+            t[b'a' as usize + i] = 10 + i as u8;
+            t[b'A' as usize + i] = 10 + i as u8;
+            i += 1;
+        }
+        t
+    };
+    const STARTS: [usize; 16] = [0, 2, 4, 6, 9, 11, 14, 16, 19, 21, 24, 26, 28, 30, 32, 34];
+    if s.len() != 36 || s[8] != b'-' || s[13] != b'-' || s[18] != b'-' || s[23] != b'-' {
+        return None;
+    }
+    let mut out = [0u8; 16];
+    let mut bad = 0u8;
+    for (o, &i) in out.iter_mut().zip(STARTS.iter()) {
+        let (hi, lo) = (HEX[usize::from(s[i])], HEX[usize::from(s[i + 1])]);
+        bad |= hi | lo;
+        *o = (hi << 4) | (lo & 0x0F);
+    }
+    (bad & 0x10 == 0).then_some(out)
+}
+
 /// Converts a value to the storage form of `ty` (parameters, bulk rows).
 pub fn value_to_storage(v: &Value, ty: SqlType) -> Result<Stored, SqlError> {
     match (v, ty) {
@@ -1156,6 +1227,55 @@ pub fn value_to_storage(v: &Value, ty: SqlType) -> Result<Stored, SqlError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The read path's shortcuts give what the general path gives.
+    #[test]
+    fn fast_reads_agree_with_the_general_path() {
+        for text in [
+            "2024-05-06 07:08:09.1234567 +05:30",
+            "0001-01-01 00:00:00.0000000 +14:00",
+            "0001-01-01 00:00:00.0000000 -00:01",
+            "9999-12-31 23:59:59.9999999 -14:00",
+            "2024-02-29 23:59:59.0000000 -08:00",
+            "2024-02-29 23:59:59.1230000 +00:00",
+        ] {
+            for scale in 0..=7u8 {
+                let ty = SqlType::DateTimeOffset { scale };
+                let v = ValueRef::Text(text.as_bytes());
+                let general = coerce(v, ty).and_then(|st| {
+                    let r = ValueRef::from(&st);
+                    let s = std::str::from_utf8(match r {
+                        ValueRef::Text(t) => t,
+                        _ => b"",
+                    })
+                    .unwrap_or("")
+                    .to_owned();
+                    datetime_value(parse_datetime(&s).ok_or_else(|| overflow(ty))?, ty)
+                });
+                let fast = to_value(v, ty);
+                match (fast, general) {
+                    (Ok(a), Ok(b)) => assert_eq!(a, b, "{text} as {ty:?}"),
+                    (Err(_), Err(_)) => {}
+                    (a, b) => panic!("{text} as {ty:?}: {a:?} vs {b:?}"),
+                }
+            }
+        }
+        for g in [
+            "6F9619FF-8B86-D011-B42D-00C04FC964FF",
+            "6f9619ff-8b86-d011-b42d-00c04fc964ff",
+            "00000000-0000-0000-0000-000000000000",
+        ] {
+            assert_eq!(fast_guid(g.as_bytes()), parse_guid(g));
+            assert!(fast_guid(g.as_bytes()).is_some());
+        }
+        for bad in [
+            "6F9619FF-8B86-D011-B42D-00C04FC964FG",
+            "{6F9619FF-8B86-D011-B42D-00C04FC964FF}",
+            "6F9619FF8B86-D011-B42D-00C04FC964FF0",
+        ] {
+            assert_eq!(fast_guid(bad.as_bytes()), None, "{bad}");
+        }
+    }
 
     /// The bulk path's shortcut gives what the general path (value → text → column type) gives.
     #[test]
