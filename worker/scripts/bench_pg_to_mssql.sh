@@ -2,6 +2,7 @@
 # PostgreSQL -> SQL Server (TDS test server) release-build measurement, 1M-row mixed table, TDS
 # packet sizes side by side; then SQL Server -> PostgreSQL on the same rows for the ratio.
 # SHAPE=narrow: issue 3's narrow shape instead (id, account_id, amount; use ROWS=10000000).
+# CHUNK_ROWS and PARALLELISM set those of the PostgreSQL -> SQL Server run (defaults otherwise).
 # Prints the test server's and the worker's CPU time per direction; FWD_PERF=FILE records a perf
 # profile of the test server serving the SQL Server -> PostgreSQL run.
 set -u
@@ -81,6 +82,8 @@ spec:
   target:
     mssql: {host: 127.0.0.1, port: $PORT, database: master, schema: dbo, credentialsSecret: t, encryption: NotSupported, packetSize: $P}
   verify: count
+${CHUNK_ROWS:+  chunkRows: $CHUNK_ROWS}
+${PARALLELISM:+  parallelism: $PARALLELISM}
 Y
   SOURCE_USERNAME=postgres SOURCE_PASSWORD= TARGET_USERNAME=sa TARGET_PASSWORD=$PASS RUST_LOG=warn \
     /usr/bin/time -v $W run -f $OUT/m-$P.yaml > $OUT/run-$P.json 2> $OUT/time-$P.txt
