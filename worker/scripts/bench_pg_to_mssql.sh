@@ -2,7 +2,8 @@
 # PostgreSQL -> SQL Server (TDS test server) release-build measurement, 1M-row mixed table, TDS
 # packet sizes side by side; then SQL Server -> PostgreSQL on the same rows for the ratio.
 # SHAPE=narrow: issue 3's narrow shape instead (id, account_id, amount; use ROWS=10000000).
-# CHUNK_ROWS and PARALLELISM set those of the PostgreSQL -> SQL Server run (defaults otherwise).
+# CHUNK_ROWS and PARALLELISM set those of the PostgreSQL -> SQL Server run, PART_ROWS the
+# partitioning's rowsPerPartition of both runs (defaults otherwise).
 # Prints the test server's and the worker's CPU time per direction; FWD_PERF=FILE records a perf
 # profile of the test server serving the SQL Server -> PostgreSQL run.
 set -u
@@ -84,6 +85,7 @@ spec:
   verify: count
 ${CHUNK_ROWS:+  chunkRows: $CHUNK_ROWS}
 ${PARALLELISM:+  parallelism: $PARALLELISM}
+${PART_ROWS:+  partitioning: {rowsPerPartition: $PART_ROWS\}}
 Y
   SOURCE_USERNAME=postgres SOURCE_PASSWORD= TARGET_USERNAME=sa TARGET_PASSWORD=$PASS RUST_LOG=warn \
     /usr/bin/time -v $W run -f $OUT/m-$P.yaml > $OUT/run-$P.json 2> $OUT/time-$P.txt
@@ -105,6 +107,7 @@ spec:
     postgres: {host: 127.0.0.1, port: $PGPORT, database: postgres, schema: bench_fwd, credentialsSecret: s, sslMode: disable}
   tables: {include: [$SHAPE]}
   verify: count
+${PART_ROWS:+  partitioning: {rowsPerPartition: $PART_ROWS\}}
 Y
     # FWD_PERF=FILE: a perf profile of the test server while it serves this direction.
     [ -n "${FWD_PERF:-}" ] && { perf record -F 1999 -g -p $SPID -o "$FWD_PERF" 2>/dev/null & PERFPID=$!; sleep 0.5; }
