@@ -131,8 +131,11 @@ impl Engine {
         }
         let conn = Connection::open(&self.path).map_err(open_err)?;
         conn.busy_timeout(Duration::from_secs(30)).map_err(open_err)?;
+        // mmap_size: pages are read from the mapped file instead of a pread (a system call and a
+        // copy) per page, which was a third of the CPU of streaming a table to a client.
         conn.execute_batch(
-            "PRAGMA synchronous=OFF; PRAGMA foreign_keys=ON; PRAGMA temp_store=MEMORY; PRAGMA cache_size=-65536;",
+            "PRAGMA synchronous=OFF; PRAGMA foreign_keys=ON; PRAGMA temp_store=MEMORY; PRAGMA cache_size=-65536; \
+             PRAGMA mmap_size=2147418112;",
         )
         .map_err(open_err)?;
         crate::functions::register(&conn).map_err(open_err)?;
