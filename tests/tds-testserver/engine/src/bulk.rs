@@ -56,19 +56,48 @@ pub struct BulkState {
     rows_per_insert: usize,
     /// The table has a rowversion column the server fills.
     rowversion: bool,
-    /// Converted rows not yet written, `width` values each. SQLite has one writer at a time,
-    /// and a load that wrote as its rows arrived would hold that lock while it waits on the
-    /// client; buffering lets parallel loads (the reverse worker's tasks) receive and convert
-    /// side by side, as SQL Server runs bulk loads into one heap side by side. Past
-    /// [`BUFFER_BYTES`] the load takes the lock and then writes in batches of [`WRITE_BATCH`]
-    /// rows as they come, so memory stays bounded.
+    /// Converted rows not yet written, `width` values each. SQLite has one writer at a time, and
+    /// a load that wrote as its rows arrived would hold that lock while it waits on its client:
+    /// when several loads run (the reverse worker's tasks), each buffers and takes the lock only
+    /// to write, so they receive and convert side by side, as SQL Server runs bulk loads into one
+    /// heap side by side. A load alone takes the lock as soon as it is free and writes in
+    /// batches of [`WRITE_BATCH`] rows as they come. Past [`BUFFER_BYTES`] a load waits for the
+    /// lock, so memory stays bounded.
     buffer: Vec<Stored>,
+    /// Counts this load in [`Engine::bulk_loads`](crate::session::Engine) while it lives.
+    _counted: CountedLoad,
     width: usize,
     buffered_rows: usize,
     buffered_bytes: usize,
     /// Buffered rows (index) with NULLs that the column default replaces (without
     /// KEEP_NULLS), and the positions of those NULLs.
     omitted: Vec<(usize, Vec<usize>)>,
+}
+
+/// One bulk load under way, counted in the engine until dropped.
+struct CountedLoad(std::sync::Arc<crate::session::Engine>);
+
+impl std::fmt::Debug for CountedLoad {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CountedLoad")
+    }
+}
+
+impl CountedLoad {
+    fn new(engine: &std::sync::Arc<crate::session::Engine>) -> Self {
+        engine
+            .bulk_loads
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        CountedLoad(std::sync::Arc::clone(engine))
+    }
+}
+
+impl Drop for CountedLoad {
+    fn drop(&mut self) {
+        self.0
+            .bulk_loads
+            .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 /// How much converted data a bulk load holds before it starts writing (see `BulkState::buffer`):
@@ -197,6 +226,7 @@ impl Session {
             rows_per_insert,
             rowversion,
             buffer,
+            _counted: CountedLoad::new(&self.engine),
             width: all.len(),
             buffered_rows: 0,
             buffered_bytes: 0,
@@ -234,17 +264,40 @@ impl Session {
             st.omitted.push((st.buffered_rows, omitted));
         }
         st.buffered_rows += 1;
-        let full = match st.open {
+        let write = match st.open {
             Some(_) => st.buffered_rows >= WRITE_BATCH,
             None => {
                 st.buffered_bytes += st.buffer[start..].iter().map(stored_bytes).sum::<usize>();
+                // A load alone writes while its rows arrive, overlapping the inserts with the
+                // client's sending (buffering everything stalled a single stream for the whole
+                // write); loads side by side buffer, so that none holds the one write lock while
+                // it waits on its client.
+                let alone = self.engine.bulk_loads.load(std::sync::atomic::Ordering::Relaxed) == 1;
                 st.buffered_bytes > BUFFER_BYTES
+                    || (alone && st.buffered_rows.is_multiple_of(WRITE_BATCH) && self.bulk_try_open(st)?)
             }
         };
-        if full {
+        if write {
             self.bulk_flush(st)?;
         }
         Ok(())
+    }
+
+    /// Opens the load's transaction if SQLite's write lock is free now; `false` when another
+    /// session holds it.
+    fn bulk_try_open(&mut self, st: &mut BulkState) -> Result<bool, SqlError> {
+        let map = |e: rusqlite::Error| crate::exec::map_sqlite(&e);
+        self.conn.busy_timeout(std::time::Duration::ZERO).map_err(map)?;
+        let opened = self.bulk_open(st);
+        self.conn
+            .busy_timeout(crate::session::LOCK_TIMEOUT)
+            .map_err(map)?;
+        match opened {
+            Ok(()) => Ok(true),
+            // 1222: "Lock request time out period exceeded", SQLite's SQLITE_BUSY.
+            Err(e) if e.number == 1222 => Ok(false),
+            Err(e) => Err(e),
+        }
     }
 
     /// Opens the load's transaction (or savepoint) if needed and writes the buffered rows.

@@ -28,7 +28,12 @@ pub struct Engine {
     pub(crate) next_descriptor: AtomicU64,
     /// The database's rowversion counter (@@DBTS).
     pub(crate) rowversion: AtomicU64,
+    /// Bulk loads under way in all sessions (see `BulkState::buffer`).
+    pub(crate) bulk_loads: std::sync::atomic::AtomicUsize,
 }
+
+/// How long a writer waits for SQLite's write lock before SQL Server's error 1222.
+pub(crate) const LOCK_TIMEOUT: Duration = Duration::from_secs(30);
 
 fn open_err(e: impl std::fmt::Display) -> SqlError {
     SqlError::new(5120, 16, format!("Unable to open the physical file: {e}"))
@@ -75,6 +80,7 @@ impl Engine {
             next_spid: AtomicI16::new(51),
             next_descriptor: AtomicU64::new(1),
             rowversion: AtomicU64::new(2000),
+            bulk_loads: std::sync::atomic::AtomicUsize::new(0),
         }))
     }
 
@@ -130,7 +136,7 @@ impl Engine {
             ));
         }
         let conn = Connection::open(&self.path).map_err(open_err)?;
-        conn.busy_timeout(Duration::from_secs(30)).map_err(open_err)?;
+        conn.busy_timeout(LOCK_TIMEOUT).map_err(open_err)?;
         // mmap_size: pages are read from the mapped file instead of a pread (a system call and a
         // copy) per page, which was a third of the CPU of streaming a table to a client.
         conn.execute_batch(
