@@ -56,7 +56,7 @@ pub struct BulkState {
     rows_per_insert: usize,
     /// The table has a rowversion column the server fills.
     rowversion: bool,
-    /// Converted rows not yet written, `width` values each. SQLite has one writer at a time, and
+    /// Converted rows not yet written, a value per `columns` entry each. SQLite has one writer at a time, and
     /// a load that wrote as its rows arrived would hold that lock while it waits on its client:
     /// when several loads run (the reverse worker's tasks), each buffers and takes the lock only
     /// to write, so they receive and convert side by side, as SQL Server runs bulk loads into one
@@ -66,8 +66,9 @@ pub struct BulkState {
     buffer: Vec<Stored>,
     /// Counts this load in [`Engine::bulk_loads`](crate::session::Engine) while it lives.
     _counted: CountedLoad,
-    width: usize,
-    buffered_rows: usize,
+    /// Table column per buffered value: the client's columns, then a generated identity and
+    /// rowversion (the columns of `sql_all`).
+    columns: Vec<usize>,
     buffered_bytes: usize,
     /// Buffered rows (index) with NULLs that the column default replaces (without
     /// KEEP_NULLS), and the positions of those NULLs.
@@ -227,8 +228,7 @@ impl Session {
             rowversion,
             buffer,
             _counted: CountedLoad::new(&self.engine),
-            width: all.len(),
-            buffered_rows: 0,
+            columns: all,
             buffered_bytes: 0,
             omitted: Vec::new(),
         }));
@@ -247,25 +247,26 @@ impl Session {
 
     /// Converts a row into the buffer; writes the buffer when it is full.
     fn bulk_accept(&mut self, st: &mut BulkState, row: &mut [Value]) -> Result<(), SqlError> {
+        let width = st.columns.len();
         let start = st.buffer.len();
         let omitted = self.bulk_convert(st, row)?;
-        if st.buffer.len() - start != st.width {
+        if st.buffer.len() - start != width {
             return Err(SqlError::new(
                 4815,
                 16,
                 format!(
-                    "Received an invalid column length from the bcp client: {} values for {} columns.",
+                    "Received an invalid column length from the bcp client: {} values for {width} columns.",
                     st.buffer.len() - start,
-                    st.width
                 ),
             ));
         }
+        let row_index = start / width.max(1);
         if !omitted.is_empty() {
-            st.omitted.push((st.buffered_rows, omitted));
+            st.omitted.push((row_index, omitted));
         }
-        st.buffered_rows += 1;
+        let buffered_rows = row_index + 1;
         let write = match st.open {
-            Some(_) => st.buffered_rows >= WRITE_BATCH,
+            Some(_) => buffered_rows >= WRITE_BATCH,
             None => {
                 st.buffered_bytes += st.buffer[start..].iter().map(stored_bytes).sum::<usize>();
                 // A load alone writes while its rows arrive, overlapping the inserts with the
@@ -274,7 +275,7 @@ impl Session {
                 // it waits on its client.
                 let alone = self.engine.bulk_loads.load(std::sync::atomic::Ordering::Relaxed) == 1;
                 st.buffered_bytes > BUFFER_BYTES
-                    || (alone && st.buffered_rows.is_multiple_of(WRITE_BATCH) && self.bulk_try_open(st)?)
+                    || (alone && buffered_rows.is_multiple_of(WRITE_BATCH) && self.bulk_try_open(st)?)
             }
         };
         if write {
@@ -307,13 +308,8 @@ impl Session {
         }
         let map = |e: rusqlite::Error| crate::exec::map_sqlite(&e);
         let meta = &st.pending.meta;
-        let auto_ident = meta
-            .identity_column()
-            .map(|(i, _)| i)
-            .filter(|i| !st.order.contains(i));
-        let width = st.width.max(1);
+        let width = st.columns.len().max(1);
         let total = st.buffer.len() / width;
-        let all: Vec<usize> = st.order.iter().copied().chain(auto_ident).collect();
         let mut multi = self.conn.prepare_cached(&st.sql_multi).map_err(map)?;
         let mut single = self.conn.prepare_cached(&st.sql_all).map_err(map)?;
         let mut next_omitted = 0;
@@ -342,9 +338,7 @@ impl Session {
                     .find(|(r, _)| *r == n + k)
                     .map(|(_, skip)| skip);
                 let result = match skip {
-                    Some(skip) if !st.rowversion => {
-                        self.insert_without(meta, &st.order, auto_ident, row, skip)
-                    }
+                    Some(skip) if !st.rowversion => self.insert_without(meta, &st.columns, row, skip),
                     _ => {
                         for (i, v) in row.iter().enumerate() {
                             single.raw_bind_parameter(i + 1, v).map_err(map)?;
@@ -353,7 +347,7 @@ impl Session {
                     }
                 };
                 if let Err(e) = result {
-                    return Err(self.constraint_error(meta, &e, &all, row, crate::dml::Verb::Insert));
+                    return Err(self.constraint_error(meta, &e, &st.columns, row, crate::dml::Verb::Insert));
                 }
                 st.rows += 1;
             }
@@ -363,7 +357,6 @@ impl Session {
         drop((multi, single));
         st.buffer.clear();
         st.omitted.clear();
-        st.buffered_rows = 0;
         st.buffered_bytes = 0;
         Ok(())
     }
@@ -372,19 +365,15 @@ impl Session {
     fn insert_without(
         &self,
         meta: &TableMeta,
-        order: &[usize],
-        auto_ident: Option<usize>,
+        columns: &[usize],
         values: &[Stored],
         skip: &[usize],
     ) -> Result<usize, rusqlite::Error> {
         let mut cols = Vec::new();
         let mut vals = Vec::new();
-        for (k, v) in values.iter().enumerate() {
-            if skip.contains(&k) {
-                continue;
-            }
-            if let Some(ci) = order.get(k).copied().or(auto_ident) {
-                cols.push(ci);
+        for (k, (ci, v)) in columns.iter().zip(values).enumerate() {
+            if !skip.contains(&k) {
+                cols.push(*ci);
                 vals.push(v);
             }
         }
@@ -588,18 +577,7 @@ impl Session {
 }
 
 fn insert_sql(meta: &TableMeta, cols: &[usize]) -> String {
-    format!(
-        "INSERT INTO {} ({}) VALUES ({})",
-        sqlite_table_sql(meta),
-        cols.iter()
-            .map(|i| quote(&meta.def.columns[*i].name))
-            .collect::<Vec<_>>()
-            .join(", "),
-        (1..=cols.len())
-            .map(|i| format!("?{i}"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    )
+    insert_sql_rows(meta, cols, 1)
 }
 
 /// `INSERT INTO t (cols) VALUES (?1, ...), (...), ...` for `rows` rows.

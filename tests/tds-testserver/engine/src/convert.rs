@@ -104,6 +104,14 @@ fn datetime2_text(days: i64, t: u64) -> String {
     out
 }
 
+/// Shifts (days, 100 ns of the day) by `minutes`: UTC to local time with a positive shift,
+/// local to UTC with a negative one. Days may leave 0001..9999; callers check.
+fn shift_minutes(days: i64, time: u64, minutes: i32) -> (i64, u64) {
+    let per_day = i128::from(T100_PER_DAY);
+    let total = i128::from(days) * per_day + i128::from(time) + i128::from(minutes) * 600_000_000;
+    (total.div_euclid(per_day) as i64, total.rem_euclid(per_day) as u64)
+}
+
 fn format_offset(minutes: i16) -> String {
     let sign = if minutes < 0 { '-' } else { '+' };
     let m = minutes.unsigned_abs();
@@ -519,11 +527,7 @@ pub fn value_to_stored(v: &Value) -> Stored {
             time,
             offset_minutes,
         } => {
-            let total = i128::from(*days) * i128::from(T100_PER_DAY)
-                + i128::from(*time)
-                + i128::from(*offset_minutes) * 600_000_000;
-            let d = total.div_euclid(i128::from(T100_PER_DAY)) as i64;
-            let t = total.rem_euclid(i128::from(T100_PER_DAY)) as u64;
+            let (d, t) = shift_minutes(i64::from(*days), *time, i32::from(*offset_minutes));
             Stored::Text(format!(
                 "{} {} {}",
                 format_date(d),
@@ -1009,11 +1013,10 @@ fn datetime_value(p: DateTimeParts, ty: SqlType) -> Result<Value, SqlError> {
         },
         SqlType::DateTimeOffset { .. } => {
             let off = p.offset.unwrap_or(0);
-            let total = i128::from(p.days) * i128::from(T100_PER_DAY) + i128::from(p.time)
-                - i128::from(off) * 600_000_000;
+            let (days, time) = shift_minutes(p.days, p.time, -i32::from(off));
             Value::DateTimeOffset {
-                days: days32(total.div_euclid(i128::from(T100_PER_DAY)) as i64)?,
-                time: total.rem_euclid(i128::from(T100_PER_DAY)) as u64,
+                days: days32(days)?,
+                time,
                 offset_minutes: off,
             }
         }
@@ -1085,11 +1088,8 @@ pub fn fast_storage(v: &Value, ty: SqlType) -> Option<Result<Stored, SqlError>> 
         ) => {
             // The wire value is UTC; the storage form is the local time and its offset, as
             // value_to_stored and coerce would make it in two steps through text.
-            let total = i128::from(*days) * i128::from(T100_PER_DAY)
-                + i128::from(*time)
-                + i128::from(*offset_minutes) * 600_000_000;
-            let d = total.div_euclid(i128::from(T100_PER_DAY)) as i64;
-            let t = round_time(total.rem_euclid(i128::from(T100_PER_DAY)) as u64, scale);
+            let (d, t) = shift_minutes(i64::from(*days), *time, i32::from(*offset_minutes));
+            let t = round_time(t, scale);
             let (d, t) = (d + (t / T100_PER_DAY) as i64, t % T100_PER_DAY);
             if !(0..=MAX_DAYS).contains(&d) {
                 // Outside 0001..9999 in local time: the general path reports it.
@@ -1158,11 +1158,8 @@ fn fast_datetimeoffset(s: &[u8], scale: u8) -> Option<(u32, u64, i16)> {
         b'-' => -minutes,
         _ => return None,
     };
-    // 9999-12-31 in 100 ns units is below 2^62: i64 arithmetic suffices.
-    let per_day = T100_PER_DAY as i64;
-    let total = days * per_day + time as i64 - i64::from(offset) * 600_000_000;
-    let utc_days = u32::try_from(total.div_euclid(per_day)).ok()?;
-    Some((utc_days, total.rem_euclid(per_day) as u64, offset))
+    let (utc_days, utc_time) = shift_minutes(days, time, -i32::from(offset));
+    Some((u32::try_from(utc_days).ok()?, utc_time, offset))
 }
 
 /// The canonical uniqueidentifier storage form (36 characters, hyphens at 8, 13, 18, 23).

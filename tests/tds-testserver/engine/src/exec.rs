@@ -946,7 +946,6 @@ impl Session {
     pub(crate) fn begin_tran(&mut self, _name: Option<&str>, sink: &mut dyn ResultSink) -> Result<(), Fail> {
         if self.trancount == 0 {
             // No SQLite transaction yet: ensure_sqlite_tran opens it at the first statement.
-            self.sqlite_tran = false;
             self.descriptor = self
                 .engine
                 .next_descriptor
@@ -971,9 +970,8 @@ impl Session {
             .into());
         }
         if self.trancount == 1 {
-            if self.sqlite_tran {
+            if !self.conn.is_autocommit() {
                 self.conn.execute_batch("COMMIT")?;
-                self.sqlite_tran = false;
             }
             self.tran_snapshot = None;
             sink.env_change(EnvChange::CommitTransaction(self.descriptor))?;
@@ -1005,7 +1003,7 @@ impl Session {
             .into());
         }
         if let Some(n) = name
-            && self.sqlite_tran
+            && !self.conn.is_autocommit()
         {
             let sp = format!("sp_{}", n.to_lowercase());
             if self
@@ -1016,9 +1014,8 @@ impl Session {
                 return Ok(());
             }
         }
-        if self.sqlite_tran {
+        if !self.conn.is_autocommit() {
             self.conn.execute_batch("ROLLBACK")?;
-            self.sqlite_tran = false;
         }
         if let Some((cat, tables, temp)) = self.tran_snapshot.take() {
             let sid = self.session_id;
@@ -1049,13 +1046,14 @@ impl Session {
     }
 
     /// Opens the SQLite transaction of an open `BEGIN TRANSACTION` that has not touched the
-    /// database yet. `BEGIN IMMEDIATE` takes the one write lock at once: a deferred
+    /// database yet. `BEGIN TRANSACTION` opens it lazily, at the first statement that reads or
+    /// writes (as SQL Server takes its locks only then), so that a bulk load's rows can be
+    /// received and converted while other sessions write. `BEGIN IMMEDIATE` takes the one write lock at once: a deferred
     /// transaction that read first could fail to upgrade (SQLITE_BUSY_SNAPSHOT) when another
     /// session committed in between, where SQL Server would simply have waited.
     pub(crate) fn ensure_sqlite_tran(&mut self) -> Result<(), rusqlite::Error> {
-        if self.trancount > 0 && !self.sqlite_tran {
+        if self.trancount > 0 && self.conn.is_autocommit() {
             self.conn.execute_batch("BEGIN IMMEDIATE")?;
-            self.sqlite_tran = true;
         }
         Ok(())
     }

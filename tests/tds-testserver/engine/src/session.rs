@@ -172,7 +172,6 @@ impl Engine {
             xact_abort: false,
             identity_insert: None,
             trancount: 0,
-            sqlite_tran: false,
             descriptor: 0,
             bulk: None,
             bulk_spare: Vec::new(),
@@ -208,11 +207,6 @@ pub struct Session {
     /// The table with IDENTITY_INSERT ON: (schema, name).
     pub(crate) identity_insert: Option<(String, String)>,
     pub(crate) trancount: u32,
-    /// Whether the SQLite transaction behind `trancount` is open. `BEGIN TRANSACTION` opens
-    /// it lazily, at the first statement that reads or writes (as SQL Server takes its locks
-    /// only then), so that a bulk load's rows can be received and converted while other
-    /// sessions write; see [`Session::ensure_sqlite_tran`].
-    pub(crate) sqlite_tran: bool,
     pub(crate) descriptor: u64,
     /// Boxed: it is taken out and put back for every row (moving the whole state showed in
     /// profiles).
@@ -382,7 +376,7 @@ impl Session {
 
 impl Drop for Session {
     fn drop(&mut self) {
-        if self.sqlite_tran {
+        if !self.conn.is_autocommit() {
             let _ = self.conn.execute_batch("ROLLBACK");
         }
         self.engine.with_catalog(|c| c.drop_session(self.session_id));
