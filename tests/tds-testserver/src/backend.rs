@@ -25,8 +25,8 @@ pub trait Backend: Send {
         sink: &mut dyn ResultSink,
     ) -> Result<(), Interrupt>;
     fn bulk_start(&mut self, columns: &[ColumnMeta]) -> Result<(), SqlError>;
-    /// One bulk row; the backend may move values out of it (it is cleared afterwards).
-    fn bulk_row(&mut self, row: &mut [Value]);
+    /// One bulk row. The backend copies what it keeps, so the caller reuses the row's buffers.
+    fn bulk_row(&mut self, row: &[Value]);
     fn bulk_finish(&mut self, sink: &mut dyn ResultSink) -> Result<(), Interrupt>;
     fn bulk_abort(&mut self);
     /// The login completed: what sys.dm_exec_connections/sys.dm_exec_sessions report for this
@@ -64,8 +64,8 @@ impl Backend for Session {
     fn bulk_start(&mut self, columns: &[ColumnMeta]) -> Result<(), SqlError> {
         Session::bulk_start(self, columns)
     }
-    fn bulk_row(&mut self, row: &mut [Value]) {
-        Session::bulk_row_owned(self, row)
+    fn bulk_row(&mut self, row: &[Value]) {
+        Session::bulk_row(self, row)
     }
     fn bulk_finish(&mut self, sink: &mut dyn ResultSink) -> Result<(), Interrupt> {
         Session::bulk_finish(self, sink)

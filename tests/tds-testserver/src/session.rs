@@ -308,10 +308,10 @@ enum BulkFailure {
 fn load_rows(r: &mut Reader<'_>, backend: &mut dyn Backend) -> Result<u64, BulkFailure> {
     let (columns, types) = bulk::read_columns(r).map_err(BulkFailure::Decode)?;
     backend.bulk_start(&columns).map_err(BulkFailure::Start)?;
-    let mut row = Vec::with_capacity(types.len());
+    let mut row = bulk::BulkRow::default();
     let mut n = 0;
     while bulk::next_row(r, &types, &mut row).map_err(BulkFailure::Decode)? {
-        backend.bulk_row(&mut row);
+        backend.bulk_row(&row.values);
         n += 1;
     }
     Ok(n)

@@ -3,10 +3,12 @@
 //! buffered, and inserted at the end inside a savepoint (or the load's own transaction) so
 //! that all rows land or none.
 
-use crate::convert::value_to_stored;
+use crate::convert::{fast_storage_into, value_to_stored};
+use crate::dml::length_limit;
 use crate::error::SqlError;
 use crate::exec::Fail;
 use crate::meta::TableMeta;
+use crate::row_buffer::RowBuffer;
 use crate::session::Session;
 use crate::translate::{quote, sqlite_table_sql};
 use crate::typename::is_string;
@@ -63,13 +65,12 @@ pub struct BulkState {
     /// heap side by side. A load alone takes the lock as soon as it is free and writes in
     /// batches of [`WRITE_BATCH`] rows as they come. Past [`BUFFER_BYTES`] a load waits for the
     /// lock, so memory stays bounded.
-    buffer: Vec<Stored>,
+    buffer: RowBuffer,
     /// Counts this load in [`Engine::bulk_loads`](crate::session::Engine) while it lives.
     _counted: CountedLoad,
     /// Table column per buffered value: the client's columns, then a generated identity and
     /// rowversion (the columns of `sql_all`).
     columns: Vec<usize>,
-    buffered_bytes: usize,
     /// Buffered rows (index) with NULLs that the column default replaces (without
     /// KEEP_NULLS), and the positions of those NULLs.
     omitted: Vec<(usize, Vec<usize>)>,
@@ -111,16 +112,6 @@ const WRITE_BATCH: usize = 1024;
 /// Rows per INSERT statement, and SQLite's limit on a statement's parameters.
 const ROWS_PER_INSERT: usize = 64;
 const MAX_PARAMETERS: usize = 32_766;
-
-/// Memory a stored value holds (an estimate for the buffer's bound).
-fn stored_bytes(v: &Stored) -> usize {
-    std::mem::size_of::<Stored>()
-        + match v {
-            Stored::Text(t) => t.len(),
-            Stored::Blob(b) => b.len(),
-            _ => 0,
-        }
-}
 
 impl Session {
     pub(crate) fn prepare_bulk(&mut self, t: BulkTarget) -> Result<(), Fail> {
@@ -229,13 +220,12 @@ impl Session {
             buffer,
             _counted: CountedLoad::new(&self.engine),
             columns: all,
-            buffered_bytes: 0,
             omitted: Vec::new(),
         }));
         Ok(())
     }
 
-    pub(crate) fn bulk_add(&mut self, row: &mut [Value]) {
+    pub(crate) fn bulk_add(&mut self, row: &[Value]) {
         let Some(mut st) = self.bulk.take() else { return };
         if st.error.is_none()
             && let Err(e) = self.bulk_accept(&mut st, row)
@@ -246,7 +236,7 @@ impl Session {
     }
 
     /// Converts a row into the buffer; writes the buffer when it is full.
-    fn bulk_accept(&mut self, st: &mut BulkState, row: &mut [Value]) -> Result<(), SqlError> {
+    fn bulk_accept(&mut self, st: &mut BulkState, row: &[Value]) -> Result<(), SqlError> {
         let width = st.columns.len();
         let start = st.buffer.len();
         let omitted = self.bulk_convert(st, row)?;
@@ -268,13 +258,12 @@ impl Session {
         let write = match st.open {
             Some(_) => buffered_rows >= WRITE_BATCH,
             None => {
-                st.buffered_bytes += st.buffer[start..].iter().map(stored_bytes).sum::<usize>();
                 // A load alone writes while its rows arrive, overlapping the inserts with the
                 // client's sending (buffering everything stalled a single stream for the whole
                 // write); loads side by side buffer, so that none holds the one write lock while
                 // it waits on its client.
                 let alone = self.engine.bulk_loads.load(std::sync::atomic::Ordering::Relaxed) == 1;
-                st.buffered_bytes > BUFFER_BYTES
+                st.buffer.bytes() > BUFFER_BYTES
                     || (alone && buffered_rows.is_multiple_of(WRITE_BATCH) && self.bulk_try_open(st)?)
             }
         };
@@ -316,14 +305,16 @@ impl Session {
         let mut n = 0;
         while n < total {
             let group = (total - n).min(st.rows_per_insert);
-            let values = &st.buffer[n * width..(n + group) * width];
+            let first = n * width;
             let omits = st.omitted[next_omitted..]
                 .iter()
                 .take_while(|(row, _)| *row < n + group)
                 .count();
             if group == st.rows_per_insert && omits == 0 {
-                for (i, v) in values.iter().enumerate() {
-                    multi.raw_bind_parameter(i + 1, v).map_err(map)?;
+                for i in 0..group * width {
+                    multi
+                        .raw_bind_parameter(i + 1, st.buffer.param(first + i))
+                        .map_err(map)?;
                 }
                 if multi.raw_execute().is_ok() {
                     st.rows += group as u64;
@@ -332,22 +323,28 @@ impl Session {
                 }
                 // A row of the group failed (and the statement left no row): find which, below.
             }
-            for (k, row) in values.chunks_exact(width).enumerate() {
+            for k in 0..group {
+                let row = first + k * width..first + (k + 1) * width;
                 let skip = st.omitted[next_omitted..next_omitted + omits]
                     .iter()
                     .find(|(r, _)| *r == n + k)
                     .map(|(_, skip)| skip);
                 let result = match skip {
-                    Some(skip) if !st.rowversion => self.insert_without(meta, &st.columns, row, skip),
+                    Some(skip) if !st.rowversion => {
+                        self.insert_without(meta, &st.columns, &st.buffer.to_stored(row.clone()), skip)
+                    }
                     _ => {
-                        for (i, v) in row.iter().enumerate() {
-                            single.raw_bind_parameter(i + 1, v).map_err(map)?;
+                        for (i, v) in row.clone().enumerate() {
+                            single
+                                .raw_bind_parameter(i + 1, st.buffer.param(v))
+                                .map_err(map)?;
                         }
                         single.raw_execute()
                     }
                 };
                 if let Err(e) = result {
-                    return Err(self.constraint_error(meta, &e, &st.columns, row, crate::dml::Verb::Insert));
+                    let row = st.buffer.to_stored(row);
+                    return Err(self.constraint_error(meta, &e, &st.columns, &row, crate::dml::Verb::Insert));
                 }
                 st.rows += 1;
             }
@@ -357,7 +354,6 @@ impl Session {
         drop((multi, single));
         st.buffer.clear();
         st.omitted.clear();
-        st.buffered_bytes = 0;
         Ok(())
     }
 
@@ -406,44 +402,47 @@ impl Session {
     /// Appends one client row to the buffer in the table's storage forms, with identity and
     /// rowversion values filled; nothing is written. Returns the positions of NULLs the
     /// column default replaces.
-    fn bulk_convert(&mut self, st: &mut BulkState, row: &mut [Value]) -> Result<Vec<usize>, SqlError> {
+    fn bulk_convert(&mut self, st: &mut BulkState, row: &[Value]) -> Result<Vec<usize>, SqlError> {
         let meta = &st.pending.meta;
         let start = st.buffer.len();
         let values = &mut st.buffer;
         let mut omitted: Vec<usize> = Vec::new();
-        for (k, v) in row.iter_mut().enumerate() {
+        for (k, v) in row.iter().enumerate() {
             let Some(&ci) = st.order.get(k) else { continue };
             let col = &meta.def.columns[ci];
             if v.is_null() && !st.pending.keep_nulls && col.default.is_some() {
                 omitted.push(k);
-                values.push(Stored::Null);
+                values.push_null();
                 continue;
             }
-            // Text and bytes are stored as they are: move them rather than copy.
-            let moved = match (&mut *v, col.ty) {
+            // Text and bytes are stored as they are, once their length is checked.
+            match (v, col.ty) {
                 (Value::String(s), t)
                     if is_string(t) && !matches!(t, SqlType::Char { .. } | SqlType::NChar { .. }) =>
                 {
-                    Some(Stored::Text(std::mem::take(s)))
+                    if length_limit(t).is_none_or(|limit| s.len() <= limit) {
+                        values.push_text(s);
+                    } else {
+                        values.push_stored(&self.check_length(meta, col, Stored::Text(s.clone()))?);
+                    }
+                    continue;
                 }
-                (Value::Binary(b), SqlType::VarBinary { .. } | SqlType::Image) => {
-                    Some(Stored::Blob(std::mem::take(b)))
+                (Value::Binary(b), t @ (SqlType::VarBinary { .. } | SqlType::Image)) => {
+                    if length_limit(t).is_none_or(|limit| b.len() <= limit) {
+                        values.push_blob(b);
+                    } else {
+                        values.push_stored(&self.check_length(meta, col, Stored::Blob(b.clone()))?);
+                    }
+                    continue;
                 }
-                _ => None,
-            };
-            if let Some(stored) = moved {
-                values.push(self.check_length(meta, col, stored)?);
-                continue;
+                _ => {}
             }
             // Values already of the column's type skip the trip through text.
-            match crate::convert::fast_storage(v, col.ty) {
-                Some(r) => {
-                    let stored = r?;
-                    values.push(self.check_length(meta, col, stored)?);
-                }
+            match fast_storage_into(v, col.ty, values) {
+                Some(r) => r?,
                 None => {
                     let stored = value_to_stored(v);
-                    values.push(self.column_value(meta, col, ValueRef::from(&stored))?);
+                    values.push_stored(&self.column_value(meta, col, ValueRef::from(&stored))?);
                 }
             }
         }
@@ -451,29 +450,29 @@ impl Session {
         let auto_ident = ident.filter(|i| !st.order.contains(i));
         if auto_ident.is_some() {
             let v = self.bulk_next_identity(meta);
-            values.push(Stored::Integer(v));
+            values.push_integer(v);
             st.last_identity = Some(v);
         } else if let Some(i) = ident
             && let Some(p) = st.order.iter().position(|c| *c == i)
-            && let Some(Stored::Integer(v)) = values.get(start + p)
+            && let Some(v) = values.integer(start + p)
         {
-            st.last_identity = Some(*v);
+            st.last_identity = Some(v);
         }
         if st.rowversion {
-            values.push(Stored::Blob(self.engine.next_rowversion()));
+            values.push_blob(&self.engine.next_rowversion());
         }
-        let values = &values[start..];
         if let Some(rc) = meta.rowid_column() {
             // Checked here because SQLite would give a NULL key a fresh rowid.
             let given = st.order.iter().position(|c| *c == rc);
             let null = match given {
-                Some(p) => values[p] == Stored::Null && !omitted.contains(&p),
+                Some(p) => values.is_null(start + p) && !omitted.contains(&p),
                 None => auto_ident != Some(rc),
             };
             if null {
                 let mut cols = st.order.clone();
                 cols.extend(auto_ident);
-                self.check_rowid_key(meta, &cols, values, crate::dml::Verb::Insert)?;
+                let row = values.to_stored(start..values.len());
+                self.check_rowid_key(meta, &cols, &row, crate::dml::Verb::Insert)?;
             }
         }
         Ok(omitted)
@@ -570,7 +569,8 @@ impl Session {
     fn keep_buffer(&mut self, st: &mut BulkState) {
         let mut buffer = std::mem::take(&mut st.buffer);
         buffer.clear();
-        if buffer.capacity() * std::mem::size_of::<Stored>() <= BUFFER_BYTES {
+        // The buffer may have doubled once past the bound before it was written.
+        if buffer.capacity_bytes() <= 2 * BUFFER_BYTES {
             self.bulk_spare = buffer;
         }
     }

@@ -9,6 +9,7 @@
 //! strings TEXT; binaries BLOB.
 
 use crate::error::SqlError;
+use crate::row_buffer::RowBuffer;
 use crate::typename::{base_name, is_binary, is_string};
 use crate::types::{SqlType, Value};
 use rusqlite::types::{Value as Stored, ValueRef};
@@ -50,27 +51,36 @@ pub fn format_date(days: i64) -> String {
 /// Appends `n` as exactly `width` decimal digits (zero-padded; `n` must fit).
 fn push_digits(out: &mut String, n: u64, width: usize) {
     let mut buf = [b'0'; 20];
-    let mut v = n;
-    for i in (0..width).rev() {
-        buf[i] = b'0' + (v % 10) as u8;
-        v /= 10;
+    put_digits(&mut buf[..width], n);
+    push_ascii(out, &buf[..width]);
+}
+
+/// Fills `buf` with `n` as zero-padded decimal digits (the low digits if `n` is wider).
+fn put_digits(buf: &mut [u8], mut n: u64) {
+    for b in buf.iter_mut().rev() {
+        *b = b'0' + (n % 10) as u8;
+        n /= 10;
     }
-    // Digits are ASCII.
-    out.extend(buf[..width].iter().map(|&b| char::from(b)));
+}
+
+/// Appends a buffer of ASCII digits and separators (built on the stack, then appended in one
+/// copy: these run for every date and time a bulk load stores).
+fn push_ascii(out: &mut String, buf: &[u8]) {
+    out.push_str(std::str::from_utf8(buf).unwrap_or_default());
 }
 
 /// `YYYY-MM-DD` (storage form; rows are formatted per value, so no `format!`).
 fn push_date(out: &mut String, days: i64) {
     let (y, m, d) = civil_from_days(days);
-    if (0..=9999).contains(&y) {
-        push_digits(out, y as u64, 4);
-    } else {
-        out.push_str(&format!("{y:04}"));
+    if !(0..=9999).contains(&y) {
+        out.push_str(&format!("{y:04}-{m:02}-{d:02}"));
+        return;
     }
-    out.push('-');
-    push_digits(out, u64::from(m), 2);
-    out.push('-');
-    push_digits(out, u64::from(d), 2);
+    let mut buf = *b"0000-00-00";
+    put_digits(&mut buf[..4], y as u64);
+    put_digits(&mut buf[5..7], u64::from(m));
+    put_digits(&mut buf[8..], u64::from(d));
+    push_ascii(out, &buf);
 }
 
 /// `HH:MM:SS` plus `digits` fractional digits of a 100 ns time of day.
@@ -83,25 +93,30 @@ pub fn format_time(t: u64, digits: usize) -> String {
 fn push_time(out: &mut String, t: u64, digits: usize) {
     let secs = t / 10_000_000;
     let frac = t % 10_000_000;
-    push_digits(out, secs / 3600, 2);
-    out.push(':');
-    push_digits(out, secs / 60 % 60, 2);
-    out.push(':');
-    push_digits(out, secs % 60, 2);
-    if digits > 0 {
-        let digits = digits.min(7);
-        out.push('.');
-        push_digits(out, frac / 10u64.pow(7 - digits as u32), digits);
+    let mut buf = *b"00:00:00.0000000";
+    put_digits(&mut buf[..2], secs / 3600);
+    put_digits(&mut buf[3..5], secs / 60 % 60);
+    put_digits(&mut buf[6..8], secs % 60);
+    let digits = digits.min(7);
+    if digits == 0 {
+        push_ascii(out, &buf[..8]);
+        return;
     }
+    put_digits(&mut buf[9..9 + digits], frac / 10u64.pow(7 - digits as u32));
+    push_ascii(out, &buf[..9 + digits]);
 }
 
 /// `YYYY-MM-DD HH:MM:SS.fffffff`, the datetime2 storage form.
 fn datetime2_text(days: i64, t: u64) -> String {
     let mut out = String::with_capacity(27);
-    push_date(&mut out, days);
-    out.push(' ');
-    push_time(&mut out, t, 7);
+    push_datetime2(&mut out, days, t);
     out
+}
+
+fn push_datetime2(out: &mut String, days: i64, t: u64) {
+    push_date(out, days);
+    out.push(' ');
+    push_time(out, t, 7);
 }
 
 /// Shifts (days, 100 ns of the day) by `minutes`: UTC to local time with a positive shift,
@@ -113,9 +128,23 @@ fn shift_minutes(days: i64, time: u64, minutes: i32) -> (i64, u64) {
 }
 
 fn format_offset(minutes: i16) -> String {
-    let sign = if minutes < 0 { '-' } else { '+' };
-    let m = minutes.unsigned_abs();
-    format!("{sign}{:02}:{:02}", m / 60, m % 60)
+    let mut out = String::with_capacity(6);
+    push_offset(&mut out, minutes);
+    out
+}
+
+/// `+HH:MM` / `-HH:MM`.
+fn push_offset(out: &mut String, minutes: i16) {
+    out.push(if minutes < 0 { '-' } else { '+' });
+    let m = u64::from(minutes.unsigned_abs());
+    if m / 60 > 99 {
+        // Not a valid offset; formatted in full for whoever reports it.
+        out.push_str(&format!("{:02}:{:02}", m / 60, m % 60));
+        return;
+    }
+    push_digits(out, m / 60, 2);
+    out.push(':');
+    push_digits(out, m % 60, 2);
 }
 
 /// A parsed date/time literal: days since 0001-01-01, 100 ns since midnight, optional offset.
@@ -303,8 +332,15 @@ pub fn rescale(m: i128, from: u8, to: u8) -> Option<i128> {
 }
 
 pub fn format_decimal(m: i128, scale: u8) -> String {
-    // Written right to left into a stack buffer: one allocation, no formatting machinery
-    // (this runs for every decimal a bulk load stores).
+    let mut out = String::with_capacity(24);
+    push_decimal(&mut out, m, scale);
+    out
+}
+
+/// Appends the decimal text of `m` at `scale`.
+fn push_decimal(out: &mut String, m: i128, scale: u8) {
+    // Written right to left into a stack buffer: no formatting machinery (this runs for every
+    // decimal a bulk load stores).
     let mut buf = [0u8; 80];
     let mut pos = buf.len();
     let abs = m.unsigned_abs();
@@ -339,7 +375,8 @@ pub fn format_decimal(m: i128, scale: u8) -> String {
         pos -= 1;
         buf[pos] = b'-';
     }
-    String::from_utf8_lossy(&buf[pos..]).into_owned()
+    // ASCII digits, point and sign.
+    out.extend(buf[pos..].iter().map(|&b| char::from(b)));
 }
 
 fn digits_of(m: i128) -> u32 {
@@ -357,8 +394,13 @@ fn digits_of(m: i128) -> u32 {
 // ---- GUIDs ----------------------------------------------------------------------------------
 
 pub fn format_guid(b: &[u8; 16]) -> String {
-    const HEX: &[u8; 16] = b"0123456789ABCDEF";
     let mut out = String::with_capacity(36);
+    push_guid(&mut out, b);
+    out
+}
+
+fn push_guid(out: &mut String, b: &[u8; 16]) {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
     for (i, x) in b.iter().enumerate() {
         if matches!(i, 4 | 6 | 8 | 10) {
             out.push('-');
@@ -366,7 +408,6 @@ pub fn format_guid(b: &[u8; 16]) -> String {
         out.push(char::from(HEX[usize::from(x >> 4)]));
         out.push(char::from(HEX[usize::from(x & 0xF)]));
     }
-    out
 }
 
 /// `XXXXXXXX-XXXX-XXXX-XXXX-XXXXXXXXXXXX` (optionally in braces, any case) in display byte
@@ -1035,48 +1076,42 @@ fn datetime_value(p: DateTimeParts, ty: SqlType) -> Result<Value, SqlError> {
     })
 }
 
-/// The storage form of a value already of (or trivially convertible to) `ty`, without going
-/// through text; `None` when the general conversion is needed.
-pub fn fast_storage(v: &Value, ty: SqlType) -> Option<Result<Stored, SqlError>> {
-    Some(match (v, ty) {
-        (Value::Null, _) => Ok(Stored::Null),
-        (Value::String(s), t)
-            if is_string(t) && !matches!(t, SqlType::Char { .. } | SqlType::NChar { .. }) =>
-        {
-            Ok(Stored::Text(s.clone()))
-        }
-        (Value::Binary(b), SqlType::VarBinary { .. } | SqlType::Image) => Ok(Stored::Blob(b.clone())),
-        (Value::BigInt(i), SqlType::BigInt) => Ok(Stored::Integer(*i)),
-        (Value::Int(i), SqlType::Int | SqlType::BigInt) => Ok(Stored::Integer(i64::from(*i))),
+/// Appends the storage form of a value already of (or trivially convertible to) `ty` to
+/// `out`, without going through text; `None` (with nothing appended) when the general
+/// conversion is needed. Text and bytes are the caller's (they need the column's length check).
+pub(crate) fn fast_storage_into(v: &Value, ty: SqlType, out: &mut RowBuffer) -> Option<Result<(), SqlError>> {
+    match (v, ty) {
+        (Value::Null, _) => out.push_null(),
+        (Value::BigInt(i), SqlType::BigInt) => out.push_integer(*i),
+        (Value::Int(i), SqlType::Int | SqlType::BigInt) => out.push_integer(i64::from(*i)),
         (Value::SmallInt(i), SqlType::SmallInt | SqlType::Int | SqlType::BigInt) => {
-            Ok(Stored::Integer(i64::from(*i)))
+            out.push_integer(i64::from(*i));
         }
         (Value::TinyInt(i), SqlType::TinyInt | SqlType::SmallInt | SqlType::Int | SqlType::BigInt) => {
-            Ok(Stored::Integer(i64::from(*i)))
+            out.push_integer(i64::from(*i));
         }
-        (Value::Bit(b), SqlType::Bit) => Ok(Stored::Integer(i64::from(*b))),
-        (Value::Float(f), SqlType::Float) => Ok(Stored::Real(*f)),
-        (Value::Real(f), SqlType::Real) => Ok(Stored::Real(f64::from(*f))),
+        (Value::Bit(b), SqlType::Bit) => out.push_integer(i64::from(*b)),
+        (Value::Float(f), SqlType::Float) => out.push_real(*f),
+        (Value::Real(f), SqlType::Real) => out.push_real(f64::from(*f)),
         (
             Value::Decimal { mantissa, scale },
             SqlType::Decimal { precision, scale: s } | SqlType::Numeric { precision, scale: s },
         ) => {
             let m = match rescale(*mantissa, *scale, s) {
-                Some(m) => m,
-                None => return Some(Err(overflow(ty))),
+                Some(m) if digits_of(m) <= u32::from(precision) => m,
+                _ => return Some(Err(overflow(ty))),
             };
-            if digits_of(m) > u32::from(precision) {
-                return Some(Err(overflow(ty)));
-            }
-            Ok(Stored::Text(format_decimal(m, s)))
+            out.push_text_with(|t| push_decimal(t, m, s));
         }
-        (Value::Money(m), SqlType::Money) => Ok(Stored::Text(format_decimal(i128::from(*m), 4))),
-        (Value::Guid(g), SqlType::UniqueIdentifier) => Ok(Stored::Text(format_guid(g))),
-        (Value::Date(d), SqlType::Date) => Ok(Stored::Text(format_date(i64::from(*d)))),
+        (Value::Money(m), SqlType::Money) => {
+            out.push_text_with(|t| push_decimal(t, i128::from(*m), 4));
+        }
+        (Value::Guid(g), SqlType::UniqueIdentifier) => out.push_text_with(|t| push_guid(t, g)),
+        (Value::Date(d), SqlType::Date) => out.push_text_with(|t| push_date(t, i64::from(*d))),
         (Value::DateTime2 { days, time }, SqlType::DateTime2 { scale }) => {
             let t = round_time(*time, scale);
             let (d, t) = (i64::from(*days) + (t / T100_PER_DAY) as i64, t % T100_PER_DAY);
-            Ok(Stored::Text(datetime2_text(d, t)))
+            out.push_text_with(|text| push_datetime2(text, d, t));
         }
         (
             Value::DateTimeOffset {
@@ -1095,13 +1130,15 @@ pub fn fast_storage(v: &Value, ty: SqlType) -> Option<Result<Stored, SqlError>> 
                 // Outside 0001..9999 in local time: the general path reports it.
                 return None;
             }
-            let mut out = datetime2_text(d, t);
-            out.push(' ');
-            out.push_str(&format_offset(*offset_minutes));
-            Ok(Stored::Text(out))
+            out.push_text_with(|text| {
+                push_datetime2(text, d, t);
+                text.push(' ');
+                push_offset(text, *offset_minutes);
+            });
         }
         _ => return None,
-    })
+    }
+    Some(Ok(()))
 }
 
 /// 9999-12-31 in days since 0001-01-01.
@@ -1293,7 +1330,12 @@ mod tests {
         for v in &values {
             for scale in 0..=7u8 {
                 for ty in [SqlType::DateTimeOffset { scale }, SqlType::DateTime2 { scale }] {
-                    let Some(fast) = fast_storage(v, ty) else { continue };
+                    let mut out = RowBuffer::default();
+                    let Some(fast) = fast_storage_into(v, ty, &mut out) else {
+                        assert_eq!(out.len(), 0, "{v:?} as {ty:?}: nothing appended");
+                        continue;
+                    };
+                    let fast = fast.map(|()| out.to_stored(0..1).remove(0));
                     let stored = value_to_stored(v);
                     let slow = coerce(ValueRef::from(&stored), ty);
                     match (fast, slow) {
@@ -1304,6 +1346,84 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// The same for the other shortcuts: numbers, decimals (with rescaling and overflow),
+    /// money, GUIDs and dates.
+    #[test]
+    fn fast_storage_agrees_for_numbers_guids_and_dates() {
+        let dec = |precision, scale| SqlType::Decimal { precision, scale };
+        let cases = [
+            (Value::Null, SqlType::Int),
+            (Value::Int(-5), SqlType::BigInt),
+            (Value::SmallInt(-300), SqlType::Int),
+            (Value::TinyInt(255), SqlType::SmallInt),
+            (Value::BigInt(i64::MIN), SqlType::BigInt),
+            (Value::Bit(true), SqlType::Bit),
+            (Value::Float(-0.1), SqlType::Float),
+            (Value::Real(1.5), SqlType::Real),
+            (
+                Value::Decimal {
+                    mantissa: -12_345,
+                    scale: 3,
+                },
+                dec(10, 2),
+            ),
+            (
+                Value::Decimal {
+                    mantissa: 5,
+                    scale: 3,
+                },
+                dec(10, 4),
+            ),
+            (
+                Value::Decimal {
+                    mantissa: 0,
+                    scale: 0,
+                },
+                dec(5, 2),
+            ),
+            (
+                Value::Decimal {
+                    mantissa: 12_345,
+                    scale: 2,
+                },
+                dec(3, 2),
+            ),
+            (
+                Value::Decimal {
+                    mantissa: -99_999_999_999_999_999_999_999_999_999_999_999_999,
+                    scale: 38,
+                },
+                SqlType::Numeric {
+                    precision: 38,
+                    scale: 38,
+                },
+            ),
+            (Value::Money(-123_456_789), SqlType::Money),
+            (Value::Money(i64::MAX), SqlType::Money),
+            (Value::Guid([0xAB; 16]), SqlType::UniqueIdentifier),
+            (
+                Value::Guid([0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]),
+                SqlType::UniqueIdentifier,
+            ),
+            (Value::Date(0), SqlType::Date),
+            (Value::Date(3_652_058), SqlType::Date),
+        ];
+        for (v, ty) in cases {
+            let mut out = RowBuffer::default();
+            let fast = fast_storage_into(&v, ty, &mut out)
+                .unwrap_or_else(|| panic!("{v:?} as {ty:?} has a shortcut"))
+                .map(|()| out.to_stored(0..1).remove(0));
+            let stored = value_to_stored(&v);
+            match (fast, coerce(ValueRef::from(&stored), ty)) {
+                (Ok(a), Ok(b)) => assert_eq!(a, b, "{v:?} as {ty:?}"),
+                (Err(a), Err(b)) => assert_eq!(a.number, b.number, "{v:?} as {ty:?}"),
+                (a, b) => panic!("{v:?} as {ty:?}: {a:?} vs {b:?}"),
+            }
+        }
+        assert_eq!(format_offset(-330), "-05:30");
+        assert_eq!(format_offset(840), "+14:00");
     }
 
     #[test]

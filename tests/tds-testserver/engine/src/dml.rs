@@ -149,16 +149,9 @@ impl Session {
         col: &ColumnDef,
         stored: Stored,
     ) -> Result<Stored, SqlError> {
-        let limit = match col.ty {
-            SqlType::Char { len } | SqlType::NChar { len } | SqlType::Binary { len } => {
-                Some(usize::from(len))
-            }
-            SqlType::VarChar { len: Some(n) }
-            | SqlType::NVarChar { len: Some(n) }
-            | SqlType::VarBinary { len: Some(n) } => Some(usize::from(n)),
-            _ => None,
+        let Some(limit) = length_limit(col.ty) else {
+            return Ok(stored);
         };
-        let Some(limit) = limit else { return Ok(stored) };
         match stored {
             // UTF-8 never has fewer bytes than the text has UTF-16 units or characters.
             Stored::Text(t) if t.len() <= limit => Ok(Stored::Text(t)),
@@ -1272,5 +1265,16 @@ impl ResultSink for NoDone<'_> {
     }
     fn env_change(&mut self, change: crate::EnvChange) -> Result<(), crate::Interrupt> {
         self.0.env_change(change)
+    }
+}
+
+/// A column type's declared length (characters or bytes), if it has one.
+pub(crate) fn length_limit(ty: SqlType) -> Option<usize> {
+    match ty {
+        SqlType::Char { len } | SqlType::NChar { len } | SqlType::Binary { len } => Some(usize::from(len)),
+        SqlType::VarChar { len: Some(n) }
+        | SqlType::NVarChar { len: Some(n) }
+        | SqlType::VarBinary { len: Some(n) } => Some(usize::from(n)),
+        _ => None,
     }
 }

@@ -16,6 +16,7 @@ mod exec;
 mod functions;
 mod meta;
 mod parse;
+mod row_buffer;
 mod session;
 mod translate;
 pub mod typename;

@@ -174,7 +174,7 @@ impl Engine {
             trancount: 0,
             descriptor: 0,
             bulk: None,
-            bulk_spare: Vec::new(),
+            bulk_spare: Default::default(),
             pending_bulk: None,
             session_id: spid as u64,
             views_version: None,
@@ -212,7 +212,7 @@ pub struct Session {
     /// profiles).
     pub(crate) bulk: Option<Box<BulkState>>,
     /// The last bulk load's buffer, emptied, for the next one.
-    pub(crate) bulk_spare: Vec<rusqlite::types::Value>,
+    pub(crate) bulk_spare: crate::row_buffer::RowBuffer,
     /// The target remembered by the last `INSERT BULK` statement.
     pub(crate) pending_bulk: Option<crate::bulk::PendingBulk>,
     /// The catalog's session id (temp tables, views).
@@ -346,13 +346,8 @@ impl Session {
 
     /// One bulk row, a value per client column. The first failing row's error is kept and
     /// reported by [`Session::bulk_finish`]; later rows are ignored.
+    /// Values are copied (into the load's buffer), so the caller may reuse the row's strings.
     pub fn bulk_row(&mut self, row: &[Value]) {
-        self.bulk_add(&mut row.to_vec());
-    }
-
-    /// [`Session::bulk_row`] for a row the caller is done with: strings and binaries are
-    /// moved into storage rather than copied (the wire layer's hot path).
-    pub fn bulk_row_owned(&mut self, row: &mut [Value]) {
         self.bulk_add(row);
     }
 

@@ -45,30 +45,43 @@ pub fn read_columns(r: &mut Reader<'_>) -> Result<(Vec<ColumnMeta>, Vec<WireType
     Ok((columns, types))
 }
 
+/// A bulk row being decoded: its values, and buffers kept from row to row so that decoding
+/// allocates nothing for most rows (the values' strings are reused too).
+#[derive(Debug, Default)]
+pub struct BulkRow {
+    pub values: Vec<Value>,
+    bitmap: Vec<u8>,
+    plp: Vec<u8>,
+}
+
 /// Reads the next row into `row`; `false` once the rows end (DONE or end of message).
-pub fn next_row(r: &mut Reader<'_>, types: &[WireType], row: &mut Vec<Value>) -> Result<bool, DecodeError> {
-    row.clear();
+pub fn next_row(r: &mut Reader<'_>, types: &[WireType], row: &mut BulkRow) -> Result<bool, DecodeError> {
     if r.at_end()? {
+        row.values.clear();
         return Ok(false);
     }
+    row.values.resize(types.len(), Value::Null);
     match r.u8("bulk token")? {
         0xD1 => {
-            for t in types {
-                row.push(values::decode(r, t, true)?);
+            for (t, slot) in types.iter().zip(row.values.iter_mut()) {
+                values::decode_into(r, t, true, slot, &mut row.plp)?;
             }
         }
         0xD2 => {
-            let bitmap = r.bytes(types.len().div_ceil(8), "null bitmap")?.to_vec();
-            for (i, t) in types.iter().enumerate() {
-                if bitmap[i / 8] & (1 << (i % 8)) != 0 {
-                    row.push(Value::Null);
+            row.bitmap.clear();
+            row.bitmap
+                .extend_from_slice(r.bytes(types.len().div_ceil(8), "null bitmap")?);
+            for (i, (t, slot)) in types.iter().zip(row.values.iter_mut()).enumerate() {
+                if row.bitmap[i / 8] & (1 << (i % 8)) != 0 {
+                    *slot = Value::Null;
                 } else {
-                    row.push(values::decode(r, t, true)?);
+                    values::decode_into(r, t, true, slot, &mut row.plp)?;
                 }
             }
         }
         0xFD => {
             r.skip(12, "DONE")?;
+            row.values.clear();
             return Ok(false);
         }
         other => {
@@ -128,10 +141,10 @@ mod tests {
         assert!(!cols[0].nullable && cols[0].updateable);
         assert_eq!(cols[1].ty, SqlType::NVarChar { len: Some(50) });
         assert_eq!(cols[2].table_name, vec!["dbo.t".to_string()]);
-        let mut row = Vec::new();
+        let mut row = BulkRow::default();
         assert!(next_row(&mut r, &types, &mut row).unwrap());
         assert_eq!(
-            row,
+            row.values,
             vec![
                 Value::Int(5),
                 Value::String("x".into()),
@@ -139,8 +152,75 @@ mod tests {
             ]
         );
         assert!(next_row(&mut r, &types, &mut row).unwrap());
-        assert_eq!(row, vec![Value::Int(6), Value::Null, Value::Null]);
+        assert_eq!(row.values, vec![Value::Int(6), Value::Null, Value::Null]);
         assert!(!next_row(&mut r, &types, &mut row).unwrap());
+    }
+
+    /// Decoding reuses each value's string: a short value after a long one, a NULL between
+    /// two values, ASCII after non-ASCII and a PLP value split mid-character all come out
+    /// exactly as sent.
+    #[test]
+    fn reused_strings_hold_exactly_each_rows_values() {
+        let mut msg = vec![0x81, 2, 0];
+        // name nvarchar(50) NULL
+        msg.extend_from_slice(&[0, 0, 0, 0, 0x09, 0, 0xE7, 100, 0, 9, 4, 0xD0, 0, 0x34]);
+        b_varchar(&mut msg, "name");
+        // note nvarchar(max) NULL
+        msg.extend_from_slice(&[0, 0, 0, 0, 0x09, 0, 0xE7, 0xFF, 0xFF, 9, 4, 0xD0, 0, 0x34]);
+        b_varchar(&mut msg, "note");
+        let utf16 = |s: &str| -> Vec<u8> { s.encode_utf16().flat_map(u16::to_le_bytes).collect() };
+        let sized = |msg: &mut Vec<u8>, s: Option<&str>| match s {
+            Some(s) => {
+                let b = utf16(s);
+                msg.extend_from_slice(&(b.len() as u16).to_le_bytes());
+                msg.extend(b);
+            }
+            None => msg.extend_from_slice(&[0xFF, 0xFF]),
+        };
+        let plp = |msg: &mut Vec<u8>, s: Option<&str>| match s {
+            Some(s) => {
+                let b = utf16(s);
+                msg.extend_from_slice(&(b.len() as u64).to_le_bytes());
+                // Two chunks, the first ending inside a UTF-16 unit.
+                let cut = (b.len() / 2) | 1;
+                for part in [&b[..cut], &b[cut..]] {
+                    msg.extend_from_slice(&(part.len() as u32).to_le_bytes());
+                    msg.extend_from_slice(part);
+                }
+                msg.extend_from_slice(&[0, 0, 0, 0]);
+            }
+            None => msg.extend_from_slice(&[0xFF; 8]),
+        };
+        let rows = [
+            (
+                Some("Ærø and Łódź, 東京"),
+                Some("a long note: smörgåsbord 🎉 done"),
+            ),
+            (Some("x"), None),
+            (None, Some("z")),
+            (Some(""), Some("plain ascii")),
+        ];
+        for (name, note) in rows {
+            msg.push(0xD1);
+            sized(&mut msg, name);
+            plp(&mut msg, note);
+        }
+        let mut r = Reader::new(msg);
+        let (_, types) = read_columns(&mut r).unwrap();
+        let mut row = BulkRow::default();
+        let value = |s: Option<&str>| s.map_or(Value::Null, |s| Value::String(s.into()));
+        for (name, note) in rows {
+            assert!(next_row(&mut r, &types, &mut row).unwrap());
+            assert_eq!(row.values, vec![value(name), value(note)]);
+        }
+        assert!(!next_row(&mut r, &types, &mut row).unwrap());
+        // A lone surrogate is invalid UTF-16, whatever the reused string held.
+        let mut s = String::from("left over");
+        assert!(!crate::wire::reader::utf16_into(
+            &mut s,
+            &[0x00, 0xD8, 0x41, 0x00]
+        ));
+        assert!(!crate::wire::reader::utf16_into(&mut s, &[0x41]));
     }
 
     #[test]
@@ -149,7 +229,7 @@ mod tests {
         msg.extend(row1());
         let mut r = Reader::new(msg);
         let (_, types) = read_columns(&mut r).unwrap();
-        let mut row = Vec::new();
+        let mut row = BulkRow::default();
         assert!(next_row(&mut r, &types, &mut row).unwrap());
         assert!(!next_row(&mut r, &types, &mut row).unwrap());
     }
@@ -160,6 +240,6 @@ mod tests {
         msg.extend_from_slice(&[0xD1, 5, 0]);
         let mut r = Reader::new(msg);
         let (_, types) = read_columns(&mut r).unwrap();
-        assert!(next_row(&mut r, &types, &mut Vec::new()).is_err());
+        assert!(next_row(&mut r, &types, &mut BulkRow::default()).is_err());
     }
 }

@@ -124,6 +124,28 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// Decodes UTF-16LE into `out` (replacing its contents, keeping its memory); `false` when `b`
+/// is not valid UTF-16 (`out` is then unspecified).
+pub fn utf16_into(out: &mut String, b: &[u8]) -> bool {
+    out.clear();
+    if !b.len().is_multiple_of(2) {
+        return false;
+    }
+    if b.chunks_exact(2).all(|c| c[1] == 0 && c[0] < 0x80) {
+        out.reserve(b.len() / 2);
+        out.extend(b.iter().step_by(2).map(|&c| char::from(c)));
+        return true;
+    }
+    let units = b.chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]]));
+    for c in char::decode_utf16(units) {
+        match c {
+            Ok(c) => out.push(c),
+            Err(_) => return false,
+        }
+    }
+    true
+}
+
 /// Decodes UTF-16LE, with a fast path for ASCII text.
 pub fn utf16_to_string(b: &[u8]) -> Option<String> {
     if !b.len().is_multiple_of(2) {

@@ -505,7 +505,7 @@ impl Backend for Scripted {
         Ok(())
     }
 
-    fn bulk_row(&mut self, row: &mut [Value]) {
+    fn bulk_row(&mut self, row: &[Value]) {
         self.bulk_count += 1;
         let mut rows = self.shared.bulk_rows.lock().unwrap();
         // Keep memory flat for the large loads in the benchmark.
