@@ -1,7 +1,11 @@
 #!/bin/bash
 # PostgreSQL -> SQL Server (TDS test server) release-build measurement, 1M-row mixed table, TDS
 # packet sizes side by side; then SQL Server -> PostgreSQL on the same rows for the ratio.
-# SHAPE=narrow: issue 3's narrow shape instead (id, account_id, amount; use ROWS=10000000).
+# SHAPE=narrow: a narrow table instead (id, account_id, amount numeric; use ROWS=10000000).
+# SHAPE=shapes_mixed / shapes_narrow: the columns of `bench shapes` (issue 3's benchmark) as
+# PostgreSQL declares them, so that both directions are measured on the same shapes: 12 columns
+# with texts of up to 100 and 400 characters (5% with non-ASCII words) and NULLs, and
+# (id int, account_id int, amount bigint).
 # CHUNK_ROWS and PARALLELISM set those of the PostgreSQL -> SQL Server run, PART_ROWS the
 # partitioning's rowsPerPartition of both runs (defaults otherwise).
 # Prints the test server's and the worker's CPU time per direction; FWD_PERF=FILE records a perf
@@ -36,7 +40,42 @@ INSERT INTO bench_rev.narrow SELECT g, (g * 7) % 100000, CASE WHEN g % 10 = 0 TH
 ANALYZE bench_rev.narrow;
 SQL
   ;;
-  *) echo "SHAPE is mixed or narrow" >&2; exit 2 ;;
+  shapes_mixed) psql "$MSSQLPG_TEST_PG_URL" -q <<SQL
+DROP SCHEMA IF EXISTS bench_rev CASCADE; CREATE SCHEMA bench_rev;
+CREATE TABLE bench_rev.shapes_mixed (id int PRIMARY KEY, big bigint NOT NULL, small smallint,
+  amount numeric(18,4) NOT NULL, price double precision, flag boolean NOT NULL, name varchar(100) NOT NULL,
+  code varchar(20), note text, created timestamp(3) NOT NULL, day date, guid uuid NOT NULL);
+\o /dev/null
+SELECT setseed(0.25);
+\o
+INSERT INTO bench_rev.shapes_mixed
+SELECT g, (random() * 9.2e18 - 4.6e18)::bigint,
+  CASE WHEN random() < 0.1 THEN NULL ELSE (floor(random() * 60000) - 30000)::smallint END,
+  round((random() * 2e13 - 1e13)::numeric, 4), CASE WHEN random() < 0.1 THEN NULL ELSE floor(random() * 2^40) / 1024 END,
+  random() < 0.5, substr(w, 1 + (g % 97), 1 + floor(random() * 100)::int),
+  CASE WHEN random() < 0.2 THEN NULL ELSE 'C-' || upper(lpad(to_hex(floor(random() * 4294967296)::bigint), 8, '0')) END,
+  CASE WHEN random() < 0.3 THEN NULL ELSE substr(w, 1 + (g % 89), 1 + floor(random() * 400)::int) END,
+  timestamp '2008-01-01' + floor(random() * 504921600000) * interval '1 millisecond',
+  CASE WHEN random() < 0.15 THEN NULL ELSE date '2007-11-06' + floor(random() * 6000)::int END, gen_random_uuid()
+FROM (SELECT g, CASE WHEN g % 20 = 0
+  THEN repeat('order café customer Müller invoice Ærø shipment naïve return Zürich payment 東京 account Łódź balance smörgåsbord ', 6)
+  ELSE repeat('order customer invoice shipment return payment account balance ledger north south east west priority standard express pending closed open review ', 4) END w
+  FROM generate_series(1, $ROWS) g) s;
+ANALYZE bench_rev.shapes_mixed;
+SQL
+  ;;
+  shapes_narrow) psql "$MSSQLPG_TEST_PG_URL" -q <<SQL
+DROP SCHEMA IF EXISTS bench_rev CASCADE; CREATE SCHEMA bench_rev;
+CREATE TABLE bench_rev.shapes_narrow (id int PRIMARY KEY, account_id int NOT NULL, amount bigint NOT NULL);
+\o /dev/null
+SELECT setseed(0.25);
+\o
+INSERT INTO bench_rev.shapes_narrow SELECT g, 1 + floor(random() * 100000)::int, (random() * 1.7e13 - 8.7e12)::bigint
+  FROM generate_series(1, $ROWS) g;
+ANALYZE bench_rev.shapes_narrow;
+SQL
+  ;;
+  *) echo "SHAPE is mixed, narrow, shapes_mixed or shapes_narrow" >&2; exit 2 ;;
 esac
 echo "source rows: $(psql "$MSSQLPG_TEST_PG_URL" -Atc "select count(*) from bench_rev.$SHAPE"), size $(psql "$MSSQLPG_TEST_PG_URL" -Atc "select pg_size_pretty(pg_table_size('bench_rev.$SHAPE'))")"
 if [ -n "${PROFILE:-}" ]; then
