@@ -131,12 +131,26 @@ pub fn utf16_into(out: &mut String, b: &[u8]) -> bool {
     if !b.len().is_multiple_of(2) {
         return false;
     }
-    if b.chunks_exact(2).all(|c| c[1] == 0 && c[0] < 0x80) {
-        out.reserve(b.len() / 2);
-        out.extend(b.iter().step_by(2).map(|&c| char::from(c)));
-        return true;
+    // Most text is ASCII: narrow every unit in one pass (no per-character encoding), noting
+    // whether any unit was not ASCII; only then decode properly.
+    let mut bytes = std::mem::take(out).into_bytes();
+    let mut wide = 0u8;
+    bytes.extend(b.chunks_exact(2).map(|u| {
+        wide |= u[1] | (u[0] & 0x80);
+        u[0]
+    }));
+    if wide == 0 {
+        return match String::from_utf8(bytes) {
+            Ok(s) => {
+                *out = s;
+                true
+            }
+            Err(_) => false,
+        };
     }
-    let units = b.chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]]));
+    bytes.clear();
+    *out = String::from_utf8(bytes).unwrap_or_default();
+    let units = b.chunks_exact(2).map(|u| u16::from_le_bytes([u[0], u[1]]));
     for c in char::decode_utf16(units) {
         match c {
             Ok(c) => out.push(c),
