@@ -59,5 +59,7 @@ fn main() -> anyhow::Result<()> {
         tracing::info!(signal, "stopping");
     }
     server.stop();
+    // Sessions still closing hold the engine, so it would not be dropped before the exit.
+    server.engine().remove_temporary_files();
     Ok(())
 }

@@ -9,6 +9,7 @@
 mod bulk;
 pub mod catalog;
 pub mod convert;
+mod data_dir;
 mod ddl;
 mod dml;
 pub mod error;

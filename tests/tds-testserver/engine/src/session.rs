@@ -18,7 +18,8 @@ use std::time::Duration;
 pub struct Engine {
     pub(crate) config: EngineConfig,
     path: PathBuf,
-    _tmp: Option<tempfile::TempDir>,
+    /// The data directory when the engine made a temporary one (removed on drop).
+    tmp: Option<crate::data_dir::TempDataDir>,
     /// Table metadata; replaced wholesale on DDL so readers work on a cheap snapshot.
     tables: RwLock<Arc<Tables>>,
     /// SQL Server's catalog (sys.* views, metadata functions, identity state). The engine's
@@ -47,15 +48,8 @@ impl Engine {
                 (d.clone(), None)
             }
             None => {
-                let base = if std::path::Path::new("/dev/shm").is_dir() {
-                    tempfile::Builder::new()
-                        .prefix("tds-engine-")
-                        .tempdir_in("/dev/shm")
-                } else {
-                    tempfile::Builder::new().prefix("tds-engine-").tempdir()
-                }
-                .map_err(open_err)?;
-                (base.path().to_path_buf(), Some(base))
+                let tmp = crate::data_dir::TempDataDir::create().map_err(open_err)?;
+                (tmp.path().to_path_buf(), Some(tmp))
             }
         };
         let path = dir.join("engine.sqlite");
@@ -73,7 +67,7 @@ impl Engine {
         let database_name = config.database.clone();
         Ok(Arc::new(Engine {
             path,
-            _tmp: tmp,
+            tmp,
             tables: RwLock::new(Arc::new(Tables::new())),
             config,
             catalog: Arc::new(RwLock::new(crate::catalog::Catalog::new(database_name))),
@@ -82,6 +76,17 @@ impl Engine {
             rowversion: AtomicU64::new(2000),
             bulk_loads: std::sync::atomic::AtomicUsize::new(0),
         }))
+    }
+
+    /// Removes the temporary data directory now, for a process about to exit whose sessions
+    /// may still hold the engine (so it would never be dropped). Does nothing for a `data_dir`
+    /// the caller chose.
+    pub fn remove_temporary_files(&self) {
+        if let Some(tmp) = &self.tmp
+            && let Err(e) = std::fs::remove_dir_all(tmp.path())
+        {
+            tracing::warn!(dir = %tmp.path().display(), error = %e, "removing the data directory");
+        }
     }
 
     pub fn database(&self) -> &str {
