@@ -15,7 +15,7 @@ use crate::mssql::checkpoint::{self as mscp, MsCheckpointError};
 use crate::mssql::connect::{ConnectError, MssqlSource, TdsClient, negotiated_packet_size};
 use crate::mssql::ddl::{self, MsStmt, TableNames};
 use crate::options::{Mode, Options, VerifyMode};
-use crate::pg::connect::{PgConnectError, PgTarget};
+use crate::pg::connect::{PgConnectError, PgTarget, with_connection_io};
 use crate::pg::copy_binary::RowEncoder;
 use crate::pg::introspect::{PgIntrospectError, PgTable, introspect};
 use crate::pg::read::{RevReadError, SESSION_SETTINGS, read_task};
@@ -1026,7 +1026,8 @@ pub async fn copy_task(
     };
     let committed_rows = if t.key.is_some() { cp.rows } else { 0 };
 
-    let pg = engine.source.connect().await?;
+    // Its I/O is polled by this task together with the reader and writer below.
+    let (pg, pg_io) = engine.source.connect_undriven().await?;
 
     let identity = engine.options.schema.identity;
     let upsert = engine.copy.mode == Mode::Upsert;
@@ -1056,29 +1057,25 @@ pub async fn copy_task(
     };
     // Rows are encoded for the bulk load by the reader, away from the connection.
     let encoder = row_encoder(&mut ms, &ctx).await?;
-    let (tx, mut rx) = mpsc::channel(CHANNEL_DEPTH);
-    let reader_encoder = encoder.clone();
-    let reader_table = t.clone();
-    let reader_task = task.clone();
+    let (tx, rx) = mpsc::channel(CHANNEL_DEPTH);
     let chunk_rows = engine.copy.chunk_rows;
-    let reader = tokio::spawn(async move {
-        read_task(
-            &pg,
-            &reader_table,
-            &reader_task,
-            after.as_deref(),
-            chunk_rows,
-            &reader_encoder,
-            tx,
-        )
-        .await
-    });
-    let written = write_chunks(&mut ms, &mut rx, &ctx, &encoder).await;
-    // Closing the receiver stops a reader that is still producing; a failed chunk's transaction
-    // is rolled back by closing its connection.
-    drop(rx);
-    drop(ms);
-    let read = reader.await.map_err(|_| RevError::Join(task.name.clone()))?;
+    let reader = read_task(&pg, t, task, after.as_deref(), chunk_rows, &encoder, tx);
+    let writer = async {
+        let (mut ms, mut rx) = (ms, rx);
+        let written = write_chunks(&mut ms, &mut rx, &ctx, &encoder).await;
+        // Closing the receiver stops a reader that is still producing; a failed chunk's
+        // transaction is rolled back by closing its connection.
+        drop(rx);
+        drop(ms);
+        written
+    };
+    // The PostgreSQL connection's I/O, the reader and the writer are polled by this one tokio
+    // task, not spawned apart: the reader does nearly all the CPU work (decoding COPY rows,
+    // encoding bulk rows) while the other two mostly wait on sockets, so separate tasks bought
+    // no parallelism but cross-thread wake-ups, a fifth of the worker's CPU on a 2-core machine
+    // shared with both databases (bench/RESULTS.md, third set of 2026-11-25). Tasks still run
+    // side by side on the runtime's threads.
+    let (read, written) = with_connection_io(async { tokio::join!(reader, writer) }, pg_io).await;
     // A reader error explains a writer that saw the channel close; report it first.
     read?;
     let stats = written?;

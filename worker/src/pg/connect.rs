@@ -2,6 +2,8 @@
 
 use crate::pg::tls::{RustlsConnect, Verify};
 use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
 use tokio_postgres::config::SslMode as PgSslMode;
 use tokio_postgres::{Client, NoTls};
 
@@ -83,6 +85,14 @@ impl PgTarget {
     }
 
     pub async fn connect(&self) -> Result<Client, PgConnectError> {
+        let (client, io) = self.connect_undriven().await?;
+        tokio::spawn(io);
+        Ok(client)
+    }
+
+    /// Like [`connect`](Self::connect), but the connection's I/O is left to the caller, to be
+    /// polled with [`with_connection_io`] on the task that uses the client.
+    pub async fn connect_undriven(&self) -> Result<(Client, ConnectionIo), PgConnectError> {
         let mut cfg = tokio_postgres::Config::new();
         cfg.host(&self.host)
             .port(self.port)
@@ -107,27 +117,49 @@ impl PgTarget {
             SslMode::VerifyFull => (Some(Verify::Full), PgSslMode::Require),
         };
         cfg.ssl_mode(mode);
-        let client = match verify {
+        Ok(match verify {
             None => {
                 let (client, conn) = cfg.connect(NoTls).await.map_err(err)?;
-                tokio::spawn(async move {
-                    if let Err(e) = conn.await {
-                        tracing::warn!(error = %e, "PostgreSQL connection ended with an error");
-                    }
-                });
-                client
+                (client, connection_io(conn))
             }
             Some(v) => {
                 let tls = RustlsConnect::new(v, self.ssl_root_cert.as_deref())?;
                 let (client, conn) = cfg.connect(tls).await.map_err(err)?;
-                tokio::spawn(async move {
-                    if let Err(e) = conn.await {
-                        tracing::warn!(error = %e, "PostgreSQL connection ended with an error");
-                    }
-                });
-                client
+                (client, connection_io(conn))
             }
-        };
-        Ok(client)
+        })
     }
+}
+
+/// The future that reads and writes a connection's socket (tokio-postgres's `Connection`); the
+/// client's requests make progress only while it is polled.
+pub type ConnectionIo = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+fn connection_io(
+    conn: impl Future<Output = Result<(), tokio_postgres::Error>> + Send + 'static,
+) -> ConnectionIo {
+    Box::pin(async move {
+        if let Err(e) = conn.await {
+            tracing::warn!(error = %e, "PostgreSQL connection ended with an error");
+        }
+    })
+}
+
+/// Runs `work` while polling `io` on the same task, until `work` completes. Spawned apart, the
+/// connection's messages are handed from one runtime thread to another on every socket read;
+/// here they are decoded by the thread that consumes them. A connection that ends first is not
+/// polled again (its client's requests then fail inside `work`).
+pub async fn with_connection_io<F: Future>(work: F, io: ConnectionIo) -> F::Output {
+    let mut work = std::pin::pin!(work);
+    let mut io = Some(io);
+    std::future::poll_fn(|cx| {
+        // The socket first, so that `work` sees what it delivered in the same poll.
+        if let Some(running) = io.as_mut()
+            && running.as_mut().poll(cx).is_ready()
+        {
+            io = None;
+        }
+        work.as_mut().poll(cx)
+    })
+    .await
 }
