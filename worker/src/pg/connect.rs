@@ -163,3 +163,47 @@ pub async fn with_connection_io<F: Future>(work: F, io: ConnectionIo) -> F::Outp
     })
     .await
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tokio::sync::oneshot;
+
+    #[tokio::test]
+    async fn work_gets_what_the_io_delivers_and_its_result_is_returned() {
+        // The "connection" delivers a message only while it is polled, as tokio-postgres's does.
+        let (deliver, delivered) = oneshot::channel::<u32>();
+        let (close, closed) = oneshot::channel::<()>();
+        let io: ConnectionIo = Box::pin(async move {
+            tokio::task::yield_now().await;
+            let _ = deliver.send(42);
+            let _ = closed.await;
+        });
+        let out = with_connection_io(async { delivered.await.map(|v| v + 1) }, io).await;
+        assert_eq!(out, Ok(43));
+        drop(close);
+    }
+
+    #[tokio::test]
+    async fn a_connection_that_ends_first_is_not_polled_again() {
+        let polls = Arc::new(AtomicUsize::new(0));
+        let counted = Arc::clone(&polls);
+        let io: ConnectionIo = Box::pin(async move {
+            counted.fetch_add(1, Ordering::SeqCst);
+        });
+        let out = with_connection_io(
+            async {
+                for _ in 0..5 {
+                    tokio::task::yield_now().await;
+                }
+                "done"
+            },
+            io,
+        )
+        .await;
+        assert_eq!(out, "done");
+        assert_eq!(polls.load(Ordering::SeqCst), 1);
+    }
+}
