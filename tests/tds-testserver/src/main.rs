@@ -24,9 +24,10 @@ struct Args {
     #[arg(long, default_value_t = 32767, value_parser = clap::value_parser!(u32).range(512..=32767))]
     max_packet_size: u32,
     /// Directory for the SQLite database file (default: a temporary directory in /dev/shm,
-    /// removed on exit; those of killed servers are removed by the next server to start). Use a disk directory for loads larger than memory. The catalog is
-    /// held in memory, so the data lives only as long as the process: every start begins
-    /// with an empty database, and files an earlier run left there are removed.
+    /// removed on exit; those of killed servers are removed by the next server to start). Use
+    /// a disk directory for loads larger than memory. The catalog is held in memory, so the
+    /// data lives only as long as the process: every start begins with an empty database, and
+    /// files an earlier run left there are removed.
     #[arg(long)]
     data_dir: Option<PathBuf>,
 }

@@ -119,18 +119,26 @@ fn push_datetime2(out: &mut String, days: i64, t: u64) {
     push_time(out, t, 7);
 }
 
+/// `YYYY-MM-DD HH:MM:SS.fffffff +HH:MM` (local date and time, then the offset), the
+/// datetimeoffset storage form.
+fn datetimeoffset_text(days: i64, t: u64, offset_minutes: i16) -> String {
+    let mut out = String::with_capacity(34);
+    push_datetimeoffset(&mut out, days, t, offset_minutes);
+    out
+}
+
+fn push_datetimeoffset(out: &mut String, days: i64, t: u64, offset_minutes: i16) {
+    push_datetime2(out, days, t);
+    out.push(' ');
+    push_offset(out, offset_minutes);
+}
+
 /// Shifts (days, 100 ns of the day) by `minutes`: UTC to local time with a positive shift,
 /// local to UTC with a negative one. Days may leave 0001..9999; callers check.
 fn shift_minutes(days: i64, time: u64, minutes: i32) -> (i64, u64) {
     let per_day = i128::from(T100_PER_DAY);
     let total = i128::from(days) * per_day + i128::from(time) + i128::from(minutes) * 600_000_000;
     (total.div_euclid(per_day) as i64, total.rem_euclid(per_day) as u64)
-}
-
-fn format_offset(minutes: i16) -> String {
-    let mut out = String::with_capacity(6);
-    push_offset(&mut out, minutes);
-    out
 }
 
 /// `+HH:MM` / `-HH:MM`.
@@ -375,8 +383,7 @@ fn push_decimal(out: &mut String, m: i128, scale: u8) {
         pos -= 1;
         buf[pos] = b'-';
     }
-    // ASCII digits, point and sign.
-    out.extend(buf[pos..].iter().map(|&b| char::from(b)));
+    push_ascii(out, &buf[pos..]);
 }
 
 fn digits_of(m: i128) -> u32 {
@@ -558,23 +565,14 @@ pub fn value_to_stored(v: &Value) -> Stored {
             minutes / 60,
             minutes % 60
         )),
-        Value::DateTime2 { days, time } => Stored::Text(format!(
-            "{} {}",
-            format_date(i64::from(*days)),
-            format_time(*time, 7)
-        )),
+        Value::DateTime2 { days, time } => Stored::Text(datetime2_text(i64::from(*days), *time)),
         Value::DateTimeOffset {
             days,
             time,
             offset_minutes,
         } => {
             let (d, t) = shift_minutes(i64::from(*days), *time, i32::from(*offset_minutes));
-            Stored::Text(format!(
-                "{} {} {}",
-                format_date(d),
-                format_time(t, 7),
-                format_offset(*offset_minutes)
-            ))
+            Stored::Text(datetimeoffset_text(d, t, *offset_minutes))
         }
         Value::Guid(g) => Stored::Text(format_guid(g)),
         Value::String(s) => Stored::Text(s.clone()),
@@ -852,12 +850,7 @@ pub fn format_datetime_parts(p: DateTimeParts, ty: SqlType) -> Result<String, Sq
         SqlType::DateTimeOffset { scale } => {
             let t = round_time(time, scale);
             let (d, t) = (days + (t / T100_PER_DAY) as i64, t % T100_PER_DAY);
-            format!(
-                "{} {} {}",
-                format_date(d),
-                format_time(t, 7),
-                format_offset(p.offset.unwrap_or(0))
-            )
+            datetimeoffset_text(d, t, p.offset.unwrap_or(0))
         }
         SqlType::DateTime => {
             let ticks = (time * 3 + 50_000) / 100_000;
@@ -1130,11 +1123,7 @@ pub(crate) fn fast_storage_into(v: &Value, ty: SqlType, out: &mut RowBuffer) -> 
                 // Outside 0001..9999 in local time: the general path reports it.
                 return None;
             }
-            out.push_text_with(|text| {
-                push_datetime2(text, d, t);
-                text.push(' ');
-                push_offset(text, *offset_minutes);
-            });
+            out.push_text_with(|text| push_datetimeoffset(text, d, t, *offset_minutes));
         }
         _ => return None,
     }
@@ -1422,8 +1411,11 @@ mod tests {
                 (a, b) => panic!("{v:?} as {ty:?}: {a:?} vs {b:?}"),
             }
         }
-        assert_eq!(format_offset(-330), "-05:30");
-        assert_eq!(format_offset(840), "+14:00");
+        for (minutes, text) in [(-330, "-05:30"), (840, "+14:00")] {
+            let mut out = String::new();
+            push_offset(&mut out, minutes);
+            assert_eq!(out, text);
+        }
     }
 
     #[test]

@@ -160,20 +160,10 @@ pub fn utf16_into(out: &mut String, b: &[u8]) -> bool {
     true
 }
 
-/// Decodes UTF-16LE, with a fast path for ASCII text.
+/// Decodes UTF-16LE into a new string ([`utf16_into`]); `None` when it is not valid UTF-16.
 pub fn utf16_to_string(b: &[u8]) -> Option<String> {
-    if !b.len().is_multiple_of(2) {
-        return None;
-    }
-    if b.chunks_exact(2).all(|c| c[1] == 0 && c[0] < 0x80) {
-        let ascii: Vec<u8> = b.iter().step_by(2).copied().collect();
-        return String::from_utf8(ascii).ok();
-    }
-    let units: Vec<u16> = b
-        .chunks_exact(2)
-        .map(|c| u16::from_le_bytes([c[0], c[1]]))
-        .collect();
-    String::from_utf16(&units).ok()
+    let mut s = String::new();
+    utf16_into(&mut s, b).then_some(s)
 }
 
 #[cfg(test)]
