@@ -1072,7 +1072,7 @@ pub async fn copy_task(
     // The PostgreSQL connection's I/O, the reader and the writer are polled by this one tokio
     // task, not spawned apart: the reader does nearly all the CPU work (decoding COPY rows,
     // encoding bulk rows) while the other two mostly wait on sockets, so separate tasks bought
-    // no parallelism but cross-thread wake-ups, a fifth of the worker's CPU on a 2-core machine
+    // no parallelism but cross-thread wake-ups, 15% of the worker's CPU on a 2-core machine
     // shared with both databases (bench/RESULTS.md, third set of 2026-11-25). Tasks still run
     // side by side on the runtime's threads.
     let (read, written) = with_connection_io(async { tokio::join!(reader, writer) }, pg_io).await;
