@@ -399,10 +399,16 @@ pub async fn int_key_bounds(client: &mut TdsClient, t: &TablePlan) -> Result<Opt
     let Some(k) = t.int_key() else { return Ok(None) };
     let table = t.source.qualified();
     let col = quote_mssql(&t.columns[k].source.name);
-    let sql = format!(
-        "SELECT CAST(MIN({col}) AS bigint), CAST(MAX({col}) AS bigint) FROM {}.{}",
+    let from = format!(
+        "{}.{}",
         quote_mssql(&t.source.schema),
         quote_mssql(&t.source.name)
+    );
+    // Two subqueries, each a seek to one end of the key's index. SQL Server plans MIN and MAX in
+    // one SELECT as two such seeks too, but not every engine does (SQLite, behind the test
+    // server, read the whole table: 0.3 s of a 10M-row table's plan).
+    let sql = format!(
+        "SELECT CAST((SELECT MIN({col}) FROM {from}) AS bigint), CAST((SELECT MAX({col}) FROM {from}) AS bigint)"
     );
     let qerr = |source| ReadError::Query {
         table: table.clone(),

@@ -1,10 +1,11 @@
 //! Statement execution: the batch loop, SELECT streaming, SET/DECLARE/IF/PRINT/USE, and
 //! transactions.
 
-use crate::convert::{coerce, to_value};
+use crate::convert::coerce;
 use crate::error::SqlError;
 use crate::functions::decode_error;
 use crate::parse::{Batch, Stmt, parse_batch};
+use crate::row_decoder::{DecodeError, RowDecoder};
 use crate::session::Session;
 use crate::translate::{Ctx, OutCol};
 use crate::typename::parse_type_name;
@@ -845,7 +846,6 @@ impl Session {
         }
         let sql = q.to_string();
         tracing::trace!(%sql, "query");
-        let n = cols.len();
         let mut stmt = self.conn.prepare_cached(&sql)?;
         self.bind_vars(&mut stmt)?;
         let mut rows = stmt.raw_query();
@@ -863,33 +863,14 @@ impl Session {
             return Ok(0);
         }
         let mut count = 0u64;
-        let mut buf: Vec<Value> = Vec::with_capacity(n);
+        let mut decoder = RowDecoder::new(types);
         let mut current = first;
-        buf.resize(n, Value::Null);
         while let Some(row) = current {
-            for (i, ty) in types.iter().enumerate() {
-                let r = row.get_ref(i)?;
-                // Reuse the previous row's string buffer: no allocation per text cell.
-                if let (Value::String(s), rusqlite::types::ValueRef::Text(t)) = (&mut buf[i], r)
-                    && matches!(
-                        ty,
-                        SqlType::Char { .. }
-                            | SqlType::VarChar { .. }
-                            | SqlType::NChar { .. }
-                            | SqlType::NVarChar { .. }
-                            | SqlType::Text
-                            | SqlType::NText
-                            | SqlType::Xml
-                    )
-                    && let Ok(text) = std::str::from_utf8(t)
-                {
-                    s.clear();
-                    s.push_str(text);
-                    continue;
-                }
-                buf[i] = to_value(r, *ty)?;
-            }
-            sink.row(&buf)?;
+            let values = decoder.decode(row).map_err(|e| match e {
+                DecodeError::Sqlite(e) => Fail::from(e),
+                DecodeError::Sql(e) => Fail::from(e),
+            })?;
+            sink.row(values)?;
             count += 1;
             current = rows.next()?;
         }

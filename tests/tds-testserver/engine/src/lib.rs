@@ -18,6 +18,7 @@ mod functions;
 mod meta;
 mod parse;
 mod row_buffer;
+mod row_decoder;
 mod session;
 mod translate;
 pub mod typename;
