@@ -160,6 +160,7 @@ fn config(label: &str, direction: Direction, mode: Mode) -> Config {
         packet_size: DEFAULT_PACKET,
         parallelism: DEFAULT_PARALLELISM,
         chunk_rows: DEFAULT_CHUNK_ROWS,
+        partitioning: None,
         verify: "checksum",
         pg_schema: PG_SCHEMA.to_owned(),
         include: Vec::new(),

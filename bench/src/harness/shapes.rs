@@ -76,6 +76,16 @@ pub struct ShapesArgs {
     /// (on shared cores one run of either varies by tens of percent).
     #[arg(long, default_value_t = 3)]
     pub runs: usize,
+    /// spec.parallelism (the spec's default when absent).
+    #[arg(long)]
+    pub parallelism: Option<u32>,
+    /// spec.chunkRows (the spec's default when absent).
+    #[arg(long)]
+    pub chunk_rows: Option<u64>,
+    /// spec.partitioning.rowsPerPartition, with minRowsToSplit the same (the spec's defaults when
+    /// absent).
+    #[arg(long)]
+    pub rows_per_partition: Option<u64>,
     #[command(flatten)]
     pub setup: Setup,
 }
@@ -253,8 +263,9 @@ pub async fn run(args: ShapesArgs, command: String) -> Result<()> {
         direction: Direction::MssqlToPg,
         mode: Mode::DropRecreate,
         packet_size: DEFAULT_PACKET,
-        parallelism: DEFAULT_PARALLELISM,
-        chunk_rows: DEFAULT_CHUNK_ROWS,
+        parallelism: args.parallelism.unwrap_or(DEFAULT_PARALLELISM),
+        chunk_rows: args.chunk_rows.unwrap_or(DEFAULT_CHUNK_ROWS),
+        partitioning: args.rows_per_partition.map(|per| (per, per)),
         verify: "count",
         pg_schema: "shapes".into(),
         include: vec![shape.table().to_owned()],
@@ -305,6 +316,15 @@ pub async fn run(args: ShapesArgs, command: String) -> Result<()> {
         "- Columns: {}. SQL Server is the TDS test server (release, in-memory SQLite; peak RSS {}).",
         shape.columns().join(", "),
         testserver_peak.map_or("?".into(), |b| format!("{:.0} MiB", b as f64 / 1048576.0))
+    );
+    let _ = writeln!(
+        md,
+        "- Worker settings: parallelism {}, chunkRows {}, rowsPerPartition {}.",
+        config.parallelism,
+        config.chunk_rows,
+        config
+            .partitioning
+            .map_or("default".to_owned(), |(_, per)| fmt_int(per))
     );
     if let Some(note) = &args.setup.note {
         let _ = writeln!(md, "- Note: {note}");

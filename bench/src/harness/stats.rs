@@ -178,6 +178,7 @@ mod tests {
                 packet_size: 32767,
                 parallelism: 4,
                 chunk_rows: 50_000,
+                partitioning: None,
                 verify: "count",
                 pg_schema: "so".into(),
                 include: Vec::new(),

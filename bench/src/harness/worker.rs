@@ -57,6 +57,9 @@ pub struct Config {
     pub packet_size: u32,
     pub parallelism: u32,
     pub chunk_rows: u64,
+    /// `partitioning` as the spec takes it (`minRowsToSplit`, `rowsPerPartition`); the spec's
+    /// defaults when `None`.
+    pub partitioning: Option<(u64, u64)>,
     /// `checksum` or `count`.
     pub verify: &'static str,
     /// The PostgreSQL schema (target, or source for the other direction).
@@ -175,8 +178,11 @@ spec:
   parallelism: {parallelism}
   chunkRows: {chunk_rows}
   verify: {verify}
-",
+{partitioning}",
         mode = config.mode.spec(),
+        partitioning = config.partitioning.map_or(String::new(), |(min, per)| format!(
+            "  partitioning: {{minRowsToSplit: {min}, rowsPerPartition: {per}}}\n"
+        )),
         parallelism = config.parallelism,
         chunk_rows = config.chunk_rows,
         verify = config.verify,
