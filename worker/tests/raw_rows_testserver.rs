@@ -2,13 +2,14 @@
 //! uses) against its usual decoder (`Query::query`), on the same rows from the TDS test server:
 //! every value must be the same, at the smallest TDS packet size (rows spanning many packets) and
 //! at the worker's default, for every type the worker reads, NULLs in ROW and NBCROW tokens, long
-//! and non-ASCII text, and a result set the in-place decoder hands to the usual one (sql_variant).
+//! and non-ASCII text, and a result set the in-place decoder hands to the usual one (sql_variant);
+//! values kept past their row (`RawRow::keep`) decode to the same.
 #![allow(clippy::unwrap_used)]
 
 mod common;
 
 use common::{ms_exec, start_tds_server};
-use tiberius::{ColumnData, Query, RawValue, Row};
+use tiberius::{ColumnData, KeptValues, Query, RawValue, Row};
 
 const TYPES: &str = "CREATE TABLE dbo.Raw (
     Id int NOT NULL PRIMARY KEY,
@@ -75,8 +76,32 @@ fn rows() -> Vec<String> {
     rows
 }
 
-/// Every row read both ways must hold the same values.
-async fn compare(source: &mssql_pg_worker::mssql::connect::MssqlSource, sql: &str) -> usize {
+/// A value read in place must equal the usual decoder's.
+fn assert_same(got: RawValue<'_>, want: &ColumnData<'static>, n: usize, column: &str) {
+    match (got, want) {
+        (RawValue::Data(d), w) => assert_eq!(&d, w, "row {n}, column {column}"),
+        (RawValue::Text(_), ColumnData::String(None) | ColumnData::Xml(None)) => {
+            panic!("row {n}, column {column}: text for NULL")
+        }
+        (RawValue::Text(t), ColumnData::String(Some(s))) => {
+            let mut out = Vec::new();
+            let nul = t.write_utf8(&mut out).unwrap();
+            assert_eq!(std::str::from_utf8(&out).unwrap(), s, "row {n}, column {column}");
+            assert_eq!(nul, s.contains('\0'));
+            assert_eq!(t.to_str().unwrap(), *s);
+        }
+        (RawValue::Text(t), ColumnData::Xml(Some(x))) => {
+            let mut out = Vec::new();
+            t.write_utf8(&mut out).unwrap();
+            assert_eq!(std::str::from_utf8(&out).unwrap(), x.as_ref().as_ref());
+        }
+        (RawValue::Text(_), w) => panic!("row {n}, column {column}: text for {w:?}"),
+    }
+}
+
+/// Every row read both ways must hold the same values, and so must every value kept past its
+/// row (`RawRow::keep`, how the reader holds the last row's key) when `keeps` says rows are kept.
+async fn compare(source: &mssql_pg_worker::mssql::connect::MssqlSource, sql: &str, keeps: bool) -> usize {
     let mut client = source.connect().await.unwrap();
     let usual: Vec<Row> = Query::new(sql)
         .query(&mut client)
@@ -86,37 +111,30 @@ async fn compare(source: &mssql_pg_worker::mssql::connect::MssqlSource, sql: &st
         .await
         .unwrap();
     let mut raw = Query::new(sql).query_raw(&mut client).await.unwrap();
+    let mut kept = KeptValues::default();
     let mut n = 0;
-    while let Some(row) = raw.next_row().await.unwrap() {
+    loop {
+        let Some(row) = raw.next_row().await.unwrap() else {
+            break;
+        };
         let expected = &usual[n];
         assert_eq!(row.len(), expected.len(), "row {n}");
         for (i, (col, want)) in expected.cells().enumerate() {
             assert_eq!(row.column_name(i), Some(col.name()));
-            let got = row.get(i).unwrap().unwrap();
-            match (got, want) {
-                (RawValue::Data(d), w) => assert_eq!(&d, w, "row {n}, column {}", col.name()),
-                (RawValue::Text(_), ColumnData::String(None) | ColumnData::Xml(None)) => {
-                    panic!("row {n}, column {}: text for NULL", col.name())
-                }
-                (RawValue::Text(t), ColumnData::String(Some(s))) => {
-                    let mut out = Vec::new();
-                    let nul = t.write_utf8(&mut out).unwrap();
-                    assert_eq!(
-                        std::str::from_utf8(&out).unwrap(),
-                        s,
-                        "row {n}, column {}",
-                        col.name()
-                    );
-                    assert_eq!(nul, s.contains('\0'));
-                    assert_eq!(t.to_str().unwrap(), *s);
-                }
-                (RawValue::Text(t), ColumnData::Xml(Some(x))) => {
-                    let mut out = Vec::new();
-                    t.write_utf8(&mut out).unwrap();
-                    assert_eq!(std::str::from_utf8(&out).unwrap(), x.as_ref().as_ref());
-                }
-                (RawValue::Text(_), w) => panic!("row {n}, column {}: text for {w:?}", col.name()),
+            assert_same(row.get(i).unwrap().unwrap(), want, n, col.name());
+        }
+        // Kept in reverse order, to show the kept values are addressed by position, not column.
+        let columns: Vec<usize> = (0..row.len()).rev().collect();
+        assert_eq!(row.keep(&columns, &mut kept), keeps, "row {n}");
+        if keeps {
+            assert_eq!(kept.len(), row.len());
+            // The row is gone once the stream is used again; its kept values remain.
+            for (j, &i) in columns.iter().enumerate() {
+                let (col, want) = expected.cells().nth(i).unwrap();
+                assert_same(raw.kept_value(&kept, j).unwrap(), want, n, col.name());
             }
+        } else {
+            assert!(kept.is_empty());
         }
         n += 1;
     }
@@ -156,14 +174,21 @@ async fn in_place_rows_equal_the_usual_decoder() {
     for packet_size in [512, 4096, 32767] {
         source.packet_size = packet_size;
         let all = format!("SELECT {COLS} FROM dbo.Raw ORDER BY Id");
-        assert_eq!(compare(&source, &all).await, 399, "packet size {packet_size}");
+        assert_eq!(
+            compare(&source, &all, true).await,
+            399,
+            "packet size {packet_size}"
+        );
         // sql_variant is not decoded in place: the usual decoder's rows through the same API.
         assert_eq!(
-            compare(&source, "SELECT Id, V, T FROM dbo.Variant ORDER BY Id").await,
+            compare(&source, "SELECT Id, V, T FROM dbo.Variant ORDER BY Id", false).await,
             3
         );
         // An empty result and a server error reported after the result.
-        assert_eq!(compare(&source, "SELECT Id FROM dbo.Raw WHERE Id < 0").await, 0);
+        assert_eq!(
+            compare(&source, "SELECT Id FROM dbo.Raw WHERE Id < 0", true).await,
+            0
+        );
         let mut client = source.connect().await.unwrap();
         let mut raw = Query::new("SELECT Id FROM dbo.NoSuchTable")
             .query_raw(&mut client)

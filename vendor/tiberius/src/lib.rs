@@ -253,7 +253,7 @@ pub use tds::{
     // mssql-pg-operator patch: the raw row stream's types.
     stream::{
         raw_row_self_check, write_utf16_as_utf8, CommandReturnValue, CommandStream, QueryStream,
-        RawRow, RawRowStream, RawText, RawValue,
+        KeptValues, RawRow, RawRowStream, RawText, RawValue,
     },
     time, xml, EncryptionLevel,
 };

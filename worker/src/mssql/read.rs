@@ -9,7 +9,7 @@ use crate::pg::load::{ChunkEnd, Msg};
 use crate::plan::{KeyColumn, KeyKind, TablePlan, TaskPlan};
 use bytes::Bytes;
 use tiberius::numeric::Numeric;
-use tiberius::{ColumnData, FromSql, Query, RawRow, RawValue};
+use tiberius::{ColumnData, FromSql, KeptValues, Query, RawRow, RawValue};
 use tokio::sync::mpsc::Sender;
 
 /// Encoded bytes handed to the writer at a time. Large enough to amortise the channel, small
@@ -119,6 +119,25 @@ fn capture_key(row: &RawRow<'_>, key: &[KeyColumn], out: &mut Vec<KeyValue>) -> 
     out.clear();
     for k in key {
         match row.value(k.index).as_ref().and_then(raw_key_value) {
+            Some(v) => out.push(v),
+            None => return false,
+        }
+    }
+    true
+}
+
+/// [`capture_key`] for a key kept by [`RawRow::keep`] from a row of `rows`.
+fn decode_kept_key<S>(
+    rows: &tiberius::RawRowStream<'_, S>,
+    kept: &KeptValues,
+    out: &mut Vec<KeyValue>,
+) -> bool
+where
+    S: futures_util::AsyncRead + futures_util::AsyncWrite + Unpin + Send,
+{
+    out.clear();
+    for j in 0..kept.len() {
+        match rows.kept_value(kept, j).as_ref().and_then(raw_key_value) {
             Some(v) => out.push(v),
             None => return false,
         }
@@ -270,7 +289,13 @@ pub async fn read_task(
     let mut buf: Vec<u8> = new_buf();
     let mut in_chunk = 0u64;
     let mut stats = ReadStats::default();
-    // The key of the last row read, overwritten in place row after row.
+    // The key of the last row read. Decoding it row after row cost ~10% of the worker's CPU on
+    // a narrow table (bench/RESULTS.md), so rows inside a chunk only keep its wire bytes
+    // (`kept`, a copy of a few bytes); it is decoded at a chunk's end, where the checkpoint
+    // needs it, and for the last row of the stream.
+    let key_columns: Vec<usize> = key.map_or_else(Vec::new, |k| k.iter().map(|c| c.index).collect());
+    let mut kept = KeptValues::default();
+    let mut kept_is_last = false;
     let mut last_key: Vec<KeyValue> = Vec::new();
     let mut last_key_ok = true;
     let mut any_row = false;
@@ -312,7 +337,10 @@ pub async fn read_task(
             stats.rows += 1;
             any_row = true;
             if let Some(k) = key {
-                last_key_ok = capture_key(&row, k, &mut last_key);
+                kept_is_last = in_chunk < chunk_rows && row.keep(&key_columns, &mut kept);
+                if !kept_is_last {
+                    last_key_ok = capture_key(&row, k, &mut last_key);
+                }
             }
             if in_chunk >= chunk_rows && key.is_some() && !last_key_ok {
                 return Err(ReadError::Key {
@@ -339,6 +367,9 @@ pub async fn read_task(
     }
     if !buf.is_empty() {
         send!(Msg::Data(Bytes::from(std::mem::take(&mut buf))));
+    }
+    if kept_is_last {
+        last_key_ok = decode_kept_key(&rows, &kept, &mut last_key);
     }
     let last_key = match key {
         Some(_) if any_row && last_key_ok => Some(last_key),

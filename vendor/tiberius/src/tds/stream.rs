@@ -7,6 +7,6 @@ mod token;
 pub use command::*;
 pub use query::*;
 pub use raw_row::{
-    raw_row_self_check, write_utf16_as_utf8, RawRow, RawRowStream, RawText, RawValue,
+    raw_row_self_check, write_utf16_as_utf8, KeptValues, RawRow, RawRowStream, RawText, RawValue,
 };
 pub use token::*;

@@ -575,6 +575,71 @@ impl<'a> RawRow<'a> {
     pub fn values(&self) -> impl Iterator<Item = crate::Result<RawValue<'a>>> + '_ {
         (0..self.len()).filter_map(move |i| self.get(i))
     }
+
+    /// Copies the wire bytes of the columns `cols` into `kept` (replacing what it held), to be
+    /// decoded after this row is gone by [`RawRowStream::kept_value`]. Costs a copy of a few
+    /// bytes instead of decoding, for callers that need a value of whichever row turns out to be
+    /// the last (a keyset cursor's key). False, with `kept` empty, for a row that was decoded
+    /// the usual way (its values are not in the buffer) or a column index past the end: decode
+    /// those with [`RawRow::value`] instead.
+    #[inline]
+    pub fn keep(&self, cols: &[usize], kept: &mut KeptValues) -> bool {
+        kept.bytes.clear();
+        kept.cells.clear();
+        let RowRef::InBuffer {
+            bytes,
+            scratch,
+            cells,
+            lossy,
+            ..
+        } = &self.row
+        else {
+            return false;
+        };
+        kept.lossy = *lossy;
+        for &i in cols {
+            let (src, start, len) = match cells.get(i) {
+                Some(Loc::Null) => {
+                    kept.cells.push((i, None));
+                    continue;
+                }
+                Some(&Loc::Buf { start, len }) => (*bytes, start, len),
+                Some(&Loc::Scratch { start, len }) => (*scratch, start, len),
+                Some(Loc::Chunked { .. }) | None => {
+                    kept.cells.clear();
+                    return false;
+                }
+            };
+            let Some(v) = src.get(start..start + len) else {
+                kept.cells.clear();
+                return false;
+            };
+            kept.cells.push((i, Some((kept.bytes.len(), len))));
+            kept.bytes.extend_from_slice(v);
+        }
+        true
+    }
+}
+
+/// Values of a [`RawRow`] kept past it by [`RawRow::keep`]: their wire bytes, undecoded.
+#[derive(Debug, Default, Clone)]
+pub struct KeptValues {
+    bytes: Vec<u8>,
+    /// Per kept value: its column and where its bytes lie in `bytes` (`None` for NULL).
+    cells: Vec<(usize, Option<(usize, usize)>)>,
+    lossy: bool,
+}
+
+impl KeptValues {
+    /// The number of values kept.
+    pub fn len(&self) -> usize {
+        self.cells.len()
+    }
+
+    /// True when nothing is kept.
+    pub fn is_empty(&self) -> bool {
+        self.cells.is_empty()
+    }
 }
 
 #[inline]
@@ -891,6 +956,18 @@ where
     /// The columns of the current result set (empty before the first one arrived).
     pub fn columns(&self) -> &[MetaDataColumn<'static>] {
         self.meta.as_ref().map_or(&[], |m| m.columns.as_slice())
+    }
+
+    /// The `j`th value kept by [`RawRow::keep`] from a row of the current result set, decoded
+    /// as [`RawRow::value`] would have decoded it; `None` past the end.
+    pub fn kept_value<'k>(&self, kept: &'k KeptValues, j: usize) -> Option<RawValue<'k>> {
+        let (i, cell) = *kept.cells.get(j)?;
+        let col = self.columns().get(i)?;
+        let (_, kind) = *self.layouts.as_deref()?.get(i)?;
+        match cell {
+            None => Some(RawValue::Data(col.base.null_value())),
+            Some((start, len)) => decode_value(col, kind, kept.bytes.get(start..start + len)?, kept.lossy),
+        }
     }
 
     /// Appends the next packet to the read buffer, bounded by `Config::command_timeout` as the

@@ -1,0 +1,158 @@
+//! The SQL Server reader's checkpoint keys: each chunk ends with the key of its last row, and so
+//! does the task's last (partial) chunk, for integer, composite text and GUID/date keys. The
+//! reader keeps a row's key undecoded until it knows the row ends a chunk or the stream
+//! (`RawRow::keep`), so this is where a wrong or stale key would show.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use common::{ms_exec, start_tds_server};
+use mssql_pg_worker::checkpoint::KeyValue;
+use mssql_pg_worker::mssql::introspect::introspect;
+use mssql_pg_worker::mssql::read::read_task;
+use mssql_pg_worker::options::Options;
+use mssql_pg_worker::pg::load::{ChunkEnd, Msg};
+use mssql_pg_worker::plan::build_plan;
+use tokio::sync::mpsc;
+
+/// The chunk ends `read_task` sends for `table`, resuming after `after`.
+async fn chunk_ends(
+    source: &mssql_pg_worker::mssql::connect::MssqlSource,
+    table: &str,
+    after: Option<Vec<KeyValue>>,
+    chunk_rows: u64,
+) -> Vec<ChunkEnd> {
+    let mut client = source.connect().await.unwrap();
+    let tables = introspect(&mut client, "dbo").await.unwrap();
+    let plan = build_plan(tables, &Options::default()).unwrap();
+    let index = plan.tables.iter().position(|t| t.source.name == table).unwrap();
+    let task = plan.tasks.iter().find(|t| t.table == index).unwrap().clone();
+    let (tx, mut rx) = mpsc::channel(1024);
+    let t = plan.tables[index].clone();
+    let reader = tokio::spawn(async move {
+        read_task(&mut client, &t, &task, after.as_deref(), chunk_rows, tx)
+            .await
+            .unwrap()
+    });
+    let mut ends = Vec::new();
+    while let Some(msg) = rx.recv().await {
+        if let Msg::ChunkEnd(end) = msg {
+            ends.push(end);
+        }
+    }
+    reader.await.unwrap();
+    ends
+}
+
+fn summary(ends: &[ChunkEnd]) -> Vec<(u64, bool, Option<Vec<KeyValue>>)> {
+    ends.iter()
+        .map(|e| (e.rows, e.done, e.last_key.clone()))
+        .collect()
+}
+
+#[tokio::test]
+async fn every_chunk_ends_with_the_key_of_its_last_row() {
+    let (_server, source) = start_tds_server();
+    let mut client = source.connect().await.unwrap();
+    ms_exec(
+        &mut client,
+        "CREATE TABLE dbo.ByInt (Id bigint NOT NULL PRIMARY KEY, V nvarchar(20) NULL)",
+    )
+    .await;
+    ms_exec(
+        &mut client,
+        "CREATE TABLE dbo.ByText (Region nvarchar(10) NOT NULL, Code varchar(10) NOT NULL, V int NULL,
+         CONSTRAINT PK_ByText PRIMARY KEY (Region, Code))",
+    )
+    .await;
+    ms_exec(
+        &mut client,
+        "CREATE TABLE dbo.ByGuidDate (G uniqueidentifier NOT NULL, D date NOT NULL, V int NULL,
+         CONSTRAINT PK_ByGuidDate PRIMARY KEY (G, D))",
+    )
+    .await;
+    for id in 1..=23 {
+        ms_exec(
+            &mut client,
+            &format!("INSERT INTO dbo.ByInt VALUES ({}, N'v{id}')", id * 10),
+        )
+        .await;
+        let region = if id <= 12 { "nörd" } else { "süd" };
+        ms_exec(
+            &mut client,
+            &format!("INSERT INTO dbo.ByText VALUES (N'{region}', 'c{id:02}', {id})"),
+        )
+        .await;
+    }
+    ms_exec(
+        &mut client,
+        "INSERT INTO dbo.ByGuidDate VALUES
+         ('6F9619FF-8B86-D011-B42D-00C04FC964FF', '2024-02-29', 1),
+         ('6F9619FF-8B86-D011-B42D-00C04FC964FF', '2024-03-01', 2),
+         ('00000000-0000-0000-0000-000000000001', '0001-01-01', 3)",
+    )
+    .await;
+    drop(client);
+
+    let int = |i: i64| Some(vec![KeyValue::Int(i)]);
+    // 23 rows in chunks of 5: four full chunks, then the last 3 rows.
+    assert_eq!(
+        summary(&chunk_ends(&source, "ByInt", None, 5).await),
+        vec![
+            (5, false, int(50)),
+            (5, false, int(100)),
+            (5, false, int(150)),
+            (5, false, int(200)),
+            (3, true, int(230)),
+        ]
+    );
+    // A chunk size dividing the rows: the last chunk is empty and keeps the last row's key.
+    let ends = summary(&chunk_ends(&source, "ByInt", None, 23).await);
+    assert_eq!(ends, vec![(23, false, int(230)), (0, true, int(230))]);
+    // Resumed after a key: the rows after it, the last key the same.
+    assert_eq!(
+        summary(&chunk_ends(&source, "ByInt", int(200), 5).await),
+        vec![(3, true, int(230))]
+    );
+    // Nothing after the key: no rows, the key it resumed after.
+    assert_eq!(
+        summary(&chunk_ends(&source, "ByInt", int(230), 5).await),
+        vec![(0, true, int(230))]
+    );
+
+    let text = |r: &str, c: &str| Some(vec![KeyValue::Str(r.into()), KeyValue::Str(c.into())]);
+    assert_eq!(
+        summary(&chunk_ends(&source, "ByText", None, 10).await),
+        vec![
+            (10, false, text("nörd", "c10")),
+            (10, false, text("süd", "c20")),
+            (3, true, text("süd", "c23")),
+        ]
+    );
+
+    // uniqueidentifier sorts by SQL Server's byte-group order, so the expected keys are the ones
+    // the server returns in key order.
+    let mut client = source.connect().await.unwrap();
+    let ordered: Vec<Vec<KeyValue>> = tiberius::Query::new("SELECT G, D FROM dbo.ByGuidDate ORDER BY G, D")
+        .query(&mut client)
+        .await
+        .unwrap()
+        .into_first_result()
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let g: tiberius::Uuid = r.get(0).unwrap();
+            let d: chrono::NaiveDate = r.get(1).unwrap();
+            vec![KeyValue::Uuid(g.to_string()), KeyValue::Date(d.to_string())]
+        })
+        .collect();
+    assert_eq!(ordered.len(), 3);
+    assert_eq!(
+        summary(&chunk_ends(&source, "ByGuidDate", None, 2).await),
+        vec![
+            (2, false, Some(ordered[1].clone())),
+            (1, true, Some(ordered[2].clone()))
+        ]
+    );
+}
