@@ -4,6 +4,7 @@
 
 mod chart;
 mod limits;
+mod pg_cpu;
 mod report;
 mod services;
 pub mod shapes;

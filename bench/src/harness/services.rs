@@ -79,6 +79,22 @@ impl Postgres {
         })
     }
 
+    /// The server's postmaster process, when it runs on this machine (its data directory's
+    /// `postmaster.pid` readable here).
+    pub async fn postmaster_pid(&self) -> Option<u32> {
+        let client = self.connect().await.ok()?;
+        let dir: String = client
+            .query_one(
+                "SELECT setting FROM pg_settings WHERE name = 'data_directory'",
+                &[],
+            )
+            .await
+            .ok()?
+            .get(0);
+        let pid_file = std::fs::read_to_string(Path::new(&dir).join("postmaster.pid")).ok()?;
+        pid_file.lines().next()?.trim().parse().ok()
+    }
+
     pub async fn connect(&self) -> Result<tokio_postgres::Client> {
         let mut config = tokio_postgres::Config::from_str(&self.url)
             .context("parsing the PostgreSQL connection string")?;
