@@ -4,6 +4,7 @@
 //! log lines. Backends are the postmaster's children, so connections that come and go during the
 //! copy are counted too. Linux only; `None` wherever `/proc` or the log does not say.
 
+use super::worker::{cpu_seconds_of, cpu_times_of};
 use chrono::{DateTime, Utc};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -16,32 +17,13 @@ const EVERY: Duration = Duration::from_millis(20);
 /// When, and the server's CPU seconds so far.
 type Samples = Arc<Mutex<Vec<(DateTime<Utc>, f64)>>>;
 
-/// Seconds of CPU (user + system) of `pid` and, with `reaped`, of its waited-for children.
-fn stat_seconds(pid: u32, reaped: bool) -> Option<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // Fields after the parenthesised command name; utime, stime, cutime, cstime are the 12th to
-    // 15th of them.
-    let rest = &stat[stat.rfind(')')? + 2..];
-    let fields: Vec<f64> = rest
-        .split_whitespace()
-        .skip(11)
-        .take(4)
-        .map(|f| f.parse().unwrap_or(0.0))
-        .collect();
-    let ticks = if reaped {
-        fields.iter().sum::<f64>()
-    } else {
-        fields.iter().take(2).sum::<f64>()
-    };
-    Some(ticks / 100.0)
-}
-
 /// The postmaster's CPU, its reaped children's and its live children's.
 fn server_seconds(postmaster: u32) -> Option<f64> {
-    let mut total = stat_seconds(postmaster, true)?;
+    let (own, reaped) = cpu_times_of(postmaster)?;
+    let mut total = own + reaped;
     let children = std::fs::read_to_string(format!("/proc/{postmaster}/task/{postmaster}/children")).ok()?;
     for child in children.split_whitespace().filter_map(|c| c.parse().ok()) {
-        total += stat_seconds(child, false).unwrap_or(0.0);
+        total += cpu_seconds_of(child).unwrap_or(0.0);
     }
     Some(total)
 }
@@ -133,6 +115,8 @@ mod tests {
 
     #[test]
     fn this_process_has_cpu_seconds() {
-        assert!(stat_seconds(std::process::id(), true).is_some());
+        let (own, reaped) = cpu_times_of(std::process::id()).unwrap();
+        assert!(own >= 0.0 && reaped >= 0.0);
+        assert!(server_seconds(std::process::id()).is_some());
     }
 }

@@ -123,14 +123,21 @@ impl RunResult {
 /// User + system CPU seconds of a process of ours so far (/proc/PID/stat, 100 ticks/s as on
 /// every Linux build with the usual USER_HZ).
 pub fn cpu_seconds_of(pid: u32) -> Option<f64> {
+    cpu_times_of(pid).map(|(own, _)| own)
+}
+
+/// User + system CPU seconds of a process so far, and of its children it has waited for.
+pub fn cpu_times_of(pid: u32) -> Option<(f64, f64)> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // Fields after the parenthesised command name, which may itself contain spaces.
     let rest = &stat[stat.rfind(')')? + 2..];
     let fields: Vec<&str> = rest.split_whitespace().collect();
-    // utime and stime are fields 14 and 15 of the whole line, 12 and 13 after the name.
-    let utime: f64 = fields.get(11)?.parse().ok()?;
-    let stime: f64 = fields.get(12)?.parse().ok()?;
-    Some((utime + stime) / 100.0)
+    // utime, stime, cutime and cstime are fields 14 to 17 of the whole line, 12 to 15 after
+    // the name.
+    let ticks = |i: usize| fields.get(i)?.parse::<f64>().ok();
+    let own = ticks(11)? + ticks(12)?;
+    let reaped = ticks(13)? + ticks(14)?;
+    Some((own / 100.0, reaped / 100.0))
 }
 
 /// The Migration YAML for `config` (credentials come from the environment, not the file).
