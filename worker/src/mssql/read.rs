@@ -116,14 +116,7 @@ fn raw_key_value(v: &RawValue<'_>) -> Option<KeyValue> {
 /// Overwrites `out` with the row's key (keeping its allocation); false if a key value cannot be
 /// used for keyset paging.
 fn capture_key(row: &RawRow<'_>, key: &[KeyColumn], out: &mut Vec<KeyValue>) -> bool {
-    out.clear();
-    for k in key {
-        match row.value(k.index).as_ref().and_then(raw_key_value) {
-            Some(v) => out.push(v),
-            None => return false,
-        }
-    }
-    true
+    key_from(key.iter().map(|k| row.value(k.index)), out)
 }
 
 /// [`capture_key`] for a key kept by [`RawRow::keep`] from a row of `rows`.
@@ -135,9 +128,15 @@ fn decode_kept_key<S>(
 where
     S: futures_util::AsyncRead + futures_util::AsyncWrite + Unpin + Send,
 {
+    key_from((0..kept.len()).map(|j| rows.kept_value(kept, j)), out)
+}
+
+/// Overwrites `out` with the key `values`; false at the first one that is missing or cannot be
+/// used for keyset paging.
+fn key_from<'v>(values: impl Iterator<Item = Option<RawValue<'v>>>, out: &mut Vec<KeyValue>) -> bool {
     out.clear();
-    for j in 0..kept.len() {
-        match rows.kept_value(kept, j).as_ref().and_then(raw_key_value) {
+    for v in values {
+        match v.as_ref().and_then(raw_key_value) {
             Some(v) => out.push(v),
             None => return false,
         }
