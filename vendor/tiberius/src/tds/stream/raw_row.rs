@@ -559,14 +559,10 @@ impl<'a> RawRow<'a> {
                 let loc = *cells.get(i)?;
                 let col = self.columns.get(i)?;
                 let (_, kind) = *layouts.get(i)?;
-                let value = match loc {
-                    Loc::Null => return Some(RawValue::Data(col.base.null_value())),
-                    Loc::Buf { start, len } => bytes.get(start..start + len)?,
-                    Loc::Scratch { start, len } => scratch.get(start..start + len)?,
-                    // Gathered before the row is handed out.
-                    Loc::Chunked { .. } => return None,
-                };
-                decode_value(col, kind, value, *lossy)
+                match wire_bytes(loc, bytes, scratch)? {
+                    None => Some(RawValue::Data(col.base.null_value())),
+                    Some(value) => decode_value(col, kind, value, *lossy),
+                }
             }
         }
     }
@@ -598,26 +594,30 @@ impl<'a> RawRow<'a> {
         };
         kept.lossy = *lossy;
         for &i in cols {
-            let (src, start, len) = match cells.get(i) {
-                Some(Loc::Null) => {
-                    kept.cells.push((i, None));
-                    continue;
-                }
-                Some(&Loc::Buf { start, len }) => (*bytes, start, len),
-                Some(&Loc::Scratch { start, len }) => (*scratch, start, len),
-                Some(Loc::Chunked { .. }) | None => {
-                    kept.cells.clear();
-                    return false;
-                }
-            };
-            let Some(v) = src.get(start..start + len) else {
+            let Some(value) = cells.get(i).and_then(|&loc| wire_bytes(loc, bytes, scratch)) else {
                 kept.cells.clear();
                 return false;
             };
-            kept.cells.push((i, Some((kept.bytes.len(), len))));
-            kept.bytes.extend_from_slice(v);
+            let cell = value.map(|v| {
+                let start = kept.bytes.len();
+                kept.bytes.extend_from_slice(v);
+                (start, v.len())
+            });
+            kept.cells.push((i, cell));
         }
         true
+    }
+}
+
+/// A value's wire bytes in the row (`Some(None)` for NULL); `None` for a chunked value (gathered
+/// into the scratch buffer before the row is handed out) or a location outside the row.
+#[inline]
+fn wire_bytes<'b>(loc: Loc, bytes: &'b [u8], scratch: &'b [u8]) -> Option<Option<&'b [u8]>> {
+    match loc {
+        Loc::Null => Some(None),
+        Loc::Buf { start, len } => bytes.get(start..start + len).map(Some),
+        Loc::Scratch { start, len } => scratch.get(start..start + len).map(Some),
+        Loc::Chunked { .. } => None,
     }
 }
 
