@@ -16,9 +16,9 @@ use tiberius::{ColumnData, IntoSql, SqlBulkCopyOption, TokenRow, Uuid};
 use super::limits;
 use super::pg_cpu::PgCpuSampler;
 use super::report::{self, PEAK_RSS_GOAL, RUN_HEADER, fmt_int, fmt_rate, run_row};
-use super::services::TdsServer;
+use super::services::{Postgres, TdsServer};
 use super::stats::{Repeated, Spread};
-use super::worker::{Config, Direction, Mode, Runner, rate};
+use super::worker::{Config, Direction, Mode, Runner, migration_yaml, rate};
 use super::{DEFAULT_CHUNK_ROWS, DEFAULT_PACKET, DEFAULT_PARALLELISM, Setup, peak_rss_of};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -87,6 +87,11 @@ pub struct ShapesArgs {
     /// absent).
     #[arg(long)]
     pub rows_per_partition: Option<u64>,
+    /// Load the source, then keep the test server and PostgreSQL up (no runs) until interrupted,
+    /// with a Migration YAML and the credentials' environment written to the work directory:
+    /// for profiling the worker, the test server or PostgreSQL by hand.
+    #[arg(long)]
+    pub hold: bool,
     #[command(flatten)]
     pub setup: Setup,
 }
@@ -203,6 +208,40 @@ fn row(shape: Shape, seed: u64, id: u64) -> TokenRow<'static> {
 
 const BATCH: u64 = 100_000;
 
+/// `--hold`: writes the Migration and its credentials for `mssql-pg-worker run -f`, then waits for
+/// Ctrl-C or SIGTERM; the servers stop when their handles drop.
+async fn hold(config: &Config, workdir: &std::path::Path, source: &TdsServer, pg: &Postgres) -> Result<()> {
+    let yaml = workdir.join("hold.yaml");
+    let env = workdir.join("hold.env");
+    std::fs::write(&yaml, migration_yaml(config, "bench-hold", source, pg))
+        .with_context(|| format!("writing {}", yaml.display()))?;
+    std::fs::write(
+        &env,
+        format!(
+            "export SOURCE_USERNAME='{}' SOURCE_PASSWORD='{}' TARGET_USERNAME='{}' TARGET_PASSWORD=''\n\
+             export HOLD_PG='{}' HOLD_TDS_PID={}\n",
+            source.user,
+            source.password,
+            pg.user,
+            pg.url,
+            source.pid()
+        ),
+    )
+    .with_context(|| format!("writing {}", env.display()))?;
+    eprintln!(
+        "shapes --hold: servers up; `. {}` then `mssql-pg-worker run -f {}`; Ctrl-C or SIGTERM stops them",
+        env.display(),
+        yaml.display()
+    );
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("installing the SIGTERM handler")?;
+    tokio::select! {
+        r = tokio::signal::ctrl_c() => r.context("waiting for Ctrl-C")?,
+        _ = term.recv() => {}
+    }
+    Ok(())
+}
+
 /// Loads `rows` rows; only the sending is timed (the bulk-load limit).
 async fn load(client: &mut MssqlClient, shape: Shape, rows: u64, seed: u64) -> Result<Duration> {
     limits::exec(client, &shape.create_sql()).await?;
@@ -271,6 +310,9 @@ pub async fn run(args: ShapesArgs, command: String) -> Result<()> {
         pg_schema: "shapes".into(),
         include: vec![shape.table().to_owned()],
     };
+    if args.hold {
+        return hold(&config, &tools.workdir, &source, &pg).await;
+    }
     // Worker run and PostgreSQL-only COPY alternate, so both see the same machine.
     let mut runs = Vec::new();
     let mut pg_copies = Vec::new();
