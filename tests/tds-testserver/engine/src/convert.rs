@@ -274,6 +274,9 @@ fn round_time(t: u64, scale: u8) -> u64 {
 
 /// Parses `-123.4500`, `1e3`, `.5`; returns the mantissa and scale as written.
 pub fn parse_decimal(s: &str) -> Option<(i128, u8)> {
+    if let Some(plain) = parse_plain_decimal(s.as_bytes()) {
+        return Some(plain);
+    }
     let s = s.trim();
     if s.contains(['e', 'E']) {
         let f: f64 = s.parse().ok()?;
@@ -307,6 +310,35 @@ pub fn parse_decimal(s: &str) -> Option<(i128, u8)> {
         m
     };
     Some((if neg { -m } else { m }, frac.len() as u8))
+}
+
+/// `parse_decimal` of the form decimals are stored in, `[-]digits[.digits]` with at most 18
+/// digits, in one pass (every streamed decimal cell comes here); `None` for anything else, which
+/// the general parser then reads.
+fn parse_plain_decimal(b: &[u8]) -> Option<(i128, u8)> {
+    let (neg, digits) = match b.split_first()? {
+        (b'-', rest) => (true, rest),
+        _ => (false, b),
+    };
+    if digits.len() > 19 {
+        return None;
+    }
+    let mut x: u64 = 0;
+    let mut dot = None;
+    for (i, &c) in digits.iter().enumerate() {
+        match c {
+            b'0'..=b'9' => x = x * 10 + u64::from(c - b'0'),
+            b'.' if dot.is_none() => dot = Some(i),
+            _ => return None,
+        }
+    }
+    let n_digits = digits.len() - usize::from(dot.is_some());
+    if n_digits == 0 || n_digits > 18 {
+        return None;
+    }
+    let scale = dot.map_or(0, |i| digits.len() - i - 1) as u8;
+    let m = i128::from(x);
+    Some((if neg { -m } else { m }, scale))
 }
 
 pub fn decimal_from_f64(f: f64, max_scale: u8) -> Option<(i128, u8)> {
@@ -938,37 +970,28 @@ pub fn to_value(v: ValueRef<'_>, ty: SqlType) -> Result<Value, SqlError> {
         (SqlType::SqlVariant, ValueRef::Real(f)) => Value::Float(f),
         (SqlType::SqlVariant, ValueRef::Text(t)) => Value::String(String::from_utf8_lossy(t).into_owned()),
         (SqlType::SqlVariant, ValueRef::Blob(b)) => Value::Binary(b.to_vec()),
-        (SqlType::DateTime2 { .. }, ValueRef::Text(t)) if fast_datetime(t).is_some() => {
-            let (days, time) = fast_datetime(t).unwrap_or((0, 0));
-            Value::DateTime2 {
+        // The canonical storage forms convert directly; anything else takes the general parser.
+        (SqlType::DateTime2 { .. }, ValueRef::Text(t)) => match fast_datetime(t) {
+            Some((days, time)) => Value::DateTime2 {
                 days: u32::try_from(days).map_err(|_| overflow(ty))?,
                 time,
-            }
-        }
-        (SqlType::DateTimeOffset { scale }, ValueRef::Text(t)) if fast_datetimeoffset(t, scale).is_some() => {
-            let (days, time, offset_minutes) = fast_datetimeoffset(t, scale).unwrap_or((0, 0, 0));
-            Value::DateTimeOffset {
+            },
+            None => datetime_from_text(t, ty)?,
+        },
+        (SqlType::DateTimeOffset { scale }, ValueRef::Text(t)) => match fast_datetimeoffset(t, scale) {
+            Some((days, time, offset_minutes)) => Value::DateTimeOffset {
                 days,
                 time,
                 offset_minutes,
-            }
-        }
-        (SqlType::Date, ValueRef::Text(t)) if t.len() == 10 && fast_datetime(t).is_some() => {
-            let (days, _) = fast_datetime(t).unwrap_or((0, 0));
-            Value::Date(u32::try_from(days).map_err(|_| overflow(ty))?)
-        }
-        (
-            SqlType::Date
-            | SqlType::Time { .. }
-            | SqlType::DateTime
-            | SqlType::SmallDateTime
-            | SqlType::DateTime2 { .. }
-            | SqlType::DateTimeOffset { .. },
-            ValueRef::Text(t),
-        ) => {
-            let s = std::str::from_utf8(t).unwrap_or("");
-            let p = parse_datetime(s).ok_or_else(|| conv_error("varchar", s, ty))?;
-            datetime_value(p, ty)?
+            },
+            None => datetime_from_text(t, ty)?,
+        },
+        (SqlType::Date, ValueRef::Text(t)) => match fast_datetime(t).filter(|_| t.len() == 10) {
+            Some((days, _)) => Value::Date(u32::try_from(days).map_err(|_| overflow(ty))?),
+            None => datetime_from_text(t, ty)?,
+        },
+        (SqlType::Time { .. } | SqlType::DateTime | SqlType::SmallDateTime, ValueRef::Text(t)) => {
+            datetime_from_text(t, ty)?
         }
         (SqlType::UniqueIdentifier, ValueRef::Text(t)) => match fast_guid(t) {
             Some(g) => Value::Guid(g),
@@ -979,6 +1002,13 @@ pub fn to_value(v: ValueRef<'_>, ty: SqlType) -> Result<Value, SqlError> {
         },
         _ => return to_value_slow(v, ty),
     })
+}
+
+/// A date or time type's value from any text the general parser accepts.
+fn datetime_from_text(t: &[u8], ty: SqlType) -> Result<Value, SqlError> {
+    let s = std::str::from_utf8(t).unwrap_or("");
+    let p = parse_datetime(s).ok_or_else(|| conv_error("varchar", s, ty))?;
+    datetime_value(p, ty)
 }
 
 fn to_value_slow(v: ValueRef<'_>, ty: SqlType) -> Result<Value, SqlError> {
@@ -1451,6 +1481,57 @@ mod tests {
             parse_decimal(big).map(|(m, _)| format_decimal(m, 0)),
             Some(big.to_string())
         );
+    }
+
+    /// The one-pass reader of stored decimals gives what the general parser gives, and leaves
+    /// every other form to it.
+    #[test]
+    fn plain_decimals_parse_as_the_general_path_does() {
+        let general = |s: &str| {
+            let (neg, digits) = s.strip_prefix('-').map_or((false, s), |d| (true, d));
+            let (int, frac) = digits.split_once('.').unwrap_or((digits, ""));
+            let m: i128 = format!("{int}{frac}").parse().ok()?;
+            Some((if neg { -m } else { m }, frac.len() as u8))
+        };
+        for s in [
+            "0",
+            "-0",
+            "7",
+            "-123.4500",
+            "5.",
+            ".5",
+            "-.5",
+            "0.0000",
+            "999999999999999999",
+            "-99999999999999.9999",
+            "1234567890123456.78",
+        ] {
+            assert_eq!(parse_plain_decimal(s.as_bytes()), general(s), "{s}");
+            assert_eq!(parse_decimal(s), general(s), "{s}");
+        }
+        // Not the stored form: the general parser's business (19+ digits, signs, spaces,
+        // exponents, a second dot, nothing at all).
+        for s in [
+            "1234567890123456789",
+            "-12345678901234567.89",
+            "+5",
+            " 5",
+            "5 ",
+            "1e3",
+            "1.2.3",
+            ".",
+            "-",
+            "",
+        ] {
+            assert_eq!(parse_plain_decimal(s.as_bytes()), None, "{s}");
+        }
+        assert_eq!(
+            parse_decimal("1234567890123456789"),
+            Some((1_234_567_890_123_456_789, 0))
+        );
+        assert_eq!(parse_decimal(" -1.50 "), Some((-150, 2)));
+        assert_eq!(parse_decimal("+5"), Some((5, 0)));
+        assert_eq!(parse_decimal("1.2.3"), None);
     }
 
     #[test]

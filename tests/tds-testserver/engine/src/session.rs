@@ -33,6 +33,9 @@ pub struct Engine {
     pub(crate) bulk_loads: std::sync::atomic::AtomicUsize,
 }
 
+/// SQLite's page size for the engine's database (see `Engine::open`).
+const PAGE_SIZE: u32 = 16 * 1024;
+
 /// How long a writer waits for SQLite's write lock before SQL Server's error 1222.
 pub(crate) const LOCK_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -62,6 +65,12 @@ impl Engine {
             }
         }
         let conn = Connection::open(&path).map_err(open_err)?;
+        // 16 KiB pages (SQLite's default is 4 KiB; SQL Server's are 8 KiB): a table scan crosses
+        // and initialises a quarter as many pages, which cut the server's CPU for streaming the
+        // 1M-row mixed benchmark table by 5-9%, and bulk loads got faster too; 32 and 64 KiB
+        // read no faster and loaded 50% slower. It must be set before the first table exists.
+        conn.pragma_update(None, "page_size", PAGE_SIZE)
+            .map_err(open_err)?;
         conn.pragma_update(None, "journal_mode", "WAL")
             .map_err(open_err)?;
         let database_name = config.database.clone();

@@ -28,20 +28,39 @@ fn mismatch(v: &Value, ty: &WireType) -> EncodeError {
 const PLP_NULL: u64 = u64::MAX;
 const PLP_UNKNOWN_LEN: u64 = u64::MAX - 1;
 
-/// Appends UTF-16LE, with a fast path for ASCII.
+/// Appends UTF-16LE. A leading run of ASCII, the common case, is widened eight bytes at a time
+/// (each byte spread into a unit with a zero high byte) in one pass; from the first eight bytes
+/// holding a non-ASCII one, the text is encoded unit by unit. Streaming text columns spent 7% of
+/// the server's time here when ASCII took a check pass, a zero-fill and a byte loop.
 pub fn put_utf16(out: &mut Vec<u8>, s: &str) {
-    if s.is_ascii() {
-        // Zero-fill, then set every low byte: no per-byte capacity checks.
-        let start = out.len();
-        out.resize(start + s.len() * 2, 0);
-        for (unit, &b) in out[start..].chunks_exact_mut(2).zip(s.as_bytes()) {
-            unit[0] = b;
+    let bytes = s.as_bytes();
+    let start = out.len();
+    out.resize(start + bytes.len() * 2, 0);
+    let mut ascii = 0;
+    for (unit, chunk) in out[start..].chunks_exact_mut(16).zip(bytes.chunks_exact(8)) {
+        let mut eight = [0u8; 8];
+        eight.copy_from_slice(chunk);
+        let x = u64::from_le_bytes(eight);
+        if x & 0x8080_8080_8080_8080 != 0 {
+            break;
         }
-    } else {
-        for u in s.encode_utf16() {
-            out.extend_from_slice(&u.to_le_bytes());
-        }
+        unit[..8].copy_from_slice(&widen4(x as u32).to_le_bytes());
+        unit[8..].copy_from_slice(&widen4((x >> 32) as u32).to_le_bytes());
+        ascii += 8;
     }
+    out.truncate(start + ascii * 2);
+    // Everything before `ascii` is ASCII, so it is a character boundary.
+    for u in s[ascii..].encode_utf16() {
+        out.extend_from_slice(&u.to_le_bytes());
+    }
+}
+
+/// Four bytes spread into four little-endian UTF-16 units.
+#[inline]
+fn widen4(v: u32) -> u64 {
+    let t = u64::from(v);
+    let t = (t | (t << 16)) & 0x0000_ffff_0000_ffff;
+    (t | (t << 8)) & 0x00ff_00ff_00ff_00ff
 }
 
 fn int_of(v: &Value) -> Option<i64> {
@@ -740,6 +759,36 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use tds_testserver_engine::SqlType;
+
+    #[test]
+    fn put_utf16_matches_encode_utf16_wherever_the_non_ascii_falls() {
+        let mut texts: Vec<String> = vec![
+            String::new(),
+            "a".into(),
+            "1234567".into(),
+            "12345678".into(),
+            "123456789".into(),
+            "0123456789abcdef".into(),
+            "\u{7f}\u{0}\u{1}~".repeat(5),
+            "東京".into(),
+            "emoji 😀 pair".into(),
+        ];
+        // One non-ASCII character at every position of a 20-byte ASCII text.
+        for at in 0..20 {
+            let mut t: String = "abcdefghijklmnopqrst".into();
+            t.insert(at, 'é');
+            texts.push(t);
+        }
+        for t in texts {
+            let mut out = vec![0xAA];
+            put_utf16(&mut out, &t);
+            let mut expected = vec![0xAA];
+            for u in t.encode_utf16() {
+                expected.extend_from_slice(&u.to_le_bytes());
+            }
+            assert_eq!(out, expected, "{t:?}");
+        }
+    }
 
     fn enc(ty: SqlType, nullable: bool, v: &Value) -> Vec<u8> {
         let mut out = Vec::new();
