@@ -46,9 +46,15 @@ pub fn machine() -> String {
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
         .and_then(|d| d.split('/').nth(4).map(str::to_owned))
         .unwrap_or_else(|| "?".into());
+    // A fresh VM's first hour reads differently: PostgreSQL's own COPY FROM file (the reference
+    // of every ratio) took up to 1.8x as long as later on the same machine (bench/RESULTS.md).
+    let uptime_h = std::fs::read_to_string("/proc/uptime")
+        .ok()
+        .and_then(|u| u.split_whitespace().next()?.parse::<f64>().ok())
+        .map_or_else(|| "?".to_owned(), |s| format!("{:.1} h", s / 3600.0));
     format!(
-        "{cpus} CPUs (nproc; {model}), {mem_gib:.1} GiB RAM, load average {load} at the end, PostgreSQL {pg_version} \
-         (private server: fsync off, shared_buffers 256MB)"
+        "{cpus} CPUs (nproc; {model}), {mem_gib:.1} GiB RAM, up {uptime_h}, load average {load} at the end, \
+         PostgreSQL {pg_version} (private server: fsync off, shared_buffers 256MB)"
     )
 }
 

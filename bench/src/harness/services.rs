@@ -95,6 +95,18 @@ impl Postgres {
         pid_file.lines().next()?.trim().parse().ok()
     }
 
+    /// `CHECKPOINT`: what the reference `COPY FROM` file gets before it is timed, given to every
+    /// worker run too. Without it the worker's runs were the ones to create WAL segments (the
+    /// checkpoint before the reference recycles the ones the worker filled for it to reuse), and
+    /// PostgreSQL's walwriter zero-filled 16 MiB files inside the worker's copy window.
+    pub async fn checkpoint(&self) -> Result<()> {
+        self.connect()
+            .await?
+            .batch_execute("CHECKPOINT")
+            .await
+            .context("CHECKPOINT before a worker run")
+    }
+
     pub async fn connect(&self) -> Result<tokio_postgres::Client> {
         let mut config = tokio_postgres::Config::from_str(&self.url)
             .context("parsing the PostgreSQL connection string")?;

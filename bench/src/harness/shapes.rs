@@ -313,6 +313,11 @@ pub async fn run(args: ShapesArgs, command: String) -> Result<()> {
     if args.hold {
         return hold(&config, &tools.workdir, &source, &pg).await;
     }
+    // An untimed first run: PostgreSQL's cluster is new, and the first load into it creates the
+    // WAL segment files that every later run (worker or reference, each after a CHECKPOINT)
+    // recycles. Without it the first worker run alone paid for creating them.
+    eprintln!("  warm-up run (not counted):");
+    runner.run(&config, &source, &pg).await?;
     // Worker run and PostgreSQL-only COPY alternate, so both see the same machine.
     let mut runs = Vec::new();
     let mut pg_copies = Vec::new();
@@ -377,6 +382,11 @@ pub async fn run(args: ShapesArgs, command: String) -> Result<()> {
         config
             .partitioning
             .map_or("default".to_owned(), |(_, per)| fmt_int(per))
+    );
+    let _ = writeln!(
+        md,
+        "- Method: one untimed warm-up run, then worker runs and PostgreSQL-only COPYs alternate, each \
+         after a `CHECKPOINT` (same WAL state for both)."
     );
     if let Some(note) = &args.setup.note {
         let _ = writeln!(md, "- Note: {note}");

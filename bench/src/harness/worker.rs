@@ -282,6 +282,9 @@ impl Runner {
             "  worker run {n}: {} {} packet {} parallelism {} chunkRows {} ...",
             config.direction, config.mode, config.packet_size, config.parallelism, config.chunk_rows
         );
+        if config.direction == Direction::MssqlToPg {
+            pg.checkpoint().await?;
+        }
         let server_cpu_before = cpu_seconds_of(mssql.pid());
         let out = tokio::task::spawn_blocking(move || cmd.output())
             .await
