@@ -386,7 +386,8 @@ pub async fn run(args: ShapesArgs, command: String) -> Result<()> {
     let _ = writeln!(
         md,
         "- Method: one untimed warm-up run, then worker runs and PostgreSQL-only COPYs alternate, each \
-         after a `CHECKPOINT` (same WAL state for both)."
+         after a `CHECKPOINT` (same WAL state for both); the verdict takes the fastest PostgreSQL-only COPY, which \
+         the VM's memory state inflates least."
     );
     if let Some(note) = &args.setup.note {
         let _ = writeln!(md, "- Note: {note}");
@@ -397,7 +398,8 @@ pub async fn run(args: ShapesArgs, command: String) -> Result<()> {
     );
     let median = |v: Vec<f64>| Spread::of(v).map_or(0.0, |s| s.median);
     let pg_s = median(pg_copies.iter().map(|c| c.elapsed.as_secs_f64()).collect());
-    let pg_cpu = Spread::of(pg_copies.iter().filter_map(|c| c.cpu)).map(|s| s.median);
+    // The cheapest of PostgreSQL's own COPYs, for the reason the verdict takes the fastest one.
+    let pg_cpu = Spread::of(pg_copies.iter().filter_map(|c| c.cpu)).map(|s| s.min);
     let copy = runs.spread(|r| r.copy_seconds);
     let line = |md: &mut String, what: &str, s: f64| {
         let vs = if pg_s > 0.0 && s > 0.0 {
@@ -413,7 +415,7 @@ pub async fn run(args: ShapesArgs, command: String) -> Result<()> {
     };
     line(
         &mut md,
-        &format!("**worker copy phase** (default settings; median of {})", copy.n),
+        &format!("**worker copy phase** (settings above; median of {})", copy.n),
         copy.median,
     );
     line(
@@ -443,11 +445,21 @@ pub async fn run(args: ShapesArgs, command: String) -> Result<()> {
             .zip(&pg_copies)
             .map(|(r, c)| format!("{:.2}/{:.2} s", r.copy_seconds, c.elapsed.as_secs_f64()))
             .collect();
+        // PostgreSQL's own COPY slows by up to ~1.8x while the VM's memory is being handed back
+        // to it (after boot, after a big build): its kernel time doubles, the worker's copy
+        // hardly moves. The fastest reference is the one that state did not inflate, so the
+        // verdict takes it; the median ratio is shown beside it.
+        let fastest = pg_copies
+            .iter()
+            .map(|c| c.elapsed.as_secs_f64())
+            .fold(f64::INFINITY, f64::min);
+        let strict = copy.median / fastest;
         let _ = writeln!(
             md,
-            "- Within 25% of the PostgreSQL-only time: median {:.2} s / {pg_s:.2} s = {ratio:.2}× → **{}** (worker/PostgreSQL per round: {})",
+            "- Within 25% of the PostgreSQL-only time: median {:.2} s / fastest reference {fastest:.2} s = {strict:.2}× → **{}** \
+             (against the median reference {ratio:.2}×; worker/PostgreSQL per round: {})",
             copy.median,
-            if ratio <= 1.25 { "met" } else { "missed" },
+            if strict <= 1.25 { "met" } else { "missed" },
             pairs.join(", ")
         );
     }
@@ -462,7 +474,7 @@ pub async fn run(args: ShapesArgs, command: String) -> Result<()> {
         let _ = writeln!(
             md,
             "- CPU time (medians), which the shared cores distort less than wall time: worker {worker_cpu:.2} s, test server \
-             {server_cpu:.2} s, PostgreSQL {pg_stage:.2} s inside the copy ({pg_cpu:.2} s for its own COPY FROM file). \
+             {server_cpu:.2} s, PostgreSQL {pg_stage:.2} s inside the copy ({pg_cpu:.2} s for its own COPY FROM file, the cheapest run). \
              With a core per stage the copy would be bound by the busiest: {busiest:.2} s = {:.2}× the PostgreSQL-only \
              CPU time; on two shared cores by their sum: {:.2} s / 2 = {:.2}×.",
             busiest / pg_cpu.max(1e-9),
@@ -475,7 +487,7 @@ pub async fn run(args: ShapesArgs, command: String) -> Result<()> {
             md,
             "- PostgreSQL's CPU while the worker copies (its backends, sampled from /proc between the first \
              `copy started` and the last `copy done`): median {:.2} s ({:.2}-{:.2}), {:.2}× what its own COPY FROM \
-             file of the same rows costs it.",
+             file of the same rows costs it at the least.",
             in_copy.median,
             in_copy.min,
             in_copy.max,
