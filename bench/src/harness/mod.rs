@@ -151,6 +151,8 @@ pub struct HarnessResults {
     pub upsert_new: u64,
     pub testserver_peak_bytes: Option<u64>,
     pub elapsed: Duration,
+    /// The PostgreSQL server, as the report's machine line names it.
+    pub postgres: String,
 }
 
 fn config(label: &str, direction: Direction, mode: Mode) -> Config {
@@ -406,6 +408,7 @@ pub async fn run(args: HarnessArgs, command: String) -> Result<()> {
         upsert_new: added,
         testserver_peak_bytes: peak_rss_of(source.pid()),
         elapsed: started.elapsed(),
+        postgres: pg.describe().await?,
     };
     let chart_dir = args.setup.chart_dir();
     let chart_name = format!("harness-scale-{}.png", args.scale);

@@ -16,7 +16,8 @@ const MIB: f64 = 1024.0 * 1024.0;
 /// The goals of issues 3 and 7.
 pub const PEAK_RSS_GOAL: u64 = 256 * 1024 * 1024;
 
-pub fn machine() -> String {
+/// `postgres`: what [`super::services::Postgres::describe`] says of the server.
+pub fn machine(postgres: &str) -> String {
     let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     let model = cpuinfo
@@ -36,16 +37,6 @@ pub fn machine() -> String {
         .ok()
         .and_then(|l| l.split_whitespace().next().map(str::to_owned))
         .unwrap_or_default();
-    let pg_version = Command::new("sh")
-        .args([
-            "-c",
-            "ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1",
-        ])
-        .output()
-        .ok()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
-        .and_then(|d| d.split('/').nth(4).map(str::to_owned))
-        .unwrap_or_else(|| "?".into());
     // A fresh VM's first hour reads differently: PostgreSQL's own COPY FROM file (the reference
     // of every ratio) took up to 1.8x as long as later on the same machine (bench/RESULTS.md).
     let uptime_h = std::fs::read_to_string("/proc/uptime")
@@ -54,7 +45,7 @@ pub fn machine() -> String {
         .map_or_else(|| "?".to_owned(), |s| format!("{:.1} h", s / 3600.0));
     format!(
         "{cpus} CPUs (nproc; {model}), {mem_gib:.1} GiB RAM, up {uptime_h}, load average {load} at the end, \
-         PostgreSQL {pg_version} (private server: fsync off, shared_buffers 256MB)"
+         {postgres}"
     )
 }
 
@@ -191,7 +182,7 @@ pub fn harness_markdown(
         r.seed
     );
     let _ = writeln!(md, "- Date: {}; commit {}", now_utc(), git_commit());
-    let _ = writeln!(md, "- Machine: {}", machine());
+    let _ = writeln!(md, "- Machine: {}", machine(&r.postgres));
     let _ = writeln!(
         md,
         "- Command: `{command}` (harness wall time {:.0} s)",

@@ -95,6 +95,30 @@ impl Postgres {
         pid_file.lines().next()?.trim().parse().ok()
     }
 
+    /// The server as the report names it: its version and the settings that move COPY speed,
+    /// read from the server itself (the harness may be pointed at any PostgreSQL with `--pg`).
+    pub async fn describe(&self) -> Result<String> {
+        let row = self
+            .connect()
+            .await?
+            .query_one(
+                "SELECT current_setting('server_version'), current_setting('fsync'), \
+                 current_setting('shared_buffers')",
+                &[],
+            )
+            .await
+            .context("reading the PostgreSQL server's version and settings")?;
+        let (version, fsync, buffers): (String, String, String) = (row.get(0), row.get(1), row.get(2));
+        let whose = if self.started_dir.is_some() {
+            "private"
+        } else {
+            "given"
+        };
+        Ok(format!(
+            "PostgreSQL {version} ({whose} server: fsync {fsync}, shared_buffers {buffers})"
+        ))
+    }
+
     /// `CHECKPOINT`: what the reference `COPY FROM` file gets before it is timed, given to every
     /// worker run too. Without it the worker's runs were the ones to create WAL segments (the
     /// checkpoint before the reference recycles the ones the worker filled for it to reuse), and

@@ -362,7 +362,7 @@ pub async fn run(args: ShapesArgs, command: String) -> Result<()> {
         report::now_utc(),
         report::git_commit()
     );
-    let _ = writeln!(md, "- Machine: {}", report::machine());
+    let _ = writeln!(md, "- Machine: {}", report::machine(&pg.describe().await?));
     let _ = writeln!(
         md,
         "- Command: `{command}` (wall time {:.0} s)",
