@@ -38,7 +38,8 @@ pub fn machine(postgres: &str) -> String {
         .and_then(|l| l.split_whitespace().next().map(str::to_owned))
         .unwrap_or_default();
     // A fresh VM's first hour reads differently: PostgreSQL's own COPY FROM file (the reference
-    // of every ratio) took up to 1.8x as long as later on the same machine (bench/RESULTS.md).
+    // of every ratio) took up to 1.8x as long as later on the same machine, as it did right after
+    // a big build (bench/RESULTS.md, the set of 2026-11-26).
     let uptime_h = std::fs::read_to_string("/proc/uptime")
         .ok()
         .and_then(|u| u.split_whitespace().next()?.parse::<f64>().ok())

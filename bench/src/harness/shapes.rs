@@ -396,8 +396,8 @@ pub async fn run(args: ShapesArgs, command: String) -> Result<()> {
         md,
         "\n| what | seconds | rows/s | vs PostgreSQL-only |\n|---|---|---|---|"
     );
-    let median = |v: Vec<f64>| Spread::of(v).map_or(0.0, |s| s.median);
-    let pg_s = median(pg_copies.iter().map(|c| c.elapsed.as_secs_f64()).collect());
+    let reference = Spread::of(pg_copies.iter().map(|c| c.elapsed.as_secs_f64()));
+    let pg_s = reference.map_or(0.0, |s| s.median);
     // The cheapest of PostgreSQL's own COPYs, for the reason the verdict takes the fastest one.
     let pg_cpu = Spread::of(pg_copies.iter().filter_map(|c| c.cpu)).map(|s| s.min);
     let copy = runs.spread(|r| r.copy_seconds);
@@ -449,10 +449,7 @@ pub async fn run(args: ShapesArgs, command: String) -> Result<()> {
         // to it (after boot, after a big build): its kernel time doubles, the worker's copy
         // hardly moves. The fastest reference is the one that state did not inflate, so the
         // verdict takes it; the median ratio is shown beside it.
-        let fastest = pg_copies
-            .iter()
-            .map(|c| c.elapsed.as_secs_f64())
-            .fold(f64::INFINITY, f64::min);
+        let fastest = reference.map_or(pg_s, |s| s.min);
         let strict = copy.median / fastest;
         let _ = writeln!(
             md,
