@@ -30,6 +30,9 @@ pub struct ServerConfig {
     /// Either way the data lasts only as long as the server: the catalog is in memory, so a
     /// start with the same directory begins empty (the old files are removed).
     pub data_dir: Option<PathBuf>,
+    /// The directory `BULK INSERT ... FROM 'file'` reads from (files below it only); `None`:
+    /// server-side bulk loads from files are refused (error 4861).
+    pub bulk_insert_dir: Option<PathBuf>,
 }
 
 impl Default for ServerConfig {
@@ -41,6 +44,7 @@ impl Default for ServerConfig {
             database: "master".into(),
             max_packet_size: 32767,
             data_dir: None,
+            bulk_insert_dir: None,
         }
     }
 }

@@ -30,6 +30,10 @@ struct Args {
     /// files an earlier run left there are removed.
     #[arg(long)]
     data_dir: Option<PathBuf>,
+    /// The directory `BULK INSERT ... FROM 'file'` may read (files below it only); without it
+    /// such statements fail with error 4861, as on a server that cannot open the file.
+    #[arg(long)]
+    bulk_insert_dir: Option<PathBuf>,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -49,6 +53,7 @@ fn main() -> anyhow::Result<()> {
         database: args.database,
         max_packet_size: args.max_packet_size,
         data_dir: args.data_dir,
+        bulk_insert_dir: args.bulk_insert_dir,
     };
     let mut server = TestServer::start(config).context("starting the server")?;
     {

@@ -46,6 +46,7 @@ impl TestServer {
         let engine = Engine::open(EngineConfig {
             data_dir: config.data_dir.clone(),
             database: config.database.clone(),
+            bulk_insert_dir: config.bulk_insert_dir.clone(),
         })?;
         let connector = Arc::new(EngineConnector(Arc::clone(&engine)));
         Self::start_with(config, engine, connector)

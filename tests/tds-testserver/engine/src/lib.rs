@@ -39,6 +39,9 @@ pub struct EngineConfig {
     pub data_dir: Option<PathBuf>,
     /// The user database clients log in to (`master` when the login names none).
     pub database: String,
+    /// The only directory `BULK INSERT ... FROM 'file'` may read from (and below it); `None`:
+    /// every such statement is error 4861, as for a file the server cannot open.
+    pub bulk_insert_dir: Option<PathBuf>,
 }
 
 /// Why a sink refused an event: the engine stops the current request at once.
