@@ -6,12 +6,15 @@
 pub use tds_testserver_engine as engine;
 
 pub mod backend;
+mod handshake;
 mod server;
 mod session;
 mod sink;
+mod tls;
 pub mod wire;
 
 pub use server::{ServerError, TestServer};
+pub use tls::{TlsError, TlsFiles};
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -33,6 +36,9 @@ pub struct ServerConfig {
     /// The directory `BULK INSERT ... FROM 'file'` reads from (files below it only); `None`:
     /// server-side bulk loads from files are refused (error 4861).
     pub bulk_insert_dir: Option<PathBuf>,
+    /// The certificate and key to offer TLS with; `None`: the server answers PRELOGIN that it
+    /// cannot encrypt (NOT_SUP), and a client that requires encryption is turned away.
+    pub tls: Option<TlsFiles>,
 }
 
 impl Default for ServerConfig {
@@ -45,6 +51,7 @@ impl Default for ServerConfig {
             max_packet_size: 32767,
             data_dir: None,
             bulk_insert_dir: None,
+            tls: None,
         }
     }
 }
