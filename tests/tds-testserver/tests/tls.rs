@@ -304,6 +304,20 @@ async fn not_supported_is_plaintext_with_or_without_a_certificate() {
     }
 }
 
+/// tiberius' `Off` means "encrypt the login packet if the server can": against a server
+/// without TLS it must not start a handshake (the vendored fix, PATCHES.md 9), and it works.
+#[tokio::test]
+async fn off_against_a_server_without_certificate_connects_in_the_clear() {
+    let server = server(None);
+    let capture = Capture::start(server.addr());
+    let config = client_config(capture.addr, EncryptionLevel::Off);
+    marker_query(&mut try_connect(capture.addr, config).await.unwrap()).await;
+    assert!(
+        capture.client_sent(&utf16("tls-test-application")),
+        "no TLS at all"
+    );
+}
+
 #[tokio::test]
 async fn required_against_a_server_without_certificate_is_an_error() {
     let server = server(None);
