@@ -295,7 +295,11 @@ impl Session {
 }
 
 impl Session {
-    fn ctx<'a>(&'a self, tables: &'a Tables, vt: &'a std::collections::HashMap<String, SqlType>) -> Ctx<'a> {
+    pub(crate) fn ctx<'a>(
+        &'a self,
+        tables: &'a Tables,
+        vt: &'a std::collections::HashMap<String, SqlType>,
+    ) -> Ctx<'a> {
         Ctx {
             tables,
             temp: &self.temp,
@@ -466,6 +470,45 @@ impl Session {
         }
     }
 
+    /// A column type that is not a system type: an alias type (with its nullability) or
+    /// `hierarchyid`/`geography`/`geometry`, kept in their binary form as varbinary. Returns
+    /// the storage type and the declared name.
+    pub(crate) fn declared_type(&self, type_text: &str) -> Option<(SqlType, String, Option<bool>)> {
+        if type_text.contains('(') {
+            return None;
+        }
+        let parts: Vec<String> = type_text
+            .split('.')
+            .map(|p| {
+                p.trim()
+                    .trim_matches(|c| c == '[' || c == ']' || c == '"')
+                    .to_string()
+            })
+            .collect();
+        let (schema, name) = match parts.as_slice() {
+            [n] => (String::new(), n.clone()),
+            [s, n] => (s.clone(), n.clone()),
+            _ => return None,
+        };
+        if schema.is_empty() || schema.eq_ignore_ascii_case("sys") {
+            match name.to_ascii_lowercase().as_str() {
+                "hierarchyid" => {
+                    return Some((SqlType::VarBinary { len: Some(892) }, "hierarchyid".into(), None));
+                }
+                "geography" => return Some((SqlType::VarBinary { len: None }, "geography".into(), None)),
+                "geometry" => return Some((SqlType::VarBinary { len: None }, "geometry".into(), None)),
+                _ => {}
+            }
+        }
+        if schema.eq_ignore_ascii_case("sys") || parse_type_name(&name).is_some() && schema.is_empty() {
+            return None;
+        }
+        self.engine.read_catalog(|c| {
+            c.alias_type(&schema, &name)
+                .map(|a| (a.base, a.name.clone(), Some(a.nullable)))
+        })
+    }
+
     fn column_from_ast(
         &self,
         c: &sqlparser::ast::ColumnDef,
@@ -474,8 +517,11 @@ impl Session {
     ) -> Result<ColumnDef, SqlError> {
         let type_text = c.data_type.to_string();
         let computed = type_text.eq_ignore_ascii_case("__computed");
+        let declared = self.declared_type(&type_text);
         let ty = if computed {
             SqlType::Int
+        } else if let Some((ty, _, _)) = &declared {
+            *ty
         } else {
             parse_type_name(&type_text).ok_or_else(|| {
                 SqlError::new(
@@ -496,13 +542,22 @@ impl Session {
             computed: None,
             default: None,
             collation: None,
-            rowguidcol: false,
+            rowguidcol: self
+                .rowguidcols
+                .contains(&(c.name.span.start.line, c.name.span.start.column)),
+            user_type: declared.as_ref().map(|(_, name, _)| name.clone()),
         };
+        if let Some((_, _, Some(nullable))) = &declared {
+            col.nullable = *nullable;
+        }
         let mut explicit_null = false;
         for o in &c.options {
             let cname = o.name.as_ref().map(|n| n.value.clone());
             match &o.option {
-                ColumnOption::Null => explicit_null = true,
+                ColumnOption::Null => {
+                    explicit_null = true;
+                    col.nullable = true;
+                }
                 ColumnOption::NotNull => col.nullable = false,
                 ColumnOption::Default(e) => {
                     col.default = Some(DefaultSpec {

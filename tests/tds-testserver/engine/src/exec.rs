@@ -120,6 +120,9 @@ fn aborts_batch(number: i32) -> bool {
             | 8111
             | 2738
             | 7999
+            | 4860
+            | 4861
+            | 7609
     )
 }
 
@@ -186,7 +189,12 @@ impl Session {
 
     /// Runs statements; `Ok(false)` when the batch was aborted.
     fn run_stmts(&mut self, batch: Batch, sink: &mut dyn ResultSink) -> Result<bool, Interrupt> {
-        let Batch { stmts, tops } = batch;
+        let Batch {
+            stmts,
+            tops,
+            rowguidcols,
+        } = batch;
+        self.rowguidcols = rowguidcols;
         for p in stmts {
             let kind = stmt_kind(&p.stmt);
             // THROW ends the batch (there is no TRY...CATCH here); RAISERROR does not.
@@ -273,6 +281,14 @@ impl Session {
             }
             Stmt::CheckIdent { table, reseed } => self.check_ident(&table, reseed, sink),
             Stmt::Raise { throw, args } => self.raise(throw, args, sink),
+            s @ (Stmt::CreateModule { .. }
+            | Stmt::AliasType { .. }
+            | Stmt::XmlCollection { .. }
+            | Stmt::BulkInsert(_)
+            | Stmt::Database { .. }
+            | Stmt::EnableTrigger { .. }
+            | Stmt::Refused(_)
+            | Stmt::Accepted) => self.exec_object_stmt(s, sink),
             Stmt::Unsupported(what) => Err(SqlError::new(
                 102,
                 15,
@@ -316,7 +332,9 @@ impl Session {
             // The smallest piece the PostgreSQL -> SQL Server worker needs (its `_mssqlpg`
             // checkpoint schema and non-dbo target schemas).
             Statement::CreateSchema {
-                schema_name: sqlparser::ast::SchemaName::Simple(name),
+                schema_name:
+                    sqlparser::ast::SchemaName::Simple(name)
+                    | sqlparser::ast::SchemaName::NamedAuthorization(name, _),
                 ..
             } => {
                 let name = crate::translate::object_parts(&name).join(".");
@@ -448,6 +466,9 @@ impl Session {
                         });
                     }
                     return self.sp_rename(&args, sink);
+                }
+                if let Some(r) = self.system_procedure(&n, &parameters, sink) {
+                    return r;
                 }
                 Err(SqlError::new(2812, 16, format!("Could not find stored procedure '{n}'.")).into())
             }

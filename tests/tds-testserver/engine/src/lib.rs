@@ -7,6 +7,7 @@
 //! TDS tokens while the engine is still producing rows, so results stream).
 
 mod bulk;
+mod bulk_insert;
 pub mod catalog;
 pub mod convert;
 mod data_dir;
@@ -16,7 +17,9 @@ pub mod error;
 mod exec;
 mod functions;
 mod meta;
+mod objects;
 mod parse;
+mod parse_objects;
 mod row_buffer;
 mod row_decoder;
 mod session;

@@ -31,6 +31,41 @@ pub enum Stmt {
         args: Vec<sqlparser::ast::Expr>,
     },
     Unsupported(String),
+    /// CREATE [OR ALTER] VIEW/PROCEDURE/FUNCTION/TRIGGER: stored with its definition.
+    CreateModule {
+        schema: String,
+        name: String,
+        module: crate::catalog::NewModule,
+    },
+    /// `CREATE TYPE s.n FROM base [NOT] NULL`.
+    AliasType {
+        schema: String,
+        name: String,
+        base: String,
+        nullable: Option<bool>,
+    },
+    XmlCollection {
+        schema: String,
+        name: String,
+        content: String,
+        add: bool,
+    },
+    BulkInsert(crate::parse_objects::BulkInsertSpec),
+    Database {
+        action: crate::parse_objects::DbAction,
+        name: String,
+    },
+    EnableTrigger {
+        schema: String,
+        name: String,
+        on_database: bool,
+        disable: bool,
+    },
+    /// A statement SQL Server would refuse here, with its error (full-text without the
+    /// full-text service).
+    Refused(SqlError),
+    /// A statement with nothing to do in the test server (XML indexes).
+    Accepted,
 }
 
 #[derive(Debug)]
@@ -45,6 +80,8 @@ pub struct Batch {
     /// `DELETE TOP (n)` / `UPDATE TOP (n)`: the TOP expression's text by the statement
     /// keyword's location (line, column).
     pub tops: HashMap<(u64, u64), String>,
+    /// Columns declared ROWGUIDCOL, by the location (line, column) of their name.
+    pub rowguidcols: std::collections::HashSet<(u64, u64)>,
 }
 
 pub fn syntax_error(near: &str) -> SqlError {
@@ -205,6 +242,7 @@ fn rewrite(
     toks: Vec<TokenWithSpan>,
     vars: &dyn Fn(&str) -> Option<String>,
     tops: &mut HashMap<(u64, u64), String>,
+    rowguidcols: &mut std::collections::HashSet<(u64, u64)>,
 ) -> Vec<TokenWithSpan> {
     let mut out: Vec<TokenWithSpan> = Vec::with_capacity(toks.len());
     let mut i = 0;
@@ -212,8 +250,44 @@ fn rewrite(
     let mut create_depth: Option<i32> = None;
     let mut depth = 0i32;
     let mut alter_add = false;
+    // Where the column definition being read starts (its name), for ROWGUIDCOL.
+    let mut column_start: Option<Location> = None;
     while i < toks.len() {
         let t = &toks[i].token;
+        if word(t).is_some()
+            && prev_sig(&out, out.len()).is_some_and(|p| {
+                (matches!(out[p].token, Token::LParen | Token::Comma) && create_depth == Some(depth))
+                    || is_word(&out[p].token, "ADD")
+            })
+        {
+            column_start = Some(toks[i].span.start);
+        }
+        // ROWGUIDCOL: remembered by the column's location (sqlparser has no such option).
+        if is_word(t, "ROWGUIDCOL") {
+            if let Some(at) = column_start {
+                rowguidcols.insert((at.line, at.column));
+            }
+            i += 1;
+            continue;
+        }
+        // NOT FOR REPLICATION (identity, foreign keys, checks, triggers): no replication here.
+        if is_word(t, "NOT") {
+            let f = next_sig(&toks, i + 1);
+            let r = next_sig(&toks, f + 1);
+            if r < toks.len() && is_word(&toks[f].token, "FOR") && is_word(&toks[r].token, "REPLICATION") {
+                i = r + 1;
+                continue;
+            }
+        }
+        // ALTER TABLE t WITH CHECK ADD ...: WITH CHECK is the default.
+        if is_word(t, "WITH") {
+            let c = next_sig(&toks, i + 1);
+            let a = next_sig(&toks, c + 1);
+            if a < toks.len() && is_word(&toks[c].token, "CHECK") && is_word(&toks[a].token, "ADD") {
+                i = c + 1;
+                continue;
+            }
+        }
         match t {
             Token::LParen => depth += 1,
             Token::RParen => {
@@ -416,6 +490,50 @@ fn rewrite(
             let in_cols = create_depth == Some(depth)
                 && before.is_some_and(|b| matches!(out[b].token, Token::LParen | Token::Comma));
             let after_add = before.is_some_and(|b| is_word(&out[b].token, "ADD"));
+            // `AS expr` without parentheses: the expression runs to the next comma or the
+            // column list's closing parenthesis.
+            let bare_end = if (in_cols || after_add) && n < toks.len() && toks[n].token != Token::LParen {
+                let mut d = 0i32;
+                let mut k = n;
+                while k < toks.len() {
+                    match toks[k].token {
+                        Token::LParen => d += 1,
+                        Token::RParen if d == 0 => break,
+                        Token::RParen => d -= 1,
+                        Token::Comma | Token::SemiColon | Token::EOF if d == 0 => break,
+                        _ => {}
+                    }
+                    if d == 0 && is_word(&toks[k].token, "PERSISTED") {
+                        break;
+                    }
+                    k += 1;
+                }
+                Some(k)
+            } else {
+                None
+            };
+            if let Some(end) = bare_end {
+                for w in ["__computed", " ", "GENERATED", " ", "ALWAYS", " ", "AS", " "] {
+                    out.push(if w == " " {
+                        tok(Token::Whitespace(sqlparser::tokenizer::Whitespace::Space))
+                    } else {
+                        tok(new_word(w))
+                    });
+                }
+                out.push(tok(Token::LParen));
+                out.extend(toks[n..end].iter().cloned());
+                out.push(tok(Token::RParen));
+                out.push(tok(Token::Whitespace(sqlparser::tokenizer::Whitespace::Space)));
+                let p = next_sig(&toks, end);
+                if p < toks.len() && is_word(&toks[p].token, "PERSISTED") {
+                    out.push(tok(new_word("STORED")));
+                    i = p + 1;
+                } else {
+                    out.push(tok(new_word("VIRTUAL")));
+                    i = end;
+                }
+                continue;
+            }
             if (in_cols || after_add) && n < toks.len() && toks[n].token == Token::LParen {
                 let end = close_paren(&toks, n);
                 out.push(tok(new_word("__computed")));
@@ -522,7 +640,7 @@ pub fn parse_batch(sql: &str, vars: &dyn Fn(&str) -> Option<String>) -> Result<B
             )
         })?;
     let mut batch = Batch::default();
-    let toks = rewrite(toks, vars, &mut batch.tops);
+    let toks = rewrite(toks, vars, &mut batch.tops, &mut batch.rowguidcols);
     let mut p = Parser::new(&dialect).with_tokens_with_locations(toks);
     loop {
         while p.consume_token(&Token::SemiColon) {}
@@ -531,6 +649,10 @@ pub fn parse_batch(sql: &str, vars: &dyn Fn(&str) -> Option<String>) -> Result<B
             break;
         }
         let line = start.span.start.line.max(1) as u32;
+        if let Some(stmt) = crate::parse_objects::parse_special(&mut p, sql, batch.stmts.is_empty())? {
+            batch.stmts.push(Parsed { stmt, line });
+            continue;
+        }
         let w0 = peek_word(&p, 0);
         let w1 = peek_word(&p, 1);
         let stmt = match (w0.as_str(), w1.as_str()) {

@@ -15,8 +15,8 @@ pub fn parse_type_name(text: &str) -> Option<SqlType> {
     };
     let name = name
         .trim()
-        .trim_start_matches('[')
-        .trim_end_matches(']')
+        .trim_start_matches(['[', '"'])
+        .trim_end_matches([']', '"'])
         .to_ascii_lowercase();
     let name = name.strip_prefix("sys.").unwrap_or(&name).to_string();
     let nums: Vec<Option<u32>> = match args {

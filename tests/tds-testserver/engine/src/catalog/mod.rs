@@ -40,7 +40,7 @@ pub mod views;
 
 pub use store::{
     Catalog, Check, Column, ConnectionInfo, DefaultConstraint, ForeignKey, IdentityState, Index, IndexKey,
-    ObjectKind, ObjectRef, Table,
+    Module, ModuleKind, NewModule, ObjectKind, ObjectRef, Table,
 };
 
 /// Fixed schema ids, as in SQL Server.
@@ -95,6 +95,9 @@ pub struct ColumnDef {
     pub default: Option<DefaultSpec>,
     pub collation: Option<String>,
     pub rowguidcol: bool,
+    /// The declared type when it is not a system type SQL Server's storage maps to: an alias
+    /// type (`Name`, `dbo.Flag`) or `hierarchyid`/`geography` (stored as varbinary).
+    pub user_type: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -13,6 +13,7 @@ pub(crate) fn col(name: &str, ty: SqlType, nullable: bool) -> ColumnDef {
         default: None,
         collation: None,
         rowguidcol: false,
+        user_type: None,
     }
 }
 

@@ -178,6 +178,7 @@ impl Catalog {
             collation: def.collation,
             rowguidcol: def.rowguidcol,
             default,
+            user_type: def.user_type,
         });
         Ok(())
     }

@@ -141,6 +141,7 @@ impl Catalog {
                     }),
                     collation: c.collation.clone(),
                     rowguidcol: c.rowguidcol,
+                    user_type: c.user_type.clone(),
                 })
                 .collect(),
             indexes: t
