@@ -1046,6 +1046,31 @@ impl Session {
                     self.store_meta(meta);
                 }
             }
+            ObjectType::Database => {
+                for n in names {
+                    let name = object_parts(n).join(".");
+                    let exists =
+                        name.eq_ignore_ascii_case(self.engine.database()) && !self.engine.is_dropped();
+                    if if_exists && !exists {
+                        continue;
+                    }
+                    self.database_statement(crate::parse_objects::DbAction::Drop, &name)?;
+                }
+            }
+            ObjectType::View => {
+                for n in names {
+                    let parts = object_parts(n);
+                    let (schema, name) = crate::parse_objects::schema_and_name(&parts);
+                    let dropped = self
+                        .engine
+                        .with_catalog(|c| c.drop_module("view", &schema, &name))?;
+                    if dropped {
+                        self.engine.update_tables(|t| t.set_module(&schema, &name, None));
+                    } else if !if_exists {
+                        return Err(SqlError::new(3701, 11, format!("Cannot drop the view '{}', because it does not exist or you do not have permission.", parts.join("."))).into());
+                    }
+                }
+            }
             _ => {
                 if !if_exists {
                     return Err(SqlError::new(3701, 11, format!("Cannot drop the object '{}', because it does not exist or you do not have permission.", names.first().map(|n| n.to_string()).unwrap_or_default())).into());

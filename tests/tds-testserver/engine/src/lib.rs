@@ -16,6 +16,7 @@ mod dml;
 pub mod error;
 mod exec;
 mod functions;
+mod inline;
 mod meta;
 mod objects;
 mod parse;

@@ -21,8 +21,18 @@ impl Session {
                     self.check_view_select(select)?;
                 }
                 self.before_ddl();
+                let text = crate::meta::ModuleText {
+                    kind: module.kind,
+                    definition: module.definition.clone(),
+                    view_select: module.view_select.clone(),
+                };
+                let database_trigger = module.database_trigger;
                 self.engine
                     .with_catalog(|c| c.create_module(&schema, &name, module))?;
+                if !database_trigger {
+                    self.engine
+                        .update_tables(|t| t.set_module(&schema, &name, Some(text)));
+                }
             }
             Stmt::AliasType {
                 schema,
@@ -101,7 +111,7 @@ impl Session {
     /// started with): DROP DATABASE of it succeeds only while it holds no objects (an install
     /// script's "drop if it exists" on a fresh server) and CREATE DATABASE brings it back;
     /// ALTER DATABASE ... SET options are accepted and change nothing here.
-    fn database_statement(&mut self, action: DbAction, name: &str) -> Result<(), Fail> {
+    pub(crate) fn database_statement(&mut self, action: DbAction, name: &str) -> Result<(), Fail> {
         let ours = name.eq_ignore_ascii_case(self.engine.database());
         let system = ["master", "tempdb", "model", "msdb"]
             .iter()
@@ -301,6 +311,18 @@ impl Session {
                 }
             }
             (Some("FILEGROUP"), _, _) => (20, 1, 0),
+            (Some("TRIGGER"), _, _) => {
+                let trigger = texts[3].clone().unwrap_or_default();
+                let id = self.engine.read_catalog(|c| {
+                    c.modules()
+                        .find(|m| m.database_trigger && m.name.eq_ignore_ascii_case(&trigger))
+                        .map(|m| m.object_id)
+                });
+                match id {
+                    Some(id) => (1, id, 0),
+                    None => return Err(invalid().into()),
+                }
+            }
             _ => return Err(invalid().into()),
         };
         self.before_ddl();

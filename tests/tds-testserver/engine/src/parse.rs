@@ -262,6 +262,26 @@ fn rewrite(
         {
             column_start = Some(toks[i].span.start);
         }
+        // CREATE TABLE t (a int, b int,): SQL Server accepts the trailing comma.
+        if *t == Token::Comma && create_depth == Some(depth) {
+            let n = next_sig(&toks, i + 1);
+            if n < toks.len() && toks[n].token == Token::RParen {
+                i += 1;
+                continue;
+            }
+        }
+        // xml([CONTENT | DOCUMENT] schema.collection): typed XML is stored as xml.
+        if word(t).is_some_and(|w| w.value.eq_ignore_ascii_case("XML"))
+            && (create_depth == Some(depth) || alter_add)
+            && prev_sig(&out, out.len()).is_some_and(|p| word(&out[p].token).is_some())
+        {
+            let n = next_sig(&toks, i + 1);
+            if n < toks.len() && toks[n].token == Token::LParen {
+                out.push(toks[i].clone());
+                i = close_paren(&toks, n);
+                continue;
+            }
+        }
         // ROWGUIDCOL: remembered by the column's location (sqlparser has no such option).
         if is_word(t, "ROWGUIDCOL") {
             if let Some(at) = column_start {

@@ -253,6 +253,8 @@ fn server_property(property: &str) -> Option<Stored> {
         }
         "issingleuser" => Some(Stored::Integer(0)),
         "processid" => Some(Stored::Integer(i64::from(std::process::id()))),
+        "resourceversion" => text(PRODUCT_VERSION),
+        "resourcelastupdatedatetime" => text("2022-10-08 06:37:46.310"),
         _ => None,
     }
 }
