@@ -521,6 +521,20 @@ pub fn register(conn: &Connection) -> rusqlite::Result<()> {
     let det = FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC;
     let nondet = FunctionFlags::SQLITE_UTF8;
     conn.create_collation("DEC", dec_compare)?;
+    // T-SQL's LIKE (character classes, ESCAPE): tsql_like(text, pattern, escape or NULL).
+    conn.create_scalar_function("tsql_like", 3, det, |ctx| {
+        let text: Option<String> = ctx.get(0)?;
+        let pattern: Option<String> = ctx.get(1)?;
+        let escape: Option<String> = ctx.get(2)?;
+        Ok(match (text, pattern) {
+            (Some(t), Some(p)) => Some(i64::from(crate::like::like(
+                &t,
+                &p,
+                escape.and_then(|e| e.chars().next()),
+            ))),
+            _ => None,
+        })
+    })?;
     // hierarchyid methods on the stored binary form (`node.GetLevel()`, `node.ToString()`).
     conn.create_scalar_function("tsql_hid_getlevel", 1, det, |ctx| match ctx.get_raw(0) {
         rusqlite::types::ValueRef::Null => Ok(None),

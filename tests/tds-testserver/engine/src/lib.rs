@@ -17,6 +17,7 @@ pub mod error;
 mod exec;
 mod functions;
 mod inline;
+mod like;
 mod meta;
 mod objects;
 mod parse;

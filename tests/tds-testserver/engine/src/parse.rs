@@ -351,8 +351,27 @@ fn rewrite(
             && word(t)
                 .is_some_and(|w| w.quote_style.is_none() && is_statement_start(&w.value.to_ascii_uppercase()))
             && !is_word(t, "ALTER")
+            && !prev_sig(&out, out.len()).is_some_and(|p| is_word(&out[p].token, "ON"))
         {
             alter_add = false;
+        }
+        // `at` as a table alias (AdventureWorks' views): sqlparser reads AT as the start of
+        // AT TIME ZONE; anything but that is an identifier.
+        if is_word(t, "AT") {
+            let n = next_sig(&toks, i + 1);
+            if !(n < toks.len() && is_word(&toks[n].token, "TIME")) {
+                let mut quoted = toks[i].clone();
+                if let Token::Word(w) = &t {
+                    quoted.token = Token::Word(Word {
+                        value: w.value.clone(),
+                        quote_style: Some('['),
+                        keyword: Keyword::NoKeyword,
+                    });
+                }
+                out.push(quoted);
+                i += 1;
+                continue;
+            }
         }
         // ALTER TABLE t ADD [CONSTRAINT name] DEFAULT expr FOR col (T-SQL only) becomes
         // ALTER COLUMN col SET DEFAULT expr; a constraint name rides along as

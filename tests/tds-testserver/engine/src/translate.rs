@@ -877,6 +877,23 @@ impl<'a> Ctx<'a> {
                 let l = self.expr(left, scope)?;
                 let r = self.expr(right, scope)?;
                 let nullable = l.nullable || r.nullable;
+                // Neither side a column: SQLite would compare with BINARY, not the default
+                // collation (`UPPER(c) IN ('L')` must match a padded `L `).
+                if matches!(
+                    op,
+                    BinaryOperator::Eq
+                        | BinaryOperator::NotEq
+                        | BinaryOperator::Lt
+                        | BinaryOperator::LtEq
+                        | BinaryOperator::Gt
+                        | BinaryOperator::GtEq
+                ) && l.ty.is_some_and(is_string)
+                    && r.ty.is_some_and(is_string)
+                    && !is_column_ref(left)
+                    && !is_column_ref(right)
+                {
+                    collate_ci(left);
+                }
                 match op {
                     BinaryOperator::Plus if l.ty.is_some_and(is_string) || r.ty.is_some_and(is_string) => {
                         let lt = l.ty.filter(|t| is_string(*t));
@@ -918,9 +935,12 @@ impl<'a> Ctx<'a> {
                 Ok(Ty::not_null(SqlType::Bit))
             }
             Expr::InList { expr, list, .. } => {
-                self.expr(expr, scope)?;
+                let t = self.expr(expr, scope)?;
                 for x in list {
                     self.expr(x, scope)?;
+                }
+                if t.ty.is_some_and(is_string) && !is_column_ref(expr) {
+                    collate_ci(expr);
                 }
                 Ok(Ty::of(SqlType::Bit))
             }
@@ -930,10 +950,45 @@ impl<'a> Ctx<'a> {
                 self.expr(high, scope)?;
                 Ok(Ty::of(SqlType::Bit))
             }
-            Expr::Like { expr, pattern, .. } | Expr::ILike { expr, pattern, .. } => {
-                self.expr(expr, scope)?;
-                self.expr(pattern, scope)?;
-                Ok(Ty::of(SqlType::Bit))
+            Expr::Like {
+                expr,
+                pattern,
+                negated,
+                escape_char,
+                ..
+            }
+            | Expr::ILike {
+                expr,
+                pattern,
+                negated,
+                escape_char,
+                ..
+            } => {
+                let t = self.expr(expr, scope)?;
+                let p = self.expr(pattern, scope)?;
+                if let Some(x) = escape_char.as_mut() {
+                    self.expr(x, scope)?;
+                }
+                let escape = match escape_char {
+                    Some(v) => (**v).clone(),
+                    None => null(),
+                };
+                let negated = *negated;
+                let value = std::mem::replace(&mut **expr, num(0));
+                let pattern = std::mem::replace(&mut **pattern, num(0));
+                let call = func("tsql_like", vec![value, pattern, escape]);
+                *e = if negated {
+                    Expr::UnaryOp {
+                        op: UnaryOperator::Not,
+                        expr: Box::new(call),
+                    }
+                } else {
+                    call
+                };
+                Ok(Ty {
+                    ty: Some(SqlType::Bit),
+                    nullable: t.nullable || p.nullable,
+                })
             }
             Expr::InSubquery { expr, subquery, .. } => {
                 self.expr(expr, scope)?;
@@ -980,7 +1035,7 @@ impl<'a> Ctx<'a> {
                 data_type,
                 ..
             } => {
-                let target = parse_type_name(&data_type.to_string())
+                let target = crate::typename::parse_cast_type_name(&data_type.to_string())
                     .ok_or_else(|| unknown_type(&data_type.to_string()))?;
                 let src = self.expr(expr, scope)?;
                 let try_ = matches!(kind, CastKind::TryCast | CastKind::SafeCast);
@@ -999,7 +1054,7 @@ impl<'a> Ctx<'a> {
                 ..
             } => {
                 let dt = data_type.as_ref().map(|d| d.to_string()).unwrap_or_default();
-                let target = parse_type_name(&dt).ok_or_else(|| unknown_type(&dt))?;
+                let target = crate::typename::parse_cast_type_name(&dt).ok_or_else(|| unknown_type(&dt))?;
                 let src = self.expr(expr, scope)?;
                 let style = match styles.first() {
                     Some(Expr::Value(ValueWithSpan {
@@ -1524,6 +1579,7 @@ impl<'a> Ctx<'a> {
                 })
             }
             "ISNUMERIC" => Ty::not_null(SqlType::Int),
+            "TSQL_LIKE" => Ty::of(SqlType::Bit),
             "TSQL_HID_GETLEVEL" => Ty::of(SqlType::SmallInt),
             "TSQL_HID_TOSTRING" => Ty::of(SqlType::NVarChar { len: Some(4000) }),
             "FORMAT" => Ty::of(SqlType::NVarChar { len: Some(4000) }),
@@ -1698,6 +1754,20 @@ fn plain_fn(name: &str, args: Vec<Expr>) -> Function {
         over: None,
         within_group: Vec::new(),
     }
+}
+
+/// A translated column reference (whose collation SQLite applies in comparisons).
+fn is_column_ref(e: &Expr) -> bool {
+    matches!(e, Expr::Identifier(_) | Expr::CompoundIdentifier(_))
+}
+
+/// Wraps `e` in `COLLATE CI`, SQL Server's default (case- and trailing-blank-insensitive).
+fn collate_ci(e: &mut Expr) {
+    let inner = std::mem::replace(e, num(0));
+    *e = Expr::Collate {
+        expr: Box::new(inner),
+        collation: ObjectName::from(vec![Ident::new("CI")]),
+    };
 }
 
 pub fn func(name: &str, args: Vec<Expr>) -> Expr {

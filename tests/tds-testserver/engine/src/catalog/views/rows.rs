@@ -22,7 +22,7 @@ impl<'a> Ctx<'a> {
     }
 
     /// Permanent tables plus the session's temp tables (views keyed by object id).
-    fn tables_with_temp(&self) -> Vec<&'a Table> {
+    pub(super) fn tables_with_temp(&self) -> Vec<&'a Table> {
         self.catalog
             .tables()
             .chain(self.catalog.session_tables(self.session_id))
@@ -713,8 +713,10 @@ pub(super) fn build_rows(ctx: &Ctx<'_>, view: &str, row_counts: &dyn Fn(&Table) 
                 ]);
             }
         }
-        // Views, procedures, triggers, modules and sequences are not supported: always empty.
-        _ => {}
+        // Sequences are not supported: always empty.
+        other => {
+            super::module_rows::build(ctx, other, &mut rows, row_counts);
+        }
     }
     rows
 }
