@@ -193,8 +193,10 @@ impl Session {
             stmts,
             tops,
             rowguidcols,
+            nocheck,
         } = batch;
         self.rowguidcols = rowguidcols;
+        self.nocheck = nocheck;
         for p in stmts {
             let kind = stmt_kind(&p.stmt);
             // THROW ends the batch (there is no TRY...CATCH here); RAISERROR does not.
@@ -289,6 +291,12 @@ impl Session {
             | Stmt::EnableTrigger { .. }
             | Stmt::Refused(_)
             | Stmt::Accepted) => self.exec_object_stmt(s, sink),
+            Stmt::ConstraintState {
+                table,
+                enable,
+                validate,
+                names,
+            } => self.constraint_state(&table, enable, validate, names.as_deref(), sink),
             Stmt::Unsupported(what) => Err(SqlError::new(
                 102,
                 15,

@@ -66,6 +66,15 @@ pub enum Stmt {
     Refused(SqlError),
     /// A statement with nothing to do in the test server (XML indexes).
     Accepted,
+    /// `ALTER TABLE t [WITH CHECK | WITH NOCHECK] {CHECK | NOCHECK} CONSTRAINT {ALL | names}`.
+    ConstraintState {
+        table: Vec<String>,
+        enable: bool,
+        /// WITH CHECK: re-check the rows (the constraints become trusted).
+        validate: bool,
+        /// `None`: ALL.
+        names: Option<Vec<String>>,
+    },
 }
 
 #[derive(Debug)]
@@ -82,6 +91,8 @@ pub struct Batch {
     pub tops: HashMap<(u64, u64), String>,
     /// Columns declared ROWGUIDCOL, by the location (line, column) of their name.
     pub rowguidcols: std::collections::HashSet<(u64, u64)>,
+    /// `ALTER TABLE t WITH NOCHECK ADD ...`, by the location of the table name's last part.
+    pub nocheck: std::collections::HashSet<(u64, u64)>,
 }
 
 pub fn syntax_error(near: &str) -> SqlError {
@@ -243,6 +254,7 @@ fn rewrite(
     vars: &dyn Fn(&str) -> Option<String>,
     tops: &mut HashMap<(u64, u64), String>,
     rowguidcols: &mut std::collections::HashSet<(u64, u64)>,
+    nocheck: &mut std::collections::HashSet<(u64, u64)>,
 ) -> Vec<TokenWithSpan> {
     let mut out: Vec<TokenWithSpan> = Vec::with_capacity(toks.len());
     let mut i = 0;
@@ -304,6 +316,15 @@ fn rewrite(
             let c = next_sig(&toks, i + 1);
             let a = next_sig(&toks, c + 1);
             if a < toks.len() && is_word(&toks[c].token, "CHECK") && is_word(&toks[a].token, "ADD") {
+                i = c + 1;
+                continue;
+            }
+            // WITH NOCHECK ADD: the new constraints are not checked against the rows.
+            if a < toks.len() && is_word(&toks[c].token, "NOCHECK") && is_word(&toks[a].token, "ADD") {
+                if let Some(p) = prev_sig(&out, out.len()) {
+                    let at = out[p].span.start;
+                    nocheck.insert((at.line, at.column));
+                }
                 i = c + 1;
                 continue;
             }
@@ -679,7 +700,13 @@ pub fn parse_batch(sql: &str, vars: &dyn Fn(&str) -> Option<String>) -> Result<B
             )
         })?;
     let mut batch = Batch::default();
-    let toks = rewrite(toks, vars, &mut batch.tops, &mut batch.rowguidcols);
+    let toks = rewrite(
+        toks,
+        vars,
+        &mut batch.tops,
+        &mut batch.rowguidcols,
+        &mut batch.nocheck,
+    );
     let mut p = Parser::new(&dialect).with_tokens_with_locations(toks);
     loop {
         while p.consume_token(&Token::SemiColon) {}

@@ -136,6 +136,11 @@ pub fn parse_special(p: &mut Parser<'_>, sql: &str, first: bool) -> Result<Optio
             return parse_module(p, sql, start, &kind_word, replace).map(Some);
         }
     }
+    if (w0.as_str(), w1.as_str()) == ("ALTER", "TABLE")
+        && let Some(stmt) = constraint_state(p)?
+    {
+        return Ok(Some(stmt));
+    }
     let stmt = match (w0.as_str(), w1.as_str()) {
         ("CREATE", "TYPE") => {
             p.next_token();
@@ -324,6 +329,70 @@ pub fn parse_special(p: &mut Parser<'_>, sql: &str, first: bool) -> Result<Optio
         _ => return Ok(None),
     };
     Ok(Some(stmt))
+}
+
+/// `ALTER TABLE t [WITH CHECK | WITH NOCHECK] {CHECK | NOCHECK} CONSTRAINT {ALL | a, b}`;
+/// `None` (nothing consumed) for any other ALTER TABLE.
+fn constraint_state(p: &mut Parser<'_>) -> Result<Option<Stmt>, SqlError> {
+    // Look past the table name without consuming it.
+    let mut k = 2;
+    loop {
+        if !matches!(p.peek_nth_token_ref(k).token, Token::Word(_)) {
+            return Ok(None);
+        }
+        k += 1;
+        if p.peek_nth_token_ref(k).token != Token::Period {
+            break;
+        }
+        k += 1;
+    }
+    let mut validate = false;
+    let mut j = k;
+    if peek_upper(p, j) == "WITH" {
+        match peek_upper(p, j + 1).as_str() {
+            "CHECK" => validate = true,
+            "NOCHECK" => {}
+            _ => return Ok(None),
+        }
+        j += 2;
+    }
+    let enable = match peek_upper(p, j).as_str() {
+        "CHECK" => true,
+        "NOCHECK" => false,
+        _ => return Ok(None),
+    };
+    if peek_upper(p, j + 1) != "CONSTRAINT" {
+        return Ok(None);
+    }
+    p.next_token();
+    p.next_token();
+    let table = name_parts(p)?;
+    while peek_upper(p, 0) != "CONSTRAINT" {
+        p.next_token();
+    }
+    p.next_token();
+    let names = if peek_upper(p, 0) == "ALL" {
+        p.next_token();
+        None
+    } else {
+        let mut names = Vec::new();
+        loop {
+            match p.next_token().token {
+                Token::Word(w) => names.push(w.value),
+                other => return Err(syntax_error(&other.to_string())),
+            }
+            if !p.consume_token(&Token::Comma) {
+                break;
+            }
+        }
+        Some(names)
+    };
+    Ok(Some(Stmt::ConstraintState {
+        table,
+        enable,
+        validate: validate && enable,
+        names,
+    }))
 }
 
 /// A module's header after `CREATE [OR ALTER] <kind>`: its name, then the whole batch kept

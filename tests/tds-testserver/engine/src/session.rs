@@ -206,6 +206,8 @@ impl Engine {
             tran_snapshot: None,
             last_rowids: Vec::new(),
             rowguidcols: Default::default(),
+            nocheck: Default::default(),
+            ignore_checks: false,
         })
     }
 }
@@ -250,6 +252,10 @@ pub struct Session {
     pub(crate) last_rowids: Vec<i64>,
     /// The current batch's ROWGUIDCOL columns (see [`crate::parse::Batch::rowguidcols`]).
     pub(crate) rowguidcols: std::collections::HashSet<(u64, u64)>,
+    /// The current batch's `WITH NOCHECK ADD` statements (see [`crate::parse::Batch::nocheck`]).
+    pub(crate) nocheck: std::collections::HashSet<(u64, u64)>,
+    /// The ALTER TABLE under way keeps rows that break its checks (WITH NOCHECK).
+    pub(crate) ignore_checks: bool,
     pub(crate) tran_snapshot: Option<(crate::catalog::Catalog, Arc<Tables>, Tables)>,
 }
 

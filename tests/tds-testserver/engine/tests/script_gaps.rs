@@ -166,3 +166,88 @@ fn modules_are_stored_with_their_definitions() {
     );
     assert_eq!(error(&mut s, "CREATE VIEW v AS SELECT 1 AS x").number, 2714);
 }
+
+#[test]
+fn adding_a_foreign_key_checks_existing_rows() {
+    let (_e, mut s) = session();
+    exec(&mut s, "CREATE TABLE par (id int PRIMARY KEY)");
+    exec(&mut s, "CREATE TABLE chi (pid int)");
+    exec(&mut s, "INSERT INTO chi VALUES (1)");
+    assert_eq!(
+        error(
+            &mut s,
+            "ALTER TABLE chi ADD CONSTRAINT fk FOREIGN KEY (pid) REFERENCES par (id)"
+        )
+        .number,
+        547
+    );
+    exec(
+        &mut s,
+        "ALTER TABLE chi WITH NOCHECK ADD CONSTRAINT fk FOREIGN KEY (pid) REFERENCES par (id)",
+    );
+    assert_eq!(
+        scalar(
+            &mut s,
+            "SELECT CAST(is_not_trusted AS int) FROM sys.foreign_keys WHERE name = 'fk'"
+        ),
+        Value::Int(1)
+    );
+}
+
+#[test]
+fn nocheck_and_check_constraint_all() {
+    let (_e, mut s) = session();
+    exec(&mut s, "CREATE TABLE par (id int PRIMARY KEY)");
+    exec(
+        &mut s,
+        "CREATE TABLE chi (pid int CONSTRAINT fk REFERENCES par (id), q int CONSTRAINT ck CHECK (q > 0))",
+    );
+    exec(&mut s, "ALTER TABLE chi NOCHECK CONSTRAINT ALL");
+    // Disabled: neither constraint is enforced.
+    exec(&mut s, "INSERT INTO chi VALUES (7, -1)");
+    let flags = "SELECT CAST(is_disabled AS int), CAST(is_not_trusted AS int) FROM sys.foreign_keys \
+                 UNION ALL SELECT CAST(is_disabled AS int), CAST(is_not_trusted AS int) FROM sys.check_constraints";
+    assert_eq!(
+        query(&mut s, flags).1,
+        vec![
+            vec![Value::Int(1), Value::Int(1)],
+            vec![Value::Int(1), Value::Int(1)]
+        ]
+    );
+    // Enabled again without checking the rows: enforced, still not trusted.
+    exec(&mut s, "ALTER TABLE chi CHECK CONSTRAINT ALL");
+    assert_eq!(error(&mut s, "INSERT INTO chi VALUES (8, 1)").number, 547);
+    assert_eq!(
+        error(
+            &mut s,
+            "INSERT INTO par VALUES (1) INSERT INTO chi VALUES (1, -5)"
+        )
+        .number,
+        547
+    );
+    assert_eq!(
+        query(&mut s, flags).1,
+        vec![
+            vec![Value::Int(0), Value::Int(1)],
+            vec![Value::Int(0), Value::Int(1)]
+        ]
+    );
+    // WITH CHECK re-checks the rows: the bad row stops it.
+    assert_eq!(
+        error(&mut s, "ALTER TABLE chi WITH CHECK CHECK CONSTRAINT ALL").number,
+        547
+    );
+    exec(&mut s, "DELETE FROM chi");
+    exec(&mut s, "ALTER TABLE chi WITH CHECK CHECK CONSTRAINT fk, ck");
+    assert_eq!(
+        query(&mut s, flags).1,
+        vec![
+            vec![Value::Int(0), Value::Int(0)],
+            vec![Value::Int(0), Value::Int(0)]
+        ]
+    );
+    assert_eq!(
+        error(&mut s, "ALTER TABLE chi NOCHECK CONSTRAINT nosuch").number,
+        4917
+    );
+}

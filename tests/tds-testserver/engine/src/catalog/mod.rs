@@ -131,6 +131,10 @@ pub struct ForeignKeyDef {
     pub referenced_columns: Vec<String>,
     pub on_delete: ReferentialAction,
     pub on_update: ReferentialAction,
+    /// NOCHECK CONSTRAINT: not enforced (sys.foreign_keys.is_disabled).
+    pub disabled: bool,
+    /// Added WITH NOCHECK or re-enabled without checking the rows (is_not_trusted).
+    pub not_trusted: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -140,6 +144,9 @@ pub struct CheckDef {
     pub definition: String,
     /// Declared on a column (sys.check_constraints.parent_column_id) or on the table.
     pub column: Option<String>,
+    /// See [`ForeignKeyDef::disabled`].
+    pub disabled: bool,
+    pub not_trusted: bool,
 }
 
 /// Everything CREATE TABLE declares.

@@ -158,6 +158,8 @@ pub struct ForeignKey {
     pub on_delete: ReferentialAction,
     pub on_update: ReferentialAction,
     pub create_date: String,
+    pub is_disabled: bool,
+    pub is_not_trusted: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -169,6 +171,8 @@ pub struct Check {
     /// 0 for a table-level constraint.
     pub parent_column_id: i32,
     pub create_date: String,
+    pub is_disabled: bool,
+    pub is_not_trusted: bool,
 }
 
 /// Identity state of a table's IDENTITY column.

@@ -390,6 +390,25 @@ impl Catalog {
         Ok(())
     }
 
+    /// NOCHECK / CHECK CONSTRAINT: a foreign key's or check's enforcement and trust.
+    pub fn set_constraint_state(&mut self, table_id: i32, name: &str, disabled: bool, not_trusted: bool) {
+        if let Some(t) = self.tables.get_mut(&table_id) {
+            for f in t
+                .foreign_keys
+                .iter_mut()
+                .filter(|f| f.name.eq_ignore_ascii_case(name))
+            {
+                f.is_disabled = disabled;
+                f.is_not_trusted = not_trusted;
+            }
+            for c in t.checks.iter_mut().filter(|c| c.name.eq_ignore_ascii_case(name)) {
+                c.is_disabled = disabled;
+                c.is_not_trusted = not_trusted;
+            }
+        }
+        self.touch();
+    }
+
     pub fn extended_properties(&self) -> &[ExtendedProperty] {
         &self.extended_properties
     }

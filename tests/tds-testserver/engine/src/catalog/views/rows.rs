@@ -359,6 +359,9 @@ pub(super) fn build_rows(ctx: &Ctx<'_>, view: &str, row_counts: &dyn Fn(&Table) 
                             text(referential_desc(f.on_update).0),
                         ),
                         ("is_system_named", bit(f.system_named)),
+                        ("is_disabled", bit(f.is_disabled)),
+                        ("is_not_trusted", bit(f.is_not_trusted)),
+                        ("is_not_for_replication", bit(false)),
                     ]);
                     rows.push(row);
                 }
@@ -392,6 +395,9 @@ pub(super) fn build_rows(ctx: &Ctx<'_>, view: &str, row_counts: &dyn Fn(&Table) 
                         ("definition", text(&c.definition)),
                         ("uses_database_collation", bit(true)),
                         ("is_system_named", bit(c.system_named)),
+                        ("is_disabled", bit(c.is_disabled)),
+                        ("is_not_trusted", bit(c.is_not_trusted)),
+                        ("is_not_for_replication", bit(false)),
                     ]);
                     rows.push(row);
                 }
