@@ -17,12 +17,13 @@ use crate::session::Session;
 use crate::types::{ColumnMeta, SqlType, Value};
 use std::path::{Path, PathBuf};
 
-/// A terminator: its bytes; `newline` when written with `\n`, which also matches `\r\n` (the
+/// A terminator: its bytes, and for one written with `\n` the `\r\n` form that also ends a row (the
 /// CR is not part of the field).
 #[derive(Debug, Clone)]
 struct Terminator {
     bytes: Vec<u8>,
-    newline: bool,
+    /// The `\r\n` form of a terminator written with `\n` (in the file's encoding).
+    alt: Option<Vec<u8>>,
 }
 
 impl Terminator {
@@ -30,10 +31,7 @@ impl Terminator {
     fn parse(text: &str) -> Result<Terminator, SqlError> {
         if let Some(hex) = text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")) {
             let bytes = decode_hex(hex).ok_or_else(|| bad_option("terminator", text))?;
-            return Ok(Terminator {
-                bytes,
-                newline: false,
-            });
+            return Ok(Terminator { bytes, alt: None });
         }
         let mut bytes = Vec::new();
         let mut newline = false;
@@ -64,24 +62,41 @@ impl Terminator {
         if bytes.is_empty() {
             return Err(bad_option("terminator", text));
         }
-        Ok(Terminator { bytes, newline })
+        let alt = newline.then(|| {
+            let mut a = bytes[..bytes.len() - 1].to_vec();
+            a.extend_from_slice(b"\r\n");
+            a
+        });
+        Ok(Terminator { bytes, alt })
+    }
+
+    /// The same terminator in UTF-16LE (DATAFILETYPE 'widechar').
+    fn widen(&self) -> Terminator {
+        let wide = |b: &[u8]| b.iter().flat_map(|&x| [x, 0]).collect::<Vec<u8>>();
+        Terminator {
+            bytes: wide(&self.bytes),
+            alt: self.alt.as_deref().map(wide),
+        }
     }
 
     /// Where the terminator starts at or after `from`, and its length there.
     fn find(&self, data: &[u8], from: usize) -> Option<(usize, usize)> {
         let needle = &self.bytes;
+        let first = [Some(needle[0]), self.alt.as_ref().map(|a| a[0])];
         let mut i = from;
-        while i + needle.len() <= data.len() {
-            let at = memchr_from(data, needle[0], i)?;
+        while i < data.len() {
+            let at = data[i..]
+                .iter()
+                .position(|b| first.contains(&Some(*b)))
+                .map(|p| p + i)?;
             if data[at..].starts_with(needle) {
                 return Some((at, needle.len()));
             }
-            if self.newline && needle.len() >= 1 {
-                // `...\n` also matches `...\r\n`.
-                let head = &needle[..needle.len() - 1];
-                if data[at..].starts_with(head) && data[at + head.len()..].starts_with(b"\r\n") {
-                    return Some((at, needle.len() + 1));
-                }
+            // `...\n` also matches `...\r\n`.
+            if let Some(alt) = &self.alt
+                && data[at..].starts_with(alt)
+            {
+                return Some((at, alt.len()));
             }
             i = at + 1;
         }
@@ -89,13 +104,9 @@ impl Terminator {
     }
 }
 
-fn memchr_from(data: &[u8], b: u8, from: usize) -> Option<usize> {
-    data.get(from..)?.iter().position(|&x| x == b).map(|p| p + from)
-}
-
 fn decode_hex(hex: &str) -> Option<Vec<u8>> {
     let hex = hex.as_bytes();
-    if hex.len() % 2 != 0 {
+    if !hex.len().is_multiple_of(2) {
         return None;
     }
     let digit = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
@@ -136,14 +147,8 @@ struct Options {
 
 fn options(spec: &BulkInsertSpec) -> Result<Options, SqlError> {
     let mut o = Options {
-        field: Terminator {
-            bytes: b"\t".to_vec(),
-            newline: false,
-        },
-        row: Terminator {
-            bytes: b"\n".to_vec(),
-            newline: true,
-        },
+        field: Terminator::parse("\\t")?,
+        row: Terminator::parse("\\n")?,
         encoding: Encoding::Latin1,
         keep_identity: false,
         keep_nulls: false,
@@ -204,17 +209,8 @@ fn options(spec: &BulkInsertSpec) -> Result<Options, SqlError> {
     }
     if widechar {
         o.encoding = Encoding::Utf16;
-        let widen = |t: &Terminator| Terminator {
-            bytes: t.bytes.iter().flat_map(|&b| [b, 0]).collect(),
-            newline: false,
-        };
-        // `\n` in a widechar file: match the UTF-16 `\r\n` form as well.
-        let row_newline = o.row.newline;
-        o.field = widen(&o.field);
-        o.row = widen(&o.row);
-        if row_newline {
-            o.row.newline = false;
-        }
+        o.field = o.field.widen();
+        o.row = o.row.widen();
     }
     Ok(o)
 }
@@ -427,7 +423,7 @@ fn field_value(raw: &[u8], ty: SqlType, encoding: Encoding) -> Option<Value> {
         Encoding::Utf8 => String::from_utf8(raw.to_vec()).ok()?,
         Encoding::Latin1 => raw.iter().map(|&b| b as char).collect(),
         Encoding::Utf16 => {
-            if raw.len() % 2 != 0 {
+            if !raw.len().is_multiple_of(2) {
                 return None;
             }
             let units: Vec<u16> = raw.chunks(2).map(|c| u16::from_le_bytes([c[0], c[1]])).collect();

@@ -110,7 +110,7 @@ impl Session {
         let r = self.run_query(&mut q, &mut sink, false);
         self.fmtonly = was;
         match r {
-            Err(Fail::Sql(e)) if matches!(e.number, 207 | 208 | 209) => Err(e.into()),
+            Err(Fail::Sql(e)) if matches!(e.number, 207..=209) => Err(e.into()),
             Err(Fail::Interrupt(i)) => Err(i.into()),
             _ => Ok(()),
         }

@@ -66,6 +66,10 @@ pub enum Stmt {
     Refused(SqlError),
     /// A statement with nothing to do in the test server (XML indexes).
     Accepted,
+    /// `UPDATE STATISTICS table [...]`: the table must exist; there are no statistics here.
+    UpdateStatistics(Vec<String>),
+    /// `SET ROWCOUNT n`: 0 lifts the limit.
+    SetRowcount(sqlparser::ast::Expr),
     /// `ALTER TABLE t [WITH CHECK | WITH NOCHECK] {CHECK | NOCHECK} CONSTRAINT {ALL | names}`.
     ConstraintState {
         table: Vec<String>,
@@ -294,6 +298,82 @@ fn rewrite(
                 continue;
             }
         }
+        // Money literals (`$20.00`): money values.
+        if let Token::Placeholder(p) = t
+            && let Some(digits) = p.strip_prefix('$')
+            && !digits.is_empty()
+            && digits.chars().all(|c| c.is_ascii_digit() || c == '.')
+        {
+            let mut number = digits.to_string();
+            let mut next = i + 1;
+            if let Some(Token::Number(n, _)) = toks.get(next).map(|t| &t.token)
+                && n.starts_with('.')
+            {
+                number.push_str(n);
+                next += 1;
+            }
+            let space = || tok(Token::Whitespace(sqlparser::tokenizer::Whitespace::Space));
+            out.push(tok(new_word("CAST")));
+            out.push(tok(Token::LParen));
+            out.push(tok(Token::Number(number, false)));
+            out.push(space());
+            out.push(tok(new_word("AS")));
+            out.push(space());
+            out.push(tok(new_word("money")));
+            out.push(tok(Token::RParen));
+            i = next;
+            continue;
+        }
+        // Table hints sqlparser does not take everywhere (`MERGE t WITH (TABLOCK) AS x`):
+        // locking changes nothing a client sees here.
+        if is_word(t, "WITH") {
+            let open = next_sig(&toks, i + 1);
+            if open < toks.len() && toks[open].token == Token::LParen {
+                let end = close_paren(&toks, open);
+                let inner: Vec<&Token> = toks[open + 1..end.saturating_sub(1)]
+                    .iter()
+                    .map(|t| &t.token)
+                    .filter(|t| !matches!(t, Token::Whitespace(_) | Token::Comma))
+                    .collect();
+                let hints = [
+                    "TABLOCK",
+                    "TABLOCKX",
+                    "HOLDLOCK",
+                    "SERIALIZABLE",
+                    "ROWLOCK",
+                    "PAGLOCK",
+                    "UPDLOCK",
+                    "XLOCK",
+                    "NOLOCK",
+                    "READPAST",
+                    "READCOMMITTED",
+                    "READUNCOMMITTED",
+                    "REPEATABLEREAD",
+                ];
+                if !inner.is_empty() && inner.iter().all(|t| hints.iter().any(|h| is_word(t, h))) {
+                    i = end;
+                    continue;
+                }
+            }
+        }
+        // A bare RETURN (ending a batch or block): sqlparser would read the next word as
+        // its value.
+        if is_word(t, "RETURN") {
+            let n = next_sig(&toks, i + 1);
+            let bare = n >= toks.len()
+                || matches!(toks[n].token, Token::SemiColon | Token::EOF)
+                || word(&toks[n].token).is_some_and(|w| {
+                    w.quote_style.is_none()
+                        && (w.value.eq_ignore_ascii_case("END")
+                            || is_statement_start(&w.value.to_ascii_uppercase()))
+                });
+            if bare {
+                out.push(toks[i].clone());
+                out.push(tok(Token::SemiColon));
+                i += 1;
+                continue;
+            }
+        }
         // ROWGUIDCOL: remembered by the column's location (sqlparser has no such option).
         if is_word(t, "ROWGUIDCOL") {
             if let Some(at) = column_start {
@@ -349,6 +429,10 @@ fn rewrite(
         // statement's last item (`SELECT 1 COMMIT`): end the previous statement explicitly.
         if depth == 0 {
             let ends = (is_word(t, "COMMIT") || is_word(t, "ROLLBACK") || is_word(t, "DBCC"))
+                || (is_word(t, "SET") && {
+                    let n = next_sig(&toks, i + 1);
+                    n < toks.len() && is_word(&toks[n].token, "ROWCOUNT")
+                })
                 || ((is_word(t, "BEGIN") || is_word(t, "SAVE")) && {
                     let n = next_sig(&toks, i + 1);
                     n < toks.len()

@@ -222,6 +222,68 @@ pub fn parse_special(p: &mut Parser<'_>, sql: &str, first: bool) -> Result<Optio
                 add,
             }
         }
+        ("UPDATE", "STATISTICS") => {
+            p.next_token();
+            p.next_token();
+            let table = name_parts(p)?;
+            // [index | (index, ...)] [WITH FULLSCAN | SAMPLE n PERCENT | ...]
+            if p.consume_token(&Token::LParen) {
+                while !matches!(p.next_token().token, Token::RParen | Token::EOF) {}
+            } else if matches!(p.peek_token().token, Token::Word(_))
+                && !matches!(
+                    peek_upper(p, 0).as_str(),
+                    "WITH"
+                        | "SELECT"
+                        | "INSERT"
+                        | "UPDATE"
+                        | "DELETE"
+                        | "SET"
+                        | "EXEC"
+                        | "EXECUTE"
+                        | "PRINT"
+                        | "IF"
+                        | "BEGIN"
+                        | "DECLARE"
+                        | "CREATE"
+                        | "DROP"
+                        | "ALTER"
+                )
+            {
+                p.next_token();
+            }
+            if peek_upper(p, 0) == "WITH" {
+                p.next_token();
+                while matches!(
+                    p.peek_token().token,
+                    Token::Word(_) | Token::Comma | Token::Number(_, _) | Token::Eq
+                ) && !matches!(
+                    peek_upper(p, 0).as_str(),
+                    "SELECT"
+                        | "INSERT"
+                        | "UPDATE"
+                        | "DELETE"
+                        | "SET"
+                        | "EXEC"
+                        | "EXECUTE"
+                        | "PRINT"
+                        | "IF"
+                        | "BEGIN"
+                        | "DECLARE"
+                        | "CREATE"
+                        | "DROP"
+                        | "ALTER"
+                ) {
+                    p.next_token();
+                }
+            }
+            Stmt::UpdateStatistics(table)
+        }
+        ("SET", "ROWCOUNT") => {
+            p.next_token();
+            p.next_token();
+            let e = p.parse_expr().map_err(|_| syntax_error("ROWCOUNT"))?;
+            Stmt::SetRowcount(e)
+        }
         ("CREATE", "PRIMARY") if peek_upper(p, 2) == "XML" => {
             skip_statement(p);
             Stmt::Accepted

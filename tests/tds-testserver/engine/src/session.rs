@@ -208,6 +208,8 @@ impl Engine {
             rowguidcols: Default::default(),
             nocheck: Default::default(),
             ignore_checks: false,
+            returning: false,
+            rowcount_limit: 0,
         })
     }
 }
@@ -256,6 +258,10 @@ pub struct Session {
     pub(crate) nocheck: std::collections::HashSet<(u64, u64)>,
     /// The ALTER TABLE under way keeps rows that break its checks (WITH NOCHECK).
     pub(crate) ignore_checks: bool,
+    /// RETURN ran: the rest of the batch is skipped.
+    pub(crate) returning: bool,
+    /// SET ROWCOUNT: the most rows a SELECT returns (0: no limit).
+    pub(crate) rowcount_limit: u64,
     pub(crate) tran_snapshot: Option<(crate::catalog::Catalog, Arc<Tables>, Tables)>,
 }
 

@@ -169,11 +169,7 @@ pub struct Ctx<'a> {
 /// The columns of a system view (`sys.tables`, `INFORMATION_SCHEMA.COLUMNS`), by its name
 /// parts (`[db.]schema.view`).
 pub fn view_columns(parts: &[String]) -> Option<(&'static str, Vec<OutCol>)> {
-    if parts.len() < 2 {
-        return None;
-    }
-    let name = format!("{}.{}", parts[parts.len() - 2], parts[parts.len() - 1]);
-    let v = crate::catalog::views::view(&name)?;
+    let v = crate::catalog::views::view_by_parts(parts)?;
     let cols = v
         .columns
         .iter()
@@ -251,6 +247,9 @@ impl<'a> Ctx<'a> {
     // ---- queries ----------------------------------------------------------------------------
 
     pub fn query(&mut self, q: &mut Query, parent: Option<&Scope<'_>>) -> Result<Vec<OutCol>, SqlError> {
+        if q.for_clause.is_some() {
+            return self.for_xml_path(q, parent);
+        }
         let saved_ctes = self.ctes.len();
         if let Some(with) = &mut q.with {
             for cte in &mut with.cte_tables {
@@ -1238,6 +1237,73 @@ impl<'a> Ctx<'a> {
         })
     }
 
+    /// `SELECT ... FOR XML PATH('row')`: each row's columns as XML (an unnamed column as its
+    /// escaped text, a named one as an element; the row wrapped in the PATH element unless it
+    /// is ''), concatenated. Returned as one nvarchar(max) value, as SQL Server returns FOR XML
+    /// without TYPE to a client or an enclosing expression.
+    fn for_xml_path(&mut self, q: &mut Query, parent: Option<&Scope<'_>>) -> Result<Vec<OutCol>, SqlError> {
+        let unsupported = |what: &str| {
+            SqlError::new(
+                102,
+                15,
+                format!(
+                    "Incorrect syntax near '{what}'. (the test server supports FOR XML PATH without TYPE, ROOT or ELEMENTS only)"
+                ),
+            )
+        };
+        let row_tag = match q.for_clause.take() {
+            Some(sqlparser::ast::ForClause::Xml {
+                for_xml: sqlparser::ast::ForXml::Path(path),
+                elements: false,
+                binary_base64: false,
+                root: None,
+                r#type: false,
+            }) => path.unwrap_or_else(|| "row".to_string()),
+            Some(other) => return Err(unsupported(&other.to_string())),
+            None => return Err(unsupported("FOR")),
+        };
+        let SetExpr::Select(sel) = &mut *q.body else {
+            return Err(unsupported("FOR XML"));
+        };
+        let mut args = vec![string(&row_tag)];
+        for item in std::mem::take(&mut sel.projection) {
+            let (e, name) = match item {
+                SelectItem::UnnamedExpr(e) => (e, String::new()),
+                SelectItem::ExprWithAlias { expr, alias } => {
+                    let n = alias.value;
+                    let n = if n == "*" || n.eq_ignore_ascii_case("text()") {
+                        String::new()
+                    } else {
+                        n
+                    };
+                    (expr, n)
+                }
+                other => return Err(unsupported(&other.to_string())),
+            };
+            args.push(string(&name));
+            args.push(Expr::Cast {
+                kind: CastKind::Cast,
+                expr: Box::new(e),
+                data_type: sqlparser::ast::DataType::Custom(
+                    ObjectName::from(vec![Ident::new("nvarchar")]),
+                    vec!["max".to_string()],
+                ),
+                format: None,
+            });
+        }
+        sel.projection = vec![SelectItem::ExprWithAlias {
+            expr: func("tsql_xml_row", args),
+            alias: Ident::new("__x"),
+        }];
+        self.query(q, parent)?;
+        let sql = format!("SELECT group_concat(__x, '') AS __forxml FROM ({q}) AS __t");
+        *q = crate::inline::view_query(&sql)?;
+        Ok(vec![OutCol::expr(
+            String::new(),
+            Ty::of(SqlType::NVarChar { len: None }),
+        )])
+    }
+
     /// A call that is not a built-in function: a hierarchyid method (`node.GetLevel()`) or a
     /// user-defined scalar function, as the expression that replaces it.
     fn module_call(&self, f: &Function) -> Result<Option<Expr>, SqlError> {
@@ -1435,6 +1501,22 @@ impl<'a> Ctx<'a> {
                     nullable: nullable_any,
                 }
             }
+            "QUOTENAME" => {
+                rename(f, "tsql_quotename");
+                Ty::of(SqlType::NVarChar { len: Some(258) })
+            }
+            "STUFF" => {
+                rename(f, "tsql_stuff");
+                Ty {
+                    ty: Some(match a0.ty {
+                        Some(SqlType::VarChar { .. } | SqlType::Char { .. }) => {
+                            SqlType::VarChar { len: Some(8000) }
+                        }
+                        _ => SqlType::NVarChar { len: Some(4000) },
+                    }),
+                    nullable: true,
+                }
+            }
             "REPLACE" => {
                 rename(f, "tsql_replace");
                 Ty {
@@ -1580,6 +1662,7 @@ impl<'a> Ctx<'a> {
             }
             "ISNUMERIC" => Ty::not_null(SqlType::Int),
             "TSQL_LIKE" => Ty::of(SqlType::Bit),
+            "TSQL_XML_ROW" => Ty::of(SqlType::NVarChar { len: None }),
             "TSQL_HID_GETLEVEL" => Ty::of(SqlType::SmallInt),
             "TSQL_HID_TOSTRING" => Ty::of(SqlType::NVarChar { len: Some(4000) }),
             "FORMAT" => Ty::of(SqlType::NVarChar { len: Some(4000) }),

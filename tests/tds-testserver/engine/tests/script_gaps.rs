@@ -251,3 +251,269 @@ fn nocheck_and_check_constraint_all() {
         4917
     );
 }
+
+#[test]
+fn us_dates_and_money_literals() {
+    let (_e, mut s) = session();
+    exec(&mut s, "SET DATEFORMAT mdy");
+    assert_eq!(
+        text(&scalar(
+            &mut s,
+            "SELECT CONVERT(varchar(10), CAST('12/08/1948' AS date), 120)"
+        )),
+        "1948-12-08"
+    );
+    assert_eq!(
+        text(&scalar(
+            &mut s,
+            "SELECT CONVERT(varchar(10), CAST('09/13/94' AS datetime), 120)"
+        )),
+        "1994-09-13"
+    );
+    assert_eq!(error(&mut s, "SELECT CAST('13/09/94' AS date)").number, 241);
+    assert_eq!(error(&mut s, "SET DATEFORMAT dmy").number, 102);
+    let (cols, rows) = query(&mut s, "SELECT $20.00, -$1.5");
+    assert_eq!(cols[0].ty, SqlType::Money);
+    assert_eq!(rows[0], vec![Value::Money(200_000), Value::Money(-15_000)]);
+}
+
+#[test]
+fn dynamic_sql_and_return() {
+    let (_e, mut s) = session();
+    assert_eq!(scalar(&mut s, "EXEC('SELECT 1')"), Value::Int(1));
+    assert_eq!(
+        scalar(
+            &mut s,
+            "DECLARE @t sysname = 'x' EXECUTE ('SELECT ''' + @t + '''')"
+        ),
+        Value::String("x".into())
+    );
+    // The dynamic batch does not see the caller's variables.
+    assert_eq!(error(&mut s, "DECLARE @v int = 1 EXEC('SELECT @v')").number, 137);
+    // RETURN ends the batch, also from inside a block.
+    let sink = run(
+        &mut s,
+        "IF 1 = 1 BEGIN RAISERROR(N'stop', 10, 1) WITH NOWAIT\nRETURN\nEND;\nSELECT 2",
+    );
+    assert!(sink.results().is_empty());
+    assert!(sink.errors().is_empty());
+}
+
+#[test]
+fn string_helpers_real_tools_use() {
+    let (_e, mut s) = session();
+    assert_eq!(text(&scalar(&mut s, "SELECT QUOTENAME('a]b')")), "[a]]b]");
+    assert_eq!(
+        text(&scalar(&mut s, "SELECT QUOTENAME('it''s', '''')")),
+        "'it''s'"
+    );
+    assert_eq!(
+        scalar(&mut s, "SELECT QUOTENAME(REPLICATE('x', 129))"),
+        Value::Null
+    );
+    assert_eq!(
+        text(&scalar(&mut s, "SELECT STUFF('abcdef', 2, 3, 'XY')")),
+        "aXYef"
+    );
+    assert_eq!(scalar(&mut s, "SELECT STUFF('abc', 5, 1, 'x')"), Value::Null);
+    exec(
+        &mut s,
+        "CREATE TABLE k (a int, [b&c] int, CONSTRAINT pk PRIMARY KEY (a, [b&c]))",
+    );
+    // How tools list an index's key columns.
+    let cols = "SELECT STUFF((SELECT ', ' + QUOTENAME(c.name) FROM sys.index_columns ic \
+                JOIN sys.columns c ON c.object_id = ic.object_id AND c.column_id = ic.column_id \
+                WHERE ic.object_id = OBJECT_ID('k') ORDER BY ic.key_ordinal FOR XML PATH('')), 1, 2, '')";
+    assert_eq!(text(&scalar(&mut s, cols)), "[a], [b&amp;c]");
+    assert_eq!(
+        text(&scalar(
+            &mut s,
+            "SELECT (SELECT a AS x FROM (VALUES (1), (2)) v(a) FOR XML PATH('r'))"
+        )),
+        "<r><x>1</x></r><r><x>2</x></r>"
+    );
+    assert_eq!(error(&mut s, "SELECT 1 AS a FOR XML RAW").number, 102);
+}
+
+#[test]
+fn statements_install_scripts_run() {
+    let (_e, mut s) = session();
+    exec(&mut s, "CREATE TABLE m (a int PRIMARY KEY, b int)");
+    exec(&mut s, "UPDATE STATISTICS m");
+    exec(&mut s, "UPDATE STATISTICS dbo.m WITH FULLSCAN");
+    assert_eq!(error(&mut s, "UPDATE STATISTICS nosuch").number, 208);
+    exec(
+        &mut s,
+        "MERGE m WITH (TABLOCK) AS t USING (SELECT 1 AS a, 2 AS b) AS src ON t.a = src.a \
+         WHEN MATCHED THEN UPDATE SET b = src.b WHEN NOT MATCHED THEN INSERT (a, b) VALUES (src.a, src.b);",
+    );
+    assert_eq!(scalar(&mut s, "SELECT b FROM m WHERE a = 1"), Value::Int(2));
+    exec(&mut s, "INSERT INTO m VALUES (2, 3), (3, 4)");
+    let (_, rows) = query(&mut s, "SET ROWCOUNT 2 SELECT a FROM m ORDER BY a SET ROWCOUNT 0");
+    assert_eq!(rows.len(), 2);
+    assert_eq!(query(&mut s, "SELECT a FROM m").1.len(), 3);
+    assert_eq!(error(&mut s, "SET ROWCOUNT 1 DELETE FROM m").number, 102);
+    exec(&mut s, "SET ROWCOUNT 0");
+    let sink = run(&mut s, "RAISERROR('%s has %d rows', 10, 1, 'm', 3)");
+    assert!(
+        sink.events
+            .iter()
+            .any(|e| matches!(e, Event::Info(_, m) if m == "m has 3 rows"))
+    );
+    let e = error(&mut s, "RAISERROR('bad %s', 16, 2, 'thing')");
+    assert_eq!(
+        (e.number, e.class, e.state, e.message.as_str()),
+        (50000, 16, 2, "bad thing")
+    );
+    let rows = scalar(
+        &mut s,
+        "SELECT SUM(row_count) FROM sys.dm_db_partition_stats WHERE object_id = OBJECT_ID('m') AND index_id < 2",
+    );
+    assert_eq!(rows, Value::BigInt(3));
+    assert_eq!(
+        scalar(
+            &mut s,
+            "SELECT COUNT(*) FROM sysobjects WHERE xtype = 'U' AND name = 'm'"
+        ),
+        Value::Int(1)
+    );
+    assert_eq!(
+        scalar(
+            &mut s,
+            "SELECT COUNT(*) FROM dbo.syscolumns WHERE id = OBJECT_ID('m')"
+        ),
+        Value::Int(2)
+    );
+    assert_eq!(
+        scalar(
+            &mut s,
+            "SELECT rows FROM sysindexes WHERE id = OBJECT_ID('m') AND indid = 1"
+        ),
+        Value::Int(3)
+    );
+}
+
+#[test]
+fn errors_do_not_show_translated_sql() {
+    let (_e, mut s) = session();
+    exec(&mut s, "CREATE TABLE t (a int)");
+    for sql in [
+        "SELECT a FROM t WHERE a IN (SELECT",
+        "SELECT $1.5 +",
+        "SELECT 1 FROM t WHERE",
+    ] {
+        let e = error(&mut s, sql);
+        assert!(
+            !e.message.contains("tsql_")
+                && !e.message.contains("temp.")
+                && !e.message.contains("syntax error in"),
+            "{sql}: {e}"
+        );
+    }
+}
+
+#[test]
+fn hierarchyid_and_xml_collections() {
+    let (_e, mut s) = session();
+    exec(
+        &mut s,
+        "CREATE XML SCHEMA COLLECTION dbo.C AS N'<xsd:schema xmlns:xsd=\"http://www.w3.org/2001/XMLSchema\"/>'",
+    );
+    exec(
+        &mut s,
+        "ALTER XML SCHEMA COLLECTION dbo.C ADD N'<xsd:schema xmlns:xsd=\"http://www.w3.org/2001/XMLSchema\"/>'",
+    );
+    assert_eq!(
+        error(&mut s, "CREATE XML SCHEMA COLLECTION dbo.C AS N'<x/>'").number,
+        6301
+    );
+    exec(
+        &mut s,
+        "CREATE TABLE e (n hierarchyid NULL, lvl AS n.GetLevel(), d xml(CONTENT dbo.C) NULL, g geography NULL)",
+    );
+    exec(&mut s, "INSERT INTO e (n) VALUES (0x), (0x58), (0x5AC0), (NULL)");
+    let (_, rows) = query(&mut s, "SELECT lvl, n.ToString() FROM e ORDER BY n");
+    assert_eq!(
+        rows,
+        vec![
+            vec![Value::Null, Value::Null],
+            vec![Value::SmallInt(0), Value::String("/".into())],
+            vec![Value::SmallInt(1), Value::String("/1/".into())],
+            vec![Value::SmallInt(2), Value::String("/1/1/".into())],
+        ]
+    );
+    assert_eq!(
+        scalar(
+            &mut s,
+            "SELECT COUNT(*) FROM sys.xml_schema_collections WHERE name = 'C'"
+        ),
+        Value::Int(1)
+    );
+}
+
+#[test]
+fn bulk_insert_reads_only_the_configured_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("t.txt"), "1+|a\nb&|\r\n2+|\0&|\n3+|&|\n").unwrap();
+    std::fs::write(
+        dir.path().join("w.txt"),
+        "1\t\u{e9}\r\n"
+            .encode_utf16()
+            .flat_map(u16::to_le_bytes)
+            .collect::<Vec<u8>>(),
+    )
+    .unwrap();
+    let engine = tds_testserver_engine::Engine::open(tds_testserver_engine::EngineConfig {
+        data_dir: None,
+        database: "testdb".into(),
+        bulk_insert_dir: Some(dir.path().to_path_buf()),
+    })
+    .unwrap();
+    let mut s = engine.connect(None).unwrap();
+    exec(
+        &mut s,
+        "CREATE TABLE b (id int IDENTITY(10, 1), v nvarchar(10) NULL DEFAULT N'd')",
+    );
+    let path = dir.path().join("t.txt");
+    let sql = format!(
+        "BULK INSERT dbo.b FROM '{}' WITH (CODEPAGE = '65001', DATAFILETYPE = 'char', FIELDTERMINATOR = '+|', ROWTERMINATOR = '&|\\n', KEEPIDENTITY, TABLOCK, CHECK_CONSTRAINTS)",
+        path.display()
+    );
+    exec(&mut s, &sql);
+    let (_, rows) = query(&mut s, "SELECT id, v FROM b ORDER BY id");
+    assert_eq!(
+        rows,
+        vec![
+            vec![Value::Int(1), Value::String("a\nb".into())],
+            vec![Value::Int(2), Value::String(String::new())],
+            // An empty field is NULL, and without KEEPNULLS the column's default applies.
+            vec![Value::Int(3), Value::String("d".into())],
+        ]
+    );
+    // Without KEEPIDENTITY the file's identity values are ignored.
+    exec(&mut s, &sql.replace("KEEPIDENTITY, ", ""));
+    assert_eq!(
+        scalar(&mut s, "SELECT MIN(id) FROM b WHERE id > 3"),
+        Value::Int(4)
+    );
+    exec(&mut s, "CREATE TABLE w (id int, v nvarchar(5))");
+    exec(
+        &mut s,
+        &format!(
+            "BULK INSERT w FROM '{}' WITH (DATAFILETYPE = 'widechar')",
+            dir.path().join("w.txt").display()
+        ),
+    );
+    assert_eq!(text(&scalar(&mut s, "SELECT v FROM w")), "\u{e9}");
+    assert_eq!(error(&mut s, "BULK INSERT w FROM '/etc/passwd'").number, 4861);
+    let escape = format!("BULK INSERT w FROM '{}/../x.txt'", dir.path().display());
+    assert_eq!(error(&mut s, &escape).number, 4861);
+    let missing = format!("BULK INSERT w FROM '{}/nosuch.txt'", dir.path().display());
+    assert_eq!(error(&mut s, &missing).number, 4860);
+    let (_e, mut plain) = session();
+    exec(&mut plain, "CREATE TABLE w (id int)");
+    assert_eq!(
+        error(&mut plain, &format!("BULK INSERT w FROM '{}'", path.display())).number,
+        4861
+    );
+}

@@ -265,7 +265,6 @@ pub(super) fn build(
                     ]);
                 }
                 for i in &t.indexes {
-                    let clustered_or_heap = i.clustered;
                     rows.push(vec![
                         ("id", int(t.object_id)),
                         ("status", int(if i.unique { 2 } else { 0 })),
@@ -274,7 +273,7 @@ pub(super) fn build(
                         ("keycnt", int(i.keys.len() as i64)),
                         ("groupid", int(1)),
                         ("rowcnt", int(count)),
-                        ("rows", int(if clustered_or_heap { count } else { count })),
+                        ("rows", int(count)),
                         ("OrigFillFactor", int(0)),
                     ]);
                 }
