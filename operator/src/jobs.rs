@@ -313,8 +313,10 @@ pub fn traceparent(mig: &Migration, job_name: &str) -> Option<String> {
     ))
 }
 
+/// The Secret holding the endpoint's CA (`ca.crt`), either engine's.
 fn ca_secret(endpoint: &Endpoint) -> Option<&str> {
-    endpoint.postgres.as_ref().and_then(|p| p.ca_secret.as_deref())
+    let postgres = endpoint.postgres.as_ref().and_then(|p| p.ca_secret.as_deref());
+    postgres.or_else(|| endpoint.mssql.as_ref().and_then(|m| m.ca_secret.as_deref()))
 }
 
 fn plain(name: &str, value: &str) -> EnvVar {
