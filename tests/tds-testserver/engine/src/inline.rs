@@ -8,19 +8,33 @@ use sqlparser::ast::{Expr, Query};
 use sqlparser::dialect::MsSqlDialect;
 use sqlparser::parser::Parser;
 
-/// A view's SELECT as a query.
+/// A view's SELECT as a query, through the batch parser for its T-SQL rewrites (an `at`
+/// alias, table hints, ...).
 pub fn view_query(select: &str) -> Result<Query, SqlError> {
+    let binding = || {
+        SqlError::new(
+            4413,
+            16,
+            "Could not use view or function because of binding errors.",
+        )
+    };
+    let batch = crate::parse::parse_batch(select, &|_| None).map_err(|_| binding())?;
+    match batch.stmts.into_iter().next().map(|p| p.stmt) {
+        Some(crate::parse::Stmt::Sql(s)) => match *s {
+            sqlparser::ast::Statement::Query(q) => Ok(*q),
+            _ => Err(binding()),
+        },
+        _ => Err(binding()),
+    }
+}
+
+/// A query the engine wrote itself (already in SQLite's terms).
+pub fn own_query(sql: &str) -> Result<Query, SqlError> {
     Parser::new(&MsSqlDialect {})
-        .try_with_sql(select)
+        .try_with_sql(sql)
         .and_then(|mut p| p.parse_query())
         .map(|q| *q)
-        .map_err(|_| {
-            SqlError::new(
-                4413,
-                16,
-                "Could not use view or function because of binding errors.",
-            )
-        })
+        .map_err(|_| SqlError::new(50000, 16, "Test server: FOR XML could not be run."))
 }
 
 /// The function's body as one expression over the call's arguments (their SQL text), or

@@ -1297,7 +1297,7 @@ impl<'a> Ctx<'a> {
         }];
         self.query(q, parent)?;
         let sql = format!("SELECT group_concat(__x, '') AS __forxml FROM ({q}) AS __t");
-        *q = crate::inline::view_query(&sql)?;
+        *q = crate::inline::own_query(&sql)?;
         Ok(vec![OutCol::expr(
             String::new(),
             Ty::of(SqlType::NVarChar { len: None }),

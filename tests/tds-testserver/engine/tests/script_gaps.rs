@@ -517,3 +517,42 @@ fn bulk_insert_reads_only_the_configured_directory() {
         4861
     );
 }
+
+#[test]
+fn declared_types_in_the_catalog() {
+    let (_e, mut s) = session();
+    exec(&mut s, "CREATE TYPE dbo.Flag FROM bit NOT NULL");
+    exec(
+        &mut s,
+        "CREATE TABLE d (f Flag, h hierarchyid NULL, g geography NULL, i int)",
+    );
+    let (_, rows) = query(
+        &mut s,
+        "SELECT c.name, TYPE_NAME(c.user_type_id), CAST(c.system_type_id AS int), CAST(t.is_user_defined AS int) \
+         FROM sys.columns c JOIN sys.types t ON t.user_type_id = c.user_type_id \
+         WHERE c.object_id = OBJECT_ID('d') ORDER BY c.column_id",
+    );
+    let got: Vec<(String, String, Value, Value)> = rows
+        .iter()
+        .map(|r| (text(&r[0]), text(&r[1]), r[2].clone(), r[3].clone()))
+        .collect();
+    // CLR types have system type 240.
+    assert_eq!(
+        got,
+        vec![
+            ("f".into(), "Flag".into(), Value::Int(104), Value::Int(1)),
+            ("h".into(), "hierarchyid".into(), Value::Int(240), Value::Int(0)),
+            ("g".into(), "geography".into(), Value::Int(240), Value::Int(0)),
+            ("i".into(), "int".into(), Value::Int(56), Value::Int(0)),
+        ]
+    );
+    let (_, rows) = query(
+        &mut s,
+        "SELECT DATA_TYPE, DOMAIN_NAME FROM INFORMATION_SCHEMA.COLUMNS WHERE TABLE_NAME = 'd' ORDER BY ORDINAL_POSITION",
+    );
+    assert_eq!(
+        rows[0],
+        vec![Value::String("bit".into()), Value::String("Flag".into())]
+    );
+    assert_eq!(rows[1], vec![Value::String("hierarchyid".into()), Value::Null]);
+}
