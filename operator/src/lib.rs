@@ -15,3 +15,4 @@ pub mod metrics;
 pub mod observe;
 pub mod server;
 pub mod telemetry;
+pub mod tenancy;

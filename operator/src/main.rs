@@ -41,6 +41,24 @@ struct Args {
     /// `spec.worker.resources` of a Migration wins.
     #[arg(long, env = "MSSQLPG_WORKER_RESOURCES", default_value = "")]
     worker_resources: String,
+    /// Images a Migration may name in spec.worker.image besides --worker-image (comma-separated; exact
+    /// references, or prefixes ending in `*`). Empty: the override is refused.
+    #[arg(
+        long,
+        env = "MSSQLPG_ALLOWED_WORKER_IMAGES",
+        value_delimiter = ',',
+        default_value = ""
+    )]
+    allowed_worker_images: Vec<String>,
+    /// Service accounts a Migration may name in spec.worker.serviceAccountName besides
+    /// --worker-service-account (comma-separated). Empty: the override is refused.
+    #[arg(
+        long,
+        env = "MSSQLPG_ALLOWED_WORKER_SERVICE_ACCOUNTS",
+        value_delimiter = ',',
+        default_value = ""
+    )]
+    allowed_worker_service_accounts: Vec<String>,
     /// Program (and leading arguments, space-separated) worker containers run; the step follows.
     #[arg(long, env = "MSSQLPG_WORKER_COMMAND", default_value = "mssql-pg-worker")]
     worker_command: String,
@@ -64,6 +82,15 @@ struct Args {
     requeue_seconds: u64,
 }
 
+/// The list without blank entries (an empty env var parses as one empty item).
+fn non_empty(items: Vec<String>) -> Vec<String> {
+    items
+        .into_iter()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .collect()
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     // ring is the only rustls provider built (see Cargo.toml); installing it explicitly keeps that true
@@ -75,6 +102,9 @@ async fn main() -> anyhow::Result<()> {
         worker_image: args.worker_image,
         worker_service_account: Some(args.worker_service_account).filter(|s| !s.is_empty()),
         worker_log: args.worker_log,
+        allowed_worker_images: non_empty(args.allowed_worker_images),
+        allowed_worker_service_accounts: non_empty(args.allowed_worker_service_accounts),
+        worker_log_json: args.log_json,
         worker_resources: mssql_pg_operator::config::parse_worker_resources(&args.worker_resources)
             .map_err(anyhow::Error::msg)?,
         worker_command: args
