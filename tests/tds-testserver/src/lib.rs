@@ -6,6 +6,7 @@
 pub use tds_testserver_engine as engine;
 
 pub mod backend;
+pub mod certs;
 mod handshake;
 mod server;
 mod session;

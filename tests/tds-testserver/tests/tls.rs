@@ -14,45 +14,25 @@ use std::time::Duration;
 
 use common::raw::RawClient;
 use common::{PASSWORD, TdsClient, utf16};
+use tds_testserver::certs::TestCerts;
 use tds_testserver::{ServerConfig, TestServer, TlsFiles};
 use tiberius::{AuthMethod, Client, Config, EncryptionLevel};
 use tokio_util::compat::TokioAsyncWriteCompatExt;
 
-/// A CA and a server certificate it signed for localhost and 127.0.0.1, as PEM files.
+/// Keeps the certificate files alive; `ca` is the path as tiberius takes it.
 struct Certs {
-    _dir: tempfile::TempDir,
-    /// The CA certificate's path, as tiberius takes it.
+    _files: TestCerts,
     ca: String,
     server: TlsFiles,
 }
 
 /// `ca_name`: the CA's common name (a client finds the issuer of a certificate by it).
 fn certs_from(ca_name: &str) -> Certs {
-    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose};
-    let dir = tempfile::tempdir().unwrap();
-    let ca_key = KeyPair::generate().unwrap();
-    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca.distinguished_name.push(DnType::CommonName, ca_name);
-    ca.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
-    let ca_cert = ca.self_signed(&ca_key).unwrap();
-    let issuer = Issuer::new(ca, ca_key);
-    let key = KeyPair::generate().unwrap();
-    let mut leaf = CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()]).unwrap();
-    leaf.distinguished_name.push(DnType::CommonName, "localhost");
-    let cert = leaf.signed_by(&key, &issuer).unwrap();
-    let write = |name: &str, pem: String| {
-        let path = dir.path().join(name);
-        std::fs::write(&path, pem).unwrap();
-        path
-    };
+    let files = TestCerts::generate(ca_name).unwrap();
     Certs {
-        ca: write("ca.crt", ca_cert.pem()).display().to_string(),
-        server: TlsFiles {
-            cert: write("server.crt", cert.pem()),
-            key: write("server.key", key.serialize_pem()),
-        },
-        _dir: dir,
+        ca: files.ca().display().to_string(),
+        server: files.server(),
+        _files: files,
     }
 }
 
