@@ -630,6 +630,15 @@ pub fn register(conn: &Connection) -> rusqlite::Result<()> {
             _ => None,
         })
     })?;
+    // geography's ToString()/STAsText() of a point in SQL Server's binary form (SRID,
+    // version, flags, then latitude and longitude); other shapes are not decoded.
+    conn.create_scalar_function("tsql_geo_text", 1, det, |ctx| match ctx.get_raw(0) {
+        rusqlite::types::ValueRef::Null => Ok(None),
+        rusqlite::types::ValueRef::Blob(b) => crate::inline::geography_point_text(b)
+            .map(Some)
+            .ok_or_else(geography_error),
+        _ => Err(geography_error()),
+    })?;
     // hierarchyid methods on the stored binary form (`node.GetLevel()`, `node.ToString()`).
     conn.create_scalar_function("tsql_hid_getlevel", 1, det, |ctx| match ctx.get_raw(0) {
         rusqlite::types::ValueRef::Null => Ok(None),
@@ -953,6 +962,15 @@ pub fn register(conn: &Connection) -> rusqlite::Result<()> {
         })?;
     }
     Ok(())
+}
+
+/// A geography value other than a point: not decoded here.
+fn geography_error() -> rusqlite::Error {
+    encode_error(&SqlError::new(
+        6522,
+        16,
+        "A .NET Framework error occurred during execution of user-defined routine or aggregate \"geography\": the test server decodes geography points only.",
+    ))
 }
 
 /// A hierarchyid the test server cannot decode (dotted levels, very large numbers).

@@ -285,9 +285,56 @@ pub fn hierarchyid_levels(bytes: &[u8]) -> Option<Vec<i64>> {
     Some(levels)
 }
 
+/// A geography point's well-known text as SQL Server prints it (`POINT (long lat)`, 15
+/// significant digits); `None` for anything but a single point.
+pub fn geography_point_text(b: &[u8]) -> Option<String> {
+    // SRID (4 bytes), version (1 or 2), flags: 0x08 a single point, 0x01 Z, 0x02 M.
+    if b.len() < 22 || !matches!(b[4], 1 | 2) || b[5] & 0x08 == 0 {
+        return None;
+    }
+    let f = |at: usize| -> Option<f64> { Some(f64::from_le_bytes(b.get(at..at + 8)?.try_into().ok()?)) };
+    let (lat, long) = (f(6)?, f(14)?);
+    let mut parts = vec![number(long), number(lat)];
+    if b[5] & 0x01 != 0 {
+        parts.push(number(f(22)?));
+    }
+    Some(format!("POINT ({})", parts.join(" ")))
+}
+
+/// A coordinate with 15 significant digits, trailing zeros dropped.
+fn number(v: f64) -> String {
+    if v == 0.0 {
+        return "0".to_string();
+    }
+    let digits = 15 - 1 - v.abs().log10().floor() as i32;
+    let s = format!("{:.*}", digits.max(0) as usize, v);
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        s
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn geography_points() {
+        let b: Vec<u8> = (0..22)
+            .map(|i| {
+                u8::from_str_radix(
+                    &"E6100000010CAE8BFC28BCE4474067A89189898A5EC0"[i * 2..i * 2 + 2],
+                    16,
+                )
+                .unwrap_or(0)
+            })
+            .collect();
+        assert_eq!(
+            geography_point_text(&b).as_deref(),
+            Some("POINT (-122.164644615406 47.7869921906598)")
+        );
+    }
 
     #[test]
     fn hierarchyid_paths() {

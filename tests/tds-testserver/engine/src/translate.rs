@@ -1317,19 +1317,14 @@ impl<'a> Ctx<'a> {
             FunctionArguments::Subquery(_) => return Ok(None),
         };
         let last = parts[parts.len() - 1].to_ascii_uppercase();
-        if args.is_empty() && matches!(last.as_str(), "GETLEVEL" | "TOSTRING") {
+        if args.is_empty() && matches!(last.as_str(), "GETLEVEL" | "TOSTRING" | "STASTEXT") {
             let target: Vec<Ident> = parts[..parts.len() - 1].iter().map(|p| ident(p)).collect();
             let target = if target.len() == 1 {
                 Expr::Identifier(target[0].clone())
             } else {
                 Expr::CompoundIdentifier(target)
             };
-            let name = if last == "GETLEVEL" {
-                "tsql_hid_getlevel"
-            } else {
-                "tsql_hid_tostring"
-            };
-            return Ok(Some(func(name, vec![target])));
+            return Ok(Some(func("tsql_udt_method", vec![string(&last), target])));
         }
         let (schema, name) = crate::parse_objects::schema_and_name(&parts);
         let Some(m) = self.tables.module(&schema, &name) else {
@@ -1350,12 +1345,70 @@ impl<'a> Ctx<'a> {
         }
     }
 
+    /// `x.Method()` on a hierarchyid (stored as varbinary(892)) or a geography/geometry
+    /// (varbinary(max)): the function for the column's type.
+    fn udt_method(&mut self, f: &mut Function, scope: &Scope<'_>) -> Result<Ty, SqlError> {
+        let FunctionArguments::List(l) = &mut f.args else {
+            return Err(crate::parse::syntax_error("("));
+        };
+        let method = match l.args.first() {
+            Some(FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Value(v)))) => match &v.value {
+                AstValue::SingleQuotedString(s) => s.clone(),
+                _ => String::new(),
+            },
+            _ => String::new(),
+        };
+        let Some(FunctionArg::Unnamed(FunctionArgExpr::Expr(target))) = l.args.get_mut(1) else {
+            return Err(crate::parse::syntax_error(&method));
+        };
+        let t = self.expr(target, scope)?;
+        let target = std::mem::replace(target, num(0));
+        let (name, ty) = match (t.ty, method.as_str()) {
+            (Some(SqlType::VarBinary { len: Some(892) }), "GETLEVEL") => {
+                ("tsql_hid_getlevel", SqlType::SmallInt)
+            }
+            (Some(SqlType::VarBinary { len: Some(892) }), "TOSTRING") => {
+                ("tsql_hid_tostring", SqlType::NVarChar { len: Some(4000) })
+            }
+            (Some(SqlType::VarBinary { len: None }), "TOSTRING" | "STASTEXT") => {
+                ("tsql_geo_text", SqlType::NVarChar { len: None })
+            }
+            (Some(other), _) if !matches!(other, SqlType::VarBinary { .. }) => {
+                return Err(SqlError::new(
+                    258,
+                    15,
+                    format!("Cannot call methods on {}.", crate::typename::base_name(other)),
+                ));
+            }
+            _ => {
+                return Err(SqlError::new(
+                    6506,
+                    16,
+                    format!(
+                        "Could not find method '{method}' for type. (the test server has GetLevel() and ToString() on hierarchyid, ToString() and STAsText() on geography points)"
+                    ),
+                ));
+            }
+        };
+        *f = match func(name, vec![target]) {
+            Expr::Function(g) => g,
+            _ => return Err(crate::parse::syntax_error(name)),
+        };
+        Ok(Ty {
+            ty: Some(ty),
+            nullable: true,
+        })
+    }
+
     fn function(&mut self, f: &mut Function, scope: &Scope<'_>) -> Result<Ty, SqlError> {
         let name = object_parts(&f.name)
             .last()
             .cloned()
             .unwrap_or_default()
             .to_ascii_uppercase();
+        if name == "TSQL_UDT_METHOD" {
+            return self.udt_method(f, scope);
+        }
         let has_over = f.over.is_some();
         if let Some(sqlparser::ast::WindowType::WindowSpec(w)) = &mut f.over {
             for e in &mut w.partition_by {
@@ -1665,6 +1718,7 @@ impl<'a> Ctx<'a> {
             "TSQL_XML_ROW" => Ty::of(SqlType::NVarChar { len: None }),
             "TSQL_HID_GETLEVEL" => Ty::of(SqlType::SmallInt),
             "TSQL_HID_TOSTRING" => Ty::of(SqlType::NVarChar { len: Some(4000) }),
+            "TSQL_GEO_TEXT" => Ty::of(SqlType::NVarChar { len: None }),
             "FORMAT" => Ty::of(SqlType::NVarChar { len: Some(4000) }),
             other => {
                 if let Some(t) = crate::catalog::functions::return_type(other) {

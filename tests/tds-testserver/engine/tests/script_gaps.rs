@@ -449,6 +449,15 @@ fn hierarchyid_and_xml_collections() {
         ),
         Value::Int(1)
     );
+    exec(
+        &mut s,
+        "INSERT INTO e (g) VALUES (0xE6100000010CAE8BFC28BCE4474067A89189898A5EC0)",
+    );
+    assert_eq!(
+        text(&scalar(&mut s, "SELECT g.ToString() FROM e WHERE g IS NOT NULL")),
+        "POINT (-122.164644615406 47.7869921906598)"
+    );
+    assert_eq!(error(&mut s, "SELECT lvl.ToString() FROM e").number, 258);
 }
 
 #[test]
