@@ -575,6 +575,21 @@ impl Session {
                 if let Some(r) = self.system_procedure(&n, &parameters, sink) {
                     return r;
                 }
+                let parts: Vec<String> = n.split('.').map(str::to_string).collect();
+                let (schema, proc_name) = crate::parse_objects::schema_and_name(&parts);
+                if self
+                    .engine
+                    .tables()
+                    .module(&schema, &proc_name)
+                    .is_some_and(|m| m.kind == crate::catalog::ModuleKind::Procedure)
+                {
+                    return Err(SqlError::new(
+                        102,
+                        15,
+                        format!("Incorrect syntax near '{n}'. (the test server stores procedures but does not run them)"),
+                    )
+                    .into());
+                }
                 Err(SqlError::new(2812, 16, format!("Could not find stored procedure '{n}'.")).into())
             }
             other => {

@@ -475,6 +475,7 @@ fn parse_module(
         parent: None,
         database_trigger: false,
         instead_of: false,
+        events: Vec::new(),
         view_select: None,
         replace,
     };
@@ -565,6 +566,16 @@ fn parse_module(
                 _ => schema,
             };
             module.instead_of = peek_upper(p, 0) == "INSTEAD";
+            // The statements it fires on: the words before AS.
+            loop {
+                let t = p.next_token().token;
+                match upper(&t).as_str() {
+                    "AS" => break,
+                    e @ ("INSERT" | "UPDATE" | "DELETE") => module.events.push(e.to_string()),
+                    _ if t == Token::EOF => break,
+                    _ => {}
+                }
+            }
             skip_to_end(p);
             return Ok(Stmt::CreateModule { schema, name, module });
         }

@@ -131,6 +131,8 @@ fn modules_are_stored_with_their_definitions() {
         "CREATE TRIGGER tr ON t AFTER INSERT AS BEGIN SET NOCOUNT ON; END",
     );
     assert_eq!(scalar(&mut s, "SELECT dbo.f(41)"), Value::Int(42));
+    assert_eq!(error(&mut s, "EXEC p 1").number, 102);
+    assert_eq!(error(&mut s, "EXEC nosuch").number, 2812);
     let (_, rows) = query(
         &mut s,
         "SELECT o.name, o.type, m.definition FROM sys.objects o JOIN sys.sql_modules m ON m.object_id = o.object_id ORDER BY o.name",
@@ -154,6 +156,15 @@ fn modules_are_stored_with_their_definitions() {
     assert_eq!(
         scalar(&mut s, "SELECT COUNT(*) FROM INFORMATION_SCHEMA.ROUTINES"),
         Value::Int(2)
+    );
+    // Triggers are not run: a statement that would fire one is refused until it is disabled.
+    assert_eq!(error(&mut s, "INSERT INTO t VALUES (3, 30)").number, 102);
+    exec(&mut s, "UPDATE t SET v = 11 WHERE id = 1");
+    exec(&mut s, "DISABLE TRIGGER tr ON t");
+    exec(&mut s, "INSERT INTO t VALUES (3, 30)");
+    assert_eq!(
+        scalar(&mut s, "SELECT CAST(is_disabled AS int) FROM sys.triggers"),
+        Value::Int(1)
     );
     // Only the first statement of a batch may create a module.
     assert_eq!(

@@ -67,6 +67,8 @@ pub struct Module {
     pub database_trigger: bool,
     pub instead_of: bool,
     pub is_disabled: bool,
+    /// A DML trigger's statements (`INSERT`, `UPDATE`, `DELETE`).
+    pub events: Vec<String>,
     /// A view's SELECT, as written after `AS` (what SELECT from the view runs).
     pub view_select: Option<String>,
     pub create_date: String,
@@ -126,6 +128,8 @@ pub struct NewModule {
     pub parent: Option<(String, String)>,
     pub database_trigger: bool,
     pub instead_of: bool,
+    /// A DML trigger's statements (`INSERT`, `UPDATE`, `DELETE`).
+    pub events: Vec<String>,
     pub view_select: Option<String>,
     /// CREATE OR ALTER / ALTER: replaces an existing module of the same name.
     pub replace: bool,
@@ -193,6 +197,7 @@ impl Catalog {
                 database_trigger: m.database_trigger,
                 instead_of: m.instead_of,
                 is_disabled: false,
+                events: m.events,
                 view_select: m.view_select,
                 create_date,
                 modify_date: now,
@@ -407,6 +412,18 @@ impl Catalog {
             }
         }
         self.touch();
+    }
+
+    /// The first enabled DML trigger of a table that fires on `event` (`INSERT`, `UPDATE`,
+    /// `DELETE`).
+    pub fn enabled_trigger(&self, table_id: i32, event: &str) -> Option<&Module> {
+        self.modules.values().find(|m| {
+            m.kind == ModuleKind::Trigger
+                && !m.database_trigger
+                && !m.is_disabled
+                && m.parent_object_id == table_id
+                && m.events.iter().any(|e| e.eq_ignore_ascii_case(event))
+        })
     }
 
     pub fn extended_properties(&self) -> &[ExtendedProperty] {
