@@ -328,3 +328,50 @@ fn an_unreadable_certificate_is_a_start_error_naming_the_file() {
     .unwrap();
     assert!(err.to_string().contains("/nonexistent/server.crt"), "{err}");
 }
+
+/// Many packets each way inside the TLS session: a bulk load in, a large result out, with values
+/// that span TLS records (nvarchar(max) up to 5 KB as UTF-16).
+#[tokio::test]
+async fn bulk_loads_and_large_results_cross_the_tls_session_intact() {
+    use futures_util::TryStreamExt;
+    use tiberius::{IntoSql, TokenRow};
+
+    let certs = certs();
+    let server = server(Some(certs.server.clone()));
+    let mut config = client_config(server.addr(), EncryptionLevel::Required);
+    config.trust_cert_ca(&certs.ca);
+    config.packet_size(32767);
+    let mut c = try_connect(server.addr(), config).await.unwrap();
+    c.simple_query("CREATE TABLE dbo.t (id int NOT NULL PRIMARY KEY, s nvarchar(max) NULL)")
+        .await
+        .unwrap()
+        .into_results()
+        .await
+        .unwrap();
+    let value = |i: i32| format!("{i}:{}", "é".repeat(usize::try_from(i % 2500).unwrap()));
+    const N: i32 = 2000;
+    let mut req = c.bulk_insert("dbo.t").await.unwrap();
+    for i in 0..N {
+        let mut row = TokenRow::new();
+        row.push(i.into_sql());
+        row.push(value(i).into_sql());
+        req.send(row).await.unwrap();
+    }
+    assert_eq!(req.finalize().await.unwrap().rows_affected(), &[N as u64]);
+
+    let mut stream = c
+        .simple_query("SELECT id, s FROM dbo.t ORDER BY id")
+        .await
+        .unwrap();
+    let mut seen = 0;
+    while let Some(item) = stream.try_next().await.unwrap() {
+        if let Some(row) = item.into_row() {
+            let id = row.get::<i32, _>(0).unwrap();
+            assert_eq!(id, seen);
+            assert_eq!(row.get::<&str, _>(1), Some(value(id).as_str()));
+            seen += 1;
+        }
+    }
+    drop(stream);
+    assert_eq!(seen, N);
+}
