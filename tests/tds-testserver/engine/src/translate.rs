@@ -904,8 +904,18 @@ impl<'a> Ctx<'a> {
                                 nullable,
                             });
                         }
-                        // 'x' + 1: SQL Server converts the string to the number.
+                        // 'x' + 1: SQL Server converts the string to the number (245 when it
+                        // is not one; SQLite would silently take 0).
                         let num_ty = if lt.is_some() { r.ty } else { l.ty };
+                        if let Some(target) = num_ty {
+                            let (side, src) = if lt.is_some() {
+                                (&mut **left, lt)
+                            } else {
+                                (&mut **right, rt)
+                            };
+                            let inner = std::mem::replace(side, num(0));
+                            *side = cast_call(inner, src, target, None, false);
+                        }
                         Ok(Ty { ty: num_ty, nullable })
                     }
                     BinaryOperator::Plus

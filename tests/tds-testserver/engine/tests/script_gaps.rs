@@ -576,3 +576,11 @@ fn declared_types_in_the_catalog() {
     );
     assert_eq!(rows[1], vec![Value::String("hierarchyid".into()), Value::Null]);
 }
+
+#[test]
+fn string_plus_number_converts_the_string() {
+    let (_e, mut s) = session();
+    assert_eq!(scalar(&mut s, "SELECT '41' + 1"), Value::Int(42));
+    assert_eq!(scalar(&mut s, "SELECT 1 + '41'"), Value::Int(42));
+    assert_eq!(error(&mut s, "SELECT 'a' + 1").number, 245);
+}
