@@ -8,7 +8,8 @@
 # 2. helm lint (default and non-default values), helm template + tests/helm/check_render.py on the objects
 #    (security context, probes, RBAC exactly as operator/tests/e2e/operator-rbac.yaml and
 #    deploy/examples/worker-rbac.yaml, leader election with 2 replicas, monitors, NetworkPolicy, dashboard)
-# 3. deploy/generate.sh --check (plain manifests, dashboard, alerts are what the chart renders)
+# 3. deploy/generate.sh --check (plain manifests, dashboard, alerts are what the chart renders); promtool check
+#    rules and promtool test rules with tests/helm/alerts/ALERT.test.yaml, one file per alert
 # 4. tests/helm/check_metrics.py: every metric the dashboard and the alerts query is exported (sources + a scrape
 #    of the running operator below), and a doctored dashboard is caught
 # 5. kubectl apply --server-side --dry-run=server of the non-default render, the plain manifests and the example
@@ -67,7 +68,8 @@ step() {
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
 
 command -v helm >/dev/null || { echo "helm tests: helm not found in $MSSQLPG_K8S_BIN (tests/control-plane/build.sh)" >&2; exit 1; }
-if [ ! -x "$PY" ] || ! "$PY" -c 'import yaml, promql_parser' 2>/dev/null || [ ! -x "$REPO/.venv/bin/hadolint" ]; then
+if [ ! -x "$PY" ] || ! "$PY" -c 'import yaml, promql_parser' 2>/dev/null || [ ! -x "$REPO/.venv/bin/hadolint" ] ||
+    ! command -v promtool >/dev/null; then
     tests/scripts/install-deps.sh
 fi
 
@@ -92,11 +94,37 @@ render_check() {
 step "render: default values" render_check default
 step "render: 2 replicas, monitors, NetworkPolicy, dashboard, worker namespaces" render_check full -f "$HERE/values-full.yaml"
 step "render: watchNamespace -> namespaced Role" render_check namespaced --set watchNamespace=migrations
+# values.schema.json: a wrong value fails at lint/template/install time instead of rendering something else.
+rejected() {
+    local expect="$1"
+    shift
+    ! "$@" >"$WORK/rejected.log" 2>&1 && grep -q -- "$expect" "$WORK/rejected.log" ||
+        { echo "expected a refusal mentioning '$expect' from: $*"; cat "$WORK/rejected.log"; return 1; }
+}
+schema_rejects() {
+    rejected "replicaCount" helm lint --strict "$CHART" --set replicaCount=two &&
+        rejected "pullPolicy" helm template x "$CHART" --set image.pullPolicy=Sometimes &&
+        rejected "imagee" helm template x "$CHART" --set imagee.tag=1.0 &&
+        rejected "digest" helm template x "$CHART" --set image.digest=sha256:abc &&
+        rejected "metricsPort" helm template x "$CHART" --set metricsPort=70000 &&
+        rejected "enabled" helm template x "$CHART" --set networkPolicy.worker.enabled=yes &&
+        rejected "allowedServiceAccounts" helm template x "$CHART" --set 'worker.allowedServiceAccounts={Not_A_Name}' &&
+        rejected "networkPolicy.worker.databases" helm template x "$CHART" --set networkPolicy.worker.enabled=true &&
+        helm template x "$CHART" --set image.digest="sha256:$(printf 'ab%.0s' $(seq 32))" --set replicaCount=3 >/dev/null
+}
+step "values.schema.json refuses wrong types, enums, unknown keys and bad digests" schema_rejects
 step "helm template --include-crds carries the generated CRDs" \
     bash -c "helm template x '$CHART' --include-crds | grep -q 'name: migrations.mssqlpg.dev'"
 
 # --- 3. generated deploy assets --------------------------------------------------------------------------
 step "deploy/ assets match the chart (deploy/generate.sh --check)" deploy/generate.sh --check
+
+# --- 3b. alert rules: valid, and each alert unit-tested (fires on its series, silent otherwise, for: kept) ----
+RULES=deploy/alerts/prometheus-rules.yaml
+step "promtool check rules $RULES" promtool check rules "$RULES"
+step "every alert has a unit test that fires it and one that keeps it silent" \
+    "$PY" "$HERE/check_alert_tests.py" "$RULES" "$HERE/alerts"
+step "promtool test rules tests/helm/alerts/*.test.yaml" promtool test rules "$HERE"/alerts/*.test.yaml
 
 # --- 4. metrics the dashboard and alerts use (sources; the scrape below adds labels) -------------------------
 ASSETS=(--dashboard deploy/dashboards/mssql-pg-operator.json --rules deploy/alerts/prometheus-rules.yaml)
@@ -139,6 +167,7 @@ install() {
     helm install mssql-pg-operator "$CHART" --namespace "$RELEASE_NS" --create-namespace \
         --set metricsPort="$PORT" --set leaderElection.enabled=true --set requeueSeconds=2 \
         --set "worker.serviceAccount.namespaces={$MIG_NS}" --set worker.command="$FAKE_WORKER" \
+        --set "worker.allowedServiceAccounts={etl-allowed}" --set selftest.readyzUrl="http://127.0.0.1:$PORT/readyz" \
         --set logLevel='info\,mssql_pg_operator=debug' --wait --timeout 120s
 }
 step "helm install (CRDs present, RBAC, Deployment)" install
@@ -176,6 +205,68 @@ lease() {
     return 1
 }
 step "leader election: the pod holds the Lease in the release namespace" lease
+helm_test() {
+    helm test mssql-pg-operator -n "$RELEASE_NS" --logs --timeout 120s >"$WORK/helm-test.log" 2>&1 ||
+        { cat "$WORK/helm-test.log"; return 1; }
+    cat "$WORK/helm-test.log"
+    grep -q "ok: GET http://127.0.0.1:$PORT/readyz answered 200" "$WORK/helm-test.log" &&
+        grep -q "ok: the API server serves migrations and migrationtasks" "$WORK/helm-test.log" &&
+        grep -q "Phase:.*Succeeded" "$WORK/helm-test.log"
+}
+step "helm test: the selftest pod finds /readyz answering and the CRDs served" helm_test
+
+# Aggregated roles, and tenant safety: "tester" holds only the chart's Migration rights in $MIG_NS.
+kubectl create rolebinding mig-only -n "$MIG_NS" --clusterrole=mssql-pg-operator-edit --user=tester >/dev/null
+kubectl create rolebinding mig-read -n "$MIG_NS" --clusterrole=mssql-pg-operator-view --user=tester >/dev/null
+kubectl create rolebinding editor -n "$MIG_NS" --clusterrole=edit --user=editor >/dev/null
+kubectl create rolebinding viewer -n "$MIG_NS" --clusterrole=view --user=viewer >/dev/null
+user_roles() {
+    # The aggregation controller folds the chart's rules into edit/view asynchronously.
+    for _ in $(seq 1 60); do
+        kubectl auth can-i create migrations.mssqlpg.dev -n "$MIG_NS" --as editor >/dev/null 2>&1 &&
+            kubectl auth can-i list migrationtasks.mssqlpg.dev -n "$MIG_NS" --as viewer >/dev/null 2>&1 && break
+        sleep 0.5
+    done
+    kubectl auth can-i create migrations.mssqlpg.dev -n "$MIG_NS" --as editor &&
+        ! kubectl auth can-i patch migrationtasks.mssqlpg.dev -n "$MIG_NS" --as editor &&
+        kubectl auth can-i watch migrations.mssqlpg.dev -n "$MIG_NS" --as viewer &&
+        ! kubectl auth can-i create migrations.mssqlpg.dev -n "$MIG_NS" --as viewer &&
+        kubectl auth can-i create migrations.mssqlpg.dev -n "$MIG_NS" --as tester &&
+        kubectl auth can-i delete migrations.mssqlpg.dev -n "$MIG_NS" --as tester &&
+        ! kubectl auth can-i create migrationtasks.mssqlpg.dev -n "$MIG_NS" --as tester &&
+        ! kubectl auth can-i create pods -n "$MIG_NS" --as tester &&
+        ! kubectl auth can-i create jobs.batch -n "$MIG_NS" --as tester &&
+        ! kubectl auth can-i get secrets -n "$MIG_NS" --as tester
+}
+step "aggregated ClusterRoles: edit/admin write Migrations, view reads them, nobody writes MigrationTasks" user_roles
+refused_sa() {
+    # Created by the user with only Migration rights; the service account exists, it is just not allowlisted.
+    kubectl create serviceaccount namespace-admin -n "$MIG_NS" >/dev/null &&
+        kubectl apply --as tester -n "$MIG_NS" -f - <<YAML || return 1
+apiVersion: mssqlpg.dev/v1alpha1
+kind: Migration
+metadata: {name: helm-sa}
+spec:
+  source: {mssql: {host: sql.invalid, database: db, credentialsSecret: src-creds}}
+  target: {postgres: {host: pg.invalid, database: db, credentialsSecret: dst-creds}}
+  worker: {serviceAccountName: namespace-admin}
+YAML
+    local phase=""
+    for _ in $(seq 1 120); do
+        phase="$(kubectl get mig helm-sa -n "$MIG_NS" -o jsonpath='{.status.phase}')"
+        [ "$phase" = Failed ] && break
+        sleep 0.5
+    done
+    local reason message jobs
+    reason="$(kubectl get mig helm-sa -n "$MIG_NS" -o jsonpath='{.status.conditions[?(@.type=="Validated")].reason}')"
+    message="$(kubectl get mig helm-sa -n "$MIG_NS" -o jsonpath='{.status.conditions[?(@.type=="Validated")].message}')"
+    jobs="$(kubectl get jobs,pods -n "$MIG_NS" -l mssqlpg.dev/migration=helm-sa -o name)"
+    echo "phase $phase, Validated $reason: $message; jobs/pods: ${jobs:-none}"
+    [ "$phase" = Failed ] && [ "$reason" = WorkerOverrideNotAllowed ] &&
+        [[ "$message" == *'spec.worker.serviceAccountName "namespace-admin" is not allowed'*etl-allowed* ]] &&
+        [ -z "$jobs" ] && kubectl delete mig helm-sa -n "$MIG_NS" --wait=false >/dev/null
+}
+step "tenant safety: a Migration naming a service account outside the allowlist fails and creates no Job" refused_sa
 
 kubectl apply -n "$MIG_NS" -f - >/dev/null <<YAML
 apiVersion: v1
