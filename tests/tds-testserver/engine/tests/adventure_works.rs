@@ -51,7 +51,11 @@ fn run_script() -> (Arc<Engine>, Session, Vec<Failure>, usize) {
     let batches = sqlcmd::batches(&script, &[("SqlSamplesSourceDataPath", &path)]);
     let mut failures = Vec::new();
     for (i, b) in batches.iter().enumerate() {
+        let started = std::time::Instant::now();
         let sink = run(&mut s, &b.sql);
+        if std::env::var_os("AW_TIMING").is_some() && started.elapsed().as_millis() > 200 {
+            eprintln!("batch {} (line {}): {:?}", i + 1, b.line, started.elapsed());
+        }
         let errors: Vec<SqlError> = sink.errors().into_iter().filter(|e| e.class > 10).collect();
         if !errors.is_empty() {
             let first_line = b
