@@ -618,9 +618,19 @@ pub fn register(conn: &Connection) -> rusqlite::Result<()> {
     })?;
     // T-SQL's LIKE (character classes, ESCAPE): tsql_like(text, pattern, escape or NULL).
     conn.create_scalar_function("tsql_like", 3, det, |ctx| {
-        let text: Option<String> = ctx.get(0)?;
-        let pattern: Option<String> = ctx.get(1)?;
-        let escape: Option<String> = ctx.get(2)?;
+        // Numbers are matched by their text, as SQL Server converts them to varchar.
+        let as_text = |i: usize| -> Option<String> {
+            match ctx.get_raw(i) {
+                rusqlite::types::ValueRef::Null => None,
+                rusqlite::types::ValueRef::Integer(n) => Some(n.to_string()),
+                rusqlite::types::ValueRef::Real(f) => Some(crate::convert::format_float(f)),
+                rusqlite::types::ValueRef::Text(t) => Some(String::from_utf8_lossy(t).into_owned()),
+                rusqlite::types::ValueRef::Blob(b) => Some(String::from_utf8_lossy(b).into_owned()),
+            }
+        };
+        let text = as_text(0);
+        let pattern = as_text(1);
+        let escape = as_text(2);
         Ok(match (text, pattern) {
             (Some(t), Some(p)) => Some(i64::from(crate::like::like(
                 &t,

@@ -93,6 +93,14 @@ fn like_character_classes_in_check_and_where() {
         scalar(&mut s, "SELECT COUNT(*) FROM a WHERE 'abc' LIKE 'a[_]c'"),
         Value::Int(0)
     );
+    assert_eq!(
+        scalar(&mut s, "SELECT COUNT(*) FROM a WHERE 123 LIKE '1[0-9]3'"),
+        Value::Int(2)
+    );
+    assert_eq!(
+        scalar(&mut s, "SELECT COUNT(*) FROM a WHERE id NOT LIKE '1%'"),
+        Value::Int(1)
+    );
 }
 
 #[test]
