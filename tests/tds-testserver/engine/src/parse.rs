@@ -430,8 +430,14 @@ fn rewrite(
         if depth == 0 {
             let ends = (is_word(t, "COMMIT") || is_word(t, "ROLLBACK") || is_word(t, "DBCC"))
                 || (is_word(t, "SET") && {
+                    // SET ROWCOUNT n, not UPDATE t SET rowcount = ...
                     let n = next_sig(&toks, i + 1);
-                    n < toks.len() && is_word(&toks[n].token, "ROWCOUNT")
+                    let v = next_sig(&toks, n + 1);
+                    n < toks.len()
+                        && is_word(&toks[n].token, "ROWCOUNT")
+                        && v < toks.len()
+                        && (matches!(toks[v].token, Token::Number(_, _))
+                            || word(&toks[v].token).is_some_and(|w| w.value.starts_with('@')))
                 })
                 || ((is_word(t, "BEGIN") || is_word(t, "SAVE")) && {
                     let n = next_sig(&toks, i + 1);
