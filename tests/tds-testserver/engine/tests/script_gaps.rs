@@ -373,7 +373,10 @@ fn statements_install_scripts_run() {
     assert_eq!(query(&mut s, "SELECT a FROM m").1.len(), 3);
     assert_eq!(error(&mut s, "SET ROWCOUNT 1 DELETE FROM m").number, 102);
     exec(&mut s, "SET ROWCOUNT 0");
-    exec(&mut s, "CREATE TABLE rc (id int, [rowcount] int) UPDATE rc SET rowcount = 1");
+    exec(
+        &mut s,
+        "CREATE TABLE rc (id int, [rowcount] int) UPDATE rc SET rowcount = 1",
+    );
     let sink = run(&mut s, "RAISERROR('%s has %d rows', 10, 1, 'm', 3)");
     assert!(
         sink.events
