@@ -354,7 +354,40 @@ impl Session {
         });
         match result {
             Ok(()) => {
-                self.bulk_end(sink)?;
+                let mut watch = ErrorWatch {
+                    inner: sink,
+                    failed: false,
+                };
+                self.bulk_end(&mut watch)?;
+                // Without CHECK_CONSTRAINTS SQL Server skips the table's checks and foreign
+                // keys during the load and marks them all not trusted afterwards.
+                if !watch.failed && !opts.check_constraints {
+                    let oid = meta.object_id;
+                    let names: Vec<String> = meta
+                        .fk_names
+                        .iter()
+                        .chain(meta.check_names.iter())
+                        .cloned()
+                        .collect();
+                    let disabled: Vec<bool> = meta
+                        .def
+                        .foreign_keys
+                        .iter()
+                        .map(|f| f.disabled)
+                        .chain(meta.def.checks.iter().map(|c| c.disabled))
+                        .collect();
+                    self.engine.with_catalog(|c| {
+                        for (name, disabled) in names.iter().zip(disabled) {
+                            c.set_constraint_state(oid, name, disabled, true);
+                        }
+                    });
+                    self.engine.update_tables(|t| {
+                        if let Some(m) = t.get_mut(&meta.def.schema, &meta.def.name) {
+                            m.def.foreign_keys.iter_mut().for_each(|f| f.not_trusted = true);
+                            m.def.checks.iter_mut().for_each(|c| c.not_trusted = true);
+                        }
+                    });
+                }
                 Ok(())
             }
             Err(e) => {
@@ -362,6 +395,34 @@ impl Session {
                 Err(e.into())
             }
         }
+    }
+}
+
+/// Passes results on and notes whether an error went by.
+struct ErrorWatch<'a> {
+    inner: &'a mut dyn ResultSink,
+    failed: bool,
+}
+
+impl ResultSink for ErrorWatch<'_> {
+    fn columns(&mut self, columns: &[ColumnMeta]) -> Result<(), crate::Interrupt> {
+        self.inner.columns(columns)
+    }
+    fn row(&mut self, row: &[Value]) -> Result<(), crate::Interrupt> {
+        self.inner.row(row)
+    }
+    fn done(&mut self, done: crate::Done) -> Result<(), crate::Interrupt> {
+        self.inner.done(done)
+    }
+    fn error(&mut self, error: &SqlError) -> Result<(), crate::Interrupt> {
+        self.failed = true;
+        self.inner.error(error)
+    }
+    fn info(&mut self, number: i32, message: &str) -> Result<(), crate::Interrupt> {
+        self.inner.info(number, message)
+    }
+    fn env_change(&mut self, change: crate::EnvChange) -> Result<(), crate::Interrupt> {
+        self.inner.env_change(change)
     }
 }
 

@@ -596,3 +596,53 @@ fn string_plus_number_converts_the_string() {
     assert_eq!(scalar(&mut s, "SELECT 1 + '41'"), Value::Int(42));
     assert_eq!(error(&mut s, "SELECT 'a' + 1").number, 245);
 }
+
+#[test]
+fn bulk_insert_without_check_constraints_leaves_them_untrusted() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("r.txt"), "5\n-1\n").unwrap();
+    let engine = tds_testserver_engine::Engine::open(tds_testserver_engine::EngineConfig {
+        data_dir: None,
+        database: "testdb".into(),
+        bulk_insert_dir: Some(dir.path().to_path_buf()),
+    })
+    .unwrap();
+    let mut s = engine.connect(None).unwrap();
+    exec(&mut s, "CREATE TABLE c1 (v int CONSTRAINT ck1 CHECK (v > 0))");
+    exec(&mut s, "CREATE TABLE c2 (v int CONSTRAINT ck2 CHECK (v > 0))");
+    let file = dir.path().join("r.txt");
+    // SQL Server skips the check during the load and no longer trusts it.
+    exec(
+        &mut s,
+        &format!(
+            "BULK INSERT c1 FROM '{}' WITH (ROWTERMINATOR = '0x0a')",
+            file.display()
+        ),
+    );
+    assert_eq!(scalar(&mut s, "SELECT COUNT(*) FROM c1"), Value::Int(2));
+    assert_eq!(
+        scalar(
+            &mut s,
+            "SELECT CAST(is_not_trusted AS int) FROM sys.check_constraints WHERE name = 'ck1'"
+        ),
+        Value::Int(1)
+    );
+    let checked = format!(
+        "BULK INSERT c2 FROM '{}' WITH (ROWTERMINATOR = '0x0a', CHECK_CONSTRAINTS)",
+        file.display()
+    );
+    assert_eq!(error(&mut s, &checked).number, 547);
+    assert_eq!(scalar(&mut s, "SELECT COUNT(*) FROM c2"), Value::Int(0));
+    assert_eq!(
+        scalar(
+            &mut s,
+            "SELECT CAST(is_not_trusted AS int) FROM sys.check_constraints WHERE name = 'ck2'"
+        ),
+        Value::Int(0)
+    );
+    // Re-checking finds the bad row.
+    assert_eq!(
+        error(&mut s, "ALTER TABLE c1 WITH CHECK CHECK CONSTRAINT ALL").number,
+        547
+    );
+}
