@@ -303,8 +303,24 @@ impl Session {
             | Stmt::BulkInsert(_)
             | Stmt::Database { .. }
             | Stmt::EnableTrigger { .. }
-            | Stmt::Refused(_)
-            | Stmt::Accepted) => self.exec_object_stmt(s, sink),
+            | Stmt::Refused(_)) => self.exec_object_stmt(s, sink),
+            Stmt::XmlIndex(table) => {
+                let tables = self.engine.tables();
+                let vt = HashMap::new();
+                if self.ctx(&tables, &vt).lookup(&table).is_none() {
+                    return Err(SqlError::new(
+                        1088,
+                        16,
+                        format!(
+                            "Cannot find the object \"{}\" because it does not exist or you do not have permissions.",
+                            table.join(".")
+                        ),
+                    )
+                    .into());
+                }
+                self.done(sink, StatementKind::Other, None)?;
+                Ok(())
+            }
             Stmt::ConstraintState {
                 table,
                 enable,

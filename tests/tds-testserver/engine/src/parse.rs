@@ -64,8 +64,9 @@ pub enum Stmt {
     /// A statement SQL Server would refuse here, with its error (full-text without the
     /// full-text service).
     Refused(SqlError),
-    /// A statement with nothing to do in the test server (XML indexes).
-    Accepted,
+    /// `CREATE [PRIMARY] XML INDEX ... ON table`: XML indexes only speed up SQL Server's xml
+    /// queries, so there is nothing to build; the table must exist.
+    XmlIndex(Vec<String>),
     /// `UPDATE STATISTICS table [...]`: the table must exist; there are no statistics here.
     UpdateStatistics(Vec<String>),
     /// `SET ROWCOUNT n`: 0 lifts the limit.

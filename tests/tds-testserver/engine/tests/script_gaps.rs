@@ -455,6 +455,15 @@ fn hierarchyid_and_xml_collections() {
         "CREATE TABLE e (n hierarchyid NULL, lvl AS n.GetLevel(), d xml(CONTENT dbo.C) NULL, g geography NULL)",
     );
     exec(&mut s, "INSERT INTO e (n) VALUES (0x), (0x58), (0x5AC0), (NULL)");
+    exec(&mut s, "CREATE PRIMARY XML INDEX px ON e (d)");
+    exec(
+        &mut s,
+        "CREATE XML INDEX xp ON dbo.e (d) USING XML INDEX px FOR PATH",
+    );
+    assert_eq!(
+        error(&mut s, "CREATE PRIMARY XML INDEX py ON nosuch (d)").number,
+        1088
+    );
     let (_, rows) = query(&mut s, "SELECT lvl, n.ToString() FROM e ORDER BY n");
     assert_eq!(
         rows,
