@@ -5,7 +5,8 @@
 #   tests/helm/run.sh K8S_DIR
 #
 # 1. hadolint on the Dockerfile, and that it builds the released binaries the tests use (--locked)
-# 2. helm lint (default and non-default values), helm template + tests/helm/check_render.py on the objects
+# 2. helm lint (default and non-default values), values.schema.json refusals, helm template +
+#    tests/helm/check_render.py on the objects
 #    (security context, probes, RBAC exactly as operator/tests/e2e/operator-rbac.yaml and
 #    deploy/examples/worker-rbac.yaml, leader election with 2 replicas, monitors, NetworkPolicy, dashboard)
 # 3. deploy/generate.sh --check (plain manifests, dashboard, alerts are what the chart renders); promtool check
@@ -18,7 +19,10 @@
 #    chart's service account, so the operator has exactly the chart's RBAC. It must become ready (leader
 #    election on, so the Lease Role is exercised) and run a Migration to Succeeded, its worker Jobs running
 #    as the chart's worker service account (operator/tests/e2e/fake-worker.sh stands in for the worker's
-#    database work). Then helm upgrade, helm uninstall: the CRDs and the Migration stay.
+#    database work). helm test (the selftest pod), the aggregated user roles, and tenant safety: a user with only
+#    Migration rights names a service account outside the allowlist and gets a Failed Migration and no Job.
+#    Then helm upgrade (JSON logs, which the workers must follow), a real Migration, helm uninstall: the CRDs and
+#    the Migrations stay.
 # Prints "N passed, N failed" last; exit 1 on any failure.
 set -uo pipefail
 K8S_DIR="${1:-${MSSQLPG_K8S_DIR:-}}"
@@ -144,7 +148,8 @@ for ns in mssql-pg-operator migrations team-a monitoring; do
 done
 NO_PROM=(--set serviceMonitor.enabled=false,podMonitor.enabled=false,prometheusRule.enabled=false)
 dry_run_full() {
-    render --skip-crds -f "$HERE/values-full.yaml" "${NO_PROM[@]}" >"$WORK/full-noprom.yaml" &&
+    # --skip-tests: the test pod's service account would only exist after a real install.
+    render --skip-crds --skip-tests -f "$HERE/values-full.yaml" "${NO_PROM[@]}" >"$WORK/full-noprom.yaml" &&
         kubectl apply --server-side --dry-run=server -f "$WORK/full-noprom.yaml"
 }
 step "dry-run=server: non-default render" dry_run_full
@@ -206,12 +211,14 @@ lease() {
 }
 step "leader election: the pod holds the Lease in the release namespace" lease
 helm_test() {
-    helm test mssql-pg-operator -n "$RELEASE_NS" --logs --timeout 120s >"$WORK/helm-test.log" 2>&1 ||
+    helm test mssql-pg-operator -n "$RELEASE_NS" --timeout 120s >"$WORK/helm-test.log" 2>&1 ||
         { cat "$WORK/helm-test.log"; return 1; }
-    cat "$WORK/helm-test.log"
-    grep -q "ok: GET http://127.0.0.1:$PORT/readyz answered 200" "$WORK/helm-test.log" &&
-        grep -q "ok: the API server serves migrations and migrationtasks" "$WORK/helm-test.log" &&
-        grep -q "Phase:.*Succeeded" "$WORK/helm-test.log"
+    grep -q "Phase:.*Succeeded" "$WORK/helm-test.log" || { cat "$WORK/helm-test.log"; return 1; }
+    # The pod is deleted once it passed (hook-succeeded); the node agent keeps its output.
+    cat "$K8S_DIR"/node/pods/"${RELEASE_NS}"_mssql-pg-operator-selftest_*/selftest.log >"$WORK/selftest.log" &&
+        cat "$WORK/selftest.log" &&
+        grep -q "ok: GET http://127.0.0.1:$PORT/readyz answered 200" "$WORK/selftest.log" &&
+        grep -q "ok: the API server serves migrations and migrationtasks" "$WORK/selftest.log"
 }
 step "helm test: the selftest pod finds /readyz answering and the CRDs served" helm_test
 
@@ -387,9 +394,30 @@ YAML
     got="$("$psql" -h 127.0.0.1 -p "$pg_port" -U postgres -d helm_real -At -c \
         "SELECT (SELECT count(*) FROM public.\"Users\") + (SELECT count(*) FROM public.\"Badges\") + (SELECT count(*) FROM public.\"PostTypes\")")"
     [ "$got" = "$expected" ] || { echo "PostgreSQL holds $got rows, expected $expected"; return 1; }
-    echo "result: $expected rows (Users, Badges, PostTypes) migrated, checksum-verified, counted in PostgreSQL; $(get rowsPerSecond) rows/s, peak worker memory $(get peakWorkerMemoryBytes) bytes"
+    # The copy phase's rate and the whole run's, both filled once Succeeded.
+    [ "$(get rowsPerSecond)" -gt 0 ] && [ "$(get overallRowsPerSecond)" -gt 0 ] ||
+        { echo "rowsPerSecond '$(get rowsPerSecond)', overallRowsPerSecond '$(get overallRowsPerSecond)'"; return 1; }
+    echo "result: $expected rows (Users, Badges, PostTypes) migrated, checksum-verified, counted in PostgreSQL; $(get rowsPerSecond) rows/s copying, $(get overallRowsPerSecond) rows/s over the run, peak worker memory $(get peakWorkerMemoryBytes) bytes"
 }
 step "a real Migration (TDS test server -> PostgreSQL) with mssql-pg-worker pods and the chart's RBAC" real_migration
+# logJson=true since the upgrade: the operator hands LOG_FORMAT=json to its workers.
+worker_json_logs() {
+    local logs=("$K8S_DIR"/node/pods/"${MIG_NS}"_helm-real-*/worker.log)
+    [ -e "${logs[0]}" ] || { echo "no worker pod logs under $K8S_DIR/node/pods"; return 1; }
+    "$PY" - "${logs[@]}" <<'PY'
+import json
+import sys
+
+n = 0
+for path in sys.argv[1:]:
+    for line in open(path):
+        n += 1
+        obj = json.loads(line)
+        assert isinstance(obj, dict), (path, line)
+print(f"result: {n} log lines of {len(sys.argv) - 1} worker pods, each a JSON object")
+PY
+}
+step "worker pods log JSON lines when the operator does (logJson)" worker_json_logs
 uninstall() {
     helm uninstall mssql-pg-operator -n "$RELEASE_NS" --wait --timeout 120s &&
         kubectl get crd migrations.mssqlpg.dev migrationtasks.mssqlpg.dev >/dev/null &&
