@@ -165,6 +165,19 @@ fn modules_are_stored_with_their_definitions() {
         scalar(&mut s, "SELECT COUNT(*) FROM INFORMATION_SCHEMA.ROUTINES"),
         Value::Int(2)
     );
+    assert_eq!(
+        text(&scalar(&mut s, "SELECT OBJECT_DEFINITION(OBJECT_ID('dbo.v'))")),
+        view
+    );
+    assert_eq!(
+        query(
+            &mut s,
+            "SELECT OBJECTPROPERTY(OBJECT_ID('v'), 'IsView'), OBJECTPROPERTY(OBJECT_ID('p'), 'IsProcedure'), \
+             OBJECTPROPERTY(OBJECT_ID('f'), 'IsScalarFunction'), OBJECTPROPERTY(OBJECT_ID('v'), 'IsConstraint')"
+        )
+        .1[0],
+        vec![Value::Int(1), Value::Int(1), Value::Int(1), Value::Int(0)]
+    );
     // Triggers are not run: a statement that would fire one is refused until it is disabled.
     assert_eq!(error(&mut s, "INSERT INTO t VALUES (3, 30)").number, 102);
     exec(&mut s, "UPDATE t SET v = 11 WHERE id = 1");
