@@ -166,6 +166,8 @@ for b in mssql-pg-operator mssql-pg-worker tds-testserver bench; do
     [ -x "$NODE_BIN/$b" ] || { cargo build -q --locked -p mssql-pg-operator -p mssql-pg-worker -p tds-testserver -p bench; break; }
 done
 PORT="$(free_port)"
+# Nothing listens there: export fails quietly; the point is that the endpoint reaches the worker Jobs.
+OTLP="http://127.0.0.1:$(free_port)"
 kubectl create ns "$MIG_NS" >/dev/null
 FAKE_WORKER="$REPO/operator/tests/e2e/fake-worker.sh"
 install() {
@@ -173,6 +175,7 @@ install() {
         --set metricsPort="$PORT" --set leaderElection.enabled=true --set requeueSeconds=2 \
         --set "worker.serviceAccount.namespaces={$MIG_NS}" --set worker.command="$FAKE_WORKER" \
         --set "worker.allowedServiceAccounts={etl-allowed}" --set selftest.readyzUrl="http://127.0.0.1:$PORT/readyz" \
+        --set otlpEndpoint="$OTLP" \
         --set logLevel='info\,mssql_pg_operator=debug' --wait --timeout 120s
 }
 step "helm install (CRDs present, RBAC, Deployment)" install
@@ -310,8 +313,12 @@ migrate() {
     # The worker pods ran as the chart's worker service account.
     sas="$(kubectl get pods -n "$MIG_NS" -o jsonpath='{range .items[*]}{.spec.serviceAccountName}{"\n"}{end}' | sort -u)"
     [ "$sas" = mssql-pg-worker ] || { echo "worker pods ran as: $sas"; return 1; }
+    # otlpEndpoint reached every worker Job through the operator; logJson is off, so no LOG_FORMAT.
+    local env
+    env="$(kubectl get jobs -n "$MIG_NS" -l mssqlpg.dev/migration=helm-e2e -o jsonpath='{range .items[*]}{.spec.template.spec.containers[0].env[?(@.name=="OTEL_EXPORTER_OTLP_ENDPOINT")].value}{"|"}{.spec.template.spec.containers[0].env[?(@.name=="LOG_FORMAT")].value}{"\n"}{end}' | sort -u)"
+    [ "$env" = "$OTLP|" ] || { echo "worker Jobs' OTEL_EXPORTER_OTLP_ENDPOINT|LOG_FORMAT: $env"; return 1; }
 }
-step "a Migration runs to Succeeded (plan, 3 copies, finalize, verify) with the chart's RBAC" migrate
+step "a Migration runs to Succeeded (plan, 3 copies, finalize, verify) with the chart's RBAC; its Jobs get otlpEndpoint" migrate
 
 scrape() {
     curl -fsS "http://127.0.0.1:$PORT/metrics" >"$WORK/metrics.txt" &&
@@ -329,7 +336,7 @@ step "no Secret value in the operator log" no_secrets_logged
 
 # From here on the workers are the real mssql-pg-worker (the chart's default worker command).
 upgrade() {
-    helm upgrade mssql-pg-operator "$CHART" --namespace "$RELEASE_NS" --reuse-values --set logJson=true \
+    helm upgrade mssql-pg-operator "$CHART" --namespace "$RELEASE_NS" --reuse-values --set logJson=true --set otlpEndpoint= \
         --set worker.command=mssql-pg-worker --wait --timeout 120s &&
         kubectl -n "$RELEASE_NS" rollout status deploy/mssql-pg-operator --timeout=120s &&
         [ "$(kubectl -n "$RELEASE_NS" get deploy mssql-pg-operator -o jsonpath='{.spec.template.spec.containers[0].env[?(@.name=="LOG_JSON")].value}')" = true ] &&
