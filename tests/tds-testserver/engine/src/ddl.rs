@@ -1569,7 +1569,13 @@ impl Session {
             ck.not_trusted = nocheck;
         }
         if !nocheck {
-            let added: Vec<ForeignKeyDef> = new.def.foreign_keys[old.def.foreign_keys.len()..].to_vec();
+            // An ALTER that drops a foreign key leaves fewer than before: nothing was added.
+            let added: Vec<ForeignKeyDef> = new
+                .def
+                .foreign_keys
+                .get(old.def.foreign_keys.len()..)
+                .unwrap_or_default()
+                .to_vec();
             self.check_foreign_keys(&old, &added)?;
         }
         self.ignore_checks = nocheck && new.def.checks.len() > old.def.checks.len();

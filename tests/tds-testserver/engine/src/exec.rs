@@ -327,6 +327,16 @@ impl Session {
                 validate,
                 names,
             } => self.constraint_state(&table, enable, validate, names.as_deref(), sink),
+            Stmt::DropObject {
+                kind,
+                if_exists,
+                names,
+                on_database,
+            } => {
+                self.drop_object(&kind, if_exists, &names, on_database)?;
+                self.done(sink, StatementKind::Other, None)?;
+                Ok(())
+            }
             Stmt::UpdateStatistics(table) => {
                 let tables = self.engine.tables();
                 let vt = HashMap::new();

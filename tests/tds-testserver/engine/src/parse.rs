@@ -67,6 +67,14 @@ pub enum Stmt {
     /// `CREATE [PRIMARY] XML INDEX ... ON table`: XML indexes only speed up SQL Server's xml
     /// queries, so there is nothing to build; the table must exist.
     XmlIndex(Vec<String>),
+    /// `DROP {PROCEDURE | FUNCTION | TRIGGER | TYPE | SCHEMA} [IF EXISTS] name, ...`
+    /// (`kind` upper-case; a trigger may be `ON DATABASE`).
+    DropObject {
+        kind: String,
+        if_exists: bool,
+        names: Vec<Vec<String>>,
+        on_database: bool,
+    },
     /// `UPDATE STATISTICS table [...]`: the table must exist; there are no statistics here.
     UpdateStatistics(Vec<String>),
     /// `SET ROWCOUNT n`: 0 lifts the limit.

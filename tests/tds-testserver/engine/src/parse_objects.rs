@@ -222,6 +222,39 @@ pub fn parse_special(p: &mut Parser<'_>, sql: &str, first: bool) -> Result<Optio
                 add,
             }
         }
+        ("DROP", "PROC" | "PROCEDURE" | "FUNCTION" | "TRIGGER" | "TYPE" | "SCHEMA") => {
+            p.next_token();
+            p.next_token();
+            let kind = if w1 == "PROC" {
+                "PROCEDURE".to_string()
+            } else {
+                w1.clone()
+            };
+            let if_exists = peek_upper(p, 0) == "IF" && peek_upper(p, 1) == "EXISTS";
+            if if_exists {
+                p.next_token();
+                p.next_token();
+            }
+            let mut names = vec![name_parts(p)?];
+            while p.consume_token(&Token::Comma) {
+                names.push(name_parts(p)?);
+            }
+            let mut on_database = false;
+            if kind == "TRIGGER" && peek_upper(p, 0) == "ON" {
+                p.next_token();
+                if peek_upper(p, 0) != "DATABASE" {
+                    return Err(syntax_error(&p.peek_token().token.to_string()));
+                }
+                p.next_token();
+                on_database = true;
+            }
+            Stmt::DropObject {
+                kind,
+                if_exists,
+                names,
+                on_database,
+            }
+        }
         ("UPDATE", "STATISTICS") => {
             p.next_token();
             p.next_token();

@@ -668,3 +668,40 @@ fn bulk_insert_without_check_constraints_leaves_them_untrusted() {
         547
     );
 }
+
+#[test]
+fn dropping_modules_types_and_schemas() {
+    let (_e, mut s) = session();
+    exec(&mut s, "CREATE SCHEMA s1");
+    exec(&mut s, "CREATE PROCEDURE s1.p AS SELECT 1");
+    exec(
+        &mut s,
+        "CREATE FUNCTION dbo.f() RETURNS int AS BEGIN RETURN 1 END",
+    );
+    exec(&mut s, "CREATE TYPE ty FROM int");
+    exec(&mut s, "CREATE TABLE s1.t (a ty)");
+    exec(&mut s, "CREATE TRIGGER s1.tr ON s1.t AFTER INSERT AS SELECT 1");
+    exec(
+        &mut s,
+        "CREATE TRIGGER dtr ON DATABASE FOR CREATE_TABLE AS SELECT 1",
+    );
+    assert_eq!(error(&mut s, "DROP TYPE ty").number, 3732);
+    exec(&mut s, "DROP PROCEDURE s1.p");
+    exec(&mut s, "DROP PROCEDURE IF EXISTS s1.p");
+    assert_eq!(error(&mut s, "DROP PROCEDURE s1.p").number, 3701);
+    exec(&mut s, "DROP FUNCTION f");
+    exec(&mut s, "DROP TRIGGER dtr ON DATABASE");
+    // The table's trigger goes with it.
+    exec(&mut s, "DROP TABLE s1.t");
+    assert_eq!(scalar(&mut s, "SELECT COUNT(*) FROM sys.triggers"), Value::Int(0));
+    exec(&mut s, "DROP TYPE ty");
+    assert_eq!(error(&mut s, "DROP TYPE ty").number, 218);
+    exec(&mut s, "DROP SCHEMA s1");
+    assert_eq!(
+        scalar(
+            &mut s,
+            "SELECT COUNT(*) FROM sys.objects WHERE type IN ('P', 'FN', 'TR')"
+        ),
+        Value::Int(0)
+    );
+}
