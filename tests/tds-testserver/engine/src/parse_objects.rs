@@ -519,6 +519,7 @@ fn parse_module(
         "VIEW" => {
             module.kind = ModuleKind::View;
             // Optional column list and WITH options, then AS and the SELECT.
+            let mut columns: Vec<String> = Vec::new();
             loop {
                 let t = p.next_token();
                 match &t.token {
@@ -529,6 +530,7 @@ fn parse_module(
                             match p.next_token().token {
                                 Token::LParen => depth += 1,
                                 Token::RParen => depth -= 1,
+                                Token::Word(w) if depth == 1 => columns.push(w.value),
                                 Token::EOF => return Err(syntax_error(&name)),
                                 _ => {}
                             }
@@ -536,8 +538,25 @@ fn parse_module(
                     }
                     tk if upper(tk) == "AS" => {
                         let from = p.peek_token().span.start;
-                        let text = sql[offset(sql, from)..].trim().trim_end_matches(';').trim_end();
-                        module.view_select = Some(text.to_string());
+                        let mut text = sql[offset(sql, from)..].trim().trim_end_matches(';').trim_end();
+                        // WITH CHECK OPTION only restricts writes through the view.
+                        let lower = text.to_ascii_lowercase();
+                        if let Some(cut) = lower.strip_suffix("check option").map(str::trim_end)
+                            && let Some(cut) = cut.strip_suffix("with")
+                        {
+                            text = text[..cut.len()].trim_end();
+                        }
+                        // A column list names the SELECT's columns.
+                        let select = if columns.is_empty() {
+                            text.to_string()
+                        } else {
+                            let list: Vec<String> = columns
+                                .iter()
+                                .map(|c| format!("[{}]", c.replace(']', "]]")))
+                                .collect();
+                            format!("SELECT * FROM ({text}) AS [__view] ({})", list.join(", "))
+                        };
+                        module.view_select = Some(select);
                         break;
                     }
                     _ => {}

@@ -705,3 +705,25 @@ fn dropping_modules_types_and_schemas() {
         Value::Int(0)
     );
 }
+
+#[test]
+fn views_with_column_lists_and_check_option() {
+    let (_e, mut s) = session();
+    exec(&mut s, "CREATE TABLE t (id int, v int)");
+    exec(&mut s, "INSERT INTO t VALUES (1, 10), (2, 20)");
+    exec(
+        &mut s,
+        "CREATE VIEW dbo.named (k, doubled) AS SELECT id, v * 2 FROM t WHERE v > 10 WITH CHECK OPTION",
+    );
+    let (cols, rows) = query(&mut s, "SELECT * FROM named");
+    assert_eq!(
+        cols.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(),
+        ["k", "doubled"]
+    );
+    assert_eq!(rows, vec![vec![Value::Int(2), Value::Int(40)]]);
+    exec(&mut s, "CREATE VIEW dbo.over AS SELECT k FROM dbo.named");
+    assert_eq!(scalar(&mut s, "SELECT k FROM over"), Value::Int(2));
+    exec(&mut s, "CREATE SCHEMA s2");
+    exec(&mut s, "CREATE VIEW s2.v AS SELECT 1 AS one");
+    assert_eq!(error(&mut s, "DROP SCHEMA s2").number, 3729);
+}
