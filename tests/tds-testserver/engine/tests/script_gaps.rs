@@ -723,6 +723,35 @@ fn views_with_column_lists_and_check_option() {
     assert_eq!(rows, vec![vec![Value::Int(2), Value::Int(40)]]);
     exec(&mut s, "CREATE VIEW dbo.over AS SELECT k FROM dbo.named");
     assert_eq!(scalar(&mut s, "SELECT k FROM over"), Value::Int(2));
+    let (_, rows) = query(
+        &mut s,
+        "SELECT OBJECT_NAME(referencing_id), referenced_schema_name, referenced_entity_name, OBJECT_NAME(referenced_id) \
+         FROM sys.sql_expression_dependencies ORDER BY 1",
+    );
+    assert_eq!(
+        rows,
+        vec![
+            vec![
+                Value::String("named".into()),
+                Value::Null,
+                Value::String("t".into()),
+                Value::String("t".into())
+            ],
+            vec![
+                Value::String("over".into()),
+                Value::String("dbo".into()),
+                Value::String("named".into()),
+                Value::String("named".into())
+            ],
+        ]
+    );
+    assert_eq!(
+        scalar(
+            &mut s,
+            "SELECT COUNT(*) FROM INFORMATION_SCHEMA.VIEW_TABLE_USAGE WHERE VIEW_NAME = 'over'"
+        ),
+        Value::Int(1)
+    );
     exec(&mut s, "CREATE SCHEMA s2");
     exec(&mut s, "CREATE VIEW s2.v AS SELECT 1 AS one");
     assert_eq!(error(&mut s, "DROP SCHEMA s2").number, 3729);
