@@ -1068,6 +1068,15 @@ impl Session {
                     self.database_statement(crate::parse_objects::DbAction::Drop, &name)?;
                 }
             }
+            ObjectType::Schema | ObjectType::Type => {
+                let kind = if matches!(kind, ObjectType::Schema) {
+                    "SCHEMA"
+                } else {
+                    "TYPE"
+                };
+                let names: Vec<Vec<String>> = names.iter().map(object_parts).collect();
+                self.drop_object(kind, if_exists, &names, false)?;
+            }
             ObjectType::View => {
                 for n in names {
                     let parts = object_parts(n);

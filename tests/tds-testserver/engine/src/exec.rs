@@ -545,6 +545,28 @@ impl Session {
                 args.extend(arguments);
                 self.raise(false, args, sink)
             }
+            // DROP PROCEDURE/FUNCTION/TRIGGER inside IF blocks (top-level ones are parsed by
+            // parse_objects).
+            Statement::DropProcedure { if_exists, proc_desc, .. } => {
+                let names: Vec<Vec<String>> =
+                    proc_desc.iter().map(|d| crate::translate::object_parts(&d.name)).collect();
+                self.drop_object("PROCEDURE", if_exists, &names, false)?;
+                self.done(sink, StatementKind::Other, None)?;
+                Ok(())
+            }
+            Statement::DropFunction(df) => {
+                let names: Vec<Vec<String>> =
+                    df.func_desc.iter().map(|d| crate::translate::object_parts(&d.name)).collect();
+                self.drop_object("FUNCTION", df.if_exists, &names, false)?;
+                self.done(sink, StatementKind::Other, None)?;
+                Ok(())
+            }
+            Statement::DropTrigger(dt) => {
+                let names = vec![crate::translate::object_parts(&dt.trigger_name)];
+                self.drop_object("TRIGGER", dt.if_exists, &names, false)?;
+                self.done(sink, StatementKind::Other, None)?;
+                Ok(())
+            }
             Statement::Return(r) => {
                 if r.value.is_some() {
                     return Err(SqlError::new(

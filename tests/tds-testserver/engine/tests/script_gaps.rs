@@ -689,7 +689,19 @@ fn dropping_modules_types_and_schemas() {
     exec(&mut s, "DROP PROCEDURE s1.p");
     exec(&mut s, "DROP PROCEDURE IF EXISTS s1.p");
     assert_eq!(error(&mut s, "DROP PROCEDURE s1.p").number, 3701);
-    exec(&mut s, "DROP FUNCTION f");
+    // The usual guard of install scripts, with the DROP inside an IF.
+    exec(
+        &mut s,
+        "IF EXISTS (SELECT * FROM sys.objects WHERE object_id = OBJECT_ID(N'[dbo].[f]') AND type IN (N'FN', N'IF', N'TF')) \
+         DROP FUNCTION [dbo].[f]",
+    );
+    assert_eq!(scalar(&mut s, "SELECT OBJECT_ID('dbo.f')"), Value::Null);
+    exec(&mut s, "CREATE PROCEDURE dbo.p2 AS SELECT 1");
+    exec(
+        &mut s,
+        "IF OBJECT_ID('dbo.p2', 'P') IS NOT NULL DROP PROCEDURE dbo.p2",
+    );
+    assert_eq!(scalar(&mut s, "SELECT OBJECT_ID('dbo.p2')"), Value::Null);
     exec(&mut s, "DROP TRIGGER dtr ON DATABASE");
     // The table's trigger goes with it.
     exec(&mut s, "DROP TABLE s1.t");
