@@ -188,6 +188,11 @@ pub struct PlannedTable {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 64))]
     pub lossy_columns: Vec<String>,
+    /// What the run does to the target table: created, dropped and recreated, emptied, upserted
+    /// into, or refused (with the reasons), as decided from the target's catalog before any write.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 1024))]
+    pub target_action: Option<String>,
 }
 
 /// Cut `message` to at most [`MAX_MESSAGE_LEN`] bytes on a character boundary.

@@ -2,6 +2,7 @@
 
 pub mod checkpoint;
 pub mod engine;
+pub mod error_text;
 pub mod k8s;
 pub mod k8s_reverse;
 pub mod mapping;
@@ -18,4 +19,5 @@ pub mod progress;
 pub mod spec;
 mod sql_lex;
 pub mod summary;
+pub mod target_check;
 pub mod verify;

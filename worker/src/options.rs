@@ -82,6 +82,11 @@ pub struct Options {
     pub lowercase_identifiers: bool,
     /// Create the target tables UNLOGGED for the load; finalize switches them to LOGGED.
     pub unlogged: bool,
+    /// May drop or empty an existing target table that objects outside the migration depend on
+    /// (`target.*.dropDependents`).
+    pub drop_dependents: bool,
+    /// Plan only (`dryRun`): read the source and the target's catalog, write nothing.
+    pub dry_run: bool,
 }
 
 impl Default for Options {
@@ -100,6 +105,8 @@ impl Default for Options {
             verify: VerifyMode::default(),
             lowercase_identifiers: false,
             unlogged: false,
+            drop_dependents: false,
+            dry_run: false,
         }
     }
 }
