@@ -768,3 +768,32 @@ fn views_with_column_lists_and_check_option() {
     exec(&mut s, "CREATE VIEW s2.v AS SELECT 1 AS one");
     assert_eq!(error(&mut s, "DROP SCHEMA s2").number, 3729);
 }
+
+#[test]
+fn pivot() {
+    let (_e, mut s) = session();
+    exec(&mut s, "CREATE TABLE sales (person int, yr int, amount money)");
+    exec(
+        &mut s,
+        "INSERT INTO sales VALUES (1, 2002, 10), (1, 2002, 5), (1, 2003, 7), (2, 2004, 1)",
+    );
+    let (cols, rows) = query(
+        &mut s,
+        "SELECT pvt.person, pvt.[2002], pvt.[2003], pvt.[2004] \
+         FROM (SELECT person, amount, yr FROM sales) AS src \
+         PIVOT (SUM([amount]) FOR [yr] IN ([2002], [2003], [2004])) AS pvt ORDER BY pvt.person",
+    );
+    assert_eq!(cols[1].name, "2002");
+    assert_eq!(
+        rows,
+        vec![
+            vec![
+                Value::Int(1),
+                Value::Money(150_000),
+                Value::Money(70_000),
+                Value::Null
+            ],
+            vec![Value::Int(2), Value::Null, Value::Null, Value::Money(10_000)],
+        ]
+    );
+}
