@@ -108,6 +108,10 @@ pub struct Totals {
 
 /// How far back the Migration's and each table's rows/s look.
 pub const RATE_WINDOW: Duration = Duration::from_secs(60);
+/// Rates are computed at `now` rounded down to this step. The operator's own status write triggers another
+/// reconcile (the Migration watch sees every change); computed at the exact time, the rate would differ again
+/// and the two would chase each other. Rounded, the second reconcile finds the same figures and writes nothing.
+pub const RATE_STEP: Duration = Duration::from_secs(5);
 
 /// One task's committed rows and the time they took: from its start to its end, or to now while it runs.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -184,9 +188,10 @@ pub fn phase_rate(spans: &[RowSpan]) -> Option<i64> {
     })
 }
 
-/// Sum the tasks up at `now`; rates per [`window_rate`].
+/// Sum the tasks up at `now`; rates per [`window_rate`], at `now` rounded down to [`RATE_STEP`].
 pub fn totals(views: &[TaskView<'_>], now: &Time) -> Totals {
-    let now_ms = millis(now);
+    let step_ms = i64::try_from(RATE_STEP.as_millis()).unwrap_or(1).max(1);
+    let now_ms = millis(now).div_euclid(step_ms) * step_ms;
     let mut t = Totals::default();
     let mut tables: BTreeMap<String, TableSummary> = BTreeMap::new();
     let mut spans: Vec<RowSpan> = Vec::new();

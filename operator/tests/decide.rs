@@ -564,3 +564,38 @@ fn short_tasks_count_in_the_rate_and_eta_while_copying() {
     assert_eq!(d.status.rows_per_second, 0);
     assert_eq!(d.status.eta, None, "no rate, no estimate");
 }
+
+/// The operator's status write comes back as a watch event and another reconcile; with the same tasks a moment
+/// later, the status must come out identical (nothing to write), or the two would chase each other while a
+/// task runs.
+#[test]
+fn a_reconcile_right_after_its_own_status_write_changes_nothing() {
+    let m = planned(&migration(), 2);
+    let a = timed(
+        with_progress(task("A", 0, 1, 10_000, Some(TaskState::Running)), 4_000, 0, 0, 0),
+        60,
+        None,
+    );
+    let b = timed(
+        with_progress(
+            task("B", 0, 1, 10_000, Some(TaskState::Succeeded)),
+            10_000,
+            0,
+            0,
+            0,
+        ),
+        50,
+        Some(90),
+    );
+    let tasks = [a.clone(), b.clone()];
+    let jobs = [plan(&m, Some(true)), copy(&m, &a, None), copy(&m, &b, Some(true))];
+    let at_time = |m: &mssql_pg_crds::Migration, now: i64| {
+        decide(m, &tasks, &jobs, &Default::default(), &cfg(), &at(now)).unwrap()
+    };
+    let first = at_time(&m, 101);
+    assert!(first.status.rows_per_second > 0);
+    assert!(first.status.eta.is_some());
+    let second = at_time(&with_status(m.clone(), first.status.clone()), 103);
+    assert_eq!(second.status, first.status);
+    assert!(second.phase_change.is_none() && second.events.is_empty());
+}
