@@ -236,8 +236,10 @@ impl Engine {
     /// Plans and says what a run would do to the target, writing nothing: the source is only
     /// read, the target's catalog only queried.
     pub async fn dry_run(&self) -> Result<DryRun, EngineError> {
-        let (plan, packet) = self.plan().await?;
+        let (mut plan, packet) = self.plan().await?;
         let pg = self.target.connect().await?;
+        plan.warnings
+            .extend(self.target.plaintext_warning(&pg, "target.postgres").await);
         let actions = self.target_actions(&pg, &plan).await?;
         Ok(DryRun {
             plan,
@@ -252,6 +254,8 @@ impl Engine {
     pub async fn prepare(&self) -> Result<Prepared, EngineError> {
         let (mut plan, packet) = self.plan().await?;
         let pg = self.target.connect().await?;
+        plan.warnings
+            .extend(self.target.plaintext_warning(&pg, "target.postgres").await);
         let migration = &self.options.migration;
         let fingerprint = plan.fingerprint();
         if checkpoint::tables_exist(&pg).await?

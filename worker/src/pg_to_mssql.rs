@@ -698,6 +698,8 @@ impl RevEngine {
             }
         }
         plan.tasks = crate::plan::split_task_list(std::mem::take(&mut plan.tasks), &bounds, &self.options);
+        plan.warnings
+            .extend(self.source.plaintext_warning(&pg, "source.postgres").await);
         Ok(plan)
     }
 

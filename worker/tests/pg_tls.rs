@@ -164,3 +164,50 @@ async fn ssl_modes_behave_like_libpq() {
         .unwrap_err();
     assert!(err.contains("certificate"), "{err}");
 }
+
+#[tokio::test]
+async fn require_with_a_ca_validates_the_chain_like_libpq() {
+    let ca = enable_tls().await;
+    // libpq: with a root certificate given, require behaves as verify-ca (any host name).
+    assert_eq!(
+        uses_tls(&target(SslMode::Require, "127.0.0.1", Some(&ca))).await,
+        Ok(true)
+    );
+    // A CA that did not sign the server's certificate is refused, not ignored.
+    let dir = std::env::var("MSSQLPG_TEST_PG_DIR").unwrap();
+    let other = format!("{dir}/other-ca.crt");
+    if !std::path::Path::new(&other).exists() {
+        let out = Command::new("openssl")
+            .args(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2"])
+            .args(["-subj", "/CN=other-ca", "-keyout", &format!("{dir}/other-ca.key")])
+            .args(["-out", &other])
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+    }
+    let err = uses_tls(&target(SslMode::Require, "127.0.0.1", Some(&other)))
+        .await
+        .unwrap_err();
+    assert!(err.contains("certificate"), "{err}");
+}
+
+#[tokio::test]
+async fn prefer_that_ends_in_plaintext_is_said() {
+    // The connection as prefer would leave it when the server offers no TLS.
+    let plain = target(SslMode::Disable, "127.0.0.1", None)
+        .connect()
+        .await
+        .unwrap();
+    let prefer = target(SslMode::Prefer, "127.0.0.1", None);
+    let warning = prefer
+        .plaintext_warning(&plain, "target.postgres")
+        .await
+        .expect("a warning");
+    assert!(
+        warning.starts_with("target.postgres.sslMode: prefer") && warning.contains("not encrypted"),
+        "{warning}"
+    );
+    // Other modes said what they wanted: no warning.
+    let disable = target(SslMode::Disable, "127.0.0.1", None);
+    assert_eq!(disable.plaintext_warning(&plain, "target.postgres").await, None);
+}

@@ -112,6 +112,8 @@ impl PgTarget {
         let (verify, mode) = match self.ssl_mode {
             SslMode::Disable => (None, PgSslMode::Disable),
             SslMode::Prefer => (Some(Verify::None), PgSslMode::Prefer),
+            // As libpq: `require` with a root CA given validates the chain (verify-ca).
+            SslMode::Require if self.ssl_root_cert.is_some() => (Some(Verify::Ca), PgSslMode::Require),
             SslMode::Require => (Some(Verify::None), PgSslMode::Require),
             SslMode::VerifyCa => (Some(Verify::Ca), PgSslMode::Require),
             SslMode::VerifyFull => (Some(Verify::Full), PgSslMode::Require),
@@ -128,6 +130,39 @@ impl PgTarget {
                 (client, connection_io(conn))
             }
         })
+    }
+}
+
+impl PgTarget {
+    /// `sslMode: prefer` that ended in plaintext, said once per process in the log and returned
+    /// as a plan warning naming `side` (`target.postgres`): prefer falls back silently in libpq.
+    pub async fn plaintext_warning(&self, client: &Client, side: &str) -> Option<String> {
+        if self.ssl_mode != SslMode::Prefer {
+            return None;
+        }
+        let ssl: bool = client
+            .query_one(
+                "SELECT coalesce((SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()), false)",
+                &[],
+            )
+            .await
+            .ok()?
+            .get(0);
+        if ssl {
+            return None;
+        }
+        static SAID: std::sync::Once = std::sync::Once::new();
+        SAID.call_once(|| {
+            tracing::warn!(
+                host = %self.host,
+                "{side}: sslMode prefer, but the server offered no TLS: the connection is not encrypted"
+            );
+        });
+        Some(format!(
+            "{side}.sslMode: prefer, but {}:{} offered no TLS, so the connection is not encrypted \
+             (say sslMode: disable to accept that, or require / verify-full to insist on TLS)",
+            self.host, self.port
+        ))
     }
 }
 
