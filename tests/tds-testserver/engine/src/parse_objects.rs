@@ -591,8 +591,15 @@ fn parse_module(
             p.next_token();
             match peek_upper(p, 0).as_str() {
                 "DATABASE" => {
-                    p.next_token();
-                    module.database_trigger = true;
+                    // A DDL trigger would have to fire on every later DDL statement; one that
+                    // silently did not would change what those statements do (AdventureWorks'
+                    // logs each into dbo.DatabaseLog), so it is refused instead.
+                    skip_to_end(p);
+                    return Ok(Stmt::Refused(SqlError::new(
+                        102,
+                        15,
+                        "Incorrect syntax near 'DATABASE'. (the test server has no DDL triggers)",
+                    )));
                 }
                 "ALL" => {
                     return Err(SqlError::new(
