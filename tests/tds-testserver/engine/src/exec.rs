@@ -337,6 +337,44 @@ impl Session {
                 self.done(sink, StatementKind::Other, None)?;
                 Ok(())
             }
+            Stmt::SystemProc { name, args } => {
+                let order: &[&str] = if name.to_ascii_lowercase().ends_with("sp_addtype") {
+                    &["@typename", "@phystype", "@nulltype", "@owner"]
+                } else {
+                    &[
+                        "@name",
+                        "@value",
+                        "@level0type",
+                        "@level0name",
+                        "@level1type",
+                        "@level1name",
+                        "@level2type",
+                        "@level2name",
+                    ]
+                };
+                let mut positional: Vec<Expr> = Vec::new();
+                for (i, (arg_name, e)) in args.into_iter().enumerate() {
+                    let at = match arg_name {
+                        Some(n) => order.iter().position(|o| *o == n).ok_or_else(|| {
+                            SqlError::new(8145, 16, format!("{n} is not a parameter for procedure {name}."))
+                        })?,
+                        None => i,
+                    };
+                    if positional.len() <= at {
+                        positional.resize(at + 1, crate::translate::null());
+                    }
+                    positional[at] = e;
+                }
+                match self.system_procedure(&name, &positional, sink) {
+                    Some(r) => r,
+                    None => {
+                        Err(
+                            SqlError::new(2812, 16, format!("Could not find stored procedure '{name}'."))
+                                .into(),
+                        )
+                    }
+                }
+            }
             Stmt::UpdateStatistics(table) => {
                 let tables = self.engine.tables();
                 let vt = HashMap::new();

@@ -75,6 +75,12 @@ pub enum Stmt {
         names: Vec<Vec<String>>,
         on_database: bool,
     },
+    /// `EXEC sp_addextendedproperty`/`sp_addtype` with named arguments (`@name = value`),
+    /// which sqlparser does not take: the arguments in order, with their names.
+    SystemProc {
+        name: String,
+        args: Vec<(Option<String>, sqlparser::ast::Expr)>,
+    },
     /// `UPDATE STATISTICS table [...]`: the table must exist; there are no statistics here.
     UpdateStatistics(Vec<String>),
     /// `SET ROWCOUNT n`: 0 lifts the limit.

@@ -141,6 +141,11 @@ pub fn parse_special(p: &mut Parser<'_>, sql: &str, first: bool) -> Result<Optio
     {
         return Ok(Some(stmt));
     }
+    if matches!(w0.as_str(), "EXEC" | "EXECUTE")
+        && let Some(stmt) = system_proc_call(p)?
+    {
+        return Ok(Some(stmt));
+    }
     let stmt = match (w0.as_str(), w1.as_str()) {
         ("CREATE", "TYPE") => {
             p.next_token();
@@ -427,6 +432,73 @@ pub fn parse_special(p: &mut Parser<'_>, sql: &str, first: bool) -> Result<Optio
         _ => return Ok(None),
     };
     Ok(Some(stmt))
+}
+
+/// System procedures run here whose arguments may be named (SSMS scripts name them).
+const NAMED_ARG_PROCS: &[&str] = &["sp_addextendedproperty", "sp_addtype"];
+
+/// `EXEC [sys.]sp_addextendedproperty @name = ..., ...` (positional arguments too); `None`
+/// (nothing consumed) for any other EXEC.
+fn system_proc_call(p: &mut Parser<'_>) -> Result<Option<Stmt>, SqlError> {
+    // The procedure's name: words and periods after EXEC.
+    let mut k = 1;
+    let mut last;
+    loop {
+        match &p.peek_nth_token_ref(k).token {
+            Token::Word(w) => last = w.value.to_ascii_lowercase(),
+            _ => return Ok(None),
+        }
+        k += 1;
+        if p.peek_nth_token_ref(k).token != Token::Period {
+            break;
+        }
+        k += 1;
+    }
+    if !NAMED_ARG_PROCS.contains(&last.as_str()) {
+        return Ok(None);
+    }
+    p.next_token();
+    let name = name_parts(p)?.join(".");
+    let mut args = Vec::new();
+    let ends = |p: &Parser<'_>| {
+        matches!(p.peek_token().token, Token::EOF | Token::SemiColon)
+            || matches!(
+                peek_upper(p, 0).as_str(),
+                "SELECT"
+                    | "INSERT"
+                    | "UPDATE"
+                    | "DELETE"
+                    | "SET"
+                    | "EXEC"
+                    | "EXECUTE"
+                    | "PRINT"
+                    | "IF"
+                    | "BEGIN"
+                    | "DECLARE"
+                    | "CREATE"
+                    | "DROP"
+                    | "ALTER"
+                    | "GO"
+            )
+    };
+    if !ends(p) {
+        loop {
+            let named = match (&p.peek_token().token, &p.peek_nth_token_ref(1).token) {
+                (Token::Word(w), Token::Eq) if w.value.starts_with('@') => Some(w.value.to_ascii_lowercase()),
+                _ => None,
+            };
+            if named.is_some() {
+                p.next_token();
+                p.next_token();
+            }
+            let e = p.parse_expr().map_err(|_| syntax_error(&name))?;
+            args.push((named, e));
+            if !p.consume_token(&Token::Comma) {
+                break;
+            }
+        }
+    }
+    Ok(Some(Stmt::SystemProc { name, args }))
 }
 
 /// `ALTER TABLE t [WITH CHECK | WITH NOCHECK] {CHECK | NOCHECK} CONSTRAINT {ALL | a, b}`;

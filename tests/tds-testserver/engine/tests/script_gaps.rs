@@ -803,3 +803,37 @@ fn pivot() {
         ]
     );
 }
+
+#[test]
+fn system_procedures_with_named_arguments() {
+    let (_e, mut s) = session();
+    exec(&mut s, "CREATE TABLE t (a int)");
+    // As SSMS scripts them.
+    exec(
+        &mut s,
+        "EXEC sys.sp_addextendedproperty @name=N'MS_Description', @value=N'the a column' , \
+         @level0type=N'SCHEMA',@level0name=N'dbo', @level1type=N'TABLE',@level1name=N't', \
+         @level2type=N'COLUMN',@level2name=N'a'",
+    );
+    let (_, rows) = query(
+        &mut s,
+        "SELECT CAST(value AS nvarchar(20)), OBJECT_NAME(major_id), minor_id FROM sys.extended_properties",
+    );
+    assert_eq!(
+        rows,
+        vec![vec![
+            Value::String("the a column".into()),
+            Value::String("t".into()),
+            Value::Int(1)
+        ]]
+    );
+    exec(
+        &mut s,
+        "EXEC sp_addtype @typename = 'code', @phystype = 'char(4)', @nulltype = 'NOT NULL'",
+    );
+    assert_eq!(
+        scalar(&mut s, "SELECT COUNT(*) FROM sys.types WHERE name = 'code'"),
+        Value::Int(1)
+    );
+    assert_eq!(error(&mut s, "EXEC sp_addtype @nosuch = 'x'").number, 8145);
+}
