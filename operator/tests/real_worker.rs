@@ -742,6 +742,96 @@ stringData: {{username: {pg_user}, password: unused-with-trust}}
     e2e.finish();
 }
 
+/// `dryRun: true` in the cluster: the plan Job reads the source and the target's catalog, writes
+/// the outcome (with each existing table's fate) to status.plan, creates no MigrationTasks and
+/// leaves the target exactly as it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dry_run_in_the_cluster_writes_nothing() {
+    let e2e = E2e::start("dry", SOURCE_PASSWORD, |pg_user| {
+        format!(
+            "apiVersion: v1
+kind: Secret
+metadata: {{name: src-creds}}
+stringData: {{username: sa, password: {SOURCE_PASSWORD}}}
+---
+apiVersion: v1
+kind: Secret
+metadata: {{name: dst-creds}}
+stringData: {{username: {pg_user}, password: unused-with-trust}}
+"
+        )
+    })
+    .await;
+    let (cluster, pg, pg_cfg) = (&e2e.cluster, &e2e.pg, &e2e.pg_cfg);
+    seed(&e2e.mssql).await;
+    let schema = format!("e2e_dry_{}", std::process::id());
+    pg.batch_execute(&format!(
+        "DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema}; \
+         CREATE TABLE {schema}.\"Parent\" (keep int); INSERT INTO {schema}.\"Parent\" VALUES (42)"
+    ))
+    .await
+    .unwrap();
+    let catalog = || async {
+        pg.query(
+            "SELECT c.relname::text || ':' || coalesce(string_agg(a.attname || ' ' || format_type(a.atttypid, a.atttypmod), ',' \
+             ORDER BY a.attnum), '') FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
+             LEFT JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 \
+             WHERE n.nspname = $1 GROUP BY c.relname, n.nspname ORDER BY 1",
+            &[&schema],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get::<_, String>(0))
+        .collect::<Vec<_>>()
+    };
+    let runs = |migration: String| async move {
+        pg.query_one(
+            "SELECT CASE WHEN to_regclass('_mssqlpg.runs') IS NULL THEN 0 ELSE \
+             (SELECT count(*) FROM _mssqlpg.runs WHERE migration = $1) END",
+            &[&migration],
+        )
+        .await
+        .map(|r| r.get::<_, i64>(0))
+        .unwrap_or(0)
+    };
+    let before = catalog().await;
+    let _operator = e2e.start_operator("127.0.0.1:0");
+    let yaml = migration_yaml("dry", "src-creds", e2e.mssql.port, pg_cfg, &schema, 1)
+        .replace("  verify: checksum\n", "  verify: checksum\n  dryRun: true\n");
+    cluster.apply(&yaml);
+    let phase = cluster.wait_terminal("dry", Duration::from_secs(240));
+    assert_eq!(phase, "Succeeded", "{}", e2e.diag());
+
+    let status = |path: &str| cluster.get("migration", "dry", path);
+    assert_eq!(status(".status.plan.tablesTotal"), "4", "{}", e2e.diag());
+    let actions = status(".status.plan.tables[*].targetAction");
+    assert!(
+        actions.contains(&format!("{schema}.Parent: the existing table ("))
+            && actions.contains("is dropped and recreated"),
+        "{actions}"
+    );
+    assert!(actions.contains(&format!("{schema}.Big: created")), "{actions}");
+    let tasks = cluster.must(&["get", "mtask", "-n", &cluster.ns, "-o", "name"], None);
+    assert!(tasks.trim().is_empty(), "a dry run created tasks: {tasks}");
+    assert_eq!(
+        catalog().await,
+        before,
+        "the dry run changed the target's catalog"
+    );
+    let kept: i32 = pg
+        .query_one(&format!("SELECT keep FROM {schema}.\"Parent\""), &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(kept, 42);
+    assert_eq!(runs(format!("{}/dry", cluster.ns)).await, 0, "a run was recorded");
+    pg.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+        .await
+        .unwrap();
+    e2e.finish();
+}
+
 /// A plain HTTP/1.0 GET on 127.0.0.1 (no HTTP client dependency for one request).
 fn reqwest_free_get(port: u16, path: &str) -> String {
     use std::io::{Read, Write};
