@@ -1,7 +1,8 @@
 //! Throughput of the test server with a tiberius client in the same process (release build):
 //! a 10-column mixed-type table streamed out (as `Row`s, and decoded in place as the worker reads),
 //! and bulk-loaded in. Twice: with the scripted
-//! backend (the wire layer alone) and with the real engine (wire + SQLite).
+//! backend (the wire layer alone) and with the real engine (wire + SQLite); with the engine also
+//! over TLS (encryption Required, the CA trusted), for what TLS costs.
 //!
 //! `cargo bench -p tds-testserver --bench throughput` (BENCH_ROWS overrides the 1,000,000 rows).
 #![allow(clippy::unwrap_used)]
@@ -15,8 +16,33 @@ use common::expect::expected_column_data;
 use common::scripted::{mixed_columns, mixed_row};
 use common::{TdsClient, connect};
 use futures_util::TryStreamExt;
-use tds_testserver::TestServer;
-use tiberius::TokenRow;
+use tds_testserver::certs::TestCerts;
+use tds_testserver::{ServerConfig, TestServer};
+use tiberius::{EncryptionLevel, TokenRow};
+use tokio_util::compat::TokioAsyncWriteCompatExt;
+
+/// CPU seconds this process (client and server) has used, user + system: steadier than rates
+/// on a machine shared with other work.
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the command name (which may hold spaces) are space-separated; utime and
+    // stime are the 14th and 15th fields, in clock ticks (100 per second on Linux).
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let ticks: f64 = rest
+        .split_whitespace()
+        .skip(11)
+        .take(2)
+        .filter_map(|t| t.parse::<f64>().ok())
+        .sum();
+    ticks / 100.0
+}
+
+/// Runs `pass`, returning its rows/s and the CPU seconds it took.
+async fn timed<F: std::future::Future<Output = f64>>(pass: F) -> (f64, f64) {
+    let before = cpu_seconds();
+    let rate = pass.await;
+    (rate, cpu_seconds() - before)
+}
 
 fn peak_rss_mib() -> f64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
@@ -168,27 +194,71 @@ async fn wire_only(n: u64) {
     );
 }
 
-async fn engine(n: u64) {
-    let server = TestServer::start(common::config(32767)).unwrap();
-    let mut c = connect(server.addr()).await;
-    c.simple_query(
-        "CREATE TABLE dbo.mixed (id int NOT NULL PRIMARY KEY, name nvarchar(50) NOT NULL, amount decimal(18,2) NULL, \
+/// A client with the whole session encrypted, validating the server's certificate.
+async fn connect_tls(addr: std::net::SocketAddr, certs: &TestCerts) -> TdsClient {
+    let mut config = common::client_config(addr, common::PASSWORD, Some(32767));
+    config.encryption(EncryptionLevel::Required);
+    config.trust_cert_ca(certs.ca().display());
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    tcp.set_nodelay(true).unwrap();
+    tiberius::Client::connect(config, tcp.compat_write())
+        .await
+        .unwrap()
+}
+
+async fn create_mixed(c: &mut TdsClient, table: &str) {
+    c.simple_query(format!(
+        "CREATE TABLE {table} (id int NOT NULL PRIMARY KEY, name nvarchar(50) NOT NULL, amount decimal(18,2) NULL, \
          created datetime2(7) NULL, flag bit NOT NULL, qty bigint NULL, price float NULL, code varchar(10) NULL, \
-         guid uniqueidentifier NULL, note nvarchar(200) NULL)",
-    )
+         guid uniqueidentifier NULL, note nvarchar(200) NULL)"
+    ))
     .await
     .unwrap()
     .into_results()
     .await
     .unwrap();
-    let inn = bulk_in(&mut c, "[dbo].[mixed]", n).await;
+}
+
+async fn engine(n: u64) {
+    // With a certificate the server still serves clients that do not ask for encryption in the clear.
+    let certs = TestCerts::generate("throughput bench CA").unwrap();
+    let server = TestServer::start(ServerConfig {
+        tls: Some(certs.server()),
+        ..common::config(32767)
+    })
+    .unwrap();
+    let mut c = connect(server.addr()).await;
+    create_mixed(&mut c, "dbo.mixed").await;
+    let (inn, inn_cpu) = timed(bulk_in(&mut c, "[dbo].[mixed]", n)).await;
     let out = stream_out(&mut c, "SELECT * FROM dbo.mixed ORDER BY id", n).await;
-    let in_place = stream_out_in_place(&mut c, "SELECT * FROM dbo.mixed ORDER BY id", n).await;
+    let (in_place, in_place_cpu) = timed(stream_out_in_place(
+        &mut c,
+        "SELECT * FROM dbo.mixed ORDER BY id",
+        n,
+    ))
+    .await;
     let raw = raw_out(server.addr(), "SELECT * FROM dbo.mixed ORDER BY id", n);
     println!("with the engine (SQLite), raw client (no decoding): out {raw:.0} rows/s");
-    println!("with the engine (SQLite), tiberius query_raw (the worker's reader): out {in_place:.0} rows/s");
+    println!(
+        "with the engine (SQLite), tiberius query_raw (the worker's reader): out {in_place:.0} rows/s \
+         ({in_place_cpu:.2} CPU s), bulk in {inn_cpu:.2} CPU s"
+    );
     println!(
         "with the engine (SQLite):     out {out:.0} rows/s, bulk in {inn:.0} rows/s, peak RSS {:.0} MiB",
         peak_rss_mib()
+    );
+
+    let mut t = connect_tls(server.addr(), &certs).await;
+    create_mixed(&mut t, "dbo.mixed_tls").await;
+    let (inn_tls, inn_tls_cpu) = timed(bulk_in(&mut t, "[dbo].[mixed_tls]", n)).await;
+    let (in_place_tls, in_place_tls_cpu) = timed(stream_out_in_place(
+        &mut t,
+        "SELECT * FROM dbo.mixed_tls ORDER BY id",
+        n,
+    ))
+    .await;
+    println!(
+        "with the engine over TLS 1.2 (Required): query_raw out {in_place_tls:.0} rows/s ({in_place_tls_cpu:.2} CPU s), \
+         bulk in {inn_tls:.0} rows/s ({inn_tls_cpu:.2} CPU s)"
     );
 }
