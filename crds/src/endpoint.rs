@@ -177,11 +177,12 @@ pub enum MssqlEncryption {
     /// TLS for the whole session; fail if the server cannot do it.
     #[default]
     Required,
-    /// TLS if the server supports it.
+    /// The same as `Required`: in TDS, a client sending ON requires encryption.
     On,
-    /// TLS for the login packet only.
+    /// TLS for the login packet only where the server can encrypt (for the whole session where
+    /// it forces encryption); none at all where it cannot, which the worker's log warns about.
     Off,
-    /// No TLS at all.
+    /// No TLS at all; a server that forces encryption refuses the connection.
     NotSupported,
 }
 
