@@ -147,6 +147,12 @@ pub struct MssqlEndpoint {
     #[serde(default = "default_mssql_schema")]
     #[schemars(length(min = 1, max = 128))]
     pub schema: String,
+    /// Source only: several schemas, as globs (`["*"]` for every schema holding user tables). The
+    /// default is `[schema]`. Tables of `schema` go to the target's `schema`, others to a target
+    /// schema of the same name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 256))]
+    pub schemas: Vec<String>,
     /// Name of a Secret in the Migration's namespace with keys `username` and `password`.
     #[schemars(length(min = 1, max = 253))]
     pub credentials_secret: String,
@@ -204,6 +210,12 @@ pub struct PostgresEndpoint {
     #[serde(default = "default_pg_schema")]
     #[schemars(length(min = 1, max = 63))]
     pub schema: String,
+    /// Source only: several schemas, as globs (`["*"]` for every schema holding user tables). The
+    /// default is `[schema]`. Tables of `schema` go to the target's `schema`, others to a target
+    /// schema of the same name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 256))]
+    pub schemas: Vec<String>,
     /// Name of a Secret in the Migration's namespace with keys `username` and `password`.
     #[schemars(length(min = 1, max = 253))]
     pub credentials_secret: String,
@@ -283,6 +295,7 @@ impl MssqlEndpoint {
             port: DEFAULT_MSSQL_PORT,
             database: database.to_string(),
             schema: default_mssql_schema(),
+            schemas: Vec::new(),
             credentials_secret: credentials_secret.to_string(),
             encryption: MssqlEncryption::default(),
             trust_server_certificate: false,
@@ -301,6 +314,7 @@ impl PostgresEndpoint {
             port: DEFAULT_PG_PORT,
             database: database.to_string(),
             schema: default_pg_schema(),
+            schemas: Vec::new(),
             credentials_secret: credentials_secret.to_string(),
             ssl_mode: PostgresSslMode::default(),
             ca_secret: None,

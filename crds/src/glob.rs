@@ -73,6 +73,18 @@ impl TablePattern {
     }
 }
 
+/// Whether a one-part glob (`sales*`, no `.`) matches `name`, case-insensitively: how
+/// `source.*.schemas` selects schemas.
+pub fn name_matches(pattern: &str, name: &str) -> Result<bool, PatternError> {
+    if pattern.is_empty() {
+        return Err(PatternError::Empty);
+    }
+    if split_dot(pattern)?.0.is_some() {
+        return Err(PatternError::TooManyDots);
+    }
+    Ok(glob_match(&tokenize(pattern, 0)?, &fold(name)))
+}
+
 impl TableSelection {
     /// Parse every include and exclude pattern; errors carry the field path.
     pub fn compile(&self) -> Result<CompiledSelection, Vec<(String, PatternError)>> {

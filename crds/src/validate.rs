@@ -69,6 +69,28 @@ impl MigrationSpec {
                  remove it from the source",
             ));
         }
+        let schemas_on_target = [
+            (
+                "mssql",
+                self.target.mssql.as_ref().is_some_and(|m| !m.schemas.is_empty()),
+            ),
+            (
+                "postgres",
+                self.target
+                    .postgres
+                    .as_ref()
+                    .is_some_and(|p| !p.schemas.is_empty()),
+            ),
+        ];
+        for (engine, set) in schemas_on_target {
+            if set {
+                errors.push(FieldError::new(
+                    format!("spec.target.{engine}.schemas"),
+                    "applies to the source only (the target's schemas follow the source's: `schema` receives \
+                     the source's `schema`, other schemas keep their names); remove it from the target",
+                ));
+            }
+        }
         let drops_on_source = [
             (
                 "mssql",

@@ -1,15 +1,15 @@
 //! The phases of a migration, callable one by one (the Kubernetes Jobs) or all in-process (`run`).
 
 use crate::checkpoint::{self, CheckpointError};
-use crate::mssql::connect::{ConnectError, MssqlSource, negotiated_packet_size};
-use crate::mssql::introspect::{IntrospectError, introspect};
+use crate::mssql::connect::{ConnectError, MssqlSource, TdsClient, negotiated_packet_size};
+use crate::mssql::introspect::{IntrospectError, introspect, user_schemas};
 use crate::mssql::read::{ReadError, int_key_bounds};
 use crate::options::{Mode, Options, VerifyMode};
 use crate::pg::connect::{PgConnectError, PgTarget};
 use crate::pg::ddl::{self, Stmt};
 use crate::pg::target_catalog::{existing_table, pg_type_fit};
 use crate::pipeline::{CopyOptions, TaskError, TaskReport, copy_task};
-use crate::plan::{Plan, PlanError, TablePlan, TaskPlan, build_plan, split_tasks};
+use crate::plan::{Plan, PlanError, TablePlan, TaskPlan, build_plan, schema_selected, split_tasks};
 use crate::target_check::{self, PlannedColumn, TableAction};
 use crate::verify::{self, TableVerification, VerifyError};
 use serde::Serialize;
@@ -150,7 +150,10 @@ impl Engine {
             Some(size) => i32::try_from(size).ok(),
             None => negotiated_packet_size(&mut mssql).await,
         };
-        let tables = introspect(&mut mssql, &self.options.source_schema).await?;
+        let mut tables = Vec::new();
+        for schema in self.source_schemas(&mut mssql).await? {
+            tables.extend(introspect(&mut mssql, &schema).await?);
+        }
         let mut plan = build_plan(tables, &self.options)?;
         self.probe_generated(&mut plan).await?;
         let mut bounds = BTreeMap::new();
@@ -163,6 +166,20 @@ impl Engine {
         }
         split_tasks(&mut plan, &bounds, &self.options);
         Ok((plan, packet))
+    }
+
+    /// The source schemas to read: `source_schema`, or those `source.*.schemas` selects.
+    async fn source_schemas(&self, mssql: &mut TdsClient) -> Result<Vec<String>, EngineError> {
+        if self.options.source_schemas.is_empty() {
+            return Ok(vec![self.options.source_schema.clone()]);
+        }
+        let mut out = Vec::new();
+        for schema in user_schemas(mssql).await? {
+            if schema_selected(&self.options, &schema)? {
+                out.push(schema);
+            }
+        }
+        Ok(out)
     }
 
     /// Asks PostgreSQL about every translated computed column (in a rolled-back transaction); one
@@ -312,18 +329,17 @@ impl Engine {
         checkpoint::clear_recreate(&pg, migration).await?;
         checkpoint::save_recreate(&pg, migration, &recreate).await?;
 
-        pg.batch_execute(&ddl::create_schema(
-            &plan
-                .tables
-                .first()
-                .map_or(self.options.target_schema.clone(), |t| t.target_schema.clone()),
-        ))
-        .await
-        .map_err(|source| EngineError::Ddl {
-            what: "target schema".into(),
-            sql: String::new(),
-            source,
-        })?;
+        let schemas: std::collections::BTreeSet<&str> =
+            plan.tables.iter().map(|t| t.target_schema.as_str()).collect();
+        for schema in schemas {
+            pg.batch_execute(&ddl::create_schema(schema))
+                .await
+                .map_err(|source| EngineError::Ddl {
+                    what: format!("target schema {schema}"),
+                    sql: String::new(),
+                    source,
+                })?;
+        }
         let ddl_err = |what: String, sql: &str| {
             let sql = sql.to_string();
             move |source| EngineError::Ddl { what, sql, source }

@@ -65,7 +65,11 @@ impl Default for PartitionOptions {
 pub struct Options {
     /// Identifies the migration in the checkpoint table.
     pub migration: String,
+    /// The source schema whose tables go to `target_schema`.
     pub source_schema: String,
+    /// Globs selecting more source schemas (`source.*.schemas`); empty: `source_schema` only.
+    /// Tables of schemas other than `source_schema` go to a target schema of their own name.
+    pub source_schemas: Vec<String>,
     pub target_schema: String,
     /// Table name globs (`*`, `?`) matched against the source table name.
     pub include: Vec<String>,
@@ -94,6 +98,7 @@ impl Default for Options {
         Options {
             migration: "migration".into(),
             source_schema: "dbo".into(),
+            source_schemas: Vec::new(),
             target_schema: "public".into(),
             include: vec!["*".into()],
             exclude: Vec::new(),

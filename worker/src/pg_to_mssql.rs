@@ -197,6 +197,16 @@ impl RevPlan {
     }
 }
 
+/// The SQL Server schema a PostgreSQL schema's tables go to: the source endpoint's `schema`
+/// (`public`) goes to the target's `schema` (`dbo`), any other keeps its name.
+fn target_schema_of(source_schema: &str, opts: &Options) -> String {
+    if source_schema == opts.source_schema {
+        opts.target_schema.clone()
+    } else {
+        source_schema.to_string()
+    }
+}
+
 /// Case-insensitive namespace of SQL Server names.
 struct CiNames {
     scope: String,
@@ -375,15 +385,24 @@ pub async fn build_plan(pg: &Client, source: Vec<PgTable>, opts: &Options) -> Re
     })?;
     let selected: Vec<PgTable> = source
         .into_iter()
-        .filter(|t| selection.matches(&opts.source_schema, &t.schema, &t.name))
+        // Only the selected schemas were read: a pattern without a schema part applies to each.
+        .filter(|t| selection.matches(&t.schema, &t.schema, &t.name))
         .collect();
     let mut warnings = Vec::new();
-    let mut table_names = CiNames::new(format!("tables of schema {}", opts.target_schema));
-    let mut constraints = CiNames::new(format!("constraints of schema {}", opts.target_schema));
+    // Object names are unique per schema in SQL Server, compared case-insensitively.
+    let mut namespaces: BTreeMap<String, (CiNames, CiNames)> = BTreeMap::new();
     let mut tables = Vec::new();
     let mut names = Vec::new();
     for t in selected {
         let q = t.qualified();
+        let target_schema = target_schema_of(&t.schema, opts);
+        let (table_names, constraints) =
+            namespaces.entry(target_schema.to_lowercase()).or_insert_with(|| {
+                (
+                    CiNames::new(format!("tables of schema {target_schema}")),
+                    CiNames::new(format!("constraints of schema {target_schema}")),
+                )
+            });
         table_names.claim(&t.name)?;
         let mut cols = CiNames::new(format!("columns of table {q}"));
         // Columns that are (part of) an index key need a sized nvarchar.
@@ -543,7 +562,7 @@ pub async fn build_plan(pg: &Client, source: Vec<PgTable>, opts: &Options) -> Re
         names.push(n);
         tables.push(RevTablePlan {
             source: t,
-            target_schema: opts.target_schema.clone(),
+            target_schema,
             target_name: tn,
             columns,
             key,
@@ -676,7 +695,10 @@ impl RevEngine {
     /// Introspects the source and builds the plan, with partitions for large tables.
     pub async fn plan(&self) -> Result<RevPlan, RevError> {
         let pg = self.source.connect().await?;
-        let tables = introspect(&pg, &self.options.source_schema).await?;
+        let mut tables = Vec::new();
+        for schema in self.source_schemas(&pg).await? {
+            tables.extend(introspect(&pg, &schema).await?);
+        }
         let mut plan = build_plan(&pg, tables, &self.options).await?;
         let mut bounds = BTreeMap::new();
         for (i, t) in plan.tables.iter().enumerate() {
@@ -701,6 +723,22 @@ impl RevEngine {
         plan.warnings
             .extend(self.source.plaintext_warning(&pg, "source.postgres").await);
         Ok(plan)
+    }
+
+    /// The source schemas to read: `source_schema`, or those `source.*.schemas` selects.
+    async fn source_schemas(&self, pg: &Client) -> Result<Vec<String>, RevError> {
+        if self.options.source_schemas.is_empty() {
+            return Ok(vec![self.options.source_schema.clone()]);
+        }
+        let mut out = Vec::new();
+        for schema in crate::pg::introspect::user_schemas(pg).await? {
+            if crate::plan::schema_selected(&self.options, &schema)
+                .map_err(|e| RevError::Pattern(e.to_string()))?
+            {
+                out.push(schema);
+            }
+        }
+        Ok(out)
     }
 
     async fn connect_target(&self) -> Result<(TdsClient, Option<i32>), RevError> {
@@ -759,10 +797,24 @@ impl RevEngine {
 
     /// What a run would do to each target table, from the target's catalog (reads only).
     async fn target_actions(&self, ms: &mut TdsClient, plan: &RevPlan) -> Result<Vec<TableAction>, RevError> {
-        let names: Vec<String> = plan.tables.iter().map(|t| t.target_name.clone()).collect();
-        let existing = existing_tables(ms, &self.options.target_schema, &names)
-            .await
-            .map_err(|e| RevError::TargetCatalog(Box::new(e)))?;
+        let mut existing = vec![None; plan.tables.len()];
+        let schemas: std::collections::BTreeSet<&str> =
+            plan.tables.iter().map(|t| t.target_schema.as_str()).collect();
+        for schema in schemas {
+            let (index, names): (Vec<usize>, Vec<String>) = plan
+                .tables
+                .iter()
+                .enumerate()
+                .filter(|(_, t)| t.target_schema == schema)
+                .map(|(i, t)| (i, t.target_name.clone()))
+                .unzip();
+            let found = existing_tables(ms, schema, &names)
+                .await
+                .map_err(|e| RevError::TargetCatalog(Box::new(e)))?;
+            for (i, f) in index.into_iter().zip(found) {
+                existing[i] = f;
+            }
+        }
         Ok(plan
             .tables
             .iter()
@@ -854,13 +906,17 @@ impl RevEngine {
             })
             .collect();
         mscp::save_recreate(&mut ms, migration, &recreate).await?;
-        let schema = self.options.target_schema.replace('\'', "''");
-        if scalar_i64(&mut ms, &format!("SELECT SCHEMA_ID(N'{schema}')"))
-            .await?
-            .is_none()
-        {
-            let sql = format!("CREATE SCHEMA {}", quote_mssql(&self.options.target_schema));
-            ms_batch(&mut ms, "target schema", &sql).await?;
+        let schemas: std::collections::BTreeSet<&str> =
+            plan.tables.iter().map(|t| t.target_schema.as_str()).collect();
+        for schema in schemas {
+            let literal = schema.replace('\'', "''");
+            if scalar_i64(&mut ms, &format!("SELECT SCHEMA_ID(N'{literal}')"))
+                .await?
+                .is_none()
+            {
+                let sql = format!("CREATE SCHEMA {}", quote_mssql(schema));
+                ms_batch(&mut ms, "target schema", &sql).await?;
+            }
         }
         let identity = self.options.schema.identity;
         for (t, action) in plan.tables.iter().zip(&actions) {

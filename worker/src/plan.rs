@@ -276,11 +276,34 @@ fn key_kind(ty: &str) -> Option<KeyKind> {
     })
 }
 
+/// Whether `source.*.schemas` selects a source schema (globs, case-insensitive).
+pub fn schema_selected(opts: &Options, schema: &str) -> Result<bool, PlanError> {
+    let mut selected = false;
+    for (i, pattern) in opts.source_schemas.iter().enumerate() {
+        selected |= mssql_pg_crds::glob::name_matches(pattern, schema)
+            .map_err(|e| PlanError::Pattern(format!("source schemas[{i}] {pattern:?}: {e}")))?;
+    }
+    Ok(selected)
+}
+
+/// The target schema a source schema's tables go to: the source endpoint's `schema` goes to the
+/// target's `schema` (SQL Server `dbo` to PostgreSQL `public` by default), any other keeps its name
+/// (under `identifierCase`).
+pub fn target_schema_of(source_schema: &str, opts: &Options) -> String {
+    let lc = opts.lowercase_identifiers;
+    if source_schema.eq_ignore_ascii_case(&opts.source_schema) {
+        target_ident(&opts.target_schema, lc)
+    } else {
+        target_ident(source_schema, lc)
+    }
+}
+
 /// Selects the tables, maps them, names everything on the target side, and makes one task per
 /// table (see [`split_tasks`] for partitions).
 pub fn build_plan(source: Vec<SourceTable>, opts: &Options) -> Result<Plan, PlanError> {
     let mut warnings = Vec::new();
-    let mut relations = Namespace::new(format!("schema {}", opts.target_schema));
+    // Table, index and constraint names share a namespace per target schema in PostgreSQL.
+    let mut namespaces: BTreeMap<String, Namespace> = BTreeMap::new();
     let mut tables = Vec::new();
     let lc = opts.lowercase_identifiers;
 
@@ -301,12 +324,17 @@ pub fn build_plan(source: Vec<SourceTable>, opts: &Options) -> Result<Plan, Plan
     })?;
     let selected: Vec<SourceTable> = source
         .into_iter()
-        .filter(|t| selection.matches(&opts.source_schema, &t.schema, &t.name))
+        // Only the selected schemas were read: a pattern without a schema part applies to each.
+        .filter(|t| selection.matches(&t.schema, &t.schema, &t.name))
         .collect();
 
     // Table names first, so index names yield to tables rather than the other way round.
     let mut table_names = Vec::new();
     for t in &selected {
+        let schema = target_schema_of(&t.schema, opts);
+        let relations = namespaces
+            .entry(schema.clone())
+            .or_insert_with(|| Namespace::new(format!("schema {schema}")));
         table_names.push(relations.claim(&t.qualified(), target_ident(&t.name, lc))?);
         if t.name.len() > PG_MAX_IDENT {
             warnings.push(format!("table {}: name truncated to 63 bytes", t.qualified()));
@@ -387,6 +415,10 @@ pub fn build_plan(source: Vec<SourceTable>, opts: &Options) -> Result<Plan, Plan
             ));
         }
 
+        let target_schema = target_schema_of(&t.schema, opts);
+        let relations = namespaces
+            .entry(target_schema.clone())
+            .or_insert_with(|| Namespace::new(format!("schema {target_schema}")));
         let mut pk_name = None;
         if let Some(pk) = &t.primary_key {
             pk_name = Some(relations.claim_relation(&t.name, &pk.name, lc, &mut warnings)?);
@@ -407,7 +439,7 @@ pub fn build_plan(source: Vec<SourceTable>, opts: &Options) -> Result<Plan, Plan
 
         tables.push(TablePlan {
             source: t,
-            target_schema: target_ident(&opts.target_schema, lc),
+            target_schema,
             target_name,
             columns,
             generated,

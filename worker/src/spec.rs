@@ -247,6 +247,7 @@ pub fn resolve_pg_to_mssql(
         },
     )?;
     options.source_schema = src.schema.clone();
+    options.source_schemas = src.schemas.clone();
     options.target_schema = dst.schema.clone();
     options.drop_dependents = dst.drop_dependents;
     Ok((source, target, options))
@@ -311,6 +312,7 @@ pub fn resolve(m: &Migration, creds: Credentials) -> Result<(MssqlSource, PgTarg
             None => name,
         },
         source_schema: src.schema.clone(),
+        source_schemas: src.schemas.clone(),
         target_schema: dst.schema.clone(),
         include: spec.tables.include.clone(),
         exclude: spec.tables.exclude.clone(),

@@ -126,6 +126,27 @@ async fn rows(
     stream.into_first_result().await.map_err(map)
 }
 
+/// The schemas holding user tables, in name order, without the worker's own state schema.
+pub async fn user_schemas(client: &mut TdsClient) -> Result<Vec<String>, IntrospectError> {
+    let what = "sys.schemas";
+    let mut out = Vec::new();
+    for row in rows(
+        client,
+        what,
+        "SELECT DISTINCT s.name FROM sys.tables t JOIN sys.schemas s ON s.schema_id = t.schema_id \
+         WHERE t.is_ms_shipped = 0 ORDER BY s.name",
+        None,
+    )
+    .await?
+    {
+        let name = R { what, row: &row }.str(0)?;
+        if name != crate::checkpoint::SCHEMA {
+            out.push(name);
+        }
+    }
+    Ok(out)
+}
+
 /// All user tables of `schema`, with columns, keys, indexes and constraints.
 pub async fn introspect(client: &mut TdsClient, schema: &str) -> Result<Vec<SourceTable>, IntrospectError> {
     let mut tables: BTreeMap<i64, SourceTable> = BTreeMap::new();
@@ -183,16 +204,17 @@ pub async fn introspect(client: &mut TdsClient, schema: &str) -> Result<Vec<Sour
     {
         let r = R { what, row: &row };
         let oid = r.int(0)?;
+        let (cid, name) = (r.int(1)?, r.str(2)?);
+        // Every table's: a foreign key may reference a table of another schema.
+        col_names.insert((oid, cid), name.clone());
         if !tables.contains_key(&oid) {
             continue;
         }
-        let (cid, name) = (r.int(1)?, r.str(2)?);
         let user_type = type_names.get(&r.int(4)?).cloned().unwrap_or_default();
         let type_name = match user_type.as_str() {
             "hierarchyid" | "geometry" | "geography" => user_type,
             _ => type_names.get(&r.int(3)?).cloned().unwrap_or(user_type),
         };
-        col_names.insert((oid, cid), name.clone());
         cols.insert(
             (oid, cid),
             SourceColumn {
@@ -350,10 +372,21 @@ pub async fn introspect(client: &mut TdsClient, schema: &str) -> Result<Vec<Sour
         None,
     )
     .await?;
-    let names: HashMap<i64, (String, String)> = tables
-        .iter()
-        .map(|(id, t)| (*id, (t.schema.clone(), t.name.clone())))
-        .collect();
+    // Every table's name: a foreign key may reference a table of another schema (migrated too
+    // when `source.*.schemas` selects it; planning reports it otherwise).
+    let what = "sys.tables (referenced)";
+    let mut names: HashMap<i64, (String, String)> = HashMap::new();
+    for row in rows(
+        client,
+        what,
+        "SELECT t.object_id, s.name, t.name FROM sys.tables t JOIN sys.schemas s ON s.schema_id = t.schema_id",
+        None,
+    )
+    .await?
+    {
+        let r = R { what, row: &row };
+        names.insert(r.int(0)?, (r.str(1)?, r.str(2)?));
+    }
     for row in fks {
         let r = R { what, row: &row };
         let Some(t) = tables.get_mut(&r.int(1)?) else {
@@ -361,7 +394,6 @@ pub async fn introspect(client: &mut TdsClient, schema: &str) -> Result<Vec<Sour
         };
         let mut parts = fk_cols.remove(&r.int(0)?).unwrap_or_default();
         parts.sort_by_key(|p| p.0);
-        // A reference outside the migrated schema keeps an empty name; planning reports it.
         let (ref_schema, ref_table) = names.get(&r.int(3)?).cloned().unwrap_or_default();
         t.foreign_keys.push(ForeignKeyDef {
             name: r.str(2)?,

@@ -137,6 +137,25 @@ fn typmod_parts(type_name: &str, typmod: i32) -> (Option<i32>, Option<i32>, Opti
     }
 }
 
+/// The schemas holding user tables, in name order, without the system schemas and the worker's
+/// own state schema.
+pub async fn user_schemas(client: &Client) -> Result<Vec<String>, PgIntrospectError> {
+    let rows = client
+        .query(
+            "SELECT DISTINCT n.nspname::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
+             WHERE c.relkind IN ('r', 'p') AND NOT c.relispartition \
+               AND n.nspname NOT IN ('pg_catalog', 'information_schema', $1) \
+               AND n.nspname NOT LIKE 'pg\\_%' ORDER BY 1",
+            &[&crate::checkpoint::SCHEMA],
+        )
+        .await
+        .map_err(|source| PgIntrospectError::Query {
+            what: "schemas",
+            source,
+        })?;
+    Ok(rows.iter().map(|r| r.get(0)).collect())
+}
+
 pub async fn introspect(client: &Client, schema: &str) -> Result<Vec<PgTable>, PgIntrospectError> {
     let rows = client
         .query(
