@@ -25,6 +25,7 @@ mod parse_objects;
 mod row_buffer;
 mod row_decoder;
 mod session;
+pub mod sqlcmd;
 mod translate;
 pub mod typename;
 pub mod types;

@@ -1,7 +1,6 @@
 //! What sqlcmd does to a script before the server sees it: `:setvar` lines set variables
 //! (unless given on the command line, `-v`), `$(name)` is replaced by its value, and the
 //! script is cut into batches at lines holding only `GO`.
-#![allow(dead_code, clippy::unwrap_used)]
 
 use std::collections::HashMap;
 

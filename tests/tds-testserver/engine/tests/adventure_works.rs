@@ -12,12 +12,10 @@
 //! triggers), so dbo.DatabaseLog stays empty.
 #![allow(clippy::unwrap_used)]
 mod common;
-#[path = "common/sqlcmd.rs"]
-mod sqlcmd;
 use common::*;
 use std::path::PathBuf;
 use std::sync::Arc;
-use tds_testserver_engine::{Engine, EngineConfig, Session, SqlError};
+use tds_testserver_engine::{Engine, EngineConfig, Session, SqlError, sqlcmd};
 
 /// The sample's folder: `AW_DIR`, or the shared checkout's `sample-databases` beside the repo.
 fn aw_dir() -> PathBuf {
