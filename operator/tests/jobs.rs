@@ -239,3 +239,13 @@ fn worker_resources_default_from_the_operator_and_the_spec_wins() {
         Some(resources("2Gi"))
     );
 }
+
+#[test]
+fn active_deadline_is_set_on_jobs_only_when_asked() {
+    let mut m = migration();
+    let job = plan_job(&m, &cfg()).unwrap();
+    assert_eq!(job.spec.as_ref().unwrap().active_deadline_seconds, None);
+    m.spec.worker.active_deadline_seconds = Some(3600);
+    let job = copy_job(&m, &task("Posts", 0, 1, 10, None), &cfg()).unwrap();
+    assert_eq!(job.spec.as_ref().unwrap().active_deadline_seconds, Some(3600));
+}

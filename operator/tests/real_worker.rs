@@ -221,6 +221,7 @@ impl E2e {
             encryption: Encryption::NotSupported,
             trust_server_certificate: false,
             packet_size: 32767,
+            timeouts: Default::default(),
         };
         let pg_cfg: tokio_postgres::Config = pg_url.parse().unwrap();
         let (pg, conn) = pg_cfg.connect(tokio_postgres::NoTls).await.unwrap();

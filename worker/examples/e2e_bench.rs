@@ -33,6 +33,7 @@ async fn main() {
         encryption: Encryption::NotSupported,
         trust_server_certificate: false,
         packet_size: 32767,
+        timeouts: Default::default(),
     };
     let mut ms = source.connect().await.unwrap();
     ms.simple_query(
@@ -86,6 +87,7 @@ async fn main() {
             chunk_rows: 50_000,
             fail_after_chunks: None,
             mode: Default::default(),
+            retry: Default::default(),
         },
     };
     let started = Instant::now();

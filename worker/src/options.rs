@@ -82,6 +82,8 @@ pub struct Options {
     pub lowercase_identifiers: bool,
     /// Create the target tables UNLOGGED for the load; finalize switches them to LOGGED.
     pub unlogged: bool,
+    /// Retries of a copy task after a transient fault.
+    pub retry: crate::retry::RetryPolicy,
 }
 
 impl Default for Options {
@@ -100,6 +102,7 @@ impl Default for Options {
             verify: VerifyMode::default(),
             lowercase_identifiers: false,
             unlogged: false,
+            retry: crate::retry::RetryPolicy::default(),
         }
     }
 }

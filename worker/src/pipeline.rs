@@ -9,7 +9,10 @@ use crate::pg::connect::{PgConnectError, PgTarget};
 use crate::pg::ddl::qualified;
 use crate::pg::load::{LoadError, WriterCtx, write_chunks};
 use crate::plan::{TablePlan, TaskPlan};
+use crate::retry::{RetryPolicy, chain};
+use crate::timeouts::{Stalled, stalled};
 use serde::Serialize;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Instant;
 use tokio::sync::mpsc;
 
@@ -30,15 +33,53 @@ pub enum TaskError {
     Checkpoint(#[from] CheckpointError),
     #[error("reader task of {0} panicked or was cancelled")]
     Join(String),
+    #[error("{0}")]
+    Stalled(Stalled),
+    /// The task's last attempt failed; `report` says what it left committed. The cause is part
+    /// of the message, with its own causes, rather than a `source` (so it is printed once).
+    #[error("{}: {}", failed_message(*.attempts, *.transient, .report.total_rows), crate::retry::chain(.cause.as_ref()))]
+    Failed {
+        attempts: u32,
+        transient: bool,
+        report: Box<TaskReport>,
+        cause: Box<TaskError>,
+    },
+}
+
+pub(crate) fn failed_message(attempts: u32, transient: bool, committed: i64) -> String {
+    if transient {
+        format!("gave up after {attempts} attempts with {committed} rows committed")
+    } else {
+        format!("failed on attempt {attempts} with {committed} rows committed")
+    }
+}
+
+impl TaskError {
+    /// Whether another attempt may succeed (see [`crate::retry::is_transient`]).
+    pub fn is_transient(&self) -> bool {
+        match self {
+            TaskError::Stalled(_) => true,
+            TaskError::Failed { .. } => false,
+            other => crate::retry::is_transient(other),
+        }
+    }
+
+    /// What a failed task left committed.
+    pub fn report(&self) -> Option<&TaskReport> {
+        match self {
+            TaskError::Failed { report, .. } => Some(report),
+            _ => None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
 pub struct TaskReport {
     pub task: String,
     pub table: String,
-    /// Rows copied by this attempt.
+    /// Rows committed by this run (by all its attempts; not by earlier runs).
     pub rows: u64,
-    /// Rows committed in total (earlier attempts included).
+    /// Rows committed in total (earlier runs included).
     pub total_rows: i64,
     pub bytes: u64,
     pub chunks: u64,
@@ -47,6 +88,11 @@ pub struct TaskReport {
     pub resumed: bool,
     /// Whether it was already complete.
     pub skipped: bool,
+    /// Attempts this run made (more than one after transient faults).
+    pub attempts: u32,
+    /// Why the task failed, with its causes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -55,6 +101,88 @@ pub struct CopyOptions {
     /// Test hook: fail after this many committed chunks.
     pub fail_after_chunks: Option<u64>,
     pub mode: crate::options::Mode,
+    /// Attempts and backoff after transient faults.
+    pub retry: RetryPolicy,
+}
+
+/// What the attempts of one task share: the rows committed when the first began, and the rows
+/// committed now (updated by the writer at each commit).
+pub struct AttemptState {
+    start: AtomicI64,
+    committed: AtomicI64,
+}
+
+impl Default for AttemptState {
+    fn default() -> Self {
+        AttemptState {
+            start: AtomicI64::new(-1),
+            committed: AtomicI64::new(-1),
+        }
+    }
+}
+
+impl AttemptState {
+    /// An attempt resumes with `committed` rows in the target.
+    pub fn begin(&self, committed: i64) {
+        let _ = self
+            .start
+            .compare_exchange(-1, committed, Ordering::Relaxed, Ordering::Relaxed);
+        self.committed.store(committed, Ordering::Relaxed);
+    }
+
+    /// The counter the writer keeps current.
+    pub fn committed(&self) -> &AtomicI64 {
+        &self.committed
+    }
+
+    /// (rows committed by this run, rows committed in total), as far as known.
+    pub fn rows(&self) -> (u64, i64) {
+        let start = self.start.load(Ordering::Relaxed).max(0);
+        let now = self.committed.load(Ordering::Relaxed).max(start);
+        (u64::try_from(now - start).unwrap_or(0), now)
+    }
+}
+
+/// Runs `attempt` until it succeeds, fails with a fault that is not transient, or has been tried
+/// `policy.attempts` times, waiting `policy.backoff_after(n)` between attempts; each failed
+/// attempt is logged. The final error is `failed(attempts, transient, error)`.
+pub async fn with_retries<T, E, F, Fut>(
+    policy: &RetryPolicy,
+    task: &str,
+    mut attempt: F,
+    transient: impl Fn(&E) -> bool,
+) -> Result<(T, u32), (E, u32, bool)>
+where
+    F: FnMut(u32) -> Fut,
+    Fut: std::future::Future<Output = Result<T, E>>,
+    E: std::error::Error + 'static,
+{
+    let mut n = 0;
+    loop {
+        n += 1;
+        match attempt(n).await {
+            Ok(v) => return Ok((v, n)),
+            Err(e) => {
+                let retry = transient(&e);
+                if !retry || n >= policy.attempts {
+                    if retry {
+                        tracing::error!(task, attempt = n, attempts = policy.attempts, error = %chain(&e), "copy attempt failed; no attempts left");
+                    }
+                    return Err((e, n, retry));
+                }
+                let wait = policy.backoff_after(n);
+                tracing::warn!(
+                    task,
+                    attempt = n,
+                    attempts = policy.attempts,
+                    retry_in_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
+                    error = %chain(&e),
+                    "copy attempt failed with a transient fault; retrying from the last checkpoint"
+                );
+                tokio::time::sleep(wait).await;
+            }
+        }
+    }
 }
 
 pub fn copy_statement(t: &TablePlan) -> String {
@@ -67,7 +195,8 @@ pub fn copy_statement(t: &TablePlan) -> String {
     format!("COPY {} ({cols}) FROM STDIN (FORMAT binary)", qualified(t))
 }
 
-/// Copies one task, resuming after its checkpoint when there is one.
+/// Copies one task, resuming after its checkpoint when there is one, and again from the
+/// checkpoint after a transient fault (see [`CopyOptions::retry`]).
 pub async fn copy_task(
     source: &MssqlSource,
     target: &PgTarget,
@@ -77,8 +206,56 @@ pub async fn copy_task(
     opts: &CopyOptions,
 ) -> Result<TaskReport, TaskError> {
     let started = Instant::now();
+    let state = AttemptState::default();
+    let run = with_retries(
+        &opts.retry,
+        &task.name,
+        |_| copy_attempt(source, target, migration, t, task, opts, &state),
+        TaskError::is_transient,
+    )
+    .await;
+    let (rows, total_rows) = state.rows();
+    match run {
+        Ok((mut report, attempts)) => {
+            report.attempts = attempts;
+            report.rows = rows;
+            report.seconds = started.elapsed().as_secs_f64();
+            Ok(report)
+        }
+        Err((e, attempts, transient)) => Err(TaskError::Failed {
+            attempts,
+            transient,
+            report: Box::new(TaskReport {
+                task: task.name.clone(),
+                table: t.source.qualified(),
+                rows,
+                total_rows,
+                bytes: 0,
+                chunks: 0,
+                seconds: started.elapsed().as_secs_f64(),
+                resumed: false,
+                skipped: false,
+                attempts,
+                error: Some(chain(&e)),
+            }),
+            cause: Box::new(e),
+        }),
+    }
+}
+
+/// One attempt of [`copy_task`].
+async fn copy_attempt(
+    source: &MssqlSource,
+    target: &PgTarget,
+    migration: &str,
+    t: &TablePlan,
+    task: &TaskPlan,
+    opts: &CopyOptions,
+    state: &AttemptState,
+) -> Result<TaskReport, TaskError> {
+    let started = Instant::now();
     let mode = opts.mode;
-    let mut pg = target.connect().await?;
+    let (mut pg, pg_watch) = target.connect_watched().await?;
     let cp = checkpoint::load(&pg, migration, &task.name)
         .await?
         .unwrap_or_default();
@@ -92,8 +269,11 @@ pub async fn copy_task(
         seconds: 0.0,
         resumed: cp.rows > 0 || cp.last_key.is_some(),
         skipped: cp.done,
+        attempts: 1,
+        error: None,
     };
     if cp.done {
+        state.begin(cp.rows);
         return Ok(report);
     }
     // Without a usable key nothing is committed before the end, so a retry starts over; with one
@@ -104,8 +284,9 @@ pub async fn copy_task(
         None
     };
     let committed_rows = if t.keyset.is_some() { cp.rows } else { 0 };
+    state.begin(committed_rows);
 
-    let mut mssql = source.connect().await?;
+    let (mut mssql, mssql_watch) = source.connect_watched().await?;
     let (tx, mut rx) = mpsc::channel(CHANNEL_DEPTH);
     let reader_table = t.clone();
     let reader_task = task.clone();
@@ -155,11 +336,19 @@ pub async fn copy_task(
         committed_rows,
         fail_after_chunks: opts.fail_after_chunks,
         merge_sql: merge_sql.as_deref(),
+        stall: Some(&pg_watch),
+        committed: Some(state.committed()),
     };
     let written = write_chunks(&mut pg, &mut rx, &ctx).await;
     // Closing the receiver stops a reader that is still producing.
     drop(rx);
     let read = reader.await.map_err(|_| TaskError::Join(task.name.clone()))?;
+    // A connection that stalled explains the error its client saw (a closed connection).
+    if (read.is_err() || written.is_err())
+        && let Some(s) = stalled(&t.source.qualified(), [&mssql_watch, &pg_watch])
+    {
+        return Err(TaskError::Stalled(s));
+    }
     // A reader error explains a writer that saw the channel close; report it first.
     read?;
     let stats = written?;

@@ -4,6 +4,8 @@
 use crate::mssql::connect::{Encryption, MssqlSource};
 use crate::options::{Mode, Options, PartitionOptions, SchemaOptions, VerifyMode};
 use crate::pg::connect::{PgTarget, SslMode};
+use crate::retry::RetryPolicy;
+use crate::timeouts::Timeouts;
 use mssql_pg_crds::{
     CopyMode, IdentifierCase, Migration, MssqlEncryption, PostgresSslMode, VerifyMode as SpecVerify,
 };
@@ -117,6 +119,7 @@ pub fn resolve_pg_to_mssql(
         ssl_root_cert: std::env::var("SOURCE_SSL_ROOT_CERT")
             .ok()
             .filter(|p| !p.is_empty()),
+        timeouts: Timeouts::from_spec(&spec.timeouts),
     };
     let target = MssqlSource {
         host: dst.host.clone(),
@@ -131,6 +134,7 @@ pub fn resolve_pg_to_mssql(
         },
         trust_server_certificate: dst.trust_server_certificate,
         packet_size: u32::try_from(dst.packet_size.clamp(512, 32767)).unwrap_or(32767),
+        timeouts: Timeouts::from_spec(&spec.timeouts),
     };
     // The option mapping is the same as the other direction's; only the endpoints differ.
     let mut mirrored = m.clone();
@@ -183,6 +187,7 @@ pub fn resolve(m: &Migration, creds: Credentials) -> Result<(MssqlSource, PgTarg
         encryption,
         trust_server_certificate: src.trust_server_certificate,
         packet_size: u32::try_from(src.packet_size.clamp(512, 32767)).unwrap_or(32767),
+        timeouts: Timeouts::from_spec(&spec.timeouts),
     };
     let target = PgTarget {
         host: dst.host.clone(),
@@ -201,6 +206,7 @@ pub fn resolve(m: &Migration, creds: Credentials) -> Result<(MssqlSource, PgTarg
         ssl_root_cert: std::env::var("TARGET_SSL_ROOT_CERT")
             .ok()
             .filter(|p| !p.is_empty()),
+        timeouts: Timeouts::from_spec(&spec.timeouts),
     };
     let s = &spec.schema;
     let p = &spec.partitioning;
@@ -240,6 +246,7 @@ pub fn resolve(m: &Migration, creds: Credentials) -> Result<(MssqlSource, PgTarg
         },
         lowercase_identifiers: s.identifier_case == IdentifierCase::Lower,
         unlogged: dst.unlogged,
+        retry: RetryPolicy::from_spec(&spec.retries),
     };
     Ok((source, target, options))
 }

@@ -59,6 +59,7 @@ pub fn start_tds_server() -> (TestServer, MssqlSource) {
         encryption: Encryption::NotSupported,
         trust_server_certificate: false,
         packet_size: 32767,
+        timeouts: Default::default(),
     };
     (server, source)
 }
@@ -90,6 +91,7 @@ pub fn tds_engine(source: &MssqlSource, schema: &str, migration: &str) -> Engine
             chunk_rows: 50_000,
             fail_after_chunks: None,
             mode: Default::default(),
+            retry: Default::default(),
         },
     }
 }
