@@ -582,10 +582,11 @@ pub(crate) struct Progress {
 
 impl Progress {
     /// A failed copy's status counts the rows it left committed (the periodic progress patch may
-    /// be older than its last chunks).
+    /// be older than its last chunks). Committed rows only grow, and a report of an attempt that
+    /// never read its checkpoint says 0.
     pub(crate) fn record_failed(&self, reports: &[TaskReport]) {
         if let (Some(r), Ok(mut s)) = (reports.first(), self.shared.lock()) {
-            s.rows_copied = r.total_rows;
+            s.rows_copied = s.rows_copied.max(r.total_rows);
         }
     }
 

@@ -119,10 +119,12 @@ pub enum RevError {
     Stalled(Stalled),
     /// The task's last attempt failed; `report` says what it left committed. The cause is part
     /// of the message, with its own causes, rather than a `source` (so it is printed once).
-    #[error("{}: {}", failed_message(*.attempts, *.transient, .report.total_rows), crate::retry::chain(.cause.as_ref()))]
+    #[error("{}: {}", failed_message(*.attempts, *.transient, *.committed), crate::retry::chain(.cause.as_ref()))]
     Failed {
         attempts: u32,
         transient: bool,
+        /// Rows committed in total, when an attempt got as far as reading the checkpoint.
+        committed: Option<i64>,
         report: Box<TaskReport>,
         cause: Box<RevError>,
     },
@@ -1057,7 +1059,8 @@ pub async fn copy_task(
         RevError::is_transient,
     )
     .await;
-    let (rows, total_rows) = state.rows();
+    let (rows, committed) = state.rows();
+    let total_rows = committed.unwrap_or(0);
     match run {
         Ok((mut report, attempts)) => {
             report.attempts = attempts;
@@ -1068,6 +1071,7 @@ pub async fn copy_task(
         Err((e, attempts, transient)) => Err(RevError::Failed {
             attempts,
             transient,
+            committed,
             report: Box::new(TaskReport {
                 task: task.name.clone(),
                 table: t.source.qualified(),

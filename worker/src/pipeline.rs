@@ -37,20 +37,26 @@ pub enum TaskError {
     Stalled(Stalled),
     /// The task's last attempt failed; `report` says what it left committed. The cause is part
     /// of the message, with its own causes, rather than a `source` (so it is printed once).
-    #[error("{}: {}", failed_message(*.attempts, *.transient, .report.total_rows), crate::retry::chain(.cause.as_ref()))]
+    #[error("{}: {}", failed_message(*.attempts, *.transient, *.committed), crate::retry::chain(.cause.as_ref()))]
     Failed {
         attempts: u32,
         transient: bool,
+        /// Rows committed in total, when an attempt got as far as reading the checkpoint.
+        committed: Option<i64>,
         report: Box<TaskReport>,
         cause: Box<TaskError>,
     },
 }
 
-pub(crate) fn failed_message(attempts: u32, transient: bool, committed: i64) -> String {
+pub(crate) fn failed_message(attempts: u32, transient: bool, committed: Option<i64>) -> String {
+    let committed = match committed {
+        Some(n) => format!("with {n} rows committed"),
+        None => "before reading its checkpoint".to_string(),
+    };
     if transient {
-        format!("gave up after {attempts} attempts with {committed} rows committed")
+        format!("gave up after {attempts} attempts {committed}")
     } else {
-        format!("failed on attempt {attempts} with {committed} rows committed")
+        format!("failed on attempt {attempts} {committed}")
     }
 }
 
@@ -135,11 +141,14 @@ impl AttemptState {
         &self.committed
     }
 
-    /// (rows committed by this run, rows committed in total), as far as known.
-    pub fn rows(&self) -> (u64, i64) {
-        let start = self.start.load(Ordering::Relaxed).max(0);
+    /// (rows committed by this run, rows committed in total if an attempt read the checkpoint).
+    pub fn rows(&self) -> (u64, Option<i64>) {
+        let start = self.start.load(Ordering::Relaxed);
+        if start < 0 {
+            return (0, None);
+        }
         let now = self.committed.load(Ordering::Relaxed).max(start);
-        (u64::try_from(now - start).unwrap_or(0), now)
+        (u64::try_from(now - start).unwrap_or(0), Some(now))
     }
 }
 
@@ -214,7 +223,8 @@ pub async fn copy_task(
         TaskError::is_transient,
     )
     .await;
-    let (rows, total_rows) = state.rows();
+    let (rows, committed) = state.rows();
+    let total_rows = committed.unwrap_or(0);
     match run {
         Ok((mut report, attempts)) => {
             report.attempts = attempts;
@@ -225,6 +235,7 @@ pub async fn copy_task(
         Err((e, attempts, transient)) => Err(TaskError::Failed {
             attempts,
             transient,
+            committed,
             report: Box::new(TaskReport {
                 task: task.name.clone(),
                 table: t.source.qualified(),
