@@ -550,3 +550,55 @@ async fn a_server_that_accepts_and_never_answers_fails_the_connect_in_bounded_ti
     .await
     .unwrap();
 }
+
+#[tokio::test]
+async fn run_against_a_target_that_never_answers_ends_with_a_clear_error() {
+    tokio::time::timeout(BOUND, async {
+        let (_server, source) = start_tds_server();
+        let mut ms = source.connect().await.unwrap();
+        ms_exec(&mut ms, "CREATE TABLE dbo.T (Id int NOT NULL PRIMARY KEY)").await;
+        let silent = silent_server().await;
+        let file = std::env::temp_dir().join(format!("mssqlpg-faults-{}.yaml", std::process::id()));
+        std::fs::write(
+            &file,
+            format!(
+                "apiVersion: mssqlpg.dev/v1alpha1
+kind: Migration
+metadata: {{name: silent-target, namespace: tests}}
+spec:
+  source:
+    mssql: {{host: 127.0.0.1, port: {}, database: {}, schema: dbo, credentialsSecret: s, encryption: NotSupported}}
+  target:
+    postgres: {{host: 127.0.0.1, port: {}, database: postgres, schema: public, credentialsSecret: t, sslMode: disable}}
+  timeouts: {{connectSeconds: 2}}
+",
+                source.port,
+                source.database,
+                silent.port()
+            ),
+        )
+        .unwrap();
+        let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_mssql-pg-worker"))
+            .args(["run", "-f", file.to_str().unwrap(), "--metrics-addr", "off"])
+            .env("SOURCE_USERNAME", &source.user)
+            .env("SOURCE_PASSWORD", &source.password)
+            .env("TARGET_USERNAME", "postgres")
+            .env("RUST_LOG", "warn")
+            .output()
+            .await
+            .unwrap();
+        let _ = std::fs::remove_file(&file);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(!out.status.success(), "{stdout}");
+        assert!(
+            stdout.contains(&format!("connecting to PostgreSQL at 127.0.0.1:{}", silent.port())),
+            "{stdout}"
+        );
+        assert!(
+            stdout.contains("within 2 s (spec.timeouts.connectSeconds)"),
+            "{stdout}"
+        );
+    })
+    .await
+    .unwrap();
+}
