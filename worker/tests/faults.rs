@@ -602,3 +602,40 @@ spec:
     .await
     .unwrap();
 }
+
+#[test]
+fn spec_timeouts_and_retries_reach_both_endpoints_in_both_directions() {
+    let creds = || mssql_pg_worker::spec::Credentials {
+        source_user: "u".into(),
+        source_password: "p".into(),
+        target_user: "u".into(),
+        target_password: "p".into(),
+    };
+    let doc = |source: &str, target: &str| -> mssql_pg_crds::Migration {
+        serde_yaml::from_str(&format!(
+            "apiVersion: mssqlpg.dev/v1alpha1
+kind: Migration
+metadata: {{name: m, namespace: n}}
+spec:
+  source: {{{source}: {{host: h, port: 1433, database: d, schema: s, credentialsSecret: c}}}}
+  target: {{{target}: {{host: h, port: 5432, database: d, schema: s, credentialsSecret: c}}}}
+  timeouts: {{connectSeconds: 7, stallSeconds: 9}}
+  retries: {{attempts: 3, backoffSeconds: 2, maxBackoffSeconds: 5}}
+"
+        ))
+        .unwrap()
+    };
+    let want_t = Timeouts {
+        connect: Duration::from_secs(7),
+        stall: Duration::from_secs(9),
+    };
+    let want_r = RetryPolicy {
+        attempts: 3,
+        backoff: Duration::from_secs(2),
+        max_backoff: Duration::from_secs(5),
+    };
+    let (ms, pg, o) = mssql_pg_worker::spec::resolve(&doc("mssql", "postgres"), creds()).unwrap();
+    assert_eq!((ms.timeouts, pg.timeouts, o.retry), (want_t, want_t, want_r));
+    let (pg, ms, o) = mssql_pg_worker::spec::resolve_pg_to_mssql(&doc("postgres", "mssql"), creds()).unwrap();
+    assert_eq!((ms.timeouts, pg.timeouts, o.retry), (want_t, want_t, want_r));
+}
