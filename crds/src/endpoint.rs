@@ -156,6 +156,11 @@ pub struct MssqlEndpoint {
     /// Accept the server certificate without validating it (for self-signed test servers only).
     #[serde(default)]
     pub trust_server_certificate: bool,
+    /// Name of a Secret with key `ca.crt`: the CA bundle (PEM) that signed the server certificate,
+    /// trusted in addition to the system's roots. Not together with `trustServerCertificate`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253))]
+    pub ca_secret: Option<String>,
     /// TDS packet size to request; the server may negotiate a smaller one.
     #[serde(default = "default_packet_size")]
     #[schemars(range(min = 512, max = 32767))]
@@ -271,6 +276,7 @@ impl MssqlEndpoint {
             credentials_secret: credentials_secret.to_string(),
             encryption: MssqlEncryption::default(),
             trust_server_certificate: false,
+            ca_secret: None,
             packet_size: DEFAULT_PACKET_SIZE,
         }
     }

@@ -194,6 +194,21 @@ fn mssql(m: &MssqlEndpoint, path: &str, errors: &mut Vec<FieldError>) {
             "must be between 512 and 32767",
         ));
     }
+    if let Some(ca) = &m.ca_secret {
+        if !is_dns1123_subdomain(ca) {
+            errors.push(FieldError::new(
+                format!("{path}.caSecret"),
+                "must be a Secret name (DNS subdomain)",
+            ));
+        }
+        // One validates the certificate against the CA, the other skips validation: which was meant?
+        if m.trust_server_certificate {
+            errors.push(FieldError::new(
+                format!("{path}.caSecret"),
+                "cannot be combined with trustServerCertificate: true (which skips certificate validation)",
+            ));
+        }
+    }
 }
 
 fn postgres(p: &PostgresEndpoint, path: &str, errors: &mut Vec<FieldError>) {

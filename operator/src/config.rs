@@ -15,6 +15,14 @@ pub struct OperatorConfig {
     pub worker_command: Vec<String>,
     /// `RUST_LOG` for workers.
     pub worker_log: String,
+    /// Worker images a Migration may name in `spec.worker.image` besides `worker_image` (exact, or a prefix
+    /// ending in `*`); empty: no override allowed (see [`crate::tenancy`]).
+    pub allowed_worker_images: Vec<String>,
+    /// Service accounts a Migration may name in `spec.worker.serviceAccountName` besides
+    /// `worker_service_account`; empty: no override allowed.
+    pub allowed_worker_service_accounts: Vec<String>,
+    /// Workers log one JSON object per line (`LOG_FORMAT=json`), set when the operator's own logs are JSON.
+    pub worker_log_json: bool,
     /// Compute resources of worker containers when a Migration does not set `spec.worker.resources`.
     pub worker_resources: Option<ResourceRequirements>,
     /// Passed to workers so their traces join the operator's (unset: no export).
@@ -32,6 +40,9 @@ impl Default for OperatorConfig {
             worker_service_account: Some("mssql-pg-worker".to_string()),
             worker_command: vec!["mssql-pg-worker".to_string()],
             worker_log: "info".to_string(),
+            allowed_worker_images: Vec::new(),
+            allowed_worker_service_accounts: Vec::new(),
+            worker_log_json: false,
             worker_resources: None,
             otlp_endpoint: None,
             requeue_active: Duration::from_secs(30),

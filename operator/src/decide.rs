@@ -20,6 +20,7 @@ use crate::config::OperatorConfig;
 use crate::error::Result;
 use crate::jobs::{copy_job, finalize_job, plan_job, verify_job};
 use crate::observe::{FailureDetails, JobOutcome, Step, describe_failure, job_outcome, step_job};
+use crate::tenancy::check_worker_overrides;
 
 /// What the reconcile should do.
 #[derive(Clone, Debug)]
@@ -262,6 +263,17 @@ fn advance(
     if let Err(errors) = b.mig.validate() {
         let message = format!("invalid spec: {}", describe(&errors));
         b.set(ConditionType::Validated, false, "InvalidSpec", &message);
+        b.status.last_error = Some(bounded_message(&message));
+        return Ok((MigrationPhase::Failed, message));
+    }
+    if let Err(refusal) = check_worker_overrides(&b.mig.spec.worker, b.cfg) {
+        let message = format!("refused: {refusal}");
+        b.set(
+            ConditionType::Validated,
+            false,
+            "WorkerOverrideNotAllowed",
+            &message,
+        );
         b.status.last_error = Some(bounded_message(&message));
         return Ok((MigrationPhase::Failed, message));
     }

@@ -14,6 +14,11 @@ pub enum Error {
     MissingObjectKey(String, &'static str),
     #[error("finalizer of Migration {name}: {message}")]
     Finalizer { name: String, message: String },
+    #[error("Migration {name}: {refusal}")]
+    NotAllowed {
+        name: String,
+        refusal: crate::tenancy::Refusal,
+    },
     #[error("serializing {what}: {source}")]
     Serialize {
         what: String,
@@ -30,6 +35,7 @@ impl Error {
             Error::MissingObjectKey(..) => "missing_key",
             Error::Finalizer { .. } => "finalizer",
             Error::Serialize { .. } => "serialize",
+            Error::NotAllowed { .. } => "not_allowed",
         }
     }
 }

@@ -23,6 +23,7 @@ use mssql_pg_crds::{Endpoint, Migration, MigrationTask};
 use crate::config::OperatorConfig;
 use crate::error::{Error, Result};
 use crate::observe::Step;
+use crate::tenancy::check_worker_overrides;
 
 /// UID/GID the worker runs as (the distroless "nonroot" user).
 pub const WORKER_UID: i64 = 65532;
@@ -142,6 +143,11 @@ fn worker_job(
     let (ns, name) = coordinates(mig)?;
     let owner = mig.controller_owner_ref(&()).ok_or_else(|| missing(mig, "uid"))?;
     let spec = &mig.spec;
+    // decide() refuses such a Migration before asking for Jobs; this keeps every path to a pod behind the check.
+    check_worker_overrides(&spec.worker, cfg).map_err(|refusal| Error::NotAllowed {
+        name: name.clone(),
+        refusal,
+    })?;
     let labels = job_labels(&name, step, task);
 
     let mut env = vec![
@@ -150,6 +156,9 @@ fn worker_job(
         plain("WORKER_STEP", step.as_str()),
         plain("RUST_LOG", &cfg.worker_log),
     ];
+    if cfg.worker_log_json {
+        env.push(plain("LOG_FORMAT", "json"));
+    }
     if let Some(task) = task {
         env.push(plain("TASK_NAME", task));
     }
@@ -314,8 +323,10 @@ pub fn traceparent(mig: &Migration, job_name: &str) -> Option<String> {
     ))
 }
 
+/// The Secret holding the endpoint's CA (`ca.crt`), either engine's.
 fn ca_secret(endpoint: &Endpoint) -> Option<&str> {
-    endpoint.postgres.as_ref().and_then(|p| p.ca_secret.as_deref())
+    let postgres = endpoint.postgres.as_ref().and_then(|p| p.ca_secret.as_deref());
+    postgres.or_else(|| endpoint.mssql.as_ref().and_then(|m| m.ca_secret.as_deref()))
 }
 
 fn plain(name: &str, value: &str) -> EnvVar {

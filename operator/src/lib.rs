@@ -13,5 +13,7 @@ pub mod jobs;
 pub mod leader;
 pub mod metrics;
 pub mod observe;
+pub mod selftest;
 pub mod server;
 pub mod telemetry;
+pub mod tenancy;

@@ -13,7 +13,7 @@ use mssql_pg_operator::config::OperatorConfig;
 use mssql_pg_operator::leader::{self, Leadership};
 use mssql_pg_operator::metrics::Metrics;
 use mssql_pg_operator::server::{ServerState, router};
-use mssql_pg_operator::{controller, telemetry};
+use mssql_pg_operator::{controller, selftest, telemetry};
 
 #[derive(Parser)]
 #[command(
@@ -41,6 +41,24 @@ struct Args {
     /// `spec.worker.resources` of a Migration wins.
     #[arg(long, env = "MSSQLPG_WORKER_RESOURCES", default_value = "")]
     worker_resources: String,
+    /// Images a Migration may name in spec.worker.image besides --worker-image (comma-separated; exact
+    /// references, or prefixes ending in `*`). Empty: the override is refused.
+    #[arg(
+        long,
+        env = "MSSQLPG_ALLOWED_WORKER_IMAGES",
+        value_delimiter = ',',
+        default_value = ""
+    )]
+    allowed_worker_images: Vec<String>,
+    /// Service accounts a Migration may name in spec.worker.serviceAccountName besides
+    /// --worker-service-account (comma-separated). Empty: the override is refused.
+    #[arg(
+        long,
+        env = "MSSQLPG_ALLOWED_WORKER_SERVICE_ACCOUNTS",
+        value_delimiter = ',',
+        default_value = ""
+    )]
+    allowed_worker_service_accounts: Vec<String>,
     /// Program (and leading arguments, space-separated) worker containers run; the step follows.
     #[arg(long, env = "MSSQLPG_WORKER_COMMAND", default_value = "mssql-pg-worker")]
     worker_command: String,
@@ -62,6 +80,42 @@ struct Args {
     /// Seconds between re-checks while Jobs run.
     #[arg(long, env = "MSSQLPG_REQUEUE_SECONDS", default_value_t = 30)]
     requeue_seconds: u64,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(clap::Subcommand)]
+enum Command {
+    /// Check an installed operator from inside the cluster (the chart's `helm test`): its /readyz answers
+    /// 200 and the API server serves the Migration and MigrationTask resources.
+    Selftest {
+        /// URL of the operator's /readyz (its metrics Service).
+        #[arg(long)]
+        readyz_url: String,
+        /// Attempts, one second apart, before /readyz counts as not answering.
+        #[arg(long, default_value_t = 30)]
+        attempts: u32,
+    },
+}
+
+async fn selftest(readyz_url: &str, attempts: u32) -> anyhow::Result<()> {
+    let body = selftest::check_ready(readyz_url, attempts).await?;
+    println!("ok: GET {readyz_url} answered 200 ({})", body.trim());
+    let client = kube::Client::try_default()
+        .await
+        .context("connecting to the Kubernetes API")?;
+    selftest::check_served(&client).await?;
+    println!("ok: the API server serves {}", selftest::SERVED.join(" and "));
+    Ok(())
+}
+
+/// The list without blank entries (an empty env var parses as one empty item).
+fn non_empty(items: Vec<String>) -> Vec<String> {
+    items
+        .into_iter()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .collect()
 }
 
 #[tokio::main]
@@ -70,11 +124,17 @@ async fn main() -> anyhow::Result<()> {
     // even if a dependency brings another provider back, which would make rustls refuse to choose.
     let _ = tokio_rustls::rustls::crypto::ring::default_provider().install_default();
     let args = Args::parse();
+    if let Some(Command::Selftest { readyz_url, attempts }) = &args.command {
+        return selftest(readyz_url, *attempts).await;
+    }
     let _telemetry = telemetry::init(args.log_json).context("setting up logging and tracing")?;
     let config = OperatorConfig {
         worker_image: args.worker_image,
         worker_service_account: Some(args.worker_service_account).filter(|s| !s.is_empty()),
         worker_log: args.worker_log,
+        allowed_worker_images: non_empty(args.allowed_worker_images),
+        allowed_worker_service_accounts: non_empty(args.allowed_worker_service_accounts),
+        worker_log_json: args.log_json,
         worker_resources: mssql_pg_operator::config::parse_worker_resources(&args.worker_resources)
             .map_err(anyhow::Error::msg)?,
         worker_command: args

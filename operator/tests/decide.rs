@@ -429,3 +429,57 @@ fn pod_failure_message_takes_the_newest_pod_and_keeps_the_tail() {
     let m = mssql_pg_operator::observe::pod_failure_message(&[pod(1, &long)]).unwrap();
     assert!(m.ends_with("THE END") && m.len() < 1600, "{}", m.len());
 }
+
+#[test]
+fn a_service_account_outside_the_allowlist_creates_no_job() {
+    let mut config = cfg();
+    config.allowed_worker_service_accounts = vec!["etl".into()];
+    let mut m = migration();
+    m.spec.worker.service_account_name = Some("namespace-admin".into());
+    let decide_with = |m: &mssql_pg_crds::Migration, tasks: &[mssql_pg_crds::MigrationTask]| {
+        decide(m, tasks, &[], &Default::default(), &config, &at(100)).unwrap()
+    };
+
+    // Neither a new Migration (the plan Job) nor one with tasks waiting (copy Jobs) gets a pod.
+    let d = decide_with(&m, &[]);
+    assert!(d.create_jobs.is_empty(), "{:?}", created(&d));
+    assert_eq!(d.status.phase, Some(MigrationPhase::Failed));
+    let v = condition(&d.status.conditions, ConditionType::Validated).unwrap();
+    assert_eq!(
+        (v.status.as_str(), v.reason.as_str()),
+        ("False", "WorkerOverrideNotAllowed")
+    );
+    assert!(
+        v.message
+            .contains("spec.worker.serviceAccountName \"namespace-admin\" is not allowed"),
+        "{}",
+        v.message
+    );
+    assert!(v.message.contains("etl"), "{}", v.message);
+    assert_eq!(d.status.last_error.as_deref(), Some(v.message.as_str()));
+    let tasks = [task("A", 0, 1, 10, None), task("B", 0, 1, 10, None)];
+    // (Planned before the operator's allowlist changed.)
+    let mut m = planned(&migration(), 2);
+    m.spec.worker.service_account_name = Some("namespace-admin".into());
+    let d = decide_with(&m, &tasks);
+    assert!(d.create_jobs.is_empty(), "{:?}", created(&d));
+    assert_eq!(d.status.phase, Some(MigrationPhase::Failed));
+
+    // The image too, with its own field named.
+    let mut m = migration();
+    m.spec.worker.image = Some("attacker.example/shell:1".into());
+    let d = decide_with(&m, &[]);
+    assert!(d.create_jobs.is_empty());
+    assert!(
+        d.status.last_error.unwrap().contains("spec.worker.image"),
+        "image refusal names the field"
+    );
+
+    // A service account on the allowlist runs.
+    let mut m = migration();
+    m.spec.worker.service_account_name = Some("etl".into());
+    let d = decide_with(&m, &[]);
+    let pod = d.create_jobs[0].spec.clone().unwrap().template.spec.unwrap();
+    assert_eq!(pod.service_account_name.as_deref(), Some("etl"));
+    assert_eq!(d.status.phase, Some(MigrationPhase::Planning));
+}

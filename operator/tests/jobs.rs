@@ -131,7 +131,10 @@ fn copy_job_is_named_after_its_task_and_uses_worker_settings() {
     m.spec.worker.node_selector = Some([("disk".to_string(), "ssd".to_string())].into());
     let t = task("Posts", 2, 8, 10, None);
     let task_name = t.metadata.name.clone().unwrap();
-    let job = copy_job(&m, &t, &cfg()).unwrap();
+    let mut config = cfg();
+    config.allowed_worker_images = vec!["registry.local/*".into()];
+    config.allowed_worker_service_accounts = vec!["custom-sa".into()];
+    let job = copy_job(&m, &t, &config).unwrap();
     assert_eq!(job.metadata.name.as_deref(), Some(task_name.as_str()));
     assert!(task_name.len() <= 63);
     let labels = job.metadata.labels.as_ref().unwrap();
@@ -238,6 +241,77 @@ fn worker_resources_default_from_the_operator_and_the_spec_wins() {
         container_resources(&plan_job(&m, &config).unwrap()),
         Some(resources("2Gi"))
     );
+}
+
+#[test]
+fn worker_image_and_service_account_overrides_need_the_operators_allowlist() {
+    let t = task("Posts", 0, 1, 10, None);
+    let pod_of = |job: &Job| job.spec.clone().unwrap().template.spec.unwrap();
+
+    // Without an allowlist, naming another image or service account builds no Job, and says which field.
+    let mut m = migration();
+    m.spec.worker.service_account_name = Some("namespace-admin".into());
+    let err = copy_job(&m, &t, &cfg()).unwrap_err().to_string();
+    assert!(
+        err.contains("spec.worker.serviceAccountName \"namespace-admin\" is not allowed")
+            && err.contains("worker.allowedServiceAccounts"),
+        "{err}"
+    );
+    let mut m = migration();
+    m.spec.worker.image = Some("attacker.example/shell:1".into());
+    let err = plan_job(&m, &cfg()).unwrap_err().to_string();
+    assert!(
+        err.contains("spec.worker.image \"attacker.example/shell:1\" is not allowed")
+            && err.contains("worker.allowedImages"),
+        "{err}"
+    );
+
+    // Naming the operator's own defaults is not an override.
+    let mut m = migration();
+    m.spec.worker.image = Some(cfg().worker_image);
+    m.spec.worker.service_account_name = cfg().worker_service_account;
+    assert!(plan_job(&m, &cfg()).is_ok());
+
+    // On the allowlist: exact names, and image prefixes ending in `*`.
+    let mut config = cfg();
+    config.allowed_worker_images = vec!["registry.example/team/*".into(), "example.com/worker:2".into()];
+    config.allowed_worker_service_accounts = vec!["etl".into()];
+    let mut m = migration();
+    m.spec.worker.image = Some("registry.example/team/worker@sha256:0123".into());
+    m.spec.worker.service_account_name = Some("etl".into());
+    let pod = pod_of(&copy_job(&m, &t, &config).unwrap());
+    assert_eq!(pod.service_account_name.as_deref(), Some("etl"));
+    assert_eq!(
+        pod.containers[0].image.as_deref(),
+        Some("registry.example/team/worker@sha256:0123")
+    );
+    m.spec.worker.image = Some("example.com/worker:2".into());
+    assert!(copy_job(&m, &t, &config).is_ok());
+    m.spec.worker.image = Some("registry.example/other/worker:1".into());
+    assert!(copy_job(&m, &t, &config).is_err());
+    m.spec.worker.image = None;
+    m.spec.worker.service_account_name = Some("etl-admin".into());
+    assert!(copy_job(&m, &t, &config).is_err());
+}
+
+#[test]
+fn workers_log_json_when_the_operator_does_and_export_to_its_otlp_endpoint() {
+    let m = migration();
+    let job = plan_job(&m, &cfg()).unwrap();
+    assert_eq!(env_value(&job, "LOG_FORMAT"), None);
+    assert_eq!(env_value(&job, "OTEL_EXPORTER_OTLP_ENDPOINT"), None);
+
+    let mut config = cfg();
+    config.worker_log_json = true;
+    config.otlp_endpoint = Some("http://otel-collector.observability:4317".into());
+    let t = task("Posts", 0, 1, 10, None);
+    for job in [plan_job(&m, &config).unwrap(), copy_job(&m, &t, &config).unwrap()] {
+        assert_eq!(env_value(&job, "LOG_FORMAT").as_deref(), Some("json"));
+        assert_eq!(
+            env_value(&job, "OTEL_EXPORTER_OTLP_ENDPOINT").as_deref(),
+            Some("http://otel-collector.observability:4317")
+        );
+    }
 }
 
 #[test]

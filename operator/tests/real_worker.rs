@@ -220,6 +220,7 @@ impl E2e {
             password: mssql_password.into(),
             encryption: Encryption::NotSupported,
             trust_server_certificate: false,
+            ca_file: None,
             packet_size: 32767,
             timeouts: Default::default(),
         };

@@ -43,6 +43,11 @@ impl Guard {
     }
 }
 
+/// `LOG_FORMAT` asks for JSON lines (`json`, any case); anything else, or unset, keeps text.
+fn log_format_is_json(value: Option<&str>) -> bool {
+    value.is_some_and(|v| v.trim().eq_ignore_ascii_case("json"))
+}
+
 impl Drop for Guard {
     fn drop(&mut self) {
         if let Some(provider) = self.provider.take() {
@@ -52,10 +57,12 @@ impl Drop for Guard {
     }
 }
 
-/// Install the global subscriber for `service` (the OpenTelemetry `service.name`). `json` selects
+/// Install the global subscriber for `service` (the OpenTelemetry `service.name`). `json`, or
+/// `LOG_FORMAT=json` in the environment (how the operator hands its own log format to worker pods), selects
 /// one JSON object per line for log shippers. The filter comes from `RUST_LOG`, else `default_filter`.
 /// A second call (tests) keeps the first subscriber.
 pub fn init(service: &'static str, json: bool, default_filter: &str) -> Result<Guard, Error> {
+    let json = json || log_format_is_json(std::env::var("LOG_FORMAT").ok().as_deref());
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_filter));
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let fmt_text = (!json).then(|| {
@@ -152,5 +159,14 @@ mod tests {
         assert!(parent_from_traceparent("not a traceparent").is_none());
         assert!(parent_from_traceparent("00-00000000000000000000000000000000-00f067aa0ba902b7-01").is_none());
         assert!(parent_from_traceparent("").is_none());
+    }
+
+    #[test]
+    fn log_format_json_selects_json_lines() {
+        assert!(log_format_is_json(Some("json")));
+        assert!(log_format_is_json(Some(" JSON ")));
+        assert!(!log_format_is_json(Some("text")));
+        assert!(!log_format_is_json(Some("")));
+        assert!(!log_format_is_json(None));
     }
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what the tests need and is missing: Debian packages (FreeTDS's tsql/freebcp for the
-# cross-client tests, PostgreSQL's server), and a project-local Python venv with pytds and pytest.
+# cross-client tests, PostgreSQL's server, Prometheus's promtool for the alert rules), and a project-local Python venv with pytds and pytest.
 # Idempotent: a second run installs nothing.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -9,6 +9,8 @@ need=()
 command -v tsql >/dev/null 2>&1 || need+=(freetds-bin)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
 command -v python3 >/dev/null 2>&1 || need+=(python3 python3-venv)
+# promtool (check and unit-test the alert rules) and Prometheus itself.
+command -v promtool >/dev/null 2>&1 || need+=(prometheus)
 if [ ${#need[@]} -gt 0 ]; then
   echo "install-deps: apt-get install ${need[*]}"
   sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo"

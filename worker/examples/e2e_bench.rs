@@ -32,6 +32,7 @@ async fn main() {
         password: config.password.clone(),
         encryption: Encryption::NotSupported,
         trust_server_certificate: false,
+        ca_file: None,
         packet_size: 32767,
         timeouts: Default::default(),
     };

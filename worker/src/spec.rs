@@ -133,6 +133,9 @@ pub fn resolve_pg_to_mssql(
             MssqlEncryption::On | MssqlEncryption::Required => Encryption::Required,
         },
         trust_server_certificate: dst.trust_server_certificate,
+        ca_file: std::env::var("TARGET_SSL_ROOT_CERT")
+            .ok()
+            .filter(|p| !p.is_empty()),
         packet_size: u32::try_from(dst.packet_size.clamp(512, 32767)).unwrap_or(32767),
         timeouts: Timeouts::from_spec(&spec.timeouts),
     };
@@ -186,6 +189,10 @@ pub fn resolve(m: &Migration, creds: Credentials) -> Result<(MssqlSource, PgTarg
         password: creds.source_password,
         encryption,
         trust_server_certificate: src.trust_server_certificate,
+        // A CA from the caSecret arrives as a mounted file, as PostgreSQL's does.
+        ca_file: std::env::var("SOURCE_SSL_ROOT_CERT")
+            .ok()
+            .filter(|p| !p.is_empty()),
         packet_size: u32::try_from(src.packet_size.clamp(512, 32767)).unwrap_or(32767),
         timeouts: Timeouts::from_spec(&spec.timeouts),
     };

@@ -6,12 +6,16 @@
 pub use tds_testserver_engine as engine;
 
 pub mod backend;
+pub mod certs;
+mod handshake;
 mod server;
 mod session;
 mod sink;
+mod tls;
 pub mod wire;
 
 pub use server::{ServerError, TestServer};
+pub use tls::{TlsError, TlsFiles};
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -30,6 +34,12 @@ pub struct ServerConfig {
     /// Either way the data lasts only as long as the server: the catalog is in memory, so a
     /// start with the same directory begins empty (the old files are removed).
     pub data_dir: Option<PathBuf>,
+    /// The directory `BULK INSERT ... FROM 'file'` reads from (files below it only); `None`:
+    /// server-side bulk loads from files are refused (error 4861).
+    pub bulk_insert_dir: Option<PathBuf>,
+    /// The certificate and key to offer TLS with; `None`: the server answers PRELOGIN that it
+    /// cannot encrypt (NOT_SUP), and a client that requires encryption is turned away.
+    pub tls: Option<TlsFiles>,
 }
 
 impl Default for ServerConfig {
@@ -41,6 +51,8 @@ impl Default for ServerConfig {
             database: "master".into(),
             max_packet_size: 32767,
             data_dir: None,
+            bulk_insert_dir: None,
+            tls: None,
         }
     }
 }

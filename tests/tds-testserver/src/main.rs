@@ -8,7 +8,7 @@ use anyhow::Context;
 use clap::Parser;
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
-use tds_testserver::{ServerConfig, TestServer};
+use tds_testserver::{ServerConfig, TestServer, TlsFiles};
 
 #[derive(Parser, Debug)]
 #[command(about = "A TDS 7.4 server backed by SQLite that stands in for SQL Server")]
@@ -30,6 +30,18 @@ struct Args {
     /// files an earlier run left there are removed.
     #[arg(long)]
     data_dir: Option<PathBuf>,
+    /// The directory `BULK INSERT ... FROM 'file'` may read (files below it only); without it
+    /// such statements fail with error 4861, as on a server that cannot open the file.
+    #[arg(long)]
+    bulk_insert_dir: Option<PathBuf>,
+    /// A PEM certificate chain to offer TLS with, as SQL Server with a certificate and "Force
+    /// Encryption" off: clients asking for encryption get it, others get their login packet
+    /// encrypted. Without it the server cannot encrypt (PRELOGIN answers NOT_SUP).
+    #[arg(long, requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The PEM private key of --tls-cert.
+    #[arg(long, requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -49,6 +61,11 @@ fn main() -> anyhow::Result<()> {
         database: args.database,
         max_packet_size: args.max_packet_size,
         data_dir: args.data_dir,
+        bulk_insert_dir: args.bulk_insert_dir,
+        tls: args
+            .tls_cert
+            .zip(args.tls_key)
+            .map(|(cert, key)| TlsFiles { cert, key }),
     };
     let mut server = TestServer::start(config).context("starting the server")?;
     {

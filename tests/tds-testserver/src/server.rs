@@ -10,9 +10,12 @@ use tds_testserver_engine::{Engine, EngineConfig, SqlError};
 use thiserror::Error;
 use tracing::{info, warn};
 
+use tokio_rustls::rustls;
+
 use crate::ServerConfig;
 use crate::backend::{Connector, EngineConnector};
 use crate::session;
+use crate::tls::{self, TlsError};
 
 #[derive(Debug, Error)]
 pub enum ServerError {
@@ -27,6 +30,8 @@ pub enum ServerError {
     Thread(std::io::Error),
     #[error("max_packet_size {0} is outside 512..=32767")]
     PacketSize(u32),
+    #[error(transparent)]
+    Tls(#[from] TlsError),
 }
 
 type Connections = Arc<Mutex<HashMap<u64, TcpStream>>>;
@@ -46,6 +51,7 @@ impl TestServer {
         let engine = Engine::open(EngineConfig {
             data_dir: config.data_dir.clone(),
             database: config.database.clone(),
+            bulk_insert_dir: config.bulk_insert_dir.clone(),
         })?;
         let connector = Arc::new(EngineConnector(Arc::clone(&engine)));
         Self::start_with(config, engine, connector)
@@ -62,6 +68,8 @@ impl TestServer {
         if !(512..=32767).contains(&config.max_packet_size) {
             return Err(ServerError::PacketSize(config.max_packet_size));
         }
+        let tls = config.tls.as_ref().map(tls::server_config).transpose()?;
+        let config_has_tls = tls.is_some();
         let listener = TcpListener::bind(config.listen).map_err(|source| ServerError::Bind {
             addr: config.listen,
             source,
@@ -78,10 +86,10 @@ impl TestServer {
             let config = Arc::new(config);
             thread::Builder::new()
                 .name("tds-accept".into())
-                .spawn(move || accept_loop(listener, config, connector, stopping, connections))
+                .spawn(move || accept_loop(listener, config, tls, connector, stopping, connections))
                 .map_err(ServerError::Thread)?
         };
-        info!(%addr, "tds-testserver listening");
+        info!(%addr, tls = config_has_tls, "tds-testserver listening");
         Ok(TestServer {
             addr,
             engine,
@@ -126,6 +134,7 @@ impl Drop for TestServer {
 fn accept_loop(
     listener: TcpListener,
     config: Arc<ServerConfig>,
+    tls: Option<Arc<rustls::ServerConfig>>,
     connector: Arc<dyn Connector>,
     stopping: Arc<AtomicBool>,
     connections: Connections,
@@ -153,12 +162,13 @@ fn accept_loop(
         }
         let spid = next_spid.fetch_add(1, Ordering::Relaxed);
         let config = Arc::clone(&config);
+        let tls = tls.clone();
         let connector = Arc::clone(&connector);
         let connections = Arc::clone(&connections);
         let spawned = thread::Builder::new()
             .name(format!("tds-conn-{spid}"))
             .spawn(move || {
-                session::serve(stream, config, connector, spid);
+                session::serve(stream, config, tls, connector, spid);
                 if let Ok(mut conns) = connections.lock() {
                     conns.remove(&id);
                 }

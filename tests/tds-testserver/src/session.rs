@@ -2,7 +2,7 @@
 //! attentions at once, even while a reply is being written), and the connection thread that
 //! logs in, then dispatches each request message to the backend.
 
-use std::io;
+use std::io::{self, Read};
 use std::net::{Shutdown, TcpStream};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -11,15 +11,18 @@ use std::thread;
 
 use tds_testserver_engine::catalog::ConnectionInfo;
 use tds_testserver_engine::{Done, Interrupt, ResultSink, SqlError, StatementKind};
+use tokio_rustls::rustls;
 use tracing::{debug, info, warn};
 
 use crate::ServerConfig;
 use crate::backend::{Backend, Connector};
+use crate::handshake::{self, OpenError, Transport};
 use crate::sink::{ReplyKind, WireSink};
+use crate::tls::{ReplyStream, TlsWriter};
 use crate::wire::packet::{self, Packet, PacketWriter};
 use crate::wire::reader::{DecodeError, Reader, utf16_to_string};
 use crate::wire::transaction::TmRequest;
-use crate::wire::{bulk, login, prelogin, rpc, tokens, transaction};
+use crate::wire::{bulk, login, rpc, tokens, transaction};
 
 /// What the reader thread forwards.
 enum Incoming {
@@ -33,7 +36,11 @@ enum Incoming {
 /// load cannot queue unboundedly ahead of the engine.
 const QUEUE_DEPTH: usize = 64;
 
-fn spawn_reader(mut stream: TcpStream, tx: SyncSender<Incoming>, cancel: Arc<AtomicBool>) -> io::Result<()> {
+fn spawn_reader(
+    mut stream: impl Read + Send + 'static,
+    tx: SyncSender<Incoming>,
+    cancel: Arc<AtomicBool>,
+) -> io::Result<()> {
     thread::Builder::new().name("tds-reader".into()).spawn(move || {
         loop {
             match packet::read_packet(&mut stream) {
@@ -61,7 +68,7 @@ fn spawn_reader(mut stream: TcpStream, tx: SyncSender<Incoming>, cancel: Arc<Ato
 struct Conn {
     rx: Receiver<Incoming>,
     cancel: Arc<AtomicBool>,
-    w: PacketWriter<TcpStream>,
+    w: PacketWriter<ReplyStream>,
     spid: u16,
     peer: Option<std::net::SocketAddr>,
 }
@@ -73,6 +80,20 @@ enum End {
     Io(io::Error),
     Protocol(String),
     LoginFailed,
+    /// Encryption could not be agreed or set up; logged where it happened.
+    Encryption(String),
+}
+
+impl From<OpenError> for End {
+    fn from(e: OpenError) -> Self {
+        match e {
+            OpenError::Closed => End::Closed,
+            OpenError::Io(e) => End::Io(e),
+            OpenError::Protocol(msg) => End::Protocol(msg),
+            OpenError::Refused => End::Encryption("the client requires encryption".into()),
+            OpenError::Tls(msg) => End::Encryption(msg),
+        }
+    }
 }
 
 impl From<io::Error> for End {
@@ -118,27 +139,14 @@ impl Conn {
         Ok(())
     }
 
-    fn login(&mut self, config: &ServerConfig, connector: &dyn Connector) -> Result<Box<dyn Backend>, End> {
-        let mut first = self.next_packet()?;
-        if first.ty == packet::TY_PRELOGIN {
-            let payload = self.whole_message(first)?;
-            if matches!(prelogin::client_encryption(&payload), Some(1 | 3)) {
-                warn!(
-                    spid = self.spid,
-                    "client requires encryption, which this server does not support"
-                );
-            }
-            self.reply(|b| b.extend_from_slice(&prelogin::PRELOGIN_REPLY))?;
-            first = self.next_packet()?;
-        }
-        if first.ty != packet::TY_LOGIN7 {
-            return Err(End::Protocol(format!(
-                "expected LOGIN7, got packet type 0x{:02X}",
-                first.ty
-            )));
-        }
-        let payload = self.whole_message(first)?;
-        let login = login::decode(&payload).map_err(|e| End::Protocol(format!("bad LOGIN7: {e}")))?;
+    /// Answers the LOGIN7 message `payload` (read by [`handshake::open`]).
+    fn login(
+        &mut self,
+        config: &ServerConfig,
+        connector: &dyn Connector,
+        payload: &[u8],
+    ) -> Result<Box<dyn Backend>, End> {
+        let login = login::decode(payload).map_err(|e| End::Protocol(format!("bad LOGIN7: {e}")))?;
         let fail = |extra: Option<&SqlError>| {
             let mut errors: Vec<(i32, u8, u8, String)> = Vec::new();
             if let Some(e) = extra {
@@ -341,21 +349,55 @@ fn batch_text(payload: Vec<u8>) -> Result<String, DecodeError> {
 }
 
 /// Serves one connection until the client leaves or the server stops.
-pub fn serve(stream: TcpStream, config: Arc<ServerConfig>, connector: Arc<dyn Connector>, spid: u16) {
+pub fn serve(
+    stream: TcpStream,
+    config: Arc<ServerConfig>,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    connector: Arc<dyn Connector>,
+    spid: u16,
+) {
     let peer = stream.peer_addr().ok();
-    match run(stream, &config, connector.as_ref(), spid) {
+    match run(stream, &config, tls.as_ref(), connector.as_ref(), spid) {
         Ok(()) | Err(End::Closed) | Err(End::LoginFailed) => debug!(spid, ?peer, "connection closed"),
+        Err(End::Encryption(msg)) => info!(spid, ?peer, %msg, "closing the connection"),
         Err(End::Io(e)) => debug!(spid, ?peer, error = %e, "connection lost"),
         Err(End::Protocol(msg)) => warn!(spid, ?peer, %msg, "protocol error; closing the connection"),
     }
 }
 
-fn run(stream: TcpStream, config: &ServerConfig, connector: &dyn Connector, spid: u16) -> Result<(), End> {
+fn run(
+    stream: TcpStream,
+    config: &ServerConfig,
+    tls: Option<&Arc<rustls::ServerConfig>>,
+    connector: &dyn Connector,
+    spid: u16,
+) -> Result<(), End> {
+    let result = start(&stream, config, tls, connector, spid);
+    let _ = stream.shutdown(Shutdown::Both);
+    result
+}
+
+fn start(
+    stream: &TcpStream,
+    config: &ServerConfig,
+    tls: Option<&Arc<rustls::ServerConfig>>,
+    connector: &dyn Connector,
+    spid: u16,
+) -> Result<(), End> {
     stream.set_nodelay(true)?;
+    let opened = handshake::open(stream, tls, spid)?;
     let (tx, rx) = mpsc::sync_channel(QUEUE_DEPTH);
     let cancel = Arc::new(AtomicBool::new(false));
-    spawn_reader(stream.try_clone()?, tx, Arc::clone(&cancel))?;
-    let writer = stream.try_clone()?;
+    let writer = match opened.transport {
+        Transport::Plain => {
+            spawn_reader(stream.try_clone()?, tx, Arc::clone(&cancel))?;
+            ReplyStream::Plain(stream.try_clone()?)
+        }
+        Transport::Tls(session, reader) => {
+            spawn_reader(reader, tx, Arc::clone(&cancel))?;
+            ReplyStream::Tls(TlsWriter::new(session, stream.try_clone()?))
+        }
+    };
     let mut conn = Conn {
         rx,
         cancel,
@@ -363,13 +405,16 @@ fn run(stream: TcpStream, config: &ServerConfig, connector: &dyn Connector, spid
         spid,
         peer: stream.peer_addr().ok(),
     };
-    let result = serve_requests(&mut conn, config, connector);
-    let _ = stream.shutdown(Shutdown::Both);
-    result
+    serve_requests(&mut conn, config, connector, &opened.login7)
 }
 
-fn serve_requests(conn: &mut Conn, config: &ServerConfig, connector: &dyn Connector) -> Result<(), End> {
-    let mut backend = conn.login(config, connector)?;
+fn serve_requests(
+    conn: &mut Conn,
+    config: &ServerConfig,
+    connector: &dyn Connector,
+    login7: &[u8],
+) -> Result<(), End> {
+    let mut backend = conn.login(config, connector, login7)?;
     loop {
         let first = conn.next_packet()?;
         match first.ty {

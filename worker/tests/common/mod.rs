@@ -58,6 +58,7 @@ pub fn start_tds_server() -> (TestServer, MssqlSource) {
         password,
         encryption: Encryption::NotSupported,
         trust_server_certificate: false,
+        ca_file: None,
         packet_size: 32767,
         timeouts: Default::default(),
     };

@@ -169,6 +169,9 @@ pub struct DateTimeParts {
 /// time alone.
 pub fn parse_datetime(s: &str) -> Option<DateTimeParts> {
     let s = s.trim();
+    if let Some(parts) = parse_mdy(s) {
+        return Some(parts);
+    }
     let (date_part, rest) = if s.len() >= 8 && s.as_bytes()[..4].iter().all(u8::is_ascii_digit) {
         let end = s.find([' ', 'T']).unwrap_or(s.len());
         (Some(&s[..end]), s[end..].trim_start_matches([' ', 'T']))
@@ -225,6 +228,40 @@ pub fn parse_datetime(s: &str) -> Option<DateTimeParts> {
         time,
         offset,
         has_date: date_part.is_some(),
+    })
+}
+
+/// `M/D/YYYY`, `MM-DD-YY`, `M.D.YYYY` with an optional time: the month-first form of SQL
+/// Server's default DATEFORMAT mdy. A two-digit year is 1950-2049 (two digit year cutoff).
+fn parse_mdy(s: &str) -> Option<DateTimeParts> {
+    let sep_at = s.find(['/', '-', '.'])?;
+    if !(1..=2).contains(&sep_at) || !s[..sep_at].bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let end = s.find([' ', 'T']).unwrap_or(s.len());
+    let date = &s[..end];
+    let sep = date.as_bytes()[sep_at] as char;
+    let mut it = date.split(sep);
+    let m: u32 = it.next()?.parse().ok()?;
+    let d: u32 = it.next()?.parse().ok()?;
+    let y_text = it.next()?;
+    if it.next().is_some() || !(y_text.len() == 2 || y_text.len() == 4) {
+        return None;
+    }
+    let mut y: i64 = y_text.parse().ok()?;
+    if y_text.len() == 2 {
+        y += if y < 50 { 2000 } else { 1900 };
+    }
+    if !(1..=9999).contains(&y) || !(1..=12).contains(&m) || d == 0 || d > days_in_month(y, m) {
+        return None;
+    }
+    let rest = s[end..].trim_start_matches([' ', 'T']).trim();
+    let time = if rest.is_empty() { 0 } else { parse_time(rest)? };
+    Some(DateTimeParts {
+        days: days_from_civil(y, m, d),
+        time,
+        offset: None,
+        has_date: true,
     })
 }
 

@@ -295,7 +295,11 @@ impl Session {
 }
 
 impl Session {
-    fn ctx<'a>(&'a self, tables: &'a Tables, vt: &'a std::collections::HashMap<String, SqlType>) -> Ctx<'a> {
+    pub(crate) fn ctx<'a>(
+        &'a self,
+        tables: &'a Tables,
+        vt: &'a std::collections::HashMap<String, SqlType>,
+    ) -> Ctx<'a> {
         Ctx {
             tables,
             temp: &self.temp,
@@ -364,11 +368,14 @@ impl Session {
             cols.push(s);
         }
         for (ck, name) in meta.def.checks.iter().zip(meta.check_names.iter()) {
+            if ck.disabled {
+                continue;
+            }
             let (expr, _) = self.table_expr(meta, &ck.definition)?;
             cols.push(format!("CONSTRAINT {} CHECK ({expr})", quote(name)));
         }
         if !meta.def.temporary {
-            for fk in &meta.def.foreign_keys {
+            for fk in meta.def.foreign_keys.iter().filter(|f| !f.disabled) {
                 let tables = self.engine.tables();
                 let target = if fk.referenced_table.eq_ignore_ascii_case(&meta.def.name)
                     && fk.referenced_schema.eq_ignore_ascii_case(&meta.def.schema)
@@ -466,6 +473,45 @@ impl Session {
         }
     }
 
+    /// A column type that is not a system type: an alias type (with its nullability) or
+    /// `hierarchyid`/`geography`/`geometry`, kept in their binary form as varbinary. Returns
+    /// the storage type and the declared name.
+    pub(crate) fn declared_type(&self, type_text: &str) -> Option<(SqlType, String, Option<bool>)> {
+        if type_text.contains('(') {
+            return None;
+        }
+        let parts: Vec<String> = type_text
+            .split('.')
+            .map(|p| {
+                p.trim()
+                    .trim_matches(|c| c == '[' || c == ']' || c == '"')
+                    .to_string()
+            })
+            .collect();
+        let (schema, name) = match parts.as_slice() {
+            [n] => (String::new(), n.clone()),
+            [s, n] => (s.clone(), n.clone()),
+            _ => return None,
+        };
+        if schema.is_empty() || schema.eq_ignore_ascii_case("sys") {
+            match name.to_ascii_lowercase().as_str() {
+                "hierarchyid" => {
+                    return Some((SqlType::VarBinary { len: Some(892) }, "hierarchyid".into(), None));
+                }
+                "geography" => return Some((SqlType::VarBinary { len: None }, "geography".into(), None)),
+                "geometry" => return Some((SqlType::VarBinary { len: None }, "geometry".into(), None)),
+                _ => {}
+            }
+        }
+        if schema.eq_ignore_ascii_case("sys") || parse_type_name(&name).is_some() && schema.is_empty() {
+            return None;
+        }
+        self.engine.read_catalog(|c| {
+            c.alias_type(&schema, &name)
+                .map(|a| (a.base, a.name.clone(), Some(a.nullable)))
+        })
+    }
+
     fn column_from_ast(
         &self,
         c: &sqlparser::ast::ColumnDef,
@@ -474,8 +520,11 @@ impl Session {
     ) -> Result<ColumnDef, SqlError> {
         let type_text = c.data_type.to_string();
         let computed = type_text.eq_ignore_ascii_case("__computed");
+        let declared = self.declared_type(&type_text);
         let ty = if computed {
             SqlType::Int
+        } else if let Some((ty, _, _)) = &declared {
+            *ty
         } else {
             parse_type_name(&type_text).ok_or_else(|| {
                 SqlError::new(
@@ -496,13 +545,22 @@ impl Session {
             computed: None,
             default: None,
             collation: None,
-            rowguidcol: false,
+            rowguidcol: self
+                .rowguidcols
+                .contains(&(c.name.span.start.line, c.name.span.start.column)),
+            user_type: declared.as_ref().map(|(_, name, _)| name.clone()),
         };
+        if let Some((_, _, Some(nullable))) = &declared {
+            col.nullable = *nullable;
+        }
         let mut explicit_null = false;
         for o in &c.options {
             let cname = o.name.as_ref().map(|n| n.value.clone());
             match &o.option {
-                ColumnOption::Null => explicit_null = true,
+                ColumnOption::Null => {
+                    explicit_null = true;
+                    col.nullable = true;
+                }
                 ColumnOption::NotNull => col.nullable = false,
                 ColumnOption::Default(e) => {
                     col.default = Some(DefaultSpec {
@@ -549,12 +607,16 @@ impl Session {
                         referenced_columns: fk.referred_columns.iter().map(|c| c.value.clone()).collect(),
                         on_delete: ref_action(fk.on_delete),
                         on_update: ref_action(fk.on_update),
+                        disabled: false,
+                        not_trusted: false,
                     });
                 }
                 ColumnOption::Check(ck) => def.checks.push(CheckDef {
                     name: cname.or_else(|| ck.name.as_ref().map(|n| n.value.clone())),
                     definition: wrap(&ck.expr),
                     column: Some(col.name.clone()),
+                    disabled: false,
+                    not_trusted: false,
                 }),
                 ColumnOption::Identity(
                     IdentityPropertyKind::Identity(p) | IdentityPropertyKind::Autoincrement(p),
@@ -658,12 +720,16 @@ impl Session {
                     referenced_columns: fk.referred_columns.iter().map(|c| c.value.clone()).collect(),
                     on_delete: ref_action(fk.on_delete),
                     on_update: ref_action(fk.on_update),
+                    disabled: false,
+                    not_trusted: false,
                 });
             }
             TableConstraint::Check(ck) => def.checks.push(CheckDef {
                 name: ck.name.as_ref().map(|n| n.value.clone()),
                 definition: wrap(&ck.expr),
                 column: None,
+                disabled: false,
+                not_trusted: false,
             }),
             other => {
                 return Err(SqlError::new(
@@ -991,6 +1057,31 @@ impl Session {
                     self.store_meta(meta);
                 }
             }
+            ObjectType::Database => {
+                for n in names {
+                    let name = object_parts(n).join(".");
+                    let exists =
+                        name.eq_ignore_ascii_case(self.engine.database()) && !self.engine.is_dropped();
+                    if if_exists && !exists {
+                        continue;
+                    }
+                    self.database_statement(crate::parse_objects::DbAction::Drop, &name)?;
+                }
+            }
+            ObjectType::View => {
+                for n in names {
+                    let parts = object_parts(n);
+                    let (schema, name) = crate::parse_objects::schema_and_name(&parts);
+                    let dropped = self
+                        .engine
+                        .with_catalog(|c| c.drop_module("view", &schema, &name))?;
+                    if dropped {
+                        self.engine.update_tables(|t| t.set_module(&schema, &name, None));
+                    } else if !if_exists {
+                        return Err(SqlError::new(3701, 11, format!("Cannot drop the view '{}', because it does not exist or you do not have permission.", parts.join("."))).into());
+                    }
+                }
+            }
             _ => {
                 if !if_exists {
                     return Err(SqlError::new(3701, 11, format!("Cannot drop the object '{}', because it does not exist or you do not have permission.", names.first().map(|n| n.to_string()).unwrap_or_default())).into());
@@ -1026,6 +1117,19 @@ impl Session {
     }
 
     pub(crate) fn create_index(&mut self, ci: CreateIndex, sink: &mut dyn ResultSink) -> Result<(), Fail> {
+        // An index on a view (an indexed view) only speeds up SQL Server's reads: the view is
+        // expanded whenever it is read here, so there is nothing to build.
+        let parts = object_parts(&ci.table_name);
+        let (vschema, vname) = crate::parse_objects::schema_and_name(&parts);
+        if self
+            .engine
+            .tables()
+            .module(&vschema, &vname)
+            .is_some_and(|m| m.view_select.is_some())
+        {
+            self.done(sink, StatementKind::Other, None)?;
+            return Ok(());
+        }
         let mut meta = self.lookup_meta(&ci.table_name)?;
         let name = ci
             .name
@@ -1277,6 +1381,9 @@ impl Session {
         if fk_off {
             self.conn.execute_batch("PRAGMA foreign_keys=OFF")?;
         }
+        if self.ignore_checks {
+            self.conn.execute_batch("PRAGMA ignore_check_constraints=ON")?;
+        }
         let r = self.atomic(|s| {
             // The first statement creates the table; index statements need the final name.
             s.conn.execute_batch(&ddl[0])?;
@@ -1319,6 +1426,9 @@ impl Session {
         if fk_off {
             self.conn.execute_batch("PRAGMA foreign_keys=ON")?;
         }
+        if self.ignore_checks {
+            self.conn.execute_batch("PRAGMA ignore_check_constraints=OFF")?;
+        }
         r?;
         self.store_meta(new);
         Ok(())
@@ -1327,6 +1437,12 @@ impl Session {
     pub(crate) fn alter_table(&mut self, at: AlterTable, sink: &mut dyn ResultSink) -> Result<(), Fail> {
         let old = self.lookup_meta(&at.name)?;
         let mut new = old.clone();
+        let nocheck = at
+            .name
+            .0
+            .last()
+            .and_then(|p| p.as_ident())
+            .is_some_and(|i| self.nocheck.contains(&(i.span.start.line, i.span.start.column)));
         for op in &at.operations {
             match op {
                 AlterTableOperation::AddColumn { column_def, .. } => {
@@ -1443,6 +1559,162 @@ impl Session {
                 ck.name = Some(nm.clone());
             }
         }
+        // New foreign keys and checks: WITH NOCHECK leaves them untrusted and the rows as they
+        // are; otherwise the rows must satisfy them (foreign keys are checked here, checks by
+        // the rebuild's copy).
+        for fk in new.def.foreign_keys.iter_mut().skip(old.def.foreign_keys.len()) {
+            fk.not_trusted = nocheck;
+        }
+        for ck in new.def.checks.iter_mut().skip(old.def.checks.len()) {
+            ck.not_trusted = nocheck;
+        }
+        if !nocheck {
+            let added: Vec<ForeignKeyDef> = new.def.foreign_keys[old.def.foreign_keys.len()..].to_vec();
+            self.check_foreign_keys(&old, &added)?;
+        }
+        self.ignore_checks = nocheck && new.def.checks.len() > old.def.checks.len();
+        let r = self.apply_alter(old, new, sink);
+        self.ignore_checks = false;
+        r
+    }
+
+    /// Rows of `meta` that break one of `fks` (NULL keys never do): error 547.
+    fn check_foreign_keys(&self, meta: &TableMeta, fks: &[ForeignKeyDef]) -> Result<(), SqlError> {
+        let tables = self.engine.tables();
+        for fk in fks {
+            let parent = if fk.referenced_table.eq_ignore_ascii_case(&meta.def.name)
+                && fk.referenced_schema.eq_ignore_ascii_case(&meta.def.schema)
+            {
+                sqlite_table_sql(meta)
+            } else {
+                match tables.get(&fk.referenced_schema, &fk.referenced_table) {
+                    Some(t) => sqlite_table_sql(t),
+                    // The rebuild reports the missing table (1767).
+                    None => continue,
+                }
+            };
+            let not_null: Vec<String> = fk
+                .columns
+                .iter()
+                .map(|c| format!("c.{} IS NOT NULL", quote(c)))
+                .collect();
+            let join: Vec<String> = fk
+                .columns
+                .iter()
+                .zip(&fk.referenced_columns)
+                .map(|(c, r)| format!("p.{} = c.{}", quote(r), quote(c)))
+                .collect();
+            let sql = format!(
+                "SELECT 1 FROM {} AS c WHERE {} AND NOT EXISTS (SELECT 1 FROM {parent} AS p WHERE {}) LIMIT 1",
+                sqlite_table_sql(meta),
+                not_null.join(" AND "),
+                join.join(" AND ")
+            );
+            let bad = self
+                .conn
+                .query_row(&sql, [], |_| Ok(()))
+                .map(|()| true)
+                .or_else(|e| match e {
+                    rusqlite::Error::QueryReturnedNoRows => Ok(false),
+                    other => Err(crate::exec::map_sqlite(&other)),
+                })?;
+            if bad {
+                return Err(SqlError::new(
+                    547,
+                    16,
+                    format!(
+                        "The ALTER TABLE statement conflicted with the FOREIGN KEY constraint \"{}\". The conflict occurred in database \"{}\", table \"{}.{}\", column '{}'.",
+                        fk.name.clone().unwrap_or_default(),
+                        self.database,
+                        fk.referenced_schema,
+                        fk.referenced_table,
+                        fk.referenced_columns.first().cloned().unwrap_or_default()
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// `ALTER TABLE t [WITH CHECK | WITH NOCHECK] {CHECK | NOCHECK} CONSTRAINT {ALL | names}`.
+    pub(crate) fn constraint_state(
+        &mut self,
+        table: &[String],
+        enable: bool,
+        validate: bool,
+        names: Option<&[String]>,
+        sink: &mut dyn ResultSink,
+    ) -> Result<(), Fail> {
+        let old = {
+            let tables = self.engine.tables();
+            let vt = std::collections::HashMap::new();
+            self.ctx(&tables, &vt)
+                .lookup(table)
+                .cloned()
+                .ok_or_else(|| crate::translate::invalid_object(&table.join(".")))?
+        };
+        let mut new = old.clone();
+        if let Some(names) = names {
+            for n in names {
+                let known = old
+                    .fk_names
+                    .iter()
+                    .chain(old.check_names.iter())
+                    .any(|x| x.eq_ignore_ascii_case(n));
+                if !known {
+                    return Err(SqlError::new(4917, 16, format!("Constraint '{n}' does not exist.")).into());
+                }
+            }
+        }
+        let picked = |name: &str| names.is_none_or(|ns| ns.iter().any(|n| n.eq_ignore_ascii_case(name)));
+        let state = |disabled: bool, not_trusted: bool| -> (bool, bool) {
+            if !enable {
+                (true, true)
+            } else if validate {
+                (false, false)
+            } else {
+                (false, not_trusted || disabled)
+            }
+        };
+        let mut changed: Vec<(String, bool, bool)> = Vec::new();
+        let mut to_check: Vec<ForeignKeyDef> = Vec::new();
+        for (fk, name) in new.def.foreign_keys.iter_mut().zip(old.fk_names.iter()) {
+            if picked(name) {
+                (fk.disabled, fk.not_trusted) = state(fk.disabled, fk.not_trusted);
+                fk.name = Some(name.clone());
+                if validate {
+                    to_check.push(fk.clone());
+                }
+                changed.push((name.clone(), fk.disabled, fk.not_trusted));
+            }
+        }
+        for (ck, name) in new.def.checks.iter_mut().zip(old.check_names.iter()) {
+            if picked(name) {
+                (ck.disabled, ck.not_trusted) = state(ck.disabled, ck.not_trusted);
+                changed.push((name.clone(), ck.disabled, ck.not_trusted));
+            }
+        }
+        self.check_foreign_keys(&old, &to_check)?;
+        self.ignore_checks = !validate;
+        let oid = old.object_id;
+        let r = self.apply_alter(old, new, sink);
+        self.ignore_checks = false;
+        r?;
+        self.engine.with_catalog(|c| {
+            for (name, disabled, not_trusted) in &changed {
+                c.set_constraint_state(oid, name, *disabled, *not_trusted);
+            }
+        });
+        Ok(())
+    }
+
+    /// The end of every ALTER TABLE: the catalog follows `new`, and the SQLite table is rebuilt.
+    fn apply_alter(
+        &mut self,
+        old: TableMeta,
+        mut new: TableMeta,
+        sink: &mut dyn ResultSink,
+    ) -> Result<(), Fail> {
         let display = new.display_name();
         self.before_ddl();
         let snapshot = self.engine.read_catalog(|c| c.clone());

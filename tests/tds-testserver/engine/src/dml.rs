@@ -488,6 +488,7 @@ impl Session {
             }
         };
         let meta = self.table_meta(name)?;
+        self.refuse_triggered(&meta, "INSERT")?;
         let ident_on = self.identity_insert.as_ref().is_some_and(|(s, n)| {
             s.eq_ignore_ascii_case(&meta.def.schema) && n.eq_ignore_ascii_case(&meta.def.name)
         });
@@ -598,6 +599,25 @@ impl Session {
         Ok(())
     }
 
+    /// SQL Server would run the table's trigger for this statement; the test server stores
+    /// triggers without running them, so the statement is refused rather than run without it.
+    pub(crate) fn refuse_triggered(&self, meta: &TableMeta, event: &str) -> Result<(), SqlError> {
+        let trigger = self
+            .engine
+            .read_catalog(|c| c.enabled_trigger(meta.object_id, event).map(|m| m.name.clone()));
+        match trigger {
+            Some(name) => Err(SqlError::new(
+                102,
+                15,
+                format!(
+                    "Incorrect syntax near '{event}'. (the test server does not run triggers: table '{}' has {event} trigger '{name}'; DISABLE TRIGGER it to write to the table)",
+                    meta.display_name()
+                ),
+            )),
+            None => Ok(()),
+        }
+    }
+
     /// The FROM text and target qualifier of an UPDATE/DELETE.
     fn dml_source(
         &self,
@@ -671,6 +691,7 @@ impl Session {
             from_all.extend(from);
         }
         let (from_text, q, meta) = self.dml_source(&target_factor, &from_all)?;
+        self.refuse_triggered(&meta, "UPDATE")?;
         let mut cols = Vec::new();
         let mut exprs = Vec::new();
         for a in &up.assignments {
@@ -875,6 +896,7 @@ impl Session {
             }
             (text, q, meta)
         };
+        self.refuse_triggered(&meta, "DELETE")?;
         let top_text = top.map(|t| format!("TOP ({t}) ")).unwrap_or_default();
         let where_text = del
             .selection
@@ -928,6 +950,9 @@ impl Session {
             return Err(crate::parse::syntax_error("MERGE").into());
         };
         let meta = self.table_meta(name)?;
+        for event in ["INSERT", "UPDATE", "DELETE"] {
+            self.refuse_triggered(&meta, event)?;
+        }
         let tq = alias.as_ref().map_or_else(
             || object_parts(name).last().cloned().unwrap_or_default(),
             |a| a.name.value.clone(),

@@ -77,8 +77,15 @@ pub fn map_sqlite(e: &rusqlite::Error) -> SqlError {
     if msg.contains("database is locked") || msg.contains("database table is locked") {
         return SqlError::new(1222, 16, "Lock request time out period exceeded.");
     }
+    // SQLite's messages can quote the SQL the engine translated to; a client sees only what
+    // SQL Server would say.
     if msg.contains("syntax error") {
-        return SqlError::new(102, 15, format!("Incorrect syntax ({msg})."));
+        let near = msg
+            .split("near \"")
+            .nth(1)
+            .and_then(|r| r.split('"').next())
+            .unwrap_or("");
+        return SqlError::new(102, 15, format!("Incorrect syntax near '{near}'."));
     }
     if msg.contains("FOREIGN KEY constraint failed") {
         return SqlError::new(547, 16, "The statement conflicted with a FOREIGN KEY constraint.");
@@ -86,6 +93,7 @@ pub fn map_sqlite(e: &rusqlite::Error) -> SqlError {
     if msg.contains("interrupted") {
         return SqlError::new(3617, 25, "Query was cancelled.");
     }
+    let msg = msg.split(" in ").next().unwrap_or(&msg);
     SqlError::new(50000, 16, format!("Test server (SQLite): {msg}"))
 }
 
@@ -120,6 +128,9 @@ fn aborts_batch(number: i32) -> bool {
             | 8111
             | 2738
             | 7999
+            | 4860
+            | 4861
+            | 7609
     )
 }
 
@@ -186,8 +197,20 @@ impl Session {
 
     /// Runs statements; `Ok(false)` when the batch was aborted.
     fn run_stmts(&mut self, batch: Batch, sink: &mut dyn ResultSink) -> Result<bool, Interrupt> {
-        let Batch { stmts, tops } = batch;
+        let Batch {
+            stmts,
+            tops,
+            rowguidcols,
+            nocheck,
+        } = batch;
+        self.rowguidcols = rowguidcols;
+        self.nocheck = nocheck;
+        self.returning = false;
         for p in stmts {
+            if self.returning {
+                self.returning = false;
+                break;
+            }
             let kind = stmt_kind(&p.stmt);
             // THROW ends the batch (there is no TRY...CATCH here); RAISERROR does not.
             let raise = match &p.stmt {
@@ -220,6 +243,7 @@ impl Session {
                 }
             }
         }
+        self.returning = false;
         Ok(true)
     }
 
@@ -273,6 +297,46 @@ impl Session {
             }
             Stmt::CheckIdent { table, reseed } => self.check_ident(&table, reseed, sink),
             Stmt::Raise { throw, args } => self.raise(throw, args, sink),
+            s @ (Stmt::CreateModule { .. }
+            | Stmt::AliasType { .. }
+            | Stmt::XmlCollection { .. }
+            | Stmt::BulkInsert(_)
+            | Stmt::Database { .. }
+            | Stmt::EnableTrigger { .. }
+            | Stmt::Refused(_)
+            | Stmt::Accepted) => self.exec_object_stmt(s, sink),
+            Stmt::ConstraintState {
+                table,
+                enable,
+                validate,
+                names,
+            } => self.constraint_state(&table, enable, validate, names.as_deref(), sink),
+            Stmt::UpdateStatistics(table) => {
+                let tables = self.engine.tables();
+                let vt = HashMap::new();
+                if self.ctx(&tables, &vt).lookup(&table).is_none() {
+                    return Err(crate::translate::invalid_object(&table.join(".")).into());
+                }
+                self.done(sink, StatementKind::Other, None)?;
+                Ok(())
+            }
+            Stmt::SetRowcount(e) => {
+                let n = match self.eval_scalar(e)? {
+                    Stored::Integer(n) => n,
+                    Stored::Text(t) => t.trim().parse().unwrap_or(-1),
+                    _ => -1,
+                };
+                if n < 0 {
+                    return Err(SqlError::new(
+                        2524,
+                        16,
+                        "SET ROWCOUNT: the number of rows must be 0 or more.",
+                    )
+                    .into());
+                }
+                self.rowcount_limit = n as u64;
+                Ok(())
+            }
             Stmt::Unsupported(what) => Err(SqlError::new(
                 102,
                 15,
@@ -300,6 +364,16 @@ impl Session {
                 }
                 self.run_query(&mut q, sink, true).map(|_| ())
             }
+            Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_) | Statement::Merge(_)
+                if self.rowcount_limit > 0 =>
+            {
+                Err(SqlError::new(
+                    102,
+                    15,
+                    "Incorrect syntax near 'ROWCOUNT'. (the test server applies SET ROWCOUNT to SELECT only; SET ROWCOUNT 0 first)",
+                )
+                .into())
+            }
             Statement::Insert(mut ins) => self.insert(&mut ins, sink),
             Statement::Update(mut up) => {
                 let loc = up.update_token.0.span.start;
@@ -316,7 +390,9 @@ impl Session {
             // The smallest piece the PostgreSQL -> SQL Server worker needs (its `_mssqlpg`
             // checkpoint schema and non-dbo target schemas).
             Statement::CreateSchema {
-                schema_name: sqlparser::ast::SchemaName::Simple(name),
+                schema_name:
+                    sqlparser::ast::SchemaName::Simple(name)
+                    | sqlparser::ast::SchemaName::NamedAuthorization(name, _),
                 ..
             } => {
                 let name = crate::translate::object_parts(&name).join(".");
@@ -432,6 +508,53 @@ impl Session {
                 self.done(sink, StatementKind::Other, None)?;
                 Ok(())
             }
+            Statement::RaisError {
+                message,
+                severity,
+                state,
+                arguments,
+                ..
+            } => {
+                let mut args = vec![*message, *severity, *state];
+                args.extend(arguments);
+                self.raise(false, args, sink)
+            }
+            Statement::Return(r) => {
+                if r.value.is_some() {
+                    return Err(SqlError::new(
+                        178,
+                        15,
+                        "A RETURN statement with a return value cannot be used in this context.",
+                    )
+                    .into());
+                }
+                self.returning = true;
+                Ok(())
+            }
+            Statement::Execute { name, parameters, .. }
+                if name.as_ref().is_none_or(|n| n.to_string().is_empty()) && !parameters.is_empty() =>
+            {
+                // EXEC ('...' + ...): the string is a batch of its own, which does not see
+                // the caller's variables.
+                let mut sql = String::new();
+                for p in parameters {
+                    match self.eval_scalar(p)? {
+                        Stored::Text(t) => sql.push_str(&t),
+                        Stored::Null => {}
+                        other => sql.push_str(&format!("{other:?}")),
+                    }
+                }
+                let vars = std::mem::take(&mut self.vars);
+                let r = match parse_batch(&sql, &|_| None) {
+                    Ok(batch) => self.run_stmts(batch, sink).map(|_| ()),
+                    Err(e) => {
+                        self.vars = vars;
+                        return Err(e.into());
+                    }
+                };
+                self.vars = vars;
+                r.map_err(Fail::Interrupt)
+            }
             Statement::Execute { name, parameters, .. } => {
                 let n = name
                     .map(|n| crate::translate::object_parts(&n).join("."))
@@ -448,6 +571,24 @@ impl Session {
                         });
                     }
                     return self.sp_rename(&args, sink);
+                }
+                if let Some(r) = self.system_procedure(&n, &parameters, sink) {
+                    return r;
+                }
+                let parts: Vec<String> = n.split('.').map(str::to_string).collect();
+                let (schema, proc_name) = crate::parse_objects::schema_and_name(&parts);
+                if self
+                    .engine
+                    .tables()
+                    .module(&schema, &proc_name)
+                    .is_some_and(|m| m.kind == crate::catalog::ModuleKind::Procedure)
+                {
+                    return Err(SqlError::new(
+                        102,
+                        15,
+                        format!("Incorrect syntax near '{n}'. (the test server stores procedures but does not run them)"),
+                    )
+                    .into());
                 }
                 Err(SqlError::new(2812, 16, format!("Could not find stored procedure '{n}'.")).into())
             }
@@ -630,6 +771,9 @@ impl Session {
             ConditionalStatements::BeginEnd(b) => b.statements,
         };
         for s in stmts {
+            if self.returning {
+                break;
+            }
             self.exec_stmt(Stmt::Sql(Box::new(s)), tops, sink)?;
         }
         Ok(())
@@ -644,6 +788,19 @@ impl Session {
                         "NOCOUNT" => self.nocount = on,
                         "XACT_ABORT" => self.xact_abort = on,
                         "FMTONLY" => self.fmtonly = on,
+                        // Date literals are read month first (mdy), SQL Server's default for
+                        // us_english; another order would change what they mean.
+                        "DATEFORMAT" if !g.value.eq_ignore_ascii_case("mdy") => {
+                            return Err(SqlError::new(
+                                102,
+                                15,
+                                format!(
+                                    "Incorrect syntax near '{}'. (the test server reads dates as mdy only)",
+                                    g.value
+                                ),
+                            )
+                            .into());
+                        }
                         _ => {}
                     }
                 }
@@ -865,7 +1022,16 @@ impl Session {
         let mut count = 0u64;
         let mut decoder = RowDecoder::new(types);
         let mut current = first;
+        // SET ROWCOUNT n: the client gets the first n rows.
+        let limit = if to_client && self.rowcount_limit > 0 {
+            self.rowcount_limit
+        } else {
+            u64::MAX
+        };
         while let Some(row) = current {
+            if count >= limit {
+                break;
+            }
             let values = decoder.decode(row).map_err(|e| match e {
                 DecodeError::Sqlite(e) => Fail::from(e),
                 DecodeError::Sql(e) => Fail::from(e),

@@ -521,6 +521,145 @@ pub fn register(conn: &Connection) -> rusqlite::Result<()> {
     let det = FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC;
     let nondet = FunctionFlags::SQLITE_UTF8;
     conn.create_collation("DEC", dec_compare)?;
+    // QUOTENAME(s [, quote]): NULL past 128 characters or for a quote it does not know.
+    for n in [1, 2] {
+        conn.create_scalar_function("tsql_quotename", n, det, |ctx| {
+            let s: Option<String> = ctx.get(0)?;
+            let q: Option<String> = if ctx.len() > 1 {
+                ctx.get(1)?
+            } else {
+                Some("[".into())
+            };
+            let (Some(s), Some(q)) = (s, q) else {
+                return Ok(None);
+            };
+            if s.chars().count() > 128 {
+                return Ok(None);
+            }
+            let (open, close) = match q.chars().next() {
+                Some('[' | ']') => ('[', ']'),
+                Some('"') => ('"', '"'),
+                Some('\'') => ('\'', '\''),
+                Some('(' | ')') => ('(', ')'),
+                Some('<' | '>') => ('<', '>'),
+                Some('{' | '}') => ('{', '}'),
+                Some('`') => ('`', '`'),
+                _ => return Ok(None),
+            };
+            let mut out = String::with_capacity(s.len() + 2);
+            out.push(open);
+            for c in s.chars() {
+                out.push(c);
+                if c == close {
+                    out.push(c);
+                }
+            }
+            out.push(close);
+            Ok(Some(out))
+        })?;
+    }
+    // STUFF(s, start, length, insert): NULL for a start outside the string or a negative length.
+    conn.create_scalar_function("tsql_stuff", 4, det, |ctx| {
+        let s: Option<String> = ctx.get(0)?;
+        let start: Option<i64> = ctx.get(1)?;
+        let len: Option<i64> = ctx.get(2)?;
+        let ins: Option<String> = ctx.get(3)?;
+        let (Some(s), Some(start), Some(len)) = (s, start, len) else {
+            return Ok(None);
+        };
+        let chars: Vec<char> = s.chars().collect();
+        if start < 1 || start as usize > chars.len() || len < 0 {
+            return Ok(None);
+        }
+        let from = start as usize - 1;
+        let to = (from + len as usize).min(chars.len());
+        let mut out: String = chars[..from].iter().collect();
+        out.push_str(&ins.unwrap_or_default());
+        out.extend(&chars[to..]);
+        Ok(Some(out))
+    })?;
+    // One row of FOR XML PATH: tsql_xml_row(row tag, name1, value1, ...); an empty name is
+    // text, a NULL value is left out.
+    conn.create_scalar_function("tsql_xml_row", -1, det, |ctx| {
+        let escape = |s: &str, out: &mut String| {
+            for c in s.chars() {
+                match c {
+                    '&' => out.push_str("&amp;"),
+                    '<' => out.push_str("&lt;"),
+                    '>' => out.push_str("&gt;"),
+                    '\r' => out.push_str("&#x0D;"),
+                    c => out.push(c),
+                }
+            }
+        };
+        let tag: String = ctx.get::<Option<String>>(0)?.unwrap_or_default();
+        let mut out = String::new();
+        if !tag.is_empty() {
+            out.push_str(&format!("<{tag}>"));
+        }
+        let mut k = 1;
+        while k + 1 < ctx.len() {
+            let name: String = ctx.get::<Option<String>>(k)?.unwrap_or_default();
+            if let Some(v) = ctx.get::<Option<String>>(k + 1)? {
+                if name.is_empty() {
+                    escape(&v, &mut out);
+                } else {
+                    out.push_str(&format!("<{name}>"));
+                    escape(&v, &mut out);
+                    out.push_str(&format!("</{name}>"));
+                }
+            }
+            k += 2;
+        }
+        if !tag.is_empty() {
+            out.push_str(&format!("</{tag}>"));
+        }
+        Ok(out)
+    })?;
+    // T-SQL's LIKE (character classes, ESCAPE): tsql_like(text, pattern, escape or NULL).
+    conn.create_scalar_function("tsql_like", 3, det, |ctx| {
+        let text: Option<String> = ctx.get(0)?;
+        let pattern: Option<String> = ctx.get(1)?;
+        let escape: Option<String> = ctx.get(2)?;
+        Ok(match (text, pattern) {
+            (Some(t), Some(p)) => Some(i64::from(crate::like::like(
+                &t,
+                &p,
+                escape.and_then(|e| e.chars().next()),
+            ))),
+            _ => None,
+        })
+    })?;
+    // geography's ToString()/STAsText() of a point in SQL Server's binary form (SRID,
+    // version, flags, then latitude and longitude); other shapes are not decoded.
+    conn.create_scalar_function("tsql_geo_text", 1, det, |ctx| match ctx.get_raw(0) {
+        rusqlite::types::ValueRef::Null => Ok(None),
+        rusqlite::types::ValueRef::Blob(b) => crate::inline::geography_point_text(b)
+            .map(Some)
+            .ok_or_else(geography_error),
+        _ => Err(geography_error()),
+    })?;
+    // hierarchyid methods on the stored binary form (`node.GetLevel()`, `node.ToString()`).
+    conn.create_scalar_function("tsql_hid_getlevel", 1, det, |ctx| match ctx.get_raw(0) {
+        rusqlite::types::ValueRef::Null => Ok(None),
+        rusqlite::types::ValueRef::Blob(b) => crate::inline::hierarchyid_levels(b)
+            .map(|l| Some(l.len() as i64))
+            .ok_or_else(hierarchyid_error),
+        _ => Err(hierarchyid_error()),
+    })?;
+    conn.create_scalar_function("tsql_hid_tostring", 1, det, |ctx| match ctx.get_raw(0) {
+        rusqlite::types::ValueRef::Null => Ok(None),
+        rusqlite::types::ValueRef::Blob(b) => crate::inline::hierarchyid_levels(b)
+            .map(|l| {
+                let mut s = String::from("/");
+                for v in l {
+                    s.push_str(&format!("{v}/"));
+                }
+                Some(s)
+            })
+            .ok_or_else(hierarchyid_error),
+        _ => Err(hierarchyid_error()),
+    })?;
     conn.create_collation("CI", ci_compare)?;
     // CHAR(n): a code point of the varchar code page (1252); NCHAR(n): a UCS-2 code unit. Out
     // of range (or a lone surrogate, which UTF-8 text cannot hold) is NULL, as SQL Server gives.
@@ -823,6 +962,24 @@ pub fn register(conn: &Connection) -> rusqlite::Result<()> {
         })?;
     }
     Ok(())
+}
+
+/// A geography value other than a point: not decoded here.
+fn geography_error() -> rusqlite::Error {
+    encode_error(&SqlError::new(
+        6522,
+        16,
+        "A .NET Framework error occurred during execution of user-defined routine or aggregate \"geography\": the test server decodes geography points only.",
+    ))
+}
+
+/// A hierarchyid the test server cannot decode (dotted levels, very large numbers).
+fn hierarchyid_error() -> rusqlite::Error {
+    encode_error(&SqlError::new(
+        6522,
+        16,
+        "A .NET Framework error occurred during execution of user-defined routine or aggregate \"hierarchyid\": the test server decodes hierarchyid values with plain levels in -4168..5199 only.",
+    ))
 }
 
 #[cfg(test)]

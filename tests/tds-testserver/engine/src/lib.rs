@@ -7,6 +7,7 @@
 //! TDS tokens while the engine is still producing rows, so results stream).
 
 mod bulk;
+mod bulk_insert;
 pub mod catalog;
 pub mod convert;
 mod data_dir;
@@ -15,8 +16,12 @@ mod dml;
 pub mod error;
 mod exec;
 mod functions;
+mod inline;
+mod like;
 mod meta;
+mod objects;
 mod parse;
+mod parse_objects;
 mod row_buffer;
 mod row_decoder;
 mod session;
@@ -39,6 +44,9 @@ pub struct EngineConfig {
     pub data_dir: Option<PathBuf>,
     /// The user database clients log in to (`master` when the login names none).
     pub database: String,
+    /// The only directory `BULK INSERT ... FROM 'file'` may read from (and below it); `None`:
+    /// every such statement is error 4861, as for a file the server cannot open.
+    pub bulk_insert_dir: Option<PathBuf>,
 }
 
 /// Why a sink refused an event: the engine stops the current request at once.

@@ -98,6 +98,17 @@ fn key(schema: &str, name: &str) -> String {
 #[derive(Debug, Default, Clone)]
 pub struct Tables {
     by_name: HashMap<String, TableMeta>,
+    /// Views and functions by `schema.name`, for SELECT from a view and for inlining simple
+    /// scalar functions.
+    modules: HashMap<String, ModuleText>,
+}
+
+/// What queries need of a view or function: its kind and text.
+#[derive(Debug, Clone)]
+pub struct ModuleText {
+    pub kind: crate::catalog::ModuleKind,
+    pub definition: String,
+    pub view_select: Option<String>,
 }
 
 impl Tables {
@@ -119,5 +130,16 @@ impl Tables {
 
     pub fn all(&self) -> impl Iterator<Item = &TableMeta> {
         self.by_name.values()
+    }
+
+    pub fn module(&self, schema: &str, name: &str) -> Option<&ModuleText> {
+        self.modules.get(&key(schema, name))
+    }
+
+    pub fn set_module(&mut self, schema: &str, name: &str, module: Option<ModuleText>) {
+        match module {
+            Some(m) => self.modules.insert(key(schema, name), m),
+            None => self.modules.remove(&key(schema, name)),
+        };
     }
 }

@@ -31,6 +31,54 @@ pub enum Stmt {
         args: Vec<sqlparser::ast::Expr>,
     },
     Unsupported(String),
+    /// CREATE [OR ALTER] VIEW/PROCEDURE/FUNCTION/TRIGGER: stored with its definition.
+    CreateModule {
+        schema: String,
+        name: String,
+        module: crate::catalog::NewModule,
+    },
+    /// `CREATE TYPE s.n FROM base [NOT] NULL`.
+    AliasType {
+        schema: String,
+        name: String,
+        base: String,
+        nullable: Option<bool>,
+    },
+    XmlCollection {
+        schema: String,
+        name: String,
+        content: String,
+        add: bool,
+    },
+    BulkInsert(crate::parse_objects::BulkInsertSpec),
+    Database {
+        action: crate::parse_objects::DbAction,
+        name: String,
+    },
+    EnableTrigger {
+        schema: String,
+        name: String,
+        on_database: bool,
+        disable: bool,
+    },
+    /// A statement SQL Server would refuse here, with its error (full-text without the
+    /// full-text service).
+    Refused(SqlError),
+    /// A statement with nothing to do in the test server (XML indexes).
+    Accepted,
+    /// `UPDATE STATISTICS table [...]`: the table must exist; there are no statistics here.
+    UpdateStatistics(Vec<String>),
+    /// `SET ROWCOUNT n`: 0 lifts the limit.
+    SetRowcount(sqlparser::ast::Expr),
+    /// `ALTER TABLE t [WITH CHECK | WITH NOCHECK] {CHECK | NOCHECK} CONSTRAINT {ALL | names}`.
+    ConstraintState {
+        table: Vec<String>,
+        enable: bool,
+        /// WITH CHECK: re-check the rows (the constraints become trusted).
+        validate: bool,
+        /// `None`: ALL.
+        names: Option<Vec<String>>,
+    },
 }
 
 #[derive(Debug)]
@@ -45,6 +93,10 @@ pub struct Batch {
     /// `DELETE TOP (n)` / `UPDATE TOP (n)`: the TOP expression's text by the statement
     /// keyword's location (line, column).
     pub tops: HashMap<(u64, u64), String>,
+    /// Columns declared ROWGUIDCOL, by the location (line, column) of their name.
+    pub rowguidcols: std::collections::HashSet<(u64, u64)>,
+    /// `ALTER TABLE t WITH NOCHECK ADD ...`, by the location of the table name's last part.
+    pub nocheck: std::collections::HashSet<(u64, u64)>,
 }
 
 pub fn syntax_error(near: &str) -> SqlError {
@@ -205,6 +257,8 @@ fn rewrite(
     toks: Vec<TokenWithSpan>,
     vars: &dyn Fn(&str) -> Option<String>,
     tops: &mut HashMap<(u64, u64), String>,
+    rowguidcols: &mut std::collections::HashSet<(u64, u64)>,
+    nocheck: &mut std::collections::HashSet<(u64, u64)>,
 ) -> Vec<TokenWithSpan> {
     let mut out: Vec<TokenWithSpan> = Vec::with_capacity(toks.len());
     let mut i = 0;
@@ -212,8 +266,149 @@ fn rewrite(
     let mut create_depth: Option<i32> = None;
     let mut depth = 0i32;
     let mut alter_add = false;
+    // Where the column definition being read starts (its name), for ROWGUIDCOL.
+    let mut column_start: Option<Location> = None;
     while i < toks.len() {
         let t = &toks[i].token;
+        if word(t).is_some()
+            && prev_sig(&out, out.len()).is_some_and(|p| {
+                (matches!(out[p].token, Token::LParen | Token::Comma) && create_depth == Some(depth))
+                    || is_word(&out[p].token, "ADD")
+            })
+        {
+            column_start = Some(toks[i].span.start);
+        }
+        // CREATE TABLE t (a int, b int,): SQL Server accepts the trailing comma.
+        if *t == Token::Comma && create_depth == Some(depth) {
+            let n = next_sig(&toks, i + 1);
+            if n < toks.len() && toks[n].token == Token::RParen {
+                i += 1;
+                continue;
+            }
+        }
+        // xml([CONTENT | DOCUMENT] schema.collection): typed XML is stored as xml.
+        if word(t).is_some_and(|w| w.value.eq_ignore_ascii_case("XML"))
+            && (create_depth == Some(depth) || alter_add)
+            && prev_sig(&out, out.len()).is_some_and(|p| word(&out[p].token).is_some())
+        {
+            let n = next_sig(&toks, i + 1);
+            if n < toks.len() && toks[n].token == Token::LParen {
+                out.push(toks[i].clone());
+                i = close_paren(&toks, n);
+                continue;
+            }
+        }
+        // Money literals (`$20.00`): money values.
+        if let Token::Placeholder(p) = t
+            && let Some(digits) = p.strip_prefix('$')
+            && !digits.is_empty()
+            && digits.chars().all(|c| c.is_ascii_digit() || c == '.')
+        {
+            let mut number = digits.to_string();
+            let mut next = i + 1;
+            if let Some(Token::Number(n, _)) = toks.get(next).map(|t| &t.token)
+                && n.starts_with('.')
+            {
+                number.push_str(n);
+                next += 1;
+            }
+            let space = || tok(Token::Whitespace(sqlparser::tokenizer::Whitespace::Space));
+            out.push(tok(new_word("CAST")));
+            out.push(tok(Token::LParen));
+            out.push(tok(Token::Number(number, false)));
+            out.push(space());
+            out.push(tok(new_word("AS")));
+            out.push(space());
+            out.push(tok(new_word("money")));
+            out.push(tok(Token::RParen));
+            i = next;
+            continue;
+        }
+        // Table hints sqlparser does not take everywhere (`MERGE t WITH (TABLOCK) AS x`):
+        // locking changes nothing a client sees here.
+        if is_word(t, "WITH") {
+            let open = next_sig(&toks, i + 1);
+            if open < toks.len() && toks[open].token == Token::LParen {
+                let end = close_paren(&toks, open);
+                let inner: Vec<&Token> = toks[open + 1..end.saturating_sub(1)]
+                    .iter()
+                    .map(|t| &t.token)
+                    .filter(|t| !matches!(t, Token::Whitespace(_) | Token::Comma))
+                    .collect();
+                let hints = [
+                    "TABLOCK",
+                    "TABLOCKX",
+                    "HOLDLOCK",
+                    "SERIALIZABLE",
+                    "ROWLOCK",
+                    "PAGLOCK",
+                    "UPDLOCK",
+                    "XLOCK",
+                    "NOLOCK",
+                    "READPAST",
+                    "READCOMMITTED",
+                    "READUNCOMMITTED",
+                    "REPEATABLEREAD",
+                ];
+                if !inner.is_empty() && inner.iter().all(|t| hints.iter().any(|h| is_word(t, h))) {
+                    i = end;
+                    continue;
+                }
+            }
+        }
+        // A bare RETURN (ending a batch or block): sqlparser would read the next word as
+        // its value.
+        if is_word(t, "RETURN") {
+            let n = next_sig(&toks, i + 1);
+            let bare = n >= toks.len()
+                || matches!(toks[n].token, Token::SemiColon | Token::EOF)
+                || word(&toks[n].token).is_some_and(|w| {
+                    w.quote_style.is_none()
+                        && (w.value.eq_ignore_ascii_case("END")
+                            || is_statement_start(&w.value.to_ascii_uppercase()))
+                });
+            if bare {
+                out.push(toks[i].clone());
+                out.push(tok(Token::SemiColon));
+                i += 1;
+                continue;
+            }
+        }
+        // ROWGUIDCOL: remembered by the column's location (sqlparser has no such option).
+        if is_word(t, "ROWGUIDCOL") {
+            if let Some(at) = column_start {
+                rowguidcols.insert((at.line, at.column));
+            }
+            i += 1;
+            continue;
+        }
+        // NOT FOR REPLICATION (identity, foreign keys, checks, triggers): no replication here.
+        if is_word(t, "NOT") {
+            let f = next_sig(&toks, i + 1);
+            let r = next_sig(&toks, f + 1);
+            if r < toks.len() && is_word(&toks[f].token, "FOR") && is_word(&toks[r].token, "REPLICATION") {
+                i = r + 1;
+                continue;
+            }
+        }
+        // ALTER TABLE t WITH CHECK ADD ...: WITH CHECK is the default.
+        if is_word(t, "WITH") {
+            let c = next_sig(&toks, i + 1);
+            let a = next_sig(&toks, c + 1);
+            if a < toks.len() && is_word(&toks[c].token, "CHECK") && is_word(&toks[a].token, "ADD") {
+                i = c + 1;
+                continue;
+            }
+            // WITH NOCHECK ADD: the new constraints are not checked against the rows.
+            if a < toks.len() && is_word(&toks[c].token, "NOCHECK") && is_word(&toks[a].token, "ADD") {
+                if let Some(p) = prev_sig(&out, out.len()) {
+                    let at = out[p].span.start;
+                    nocheck.insert((at.line, at.column));
+                }
+                i = c + 1;
+                continue;
+            }
+        }
         match t {
             Token::LParen => depth += 1,
             Token::RParen => {
@@ -234,6 +429,10 @@ fn rewrite(
         // statement's last item (`SELECT 1 COMMIT`): end the previous statement explicitly.
         if depth == 0 {
             let ends = (is_word(t, "COMMIT") || is_word(t, "ROLLBACK") || is_word(t, "DBCC"))
+                || (is_word(t, "SET") && {
+                    let n = next_sig(&toks, i + 1);
+                    n < toks.len() && is_word(&toks[n].token, "ROWCOUNT")
+                })
                 || ((is_word(t, "BEGIN") || is_word(t, "SAVE")) && {
                     let n = next_sig(&toks, i + 1);
                     n < toks.len()
@@ -257,8 +456,27 @@ fn rewrite(
             && word(t)
                 .is_some_and(|w| w.quote_style.is_none() && is_statement_start(&w.value.to_ascii_uppercase()))
             && !is_word(t, "ALTER")
+            && !prev_sig(&out, out.len()).is_some_and(|p| is_word(&out[p].token, "ON"))
         {
             alter_add = false;
+        }
+        // `at` as a table alias (AdventureWorks' views): sqlparser reads AT as the start of
+        // AT TIME ZONE; anything but that is an identifier.
+        if is_word(t, "AT") {
+            let n = next_sig(&toks, i + 1);
+            if !(n < toks.len() && is_word(&toks[n].token, "TIME")) {
+                let mut quoted = toks[i].clone();
+                if let Token::Word(w) = &t {
+                    quoted.token = Token::Word(Word {
+                        value: w.value.clone(),
+                        quote_style: Some('['),
+                        keyword: Keyword::NoKeyword,
+                    });
+                }
+                out.push(quoted);
+                i += 1;
+                continue;
+            }
         }
         // ALTER TABLE t ADD [CONSTRAINT name] DEFAULT expr FOR col (T-SQL only) becomes
         // ALTER COLUMN col SET DEFAULT expr; a constraint name rides along as
@@ -416,6 +634,50 @@ fn rewrite(
             let in_cols = create_depth == Some(depth)
                 && before.is_some_and(|b| matches!(out[b].token, Token::LParen | Token::Comma));
             let after_add = before.is_some_and(|b| is_word(&out[b].token, "ADD"));
+            // `AS expr` without parentheses: the expression runs to the next comma or the
+            // column list's closing parenthesis.
+            let bare_end = if (in_cols || after_add) && n < toks.len() && toks[n].token != Token::LParen {
+                let mut d = 0i32;
+                let mut k = n;
+                while k < toks.len() {
+                    match toks[k].token {
+                        Token::LParen => d += 1,
+                        Token::RParen if d == 0 => break,
+                        Token::RParen => d -= 1,
+                        Token::Comma | Token::SemiColon | Token::EOF if d == 0 => break,
+                        _ => {}
+                    }
+                    if d == 0 && is_word(&toks[k].token, "PERSISTED") {
+                        break;
+                    }
+                    k += 1;
+                }
+                Some(k)
+            } else {
+                None
+            };
+            if let Some(end) = bare_end {
+                for w in ["__computed", " ", "GENERATED", " ", "ALWAYS", " ", "AS", " "] {
+                    out.push(if w == " " {
+                        tok(Token::Whitespace(sqlparser::tokenizer::Whitespace::Space))
+                    } else {
+                        tok(new_word(w))
+                    });
+                }
+                out.push(tok(Token::LParen));
+                out.extend(toks[n..end].iter().cloned());
+                out.push(tok(Token::RParen));
+                out.push(tok(Token::Whitespace(sqlparser::tokenizer::Whitespace::Space)));
+                let p = next_sig(&toks, end);
+                if p < toks.len() && is_word(&toks[p].token, "PERSISTED") {
+                    out.push(tok(new_word("STORED")));
+                    i = p + 1;
+                } else {
+                    out.push(tok(new_word("VIRTUAL")));
+                    i = end;
+                }
+                continue;
+            }
             if (in_cols || after_add) && n < toks.len() && toks[n].token == Token::LParen {
                 let end = close_paren(&toks, n);
                 out.push(tok(new_word("__computed")));
@@ -522,7 +784,13 @@ pub fn parse_batch(sql: &str, vars: &dyn Fn(&str) -> Option<String>) -> Result<B
             )
         })?;
     let mut batch = Batch::default();
-    let toks = rewrite(toks, vars, &mut batch.tops);
+    let toks = rewrite(
+        toks,
+        vars,
+        &mut batch.tops,
+        &mut batch.rowguidcols,
+        &mut batch.nocheck,
+    );
     let mut p = Parser::new(&dialect).with_tokens_with_locations(toks);
     loop {
         while p.consume_token(&Token::SemiColon) {}
@@ -531,6 +799,10 @@ pub fn parse_batch(sql: &str, vars: &dyn Fn(&str) -> Option<String>) -> Result<B
             break;
         }
         let line = start.span.start.line.max(1) as u32;
+        if let Some(stmt) = crate::parse_objects::parse_special(&mut p, sql, batch.stmts.is_empty())? {
+            batch.stmts.push(Parsed { stmt, line });
+            continue;
+        }
         let w0 = peek_word(&p, 0);
         let w1 = peek_word(&p, 1);
         let stmt = match (w0.as_str(), w1.as_str()) {

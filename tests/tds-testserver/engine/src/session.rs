@@ -31,6 +31,8 @@ pub struct Engine {
     pub(crate) rowversion: AtomicU64,
     /// Bulk loads under way in all sessions (see `BulkState::buffer`).
     pub(crate) bulk_loads: std::sync::atomic::AtomicUsize,
+    /// DROP DATABASE of the (empty) user database until CREATE DATABASE brings it back.
+    dropped: std::sync::atomic::AtomicBool,
 }
 
 /// SQLite's page size for the engine's database (see `Engine::open`).
@@ -84,6 +86,7 @@ impl Engine {
             next_descriptor: AtomicU64::new(1),
             rowversion: AtomicU64::new(2000),
             bulk_loads: std::sync::atomic::AtomicUsize::new(0),
+            dropped: std::sync::atomic::AtomicBool::new(false),
         }))
     }
 
@@ -100,6 +103,14 @@ impl Engine {
 
     pub fn database(&self) -> &str {
         &self.config.database
+    }
+
+    pub(crate) fn is_dropped(&self) -> bool {
+        self.dropped.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn set_dropped(&self, dropped: bool) {
+        self.dropped.store(dropped, Ordering::Relaxed);
     }
 
     pub(crate) fn tables(&self) -> Arc<Tables> {
@@ -194,6 +205,11 @@ impl Engine {
             views_version: None,
             tran_snapshot: None,
             last_rowids: Vec::new(),
+            rowguidcols: Default::default(),
+            nocheck: Default::default(),
+            ignore_checks: false,
+            returning: false,
+            rowcount_limit: 0,
         })
     }
 }
@@ -236,6 +252,16 @@ pub struct Session {
     /// Catalog and table metadata before the open transaction's first DDL.
     /// Rowids written by the last INSERT (for OUTPUT INSERTED).
     pub(crate) last_rowids: Vec<i64>,
+    /// The current batch's ROWGUIDCOL columns (see [`crate::parse::Batch::rowguidcols`]).
+    pub(crate) rowguidcols: std::collections::HashSet<(u64, u64)>,
+    /// The current batch's `WITH NOCHECK ADD` statements (see [`crate::parse::Batch::nocheck`]).
+    pub(crate) nocheck: std::collections::HashSet<(u64, u64)>,
+    /// The ALTER TABLE under way keeps rows that break its checks (WITH NOCHECK).
+    pub(crate) ignore_checks: bool,
+    /// RETURN ran: the rest of the batch is skipped.
+    pub(crate) returning: bool,
+    /// SET ROWCOUNT: the most rows a SELECT returns (0: no limit).
+    pub(crate) rowcount_limit: u64,
     pub(crate) tran_snapshot: Option<(crate::catalog::Catalog, Arc<Tables>, Tables)>,
 }
 

@@ -169,11 +169,7 @@ pub struct Ctx<'a> {
 /// The columns of a system view (`sys.tables`, `INFORMATION_SCHEMA.COLUMNS`), by its name
 /// parts (`[db.]schema.view`).
 pub fn view_columns(parts: &[String]) -> Option<(&'static str, Vec<OutCol>)> {
-    if parts.len() < 2 {
-        return None;
-    }
-    let name = format!("{}.{}", parts[parts.len() - 2], parts[parts.len() - 1]);
-    let v = crate::catalog::views::view(&name)?;
+    let v = crate::catalog::views::view_by_parts(parts)?;
     let cols = v
         .columns
         .iter()
@@ -251,6 +247,9 @@ impl<'a> Ctx<'a> {
     // ---- queries ----------------------------------------------------------------------------
 
     pub fn query(&mut self, q: &mut Query, parent: Option<&Scope<'_>>) -> Result<Vec<OutCol>, SqlError> {
+        if q.for_clause.is_some() {
+            return self.for_xml_path(q, parent);
+        }
         let saved_ctes = self.ctes.len();
         if let Some(with) = &mut q.with {
             for cte in &mut with.cte_tables {
@@ -441,6 +440,29 @@ impl<'a> Ctx<'a> {
                     }
                     scope.add_table(&qualifier, cols);
                     return Ok(());
+                }
+                if self.lookup(&parts).is_none() && !last.starts_with('#') {
+                    let (schema, vname) = crate::parse_objects::schema_and_name(&parts);
+                    if let Some(select) = self
+                        .tables
+                        .module(&schema, &vname)
+                        .and_then(|m| m.view_select.clone())
+                    {
+                        let q = crate::inline::view_query(&select)?;
+                        let alias = alias.clone().unwrap_or(TableAlias {
+                            explicit: true,
+                            name: ident(&last),
+                            columns: Vec::new(),
+                            at: None,
+                        });
+                        *f = TableFactor::Derived {
+                            lateral: false,
+                            subquery: Box::new(q),
+                            alias: Some(alias),
+                            sample: None,
+                        };
+                        return self.table_factor(f, scope, parent);
+                    }
                 }
                 let t = self
                     .lookup(&parts)
@@ -854,6 +876,23 @@ impl<'a> Ctx<'a> {
                 let l = self.expr(left, scope)?;
                 let r = self.expr(right, scope)?;
                 let nullable = l.nullable || r.nullable;
+                // Neither side a column: SQLite would compare with BINARY, not the default
+                // collation (`UPPER(c) IN ('L')` must match a padded `L `).
+                if matches!(
+                    op,
+                    BinaryOperator::Eq
+                        | BinaryOperator::NotEq
+                        | BinaryOperator::Lt
+                        | BinaryOperator::LtEq
+                        | BinaryOperator::Gt
+                        | BinaryOperator::GtEq
+                ) && l.ty.is_some_and(is_string)
+                    && r.ty.is_some_and(is_string)
+                    && !is_column_ref(left)
+                    && !is_column_ref(right)
+                {
+                    collate_ci(left);
+                }
                 match op {
                     BinaryOperator::Plus if l.ty.is_some_and(is_string) || r.ty.is_some_and(is_string) => {
                         let lt = l.ty.filter(|t| is_string(*t));
@@ -865,8 +904,18 @@ impl<'a> Ctx<'a> {
                                 nullable,
                             });
                         }
-                        // 'x' + 1: SQL Server converts the string to the number.
+                        // 'x' + 1: SQL Server converts the string to the number (245 when it
+                        // is not one; SQLite would silently take 0).
                         let num_ty = if lt.is_some() { r.ty } else { l.ty };
+                        if let Some(target) = num_ty {
+                            let (side, src) = if lt.is_some() {
+                                (&mut **left, lt)
+                            } else {
+                                (&mut **right, rt)
+                            };
+                            let inner = std::mem::replace(side, num(0));
+                            *side = cast_call(inner, src, target, None, false);
+                        }
                         Ok(Ty { ty: num_ty, nullable })
                     }
                     BinaryOperator::Plus
@@ -895,9 +944,12 @@ impl<'a> Ctx<'a> {
                 Ok(Ty::not_null(SqlType::Bit))
             }
             Expr::InList { expr, list, .. } => {
-                self.expr(expr, scope)?;
+                let t = self.expr(expr, scope)?;
                 for x in list {
                     self.expr(x, scope)?;
+                }
+                if t.ty.is_some_and(is_string) && !is_column_ref(expr) {
+                    collate_ci(expr);
                 }
                 Ok(Ty::of(SqlType::Bit))
             }
@@ -907,10 +959,45 @@ impl<'a> Ctx<'a> {
                 self.expr(high, scope)?;
                 Ok(Ty::of(SqlType::Bit))
             }
-            Expr::Like { expr, pattern, .. } | Expr::ILike { expr, pattern, .. } => {
-                self.expr(expr, scope)?;
-                self.expr(pattern, scope)?;
-                Ok(Ty::of(SqlType::Bit))
+            Expr::Like {
+                expr,
+                pattern,
+                negated,
+                escape_char,
+                ..
+            }
+            | Expr::ILike {
+                expr,
+                pattern,
+                negated,
+                escape_char,
+                ..
+            } => {
+                let t = self.expr(expr, scope)?;
+                let p = self.expr(pattern, scope)?;
+                if let Some(x) = escape_char.as_mut() {
+                    self.expr(x, scope)?;
+                }
+                let escape = match escape_char {
+                    Some(v) => (**v).clone(),
+                    None => null(),
+                };
+                let negated = *negated;
+                let value = std::mem::replace(&mut **expr, num(0));
+                let pattern = std::mem::replace(&mut **pattern, num(0));
+                let call = func("tsql_like", vec![value, pattern, escape]);
+                *e = if negated {
+                    Expr::UnaryOp {
+                        op: UnaryOperator::Not,
+                        expr: Box::new(call),
+                    }
+                } else {
+                    call
+                };
+                Ok(Ty {
+                    ty: Some(SqlType::Bit),
+                    nullable: t.nullable || p.nullable,
+                })
             }
             Expr::InSubquery { expr, subquery, .. } => {
                 self.expr(expr, scope)?;
@@ -957,7 +1044,7 @@ impl<'a> Ctx<'a> {
                 data_type,
                 ..
             } => {
-                let target = parse_type_name(&data_type.to_string())
+                let target = crate::typename::parse_cast_type_name(&data_type.to_string())
                     .ok_or_else(|| unknown_type(&data_type.to_string()))?;
                 let src = self.expr(expr, scope)?;
                 let try_ = matches!(kind, CastKind::TryCast | CastKind::SafeCast);
@@ -976,7 +1063,7 @@ impl<'a> Ctx<'a> {
                 ..
             } => {
                 let dt = data_type.as_ref().map(|d| d.to_string()).unwrap_or_default();
-                let target = parse_type_name(&dt).ok_or_else(|| unknown_type(&dt))?;
+                let target = crate::typename::parse_cast_type_name(&dt).ok_or_else(|| unknown_type(&dt))?;
                 let src = self.expr(expr, scope)?;
                 let style = match styles.first() {
                     Some(Expr::Value(ValueWithSpan {
@@ -993,7 +1080,13 @@ impl<'a> Ctx<'a> {
                     nullable: src.nullable || try_,
                 })
             }
-            Expr::Function(f) => self.function(f, scope),
+            Expr::Function(f) => {
+                if let Some(replacement) = self.module_call(f)? {
+                    *e = replacement;
+                    return self.expr(e, scope);
+                }
+                self.function(f, scope)
+            }
             Expr::Floor { expr, .. } => {
                 let inner = std::mem::replace(&mut **expr, num(0));
                 *e = func("FLOOR", vec![inner]);
@@ -1154,12 +1247,178 @@ impl<'a> Ctx<'a> {
         })
     }
 
+    /// `SELECT ... FOR XML PATH('row')`: each row's columns as XML (an unnamed column as its
+    /// escaped text, a named one as an element; the row wrapped in the PATH element unless it
+    /// is ''), concatenated. Returned as one nvarchar(max) value, as SQL Server returns FOR XML
+    /// without TYPE to a client or an enclosing expression.
+    fn for_xml_path(&mut self, q: &mut Query, parent: Option<&Scope<'_>>) -> Result<Vec<OutCol>, SqlError> {
+        let unsupported = |what: &str| {
+            SqlError::new(
+                102,
+                15,
+                format!(
+                    "Incorrect syntax near '{what}'. (the test server supports FOR XML PATH without TYPE, ROOT or ELEMENTS only)"
+                ),
+            )
+        };
+        let row_tag = match q.for_clause.take() {
+            Some(sqlparser::ast::ForClause::Xml {
+                for_xml: sqlparser::ast::ForXml::Path(path),
+                elements: false,
+                binary_base64: false,
+                root: None,
+                r#type: false,
+            }) => path.unwrap_or_else(|| "row".to_string()),
+            Some(other) => return Err(unsupported(&other.to_string())),
+            None => return Err(unsupported("FOR")),
+        };
+        let SetExpr::Select(sel) = &mut *q.body else {
+            return Err(unsupported("FOR XML"));
+        };
+        let mut args = vec![string(&row_tag)];
+        for item in std::mem::take(&mut sel.projection) {
+            let (e, name) = match item {
+                SelectItem::UnnamedExpr(e) => (e, String::new()),
+                SelectItem::ExprWithAlias { expr, alias } => {
+                    let n = alias.value;
+                    let n = if n == "*" || n.eq_ignore_ascii_case("text()") {
+                        String::new()
+                    } else {
+                        n
+                    };
+                    (expr, n)
+                }
+                other => return Err(unsupported(&other.to_string())),
+            };
+            args.push(string(&name));
+            args.push(Expr::Cast {
+                kind: CastKind::Cast,
+                expr: Box::new(e),
+                data_type: sqlparser::ast::DataType::Custom(
+                    ObjectName::from(vec![Ident::new("nvarchar")]),
+                    vec!["max".to_string()],
+                ),
+                format: None,
+            });
+        }
+        sel.projection = vec![SelectItem::ExprWithAlias {
+            expr: func("tsql_xml_row", args),
+            alias: Ident::new("__x"),
+        }];
+        self.query(q, parent)?;
+        let sql = format!("SELECT group_concat(__x, '') AS __forxml FROM ({q}) AS __t");
+        *q = crate::inline::own_query(&sql)?;
+        Ok(vec![OutCol::expr(
+            String::new(),
+            Ty::of(SqlType::NVarChar { len: None }),
+        )])
+    }
+
+    /// A call that is not a built-in function: a hierarchyid method (`node.GetLevel()`) or a
+    /// user-defined scalar function, as the expression that replaces it.
+    fn module_call(&self, f: &Function) -> Result<Option<Expr>, SqlError> {
+        let parts = object_parts(&f.name);
+        if parts.len() < 2 {
+            return Ok(None);
+        }
+        let args: Vec<String> = match &f.args {
+            FunctionArguments::List(l) => l.args.iter().map(|a| a.to_string()).collect(),
+            FunctionArguments::None => Vec::new(),
+            FunctionArguments::Subquery(_) => return Ok(None),
+        };
+        let last = parts[parts.len() - 1].to_ascii_uppercase();
+        if args.is_empty() && matches!(last.as_str(), "GETLEVEL" | "TOSTRING" | "STASTEXT") {
+            let target: Vec<Ident> = parts[..parts.len() - 1].iter().map(|p| ident(p)).collect();
+            let target = if target.len() == 1 {
+                Expr::Identifier(target[0].clone())
+            } else {
+                Expr::CompoundIdentifier(target)
+            };
+            return Ok(Some(func("tsql_udt_method", vec![string(&last), target])));
+        }
+        let (schema, name) = crate::parse_objects::schema_and_name(&parts);
+        let Some(m) = self.tables.module(&schema, &name) else {
+            return Ok(None);
+        };
+        if m.kind != crate::catalog::ModuleKind::ScalarFunction {
+            return Ok(None);
+        }
+        match crate::inline::inline_scalar_function(&m.definition, &args) {
+            Some(e) => Ok(Some(Expr::Nested(Box::new(e)))),
+            None => Err(SqlError::new(
+                4121,
+                16,
+                format!(
+                    "Cannot find either column \"{schema}\" or the user-defined function or aggregate \"{schema}.{name}\", or the name is ambiguous. (the test server runs only user-defined functions that are one expression)"
+                ),
+            )),
+        }
+    }
+
+    /// `x.Method()` on a hierarchyid (stored as varbinary(892)) or a geography/geometry
+    /// (varbinary(max)): the function for the column's type.
+    fn udt_method(&mut self, f: &mut Function, scope: &Scope<'_>) -> Result<Ty, SqlError> {
+        let FunctionArguments::List(l) = &mut f.args else {
+            return Err(crate::parse::syntax_error("("));
+        };
+        let method = match l.args.first() {
+            Some(FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Value(v)))) => match &v.value {
+                AstValue::SingleQuotedString(s) => s.clone(),
+                _ => String::new(),
+            },
+            _ => String::new(),
+        };
+        let Some(FunctionArg::Unnamed(FunctionArgExpr::Expr(target))) = l.args.get_mut(1) else {
+            return Err(crate::parse::syntax_error(&method));
+        };
+        let t = self.expr(target, scope)?;
+        let target = std::mem::replace(target, num(0));
+        let (name, ty) = match (t.ty, method.as_str()) {
+            (Some(SqlType::VarBinary { len: Some(892) }), "GETLEVEL") => {
+                ("tsql_hid_getlevel", SqlType::SmallInt)
+            }
+            (Some(SqlType::VarBinary { len: Some(892) }), "TOSTRING") => {
+                ("tsql_hid_tostring", SqlType::NVarChar { len: Some(4000) })
+            }
+            (Some(SqlType::VarBinary { len: None }), "TOSTRING" | "STASTEXT") => {
+                ("tsql_geo_text", SqlType::NVarChar { len: None })
+            }
+            (Some(other), _) if !matches!(other, SqlType::VarBinary { .. }) => {
+                return Err(SqlError::new(
+                    258,
+                    15,
+                    format!("Cannot call methods on {}.", crate::typename::base_name(other)),
+                ));
+            }
+            _ => {
+                return Err(SqlError::new(
+                    6506,
+                    16,
+                    format!(
+                        "Could not find method '{method}' for type. (the test server has GetLevel() and ToString() on hierarchyid, ToString() and STAsText() on geography points)"
+                    ),
+                ));
+            }
+        };
+        *f = match func(name, vec![target]) {
+            Expr::Function(g) => g,
+            _ => return Err(crate::parse::syntax_error(name)),
+        };
+        Ok(Ty {
+            ty: Some(ty),
+            nullable: true,
+        })
+    }
+
     fn function(&mut self, f: &mut Function, scope: &Scope<'_>) -> Result<Ty, SqlError> {
         let name = object_parts(&f.name)
             .last()
             .cloned()
             .unwrap_or_default()
             .to_ascii_uppercase();
+        if name == "TSQL_UDT_METHOD" {
+            return self.udt_method(f, scope);
+        }
         let has_over = f.over.is_some();
         if let Some(sqlparser::ast::WindowType::WindowSpec(w)) = &mut f.over {
             for e in &mut w.partition_by {
@@ -1303,6 +1562,22 @@ impl<'a> Ctx<'a> {
                 Ty {
                     ty: Some(string_result(a0.ty)),
                     nullable: nullable_any,
+                }
+            }
+            "QUOTENAME" => {
+                rename(f, "tsql_quotename");
+                Ty::of(SqlType::NVarChar { len: Some(258) })
+            }
+            "STUFF" => {
+                rename(f, "tsql_stuff");
+                Ty {
+                    ty: Some(match a0.ty {
+                        Some(SqlType::VarChar { .. } | SqlType::Char { .. }) => {
+                            SqlType::VarChar { len: Some(8000) }
+                        }
+                        _ => SqlType::NVarChar { len: Some(4000) },
+                    }),
+                    nullable: true,
                 }
             }
             "REPLACE" => {
@@ -1449,6 +1724,11 @@ impl<'a> Ctx<'a> {
                 })
             }
             "ISNUMERIC" => Ty::not_null(SqlType::Int),
+            "TSQL_LIKE" => Ty::of(SqlType::Bit),
+            "TSQL_XML_ROW" => Ty::of(SqlType::NVarChar { len: None }),
+            "TSQL_HID_GETLEVEL" => Ty::of(SqlType::SmallInt),
+            "TSQL_HID_TOSTRING" => Ty::of(SqlType::NVarChar { len: Some(4000) }),
+            "TSQL_GEO_TEXT" => Ty::of(SqlType::NVarChar { len: None }),
             "FORMAT" => Ty::of(SqlType::NVarChar { len: Some(4000) }),
             other => {
                 if let Some(t) = crate::catalog::functions::return_type(other) {
@@ -1621,6 +1901,20 @@ fn plain_fn(name: &str, args: Vec<Expr>) -> Function {
         over: None,
         within_group: Vec::new(),
     }
+}
+
+/// A translated column reference (whose collation SQLite applies in comparisons).
+fn is_column_ref(e: &Expr) -> bool {
+    matches!(e, Expr::Identifier(_) | Expr::CompoundIdentifier(_))
+}
+
+/// Wraps `e` in `COLLATE CI`, SQL Server's default (case- and trailing-blank-insensitive).
+fn collate_ci(e: &mut Expr) {
+    let inner = std::mem::replace(e, num(0));
+    *e = Expr::Collate {
+        expr: Box::new(inner),
+        collation: ObjectName::from(vec![Ident::new("CI")]),
+    };
 }
 
 pub fn func(name: &str, args: Vec<Expr>) -> Expr {

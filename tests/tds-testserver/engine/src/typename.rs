@@ -15,8 +15,8 @@ pub fn parse_type_name(text: &str) -> Option<SqlType> {
     };
     let name = name
         .trim()
-        .trim_start_matches('[')
-        .trim_end_matches(']')
+        .trim_start_matches(['[', '"'])
+        .trim_end_matches([']', '"'])
         .to_ascii_lowercase();
     let name = name.strip_prefix("sys.").unwrap_or(&name).to_string();
     let nums: Vec<Option<u32>> = match args {
@@ -102,6 +102,26 @@ pub fn parse_type_name(text: &str) -> Option<SqlType> {
         _ => return None,
     };
     Some(ty)
+}
+
+/// A type name in CAST or CONVERT, where a character or binary type without a length has 30
+/// (in DDL and DECLARE it has 1).
+pub fn parse_cast_type_name(text: &str) -> Option<SqlType> {
+    let ty = parse_type_name(text)?;
+    if text.contains('(') {
+        return Some(ty);
+    }
+    Some(match ty {
+        SqlType::Char { .. } => SqlType::Char { len: 30 },
+        SqlType::NChar { .. } => SqlType::NChar { len: 30 },
+        SqlType::Binary { .. } => SqlType::Binary { len: 30 },
+        SqlType::VarChar { .. } => SqlType::VarChar { len: Some(30) },
+        SqlType::NVarChar { .. } if !text.to_ascii_lowercase().contains("sysname") => {
+            SqlType::NVarChar { len: Some(30) }
+        }
+        SqlType::VarBinary { .. } => SqlType::VarBinary { len: Some(30) },
+        other => other,
+    })
 }
 
 /// The type's name as SQL Server spells it in messages and `sys.types` (`nvarchar`, `decimal`).

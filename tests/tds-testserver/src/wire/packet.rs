@@ -65,6 +65,27 @@ pub fn read_packet(r: &mut impl Read) -> io::Result<Option<Packet>> {
     }))
 }
 
+/// Writes `payload` as one message of `ty` packets of at most `packet_size` bytes (the TLS
+/// handshake's PRELOGIN packets; replies go through [`PacketWriter`]).
+pub fn write_message(w: &mut impl Write, ty: u8, payload: &[u8], packet_size: usize) -> io::Result<()> {
+    let chunk = packet_size.saturating_sub(HEADER_LEN).max(1);
+    let mut chunks = payload.chunks(chunk).peekable();
+    let mut id = 1u8;
+    let mut frame = Vec::with_capacity(packet_size.min(payload.len() + HEADER_LEN));
+    while let Some(part) = chunks.next() {
+        let status = if chunks.peek().is_none() { STATUS_EOM } else { 0 };
+        let len = u16::try_from(part.len() + HEADER_LEN).unwrap_or(u16::MAX);
+        frame.clear();
+        frame.extend_from_slice(&[ty, status]);
+        frame.extend_from_slice(&len.to_be_bytes());
+        frame.extend_from_slice(&[0, 0, id, 0]);
+        frame.extend_from_slice(part);
+        w.write_all(&frame)?;
+        id = id.wrapping_add(1);
+    }
+    w.flush()
+}
+
 /// Builds one reply message in place: token encoders append to [`PacketWriter::buf`] (which
 /// starts with room for the packet header), and every full packet is written out as soon as
 /// the next byte exists, so a result of any size needs only about one packet of memory.

@@ -1,20 +1,63 @@
-//! PRELOGIN: the server's fixed answer (no TLS, MARS option present so FreeTDS keeps TDS 7.4).
+//! PRELOGIN: the server's answer, and the encryption it negotiates from the client's ENCRYPTION
+//! option and whether the server has a certificate, as SQL Server does ([MS-TDS] 2.2.6.5).
 
-/// VERSION 16.0.4000.0, ENCRYPTION = NOT_SUP (2), INSTOPT valid, THREADID empty, MARS off.
-pub const PRELOGIN_REPLY: [u8; 35] = [
-    0x00, 0x00, 0x1A, 0x00, 0x06, //
-    0x01, 0x00, 0x20, 0x00, 0x01, //
-    0x02, 0x00, 0x21, 0x00, 0x01, //
-    0x03, 0x00, 0x22, 0x00, 0x00, //
-    0x04, 0x00, 0x22, 0x00, 0x01, //
-    0xFF, //
-    0x10, 0x00, 0x0F, 0xA0, 0x00, 0x00, //
-    0x02, //
+/// The client's and the server's ENCRYPTION values.
+pub const ENCRYPT_OFF: u8 = 0;
+pub const ENCRYPT_ON: u8 = 1;
+pub const ENCRYPT_NOT_SUP: u8 = 2;
+pub const ENCRYPT_REQ: u8 = 3;
+/// Set on top of the others by a client that authenticates with a certificate (TDS 8).
+const ENCRYPT_CLIENT_CERT: u8 = 0x80;
+
+/// VERSION 16.0.4000.0, ENCRYPTION (byte [`ENCRYPTION_AT`], filled in per client), INSTOPT
+/// valid, THREADID empty, MARS off (the option is present so FreeTDS keeps TDS 7.4).
+const PRELOGIN_REPLY: [u8; 35] = [
+    0x00,
+    0x00,
+    0x1A,
+    0x00,
+    0x06, //
+    0x01,
+    0x00,
+    0x20,
+    0x00,
+    0x01, //
+    0x02,
+    0x00,
+    0x21,
+    0x00,
+    0x01, //
+    0x03,
+    0x00,
+    0x22,
+    0x00,
     0x00, //
+    0x04,
+    0x00,
+    0x22,
+    0x00,
+    0x01, //
+    0xFF, //
+    0x10,
+    0x00,
+    0x0F,
+    0xA0,
+    0x00,
+    0x00,            //
+    ENCRYPT_NOT_SUP, //
+    0x00,            //
     0x00,
 ];
+const ENCRYPTION_AT: usize = 0x20;
 
-/// The ENCRYPTION option the client sent, if any (2 = not supported, 1/3 = required).
+/// The PRELOGIN reply announcing `encryption`.
+pub fn reply(encryption: u8) -> [u8; 35] {
+    let mut r = PRELOGIN_REPLY;
+    r[ENCRYPTION_AT] = encryption;
+    r
+}
+
+/// The ENCRYPTION option the client sent, if any.
 pub fn client_encryption(payload: &[u8]) -> Option<u8> {
     let mut i = 0;
     while i + 5 <= payload.len() && payload[i] != 0xFF {
@@ -28,14 +71,73 @@ pub fn client_encryption(payload: &[u8]) -> Option<u8> {
     None
 }
 
+/// What the connection does after the PRELOGIN reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Encryption {
+    /// Nothing is encrypted.
+    None,
+    /// A TLS handshake, the LOGIN7 message encrypted, everything after it in the clear.
+    LoginOnly,
+    /// A TLS handshake, then every packet encrypted.
+    Full,
+    /// The client requires encryption the server cannot give: the reply says so and the
+    /// connection ends (SQL Server's "connection terminated" cases).
+    Refused,
+}
+
+/// The reply's ENCRYPTION value and what follows, for the client's value (`None`: the client
+/// sent no ENCRYPTION option, which only clients without TLS do) and whether this server has
+/// a certificate. A server with a certificate does not force encryption, so it is SQL Server
+/// with "Force Encryption" off; without one it is a server that cannot encrypt at all.
+pub fn negotiate(client: Option<u8>, has_certificate: bool) -> Result<(u8, Encryption), String> {
+    let client = client.unwrap_or(ENCRYPT_NOT_SUP);
+    if client & ENCRYPT_CLIENT_CERT != 0 {
+        return Err(format!(
+            "the client asks for certificate authentication (ENCRYPTION 0x{client:02X}), which this server does not support"
+        ));
+    }
+    Ok(match (client, has_certificate) {
+        (ENCRYPT_OFF, true) => (ENCRYPT_OFF, Encryption::LoginOnly),
+        (ENCRYPT_ON | ENCRYPT_REQ, true) => (ENCRYPT_ON, Encryption::Full),
+        (ENCRYPT_NOT_SUP, _) | (ENCRYPT_OFF, false) => (ENCRYPT_NOT_SUP, Encryption::None),
+        (ENCRYPT_ON | ENCRYPT_REQ, false) => (ENCRYPT_NOT_SUP, Encryption::Refused),
+        (other, _) => return Err(format!("unknown ENCRYPTION value 0x{other:02X} in PRELOGIN")),
+    })
+}
+
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[test]
     fn reply_offsets_point_at_their_data() {
         // The option table is 5 entries of 5 bytes + 0xFF = 26 = 0x1A, where VERSION starts.
         assert_eq!(PRELOGIN_REPLY[26..32], [0x10, 0x00, 0x0F, 0xA0, 0x00, 0x00]);
-        assert_eq!(client_encryption(&PRELOGIN_REPLY), Some(2));
+        for value in [ENCRYPT_OFF, ENCRYPT_ON, ENCRYPT_NOT_SUP] {
+            assert_eq!(client_encryption(&reply(value)), Some(value));
+        }
+    }
+
+    #[test]
+    fn negotiation_follows_sql_server_for_each_client_setting() {
+        let with_cert = |c| negotiate(Some(c), true).unwrap();
+        assert_eq!(with_cert(ENCRYPT_OFF), (ENCRYPT_OFF, Encryption::LoginOnly));
+        assert_eq!(with_cert(ENCRYPT_ON), (ENCRYPT_ON, Encryption::Full));
+        assert_eq!(with_cert(ENCRYPT_REQ), (ENCRYPT_ON, Encryption::Full));
+        assert_eq!(with_cert(ENCRYPT_NOT_SUP), (ENCRYPT_NOT_SUP, Encryption::None));
+
+        let without = |c| negotiate(Some(c), false).unwrap();
+        assert_eq!(without(ENCRYPT_OFF), (ENCRYPT_NOT_SUP, Encryption::None));
+        assert_eq!(without(ENCRYPT_NOT_SUP), (ENCRYPT_NOT_SUP, Encryption::None));
+        assert_eq!(without(ENCRYPT_ON), (ENCRYPT_NOT_SUP, Encryption::Refused));
+        assert_eq!(without(ENCRYPT_REQ), (ENCRYPT_NOT_SUP, Encryption::Refused));
+
+        assert_eq!(
+            negotiate(None, true).unwrap(),
+            (ENCRYPT_NOT_SUP, Encryption::None)
+        );
+        assert!(negotiate(Some(0x81), true).is_err());
+        assert!(negotiate(Some(7), true).is_err());
     }
 }

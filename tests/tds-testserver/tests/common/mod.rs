@@ -60,6 +60,7 @@ pub fn scripted_server(max_packet_size: u32) -> (TestServer, Arc<scripted::Share
     let engine = tds_testserver::engine::Engine::open(tds_testserver::engine::EngineConfig {
         data_dir: None,
         database: "master".into(),
+        bulk_insert_dir: None,
     })
     .unwrap();
     let connector = Arc::new(scripted::ScriptedConnector(Arc::clone(&shared)));

@@ -253,6 +253,8 @@ fn server_property(property: &str) -> Option<Stored> {
         }
         "issingleuser" => Some(Stored::Integer(0)),
         "processid" => Some(Stored::Integer(i64::from(std::process::id()))),
+        "resourceversion" => text(PRODUCT_VERSION),
+        "resourcelastupdatedatetime" => text("2022-10-08 06:37:46.310"),
         _ => None,
     }
 }
@@ -358,12 +360,18 @@ pub fn register(conn: &rusqlite::Connection, ctx: FunctionContext) -> rusqlite::
         })?;
     }
 
-    conn.create_scalar_function("type_name", 1, flags, |f| {
+    let c = Arc::clone(&ctx);
+    conn.create_scalar_function("type_name", 1, flags, move |f| {
         let Some(id) = arg_int(f, 0) else { return Ok(None) };
-        Ok(typeinfo::SYS_TYPES
-            .iter()
-            .find(|t| t.user_type_id == id)
-            .map(|t| t.name.to_string()))
+        if let Some(t) = typeinfo::SYS_TYPES.iter().find(|t| t.user_type_id == id) {
+            return Ok(Some(t.name.to_string()));
+        }
+        Ok(c.with_catalog(|cat| {
+            cat.alias_types()
+                .iter()
+                .find(|a| i64::from(a.user_type_id) == id)
+                .map(|a| a.name.clone())
+        }))
     })?;
     conn.create_scalar_function("type_id", 1, flags, |f| {
         Ok(arg_text(f, 0).and_then(|n| sys_type(&n)).map(|t| t.user_type_id))

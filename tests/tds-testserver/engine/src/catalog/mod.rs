@@ -40,7 +40,7 @@ pub mod views;
 
 pub use store::{
     Catalog, Check, Column, ConnectionInfo, DefaultConstraint, ForeignKey, IdentityState, Index, IndexKey,
-    ObjectKind, ObjectRef, Table,
+    Module, ModuleKind, NewModule, ObjectKind, ObjectRef, Table,
 };
 
 /// Fixed schema ids, as in SQL Server.
@@ -95,6 +95,9 @@ pub struct ColumnDef {
     pub default: Option<DefaultSpec>,
     pub collation: Option<String>,
     pub rowguidcol: bool,
+    /// The declared type when it is not a system type SQL Server's storage maps to: an alias
+    /// type (`Name`, `dbo.Flag`) or `hierarchyid`/`geography` (stored as varbinary).
+    pub user_type: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -128,6 +131,10 @@ pub struct ForeignKeyDef {
     pub referenced_columns: Vec<String>,
     pub on_delete: ReferentialAction,
     pub on_update: ReferentialAction,
+    /// NOCHECK CONSTRAINT: not enforced (sys.foreign_keys.is_disabled).
+    pub disabled: bool,
+    /// Added WITH NOCHECK or re-enabled without checking the rows (is_not_trusted).
+    pub not_trusted: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -137,6 +144,9 @@ pub struct CheckDef {
     pub definition: String,
     /// Declared on a column (sys.check_constraints.parent_column_id) or on the table.
     pub column: Option<String>,
+    /// See [`ForeignKeyDef::disabled`].
+    pub disabled: bool,
+    pub not_trusted: bool,
 }
 
 /// Everything CREATE TABLE declares.

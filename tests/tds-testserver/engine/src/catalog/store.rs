@@ -14,7 +14,10 @@ use std::collections::BTreeMap;
 mod alter;
 mod create;
 mod identity;
+mod modules;
 mod rename;
+
+pub use modules::{AliasType, ExtendedProperty, Module, ModuleKind, NewModule, XmlSchemaCollection};
 
 /// First object id handed out, and the distance between consecutive ids, as SQL Server's ids
 /// look on a fresh database (245575913, 261575970, 277576027, ...).
@@ -36,6 +39,8 @@ pub enum ObjectKind {
     ForeignKey,
     Check,
     Default,
+    /// Views, procedures, functions and triggers (see [`ModuleKind`]).
+    Module(ModuleKind),
 }
 
 impl ObjectKind {
@@ -48,6 +53,7 @@ impl ObjectKind {
             ObjectKind::ForeignKey => "F ",
             ObjectKind::Check => "C ",
             ObjectKind::Default => "D ",
+            ObjectKind::Module(m) => m.type_code(),
         }
     }
 
@@ -59,6 +65,7 @@ impl ObjectKind {
             ObjectKind::ForeignKey => "FOREIGN_KEY_CONSTRAINT",
             ObjectKind::Check => "CHECK_CONSTRAINT",
             ObjectKind::Default => "DEFAULT_CONSTRAINT",
+            ObjectKind::Module(m) => m.type_desc(),
         }
     }
 }
@@ -99,6 +106,8 @@ pub struct Column {
     pub collation: Option<String>,
     pub rowguidcol: bool,
     pub default: Option<DefaultConstraint>,
+    /// See [`super::ColumnDef::user_type`].
+    pub user_type: Option<String>,
 }
 
 impl Column {
@@ -149,6 +158,8 @@ pub struct ForeignKey {
     pub on_delete: ReferentialAction,
     pub on_update: ReferentialAction,
     pub create_date: String,
+    pub is_disabled: bool,
+    pub is_not_trusted: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -160,6 +171,8 @@ pub struct Check {
     /// 0 for a table-level constraint.
     pub parent_column_id: i32,
     pub create_date: String,
+    pub is_disabled: bool,
+    pub is_not_trusted: bool,
 }
 
 /// Identity state of a table's IDENTITY column.
@@ -363,6 +376,7 @@ fn system_name(kind: ObjectKind, table: &str, column: Option<&str>, object_id: i
         ObjectKind::ForeignKey => "FK",
         ObjectKind::Check => "CK",
         ObjectKind::Default => "DF",
+        ObjectKind::Module(_) => "MO",
     };
     let id = object_id as u32;
     match (kind, column) {
@@ -428,6 +442,11 @@ pub struct Catalog {
     next_temp_object: i64,
     next_schema_id: i32,
     version: u64,
+    /// Views, procedures, functions and triggers, by object id.
+    modules: BTreeMap<i32, Module>,
+    alias_types: Vec<AliasType>,
+    xml_collections: Vec<XmlSchemaCollection>,
+    extended_properties: Vec<ExtendedProperty>,
 }
 
 impl Catalog {
@@ -447,6 +466,10 @@ impl Catalog {
             next_temp_object: FIRST_TEMP_OBJECT_ID,
             next_schema_id: FIRST_USER_SCHEMA_ID,
             version: 1,
+            modules: BTreeMap::new(),
+            alias_types: Vec::new(),
+            xml_collections: Vec::new(),
+            extended_properties: Vec::new(),
         }
     }
 
@@ -618,6 +641,12 @@ impl Catalog {
             out.push(t.as_object());
             out.extend(t.constraint_objects());
         }
+        out.extend(
+            self.modules
+                .values()
+                .filter(|m| !m.database_trigger)
+                .map(Module::as_object),
+        );
         out.sort_by_key(|o| o.object_id);
         out
     }
@@ -652,7 +681,10 @@ impl Catalog {
                 return Some(o);
             }
         }
-        None
+        self.modules
+            .get(&object_id)
+            .filter(|m| !m.database_trigger)
+            .map(Module::as_object)
     }
 
     /// Objects of one schema (or of one session's temp tables).
@@ -665,6 +697,14 @@ impl Catalog {
             out.push(t.as_object());
             out.extend(t.constraint_objects());
         }
+        if session.is_none() {
+            out.extend(
+                self.modules
+                    .values()
+                    .filter(|m| !m.database_trigger && m.schema_id == schema_id)
+                    .map(Module::as_object),
+            );
+        }
         out
     }
 
@@ -675,9 +715,12 @@ impl Catalog {
     }
 
     fn ids_in_use(&self, id: i32) -> bool {
-        self.tables
-            .values()
-            .any(|t| t.object_id == id || t.constraint_objects().iter().any(|o| o.object_id == id))
+        self.modules.contains_key(&id)
+            || self.alias_types.iter().any(|a| a.user_type_id == id)
+            || self
+                .tables
+                .values()
+                .any(|t| t.object_id == id || t.constraint_objects().iter().any(|o| o.object_id == id))
     }
 
     fn allocate_id(&mut self, temporary: bool) -> i32 {

@@ -13,6 +13,7 @@ pub(crate) fn col(name: &str, ty: SqlType, nullable: bool) -> ColumnDef {
         default: None,
         collation: None,
         rowguidcol: false,
+        user_type: None,
     }
 }
 
@@ -72,6 +73,8 @@ pub(crate) fn fk(name: Option<&str>, cols: &[&str], target: &str, target_cols: &
         referenced_columns: target_cols.iter().map(|c| c.to_string()).collect(),
         on_delete: ReferentialAction::Cascade,
         on_update: ReferentialAction::NoAction,
+        disabled: false,
+        not_trusted: false,
     }
 }
 
@@ -112,6 +115,8 @@ pub(crate) fn sample() -> (Catalog, i32, i32) {
         name: Some("CK_qty".to_string()),
         definition: "([qty]>=(0))".to_string(),
         column: None,
+        disabled: false,
+        not_trusted: false,
     });
     let o = cat.create_table(orders, 1).unwrap();
     (cat, c, o)
@@ -390,6 +395,8 @@ fn constraints_add_and_drop() {
                 name: None,
                 definition: "(len([name])>(0))".to_string(),
                 column: Some("name".to_string()),
+                disabled: false,
+                not_trusted: false,
             },
         )
         .unwrap();

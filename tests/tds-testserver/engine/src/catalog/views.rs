@@ -20,6 +20,7 @@ use crate::types::SqlType;
 use rusqlite::types::Value as Stored;
 use std::sync::OnceLock;
 
+mod module_rows;
 mod registry;
 mod rows;
 
@@ -70,6 +71,14 @@ pub fn view(name: &str) -> Option<&'static ViewDef> {
 /// show the session's temp tables).
 pub fn view_by_parts<S: AsRef<str>>(parts: &[S]) -> Option<&'static ViewDef> {
     match parts {
+        // sysobjects, dbo.sysobjects, db..sysobjects: the compatibility views live in sys.
+        [.., name]
+            if ["sysobjects", "syscolumns", "sysindexes"]
+                .iter()
+                .any(|v| v.eq_ignore_ascii_case(name.as_ref())) =>
+        {
+            view(&format!("sys.{}", name.as_ref()))
+        }
         [.., schema, name] if parts.len() <= 3 => view(&format!("{}.{}", schema.as_ref(), name.as_ref())),
         _ => None,
     }
@@ -82,7 +91,7 @@ pub fn view_columns(name: &str) -> Option<&'static [ViewColumn]> {
 
 /// Views whose row counts come from the `row_counts` closure (refresh them before statements
 /// that read them; see [`refresh_row_counts`]).
-pub const ROW_COUNT_VIEWS: &[&str] = &["sys.partitions", "sys.dm_db_partition_stats"];
+pub const ROW_COUNT_VIEWS: &[&str] = &["sys.partitions", "sys.dm_db_partition_stats", "sys.sysindexes"];
 
 // ---- materialisation ----
 

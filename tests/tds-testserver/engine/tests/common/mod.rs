@@ -86,6 +86,7 @@ pub fn engine() -> Arc<Engine> {
     Engine::open(EngineConfig {
         data_dir: None,
         database: "testdb".to_string(),
+        bulk_insert_dir: None,
     })
     .unwrap()
 }

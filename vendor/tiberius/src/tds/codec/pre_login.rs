@@ -105,6 +105,11 @@ impl PreloginMessage {
                 EncryptionLevel::NotSupported
             }
             (EncryptionLevel::Off, EncryptionLevel::Off) => EncryptionLevel::Off,
+            // mssql-pg-operator patch: `Off` asks for the login packet to be encrypted when
+            // the server can; a server answering NOT_SUP cannot, so nothing is encrypted. The
+            // fall-through below made this `On` and started a TLS handshake that a server
+            // without TLS never answers (a 15 s hang, or a closed connection).
+            (EncryptionLevel::Off, EncryptionLevel::NotSupported) => EncryptionLevel::NotSupported,
             (EncryptionLevel::On, EncryptionLevel::Off)
             | (EncryptionLevel::On, EncryptionLevel::NotSupported) => {
                 return Err(Error::Protocol(
@@ -568,6 +573,32 @@ mod tests {
                 .negotiated_encryption(EncryptionLevel::Strict)
                 .unwrap(),
             EncryptionLevel::Strict
+        );
+    }
+
+    // mssql-pg-operator patch: `Off` against a server without TLS negotiates no encryption
+    // (no handshake), while a server that can encrypt still gets the login packet encrypted.
+    #[cfg(any(
+        feature = "rustls",
+        feature = "native-tls",
+        feature = "vendored-openssl"
+    ))]
+    #[test]
+    fn negotiated_encryption_off_against_not_supported_is_none() {
+        let mut prelogin = PreloginMessage::new();
+        prelogin.encryption = EncryptionLevel::NotSupported;
+        assert_eq!(
+            prelogin
+                .negotiated_encryption(EncryptionLevel::Off)
+                .unwrap(),
+            EncryptionLevel::NotSupported
+        );
+        prelogin.encryption = EncryptionLevel::On;
+        assert_eq!(
+            prelogin
+                .negotiated_encryption(EncryptionLevel::Off)
+                .unwrap(),
+            EncryptionLevel::On
         );
     }
 

@@ -178,6 +178,7 @@ impl Catalog {
             collation: def.collation,
             rowguidcol: def.rowguidcol,
             default,
+            user_type: def.user_type,
         });
         Ok(())
     }
@@ -360,6 +361,8 @@ impl Catalog {
             definition: def.definition.clone(),
             parent_column_id,
             create_date: now_datetime(),
+            is_disabled: def.disabled,
+            is_not_trusted: def.not_trusted,
         });
         Ok(())
     }
@@ -479,6 +482,8 @@ impl Catalog {
             on_delete: def.on_delete,
             on_update: def.on_update,
             create_date: now_datetime(),
+            is_disabled: def.disabled,
+            is_not_trusted: def.not_trusted,
         };
         table.foreign_keys.push(fk);
         Ok(())

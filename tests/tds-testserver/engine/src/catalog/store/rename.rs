@@ -141,6 +141,7 @@ impl Catalog {
                     }),
                     collation: c.collation.clone(),
                     rowguidcol: c.rowguidcol,
+                    user_type: c.user_type.clone(),
                 })
                 .collect(),
             indexes: t
@@ -186,6 +187,8 @@ impl Catalog {
                             .collect(),
                         on_delete: f.on_delete,
                         on_update: f.on_update,
+                        disabled: f.is_disabled,
+                        not_trusted: f.is_not_trusted,
                     }
                 })
                 .collect(),
@@ -196,6 +199,8 @@ impl Catalog {
                     name: (!c.system_named).then(|| c.name.clone()),
                     definition: c.definition.clone(),
                     column: (c.parent_column_id != 0).then(|| col_name(c.parent_column_id)),
+                    disabled: c.is_disabled,
+                    not_trusted: c.is_not_trusted,
                 })
                 .collect(),
             temporary: t.is_temporary(),

@@ -22,7 +22,7 @@ impl<'a> Ctx<'a> {
     }
 
     /// Permanent tables plus the session's temp tables (views keyed by object id).
-    fn tables_with_temp(&self) -> Vec<&'a Table> {
+    pub(super) fn tables_with_temp(&self) -> Vec<&'a Table> {
         self.catalog
             .tables()
             .chain(self.catalog.session_tables(self.session_id))
@@ -52,16 +52,40 @@ pub(super) fn object_row(o: &ObjectRef) -> Row {
     ]
 }
 
-pub(super) fn column_row(table: &Table, c: &Column) -> Row {
-    let (precision, scale) = typeinfo::precision_scale(c.ty);
+/// A column's (system_type_id, user_type_id, max_length): its declared alias type or
+/// hierarchyid/geography/geometry (CLR types, system type 240) where it has one.
+pub(super) fn column_type_ids(cat: &Catalog, c: &Column) -> (i64, i64, i64) {
     let ty_id = typeinfo::system_type_id(c.ty);
+    let plain = (ty_id, ty_id, typeinfo::max_length(c.ty));
+    let Some(declared) = &c.user_type else {
+        return plain;
+    };
+    if let Some(t) = typeinfo::SYS_TYPES
+        .iter()
+        .find(|t| t.is_assembly_type && t.name.eq_ignore_ascii_case(declared))
+    {
+        return (t.system_type_id, t.user_type_id, t.max_length);
+    }
+    match cat
+        .alias_types()
+        .iter()
+        .find(|a| a.name.eq_ignore_ascii_case(declared))
+    {
+        Some(a) => (ty_id, i64::from(a.user_type_id), typeinfo::max_length(c.ty)),
+        None => plain,
+    }
+}
+
+pub(super) fn column_row(cat: &Catalog, table: &Table, c: &Column) -> Row {
+    let (precision, scale) = typeinfo::precision_scale(c.ty);
+    let (ty_id, user_ty, max_length) = column_type_ids(cat, c);
     vec![
         ("object_id", int(table.object_id)),
         ("name", text(&c.name)),
         ("column_id", int(c.column_id)),
         ("system_type_id", int(ty_id)),
-        ("user_type_id", int(ty_id)),
-        ("max_length", int(typeinfo::max_length(c.ty))),
+        ("user_type_id", int(user_ty)),
+        ("max_length", int(max_length)),
         ("precision", int(precision)),
         ("scale", int(scale)),
         ("collation_name", opt_text(c.collation_name())),
@@ -178,14 +202,14 @@ pub(super) fn build_rows(ctx: &Ctx<'_>, view: &str, row_counts: &dyn Fn(&Table) 
         }
         "sys.columns" => {
             for t in ctx.tables_with_temp() {
-                rows.extend(t.columns.iter().map(|c| column_row(t, c)));
+                rows.extend(t.columns.iter().map(|c| column_row(ctx.catalog, t, c)));
             }
         }
         "sys.computed_columns" => {
             for t in ctx.tables_with_temp() {
                 for c in &t.columns {
                     if let Some(spec) = &c.computed {
-                        let mut row = column_row(t, c);
+                        let mut row = column_row(ctx.catalog, t, c);
                         row.extend([
                             ("definition", text(&spec.definition)),
                             ("uses_database_collation", bit(true)),
@@ -201,7 +225,7 @@ pub(super) fn build_rows(ctx: &Ctx<'_>, view: &str, row_counts: &dyn Fn(&Table) 
                 let (Some(c), Some(state)) = (t.identity_column(), t.identity.as_ref()) else {
                     continue;
                 };
-                let mut row = column_row(t, c);
+                let mut row = column_row(ctx.catalog, t, c);
                 row.extend([
                     ("seed_value", int(state.seed)),
                     ("increment_value", int(state.increment)),
@@ -212,6 +236,28 @@ pub(super) fn build_rows(ctx: &Ctx<'_>, view: &str, row_counts: &dyn Fn(&Table) 
             }
         }
         "sys.types" => {
+            for a in ctx.catalog.alias_types() {
+                let (precision, scale) = typeinfo::precision_scale(a.base);
+                rows.push(vec![
+                    ("name", text(&a.name)),
+                    ("system_type_id", int(typeinfo::system_type_id(a.base))),
+                    ("user_type_id", int(a.user_type_id)),
+                    ("schema_id", int(a.schema_id)),
+                    ("max_length", int(typeinfo::max_length(a.base))),
+                    ("precision", int(precision)),
+                    ("scale", int(scale)),
+                    (
+                        "collation_name",
+                        opt_text(typeinfo::has_collation(a.base).then_some(typeinfo::DEFAULT_COLLATION)),
+                    ),
+                    ("is_nullable", bit(a.nullable)),
+                    ("is_user_defined", bit(true)),
+                    ("is_assembly_type", bit(false)),
+                    ("default_object_id", int(0)),
+                    ("rule_object_id", int(0)),
+                    ("is_table_type", bit(false)),
+                ]);
+            }
             for ty in typeinfo::SYS_TYPES {
                 rows.push(vec![
                     ("name", text(ty.name)),
@@ -226,6 +272,7 @@ pub(super) fn build_rows(ctx: &Ctx<'_>, view: &str, row_counts: &dyn Fn(&Table) 
                         opt_text(ty.collated.then_some(typeinfo::DEFAULT_COLLATION)),
                     ),
                     ("is_nullable", bit(ty.is_nullable)),
+                    ("is_user_defined", bit(false)),
                     ("is_assembly_type", bit(ty.is_assembly_type)),
                 ]);
             }
@@ -359,6 +406,9 @@ pub(super) fn build_rows(ctx: &Ctx<'_>, view: &str, row_counts: &dyn Fn(&Table) 
                             text(referential_desc(f.on_update).0),
                         ),
                         ("is_system_named", bit(f.system_named)),
+                        ("is_disabled", bit(f.is_disabled)),
+                        ("is_not_trusted", bit(f.is_not_trusted)),
+                        ("is_not_for_replication", bit(false)),
                     ]);
                     rows.push(row);
                 }
@@ -392,6 +442,9 @@ pub(super) fn build_rows(ctx: &Ctx<'_>, view: &str, row_counts: &dyn Fn(&Table) 
                         ("definition", text(&c.definition)),
                         ("uses_database_collation", bit(true)),
                         ("is_system_named", bit(c.system_named)),
+                        ("is_disabled", bit(c.is_disabled)),
+                        ("is_not_trusted", bit(c.is_not_trusted)),
+                        ("is_not_for_replication", bit(false)),
                     ]);
                     rows.push(row);
                 }
@@ -482,7 +535,20 @@ pub(super) fn build_rows(ctx: &Ctx<'_>, view: &str, row_counts: &dyn Fn(&Table) 
                     } else {
                         Some("iso_1")
                     };
+                    let alias = c.user_type.as_deref().and_then(|u| {
+                        ctx.catalog
+                            .alias_types()
+                            .iter()
+                            .find(|a| a.name.eq_ignore_ascii_case(u))
+                    });
+                    let clr = c.user_type.as_deref().filter(|_| alias.is_none());
                     rows.push(vec![
+                        ("DOMAIN_CATALOG", opt_text(alias.map(|_| db))),
+                        (
+                            "DOMAIN_SCHEMA",
+                            opt_text(alias.and_then(|a| ctx.catalog.schema_name(a.schema_id))),
+                        ),
+                        ("DOMAIN_NAME", opt_text(alias.map(|a| a.name.as_str()))),
                         ("TABLE_CATALOG", text(db)),
                         ("TABLE_SCHEMA", text(ctx.schema(t))),
                         ("TABLE_NAME", text(&t.name)),
@@ -493,7 +559,7 @@ pub(super) fn build_rows(ctx: &Ctx<'_>, view: &str, row_counts: &dyn Fn(&Table) 
                             opt_text(c.default.as_ref().map(|d| d.definition.as_str())),
                         ),
                         ("IS_NULLABLE", text(if c.nullable { "YES" } else { "NO" })),
-                        ("DATA_TYPE", text(typeinfo::type_name(c.ty))),
+                        ("DATA_TYPE", text(clr.unwrap_or(typeinfo::type_name(c.ty)))),
                         (
                             "CHARACTER_MAXIMUM_LENGTH",
                             opt_int(typeinfo::char_max_length(c.ty)),
@@ -713,8 +779,10 @@ pub(super) fn build_rows(ctx: &Ctx<'_>, view: &str, row_counts: &dyn Fn(&Table) 
                 ]);
             }
         }
-        // Views, procedures, triggers, modules and sequences are not supported: always empty.
-        _ => {}
+        // Sequences are not supported: always empty.
+        other => {
+            super::module_rows::build(ctx, other, &mut rows, row_counts);
+        }
     }
     rows
 }
