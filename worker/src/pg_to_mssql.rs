@@ -19,9 +19,9 @@ use crate::pg::connect::{PgConnectError, PgTarget, with_connection_io};
 use crate::pg::copy_binary::RowEncoder;
 use crate::pg::introspect::{PgIntrospectError, PgTable, introspect};
 use crate::pg::read::{RevReadError, SESSION_SETTINGS, read_task};
-use crate::pipeline::{AttemptState, CHANNEL_DEPTH, CopyOptions, TaskReport, failed_message, with_retries};
+use crate::pipeline::{CHANNEL_DEPTH, CopyOptions, TaskReport};
 use crate::plan::TaskPlan;
-use crate::retry::chain;
+use crate::retry::{AttemptState, chain, failed_message, with_retries};
 use crate::timeouts::{Stalled, stalled};
 use crate::verify::{Digest, TableVerification};
 use futures_util::TryStreamExt;
@@ -1055,7 +1055,7 @@ pub async fn copy_task(
     let run = with_retries(
         &engine.copy.retry,
         &task.name,
-        |_| copy_attempt(engine, t, task, &state),
+        || copy_attempt(engine, t, task, &state),
         RevError::is_transient,
     )
     .await;

@@ -9,10 +9,9 @@ use crate::pg::connect::{PgConnectError, PgTarget};
 use crate::pg::ddl::qualified;
 use crate::pg::load::{LoadError, WriterCtx, write_chunks};
 use crate::plan::{TablePlan, TaskPlan};
-use crate::retry::{RetryPolicy, chain};
+use crate::retry::{AttemptState, RetryPolicy, chain, failed_message, with_retries};
 use crate::timeouts::{Stalled, stalled};
 use serde::Serialize;
-use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Instant;
 use tokio::sync::mpsc;
 
@@ -46,18 +45,6 @@ pub enum TaskError {
         report: Box<TaskReport>,
         cause: Box<TaskError>,
     },
-}
-
-pub(crate) fn failed_message(attempts: u32, transient: bool, committed: Option<i64>) -> String {
-    let committed = match committed {
-        Some(n) => format!("with {n} rows committed"),
-        None => "before reading its checkpoint".to_string(),
-    };
-    if transient {
-        format!("gave up after {attempts} attempts {committed}")
-    } else {
-        format!("failed on attempt {attempts} {committed}")
-    }
 }
 
 impl TaskError {
@@ -111,89 +98,6 @@ pub struct CopyOptions {
     pub retry: RetryPolicy,
 }
 
-/// What the attempts of one task share: the rows committed when the first began, and the rows
-/// committed now (updated by the writer at each commit).
-pub struct AttemptState {
-    start: AtomicI64,
-    committed: AtomicI64,
-}
-
-impl Default for AttemptState {
-    fn default() -> Self {
-        AttemptState {
-            start: AtomicI64::new(-1),
-            committed: AtomicI64::new(-1),
-        }
-    }
-}
-
-impl AttemptState {
-    /// An attempt resumes with `committed` rows in the target.
-    pub fn begin(&self, committed: i64) {
-        let _ = self
-            .start
-            .compare_exchange(-1, committed, Ordering::Relaxed, Ordering::Relaxed);
-        self.committed.store(committed, Ordering::Relaxed);
-    }
-
-    /// The counter the writer keeps current.
-    pub fn committed(&self) -> &AtomicI64 {
-        &self.committed
-    }
-
-    /// (rows committed by this run, rows committed in total if an attempt read the checkpoint).
-    pub fn rows(&self) -> (u64, Option<i64>) {
-        let start = self.start.load(Ordering::Relaxed);
-        if start < 0 {
-            return (0, None);
-        }
-        let now = self.committed.load(Ordering::Relaxed).max(start);
-        (u64::try_from(now - start).unwrap_or(0), Some(now))
-    }
-}
-
-/// Runs `attempt` until it succeeds, fails with a fault that is not transient, or has been tried
-/// `policy.attempts` times, waiting `policy.backoff_after(n)` between attempts; each failed
-/// attempt is logged. The final error is `failed(attempts, transient, error)`.
-pub async fn with_retries<T, E, F, Fut>(
-    policy: &RetryPolicy,
-    task: &str,
-    mut attempt: F,
-    transient: impl Fn(&E) -> bool,
-) -> Result<(T, u32), (E, u32, bool)>
-where
-    F: FnMut(u32) -> Fut,
-    Fut: std::future::Future<Output = Result<T, E>>,
-    E: std::error::Error + 'static,
-{
-    let mut n = 0;
-    loop {
-        n += 1;
-        match attempt(n).await {
-            Ok(v) => return Ok((v, n)),
-            Err(e) => {
-                let retry = transient(&e);
-                if !retry || n >= policy.attempts {
-                    if retry {
-                        tracing::error!(task, attempt = n, attempts = policy.attempts, error = %chain(&e), "copy attempt failed; no attempts left");
-                    }
-                    return Err((e, n, retry));
-                }
-                let wait = policy.backoff_after(n);
-                tracing::warn!(
-                    task,
-                    attempt = n,
-                    attempts = policy.attempts,
-                    retry_in_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
-                    error = %chain(&e),
-                    "copy attempt failed with a transient fault; retrying from the last checkpoint"
-                );
-                tokio::time::sleep(wait).await;
-            }
-        }
-    }
-}
-
 pub fn copy_statement(t: &TablePlan) -> String {
     let cols = t
         .columns
@@ -219,7 +123,7 @@ pub async fn copy_task(
     let run = with_retries(
         &opts.retry,
         &task.name,
-        |_| copy_attempt(source, target, migration, t, task, opts, &state),
+        || copy_attempt(source, target, migration, t, task, opts, &state),
         TaskError::is_transient,
     )
     .await;

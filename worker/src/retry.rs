@@ -3,6 +3,7 @@
 
 use std::error::Error;
 use std::io;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 use tokio_postgres::error::SqlState;
 
@@ -129,6 +130,103 @@ pub fn chain(e: &(dyn Error + 'static)) -> String {
         cur = c.source();
     }
     s
+}
+
+/// The message of a task whose last attempt failed (its cause follows it).
+pub(crate) fn failed_message(attempts: u32, transient: bool, committed: Option<i64>) -> String {
+    let committed = match committed {
+        Some(n) => format!("with {n} rows committed"),
+        None => "before reading its checkpoint".to_string(),
+    };
+    if transient {
+        format!("gave up after {attempts} attempts {committed}")
+    } else {
+        format!("failed on attempt {attempts} {committed}")
+    }
+}
+
+/// What the attempts of one task share: the rows committed when the first began, and the rows
+/// committed now (updated by the writer at each commit).
+pub struct AttemptState {
+    start: AtomicI64,
+    committed: AtomicI64,
+}
+
+impl Default for AttemptState {
+    fn default() -> Self {
+        AttemptState {
+            start: AtomicI64::new(-1),
+            committed: AtomicI64::new(-1),
+        }
+    }
+}
+
+impl AttemptState {
+    /// An attempt resumes with `committed` rows in the target.
+    pub fn begin(&self, committed: i64) {
+        let _ = self
+            .start
+            .compare_exchange(-1, committed, Ordering::Relaxed, Ordering::Relaxed);
+        self.committed.store(committed, Ordering::Relaxed);
+    }
+
+    /// The counter the writer keeps current.
+    pub fn committed(&self) -> &AtomicI64 {
+        &self.committed
+    }
+
+    /// (rows committed by this run, rows committed in total if an attempt read the checkpoint).
+    pub fn rows(&self) -> (u64, Option<i64>) {
+        let start = self.start.load(Ordering::Relaxed);
+        if start < 0 {
+            return (0, None);
+        }
+        let now = self.committed.load(Ordering::Relaxed).max(start);
+        (u64::try_from(now - start).unwrap_or(0), Some(now))
+    }
+}
+
+/// Runs `attempt` until it succeeds, fails with a fault that is not `transient`, or has been tried
+/// `policy.attempts` times, waiting `policy.backoff_after(n)` between attempts; each failed
+/// attempt is logged. Returns the value or the last error, with the attempts made (and, for the
+/// error, whether it was transient).
+pub async fn with_retries<T, E, F, Fut>(
+    policy: &RetryPolicy,
+    task: &str,
+    mut attempt: F,
+    transient: impl Fn(&E) -> bool,
+) -> Result<(T, u32), (E, u32, bool)>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, E>>,
+    E: std::error::Error + 'static,
+{
+    let mut n = 0;
+    loop {
+        n += 1;
+        match attempt().await {
+            Ok(v) => return Ok((v, n)),
+            Err(e) => {
+                let retry = transient(&e);
+                if !retry || n >= policy.attempts {
+                    if retry {
+                        tracing::error!(task, attempt = n, attempts = policy.attempts, error = %chain(&e), "copy attempt failed; no attempts left");
+                    }
+                    return Err((e, n, retry));
+                }
+                let wait = policy.backoff_after(n);
+                tracing::warn!(
+                    task,
+                    attempt = n,
+                    attempts = policy.attempts,
+                    retry_in_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
+                    error = %chain(&e),
+                    "copy attempt failed with a transient fault; retrying from the last checkpoint"
+                );
+                tokio::time::sleep(wait).await;
+            }
+        }
+    }
 }
 
 #[cfg(test)]
