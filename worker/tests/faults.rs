@@ -426,47 +426,63 @@ async fn postgres_restart_mid_copy_resumes_from_the_checkpoint_exactly() {
     drop(private);
 }
 
+/// `facts` with `ROWS` rows in a fresh PostgreSQL schema.
+async fn reverse_source_table(pg: &tokio_postgres::Client, name: &str) -> String {
+    let schema = common::fresh_schema(pg, name).await;
+    pg.batch_execute(&format!(
+        "CREATE TABLE \"{schema}\".facts (id bigint PRIMARY KEY, v text NOT NULL, n bigint NOT NULL);
+         INSERT INTO \"{schema}\".facts SELECT g, 'value number ' || g, g * 7 FROM generate_series(1, {ROWS}) g;
+         ANALYZE \"{schema}\".facts;"
+    ))
+    .await
+    .unwrap();
+    schema
+}
+
+/// A reverse engine (PostgreSQL -> TDS server) with small limits and chunks of 2,000 rows.
+fn reverse(source: PgTarget, target: MssqlSource, schema: &str, attempts: u32) -> Arc<RevEngine> {
+    Arc::new(RevEngine {
+        source: PgTarget {
+            timeouts: timeouts(),
+            ..source
+        },
+        target: MssqlSource {
+            timeouts: timeouts(),
+            ..target
+        },
+        options: Options {
+            migration: format!("test/{schema}"),
+            source_schema: schema.into(),
+            target_schema: "dbo".into(),
+            verify: VerifyMode::Checksum,
+            mode: Mode::DropRecreate,
+            retry: retry(attempts),
+            ..Options::default()
+        },
+        copy: CopyOptions {
+            chunk_rows: 2_000,
+            retry: retry(attempts),
+            ..CopyOptions::default()
+        },
+    })
+}
+
 #[tokio::test]
 async fn reverse_copy_survives_a_postgres_source_reset_and_a_sql_server_target_stall() {
     tokio::time::timeout(BOUND, async {
         let (_server, target) = start_tds_server();
         let pg = common::pg_connect().await;
-        let schema = common::fresh_schema(&pg, "f_rev").await;
-        pg.batch_execute(&format!(
-            "CREATE TABLE \"{schema}\".facts (id bigint PRIMARY KEY, v text NOT NULL, n bigint NOT NULL);
-             INSERT INTO \"{schema}\".facts SELECT g, 'value number ' || g, g * 7 FROM generate_series(1, {ROWS}) g;
-             ANALYZE \"{schema}\".facts;"
-        ))
-        .await
-        .unwrap();
+        let schema = reverse_source_table(&pg, "f_rev").await;
         let source = PgTarget::from_conn_str(&common::pg_url()).unwrap();
         let pg_proxy = Proxy::start(pg_addr(&source), Fault::Reset, 300_000, 1).await;
         let ms_proxy = Proxy::start(ms_addr(&target), Fault::Stall, 300_000, 1).await;
         let mut ms_via = target.clone();
         ms_via.port = ms_proxy.addr.port();
-        ms_via.timeouts = timeouts();
-        let e = Arc::new(RevEngine {
-            source: PgTarget {
-                port: pg_proxy.addr.port(),
-                timeouts: timeouts(),
-                ..source
-            },
-            target: ms_via,
-            options: Options {
-                migration: "test/f_rev".into(),
-                source_schema: schema.clone(),
-                target_schema: "dbo".into(),
-                verify: VerifyMode::Checksum,
-                mode: Mode::DropRecreate,
-                retry: retry(5),
-                ..Options::default()
-            },
-            copy: CopyOptions {
-                chunk_rows: 2_000,
-                retry: retry(5),
-                ..CopyOptions::default()
-            },
-        });
+        let pg_via = PgTarget {
+            port: pg_proxy.addr.port(),
+            ..source
+        };
+        let e = reverse(pg_via, ms_via, &schema, 5);
         let prepared = e.prepare().await.unwrap();
         let reports = e.copy_all(&prepared.plan).await.unwrap();
         e.finalize(&prepared.plan).await.unwrap();
@@ -491,6 +507,48 @@ async fn reverse_copy_survives_a_postgres_source_reset_and_a_sql_server_target_s
         assert_eq!(r.get::<i64, _>(0), Some(ROWS));
         assert_eq!(r.get::<i64, _>(1), Some(ROWS));
         assert_eq!(r.get::<i64, _>(2), Some(7 * ROWS * (ROWS + 1) / 2));
+    })
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
+async fn a_sql_server_target_that_stays_blackholed_fails_naming_it_in_bounded_time() {
+    tokio::time::timeout(BOUND, async {
+        let (_server, target) = start_tds_server();
+        let pg = common::pg_connect().await;
+        let schema = reverse_source_table(&pg, "f_rev_hole").await;
+        let source = PgTarget::from_conn_str(&common::pg_url()).unwrap();
+        let proxy = Proxy::start(ms_addr(&target), Fault::Blackhole, 300_000, u32::MAX).await;
+        let mut via = target.clone();
+        via.port = proxy.addr.port();
+        let e = reverse(source, via, &schema, 2);
+        let prepared = e.prepare().await.unwrap();
+        let err = e.copy_all(&prepared.plan).await.unwrap_err();
+        let message = chain(&err);
+        let endpoint = format!("SQL Server at 127.0.0.1:{}", proxy.addr.port());
+        assert!(message.contains("gave up after 2 attempts with"), "{message}");
+        assert!(message.contains(&format!("no data from {endpoint}")), "{message}");
+        assert!(
+            message.contains(&format!("while copying {schema}.facts")),
+            "{message}"
+        );
+        let reports = err.task_reports();
+        let mut ms = target.connect().await.unwrap();
+        let committed = ms
+            .simple_query("SELECT COUNT_BIG(*) FROM dbo.facts")
+            .await
+            .unwrap()
+            .into_row()
+            .await
+            .unwrap()
+            .unwrap()
+            .get::<i64, _>(0)
+            .unwrap();
+        assert!(committed > 0 && committed < ROWS, "{committed}");
+        assert_eq!(reports.len(), 1, "{reports:#?}");
+        assert_eq!(reports[0].total_rows, committed, "{reports:#?}");
+        assert_eq!(reports[0].attempts, 2);
     })
     .await
     .unwrap();
