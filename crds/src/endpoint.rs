@@ -165,6 +165,10 @@ pub struct MssqlEndpoint {
     #[serde(default = "default_packet_size")]
     #[schemars(range(min = 512, max = 32767))]
     pub packet_size: i32,
+    /// Target only: allow dropping or emptying an existing table that foreign keys of tables
+    /// outside the migration reference; those foreign keys are dropped and recreated after the load.
+    #[serde(default)]
+    pub drop_dependents: bool,
 }
 
 /// TDS encryption level, as SQL Server clients name it.
@@ -214,6 +218,11 @@ pub struct PostgresEndpoint {
     /// load loses the loaded rows.
     #[serde(default)]
     pub unlogged: bool,
+    /// Target only: allow dropping or emptying an existing table that views or foreign keys of
+    /// tables outside the migration depend on. Views are dropped (their definitions are listed in
+    /// the plan warnings), foreign keys are dropped and recreated after the load.
+    #[serde(default)]
+    pub drop_dependents: bool,
 }
 
 /// libpq `sslmode` values supported by the worker.
@@ -278,6 +287,7 @@ impl MssqlEndpoint {
             trust_server_certificate: false,
             ca_secret: None,
             packet_size: DEFAULT_PACKET_SIZE,
+            drop_dependents: false,
         }
     }
 }
@@ -294,6 +304,7 @@ impl PostgresEndpoint {
             ssl_mode: PostgresSslMode::default(),
             ca_secret: None,
             unlogged: false,
+            drop_dependents: false,
         }
     }
 }

@@ -57,9 +57,13 @@ pub struct MigrationStatus {
     pub rows_copied: i64,
     #[serde(default)]
     pub bytes_copied: i64,
-    /// Sum of the running tasks' current rates.
+    /// Rows committed per second over the last minute while copying; once every task is done, the copy
+    /// phase's own rate (all rows over first task start to last task end).
     #[serde(default)]
     pub rows_per_second: i64,
+    /// Rows copied over the whole run (planning, copy, finalize, verification), set when Succeeded.
+    #[serde(default)]
+    pub overall_rows_per_second: i64,
     /// Highest peak resident memory reported by any worker.
     #[serde(default)]
     pub peak_worker_memory_bytes: i64,
@@ -184,6 +188,11 @@ pub struct PlannedTable {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 64))]
     pub lossy_columns: Vec<String>,
+    /// What the run does to the target table: created, dropped and recreated, emptied, upserted
+    /// into, or refused (with the reasons), as decided from the target's catalog before any write.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 1024))]
+    pub target_action: Option<String>,
 }
 
 /// Cut `message` to at most [`MAX_MESSAGE_LEN`] bytes on a character boundary.

@@ -69,6 +69,25 @@ impl MigrationSpec {
                  remove it from the source",
             ));
         }
+        let drops_on_source = [
+            (
+                "mssql",
+                self.source.mssql.as_ref().is_some_and(|m| m.drop_dependents),
+            ),
+            (
+                "postgres",
+                self.source.postgres.as_ref().is_some_and(|p| p.drop_dependents),
+            ),
+        ];
+        for (engine, set) in drops_on_source {
+            if set {
+                errors.push(FieldError::new(
+                    format!("spec.source.{engine}.dropDependents"),
+                    "applies to the target only (what a drop of a target table may take along); remove it \
+                     from the source",
+                ));
+            }
+        }
         let target = endpoint(&self.target, "spec.target", errors);
         if let (Some(s), Some(t)) = (source, target)
             && s.engine() == t.engine()

@@ -1,8 +1,10 @@
 //! Folding MigrationTask statuses and their copy Jobs into Migration totals (pure).
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use mssql_pg_crds::status::MAX_TABLE_SUMMARIES;
 use mssql_pg_crds::{MigrationTask, TableSummary, TaskState};
 
@@ -94,17 +96,106 @@ pub struct Totals {
     pub rows_total: i64,
     pub rows_copied: i64,
     pub bytes_copied: i64,
+    /// Rows committed per second over the last [`RATE_WINDOW`] (see [`window_rate`]).
     pub rows_per_second: i64,
+    /// Once every task succeeded: rows over the copy phase, first task start to last task end.
+    pub copy_rows_per_second: Option<i64>,
     pub peak_memory_bytes: i64,
     pub tables: Vec<TableSummary>,
     /// The most recent task error, with the task's name.
     pub last_error: Option<String>,
 }
 
-/// Sum the tasks up. Rows/s counts running tasks only: finished tasks no longer add throughput.
-pub fn totals(views: &[TaskView<'_>]) -> Totals {
+/// How far back the Migration's and each table's rows/s look.
+pub const RATE_WINDOW: Duration = Duration::from_secs(60);
+/// Rates are computed at `now` rounded down to this step. The operator's own status write triggers another
+/// reconcile (the Migration watch sees every change); computed at the exact time, the rate would differ again
+/// and the two would chase each other. Rounded, the second reconcile finds the same figures and writes nothing.
+pub const RATE_STEP: Duration = Duration::from_secs(5);
+
+/// One task's committed rows and the time they took: from its start to its end, or to now while it runs.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RowSpan {
+    pub rows: i64,
+    pub start_ms: i64,
+    pub end_ms: i64,
+}
+
+impl RowSpan {
+    fn of(view: &TaskView<'_>, now_ms: i64) -> Option<Self> {
+        let status = view.task.status.as_ref()?;
+        let start_ms = millis(status.started_at.as_ref()?);
+        let end_ms = match (&status.completed_at, view.state) {
+            (Some(done), TaskState::Succeeded | TaskState::Failed) => millis(done),
+            _ => now_ms,
+        };
+        Some(Self {
+            rows: status.rows_copied,
+            start_ms,
+            end_ms: end_ms.max(start_ms),
+        })
+    }
+}
+
+fn millis(t: &Time) -> i64 {
+    t.0.as_millisecond()
+}
+
+/// Rows committed per second over the `window` before `now_ms`, or since the first task started when that is
+/// more recent. Every task that ran inside the window counts, finished ones included, its rows spread evenly
+/// over its run: statuses carry totals, not a history, and a task shorter than the worker's progress interval
+/// never reports a current rate of its own (summing running tasks' rates showed 0 through a whole copy of
+/// short tasks).
+pub fn window_rate(spans: &[RowSpan], now_ms: i64, window: Duration) -> i64 {
+    let Some(first_start) = spans.iter().map(|s| s.start_ms).min() else {
+        return 0;
+    };
+    let window_ms = i64::try_from(window.as_millis()).unwrap_or(i64::MAX);
+    let from = now_ms.saturating_sub(window_ms).max(first_start);
+    let width = now_ms - from;
+    if width <= 0 {
+        return 0;
+    }
+    let rows_in_window: i128 = spans
+        .iter()
+        .map(|s| {
+            let rows = i128::from(s.rows);
+            let run = s.end_ms - s.start_ms;
+            if run <= 0 {
+                // Started and finished within one millisecond: all its rows, if that moment is inside.
+                return if (from..=now_ms).contains(&s.end_ms) {
+                    rows
+                } else {
+                    0
+                };
+            }
+            let inside = (s.end_ms.min(now_ms) - s.start_ms.max(from)).max(0);
+            rows * i128::from(inside) / i128::from(run)
+        })
+        .sum();
+    i64::try_from(rows_in_window * 1000 / i128::from(width)).unwrap_or(i64::MAX)
+}
+
+/// Rows per second over the copy phase: all rows over first start to last end (`None` without timestamps).
+pub fn phase_rate(spans: &[RowSpan]) -> Option<i64> {
+    let start = spans.iter().map(|s| s.start_ms).min()?;
+    let end = spans.iter().map(|s| s.end_ms).max()?;
+    let rows: i64 = spans.iter().map(|s| s.rows).sum();
+    Some(if end > start {
+        i64::try_from(i128::from(rows) * 1000 / i128::from(end - start)).unwrap_or(i64::MAX)
+    } else {
+        rows
+    })
+}
+
+/// Sum the tasks up at `now`; rates per [`window_rate`], at `now` rounded down to [`RATE_STEP`].
+pub fn totals(views: &[TaskView<'_>], now: &Time) -> Totals {
+    let step_ms = i64::try_from(RATE_STEP.as_millis()).unwrap_or(1).max(1);
+    let now_ms = millis(now).div_euclid(step_ms) * step_ms;
     let mut t = Totals::default();
     let mut tables: BTreeMap<String, TableSummary> = BTreeMap::new();
+    let mut spans: Vec<RowSpan> = Vec::new();
+    let mut table_spans: BTreeMap<String, Vec<RowSpan>> = BTreeMap::new();
     for v in views {
         let status = v.task.status.clone().unwrap_or_default();
         t.tasks_total += 1;
@@ -114,15 +205,17 @@ pub fn totals(views: &[TaskView<'_>]) -> Totals {
             TaskState::Running => t.tasks_running += 1,
             TaskState::Pending => t.tasks_pending += 1,
         }
-        let rate = if v.state == TaskState::Running {
-            status.rows_per_second
-        } else {
-            0
-        };
+        let span = RowSpan::of(v, now_ms);
+        if let Some(span) = span {
+            spans.push(span);
+            table_spans
+                .entry(v.task.spec.table.to_string())
+                .or_default()
+                .push(span);
+        }
         t.rows_total += v.task.spec.estimated_rows;
         t.rows_copied += status.rows_copied;
         t.bytes_copied += status.bytes_copied;
-        t.rows_per_second += rate;
         t.peak_memory_bytes = t.peak_memory_bytes.max(status.peak_memory_bytes);
         if v.state == TaskState::Failed {
             let error = v.unrecorded_failure.clone().or(status.last_error.clone());
@@ -142,9 +235,17 @@ pub fn totals(views: &[TaskView<'_>]) -> Totals {
         });
         entry.rows += v.task.spec.estimated_rows;
         entry.rows_copied += status.rows_copied;
-        entry.rows_per_second += rate;
         entry.tasks += 1;
         entry.state = combine(entry.state, v.state);
+    }
+    t.rows_per_second = window_rate(&spans, now_ms, RATE_WINDOW);
+    if t.tasks_total > 0 && t.tasks_succeeded == t.tasks_total {
+        t.copy_rows_per_second = phase_rate(&spans);
+    }
+    for (name, table) in &mut tables {
+        table.rows_per_second = table_spans
+            .get(name)
+            .map_or(0, |s| window_rate(s, now_ms, RATE_WINDOW));
     }
     let mut tables: Vec<TableSummary> = tables.into_values().collect();
     // Within the bound, what needs attention comes first: failed, then running, then pending, then done.
@@ -191,4 +292,42 @@ pub fn to_start<'v, 'a>(views: &'v [TaskView<'a>], parallelism: i32) -> Vec<&'v 
     });
     pending.truncate(slots);
     pending
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const W: Duration = RATE_WINDOW;
+
+    fn span(rows: i64, start_s: i64, end_s: i64) -> RowSpan {
+        RowSpan {
+            rows,
+            start_ms: start_s * 1000,
+            end_ms: end_s * 1000,
+        }
+    }
+
+    #[test]
+    fn window_rate_spreads_rows_over_each_run_and_clips_to_the_window() {
+        assert_eq!(window_rate(&[], 100_000, W), 0);
+        // 6000 rows over 0..60 s, seen at 60 s: the whole run is the window.
+        assert_eq!(window_rate(&[span(6_000, 0, 60)], 60_000, W), 100);
+        // Seen at 90 s, half of it (30 s) is inside the window 30..90 s: 3000 rows in 60 s.
+        assert_eq!(window_rate(&[span(6_000, 0, 60)], 90_000, W), 50);
+        // A task of a few milliseconds and one finished before the window.
+        let spans = [span(1_000, 70, 70), span(9_999, 0, 20), span(2_000, 60, 80)];
+        assert_eq!(window_rate(&spans, 90_000, W), 50, "3000 rows in 30..90 s");
+        // Copying began 10 s ago: the rate is over those 10 s, not the full window.
+        assert_eq!(window_rate(&[span(5_000, 80, 85)], 90_000, W), 500);
+        // Nothing before now, nothing to divide.
+        assert_eq!(window_rate(&[span(5, 90, 90)], 90_000, W), 0);
+    }
+
+    #[test]
+    fn phase_rate_is_all_rows_over_first_start_to_last_end() {
+        assert_eq!(phase_rate(&[]), None);
+        assert_eq!(phase_rate(&[span(600, 2, 6), span(400, 3, 7)]), Some(200));
+        assert_eq!(phase_rate(&[span(7, 3, 3)]), Some(7));
+    }
 }

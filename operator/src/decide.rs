@@ -185,7 +185,7 @@ pub fn decide(
     if terminal {
         status.completed_at.get_or_insert_with(|| now.clone());
         if phase == MigrationPhase::Succeeded {
-            status.rows_per_second =
+            status.overall_rows_per_second =
                 average_rate(status.rows_copied, &status.started_at, &status.completed_at);
         }
     } else {
@@ -294,7 +294,7 @@ fn advance(
         ));
     }
 
-    let totals = totals(views);
+    let totals = totals(views, b.now);
     apply_totals(&mut b.status, &totals);
     // The worker writes status.plan before its Job completes; fewer tasks than planned means the task list
     // read raced the plan's writes, so nothing may be concluded from it yet.
@@ -379,8 +379,10 @@ fn apply_totals(status: &mut MigrationStatus, t: &Totals) {
     status.rows_total = t.rows_total;
     status.rows_copied = t.rows_copied;
     status.bytes_copied = t.bytes_copied;
-    status.rows_per_second = t.rows_per_second;
-    status.eta = eta(t.rows_total - t.rows_copied, t.rows_per_second);
+    // While copying, the recent rate; once every task is done, the copy phase's own rate (the whole run's,
+    // planning and verification included, goes to overallRowsPerSecond at the end).
+    status.rows_per_second = t.copy_rows_per_second.unwrap_or(t.rows_per_second);
+    status.eta = eta(t.rows_total - t.rows_copied, status.rows_per_second);
     status.peak_worker_memory_bytes = t.peak_memory_bytes;
     status.tables = t.tables.clone();
 }

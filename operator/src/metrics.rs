@@ -21,6 +21,8 @@ pub struct Metrics {
     rows_copied: IntCounterVec,
     bytes_copied: IntCounterVec,
     rows_per_second: IntGaugeVec,
+    migration_rows_per_second: IntGaugeVec,
+    migration_overall_rows_per_second: IntGaugeVec,
     tasks: IntGaugeVec,
     peak_memory: IntGaugeVec,
     phase: IntGaugeVec,
@@ -63,8 +65,26 @@ impl Metrics {
             &["namespace", "migration"],
         )?;
         let rows_per_second = IntGaugeVec::new(
-            Opts::new("mssqlpg_rows_per_second", "Current copy rate of running tasks"),
+            Opts::new(
+                "mssqlpg_rows_per_second",
+                "Rows committed per second to a table over the last minute (status.tables[].rowsPerSecond)",
+            ),
             &["namespace", "migration", "table"],
+        )?;
+        let migration_rows_per_second = IntGaugeVec::new(
+            Opts::new(
+                "mssqlpg_migration_rows_per_second",
+                "The Migration's status.rowsPerSecond: rows committed per second over the last minute while \
+                 copying, the copy phase's own rate once it is done",
+            ),
+            &["namespace", "migration"],
+        )?;
+        let migration_overall_rows_per_second = IntGaugeVec::new(
+            Opts::new(
+                "mssqlpg_migration_overall_rows_per_second",
+                "The Migration's status.overallRowsPerSecond: rows over the whole run, once Succeeded",
+            ),
+            &["namespace", "migration"],
         )?;
         let tasks = IntGaugeVec::new(
             Opts::new("mssqlpg_tasks", "MigrationTasks by state"),
@@ -90,6 +110,8 @@ impl Metrics {
         registry.register(Box::new(rows_copied.clone()))?;
         registry.register(Box::new(bytes_copied.clone()))?;
         registry.register(Box::new(rows_per_second.clone()))?;
+        registry.register(Box::new(migration_rows_per_second.clone()))?;
+        registry.register(Box::new(migration_overall_rows_per_second.clone()))?;
         registry.register(Box::new(tasks.clone()))?;
         registry.register(Box::new(peak_memory.clone()))?;
         registry.register(Box::new(phase.clone()))?;
@@ -105,6 +127,8 @@ impl Metrics {
             rows_copied,
             bytes_copied,
             rows_per_second,
+            migration_rows_per_second,
+            migration_overall_rows_per_second,
             tasks,
             peak_memory,
             phase,
@@ -143,6 +167,12 @@ impl Metrics {
         self.peak_memory
             .with_label_values(&[namespace, name])
             .set(status.peak_worker_memory_bytes);
+        self.migration_rows_per_second
+            .with_label_values(&[namespace, name])
+            .set(status.rows_per_second);
+        self.migration_overall_rows_per_second
+            .with_label_values(&[namespace, name])
+            .set(status.overall_rows_per_second);
         let counts = [
             status.tasks_total - status.tasks_running - status.tasks_succeeded - status.tasks_failed,
             status.tasks_running,
@@ -174,6 +204,12 @@ impl Metrics {
         }
         let _ = self.bytes_copied.remove_label_values(&[namespace, name]);
         let _ = self.peak_memory.remove_label_values(&[namespace, name]);
+        let _ = self
+            .migration_rows_per_second
+            .remove_label_values(&[namespace, name]);
+        let _ = self
+            .migration_overall_rows_per_second
+            .remove_label_values(&[namespace, name]);
         for state in STATES {
             let _ = self.tasks.remove_label_values(&[namespace, name, state]);
         }

@@ -167,7 +167,9 @@ fn copy_jobs_start_largest_first_up_to_parallelism() {
 fn a_failed_task_degrades_while_others_run_then_fails() {
     let m = planned(&migration(), 3);
     let a = with_progress(task("A", 0, 1, 100, Some(TaskState::Running)), 40, 0, 10, 0);
-    let b = with_progress(task("B", 0, 1, 100, Some(TaskState::Running)), 70, 0, 20, 0);
+    let a = timed(a, 70, Some(80));
+    let b = with_progress(task("B", 0, 1, 100, Some(TaskState::Running)), 50, 0, 20, 0);
+    let b = timed(b, 80, None);
     let c = task("C", 0, 1, 100, None);
     let jobs = vec![
         plan(&m, Some(true)),
@@ -186,8 +188,15 @@ fn a_failed_task_degrades_while_others_run_then_fails() {
     let reasons: Vec<&str> = d.events.iter().map(|e| e.reason.as_str()).collect();
     assert!(reasons.contains(&"Degraded"), "{reasons:?}");
     assert_eq!(d.status.tasks_failed, 1);
-    assert_eq!(d.status.rows_per_second, 20, "only running tasks add to the rate");
-    assert_eq!(d.status.eta.as_deref(), Some("10s"), "190 rows left at 20 rows/s");
+    assert_eq!(
+        d.status.rows_per_second, 3,
+        "90 rows since the first task started 30 s ago, the failed task's included"
+    );
+    assert_eq!(
+        d.status.eta.as_deref(),
+        Some("1m10s"),
+        "210 rows left at 3 rows/s"
+    );
     assert_eq!(d.record_task_failures.len(), 1);
     assert_eq!(d.record_task_failures[0].0, a.metadata.name.clone().unwrap());
     assert!(d.record_task_failures[0].1.contains("BackoffLimitExceeded"));
@@ -237,6 +246,7 @@ fn all_tasks_done_runs_finalize_then_verify_then_succeeds() {
         0,
         1_000,
     );
+    let a = timed(a, 92, Some(96));
     let b = with_progress(
         task("A", 1, 2, 400, Some(TaskState::Succeeded)),
         400,
@@ -244,6 +254,7 @@ fn all_tasks_done_runs_finalize_then_verify_then_succeeds() {
         0,
         3_000,
     );
+    let b = timed(b, 93, Some(97));
     let tasks = vec![a.clone(), b.clone()];
     let mut jobs = vec![
         plan(&m, Some(true)),
@@ -257,6 +268,11 @@ fn all_tasks_done_runs_finalize_then_verify_then_succeeds() {
     assert_eq!(cond(&d, ConditionType::Copied), Some(true));
     assert_eq!((d.status.rows_copied, d.status.bytes_copied), (1_000, 10_000));
     assert_eq!(d.status.peak_worker_memory_bytes, 3_000);
+    assert_eq!(
+        d.status.rows_per_second, 200,
+        "the copy phase's own rate: 1000 rows from 92 s to 97 s"
+    );
+    assert_eq!(d.status.eta, None);
     assert_eq!(d.status.tables.len(), 1);
     assert_eq!(
         (d.status.tables[0].tasks, d.status.tables[0].state),
@@ -280,7 +296,14 @@ fn all_tasks_done_runs_finalize_then_verify_then_succeeds() {
     assert_eq!(cond(&d, ConditionType::Verified), Some(true));
     assert_eq!(cond(&d, ConditionType::Ready), Some(true));
     assert_eq!(d.status.completed_at, Some(at(100)));
-    assert_eq!(d.status.rows_per_second, 100, "1000 rows in 10 s");
+    assert_eq!(
+        d.status.rows_per_second, 200,
+        "still the copy phase's rate at the end"
+    );
+    assert_eq!(
+        d.status.overall_rows_per_second, 100,
+        "1000 rows over the whole run, 90 s to 100 s"
+    );
     assert_eq!(d.requeue_after, cfg().requeue_idle);
 }
 
@@ -482,4 +505,97 @@ fn a_service_account_outside_the_allowlist_creates_no_job() {
     let pod = d.create_jobs[0].spec.clone().unwrap().template.spec.unwrap();
     assert_eq!(pod.service_account_name.as_deref(), Some("etl"));
     assert_eq!(d.status.phase, Some(MigrationPhase::Planning));
+}
+
+/// Tasks shorter than the worker's progress interval never report a current rate of their own; the
+/// Migration's rate still counts them while they are inside the window, and ETA follows from it.
+#[test]
+fn short_tasks_count_in_the_rate_and_eta_while_copying() {
+    let m = planned(&migration(), 5);
+    let done = |table: &str, index: i32, rows: i64, start: i64, end: i64| {
+        let t = with_progress(
+            task(table, index, 2, rows, Some(TaskState::Succeeded)),
+            rows,
+            0,
+            0,
+            0,
+        );
+        timed(t, start, Some(end))
+    };
+    let tasks = vec![
+        done("A", 0, 20_000, 50, 52),
+        done("A", 1, 30_000, 52, 55),
+        done("B", 0, 20_000, 55, 57),
+        // Running since 95 s, no progress reported yet.
+        timed(task("B", 1, 2, 50_000, Some(TaskState::Running)), 95, None),
+        task("C", 0, 1, 50_000, None),
+    ];
+    let mut jobs = vec![plan(&m, Some(true))];
+    jobs.extend(tasks[..3].iter().map(|t| copy(&m, t, Some(true))));
+    jobs.push(copy(&m, &tasks[3], None));
+    let decide_at = |now: i64, m: &mssql_pg_crds::Migration| {
+        decide(m, &tasks, &jobs, &Default::default(), &cfg(), &at(now)).unwrap()
+    };
+
+    let d = decide_at(100, &m);
+    assert_eq!(d.status.phase, Some(MigrationPhase::Copying));
+    assert_eq!(
+        d.status.rows_per_second, 1_400,
+        "70,000 rows since copying began at 50 s"
+    );
+    assert_eq!(
+        d.status.eta.as_deref(),
+        Some("1m12s"),
+        "100,000 estimated rows left at 1,400 rows/s"
+    );
+    let table = |d: &Decision, name: &str| {
+        d.status
+            .tables
+            .iter()
+            .find(|t| t.name == name)
+            .unwrap()
+            .rows_per_second
+    };
+    assert_eq!(table(&d, "dbo.A"), 1_000, "50,000 rows since 50 s");
+    assert_eq!(table(&d, "dbo.B"), 444, "20,000 rows since 55 s");
+
+    // A minute later the short tasks have left the window: only what committed inside it counts.
+    let d = decide_at(160, &m);
+    assert_eq!(d.status.rows_per_second, 0);
+    assert_eq!(d.status.eta, None, "no rate, no estimate");
+}
+
+/// The operator's status write comes back as a watch event and another reconcile; with the same tasks a moment
+/// later, the status must come out identical (nothing to write), or the two would chase each other while a
+/// task runs.
+#[test]
+fn a_reconcile_right_after_its_own_status_write_changes_nothing() {
+    let m = planned(&migration(), 2);
+    let a = timed(
+        with_progress(task("A", 0, 1, 10_000, Some(TaskState::Running)), 4_000, 0, 0, 0),
+        60,
+        None,
+    );
+    let b = timed(
+        with_progress(
+            task("B", 0, 1, 10_000, Some(TaskState::Succeeded)),
+            10_000,
+            0,
+            0,
+            0,
+        ),
+        50,
+        Some(90),
+    );
+    let tasks = [a.clone(), b.clone()];
+    let jobs = [plan(&m, Some(true)), copy(&m, &a, None), copy(&m, &b, Some(true))];
+    let at_time = |m: &mssql_pg_crds::Migration, now: i64| {
+        decide(m, &tasks, &jobs, &Default::default(), &cfg(), &at(now)).unwrap()
+    };
+    let first = at_time(&m, 101);
+    assert!(first.status.rows_per_second > 0);
+    assert!(first.status.eta.is_some());
+    let second = at_time(&with_status(m.clone(), first.status.clone()), 103);
+    assert_eq!(second.status, first.status);
+    assert!(second.phase_change.is_none() && second.events.is_empty());
 }

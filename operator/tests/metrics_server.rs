@@ -33,6 +33,7 @@ fn status(rows: i64, bytes: i64) -> MigrationStatus {
         tasks_failed: 0,
         bytes_copied: bytes,
         peak_worker_memory_bytes: 123,
+        rows_per_second: 1_400,
         tables: vec![TableSummary {
             name: "dbo.Posts".into(),
             rows: 1000,
@@ -70,6 +71,8 @@ async fn endpoints_serve_health_and_metrics() {
         r#"mssqlpg_rows_copied_total{migration="orders",namespace="data",table="dbo.Posts"} 250"#,
         r#"mssqlpg_bytes_copied_total{migration="orders",namespace="data"} 3000"#,
         r#"mssqlpg_rows_per_second{migration="orders",namespace="data",table="dbo.Posts"} 55"#,
+        r#"mssqlpg_migration_rows_per_second{migration="orders",namespace="data"} 1400"#,
+        r#"mssqlpg_migration_overall_rows_per_second{migration="orders",namespace="data"} 0"#,
         r#"mssqlpg_tasks{migration="orders",namespace="data",state="Pending"} 1"#,
         r#"mssqlpg_tasks{migration="orders",namespace="data",state="Succeeded"} 2"#,
         r#"mssqlpg_worker_peak_memory_bytes{migration="orders",namespace="data"} 123"#,

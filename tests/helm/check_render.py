@@ -5,6 +5,8 @@
   check_render.py full RENDERED.yaml          tests/helm/values-full.yaml (2 replicas, monitors, NetworkPolicy, ...)
   check_render.py namespaced RENDERED.yaml    watchNamespace set: a Role instead of the ClusterRole
 
+Every mode also checks the aggregated user ClusterRoles, the `helm test` pod and the worker NetworkPolicy (full).
+
 The operator's RBAC must be exactly operator/tests/e2e/operator-rbac.yaml (the documented least privilege, which
 the operator e2e proves sufficient), the worker's exactly deploy/examples/worker-rbac.yaml.
 """
@@ -16,6 +18,7 @@ import yaml
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 problems = []
+DIGEST_IMAGE = "registry.example/mssqlpg/operator@sha256:" + "ab" * 32
 
 
 def check(cond, what):
@@ -120,6 +123,57 @@ def check_worker_rbac(docs, namespaces):
                                                          "namespace": ns}], f"worker RoleBinding in {ns}")
 
 
+def check_user_roles(docs):
+    """Migration rights folded into Kubernetes' view/edit/admin: view reads both kinds, edit/admin also write
+    Migrations; nobody gets to write MigrationTasks (the operator's and workers' bookkeeping)."""
+    agg = "rbac.authorization.k8s.io/aggregate-to-"
+    view = one(docs, "ClusterRole", "mssql-pg-operator-view")
+    edit = one(docs, "ClusterRole", "mssql-pg-operator-edit")
+    labels = lambda d: {k[len(agg):] for k, v in d.get("metadata", {}).get("labels", {}).items()
+                        if k.startswith(agg) and v == "true"}
+    check(labels(view) == {"view", "edit", "admin"}, f"view ClusterRole aggregates to {labels(view)}")
+    check(labels(edit) == {"edit", "admin"}, f"edit ClusterRole aggregates to {labels(edit)}")
+    check(norm(view.get("rules", [])) == norm([{"apiGroups": ["mssqlpg.dev"], "verbs": ["get", "list", "watch"],
+                                                "resources": ["migrations", "migrations/status", "migrationtasks",
+                                                              "migrationtasks/status"]}]), "view ClusterRole rules")
+    check(norm(edit.get("rules", [])) == norm([{"apiGroups": ["mssqlpg.dev"], "resources": ["migrations"],
+                                                "verbs": ["create", "update", "patch", "delete",
+                                                          "deletecollection"]}]), "edit ClusterRole rules")
+
+
+def check_selftest(docs, image, url):
+    """The `helm test` hook: the operator image's own selftest against the metrics Service, deleted once passed."""
+    pod = one(docs, "Pod", "mssql-pg-operator-selftest")
+    ann = pod.get("metadata", {}).get("annotations", {})
+    check(ann.get("helm.sh/hook") == "test", "selftest pod is a helm test hook")
+    check("hook-succeeded" in ann.get("helm.sh/hook-delete-policy", ""), "selftest pod deleted when it passed")
+    spec = pod.get("spec", {})
+    check(spec.get("restartPolicy") == "Never", "selftest restartPolicy Never")
+    (c,) = spec.get("containers", [{}])
+    check(c.get("image") == image, f"selftest image {c.get('image')} != {image}")
+    check(c.get("command") == ["mssql-pg-operator", "selftest", "--readyz-url", url],
+          f"selftest command {c.get('command')}")
+    check(c.get("securityContext", {}).get("readOnlyRootFilesystem") is True, "selftest container hardened")
+    check(spec.get("securityContext", {}).get("runAsNonRoot") is True, "selftest pod non-root")
+
+
+def check_worker_network_policy(docs, namespaces):
+    """Worker pods: ingress only to their metrics port, egress only to DNS, the API server, the two databases
+    of values-full.yaml and the OTLP collector."""
+    nps = [d for d in find(docs, "NetworkPolicy", "mssql-pg-operator-workers")]
+    check(sorted(n["metadata"]["namespace"] for n in nps) == sorted(namespaces), f"worker NetworkPolicies in {namespaces}")
+    for np_ in nps:
+        spec = np_["spec"]
+        check(spec["podSelector"] == {"matchLabels": {"app.kubernetes.io/name": "mssql-pg-worker"}},
+              "worker NetworkPolicy selects worker pods")
+        check(spec["policyTypes"] == ["Ingress", "Egress"], "worker NetworkPolicy types")
+        check([p["port"] for r in spec["ingress"] for p in r["ports"]] == [9090], "worker ingress: metrics port only")
+        rules = [(sorted(b["ipBlock"]["cidr"] for b in r.get("to", [])), sorted(p["port"] for p in r["ports"]))
+                 for r in spec["egress"]]
+        check(rules == [([], [53, 53]), ([], [443, 6443]), (["10.20.0.0/16"], [1433]),
+                        (["10.30.0.5/32"], [5432]), ([], [4317])], f"worker egress {rules}")
+
+
 def main():
     mode, path = sys.argv[1], sys.argv[2]
     docs = load(path)
@@ -130,6 +184,13 @@ def main():
         check_worker_rbac(docs, ["mssql-pg-operator"])
         for k in ("ServiceMonitor", "PodMonitor", "PrometheusRule", "NetworkPolicy", "ConfigMap", "CustomResourceDefinition"):
             check(k not in kinds, f"{k} rendered by default (kinds: {kinds})")
+        check_user_roles(docs)
+        check_selftest(docs, "ghcr.io/mssql-pg-operator/mssql-pg-operator:0.1.0",
+                       "http://mssql-pg-operator-metrics.mssql-pg-operator.svc:8080/readyz")
+        env = env_of(one(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0])
+        check(env.get("MSSQLPG_ALLOWED_WORKER_IMAGES") == "" and env.get("MSSQLPG_ALLOWED_WORKER_SERVICE_ACCOUNTS") == "",
+              "no worker override allowed by default")
+        check(env.get("MSSQLPG_WORKER_IMAGE") == "ghcr.io/mssql-pg-operator/mssql-pg-operator:0.1.0", "worker image")
         svc = one(docs, "Service", "mssql-pg-operator-metrics")
         check(svc.get("spec", {}).get("ports", [{}])[0].get("targetPort") == "metrics", "metrics Service port")
     elif mode == "full":
@@ -138,10 +199,18 @@ def main():
         check_worker_rbac(docs, ["mssql-pg-operator", "migrations", "team-a"])
         check(env.get("OTEL_EXPORTER_OTLP_ENDPOINT") == "http://otel-collector.observability:4317", "OTLP env")
         check(env.get("RUST_LOG") == "debug", "log level")
+        # The operator's digest pins its own image; the worker's own repository keeps the tag.
         check(env.get("MSSQLPG_WORKER_IMAGE") == "registry.example/mssqlpg/worker:9.9.9", "worker image")
+        check(env.get("MSSQLPG_ALLOWED_WORKER_IMAGES") == "registry.example/mssqlpg/*,registry.example/other/w:1",
+              f"allowed worker images {env.get('MSSQLPG_ALLOWED_WORKER_IMAGES')}")
+        check(env.get("MSSQLPG_ALLOWED_WORKER_SERVICE_ACCOUNTS") == "etl-reader", "allowed worker service accounts")
+        check(env.get("LOG_JSON") == "true", "JSON logs (handed to workers as LOG_FORMAT by the operator)")
+        check_user_roles(docs)
+        check_selftest(docs, DIGEST_IMAGE, "http://127.0.0.1:18080/readyz")
+        check_worker_network_policy(docs, ["mssql-pg-operator", "migrations", "team-a"])
         check(json.loads(env.get("MSSQLPG_WORKER_RESOURCES", "{}")) == {"requests": {"cpu": "1", "memory": "512Mi"},
                                                                        "limits": {"memory": "2Gi"}}, "worker resources")
-        check(c["image"] == "registry.example/mssqlpg/operator:9.9.9", "operator image")
+        check(c["image"] == DIGEST_IMAGE, f"operator image pinned by digest: {c['image']}")
         pod = dep["spec"]["template"]["spec"]
         check(pod.get("nodeSelector") == {"kubernetes.io/os": "linux"}, "nodeSelector")
         check(pod.get("tolerations", [{}])[0].get("key") == "dedicated", "tolerations")
@@ -157,8 +226,8 @@ def main():
         check({"MssqlPgMigrationFailed", "MssqlPgMigrationStalled", "MssqlPgOperatorDown",
                "MssqlPgReconcileErrors"} <= alerts, f"alerts {alerts}")
         stalled = [r for g in pr["spec"]["groups"] for r in g["rules"] if r["alert"] == "MssqlPgMigrationStalled"]
-        check(stalled and stalled[0]["for"] == "20m" and "[20m]" in stalled[0]["expr"], "stalledMinutes applied")
-        np_ = one(docs, "NetworkPolicy")
+        check(stalled and stalled[0]["for"] == "5m" and stalled[0]["expr"].count("[20m]") == 2, "stalledMinutes applied")
+        np_ = one(docs, "NetworkPolicy", "mssql-pg-operator")
         check(np_.get("spec", {}).get("policyTypes") == ["Ingress", "Egress"], "NetworkPolicy types")
         egress_ports = sorted(p["port"] for e in np_["spec"]["egress"] for p in e.get("ports", []))
         check(egress_ports == [53, 53, 443, 4317, 6443], f"NetworkPolicy egress ports {egress_ports}")
@@ -171,6 +240,7 @@ def main():
     elif mode == "namespaced":
         check_deployment(docs, 1, leader=False)
         check_operator_rbac(docs, namespaced=True, leader=False)
+        check_user_roles(docs)
         role = one(docs, "Role", "mssql-pg-operator")
         check(role.get("metadata", {}).get("namespace") == "migrations", "operator Role in the watched namespace")
         dep = one(docs, "Deployment")

@@ -5,10 +5,12 @@
 #   tests/helm/run.sh K8S_DIR
 #
 # 1. hadolint on the Dockerfile, and that it builds the released binaries the tests use (--locked)
-# 2. helm lint (default and non-default values), helm template + tests/helm/check_render.py on the objects
+# 2. helm lint (default and non-default values), values.schema.json refusals, helm template +
+#    tests/helm/check_render.py on the objects
 #    (security context, probes, RBAC exactly as operator/tests/e2e/operator-rbac.yaml and
 #    deploy/examples/worker-rbac.yaml, leader election with 2 replicas, monitors, NetworkPolicy, dashboard)
-# 3. deploy/generate.sh --check (plain manifests, dashboard, alerts are what the chart renders)
+# 3. deploy/generate.sh --check (plain manifests, dashboard, alerts are what the chart renders); promtool check
+#    rules and promtool test rules with tests/helm/alerts/ALERT.test.yaml, one file per alert
 # 4. tests/helm/check_metrics.py: every metric the dashboard and the alerts query is exported (sources + a scrape
 #    of the running operator below), and a doctored dashboard is caught
 # 5. kubectl apply --server-side --dry-run=server of the non-default render, the plain manifests and the example
@@ -17,7 +19,10 @@
 #    chart's service account, so the operator has exactly the chart's RBAC. It must become ready (leader
 #    election on, so the Lease Role is exercised) and run a Migration to Succeeded, its worker Jobs running
 #    as the chart's worker service account (operator/tests/e2e/fake-worker.sh stands in for the worker's
-#    database work). Then helm upgrade, helm uninstall: the CRDs and the Migration stay.
+#    database work). helm test (the selftest pod), the aggregated user roles, and tenant safety: a user with only
+#    Migration rights names a service account outside the allowlist and gets a Failed Migration and no Job.
+#    Then helm upgrade (JSON logs, which the workers must follow), a real Migration, helm uninstall: the CRDs and
+#    the Migrations stay.
 # Prints "N passed, N failed" last; exit 1 on any failure.
 set -uo pipefail
 K8S_DIR="${1:-${MSSQLPG_K8S_DIR:-}}"
@@ -67,7 +72,8 @@ step() {
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
 
 command -v helm >/dev/null || { echo "helm tests: helm not found in $MSSQLPG_K8S_BIN (tests/control-plane/build.sh)" >&2; exit 1; }
-if [ ! -x "$PY" ] || ! "$PY" -c 'import yaml, promql_parser' 2>/dev/null || [ ! -x "$REPO/.venv/bin/hadolint" ]; then
+if [ ! -x "$PY" ] || ! "$PY" -c 'import yaml, promql_parser' 2>/dev/null || [ ! -x "$REPO/.venv/bin/hadolint" ] ||
+    ! command -v promtool >/dev/null; then
     tests/scripts/install-deps.sh
 fi
 
@@ -92,11 +98,37 @@ render_check() {
 step "render: default values" render_check default
 step "render: 2 replicas, monitors, NetworkPolicy, dashboard, worker namespaces" render_check full -f "$HERE/values-full.yaml"
 step "render: watchNamespace -> namespaced Role" render_check namespaced --set watchNamespace=migrations
+# values.schema.json: a wrong value fails at lint/template/install time instead of rendering something else.
+rejected() {
+    local expect="$1"
+    shift
+    ! "$@" >"$WORK/rejected.log" 2>&1 && grep -q -- "$expect" "$WORK/rejected.log" ||
+        { echo "expected a refusal mentioning '$expect' from: $*"; cat "$WORK/rejected.log"; return 1; }
+}
+schema_rejects() {
+    rejected "replicaCount" helm lint --strict "$CHART" --set replicaCount=two &&
+        rejected "pullPolicy" helm template x "$CHART" --set image.pullPolicy=Sometimes &&
+        rejected "imagee" helm template x "$CHART" --set imagee.tag=1.0 &&
+        rejected "digest" helm template x "$CHART" --set image.digest=sha256:abc &&
+        rejected "metricsPort" helm template x "$CHART" --set metricsPort=70000 &&
+        rejected "enabled" helm template x "$CHART" --set networkPolicy.worker.enabled=yes &&
+        rejected "allowedServiceAccounts" helm template x "$CHART" --set 'worker.allowedServiceAccounts={Not_A_Name}' &&
+        rejected "networkPolicy.worker.databases" helm template x "$CHART" --set networkPolicy.worker.enabled=true &&
+        helm template x "$CHART" --set image.digest="sha256:$(printf 'ab%.0s' $(seq 32))" --set replicaCount=3 >/dev/null
+}
+step "values.schema.json refuses wrong types, enums, unknown keys and bad digests" schema_rejects
 step "helm template --include-crds carries the generated CRDs" \
     bash -c "helm template x '$CHART' --include-crds | grep -q 'name: migrations.mssqlpg.dev'"
 
 # --- 3. generated deploy assets --------------------------------------------------------------------------
 step "deploy/ assets match the chart (deploy/generate.sh --check)" deploy/generate.sh --check
+
+# --- 3b. alert rules: valid, and each alert unit-tested (fires on its series, silent otherwise, for: kept) ----
+RULES=deploy/alerts/prometheus-rules.yaml
+step "promtool check rules $RULES" promtool check rules "$RULES"
+step "every alert has a unit test that fires it and one that keeps it silent" \
+    "$PY" "$HERE/check_alert_tests.py" "$RULES" "$HERE/alerts"
+step "promtool test rules tests/helm/alerts/*.test.yaml" promtool test rules "$HERE"/alerts/*.test.yaml
 
 # --- 4. metrics the dashboard and alerts use (sources; the scrape below adds labels) -------------------------
 ASSETS=(--dashboard deploy/dashboards/mssql-pg-operator.json --rules deploy/alerts/prometheus-rules.yaml)
@@ -116,7 +148,8 @@ for ns in mssql-pg-operator migrations team-a monitoring; do
 done
 NO_PROM=(--set serviceMonitor.enabled=false,podMonitor.enabled=false,prometheusRule.enabled=false)
 dry_run_full() {
-    render --skip-crds -f "$HERE/values-full.yaml" "${NO_PROM[@]}" >"$WORK/full-noprom.yaml" &&
+    # --skip-tests: the test pod's service account would only exist after a real install.
+    render --skip-crds --skip-tests -f "$HERE/values-full.yaml" "${NO_PROM[@]}" >"$WORK/full-noprom.yaml" &&
         kubectl apply --server-side --dry-run=server -f "$WORK/full-noprom.yaml"
 }
 step "dry-run=server: non-default render" dry_run_full
@@ -133,12 +166,16 @@ for b in mssql-pg-operator mssql-pg-worker tds-testserver bench; do
     [ -x "$NODE_BIN/$b" ] || { cargo build -q --locked -p mssql-pg-operator -p mssql-pg-worker -p tds-testserver -p bench; break; }
 done
 PORT="$(free_port)"
+# Nothing listens there: export fails quietly; the point is that the endpoint reaches the worker Jobs.
+OTLP="http://127.0.0.1:$(free_port)"
 kubectl create ns "$MIG_NS" >/dev/null
 FAKE_WORKER="$REPO/operator/tests/e2e/fake-worker.sh"
 install() {
     helm install mssql-pg-operator "$CHART" --namespace "$RELEASE_NS" --create-namespace \
         --set metricsPort="$PORT" --set leaderElection.enabled=true --set requeueSeconds=2 \
         --set "worker.serviceAccount.namespaces={$MIG_NS}" --set worker.command="$FAKE_WORKER" \
+        --set "worker.allowedServiceAccounts={etl-allowed}" --set selftest.readyzUrl="http://127.0.0.1:$PORT/readyz" \
+        --set otlpEndpoint="$OTLP" \
         --set logLevel='info\,mssql_pg_operator=debug' --wait --timeout 120s
 }
 step "helm install (CRDs present, RBAC, Deployment)" install
@@ -176,6 +213,70 @@ lease() {
     return 1
 }
 step "leader election: the pod holds the Lease in the release namespace" lease
+helm_test() {
+    helm test mssql-pg-operator -n "$RELEASE_NS" --timeout 120s >"$WORK/helm-test.log" 2>&1 ||
+        { cat "$WORK/helm-test.log"; return 1; }
+    grep -q "Phase:.*Succeeded" "$WORK/helm-test.log" || { cat "$WORK/helm-test.log"; return 1; }
+    # The pod is deleted once it passed (hook-succeeded); the node agent keeps its output.
+    cat "$K8S_DIR"/node/pods/"${RELEASE_NS}"_mssql-pg-operator-selftest_*/selftest.log >"$WORK/selftest.log" &&
+        cat "$WORK/selftest.log" &&
+        grep -q "ok: GET http://127.0.0.1:$PORT/readyz answered 200" "$WORK/selftest.log" &&
+        grep -q "ok: the API server serves migrations and migrationtasks" "$WORK/selftest.log"
+}
+step "helm test: the selftest pod finds /readyz answering and the CRDs served" helm_test
+
+# Aggregated roles, and tenant safety: "tester" holds only the chart's Migration rights in $MIG_NS.
+kubectl create rolebinding mig-only -n "$MIG_NS" --clusterrole=mssql-pg-operator-edit --user=tester >/dev/null
+kubectl create rolebinding mig-read -n "$MIG_NS" --clusterrole=mssql-pg-operator-view --user=tester >/dev/null
+kubectl create rolebinding editor -n "$MIG_NS" --clusterrole=edit --user=editor >/dev/null
+kubectl create rolebinding viewer -n "$MIG_NS" --clusterrole=view --user=viewer >/dev/null
+user_roles() {
+    # The aggregation controller folds the chart's rules into edit/view asynchronously.
+    for _ in $(seq 1 60); do
+        kubectl auth can-i create migrations.mssqlpg.dev -n "$MIG_NS" --as editor >/dev/null 2>&1 &&
+            kubectl auth can-i list migrationtasks.mssqlpg.dev -n "$MIG_NS" --as viewer >/dev/null 2>&1 && break
+        sleep 0.5
+    done
+    kubectl auth can-i create migrations.mssqlpg.dev -n "$MIG_NS" --as editor &&
+        ! kubectl auth can-i patch migrationtasks.mssqlpg.dev -n "$MIG_NS" --as editor &&
+        kubectl auth can-i watch migrations.mssqlpg.dev -n "$MIG_NS" --as viewer &&
+        ! kubectl auth can-i create migrations.mssqlpg.dev -n "$MIG_NS" --as viewer &&
+        kubectl auth can-i create migrations.mssqlpg.dev -n "$MIG_NS" --as tester &&
+        kubectl auth can-i delete migrations.mssqlpg.dev -n "$MIG_NS" --as tester &&
+        ! kubectl auth can-i create migrationtasks.mssqlpg.dev -n "$MIG_NS" --as tester &&
+        ! kubectl auth can-i create pods -n "$MIG_NS" --as tester &&
+        ! kubectl auth can-i create jobs.batch -n "$MIG_NS" --as tester &&
+        ! kubectl auth can-i get secrets -n "$MIG_NS" --as tester
+}
+step "aggregated ClusterRoles: edit/admin write Migrations, view reads them, nobody writes MigrationTasks" user_roles
+refused_sa() {
+    # Created by the user with only Migration rights; the service account exists, it is just not allowlisted.
+    kubectl create serviceaccount namespace-admin -n "$MIG_NS" >/dev/null &&
+        kubectl apply --as tester -n "$MIG_NS" -f - <<YAML || return 1
+apiVersion: mssqlpg.dev/v1alpha1
+kind: Migration
+metadata: {name: helm-sa}
+spec:
+  source: {mssql: {host: sql.invalid, database: db, credentialsSecret: src-creds}}
+  target: {postgres: {host: pg.invalid, database: db, credentialsSecret: dst-creds}}
+  worker: {serviceAccountName: namespace-admin}
+YAML
+    local phase=""
+    for _ in $(seq 1 120); do
+        phase="$(kubectl get mig helm-sa -n "$MIG_NS" -o jsonpath='{.status.phase}')"
+        [ "$phase" = Failed ] && break
+        sleep 0.5
+    done
+    local reason message jobs
+    reason="$(kubectl get mig helm-sa -n "$MIG_NS" -o jsonpath='{.status.conditions[?(@.type=="Validated")].reason}')"
+    message="$(kubectl get mig helm-sa -n "$MIG_NS" -o jsonpath='{.status.conditions[?(@.type=="Validated")].message}')"
+    jobs="$(kubectl get jobs,pods -n "$MIG_NS" -l mssqlpg.dev/migration=helm-sa -o name)"
+    echo "phase $phase, Validated $reason: $message; jobs/pods: ${jobs:-none}"
+    [ "$phase" = Failed ] && [ "$reason" = WorkerOverrideNotAllowed ] &&
+        [[ "$message" == *'spec.worker.serviceAccountName "namespace-admin" is not allowed'*etl-allowed* ]] &&
+        [ -z "$jobs" ] && kubectl delete mig helm-sa -n "$MIG_NS" --wait=false >/dev/null
+}
+step "tenant safety: a Migration naming a service account outside the allowlist fails and creates no Job" refused_sa
 
 kubectl apply -n "$MIG_NS" -f - >/dev/null <<YAML
 apiVersion: v1
@@ -212,8 +313,12 @@ migrate() {
     # The worker pods ran as the chart's worker service account.
     sas="$(kubectl get pods -n "$MIG_NS" -o jsonpath='{range .items[*]}{.spec.serviceAccountName}{"\n"}{end}' | sort -u)"
     [ "$sas" = mssql-pg-worker ] || { echo "worker pods ran as: $sas"; return 1; }
+    # otlpEndpoint reached every worker Job through the operator; logJson is off, so no LOG_FORMAT.
+    local env
+    env="$(kubectl get jobs -n "$MIG_NS" -l mssqlpg.dev/migration=helm-e2e -o jsonpath='{range .items[*]}{.spec.template.spec.containers[0].env[?(@.name=="OTEL_EXPORTER_OTLP_ENDPOINT")].value}{"|"}{.spec.template.spec.containers[0].env[?(@.name=="LOG_FORMAT")].value}{"\n"}{end}' | sort -u)"
+    [ "$env" = "$OTLP|" ] || { echo "worker Jobs' OTEL_EXPORTER_OTLP_ENDPOINT|LOG_FORMAT: $env"; return 1; }
 }
-step "a Migration runs to Succeeded (plan, 3 copies, finalize, verify) with the chart's RBAC" migrate
+step "a Migration runs to Succeeded (plan, 3 copies, finalize, verify) with the chart's RBAC; its Jobs get otlpEndpoint" migrate
 
 scrape() {
     curl -fsS "http://127.0.0.1:$PORT/metrics" >"$WORK/metrics.txt" &&
@@ -231,7 +336,7 @@ step "no Secret value in the operator log" no_secrets_logged
 
 # From here on the workers are the real mssql-pg-worker (the chart's default worker command).
 upgrade() {
-    helm upgrade mssql-pg-operator "$CHART" --namespace "$RELEASE_NS" --reuse-values --set logJson=true \
+    helm upgrade mssql-pg-operator "$CHART" --namespace "$RELEASE_NS" --reuse-values --set logJson=true --set otlpEndpoint= \
         --set worker.command=mssql-pg-worker --wait --timeout 120s &&
         kubectl -n "$RELEASE_NS" rollout status deploy/mssql-pg-operator --timeout=120s &&
         [ "$(kubectl -n "$RELEASE_NS" get deploy mssql-pg-operator -o jsonpath='{.spec.template.spec.containers[0].env[?(@.name=="LOG_JSON")].value}')" = true ] &&
@@ -296,9 +401,30 @@ YAML
     got="$("$psql" -h 127.0.0.1 -p "$pg_port" -U postgres -d helm_real -At -c \
         "SELECT (SELECT count(*) FROM public.\"Users\") + (SELECT count(*) FROM public.\"Badges\") + (SELECT count(*) FROM public.\"PostTypes\")")"
     [ "$got" = "$expected" ] || { echo "PostgreSQL holds $got rows, expected $expected"; return 1; }
-    echo "result: $expected rows (Users, Badges, PostTypes) migrated, checksum-verified, counted in PostgreSQL; $(get rowsPerSecond) rows/s, peak worker memory $(get peakWorkerMemoryBytes) bytes"
+    # The copy phase's rate and the whole run's, both filled once Succeeded.
+    [ "$(get rowsPerSecond)" -gt 0 ] && [ "$(get overallRowsPerSecond)" -gt 0 ] ||
+        { echo "rowsPerSecond '$(get rowsPerSecond)', overallRowsPerSecond '$(get overallRowsPerSecond)'"; return 1; }
+    echo "result: $expected rows (Users, Badges, PostTypes) migrated, checksum-verified, counted in PostgreSQL; $(get rowsPerSecond) rows/s copying, $(get overallRowsPerSecond) rows/s over the run, peak worker memory $(get peakWorkerMemoryBytes) bytes"
 }
 step "a real Migration (TDS test server -> PostgreSQL) with mssql-pg-worker pods and the chart's RBAC" real_migration
+# logJson=true since the upgrade: the operator hands LOG_FORMAT=json to its workers.
+worker_json_logs() {
+    local logs=("$K8S_DIR"/node/pods/"${MIG_NS}"_helm-real-*/worker.log)
+    [ -e "${logs[0]}" ] || { echo "no worker pod logs under $K8S_DIR/node/pods"; return 1; }
+    "$PY" - "${logs[@]}" <<'PY'
+import json
+import sys
+
+n = 0
+for path in sys.argv[1:]:
+    for line in open(path):
+        n += 1
+        obj = json.loads(line)
+        assert isinstance(obj, dict), (path, line)
+print(f"result: {n} log lines of {len(sys.argv) - 1} worker pods, each a JSON object")
+PY
+}
+step "worker pods log JSON lines when the operator does (logJson)" worker_json_logs
 uninstall() {
     helm uninstall mssql-pg-operator -n "$RELEASE_NS" --wait --timeout 120s &&
         kubectl get crd migrations.mssqlpg.dev migrationtasks.mssqlpg.dev >/dev/null &&

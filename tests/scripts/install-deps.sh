@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the tests need and is missing: Debian packages (FreeTDS's tsql/freebcp for the
-# cross-client tests, PostgreSQL's server, Prometheus's promtool for the alert rules), and a project-local Python venv with pytds and pytest.
+# cross-client tests, PostgreSQL's server, Prometheus's promtool for the alert rules), and a
+# project-local Python venv with pytds and pytest.
 # Idempotent: a second run installs nothing.
 set -euo pipefail
 cd "$(dirname "$0")/../.."

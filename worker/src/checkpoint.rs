@@ -69,6 +69,11 @@ pub async fn ensure_tables(client: &Client) -> Result<(), CheckpointError> {
                 started_at timestamptz NOT NULL DEFAULT now(),
                 updated_at timestamptz NOT NULL DEFAULT now());
              ALTER TABLE \"{SCHEMA}\".\"runs\" ADD COLUMN IF NOT EXISTS tasks text;
+             CREATE TABLE IF NOT EXISTS \"{SCHEMA}\".\"recreate\" (
+                migration text NOT NULL,
+                seq int NOT NULL,
+                statement text NOT NULL,
+                PRIMARY KEY (migration, seq));
              COMMIT;"
         ))
         .await;
@@ -145,6 +150,64 @@ pub async fn reset(client: &Client, migration: &str) -> Result<(), CheckpointErr
 }
 
 /// The recorded run of a migration: (plan fingerprint, state).
+/// Whether the checkpoint tables exist: reading a run's state must not create them (a dry run
+/// writes nothing).
+pub async fn tables_exist(client: &Client) -> Result<bool, CheckpointError> {
+    Ok(client
+        .query_one(
+            &format!("SELECT to_regclass('\"{SCHEMA}\".\"runs\"') IS NOT NULL"),
+            &[],
+        )
+        .await?
+        .get(0))
+}
+
+/// Remembers statements that recreate objects outside the migration (foreign keys of other
+/// tables) which the load had to drop; finalize runs them.
+pub async fn save_recreate(
+    client: &Client,
+    migration: &str,
+    statements: &[String],
+) -> Result<(), CheckpointError> {
+    for (i, sql) in statements.iter().enumerate() {
+        let seq = i32::try_from(i).unwrap_or(i32::MAX);
+        client
+            .execute(
+                &format!(
+                    "INSERT INTO \"{SCHEMA}\".\"recreate\" (migration, seq, statement) VALUES ($1, $2, $3) \
+                     ON CONFLICT (migration, seq) DO UPDATE SET statement = EXCLUDED.statement"
+                ),
+                &[&migration, &seq, sql],
+            )
+            .await?;
+    }
+    Ok(())
+}
+
+/// The statements [`save_recreate`] stored, in order.
+pub async fn recreate_statements(client: &Client, migration: &str) -> Result<Vec<String>, CheckpointError> {
+    Ok(client
+        .query(
+            &format!("SELECT statement FROM \"{SCHEMA}\".\"recreate\" WHERE migration = $1 ORDER BY seq"),
+            &[&migration],
+        )
+        .await?
+        .iter()
+        .map(|r| r.get(0))
+        .collect())
+}
+
+/// Forgets them once finalize has run them.
+pub async fn clear_recreate(client: &Client, migration: &str) -> Result<(), CheckpointError> {
+    client
+        .execute(
+            &format!("DELETE FROM \"{SCHEMA}\".\"recreate\" WHERE migration = $1"),
+            &[&migration],
+        )
+        .await?;
+    Ok(())
+}
+
 pub async fn run_state(
     client: &Client,
     migration: &str,

@@ -7,8 +7,10 @@ use crate::mssql::read::{ReadError, int_key_bounds};
 use crate::options::{Mode, Options, VerifyMode};
 use crate::pg::connect::{PgConnectError, PgTarget};
 use crate::pg::ddl::{self, Stmt};
+use crate::pg::target_catalog::{existing_table, pg_type_fit};
 use crate::pipeline::{CopyOptions, TaskError, TaskReport, copy_task};
-use crate::plan::{Plan, PlanError, TaskPlan, build_plan, split_tasks};
+use crate::plan::{Plan, PlanError, TablePlan, TaskPlan, build_plan, split_tasks};
+use crate::target_check::{self, PlannedColumn, TableAction};
 use crate::verify::{self, TableVerification, VerifyError};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -59,6 +61,14 @@ pub enum EngineError {
     Verify(#[from] VerifyError),
     #[error("stored plan of migration {0} cannot be read: {1}")]
     StoredPlan(String, String),
+    #[error("nothing was written: {}", .0.join("; "))]
+    Refused(Vec<String>),
+    #[error("reading the target's catalog for {table}: {source}")]
+    TargetCatalog {
+        table: String,
+        #[source]
+        source: tokio_postgres::Error,
+    },
 }
 
 impl EngineError {
@@ -77,6 +87,15 @@ pub struct Engine {
     pub target: PgTarget,
     pub options: Options,
     pub copy: CopyOptions,
+}
+
+/// The outcome of a dry run: the plan and what a real run would do to each target table.
+#[derive(Debug, Clone, Serialize)]
+pub struct DryRun {
+    pub plan: Plan,
+    /// Per table of the plan, in its order.
+    pub actions: Vec<TableAction>,
+    pub negotiated_packet_size: Option<i32>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -197,15 +216,59 @@ impl Engine {
         Ok(())
     }
 
+    /// What a run would do to each target table, from the target's catalog (reads only).
+    async fn target_actions(&self, pg: &Client, plan: &Plan) -> Result<Vec<TableAction>, EngineError> {
+        let migrated: Vec<String> = plan.tables.iter().map(ddl::qualified).collect();
+        let mut actions = Vec::with_capacity(plan.tables.len());
+        for t in &plan.tables {
+            let name = ddl::qualified(t);
+            let existing =
+                existing_table(pg, &name, &migrated)
+                    .await
+                    .map_err(|source| EngineError::TargetCatalog {
+                        table: name.clone(),
+                        source,
+                    })?;
+            let key: Option<Vec<String>> = t
+                .keyset
+                .as_ref()
+                .map(|k| k.iter().map(|k| t.columns[k.index].target_name.clone()).collect());
+            let types: Vec<_> = t.all_columns().map(|c| c.pg_type).collect();
+            actions.push(target_check::decide(
+                self.options.mode,
+                existing.as_ref(),
+                &planned_columns(t),
+                key.as_deref(),
+                self.options.drop_dependents,
+                |i, found| pg_type_fit(types[i], found),
+            ));
+        }
+        Ok(actions)
+    }
+
+    /// Plans and says what a run would do to the target, writing nothing: the source is only
+    /// read, the target's catalog only queried.
+    pub async fn dry_run(&self) -> Result<DryRun, EngineError> {
+        let (plan, packet) = self.plan().await?;
+        let pg = self.target.connect().await?;
+        let actions = self.target_actions(&pg, &plan).await?;
+        Ok(DryRun {
+            plan,
+            actions,
+            negotiated_packet_size: packet,
+        })
+    }
+
     /// Plans, then creates the target tables, unless a previous incomplete run of the same plan
     /// exists: then its tables, checkpoints and task ranges are kept and copying resumes.
+    /// Nothing is written before every table's existing target has been checked.
     pub async fn prepare(&self) -> Result<Prepared, EngineError> {
         let (mut plan, packet) = self.plan().await?;
         let pg = self.target.connect().await?;
-        checkpoint::ensure_tables(&pg).await?;
         let migration = &self.options.migration;
         let fingerprint = plan.fingerprint();
-        if let Some((fp, state)) = checkpoint::run_state(&pg, migration).await?
+        if checkpoint::tables_exist(&pg).await?
+            && let Some((fp, state)) = checkpoint::run_state(&pg, migration).await?
             && fp == fingerprint
             // Only an interrupted copy resumes; after finalize (e.g. a verification mismatch) a
             // rerun starts over.
@@ -222,7 +285,42 @@ impl Engine {
             });
         }
 
+        let actions = self.target_actions(&pg, &plan).await?;
+        let refused: Vec<String> = plan
+            .tables
+            .iter()
+            .zip(&actions)
+            .filter(|(_, a)| a.refused())
+            .map(|(t, a)| a.describe(&format!("table {}", ddl::qualified(t))))
+            .collect();
+        if !refused.is_empty() {
+            return Err(EngineError::Refused(refused));
+        }
+        checkpoint::ensure_tables(&pg).await?;
         let mut warnings = Vec::new();
+        // Foreign keys of other tables the user allowed to drop come back in finalize; views do not.
+        let mut recreate = Vec::new();
+        let mut cascade = false;
+        for (t, a) in plan.tables.iter().zip(&actions) {
+            if let TableAction::Drop { dependents, .. } | TableAction::Truncate { dependents, .. } = a {
+                for d in dependents {
+                    match &d.recreate {
+                        Some(sql) => recreate.push(sql.clone()),
+                        None => warnings.push(format!(
+                            "table {}: {} {} depended on it and was dropped (dropDependents); its definition: {}",
+                            ddl::qualified(t),
+                            d.kind,
+                            d.name,
+                            d.definition
+                        )),
+                    }
+                    cascade = true;
+                }
+            }
+        }
+        checkpoint::clear_recreate(&pg, migration).await?;
+        checkpoint::save_recreate(&pg, migration, &recreate).await?;
+
         pg.batch_execute(&ddl::create_schema(
             &plan
                 .tables
@@ -235,70 +333,85 @@ impl Engine {
             sql: String::new(),
             source,
         })?;
-        for t in &plan.tables {
-            match self.options.mode {
-                Mode::DropRecreate => {
-                    let drop = ddl::drop_table(t);
-                    let create = ddl::create_table(t, &self.options.schema, self.options.unlogged);
-                    for sql in [drop, create] {
-                        pg.batch_execute(&sql).await.map_err(|source| EngineError::Ddl {
-                            what: format!("table {}", t.target_name),
-                            sql: sql.clone(),
-                            source,
-                        })?;
-                    }
-                    if self.options.schema.defaults {
-                        exec_stmts(&pg, ddl::defaults(t, &mut warnings), &mut warnings).await?;
-                    }
-                }
-                // One TRUNCATE for all tables below, so foreign keys among them do not block it.
-                Mode::Truncate => {}
-                Mode::Upsert => {
-                    let exists: bool = pg
-                        .query_one("SELECT to_regclass($1) IS NOT NULL", &[&ddl::qualified(t)])
-                        .await
-                        .map_err(|source| EngineError::Ddl {
-                            what: "table lookup".into(),
-                            sql: String::new(),
-                            source,
-                        })?
-                        .get(0);
-                    if exists && self.options.unlogged {
-                        warnings.push(unlogged_kept(t));
-                    }
-                    if !exists {
-                        let sql = ddl::create_table(t, &self.options.schema, self.options.unlogged);
-                        pg.batch_execute(&sql).await.map_err(|source| EngineError::Ddl {
-                            what: format!("table {}", t.target_name),
-                            sql: sql.clone(),
-                            source,
-                        })?;
-                        if self.options.schema.defaults {
-                            exec_stmts(&pg, ddl::defaults(t, &mut warnings), &mut warnings).await?;
+        let ddl_err = |what: String, sql: &str| {
+            let sql = sql.to_string();
+            move |source| EngineError::Ddl { what, sql, source }
+        };
+        if self.options.mode == Mode::DropRecreate {
+            // One statement for every existing table, so foreign keys among them need no CASCADE;
+            // CASCADE only when the user allowed the dependents listed above to go.
+            let existing: Vec<String> = plan
+                .tables
+                .iter()
+                .zip(&actions)
+                .filter(|(_, a)| matches!(a, TableAction::Drop { .. }))
+                .map(|(t, _)| ddl::qualified(t))
+                .collect();
+            if !existing.is_empty() {
+                let sql = ddl::drop_tables(&existing, cascade);
+                pg.batch_execute(&sql)
+                    .await
+                    .map_err(ddl_err("drop existing tables".into(), &sql))?;
+            }
+        }
+        if self.options.mode == Mode::Truncate {
+            // The foreign keys of other tables would make TRUNCATE fail (or, with CASCADE, empty
+            // those tables too): they are dropped and recreated in finalize.
+            for (t, a) in plan.tables.iter().zip(&actions) {
+                if let TableAction::Truncate { dependents, .. } = a {
+                    for d in dependents {
+                        if let Some((constraint, table)) = d.name.split_once(" on ") {
+                            let sql = format!(
+                                "ALTER TABLE {table} DROP CONSTRAINT {}",
+                                crate::mapping::quote_pg(constraint)
+                            );
+                            pg.batch_execute(&sql).await.map_err(ddl_err(
+                                format!("foreign key referencing {}", ddl::qualified(t)),
+                                &sql,
+                            ))?;
                         }
                     }
-                    // ON CONFLICT needs the key before the first chunk; an existing one is kept.
-                    exec_stmts(&pg, ddl::primary_key(t).into_iter().collect(), &mut warnings).await?;
                 }
             }
         }
-        if self.options.mode == Mode::Truncate && self.options.unlogged {
-            warnings.extend(plan.tables.iter().map(unlogged_kept));
+        for (t, a) in plan.tables.iter().zip(&actions) {
+            let create = match a {
+                TableAction::Create => true,
+                TableAction::Drop { .. } => true,
+                TableAction::Truncate { .. } | TableAction::Upsert { .. } => {
+                    if self.options.unlogged {
+                        warnings.push(unlogged_kept(t));
+                    }
+                    false
+                }
+                TableAction::Refuse { .. } => false,
+            };
+            if create {
+                let sql = ddl::create_table(t, &self.options.schema, self.options.unlogged);
+                pg.batch_execute(&sql)
+                    .await
+                    .map_err(ddl_err(format!("table {}", t.target_name), &sql))?;
+                if self.options.schema.defaults {
+                    exec_stmts(&pg, ddl::defaults(t, &mut warnings), &mut warnings).await?;
+                }
+            }
+            if self.options.mode == Mode::Upsert {
+                // ON CONFLICT needs the key before the first chunk; an existing one is kept.
+                exec_stmts(&pg, ddl::primary_key(t).into_iter().collect(), &mut warnings).await?;
+            }
         }
-        if self.options.mode == Mode::Truncate && !plan.tables.is_empty() {
-            let sql = format!(
-                "TRUNCATE TABLE {}",
-                plan.tables
-                    .iter()
-                    .map(ddl::qualified)
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            );
-            pg.batch_execute(&sql).await.map_err(|source| EngineError::Ddl {
-                what: "truncate".into(),
-                sql: sql.clone(),
-                source,
-            })?;
+        let truncated: Vec<String> = plan
+            .tables
+            .iter()
+            .zip(&actions)
+            .filter(|(_, a)| matches!(a, TableAction::Truncate { .. }))
+            .map(|(t, _)| ddl::qualified(t))
+            .collect();
+        if !truncated.is_empty() {
+            let sql = format!("TRUNCATE TABLE {}", truncated.join(", "));
+            pg.batch_execute(&sql)
+                .await
+                .map_err(ddl_err("truncate".into(), &sql))?;
         }
         plan.warnings.extend(warnings);
         checkpoint::reset(&pg, migration).await?;
@@ -572,6 +685,17 @@ impl Engine {
             let fks = ddl::foreign_keys(plan, &mut warnings);
             exec_stmts(&pg, fks, &mut warnings).await?;
         }
+        let recreate = checkpoint::recreate_statements(&pg, &self.options.migration).await?;
+        let recreate = recreate
+            .into_iter()
+            .map(|sql| Stmt {
+                what: "foreign key of a table outside the migration (dropped by dropDependents)".into(),
+                sql,
+                optional: true,
+            })
+            .collect();
+        exec_stmts(&pg, recreate, &mut warnings).await?;
+        checkpoint::clear_recreate(&pg, &self.options.migration).await?;
         checkpoint::set_run_state(&pg, &self.options.migration, &plan.fingerprint(), "finalized").await?;
         Ok(warnings)
     }
@@ -587,13 +711,14 @@ impl Engine {
             let source = self.source.clone();
             let target = self.target.clone();
             let mode = self.options.verify;
+            let upsert = self.options.mode == Mode::Upsert;
             set.spawn(async move {
                 let _permit = sem.acquire_owned().await;
                 let mut mssql = source.connect().await?;
                 let pg = target.connect().await?;
                 Ok::<_, EngineError>(match mode {
-                    VerifyMode::Count => verify::count(&mut mssql, &pg, &t).await?,
-                    _ => verify::checksum(&mut mssql, &pg, &t).await?,
+                    VerifyMode::Count => verify::count(&mut mssql, &pg, &t, upsert).await?,
+                    _ => verify::checksum(&mut mssql, &pg, &t, upsert).await?,
                 })
             });
         }
@@ -619,4 +744,16 @@ impl Engine {
         checkpoint::set_run_state(&pg, &self.options.migration, &plan.fingerprint(), "succeeded").await?;
         Ok(())
     }
+}
+
+/// The columns a table's load writes (and the generated ones it expects), for the existing-target
+/// check.
+fn planned_columns(t: &TablePlan) -> Vec<PlannedColumn> {
+    t.all_columns()
+        .map(|c| PlannedColumn {
+            name: c.target_name.clone(),
+            type_name: c.pg_type.to_string(),
+            nullable: c.source.nullable,
+        })
+        .collect()
 }

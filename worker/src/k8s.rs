@@ -8,6 +8,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::target_check::TableAction;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::Client;
 use mssql_pg_crds::client::{self, ClientError};
@@ -337,6 +338,7 @@ pub fn plan_summary<P: PublishedPlan>(plan: &P) -> PlanSummary {
                     partitions: i32::try_from(plan.tasks().iter().filter(|task| task.table == i).count())
                         .unwrap_or(i32::MAX),
                     lossy_columns: lossy_columns(t),
+                    target_action: None,
                 }
             })
             .collect(),
@@ -426,6 +428,10 @@ pub async fn plan(client: &Client, ns: &str, name: &str, out: &mut StepOutcome) 
         return crate::k8s_reverse::plan(client, &mig, out).await;
     }
     let engine = engine_for(&mig, None)?;
+    if mig.spec.dry_run {
+        let d = engine.dry_run().await.map_err(engine_err(&mig))?;
+        return report_dry_run(client, &mig, &d.plan, &d.actions, &d.plan.warnings, started, out).await;
+    }
     let prepared = engine.prepare().await.map_err(engine_err(&mig))?;
     let plan = &prepared.plan;
     out.resumed = Some(prepared.resumed);
@@ -439,6 +445,42 @@ pub async fn plan(client: &Client, ns: &str, name: &str, out: &mut StepOutcome) 
     );
     client::report_plan(client, &mig, &plan_summary(plan), &plan.warnings).await?;
     out.warnings = plan.warnings.clone();
+    out.seconds = Some(started.elapsed().as_secs_f64());
+    Ok(())
+}
+
+/// A dry run's outcome, written where a real plan's goes: `status.plan` (with each table's
+/// `targetAction`) and `status.warnings` (with the refusals). Reads only happened; no
+/// MigrationTasks are created, so the operator ends the Migration after this Job.
+pub(crate) async fn report_dry_run<P: PublishedPlan>(
+    client: &Client,
+    mig: &Migration,
+    plan: &P,
+    actions: &[TableAction],
+    plan_warnings: &[String],
+    started: Instant,
+    out: &mut StepOutcome,
+) -> Result<(), K8sError> {
+    let mut summary = plan_summary(plan);
+    let target = |i: usize| {
+        let (schema, name) = plan.tables()[i].target();
+        format!("{schema}.{name}")
+    };
+    for (i, (entry, action)) in summary.tables.iter_mut().zip(actions).enumerate() {
+        entry.target_action = Some(bounded_message(&action.describe(&target(i))));
+    }
+    let mut warnings = plan_warnings.to_vec();
+    warnings.extend(
+        actions
+            .iter()
+            .enumerate()
+            .filter(|(_, a)| a.refused())
+            .map(|(i, a)| format!("dry run: {}", a.describe(&target(i)))),
+    );
+    client::report_plan(client, mig, &summary, &warnings).await?;
+    out.tables = Some(plan.tables().len());
+    out.tasks = Some(plan.tasks().len());
+    out.warnings = warnings;
     out.seconds = Some(started.elapsed().as_secs_f64());
     Ok(())
 }
@@ -516,7 +558,7 @@ pub async fn copy(
         Err(e) => {
             // The state stays Running: the Job may retry this pod. The operator marks the task Failed when
             // the Job gives up, with this pod's termination message.
-            status.last_error = Some(bounded_message(&format!("{e:#}")));
+            status.last_error = Some(bounded_message(&crate::error_text::error_text(e)));
             status.message = Some(format!("attempt {} failed", status.attempts));
             status.rows_per_second = 0;
         }

@@ -70,6 +70,11 @@ impl PublishedColumn for RevColumn {
 pub async fn plan(client: &Client, mig: &Migration, out: &mut StepOutcome) -> Result<(), K8sError> {
     let started = Instant::now();
     let engine = engine_for(mig, None)?;
+    if mig.spec.dry_run {
+        let d = engine.dry_run().await.map_err(rev_err(mig))?;
+        return crate::k8s::report_dry_run(client, mig, &d.plan, &d.actions, &d.plan.warnings, started, out)
+            .await;
+    }
     let prepared = engine.prepare().await.map_err(rev_err(mig))?;
     let plan = &prepared.plan;
     out.resumed = Some(prepared.resumed);

@@ -2,6 +2,7 @@
 
 pub mod checkpoint;
 pub mod engine;
+pub mod error_text;
 pub mod k8s;
 pub mod k8s_reverse;
 pub mod mapping;
@@ -19,5 +20,6 @@ pub mod retry;
 pub mod spec;
 mod sql_lex;
 pub mod summary;
+pub mod target_check;
 pub mod timeouts;
 pub mod verify;

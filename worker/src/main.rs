@@ -4,6 +4,7 @@
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use mssql_pg_worker::engine::Engine;
+use mssql_pg_worker::error_text::error_text;
 use mssql_pg_worker::mssql::connect::REQUESTED_PACKET_SIZE;
 use mssql_pg_worker::pipeline::CopyOptions;
 use mssql_pg_worker::progress::{Display, Reporter, TaskInfo};
@@ -25,14 +26,11 @@ mod reverse_cli;
 struct Cli {
     #[command(subcommand)]
     command: Command,
-    /// Where to serve Prometheus `/metrics` (`off` to disable).
-    #[arg(
-        long,
-        global = true,
-        env = "WORKER_METRICS_ADDR",
-        default_value = "0.0.0.0:9090"
-    )]
-    metrics_addr: String,
+    /// Where to serve Prometheus `/metrics` (`off` to disable). Default: `127.0.0.1:9090` for a
+    /// local `run` (a laptop's port stays private), `0.0.0.0:9090` for a Job's steps (scraped by
+    /// a PodMonitor).
+    #[arg(long, global = true, env = "WORKER_METRICS_ADDR")]
+    metrics_addr: Option<String>,
     /// Seconds between progress patches of a MigrationTask's status (Kubernetes mode), and between
     /// JSON progress lines of `run` when stdout is not a terminal.
     #[arg(long, global = true, env = "WORKER_PROGRESS_INTERVAL", default_value_t = 5.0)]
@@ -114,6 +112,17 @@ fn engine(common: &Common) -> anyhow::Result<Engine> {
     })
 }
 
+/// [`engine`] for a step that writes: refused under `dryRun`.
+fn writing_engine(common: &Common, step: &str) -> anyhow::Result<Engine> {
+    let engine = engine(common)?;
+    if engine.options.dry_run {
+        anyhow::bail!(
+            "spec.dryRun is true: {step} writes to the target, so it is not run (plan shows the dry run)"
+        );
+    }
+    Ok(engine)
+}
+
 #[derive(Serialize)]
 struct PlanEvent<'a> {
     event: &'static str,
@@ -169,9 +178,63 @@ fn plan_event<'a>(p: &'a mssql_pg_worker::engine::Prepared) -> PlanEvent<'a> {
     }
 }
 
+/// A dry run's output: the plan, then per target table what a real run would do. Nothing is
+/// written; `ok` is false when a real run would refuse a table.
+async fn dry_run(engine: &Engine, out: &Out) -> anyhow::Result<bool> {
+    let d = engine.dry_run().await?;
+    let prepared = mssql_pg_worker::engine::Prepared {
+        plan: d.plan,
+        resumed: false,
+        negotiated_packet_size: d.negotiated_packet_size,
+    };
+    let targets: Vec<String> = prepared
+        .plan
+        .tables
+        .iter()
+        .zip(&d.actions)
+        .map(|(t, a)| a.describe(&format!("{}.{}", t.target_schema, t.target_name)))
+        .collect();
+    let refused = d.actions.iter().filter(|a| a.refused()).count();
+    let event = serde_json::json!({
+        "event": "dryRun",
+        "ok": refused == 0,
+        "plan": plan_event(&prepared),
+        "targetActions": d.actions,
+        "written": false,
+    });
+    out.event(&event, || {
+        format!(
+            "dry run (nothing written): {} tables, {} tasks, {} rows estimated\n{}\n{}",
+            prepared.plan.tables.len(),
+            prepared.plan.tasks.len(),
+            prepared
+                .plan
+                .tables
+                .iter()
+                .map(|t| t.source.row_count)
+                .sum::<i64>(),
+            targets
+                .iter()
+                .map(|l| format!("  {l}"))
+                .collect::<Vec<_>>()
+                .join("\n"),
+            prepared
+                .plan
+                .warnings
+                .iter()
+                .map(|w| format!("  warning: {w}\n"))
+                .collect::<String>()
+        )
+    });
+    Ok(refused == 0)
+}
+
 async fn run(common: &Common, out: &Out) -> anyhow::Result<bool> {
     let started = Instant::now();
     let engine = engine(common)?;
+    if engine.options.dry_run {
+        return dry_run(&engine, out).await;
+    }
     let prepared = engine.prepare().await?;
     out.event(&plan_event(&prepared), || {
         format!(
@@ -233,7 +296,7 @@ async fn run(common: &Common, out: &Out) -> anyhow::Result<bool> {
     }
     .await;
     if let Err(e) = result {
-        summary.error = Some(format!("{e:#}"));
+        summary.error = Some(error_text(e.as_ref()));
     }
     summary.ok = summary.error.is_none() && summary.verified;
     summary.seconds = started.elapsed().as_secs_f64();
@@ -325,8 +388,8 @@ async fn k8s_main(step: K8sStep, cli: &Cli, out: &Out) -> bool {
     match result {
         Ok(()) => outcome.ok = true,
         Err(e) => {
-            tracing::error!(step = name, error = %format!("{e:#}"), "step failed");
-            outcome.error = Some(format!("{e:#}"));
+            tracing::error!(step = name, error = %error_text(&e), "step failed");
+            outcome.error = Some(error_text(&e));
         }
     }
     k8s::write_termination_message(&outcome);
@@ -348,6 +411,9 @@ async fn main_inner(cli: Cli, out: &Out) -> anyhow::Result<bool> {
         Command::Run(common) => run(&common, out).await,
         Command::Plan(common) => {
             let engine = engine(&common)?;
+            if engine.options.dry_run {
+                return dry_run(&engine, out).await;
+            }
             let prepared = engine.prepare().await?;
             out.event(&plan_event(&prepared), || {
                 serde_json::to_string_pretty(&plan_event(&prepared)).unwrap_or_default() + "\n"
@@ -355,14 +421,14 @@ async fn main_inner(cli: Cli, out: &Out) -> anyhow::Result<bool> {
             Ok(true)
         }
         Command::Copy { common, task, .. } => {
-            let engine = engine(&common)?;
+            let engine = writing_engine(&common, "copy")?;
             let plan = engine.stored_plan().await?;
             let report = engine.copy_one(&plan, &task).await?;
             out.event(&report, || format!("{report:?}\n"));
             Ok(true)
         }
         Command::Finalize(common) => {
-            let engine = engine(&common)?;
+            let engine = writing_engine(&common, "finalize")?;
             let plan = engine.stored_plan().await?;
             let warnings = engine.finalize(&plan).await?;
             out.event(
@@ -407,16 +473,20 @@ async fn main() -> ExitCode {
         tracing::debug!("a rustls crypto provider was already installed");
     }
     let cli = Cli::parse();
-    if cli.metrics_addr != "off" {
-        match cli.metrics_addr.parse::<std::net::SocketAddr>() {
+    let metrics_addr = cli.metrics_addr.clone().unwrap_or_else(|| {
+        match &cli.command {
+            Command::Run(_) => "127.0.0.1:9090",
+            _ => "0.0.0.0:9090",
+        }
+        .to_string()
+    });
+    if metrics_addr != "off" {
+        match metrics_addr.parse::<std::net::SocketAddr>() {
             Ok(addr) => {
                 tokio::spawn(mssql_pg_worker::metrics::serve(addr));
             }
             Err(e) => {
-                eprintln!(
-                    "--metrics-addr {:?}: {e} (use HOST:PORT or off)",
-                    cli.metrics_addr
-                );
+                eprintln!("--metrics-addr {metrics_addr:?}: {e} (use HOST:PORT or off)");
                 return ExitCode::from(2);
             }
         }
@@ -437,8 +507,8 @@ async fn main() -> ExitCode {
         Ok(false) => ExitCode::FAILURE,
         Err(e) => {
             out.event(
-                &serde_json::json!({"event": "error", "error": format!("{e:#}")}),
-                || format!("error: {e:#}\n"),
+                &serde_json::json!({"event": "error", "error": error_text(e.as_ref())}),
+                || format!("error: {}\n", error_text(e.as_ref())),
             );
             ExitCode::FAILURE
         }

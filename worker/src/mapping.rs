@@ -72,6 +72,32 @@ impl fmt::Display for PgType {
     }
 }
 
+impl PgType {
+    /// The type without its modifiers, for a cast that changes no stored value's length or
+    /// precision (`char` stays `bpchar`: a cast to `text` would strip its padding).
+    pub fn base_name(self) -> &'static str {
+        match self {
+            PgType::Bool => "boolean",
+            PgType::Int2 => "smallint",
+            PgType::Int4 => "integer",
+            PgType::Int8 => "bigint",
+            PgType::Numeric { .. } => "numeric",
+            PgType::Float4 => "real",
+            PgType::Float8 => "double precision",
+            PgType::Date => "date",
+            PgType::Time { .. } => "time",
+            PgType::Timestamp { .. } => "timestamp",
+            PgType::Timestamptz { .. } => "timestamptz",
+            PgType::Uuid => "uuid",
+            PgType::Varchar { .. } => "varchar",
+            PgType::Char { .. } => "bpchar",
+            PgType::Text => "text",
+            PgType::Bytea => "bytea",
+            PgType::Xml => "xml",
+        }
+    }
+}
+
 /// How the source column is selected so that it arrives in a form the encoder handles exactly.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum ReadAs {

@@ -84,6 +84,11 @@ pub struct Options {
     pub unlogged: bool,
     /// Retries of a copy task after a transient fault.
     pub retry: crate::retry::RetryPolicy,
+    /// May drop or empty an existing target table that objects outside the migration depend on
+    /// (`target.*.dropDependents`).
+    pub drop_dependents: bool,
+    /// Plan only (`dryRun`): read the source and the target's catalog, write nothing.
+    pub dry_run: bool,
 }
 
 impl Default for Options {
@@ -103,6 +108,8 @@ impl Default for Options {
             lowercase_identifiers: false,
             unlogged: false,
             retry: crate::retry::RetryPolicy::default(),
+            drop_dependents: false,
+            dry_run: false,
         }
     }
 }

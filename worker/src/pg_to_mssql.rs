@@ -14,6 +14,7 @@ use crate::mssql::bulk::{BulkCtx, BulkError, row_encoder, write_chunks};
 use crate::mssql::checkpoint::{self as mscp, MsCheckpointError};
 use crate::mssql::connect::{ConnectError, MssqlSource, TdsClient, negotiated_packet_size};
 use crate::mssql::ddl::{self, MsStmt, TableNames};
+use crate::mssql::target_catalog::{existing_tables, ms_type_fit};
 use crate::options::{Mode, Options, VerifyMode};
 use crate::pg::connect::{PgConnectError, PgTarget, with_connection_io};
 use crate::pg::copy_binary::RowEncoder;
@@ -22,6 +23,7 @@ use crate::pg::read::{RevReadError, SESSION_SETTINGS, read_task};
 use crate::pipeline::{CHANNEL_DEPTH, CopyOptions, TaskReport};
 use crate::plan::TaskPlan;
 use crate::retry::{AttemptState, chain, failed_message, with_retries};
+use crate::target_check::{self, PlannedColumn, TableAction};
 use crate::timeouts::{Stalled, stalled};
 use crate::verify::{Digest, TableVerification};
 use futures_util::TryStreamExt;
@@ -115,6 +117,10 @@ pub enum RevError {
     StoredPlan(String, String),
     #[error("verifying {table}: {message}")]
     Verify { table: String, message: String },
+    #[error("nothing was written: {}", .0.join("; "))]
+    Refused(Vec<String>),
+    #[error("reading the target's catalog: {0}")]
+    TargetCatalog(#[source] Box<crate::mssql::introspect::IntrospectError>),
     #[error("{0}")]
     Stalled(Stalled),
     /// The task's last attempt failed; `report` says what it left committed. The cause is part
@@ -616,6 +622,14 @@ pub struct RevEngine {
     pub copy: CopyOptions,
 }
 
+/// The outcome of a dry run: the plan and what a real run would do to each target table.
+#[derive(Debug, Clone, Serialize)]
+pub struct RevDryRun {
+    pub plan: RevPlan,
+    pub actions: Vec<TableAction>,
+    pub negotiated_packet_size: Option<i32>,
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct RevPrepared {
     pub plan: RevPlan,
@@ -748,8 +762,9 @@ impl RevEngine {
             .is_some())
     }
 
-    /// Drops the foreign keys that reference a table (they are recreated by finalize), so it can
-    /// be dropped or truncated.
+    /// Drops the foreign keys of the migration's own tables that reference a table (finalize
+    /// recreates them) and those of other tables the user allowed to go (`dropDependents`; their
+    /// statements were saved for finalize), so it can be dropped or truncated.
     async fn drop_referencing_fks(ms: &mut TdsClient, t: &RevTablePlan) -> Result<(), RevError> {
         let name = ddl::qualified(t).replace('\'', "''");
         let sql = format!(
@@ -785,15 +800,64 @@ impl RevEngine {
         Ok(())
     }
 
+    /// What a run would do to each target table, from the target's catalog (reads only).
+    async fn target_actions(&self, ms: &mut TdsClient, plan: &RevPlan) -> Result<Vec<TableAction>, RevError> {
+        let names: Vec<String> = plan.tables.iter().map(|t| t.target_name.clone()).collect();
+        let existing = existing_tables(ms, &self.options.target_schema, &names)
+            .await
+            .map_err(|e| RevError::TargetCatalog(Box::new(e)))?;
+        Ok(plan
+            .tables
+            .iter()
+            .zip(&existing)
+            .map(|(t, found)| {
+                let planned: Vec<PlannedColumn> = t
+                    .columns
+                    .iter()
+                    .map(|c| PlannedColumn {
+                        name: c.target_name.clone(),
+                        type_name: c.ms_type.to_string(),
+                        nullable: c.source.nullable,
+                    })
+                    .collect();
+                let key: Option<Vec<String>> = t
+                    .key
+                    .as_ref()
+                    .map(|k| k.iter().map(|i| t.columns[*i].target_name.clone()).collect());
+                target_check::decide(
+                    self.options.mode,
+                    found.as_ref(),
+                    &planned,
+                    key.as_deref(),
+                    self.options.drop_dependents,
+                    |i, found| ms_type_fit(t.columns[i].ms_type, found),
+                )
+            })
+            .collect())
+    }
+
+    /// Plans and says what a run would do to the target, writing nothing.
+    pub async fn dry_run(&self) -> Result<RevDryRun, RevError> {
+        let plan = self.plan().await?;
+        let (mut ms, packet) = self.connect_target().await?;
+        let actions = self.target_actions(&mut ms, &plan).await?;
+        Ok(RevDryRun {
+            plan,
+            actions,
+            negotiated_packet_size: packet,
+        })
+    }
+
     /// Plans, then creates the target tables, unless a previous incomplete run of the same plan
     /// exists: then its tables, checkpoints and task ranges are kept and copying resumes.
+    /// Nothing is written before every table's existing target has been checked.
     pub async fn prepare(&self) -> Result<RevPrepared, RevError> {
         let mut plan = self.plan().await?;
         let (mut ms, packet) = self.connect_target().await?;
-        mscp::ensure_tables(&mut ms).await?;
         let migration = &self.options.migration;
         let fingerprint = plan.fingerprint();
-        if let Some((fp, state, Some(tasks))) = mscp::run_state(&mut ms, migration).await?
+        if mscp::tables_exist(&mut ms).await?
+            && let Some((fp, state, Some(tasks))) = mscp::run_state(&mut ms, migration).await?
             && fp == fingerprint
             && state == "copying"
             && let Ok(tasks) = serde_json::from_str::<Vec<TaskPlan>>(&tasks)
@@ -811,6 +875,28 @@ impl RevEngine {
                 });
             }
         }
+        let actions = self.target_actions(&mut ms, &plan).await?;
+        let refused: Vec<String> = plan
+            .tables
+            .iter()
+            .zip(&actions)
+            .filter(|(_, a)| a.refused())
+            .map(|(t, a)| a.describe(&format!("table {}", ddl::qualified(t))))
+            .collect();
+        if !refused.is_empty() {
+            return Err(RevError::Refused(refused));
+        }
+        mscp::ensure_tables(&mut ms).await?;
+        let recreate: Vec<String> = actions
+            .iter()
+            .flat_map(|a| match a {
+                TableAction::Drop { dependents, .. } | TableAction::Truncate { dependents, .. } => {
+                    dependents.iter().filter_map(|d| d.recreate.clone()).collect()
+                }
+                _ => Vec::new(),
+            })
+            .collect();
+        mscp::save_recreate(&mut ms, migration, &recreate).await?;
         let schema = self.options.target_schema.replace('\'', "''");
         if scalar_i64(&mut ms, &format!("SELECT SCHEMA_ID(N'{schema}')"))
             .await?
@@ -820,29 +906,22 @@ impl RevEngine {
             ms_batch(&mut ms, "target schema", &sql).await?;
         }
         let identity = self.options.schema.identity;
-        for t in &plan.tables {
+        for (t, action) in plan.tables.iter().zip(&actions) {
             let what = format!("table {}", ddl::qualified(t));
-            match self.options.mode {
-                Mode::DropRecreate => {
-                    if Self::table_exists(&mut ms, t).await? {
-                        Self::drop_referencing_fks(&mut ms, t).await?;
-                        ms_batch(&mut ms, &what, &ddl::drop_table(t)).await?;
-                    }
+            match action {
+                TableAction::Create => {
                     ms_batch(&mut ms, &what, &ddl::create_table(t, identity)).await?;
                 }
-                Mode::Truncate => {
-                    if Self::table_exists(&mut ms, t).await? {
-                        Self::drop_referencing_fks(&mut ms, t).await?;
-                        ms_batch(&mut ms, &what, &format!("TRUNCATE TABLE {}", ddl::qualified(t))).await?;
-                    } else {
-                        ms_batch(&mut ms, &what, &ddl::create_table(t, identity)).await?;
-                    }
+                TableAction::Drop { .. } => {
+                    Self::drop_referencing_fks(&mut ms, t).await?;
+                    ms_batch(&mut ms, &what, &ddl::drop_table(t)).await?;
+                    ms_batch(&mut ms, &what, &ddl::create_table(t, identity)).await?;
                 }
-                Mode::Upsert => {
-                    if !Self::table_exists(&mut ms, t).await? {
-                        ms_batch(&mut ms, &what, &ddl::create_table(t, identity)).await?;
-                    }
+                TableAction::Truncate { .. } => {
+                    Self::drop_referencing_fks(&mut ms, t).await?;
+                    ms_batch(&mut ms, &what, &format!("TRUNCATE TABLE {}", ddl::qualified(t))).await?;
                 }
+                TableAction::Upsert { .. } | TableAction::Refuse { .. } => {}
             }
         }
         mscp::reset(&mut ms, migration).await?;
@@ -958,6 +1037,17 @@ impl RevEngine {
             let fks = ddl::foreign_keys(plan, &mut warnings);
             exec_stmts(&mut ms, fks, &mut warnings).await?;
         }
+        let recreate = mscp::recreate_statements(&mut ms, &self.options.migration)
+            .await?
+            .into_iter()
+            .map(|sql| MsStmt {
+                what: "foreign key of a table outside the migration (dropped by dropDependents)".into(),
+                sql,
+                optional: true,
+            })
+            .collect();
+        exec_stmts(&mut ms, recreate, &mut warnings).await?;
+        mscp::clear_recreate(&mut ms, &self.options.migration).await?;
         mscp::set_run_state(
             &mut ms,
             &self.options.migration,
@@ -1015,7 +1105,8 @@ impl RevEngine {
                 let _permit = sem.acquire_owned().await;
                 let (mut ms, _) = engine.connect_target().await?;
                 let pg = engine.source.connect().await?;
-                verify_table(&pg, &mut ms, &t, engine.options.verify).await
+                let upsert = engine.options.mode == Mode::Upsert;
+                verify_table(&pg, &mut ms, &t, engine.options.verify, upsert).await
             });
         }
         let mut out = Vec::new();
@@ -1212,6 +1303,7 @@ pub async fn verify_table(
     ms: &mut TdsClient,
     t: &RevTablePlan,
     mode: VerifyMode,
+    upsert: bool,
 ) -> Result<TableVerification, RevError> {
     let table = t.source.qualified();
     let verr = |message: String| RevError::Verify {
@@ -1251,25 +1343,23 @@ pub async fn verify_table(
             "COPY (SELECT {cols} FROM {}) TO STDOUT (FORMAT binary)",
             pg_table(&t.source)
         );
-        let source = crate::verify::pg_copy_digest(pg, &sql, &table)
+        let source = crate::verify::pg_copy_digest(pg, &sql, &table, upsert)
             .await
             .map_err(|e| verr(e.to_string()))?;
-        let target = mssql_digest(ms, t).await?;
+        let target = mssql_digest(ms, t, upsert).await?;
         (source, target)
     };
-    let checksum = mode == VerifyMode::Checksum;
-    Ok(TableVerification {
+    Ok(TableVerification::compare(
         table,
-        source_rows: source.rows,
-        target_rows: target.rows,
-        source_checksum: checksum.then(|| format!("{:016x}", source.sum)),
-        target_checksum: checksum.then(|| format!("{:016x}", target.sum)),
-        ok: source == target,
-    })
+        &source,
+        &target,
+        mode == VerifyMode::Checksum,
+        upsert,
+    ))
 }
 
 /// SQL Server rows re-encoded in the canonical PostgreSQL binary form and hashed.
-async fn mssql_digest(ms: &mut TdsClient, t: &RevTablePlan) -> Result<Digest, RevError> {
+async fn mssql_digest(ms: &mut TdsClient, t: &RevTablePlan, keep: bool) -> Result<Digest, RevError> {
     let table = t.source.qualified();
     let cols = t
         .columns
@@ -1288,7 +1378,7 @@ async fn mssql_digest(ms: &mut TdsClient, t: &RevTablePlan) -> Result<Digest, Re
         .await
         .map_err(|e| verr(e.to_string()))?
         .into_row_stream();
-    let mut digest = Digest::default();
+    let mut digest = Digest::keeping_rows(keep);
     let mut buf = bytes::BytesMut::with_capacity(64 * 1024);
     while let Some(row) = rows.try_next().await.map_err(|e| verr(e.to_string()))? {
         buf.clear();

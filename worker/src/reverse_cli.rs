@@ -4,6 +4,7 @@
 
 use crate::{Command, Out};
 use anyhow::Context;
+use mssql_pg_worker::error_text::error_text;
 use mssql_pg_worker::mssql::connect::REQUESTED_PACKET_SIZE;
 use mssql_pg_worker::pg_to_mssql::{RevEngine, RevPrepared};
 use mssql_pg_worker::pipeline::CopyOptions;
@@ -80,6 +81,14 @@ async fn main(
         options,
         copy,
     });
+    if engine.options.dry_run {
+        return match step {
+            Step::Run | Step::Plan => dry_run(&engine, out).await,
+            _ => anyhow::bail!(
+                "spec.dryRun is true: this step writes to the target, so it is not run (plan shows the dry run)"
+            ),
+        };
+    }
     match step {
         Step::Run => run(&engine, out).await,
         Step::Plan => {
@@ -118,6 +127,45 @@ async fn main(
             Ok(ok)
         }
     }
+}
+
+/// A dry run's output: the plan, then per target table what a real run would do. Nothing is
+/// written; `ok` is false when a real run would refuse a table.
+async fn dry_run(engine: &RevEngine, out: &Out) -> anyhow::Result<bool> {
+    let d = engine.dry_run().await?;
+    let prepared = RevPrepared {
+        plan: d.plan,
+        resumed: false,
+        negotiated_packet_size: d.negotiated_packet_size,
+    };
+    let lines: Vec<String> = prepared
+        .plan
+        .tables
+        .iter()
+        .zip(&d.actions)
+        .map(|(t, a)| a.describe(&format!("{}.{}", t.target_schema, t.target_name)))
+        .collect();
+    let refused = d.actions.iter().filter(|a| a.refused()).count();
+    let event = serde_json::json!({
+        "event": "dryRun",
+        "ok": refused == 0,
+        "plan": plan_event(&prepared),
+        "targetActions": d.actions,
+        "written": false,
+    });
+    out.event(&event, || {
+        format!(
+            "dry run (nothing written): {} tables, {} tasks\n{}\n",
+            prepared.plan.tables.len(),
+            prepared.plan.tasks.len(),
+            lines
+                .iter()
+                .map(|l| format!("  {l}"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        )
+    });
+    Ok(refused == 0)
 }
 
 #[derive(Serialize)]
@@ -215,7 +263,7 @@ async fn run(engine: &Arc<RevEngine>, out: &Out) -> anyhow::Result<bool> {
     }
     .await;
     if let Err(e) = result {
-        summary.error = Some(format!("{e:#}"));
+        summary.error = Some(error_text(e.as_ref()));
     }
     summary.ok = summary.error.is_none() && summary.verified;
     summary.seconds = started.elapsed().as_secs_f64();

@@ -19,18 +19,22 @@ pub enum SpecError {
         #[source]
         source: std::io::Error,
     },
-    #[error("parsing {path} as a Migration: {source}")]
+    /// The YAML itself, or a field of the Migration (`field` is its path, e.g. `spec.chunkRows`).
+    /// The cause is part of the message, not a `source`, so it is printed once.
+    #[error("{path}: {field}: {message}")]
     Parse {
         path: String,
-        #[source]
-        source: serde_yaml::Error,
+        field: String,
+        message: String,
     },
+    #[error("{path}: unknown field{} {} (kubectl's strict field validation refuses these too)", if .fields.len() == 1 { "" } else { "s" }, .fields.join(", "))]
+    UnknownFields { path: String, fields: Vec<String> },
     #[error("invalid Migration: {0}")]
     Invalid(String),
     #[error("{0} is not implemented by this worker yet")]
     Unsupported(String),
-    #[error("environment variable {0} is not set")]
-    MissingEnv(&'static str),
+    #[error("environment variable{} {} not set (the credentials of local runs come from the environment)", if .0.len() == 1 { " is" } else { "s are" }, .0.join(", "))]
+    MissingEnv(Vec<&'static str>),
 }
 
 /// Credentials from the environment (Jobs get them through secretKeyRef).
@@ -42,44 +46,132 @@ pub struct Credentials {
 }
 
 impl Credentials {
+    /// All of them, or an error naming every variable that is missing.
     pub fn from_env() -> Result<Self, SpecError> {
-        let get = |k: &'static str| std::env::var(k).map_err(|_| SpecError::MissingEnv(k));
-        Ok(Credentials {
-            source_user: get("SOURCE_USERNAME")?,
-            source_password: get("SOURCE_PASSWORD")?,
-            target_user: get("TARGET_USERNAME")?,
-            // PostgreSQL with trust authentication needs none.
+        let mut missing = Vec::new();
+        let mut get = |k: &'static str| {
+            std::env::var(k).unwrap_or_else(|_| {
+                missing.push(k);
+                String::new()
+            })
+        };
+        let creds = Credentials {
+            source_user: get("SOURCE_USERNAME"),
+            source_password: get("SOURCE_PASSWORD"),
+            target_user: get("TARGET_USERNAME"),
+            // A PostgreSQL target with trust authentication needs none.
             target_password: std::env::var("TARGET_PASSWORD").unwrap_or_default(),
-        })
+        };
+        if missing.is_empty() {
+            Ok(creds)
+        } else {
+            Err(SpecError::MissingEnv(missing))
+        }
     }
 }
 
+/// Placeholder for `credentialsSecret` in local files: locally the credentials come from the
+/// environment, so the field may be left out there.
+const LOCAL_CREDENTIALS: &str = "from-environment";
+
+/// Reads the Migration document of a YAML file for a local run, as strictly as the API server's
+/// strict field validation: an unknown field is an error, and every error names its field path.
 pub fn load(path: &str) -> Result<Migration, SpecError> {
     let text = std::fs::read_to_string(path).map_err(|source| SpecError::Read {
         path: path.into(),
         source,
     })?;
+    parse(path, &text)
+}
+
+/// [`load`] on text already read; `path` only names it in errors.
+pub fn parse(path: &str, text: &str) -> Result<Migration, SpecError> {
+    let yaml_err = |e: serde_yaml::Error| SpecError::Parse {
+        path: path.into(),
+        field: e
+            .location()
+            .map_or_else(|| "YAML".into(), |l| format!("line {}", l.line())),
+        message: e.to_string(),
+    };
     // The file users apply may also hold their Secrets: take the Migration document.
     let mut found = None;
-    for doc in serde_yaml::Deserializer::from_str(&text) {
-        let value = serde_yaml::Value::deserialize(doc).map_err(|source| SpecError::Parse {
-            path: path.into(),
-            source,
-        })?;
+    for doc in serde_yaml::Deserializer::from_str(text) {
+        let value = serde_yaml::Value::deserialize(doc).map_err(yaml_err)?;
         if value.get("kind").and_then(serde_yaml::Value::as_str) == Some("Migration") {
             found = Some(value);
             break;
         }
     }
-    let value =
+    let mut value =
         found.ok_or_else(|| SpecError::Invalid(format!("{path} holds no document of kind Migration")))?;
-    let m: Migration = serde_yaml::from_value(value).map_err(|source| SpecError::Parse {
+    fill_local_credentials(&mut value);
+
+    let mut unknown = Vec::new();
+    let typed: Result<Migration, _> = serde_path_to_error::deserialize(serde_ignored::Deserializer::new(
+        value,
+        &mut |p: serde_ignored::Path<'_>| unknown.push(p.to_string()),
+    ));
+    let m = typed.map_err(|e| SpecError::Parse {
         path: path.into(),
-        source,
+        field: e.path().to_string(),
+        message: plain_serde_message(&e.inner().to_string()),
     })?;
+    // The kube-derived type reads these two itself, past serde.
+    unknown.retain(|p| p != "apiVersion" && p != "kind");
+    if !unknown.is_empty() {
+        return Err(SpecError::UnknownFields {
+            path: path.into(),
+            fields: unknown,
+        });
+    }
     m.validate()
         .map_err(|errors| SpecError::Invalid(mssql_pg_crds::validate::describe(&errors)))?;
     Ok(m)
+}
+
+/// `credentialsSecret` is required by the CRD (the Jobs read the Secret) but means nothing locally.
+fn fill_local_credentials(doc: &mut serde_yaml::Value) {
+    for side in ["source", "target"] {
+        for engine in ["mssql", "postgres"] {
+            if let Some(serde_yaml::Value::Mapping(ep)) = doc
+                .get_mut("spec")
+                .and_then(|s| s.get_mut(side))
+                .and_then(|s| s.get_mut(engine))
+            {
+                let key = serde_yaml::Value::from("credentialsSecret");
+                if !ep.contains_key(&key) {
+                    ep.insert(key, serde_yaml::Value::from(LOCAL_CREDENTIALS));
+                }
+            }
+        }
+    }
+}
+
+/// serde's "invalid type: string \"lots\", expected i32" as "expected an integer, found
+/// \"lots\"": the field path comes first, then what was wanted, then what was there.
+fn plain_serde_message(msg: &str) -> String {
+    let msg = msg.split(" at line ").next().unwrap_or(msg);
+    let Some(rest) = msg
+        .strip_prefix("invalid type: ")
+        .or_else(|| msg.strip_prefix("invalid value: "))
+    else {
+        return msg.to_string();
+    };
+    let Some((found, expected)) = rest.split_once(", expected ") else {
+        return msg.to_string();
+    };
+    let expected = match expected {
+        "i8" | "i16" | "i32" | "i64" | "u8" | "u16" | "u32" | "u64" => "an integer",
+        "f32" | "f64" => "a number",
+        "a boolean" | "bool" => "true or false",
+        other => other,
+    };
+    let found = found
+        .strip_prefix("string ")
+        .or_else(|| found.strip_prefix("integer "))
+        .or_else(|| found.strip_prefix("floating point "))
+        .unwrap_or(found);
+    format!("expected {expected}, found {found}")
 }
 
 fn port(p: i32, field: &str) -> Result<u16, SpecError> {
@@ -160,6 +252,7 @@ pub fn resolve_pg_to_mssql(
     )?;
     options.source_schema = src.schema.clone();
     options.target_schema = dst.schema.clone();
+    options.drop_dependents = dst.drop_dependents;
     Ok((source, target, options))
 }
 
@@ -254,6 +347,80 @@ pub fn resolve(m: &Migration, creds: Credentials) -> Result<(MssqlSource, PgTarg
         lowercase_identifiers: s.identifier_case == IdentifierCase::Lower,
         unlogged: dst.unlogged,
         retry: RetryPolicy::from_spec(&spec.retries),
+        drop_dependents: dst.drop_dependents,
+        dry_run: spec.dry_run,
     };
     Ok((source, target, options))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BASE: &str = "apiVersion: mssqlpg.dev/v1alpha1
+kind: Migration
+metadata: {name: m}
+spec:
+  source:
+    mssql: {host: h, database: d, encryption: NotSupported}
+  target:
+    postgres: {host: p, database: d}
+";
+
+    fn err(extra: &str) -> String {
+        match parse("m.yaml", &format!("{BASE}{extra}")) {
+            Ok(_) => panic!("accepted: {extra}"),
+            Err(e) => crate::error_text::error_text(&e),
+        }
+    }
+
+    #[test]
+    fn credentials_secret_may_be_left_out_locally() {
+        let m = parse("m.yaml", BASE).expect("valid");
+        assert_eq!(
+            m.spec.source.mssql.map(|s| s.credentials_secret),
+            Some(LOCAL_CREDENTIALS.to_string())
+        );
+    }
+
+    #[test]
+    fn an_unknown_field_is_refused_by_its_path() {
+        let e = err("  modee: upsert\n");
+        assert_eq!(
+            e,
+            "m.yaml: unknown field spec.modee (kubectl's strict field validation refuses these too)"
+        );
+        let e = err("  partitioning: {rowsPerPartiton: 5}\n");
+        assert!(e.contains("spec.partitioning.rowsPerPartiton"), "{e}");
+    }
+
+    #[test]
+    fn a_type_error_names_the_field_what_was_expected_and_found_once() {
+        assert_eq!(
+            err("  partitioning: {rowsPerPartition: lots}\n"),
+            "m.yaml: spec.partitioning.rowsPerPartition: expected an integer, found \"lots\""
+        );
+        assert_eq!(
+            err("  chunkRows: \"lots\"\n"),
+            "m.yaml: spec.chunkRows: expected an integer, found \"lots\""
+        );
+    }
+
+    #[test]
+    fn a_missing_field_says_which_side() {
+        let e = match parse(
+            "m.yaml",
+            "kind: Migration
+metadata: {name: m}
+spec:
+  source: {mssql: {database: d}}
+  target: {postgres: {host: p, database: d}}
+",
+        ) {
+            Ok(_) => panic!("accepted"),
+            Err(e) => e.to_string(),
+        };
+        assert!(e.contains("spec.source.mssql"), "{e}");
+        assert!(e.contains("host"), "{e}");
+    }
 }

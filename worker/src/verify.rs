@@ -37,19 +37,61 @@ pub enum VerifyError {
     Malformed(String),
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Default)]
 pub struct Digest {
     pub rows: i64,
     /// Sum of the per-row hashes, wrapping.
     pub sum: u64,
+    /// Every row's hash, kept only to verify an upsert (16 bytes a row on both sides together),
+    /// where the target may hold rows the source does not.
+    #[serde(skip)]
+    pub hashes: Option<Vec<u64>>,
 }
 
 impl Digest {
+    /// A digest that also keeps each row's hash (for [`Digest::upsert_match`]).
+    pub fn keeping_rows(keep: bool) -> Self {
+        Digest {
+            hashes: keep.then(Vec::new),
+            ..Digest::default()
+        }
+    }
+
     pub fn add(&mut self, row: &[u8]) {
         let mut h = DefaultHasher::new();
         h.write(row);
+        let hash = h.finish();
         self.rows += 1;
-        self.sum = self.sum.wrapping_add(h.finish());
+        self.sum = self.sum.wrapping_add(hash);
+        if let Some(hashes) = &mut self.hashes {
+            hashes.push(hash);
+        }
+    }
+
+    /// Same rows, same values (order aside).
+    pub fn same_rows(&self, other: &Digest) -> bool {
+        self.rows == other.rows && self.sum == other.sum
+    }
+
+    /// For an upsert: how many source rows are in the target with equal values, and how many
+    /// target rows match no source row. Both digests must keep their rows.
+    pub fn upsert_match(&self, target: &Digest) -> Option<(i64, i64)> {
+        let (mut s, mut t) = (self.hashes.clone()?, target.hashes.clone()?);
+        s.sort_unstable();
+        t.sort_unstable();
+        let (mut i, mut j, mut matched) = (0, 0, 0i64);
+        while i < s.len() && j < t.len() {
+            match s[i].cmp(&t[j]) {
+                std::cmp::Ordering::Less => i += 1,
+                std::cmp::Ordering::Greater => j += 1,
+                std::cmp::Ordering::Equal => {
+                    matched += 1;
+                    i += 1;
+                    j += 1;
+                }
+            }
+        }
+        Some((matched, target.rows - matched))
     }
 }
 
@@ -61,7 +103,36 @@ pub struct TableVerification {
     /// Only for checksum verification.
     pub source_checksum: Option<String>,
     pub target_checksum: Option<String>,
+    /// `upsert` only: target rows that match no source row (kept by the upsert: not a failure).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target_only_rows: Option<i64>,
     pub ok: bool,
+}
+
+impl TableVerification {
+    /// Compares two digests: equal for a full load; for an upsert, every source row present
+    /// and equal in the target (with `count`, at least as many target rows as source rows).
+    pub fn compare(table: String, source: &Digest, target: &Digest, checksum: bool, upsert: bool) -> Self {
+        let (ok, target_only) = if !upsert {
+            (source.same_rows(target), None)
+        } else if let Some((matched, extra)) = source.upsert_match(target) {
+            (matched == source.rows, Some(extra))
+        } else {
+            (
+                target.rows >= source.rows,
+                Some((target.rows - source.rows).max(0)),
+            )
+        };
+        TableVerification {
+            table,
+            source_rows: source.rows,
+            target_rows: target.rows,
+            source_checksum: checksum.then(|| format!("{:016x}", source.sum)),
+            target_checksum: checksum.then(|| format!("{:016x}", target.sum)),
+            target_only_rows: target_only,
+            ok,
+        }
+    }
 }
 
 /// Row counts on both sides.
@@ -69,6 +140,7 @@ pub async fn count(
     mssql: &mut TdsClient,
     pg: &Client,
     t: &TablePlan,
+    upsert: bool,
 ) -> Result<TableVerification, VerifyError> {
     let whole = TaskPlan {
         name: String::new(),
@@ -86,35 +158,38 @@ pub async fn count(
             source,
         })?;
     let target_rows: i64 = row.get(0);
-    Ok(TableVerification {
-        table: t.source.qualified(),
-        source_rows,
-        target_rows,
-        source_checksum: None,
-        target_checksum: None,
-        ok: source_rows == target_rows,
-    })
+    let rows = |rows| Digest {
+        rows,
+        ..Digest::default()
+    };
+    Ok(TableVerification::compare(
+        t.source.qualified(),
+        &rows(source_rows),
+        &rows(target_rows),
+        false,
+        upsert,
+    ))
 }
 
-/// Counts and checksums on both sides.
+/// Counts and checksums on both sides, each from the values as that database returns them.
 pub async fn checksum(
     mssql: &mut TdsClient,
     pg: &Client,
     t: &TablePlan,
+    upsert: bool,
 ) -> Result<TableVerification, VerifyError> {
-    let source = source_digest(mssql, t).await?;
-    let target = target_digest(pg, t).await?;
-    Ok(TableVerification {
-        table: t.source.qualified(),
-        source_rows: source.rows,
-        target_rows: target.rows,
-        source_checksum: Some(format!("{:016x}", source.sum)),
-        target_checksum: Some(format!("{:016x}", target.sum)),
-        ok: source == target,
-    })
+    let source = source_digest(mssql, t, upsert).await?;
+    let target = target_digest(pg, t, upsert).await?;
+    Ok(TableVerification::compare(
+        t.source.qualified(),
+        &source,
+        &target,
+        true,
+        upsert,
+    ))
 }
 
-async fn source_digest(mssql: &mut TdsClient, t: &TablePlan) -> Result<Digest, VerifyError> {
+async fn source_digest(mssql: &mut TdsClient, t: &TablePlan, keep: bool) -> Result<Digest, VerifyError> {
     let table = t.source.qualified();
     // Generated columns too: SQL Server's computed values against PostgreSQL's, which checks the
     // translated expression on every row.
@@ -134,7 +209,7 @@ async fn source_digest(mssql: &mut TdsClient, t: &TablePlan) -> Result<Digest, V
         source,
     };
     let mut rows = mssql.simple_query(sql).await.map_err(err)?.into_row_stream();
-    let mut digest = Digest::default();
+    let mut digest = Digest::keeping_rows(keep);
     let mut buf = BytesMut::with_capacity(64 * 1024);
     while let Some(row) = rows.try_next().await.map_err(err)? {
         buf.clear();
@@ -171,23 +246,33 @@ fn row_len(b: &[u8]) -> Option<usize> {
     (b.len() >= at).then_some(at)
 }
 
-async fn target_digest(pg: &Client, t: &TablePlan) -> Result<Digest, VerifyError> {
+/// PostgreSQL's own binary COPY of the target table, every column cast to the planned type (without
+/// its length or precision, which would cut values): the bytes are PostgreSQL's encoding of the
+/// values it stores, so a column created by hand with another type (a `real` holding an
+/// `integer`'s bytes, a `date` for a `timestamp`) gives other bytes than the source's values.
+async fn target_digest(pg: &Client, t: &TablePlan, keep: bool) -> Result<Digest, VerifyError> {
     let table = qualified(t);
     let cols = t
         .all_columns()
-        .map(|c| quote_pg(&c.target_name))
+        .map(|c| format!("CAST({} AS {})", quote_pg(&c.target_name), c.pg_type.base_name()))
         .collect::<Vec<_>>()
         .join(", ");
     pg_copy_digest(
         pg,
         &format!("COPY (SELECT {cols} FROM {table}) TO STDOUT (FORMAT binary)"),
         &table,
+        keep,
     )
     .await
 }
 
 /// The digest of a `COPY (...) TO STDOUT (FORMAT binary)` (both directions' PostgreSQL side).
-pub async fn pg_copy_digest(pg: &Client, copy_sql: &str, table: &str) -> Result<Digest, VerifyError> {
+pub async fn pg_copy_digest(
+    pg: &Client,
+    copy_sql: &str,
+    table: &str,
+    keep: bool,
+) -> Result<Digest, VerifyError> {
     let table = table.to_string();
     let err = |source| VerifyError::Target {
         table: table.clone(),
@@ -197,7 +282,7 @@ pub async fn pg_copy_digest(pg: &Client, copy_sql: &str, table: &str) -> Result<
     futures_util::pin_mut!(stream);
     let mut buf = BytesMut::new();
     let mut header_done = false;
-    let mut digest = Digest::default();
+    let mut digest = Digest::keeping_rows(keep);
     while let Some(chunk) = stream.try_next().await.map_err(err)? {
         buf.extend_from_slice(&chunk);
         if !header_done {

@@ -42,15 +42,30 @@ app.kubernetes.io/part-of: mssql-pg-operator
 {{- end }}
 {{- end }}
 
-{{- define "mssql-pg-operator.image" -}}
-{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{/* An image reference: repository@digest when a digest is given (the tag is then only informative and
+left out, so the reference cannot drift), else repository:tag. */}}
+{{- define "mssql-pg-operator.imageRef" -}}
+{{- if .digest }}
+{{- printf "%s@%s" .repository .digest }}
+{{- else }}
+{{- printf "%s:%s" .repository .tag }}
+{{- end }}
 {{- end }}
 
-{{/* The workers run the operator's image unless worker.image says otherwise. */}}
+{{- define "mssql-pg-operator.image" -}}
+{{- include "mssql-pg-operator.imageRef" (dict "repository" .Values.image.repository "tag" (default .Chart.AppVersion .Values.image.tag) "digest" .Values.image.digest) }}
+{{- end }}
+
+{{/* The workers run the operator's image unless worker.image says otherwise; a worker repository of its own
+does not inherit the operator's digest. */}}
 {{- define "mssql-pg-operator.workerImage" -}}
 {{- $repo := default .Values.image.repository .Values.worker.image.repository }}
 {{- $tag := default (default .Chart.AppVersion .Values.image.tag) .Values.worker.image.tag }}
-{{- printf "%s:%s" $repo $tag }}
+{{- $digest := .Values.worker.image.digest }}
+{{- if and (not $digest) (not .Values.worker.image.repository) (not .Values.worker.image.tag) }}
+{{- $digest = .Values.image.digest }}
+{{- end }}
+{{- include "mssql-pg-operator.imageRef" (dict "repository" $repo "tag" $tag "digest" $digest) }}
 {{- end }}
 
 {{/* Leader election is needed as soon as more than one replica could reconcile at once. */}}

@@ -72,6 +72,14 @@ pub fn with_progress(mut t: MigrationTask, rows: i64, bytes: i64, rps: i64, mem:
     t
 }
 
+/// `t` started at `at(start)` and, when `end` is given, finished at `at(end)`.
+pub fn timed(mut t: MigrationTask, start: i64, end: Option<i64>) -> MigrationTask {
+    let s = t.status.get_or_insert_with(MigrationTaskStatus::default);
+    s.started_at = Some(at(start));
+    s.completed_at = end.map(at);
+    t
+}
+
 /// A Job in the given state: `None` active, `Some(true)` complete, `Some(false)` failed.
 pub fn finished(mut job: Job, outcome: Option<bool>) -> Job {
     let cond = |type_: &str| JobCondition {

@@ -7,12 +7,11 @@ use std::io;
 use std::net::TcpStream;
 use std::sync::Arc;
 
-use tokio_rustls::rustls;
 use tracing::{debug, warn};
 
-use crate::tls::{self, HandshakeError, SharedTls, TlsReader};
+use crate::tls::{self, HandshakeError, ServerTls, SharedTls, TlsReader};
 use crate::wire::packet::{self, Packet, PacketWriter};
-use crate::wire::prelogin::{self, Encryption};
+use crate::wire::prelogin::{self, Encryption, ServerEncryption};
 
 /// How the connection goes on after LOGIN7.
 pub enum Transport {
@@ -33,7 +32,7 @@ pub enum OpenError {
     Closed,
     Io(io::Error),
     Protocol(String),
-    /// The client requires encryption and the server has no certificate.
+    /// One side requires encryption the other cannot do.
     Refused,
     /// The TLS handshake failed (the client rejected the certificate, or the reverse).
     Tls(String),
@@ -84,11 +83,7 @@ fn whole_message(r: &mut impl io::Read, first: Packet) -> Result<Vec<u8>, OpenEr
 
 /// Answers the PRELOGIN (if the client sends one), runs the TLS handshake it negotiated, and
 /// returns the LOGIN7 message and the transport for the rest of the connection.
-pub fn open(
-    stream: &TcpStream,
-    tls: Option<&Arc<rustls::ServerConfig>>,
-    spid: u16,
-) -> Result<Opened, OpenError> {
+pub fn open(stream: &TcpStream, tls: Option<&Arc<ServerTls>>, spid: u16) -> Result<Opened, OpenError> {
     let mut sock = stream.try_clone()?;
     let first = next(&mut sock)?;
     if first.ty != packet::TY_PRELOGIN {
@@ -101,7 +96,12 @@ pub fn open(
     }
     let payload = whole_message(&mut sock, first)?;
     let client = prelogin::client_encryption(&payload);
-    let (answer, encryption) = prelogin::negotiate(client, tls.is_some()).map_err(OpenError::Protocol)?;
+    let server = match tls {
+        None => ServerEncryption::None,
+        Some(t) if t.forced => ServerEncryption::Forced,
+        Some(_) => ServerEncryption::Supported,
+    };
+    let (answer, encryption) = prelogin::negotiate(client, server).map_err(OpenError::Protocol)?;
     debug!(spid, ?client, answer, ?encryption, "PRELOGIN");
     {
         let mut w = PacketWriter::new(&mut sock, 4096, spid);
@@ -118,13 +118,20 @@ pub fn open(
             });
         }
         (Encryption::Refused, _) => {
-            warn!(
-                spid,
-                "the client requires encryption and this server has no certificate (--tls-cert)"
-            );
+            if server == ServerEncryption::Forced {
+                warn!(
+                    spid,
+                    "the client does not support encryption, which this server forces"
+                );
+            } else {
+                warn!(
+                    spid,
+                    "the client requires encryption and this server has no certificate (--tls-cert)"
+                );
+            }
             return Err(OpenError::Refused);
         }
-        (Encryption::LoginOnly | Encryption::Full, Some(config)) => config,
+        (Encryption::LoginOnly | Encryption::Full, Some(t)) => &t.config,
         (Encryption::LoginOnly | Encryption::Full, None) => {
             return Err(OpenError::Protocol(
                 "encryption negotiated without a certificate".into(),

@@ -40,6 +40,9 @@ pub struct ServerConfig {
     /// The certificate and key to offer TLS with; `None`: the server answers PRELOGIN that it
     /// cannot encrypt (NOT_SUP), and a client that requires encryption is turned away.
     pub tls: Option<TlsFiles>,
+    /// Encrypt every session (SQL Server's "Force Encryption"): a client asking for the login
+    /// only gets full encryption, one that cannot encrypt is turned away. Needs `tls`.
+    pub force_encryption: bool,
 }
 
 impl Default for ServerConfig {
@@ -53,6 +56,7 @@ impl Default for ServerConfig {
             data_dir: None,
             bulk_insert_dir: None,
             tls: None,
+            force_encryption: false,
         }
     }
 }

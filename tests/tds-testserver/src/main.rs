@@ -42,6 +42,9 @@ struct Args {
     /// The PEM private key of --tls-cert.
     #[arg(long, requires = "tls_cert")]
     tls_key: Option<PathBuf>,
+    /// Encrypt every session, as SQL Server with "Force Encryption" on.
+    #[arg(long, requires = "tls_cert")]
+    force_encryption: bool,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -66,6 +69,7 @@ fn main() -> anyhow::Result<()> {
             .tls_cert
             .zip(args.tls_key)
             .map(|(cert, key)| TlsFiles { cert, key }),
+        force_encryption: args.force_encryption,
     };
     let mut server = TestServer::start(config).context("starting the server")?;
     {

@@ -10,12 +10,10 @@ use tds_testserver_engine::{Engine, EngineConfig, SqlError};
 use thiserror::Error;
 use tracing::{info, warn};
 
-use tokio_rustls::rustls;
-
 use crate::ServerConfig;
 use crate::backend::{Connector, EngineConnector};
 use crate::session;
-use crate::tls::{self, TlsError};
+use crate::tls::{self, ServerTls, TlsError};
 
 #[derive(Debug, Error)]
 pub enum ServerError {
@@ -68,7 +66,16 @@ impl TestServer {
         if !(512..=32767).contains(&config.max_packet_size) {
             return Err(ServerError::PacketSize(config.max_packet_size));
         }
-        let tls = config.tls.as_ref().map(tls::server_config).transpose()?;
+        if config.force_encryption && config.tls.is_none() {
+            return Err(TlsError::ForcedWithoutCert.into());
+        }
+        let tls = match &config.tls {
+            Some(files) => Some(Arc::new(ServerTls {
+                config: tls::server_config(files)?,
+                forced: config.force_encryption,
+            })),
+            None => None,
+        };
         let config_has_tls = tls.is_some();
         let listener = TcpListener::bind(config.listen).map_err(|source| ServerError::Bind {
             addr: config.listen,
@@ -134,7 +141,7 @@ impl Drop for TestServer {
 fn accept_loop(
     listener: TcpListener,
     config: Arc<ServerConfig>,
-    tls: Option<Arc<rustls::ServerConfig>>,
+    tls: Option<Arc<ServerTls>>,
     connector: Arc<dyn Connector>,
     stopping: Arc<AtomicBool>,
     connections: Connections,

@@ -11,14 +11,13 @@ use std::thread;
 
 use tds_testserver_engine::catalog::ConnectionInfo;
 use tds_testserver_engine::{Done, Interrupt, ResultSink, SqlError, StatementKind};
-use tokio_rustls::rustls;
 use tracing::{debug, info, warn};
 
 use crate::ServerConfig;
 use crate::backend::{Backend, Connector};
 use crate::handshake::{self, OpenError, Transport};
 use crate::sink::{ReplyKind, WireSink};
-use crate::tls::{ReplyStream, TlsWriter};
+use crate::tls::{ReplyStream, ServerTls, TlsWriter};
 use crate::wire::packet::{self, Packet, PacketWriter};
 use crate::wire::reader::{DecodeError, Reader, utf16_to_string};
 use crate::wire::transaction::TmRequest;
@@ -90,7 +89,7 @@ impl From<OpenError> for End {
             OpenError::Closed => End::Closed,
             OpenError::Io(e) => End::Io(e),
             OpenError::Protocol(msg) => End::Protocol(msg),
-            OpenError::Refused => End::Encryption("the client requires encryption".into()),
+            OpenError::Refused => End::Encryption("the two sides disagree on encryption".into()),
             OpenError::Tls(msg) => End::Encryption(msg),
         }
     }
@@ -352,7 +351,7 @@ fn batch_text(payload: Vec<u8>) -> Result<String, DecodeError> {
 pub fn serve(
     stream: TcpStream,
     config: Arc<ServerConfig>,
-    tls: Option<Arc<rustls::ServerConfig>>,
+    tls: Option<Arc<ServerTls>>,
     connector: Arc<dyn Connector>,
     spid: u16,
 ) {
@@ -368,7 +367,7 @@ pub fn serve(
 fn run(
     stream: TcpStream,
     config: &ServerConfig,
-    tls: Option<&Arc<rustls::ServerConfig>>,
+    tls: Option<&Arc<ServerTls>>,
     connector: &dyn Connector,
     spid: u16,
 ) -> Result<(), End> {
@@ -380,7 +379,7 @@ fn run(
 fn start(
     stream: &TcpStream,
     config: &ServerConfig,
-    tls: Option<&Arc<rustls::ServerConfig>>,
+    tls: Option<&Arc<ServerTls>>,
     connector: &dyn Connector,
     spid: u16,
 ) -> Result<(), End> {

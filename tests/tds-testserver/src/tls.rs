@@ -34,6 +34,14 @@ pub enum TlsError {
     Key { path: PathBuf, reason: String },
     #[error("the TLS certificate and key are not usable together: {0}")]
     Config(rustls::Error),
+    #[error("forcing encryption needs a certificate (tls)")]
+    ForcedWithoutCert,
+}
+
+/// The server's TLS: its rustls configuration, and whether every session must be encrypted.
+pub struct ServerTls {
+    pub config: Arc<rustls::ServerConfig>,
+    pub forced: bool,
 }
 
 /// The rustls configuration for `files`; errors name the file at fault.

@@ -49,6 +49,17 @@ fn server(tls: Option<TlsFiles>) -> TestServer {
     .unwrap()
 }
 
+/// SQL Server with "Force Encryption" on.
+fn forcing_server(tls: TlsFiles) -> TestServer {
+    TestServer::start(ServerConfig {
+        password: PASSWORD.into(),
+        tls: Some(tls),
+        force_encryption: true,
+        ..ServerConfig::default()
+    })
+    .unwrap()
+}
+
 fn client_config(addr: SocketAddr, encryption: EncryptionLevel) -> Config {
     let mut c = Config::new();
     // The name the certificate is checked against.
@@ -166,6 +177,14 @@ fn prelogin_answers_each_client_setting_as_sql_server() {
         .map(|c| prelogin_answer(with_cert.addr(), c))
         .collect();
     assert_eq!(answers, [Some(0), Some(1), Some(2), Some(1)]);
+
+    let forcing = forcing_server(certs.server.clone());
+    // OFF -> REQ (everything encrypted), ON and REQ -> ON, NOT_SUP -> REQ (and turned away).
+    let answers: Vec<_> = [0, 1, 2, 3]
+        .into_iter()
+        .map(|c| prelogin_answer(forcing.addr(), c))
+        .collect();
+    assert_eq!(answers, [Some(3), Some(1), Some(3), Some(1)]);
 
     let without = server(None);
     let answers: Vec<_> = [0, 1, 2, 3]
@@ -374,4 +393,39 @@ async fn bulk_loads_and_large_results_cross_the_tls_session_intact() {
     }
     drop(stream);
     assert_eq!(seen, N);
+}
+
+#[tokio::test]
+async fn a_server_forcing_encryption_encrypts_everything_for_off() {
+    let certs = certs();
+    let server = forcing_server(certs.server.clone());
+    let capture = Capture::start(server.addr());
+    let mut config = client_config(capture.addr, EncryptionLevel::Off);
+    config.trust_cert_ca(&certs.ca);
+    marker_query(&mut try_connect(capture.addr, config).await.unwrap()).await;
+    assert!(!capture.client_sent(&utf16(MARKER)), "the query is encrypted");
+    assert!(!capture.server_sent(MARKER.as_bytes()), "the result is encrypted");
+
+    let err = try_connect(
+        server.addr(),
+        client_config(server.addr(), EncryptionLevel::NotSupported),
+    )
+    .await
+    .err()
+    .unwrap();
+    assert!(
+        !matches!(err, tiberius::error::Error::Server(_)),
+        "a client that cannot encrypt does not get to log in: {err}"
+    );
+}
+
+#[test]
+fn forcing_encryption_without_a_certificate_is_a_start_error() {
+    let err = TestServer::start(ServerConfig {
+        force_encryption: true,
+        ..ServerConfig::default()
+    })
+    .err()
+    .unwrap();
+    assert!(err.to_string().contains("needs a certificate"), "{err}");
 }

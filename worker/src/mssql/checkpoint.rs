@@ -39,6 +39,21 @@ pub fn runs_table() -> String {
     format!("[{SCHEMA}].[runs]")
 }
 
+pub fn recreate_table() -> String {
+    format!("[{SCHEMA}].[recreate]")
+}
+
+/// Whether the state tables exist: reading a run's state must not create them (a dry run writes
+/// nothing).
+pub async fn tables_exist(c: &mut TdsClient) -> Result<bool, MsCheckpointError> {
+    Ok(!scalar_is_null(
+        c,
+        &format!("SELECT OBJECT_ID(N'{}')", runs_table()),
+        "table lookup",
+    )
+    .await?)
+}
+
 async fn scalar_is_null(c: &mut TdsClient, sql: &str, what: &'static str) -> Result<bool, MsCheckpointError> {
     let row = c
         .simple_query(sql)
@@ -81,6 +96,15 @@ pub async fn ensure_tables(c: &mut TdsClient) -> Result<(), MsCheckpointError> {
                  updated_at datetime2(3) NOT NULL DEFAULT SYSUTCDATETIME(), \
                  CONSTRAINT [PK__mssqlpg_runs] PRIMARY KEY (migration))",
                 runs_table()
+            ),
+        ),
+        (
+            recreate_table(),
+            format!(
+                "CREATE TABLE {} (migration nvarchar(400) NOT NULL, seq int NOT NULL, \
+                 statement nvarchar(max) NOT NULL, \
+                 CONSTRAINT [PK__mssqlpg_recreate] PRIMARY KEY (migration, seq))",
+                recreate_table()
             ),
         ),
     ];
@@ -223,5 +247,68 @@ pub async fn set_run_state(
             .await
             .map_err(db("run state"))?,
     };
+    Ok(())
+}
+
+/// Remembers statements that recreate foreign keys of tables outside the migration which the
+/// load had to drop (`dropDependents`); finalize runs them.
+pub async fn save_recreate(
+    c: &mut TdsClient,
+    migration: &str,
+    statements: &[String],
+) -> Result<(), MsCheckpointError> {
+    c.execute(
+        format!("DELETE FROM {} WHERE migration = @P1", recreate_table()),
+        &[&migration],
+    )
+    .await
+    .map_err(db("recreate"))?;
+    for (i, sql) in statements.iter().enumerate() {
+        let seq = i32::try_from(i).unwrap_or(i32::MAX);
+        c.execute(
+            format!(
+                "INSERT INTO {} (migration, seq, statement) VALUES (@P1, @P2, @P3)",
+                recreate_table()
+            ),
+            &[&migration, &seq, &sql.as_str()],
+        )
+        .await
+        .map_err(db("recreate"))?;
+    }
+    Ok(())
+}
+
+/// The statements [`save_recreate`] stored, in order.
+pub async fn recreate_statements(
+    c: &mut TdsClient,
+    migration: &str,
+) -> Result<Vec<String>, MsCheckpointError> {
+    let rows = c
+        .query(
+            format!(
+                "SELECT statement FROM {} WHERE migration = @P1 ORDER BY seq",
+                recreate_table()
+            ),
+            &[&migration],
+        )
+        .await
+        .map_err(db("recreate"))?
+        .into_first_result()
+        .await
+        .map_err(db("recreate"))?;
+    Ok(rows
+        .iter()
+        .filter_map(|r| r.get::<&str, _>(0).map(str::to_string))
+        .collect())
+}
+
+/// Forgets them once finalize has run them.
+pub async fn clear_recreate(c: &mut TdsClient, migration: &str) -> Result<(), MsCheckpointError> {
+    c.execute(
+        format!("DELETE FROM {} WHERE migration = @P1", recreate_table()),
+        &[&migration],
+    )
+    .await
+    .map_err(db("recreate"))?;
     Ok(())
 }

@@ -8,3 +8,4 @@ pub mod expr;
 pub mod introspect;
 pub mod packet_tap;
 pub mod read;
+pub mod target_catalog;

@@ -47,7 +47,17 @@ pub fn create_schema(schema: &str) -> String {
 }
 
 pub fn drop_table(t: &TablePlan) -> String {
-    format!("DROP TABLE IF EXISTS {} CASCADE", qualified(t))
+    drop_tables(&[qualified(t)], false)
+}
+
+/// One `DROP TABLE` for tables that may reference each other. `cascade` only when the dependents
+/// outside the migration were listed and the user allowed them to go (`dropDependents`).
+pub fn drop_tables(qualified_names: &[String], cascade: bool) -> String {
+    format!(
+        "DROP TABLE IF EXISTS {}{}",
+        qualified_names.join(", "),
+        if cascade { " CASCADE" } else { "" }
+    )
 }
 
 fn type_range(ty: PgType) -> Option<(i64, i64)> {

@@ -7,4 +7,5 @@ pub mod expr;
 pub mod introspect;
 pub mod load;
 pub mod read;
+pub mod target_catalog;
 pub mod tls;

@@ -127,8 +127,13 @@ fn bad_option(what: &str, value: &str) -> SqlError {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Encoding {
     Utf8,
-    /// CODEPAGE 'ACP', 'RAW', '1252' (and the default): one byte per character.
+    /// CODEPAGE 'ACP', 'RAW', '1252': one byte per character, Windows-1252.
+    Cp1252,
+    /// CODEPAGE '28591'.
     Latin1,
+    /// CODEPAGE 'OEM', the default: read as ASCII only (a byte above 0x7F is a conversion
+    /// error rather than a guess at the OEM code page).
+    Ascii,
     /// DATAFILETYPE 'widechar': UTF-16LE; terminators are matched as UTF-16 too.
     Utf16,
 }
@@ -149,7 +154,7 @@ fn options(spec: &BulkInsertSpec) -> Result<Options, SqlError> {
     let mut o = Options {
         field: Terminator::parse("\\t")?,
         row: Terminator::parse("\\n")?,
-        encoding: Encoding::Latin1,
+        encoding: Encoding::Ascii,
         keep_identity: false,
         keep_nulls: false,
         check_constraints: false,
@@ -165,7 +170,9 @@ fn options(spec: &BulkInsertSpec) -> Result<Options, SqlError> {
             "CODEPAGE" => {
                 o.encoding = match v.to_ascii_uppercase().as_str() {
                     "65001" => Encoding::Utf8,
-                    "ACP" | "RAW" | "OEM" | "1252" | "28591" => Encoding::Latin1,
+                    "ACP" | "RAW" | "1252" => Encoding::Cp1252,
+                    "28591" => Encoding::Latin1,
+                    "OEM" => Encoding::Ascii,
                     _ => {
                         return Err(SqlError::new(
                             2775,
@@ -354,7 +361,40 @@ impl Session {
         });
         match result {
             Ok(()) => {
-                self.bulk_end(sink)?;
+                let mut watch = ErrorWatch {
+                    inner: sink,
+                    failed: false,
+                };
+                self.bulk_end(&mut watch)?;
+                // Without CHECK_CONSTRAINTS SQL Server skips the table's checks and foreign
+                // keys during the load and marks them all not trusted afterwards.
+                if !watch.failed && !opts.check_constraints {
+                    let oid = meta.object_id;
+                    let names: Vec<String> = meta
+                        .fk_names
+                        .iter()
+                        .chain(meta.check_names.iter())
+                        .cloned()
+                        .collect();
+                    let disabled: Vec<bool> = meta
+                        .def
+                        .foreign_keys
+                        .iter()
+                        .map(|f| f.disabled)
+                        .chain(meta.def.checks.iter().map(|c| c.disabled))
+                        .collect();
+                    self.engine.with_catalog(|c| {
+                        for (name, disabled) in names.iter().zip(disabled) {
+                            c.set_constraint_state(oid, name, disabled, true);
+                        }
+                    });
+                    self.engine.update_tables(|t| {
+                        if let Some(m) = t.get_mut(&meta.def.schema, &meta.def.name) {
+                            m.def.foreign_keys.iter_mut().for_each(|f| f.not_trusted = true);
+                            m.def.checks.iter_mut().for_each(|c| c.not_trusted = true);
+                        }
+                    });
+                }
                 Ok(())
             }
             Err(e) => {
@@ -362,6 +402,34 @@ impl Session {
                 Err(e.into())
             }
         }
+    }
+}
+
+/// Passes results on and notes whether an error went by.
+struct ErrorWatch<'a> {
+    inner: &'a mut dyn ResultSink,
+    failed: bool,
+}
+
+impl ResultSink for ErrorWatch<'_> {
+    fn columns(&mut self, columns: &[ColumnMeta]) -> Result<(), crate::Interrupt> {
+        self.inner.columns(columns)
+    }
+    fn row(&mut self, row: &[Value]) -> Result<(), crate::Interrupt> {
+        self.inner.row(row)
+    }
+    fn done(&mut self, done: crate::Done) -> Result<(), crate::Interrupt> {
+        self.inner.done(done)
+    }
+    fn error(&mut self, error: &SqlError) -> Result<(), crate::Interrupt> {
+        self.failed = true;
+        self.inner.error(error)
+    }
+    fn info(&mut self, number: i32, message: &str) -> Result<(), crate::Interrupt> {
+        self.inner.info(number, message)
+    }
+    fn env_change(&mut self, change: crate::EnvChange) -> Result<(), crate::Interrupt> {
+        self.inner.env_change(change)
     }
 }
 
@@ -376,7 +444,7 @@ fn read_rows(
     let data = match opts.encoding {
         Encoding::Utf8 => data.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(data),
         Encoding::Utf16 => data.strip_prefix(b"\xFF\xFE").unwrap_or(data),
-        Encoding::Latin1 => data,
+        Encoding::Latin1 | Encoding::Cp1252 | Encoding::Ascii => data,
     };
     let eof = || {
         SqlError::new(
@@ -422,6 +490,20 @@ fn field_value(raw: &[u8], ty: SqlType, encoding: Encoding) -> Option<Value> {
     let text = match encoding {
         Encoding::Utf8 => String::from_utf8(raw.to_vec()).ok()?,
         Encoding::Latin1 => raw.iter().map(|&b| b as char).collect(),
+        Encoding::Cp1252 => raw
+            .iter()
+            .map(|&b| match b {
+                0x80..=0x9F => char::from_u32(u32::from(crate::functions::CP1252_80[usize::from(b - 0x80)]))
+                    .unwrap_or('?'),
+                _ => b as char,
+            })
+            .collect(),
+        Encoding::Ascii => {
+            if !raw.is_ascii() {
+                return None;
+            }
+            raw.iter().map(|&b| b as char).collect()
+        }
         Encoding::Utf16 => {
             if !raw.len().is_multiple_of(2) {
                 return None;
@@ -493,6 +575,17 @@ mod tests {
     #[test]
     fn empty_is_null_and_nul_is_empty() {
         assert_eq!(field_value(b"", SqlType::Int, Encoding::Utf8), Some(Value::Null));
+        let text = SqlType::NVarChar { len: None };
+        assert_eq!(
+            field_value(b"\x80\xe9", text, Encoding::Cp1252),
+            Some(Value::String("\u{20ac}\u{e9}".into()))
+        );
+        assert_eq!(
+            field_value(b"\x80\xe9", text, Encoding::Latin1),
+            Some(Value::String("\u{80}\u{e9}".into()))
+        );
+        // The default OEM code page is read as ASCII only: no guessing.
+        assert_eq!(field_value(b"\xe9", text, Encoding::Ascii), None);
         assert_eq!(
             field_value(b"\0", SqlType::NVarChar { len: None }, Encoding::Utf8),
             Some(Value::String(String::new()))

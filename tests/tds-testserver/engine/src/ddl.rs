@@ -1068,6 +1068,15 @@ impl Session {
                     self.database_statement(crate::parse_objects::DbAction::Drop, &name)?;
                 }
             }
+            ObjectType::Schema | ObjectType::Type => {
+                let kind = if matches!(kind, ObjectType::Schema) {
+                    "SCHEMA"
+                } else {
+                    "TYPE"
+                };
+                let names: Vec<Vec<String>> = names.iter().map(object_parts).collect();
+                self.drop_object(kind, if_exists, &names, false)?;
+            }
             ObjectType::View => {
                 for n in names {
                     let parts = object_parts(n);
@@ -1569,7 +1578,13 @@ impl Session {
             ck.not_trusted = nocheck;
         }
         if !nocheck {
-            let added: Vec<ForeignKeyDef> = new.def.foreign_keys[old.def.foreign_keys.len()..].to_vec();
+            // An ALTER that drops a foreign key leaves fewer than before: nothing was added.
+            let added: Vec<ForeignKeyDef> = new
+                .def
+                .foreign_keys
+                .get(old.def.foreign_keys.len()..)
+                .unwrap_or_default()
+                .to_vec();
             self.check_foreign_keys(&old, &added)?;
         }
         self.ignore_checks = nocheck && new.def.checks.len() > old.def.checks.len();

@@ -303,14 +303,40 @@ impl Session {
             | Stmt::BulkInsert(_)
             | Stmt::Database { .. }
             | Stmt::EnableTrigger { .. }
-            | Stmt::Refused(_)
-            | Stmt::Accepted) => self.exec_object_stmt(s, sink),
+            | Stmt::Refused(_)) => self.exec_object_stmt(s, sink),
+            Stmt::XmlIndex(table) => {
+                let tables = self.engine.tables();
+                let vt = HashMap::new();
+                if self.ctx(&tables, &vt).lookup(&table).is_none() {
+                    return Err(SqlError::new(
+                        1088,
+                        16,
+                        format!(
+                            "Cannot find the object \"{}\" because it does not exist or you do not have permissions.",
+                            table.join(".")
+                        ),
+                    )
+                    .into());
+                }
+                self.done(sink, StatementKind::Other, None)?;
+                Ok(())
+            }
             Stmt::ConstraintState {
                 table,
                 enable,
                 validate,
                 names,
             } => self.constraint_state(&table, enable, validate, names.as_deref(), sink),
+            Stmt::DropObject {
+                kind,
+                if_exists,
+                names,
+                on_database,
+            } => {
+                self.drop_object(&kind, if_exists, &names, on_database)?;
+                self.done(sink, StatementKind::Other, None)?;
+                Ok(())
+            }
             Stmt::UpdateStatistics(table) => {
                 let tables = self.engine.tables();
                 let vt = HashMap::new();
@@ -518,6 +544,28 @@ impl Session {
                 let mut args = vec![*message, *severity, *state];
                 args.extend(arguments);
                 self.raise(false, args, sink)
+            }
+            // DROP PROCEDURE/FUNCTION/TRIGGER inside IF blocks (top-level ones are parsed by
+            // parse_objects).
+            Statement::DropProcedure { if_exists, proc_desc, .. } => {
+                let names: Vec<Vec<String>> =
+                    proc_desc.iter().map(|d| crate::translate::object_parts(&d.name)).collect();
+                self.drop_object("PROCEDURE", if_exists, &names, false)?;
+                self.done(sink, StatementKind::Other, None)?;
+                Ok(())
+            }
+            Statement::DropFunction(df) => {
+                let names: Vec<Vec<String>> =
+                    df.func_desc.iter().map(|d| crate::translate::object_parts(&d.name)).collect();
+                self.drop_object("FUNCTION", df.if_exists, &names, false)?;
+                self.done(sink, StatementKind::Other, None)?;
+                Ok(())
+            }
+            Statement::DropTrigger(dt) => {
+                let names = vec![crate::translate::object_parts(&dt.trigger_name)];
+                self.drop_object("TRIGGER", dt.if_exists, &names, false)?;
+                self.done(sink, StatementKind::Other, None)?;
+                Ok(())
             }
             Statement::Return(r) => {
                 if r.value.is_some() {

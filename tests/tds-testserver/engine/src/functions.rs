@@ -517,6 +517,13 @@ fn ci_find(hay: &str, needle: &str, from_char: usize) -> Option<usize> {
 }
 
 /// Registers every UDF on a new connection.
+/// Code page 1252's characters for bytes 0x80..=0x9F (the rest are Latin-1's).
+pub(crate) const CP1252_80: [u16; 32] = [
+    0x20AC, 0x81, 0x201A, 0x0192, 0x201E, 0x2026, 0x2020, 0x2021, 0x02C6, 0x2030, 0x0160, 0x2039, 0x0152,
+    0x8D, 0x017D, 0x8F, 0x90, 0x2018, 0x2019, 0x201C, 0x201D, 0x2022, 0x2013, 0x2014, 0x02DC, 0x2122, 0x0161,
+    0x203A, 0x0153, 0x9D, 0x017E, 0x0178,
+];
+
 pub fn register(conn: &Connection) -> rusqlite::Result<()> {
     let det = FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC;
     let nondet = FunctionFlags::SQLITE_UTF8;
@@ -618,9 +625,19 @@ pub fn register(conn: &Connection) -> rusqlite::Result<()> {
     })?;
     // T-SQL's LIKE (character classes, ESCAPE): tsql_like(text, pattern, escape or NULL).
     conn.create_scalar_function("tsql_like", 3, det, |ctx| {
-        let text: Option<String> = ctx.get(0)?;
-        let pattern: Option<String> = ctx.get(1)?;
-        let escape: Option<String> = ctx.get(2)?;
+        // Numbers are matched by their text, as SQL Server converts them to varchar.
+        let as_text = |i: usize| -> Option<String> {
+            match ctx.get_raw(i) {
+                rusqlite::types::ValueRef::Null => None,
+                rusqlite::types::ValueRef::Integer(n) => Some(n.to_string()),
+                rusqlite::types::ValueRef::Real(f) => Some(crate::convert::format_float(f)),
+                rusqlite::types::ValueRef::Text(t) => Some(String::from_utf8_lossy(t).into_owned()),
+                rusqlite::types::ValueRef::Blob(b) => Some(String::from_utf8_lossy(b).into_owned()),
+            }
+        };
+        let text = as_text(0);
+        let pattern = as_text(1);
+        let escape = as_text(2);
         Ok(match (text, pattern) {
             (Some(t), Some(p)) => Some(i64::from(crate::like::like(
                 &t,
@@ -664,11 +681,6 @@ pub fn register(conn: &Connection) -> rusqlite::Result<()> {
     // CHAR(n): a code point of the varchar code page (1252); NCHAR(n): a UCS-2 code unit. Out
     // of range (or a lone surrogate, which UTF-8 text cannot hold) is NULL, as SQL Server gives.
     conn.create_scalar_function("tsql_char", 1, det, |ctx| {
-        const CP1252_80: [u16; 32] = [
-            0x20AC, 0x81, 0x201A, 0x0192, 0x201E, 0x2026, 0x2020, 0x2021, 0x02C6, 0x2030, 0x0160, 0x2039,
-            0x0152, 0x8D, 0x017D, 0x8F, 0x90, 0x2018, 0x2019, 0x201C, 0x201D, 0x2022, 0x2013, 0x2014, 0x02DC,
-            0x2122, 0x0161, 0x203A, 0x0153, 0x9D, 0x017E, 0x0178,
-        ];
         Ok(int_arg(ctx, 0).and_then(|n| match n {
             0..=0x7F | 0xA0..=0xFF => char::from_u32(n as u32).map(String::from),
             0x80..=0x9F => char::from_u32(u32::from(CP1252_80[(n - 0x80) as usize])).map(String::from),

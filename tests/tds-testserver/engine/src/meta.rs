@@ -120,6 +120,10 @@ impl Tables {
         self.by_name.get(&key(schema, name))
     }
 
+    pub fn get_mut(&mut self, schema: &str, name: &str) -> Option<&mut TableMeta> {
+        self.by_name.get_mut(&key(schema, name))
+    }
+
     pub fn insert(&mut self, meta: TableMeta) {
         self.by_name.insert(key(&meta.def.schema, &meta.def.name), meta);
     }

@@ -346,4 +346,77 @@ impl Session {
         })?;
         Ok(())
     }
+
+    /// DROP PROCEDURE/FUNCTION/TRIGGER/TYPE/SCHEMA.
+    pub(crate) fn drop_object(
+        &mut self,
+        kind: &str,
+        if_exists: bool,
+        names: &[Vec<String>],
+        on_database: bool,
+    ) -> Result<(), Fail> {
+        self.before_ddl();
+        for parts in names {
+            let (schema, name) = crate::parse_objects::schema_and_name(parts);
+            let shown = parts.join(".");
+            let missing = |noun: &str| {
+                SqlError::new(
+                    3701,
+                    11,
+                    format!(
+                        "Cannot drop the {noun} '{shown}', because it does not exist or you do not have permission."
+                    ),
+                )
+            };
+            match kind {
+                "TRIGGER" if on_database => {
+                    if !self.engine.with_catalog(|c| c.drop_database_trigger(&name)) && !if_exists {
+                        return Err(missing("trigger").into());
+                    }
+                }
+                "PROCEDURE" | "FUNCTION" | "TRIGGER" => {
+                    let noun = kind.to_ascii_lowercase();
+                    // A trigger's schema is its table's; a bare name finds it in any schema.
+                    let schema = if kind == "TRIGGER" && parts.len() == 1 {
+                        self.engine
+                            .read_catalog(|c| {
+                                c.modules()
+                                    .find(|m| {
+                                        !m.database_trigger
+                                            && m.kind == crate::catalog::ModuleKind::Trigger
+                                            && m.name.eq_ignore_ascii_case(&name)
+                                    })
+                                    .and_then(|m| c.schema_name(m.schema_id).map(str::to_string))
+                            })
+                            .unwrap_or(schema)
+                    } else {
+                        schema
+                    };
+                    let dropped = self
+                        .engine
+                        .with_catalog(|c| c.drop_module(&noun, &schema, &name))?;
+                    if dropped {
+                        self.engine.update_tables(|t| t.set_module(&schema, &name, None));
+                    } else if !if_exists {
+                        return Err(missing(&noun).into());
+                    }
+                }
+                "TYPE" => {
+                    let r = self.engine.with_catalog(|c| c.drop_alias_type(&schema, &name));
+                    match r {
+                        Err(e) if e.number == 218 && if_exists => {}
+                        other => other?,
+                    }
+                }
+                _ => {
+                    let r = self.engine.with_catalog(|c| c.drop_schema(&name));
+                    match r {
+                        Err(e) if e.number == 15151 && if_exists => {}
+                        other => other?,
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
 }

@@ -64,8 +64,17 @@ pub enum Stmt {
     /// A statement SQL Server would refuse here, with its error (full-text without the
     /// full-text service).
     Refused(SqlError),
-    /// A statement with nothing to do in the test server (XML indexes).
-    Accepted,
+    /// `CREATE [PRIMARY] XML INDEX ... ON table`: XML indexes only speed up SQL Server's xml
+    /// queries, so there is nothing to build; the table must exist.
+    XmlIndex(Vec<String>),
+    /// `DROP {PROCEDURE | FUNCTION | TRIGGER | TYPE | SCHEMA} [IF EXISTS] name, ...`
+    /// (`kind` upper-case; a trigger may be `ON DATABASE`).
+    DropObject {
+        kind: String,
+        if_exists: bool,
+        names: Vec<Vec<String>>,
+        on_database: bool,
+    },
     /// `UPDATE STATISTICS table [...]`: the table must exist; there are no statistics here.
     UpdateStatistics(Vec<String>),
     /// `SET ROWCOUNT n`: 0 lifts the limit.
@@ -430,8 +439,14 @@ fn rewrite(
         if depth == 0 {
             let ends = (is_word(t, "COMMIT") || is_word(t, "ROLLBACK") || is_word(t, "DBCC"))
                 || (is_word(t, "SET") && {
+                    // SET ROWCOUNT n, not UPDATE t SET rowcount = ...
                     let n = next_sig(&toks, i + 1);
-                    n < toks.len() && is_word(&toks[n].token, "ROWCOUNT")
+                    let v = next_sig(&toks, n + 1);
+                    n < toks.len()
+                        && is_word(&toks[n].token, "ROWCOUNT")
+                        && v < toks.len()
+                        && (matches!(toks[v].token, Token::Number(_, _))
+                            || word(&toks[v].token).is_some_and(|w| w.value.starts_with('@')))
                 })
                 || ((is_word(t, "BEGIN") || is_word(t, "SAVE")) && {
                     let n = next_sig(&toks, i + 1);

@@ -222,6 +222,39 @@ pub fn parse_special(p: &mut Parser<'_>, sql: &str, first: bool) -> Result<Optio
                 add,
             }
         }
+        ("DROP", "PROC" | "PROCEDURE" | "FUNCTION" | "TRIGGER" | "TYPE" | "SCHEMA") => {
+            p.next_token();
+            p.next_token();
+            let kind = if w1 == "PROC" {
+                "PROCEDURE".to_string()
+            } else {
+                w1.clone()
+            };
+            let if_exists = peek_upper(p, 0) == "IF" && peek_upper(p, 1) == "EXISTS";
+            if if_exists {
+                p.next_token();
+                p.next_token();
+            }
+            let mut names = vec![name_parts(p)?];
+            while p.consume_token(&Token::Comma) {
+                names.push(name_parts(p)?);
+            }
+            let mut on_database = false;
+            if kind == "TRIGGER" && peek_upper(p, 0) == "ON" {
+                p.next_token();
+                if peek_upper(p, 0) != "DATABASE" {
+                    return Err(syntax_error(&p.peek_token().token.to_string()));
+                }
+                p.next_token();
+                on_database = true;
+            }
+            Stmt::DropObject {
+                kind,
+                if_exists,
+                names,
+                on_database,
+            }
+        }
         ("UPDATE", "STATISTICS") => {
             p.next_token();
             p.next_token();
@@ -284,13 +317,16 @@ pub fn parse_special(p: &mut Parser<'_>, sql: &str, first: bool) -> Result<Optio
             let e = p.parse_expr().map_err(|_| syntax_error("ROWCOUNT"))?;
             Stmt::SetRowcount(e)
         }
-        ("CREATE", "PRIMARY") if peek_upper(p, 2) == "XML" => {
+        ("CREATE", "PRIMARY" | "XML") if peek_upper(p, 2) == "XML" || peek_upper(p, 2) == "INDEX" => {
+            // CREATE [PRIMARY] XML INDEX name ON table (column) ...: nothing to build here,
+            // but the table must exist.
+            while !matches!(peek_upper(p, 0).as_str(), "ON") && p.peek_token().token != Token::EOF {
+                p.next_token();
+            }
+            p.next_token();
+            let table = name_parts(p)?;
             skip_statement(p);
-            Stmt::Accepted
-        }
-        ("CREATE", "XML") if peek_upper(p, 2) == "INDEX" => {
-            skip_statement(p);
-            Stmt::Accepted
+            Stmt::XmlIndex(table)
         }
         ("CREATE" | "ALTER" | "DROP", "FULLTEXT") => {
             skip_statement(p);
@@ -483,6 +519,7 @@ fn parse_module(
         "VIEW" => {
             module.kind = ModuleKind::View;
             // Optional column list and WITH options, then AS and the SELECT.
+            let mut columns: Vec<String> = Vec::new();
             loop {
                 let t = p.next_token();
                 match &t.token {
@@ -493,6 +530,7 @@ fn parse_module(
                             match p.next_token().token {
                                 Token::LParen => depth += 1,
                                 Token::RParen => depth -= 1,
+                                Token::Word(w) if depth == 1 => columns.push(w.value),
                                 Token::EOF => return Err(syntax_error(&name)),
                                 _ => {}
                             }
@@ -500,8 +538,25 @@ fn parse_module(
                     }
                     tk if upper(tk) == "AS" => {
                         let from = p.peek_token().span.start;
-                        let text = sql[offset(sql, from)..].trim().trim_end_matches(';').trim_end();
-                        module.view_select = Some(text.to_string());
+                        let mut text = sql[offset(sql, from)..].trim().trim_end_matches(';').trim_end();
+                        // WITH CHECK OPTION only restricts writes through the view.
+                        let lower = text.to_ascii_lowercase();
+                        if let Some(cut) = lower.strip_suffix("check option").map(str::trim_end)
+                            && let Some(cut) = cut.strip_suffix("with")
+                        {
+                            text = text[..cut.len()].trim_end();
+                        }
+                        // A column list names the SELECT's columns.
+                        let select = if columns.is_empty() {
+                            text.to_string()
+                        } else {
+                            let list: Vec<String> = columns
+                                .iter()
+                                .map(|c| format!("[{}]", c.replace(']', "]]")))
+                                .collect();
+                            format!("SELECT * FROM ({text}) AS [__view] ({})", list.join(", "))
+                        };
+                        module.view_select = Some(select);
                         break;
                     }
                     _ => {}

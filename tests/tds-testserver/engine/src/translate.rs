@@ -535,12 +535,129 @@ impl<'a> Ctx<'a> {
             TableFactor::NestedJoin { table_with_joins, .. } => {
                 self.walk_from(table_with_joins, scope, parent)
             }
+            TableFactor::Pivot { .. } => {
+                *f = self.pivot_as_derived(f, parent)?;
+                self.table_factor(f, scope, parent)
+            }
             other => Err(SqlError::new(
                 102,
                 15,
                 format!("Incorrect syntax near '{}'.", first_word(&other.to_string())),
             )),
         }
+    }
+
+    /// `src PIVOT (AGG(v) FOR c IN ([x], [y])) AS p` as the derived table SQL Server means:
+    /// `(SELECT <src's other columns>, AGG(CASE WHEN c = x THEN v END) AS [x], ... FROM src
+    /// GROUP BY <the other columns>) AS p`.
+    fn pivot_as_derived(
+        &mut self,
+        f: &TableFactor,
+        parent: Option<&Scope<'_>>,
+    ) -> Result<TableFactor, SqlError> {
+        let unsupported = || {
+            SqlError::new(
+                102,
+                15,
+                "Incorrect syntax near 'PIVOT'. (the test server supports PIVOT (AGG(column) FOR column IN (values)) only)",
+            )
+        };
+        let TableFactor::Pivot {
+            table,
+            aggregate_functions,
+            value_column,
+            value_source: sqlparser::ast::PivotValueSource::List(values),
+            default_on_null: None,
+            alias,
+        } = f
+        else {
+            return Err(unsupported());
+        };
+        let column_name = |e: &Expr| match e {
+            Expr::Identifier(i) => Some(i.value.clone()),
+            Expr::CompoundIdentifier(p) => p.last().map(|i| i.value.clone()),
+            _ => None,
+        };
+        let ([agg], [pivot_col]) = (aggregate_functions.as_slice(), value_column.as_slice()) else {
+            return Err(unsupported());
+        };
+        let pivot_col = column_name(pivot_col).ok_or_else(unsupported)?;
+        let Expr::Function(func) = &agg.expr else {
+            return Err(unsupported());
+        };
+        let FunctionArguments::List(args) = &func.args else {
+            return Err(unsupported());
+        };
+        let [FunctionArg::Unnamed(FunctionArgExpr::Expr(value_expr))] = args.args.as_slice() else {
+            return Err(unsupported());
+        };
+        let value_col = column_name(value_expr).ok_or_else(unsupported)?;
+        let source_columns: Vec<String> = match &**table {
+            TableFactor::Derived { subquery, .. } => self
+                .query(&mut subquery.clone(), parent)?
+                .into_iter()
+                .map(|c| c.name)
+                .collect(),
+            TableFactor::Table { name, .. } => {
+                let parts = object_parts(name);
+                let t = self
+                    .lookup(&parts)
+                    .ok_or_else(|| invalid_object(&parts.join(".")))?;
+                t.def.columns.iter().map(|c| c.name.clone()).collect()
+            }
+            _ => return Err(unsupported()),
+        };
+        let quoted = |n: &str| format!("[{}]", n.replace(']', "]]"));
+        let group: Vec<String> = source_columns
+            .iter()
+            .filter(|c| !c.eq_ignore_ascii_case(&pivot_col) && !c.eq_ignore_ascii_case(&value_col))
+            .map(|c| quoted(c))
+            .collect();
+        let mut items = group.clone();
+        for v in values {
+            let text = match &v.expr {
+                Expr::Identifier(i) => i.value.clone(),
+                Expr::Value(ValueWithSpan {
+                    value: AstValue::Number(n, _),
+                    ..
+                }) => n.clone(),
+                Expr::Value(ValueWithSpan {
+                    value: AstValue::SingleQuotedString(s) | AstValue::NationalStringLiteral(s),
+                    ..
+                }) => s.clone(),
+                _ => return Err(unsupported()),
+            };
+            // The IN list's names are values of the pivot column, converted to its type.
+            let literal = if text.parse::<f64>().is_ok() {
+                text.clone()
+            } else {
+                format!("N'{}'", text.replace('\'', "''"))
+            };
+            let name = v.alias.as_ref().map_or(text, |a| a.value.clone());
+            items.push(format!(
+                "{}(CASE WHEN {} = {literal} THEN {} END) AS {}",
+                func.name,
+                quoted(&pivot_col),
+                quoted(&value_col),
+                quoted(&name)
+            ));
+        }
+        let mut sql = format!("SELECT {} FROM {table}", items.join(", "));
+        if !group.is_empty() {
+            sql.push_str(&format!(" GROUP BY {}", group.join(", ")));
+        }
+        let q = crate::inline::view_query(&sql)?;
+        Ok(TableFactor::Derived {
+            lateral: false,
+            subquery: Box::new(q),
+            alias: Some(alias.clone().unwrap_or(TableAlias {
+                explicit: true,
+                name: ident("__pivot"),
+                columns: Vec::new(),
+                at: None,
+            })),
+            sample: None,
+        })
     }
 
     fn walk_from(

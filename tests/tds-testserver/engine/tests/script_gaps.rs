@@ -93,6 +93,14 @@ fn like_character_classes_in_check_and_where() {
         scalar(&mut s, "SELECT COUNT(*) FROM a WHERE 'abc' LIKE 'a[_]c'"),
         Value::Int(0)
     );
+    assert_eq!(
+        scalar(&mut s, "SELECT COUNT(*) FROM a WHERE 123 LIKE '1[0-9]3'"),
+        Value::Int(2)
+    );
+    assert_eq!(
+        scalar(&mut s, "SELECT COUNT(*) FROM a WHERE id NOT LIKE '1%'"),
+        Value::Int(1)
+    );
 }
 
 #[test]
@@ -156,6 +164,19 @@ fn modules_are_stored_with_their_definitions() {
     assert_eq!(
         scalar(&mut s, "SELECT COUNT(*) FROM INFORMATION_SCHEMA.ROUTINES"),
         Value::Int(2)
+    );
+    assert_eq!(
+        text(&scalar(&mut s, "SELECT OBJECT_DEFINITION(OBJECT_ID('dbo.v'))")),
+        view
+    );
+    assert_eq!(
+        query(
+            &mut s,
+            "SELECT OBJECTPROPERTY(OBJECT_ID('v'), 'IsView'), OBJECTPROPERTY(OBJECT_ID('p'), 'IsProcedure'), \
+             OBJECTPROPERTY(OBJECT_ID('f'), 'IsScalarFunction'), OBJECTPROPERTY(OBJECT_ID('v'), 'IsConstraint')"
+        )
+        .1[0],
+        vec![Value::Int(1), Value::Int(1), Value::Int(1), Value::Int(0)]
     );
     // Triggers are not run: a statement that would fire one is refused until it is disabled.
     assert_eq!(error(&mut s, "INSERT INTO t VALUES (3, 30)").number, 102);
@@ -365,6 +386,10 @@ fn statements_install_scripts_run() {
     assert_eq!(query(&mut s, "SELECT a FROM m").1.len(), 3);
     assert_eq!(error(&mut s, "SET ROWCOUNT 1 DELETE FROM m").number, 102);
     exec(&mut s, "SET ROWCOUNT 0");
+    exec(
+        &mut s,
+        "CREATE TABLE rc (id int, [rowcount] int) UPDATE rc SET rowcount = 1",
+    );
     let sink = run(&mut s, "RAISERROR('%s has %d rows', 10, 1, 'm', 3)");
     assert!(
         sink.events
@@ -443,6 +468,15 @@ fn hierarchyid_and_xml_collections() {
         "CREATE TABLE e (n hierarchyid NULL, lvl AS n.GetLevel(), d xml(CONTENT dbo.C) NULL, g geography NULL)",
     );
     exec(&mut s, "INSERT INTO e (n) VALUES (0x), (0x58), (0x5AC0), (NULL)");
+    exec(&mut s, "CREATE PRIMARY XML INDEX px ON e (d)");
+    exec(
+        &mut s,
+        "CREATE XML INDEX xp ON dbo.e (d) USING XML INDEX px FOR PATH",
+    );
+    assert_eq!(
+        error(&mut s, "CREATE PRIMARY XML INDEX py ON nosuch (d)").number,
+        1088
+    );
     let (_, rows) = query(&mut s, "SELECT lvl, n.ToString() FROM e ORDER BY n");
     assert_eq!(
         rows,
@@ -583,4 +617,183 @@ fn string_plus_number_converts_the_string() {
     assert_eq!(scalar(&mut s, "SELECT '41' + 1"), Value::Int(42));
     assert_eq!(scalar(&mut s, "SELECT 1 + '41'"), Value::Int(42));
     assert_eq!(error(&mut s, "SELECT 'a' + 1").number, 245);
+}
+
+#[test]
+fn bulk_insert_without_check_constraints_leaves_them_untrusted() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("r.txt"), "5\n-1\n").unwrap();
+    let engine = tds_testserver_engine::Engine::open(tds_testserver_engine::EngineConfig {
+        data_dir: None,
+        database: "testdb".into(),
+        bulk_insert_dir: Some(dir.path().to_path_buf()),
+    })
+    .unwrap();
+    let mut s = engine.connect(None).unwrap();
+    exec(&mut s, "CREATE TABLE c1 (v int CONSTRAINT ck1 CHECK (v > 0))");
+    exec(&mut s, "CREATE TABLE c2 (v int CONSTRAINT ck2 CHECK (v > 0))");
+    let file = dir.path().join("r.txt");
+    // SQL Server skips the check during the load and no longer trusts it.
+    exec(
+        &mut s,
+        &format!(
+            "BULK INSERT c1 FROM '{}' WITH (ROWTERMINATOR = '0x0a')",
+            file.display()
+        ),
+    );
+    assert_eq!(scalar(&mut s, "SELECT COUNT(*) FROM c1"), Value::Int(2));
+    assert_eq!(
+        scalar(
+            &mut s,
+            "SELECT CAST(is_not_trusted AS int) FROM sys.check_constraints WHERE name = 'ck1'"
+        ),
+        Value::Int(1)
+    );
+    let checked = format!(
+        "BULK INSERT c2 FROM '{}' WITH (ROWTERMINATOR = '0x0a', CHECK_CONSTRAINTS)",
+        file.display()
+    );
+    assert_eq!(error(&mut s, &checked).number, 547);
+    assert_eq!(scalar(&mut s, "SELECT COUNT(*) FROM c2"), Value::Int(0));
+    assert_eq!(
+        scalar(
+            &mut s,
+            "SELECT CAST(is_not_trusted AS int) FROM sys.check_constraints WHERE name = 'ck2'"
+        ),
+        Value::Int(0)
+    );
+    // Re-checking finds the bad row.
+    assert_eq!(
+        error(&mut s, "ALTER TABLE c1 WITH CHECK CHECK CONSTRAINT ALL").number,
+        547
+    );
+}
+
+#[test]
+fn dropping_modules_types_and_schemas() {
+    let (_e, mut s) = session();
+    exec(&mut s, "CREATE SCHEMA s1");
+    exec(&mut s, "CREATE PROCEDURE s1.p AS SELECT 1");
+    exec(
+        &mut s,
+        "CREATE FUNCTION dbo.f() RETURNS int AS BEGIN RETURN 1 END",
+    );
+    exec(&mut s, "CREATE TYPE ty FROM int");
+    exec(&mut s, "CREATE TABLE s1.t (a ty)");
+    exec(&mut s, "CREATE TRIGGER s1.tr ON s1.t AFTER INSERT AS SELECT 1");
+    exec(
+        &mut s,
+        "CREATE TRIGGER dtr ON DATABASE FOR CREATE_TABLE AS SELECT 1",
+    );
+    assert_eq!(error(&mut s, "DROP TYPE ty").number, 3732);
+    exec(&mut s, "DROP PROCEDURE s1.p");
+    exec(&mut s, "DROP PROCEDURE IF EXISTS s1.p");
+    assert_eq!(error(&mut s, "DROP PROCEDURE s1.p").number, 3701);
+    // The usual guard of install scripts, with the DROP inside an IF.
+    exec(
+        &mut s,
+        "IF EXISTS (SELECT * FROM sys.objects WHERE object_id = OBJECT_ID(N'[dbo].[f]') AND type IN (N'FN', N'IF', N'TF')) \
+         DROP FUNCTION [dbo].[f]",
+    );
+    assert_eq!(scalar(&mut s, "SELECT OBJECT_ID('dbo.f')"), Value::Null);
+    exec(&mut s, "CREATE PROCEDURE dbo.p2 AS SELECT 1");
+    exec(
+        &mut s,
+        "IF OBJECT_ID('dbo.p2', 'P') IS NOT NULL DROP PROCEDURE dbo.p2",
+    );
+    assert_eq!(scalar(&mut s, "SELECT OBJECT_ID('dbo.p2')"), Value::Null);
+    exec(&mut s, "DROP TRIGGER dtr ON DATABASE");
+    // The table's trigger goes with it.
+    exec(&mut s, "DROP TABLE s1.t");
+    assert_eq!(scalar(&mut s, "SELECT COUNT(*) FROM sys.triggers"), Value::Int(0));
+    exec(&mut s, "DROP TYPE ty");
+    assert_eq!(error(&mut s, "DROP TYPE ty").number, 218);
+    exec(&mut s, "DROP SCHEMA s1");
+    assert_eq!(
+        scalar(
+            &mut s,
+            "SELECT COUNT(*) FROM sys.objects WHERE type IN ('P', 'FN', 'TR')"
+        ),
+        Value::Int(0)
+    );
+}
+
+#[test]
+fn views_with_column_lists_and_check_option() {
+    let (_e, mut s) = session();
+    exec(&mut s, "CREATE TABLE t (id int, v int)");
+    exec(&mut s, "INSERT INTO t VALUES (1, 10), (2, 20)");
+    exec(
+        &mut s,
+        "CREATE VIEW dbo.named (k, doubled) AS SELECT id, v * 2 FROM t WHERE v > 10 WITH CHECK OPTION",
+    );
+    let (cols, rows) = query(&mut s, "SELECT * FROM named");
+    assert_eq!(
+        cols.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(),
+        ["k", "doubled"]
+    );
+    assert_eq!(rows, vec![vec![Value::Int(2), Value::Int(40)]]);
+    exec(&mut s, "CREATE VIEW dbo.over AS SELECT k FROM dbo.named");
+    assert_eq!(scalar(&mut s, "SELECT k FROM over"), Value::Int(2));
+    let (_, rows) = query(
+        &mut s,
+        "SELECT OBJECT_NAME(referencing_id), referenced_schema_name, referenced_entity_name, OBJECT_NAME(referenced_id) \
+         FROM sys.sql_expression_dependencies ORDER BY 1",
+    );
+    assert_eq!(
+        rows,
+        vec![
+            vec![
+                Value::String("named".into()),
+                Value::Null,
+                Value::String("t".into()),
+                Value::String("t".into())
+            ],
+            vec![
+                Value::String("over".into()),
+                Value::String("dbo".into()),
+                Value::String("named".into()),
+                Value::String("named".into())
+            ],
+        ]
+    );
+    assert_eq!(
+        scalar(
+            &mut s,
+            "SELECT COUNT(*) FROM INFORMATION_SCHEMA.VIEW_TABLE_USAGE WHERE VIEW_NAME = 'over'"
+        ),
+        Value::Int(1)
+    );
+    exec(&mut s, "CREATE SCHEMA s2");
+    exec(&mut s, "CREATE VIEW s2.v AS SELECT 1 AS one");
+    assert_eq!(error(&mut s, "DROP SCHEMA s2").number, 3729);
+}
+
+#[test]
+fn pivot() {
+    let (_e, mut s) = session();
+    exec(&mut s, "CREATE TABLE sales (person int, yr int, amount money)");
+    exec(
+        &mut s,
+        "INSERT INTO sales VALUES (1, 2002, 10), (1, 2002, 5), (1, 2003, 7), (2, 2004, 1)",
+    );
+    let (cols, rows) = query(
+        &mut s,
+        "SELECT pvt.person, pvt.[2002], pvt.[2003], pvt.[2004] \
+         FROM (SELECT person, amount, yr FROM sales) AS src \
+         PIVOT (SUM([amount]) FOR [yr] IN ([2002], [2003], [2004])) AS pvt ORDER BY pvt.person",
+    );
+    assert_eq!(cols[1].name, "2002");
+    assert_eq!(
+        rows,
+        vec![
+            vec![
+                Value::Int(1),
+                Value::Money(150_000),
+                Value::Money(70_000),
+                Value::Null
+            ],
+            vec![Value::Int(2), Value::Null, Value::Null, Value::Money(10_000)],
+        ]
+    );
 }

@@ -80,27 +80,39 @@ pub enum Encryption {
     LoginOnly,
     /// A TLS handshake, then every packet encrypted.
     Full,
-    /// The client requires encryption the server cannot give: the reply says so and the
-    /// connection ends (SQL Server's "connection terminated" cases).
+    /// One side requires encryption the other cannot do: the reply says so and the connection
+    /// ends (SQL Server's "connection terminated" cases).
     Refused,
 }
 
+/// What the server can do, as SQL Server's configuration says it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServerEncryption {
+    /// No certificate: cannot encrypt at all.
+    None,
+    /// A certificate, "Force Encryption" off: encrypts what the client asks for.
+    Supported,
+    /// A certificate, "Force Encryption" on: every session is encrypted.
+    Forced,
+}
+
 /// The reply's ENCRYPTION value and what follows, for the client's value (`None`: the client
-/// sent no ENCRYPTION option, which only clients without TLS do) and whether this server has
-/// a certificate. A server with a certificate does not force encryption, so it is SQL Server
-/// with "Force Encryption" off; without one it is a server that cannot encrypt at all.
-pub fn negotiate(client: Option<u8>, has_certificate: bool) -> Result<(u8, Encryption), String> {
+/// sent no ENCRYPTION option, which only clients without TLS do) and the server's setting.
+pub fn negotiate(client: Option<u8>, server: ServerEncryption) -> Result<(u8, Encryption), String> {
     let client = client.unwrap_or(ENCRYPT_NOT_SUP);
     if client & ENCRYPT_CLIENT_CERT != 0 {
         return Err(format!(
             "the client asks for certificate authentication (ENCRYPTION 0x{client:02X}), which this server does not support"
         ));
     }
-    Ok(match (client, has_certificate) {
-        (ENCRYPT_OFF, true) => (ENCRYPT_OFF, Encryption::LoginOnly),
-        (ENCRYPT_ON | ENCRYPT_REQ, true) => (ENCRYPT_ON, Encryption::Full),
-        (ENCRYPT_NOT_SUP, _) | (ENCRYPT_OFF, false) => (ENCRYPT_NOT_SUP, Encryption::None),
-        (ENCRYPT_ON | ENCRYPT_REQ, false) => (ENCRYPT_NOT_SUP, Encryption::Refused),
+    use ServerEncryption::{Forced, None as NoTls, Supported};
+    Ok(match (client, server) {
+        (ENCRYPT_OFF, Supported) => (ENCRYPT_OFF, Encryption::LoginOnly),
+        (ENCRYPT_OFF, Forced) => (ENCRYPT_REQ, Encryption::Full),
+        (ENCRYPT_ON | ENCRYPT_REQ, Supported | Forced) => (ENCRYPT_ON, Encryption::Full),
+        (ENCRYPT_NOT_SUP, Supported | NoTls) | (ENCRYPT_OFF, NoTls) => (ENCRYPT_NOT_SUP, Encryption::None),
+        (ENCRYPT_NOT_SUP, Forced) => (ENCRYPT_REQ, Encryption::Refused),
+        (ENCRYPT_ON | ENCRYPT_REQ, NoTls) => (ENCRYPT_NOT_SUP, Encryption::Refused),
         (other, _) => return Err(format!("unknown ENCRYPTION value 0x{other:02X} in PRELOGIN")),
     })
 }
@@ -121,23 +133,29 @@ mod tests {
 
     #[test]
     fn negotiation_follows_sql_server_for_each_client_setting() {
-        let with_cert = |c| negotiate(Some(c), true).unwrap();
+        let with_cert = |c| negotiate(Some(c), ServerEncryption::Supported).unwrap();
         assert_eq!(with_cert(ENCRYPT_OFF), (ENCRYPT_OFF, Encryption::LoginOnly));
         assert_eq!(with_cert(ENCRYPT_ON), (ENCRYPT_ON, Encryption::Full));
         assert_eq!(with_cert(ENCRYPT_REQ), (ENCRYPT_ON, Encryption::Full));
         assert_eq!(with_cert(ENCRYPT_NOT_SUP), (ENCRYPT_NOT_SUP, Encryption::None));
 
-        let without = |c| negotiate(Some(c), false).unwrap();
+        let forced = |c| negotiate(Some(c), ServerEncryption::Forced).unwrap();
+        assert_eq!(forced(ENCRYPT_OFF), (ENCRYPT_REQ, Encryption::Full));
+        assert_eq!(forced(ENCRYPT_ON), (ENCRYPT_ON, Encryption::Full));
+        assert_eq!(forced(ENCRYPT_REQ), (ENCRYPT_ON, Encryption::Full));
+        assert_eq!(forced(ENCRYPT_NOT_SUP), (ENCRYPT_REQ, Encryption::Refused));
+
+        let without = |c| negotiate(Some(c), ServerEncryption::None).unwrap();
         assert_eq!(without(ENCRYPT_OFF), (ENCRYPT_NOT_SUP, Encryption::None));
         assert_eq!(without(ENCRYPT_NOT_SUP), (ENCRYPT_NOT_SUP, Encryption::None));
         assert_eq!(without(ENCRYPT_ON), (ENCRYPT_NOT_SUP, Encryption::Refused));
         assert_eq!(without(ENCRYPT_REQ), (ENCRYPT_NOT_SUP, Encryption::Refused));
 
         assert_eq!(
-            negotiate(None, true).unwrap(),
+            negotiate(None, ServerEncryption::Supported).unwrap(),
             (ENCRYPT_NOT_SUP, Encryption::None)
         );
-        assert!(negotiate(Some(0x81), true).is_err());
-        assert!(negotiate(Some(7), true).is_err());
+        assert!(negotiate(Some(0x81), ServerEncryption::Supported).is_err());
+        assert!(negotiate(Some(7), ServerEncryption::Supported).is_err());
     }
 }

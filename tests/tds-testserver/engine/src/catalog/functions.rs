@@ -4,7 +4,7 @@
 //! Each function takes the catalog's read lock while it runs: the engine must not hold the
 //! write lock while SQLite executes a statement (std's RwLock is not reentrant).
 
-use super::store::{Catalog, Column, ObjectKind, ObjectRef, Table};
+use super::store::{Catalog, Column, ModuleKind, ObjectKind, ObjectRef, Table};
 use super::typeinfo;
 use crate::types::SqlType;
 use rusqlite::functions::{Context, FunctionFlags};
@@ -209,9 +209,34 @@ fn object_property(catalog: &Catalog, o: &ObjectRef, property: &str) -> Option<i
         "isforeignkey" => flag(o.kind == ObjectKind::ForeignKey),
         "ischeckcnst" => flag(o.kind == ObjectKind::Check),
         "isdefaultcnst" => flag(o.kind == ObjectKind::Default),
-        "isconstraint" => flag(o.kind != ObjectKind::Table),
-        "isview" | "isprocedure" | "isscalarfunction" | "istablefunction" | "istrigger" | "issystemtable"
-        | "ismsshipped" => flag(false),
+        "isconstraint" => flag(matches!(
+            o.kind,
+            ObjectKind::PrimaryKey
+                | ObjectKind::Unique
+                | ObjectKind::ForeignKey
+                | ObjectKind::Check
+                | ObjectKind::Default
+        )),
+        "isview" => flag(o.kind == ObjectKind::Module(ModuleKind::View)),
+        "isprocedure" => flag(o.kind == ObjectKind::Module(ModuleKind::Procedure)),
+        "isscalarfunction" => flag(o.kind == ObjectKind::Module(ModuleKind::ScalarFunction)),
+        "istablefunction" => flag(matches!(
+            o.kind,
+            ObjectKind::Module(ModuleKind::InlineTableFunction | ModuleKind::TableFunction)
+        )),
+        "isinlinefunction" => flag(o.kind == ObjectKind::Module(ModuleKind::InlineTableFunction)),
+        "istrigger" => flag(o.kind == ObjectKind::Module(ModuleKind::Trigger)),
+        "isexecuted" => flag(matches!(
+            o.kind,
+            ObjectKind::Module(
+                ModuleKind::Procedure
+                    | ModuleKind::ScalarFunction
+                    | ModuleKind::InlineTableFunction
+                    | ModuleKind::TableFunction
+                    | ModuleKind::Trigger
+            )
+        )),
+        "issystemtable" | "ismsshipped" => flag(false),
         "ownerid" | "schemaid" => Some(i64::from(o.schema_id)),
         _ => None,
     }
@@ -418,6 +443,29 @@ pub fn register(conn: &rusqlite::Connection, ctx: FunctionContext) -> rusqlite::
             object_property(cat, &o, &property)
         }))
     })?;
+    // OBJECT_DEFINITION(id): a module's text, or a check's or default's normal form.
+    let c = Arc::clone(&ctx);
+    conn.create_scalar_function("object_definition", 1, flags, move |f| {
+        let Some(id) = arg_id(f, 0) else { return Ok(None) };
+        Ok(c.with_catalog(|cat| {
+            if let Some(m) = cat.modules().find(|m| m.object_id == id) {
+                return Some(m.definition.clone());
+            }
+            cat.tables().find_map(|t| {
+                t.checks
+                    .iter()
+                    .find(|k| k.object_id == id)
+                    .map(|k| k.definition.clone())
+                    .or_else(|| {
+                        t.columns
+                            .iter()
+                            .filter_map(|col| col.default.as_ref())
+                            .find(|d| d.object_id == id)
+                            .map(|d| d.definition.clone())
+                    })
+            })
+        }))
+    })?;
 
     let c = Arc::clone(&ctx);
     conn.create_scalar_function("indexproperty", 3, flags, move |f| {
@@ -469,6 +517,7 @@ pub fn return_type(name: &str) -> Option<SqlType> {
             scale: 0,
         },
         "serverproperty" => SqlType::SqlVariant,
+        "object_definition" => SqlType::NVarChar { len: None },
         _ => return None,
     })
 }

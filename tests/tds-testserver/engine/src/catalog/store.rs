@@ -574,6 +574,22 @@ impl Catalog {
                 ),
             ));
         };
+        let module = self
+            .modules
+            .values()
+            .find(|m| m.schema_id == schema_id && !m.database_trigger)
+            .map(|m| m.name.clone());
+        if let Some(m) = module.or_else(|| {
+            self.alias_types
+                .iter()
+                .find(|a| a.schema_id == schema_id)
+                .map(|a| a.name.clone())
+        }) {
+            return Err(err(
+                3729,
+                format!("Cannot drop schema '{name}' because it is being referenced by object '{m}'."),
+            ));
+        }
         if let Some(t) = self
             .tables
             .values()

@@ -235,6 +235,53 @@ impl Catalog {
         }
     }
 
+    /// DROP TRIGGER name ON DATABASE; `false` when there is none.
+    pub fn drop_database_trigger(&mut self, name: &str) -> bool {
+        let id = self
+            .modules
+            .values()
+            .find(|m| m.database_trigger && m.name.eq_ignore_ascii_case(name))
+            .map(|m| m.object_id);
+        match id {
+            Some(id) => {
+                self.modules.remove(&id);
+                self.touch();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// DROP TYPE: 218 for an unknown type, 3732 while a column uses it.
+    pub fn drop_alias_type(&mut self, schema: &str, name: &str) -> Result<(), SqlError> {
+        let Some(a) = self.alias_type(schema, name).cloned() else {
+            return Err(err(
+                218,
+                format!(
+                    "Cannot find the type '{name}', because it does not exist or you do not have permission."
+                ),
+            ));
+        };
+        if let Some(t) = self.tables.values().find(|t| {
+            t.columns.iter().any(|c| {
+                c.user_type
+                    .as_deref()
+                    .is_some_and(|u| u.eq_ignore_ascii_case(&a.name))
+            })
+        }) {
+            return Err(err(
+                3732,
+                format!(
+                    "Cannot drop type '{}' because it is being referenced by object '{}'. There may be other objects that reference this type.",
+                    a.name, t.name
+                ),
+            ));
+        }
+        self.alias_types.retain(|x| x.user_type_id != a.user_type_id);
+        self.touch();
+        Ok(())
+    }
+
     /// The module a name resolves to (not database triggers).
     pub fn find_module(&self, schema: &str, name: &str) -> Option<&Module> {
         let schema_id = self.schema_id(schema)?;

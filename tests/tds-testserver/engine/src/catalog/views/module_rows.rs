@@ -149,6 +149,52 @@ pub(super) fn build(
                 ]);
             }
         }
+        "sys.sql_expression_dependencies" => {
+            for m in plain().filter(|m| m.kind == ModuleKind::View) {
+                for (schema, entity) in view_references(m) {
+                    let schema_or_dbo = schema.clone().unwrap_or_else(|| "dbo".to_string());
+                    let referenced = cat.find_object(&schema_or_dbo, &entity, 0).map(|o| o.object_id);
+                    rows.push(vec![
+                        ("referencing_id", int(m.object_id)),
+                        ("referencing_minor_id", int(0)),
+                        ("referencing_class", int(1)),
+                        ("referencing_class_desc", text("OBJECT_OR_COLUMN")),
+                        (
+                            "is_schema_bound_reference",
+                            bit(m.definition.to_ascii_uppercase().contains("SCHEMABINDING")),
+                        ),
+                        ("referenced_class", int(1)),
+                        ("referenced_class_desc", text("OBJECT_OR_COLUMN")),
+                        ("referenced_server_name", Stored::Null),
+                        ("referenced_database_name", Stored::Null),
+                        ("referenced_schema_name", opt_text(schema.as_deref())),
+                        ("referenced_entity_name", text(&entity)),
+                        ("referenced_id", referenced.map_or(Stored::Null, int)),
+                        ("referenced_minor_id", int(0)),
+                        ("is_caller_dependent", bit(schema.is_none())),
+                        ("is_ambiguous", bit(false)),
+                    ]);
+                }
+            }
+        }
+        "INFORMATION_SCHEMA.VIEW_TABLE_USAGE" => {
+            for m in plain().filter(|m| m.kind == ModuleKind::View) {
+                for (schema, entity) in view_references(m) {
+                    let schema = schema.unwrap_or_else(|| "dbo".to_string());
+                    let Some(o) = cat.find_object(&schema, &entity, 0) else {
+                        continue;
+                    };
+                    rows.push(vec![
+                        ("VIEW_CATALOG", text(db)),
+                        ("VIEW_SCHEMA", text(schema_name(m.schema_id))),
+                        ("VIEW_NAME", text(&m.name)),
+                        ("TABLE_CATALOG", text(db)),
+                        ("TABLE_SCHEMA", text(schema_name(o.schema_id))),
+                        ("TABLE_NAME", text(&o.name)),
+                    ]);
+                }
+            }
+        }
         "sys.extended_properties" => {
             for p in cat.extended_properties() {
                 rows.push(vec![
@@ -298,4 +344,36 @@ fn returns_type(definition: &str) -> String {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// The tables and views a view's SELECT names, as (schema as written, name), each once.
+fn view_references(m: &Module) -> Vec<(Option<String>, String)> {
+    use std::ops::ControlFlow;
+    let mut out: Vec<(Option<String>, String)> = Vec::new();
+    let Some(select) = &m.view_select else {
+        return out;
+    };
+    let Ok(batch) = crate::parse::parse_batch(select, &|_| None) else {
+        return out;
+    };
+    for p in &batch.stmts {
+        let crate::parse::Stmt::Sql(stmt) = &p.stmt else {
+            continue;
+        };
+        let _ = sqlparser::ast::visit_relations(&**stmt, |name| {
+            let parts = crate::translate::object_parts(name);
+            let entity = parts.last().cloned().unwrap_or_default();
+            let schema = (parts.len() > 1).then(|| parts[parts.len() - 2].clone());
+            // CTE names and the view's own derived-table alias are not objects.
+            if !entity.starts_with("__")
+                && !out
+                    .iter()
+                    .any(|(s, e)| s == &schema && e.eq_ignore_ascii_case(&entity))
+            {
+                out.push((schema, entity));
+            }
+            ControlFlow::<()>::Continue(())
+        });
+    }
+    out
 }

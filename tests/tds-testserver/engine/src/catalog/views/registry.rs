@@ -569,6 +569,37 @@ pub(super) fn build_registry() -> Vec<ViewDef> {
             ]),
         ),
         v(
+            "sys.sql_expression_dependencies",
+            cols(&[
+                ("referencing_id", INT, false),
+                ("referencing_minor_id", INT, false),
+                ("referencing_class", TINYINT, true),
+                ("referencing_class_desc", nv(60), true),
+                ("is_schema_bound_reference", BIT, false),
+                ("referenced_class", TINYINT, true),
+                ("referenced_class_desc", nv(60), true),
+                ("referenced_server_name", SYSNAME, true),
+                ("referenced_database_name", SYSNAME, true),
+                ("referenced_schema_name", SYSNAME, true),
+                ("referenced_entity_name", SYSNAME, true),
+                ("referenced_id", INT, true),
+                ("referenced_minor_id", INT, false),
+                ("is_caller_dependent", BIT, false),
+                ("is_ambiguous", BIT, false),
+            ]),
+        ),
+        v(
+            "INFORMATION_SCHEMA.VIEW_TABLE_USAGE",
+            cols(&[
+                ic("VIEW_CATALOG"),
+                ic("VIEW_SCHEMA"),
+                ("VIEW_NAME", SYSNAME, false),
+                ic("TABLE_CATALOG"),
+                ic("TABLE_SCHEMA"),
+                ("TABLE_NAME", SYSNAME, false),
+            ]),
+        ),
+        v(
             "sys.extended_properties",
             cols(&[
                 ("class", TINYINT, false),
