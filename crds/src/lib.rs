@@ -4,6 +4,7 @@
 pub mod client;
 pub mod conditions;
 pub mod endpoint;
+pub mod faults;
 pub mod generate;
 pub mod glob;
 pub mod migration;
@@ -16,6 +17,7 @@ pub use conditions::{ConditionType, set_condition};
 pub use endpoint::{
     Endpoint, EndpointRef, Engine, MssqlEncryption, MssqlEndpoint, PostgresEndpoint, PostgresSslMode,
 };
+pub use faults::{Retries, Timeouts};
 pub use glob::{CompiledSelection, PatternError, TablePattern};
 pub use migration::{
     CopyMode, IdentifierCase, ImagePullPolicy, Migration, MigrationSpec, Partitioning, SchemaOptions,

@@ -11,6 +11,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::endpoint::Endpoint;
+use crate::faults::{Retries, Timeouts};
 use crate::status::MigrationStatus;
 
 /// Moves a whole database between SQL Server and PostgreSQL, in either direction.
@@ -84,6 +85,12 @@ pub struct MigrationSpec {
     /// The worker Jobs' pod settings.
     #[serde(default)]
     pub worker: WorkerSpec,
+    /// Connect and stall limits of the worker's database connections.
+    #[serde(default)]
+    pub timeouts: Timeouts,
+    /// Retries of copy tasks after transient faults, inside the worker.
+    #[serde(default)]
+    pub retries: Retries,
 }
 
 /// Table selection by glob, `schema.table` or `table` (a bare `table` means the source endpoint's schema).
@@ -208,6 +215,11 @@ pub struct WorkerSpec {
     #[serde(default = "default_backoff_limit")]
     #[schemars(range(min = 0, max = 100))]
     pub backoff_limit: i32,
+    /// Seconds a worker Job may run before Kubernetes stops it (Job `activeDeadlineSeconds`); unbounded
+    /// when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub active_deadline_seconds: Option<i64>,
 }
 
 /// Kubernetes image pull policy.
@@ -309,6 +321,7 @@ impl Default for WorkerSpec {
             tolerations: None,
             service_account_name: None,
             backoff_limit: DEFAULT_BACKOFF_LIMIT,
+            active_deadline_seconds: None,
         }
     }
 }
@@ -329,6 +342,8 @@ impl MigrationSpec {
             dry_run: false,
             suspend: false,
             worker: WorkerSpec::default(),
+            timeouts: Timeouts::default(),
+            retries: Retries::default(),
         }
     }
 }

@@ -175,6 +175,12 @@ impl MigrationSpec {
             0,
             100,
         );
+        crate::faults::collect_errors(
+            &self.timeouts,
+            &self.retries,
+            self.worker.active_deadline_seconds,
+            errors,
+        );
         if let Some(image) = &self.worker.image
             && (image.is_empty() || image.chars().any(char::is_whitespace))
         {

@@ -30,6 +30,9 @@ fn full_migration_round_trips_exactly() {
     assert_eq!(mig.spec.mode, CopyMode::Upsert);
     assert_eq!(mig.spec.schema.identifier_case, IdentifierCase::Lower);
     assert_eq!(mig.spec.verify, VerifyMode::Count);
+    assert_eq!(mig.spec.timeouts.stall_seconds, 120);
+    assert_eq!(mig.spec.retries.attempts, 7);
+    assert_eq!(mig.spec.worker.active_deadline_seconds, Some(86400));
     let status = mig.status.as_ref().unwrap();
     assert_eq!(status.phase, Some(MigrationPhase::Copying));
     assert_eq!(status.conditions.len(), 2);

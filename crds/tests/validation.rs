@@ -121,3 +121,23 @@ fn unlogged_is_for_the_postgres_target_only() {
     assert_eq!(err[0].path, "spec.source.postgres.unlogged");
     assert!(err[0].message.contains("target only"), "{}", err[0]);
 }
+
+#[test]
+fn timeouts_retries_and_deadline_out_of_range_are_named() {
+    let mut m = valid();
+    m.spec.timeouts.connect_seconds = 0;
+    m.spec.timeouts.stall_seconds = 100_000;
+    m.spec.retries.attempts = 0;
+    m.spec.retries.backoff_seconds = -1;
+    m.spec.worker.active_deadline_seconds = Some(0);
+    assert_eq!(
+        paths(&m),
+        [
+            "spec.timeouts.connectSeconds",
+            "spec.timeouts.stallSeconds",
+            "spec.retries.attempts",
+            "spec.retries.backoffSeconds",
+            "spec.worker.activeDeadlineSeconds",
+        ]
+    );
+}

@@ -284,6 +284,7 @@ fn worker_job(
         },
         spec: Some(JobSpec {
             backoff_limit: Some(spec.worker.backoff_limit),
+            active_deadline_seconds: spec.worker.active_deadline_seconds,
             template: PodTemplateSpec {
                 metadata: Some(ObjectMeta {
                     labels: Some(labels),

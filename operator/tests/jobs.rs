@@ -313,3 +313,13 @@ fn workers_log_json_when_the_operator_does_and_export_to_its_otlp_endpoint() {
         );
     }
 }
+
+#[test]
+fn active_deadline_is_set_on_jobs_only_when_asked() {
+    let mut m = migration();
+    let job = plan_job(&m, &cfg()).unwrap();
+    assert_eq!(job.spec.as_ref().unwrap().active_deadline_seconds, None);
+    m.spec.worker.active_deadline_seconds = Some(3600);
+    let job = copy_job(&m, &task("Posts", 0, 1, 10, None), &cfg()).unwrap();
+    assert_eq!(job.spec.as_ref().unwrap().active_deadline_seconds, Some(3600));
+}

@@ -222,6 +222,7 @@ impl E2e {
             trust_server_certificate: false,
             ca_file: None,
             packet_size: 32767,
+            timeouts: Default::default(),
         };
         let pg_cfg: tokio_postgres::Config = pg_url.parse().unwrap();
         let (pg, conn) = pg_cfg.connect(tokio_postgres::NoTls).await.unwrap();

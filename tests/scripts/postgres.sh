@@ -3,6 +3,7 @@
 # password (trust on loopback). Debian's postgresql server binaries are used.
 #
 #   eval "$(tests/scripts/postgres.sh start)"   # exports MSSQLPG_TEST_PG_URL and MSSQLPG_TEST_PG_DIR
+#   tests/scripts/postgres.sh restart "$MSSQLPG_TEST_PG_DIR"   # fast shutdown, then start (fault tests)
 #   tests/scripts/postgres.sh stop "$MSSQLPG_TEST_PG_DIR"
 set -euo pipefail
 
@@ -49,6 +50,14 @@ CONF
     echo "export MSSQLPG_TEST_PG_URL='host=127.0.0.1 port=$port user=postgres dbname=postgres'"
     echo "export MSSQLPG_TEST_PG_PORT='$port'"
     ;;
+  restart)
+    dir=${2:?usage: postgres.sh restart DIR}
+    bin=$(pg_bin)
+    run_as=()
+    [ "$(id -u)" = 0 ] && run_as=(runuser -u postgres --)
+    "${run_as[@]}" "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -m fast -w -t 60 restart >/dev/null \
+      || { cat "$dir/server.log" >&2; exit 1; }
+    ;;
   stop)
     dir=${2:?usage: postgres.sh stop DIR}
     bin=$(pg_bin)
@@ -58,5 +67,5 @@ CONF
     rm -rf "$dir"
     ;;
   *)
-    echo "usage: $0 start | stop DIR" >&2; exit 2 ;;
+    echo "usage: $0 start | restart DIR | stop DIR" >&2; exit 2 ;;
 esac

@@ -34,6 +34,7 @@ async fn main() {
         trust_server_certificate: false,
         ca_file: None,
         packet_size: 32767,
+        timeouts: Default::default(),
     };
     let mut ms = source.connect().await.unwrap();
     ms.simple_query(
@@ -87,6 +88,7 @@ async fn main() {
             chunk_rows: 50_000,
             fail_after_chunks: None,
             mode: Default::default(),
+            retry: Default::default(),
         },
     };
     let started = Instant::now();

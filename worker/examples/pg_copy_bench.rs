@@ -141,6 +141,8 @@ async fn main() {
             committed_rows: 0,
             fail_after_chunks: None,
             merge_sql: None,
+            stall: None,
+            committed: None,
         };
         let stats = write_chunks(&mut client, &mut rx, &ctx).await.unwrap();
         reader.await.unwrap();

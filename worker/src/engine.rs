@@ -52,6 +52,8 @@ pub enum EngineError {
         failed: usize,
         total: usize,
         first: Box<EngineError>,
+        /// Every task's report, the failed ones' included (what they left committed).
+        reports: Vec<TaskReport>,
     },
     #[error("no task named {0} in the plan")]
     NoSuchTask(String),
@@ -67,6 +69,17 @@ pub enum EngineError {
         #[source]
         source: tokio_postgres::Error,
     },
+}
+
+impl EngineError {
+    /// The reports of a copy that failed: rows committed per task, failed tasks included.
+    pub fn task_reports(&self) -> Vec<TaskReport> {
+        match self {
+            EngineError::Tasks { reports, .. } => reports.clone(),
+            EngineError::Task { source, .. } => source.report().cloned().into_iter().collect(),
+            _ => Vec::new(),
+        }
+    }
 }
 
 pub struct Engine {
@@ -608,7 +621,10 @@ impl Engine {
         while let Some(joined) = set.join_next().await {
             match joined {
                 Ok((_, Ok(rep))) => reports.push(rep),
-                Ok((task, Err(source))) => errors.push(EngineError::Task { task, source }),
+                Ok((task, Err(source))) => {
+                    reports.extend(source.report().cloned());
+                    errors.push(EngineError::Task { task, source });
+                }
                 Err(e) => errors.push(EngineError::Task {
                     task: "?".into(),
                     source: TaskError::Join(e.to_string()),
@@ -616,8 +632,8 @@ impl Engine {
             }
         }
         let total = plan.tasks.len();
+        reports.sort_by(|a, b| a.task.cmp(&b.task));
         if errors.is_empty() {
-            reports.sort_by(|a, b| a.task.cmp(&b.task));
             Ok(reports)
         } else {
             let failed = errors.len();
@@ -625,6 +641,7 @@ impl Engine {
                 failed,
                 total,
                 first: Box::new(errors.swap_remove(0)),
+                reports,
             })
         }
     }

@@ -106,6 +106,7 @@ pub(crate) fn resolve_endpoints<S, T>(
         chunk_rows: options.chunk_rows,
         fail_after_chunks,
         mode: options.mode,
+        retry: options.retry,
     };
     Ok((source, target, options, copy))
 }
@@ -535,6 +536,9 @@ pub async fn copy(
         let reporter = progress.start(&tp.name);
         let copied = engine.copy_one(&plan, &tp.name).await;
         reporter.abort();
+        if let Err(e) = &copied {
+            progress.record_failed(&e.task_reports());
+        }
         copied.map_err(engine_err(&mig))
     }
     .await;
@@ -619,6 +623,15 @@ pub(crate) struct Progress {
 }
 
 impl Progress {
+    /// A failed copy's status counts the rows it left committed (the periodic progress patch may
+    /// be older than its last chunks). Committed rows only grow, and a report of an attempt that
+    /// never read its checkpoint says 0.
+    pub(crate) fn record_failed(&self, reports: &[TaskReport]) {
+        if let (Some(r), Ok(mut s)) = (reports.first(), self.shared.lock()) {
+            s.rows_copied = s.rows_copied.max(r.total_rows);
+        }
+    }
+
     /// Starts reporting the progress of `engine_task` (as recorded by [`crate::metrics`]); abort the
     /// handle when the copy ends.
     pub(crate) fn start(&self, engine_task: &str) -> tokio::task::JoinHandle<()> {

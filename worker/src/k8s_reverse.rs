@@ -106,6 +106,9 @@ pub(crate) async fn copy(
     let reporter = progress.start(&tp.name);
     let copied = engine.copy_one(&plan, &tp.name).await;
     reporter.abort();
+    if let Err(e) = &copied {
+        progress.record_failed(&e.task_reports());
+    }
     copied.map_err(rev_err(mig))
 }
 

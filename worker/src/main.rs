@@ -102,6 +102,7 @@ fn engine(common: &Common) -> anyhow::Result<Engine> {
         chunk_rows: options.chunk_rows,
         fail_after_chunks: common.fail_after_chunks,
         mode: options.mode,
+        retry: options.retry,
     };
     Ok(Engine {
         source,
@@ -279,6 +280,10 @@ async fn run(common: &Common, out: &Out) -> anyhow::Result<bool> {
         );
         let copied = engine.copy_all(plan).await;
         reporter.finish().await;
+        if let Err(e) = &copied {
+            // What the failed copy left committed, failed tasks included.
+            summary.record_copy(e.task_reports(), copy_started.elapsed().as_secs_f64());
+        }
         let reports = copied?;
         summary.record_copy(reports, copy_started.elapsed().as_secs_f64());
         summary.warnings.extend(engine.finalize(plan).await?);

@@ -86,6 +86,8 @@ pub struct Options {
     pub lowercase_identifiers: bool,
     /// Create the target tables UNLOGGED for the load; finalize switches them to LOGGED.
     pub unlogged: bool,
+    /// Retries of a copy task after a transient fault.
+    pub retry: crate::retry::RetryPolicy,
     /// May drop or empty an existing target table that objects outside the migration depend on
     /// (`target.*.dropDependents`).
     pub drop_dependents: bool,
@@ -110,6 +112,7 @@ impl Default for Options {
             verify: VerifyMode::default(),
             lowercase_identifiers: false,
             unlogged: false,
+            retry: crate::retry::RetryPolicy::default(),
             drop_dependents: false,
             dry_run: false,
         }

@@ -22,7 +22,9 @@ use crate::pg::introspect::{PgIntrospectError, PgTable, introspect};
 use crate::pg::read::{RevReadError, SESSION_SETTINGS, read_task};
 use crate::pipeline::{CHANNEL_DEPTH, CopyOptions, TaskReport};
 use crate::plan::TaskPlan;
+use crate::retry::{AttemptState, chain, failed_message, with_retries};
 use crate::target_check::{self, PlannedColumn, TableAction};
+use crate::timeouts::{Stalled, stalled};
 use crate::verify::{Digest, TableVerification};
 use futures_util::TryStreamExt;
 use serde::Serialize;
@@ -104,6 +106,8 @@ pub enum RevError {
         failed: usize,
         total: usize,
         first: Box<RevError>,
+        /// Every task's report, the failed ones' included (what they left committed).
+        reports: Vec<TaskReport>,
     },
     #[error("reader of task {0} panicked or was cancelled")]
     Join(String),
@@ -117,6 +121,47 @@ pub enum RevError {
     Refused(Vec<String>),
     #[error("reading the target's catalog: {0}")]
     TargetCatalog(#[source] Box<crate::mssql::introspect::IntrospectError>),
+    #[error("{0}")]
+    Stalled(Stalled),
+    /// The task's last attempt failed; `report` says what it left committed. The cause is part
+    /// of the message, with its own causes, rather than a `source` (so it is printed once).
+    #[error("{}: {}", failed_message(*.attempts, *.transient, *.committed), crate::retry::chain(.cause.as_ref()))]
+    Failed {
+        attempts: u32,
+        transient: bool,
+        /// Rows committed in total, when an attempt got as far as reading the checkpoint.
+        committed: Option<i64>,
+        report: Box<TaskReport>,
+        cause: Box<RevError>,
+    },
+}
+
+impl RevError {
+    /// Whether another attempt may succeed (see [`crate::retry::is_transient`]).
+    pub fn is_transient(&self) -> bool {
+        match self {
+            RevError::Stalled(_) => true,
+            RevError::Failed { .. } => false,
+            other => crate::retry::is_transient(other),
+        }
+    }
+
+    /// What a failed task left committed.
+    pub fn report(&self) -> Option<&TaskReport> {
+        match self {
+            RevError::Failed { report, .. } => Some(report),
+            RevError::Task { source, .. } => source.report(),
+            _ => None,
+        }
+    }
+
+    /// The reports of a copy that failed: rows committed per task, failed tasks included.
+    pub fn task_reports(&self) -> Vec<TaskReport> {
+        match self {
+            RevError::Tasks { reports, .. } => reports.clone(),
+            other => other.report().cloned().into_iter().collect(),
+        }
+    }
 }
 
 // The tiberius errors are large; boxing keeps `Result<_, RevError>` small.
@@ -1009,21 +1054,26 @@ impl RevEngine {
         while let Some(joined) = set.join_next().await {
             match joined {
                 Ok((_, Ok(rep))) => reports.push(rep),
-                Ok((task, Err(e))) => errors.push(RevError::Task {
-                    task,
-                    source: Box::new(e),
-                }),
+                Ok((task, Err(e))) => {
+                    reports.extend(e.report().cloned());
+                    errors.push(RevError::Task {
+                        task,
+                        source: Box::new(e),
+                    });
+                }
                 Err(e) => errors.push(RevError::Join(e.to_string())),
             }
         }
         let total = plan.tasks.len();
         match errors.len() {
             0 => Ok(reports),
-            1 => Err(errors.remove(0)),
+            // One failure reads best as itself when it is the only task.
+            1 if total == 1 => Err(errors.remove(0)),
             failed => Err(RevError::Tasks {
                 failed,
                 total,
                 first: Box::new(errors.remove(0)),
+                reports,
             }),
         }
     }
@@ -1142,15 +1192,63 @@ impl RevEngine {
     }
 }
 
-/// Copies one task, resuming after its checkpoint when there is one.
+/// Copies one task, resuming after its checkpoint when there is one, and again from the
+/// checkpoint after a transient fault (see [`CopyOptions::retry`]).
 pub async fn copy_task(
     engine: &RevEngine,
     t: &RevTablePlan,
     task: &TaskPlan,
 ) -> Result<TaskReport, RevError> {
     let started = Instant::now();
+    let state = AttemptState::default();
+    let run = with_retries(
+        &engine.copy.retry,
+        &task.name,
+        || copy_attempt(engine, t, task, &state),
+        RevError::is_transient,
+    )
+    .await;
+    let (rows, committed) = state.rows();
+    let total_rows = committed.unwrap_or(0);
+    match run {
+        Ok((mut report, attempts)) => {
+            report.attempts = attempts;
+            report.rows = rows;
+            report.seconds = started.elapsed().as_secs_f64();
+            Ok(report)
+        }
+        Err((e, attempts, transient)) => Err(RevError::Failed {
+            attempts,
+            transient,
+            committed,
+            report: Box::new(TaskReport {
+                task: task.name.clone(),
+                table: t.source.qualified(),
+                rows,
+                total_rows,
+                bytes: 0,
+                chunks: 0,
+                seconds: started.elapsed().as_secs_f64(),
+                resumed: false,
+                skipped: false,
+                attempts,
+                error: Some(chain(&e)),
+            }),
+            cause: Box::new(e),
+        }),
+    }
+}
+
+/// One attempt of [`copy_task`].
+async fn copy_attempt(
+    engine: &RevEngine,
+    t: &RevTablePlan,
+    task: &TaskPlan,
+    state: &AttemptState,
+) -> Result<TaskReport, RevError> {
+    let started = Instant::now();
     let migration = &engine.options.migration;
-    let (mut ms, _) = engine.connect_target().await?;
+    let (mut ms, ms_watch) = engine.target.connect_watched().await?;
     let cp = mscp::load(&mut ms, migration, &task.name)
         .await?
         .unwrap_or_default();
@@ -1164,8 +1262,11 @@ pub async fn copy_task(
         seconds: 0.0,
         resumed: cp.rows > 0 || cp.last_key.is_some(),
         skipped: cp.done,
+        attempts: 1,
+        error: None,
     };
     if cp.done {
+        state.begin(cp.rows);
         return Ok(report);
     }
     let after = if t.key.is_some() {
@@ -1174,9 +1275,10 @@ pub async fn copy_task(
         None
     };
     let committed_rows = if t.key.is_some() { cp.rows } else { 0 };
+    state.begin(committed_rows);
 
     // Its I/O is polled by this task together with the reader and writer below.
-    let (pg, pg_io) = engine.source.connect_undriven().await?;
+    let (pg, pg_io, pg_watch) = engine.source.connect_undriven_watched().await?;
 
     let identity = engine.options.schema.identity;
     let upsert = engine.copy.mode == Mode::Upsert;
@@ -1203,6 +1305,7 @@ pub async fn copy_task(
         committed_rows,
         fail_after_chunks: engine.copy.fail_after_chunks,
         merge_sql: merge_sql.as_deref(),
+        committed: Some(state.committed()),
     };
     // Rows are encoded for the bulk load by the reader, away from the connection.
     let encoder = row_encoder(&mut ms, &ctx).await?;
@@ -1225,6 +1328,12 @@ pub async fn copy_task(
     // shared with both databases (bench/RESULTS.md, third set of 2026-11-25). Tasks still run
     // side by side on the runtime's threads.
     let (read, written) = with_connection_io(async { tokio::join!(reader, writer) }, pg_io).await;
+    // A connection that stalled explains the error its client saw (a closed connection).
+    if (read.is_err() || written.is_err())
+        && let Some(s) = stalled(&t.source.qualified(), [&pg_watch, &ms_watch])
+    {
+        return Err(RevError::Stalled(s));
+    }
     // A reader error explains a writer that saw the channel close; report it first.
     read?;
     let stats = written?;

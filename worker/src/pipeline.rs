@@ -9,6 +9,8 @@ use crate::pg::connect::{PgConnectError, PgTarget};
 use crate::pg::ddl::qualified;
 use crate::pg::load::{LoadError, WriterCtx, write_chunks};
 use crate::plan::{TablePlan, TaskPlan};
+use crate::retry::{AttemptState, RetryPolicy, chain, failed_message, with_retries};
+use crate::timeouts::{Stalled, stalled};
 use serde::Serialize;
 use std::time::Instant;
 use tokio::sync::mpsc;
@@ -30,15 +32,47 @@ pub enum TaskError {
     Checkpoint(#[from] CheckpointError),
     #[error("reader task of {0} panicked or was cancelled")]
     Join(String),
+    #[error("{0}")]
+    Stalled(Stalled),
+    /// The task's last attempt failed; `report` says what it left committed. The cause is part
+    /// of the message, with its own causes, rather than a `source` (so it is printed once).
+    #[error("{}: {}", failed_message(*.attempts, *.transient, *.committed), crate::retry::chain(.cause.as_ref()))]
+    Failed {
+        attempts: u32,
+        transient: bool,
+        /// Rows committed in total, when an attempt got as far as reading the checkpoint.
+        committed: Option<i64>,
+        report: Box<TaskReport>,
+        cause: Box<TaskError>,
+    },
+}
+
+impl TaskError {
+    /// Whether another attempt may succeed (see [`crate::retry::is_transient`]).
+    pub fn is_transient(&self) -> bool {
+        match self {
+            TaskError::Stalled(_) => true,
+            TaskError::Failed { .. } => false,
+            other => crate::retry::is_transient(other),
+        }
+    }
+
+    /// What a failed task left committed.
+    pub fn report(&self) -> Option<&TaskReport> {
+        match self {
+            TaskError::Failed { report, .. } => Some(report),
+            _ => None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
 pub struct TaskReport {
     pub task: String,
     pub table: String,
-    /// Rows copied by this attempt.
+    /// Rows committed by this run (by all its attempts; not by earlier runs).
     pub rows: u64,
-    /// Rows committed in total (earlier attempts included).
+    /// Rows committed in total (earlier runs included).
     pub total_rows: i64,
     pub bytes: u64,
     pub chunks: u64,
@@ -47,6 +81,11 @@ pub struct TaskReport {
     pub resumed: bool,
     /// Whether it was already complete.
     pub skipped: bool,
+    /// Attempts this run made (more than one after transient faults).
+    pub attempts: u32,
+    /// Why the task failed, with its causes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -55,6 +94,8 @@ pub struct CopyOptions {
     /// Test hook: fail after this many committed chunks.
     pub fail_after_chunks: Option<u64>,
     pub mode: crate::options::Mode,
+    /// Attempts and backoff after transient faults.
+    pub retry: RetryPolicy,
 }
 
 pub fn copy_statement(t: &TablePlan) -> String {
@@ -67,7 +108,8 @@ pub fn copy_statement(t: &TablePlan) -> String {
     format!("COPY {} ({cols}) FROM STDIN (FORMAT binary)", qualified(t))
 }
 
-/// Copies one task, resuming after its checkpoint when there is one.
+/// Copies one task, resuming after its checkpoint when there is one, and again from the
+/// checkpoint after a transient fault (see [`CopyOptions::retry`]).
 pub async fn copy_task(
     source: &MssqlSource,
     target: &PgTarget,
@@ -77,8 +119,58 @@ pub async fn copy_task(
     opts: &CopyOptions,
 ) -> Result<TaskReport, TaskError> {
     let started = Instant::now();
+    let state = AttemptState::default();
+    let run = with_retries(
+        &opts.retry,
+        &task.name,
+        || copy_attempt(source, target, migration, t, task, opts, &state),
+        TaskError::is_transient,
+    )
+    .await;
+    let (rows, committed) = state.rows();
+    let total_rows = committed.unwrap_or(0);
+    match run {
+        Ok((mut report, attempts)) => {
+            report.attempts = attempts;
+            report.rows = rows;
+            report.seconds = started.elapsed().as_secs_f64();
+            Ok(report)
+        }
+        Err((e, attempts, transient)) => Err(TaskError::Failed {
+            attempts,
+            transient,
+            committed,
+            report: Box::new(TaskReport {
+                task: task.name.clone(),
+                table: t.source.qualified(),
+                rows,
+                total_rows,
+                bytes: 0,
+                chunks: 0,
+                seconds: started.elapsed().as_secs_f64(),
+                resumed: false,
+                skipped: false,
+                attempts,
+                error: Some(chain(&e)),
+            }),
+            cause: Box::new(e),
+        }),
+    }
+}
+
+/// One attempt of [`copy_task`].
+async fn copy_attempt(
+    source: &MssqlSource,
+    target: &PgTarget,
+    migration: &str,
+    t: &TablePlan,
+    task: &TaskPlan,
+    opts: &CopyOptions,
+    state: &AttemptState,
+) -> Result<TaskReport, TaskError> {
+    let started = Instant::now();
     let mode = opts.mode;
-    let mut pg = target.connect().await?;
+    let (mut pg, pg_watch) = target.connect_watched().await?;
     let cp = checkpoint::load(&pg, migration, &task.name)
         .await?
         .unwrap_or_default();
@@ -92,8 +184,11 @@ pub async fn copy_task(
         seconds: 0.0,
         resumed: cp.rows > 0 || cp.last_key.is_some(),
         skipped: cp.done,
+        attempts: 1,
+        error: None,
     };
     if cp.done {
+        state.begin(cp.rows);
         return Ok(report);
     }
     // Without a usable key nothing is committed before the end, so a retry starts over; with one
@@ -104,8 +199,9 @@ pub async fn copy_task(
         None
     };
     let committed_rows = if t.keyset.is_some() { cp.rows } else { 0 };
+    state.begin(committed_rows);
 
-    let mut mssql = source.connect().await?;
+    let (mut mssql, mssql_watch) = source.connect_watched().await?;
     let (tx, mut rx) = mpsc::channel(CHANNEL_DEPTH);
     let reader_table = t.clone();
     let reader_task = task.clone();
@@ -155,11 +251,19 @@ pub async fn copy_task(
         committed_rows,
         fail_after_chunks: opts.fail_after_chunks,
         merge_sql: merge_sql.as_deref(),
+        stall: Some(&pg_watch),
+        committed: Some(state.committed()),
     };
     let written = write_chunks(&mut pg, &mut rx, &ctx).await;
     // Closing the receiver stops a reader that is still producing.
     drop(rx);
     let read = reader.await.map_err(|_| TaskError::Join(task.name.clone()))?;
+    // A connection that stalled explains the error its client saw (a closed connection).
+    if (read.is_err() || written.is_err())
+        && let Some(s) = stalled(&t.source.qualified(), [&mssql_watch, &pg_watch])
+    {
+        return Err(TaskError::Stalled(s));
+    }
     // A reader error explains a writer that saw the channel close; report it first.
     read?;
     let stats = written?;

@@ -73,6 +73,7 @@ async fn main(
         chunk_rows: options.chunk_rows,
         fail_after_chunks,
         mode: options.mode,
+        retry: options.retry,
     };
     let engine = Arc::new(RevEngine {
         source,
@@ -245,7 +246,12 @@ async fn run(engine: &Arc<RevEngine>, out: &Out) -> anyhow::Result<bool> {
     };
     let result: anyhow::Result<()> = async {
         let copy_started = Instant::now();
-        let reports = engine.copy_all(plan).await?;
+        let copied = engine.copy_all(plan).await;
+        if let Err(e) = &copied {
+            // What the failed copy left committed, failed tasks included.
+            summary.record_copy(e.task_reports(), copy_started.elapsed().as_secs_f64());
+        }
+        let reports = copied?;
         summary.record_copy(reports, copy_started.elapsed().as_secs_f64());
         summary.warnings.extend(engine.finalize(plan).await?);
         summary.verification = engine.verify(plan).await?;

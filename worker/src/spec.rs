@@ -4,6 +4,8 @@
 use crate::mssql::connect::{Encryption, MssqlSource};
 use crate::options::{Mode, Options, PartitionOptions, SchemaOptions, VerifyMode};
 use crate::pg::connect::{PgTarget, SslMode};
+use crate::retry::RetryPolicy;
+use crate::timeouts::Timeouts;
 use mssql_pg_crds::{
     CopyMode, IdentifierCase, Migration, MssqlEncryption, PostgresSslMode, VerifyMode as SpecVerify,
 };
@@ -209,6 +211,7 @@ pub fn resolve_pg_to_mssql(
         ssl_root_cert: std::env::var("SOURCE_SSL_ROOT_CERT")
             .ok()
             .filter(|p| !p.is_empty()),
+        timeouts: Timeouts::from_spec(&spec.timeouts),
     };
     let target = MssqlSource {
         host: dst.host.clone(),
@@ -226,6 +229,7 @@ pub fn resolve_pg_to_mssql(
             .ok()
             .filter(|p| !p.is_empty()),
         packet_size: u32::try_from(dst.packet_size.clamp(512, 32767)).unwrap_or(32767),
+        timeouts: Timeouts::from_spec(&spec.timeouts),
     };
     // The option mapping is the same as the other direction's; only the endpoints differ.
     let mut mirrored = m.clone();
@@ -284,6 +288,7 @@ pub fn resolve(m: &Migration, creds: Credentials) -> Result<(MssqlSource, PgTarg
             .ok()
             .filter(|p| !p.is_empty()),
         packet_size: u32::try_from(src.packet_size.clamp(512, 32767)).unwrap_or(32767),
+        timeouts: Timeouts::from_spec(&spec.timeouts),
     };
     let target = PgTarget {
         host: dst.host.clone(),
@@ -302,6 +307,7 @@ pub fn resolve(m: &Migration, creds: Credentials) -> Result<(MssqlSource, PgTarg
         ssl_root_cert: std::env::var("TARGET_SSL_ROOT_CERT")
             .ok()
             .filter(|p| !p.is_empty()),
+        timeouts: Timeouts::from_spec(&spec.timeouts),
     };
     let s = &spec.schema;
     let p = &spec.partitioning;
@@ -342,6 +348,7 @@ pub fn resolve(m: &Migration, creds: Credentials) -> Result<(MssqlSource, PgTarg
         },
         lowercase_identifiers: s.identifier_case == IdentifierCase::Lower,
         unlogged: dst.unlogged,
+        retry: RetryPolicy::from_spec(&spec.retries),
         drop_dependents: dst.drop_dependents,
         dry_run: spec.dry_run,
     };

@@ -129,6 +129,16 @@ async fn run_reports_a_verified_summary_and_resumes_after_a_failure() {
         .unwrap()
         .get(0);
     assert_eq!(n, 200);
+    // The failed run reports the rows it committed (issue 17: it said 0), per task too.
+    assert_eq!(summary["rows"], 200, "{summary:#}");
+    assert_eq!(summary["task_reports"][0]["total_rows"], 200, "{summary:#}");
+    assert!(
+        summary["task_reports"][0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("injected failure"),
+        "{summary:#}"
+    );
 
     // Second attempt resumes and completes, verified.
     let (ok, events) = run(&file, &password, &[]);

@@ -319,6 +319,7 @@ async fn killed_copy_resumes_without_loss_or_duplicates() {
         chunk_rows: 70,
         fail_after_chunks: Some(3),
         mode: Default::default(),
+        retry: Default::default(),
     };
     let prepared = engine.prepare().await.unwrap();
     assert_eq!(prepared.plan.tasks.len(), 2, "{:?}", prepared.plan.tasks);
@@ -411,6 +412,7 @@ async fn composite_string_key_resumes_exactly() {
         chunk_rows: 30,
         fail_after_chunks: Some(2),
         mode: Default::default(),
+        retry: Default::default(),
     };
     let prepared = engine.prepare().await.unwrap();
     assert!(engine.copy_all(&prepared.plan).await.is_err());

@@ -89,6 +89,8 @@ async fn failure_after_n_chunks_then_resume_is_exact() {
         committed_rows: 0,
         fail_after_chunks: Some(3),
         merge_sql: None,
+        stall: None,
+        committed: None,
     };
     let err = write_chunks(&mut client, &mut rx, &ctx).await.unwrap_err();
     assert!(matches!(err, LoadError::Injected(3)), "{err}");
@@ -185,6 +187,8 @@ async fn upsert_inserts_new_updates_changed_and_leaves_identical_rows_alone() {
         committed_rows: 0,
         fail_after_chunks: None,
         merge_sql: Some(&merge),
+        stall: None,
+        committed: None,
     };
     write_chunks(&mut client, &mut rx, &ctx).await.unwrap();
     assert_eq!(count(&client, &table).await, (i64::from(TOTAL), i64::from(TOTAL)));

@@ -34,6 +34,7 @@ fn tls_server(certs: &TestCerts) -> (TestServer, MssqlSource) {
         trust_server_certificate: false,
         ca_file: Some(certs.ca().display().to_string()),
         packet_size: 32767,
+        timeouts: Default::default(),
     };
     (server, source)
 }

@@ -33,6 +33,7 @@ fn engine(target: &MssqlSource, schema: &str, migration: &str, mode: Mode) -> Ar
             chunk_rows: 50_000,
             fail_after_chunks: None,
             mode,
+            retry: Default::default(),
         },
     })
 }

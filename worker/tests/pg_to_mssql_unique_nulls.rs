@@ -29,6 +29,7 @@ fn engine(target: &MssqlSource, schema: &str, migration: &str) -> Arc<RevEngine>
             chunk_rows: 50_000,
             fail_after_chunks: None,
             mode: Mode::DropRecreate,
+            retry: Default::default(),
         },
     })
 }

@@ -121,6 +121,7 @@ fn rev_engine(target: &MssqlSource, schema: &str, migration: &str, mode: Mode) -
             chunk_rows: 50_000,
             fail_after_chunks: None,
             mode,
+            retry: Default::default(),
         },
     })
 }

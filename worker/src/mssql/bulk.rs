@@ -43,6 +43,8 @@ pub struct BulkCtx<'a> {
     /// Upsert mode: run in the chunk's transaction after the bulk load into the staging table
     /// (`MERGE` then emptying the staging table).
     pub merge_sql: Option<&'a str>,
+    /// Kept at the rows committed in total, chunk by chunk (for the report of a failed task).
+    pub committed: Option<&'a std::sync::atomic::AtomicI64>,
 }
 
 fn bulk_err(table: &str) -> impl Fn(tiberius::error::Error) -> BulkError + '_ {
@@ -143,6 +145,9 @@ pub async fn write_chunks(
         };
         checkpoint::save(c, ctx.migration, ctx.task, &cp).await?;
         batch(c, "COMMIT TRANSACTION", ctx.table).await?;
+        if let Some(committed) = ctx.committed {
+            committed.store(total_rows, std::sync::atomic::Ordering::Relaxed);
+        }
         stats.rows += end.rows;
         stats.chunks += 1;
         // The Kubernetes copy step reports task progress from these counters.

@@ -1,6 +1,7 @@
 //! Connecting to SQL Server with tiberius.
 
 use crate::mssql::packet_tap::PacketTap;
+use crate::timeouts::{Guarded, StallWatch, Timeouts};
 use serde::Serialize;
 use std::fmt;
 use std::sync::atomic::Ordering;
@@ -8,7 +9,7 @@ use tiberius::{AuthMethod, Client, Config, EncryptionLevel};
 use tokio::net::TcpStream;
 use tokio_util::compat::{Compat, TokioAsyncWriteCompatExt};
 
-pub type TdsClient = Client<PacketTap<Compat<TcpStream>>>;
+pub type TdsClient = Client<PacketTap<Compat<Guarded<TcpStream>>>>;
 
 /// The largest TDS packet; the server may grant less.
 pub const REQUESTED_PACKET_SIZE: u32 = 32767;
@@ -37,6 +38,7 @@ pub struct MssqlSource {
     /// server's certificate (the endpoint's `caSecret`); ignored with `trust_server_certificate`.
     pub ca_file: Option<String>,
     pub packet_size: u32,
+    pub timeouts: Timeouts,
 }
 
 // The password never reaches logs or error messages.
@@ -51,6 +53,7 @@ impl fmt::Debug for MssqlSource {
             .field("trust_server_certificate", &self.trust_server_certificate)
             .field("ca_file", &self.ca_file)
             .field("packet_size", &self.packet_size)
+            .field("timeouts", &self.timeouts)
             .finish_non_exhaustive()
     }
 }
@@ -107,26 +110,49 @@ impl MssqlSource {
     /// Connects and reports the packet size the login response granted (`None` when the login
     /// response was encrypted; see [`negotiated_packet_size`]).
     pub async fn connect_reporting_packet_size(&self) -> Result<(TdsClient, Option<u32>), ConnectError> {
+        self.open(None).await
+    }
+
+    /// A connection for a copy task: it fails once it makes no progress for the stall limit
+    /// (see [`crate::timeouts`]).
+    pub async fn connect_watched(&self) -> Result<(TdsClient, StallWatch), ConnectError> {
+        let watch = StallWatch::new(
+            format!("SQL Server at {}:{}", self.host, self.port),
+            self.timeouts.stall,
+        );
+        let (client, _) = self.open(Some(watch.clone())).await?;
+        Ok((client, watch))
+    }
+
+    async fn open(&self, watch: Option<StallWatch>) -> Result<(TdsClient, Option<u32>), ConnectError> {
         let addr = format!("{}:{}", self.host, self.port);
-        let tcp = TcpStream::connect(&addr)
-            .await
-            .map_err(|source| ConnectError::Tcp {
-                addr: addr.clone(),
-                source,
-            })?;
-        // Rows stream in many small packets; Nagle would only add latency.
-        let _ = tcp.set_nodelay(true);
-        let (tap, granted) = PacketTap::new(tcp.compat_write());
-        let client = Client::connect(self.config(), tap)
-            .await
-            .map_err(|source| ConnectError::Login {
-                addr,
-                database: self.database.clone(),
-                user: self.user.clone(),
-                source,
-            })?;
-        let size = granted.load(Ordering::Relaxed);
-        Ok((client, (size > 0).then_some(size)))
+        let limit = self.timeouts.connect;
+        tokio::time::timeout(limit, async {
+            let tcp = crate::timeouts::connect_tcp(&self.host, self.port, &self.timeouts)
+                .await
+                .map_err(|source| ConnectError::Tcp {
+                    addr: addr.clone(),
+                    source,
+                })?;
+            // Rows stream in many small packets; Nagle would only add latency.
+            let _ = tcp.set_nodelay(true);
+            let (tap, granted) = PacketTap::new(Guarded::new(tcp, watch).compat_write());
+            let client = Client::connect(self.config(), tap)
+                .await
+                .map_err(|source| ConnectError::Login {
+                    addr: addr.clone(),
+                    database: self.database.clone(),
+                    user: self.user.clone(),
+                    source,
+                })?;
+            let size = granted.load(Ordering::Relaxed);
+            Ok((client, (size > 0).then_some(size)))
+        })
+        .await
+        .map_err(|_| ConnectError::Tcp {
+            addr: addr.clone(),
+            source: crate::timeouts::connect_timed_out(limit),
+        })?
     }
 }
 

@@ -1,10 +1,12 @@
 //! Connecting to the target PostgreSQL.
 
 use crate::pg::tls::{RustlsConnect, Verify};
+use crate::timeouts::{Guarded, StallWatch, Timeouts};
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use tokio_postgres::config::SslMode as PgSslMode;
+use tokio_postgres::tls::MakeTlsConnect;
 use tokio_postgres::{Client, NoTls};
 
 /// libpq `sslmode` values the worker supports.
@@ -28,6 +30,7 @@ pub struct PgTarget {
     pub ssl_mode: SslMode,
     /// PEM file with extra trusted CA certificates (verify-ca / verify-full).
     pub ssl_root_cert: Option<String>,
+    pub timeouts: Timeouts,
 }
 
 // The password never reaches logs or error messages.
@@ -39,6 +42,7 @@ impl fmt::Debug for PgTarget {
             .field("database", &self.database)
             .field("user", &self.user)
             .field("ssl_mode", &self.ssl_mode)
+            .field("timeouts", &self.timeouts)
             .finish_non_exhaustive()
     }
 }
@@ -53,6 +57,13 @@ pub enum PgConnectError {
         user: String,
         #[source]
         source: tokio_postgres::Error,
+    },
+    #[error("connecting to PostgreSQL at {host}:{port}: {source}")]
+    Tcp {
+        host: String,
+        port: u16,
+        #[source]
+        source: std::io::Error,
     },
     #[error(transparent)]
     Tls(#[from] crate::pg::tls::TlsSetupError),
@@ -81,6 +92,7 @@ impl PgTarget {
                 _ => SslMode::Prefer,
             },
             ssl_root_cert: None,
+            timeouts: Timeouts::default(),
         })
     }
 
@@ -93,6 +105,57 @@ impl PgTarget {
     /// Like [`connect`](Self::connect), but the connection's I/O is left to the caller, to be
     /// polled with [`with_connection_io`] on the task that uses the client.
     pub async fn connect_undriven(&self) -> Result<(Client, ConnectionIo), PgConnectError> {
+        self.open(None).await
+    }
+
+    /// A connection for a copy task: it fails once it makes no progress for the stall limit
+    /// (see [`crate::timeouts`]).
+    pub async fn connect_watched(&self) -> Result<(Client, StallWatch), PgConnectError> {
+        let (client, io, watch) = self.connect_undriven_watched().await?;
+        tokio::spawn(io);
+        Ok((client, watch))
+    }
+
+    /// [`connect_watched`](Self::connect_watched) with the I/O left to the caller.
+    pub async fn connect_undriven_watched(
+        &self,
+    ) -> Result<(Client, ConnectionIo, StallWatch), PgConnectError> {
+        let watch = StallWatch::new(
+            format!("PostgreSQL at {}:{}", self.host, self.port),
+            self.timeouts.stall,
+        );
+        let (client, io) = self.open(Some(watch.clone())).await?;
+        Ok((client, io, watch))
+    }
+
+    async fn open(&self, watch: Option<StallWatch>) -> Result<(Client, ConnectionIo), PgConnectError> {
+        let limit = self.timeouts.connect;
+        tokio::time::timeout(limit, self.open_unbounded(watch))
+            .await
+            .map_err(|_| PgConnectError::Tcp {
+                host: self.host.clone(),
+                port: self.port,
+                source: crate::timeouts::connect_timed_out(limit),
+            })?
+    }
+
+    /// The socket is opened here rather than by tokio-postgres so that it can carry the stall
+    /// watch; keepalives and the user timeout are set on it (tokio-postgres's own `keepalives*`
+    /// and `connect_timeout` settings apply only to sockets it opens, and its timeout would not
+    /// cover a server that accepts and never answers the startup message).
+    async fn open_unbounded(
+        &self,
+        watch: Option<StallWatch>,
+    ) -> Result<(Client, ConnectionIo), PgConnectError> {
+        let tcp = crate::timeouts::connect_tcp(&self.host, self.port, &self.timeouts)
+            .await
+            .map_err(|source| PgConnectError::Tcp {
+                host: self.host.clone(),
+                port: self.port,
+                source,
+            })?;
+        let _ = tcp.set_nodelay(true);
+        let stream = Guarded::new(tcp, watch);
         let mut cfg = tokio_postgres::Config::new();
         cfg.host(&self.host)
             .port(self.port)
@@ -121,12 +184,19 @@ impl PgTarget {
         cfg.ssl_mode(mode);
         Ok(match verify {
             None => {
-                let (client, conn) = cfg.connect(NoTls).await.map_err(err)?;
+                let (client, conn) = cfg.connect_raw(stream, NoTls).await.map_err(err)?;
                 (client, connection_io(conn))
             }
             Some(v) => {
-                let tls = RustlsConnect::new(v, self.ssl_root_cert.as_deref())?;
-                let (client, conn) = cfg.connect(tls).await.map_err(err)?;
+                let mut tls = RustlsConnect::new(v, self.ssl_root_cert.as_deref())?;
+                let tls =
+                    MakeTlsConnect::<Guarded<tokio::net::TcpStream>>::make_tls_connect(&mut tls, &self.host)
+                        .map_err(|source| PgConnectError::Tcp {
+                            host: self.host.clone(),
+                            port: self.port,
+                            source,
+                        })?;
+                let (client, conn) = cfg.connect_raw(stream, tls).await.map_err(err)?;
                 (client, connection_io(conn))
             }
         })

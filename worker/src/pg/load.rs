@@ -58,6 +58,19 @@ pub struct WriterCtx<'a> {
     /// Upsert mode: `copy_sql` fills a staging table that this statement merges into the target,
     /// in the chunk's transaction.
     pub merge_sql: Option<&'a str>,
+    /// The target connection's stall watch: its read clock stops while the writer waits for the
+    /// source (PostgreSQL says nothing during a COPY until it ends).
+    pub stall: Option<&'a crate::timeouts::StallWatch>,
+    /// Kept at the rows committed in total, chunk by chunk (for the report of a failed task).
+    pub committed: Option<&'a std::sync::atomic::AtomicI64>,
+}
+
+/// The reader's next message; meanwhile the target is not expected to answer.
+async fn next(rx: &mut Receiver<Msg>, ctx: &WriterCtx<'_>) -> Option<Msg> {
+    match ctx.stall {
+        Some(w) => w.waiting_elsewhere(rx.recv()).await,
+        None => rx.recv().await,
+    }
 }
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -84,7 +97,7 @@ pub async fn write_chunks(
     let mut total_rows = ctx.committed_rows;
     let mut bytes_before = 0;
     loop {
-        let Some(first) = rx.recv().await else {
+        let Some(first) = next(rx, ctx).await else {
             return Err(LoadError::ReaderGone);
         };
         let tx = client.transaction().await.map_err(copy_err(ctx.table))?;
@@ -102,7 +115,7 @@ pub async fn write_chunks(
                 stats.bytes += data.len() as u64;
                 sink.send(data).await.map_err(copy_err(ctx.table))?;
                 let end = loop {
-                    match rx.recv().await {
+                    match next(rx, ctx).await {
                         Some(Msg::Data(data)) => {
                             stats.bytes += data.len() as u64;
                             sink.send(data).await.map_err(copy_err(ctx.table))?;
@@ -140,6 +153,9 @@ pub async fn write_chunks(
         };
         checkpoint::save(&tx, ctx.migration, ctx.task, &cp).await?;
         tx.commit().await.map_err(copy_err(ctx.table))?;
+        if let Some(c) = ctx.committed {
+            c.store(total_rows, std::sync::atomic::Ordering::Relaxed);
+        }
         stats.rows += end.rows;
         stats.chunks += 1;
         crate::metrics::chunk_committed(

@@ -60,6 +60,7 @@ pub fn start_tds_server() -> (TestServer, MssqlSource) {
         trust_server_certificate: false,
         ca_file: None,
         packet_size: 32767,
+        timeouts: Default::default(),
     };
     (server, source)
 }
@@ -91,6 +92,7 @@ pub fn tds_engine(source: &MssqlSource, schema: &str, migration: &str) -> Engine
             chunk_rows: 50_000,
             fail_after_chunks: None,
             mode: Default::default(),
+            retry: Default::default(),
         },
     }
 }

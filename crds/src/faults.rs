@@ -1,0 +1,143 @@
+//! How long the worker waits on a database, and how often it retries a copy task after a transient
+//! fault (a connection reset, a PostgreSQL restart or failover, a SQL Server deadlock victim).
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::validate::FieldError;
+
+pub const DEFAULT_CONNECT_SECONDS: i32 = 30;
+pub const DEFAULT_STALL_SECONDS: i32 = 60;
+pub const DEFAULT_RETRY_ATTEMPTS: i32 = 5;
+pub const DEFAULT_RETRY_BACKOFF_SECONDS: i32 = 1;
+pub const DEFAULT_RETRY_MAX_BACKOFF_SECONDS: i32 = 30;
+
+/// Bounded waits on both databases.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Timeouts {
+    /// Seconds to open a connection and log in before giving up on that attempt.
+    #[serde(default = "default_connect_seconds")]
+    #[schemars(range(min = 1, max = 3600))]
+    pub connect_seconds: i32,
+    /// Seconds a copy may go without progress (no bytes from the source, no reply from the target, or
+    /// a database that accepts no more data) before the chunk fails naming the endpoint and the table.
+    /// Also the TCP user timeout of every connection.
+    #[serde(default = "default_stall_seconds")]
+    #[schemars(range(min = 1, max = 86400))]
+    pub stall_seconds: i32,
+}
+
+/// Retries of a copy task inside the worker, each resuming from the task's last committed chunk.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Retries {
+    /// Attempts per copy task, the first included (1: no retry). Only transient faults are retried.
+    #[serde(default = "default_attempts")]
+    #[schemars(range(min = 1, max = 100))]
+    pub attempts: i32,
+    /// Seconds before the first retry; doubled for each further one.
+    #[serde(default = "default_backoff_seconds")]
+    #[schemars(range(min = 0, max = 3600))]
+    pub backoff_seconds: i32,
+    /// Upper bound of the wait between two attempts.
+    #[serde(default = "default_max_backoff_seconds")]
+    #[schemars(range(min = 0, max = 3600))]
+    pub max_backoff_seconds: i32,
+}
+
+fn default_connect_seconds() -> i32 {
+    DEFAULT_CONNECT_SECONDS
+}
+
+fn default_stall_seconds() -> i32 {
+    DEFAULT_STALL_SECONDS
+}
+
+fn default_attempts() -> i32 {
+    DEFAULT_RETRY_ATTEMPTS
+}
+
+fn default_backoff_seconds() -> i32 {
+    DEFAULT_RETRY_BACKOFF_SECONDS
+}
+
+fn default_max_backoff_seconds() -> i32 {
+    DEFAULT_RETRY_MAX_BACKOFF_SECONDS
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Self {
+            connect_seconds: DEFAULT_CONNECT_SECONDS,
+            stall_seconds: DEFAULT_STALL_SECONDS,
+        }
+    }
+}
+
+impl Default for Retries {
+    fn default() -> Self {
+        Self {
+            attempts: DEFAULT_RETRY_ATTEMPTS,
+            backoff_seconds: DEFAULT_RETRY_BACKOFF_SECONDS,
+            max_backoff_seconds: DEFAULT_RETRY_MAX_BACKOFF_SECONDS,
+        }
+    }
+}
+
+fn in_range(errors: &mut Vec<FieldError>, path: &str, value: i64, min: i64, max: i64) {
+    if value < min {
+        errors.push(FieldError {
+            path: path.into(),
+            message: format!("must be at least {min}"),
+        });
+    } else if value > max {
+        errors.push(FieldError {
+            path: path.into(),
+            message: format!("must be at most {max}"),
+        });
+    }
+}
+
+/// The ranges admission checks, for local runs.
+pub(crate) fn collect_errors(
+    timeouts: &Timeouts,
+    retries: &Retries,
+    active_deadline_seconds: Option<i64>,
+    errors: &mut Vec<FieldError>,
+) {
+    let t = timeouts;
+    in_range(
+        errors,
+        "spec.timeouts.connectSeconds",
+        i64::from(t.connect_seconds),
+        1,
+        3600,
+    );
+    in_range(
+        errors,
+        "spec.timeouts.stallSeconds",
+        i64::from(t.stall_seconds),
+        1,
+        86400,
+    );
+    let r = retries;
+    in_range(errors, "spec.retries.attempts", i64::from(r.attempts), 1, 100);
+    in_range(
+        errors,
+        "spec.retries.backoffSeconds",
+        i64::from(r.backoff_seconds),
+        0,
+        3600,
+    );
+    in_range(
+        errors,
+        "spec.retries.maxBackoffSeconds",
+        i64::from(r.max_backoff_seconds),
+        0,
+        3600,
+    );
+    if let Some(d) = active_deadline_seconds {
+        in_range(errors, "spec.worker.activeDeadlineSeconds", d, 1, i64::MAX);
+    }
+}

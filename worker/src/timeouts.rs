@@ -1,0 +1,360 @@
+//! Bounded waits on both databases: a connect timeout, TCP keepalives and user timeout on every
+//! connection, and a stall limit on the connections of a copy task.
+//!
+//! The stall limit lives in the socket ([`Guarded`]): a read or write that stays pending for the
+//! limit without a byte moving in either direction fails with [`std::io::ErrorKind::TimedOut`], which
+//! ends the client's connection, and the task reports [`Stalled`] naming the endpoint. Counting bytes
+//! costs nothing per row, and it covers every await of both clients (tiberius and tokio-postgres)
+//! without wrapping each one in a timer.
+
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+use tokio::time::{Instant, Sleep};
+
+/// Probes start after this long without traffic, so a dead peer behind a silent network partition
+/// is noticed by an idle connection too (an index build waiting for its reply).
+const KEEPALIVE_IDLE: Duration = Duration::from_secs(30);
+const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(10);
+const KEEPALIVE_RETRIES: u32 = 3;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timeouts {
+    /// Opening a connection, TLS and login included.
+    pub connect: Duration,
+    /// Longest wait without progress on a copy connection; also the TCP user timeout.
+    pub stall: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Timeouts {
+            connect: Duration::from_secs(30),
+            stall: Duration::from_secs(60),
+        }
+    }
+}
+
+impl Timeouts {
+    /// `spec.timeouts` (validated: positive).
+    pub fn from_spec(t: &mssql_pg_crds::Timeouts) -> Self {
+        let secs = |v: i32| Duration::from_secs(u64::try_from(v.max(1)).unwrap_or(1));
+        Timeouts {
+            connect: secs(t.connect_seconds),
+            stall: secs(t.stall_seconds),
+        }
+    }
+}
+
+/// Whole seconds (at least 1) for messages.
+pub fn secs(d: Duration) -> u64 {
+    d.as_secs().max(1)
+}
+
+/// The connect timeout's error, as an I/O error so that it is classified with the others.
+pub fn connect_timed_out(limit: Duration) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::TimedOut,
+        format!(
+            "the connection and login did not complete within {} s (spec.timeouts.connectSeconds)",
+            secs(limit)
+        ),
+    )
+}
+
+/// Opens a TCP connection within the connect timeout, with keepalives and the user timeout set.
+pub async fn connect_tcp(host: &str, port: u16, t: &Timeouts) -> io::Result<TcpStream> {
+    let tcp = tokio::time::timeout(t.connect, TcpStream::connect((host, port)))
+        .await
+        .map_err(|_| connect_timed_out(t.connect))??;
+    let sock = socket2::SockRef::from(&tcp);
+    let keepalive = socket2::TcpKeepalive::new()
+        .with_time(KEEPALIVE_IDLE)
+        .with_interval(KEEPALIVE_INTERVAL)
+        .with_retries(KEEPALIVE_RETRIES);
+    sock.set_tcp_keepalive(&keepalive)?;
+    // Sent data unacknowledged for this long (a peer gone without a RST) ends the connection even
+    // when no stall watch is running.
+    #[cfg(target_os = "linux")]
+    sock.set_tcp_user_timeout(Some(t.stall))?;
+    Ok(tcp)
+}
+
+struct WatchState {
+    /// "SQL Server at host:port", for messages.
+    endpoint: String,
+    limit: Duration,
+    /// Set while the application waits on something other than this connection.
+    paused: AtomicBool,
+    /// Changes at every pause and resume, so a read clock armed before a pause starts afresh.
+    epoch: AtomicU64,
+    tripped: OnceLock<String>,
+}
+
+/// The stall limit of one connection, shared between its socket and the code using it.
+#[derive(Clone)]
+pub struct StallWatch(Arc<WatchState>);
+
+impl StallWatch {
+    pub fn new(endpoint: impl Into<String>, limit: Duration) -> Self {
+        StallWatch(Arc::new(WatchState {
+            endpoint: endpoint.into(),
+            limit,
+            paused: AtomicBool::new(false),
+            epoch: AtomicU64::new(0),
+            tripped: OnceLock::new(),
+        }))
+    }
+
+    /// Runs `work` with the read clock stopped: for a connection whose reply does not come until
+    /// the application sends more (a COPY IN waiting for the source's next rows). Writes that
+    /// stay pending still count.
+    pub async fn waiting_elsewhere<F: Future>(&self, work: F) -> F::Output {
+        struct Resume<'a>(&'a WatchState);
+        impl Drop for Resume<'_> {
+            fn drop(&mut self) {
+                self.0.paused.store(false, Ordering::Relaxed);
+                self.0.epoch.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        self.0.paused.store(true, Ordering::Relaxed);
+        self.0.epoch.fetch_add(1, Ordering::Relaxed);
+        let _resume = Resume(&self.0);
+        work.await
+    }
+
+    /// What tripped the limit, if it was.
+    pub fn tripped(&self) -> Option<&str> {
+        self.0.tripped.get().map(String::as_str)
+    }
+
+    pub fn endpoint(&self) -> &str {
+        &self.0.endpoint
+    }
+}
+
+/// A copy made no progress for the stall limit.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{message} while copying {table} (limit: spec.timeouts.stallSeconds)")]
+pub struct Stalled {
+    pub message: String,
+    pub table: String,
+}
+
+/// The first tripped watch among `watches`, as the task's error.
+pub fn stalled<'a>(table: &str, watches: impl IntoIterator<Item = &'a StallWatch>) -> Option<Stalled> {
+    watches.into_iter().find_map(|w| {
+        w.tripped().map(|m| Stalled {
+            message: m.to_string(),
+            table: table.to_string(),
+        })
+    })
+}
+
+/// A timer armed when an operation goes pending.
+#[derive(Default)]
+struct Clock {
+    sleep: Option<Pin<Box<Sleep>>>,
+    /// The watch's epoch when armed.
+    armed: Option<u64>,
+}
+
+impl Clock {
+    /// Arms (if needed) and polls; true once the limit passed.
+    fn expired(&mut self, cx: &mut Context<'_>, limit: Duration, epoch: u64) -> bool {
+        if self.armed != Some(epoch) {
+            let deadline = Instant::now() + limit;
+            match &mut self.sleep {
+                Some(s) => s.as_mut().reset(deadline),
+                None => self.sleep = Some(Box::pin(tokio::time::sleep_until(deadline))),
+            }
+            self.armed = Some(epoch);
+        }
+        self.sleep
+            .as_mut()
+            .is_some_and(|s| s.as_mut().poll(cx).is_ready())
+    }
+}
+
+/// A socket with a stall limit (none without a watch).
+pub struct Guarded<S> {
+    inner: S,
+    watch: Option<StallWatch>,
+    read: Clock,
+    write: Clock,
+}
+
+impl<S> Guarded<S> {
+    pub fn new(inner: S, watch: Option<StallWatch>) -> Self {
+        Guarded {
+            inner,
+            watch,
+            read: Clock::default(),
+            write: Clock::default(),
+        }
+    }
+
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    fn progress(&mut self) {
+        self.read.armed = None;
+        self.write.armed = None;
+    }
+
+    fn pending<T>(&mut self, cx: &mut Context<'_>, reading: bool) -> Poll<io::Result<T>> {
+        let Some(w) = &self.watch else {
+            return Poll::Pending;
+        };
+        let state = &w.0;
+        let expired = if reading {
+            if state.paused.load(Ordering::Relaxed) {
+                return Poll::Pending;
+            }
+            self.read
+                .expired(cx, state.limit, state.epoch.load(Ordering::Relaxed))
+        } else {
+            self.write.expired(cx, state.limit, 0)
+        };
+        if !expired {
+            return Poll::Pending;
+        }
+        let message = if reading {
+            format!("no data from {} for {} s", state.endpoint, secs(state.limit))
+        } else {
+            format!("{} accepted no data for {} s", state.endpoint, secs(state.limit))
+        };
+        let _ = state.tripped.set(message.clone());
+        Poll::Ready(Err(io::Error::new(io::ErrorKind::TimedOut, message)))
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Guarded<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        match Pin::new(&mut self.inner).poll_read(cx, buf) {
+            Poll::Ready(r) => {
+                if buf.filled().len() > before {
+                    self.progress();
+                }
+                Poll::Ready(r)
+            }
+            Poll::Pending => self.pending(cx, true),
+        }
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Guarded<S> {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        match Pin::new(&mut self.inner).poll_write(cx, buf) {
+            Poll::Ready(r) => {
+                if matches!(r, Ok(n) if n > 0) {
+                    self.progress();
+                }
+                Poll::Ready(r)
+            }
+            Poll::Pending => self.pending(cx, false),
+        }
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match Pin::new(&mut self.inner).poll_flush(cx) {
+            Poll::Ready(r) => Poll::Ready(r),
+            Poll::Pending => self.pending(cx, false),
+        }
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        match Pin::new(&mut self.inner).poll_write_vectored(cx, bufs) {
+            Poll::Ready(r) => {
+                if matches!(r, Ok(n) if n > 0) {
+                    self.progress();
+                }
+                Poll::Ready(r)
+            }
+            Poll::Pending => self.pending(cx, false),
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    #[tokio::test]
+    async fn a_silent_peer_trips_the_read_clock_and_names_the_endpoint() {
+        let (a, _b) = tokio::io::duplex(64);
+        let watch = StallWatch::new("PostgreSQL at h:1", Duration::from_millis(50));
+        let mut g = Guarded::new(a, Some(watch.clone()));
+        let mut buf = [0u8; 8];
+        let e = g.read(&mut buf).await.err().map(|e| e.kind());
+        assert_eq!(e, Some(io::ErrorKind::TimedOut));
+        assert_eq!(watch.tripped(), Some("no data from PostgreSQL at h:1 for 1 s"));
+    }
+
+    #[tokio::test]
+    async fn bytes_in_time_keep_the_connection_and_a_pause_stops_the_read_clock() {
+        let (a, mut b) = tokio::io::duplex(64);
+        let watch = StallWatch::new("x", Duration::from_millis(2000));
+        let mut g = Guarded::new(a, Some(watch.clone()));
+        let peer = tokio::spawn(async move {
+            for _ in 0..3 {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                b.write_all(b"z").await.ok();
+            }
+            b
+        });
+        let mut buf = [0u8; 1];
+        for _ in 0..3 {
+            g.read_exact(&mut buf).await.ok();
+        }
+        assert!(watch.tripped().is_none());
+        // Paused, a read may wait longer than the limit.
+        let watch = StallWatch::new("y", Duration::from_millis(20));
+        let (a, _b) = tokio::io::duplex(64);
+        let mut g = Guarded::new(a, Some(watch.clone()));
+        let waited = watch
+            .waiting_elsewhere(tokio::time::timeout(Duration::from_millis(200), g.read(&mut buf)))
+            .await;
+        assert!(waited.is_err(), "the read should still be pending");
+        assert!(watch.tripped().is_none());
+        drop(peer);
+    }
+
+    #[tokio::test]
+    async fn a_peer_that_reads_nothing_trips_the_write_clock() {
+        let (a, _b) = tokio::io::duplex(16);
+        let watch = StallWatch::new("SQL Server at h:2", Duration::from_millis(50));
+        let mut g = Guarded::new(a, Some(watch.clone()));
+        let e = g.write_all(&[0u8; 64]).await.err().map(|e| e.kind());
+        assert_eq!(e, Some(io::ErrorKind::TimedOut));
+        assert_eq!(
+            watch.tripped(),
+            Some("SQL Server at h:2 accepted no data for 1 s")
+        );
+    }
+}
