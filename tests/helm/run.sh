@@ -23,6 +23,9 @@
 #    Migration rights names a service account outside the allowlist and gets a Failed Migration and no Job.
 #    Then helm upgrade (JSON logs, which the workers must follow), a real Migration, helm uninstall: the CRDs and
 #    the Migrations stay.
+# 7. A real Prometheus (loopback, one-second scrapes, file-based service discovery of the operator and of every
+#    worker pod through tests/helm/prom_worker.sh) evaluates every dashboard query and alert expression while a
+#    real Migration copies and after it ended (tests/helm/check_prometheus.py says what a user must see).
 # Prints "N passed, N failed" last; exit 1 on any failure.
 set -uo pipefail
 K8S_DIR="${1:-${MSSQLPG_K8S_DIR:-}}"
@@ -43,9 +46,13 @@ failures=()
 
 TDS_PID=""
 OWN_PG=""
+# The real Migration's servers, for the Prometheus step.
+REAL_TDS="" REAL_PW="" REAL_PG=""
 cleanup() {
     [ -n "$TDS_PID" ] && kill "$TDS_PID" 2>/dev/null
     [ -n "$OWN_PG" ] && tests/scripts/postgres.sh stop "$OWN_PG"
+    [ -s "$WORK/prometheus/pid" ] && "$PY" "$HERE/prom.py" stop "$WORK/prometheus"
+    kubectl patch mig helm-prom -n "$MIG_NS" --type merge -p '{"metadata":{"finalizers":null}}' >/dev/null 2>&1 || true
     kubectl patch mig helm-real -n "$MIG_NS" --type merge -p '{"metadata":{"finalizers":null}}' >/dev/null 2>&1 || true
     helm uninstall mssql-pg-operator -n "$RELEASE_NS" >/dev/null 2>&1 || true
     # The operator is gone by now: drop its finalizer so the namespace can go.
@@ -367,6 +374,8 @@ real_migration() {
     pg_port="$MSSQLPG_TEST_PG_PORT"
     psql="$(ls /usr/lib/postgresql/*/bin/psql | head -n 1)"
     "$psql" -q -h 127.0.0.1 -p "$pg_port" -U postgres -d postgres -c "DROP DATABASE IF EXISTS helm_real" -c "CREATE DATABASE helm_real"
+    # The Prometheus step below migrates from the same servers.
+    REAL_TDS="$tds_port" REAL_PW="$pw" REAL_PG="$pg_port"
     kubectl apply -n "$MIG_NS" -f - <<YAML
 apiVersion: v1
 kind: Secret
@@ -425,6 +434,43 @@ print(f"result: {n} log lines of {len(sys.argv) - 1} worker pods, each a JSON ob
 PY
 }
 step "worker pods log JSON lines when the operator does (logJson)" worker_json_logs
+# A real Prometheus scrapes the operator and every worker pod (file-based service discovery: prom_worker.sh is the
+# worker command and announces each pod's metrics port) every second, and check_prometheus.py evaluates every
+# dashboard query and alert expression through its HTTP API while a Migration of ~280k rows copies and after it.
+prometheus_dashboard() {
+    [ -n "$REAL_TDS" ] || { echo "needs the servers of the real Migration step"; return 1; }
+    local prom_dir="$WORK/prometheus" psql
+    mkdir -p "$prom_dir/targets"
+    helm upgrade mssql-pg-operator "$CHART" --namespace "$RELEASE_NS" --reuse-values \
+        --set worker.command="$HERE/prom_worker.sh $prom_dir/targets" --wait --timeout 120s &&
+        kubectl -n "$RELEASE_NS" rollout status deploy/mssql-pg-operator --timeout=120s || return 1
+    for _ in $(seq 1 120); do
+        curl -fsS "http://127.0.0.1:$PORT/readyz" >/dev/null 2>&1 && break
+        sleep 0.5
+    done
+    # Large enough that the copy spans many one-second scrapes in a debug build.
+    MSSQL_USER=sa MSSQL_PASSWORD="$REAL_PW" "$NODE_BIN/bench" load --scale 0.02 --tables Votes,Comments \
+        --mssql "127.0.0.1:$REAL_TDS" --mssql-no-tls --mssql-database Src || return 1
+    psql="$(ls /usr/lib/postgresql/*/bin/psql | head -n 1)"
+    "$psql" -q -h 127.0.0.1 -p "$REAL_PG" -U postgres -d postgres -c "DROP DATABASE IF EXISTS helm_prom" -c "CREATE DATABASE helm_prom"
+    cat >"$WORK/prom-mig.yaml" <<YAML
+apiVersion: mssqlpg.dev/v1alpha1
+kind: Migration
+metadata: {name: helm-prom}
+spec:
+  source: {mssql: {host: 127.0.0.1, port: $REAL_TDS, database: Src, schema: dbo, credentialsSecret: tds-creds, encryption: NotSupported}}
+  target: {postgres: {host: 127.0.0.1, port: $REAL_PG, database: helm_prom, schema: public, credentialsSecret: pg-creds, sslMode: disable}}
+  tables: {include: [Votes, Comments]}
+  parallelism: 2
+  chunkRows: 2000
+  partitioning: {minRowsToSplit: 100000, rowsPerPartition: 100000}
+  worker: {backoffLimit: 0}
+YAML
+    "$PY" "$HERE/check_prometheus.py" --workdir "$prom_dir" --operator "127.0.0.1:$PORT" --namespace "$MIG_NS" \
+        --migration helm-prom --manifest "$WORK/prom-mig.yaml" --dashboard deploy/dashboards/mssql-pg-operator.json \
+        --rules deploy/alerts/prometheus-rules.yaml --timeout 300
+}
+step "a real Prometheus evaluates every dashboard query and alert during and after a real Migration" prometheus_dashboard
 uninstall() {
     helm uninstall mssql-pg-operator -n "$RELEASE_NS" --wait --timeout 120s &&
         kubectl get crd migrations.mssqlpg.dev migrationtasks.mssqlpg.dev >/dev/null &&
