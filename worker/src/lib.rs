@@ -5,6 +5,7 @@ pub mod engine;
 pub mod error_text;
 pub mod k8s;
 pub mod k8s_reverse;
+mod like_pattern;
 pub mod mapping;
 pub mod mapping_pg_to_mssql;
 pub mod metrics;

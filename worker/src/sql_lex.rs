@@ -50,8 +50,10 @@ pub(crate) const POSTGRES: Dialect = Dialect {
     word_start: &[],
     word_continue: &['$'],
     exponent: true,
-    operators: &["!~~", "::", ">=", "<=", "<>", "!=", "||", "~~"],
-    single_operators: "=<>+-*/%.",
+    operators: &[
+        "!~~*", "!~~", "!~*", "~~*", "::", ">=", "<=", "<>", "!=", "||", "~~", "~*", "!~",
+    ],
+    single_operators: "=<>+-*/%.~",
     synonyms: &[],
     national_strings: false,
     refuse_escape_strings: true,
@@ -114,7 +116,7 @@ pub(crate) fn tokenize(src: &str, d: &Dialect) -> Result<Vec<Tok>, String> {
                 i = end;
             }
             _ => {
-                let rest: String = chars[i..(i + 3).min(chars.len())].iter().collect();
+                let rest: String = chars[i..(i + 4).min(chars.len())].iter().collect();
                 let op = d
                     .operators
                     .iter()
@@ -231,7 +233,20 @@ mod tests {
         );
         assert!(tokenize("E'\\n'", &POSTGRES).is_err());
         assert!(tokenize("\"open", &POSTGRES).is_err());
-        assert!(tokenize("a ~ 'x'", &POSTGRES).is_err());
+        assert_eq!(
+            tokenize("a ~ 'x' !~~* b !~* c ~~* d", &POSTGRES),
+            Ok(vec![
+                w("a"),
+                op("~"),
+                Tok::Str("x".into()),
+                op("!~~*"),
+                w("b"),
+                op("!~*"),
+                w("c"),
+                op("~~*"),
+                w("d")
+            ])
+        );
         assert!(tokenize("a ! b", &POSTGRES).is_err());
     }
 

@@ -3,6 +3,7 @@
 //! `pg_get_expr`/`pg_get_constraintdef` print; what it does not understand is refused (the caller
 //! turns that into a plan warning), never guessed.
 
+use crate::like_pattern;
 use crate::mapping::quote_mssql;
 use crate::mapping_pg_to_mssql::MsType;
 use crate::sql_lex::{POSTGRES, Tok, tokenize};
@@ -48,6 +49,11 @@ fn is_type_word(w: &str) -> bool {
             | "citext"
     )
 }
+
+/// Words that are operators or parts of an expression's syntax, never names.
+const KEYWORDS: &[&str] = &[
+    "and", "or", "not", "is", "null", "in", "between", "like", "case", "when", "then", "else", "end",
+];
 
 pub struct Ctx<'a> {
     /// Source column name -> target column name.
@@ -167,18 +173,24 @@ pub fn translate(src: &str, ctx: &Ctx<'_>) -> Result<String, String> {
                 }
                 push(&mut out, o);
             }
+            Tok::Op(o) if match_op(o).is_some() => {
+                let (pattern, next) = match_pattern(&toks, i + 1, o)?;
+                out.push_str(&like_sql(o, &pattern)?);
+                i = next;
+                continue;
+            }
             Tok::Op(o) => push(
                 &mut out,
                 match o.as_str() {
                     "||" => "+",
-                    "~~" => "LIKE",
-                    "!~~" => "NOT LIKE",
                     "!=" => "<>",
                     other => other,
                 },
             ),
             // A call's argument list follows its name directly.
-            Tok::LParen if matches!(toks.get(i.wrapping_sub(1)), Some(Tok::Word(_))) && i > 0 => {
+            Tok::LParen
+                if i > 0 && matches!(&toks[i - 1], Tok::Word(w) if !KEYWORDS.contains(&w.as_str())) =>
+            {
                 out.push('(')
             }
             Tok::LParen => push(&mut out, "("),
@@ -192,7 +204,8 @@ pub fn translate(src: &str, ctx: &Ctx<'_>) -> Result<String, String> {
                 push(&mut out, &quote_mssql(&target));
             }
             Tok::Word(w) => {
-                let is_call = toks.get(i + 1) == Some(&Tok::LParen);
+                // `AND (...)` is not a call.
+                let is_call = toks.get(i + 1) == Some(&Tok::LParen) && !KEYWORDS.contains(&w.as_str());
                 let mapped: Option<&str> = match w.as_str() {
                     "and" | "or" | "not" | "is" | "null" | "in" | "between" | "like" | "case" | "when"
                     | "then" | "else" | "end" => None,
@@ -238,22 +251,7 @@ pub fn translate(src: &str, ctx: &Ctx<'_>) -> Result<String, String> {
                     push(&mut out, f);
                 } else if let Some(target) = (ctx.columns)(w) {
                     push(&mut out, &quote_mssql(&target));
-                } else if matches!(
-                    w.as_str(),
-                    "and"
-                        | "or"
-                        | "not"
-                        | "is"
-                        | "null"
-                        | "in"
-                        | "between"
-                        | "like"
-                        | "case"
-                        | "when"
-                        | "then"
-                        | "else"
-                        | "end"
-                ) {
+                } else if KEYWORDS.contains(&w.as_str()) {
                     push(&mut out, &w.to_uppercase());
                 } else {
                     return Err(format!("unknown name {w}"));
@@ -263,6 +261,103 @@ pub fn translate(src: &str, ctx: &Ctx<'_>) -> Result<String, String> {
         i += 1;
     }
     Ok(out.replace("( ", "(").replace(" )", ")"))
+}
+
+/// PostgreSQL's pattern-matching operators: (LIKE rather than regex, case-insensitive, negated).
+fn match_op(op: &str) -> Option<(bool, bool, bool)> {
+    Some(match op {
+        "~~" => (true, false, false),
+        "!~~" => (true, false, true),
+        "~~*" => (true, true, false),
+        "!~~*" => (true, true, true),
+        "~" => (false, false, false),
+        "!~" => (false, false, true),
+        "~*" => (false, true, false),
+        "!~*" => (false, true, true),
+        _ => return None,
+    })
+}
+
+/// Past a `::type` cast at `j`, if there is one.
+fn skip_cast(toks: &[Tok], mut j: usize) -> usize {
+    if toks.get(j) != Some(&Tok::Op("::".into())) {
+        return j;
+    }
+    j += 1;
+    while matches!(toks.get(j), Some(Tok::Word(w)) if is_type_word(w)) {
+        j += 1;
+    }
+    if toks.get(j) == Some(&Tok::LParen) {
+        while j < toks.len() && toks[j] != Tok::RParen {
+            j += 1;
+        }
+        j += 1;
+    }
+    j
+}
+
+/// The pattern operand of a match operator at `j`: a literal, or for LIKE with ESCAPE
+/// `like_escape('p', 'c')` as PostgreSQL prints it. Returns the pattern, its escape character and
+/// the position after it.
+fn match_pattern(toks: &[Tok], j: usize, op: &str) -> Result<((String, Option<char>), usize), String> {
+    if let Some(Tok::Str(p)) = toks.get(j) {
+        return Ok(((p.clone(), Some('\\')), skip_cast(toks, j + 1)));
+    }
+    let like = match_op(op).is_some_and(|(like, _, _)| like);
+    if like
+        && toks.get(j) == Some(&Tok::Word("like_escape".into()))
+        && toks.get(j + 1) == Some(&Tok::LParen)
+        && let Some(Tok::Str(p)) = toks.get(j + 2)
+    {
+        let k = skip_cast(toks, j + 3);
+        if toks.get(k) == Some(&Tok::Comma)
+            && let Some(Tok::Str(e)) = toks.get(k + 1)
+        {
+            let k = skip_cast(toks, k + 2);
+            if toks.get(k) == Some(&Tok::RParen) {
+                let mut chars = e.chars();
+                let escape = match (chars.next(), chars.next()) {
+                    (None, _) => None,
+                    (Some(c), None) => Some(c),
+                    _ => return Err("a LIKE escape of more than one character".into()),
+                };
+                return Ok(((p.clone(), escape), k + 1));
+            }
+        }
+    }
+    Err(format!(
+        "{op} with a pattern that is not a literal (it cannot be translated ahead of time)"
+    ))
+}
+
+/// `<value> [+ N'|'] [NOT] LIKE N'pattern[|]' COLLATE ...`, following the operand the caller
+/// has written.
+///
+/// The collation is explicit because the target column's may be anything: `~~`/`~` compare
+/// characters exactly (a binary collation), `~~*`/`~*` ignore case (a case-insensitive,
+/// accent-sensitive one). SQL Server ignores trailing blanks of the value where PostgreSQL does
+/// not; a sentinel character after value and pattern keeps them significant (not needed when the
+/// pattern ends with `%`, which takes them either way).
+fn like_sql(op: &str, (pattern, escape): &(String, Option<char>)) -> Result<String, String> {
+    let Some((like, insensitive, negated)) = match_op(op) else {
+        return Err(format!("operator {op}"));
+    };
+    let p = if like {
+        like_pattern::pg_like_to_tsql(pattern, *escape)?
+    } else {
+        like_pattern::pg_regex_to_tsql(pattern)?
+    };
+    let (value_tail, pattern_tail) = if p.open_end { ("", "") } else { (" + N'|'", "|") };
+    Ok(format!(
+        "{value_tail} {}LIKE N'{}{pattern_tail}' COLLATE {}",
+        if negated { "NOT " } else { "" },
+        p.pattern.replace('\'', "''"),
+        if insensitive {
+            "Latin1_General_100_CI_AS"
+        } else {
+            "Latin1_General_100_BIN2"
+        }
+    ))
 }
 
 fn translate_tokens(toks: &[Tok], ctx: &Ctx<'_>) -> Result<String, String> {
@@ -335,7 +430,36 @@ mod tests {
             "([status] = N'done')"
         );
         assert_eq!(tr("'new'::\"My Schema\".\"Status\"", None).unwrap(), "N'new'");
-        assert!(tr("(name ~ '^a')", None).is_err());
+        assert!(tr("(name ~ '^(a|b)')", None).is_err());
         assert!(tr("nextval('s'::regclass)", None).is_err());
+    }
+
+    #[test]
+    fn like_and_regex_checks() {
+        assert_eq!(
+            tr("((name)::text ~~ 'A%'::text)", None).unwrap(),
+            "(([name]) LIKE N'A%' COLLATE Latin1_General_100_BIN2)"
+        );
+        assert_eq!(
+            tr("(name !~~* 'a_[b]\\%'::text)", None).unwrap(),
+            "([name] + N'|' NOT LIKE N'a_[[]b][%]|' COLLATE Latin1_General_100_CI_AS)"
+        );
+        assert_eq!(
+            tr("(name ~~ like_escape('x!%%'::text, '!'::text))", None).unwrap(),
+            "([name] LIKE N'x[%]%' COLLATE Latin1_General_100_BIN2)"
+        );
+        assert_eq!(
+            tr("((name ~ '^[0-9]{3}$'::text) AND (a ~* 'it''s'::text))", None).unwrap(),
+            "(([name] + N'|' LIKE N'[0-9][0-9][0-9]|' COLLATE Latin1_General_100_BIN2) AND \
+             ([a] LIKE N'%it''s%' COLLATE Latin1_General_100_CI_AS))"
+        );
+        for src in [
+            "(name ~~ a)",
+            "(name ~ similar_to_escape('a%'::text))",
+            "(name ~ '^a+$'::text)",
+            "(name ~~ like_escape('x'::text, 'ab'::text))",
+        ] {
+            assert!(tr(src, None).is_err(), "{src}");
+        }
     }
 }

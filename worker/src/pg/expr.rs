@@ -2,6 +2,7 @@
 //! and filtered-index predicates. What it does not understand is refused (the caller turns that
 //! into a plan warning), never guessed.
 
+use crate::like_pattern::tsql_like_to_regex;
 use crate::mapping::{PgType, quote_pg};
 use crate::sql_lex::{TSQL, Tok, tokenize};
 
@@ -217,13 +218,7 @@ impl Parser<'_> {
             ""
         };
         if self.eat_word("LIKE") {
-            let p = self.additive()?;
-            let mut sql = format!("{} {not}LIKE {}", l.sql, p.sql);
-            if self.eat_word("ESCAPE") {
-                let e = self.additive()?;
-                sql.push_str(&format!(" ESCAPE {}", e.sql));
-            }
-            return Ok(Val::new(sql, Class::Bool));
+            return self.like(l, !not.is_empty());
         }
         if self.eat_word("BETWEEN") {
             let lo = self.additive()?;
@@ -251,6 +246,59 @@ impl Parser<'_> {
             return Err("NOT without LIKE, BETWEEN or IN".into());
         }
         Ok(l)
+    }
+
+    /// A string literal, maybe in parentheses (`(N'x')`).
+    fn literal(&mut self, what: &str) -> R<String> {
+        let mut open = 0;
+        while self.peek() == Some(&Tok::LParen) {
+            self.pos += 1;
+            open += 1;
+        }
+        let Some(Tok::Str(s)) = self.peek().cloned() else {
+            return Err(format!("{what} is not a string literal"));
+        };
+        self.pos += 1;
+        for _ in 0..open {
+            self.expect(&Tok::RParen, ")")?;
+        }
+        Ok(s)
+    }
+
+    /// `l [NOT] LIKE 'pattern' [ESCAPE 'c']`: T-SQL's classes (`[0-9]`, `[^a]`) are literals in
+    /// PostgreSQL's LIKE, so the pattern becomes an anchored regular expression, matched
+    /// case-insensitively (`~*`) as SQL Server's default collations compare (see
+    /// [`crate::like_pattern`]). A pattern computed at run time cannot be translated ahead.
+    fn like(&mut self, l: Val, not: bool) -> R<Val> {
+        if !(l.class.stringy() || l.class == Class::Null) {
+            return Err("LIKE on a value that is not a string is not translated".into());
+        }
+        let pattern = self.literal("the LIKE pattern")?;
+        let escape = if self.eat_word("ESCAPE") {
+            let e = self.literal("the ESCAPE character")?;
+            let mut chars = e.chars();
+            match (chars.next(), chars.next()) {
+                (Some(c), None) => Some(c),
+                _ => return Err("the ESCAPE character is not one character".into()),
+            }
+        } else {
+            None
+        };
+        let re = tsql_like_to_regex(&pattern, escape)?;
+        // `a || b ~* x` would group as PostgreSQL's operator precedence says; keep the operand whole.
+        let operand = if l.sql.contains(' ') {
+            format!("({})", l.sql)
+        } else {
+            l.sql
+        };
+        Ok(Val::new(
+            format!(
+                "{operand} {} '{}'",
+                if not { "!~*" } else { "~*" },
+                re.replace('\'', "''")
+            ),
+            Class::Bool,
+        ))
     }
 
     fn additive(&mut self) -> R<Val> {
@@ -793,7 +841,7 @@ mod tests {
         );
         assert_eq!(
             translate("(len([Name])>(0) AND [Name] like 'A%')", &Cols, false).unwrap(),
-            "(length(rtrim(\"Name\")) > (0) AND \"Name\" LIKE 'A%')"
+            "(length(rtrim(\"Name\")) > (0) AND \"Name\" ~* '^A.*$')"
         );
         assert_eq!(
             translate("([Name] IS NOT NULL)", &Cols, false).unwrap(),
@@ -813,6 +861,37 @@ mod tests {
             .unwrap(),
             "(\"Price\" BETWEEN (0) AND (10) OR \"Name\" NOT IN ('a', 'b'))"
         );
+    }
+
+    #[test]
+    fn like_becomes_a_regular_expression() {
+        assert_eq!(
+            translate(
+                "([Name] like '[0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9][0-9][0-9]')",
+                &Cols,
+                false
+            )
+            .unwrap(),
+            "(\"Name\" ~* '^[0-9]{3}\\u002d[0-9]{2}\\u002d[0-9]{4} *$')"
+        );
+        assert_eq!(
+            translate("([Name] NOT LIKE N'x!%%' ESCAPE '!')", &Cols, false).unwrap(),
+            "(\"Name\" !~* '^x\\u0025.*$')"
+        );
+        assert_eq!(
+            translate("(NOT [Name]+'a' like (N'[^a]''%'))", &Cols, false).unwrap(),
+            "(NOT (\"Name\" || 'a') ~* '^[^a]\\u0027.*$')"
+        );
+        for src in [
+            "([Name] like [Name])",
+            "([Name] like 'a'+'%')",
+            "([Price] like '1%')",
+            "([Name] like 'a[b')",
+            "([Name] like 'a!' ESCAPE '!')",
+            "([Name] like 'a' ESCAPE 'ab')",
+        ] {
+            assert!(translate(src, &Cols, false).is_err(), "{src}");
+        }
     }
 
     struct Order;
