@@ -4,7 +4,7 @@
 #
 #   tests/helm/run.sh K8S_DIR
 #
-# 1. hadolint on the Dockerfile, and that it builds the released binaries the tests use (--locked)
+# 1. hadolint on the Dockerfile, and that it builds the released binaries the tests use (--locked), stripped
 # 2. helm lint (default and non-default values), values.schema.json refusals, helm template +
 #    tests/helm/check_render.py on the objects
 #    (security context, probes, RBAC exactly as operator/tests/e2e/operator-rbac.yaml and
@@ -89,9 +89,10 @@ step "hadolint Dockerfile" "$REPO/.venv/bin/hadolint" Dockerfile
 dockerfile_builds() {
     grep -Eq 'cargo build --release --locked -p mssql-pg-operator -p mssql-pg-worker' Dockerfile &&
         grep -q 'USER 65532:65532' Dockerfile &&
+        grep -q 'objcopy --strip-debug' Dockerfile &&
         grep -q 'COPY --from=build /usr/local/bin/mssql-pg-operator /usr/local/bin/mssql-pg-worker' Dockerfile
 }
-step "Dockerfile builds both release binaries (--locked) into a non-root image" dockerfile_builds
+step "Dockerfile builds both release binaries (--locked), stripped, into a non-root image" dockerfile_builds
 
 # --- 2. lint and render ----------------------------------------------------------------------------------
 step "helm lint (default values)" helm lint --strict "$CHART"
