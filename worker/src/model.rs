@@ -65,6 +65,8 @@ pub struct ForeignKeyDef {
     pub on_update: String,
     /// `is_disabled` or `is_not_trusted`: the data may not satisfy it.
     pub not_trusted: bool,
+    /// `is_disabled`: SQL Server does not check it at all.
+    pub disabled: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -72,7 +74,10 @@ pub struct CheckDef {
     pub name: String,
     /// T-SQL, e.g. `([Price]>=(0))`.
     pub definition: String,
+    /// `is_disabled` or `is_not_trusted`: the data may not satisfy it.
     pub not_trusted: bool,
+    /// `is_disabled`: SQL Server does not check it at all.
+    pub disabled: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

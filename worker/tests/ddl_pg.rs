@@ -87,11 +87,13 @@ fn schema_tables() -> Vec<SourceTable> {
                 name: "CK_Parent_Price".into(),
                 definition: "([Price]>=(0))".into(),
                 not_trusted: false,
+                disabled: false,
             },
             CheckDef {
                 name: "CK_Parent_Created".into(),
                 definition: "([Created]<dateadd(day,(1),getdate()))".into(),
                 not_trusted: false,
+                disabled: false,
             },
         ],
         defaults: vec![
@@ -138,6 +140,7 @@ fn schema_tables() -> Vec<SourceTable> {
                 on_delete: "CASCADE".into(),
                 on_update: "NO_ACTION".into(),
                 not_trusted: false,
+                disabled: false,
             },
             ForeignKeyDef {
                 name: "FK_Child_Other".into(),
@@ -148,6 +151,7 @@ fn schema_tables() -> Vec<SourceTable> {
                 on_delete: "NO_ACTION".into(),
                 on_update: "NO_ACTION".into(),
                 not_trusted: false,
+                disabled: false,
             },
         ],
         checks: vec![],

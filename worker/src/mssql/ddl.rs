@@ -301,7 +301,13 @@ pub fn finalize_table(
             ) {
                 Ok(e) => out.push(MsStmt {
                     what: format!("check constraint {} of {tq}", ck.name),
-                    sql: format!("ALTER TABLE {q} ADD CONSTRAINT {} CHECK ({e})", quote_mssql(name)),
+                    // NOT VALID: rows the source holds may violate it; SQL Server then checks
+                    // only new and updated rows (an untrusted constraint), as PostgreSQL does.
+                    sql: format!(
+                        "ALTER TABLE {q}{} ADD CONSTRAINT {} CHECK ({e})",
+                        if ck.not_valid { " WITH NOCHECK" } else { "" },
+                        quote_mssql(name)
+                    ),
                     optional: true,
                 }),
                 Err(e) => warnings.push(format!(
@@ -397,8 +403,9 @@ pub fn foreign_keys(plan: &RevPlan, warnings: &mut Vec<String>) -> Vec<MsStmt> {
             out.push(MsStmt {
                 what: format!("foreign key {} of {tq}", fk.name),
                 sql: format!(
-                    "ALTER TABLE {} ADD CONSTRAINT {} FOREIGN KEY ({cols}) REFERENCES {} ({refs}){}{}",
+                    "ALTER TABLE {}{} ADD CONSTRAINT {} FOREIGN KEY ({cols}) REFERENCES {} ({refs}){}{}",
                     qualified(t),
+                    if fk.not_valid { " WITH NOCHECK" } else { "" },
                     quote_mssql(&name),
                     qualified(rt),
                     action(fk.on_delete, "DELETE").unwrap_or_default(),

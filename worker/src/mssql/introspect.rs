@@ -404,6 +404,7 @@ pub async fn introspect(client: &mut TdsClient, schema: &str) -> Result<Vec<Sour
             on_delete: r.str(4)?,
             on_update: r.str(5)?,
             not_trusted: r.bool(6)? || r.bool(7)?,
+            disabled: r.bool(6)?,
         });
     }
 
@@ -424,6 +425,7 @@ pub async fn introspect(client: &mut TdsClient, schema: &str) -> Result<Vec<Sour
             name: r.str(1)?,
             definition: r.str(2)?,
             not_trusted: r.bool(3)? || r.bool(4)?,
+            disabled: r.bool(3)?,
         });
     }
 

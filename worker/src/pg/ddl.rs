@@ -285,14 +285,21 @@ pub fn finalize_table(
     if schema.check_constraints {
         for (ck, name) in t.source.checks.iter().zip(&t.check_names) {
             match expr::translate(&ck.definition, t, false) {
-                Ok(e) => out.push(Stmt::optional(
-                    format!("check constraint {name}"),
-                    format!(
-                        "ALTER TABLE {q} ADD CONSTRAINT {} CHECK ({e}){}",
-                        quote_pg(name),
-                        if ck.not_trusted { " NOT VALID" } else { "" }
-                    ),
-                )),
+                Ok(e) => {
+                    if ck.disabled {
+                        warnings.push(disabled_warning(t, "check constraint", &ck.name));
+                    }
+                    // Untrusted: rows the source holds may violate it; PostgreSQL then checks
+                    // only new and updated rows, as SQL Server does.
+                    out.push(Stmt::optional(
+                        format!("check constraint {name}"),
+                        format!(
+                            "ALTER TABLE {q} ADD CONSTRAINT {} CHECK ({e}){}",
+                            quote_pg(name),
+                            if ck.not_trusted { " NOT VALID" } else { "" }
+                        ),
+                    ))
+                }
                 Err(why) => warnings.push(format!(
                     "table {}: check constraint {} not migrated: {}: {why}",
                     t.source.qualified(),
@@ -303,6 +310,17 @@ pub fn finalize_table(
         }
     }
     out
+}
+
+/// PostgreSQL cannot switch a constraint off: a disabled one is created NOT VALID, which still
+/// checks new and updated rows, and the user is told.
+fn disabled_warning(t: &TablePlan, what: &str, name: &str) -> String {
+    format!(
+        "table {}: {what} {name} is disabled at the source (NOCHECK CONSTRAINT); PostgreSQL cannot \
+         disable a constraint, so it is created NOT VALID: existing rows are not checked, new and \
+         updated rows are",
+        t.source.qualified()
+    )
 }
 
 /// Moves each identity sequence past both the source's last identity value and max(col), so the
@@ -464,6 +482,9 @@ pub fn foreign_keys(plan: &Plan, warnings: &mut Vec<String>) -> Vec<Stmt> {
                 ));
                 continue;
             };
+            if fk.disabled {
+                warnings.push(disabled_warning(t, "foreign key", &fk.name));
+            }
             out.push(Stmt::required(
                 format!("foreign key {name}"),
                 format!(

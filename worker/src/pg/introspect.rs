@@ -83,6 +83,8 @@ pub struct PgForeignKey {
     /// `confdeltype` / `confupdtype`: a no action, r restrict, c cascade, n set null, d set default.
     pub on_delete: char,
     pub on_update: char,
+    /// Added `NOT VALID` (`convalidated` false): existing rows may violate it.
+    pub not_valid: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -90,6 +92,8 @@ pub struct PgCheck {
     pub name: String,
     /// `pg_get_constraintdef` without the leading `CHECK `, e.g. `((price >= (0)::numeric))`.
     pub expression: String,
+    /// Added `NOT VALID` (`convalidated` false): existing rows may violate it.
+    pub not_valid: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -307,7 +311,8 @@ async fn constraints(
             // the same query runs on older servers (missing key -> NULL -> false, their only behaviour).
             "SELECT co.conname::text, co.contype::text, co.conkey, co.confkey,
                     rn.nspname::text, rc.relname::text, co.confdeltype::text, co.confupdtype::text,
-                    pg_get_constraintdef(co.oid), co.confrelid, coalesce((to_jsonb(ix) ->> 'indnullsnotdistinct')::bool, false)
+                    pg_get_constraintdef(co.oid), co.confrelid, coalesce((to_jsonb(ix) ->> 'indnullsnotdistinct')::bool, false),
+                    co.convalidated
              FROM pg_constraint co
              LEFT JOIN pg_index ix ON ix.indexrelid = co.conindid AND co.contype IN ('p', 'u')
              LEFT JOIN pg_class rc ON rc.oid = co.confrelid
@@ -357,6 +362,7 @@ async fn constraints(
                     ref_columns: names_of(&ref_names, &confkey),
                     on_delete: r.get::<_, String>(6).chars().next().unwrap_or('a'),
                     on_update: r.get::<_, String>(7).chars().next().unwrap_or('a'),
+                    not_valid: !r.get::<_, bool>(11),
                 });
             }
             _ => {
@@ -366,7 +372,11 @@ async fn constraints(
                     .unwrap_or(&def)
                     .trim_end_matches(" NOT VALID")
                     .to_string();
-                t.checks.push(PgCheck { name, expression });
+                t.checks.push(PgCheck {
+                    name,
+                    expression,
+                    not_valid: !r.get::<_, bool>(11),
+                });
             }
         }
     }
