@@ -132,6 +132,7 @@ async fn every_schema_of_a_postgres_database_arrives_in_sql_server() {
             chunk_rows: 50_000,
             fail_after_chunks: None,
             mode: Mode::DropRecreate,
+            retry: Default::default(),
         },
     });
     let p = engine.prepare().await.unwrap();
