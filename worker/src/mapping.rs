@@ -18,6 +18,16 @@ pub struct SourceColumn {
     pub identity: Option<Identity>,
     /// `sys.computed_columns.definition`, when the column is computed.
     pub computed: Option<String>,
+    /// The alias type the column is declared with (`CREATE TYPE s.Name FROM nvarchar(50)`); the
+    /// fields above describe its base type.
+    pub alias_type: Option<AliasType>,
+}
+
+/// A SQL Server alias type: a name for a system type with its length, precision and scale.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AliasType {
+    pub schema: String,
+    pub name: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -120,6 +130,9 @@ pub struct ColumnMapping {
     pub read_as: ReadAs,
     /// tinyint is unsigned: keep the range with a CHECK.
     pub check_0_255: bool,
+    /// The PostgreSQL domain (in the table's schema) the column is typed with: the source
+    /// column's alias type, named by the plan.
+    pub domain: Option<String>,
 }
 
 /// A computed column recreated as `GENERATED ALWAYS AS (expression) STORED`: PostgreSQL computes
@@ -266,6 +279,7 @@ pub fn map_column(col: &SourceColumn, warnings: &mut Vec<String>) -> Result<Colu
         pg_type,
         read_as,
         check_0_255,
+        domain: None,
     })
 }
 
@@ -313,6 +327,7 @@ mod tests {
             nullable: true,
             identity: None,
             computed: None,
+            alias_type: None,
         }
     }
 

@@ -352,6 +352,7 @@ pub fn build_plan(source: Vec<SourceTable>, opts: &Options) -> Result<Plan, Plan
                 source,
             })?;
             m.target_name = col_ns.claim(&c.name, target_ident(&c.name, lc))?;
+            m.domain = c.alias_type.as_ref().map(|a| target_ident(&a.name, lc));
             warnings.extend(w.into_iter().map(|w| format!("table {q}: {w}")));
             columns.push(m);
         }
@@ -539,6 +540,7 @@ mod tests {
             nullable: false,
             identity: None,
             computed: None,
+            alias_type: None,
         }
     }
 

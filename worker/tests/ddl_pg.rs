@@ -20,6 +20,7 @@ fn col(name: &str, ty: &str, max_length: i16, nullable: bool) -> SourceColumn {
         nullable,
         identity: None,
         computed: None,
+        alias_type: None,
     }
 }
 

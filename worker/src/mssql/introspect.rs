@@ -2,7 +2,7 @@
 //! Each query is a plain select over one or two views; the joining happens here, so the same code
 //! works against the test server's catalog emulation.
 
-use crate::mapping::{Identity, SourceColumn};
+use crate::mapping::{AliasType, Identity, SourceColumn};
 use crate::model::{CheckDef, DefaultDef, ForeignKeyDef, IndexColumn, IndexDef, KeyConstraint, SourceTable};
 use crate::mssql::connect::TdsClient;
 use std::collections::{BTreeMap, HashMap};
@@ -185,9 +185,28 @@ pub async fn introspect(client: &mut TdsClient, schema: &str) -> Result<Vec<Sour
     // (hierarchyid, geometry, geography share system_type_id 240) keep their own name.
     let what = "sys.types";
     let mut type_names: HashMap<i64, String> = HashMap::new();
-    for row in rows(client, what, "SELECT user_type_id, name FROM sys.types", None).await? {
+    let mut aliases: HashMap<i64, AliasType> = HashMap::new();
+    for row in rows(
+        client,
+        what,
+        "SELECT t.user_type_id, t.name, s.name, t.is_user_defined, t.is_assembly_type, t.is_table_type \
+         FROM sys.types t JOIN sys.schemas s ON s.schema_id = t.schema_id",
+        None,
+    )
+    .await?
+    {
         let r = R { what, row: &row };
-        type_names.insert(r.int(0)?, r.str(1)?.to_lowercase());
+        let name = r.str(1)?;
+        if r.bool(3)? && !r.bool(4)? && !r.bool(5)? {
+            aliases.insert(
+                r.int(0)?,
+                AliasType {
+                    schema: r.str(2)?,
+                    name: name.clone(),
+                },
+            );
+        }
+        type_names.insert(r.int(0)?, name.to_lowercase());
     }
 
     let what = "sys.columns";
@@ -229,6 +248,7 @@ pub async fn introspect(client: &mut TdsClient, schema: &str) -> Result<Vec<Sour
                     increment: 1,
                 }),
                 computed: r.bool(10)?.then(String::new),
+                alias_type: aliases.get(&r.int(4)?).cloned(),
             },
         );
     }

@@ -85,8 +85,20 @@ pub fn create_table(t: &TablePlan, schema: &SchemaOptions, unlogged: bool) -> St
         )
         .collect();
     ordered.sort_by_key(|(c, _)| t.source.columns.iter().position(|s| s.name == c.source.name));
+    let mut domains: Vec<String> = Vec::new();
     for (c, generated) in ordered {
-        let mut s = format!("{} {}", quote_pg(&c.target_name), c.pg_type);
+        // PostgreSQL refuses identity on a domain: an identity column keeps the base type.
+        let ty = match &c.domain {
+            Some(d) if c.source.identity.is_none() => {
+                let stmt = create_domain(&t.target_schema, d, c.pg_type);
+                if !domains.contains(&stmt) {
+                    domains.push(stmt);
+                }
+                format!("{}.{}", quote_pg(&t.target_schema), quote_pg(d))
+            }
+            _ => c.pg_type.to_string(),
+        };
+        let mut s = format!("{} {ty}", quote_pg(&c.target_name));
         if let Some(e) = generated {
             s.push_str(&format!(" GENERATED ALWAYS AS ({e}) STORED"));
         }
@@ -111,11 +123,49 @@ pub fn create_table(t: &TablePlan, schema: &SchemaOptions, unlogged: bool) -> St
         }
         cols.push(s);
     }
-    format!(
+    domains.push(format!(
         "CREATE {}TABLE {} (\n  {}\n)",
         if unlogged { "UNLOGGED " } else { "" },
         qualified(t),
         cols.join(",\n  ")
+    ));
+    domains.join(";\n")
+}
+
+/// `format_type`'s spelling of a type, to compare an existing domain's base type with.
+fn catalog_spelling(t: PgType) -> String {
+    match t {
+        PgType::Time { precision } => format!("time({precision}) without time zone"),
+        PgType::Timestamp { precision } => format!("timestamp({precision}) without time zone"),
+        PgType::Timestamptz { precision } => format!("timestamp({precision}) with time zone"),
+        PgType::Varchar { length } => format!("character varying({length})"),
+        PgType::Char { length } => format!("character({length})"),
+        other => other.to_string(),
+    }
+}
+
+/// The domain standing for a SQL Server alias type, unless it exists: tables sharing it, and an
+/// earlier run, find it there. One of the same name over another base type is an error, not
+/// silently a different column type.
+pub fn create_domain(schema: &str, name: &str, base: PgType) -> String {
+    let want = catalog_spelling(base);
+    format!(
+        "DO $mssqlpg$\nDECLARE found text;\nBEGIN\n  \
+         SELECT format_type(t.typbasetype, t.typtypmod) INTO found FROM pg_type t \
+         JOIN pg_namespace n ON n.oid = t.typnamespace \
+         WHERE n.nspname = {} AND t.typname = {} AND t.typtype = 'd';\n  \
+         IF found IS NULL THEN\n    CREATE DOMAIN {}.{} AS {base};\n  \
+         ELSIF found <> {} THEN\n    \
+         RAISE EXCEPTION 'domain %.% exists over %, the alias type it stands for is %', {}, {}, found, {};\n  \
+         END IF;\nEND\n$mssqlpg$",
+        quote_literal(schema),
+        quote_literal(name),
+        quote_pg(schema),
+        quote_pg(name),
+        quote_literal(&want),
+        quote_literal(schema),
+        quote_literal(name),
+        quote_literal(&want),
     )
 }
 

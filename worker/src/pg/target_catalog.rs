@@ -30,9 +30,12 @@ pub async fn existing_table(
         .get(0);
     let columns = pg
         .query(
-            "SELECT a.attname::text, format_type(a.atttypid, a.atttypmod), a.attnotnull, \
+            // A domain column (a SQL Server alias type) stores its base type.
+            "SELECT a.attname::text, \
+                    CASE WHEN ty.typtype = 'd' THEN format_type(ty.typbasetype, ty.typtypmod) \
+                         ELSE format_type(a.atttypid, a.atttypmod) END, a.attnotnull, \
                     a.atthasdef OR a.attidentity <> '' OR a.attgenerated <> '' \
-             FROM pg_attribute a \
+             FROM pg_attribute a JOIN pg_type ty ON ty.oid = a.atttypid \
              WHERE a.attrelid = $1::text::regclass AND a.attnum > 0 AND NOT a.attisdropped \
              ORDER BY a.attnum",
             &[&qualified],
