@@ -9,16 +9,19 @@
 #      processes, so the operator runs with exactly the chart's service account and RBAC)
 #   4. applies deploy/examples/mssql-to-postgres.yaml, adapted to the local ports, shows live progress and ends
 #      with the Migration's status (rows, rows/s, peak memory, verification) and the metrics endpoint
-#   5. stops everything it started (DEMO_KEEP=1 leaves it running; `make demo-down` stops it later)
+#   5. renders the dashboard's main panels over the run from its own Prometheus into a PNG (demo/render_dashboard.py)
+#   6. stops everything it started (DEMO_KEEP=1 leaves it running; `make demo-down` stops it later)
 #
 # Environment: DEMO_SCALE (sample size, default 0.005 = 97k rows; 1.0 = 19.3M), DEMO_DIR (state, default
-# /tmp/mssqlpg-demo), DEMO_TIMEOUT (seconds for the migration, default 900), DEMO_KEEP=1.
+# /tmp/mssqlpg-demo), DEMO_TIMEOUT (seconds for the migration, default 900), DEMO_KEEP=1, DEMO_PNG (the dashboard
+# picture, default /tmp/mssqlpg-demo-dashboard.png; DEMO_PNG=demo/dashboard.png refreshes the README's).
 set -euo pipefail
 REPO="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$REPO"
 SCALE="${DEMO_SCALE:-0.005}"
 DIR="${DEMO_DIR:-/tmp/mssqlpg-demo}"
 TIMEOUT="${DEMO_TIMEOUT:-900}"
+PNG="${DEMO_PNG:-$DIR-dashboard.png}"
 NS=demo
 MIG=stackoverflow-to-postgres
 
@@ -88,8 +91,13 @@ MSSQL_USER=sa MSSQL_PASSWORD="$TDS_PASSWORD" "$TARGET/bench" load --scale "$SCAL
 say "installing the Helm chart (CRDs, RBAC, operator)"
 METRICS_PORT="$(free_port)"
 kubectl create namespace "$NS" >/dev/null
+PROM_DIR="$DIR/prometheus"
+mkdir -p "$PROM_DIR/targets"
+# worker.command: tests/helm/prom_worker.sh runs mssql-pg-worker and announces its /metrics port to the demo's
+# Prometheus (in a cluster the chart's PodMonitor finds the worker pods; here pods are processes on one host).
 helm install mssql-pg-operator charts/mssql-pg-operator --namespace mssql-pg-operator --create-namespace \
     --set metricsPort="$METRICS_PORT" --set "worker.serviceAccount.namespaces={$NS}" --set requeueSeconds=5 \
+    --set worker.command="$REPO/tests/helm/prom_worker.sh $PROM_DIR/targets" \
     --wait --timeout 2m
 kubectl -n mssql-pg-operator get deploy,pods,sa
 for _ in $(seq 1 100); do
@@ -97,6 +105,12 @@ for _ in $(seq 1 100); do
     sleep 0.3
 done
 curl -fsS "http://127.0.0.1:$METRICS_PORT/readyz" >/dev/null || die "the operator is not ready (kubectl -n mssql-pg-operator logs deploy/mssql-pg-operator)"
+
+say "starting Prometheus (scrapes the operator and the worker pods every second; the alert rules loaded)"
+echo "prom=$PROM_DIR" >>"$DIR/state"
+PROM_URL="$("$REPO/.venv/bin/python" tests/helm/prom.py start "$PROM_DIR" "127.0.0.1:$METRICS_PORT" \
+    deploy/alerts/prometheus-rules.yaml)"
+echo "Prometheus on $PROM_URL"
 
 say "applying deploy/examples/mssql-to-postgres.yaml, adapted to the local servers"
 "$REPO/.venv/bin/python" - "$REPO/deploy/examples/mssql-to-postgres.yaml" "$DIR/migration.yaml" <<PY
@@ -121,6 +135,7 @@ for d in docs:
         s["worker"] = {"backoffLimit": 1}
 yaml.safe_dump_all(docs, open(sys.argv[2], "w"), sort_keys=False)
 PY
+RUN_START="$(date +%s)"
 kubectl apply -f "$DIR/migration.yaml"
 
 say "live progress (kubectl get mig,mtask -n $NS)"
@@ -169,3 +184,9 @@ say "metrics: http://127.0.0.1:$METRICS_PORT/metrics (in a cluster: service mssq
 curl -fsS "http://127.0.0.1:$METRICS_PORT/metrics" | grep -E "^mssqlpg_(migration_phase.*Succeeded|tasks|bytes_copied|worker_peak|rows_copied)" | head -n 20
 echo
 echo "dashboard: deploy/dashboards/mssql-pg-operator.json; operations guide: docs/operations.md"
+
+say "the dashboard over this run (its own queries, from Prometheus's query_range): $PNG"
+# A few more scrapes, so the final status is in the picture.
+sleep 3
+"$REPO/.venv/bin/python" demo/render_dashboard.py --prometheus "$PROM_URL" --namespace "$NS" --migration "$MIG" \
+    --start "$((RUN_START - 5))" --end "$(date +%s)" --out "$PNG"
