@@ -431,6 +431,7 @@ mod tests {
             default: None,
             generated: None,
             enum_labels: vec![],
+            domain: None,
         }
     }
 

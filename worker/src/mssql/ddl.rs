@@ -24,6 +24,7 @@ pub fn qualified(t: &RevTablePlan) -> String {
 }
 
 pub fn create_table(t: &RevTablePlan, identity: bool) -> String {
+    let mut types: Vec<String> = Vec::new();
     let cols = t
         .columns
         .iter()
@@ -36,16 +37,73 @@ pub fn create_table(t: &RevTablePlan, identity: bool) -> String {
             } else {
                 ""
             };
+            // A domain becomes an alias type of the same name over the mapped base type (an
+            // identity column keeps the base type, as its PostgreSQL column had no domain there).
+            let ty = match &c.source.domain {
+                Some(d) if ident.is_empty() => {
+                    let stmt = create_alias_type(&t.target_schema, &d.name, c.ms_type);
+                    if !types.contains(&stmt) {
+                        types.push(stmt);
+                    }
+                    format!("{}.{}", quote_mssql(&t.target_schema), quote_mssql(&d.name))
+                }
+                _ => c.ms_type.to_string(),
+            };
+            let nullable = c.source.nullable && !c.source.domain.as_ref().is_some_and(|d| d.not_null);
             format!(
-                "{} {}{ident} {}",
+                "{} {ty}{ident} {}",
                 quote_mssql(&c.target_name),
-                c.ms_type,
-                if c.source.nullable { "NULL" } else { "NOT NULL" }
+                if nullable { "NULL" } else { "NOT NULL" }
             )
         })
         .collect::<Vec<_>>()
         .join(", ");
-    format!("CREATE TABLE {} ({cols})", qualified(t))
+    types.push(format!("CREATE TABLE {} ({cols})", qualified(t)));
+    types.join(";\n")
+}
+
+/// The alias type standing for a PostgreSQL domain, unless one of that name exists (tables
+/// sharing it, an earlier run); one over another base type stops the batch rather than giving
+/// the column a different type. Dynamic SQL, so that the batch parses where the type exists.
+pub fn create_alias_type(schema: &str, name: &str, base: crate::mapping_pg_to_mssql::MsType) -> String {
+    use crate::mapping_pg_to_mssql::MsType;
+    let lit = |s: &str| format!("N'{}'", s.replace('\'', "''"));
+    let rendered = base.to_string();
+    let base_name = rendered.split('(').next().unwrap_or(&rendered);
+    let shape = match base {
+        MsType::NVarChar { length } => {
+            format!(" AND t.max_length = {}", length.map_or(-1, |n| i64::from(n) * 2))
+        }
+        MsType::NChar { length } => format!(" AND t.max_length = {}", i64::from(length) * 2),
+        MsType::VarChar { length } | MsType::Char { length } => format!(" AND t.max_length = {length}"),
+        MsType::Decimal { precision, scale } => {
+            format!(" AND t.precision = {precision} AND t.scale = {scale}")
+        }
+        MsType::Time { scale } | MsType::DateTime2 { scale } | MsType::DateTimeOffset { scale } => {
+            format!(" AND t.scale = {scale}")
+        }
+        _ => String::new(),
+    };
+    let named = format!(
+        "FROM sys.types t JOIN sys.schemas s ON s.schema_id = t.schema_id \
+         WHERE s.name = {} AND t.name = {} AND t.is_user_defined = 1",
+        lit(schema),
+        lit(name)
+    );
+    format!(
+        "IF NOT EXISTS (SELECT 1 {named}) EXEC ({});\n\
+         IF EXISTS (SELECT 1 {named} AND NOT EXISTS (SELECT 1 FROM sys.types b \
+         WHERE b.user_type_id = t.system_type_id AND b.name = {}{shape})) THROW 50000, {}, 1",
+        lit(&format!(
+            "CREATE TYPE {}.{} FROM {base}",
+            quote_mssql(schema),
+            quote_mssql(name)
+        )),
+        lit(base_name),
+        lit(&format!(
+            "alias type {schema}.{name} exists over another type than {base}, the type of the domain it stands for"
+        ))
+    )
 }
 
 pub fn drop_table(t: &RevTablePlan) -> String {
@@ -314,6 +372,49 @@ pub fn finalize_table(
                     "table {tq}: check constraint {} {} not migrated: {e}",
                     ck.name, ck.expression
                 )),
+            }
+        }
+    }
+    // An alias type has no constraints: a domain's CHECKs become checks of each column typed
+    // with it, `VALUE` standing for the column.
+    if opts.check_constraints {
+        for c in &t.columns {
+            let Some(d) = &c.source.domain else { continue };
+            for (i, def) in d.checks.iter().enumerate() {
+                let e = def
+                    .strip_prefix("CHECK ")
+                    .unwrap_or(def)
+                    .trim_end_matches(" NOT VALID");
+                let target = c.target_name.clone();
+                let cols = move |n: &str| (n == "value").then(|| target.clone());
+                match expr::translate(
+                    e,
+                    &Ctx {
+                        columns: &cols,
+                        column_type: None,
+                    },
+                ) {
+                    Ok(sql) => {
+                        let mut name = format!("CK_{}_{}_{}", t.target_name, c.target_name, d.name);
+                        if d.checks.len() > 1 {
+                            name.push_str(&format!("_{}", i + 1));
+                        }
+                        // sysname: 128 characters.
+                        let name: String = name.chars().take(128).collect();
+                        out.push(MsStmt {
+                            what: format!("check of domain {} on column {} of {tq}", d.name, c.source.name),
+                            sql: format!(
+                                "ALTER TABLE {q} ADD CONSTRAINT {} CHECK ({sql})",
+                                quote_mssql(&name)
+                            ),
+                            optional: true,
+                        });
+                    }
+                    Err(why) => warnings.push(format!(
+                        "table {tq}: {def} of domain {} on column {} not migrated: {why}",
+                        d.name, c.source.name
+                    )),
+                }
             }
         }
     }

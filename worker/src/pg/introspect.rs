@@ -47,6 +47,17 @@ pub struct PgColumn {
     pub generated: Option<String>,
     /// Labels of an enum type, in order.
     pub enum_labels: Vec<String>,
+    /// The domain the column is declared with; the fields above describe its base type.
+    pub domain: Option<PgDomain>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PgDomain {
+    pub name: String,
+    /// `pg_get_constraintdef` of its CHECKs, e.g. `CHECK ((VALUE > 0))`.
+    pub checks: Vec<String>,
+    /// `NOT NULL` on the domain (the column's own `attnotnull` does not show it).
+    pub not_null: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -226,7 +237,12 @@ async fn columns(
                     a.attnotnull, a.attidentity::text, a.attgenerated::text,
                     pg_get_expr(d.adbin, d.adrelid),
                     pg_get_serial_sequence(quote_ident(n.nspname) || '.' || quote_ident(c.relname), a.attname),
-                    CASE WHEN ty.typtype = 'd' THEN ty.typbasetype ELSE a.atttypid END
+                    CASE WHEN ty.typtype = 'd' THEN ty.typbasetype ELSE a.atttypid END,
+                    CASE WHEN ty.typtype = 'd' THEN ty.typname::text END,
+                    ARRAY(SELECT pg_get_constraintdef(dc.oid) FROM pg_constraint dc
+                          WHERE ty.typtype = 'd' AND dc.contypid = ty.oid AND dc.contype = 'c'
+                          ORDER BY dc.conname),
+                    ty.typtype = 'd' AND ty.typnotnull
              FROM pg_attribute a
              JOIN pg_class c ON c.oid = a.attrelid
              JOIN pg_namespace n ON n.oid = c.relnamespace
@@ -288,6 +304,11 @@ async fn columns(
             },
             generated: (generated == "s").then(|| default.unwrap_or_default()),
             enum_labels,
+            domain: r.get::<_, Option<String>>(13).map(|name| PgDomain {
+                name,
+                checks: r.get(14),
+                not_null: r.get(15),
+            }),
         });
     }
     Ok(names)
