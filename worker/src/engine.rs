@@ -1,6 +1,7 @@
 //! The phases of a migration, callable one by one (the Kubernetes Jobs) or all in-process (`run`).
 
 use crate::checkpoint::{self, CheckpointError};
+use crate::model::ModuleDef;
 use crate::mssql::connect::{ConnectError, MssqlSource, TdsClient, negotiated_packet_size};
 use crate::mssql::introspect::{IntrospectError, introspect, user_schemas};
 use crate::mssql::read::{ReadError, int_key_bounds};
@@ -164,10 +165,13 @@ impl Engine {
             None => negotiated_packet_size(&mut mssql).await,
         };
         let mut tables = Vec::new();
+        let mut modules = Vec::new();
         for schema in self.source_schemas(&mut mssql).await? {
             tables.extend(introspect(&mut mssql, &schema).await?);
+            modules.extend(crate::mssql::introspect::modules(&mut mssql, &schema).await?);
         }
         let mut plan = build_plan(tables, &self.options)?;
+        plan.warnings.extend(modules.iter().map(ModuleDef::warning));
         self.probe_generated(&mut plan).await?;
         let mut bounds = BTreeMap::new();
         for (i, t) in plan.tables.iter().enumerate() {
@@ -307,13 +311,7 @@ impl Engine {
         }
 
         let actions = self.target_actions(&pg, &plan).await?;
-        let refused: Vec<String> = plan
-            .tables
-            .iter()
-            .zip(&actions)
-            .filter(|(_, a)| a.refused())
-            .map(|(t, a)| a.describe(&format!("table {}", ddl::qualified(t))))
-            .collect();
+        let refused = target_check::refusals(plan.tables.iter().map(ddl::qualified), &actions);
         if !refused.is_empty() {
             return Err(EngineError::Refused(refused));
         }

@@ -1,4 +1,5 @@
-//! The migration engine: SQL Server -> PostgreSQL (introspect, map, create, copy, finalize, verify).
+//! The migration engine, SQL Server -> PostgreSQL and PostgreSQL -> SQL Server: introspect, map,
+//! check the target, create, copy, finalize, verify.
 
 pub mod checkpoint;
 pub mod engine;

@@ -178,8 +178,7 @@ fn plan_event<'a>(p: &'a mssql_pg_worker::engine::Prepared) -> PlanEvent<'a> {
     }
 }
 
-/// A dry run's output: the plan, then per target table what a real run would do. Nothing is
-/// written; `ok` is false when a real run would refuse a table.
+/// A dry run of the SQL Server -> PostgreSQL direction.
 async fn dry_run(engine: &Engine, out: &Out) -> anyhow::Result<bool> {
     let d = engine.dry_run().await?;
     let prepared = mssql_pg_worker::engine::Prepared {
@@ -191,42 +190,50 @@ async fn dry_run(engine: &Engine, out: &Out) -> anyhow::Result<bool> {
         .plan
         .tables
         .iter()
-        .zip(&d.actions)
-        .map(|(t, a)| a.describe(&format!("{}.{}", t.target_schema, t.target_name)))
+        .map(|t| format!("{}.{}", t.target_schema, t.target_name))
         .collect();
-    let refused = d.actions.iter().filter(|a| a.refused()).count();
+    Ok(report_dry_run(
+        out,
+        serde_json::to_value(plan_event(&prepared)).unwrap_or_default(),
+        &targets,
+        prepared.plan.tasks.len(),
+        &d.actions,
+        &prepared.plan.warnings,
+    ))
+}
+
+/// A dry run's output, either direction: the plan, then per target table what a real run would
+/// do. Nothing was written; the result (`ok`) is false when a real run would refuse a table.
+fn report_dry_run(
+    out: &Out,
+    plan: serde_json::Value,
+    targets: &[String],
+    tasks: usize,
+    actions: &[mssql_pg_worker::target_check::TableAction],
+    warnings: &[String],
+) -> bool {
+    let ok = !actions.iter().any(|a| a.refused());
     let event = serde_json::json!({
         "event": "dryRun",
-        "ok": refused == 0,
-        "plan": plan_event(&prepared),
-        "targetActions": d.actions,
+        "ok": ok,
+        "plan": plan,
+        "targetActions": actions,
         "written": false,
     });
     out.event(&event, || {
-        format!(
-            "dry run (nothing written): {} tables, {} tasks, {} rows estimated\n{}\n{}",
-            prepared.plan.tables.len(),
-            prepared.plan.tasks.len(),
-            prepared
-                .plan
-                .tables
-                .iter()
-                .map(|t| t.source.row_count)
-                .sum::<i64>(),
-            targets
-                .iter()
-                .map(|l| format!("  {l}"))
-                .collect::<Vec<_>>()
-                .join("\n"),
-            prepared
-                .plan
-                .warnings
-                .iter()
-                .map(|w| format!("  warning: {w}\n"))
-                .collect::<String>()
-        )
+        let mut text = format!(
+            "dry run (nothing written): {} tables, {tasks} tasks\n",
+            targets.len()
+        );
+        for (t, a) in targets.iter().zip(actions) {
+            text.push_str(&format!("  {}\n", a.describe(t)));
+        }
+        for w in warnings {
+            text.push_str(&format!("  warning: {w}\n"));
+        }
+        text
     });
-    Ok(refused == 0)
+    ok
 }
 
 async fn run(common: &Common, out: &Out) -> anyhow::Result<bool> {

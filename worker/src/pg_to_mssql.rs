@@ -741,10 +741,14 @@ impl RevEngine {
     pub async fn plan(&self) -> Result<RevPlan, RevError> {
         let pg = self.source.connect().await?;
         let mut tables = Vec::new();
+        let mut modules = Vec::new();
         for schema in self.source_schemas(&pg).await? {
             tables.extend(introspect(&pg, &schema).await?);
+            modules.extend(crate::pg::introspect::modules(&pg, &schema).await?);
         }
         let mut plan = build_plan(&pg, tables, &self.options).await?;
+        plan.warnings
+            .extend(modules.iter().map(crate::model::ModuleDef::warning));
         let mut bounds = BTreeMap::new();
         for (i, t) in plan.tables.iter().enumerate() {
             if t.source.row_count >= self.options.partitioning.min_rows_to_split
@@ -930,13 +934,7 @@ impl RevEngine {
             }
         }
         let actions = self.target_actions(&mut ms, &plan).await?;
-        let refused: Vec<String> = plan
-            .tables
-            .iter()
-            .zip(&actions)
-            .filter(|(_, a)| a.refused())
-            .map(|(t, a)| a.describe(&format!("table {}", ddl::qualified(t))))
-            .collect();
+        let refused = target_check::refusals(plan.tables.iter().map(ddl::qualified), &actions);
         if !refused.is_empty() {
             return Err(RevError::Refused(refused));
         }

@@ -129,8 +129,7 @@ async fn main(
     }
 }
 
-/// A dry run's output: the plan, then per target table what a real run would do. Nothing is
-/// written; `ok` is false when a real run would refuse a table.
+/// A dry run of the PostgreSQL -> SQL Server direction.
 async fn dry_run(engine: &RevEngine, out: &Out) -> anyhow::Result<bool> {
     let d = engine.dry_run().await?;
     let prepared = RevPrepared {
@@ -138,34 +137,20 @@ async fn dry_run(engine: &RevEngine, out: &Out) -> anyhow::Result<bool> {
         resumed: false,
         negotiated_packet_size: d.negotiated_packet_size,
     };
-    let lines: Vec<String> = prepared
+    let targets: Vec<String> = prepared
         .plan
         .tables
         .iter()
-        .zip(&d.actions)
-        .map(|(t, a)| a.describe(&format!("{}.{}", t.target_schema, t.target_name)))
+        .map(|t| format!("{}.{}", t.target_schema, t.target_name))
         .collect();
-    let refused = d.actions.iter().filter(|a| a.refused()).count();
-    let event = serde_json::json!({
-        "event": "dryRun",
-        "ok": refused == 0,
-        "plan": plan_event(&prepared),
-        "targetActions": d.actions,
-        "written": false,
-    });
-    out.event(&event, || {
-        format!(
-            "dry run (nothing written): {} tables, {} tasks\n{}\n",
-            prepared.plan.tables.len(),
-            prepared.plan.tasks.len(),
-            lines
-                .iter()
-                .map(|l| format!("  {l}"))
-                .collect::<Vec<_>>()
-                .join("\n")
-        )
-    });
-    Ok(refused == 0)
+    Ok(crate::report_dry_run(
+        out,
+        serde_json::to_value(plan_event(&prepared)).unwrap_or_default(),
+        &targets,
+        prepared.plan.tasks.len(),
+        &d.actions,
+        &prepared.plan.warnings,
+    ))
 }
 
 #[derive(Serialize)]

@@ -33,7 +33,7 @@ pub enum SpecError {
     Invalid(String),
     #[error("{0} is not implemented by this worker yet")]
     Unsupported(String),
-    #[error("environment variable{} {} not set (the credentials of local runs come from the environment)", if .0.len() == 1 { " is" } else { "s are" }, .0.join(", "))]
+    #[error("environment variable{} {} {} not set (the credentials of local runs come from the environment)", if .0.len() == 1 { "" } else { "s" }, .0.join(", "), if .0.len() == 1 { "is" } else { "are" })]
     MissingEnv(Vec<&'static str>),
 }
 

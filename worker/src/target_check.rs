@@ -141,6 +141,17 @@ impl TableAction {
     }
 }
 
+/// The refusals among a plan's actions, each naming its table (`tables` in plan order): the
+/// error of a run that must not start.
+pub fn refusals(tables: impl IntoIterator<Item = String>, actions: &[TableAction]) -> Vec<String> {
+    tables
+        .into_iter()
+        .zip(actions)
+        .filter(|(_, a)| a.refused())
+        .map(|(t, a)| a.describe(&format!("table {t}")))
+        .collect()
+}
+
 /// Compares one planned table with what exists in the target.
 ///
 /// `key` is the planned primary key (target names), needed for `upsert`; `type_fit` is the

@@ -337,3 +337,37 @@ async fn sigkill_mid_copy_then_resume_is_exact() {
     assert_eq!(r.get::<_, String>(2), expected);
     drop(server);
 }
+
+/// A local file with a mistake is refused before anything connects, and the error says where,
+/// once: an unknown field by its path, every missing credential variable together.
+#[test]
+fn a_bad_local_spec_is_refused_with_its_field_path() {
+    let dir = tempfile_dir();
+    let file = format!("{dir}/typo.yaml");
+    std::fs::write(
+        &file,
+        yaml(1, "1", "nowhere").replace("  chunkRows: 100\n", "  modee: upsert\n"),
+    )
+    .unwrap();
+    let (ok, events) = worker(&["run", "-f", &file], "unused", &[]);
+    assert!(!ok);
+    let error = events.last().unwrap()["error"].as_str().unwrap().to_string();
+    assert!(error.contains("unknown field spec.modee"), "{error}");
+
+    let file = format!("{dir}/creds.yaml");
+    std::fs::write(&file, yaml(1, "1", "nowhere")).unwrap();
+    let out = worker_command(&["run", "-f", &file], "unused")
+        .env_remove("SOURCE_USERNAME")
+        .env_remove("SOURCE_PASSWORD")
+        .env_remove("TARGET_USERNAME")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("SOURCE_USERNAME, SOURCE_PASSWORD, TARGET_USERNAME are not set"),
+        "{stdout}"
+    );
+    // The cause is printed once, not once per level of the error chain.
+    assert_eq!(stdout.matches("are not set").count(), 1, "{stdout}");
+}
