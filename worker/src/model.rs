@@ -86,3 +86,24 @@ pub struct DefaultDef {
     /// T-SQL, e.g. `(getdate())`, `((0))`, `(N'x')`.
     pub definition: String,
 }
+
+/// A view, procedure, function or trigger of a migrated schema: not migrated, listed in the plan
+/// with its definition so a user sees what is left to port by hand.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ModuleDef {
+    pub schema: String,
+    pub name: String,
+    /// `view`, `procedure`, `function`, `trigger` (SQL Server's type_desc, or PostgreSQL's kind).
+    pub kind: String,
+    pub definition: String,
+}
+
+impl ModuleDef {
+    /// The plan warning that lists it.
+    pub fn warning(&self) -> String {
+        format!(
+            "{} {}.{} is not migrated (port it by hand); its definition: {}",
+            self.kind, self.schema, self.name, self.definition
+        )
+    }
+}

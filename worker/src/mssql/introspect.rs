@@ -3,7 +3,9 @@
 //! works against the test server's catalog emulation.
 
 use crate::mapping::{AliasType, Identity, SourceColumn};
-use crate::model::{CheckDef, DefaultDef, ForeignKeyDef, IndexColumn, IndexDef, KeyConstraint, SourceTable};
+use crate::model::{
+    CheckDef, DefaultDef, ForeignKeyDef, IndexColumn, IndexDef, KeyConstraint, ModuleDef, SourceTable,
+};
 use crate::mssql::connect::TdsClient;
 use std::collections::{BTreeMap, HashMap};
 use tiberius::{ColumnData, Row};
@@ -143,6 +145,37 @@ pub async fn user_schemas(client: &mut TdsClient) -> Result<Vec<String>, Introsp
         if name != crate::checkpoint::SCHEMA {
             out.push(name);
         }
+    }
+    Ok(out)
+}
+
+/// The views, procedures, functions and triggers of `schema`, with their definitions.
+pub async fn modules(client: &mut TdsClient, schema: &str) -> Result<Vec<ModuleDef>, IntrospectError> {
+    let what = "sys.sql_modules";
+    let mut out = Vec::new();
+    for row in rows(
+        client,
+        what,
+        "SELECT o.name, o.type_desc, m.definition FROM sys.sql_modules m \
+         JOIN sys.objects o ON o.object_id = m.object_id JOIN sys.schemas s ON s.schema_id = o.schema_id \
+         WHERE s.name = @P1 ORDER BY o.type_desc, o.name",
+        Some(schema),
+    )
+    .await?
+    {
+        let r = R { what, row: &row };
+        let kind = r.str(1)?.to_lowercase();
+        out.push(ModuleDef {
+            schema: schema.to_string(),
+            name: r.str(0)?,
+            kind: match kind.as_str() {
+                "sql_stored_procedure" => "procedure".into(),
+                "sql_trigger" => "trigger".into(),
+                k if k.contains("function") => "function".into(),
+                _ => kind,
+            },
+            definition: r.opt_str(2)?.unwrap_or_default(),
+        });
     }
     Ok(out)
 }

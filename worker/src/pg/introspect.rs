@@ -171,6 +171,45 @@ pub async fn user_schemas(client: &Client) -> Result<Vec<String>, PgIntrospectEr
     Ok(rows.iter().map(|r| r.get(0)).collect())
 }
 
+/// The views, functions, procedures and triggers of `schema`, with their definitions (those an
+/// extension owns are left out).
+pub async fn modules(
+    client: &Client,
+    schema: &str,
+) -> Result<Vec<crate::model::ModuleDef>, PgIntrospectError> {
+    let rows = client
+        .query(
+            "SELECT c.relname::text, CASE c.relkind WHEN 'm' THEN 'materialized view' ELSE 'view' END, \
+                    pg_get_viewdef(c.oid) \
+             FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
+             WHERE n.nspname = $1 AND c.relkind IN ('v', 'm') \
+               AND NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.objid = c.oid AND d.deptype = 'e') \
+             UNION ALL \
+             SELECT p.proname::text, CASE p.prokind WHEN 'p' THEN 'procedure' ELSE 'function' END, \
+                    pg_get_functiondef(p.oid) \
+             FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace \
+             WHERE n.nspname = $1 AND p.prokind IN ('f', 'p') \
+               AND NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.objid = p.oid AND d.deptype = 'e') \
+             UNION ALL \
+             SELECT t.tgname::text, 'trigger', pg_get_triggerdef(t.oid) \
+             FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid JOIN pg_namespace n ON n.oid = c.relnamespace \
+             WHERE n.nspname = $1 AND NOT t.tgisinternal \
+             ORDER BY 2, 1",
+            &[&schema],
+        )
+        .await
+        .map_err(q("views, functions and triggers"))?;
+    Ok(rows
+        .iter()
+        .map(|r| crate::model::ModuleDef {
+            schema: schema.to_string(),
+            name: r.get(0),
+            kind: r.get(1),
+            definition: r.get(2),
+        })
+        .collect())
+}
+
 pub async fn introspect(client: &Client, schema: &str) -> Result<Vec<PgTable>, PgIntrospectError> {
     let rows = client
         .query(
