@@ -371,9 +371,19 @@ fn run(
     connector: &dyn Connector,
     spid: u16,
 ) -> Result<(), End> {
-    let result = start(&stream, config, tls, connector, spid);
-    let _ = stream.shutdown(Shutdown::Both);
-    result
+    let _closes = ShutdownOnDrop(&stream);
+    start(&stream, config, tls, connector, spid)
+}
+
+/// Shuts the socket down when a session ends, by return or by a panic in the engine: the server
+/// keeps a clone of every connection's stream (to close it on stop) and the reader thread another,
+/// so merely dropping ours would leave the client waiting for an answer forever.
+struct ShutdownOnDrop<'a>(&'a TcpStream);
+
+impl Drop for ShutdownOnDrop<'_> {
+    fn drop(&mut self) {
+        let _ = self.0.shutdown(Shutdown::Both);
+    }
 }
 
 fn start(
