@@ -21,7 +21,7 @@ const SQLSERVER_CASES: &[(&str, &str, &str, &str)] = &[
     ("CK_zip", "zip", "94705", "9470A"),
     // The source's collation is case-insensitive: lower case passes there, so it must here.
     ("CK_emp_id", "emp_id", "pma42628m", "PMA02628M"),
-    ("CK_code", "code", "abc9", "ab-c"),
+    ("CK_code", "code", "9abc", "ab-c"),
     ("CK_pct", "pct", "50%", "500"),
     ("CK_br", "br", "[x]", "x]"),
     ("CK_dot", "dot", "a.b", "axb"),
@@ -46,8 +46,14 @@ async fn sql_server_like_checks_enforce_the_same_rows_in_postgres() {
             br varchar(10) NULL CONSTRAINT CK_br CHECK (br LIKE '[[]%]'),
             dot varchar(10) NULL CONSTRAINT CK_dot CHECK (dot LIKE '_._'),
             other varchar(10) NULL,
-            dyn varchar(10) NULL CONSTRAINT CK_dyn CHECK (dyn LIKE other)
+            dyn varchar(10) NULL CONSTRAINT CK_dyn CHECK (dyn LIKE other),
+            numeric_code AS (CASE WHEN code LIKE '[0-9]%' THEN 1 ELSE 0 END) PERSISTED
         )",
+    )
+    .await;
+    ms_exec(
+        &mut ms,
+        "CREATE UNIQUE INDEX UX_Authors_zip_9 ON dbo.Authors (zip) WHERE zip LIKE '9[0-9]%'",
     )
     .await;
     // Rows that satisfy every CHECK at the source, so finalize must accept them.
@@ -85,6 +91,29 @@ async fn sql_server_like_checks_enforce_the_same_rows_in_postgres() {
         .await
         .unwrap();
     assert_eq!(defs.len(), SQLSERVER_CASES.len(), "{defs:?}");
+    // The computed column and the filtered index translate the same patterns.
+    let computed: Vec<(String, i32)> = pg
+        .query(
+            &format!("SELECT code, numeric_code FROM \"{schema}\".\"Authors\" ORDER BY id"),
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    assert_eq!(computed, vec![("x1".into(), 0), ("zz".into(), 0)]);
+    let filter: String = pg
+        .query_one(
+            "SELECT pg_get_expr(ix.indpred, ix.indrelid) FROM pg_index ix \
+             JOIN pg_class i ON i.oid = ix.indexrelid WHERE i.relname = 'UX_Authors_zip_9' \
+             AND i.relnamespace = $1::text::regnamespace",
+            &[&schema],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(filter.contains("~*"), "{filter}");
 
     for (i, (name, column, good, bad)) in SQLSERVER_CASES.iter().enumerate() {
         let insert = |id: usize, v: &str| {
@@ -96,6 +125,20 @@ async fn sql_server_like_checks_enforce_the_same_rows_in_postgres() {
         pg.batch_execute(&insert(100 + i, good))
             .await
             .unwrap_or_else(|e| panic!("{name}: {good:?} rejected: {e}"));
+        if *column == "code" {
+            let n: i32 = pg
+                .query_one(
+                    &format!(
+                        "SELECT numeric_code FROM \"{schema}\".\"Authors\" WHERE id = {}",
+                        100 + i
+                    ),
+                    &[],
+                )
+                .await
+                .unwrap()
+                .get(0);
+            assert_eq!(n, 1, "{good} starts with a digit: the computed column says so");
+        }
         let err = pg
             .batch_execute(&insert(200 + i, bad))
             .await
