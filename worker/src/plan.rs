@@ -298,6 +298,16 @@ pub fn target_schema_of(source_schema: &str, opts: &Options) -> String {
     }
 }
 
+/// PostgreSQL cannot switch a constraint off: a disabled one is created NOT VALID, which still
+/// checks new and updated rows (see `pg::ddl::finalize_table`).
+fn disabled_at_source(table: &str, what: &str, name: &str) -> String {
+    format!(
+        "table {table}: {what} {name} is disabled at the source (NOCHECK CONSTRAINT); PostgreSQL cannot \
+         disable a constraint, so it is created NOT VALID: existing rows are not checked, new and \
+         updated rows are"
+    )
+}
+
 /// Selects the tables, maps them, names everything on the target side, and makes one task per
 /// table (see [`split_tasks`] for partitions).
 pub fn build_plan(source: Vec<SourceTable>, opts: &Options) -> Result<Plan, PlanError> {
@@ -432,10 +442,16 @@ pub fn build_plan(source: Vec<SourceTable>, opts: &Options) -> Result<Plan, Plan
         let mut fk_names = Vec::new();
         for fk in &t.foreign_keys {
             fk_names.push(con_ns.claim(&fk.name, target_ident(&fk.name, lc))?);
+            if fk.disabled && opts.schema.foreign_keys {
+                warnings.push(disabled_at_source(&q, "foreign key", &fk.name));
+            }
         }
         let mut check_names = Vec::new();
         for ck in &t.checks {
             check_names.push(con_ns.claim(&ck.name, target_ident(&ck.name, lc))?);
+            if ck.disabled && opts.schema.check_constraints {
+                warnings.push(disabled_at_source(&q, "check constraint", &ck.name));
+            }
         }
 
         tables.push(TablePlan {

@@ -336,11 +336,8 @@ pub fn finalize_table(
         for (ck, name) in t.source.checks.iter().zip(&t.check_names) {
             match expr::translate(&ck.definition, t, false) {
                 Ok(e) => {
-                    if ck.disabled {
-                        warnings.push(disabled_warning(t, "check constraint", &ck.name));
-                    }
-                    // Untrusted: rows the source holds may violate it; PostgreSQL then checks
-                    // only new and updated rows, as SQL Server does.
+                    // Untrusted (or disabled, which the plan warns about): rows the source holds
+                    // may violate it; PostgreSQL then checks only new and updated rows.
                     out.push(Stmt::optional(
                         format!("check constraint {name}"),
                         format!(
@@ -360,17 +357,6 @@ pub fn finalize_table(
         }
     }
     out
-}
-
-/// PostgreSQL cannot switch a constraint off: a disabled one is created NOT VALID, which still
-/// checks new and updated rows, and the user is told.
-fn disabled_warning(t: &TablePlan, what: &str, name: &str) -> String {
-    format!(
-        "table {}: {what} {name} is disabled at the source (NOCHECK CONSTRAINT); PostgreSQL cannot \
-         disable a constraint, so it is created NOT VALID: existing rows are not checked, new and \
-         updated rows are",
-        t.source.qualified()
-    )
 }
 
 /// Moves each identity sequence past both the source's last identity value and max(col), so the
@@ -532,9 +518,6 @@ pub fn foreign_keys(plan: &Plan, warnings: &mut Vec<String>) -> Vec<Stmt> {
                 ));
                 continue;
             };
-            if fk.disabled {
-                warnings.push(disabled_warning(t, "foreign key", &fk.name));
-            }
             out.push(Stmt::required(
                 format!("foreign key {name}"),
                 format!(
