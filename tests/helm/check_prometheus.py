@@ -111,6 +111,8 @@ def check(args):
             got = prom.label_values(url, q)
             if variables[name] not in got:
                 failures.append(f"variable {name}: {q} offers {got}, not {variables[name]}")
+        # Last: it takes the operator away.
+        failures += operator_down_fires(url, args.workdir, dict(alerts))
     finally:
         prom.stop(args.workdir)
     return samples.errors + failures
@@ -228,6 +230,17 @@ def expectations(samples, final, dashboard, variables):
                 failures.append(f"alert {name} would fire on a healthy Migration at evaluation {n} "
                                 f"(status {st.get('phase')} {st.get('progress')}, {st.get('rowsCopied')} rows): {mine}")
     return failures
+
+
+def operator_down_fires(url, workdir, alerts):
+    """The operator gone from service discovery: MssqlPgOperatorDown's expression holds on the real series."""
+    os.remove(os.path.join(workdir, "targets", "operator-0.json"))
+    try:
+        wait_for(url, alerts["MssqlPgOperatorDown"], 30)
+    except RuntimeError as e:
+        return [f"MssqlPgOperatorDown never held with the operator gone: {e}"]
+    print("result: with the operator no longer scraped, MssqlPgOperatorDown's expression holds")
+    return []
 
 
 def rules_healthy(url):
