@@ -7,9 +7,10 @@
 //! pattern only when it is one in disguise (literals, `.`, classes, `{n}`, `.*`).
 //!
 //! Two rules of SQL Server that the translations carry:
-//! - Trailing blanks of the matched value are ignored (unless the pattern ends with a blank): the
-//!   regular expression allows them (`' *$'`), and the T-SQL side appends a sentinel character to
-//!   value and pattern where PostgreSQL must not ignore them.
+//! - Trailing blanks of a char/varchar value are ignored (unless the pattern ends with a blank;
+//!   of nchar/nvarchar values they are not): the regular expression allows them (`' *$'`), and
+//!   the T-SQL side appends a sentinel character to value and pattern where PostgreSQL must not
+//!   ignore them.
 //! - Case follows the collation. SQL Server's default collations are case-insensitive, so a
 //!   T-SQL LIKE becomes a case-insensitive match (`~*`); the other way the caller states the
 //!   collation explicitly (see [`crate::mssql::expr`]).
@@ -145,7 +146,13 @@ fn re_atom(a: &Atom) -> String {
 
 /// A T-SQL LIKE pattern (with its ESCAPE character, if any) as an anchored PostgreSQL regular
 /// expression matching the same values; repeated `_` and classes are written `{n}`.
-pub(crate) fn tsql_like_to_regex(pattern: &str, escape: Option<char>) -> Result<String, String> {
+/// `trailing_blanks_ignored`: the value is char/varchar, whose trailing blanks SQL Server's LIKE
+/// ignores (of nchar/nvarchar values it does not).
+pub(crate) fn tsql_like_to_regex(
+    pattern: &str,
+    escape: Option<char>,
+    trailing_blanks_ignored: bool,
+) -> Result<String, String> {
     let atoms = tsql_atoms(pattern, escape)?;
     let mut re = String::from("^");
     let mut i = 0;
@@ -163,7 +170,7 @@ pub(crate) fn tsql_like_to_regex(pattern: &str, escape: Option<char>) -> Result<
         }
         i += n;
     }
-    if atoms.last() != Some(&Atom::Any) && !pattern.ends_with(' ') {
+    if trailing_blanks_ignored && atoms.last() != Some(&Atom::Any) && !pattern.ends_with(' ') {
         re.push_str(" *");
     }
     re.push('$');
@@ -358,29 +365,34 @@ mod tests {
 
     #[test]
     fn tsql_like_becomes_an_anchored_regex() {
-        let ssn = tsql_like_to_regex("[0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9][0-9][0-9]", None);
+        let ssn = tsql_like_to_regex("[0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9][0-9][0-9]", None, true);
         assert_eq!(ssn.as_deref(), Ok("^[0-9]{3}\\u002d[0-9]{2}\\u002d[0-9]{4} *$"));
-        assert_eq!(tsql_like_to_regex("A%", None).as_deref(), Ok("^A.*$"));
-        assert_eq!(tsql_like_to_regex("%%a%%", None).as_deref(), Ok("^.*a.*$"));
-        assert_eq!(tsql_like_to_regex("a__", None).as_deref(), Ok("^a.{2} *$"));
-        assert_eq!(tsql_like_to_regex("[^a-c]x", None).as_deref(), Ok("^[^a-c]x *$"));
+        assert_eq!(tsql_like_to_regex("A%", None, true).as_deref(), Ok("^A.*$"));
+        assert_eq!(tsql_like_to_regex("%%a%%", None, true).as_deref(), Ok("^.*a.*$"));
+        assert_eq!(tsql_like_to_regex("a__", None, true).as_deref(), Ok("^a.{2} *$"));
+        assert_eq!(
+            tsql_like_to_regex("[^a-c]x", None, true).as_deref(),
+            Ok("^[^a-c]x *$")
+        );
         // Literal brackets, percent and underscore, and the ESCAPE character.
         assert_eq!(
-            tsql_like_to_regex("[[]x[%][_]]", None).as_deref(),
+            tsql_like_to_regex("[[]x[%][_]]", None, true).as_deref(),
             Ok("^\\u005bx\\u0025\\u005f\\u005d *$")
         );
         assert_eq!(
-            tsql_like_to_regex("50!%%", Some('!')).as_deref(),
+            tsql_like_to_regex("50!%%", Some('!'), true).as_deref(),
             Ok("^50\\u0025.*$")
         );
         // `!` is not T-SQL's negation; a dash at the ends is literal; metacharacters are escaped.
         assert_eq!(
-            tsql_like_to_regex("[!a-][.]a.b$", None).as_deref(),
+            tsql_like_to_regex("[!a-][.]a.b$", None, true).as_deref(),
             Ok("^[\\u0021a\\u002d]\\u002ea\\u002eb\\u0024 *$")
         );
         // A pattern ending with a blank keeps the value's trailing blanks significant.
-        assert_eq!(tsql_like_to_regex("a ", None).as_deref(), Ok("^a $"));
-        assert_eq!(tsql_like_to_regex("", None).as_deref(), Ok("^ *$"));
+        assert_eq!(tsql_like_to_regex("a ", None, true).as_deref(), Ok("^a $"));
+        assert_eq!(tsql_like_to_regex("", None, true).as_deref(), Ok("^ *$"));
+        // An nchar/nvarchar value keeps its trailing blanks significant.
+        assert_eq!(tsql_like_to_regex("a_", None, false).as_deref(), Ok("^a.$"));
     }
 
     #[test]
@@ -393,7 +405,7 @@ mod tests {
             ("a!", Some('!')),
             ("[!%]", Some('!')),
         ] {
-            assert!(tsql_like_to_regex(p, e).is_err(), "{p}");
+            assert!(tsql_like_to_regex(p, e, true).is_err(), "{p}");
         }
     }
 

@@ -143,6 +143,16 @@ impl crate::pg::expr::Columns for TablePlan {
             .find(|c| c.source.name.eq_ignore_ascii_case(source_name))
             .map(|c| (c.target_name.as_str(), c.pg_type))
     }
+
+    fn unicode(&self, source_name: &str) -> bool {
+        self.all_columns()
+            .find(|c| c.source.name.eq_ignore_ascii_case(source_name))
+            .is_some_and(|c| unicode_type(&c.source.type_name))
+    }
+}
+
+fn unicode_type(type_name: &str) -> bool {
+    matches!(type_name, "nvarchar" | "nchar" | "ntext")
 }
 
 /// The copied columns only: what a computed column's definition may refer to (SQL Server does
@@ -155,6 +165,13 @@ impl crate::pg::expr::Columns for Copied<'_> {
             .iter()
             .find(|c| c.source.name.eq_ignore_ascii_case(source_name))
             .map(|c| (c.target_name.as_str(), c.pg_type))
+    }
+
+    fn unicode(&self, source_name: &str) -> bool {
+        self.0
+            .iter()
+            .find(|c| c.source.name.eq_ignore_ascii_case(source_name))
+            .is_some_and(|c| unicode_type(&c.source.type_name))
     }
 }
 

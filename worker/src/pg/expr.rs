@@ -9,6 +9,12 @@ use crate::sql_lex::{TSQL, Tok, tokenize};
 /// Column lookup for the expression's table: source name -> (target name, target type).
 pub trait Columns {
     fn lookup(&self, source_name: &str) -> Option<(&str, PgType)>;
+
+    /// The source column is nchar/nvarchar/ntext: LIKE keeps its trailing blanks significant.
+    /// Unknown: not (the translation then allows trailing blanks, the more permissive choice).
+    fn unicode(&self, _source_name: &str) -> bool {
+        false
+    }
 }
 
 /// Words that end an operand; never read as a column name.
@@ -97,6 +103,8 @@ struct Val {
     class: Class,
     /// A bare `0`/`1` (possibly in parentheses): becomes false/true beside a bit column.
     bit_literal: bool,
+    /// A column of a Unicode type, as written (not inside an expression).
+    unicode: bool,
 }
 
 impl Val {
@@ -105,6 +113,7 @@ impl Val {
             sql,
             class,
             bit_literal: false,
+            unicode: false,
         }
     }
 
@@ -268,7 +277,8 @@ impl Parser<'_> {
     /// `l [NOT] LIKE 'pattern' [ESCAPE 'c']`: T-SQL's classes (`[0-9]`, `[^a]`) are literals in
     /// PostgreSQL's LIKE, so the pattern becomes an anchored regular expression, matched
     /// case-insensitively (`~*`) as SQL Server's default collations compare (see
-    /// [`crate::like_pattern`]). A pattern computed at run time cannot be translated ahead.
+    /// [`crate::like_pattern`]). SQL Server ignores trailing blanks of a char/varchar value, not
+    /// of an nchar/nvarchar one. A pattern computed at run time cannot be translated ahead.
     fn like(&mut self, l: Val, not: bool) -> R<Val> {
         if !(l.class.stringy() || l.class == Class::Null) {
             return Err("LIKE on a value that is not a string is not translated".into());
@@ -284,7 +294,7 @@ impl Parser<'_> {
         } else {
             None
         };
-        let re = tsql_like_to_regex(&pattern, escape)?;
+        let re = tsql_like_to_regex(&pattern, escape, !l.unicode)?;
         // `a || b ~* x` would group as PostgreSQL's operator precedence says; keep the operand whole.
         let operand = if l.sql.contains(' ') {
             format!("({})", l.sql)
@@ -357,6 +367,7 @@ impl Parser<'_> {
                     bit_literal: n == "0" || n == "1",
                     sql: n,
                     class,
+                    unicode: false,
                 })
             }
             Tok::Str(s) => Ok(Val::new(format!("'{}'", s.replace('\'', "''")), Class::Text)),
@@ -397,7 +408,10 @@ impl Parser<'_> {
             .cols
             .lookup(name)
             .ok_or_else(|| format!("unknown column [{name}]"))?;
-        Ok(Val::new(quote_pg(target), Class::of(ty)))
+        Ok(Val {
+            unicode: self.cols.unicode(name),
+            ..Val::new(quote_pg(target), Class::of(ty))
+        })
     }
 
     fn args(&mut self) -> R<Vec<Val>> {
@@ -860,6 +874,29 @@ mod tests {
             )
             .unwrap(),
             "(\"Price\" BETWEEN (0) AND (10) OR \"Name\" NOT IN ('a', 'b'))"
+        );
+    }
+
+    struct Unicode;
+    impl Columns for Unicode {
+        fn lookup(&self, n: &str) -> Option<(&str, PgType)> {
+            (n == "N").then_some(("N", PgType::Varchar { length: 10 }))
+        }
+        fn unicode(&self, _: &str) -> bool {
+            true
+        }
+    }
+
+    #[test]
+    fn like_on_nvarchar_keeps_trailing_blanks_significant() {
+        assert_eq!(
+            translate("([N] like '[0-9]_')", &Unicode, false).unwrap(),
+            "(\"N\" ~* '^[0-9].$')"
+        );
+        // Inside an expression the column's type is not known: trailing blanks are allowed.
+        assert_eq!(
+            translate("(upper([N]) like '[0-9]_')", &Unicode, false).unwrap(),
+            "(upper(\"N\") ~* '^[0-9]. *$')"
         );
     }
 
