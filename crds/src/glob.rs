@@ -2,15 +2,41 @@
 //!
 //! Syntax: `*` any run of characters, `?` one character, `[abc]`, `[a-z]`, `[!a-z]` character sets.
 //! A `.` separates schema from table; a pattern without one applies to the source endpoint's schema.
-//! No escape for `.` in names: tables with a dot in their name are selected with `?` in its place.
+//! A part in double quotes (`dbo."Orders"`) is a name matched exactly, case and all, with no
+//! wildcards: it tells `Orders` from `orders`, and may hold a `.`.
 
 use crate::migration::TableSelection;
 
 /// A parsed `schema.table` / `table` pattern.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TablePattern {
-    schema: Option<Vec<Token>>,
-    table: Vec<Token>,
+    schema: Option<Part>,
+    table: Part,
+}
+
+/// One side of the `.`: a case-insensitive glob, or a quoted exact name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Part {
+    Glob(Vec<Token>),
+    Exact(String),
+}
+
+impl Part {
+    fn parse(part: &str, offset: usize) -> Result<Self, PatternError> {
+        match part.strip_prefix('"').and_then(|p| p.strip_suffix('"')) {
+            Some(name) if !name.is_empty() && !name.contains('"') => Ok(Part::Exact(name.to_string())),
+            Some(_) => Err(PatternError::BadQuote),
+            None if part.contains('"') => Err(PatternError::BadQuote),
+            None => Ok(Part::Glob(tokenize(part, offset)?)),
+        }
+    }
+
+    fn matches(&self, name: &str) -> bool {
+        match self {
+            Part::Glob(tokens) => glob_match(tokens, &fold(name)),
+            Part::Exact(exact) => exact == name,
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -39,6 +65,8 @@ pub enum PatternError {
     EmptySet(usize),
     #[error("bad range '{0}-{1}' in character set")]
     BadRange(char, char),
+    #[error("a quoted name is a whole part in double quotes, with no quote inside: \"Orders\"")]
+    BadQuote,
 }
 
 impl TablePattern {
@@ -49,7 +77,7 @@ impl TablePattern {
         let (schema, table) = split_dot(pattern)?;
         let schema = match schema {
             Some("") => return Err(PatternError::EmptyPart("schema")),
-            Some(s) => Some(tokenize(s, 0)?),
+            Some(s) => Some(Part::parse(s, 0)?),
             None => None,
         };
         if table.is_empty() {
@@ -58,7 +86,7 @@ impl TablePattern {
         let offset = pattern.len() - table.len();
         Ok(Self {
             schema,
-            table: tokenize(table, offset)?,
+            table: Part::parse(table, offset)?,
         })
     }
 
@@ -66,10 +94,10 @@ impl TablePattern {
     /// `default_schema`.
     pub fn matches(&self, default_schema: &str, schema: &str, table: &str) -> bool {
         let schema_ok = match &self.schema {
-            Some(tokens) => glob_match(tokens, &fold(schema)),
+            Some(part) => part.matches(schema),
             None => fold(default_schema) == fold(schema),
         };
-        schema_ok && glob_match(&self.table, &fold(table))
+        schema_ok && self.table.matches(table)
     }
 }
 
@@ -82,7 +110,7 @@ pub fn name_matches(pattern: &str, name: &str) -> Result<bool, PatternError> {
     if split_dot(pattern)?.0.is_some() {
         return Err(PatternError::TooManyDots);
     }
-    Ok(glob_match(&tokenize(pattern, 0)?, &fold(name)))
+    Ok(Part::parse(pattern, 0)?.matches(name))
 }
 
 impl TableSelection {
@@ -139,12 +167,14 @@ fn fold(s: &str) -> Vec<char> {
 /// Split at the one `.` outside a character set.
 fn split_dot(pattern: &str) -> Result<(Option<&str>, &str), PatternError> {
     let mut in_set = false;
+    let mut in_quotes = false;
     let mut dot = None;
     for (i, c) in pattern.char_indices() {
         match c {
-            '[' if !in_set => in_set = true,
+            '"' if !in_set => in_quotes = !in_quotes,
+            '[' if !in_set && !in_quotes => in_set = true,
             ']' if in_set => in_set = false,
-            '.' if !in_set => {
+            '.' if !in_set && !in_quotes => {
                 if dot.is_some() {
                     return Err(PatternError::TooManyDots);
                 }
@@ -282,6 +312,20 @@ mod tests {
         assert!(!m("*", "sales", "Users"));
         assert!(m("users", "DBO", "Users"));
         assert!(m("*.*", "sales", "Orders"));
+    }
+
+    #[test]
+    fn quoted_parts_match_exactly() {
+        assert!(m("dbo.\"Orders\"", "dbo", "Orders"));
+        assert!(!m("dbo.\"Orders\"", "dbo", "orders"));
+        assert!(m("\"Orders\"", "dbo", "Orders"));
+        assert!(!m("\"Ord*\"", "dbo", "Orders"), "no wildcards inside quotes");
+        assert!(m("\"Sales\".\"a.b\"", "Sales", "a.b"));
+        assert!(!m("\"Sales\".*", "sales", "x"));
+        assert_eq!(TablePattern::parse("dbo.\"Or\"ders"), Err(PatternError::BadQuote));
+        assert_eq!(TablePattern::parse("\"\""), Err(PatternError::BadQuote));
+        assert_eq!(name_matches("\"HR\"", "HR"), Ok(true));
+        assert_eq!(name_matches("\"HR\"", "hr"), Ok(false));
     }
 
     #[test]
