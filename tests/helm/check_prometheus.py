@@ -105,7 +105,7 @@ def check(args):
         wait_for(url, phase("Succeeded"), 30)
         time.sleep(2 * prom.SCRAPE_SECONDS)
         final = samples.take(status(args.namespace, args.migration))
-        failures = expectations(samples, final, dashboard, variables)
+        failures = expectations(samples, final, variables)
         failures += rules_healthy(url)
         for name, q in prom.template_queries(dashboard, variables):
             got = prom.label_values(url, q)
@@ -130,7 +130,7 @@ def values(result):
     return [v for _, v in result]
 
 
-def expectations(samples, final, dashboard, variables):
+def expectations(samples, final, variables):
     """What a user looking at the dashboard during and after the copy must see; returns the failures."""
     queries = samples.queries
     failures = []
@@ -138,7 +138,7 @@ def expectations(samples, final, dashboard, variables):
     for i, (_, title, _, _) in enumerate(queries):
         by_title.setdefault(title, []).append(i)
     copying = samples.copying
-    fst, fres, ffired = final
+    fst, fres, _ = final
     print(f"result: {len(copying)} evaluations of {len(queries)} panel queries and {len(samples.alerts)} alert "
           f"expressions while Copying, one after Succeeded")
     if len(copying) < 2:
