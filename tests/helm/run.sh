@@ -233,9 +233,11 @@ helm_test() {
 }
 step "helm test: the selftest pod finds /readyz answering and the CRDs served" helm_test
 
-# Aggregated roles, and tenant safety: "tester" holds only the chart's Migration rights in $MIG_NS.
-kubectl create rolebinding mig-only -n "$MIG_NS" --clusterrole=mssql-pg-operator-edit --user=tester >/dev/null
-kubectl create rolebinding mig-read -n "$MIG_NS" --clusterrole=mssql-pg-operator-view --user=tester >/dev/null
+# Aggregated roles, and tenant safety: "migration-author" holds only the chart's Migration rights in $MIG_NS.
+# Not the control plane's "tester": the operator's e2e tests bind that user to the operator's ClusterRole
+# (which creates Jobs) on the same control plane before this script runs.
+kubectl create rolebinding mig-only -n "$MIG_NS" --clusterrole=mssql-pg-operator-edit --user=migration-author >/dev/null
+kubectl create rolebinding mig-read -n "$MIG_NS" --clusterrole=mssql-pg-operator-view --user=migration-author >/dev/null
 kubectl create rolebinding editor -n "$MIG_NS" --clusterrole=edit --user=editor >/dev/null
 kubectl create rolebinding viewer -n "$MIG_NS" --clusterrole=view --user=viewer >/dev/null
 user_roles() {
@@ -249,18 +251,18 @@ user_roles() {
         ! kubectl auth can-i patch migrationtasks.mssqlpg.dev -n "$MIG_NS" --as editor &&
         kubectl auth can-i watch migrations.mssqlpg.dev -n "$MIG_NS" --as viewer &&
         ! kubectl auth can-i create migrations.mssqlpg.dev -n "$MIG_NS" --as viewer &&
-        kubectl auth can-i create migrations.mssqlpg.dev -n "$MIG_NS" --as tester &&
-        kubectl auth can-i delete migrations.mssqlpg.dev -n "$MIG_NS" --as tester &&
-        ! kubectl auth can-i create migrationtasks.mssqlpg.dev -n "$MIG_NS" --as tester &&
-        ! kubectl auth can-i create pods -n "$MIG_NS" --as tester &&
-        ! kubectl auth can-i create jobs.batch -n "$MIG_NS" --as tester &&
-        ! kubectl auth can-i get secrets -n "$MIG_NS" --as tester
+        kubectl auth can-i create migrations.mssqlpg.dev -n "$MIG_NS" --as migration-author &&
+        kubectl auth can-i delete migrations.mssqlpg.dev -n "$MIG_NS" --as migration-author &&
+        ! kubectl auth can-i create migrationtasks.mssqlpg.dev -n "$MIG_NS" --as migration-author &&
+        ! kubectl auth can-i create pods -n "$MIG_NS" --as migration-author &&
+        ! kubectl auth can-i create jobs.batch -n "$MIG_NS" --as migration-author &&
+        ! kubectl auth can-i get secrets -n "$MIG_NS" --as migration-author
 }
 step "aggregated ClusterRoles: edit/admin write Migrations, view reads them, nobody writes MigrationTasks" user_roles
 refused_sa() {
     # Created by the user with only Migration rights; the service account exists, it is just not allowlisted.
     kubectl create serviceaccount namespace-admin -n "$MIG_NS" >/dev/null &&
-        kubectl apply --as tester -n "$MIG_NS" -f - <<YAML || return 1
+        kubectl apply --as migration-author -n "$MIG_NS" -f - <<YAML || return 1
 apiVersion: mssqlpg.dev/v1alpha1
 kind: Migration
 metadata: {name: helm-sa}
