@@ -520,6 +520,7 @@ pub async fn copy(
 
     let progress = Progress {
         client: client.clone(),
+        migration: reference(&mig),
         ns: ns.to_string(),
         task_name: task_name.to_string(),
         bytes_before,
@@ -615,6 +616,8 @@ fn finished(status: &mut MigrationTaskStatus, report: &TaskReport, bytes_before:
 /// What the progress reporter of a copy step needs (either direction).
 pub(crate) struct Progress {
     client: Client,
+    /// `namespace/name`, the worker metrics' `migration` label.
+    migration: String,
     ns: String,
     task_name: String,
     bytes_before: u64,
@@ -637,6 +640,7 @@ impl Progress {
     pub(crate) fn start(&self, engine_task: &str) -> tokio::task::JoinHandle<()> {
         tokio::spawn(report_progress(
             self.client.clone(),
+            self.migration.clone(),
             self.ns.clone(),
             self.task_name.clone(),
             engine_task.to_string(),
@@ -651,6 +655,7 @@ impl Progress {
 /// aborted. A failed patch is logged and retried next time: progress is informational.
 async fn report_progress(
     client: Client,
+    migration: String,
     ns: String,
     task_name: String,
     engine_task: String,
@@ -675,6 +680,11 @@ async fn report_progress(
             s.bytes_copied = i64::try_from(bytes_before + p.bytes).unwrap_or(i64::MAX);
             s.rows_per_second = rate(delta, elapsed) as i64;
             s.peak_memory_bytes = peak_i64();
+            // On /metrics too while the copy runs, not only as the process exits (no scrape
+            // would see that).
+            if let Some(bytes) = peak_memory_bytes() {
+                crate::metrics::set_peak_memory(&migration, bytes);
+            }
             s.checkpoint = p.checkpoint.clone();
             s.message = Some(format!("attempt {}: copying", s.attempts));
             s.clone()
