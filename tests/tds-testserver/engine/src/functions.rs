@@ -58,6 +58,12 @@ pub fn dec_compare(a: &str, b: &str) -> Ordering {
 /// SQL Server's `=` and ORDER BY for (n)(var)char under its default CI_AS collation: case
 /// insensitive, and trailing spaces do not count ('a' = 'a  '). SQLite's NOCASE does neither
 /// trailing spaces nor non-ASCII case, so this replaces it for string columns.
+/// A case-sensitive collation (`_CS_`, `_BIN`, `_BIN2`): trailing blanks still do not count, as
+/// SQL Server pads before comparing under every collation.
+pub fn cs_compare(a: &str, b: &str) -> Ordering {
+    a.trim_end_matches(' ').cmp(b.trim_end_matches(' '))
+}
+
 pub fn ci_compare(a: &str, b: &str) -> Ordering {
     let (a, b) = (a.trim_end_matches(' '), b.trim_end_matches(' '));
     if a.is_ascii() && b.is_ascii() {
@@ -623,29 +629,11 @@ pub fn register(conn: &Connection) -> rusqlite::Result<()> {
         }
         Ok(out)
     })?;
-    // T-SQL's LIKE (character classes, ESCAPE): tsql_like(text, pattern, escape or NULL).
-    conn.create_scalar_function("tsql_like", 3, det, |ctx| {
-        // Numbers are matched by their text, as SQL Server converts them to varchar.
-        let as_text = |i: usize| -> Option<String> {
-            match ctx.get_raw(i) {
-                rusqlite::types::ValueRef::Null => None,
-                rusqlite::types::ValueRef::Integer(n) => Some(n.to_string()),
-                rusqlite::types::ValueRef::Real(f) => Some(crate::convert::format_float(f)),
-                rusqlite::types::ValueRef::Text(t) => Some(String::from_utf8_lossy(t).into_owned()),
-                rusqlite::types::ValueRef::Blob(b) => Some(String::from_utf8_lossy(b).into_owned()),
-            }
-        };
-        let text = as_text(0);
-        let pattern = as_text(1);
-        let escape = as_text(2);
-        Ok(match (text, pattern) {
-            (Some(t), Some(p)) => Some(i64::from(crate::like::like(
-                &t,
-                &p,
-                escape.and_then(|e| e.chars().next()),
-            ))),
-            _ => None,
-        })
+    // T-SQL's LIKE (character classes, ESCAPE): tsql_like(text, pattern, escape or NULL), and
+    // tsql_like_cs under a case-sensitive COLLATE.
+    conn.create_scalar_function("tsql_like", 3, det, |ctx| tsql_like(ctx, crate::like::like))?;
+    conn.create_scalar_function("tsql_like_cs", 3, det, |ctx| {
+        tsql_like(ctx, crate::like::like_case_sensitive)
     })?;
     // geography's ToString()/STAsText() of a point in SQL Server's binary form (SRID,
     // version, flags, then latitude and longitude); other shapes are not decoded.
@@ -678,6 +666,7 @@ pub fn register(conn: &Connection) -> rusqlite::Result<()> {
         _ => Err(hierarchyid_error()),
     })?;
     conn.create_collation("CI", ci_compare)?;
+    conn.create_collation("CS", cs_compare)?;
     // CHAR(n): a code point of the varchar code page (1252); NCHAR(n): a UCS-2 code unit. Out
     // of range (or a lone surrogate, which UTF-8 text cannot hold) is NULL, as SQL Server gives.
     conn.create_scalar_function("tsql_char", 1, det, |ctx| {
@@ -992,6 +981,30 @@ fn hierarchyid_error() -> rusqlite::Error {
         16,
         "A .NET Framework error occurred during execution of user-defined routine or aggregate \"hierarchyid\": the test server decodes hierarchyid values with plain levels in -4168..5199 only.",
     ))
+}
+
+/// `tsql_like(text, pattern, escape)` with `matches` as the comparison.
+fn tsql_like(
+    ctx: &rusqlite::functions::Context<'_>,
+    matches: fn(&str, &str, Option<char>) -> bool,
+) -> rusqlite::Result<Option<i64>> {
+    // Numbers are matched by their text, as SQL Server converts them to varchar.
+    let as_text = |i: usize| -> Option<String> {
+        match ctx.get_raw(i) {
+            rusqlite::types::ValueRef::Null => None,
+            rusqlite::types::ValueRef::Integer(n) => Some(n.to_string()),
+            rusqlite::types::ValueRef::Real(f) => Some(crate::convert::format_float(f)),
+            rusqlite::types::ValueRef::Text(t) => Some(String::from_utf8_lossy(t).into_owned()),
+            rusqlite::types::ValueRef::Blob(b) => Some(String::from_utf8_lossy(b).into_owned()),
+        }
+    };
+    let text = as_text(0);
+    let pattern = as_text(1);
+    let escape = as_text(2);
+    Ok(match (text, pattern) {
+        (Some(t), Some(p)) => Some(i64::from(matches(&t, &p, escape.and_then(|e| e.chars().next())))),
+        _ => None,
+    })
 }
 
 #[cfg(test)]

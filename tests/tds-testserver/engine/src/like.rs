@@ -1,5 +1,5 @@
 //! T-SQL's LIKE: `%`, `_`, `[abc]`, `[a-z]`, `[^...]` and an ESCAPE character, compared as the
-//! default collation does (case-insensitively). SQLite's own LIKE knows only `%` and `_`, so
+//! default collation does (case-insensitively), or case-sensitively under a `_CS`/`_BIN` collation. SQLite's own LIKE knows only `%` and `_`, so
 //! `[0-9]` would be a literal there: a CHECK such as pubs' `au_id LIKE '[0-9][0-9][0-9]-...'`
 //! would reject every valid row.
 
@@ -22,7 +22,11 @@ fn fold(c: char) -> char {
     c.to_lowercase().next().unwrap_or(c)
 }
 
-fn compile(pattern: &str, escape: Option<char>) -> Vec<Part> {
+fn same(c: char) -> char {
+    c
+}
+
+fn compile(pattern: &str, escape: Option<char>, fold: fn(char) -> char) -> Vec<Part> {
     let chars: Vec<char> = pattern.chars().collect();
     let mut parts = Vec::new();
     let mut i = 0;
@@ -110,7 +114,16 @@ fn matches_at(parts: &[Part], text: &[char]) -> bool {
 /// Whether `text` matches `pattern`. Trailing blanks of the text are ignored when the
 /// pattern does not end with one, as SQL Server compares padded char values.
 pub fn like(text: &str, pattern: &str, escape: Option<char>) -> bool {
-    let parts = compile(pattern, escape);
+    like_folded(text, pattern, escape, fold)
+}
+
+/// [`like`] under a case-sensitive collation (`COLLATE Latin1_General_100_BIN2`, `..._CS_AS`).
+pub fn like_case_sensitive(text: &str, pattern: &str, escape: Option<char>) -> bool {
+    like_folded(text, pattern, escape, same)
+}
+
+fn like_folded(text: &str, pattern: &str, escape: Option<char>, fold: fn(char) -> char) -> bool {
+    let parts = compile(pattern, escape, fold);
     let folded: Vec<char> = text.chars().map(fold).collect();
     if matches_at(&parts, &folded) {
         return true;

@@ -1007,6 +1007,9 @@ impl<'a> Ctx<'a> {
                     && r.ty.is_some_and(is_string)
                     && !is_column_ref(left)
                     && !is_column_ref(right)
+                    // An explicit case-sensitive COLLATE stays in charge.
+                    && !matches!(&**left, Expr::Collate { .. })
+                    && !matches!(&**right, Expr::Collate { .. })
                 {
                     collate_ci(left);
                 }
@@ -1090,6 +1093,8 @@ impl<'a> Ctx<'a> {
                 escape_char,
                 ..
             } => {
+                // `x COLLATE Latin1_General_100_BIN2 LIKE p`: the collation decides the case rule.
+                let case_sensitive = collated_case_sensitive(expr)? || collated_case_sensitive(pattern)?;
                 let t = self.expr(expr, scope)?;
                 let p = self.expr(pattern, scope)?;
                 if let Some(x) = escape_char.as_mut() {
@@ -1102,7 +1107,12 @@ impl<'a> Ctx<'a> {
                 let negated = *negated;
                 let value = std::mem::replace(&mut **expr, num(0));
                 let pattern = std::mem::replace(&mut **pattern, num(0));
-                let call = func("tsql_like", vec![value, pattern, escape]);
+                let like = if case_sensitive {
+                    "tsql_like_cs"
+                } else {
+                    "tsql_like"
+                };
+                let call = func(like, vec![value, pattern, escape]);
                 *e = if negated {
                     Expr::UnaryOp {
                         op: UnaryOperator::Not,
@@ -1242,10 +1252,20 @@ impl<'a> Ctx<'a> {
                 }
                 Ok(Ty::unknown())
             }
-            Expr::Collate { expr, .. } => {
+            Expr::Collate { expr, collation } => {
+                let case_sensitive = case_sensitive_collation(&collation.to_string())?;
                 let t = self.expr(expr, scope)?;
                 let inner = std::mem::replace(&mut **expr, num(0));
-                *e = inner;
+                // Case-insensitive is what every string column compares by already (COLLATE CI);
+                // a case-sensitive collation is honoured, not dropped.
+                *e = if case_sensitive {
+                    Expr::Collate {
+                        expr: Box::new(inner),
+                        collation: ObjectName::from(vec![Ident::new("CS")]),
+                    }
+                } else {
+                    inner
+                };
                 Ok(t)
             }
             Expr::TypedString(ts) => {
@@ -2023,6 +2043,28 @@ fn plain_fn(name: &str, args: Vec<Expr>) -> Function {
 /// A translated column reference (whose collation SQLite applies in comparisons).
 fn is_column_ref(e: &Expr) -> bool {
     matches!(e, Expr::Identifier(_) | Expr::CompoundIdentifier(_))
+}
+
+/// Whether a T-SQL collation compares case-sensitively (`_CS`, `_BIN`, `_BIN2`) or not (`_CI`,
+/// `DATABASE_DEFAULT`); `CI`/`CS` are the engine's own. Any other name is SQL Server's error 448.
+fn case_sensitive_collation(name: &str) -> Result<bool, SqlError> {
+    let n = name.trim_matches(|c| c == '[' || c == ']').to_ascii_uppercase();
+    if n == "CS" || n.contains("_BIN") || n.contains("_CS") {
+        Ok(true)
+    } else if n == "CI" || n.contains("_CI") || n == "DATABASE_DEFAULT" {
+        Ok(false)
+    } else {
+        Err(SqlError::new(448, 16, format!("Invalid collation '{name}'.")))
+    }
+}
+
+/// `e` is `x COLLATE name` with a case-sensitive collation.
+fn collated_case_sensitive(e: &Expr) -> Result<bool, SqlError> {
+    match e {
+        Expr::Collate { collation, .. } => case_sensitive_collation(&collation.to_string()),
+        Expr::Nested(inner) => collated_case_sensitive(inner),
+        _ => Ok(false),
+    }
 }
 
 /// Wraps `e` in `COLLATE CI`, SQL Server's default (case- and trailing-blank-insensitive).

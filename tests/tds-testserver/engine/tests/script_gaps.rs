@@ -837,3 +837,55 @@ fn system_procedures_with_named_arguments() {
     );
     assert_eq!(error(&mut s, "EXEC sp_addtype @nosuch = 'x'").number, 8145);
 }
+
+#[test]
+fn collate_decides_case_in_comparisons_and_like() {
+    let (_e, mut s) = session();
+    let yes = |s: &mut tds_testserver_engine::Session, cond: &str| {
+        text(&scalar(
+            s,
+            &format!("SELECT CASE WHEN {cond} THEN N'yes' ELSE N'no' END"),
+        ))
+    };
+    // The default collation ignores case; a case-sensitive one given with COLLATE does not.
+    assert_eq!(yes(&mut s, "N'ABC' LIKE N'abc'"), "yes");
+    assert_eq!(
+        yes(&mut s, "N'ABC' COLLATE Latin1_General_100_BIN2 LIKE N'abc'"),
+        "no"
+    );
+    assert_eq!(
+        yes(&mut s, "N'abc' COLLATE Latin1_General_100_BIN2 LIKE N'a_c'"),
+        "yes"
+    );
+    assert_eq!(
+        yes(&mut s, "N'ABC' LIKE N'abc' COLLATE Latin1_General_CS_AS"),
+        "no"
+    );
+    assert_eq!(
+        yes(&mut s, "N'ABC' COLLATE Latin1_General_100_CI_AS LIKE N'abc'"),
+        "yes"
+    );
+    exec(&mut s, "CREATE TABLE dbo.c (v nvarchar(10) NOT NULL)");
+    exec(&mut s, "INSERT INTO dbo.c VALUES (N'ABC'), (N'abc ')");
+    let n = |s: &mut tds_testserver_engine::Session, sql: &str| text(&scalar(s, sql));
+    assert_eq!(
+        n(
+            &mut s,
+            "SELECT CAST(COUNT(*) AS nvarchar(9)) FROM dbo.c WHERE v = N'abc'"
+        ),
+        "2"
+    );
+    // Trailing blanks still do not count under a binary collation; case does.
+    assert_eq!(
+        n(
+            &mut s,
+            "SELECT CAST(COUNT(*) AS nvarchar(9)) FROM dbo.c WHERE v COLLATE Latin1_General_BIN2 = N'abc'"
+        ),
+        "1"
+    );
+    // A collation SQL Server does not have is its error 448, not silently the default.
+    assert_eq!(
+        error(&mut s, "SELECT N'a' COLLATE Klingon_Case_Maybe").number,
+        448
+    );
+}
