@@ -614,6 +614,7 @@ fn finished(status: &mut MigrationTaskStatus, report: &TaskReport, bytes_before:
 }
 
 /// What the progress reporter of a copy step needs (either direction).
+#[derive(Clone)]
 pub(crate) struct Progress {
     client: Client,
     /// `namespace/name`, the worker metrics' `migration` label.
@@ -638,31 +639,22 @@ impl Progress {
     /// Starts reporting the progress of `engine_task` (as recorded by [`crate::metrics`]); abort the
     /// handle when the copy ends.
     pub(crate) fn start(&self, engine_task: &str) -> tokio::task::JoinHandle<()> {
-        tokio::spawn(report_progress(
-            self.client.clone(),
-            self.migration.clone(),
-            self.ns.clone(),
-            self.task_name.clone(),
-            engine_task.to_string(),
-            self.bytes_before,
-            self.shared.clone(),
-            self.interval,
-        ))
+        tokio::spawn(report_progress(self.clone(), engine_task.to_string()))
     }
 }
 
 /// Patches rows, bytes, rate, peak memory and checkpoint into the task status every `interval` until
 /// aborted. A failed patch is logged and retried next time: progress is informational.
-async fn report_progress(
-    client: Client,
-    migration: String,
-    ns: String,
-    task_name: String,
-    engine_task: String,
-    bytes_before: u64,
-    shared: Arc<Mutex<MigrationTaskStatus>>,
-    interval: Duration,
-) {
+async fn report_progress(progress: Progress, engine_task: String) {
+    let Progress {
+        client,
+        migration,
+        ns,
+        task_name,
+        bytes_before,
+        shared,
+        interval,
+    } = progress;
     let mut last_rows = None;
     let mut last_at = Instant::now();
     loop {
