@@ -962,13 +962,27 @@ impl RevEngine {
             }
         }
         let identity = self.options.schema.identity;
+        let mut dropped_views = Vec::new();
         for (t, action) in plan.tables.iter().zip(&actions) {
             let what = format!("table {}", ddl::qualified(t));
             match action {
                 TableAction::Create => {
                     ms_batch(&mut ms, &what, &ddl::create_table(t, identity)).await?;
                 }
-                TableAction::Drop { .. } => {
+                TableAction::Drop { dependents, .. } => {
+                    // Views the user allowed to go (dropDependents): a schema-bound one would
+                    // stop the drop, another would be left reading a different table.
+                    for d in dependents.iter().filter(|d| d.kind == "view") {
+                        let (vs, vn) = d.name.split_once('.').unwrap_or(("dbo", d.name.as_str()));
+                        let sql = format!("DROP VIEW {}.{}", quote_mssql(vs), quote_mssql(vn));
+                        ms_batch(&mut ms, &format!("view {}", d.name), &sql).await?;
+                        dropped_views.push(format!(
+                            "table {}: view {} depended on it and was dropped (dropDependents); its definition: {}",
+                            ddl::qualified(t),
+                            d.name,
+                            d.definition
+                        ));
+                    }
                     Self::drop_referencing_fks(&mut ms, t).await?;
                     ms_batch(&mut ms, &what, &ddl::drop_table(t)).await?;
                     ms_batch(&mut ms, &what, &ddl::create_table(t, identity)).await?;
@@ -980,6 +994,7 @@ impl RevEngine {
                 TableAction::Upsert { .. } | TableAction::Refuse { .. } => {}
             }
         }
+        plan.warnings.extend(dropped_views);
         mscp::reset(&mut ms, migration).await?;
         let tasks = serde_json::to_string(&plan.tasks).unwrap_or_default();
         mscp::set_run_state(&mut ms, migration, &fingerprint, "copying", Some(&tasks)).await?;

@@ -476,15 +476,31 @@ async fn dropping_a_sql_server_table_others_reference_needs_drop_dependents() {
     )
     .await;
     ms_exec(&mut ms, "INSERT INTO dbo.kids VALUES (1, 2)").await;
+    ms_exec(
+        &mut ms,
+        "CREATE VIEW dbo.big_parents AS SELECT id FROM dbo.parents WHERE id > 1",
+    )
+    .await;
 
     let err = engine.prepare().await.unwrap_err();
     let text = err.to_string();
     assert!(matches!(err, RevError::Refused(_)), "{text}");
     assert!(text.contains("foreign key FK_kids_parents on dbo.kids"), "{text}");
+    assert!(text.contains("view dbo.big_parents"), "{text}");
+    let views = ms_rows(&mut ms, "SELECT name FROM sys.views").await;
+    assert_eq!(views, vec!["big_parents"], "a refused run dropped a view");
 
     let mut allowed = rev_engine(&target, &schema, "test/safety-deps-rev", Mode::DropRecreate);
     Arc::get_mut(&mut allowed).unwrap().options.drop_dependents = true;
     let p = allowed.prepare().await.unwrap();
+    assert!(
+        p.plan
+            .warnings
+            .iter()
+            .any(|w| w.contains("view dbo.big_parents") && w.contains("id > 1")),
+        "the dropped view's definition is reported: {:?}",
+        p.plan.warnings
+    );
     allowed.copy_all(&p.plan).await.unwrap();
     allowed.finalize(&p.plan).await.unwrap();
     assert!(allowed.verify(&p.plan).await.unwrap().iter().all(|v| v.ok));

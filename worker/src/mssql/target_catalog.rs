@@ -18,15 +18,23 @@ pub async fn existing_tables(
     names: &[String],
 ) -> Result<Vec<Option<ExistingTable>>, IntrospectError> {
     let all = introspect(ms, schema).await?;
+    let views = referencing_views(ms, schema).await?;
     let ours = |n: &str| names.iter().any(|m| m.eq_ignore_ascii_case(n));
     Ok(names
         .iter()
         .map(|name| {
             let t = all.iter().find(|t| t.name.eq_ignore_ascii_case(name))?;
-            let dependents = all
+            let view_dependents = views
                 .iter()
-                .filter(|other| !ours(&other.name))
-                .flat_map(|other| {
+                .filter(|v| v.table.eq_ignore_ascii_case(&t.name))
+                .map(|v| Dependent {
+                    kind: "view".into(),
+                    name: v.view.clone(),
+                    definition: v.definition.clone(),
+                    recreate: None,
+                });
+            let dependents = view_dependents
+                .chain(all.iter().filter(|other| !ours(&other.name)).flat_map(|other| {
                     other
                         .foreign_keys
                         .iter()
@@ -34,32 +42,76 @@ pub async fn existing_tables(
                             fk.ref_schema.eq_ignore_ascii_case(schema)
                                 && fk.ref_table.eq_ignore_ascii_case(&t.name)
                         })
-                        .map(move |fk| {
-                            let recreate = format!(
-                                "ALTER TABLE {}.{} WITH CHECK ADD CONSTRAINT {} FOREIGN KEY ({}) REFERENCES {}.{} ({}) \
-                                 ON DELETE {} ON UPDATE {}",
-                                quote_mssql(&other.schema),
-                                quote_mssql(&other.name),
-                                quote_mssql(&fk.name),
-                                names_list(&fk.columns),
-                                quote_mssql(&fk.ref_schema),
-                                quote_mssql(&fk.ref_table),
-                                names_list(&fk.ref_columns),
-                                fk.on_delete.replace('_', " "),
-                                fk.on_update.replace('_', " "),
-                            );
-                            Dependent {
-                                kind: "foreign key".into(),
-                                name: format!("{} on {}.{}", fk.name, other.schema, other.name),
-                                definition: recreate.clone(),
-                                recreate: Some(recreate),
-                            }
-                        })
-                })
+                        .map(move |fk| foreign_key_dependent(other, fk))
+                }))
                 .collect();
             Some(existing(t, dependents))
         })
         .collect())
+}
+
+/// A view that reads a table of `schema`: (the table, `schema.view`, its definition).
+struct ReferencingView {
+    table: String,
+    view: String,
+    definition: String,
+}
+
+/// The views that read tables of `schema` (`sys.sql_expression_dependencies`): dropping such a
+/// table breaks them (or, for a schema-bound one, fails).
+async fn referencing_views(
+    ms: &mut TdsClient,
+    schema: &str,
+) -> Result<Vec<ReferencingView>, IntrospectError> {
+    let sql = format!(
+        "SELECT OBJECT_NAME(d.referenced_id), OBJECT_SCHEMA_NAME(d.referencing_id), OBJECT_NAME(d.referencing_id), \
+                OBJECT_DEFINITION(d.referencing_id) \
+         FROM sys.sql_expression_dependencies d JOIN sys.objects o ON o.object_id = d.referencing_id \
+         WHERE o.type = 'V' AND OBJECT_SCHEMA_NAME(d.referenced_id) = N'{}'",
+        schema.replace('\'', "''")
+    );
+    let map = |source| IntrospectError::Query {
+        what: "sys.sql_expression_dependencies",
+        source,
+    };
+    let rows = ms
+        .simple_query(sql)
+        .await
+        .map_err(map)?
+        .into_first_result()
+        .await
+        .map_err(map)?;
+    let text = |r: &tiberius::Row, i: usize| r.get::<&str, _>(i).unwrap_or_default().to_string();
+    Ok(rows
+        .iter()
+        .map(|r| ReferencingView {
+            table: text(r, 0),
+            view: format!("{}.{}", text(r, 1), text(r, 2)),
+            definition: text(r, 3),
+        })
+        .collect())
+}
+
+fn foreign_key_dependent(other: &SourceTable, fk: &crate::model::ForeignKeyDef) -> Dependent {
+    let recreate = format!(
+        "ALTER TABLE {}.{} WITH CHECK ADD CONSTRAINT {} FOREIGN KEY ({}) REFERENCES {}.{} ({}) \
+         ON DELETE {} ON UPDATE {}",
+        quote_mssql(&other.schema),
+        quote_mssql(&other.name),
+        quote_mssql(&fk.name),
+        names_list(&fk.columns),
+        quote_mssql(&fk.ref_schema),
+        quote_mssql(&fk.ref_table),
+        names_list(&fk.ref_columns),
+        fk.on_delete.replace('_', " "),
+        fk.on_update.replace('_', " "),
+    );
+    Dependent {
+        kind: "foreign key".into(),
+        name: format!("{} on {}.{}", fk.name, other.schema, other.name),
+        definition: recreate.clone(),
+        recreate: Some(recreate),
+    }
 }
 
 fn names_list(cols: &[String]) -> String {
