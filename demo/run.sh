@@ -12,18 +12,30 @@
 #   5. renders the dashboard's main panels over the run from its own Prometheus into a PNG (demo/render_dashboard.py)
 #   6. stops everything it started (DEMO_KEEP=1 leaves it running; `make demo-down` stops it later)
 #
-# Environment: DEMO_SCALE (sample size, default 0.005 = 97k rows; 1.0 = 19.3M), DEMO_DIR (state, default
+# Environment: DEMO_DB (`stackoverflow`, the default, or `adventureworks`: Microsoft's AdventureWorks OLTP loaded by
+# its own install script from ../shared/sample-databases and migrated whole, every schema), DEMO_SCALE (sample
+# size, default 0.005 = 97k rows; 1.0 = 19.3M), DEMO_DIR (state, default
 # /tmp/mssqlpg-demo), DEMO_TIMEOUT (seconds for the migration, default 900), DEMO_KEEP=1, DEMO_PNG (the dashboard
 # picture, default /tmp/mssqlpg-demo-dashboard.png; DEMO_PNG=demo/dashboard.png refreshes the README's).
 set -euo pipefail
 REPO="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$REPO"
 SCALE="${DEMO_SCALE:-0.005}"
+DB="${DEMO_DB:-stackoverflow}"
+case "$DB" in
+    stackoverflow) SRC_DB=StackOverflow2010 ;;
+    adventureworks)
+        SRC_DB=AdventureWorks
+        AW_DIR="$(cd "$REPO/../shared/sample-databases/adventure-works-oltp" 2>/dev/null && pwd)" \
+            || { echo "demo: DEMO_DB=adventureworks needs ../shared/sample-databases/adventure-works-oltp" >&2; exit 1; }
+        ;;
+    *) echo "demo: DEMO_DB is stackoverflow or adventureworks, not '$DB'" >&2; exit 1 ;;
+esac
 DIR="${DEMO_DIR:-/tmp/mssqlpg-demo}"
 TIMEOUT="${DEMO_TIMEOUT:-900}"
 PNG="${DEMO_PNG:-$DIR-dashboard.png}"
 NS=demo
-MIG=stackoverflow-to-postgres
+MIG="${DEMO_DB:-stackoverflow}-to-postgres"
 
 say() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
 die() { echo "demo: $*" >&2; exit 1; }
@@ -70,23 +82,28 @@ eval "$(tests/scripts/postgres.sh start)"
 echo "pg=$MSSQLPG_TEST_PG_DIR" >>"$DIR/state"
 PG_PORT="$MSSQLPG_TEST_PG_PORT"
 PSQL="$(ls /usr/lib/postgresql/*/bin/psql | head -n 1)"
-"$PSQL" -q -h 127.0.0.1 -p "$PG_PORT" -U postgres -d postgres -c "CREATE DATABASE stackoverflow"
-echo "PostgreSQL on 127.0.0.1:$PG_PORT, database stackoverflow"
+"$PSQL" -q -h 127.0.0.1 -p "$PG_PORT" -U postgres -d postgres -c "CREATE DATABASE $DB"
+echo "PostgreSQL on 127.0.0.1:$PG_PORT, database $DB"
 
-say "starting the TDS test server (SQL Server stand-in) and loading the sample database (scale $SCALE)"
+say "starting the TDS test server (SQL Server stand-in) and loading the sample database ($DB$([ "$DB" = stackoverflow ] && echo ", scale $SCALE"))"
 TDS_PORT="$(free_port)"
 # Throwaway credentials of throwaway servers; they go to the Secrets below and nowhere else.
 TDS_PASSWORD="Demo-$(openssl rand -hex 6)"
 "$TARGET/tds-testserver" --listen "127.0.0.1:$TDS_PORT" --user sa --password "$TDS_PASSWORD" \
-    --database StackOverflow2010 >"$DIR/tds-testserver.log" 2>&1 &
+    --database "$SRC_DB" ${AW_DIR:+--bulk-insert-dir "$AW_DIR"} >"$DIR/tds-testserver.log" 2>&1 &
 echo "tds=$!" >>"$DIR/state"
 for _ in $(seq 1 100); do
     grep -q "listening" "$DIR/tds-testserver.log" && break
     sleep 0.1
 done
 grep -q "listening" "$DIR/tds-testserver.log" || die "the TDS test server did not start: $(cat "$DIR/tds-testserver.log")"
-MSSQL_USER=sa MSSQL_PASSWORD="$TDS_PASSWORD" "$TARGET/bench" load --scale "$SCALE" \
-    --mssql "127.0.0.1:$TDS_PORT" --mssql-no-tls --mssql-database StackOverflow2010
+if [ "$DB" = adventureworks ]; then
+    "$REPO/.venv/bin/python" demo/load_script.py 127.0.0.1 "$TDS_PORT" sa "$TDS_PASSWORD" master \
+        "$AW_DIR/instawdb.sql" "SqlSamplesSourceDataPath=$AW_DIR/"
+else
+    MSSQL_USER=sa MSSQL_PASSWORD="$TDS_PASSWORD" "$TARGET/bench" load --scale "$SCALE" \
+        --mssql "127.0.0.1:$TDS_PORT" --mssql-no-tls --mssql-database StackOverflow2010
+fi
 
 say "installing the Helm chart (CRDs, RBAC, operator)"
 METRICS_PORT="$(free_port)"
@@ -125,9 +142,15 @@ for d in docs:
     elif d["kind"] == "Migration":
         d["metadata"]["name"] = "$MIG"
         s = d["spec"]
-        s["source"]["mssql"].update(host="127.0.0.1", port=$TDS_PORT, database="StackOverflow2010",
+        s["source"]["mssql"].update(host="127.0.0.1", port=$TDS_PORT, database="$SRC_DB",
                                     encryption="NotSupported", trustServerCertificate=False)
-        s["target"]["postgres"].update(host="127.0.0.1", port=$PG_PORT, database="stackoverflow", sslMode="disable")
+        s["target"]["postgres"].update(host="127.0.0.1", port=$PG_PORT, database="$DB", sslMode="disable")
+        if "$DB" == "adventureworks":
+            # The whole database: every schema, each to a PostgreSQL schema of its name (dbo to public).
+            s["source"]["mssql"]["schemas"] = ["*"]
+            s["source"]["mssql"]["schema"] = "dbo"
+            s["target"]["postgres"]["schema"] = "public"
+            s["tables"] = {"include": ["*"]}
         # Split the larger tables into key ranges so the demo shows parallel partitioned copies.
         s["partitioning"] = {"minRowsToSplit": 15000, "rowsPerPartition": 12500, "maxPartitionsPerTable": 4}
         s["parallelism"] = 2
@@ -175,13 +198,14 @@ warnings="$(kubectl get mig "$MIG" -n "$NS" -o jsonpath='{range .status.warnings
 say "the same rows, counted in PostgreSQL (SELECT count(*) of every target table)"
 kubectl get mtask -n "$NS" -o jsonpath='{range .items[*]}{.spec.targetTable.schema}{"\t"}{.spec.targetTable.name}{"\n"}{end}' \
     | sort -u | while IFS=$'\t' read -r schema table; do
-        n="$("$PSQL" -h 127.0.0.1 -p "$PG_PORT" -U postgres -d stackoverflow -At \
+        n="$("$PSQL" -h 127.0.0.1 -p "$PG_PORT" -U postgres -d "$DB" -At \
             -c "SELECT count(*) FROM \"$schema\".\"$table\"")"
         printf '  %-24s %10s rows\n' "$schema.$table" "$n"
     done
 
 say "metrics: http://127.0.0.1:$METRICS_PORT/metrics (in a cluster: service mssql-pg-operator-metrics:8080)"
-curl -fsS "http://127.0.0.1:$METRICS_PORT/metrics" | grep -E "^mssqlpg_(migration_phase.*Succeeded|tasks|bytes_copied|worker_peak|rows_copied)" | head -n 20
+# head may close the pipe early (a migration of many tables has more lines): not a failure.
+curl -fsS "http://127.0.0.1:$METRICS_PORT/metrics" | grep -E "^mssqlpg_(migration_phase.*Succeeded|tasks|bytes_copied|worker_peak|rows_copied)" | head -n 20 || true
 echo
 echo "dashboard: deploy/dashboards/mssql-pg-operator.json; operations guide: docs/operations.md"
 
