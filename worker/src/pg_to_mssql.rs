@@ -20,9 +20,9 @@ use crate::pg::connect::{PgConnectError, PgTarget, with_connection_io};
 use crate::pg::copy_binary::RowEncoder;
 use crate::pg::introspect::{PgIntrospectError, PgTable, introspect};
 use crate::pg::read::{RevReadError, SESSION_SETTINGS, read_task};
-use crate::pipeline::{CHANNEL_DEPTH, CopyOptions, TaskReport};
+use crate::pipeline::{CHANNEL_DEPTH, CopyOptions, TaskReport, run_task};
 use crate::plan::TaskPlan;
-use crate::retry::{AttemptState, chain, failed_message, with_retries};
+use crate::retry::{AttemptState, failed_message};
 use crate::target_check::{self, PlannedColumn, TableAction};
 use crate::timeouts::{Stalled, stalled};
 use crate::verify::{Digest, TableVerification};
@@ -125,7 +125,7 @@ pub enum RevError {
     Stalled(Stalled),
     /// The task's last attempt failed; `report` says what it left committed. The cause is part
     /// of the message, with its own causes, rather than a `source` (so it is printed once).
-    #[error("{}: {}", failed_message(*.attempts, *.transient, *.committed), crate::retry::chain(.cause.as_ref()))]
+    #[error("{}: {}", failed_message(*.attempts, *.transient, *.committed), crate::error_text::error_text(.cause.as_ref()))]
     Failed {
         attempts: u32,
         transient: bool,
@@ -1212,44 +1212,23 @@ pub async fn copy_task(
     t: &RevTablePlan,
     task: &TaskPlan,
 ) -> Result<TaskReport, RevError> {
-    let started = Instant::now();
     let state = AttemptState::default();
-    let run = with_retries(
+    run_task(
         &engine.copy.retry,
         &task.name,
+        t.source.qualified(),
+        &state,
         || copy_attempt(engine, t, task, &state),
         RevError::is_transient,
     )
-    .await;
-    let (rows, committed) = state.rows();
-    let total_rows = committed.unwrap_or(0);
-    match run {
-        Ok((mut report, attempts)) => {
-            report.attempts = attempts;
-            report.rows = rows;
-            report.seconds = started.elapsed().as_secs_f64();
-            Ok(report)
-        }
-        Err((e, attempts, transient)) => Err(RevError::Failed {
-            attempts,
-            transient,
-            committed,
-            report: Box::new(TaskReport {
-                task: task.name.clone(),
-                table: t.source.qualified(),
-                rows,
-                total_rows,
-                bytes: 0,
-                chunks: 0,
-                seconds: started.elapsed().as_secs_f64(),
-                resumed: false,
-                skipped: false,
-                attempts,
-                error: Some(chain(&e)),
-            }),
-            cause: Box::new(e),
-        }),
-    }
+    .await
+    .map_err(|f| RevError::Failed {
+        attempts: f.attempts,
+        transient: f.transient,
+        committed: f.committed,
+        report: Box::new(f.report),
+        cause: Box::new(f.cause),
+    })
 }
 
 /// One attempt of [`copy_task`].

@@ -2,6 +2,7 @@
 //! overlapping through a bounded channel, so memory stays flat whatever the table size.
 
 use crate::checkpoint::{self, CheckpointError};
+use crate::error_text::error_text;
 use crate::mapping::quote_pg;
 use crate::mssql::connect::{ConnectError, MssqlSource};
 use crate::mssql::read::{ReadError, read_task};
@@ -9,7 +10,7 @@ use crate::pg::connect::{PgConnectError, PgTarget};
 use crate::pg::ddl::qualified;
 use crate::pg::load::{LoadError, WriterCtx, write_chunks};
 use crate::plan::{TablePlan, TaskPlan};
-use crate::retry::{AttemptState, RetryPolicy, chain, failed_message, with_retries};
+use crate::retry::{AttemptState, RetryPolicy, failed_message, with_retries};
 use crate::timeouts::{Stalled, stalled};
 use serde::Serialize;
 use std::time::Instant;
@@ -36,7 +37,7 @@ pub enum TaskError {
     Stalled(Stalled),
     /// The task's last attempt failed; `report` says what it left committed. The cause is part
     /// of the message, with its own causes, rather than a `source` (so it is printed once).
-    #[error("{}: {}", failed_message(*.attempts, *.transient, *.committed), crate::retry::chain(.cause.as_ref()))]
+    #[error("{}: {}", failed_message(*.attempts, *.transient, *.committed), crate::error_text::error_text(.cause.as_ref()))]
     Failed {
         attempts: u32,
         transient: bool,
@@ -118,17 +119,54 @@ pub async fn copy_task(
     task: &TaskPlan,
     opts: &CopyOptions,
 ) -> Result<TaskReport, TaskError> {
-    let started = Instant::now();
     let state = AttemptState::default();
-    let run = with_retries(
+    run_task(
         &opts.retry,
         &task.name,
+        t.source.qualified(),
+        &state,
         || copy_attempt(source, target, migration, t, task, opts, &state),
         TaskError::is_transient,
     )
-    .await;
+    .await
+    .map_err(|f| TaskError::Failed {
+        attempts: f.attempts,
+        transient: f.transient,
+        committed: f.committed,
+        report: Box::new(f.report),
+        cause: Box::new(f.cause),
+    })
+}
+
+/// A task whose last attempt failed: what its direction's error type carries.
+pub struct TaskFailure<E> {
+    pub attempts: u32,
+    pub transient: bool,
+    /// Rows committed in total, when an attempt got as far as reading the checkpoint.
+    pub committed: Option<i64>,
+    /// What the failed task left committed.
+    pub report: TaskReport,
+    pub cause: E,
+}
+
+/// Runs a copy task's attempts with retries (both directions): the report counts the rows the
+/// attempts committed (in `state`, which `attempt` updates), also when the task fails.
+pub async fn run_task<E, F, Fut>(
+    policy: &RetryPolicy,
+    task: &str,
+    table: String,
+    state: &AttemptState,
+    attempt: F,
+    transient: impl Fn(&E) -> bool,
+) -> Result<TaskReport, TaskFailure<E>>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<TaskReport, E>>,
+    E: std::error::Error + 'static,
+{
+    let started = Instant::now();
+    let run = with_retries(policy, task, attempt, transient).await;
     let (rows, committed) = state.rows();
-    let total_rows = committed.unwrap_or(0);
     match run {
         Ok((mut report, attempts)) => {
             report.attempts = attempts;
@@ -136,24 +174,24 @@ pub async fn copy_task(
             report.seconds = started.elapsed().as_secs_f64();
             Ok(report)
         }
-        Err((e, attempts, transient)) => Err(TaskError::Failed {
+        Err((cause, attempts, transient)) => Err(TaskFailure {
             attempts,
             transient,
             committed,
-            report: Box::new(TaskReport {
-                task: task.name.clone(),
-                table: t.source.qualified(),
+            report: TaskReport {
+                task: task.to_string(),
+                table,
                 rows,
-                total_rows,
+                total_rows: committed.unwrap_or(0),
                 bytes: 0,
                 chunks: 0,
                 seconds: started.elapsed().as_secs_f64(),
                 resumed: false,
                 skipped: false,
                 attempts,
-                error: Some(chain(&e)),
-            }),
-            cause: Box::new(e),
+                error: Some(error_text(&cause)),
+            },
+            cause,
         }),
     }
 }

@@ -117,21 +117,6 @@ pub fn is_transient(e: &(dyn Error + 'static)) -> bool {
     false
 }
 
-/// `e` and its causes on one line (for the attempt log).
-pub fn chain(e: &(dyn Error + 'static)) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        let m = c.to_string();
-        if !s.contains(&m) {
-            s.push_str(": ");
-            s.push_str(&m);
-        }
-        cur = c.source();
-    }
-    s
-}
-
 /// The message of a task whose last attempt failed (its cause follows it).
 pub(crate) fn failed_message(attempts: u32, transient: bool, committed: Option<i64>) -> String {
     let committed = match committed {
@@ -210,7 +195,7 @@ where
                 let retry = transient(&e);
                 if !retry || n >= policy.attempts {
                     if retry {
-                        tracing::error!(task, attempt = n, attempts = policy.attempts, error = %chain(&e), "copy attempt failed; no attempts left");
+                        tracing::error!(task, attempt = n, attempts = policy.attempts, error = %crate::error_text::error_text(&e), "copy attempt failed; no attempts left");
                     }
                     return Err((e, n, retry));
                 }
@@ -220,7 +205,7 @@ where
                     attempt = n,
                     attempts = policy.attempts,
                     retry_in_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
-                    error = %chain(&e),
+                    error = %crate::error_text::error_text(&e),
                     "copy attempt failed with a transient fault; retrying from the last checkpoint"
                 );
                 tokio::time::sleep(wait).await;

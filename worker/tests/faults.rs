@@ -10,12 +10,13 @@ mod common;
 
 use common::{ms_exec, start_tds_server, tds_engine};
 use mssql_pg_worker::engine::{Engine, EngineError};
+use mssql_pg_worker::error_text::error_text;
 use mssql_pg_worker::mssql::connect::MssqlSource;
 use mssql_pg_worker::options::{Mode, Options, VerifyMode};
 use mssql_pg_worker::pg::connect::PgTarget;
 use mssql_pg_worker::pg_to_mssql::RevEngine;
 use mssql_pg_worker::pipeline::{CopyOptions, TaskReport};
-use mssql_pg_worker::retry::{RetryPolicy, chain};
+use mssql_pg_worker::retry::RetryPolicy;
 use mssql_pg_worker::timeouts::Timeouts;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -324,7 +325,7 @@ async fn a_target_that_stays_stalled_fails_naming_it_and_reports_the_committed_r
         let e = forward(&source, via, &schema, 3);
         let prepared = e.prepare().await.unwrap();
         let err = e.copy_all(&prepared.plan).await.unwrap_err();
-        let message = chain(&err);
+        let message = error_text(&err);
         let endpoint = format!("PostgreSQL at 127.0.0.1:{}", proxy.addr.port());
         assert!(message.contains("gave up after 3 attempts"), "{message}");
         assert!(
@@ -525,7 +526,7 @@ async fn a_sql_server_target_that_stays_blackholed_fails_naming_it_in_bounded_ti
         let e = reverse(source, via, &schema, 2);
         let prepared = e.prepare().await.unwrap();
         let err = e.copy_all(&prepared.plan).await.unwrap_err();
-        let message = chain(&err);
+        let message = error_text(&err);
         let endpoint = format!("SQL Server at 127.0.0.1:{}", proxy.addr.port());
         assert!(message.contains("gave up after 2 attempts with"), "{message}");
         assert!(message.contains(&format!("no data from {endpoint}")), "{message}");
@@ -581,7 +582,7 @@ async fn a_server_that_accepts_and_never_answers_fails_the_connect_in_bounded_ti
             ..PgTarget::from_conn_str(&common::pg_url()).unwrap()
         };
         let err = pg.connect().await.err().unwrap();
-        let message = chain(&err);
+        let message = error_text(&err);
         assert!(
             message.contains(&format!("PostgreSQL at 127.0.0.1:{}", addr.port())),
             "{message}"
@@ -595,7 +596,7 @@ async fn a_server_that_accepts_and_never_answers_fails_the_connect_in_bounded_ti
         ms.port = addr.port();
         ms.timeouts = short;
         let err = ms.connect().await.err().unwrap();
-        let message = chain(&err);
+        let message = error_text(&err);
         assert!(
             message.contains(&format!("SQL Server at 127.0.0.1:{}", addr.port())),
             "{message}"
