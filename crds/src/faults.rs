@@ -4,8 +4,6 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::validate::FieldError;
-
 pub const DEFAULT_CONNECT_SECONDS: i32 = 30;
 pub const DEFAULT_STALL_SECONDS: i32 = 60;
 pub const DEFAULT_RETRY_ATTEMPTS: i32 = 5;
@@ -82,62 +80,5 @@ impl Default for Retries {
             backoff_seconds: DEFAULT_RETRY_BACKOFF_SECONDS,
             max_backoff_seconds: DEFAULT_RETRY_MAX_BACKOFF_SECONDS,
         }
-    }
-}
-
-fn in_range(errors: &mut Vec<FieldError>, path: &str, value: i64, min: i64, max: i64) {
-    if value < min {
-        errors.push(FieldError {
-            path: path.into(),
-            message: format!("must be at least {min}"),
-        });
-    } else if value > max {
-        errors.push(FieldError {
-            path: path.into(),
-            message: format!("must be at most {max}"),
-        });
-    }
-}
-
-/// The ranges admission checks, for local runs.
-pub(crate) fn collect_errors(
-    timeouts: &Timeouts,
-    retries: &Retries,
-    active_deadline_seconds: Option<i64>,
-    errors: &mut Vec<FieldError>,
-) {
-    let t = timeouts;
-    in_range(
-        errors,
-        "spec.timeouts.connectSeconds",
-        i64::from(t.connect_seconds),
-        1,
-        3600,
-    );
-    in_range(
-        errors,
-        "spec.timeouts.stallSeconds",
-        i64::from(t.stall_seconds),
-        1,
-        86400,
-    );
-    let r = retries;
-    in_range(errors, "spec.retries.attempts", i64::from(r.attempts), 1, 100);
-    in_range(
-        errors,
-        "spec.retries.backoffSeconds",
-        i64::from(r.backoff_seconds),
-        0,
-        3600,
-    );
-    in_range(
-        errors,
-        "spec.retries.maxBackoffSeconds",
-        i64::from(r.max_backoff_seconds),
-        0,
-        3600,
-    );
-    if let Some(d) = active_deadline_seconds {
-        in_range(errors, "spec.worker.activeDeadlineSeconds", d, 1, i64::MAX);
     }
 }

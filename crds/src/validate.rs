@@ -175,7 +175,7 @@ impl MigrationSpec {
             0,
             100,
         );
-        crate::faults::collect_errors(
+        fault_errors(
             &self.timeouts,
             &self.retries,
             self.worker.active_deadline_seconds,
@@ -320,6 +320,49 @@ fn common(
             format!("{path}.credentialsSecret"),
             "must be a Secret name (lower-case DNS subdomain)",
         ));
+    }
+}
+
+/// The ranges admission checks, for local runs.
+fn fault_errors(
+    timeouts: &crate::faults::Timeouts,
+    retries: &crate::faults::Retries,
+    active_deadline_seconds: Option<i64>,
+    errors: &mut Vec<FieldError>,
+) {
+    let t = timeouts;
+    in_range(
+        errors,
+        "spec.timeouts.connectSeconds",
+        i64::from(t.connect_seconds),
+        1,
+        3600,
+    );
+    in_range(
+        errors,
+        "spec.timeouts.stallSeconds",
+        i64::from(t.stall_seconds),
+        1,
+        86400,
+    );
+    let r = retries;
+    in_range(errors, "spec.retries.attempts", i64::from(r.attempts), 1, 100);
+    in_range(
+        errors,
+        "spec.retries.backoffSeconds",
+        i64::from(r.backoff_seconds),
+        0,
+        3600,
+    );
+    in_range(
+        errors,
+        "spec.retries.maxBackoffSeconds",
+        i64::from(r.max_backoff_seconds),
+        0,
+        3600,
+    );
+    if let Some(d) = active_deadline_seconds {
+        in_range(errors, "spec.worker.activeDeadlineSeconds", d, 1, i64::MAX);
     }
 }
 
