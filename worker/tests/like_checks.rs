@@ -8,10 +8,8 @@ mod common;
 
 use common::{ms_exec, start_tds_server, tds_engine};
 use mssql_pg_worker::mssql::connect::{MssqlSource, TdsClient};
-use mssql_pg_worker::options::{Mode, Options, VerifyMode};
-use mssql_pg_worker::pg::connect::PgTarget;
+use mssql_pg_worker::options::Mode;
 use mssql_pg_worker::pg_to_mssql::RevEngine;
-use mssql_pg_worker::pipeline::CopyOptions;
 use std::sync::Arc;
 use tokio_postgres::error::SqlState;
 
@@ -150,24 +148,7 @@ async fn sql_server_like_checks_enforce_the_same_rows_in_postgres() {
 }
 
 fn rev_engine(target: &MssqlSource, schema: &str, migration: &str) -> Arc<RevEngine> {
-    Arc::new(RevEngine {
-        source: PgTarget::from_conn_str(&common::pg_url()).unwrap(),
-        target: target.clone(),
-        options: Options {
-            migration: migration.into(),
-            source_schema: schema.into(),
-            target_schema: "dbo".into(),
-            verify: VerifyMode::Checksum,
-            mode: Mode::DropRecreate,
-            ..Options::default()
-        },
-        copy: CopyOptions {
-            chunk_rows: 50_000,
-            fail_after_chunks: None,
-            mode: Mode::DropRecreate,
-            ..CopyOptions::default()
-        },
-    })
+    common::pg_engine(target, schema, migration, Mode::DropRecreate)
 }
 
 /// (constraint, column, a valid value, a violating value) of the PostgreSQL source.

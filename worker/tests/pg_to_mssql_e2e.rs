@@ -9,33 +9,15 @@ mod common;
 
 use chrono::{NaiveDate, NaiveDateTime, NaiveTime};
 use mssql_pg_worker::mssql::connect::{MssqlSource, TdsClient};
-use mssql_pg_worker::options::{Mode, Options, PartitionOptions, VerifyMode};
-use mssql_pg_worker::pg::connect::PgTarget;
+use mssql_pg_worker::options::{Mode, PartitionOptions};
 use mssql_pg_worker::pg_to_mssql::{RevEngine, RevError, RevPrepared};
-use mssql_pg_worker::pipeline::{CopyOptions, TaskReport};
+use mssql_pg_worker::pipeline::TaskReport;
 use mssql_pg_worker::verify::TableVerification;
 use std::sync::Arc;
 use tiberius::numeric::Numeric;
 
 fn engine(target: &MssqlSource, schema: &str, migration: &str, mode: Mode) -> Arc<RevEngine> {
-    Arc::new(RevEngine {
-        source: PgTarget::from_conn_str(&common::pg_url()).unwrap(),
-        target: target.clone(),
-        options: Options {
-            migration: migration.into(),
-            source_schema: schema.into(),
-            target_schema: "dbo".into(),
-            verify: VerifyMode::Checksum,
-            mode,
-            ..Options::default()
-        },
-        copy: CopyOptions {
-            chunk_rows: 50_000,
-            fail_after_chunks: None,
-            mode,
-            retry: Default::default(),
-        },
-    })
+    common::pg_engine(target, schema, migration, mode)
 }
 
 type Outcome = (RevPrepared, Vec<TaskReport>, Vec<String>, Vec<TableVerification>);

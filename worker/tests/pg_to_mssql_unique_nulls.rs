@@ -7,31 +7,12 @@
 mod common;
 
 use mssql_pg_worker::mssql::connect::{MssqlSource, TdsClient};
-use mssql_pg_worker::options::{Mode, Options, VerifyMode};
-use mssql_pg_worker::pg::connect::PgTarget;
+use mssql_pg_worker::options::Mode;
 use mssql_pg_worker::pg_to_mssql::RevEngine;
-use mssql_pg_worker::pipeline::CopyOptions;
 use std::sync::Arc;
 
 fn engine(target: &MssqlSource, schema: &str, migration: &str) -> Arc<RevEngine> {
-    Arc::new(RevEngine {
-        source: PgTarget::from_conn_str(&common::pg_url()).unwrap(),
-        target: target.clone(),
-        options: Options {
-            migration: migration.into(),
-            source_schema: schema.into(),
-            target_schema: "dbo".into(),
-            verify: VerifyMode::Checksum,
-            mode: Mode::DropRecreate,
-            ..Options::default()
-        },
-        copy: CopyOptions {
-            chunk_rows: 50_000,
-            fail_after_chunks: None,
-            mode: Mode::DropRecreate,
-            retry: Default::default(),
-        },
-    })
+    common::pg_engine(target, schema, migration, Mode::DropRecreate)
 }
 
 async fn rows(ms: &mut TdsClient, sql: &str) -> Vec<tiberius::Row> {

@@ -10,10 +10,8 @@ mod common;
 use common::{ms_exec, start_tds_server, tds_engine};
 use mssql_pg_worker::engine::{Engine, EngineError};
 use mssql_pg_worker::mssql::connect::{MssqlSource, TdsClient};
-use mssql_pg_worker::options::{Mode, Options, VerifyMode};
-use mssql_pg_worker::pg::connect::PgTarget;
+use mssql_pg_worker::options::{Mode, VerifyMode};
 use mssql_pg_worker::pg_to_mssql::{RevEngine, RevError};
-use mssql_pg_worker::pipeline::CopyOptions;
 use mssql_pg_worker::target_check::TableAction;
 use std::process::Command;
 use std::sync::Arc;
@@ -106,24 +104,7 @@ async fn ms_snapshot(ms: &mut TdsClient, rows_of: &str) -> Vec<String> {
 }
 
 fn rev_engine(target: &MssqlSource, schema: &str, migration: &str, mode: Mode) -> Arc<RevEngine> {
-    Arc::new(RevEngine {
-        source: PgTarget::from_conn_str(&common::pg_url()).unwrap(),
-        target: target.clone(),
-        options: Options {
-            migration: migration.into(),
-            source_schema: schema.into(),
-            target_schema: "dbo".into(),
-            verify: VerifyMode::Checksum,
-            mode,
-            ..Options::default()
-        },
-        copy: CopyOptions {
-            chunk_rows: 50_000,
-            fail_after_chunks: None,
-            mode,
-            retry: Default::default(),
-        },
-    })
+    common::pg_engine(target, schema, migration, mode)
 }
 
 fn with_mode(mut e: Engine, mode: Mode) -> Engine {

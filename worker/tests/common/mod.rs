@@ -96,3 +96,31 @@ pub fn tds_engine(source: &MssqlSource, schema: &str, migration: &str) -> Engine
         },
     }
 }
+
+/// An engine copying schema `schema` of the test PostgreSQL into `dbo` of the TDS server `target`,
+/// verifying by checksum, in chunks of 50,000 rows (the reverse direction's [`tds_engine`]).
+pub fn pg_engine(
+    target: &MssqlSource,
+    schema: &str,
+    migration: &str,
+    mode: mssql_pg_worker::options::Mode,
+) -> std::sync::Arc<mssql_pg_worker::pg_to_mssql::RevEngine> {
+    std::sync::Arc::new(mssql_pg_worker::pg_to_mssql::RevEngine {
+        source: PgTarget::from_conn_str(&pg_url()).unwrap(),
+        target: target.clone(),
+        options: Options {
+            migration: migration.into(),
+            source_schema: schema.into(),
+            target_schema: "dbo".into(),
+            verify: VerifyMode::Checksum,
+            mode,
+            ..Options::default()
+        },
+        copy: CopyOptions {
+            chunk_rows: 50_000,
+            fail_after_chunks: None,
+            mode,
+            retry: Default::default(),
+        },
+    })
+}
