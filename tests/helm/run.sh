@@ -451,17 +451,27 @@ prometheus_dashboard() {
         curl -fsS "http://127.0.0.1:$PORT/readyz" >/dev/null 2>&1 && break
         sleep 0.5
     done
-    # Large enough that the copy spans many one-second scrapes in a debug build.
     MSSQL_USER=sa MSSQL_PASSWORD="$REAL_PW" "$NODE_BIN/bench" load --scale 0.02 --tables Votes,Comments \
         --mssql "127.0.0.1:$REAL_TDS" --mssql-no-tls --mssql-database Src || return 1
     psql="$(ls /usr/lib/postgresql/*/bin/psql | head -n 1)"
     "$psql" -q -h 127.0.0.1 -p "$REAL_PG" -U postgres -d postgres -c "DROP DATABASE IF EXISTS helm_prom" -c "CREATE DATABASE helm_prom"
+    # The workers read the source through a link of 500 kB/s per connection, so every worker pod copies for
+    # several one-second scrapes however fast the machine or the build is (~30 s for the whole copy).
+    rm -f "$prom_dir/proxy-port"
+    "$PY" "$HERE/throttle_proxy.py" --target "127.0.0.1:$REAL_TDS" --bytes-per-second 500000 \
+        --port-file "$prom_dir/proxy-port" &
+    local proxy_pid=$! slow_tds=""
+    for _ in $(seq 1 100); do
+        [ -s "$prom_dir/proxy-port" ] && break
+        sleep 0.1
+    done
+    slow_tds="$(cat "$prom_dir/proxy-port" 2>/dev/null)" || { kill "$proxy_pid"; return 1; }
     cat >"$WORK/prom-mig.yaml" <<YAML
 apiVersion: mssqlpg.dev/v1alpha1
 kind: Migration
 metadata: {name: helm-prom}
 spec:
-  source: {mssql: {host: 127.0.0.1, port: $REAL_TDS, database: Src, schema: dbo, credentialsSecret: tds-creds, encryption: NotSupported}}
+  source: {mssql: {host: 127.0.0.1, port: $slow_tds, database: Src, schema: dbo, credentialsSecret: tds-creds, encryption: NotSupported}}
   target: {postgres: {host: 127.0.0.1, port: $REAL_PG, database: helm_prom, schema: public, credentialsSecret: pg-creds, sslMode: disable}}
   tables: {include: [Votes, Comments]}
   parallelism: 2
@@ -472,6 +482,10 @@ YAML
     "$PY" "$HERE/check_prometheus.py" --workdir "$prom_dir" --operator "127.0.0.1:$PORT" --namespace "$MIG_NS" \
         --migration helm-prom --manifest "$WORK/prom-mig.yaml" --dashboard deploy/dashboards/mssql-pg-operator.json \
         --rules deploy/alerts/prometheus-rules.yaml --timeout 300
+    local rc=$?
+    kill "$proxy_pid" 2>/dev/null
+    wait "$proxy_pid" 2>/dev/null
+    return $rc
 }
 step "a real Prometheus evaluates every dashboard query and alert during and after a real Migration" prometheus_dashboard
 uninstall() {
