@@ -4,6 +4,8 @@
 //! A `.` separates schema from table; a pattern without one applies to the source endpoint's schema.
 //! A part in double quotes (`dbo."Orders"`) is a name matched exactly, case and all, with no
 //! wildcards: it tells `Orders` from `orders`, and may hold a `.`.
+//!
+//! Matching is by character, not byte: names are Unicode (globset, tried, matches bytes; see README).
 
 use crate::migration::TableSelection;
 
@@ -338,6 +340,21 @@ mod tests {
         assert!(!m("dbo.*_log", "dbo", "audit_logs"));
         assert!(m("dbo.a**b", "dbo", "axxb"));
         assert!(m("dbo.[.]x", "dbo", ".x"));
+    }
+
+    #[test]
+    fn non_ascii_names_match_by_character() {
+        // SQL Server names are Unicode: `?` is one character, and sets and case folding cover
+        // non-ASCII letters (byte-oriented matchers such as globset get all three wrong).
+        assert!(m("dbo.Bestellung?", "dbo", "Bestellungä"));
+        assert!(m("dbo.?", "dbo", "注"));
+        assert!(!m("dbo.?", "dbo", "注文"));
+        assert!(m("dbo.[à-ü]x", "dbo", "éx"));
+        assert!(m("dbo.[!a]x", "dbo", "éx"));
+        assert!(m("dbo.ä*", "dbo", "Äpfel"));
+        // Windows logins' default schemas hold a backslash: a literal, not an escape.
+        assert_eq!(name_matches("CORP\\*", "CORP\\alice"), Ok(true));
+        assert_eq!(name_matches("t{a,b}", "t{a,b}"), Ok(true));
     }
 
     #[test]
