@@ -635,6 +635,11 @@ pub fn register(conn: &Connection) -> rusqlite::Result<()> {
     conn.create_scalar_function("tsql_like_cs", 3, det, |ctx| {
         tsql_like(ctx, crate::like::like_case_sensitive)
     })?;
+    // The Unicode forms (an nchar/nvarchar operand), where trailing blanks of the text count.
+    conn.create_scalar_function("tsql_nlike", 3, det, |ctx| tsql_like(ctx, crate::like::nlike))?;
+    conn.create_scalar_function("tsql_nlike_cs", 3, det, |ctx| {
+        tsql_like(ctx, crate::like::nlike_case_sensitive)
+    })?;
     // geography's ToString()/STAsText() of a point in SQL Server's binary form (SRID,
     // version, flags, then latitude and longitude); other shapes are not decoded.
     conn.create_scalar_function("tsql_geo_text", 1, det, |ctx| match ctx.get_raw(0) {

@@ -111,30 +111,61 @@ fn matches_at(parts: &[Part], text: &[char]) -> bool {
     parts[p..].iter().all(|x| *x == Part::Any)
 }
 
-/// Whether `text` matches `pattern`. Trailing blanks of the text are ignored when the
-/// pattern does not end with one, as SQL Server compares padded char values.
+/// Whether `text` matches `pattern` as non-Unicode (char/varchar) LIKE does: trailing blanks
+/// of the text are ignored, any number of them, while every blank of the pattern counts
+/// (`'a ' LIKE 'a'` and `'a  ' LIKE 'a '` hold, `'a' LIKE 'a '` does not).
 pub fn like(text: &str, pattern: &str, escape: Option<char>) -> bool {
-    like_folded(text, pattern, escape, fold)
+    like_folded(text, pattern, escape, fold, Blanks::Ignored)
 }
 
 /// [`like`] under a case-sensitive collation (`COLLATE Latin1_General_100_BIN2`, `..._CS_AS`).
 pub fn like_case_sensitive(text: &str, pattern: &str, escape: Option<char>) -> bool {
-    like_folded(text, pattern, escape, same)
+    like_folded(text, pattern, escape, same, Blanks::Ignored)
 }
 
-fn like_folded(text: &str, pattern: &str, escape: Option<char>, fold: fn(char) -> char) -> bool {
+/// Unicode LIKE (any operand nchar/nvarchar): trailing blanks of the text count too, so a
+/// padded `nchar(30)` value does not match `'% King'` (ISO behaviour, unlike [`like`]).
+pub fn nlike(text: &str, pattern: &str, escape: Option<char>) -> bool {
+    like_folded(text, pattern, escape, fold, Blanks::Significant)
+}
+
+/// [`nlike`] under a case-sensitive collation.
+pub fn nlike_case_sensitive(text: &str, pattern: &str, escape: Option<char>) -> bool {
+    like_folded(text, pattern, escape, same, Blanks::Significant)
+}
+
+/// Whether trailing blanks of the matched text may be dropped.
+#[derive(Clone, Copy, PartialEq)]
+enum Blanks {
+    Ignored,
+    Significant,
+}
+
+fn like_folded(
+    text: &str,
+    pattern: &str,
+    escape: Option<char>,
+    fold: fn(char) -> char,
+    blanks: Blanks,
+) -> bool {
     let parts = compile(pattern, escape, fold);
     let folded: Vec<char> = text.chars().map(fold).collect();
     if matches_at(&parts, &folded) {
         return true;
     }
+    if blanks == Blanks::Significant {
+        return false;
+    }
+    // Any number of the text's trailing blanks may go: try each shorter end.
     let trimmed = folded.len() - folded.iter().rev().take_while(|c| **c == ' ').count();
-    trimmed < folded.len() && !pattern.ends_with(' ') && matches_at(&parts, &folded[..trimmed])
+    (trimmed..folded.len())
+        .rev()
+        .any(|end| matches_at(&parts, &folded[..end]))
 }
 
 #[cfg(test)]
 mod tests {
-    use super::like;
+    use super::{like, nlike};
 
     #[test]
     fn classes_ranges_and_escape() {
@@ -152,5 +183,23 @@ mod tests {
         assert!(like("Hello", "h%O", None));
         assert!(like("abc  ", "abc", None));
         assert!(like("a[b", "a[b", None));
+    }
+
+    #[test]
+    fn trailing_blanks_of_text_count_only_in_unicode() {
+        // non-Unicode: the text's trailing blanks go, the pattern's stay.
+        assert!(like("space ", "space", None));
+        assert!(like("space ", "space ", None));
+        assert!(!like("space ", "space    ", None));
+        assert!(like("a   ", "a ", None));
+        assert!(!like("a", "a ", None));
+        assert!(like("Robert King                   ", "% King", None));
+        // Unicode: both count.
+        assert!(!nlike("nspace ", "nspace", None));
+        assert!(nlike("nspace ", "nspace ", None));
+        assert!(!nlike("nspace ", "nspace    ", None));
+        assert!(!nlike("Robert King                   ", "% King", None));
+        assert!(nlike("Robert King                   ", "% King%", None));
+        assert!(!nlike("a", "a ", None));
     }
 }

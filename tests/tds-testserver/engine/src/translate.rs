@@ -1097,8 +1097,9 @@ impl<'a> Ctx<'a> {
                 let case_sensitive = collated_case_sensitive(expr)? || collated_case_sensitive(pattern)?;
                 let t = self.expr(expr, scope)?;
                 let p = self.expr(pattern, scope)?;
+                let mut unicode = t.ty.is_some_and(is_unicode) || p.ty.is_some_and(is_unicode);
                 if let Some(x) = escape_char.as_mut() {
-                    self.expr(x, scope)?;
+                    unicode |= self.expr(x, scope)?.ty.is_some_and(is_unicode);
                 }
                 let escape = match escape_char {
                     Some(v) => (**v).clone(),
@@ -1107,10 +1108,13 @@ impl<'a> Ctx<'a> {
                 let negated = *negated;
                 let value = std::mem::replace(&mut **expr, num(0));
                 let pattern = std::mem::replace(&mut **pattern, num(0));
-                let like = if case_sensitive {
-                    "tsql_like_cs"
-                } else {
-                    "tsql_like"
+                // One Unicode operand makes the whole match Unicode, where trailing blanks of the
+                // matched value count (ISO); otherwise SQL Server ignores them.
+                let like = match (unicode, case_sensitive) {
+                    (false, false) => "tsql_like",
+                    (false, true) => "tsql_like_cs",
+                    (true, false) => "tsql_nlike",
+                    (true, true) => "tsql_nlike_cs",
                 };
                 let call = func(like, vec![value, pattern, escape]);
                 *e = if negated {
