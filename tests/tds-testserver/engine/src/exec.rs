@@ -235,7 +235,7 @@ impl Session {
                     })?;
                     let aborts = match raise {
                         Some(throw) => throw,
-                        None => aborts_batch(e.number),
+                        None => std::mem::take(&mut self.thrown) || aborts_batch(e.number),
                     };
                     if xact || aborts {
                         return Ok(false);
@@ -293,6 +293,28 @@ impl Session {
             Stmt::SaveTran(name) => {
                 self.save_tran(&name)?;
                 self.done(sink, StatementKind::Other, None)?;
+                Ok(())
+            }
+            Stmt::If {
+                cond,
+                then,
+                otherwise,
+            } => {
+                let branch = if self.eval_condition(*cond)? {
+                    then
+                } else {
+                    otherwise
+                };
+                for p in branch {
+                    if self.returning {
+                        break;
+                    }
+                    let throw = matches!(p.stmt, Stmt::Raise { throw: true, .. });
+                    if let Err(e) = self.exec_stmt(p.stmt, tops, sink) {
+                        self.thrown |= throw;
+                        return Err(e);
+                    }
+                }
                 Ok(())
             }
             Stmt::CheckIdent { table, reseed } => self.check_ident(&table, reseed, sink),

@@ -85,6 +85,12 @@ pub enum Stmt {
     UpdateStatistics(Vec<String>),
     /// `SET ROWCOUNT n`: 0 lifts the limit.
     SetRowcount(sqlparser::ast::Expr),
+    /// `IF cond ... [ELSE ...]`: each branch a list of statements (one, or a BEGIN...END block).
+    If {
+        cond: Box<sqlparser::ast::Expr>,
+        then: Vec<Parsed>,
+        otherwise: Vec<Parsed>,
+    },
     /// `ALTER TABLE t [WITH CHECK | WITH NOCHECK] {CHECK | NOCHECK} CONSTRAINT {ALL | names}`.
     ConstraintState {
         table: Vec<String>,
@@ -815,158 +821,250 @@ pub fn parse_batch(sql: &str, vars: &dyn Fn(&str) -> Option<String>) -> Result<B
     let mut p = Parser::new(&dialect).with_tokens_with_locations(toks);
     loop {
         while p.consume_token(&Token::SemiColon) {}
-        let start = p.peek_token();
-        if start.token == Token::EOF {
+        if p.peek_token().token == Token::EOF {
             break;
         }
-        let line = start.span.start.line.max(1) as u32;
-        if let Some(stmt) = crate::parse_objects::parse_special(&mut p, sql, batch.stmts.is_empty())? {
-            batch.stmts.push(Parsed { stmt, line });
-            continue;
+        let first = batch.stmts.is_empty();
+        batch.stmts.push(parse_statement(&mut p, sql, first)?);
+    }
+    Ok(batch)
+}
+
+/// One statement, `first` when it opens the batch.
+fn parse_statement(p: &mut Parser<'_>, sql: &str, first: bool) -> Result<Parsed, SqlError> {
+    let line = p.peek_token().span.start.line.max(1) as u32;
+    let stmt = if peek_word(p, 0) == "IF" {
+        parse_if(p, sql)?
+    } else {
+        parse_simple(p, sql, first)?
+    };
+    Ok(Parsed { stmt, line })
+}
+
+/// `IF cond stmt-or-block [ELSE stmt-or-block]`, parsed here rather than by sqlparser so
+/// that the statements only this module knows (CREATE TYPE ... FROM, BULK INSERT, ALTER TABLE
+/// ... NOCHECK CONSTRAINT, ...) may be the body, as SQL Server allows.
+fn parse_if(p: &mut Parser<'_>, sql: &str) -> Result<Stmt, SqlError> {
+    p.next_token();
+    let cond = p.parse_expr().map_err(|e| parser_error(&e))?;
+    let then = parse_branch(p, sql)?;
+    // `IF c PRINT 'a'; ELSE PRINT 'b'`: a semicolon may end the first branch.
+    let mut ahead = 0;
+    while p.peek_nth_token_ref(ahead).token == Token::SemiColon {
+        ahead += 1;
+    }
+    let otherwise = if peek_word(p, ahead) == "ELSE" {
+        for _ in 0..=ahead {
+            p.next_token();
         }
-        let w0 = peek_word(&p, 0);
-        let w1 = peek_word(&p, 1);
-        let stmt = match (w0.as_str(), w1.as_str()) {
-            ("INSERT", "BULK") => {
+        parse_branch(p, sql)?
+    } else {
+        Vec::new()
+    };
+    Ok(Stmt::If {
+        cond: Box::new(cond),
+        then,
+        otherwise,
+    })
+}
+
+/// The body of an IF or ELSE: a `BEGIN ... END` block or one statement.
+fn parse_branch(p: &mut Parser<'_>, sql: &str) -> Result<Vec<Parsed>, SqlError> {
+    let block = peek_word(p, 0) == "BEGIN"
+        && !matches!(peek_word(p, 1).as_str(), "TRAN" | "TRANSACTION" | "DISTRIBUTED");
+    if !block {
+        return check_branch_statement(p)
+            .and_then(|()| parse_statement(p, sql, false))
+            .map(|s| vec![s]);
+    }
+    p.next_token();
+    let mut out = Vec::new();
+    loop {
+        while p.consume_token(&Token::SemiColon) {}
+        if peek_word(p, 0) == "END" {
+            p.next_token();
+            return Ok(out);
+        }
+        if p.peek_token().token == Token::EOF {
+            return Err(SqlError::new(
+                102,
+                15,
+                "Incorrect syntax near the end of the batch.".to_string(),
+            ));
+        }
+        check_branch_statement(p)?;
+        out.push(parse_statement(p, sql, false)?);
+    }
+}
+
+/// CREATE VIEW/PROCEDURE/FUNCTION/TRIGGER must open a batch, so inside IF SQL Server reads
+/// the kind as an unexpected keyword (error 156), not as a misplaced statement (111).
+fn check_branch_statement(p: &Parser<'_>) -> Result<(), SqlError> {
+    let kind_at = match (peek_word(p, 0).as_str(), peek_word(p, 1).as_str()) {
+        ("CREATE", "OR") => 3,
+        ("CREATE" | "ALTER", _) => 1,
+        _ => return Ok(()),
+    };
+    let kind = peek_word(p, kind_at);
+    if matches!(
+        kind.as_str(),
+        "VIEW" | "PROC" | "PROCEDURE" | "FUNCTION" | "TRIGGER"
+    ) {
+        return Err(SqlError::new(
+            156,
+            15,
+            format!("Incorrect syntax near the keyword '{kind}'."),
+        ));
+    }
+    Ok(())
+}
+
+/// A statement other than IF.
+fn parse_simple(p: &mut Parser<'_>, sql: &str, first: bool) -> Result<Stmt, SqlError> {
+    if let Some(stmt) = crate::parse_objects::parse_special(p, sql, first)? {
+        return Ok(stmt);
+    }
+    let w0 = peek_word(p, 0);
+    let w1 = peek_word(p, 1);
+    let stmt = match (w0.as_str(), w1.as_str()) {
+        ("INSERT", "BULK") => {
+            p.next_token();
+            p.next_token();
+            Stmt::InsertBulk(parse_insert_bulk(p)?)
+        }
+        ("BEGIN", "TRAN" | "TRANSACTION" | "DISTRIBUTED") => {
+            p.next_token();
+            if w1 == "DISTRIBUTED" {
                 p.next_token();
-                p.next_token();
-                Stmt::InsertBulk(parse_insert_bulk(&mut p)?)
             }
-            ("BEGIN", "TRAN" | "TRANSACTION" | "DISTRIBUTED") => {
+            p.next_token();
+            skip_tran_name(p);
+            Stmt::BeginTran
+        }
+        ("COMMIT", _) => {
+            p.next_token();
+            if matches!(w1.as_str(), "TRAN" | "TRANSACTION" | "WORK") {
                 p.next_token();
-                if w1 == "DISTRIBUTED" {
-                    p.next_token();
-                }
-                p.next_token();
-                skip_tran_name(&mut p);
-                Stmt::BeginTran
+                skip_tran_name(p);
             }
-            ("COMMIT", _) => {
+            Stmt::CommitTran
+        }
+        ("ROLLBACK", _) => {
+            p.next_token();
+            let mut name = None;
+            if matches!(w1.as_str(), "TRAN" | "TRANSACTION" | "WORK") {
                 p.next_token();
-                if matches!(w1.as_str(), "TRAN" | "TRANSACTION" | "WORK") {
-                    p.next_token();
-                    skip_tran_name(&mut p);
-                }
-                Stmt::CommitTran
+                name = skip_tran_name(p);
             }
-            ("ROLLBACK", _) => {
-                p.next_token();
-                let mut name = None;
-                if matches!(w1.as_str(), "TRAN" | "TRANSACTION" | "WORK") {
-                    p.next_token();
-                    name = skip_tran_name(&mut p);
-                }
-                Stmt::RollbackTran(name)
+            Stmt::RollbackTran(name)
+        }
+        ("SAVE", "TRAN" | "TRANSACTION") => {
+            p.next_token();
+            p.next_token();
+            let name = skip_tran_name(p).ok_or_else(|| syntax_error("TRAN"))?;
+            Stmt::SaveTran(name)
+        }
+        ("DBCC", _) => {
+            p.next_token();
+            let cmd = p.next_token();
+            if !is_word(&cmd.token, "CHECKIDENT") {
+                return Err(SqlError::new(
+                    2526,
+                    16,
+                    format!(
+                        "Incorrect DBCC statement. Check the documentation for the correct DBCC syntax and options. ({})",
+                        cmd.token
+                    ),
+                ));
             }
-            ("SAVE", "TRAN" | "TRANSACTION") => {
-                p.next_token();
-                p.next_token();
-                let name = skip_tran_name(&mut p).ok_or_else(|| syntax_error("TRAN"))?;
-                Stmt::SaveTran(name)
+            if !p.consume_token(&Token::LParen) {
+                return Err(syntax_error("CHECKIDENT"));
             }
-            ("DBCC", _) => {
-                p.next_token();
-                let cmd = p.next_token();
-                if !is_word(&cmd.token, "CHECKIDENT") {
-                    return Err(SqlError::new(
-                        2526,
-                        16,
-                        format!(
-                            "Incorrect DBCC statement. Check the documentation for the correct DBCC syntax and options. ({})",
-                            cmd.token
-                        ),
-                    ));
-                }
-                if !p.consume_token(&Token::LParen) {
-                    return Err(syntax_error("CHECKIDENT"));
-                }
-                let table = ident_text(&p.next_token().token).ok_or_else(|| syntax_error("("))?;
-                let mut reseed = None;
-                if p.consume_token(&Token::Comma) {
-                    let opt = p.next_token();
-                    if is_word(&opt.token, "RESEED") {
-                        let mut value = None;
-                        if p.consume_token(&Token::Comma) {
-                            let neg = p.consume_token(&Token::Minus);
-                            if let Token::Number(n, _) = p.next_token().token {
-                                let v: i64 = n.parse().map_err(|_| syntax_error(&n))?;
-                                value = Some(if neg { -v } else { v });
-                            }
+            let table = ident_text(&p.next_token().token).ok_or_else(|| syntax_error("("))?;
+            let mut reseed = None;
+            if p.consume_token(&Token::Comma) {
+                let opt = p.next_token();
+                if is_word(&opt.token, "RESEED") {
+                    let mut value = None;
+                    if p.consume_token(&Token::Comma) {
+                        let neg = p.consume_token(&Token::Minus);
+                        if let Token::Number(n, _) = p.next_token().token {
+                            let v: i64 = n.parse().map_err(|_| syntax_error(&n))?;
+                            value = Some(if neg { -v } else { v });
                         }
-                        reseed = Some(value);
                     }
+                    reseed = Some(value);
                 }
-                if !p.consume_token(&Token::RParen) {
-                    return Err(syntax_error(&p.peek_token().token.to_string()));
-                }
-                if peek_word(&p, 0) == "WITH" {
-                    p.next_token();
-                    while matches!(p.peek_token().token, Token::Word(_) | Token::Comma)
-                        && !is_statement_start(&peek_word(&p, 0))
-                    {
-                        p.next_token();
-                    }
-                }
-                Stmt::CheckIdent { table, reseed }
             }
-            ("RAISERROR", _) => {
+            if !p.consume_token(&Token::RParen) {
+                return Err(syntax_error(&p.peek_token().token.to_string()));
+            }
+            if peek_word(p, 0) == "WITH" {
                 p.next_token();
-                if !p.consume_token(&Token::LParen) {
-                    return Err(syntax_error("RAISERROR"));
+                while matches!(p.peek_token().token, Token::Word(_) | Token::Comma)
+                    && !is_statement_start(&peek_word(p, 0))
+                {
+                    p.next_token();
                 }
-                let mut args = Vec::new();
+            }
+            Stmt::CheckIdent { table, reseed }
+        }
+        ("RAISERROR", _) => {
+            p.next_token();
+            if !p.consume_token(&Token::LParen) {
+                return Err(syntax_error("RAISERROR"));
+            }
+            let mut args = Vec::new();
+            loop {
+                args.push(p.parse_expr().map_err(|e| parser_error(&e))?);
+                if !p.consume_token(&Token::Comma) {
+                    break;
+                }
+            }
+            if !p.consume_token(&Token::RParen) || args.len() < 3 {
+                return Err(syntax_error(&p.peek_token().token.to_string()));
+            }
+            // WITH NOWAIT | LOG | SETERROR change nothing a client sees here.
+            if peek_word(p, 0) == "WITH" {
+                p.next_token();
+                while matches!(peek_word(p, 0).as_str(), "NOWAIT" | "LOG" | "SETERROR") {
+                    p.next_token();
+                    if !p.consume_token(&Token::Comma) {
+                        break;
+                    }
+                }
+            }
+            Stmt::Raise { throw: false, args }
+        }
+        ("THROW", _) => {
+            p.next_token();
+            let mut args = Vec::new();
+            let next = p.peek_token().token;
+            if !matches!(next, Token::EOF | Token::SemiColon) && !is_statement_start(&peek_word(p, 0)) {
                 loop {
                     args.push(p.parse_expr().map_err(|e| parser_error(&e))?);
                     if !p.consume_token(&Token::Comma) {
                         break;
                     }
                 }
-                if !p.consume_token(&Token::RParen) || args.len() < 3 {
+                if args.len() != 3 {
                     return Err(syntax_error(&p.peek_token().token.to_string()));
                 }
-                // WITH NOWAIT | LOG | SETERROR change nothing a client sees here.
-                if peek_word(&p, 0) == "WITH" {
-                    p.next_token();
-                    while matches!(peek_word(&p, 0).as_str(), "NOWAIT" | "LOG" | "SETERROR") {
-                        p.next_token();
-                        if !p.consume_token(&Token::Comma) {
-                            break;
-                        }
-                    }
-                }
-                Stmt::Raise { throw: false, args }
             }
-            ("THROW", _) => {
+            Stmt::Raise { throw: true, args }
+        }
+        ("WAITFOR" | "GO", _) => {
+            let t = p.next_token();
+            while !matches!(p.peek_token().token, Token::EOF | Token::SemiColon)
+                && !is_statement_start(&peek_word(p, 0))
+            {
                 p.next_token();
-                let mut args = Vec::new();
-                let next = p.peek_token().token;
-                if !matches!(next, Token::EOF | Token::SemiColon) && !is_statement_start(&peek_word(&p, 0)) {
-                    loop {
-                        args.push(p.parse_expr().map_err(|e| parser_error(&e))?);
-                        if !p.consume_token(&Token::Comma) {
-                            break;
-                        }
-                    }
-                    if args.len() != 3 {
-                        return Err(syntax_error(&p.peek_token().token.to_string()));
-                    }
-                }
-                Stmt::Raise { throw: true, args }
             }
-            ("WAITFOR" | "GO", _) => {
-                let t = p.next_token();
-                while !matches!(p.peek_token().token, Token::EOF | Token::SemiColon)
-                    && !is_statement_start(&peek_word(&p, 0))
-                {
-                    p.next_token();
-                }
-                Stmt::Unsupported(t.token.to_string())
-            }
-            _ => Stmt::Sql(Box::new(p.parse_statement().map_err(|e| parser_error(&e))?)),
-        };
-        batch.stmts.push(Parsed { stmt, line });
-    }
-    Ok(batch)
+            Stmt::Unsupported(t.token.to_string())
+        }
+        _ => Stmt::Sql(Box::new(p.parse_statement().map_err(|e| parser_error(&e))?)),
+    };
+    Ok(stmt)
 }
 
 fn is_statement_start(w: &str) -> bool {

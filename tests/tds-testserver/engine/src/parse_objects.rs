@@ -173,6 +173,11 @@ pub fn parse_special(p: &mut Parser<'_>, sql: &str, first: bool) -> Result<Optio
                 if depth == 0 && matches!(upper(&t).as_str(), "NULL" | "NOT") {
                     break;
                 }
+                // After the type's name (and length) a word begins what follows: ELSE, END or
+                // the next statement of a batch without semicolons.
+                if depth == 0 && matches!(t, Token::Word(_)) && !base.is_empty() && !base.ends_with('.') {
+                    break;
+                }
                 base.push_str(&t.to_string());
                 p.next_token();
             }

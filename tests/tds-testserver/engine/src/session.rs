@@ -209,6 +209,7 @@ impl Engine {
             nocheck: Default::default(),
             ignore_checks: false,
             returning: false,
+            thrown: false,
             rowcount_limit: 0,
         })
     }
@@ -260,6 +261,8 @@ pub struct Session {
     pub(crate) ignore_checks: bool,
     /// RETURN ran: the rest of the batch is skipped.
     pub(crate) returning: bool,
+    /// A THROW inside an IF failed: like a THROW at the top, it ends the batch.
+    pub(crate) thrown: bool,
     /// SET ROWCOUNT: the most rows a SELECT returns (0: no limit).
     pub(crate) rowcount_limit: u64,
     pub(crate) tran_snapshot: Option<(crate::catalog::Catalog, Arc<Tables>, Tables)>,
