@@ -1386,13 +1386,23 @@ impl Session {
                 i64::try_from(base).unwrap_or(i64::MAX) - 1
             ));
         }
+        // SQL Server checks the rows only against the CHECKs this ALTER adds (unless WITH
+        // NOCHECK) or re-enables WITH CHECK; checks already there, trusted or not, are not
+        // re-run, so the copy ignores them all and the ones to check are checked by name.
+        let mut verify: Vec<String> = std::mem::take(&mut self.recheck);
+        if !self.ignore_checks {
+            verify.extend(
+                new.check_names
+                    .iter()
+                    .filter(|n| !old.check_names.iter().any(|o| o.eq_ignore_ascii_case(n)))
+                    .cloned(),
+            );
+        }
         let fk_off = self.trancount == 0;
         if fk_off {
             self.conn.execute_batch("PRAGMA foreign_keys=OFF")?;
         }
-        if self.ignore_checks {
-            self.conn.execute_batch("PRAGMA ignore_check_constraints=ON")?;
-        }
+        self.conn.execute_batch("PRAGMA ignore_check_constraints=ON")?;
         let r = self.atomic(|s| {
             // The first statement creates the table; index statements need the final name.
             s.conn.execute_batch(&ddl[0])?;
@@ -1402,7 +1412,11 @@ impl Session {
                 common.join(", "),
                 converted.join(", ")
             );
-            if let Err(e) = s.conn.execute_batch(&copy) {
+            let copied = s.conn.execute_batch(&copy);
+            if copied.is_ok() {
+                s.verify_checks(&new, &format!("{prefix}{}", quote(&tmp)), &verify)?;
+            }
+            if let Err(e) = copied {
                 // A rowid primary key is enforced while the rows are copied, not by an index.
                 let pk = new
                     .def
@@ -1435,11 +1449,43 @@ impl Session {
         if fk_off {
             self.conn.execute_batch("PRAGMA foreign_keys=ON")?;
         }
-        if self.ignore_checks {
-            self.conn.execute_batch("PRAGMA ignore_check_constraints=OFF")?;
-        }
+        self.conn.execute_batch("PRAGMA ignore_check_constraints=OFF")?;
         r?;
         self.store_meta(new);
+        Ok(())
+    }
+
+    /// The rows of `table` (holding `meta`'s rows) against the CHECKs named `names`: the
+    /// first one a row breaks is error 547, named as SQL Server names it.
+    fn verify_checks(&self, meta: &TableMeta, table: &str, names: &[String]) -> Result<(), Fail> {
+        for name in names {
+            let Some(i) = meta.check_names.iter().position(|n| n.eq_ignore_ascii_case(name)) else {
+                continue;
+            };
+            if meta.def.checks[i].disabled {
+                continue;
+            }
+            let (expr, _) = self.table_expr(meta, &meta.def.checks[i].definition)?;
+            // NOT(NULL) is NULL: as for the constraint itself, unknown passes.
+            let sql = format!("SELECT EXISTS (SELECT 1 FROM {table} WHERE NOT ({expr}))");
+            let broken: bool = self.conn.query_row(&sql, [], |r| r.get(0))?;
+            if broken {
+                let col_part = crate::conflicts::check_column(meta, i)
+                    .map(|c| format!(", column '{c}'"))
+                    .unwrap_or_default();
+                return Err(SqlError::new(
+                    547,
+                    16,
+                    format!(
+                        "The ALTER TABLE statement conflicted with the CHECK constraint \"{}\". The conflict occurred in database \"{}\", table \"{}\"{col_part}.",
+                        meta.check_names[i],
+                        self.database,
+                        meta.display_name()
+                    ),
+                )
+                .into());
+            }
+        }
         Ok(())
     }
 
@@ -1587,7 +1633,7 @@ impl Session {
                 .to_vec();
             self.check_foreign_keys(&old, &added)?;
         }
-        self.ignore_checks = nocheck && new.def.checks.len() > old.def.checks.len();
+        self.ignore_checks = nocheck;
         let r = self.apply_alter(old, new, sink);
         self.ignore_checks = false;
         r
@@ -1703,17 +1749,21 @@ impl Session {
                 changed.push((name.clone(), fk.disabled, fk.not_trusted));
             }
         }
+        let mut recheck = Vec::new();
         for (ck, name) in new.def.checks.iter_mut().zip(old.check_names.iter()) {
             if picked(name) {
                 (ck.disabled, ck.not_trusted) = state(ck.disabled, ck.not_trusted);
                 changed.push((name.clone(), ck.disabled, ck.not_trusted));
+                if enable && validate {
+                    recheck.push(name.clone());
+                }
             }
         }
         self.check_foreign_keys(&old, &to_check)?;
-        self.ignore_checks = !validate;
+        self.recheck = recheck;
         let oid = old.object_id;
         let r = self.apply_alter(old, new, sink);
-        self.ignore_checks = false;
+        self.recheck.clear();
         r?;
         self.engine.with_catalog(|c| {
             for (name, disabled, not_trusted) in &changed {
@@ -1750,7 +1800,7 @@ impl Session {
             self.engine.with_catalog(|c| c.restore(snapshot));
         }
         rebuilt.map_err(|f| match f {
-            Fail::Sql(e) if e.number != 1505 && (e.message.contains("constraint failed") || e.message.contains("CHECK")) => Fail::Sql(SqlError::new(
+            Fail::Sql(e) if e.number != 1505 && e.number != 547 && (e.message.contains("constraint failed") || e.message.contains("CHECK")) => Fail::Sql(SqlError::new(
                 547,
                 16,
                 format!("The ALTER TABLE statement conflicted with a constraint. The conflict occurred in database \"{}\", table \"{display}\".", self.database),

@@ -235,6 +235,20 @@ impl Session {
         values: &[Stored],
         verb: Verb,
     ) -> SqlError {
+        self.constraint_error_at(meta, e, cols, values, verb, None)
+    }
+
+    /// [`Self::constraint_error`] for a write to the existing row `rowid` (UPDATE, DELETE),
+    /// which a REFERENCE conflict names the referencing foreign key by.
+    pub(crate) fn constraint_error_at(
+        &self,
+        meta: &TableMeta,
+        e: &rusqlite::Error,
+        cols: &[usize],
+        values: &[Stored],
+        verb: Verb,
+        rowid: Option<i64>,
+    ) -> SqlError {
         let msg = e.to_string();
         let table = meta.display_name();
         let db = &self.database;
@@ -330,7 +344,7 @@ impl Session {
                 .check_names
                 .iter()
                 .position(|n| n.eq_ignore_ascii_case(name))
-                .and_then(|i| meta.def.checks[i].column.clone());
+                .and_then(|i| crate::conflicts::check_column(meta, i));
             let col_part = column.map(|c| format!(", column '{c}'")).unwrap_or_default();
             return SqlError::new(
                 547,
@@ -342,29 +356,37 @@ impl Session {
             );
         }
         if msg.contains("FOREIGN KEY constraint failed") {
-            if verb == Verb::Delete || (verb == Verb::Update && meta.def.foreign_keys.is_empty()) {
-                let tables = self.engine.tables();
-                for child in tables.all() {
-                    for (i, fk) in child.def.foreign_keys.iter().enumerate() {
-                        if fk.referenced_table.eq_ignore_ascii_case(&meta.def.name)
-                            && fk.referenced_schema.eq_ignore_ascii_case(&meta.def.schema)
-                        {
-                            return SqlError::new(
-                                547,
-                                16,
-                                format!(
-                                    "The {} statement conflicted with the REFERENCE constraint \"{}\". The conflict occurred in database \"{db}\", table \"{}\", column '{}'.",
-                                    verb.word(),
-                                    child.fk_names[i],
-                                    child.display_name(),
-                                    fk.columns.first().cloned().unwrap_or_default()
-                                ),
-                            );
-                        }
-                    }
-                }
+            // The row's own key first (INSERT, UPDATE), then rows that reference it
+            // (DELETE, UPDATE of a referenced key).
+            let own = if verb == Verb::Delete {
+                None
+            } else {
+                self.broken_foreign_key(meta, cols, values)
+            };
+            let referencing = match (own, rowid) {
+                (None, Some(id)) => self.referencing_foreign_key(meta, id),
+                _ => None,
+            };
+            if let Some((child, i)) = referencing {
+                let fk = &child.def.foreign_keys[i];
+                return SqlError::new(
+                    547,
+                    16,
+                    format!(
+                        "The {} statement conflicted with the REFERENCE constraint \"{}\". The conflict occurred in database \"{db}\", table \"{}\", column '{}'.",
+                        verb.word(),
+                        child.fk_names[i],
+                        child.display_name(),
+                        fk.columns.first().cloned().unwrap_or_default()
+                    ),
+                );
             }
-            if let Some((i, fk)) = meta.def.foreign_keys.iter().enumerate().next() {
+            if let Some(i) = own.or(if meta.def.foreign_keys.is_empty() {
+                None
+            } else {
+                Some(0)
+            }) {
+                let fk = &meta.def.foreign_keys[i];
                 return SqlError::new(
                     547,
                     16,
@@ -827,8 +849,9 @@ impl Session {
                 stmt.raw_bind_parameter(cols.len() + 2, self.engine.next_rowversion())?;
             }
             if let Err(e) = stmt.raw_execute() {
+                drop(stmt);
                 return Err(self
-                    .constraint_error(meta, &e, cols, &values, Verb::Update)
+                    .constraint_error_at(meta, &e, cols, &values, Verb::Update, Some(rowid))
                     .into());
             }
             count += 1;
@@ -844,7 +867,12 @@ impl Session {
             stmt.raw_bind_parameter(1, id)?;
             match stmt.raw_execute() {
                 Ok(n) => count += n as u64,
-                Err(e) => return Err(self.constraint_error(meta, &e, &[], &[], Verb::Delete).into()),
+                Err(e) => {
+                    drop(stmt);
+                    return Err(self
+                        .constraint_error_at(meta, &e, &[], &[], Verb::Delete, Some(*id))
+                        .into());
+                }
             }
         }
         Ok(count)

@@ -9,6 +9,7 @@
 mod bulk;
 mod bulk_insert;
 pub mod catalog;
+mod conflicts;
 pub mod convert;
 mod data_dir;
 mod ddl;

@@ -208,6 +208,7 @@ impl Engine {
             rowguidcols: Default::default(),
             nocheck: Default::default(),
             ignore_checks: false,
+            recheck: Vec::new(),
             returning: false,
             thrown: false,
             rowcount_limit: 0,
@@ -259,6 +260,8 @@ pub struct Session {
     pub(crate) nocheck: std::collections::HashSet<(u64, u64)>,
     /// The ALTER TABLE under way keeps rows that break its checks (WITH NOCHECK).
     pub(crate) ignore_checks: bool,
+    /// Existing CHECKs the ALTER TABLE under way re-checks (WITH CHECK CHECK CONSTRAINT).
+    pub(crate) recheck: Vec<String>,
     /// RETURN ran: the rest of the batch is skipped.
     pub(crate) returning: bool,
     /// A THROW inside an IF failed: like a THROW at the top, it ends the batch.
