@@ -9,6 +9,7 @@ pub mod generate;
 pub mod glob;
 pub mod migration;
 pub mod names;
+pub mod quantity;
 pub mod status;
 pub mod task;
 pub mod validate;

@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{ResourceRequirements, Toleration};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -44,7 +45,7 @@ use crate::status::MigrationStatus;
     {
         // A running migration's tasks, checkpoints and target tables were planned from these fields;
         // changing them underneath would mix two plans. suspend, parallelism and worker stay editable.
-        "rule": "self.source == oldSelf.source && self.target == oldSelf.target && self.tables == oldSelf.tables && self.mode == oldSelf.mode && self.schema == oldSelf.schema && self.partitioning == oldSelf.partitioning && self.chunkRows == oldSelf.chunkRows && self.verify == oldSelf.verify && self.dryRun == oldSelf.dryRun",
+        "rule": "self.source == oldSelf.source && self.target == oldSelf.target && self.tables == oldSelf.tables && self.mode == oldSelf.mode && self.schema == oldSelf.schema && self.partitioning == oldSelf.partitioning && has(self.chunkRows) == has(oldSelf.chunkRows) && (!has(self.chunkRows) || self.chunkRows == oldSelf.chunkRows) && self.chunkBytes == oldSelf.chunkBytes && self.verify == oldSelf.verify && self.dryRun == oldSelf.dryRun",
         "message": "only spec.suspend, spec.parallelism and spec.worker can change after a Migration is created; delete it and create a new one to change the rest"
     }
 ]))]
@@ -69,10 +70,18 @@ pub struct MigrationSpec {
     #[serde(default = "default_parallelism")]
     #[schemars(range(min = 1, max = 256))]
     pub parallelism: i32,
-    /// Rows per committed chunk; a retried copy resumes after the last committed chunk.
-    #[serde(default = "default_chunk_rows")]
+    /// COPY data per committed chunk, as bytes or a quantity (`64Mi`): a chunk is committed when
+    /// its rows' encoded data reaches this size or it holds `chunkRows` rows, whichever comes
+    /// first. A retried copy resumes after the last committed chunk, so at most one chunk's
+    /// bytes are copied again.
+    #[serde(default = "default_chunk_bytes")]
+    #[schemars(schema_with = "byte_quantity_schema")]
+    pub chunk_bytes: Quantity,
+    /// At most this many rows per committed chunk (a finer resume point than `chunkBytes`);
+    /// no row cap when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 10_000_000))]
-    pub chunk_rows: i32,
+    pub chunk_rows: Option<i32>,
     /// How the copied data is verified.
     #[serde(default)]
     pub verify: VerifyMode,
@@ -241,7 +250,10 @@ impl ImagePullPolicy {
 }
 
 pub const DEFAULT_PARALLELISM: i32 = 4;
-pub const DEFAULT_CHUNK_ROWS: i32 = 50_000;
+/// `spec.chunkBytes` when absent (bench/RESULTS.md, issue 18: chunks by bytes).
+pub const DEFAULT_CHUNK_BYTES: &str = "64Mi";
+/// [`DEFAULT_CHUNK_BYTES`] in bytes.
+pub const DEFAULT_CHUNK_BYTES_VALUE: u64 = 64 << 20;
 pub const DEFAULT_MIN_ROWS_TO_SPLIT: i64 = 1_000_000;
 pub const DEFAULT_ROWS_PER_PARTITION: i64 = 1_000_000;
 pub const DEFAULT_MAX_PARTITIONS_PER_TABLE: i32 = 16;
@@ -255,8 +267,13 @@ fn default_parallelism() -> i32 {
     DEFAULT_PARALLELISM
 }
 
-fn default_chunk_rows() -> i32 {
-    DEFAULT_CHUNK_ROWS
+/// An integer or a quantity string, never null (a null would not be defaulted and could not be read).
+fn byte_quantity_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({ "x-kubernetes-int-or-string": true, "nullable": false })
+}
+
+fn default_chunk_bytes() -> Quantity {
+    Quantity(DEFAULT_CHUNK_BYTES.to_string())
 }
 
 fn default_include() -> Vec<String> {
@@ -337,7 +354,8 @@ impl MigrationSpec {
             schema: SchemaOptions::default(),
             partitioning: Partitioning::default(),
             parallelism: DEFAULT_PARALLELISM,
-            chunk_rows: DEFAULT_CHUNK_ROWS,
+            chunk_bytes: default_chunk_bytes(),
+            chunk_rows: None,
             verify: VerifyMode::default(),
             dry_run: false,
             suspend: false,

@@ -4,6 +4,7 @@
 use crate::endpoint::{Endpoint, EndpointRef, MIN_PACKET_SIZE, MssqlEndpoint, PostgresEndpoint};
 use crate::migration::{Migration, MigrationSpec};
 use crate::names::{MAX_MIGRATION_NAME_LEN, is_dns1123_label};
+use crate::quantity::parse_bytes;
 
 /// One problem with a spec: the field path (`spec.source.mssql.port`) and what to do about it.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -140,13 +141,12 @@ impl MigrationSpec {
 
         let p = &self.partitioning;
         in_range(errors, "spec.parallelism", i64::from(self.parallelism), 1, 256);
-        in_range(
-            errors,
-            "spec.chunkRows",
-            i64::from(self.chunk_rows),
-            1,
-            10_000_000,
-        );
+        if let Some(rows) = self.chunk_rows {
+            in_range(errors, "spec.chunkRows", i64::from(rows), 1, 10_000_000);
+        }
+        if let Err(e) = self.chunk_bytes() {
+            errors.push(e);
+        }
         in_range(
             errors,
             "spec.partitioning.minRowsToSplit",
@@ -363,6 +363,25 @@ fn fault_errors(
     );
     if let Some(d) = active_deadline_seconds {
         in_range(errors, "spec.worker.activeDeadlineSeconds", d, 1, i64::MAX);
+    }
+}
+
+/// `spec.chunkBytes` may not exceed this: a larger chunk only delays the commit that makes a
+/// copy resumable, it makes nothing faster (bench/RESULTS.md, issue 18).
+pub const MAX_CHUNK_BYTES: u64 = 1 << 40;
+
+impl MigrationSpec {
+    /// `spec.chunkBytes` in bytes, or the error naming the field.
+    pub fn chunk_bytes(&self) -> Result<u64, FieldError> {
+        let path = "spec.chunkBytes";
+        let bytes = parse_bytes(&self.chunk_bytes.0).map_err(|e| FieldError::new(path, e))?;
+        if bytes == 0 {
+            Err(FieldError::new(path, "must be at least 1 byte"))
+        } else if bytes > MAX_CHUNK_BYTES {
+            Err(FieldError::new(path, "must be at most 1Ti"))
+        } else {
+            Ok(bytes)
+        }
     }
 }
 

@@ -143,6 +143,7 @@ async fn planned_fields_are_immutable_but_suspend_parallelism_and_worker_are_not
     for patch in [
         serde_json::json!({"spec": {"mode": "upsert"}}),
         serde_json::json!({"spec": {"chunkRows": 10}}),
+        serde_json::json!({"spec": {"chunkBytes": "1Mi"}}),
         serde_json::json!({"spec": {"tables": {"include": ["Posts"]}}}),
         serde_json::json!({"spec": {"target": {"postgres": {"host": "elsewhere"}}}}),
         serde_json::json!({"spec": {"dryRun": true}}),

@@ -38,7 +38,7 @@ fn migration_schema_has_cel_rules_list_map_and_defaults() {
         "mode",
         "schema",
         "partitioning",
-        "chunkRows",
+        "chunkBytes",
         "verify",
         "dryRun",
     ] {
@@ -48,6 +48,14 @@ fn migration_schema_has_cel_rules_list_map_and_defaults() {
             spec_rules[1]
         );
     }
+    // chunkRows may be absent (no row cap), so the rule compares it only when present on both.
+    assert!(
+        spec_rules[1].contains(
+            "has(self.chunkRows) == has(oldSelf.chunkRows) && (!has(self.chunkRows) || self.chunkRows == oldSelf.chunkRows)"
+        ),
+        "{}",
+        spec_rules[1]
+    );
     for field in ["suspend", "parallelism", "worker"] {
         assert!(!spec_rules[1].contains(&format!("self.{field}")), "{field}");
     }
@@ -74,7 +82,13 @@ fn migration_schema_has_cel_rules_list_map_and_defaults() {
     assert_eq!(pg["schema"]["default"], "public");
     assert_eq!(spec["properties"]["parallelism"]["default"], 4);
     assert_eq!(spec["properties"]["parallelism"]["minimum"], 1.0);
-    assert_eq!(spec["properties"]["chunkRows"]["default"], 50000);
+    assert_eq!(spec["properties"]["chunkBytes"]["default"], "64Mi");
+    assert_eq!(
+        spec["properties"]["chunkBytes"]["x-kubernetes-int-or-string"],
+        true
+    );
+    assert_eq!(spec["properties"]["chunkRows"].get("default"), None);
+    assert_eq!(spec["properties"]["chunkRows"]["minimum"], 1.0);
     assert_eq!(spec["properties"]["verify"]["default"], "checksum");
     assert_eq!(
         spec["properties"]["tables"]["default"],

@@ -30,6 +30,10 @@ fn full_migration_round_trips_exactly() {
     assert_eq!(mig.spec.mode, CopyMode::Upsert);
     assert_eq!(mig.spec.schema.identifier_case, IdentifierCase::Lower);
     assert_eq!(mig.spec.verify, VerifyMode::Count);
+    assert_eq!(
+        (mig.spec.chunk_rows, mig.spec.chunk_bytes()),
+        (Some(20_000), Ok(32 << 20))
+    );
     assert_eq!(mig.spec.timeouts.stall_seconds, 120);
     assert_eq!(mig.spec.retries.attempts, 7);
     assert_eq!(mig.spec.worker.active_deadline_seconds, Some(86400));
@@ -112,7 +116,9 @@ spec:
         (1_000_000, 1_000_000)
     );
     assert_eq!(spec.partitioning.max_partitions_per_table, 16);
-    assert_eq!((spec.parallelism, spec.chunk_rows), (4, 50_000));
+    assert_eq!((spec.parallelism, spec.chunk_rows), (4, None));
+    assert_eq!(spec.chunk_bytes.0, "64Mi");
+    assert_eq!(spec.chunk_bytes(), Ok(64 << 20));
     assert_eq!(spec.verify, VerifyMode::Checksum);
     assert!(!spec.dry_run && !spec.suspend);
     assert_eq!(spec.worker.backoff_limit, 3);

@@ -62,7 +62,8 @@ fn each_bad_field_is_named() {
     dst.database = String::new();
     dst.schema = "s".repeat(64);
     m.spec.parallelism = 0;
-    m.spec.chunk_rows = -1;
+    m.spec.chunk_rows = Some(-1);
+    m.spec.chunk_bytes.0 = "64MB".into();
     m.spec.partitioning.rows_per_partition = 0;
     m.spec.partitioning.max_partitions_per_table = 2000;
     m.spec.worker.image = Some("bad image".into());
@@ -83,6 +84,7 @@ fn each_bad_field_is_named() {
         "spec.tables.exclude[0]",
         "spec.parallelism",
         "spec.chunkRows",
+        "spec.chunkBytes",
         "spec.partitioning.rowsPerPartition",
         "spec.partitioning.maxPartitionsPerTable",
         "spec.worker.image",
@@ -140,4 +142,28 @@ fn timeouts_retries_and_deadline_out_of_range_are_named() {
             "spec.worker.activeDeadlineSeconds",
         ]
     );
+}
+
+#[test]
+fn chunk_bytes_takes_integers_and_quantities() {
+    let with = |yaml: &str| -> MigrationSpec {
+        let mut v = serde_json::to_value(valid().spec).unwrap();
+        v["chunkBytes"] = serde_yaml::from_str(yaml).unwrap();
+        serde_json::from_value(v).unwrap()
+    };
+    assert_eq!(with("8388608").chunk_bytes(), Ok(8 << 20));
+    assert_eq!(with("\"1.5Gi\"").chunk_bytes(), Ok(3 << 29));
+    assert_eq!(with("100M").chunk_bytes(), Ok(100_000_000));
+    for (bad, says) in [
+        ("64MB", "not a byte size"),
+        ("0", "at least 1 byte"),
+        ("2Ti", "at most 1Ti"),
+        ("\"0.5\"", "whole number of bytes"),
+    ] {
+        let spec = with(bad);
+        let err = spec.validate().unwrap_err();
+        assert_eq!(err.len(), 1, "{bad}: {err:?}");
+        assert_eq!(err[0].path, "spec.chunkBytes", "{bad}");
+        assert!(err[0].message.contains(says), "{bad}: {}", err[0]);
+    }
 }

@@ -85,7 +85,7 @@ async fn main() {
             ..Options::default()
         },
         copy: CopyOptions {
-            chunk_rows: 50_000,
+            chunk: Default::default(),
             fail_after_chunks: None,
             mode: Default::default(),
             retry: Default::default(),

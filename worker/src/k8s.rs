@@ -103,7 +103,7 @@ pub(crate) fn resolve_endpoints<S, T>(
     let creds = Credentials::from_env().map_err(spec_err)?;
     let (source, target, options) = resolve(mig, creds).map_err(spec_err)?;
     let copy = CopyOptions {
-        chunk_rows: options.chunk_rows,
+        chunk: options.chunk,
         fail_after_chunks,
         mode: options.mode,
         retry: options.retry,

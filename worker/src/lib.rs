@@ -2,6 +2,7 @@
 //! check the target, create, copy, finalize, verify.
 
 pub mod checkpoint;
+pub mod chunk;
 pub mod engine;
 pub mod error_text;
 pub mod k8s;

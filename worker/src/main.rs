@@ -99,7 +99,7 @@ fn engine(common: &Common) -> anyhow::Result<Engine> {
     let creds = Credentials::from_env()?;
     let (source, target, options) = spec::resolve(&doc, creds).context("migration spec")?;
     let copy = CopyOptions {
-        chunk_rows: options.chunk_rows,
+        chunk: options.chunk,
         fail_after_chunks: common.fail_after_chunks,
         mode: options.mode,
         retry: options.retry,

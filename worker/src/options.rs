@@ -79,8 +79,8 @@ pub struct Options {
     pub partitioning: PartitionOptions,
     /// Copy tasks running at once.
     pub parallelism: usize,
-    /// Rows per committed chunk.
-    pub chunk_rows: u64,
+    /// Where copy tasks cut their rows into committed chunks.
+    pub chunk: crate::chunk::ChunkLimit,
     pub verify: VerifyMode,
     /// Fold target identifiers to lower case (default: keep them as they are, quoted).
     pub lowercase_identifiers: bool,
@@ -108,7 +108,7 @@ impl Default for Options {
             schema: SchemaOptions::default(),
             partitioning: PartitionOptions::default(),
             parallelism: 4,
-            chunk_rows: 50_000,
+            chunk: crate::chunk::ChunkLimit::default(),
             verify: VerifyMode::default(),
             lowercase_identifiers: false,
             unlogged: false,

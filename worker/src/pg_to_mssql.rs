@@ -1302,8 +1302,7 @@ async fn copy_attempt(
     // Rows are encoded for the bulk load by the reader, away from the connection.
     let encoder = row_encoder(&mut ms, &ctx).await?;
     let (tx, rx) = mpsc::channel(CHANNEL_DEPTH);
-    let chunk_rows = engine.copy.chunk_rows;
-    let reader = read_task(&pg, t, task, after.as_deref(), chunk_rows, &encoder, tx);
+    let reader = read_task(&pg, t, task, after.as_deref(), engine.copy.chunk, &encoder, tx);
     let writer = async {
         let (mut ms, mut rx) = (ms, rx);
         let written = write_chunks(&mut ms, &mut rx, &ctx, &encoder).await;

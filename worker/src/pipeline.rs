@@ -91,7 +91,7 @@ pub struct TaskReport {
 
 #[derive(Debug, Clone, Default)]
 pub struct CopyOptions {
-    pub chunk_rows: u64,
+    pub chunk: crate::chunk::ChunkLimit,
     /// Test hook: fail after this many committed chunks.
     pub fail_after_chunks: Option<u64>,
     pub mode: crate::options::Mode,
@@ -243,14 +243,14 @@ async fn copy_attempt(
     let (tx, mut rx) = mpsc::channel(CHANNEL_DEPTH);
     let reader_table = t.clone();
     let reader_task = task.clone();
-    let chunk_rows = opts.chunk_rows;
+    let chunk = opts.chunk;
     let reader = tokio::spawn(async move {
         read_task(
             &mut mssql,
             &reader_table,
             &reader_task,
             after.as_deref(),
-            chunk_rows,
+            chunk,
             tx,
         )
         .await

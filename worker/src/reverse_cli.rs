@@ -70,7 +70,7 @@ async fn main(
     let creds = Credentials::from_env()?;
     let (source, target, options) = spec::resolve_pg_to_mssql(&doc, creds).context("migration spec")?;
     let copy = CopyOptions {
-        chunk_rows: options.chunk_rows,
+        chunk: options.chunk,
         fail_after_chunks,
         mode: options.mode,
         retry: options.retry,

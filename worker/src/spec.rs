@@ -1,6 +1,7 @@
 //! The Migration YAML (the `mssql-pg-crds` type users `kubectl apply`) read for local runs and
 //! the Jobs, validated the same way the operator does, and converted to engine settings.
 
+use crate::chunk::ChunkLimit;
 use crate::mssql::connect::{Encryption, MssqlSource};
 use crate::options::{Mode, Options, PartitionOptions, SchemaOptions, VerifyMode};
 use crate::pg::connect::{PgTarget, SslMode};
@@ -340,7 +341,14 @@ pub fn resolve(m: &Migration, creds: Credentials) -> Result<(MssqlSource, PgTarg
             max_partitions_per_table: u32::try_from(p.max_partitions_per_table.max(1)).unwrap_or(1),
         },
         parallelism: usize::try_from(spec.parallelism.max(1)).unwrap_or(1),
-        chunk_rows: u64::try_from(spec.chunk_rows.max(1)).unwrap_or(1),
+        chunk: ChunkLimit {
+            rows: spec
+                .chunk_rows
+                .map_or(u64::MAX, |r| u64::try_from(r.max(1)).unwrap_or(1)),
+            bytes: spec
+                .chunk_bytes()
+                .map_err(|e| SpecError::Invalid(e.to_string()))?,
+        },
         verify: match spec.verify {
             SpecVerify::Count => VerifyMode::Count,
             SpecVerify::Checksum => VerifyMode::Checksum,
@@ -405,6 +413,36 @@ spec:
         assert_eq!(
             err("  chunkRows: \"lots\"\n"),
             "m.yaml: spec.chunkRows: expected an integer, found \"lots\""
+        );
+    }
+
+    #[test]
+    fn chunk_bytes_and_chunk_rows_reach_the_options() {
+        let creds = || Credentials {
+            source_user: "u".into(),
+            source_password: String::new(),
+            target_user: "u".into(),
+            target_password: String::new(),
+        };
+        let m = parse("m.yaml", BASE).expect("valid");
+        let (_, _, options) = resolve(&m, creds()).expect("resolves");
+        assert_eq!(options.chunk, ChunkLimit::default());
+        let m = parse("m.yaml", &format!("{BASE}  chunkBytes: 8Mi\n  chunkRows: 1000\n")).expect("valid");
+        let (_, _, options) = resolve(&m, creds()).expect("resolves");
+        assert_eq!(
+            options.chunk,
+            ChunkLimit {
+                rows: 1000,
+                bytes: 8 << 20
+            }
+        );
+        let m = parse("m.yaml", &format!("{BASE}  chunkBytes: 1048576\n")).expect("valid");
+        let (_, _, options) = resolve(&m, creds()).expect("resolves");
+        assert_eq!(options.chunk, ChunkLimit::bytes(1 << 20));
+        assert_eq!(
+            err("  chunkBytes: 64MB\n"),
+            "invalid Migration: spec.chunkBytes: \"64MB\" is not a byte size: write an integer or a quantity such as \
+             64Mi or 100M"
         );
     }
 

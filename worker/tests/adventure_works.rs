@@ -173,7 +173,7 @@ async fn adventure_works_migrates_exactly_both_ways() {
             ..Options::default()
         },
         copy: CopyOptions {
-            chunk_rows: 50_000,
+            chunk: Default::default(),
             fail_after_chunks: None,
             mode: Mode::DropRecreate,
             retry: Default::default(),
@@ -250,7 +250,7 @@ async fn adventure_works_migrates_exactly_both_ways() {
             ..Options::default()
         },
         copy: CopyOptions {
-            chunk_rows: 50_000,
+            chunk: Default::default(),
             fail_after_chunks: None,
             mode: Mode::DropRecreate,
             retry: Default::default(),

@@ -209,7 +209,7 @@ fn forward(source: &MssqlSource, target: PgTarget, schema: &str, attempts: u32) 
     };
     e.options.retry = retry(attempts);
     e.copy = CopyOptions {
-        chunk_rows: 2_000,
+        chunk: mssql_pg_worker::chunk::ChunkLimit::rows(2_000),
         retry: retry(attempts),
         ..CopyOptions::default()
     };
@@ -461,7 +461,7 @@ fn reverse(source: PgTarget, target: MssqlSource, schema: &str, attempts: u32) -
             ..Options::default()
         },
         copy: CopyOptions {
-            chunk_rows: 2_000,
+            chunk: mssql_pg_worker::chunk::ChunkLimit::rows(2_000),
             retry: retry(attempts),
             ..CopyOptions::default()
         },

@@ -16,7 +16,7 @@ fn engine(source: &MssqlSource, schema: &str, migration: &str, mode: Mode, unlog
     let mut engine = common::tds_engine(source, schema, migration);
     engine.options.mode = mode;
     engine.options.unlogged = unlogged;
-    engine.copy.chunk_rows = 7;
+    engine.copy.chunk = mssql_pg_worker::chunk::ChunkLimit::rows(7);
     engine.copy.mode = mode;
     engine
 }

@@ -140,7 +140,7 @@ async fn every_schema_of_a_postgres_database_arrives_in_sql_server() {
             ..Options::default()
         },
         copy: CopyOptions {
-            chunk_rows: 50_000,
+            chunk: Default::default(),
             fail_after_chunks: None,
             mode: Mode::DropRecreate,
             retry: Default::default(),

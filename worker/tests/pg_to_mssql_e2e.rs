@@ -538,7 +538,9 @@ async fn a_large_partitioned_copy_killed_mid_table_resumes_exactly() {
             max_partitions_per_table: 8,
         };
         e.options.parallelism = 2;
-        e.copy.chunk_rows = 4_000;
+        // Chunks by bytes alone: ~100 kB of bulk rows is ~2,000 rows of `big`, so each task
+        // commits several before the injected failure.
+        e.copy.chunk = mssql_pg_worker::chunk::ChunkLimit::bytes(100_000);
         e.copy.fail_after_chunks = Some(2);
     }
     let prepared = e.prepare().await.unwrap();
@@ -562,7 +564,7 @@ async fn a_large_partitioned_copy_killed_mid_table_resumes_exactly() {
         let e2 = Arc::get_mut(&mut e2).unwrap();
         e2.options.partitioning = e.options.partitioning.clone();
         e2.options.parallelism = 2;
-        e2.copy.chunk_rows = 4_000;
+        e2.copy.chunk = mssql_pg_worker::chunk::ChunkLimit::bytes(100_000);
     }
     let (prepared, reports, _, verification) = run(&e2).await.unwrap();
     assert!(prepared.resumed);
@@ -895,7 +897,7 @@ async fn money_out_of_range_fails_its_chunk_and_the_fixed_rerun_resumes_exactly(
     ))
     .await;
     let mut e = engine(&target, &schema, "test/rev_money", Mode::DropRecreate);
-    Arc::get_mut(&mut e).unwrap().copy.chunk_rows = 100;
+    Arc::get_mut(&mut e).unwrap().copy.chunk = mssql_pg_worker::chunk::ChunkLimit::rows(100);
     let err = run(&e).await.map(|_| ()).unwrap_err();
     let msg = format!("{err:#}");
     for want in ["t", "id=260", "column m", "money's range"] {

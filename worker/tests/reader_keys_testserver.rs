@@ -8,6 +8,7 @@ mod common;
 
 use common::{ms_exec, start_tds_server};
 use mssql_pg_worker::checkpoint::KeyValue;
+use mssql_pg_worker::chunk::ChunkLimit;
 use mssql_pg_worker::mssql::introspect::introspect;
 use mssql_pg_worker::mssql::read::read_task;
 use mssql_pg_worker::options::Options;
@@ -15,13 +16,27 @@ use mssql_pg_worker::pg::load::{ChunkEnd, Msg};
 use mssql_pg_worker::plan::build_plan;
 use tokio::sync::mpsc;
 
-/// The chunk ends `read_task` sends for `table`, resuming after `after`.
+/// The chunk ends `read_task` sends for `table`, resuming after `after`, cut at `chunk_rows`.
 async fn chunk_ends(
     source: &mssql_pg_worker::mssql::connect::MssqlSource,
     table: &str,
     after: Option<Vec<KeyValue>>,
     chunk_rows: u64,
 ) -> Vec<ChunkEnd> {
+    chunks(source, table, after, ChunkLimit::rows(chunk_rows))
+        .await
+        .into_iter()
+        .map(|(end, _)| end)
+        .collect()
+}
+
+/// Each chunk `read_task` sends for `table` cut at `limit`: its end and its COPY data's bytes.
+async fn chunks(
+    source: &mssql_pg_worker::mssql::connect::MssqlSource,
+    table: &str,
+    after: Option<Vec<KeyValue>>,
+    limit: ChunkLimit,
+) -> Vec<(ChunkEnd, usize)> {
     let mut client = source.connect().await.unwrap();
     let tables = introspect(&mut client, "dbo").await.unwrap();
     let plan = build_plan(tables, &Options::default()).unwrap();
@@ -30,14 +45,16 @@ async fn chunk_ends(
     let (tx, mut rx) = mpsc::channel(1024);
     let t = plan.tables[index].clone();
     let reader = tokio::spawn(async move {
-        read_task(&mut client, &t, &task, after.as_deref(), chunk_rows, tx)
+        read_task(&mut client, &t, &task, after.as_deref(), limit, tx)
             .await
             .unwrap()
     });
     let mut ends = Vec::new();
+    let mut bytes = 0;
     while let Some(msg) = rx.recv().await {
-        if let Msg::ChunkEnd(end) = msg {
-            ends.push(end);
+        match msg {
+            Msg::Data(data) => bytes += data.len(),
+            Msg::ChunkEnd(end) => ends.push((end, std::mem::take(&mut bytes))),
         }
     }
     reader.await.unwrap();
@@ -155,4 +172,67 @@ async fn every_chunk_ends_with_the_key_of_its_last_row() {
             (1, true, Some(ordered[2].clone()))
         ]
     );
+}
+
+/// A chunk ends at the first row that brings its COPY data to the byte budget, or at the row
+/// cap when that comes first; the budget is counted afresh in each chunk.
+#[tokio::test]
+async fn chunks_end_at_the_byte_budget_or_the_row_cap() {
+    let (_server, source) = start_tds_server();
+    let mut client = source.connect().await.unwrap();
+    // Every row is 22 bytes of binary COPY: a field count (2), then length (4) + int (4) and
+    // length (4) + bigint (8).
+    ms_exec(
+        &mut client,
+        "CREATE TABLE dbo.Fixed (Id int NOT NULL PRIMARY KEY, A bigint NOT NULL)",
+    )
+    .await;
+    for id in 1..=23 {
+        ms_exec(
+            &mut client,
+            &format!("INSERT INTO dbo.Fixed VALUES ({id}, {})", id * 1000),
+        )
+        .await;
+    }
+    drop(client);
+    let got = |c: Vec<(ChunkEnd, usize)>| -> Vec<(u64, usize, bool, Option<Vec<KeyValue>>)> {
+        c.into_iter()
+            .map(|(e, bytes)| (e.rows, bytes, e.done, e.last_key))
+            .collect()
+    };
+    let int = |i: i64| Some(vec![KeyValue::Int(i)]);
+    // 100 bytes: four rows are 88, the fifth reaches 110 and ends the chunk.
+    assert_eq!(
+        got(chunks(&source, "Fixed", None, ChunkLimit::bytes(100)).await),
+        vec![
+            (5, 110, false, int(5)),
+            (5, 110, false, int(10)),
+            (5, 110, false, int(15)),
+            (5, 110, false, int(20)),
+            (3, 66, true, int(23)),
+        ]
+    );
+    // A budget of exactly four rows ends the chunk at the fourth.
+    let ends = got(chunks(&source, "Fixed", None, ChunkLimit::bytes(88)).await);
+    assert_eq!(ends.len(), 6, "{ends:?}");
+    assert!(ends[..5].iter().all(|e| e.0 == 4 && e.1 == 88), "{ends:?}");
+    // A row cap below the budget wins.
+    let limit = ChunkLimit { rows: 3, bytes: 100 };
+    let ends = got(chunks(&source, "Fixed", None, limit).await);
+    assert_eq!(ends.len(), 8, "{ends:?}");
+    assert_eq!(ends[0], (3, 66, false, int(3)));
+    // One byte: a row per chunk, never an empty one before the end.
+    let ends = got(chunks(&source, "Fixed", int(20), ChunkLimit::bytes(1)).await);
+    assert_eq!(
+        ends,
+        vec![
+            (1, 22, false, int(21)),
+            (1, 22, false, int(22)),
+            (1, 22, false, int(23)),
+            (0, 0, true, int(23)),
+        ]
+    );
+    // The default budget (64 MiB) holds the whole table in one chunk.
+    let ends = got(chunks(&source, "Fixed", None, ChunkLimit::default()).await);
+    assert_eq!(ends, vec![(23, 506, true, int(23))]);
 }

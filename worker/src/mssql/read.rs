@@ -2,6 +2,7 @@
 //! COPY buffers and cut into chunks for the writer.
 
 use crate::checkpoint::KeyValue;
+use crate::chunk::ChunkLimit;
 use crate::mapping::{quote_mssql, select_expr};
 use crate::mssql::connect::TdsClient;
 use crate::pg::copy_binary::{EncodeErrorKind, RawRowError, RowEncoder};
@@ -243,24 +244,24 @@ pub struct ReadStats {
     pub rows: u64,
 }
 
-/// Streams the task's rows into the channel as COPY bytes, cut into chunks of `chunk_rows`
-/// (tables without a usable key are one chunk). Returns when the last chunk is sent.
+/// Streams the task's rows into the channel as COPY bytes, cut into chunks at `limit` (rows or
+/// COPY bytes; tables without a usable key are one chunk). Returns when the last chunk is sent.
 pub async fn read_task(
     client: &mut TdsClient,
     t: &TablePlan,
     task: &TaskPlan,
     after: Option<&[KeyValue]>,
-    chunk_rows: u64,
+    limit: ChunkLimit,
     tx: Sender<Msg>,
 ) -> Result<ReadStats, ReadError> {
     let table = t.source.qualified();
     let (sql, params) = build_query(t, task, after)?;
     let encoder = RowEncoder::new(t.columns.iter().map(|c| c.pg_type).collect());
     let key = t.keyset.as_deref();
-    let chunk_rows = if key.is_some() {
-        chunk_rows.max(1)
+    let limit = if key.is_some() {
+        limit
     } else {
-        u64::MAX
+        ChunkLimit::UNBOUNDED
     };
 
     let mut query = Query::new(sql);
@@ -287,6 +288,7 @@ pub async fn read_task(
     let new_buf = || Vec::with_capacity(FLUSH_BYTES + 64 * 1024);
     let mut buf: Vec<u8> = new_buf();
     let mut in_chunk = 0u64;
+    let mut chunk_bytes = 0u64;
     let mut stats = ReadStats::default();
     // The key of the last row read. Decoding it row after row cost ~10% of the worker's CPU on
     // a narrow table (bench/RESULTS.md), so rows inside a chunk only keep its wire bytes
@@ -311,6 +313,7 @@ pub async fn read_task(
             let Some(row) = rows.next_row().await.map_err(qerr)? else {
                 break;
             };
+            let before = buf.len();
             if let Err(e) = encoder.encode_raw_row(&mut buf, &row) {
                 let column = t
                     .columns
@@ -333,21 +336,23 @@ pub async fn read_task(
                 });
             }
             in_chunk += 1;
+            chunk_bytes += (buf.len() - before) as u64;
             stats.rows += 1;
             any_row = true;
+            let end = limit.reached(in_chunk, chunk_bytes);
             if let Some(k) = key {
-                kept_is_last = in_chunk < chunk_rows && row.keep(&key_columns, &mut kept);
+                kept_is_last = !end && row.keep(&key_columns, &mut kept);
                 if !kept_is_last {
                     last_key_ok = capture_key(&row, k, &mut last_key);
                 }
             }
-            if in_chunk >= chunk_rows && key.is_some() && !last_key_ok {
+            if end && key.is_some() && !last_key_ok {
                 return Err(ReadError::Key {
                     table: table.clone(),
                     value: describe_key(&row, key),
                 });
             }
-            in_chunk >= chunk_rows
+            end
         };
         if buf.len() >= FLUSH_BYTES {
             send!(Msg::Data(Bytes::from(std::mem::replace(&mut buf, new_buf()))));
@@ -362,6 +367,7 @@ pub async fn read_task(
                 done: false
             }));
             in_chunk = 0;
+            chunk_bytes = 0;
         }
     }
     if !buf.is_empty() {

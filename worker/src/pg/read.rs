@@ -5,6 +5,7 @@
 //! chunk end (and the chunk's last key) every `chunkRows` rows.
 
 use crate::checkpoint::KeyValue;
+use crate::chunk::ChunkLimit;
 use crate::mapping::quote_pg;
 use crate::mapping_pg_to_mssql::Decode;
 use crate::pg::load::ChunkEnd;
@@ -622,14 +623,14 @@ fn value_error(
 }
 
 /// Streams one task into `tx`, encoding rows with `encoder` (made for the table the writer loads,
-/// its bulk columns in the order of the table's non-computed columns). Without a key the whole
-/// task is one chunk (it cannot resume).
+/// its bulk columns in the order of the table's non-computed columns), cut into chunks at `limit`
+/// (rows or encoded bulk-row bytes). Without a key the whole task is one chunk (it cannot resume).
 pub async fn read_task(
     pg: &Client,
     t: &RevTablePlan,
     task: &TaskPlan,
     after: Option<&[KeyValue]>,
-    chunk_rows: u64,
+    limit: ChunkLimit,
     encoder: &BulkRowEncoder,
     tx: Sender<RowsMsg>,
 ) -> Result<(), RevReadError> {
@@ -660,13 +661,14 @@ pub async fn read_task(
     }
     let key_cols: Vec<usize> = t.key.clone().unwrap_or_default();
     let keyed = t.key.is_some();
-    let chunk_rows = if keyed { chunk_rows.max(1) } else { u64::MAX };
+    let limit = if keyed { limit } else { ChunkLimit::UNBOUNDED };
     let mut parser = CopyParser::new();
     let mut buf = BytesMut::with_capacity(BATCH_BYTES + 64 * 1024);
     let mut batch_rows = 0usize;
     let mut any_row = false;
     let mut batch_bytes = 0u64;
     let mut in_chunk = 0u64;
+    let mut chunk_bytes = 0u64;
     // The last row's key fields as raw bytes (allocations reused row after row); decoded into a
     // key only at batch and chunk ends.
     let mut last_key_raw: Vec<Option<Vec<u8>>> = vec![None; key_cols.len()];
@@ -712,6 +714,7 @@ pub async fn read_task(
                         }
                     }
                 });
+                let before = buf.len();
                 let encoded = encoder.encode_row(values, &mut buf);
                 if let Some((i, message)) = decode_error {
                     return Err(value_error(t, &decodes, fields, i, message));
@@ -733,7 +736,8 @@ pub async fn read_task(
                 any_row = true;
                 batch_bytes += len as u64;
                 in_chunk += 1;
-                let chunk_full = in_chunk >= chunk_rows;
+                chunk_bytes += (buf.len() - before) as u64;
+                let chunk_full = limit.reached(in_chunk, chunk_bytes);
                 if chunk_full || batch_rows >= BATCH_ROWS || buf.len() >= BATCH_BYTES {
                     pending.push(RowsMsg::Rows(buf.split(), batch_bytes));
                     batch_rows = 0;
@@ -746,6 +750,7 @@ pub async fn read_task(
                         done: false,
                     }));
                     in_chunk = 0;
+                    chunk_bytes = 0;
                 }
                 Ok(())
             },

@@ -89,7 +89,7 @@ pub fn tds_engine(source: &MssqlSource, schema: &str, migration: &str) -> Engine
             ..Options::default()
         },
         copy: CopyOptions {
-            chunk_rows: 50_000,
+            chunk: Default::default(),
             fail_after_chunks: None,
             mode: Default::default(),
             retry: Default::default(),
@@ -117,7 +117,7 @@ pub fn pg_engine(
             ..Options::default()
         },
         copy: CopyOptions {
-            chunk_rows: 50_000,
+            chunk: Default::default(),
             fail_after_chunks: None,
             mode,
             retry: Default::default(),
