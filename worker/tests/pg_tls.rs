@@ -211,3 +211,82 @@ async fn prefer_that_ends_in_plaintext_is_said() {
     let disable = target(SslMode::Disable, "127.0.0.1", None);
     assert_eq!(disable.plaintext_warning(&plain, "target.postgres").await, None);
 }
+
+/// A password (SCRAM) login over TLS: the connector gives the server certificate's hash, so
+/// SCRAM-SHA-256-PLUS binds the login to this TLS session (a relaying man in the middle fails).
+#[tokio::test]
+async fn scram_login_over_tls_is_channel_bound() {
+    let ca = enable_tls().await;
+    let admin = common::pg_connect().await;
+    admin
+        .batch_execute(
+            "SET password_encryption = 'scram-sha-256';
+             DO $$ BEGIN
+               IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'tls_scram') THEN
+                 CREATE ROLE tls_scram LOGIN;
+               END IF;
+             END $$;
+             ALTER ROLE tls_scram PASSWORD 'tls-scram-secret'",
+        )
+        .await
+        .unwrap();
+    // Only this role logs in with a password, and only over TLS; the others keep trust.
+    let dir = std::env::var("MSSQLPG_TEST_PG_DIR").unwrap();
+    let hba = format!("{dir}/data/pg_hba.conf");
+    let line = "hostssl all tls_scram 127.0.0.1/32 scram-sha-256\nhost all tls_scram 127.0.0.1/32 reject\n";
+    let text = std::fs::read_to_string(&hba).unwrap();
+    if !text.contains("tls_scram") {
+        std::fs::write(&hba, format!("{line}{text}")).unwrap();
+        admin.query_one("SELECT pg_reload_conf()", &[]).await.unwrap();
+    }
+    let scram = |mode, host: &str, password: &str| {
+        let mut t = target(mode, host, Some(&ca));
+        t.user = "tls_scram".into();
+        t.password = password.into();
+        t
+    };
+    // The reload is asynchronous: wait until a wrong password is refused.
+    for _ in 0..50 {
+        if scram(SslMode::Require, "127.0.0.1", "wrong")
+            .connect()
+            .await
+            .is_err()
+        {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(
+        scram(SslMode::Require, "127.0.0.1", "wrong")
+            .connect()
+            .await
+            .is_err()
+    );
+    let secret = "tls-scram-secret";
+    assert_eq!(
+        uses_tls(&scram(SslMode::Require, "127.0.0.1", secret)).await,
+        Ok(true)
+    );
+    assert_eq!(
+        uses_tls(&scram(SslMode::VerifyCa, "127.0.0.1", secret)).await,
+        Ok(true)
+    );
+    assert_eq!(
+        uses_tls(&scram(SslMode::VerifyFull, "localhost", secret)).await,
+        Ok(true)
+    );
+    // channel_binding=require fails unless the TLS stream hands over the binding data.
+    let t = scram(SslMode::VerifyFull, "localhost", secret);
+    let mut cfg = tokio_postgres::Config::new();
+    cfg.host(&t.host)
+        .port(t.port)
+        .dbname(&t.database)
+        .user("tls_scram")
+        .password(secret)
+        .ssl_mode(tokio_postgres::config::SslMode::Require)
+        .channel_binding(tokio_postgres::config::ChannelBinding::Require);
+    let tls = mssql_pg_worker::pg::tls::connector(mssql_pg_worker::pg::tls::Verify::Full, Some(&ca)).unwrap();
+    let (client, conn) = cfg.connect(tls).await.expect("channel-bound SCRAM login");
+    tokio::spawn(conn);
+    client.simple_query("SELECT 1").await.unwrap();
+}

@@ -1,10 +1,11 @@
 //! Connecting to the target PostgreSQL.
 
-use crate::pg::tls::{RustlsConnect, Verify};
+use crate::pg::tls::Verify;
 use crate::timeouts::{Guarded, StallWatch, Timeouts};
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
+use tokio::net::TcpStream;
 use tokio_postgres::config::SslMode as PgSslMode;
 use tokio_postgres::tls::MakeTlsConnect;
 use tokio_postgres::{Client, NoTls};
@@ -188,14 +189,8 @@ impl PgTarget {
                 (client, connection_io(conn))
             }
             Some(v) => {
-                let mut tls = RustlsConnect::new(v, self.ssl_root_cert.as_deref())?;
-                let tls =
-                    MakeTlsConnect::<Guarded<tokio::net::TcpStream>>::make_tls_connect(&mut tls, &self.host)
-                        .map_err(|source| PgConnectError::Tcp {
-                            host: self.host.clone(),
-                            port: self.port,
-                            source,
-                        })?;
+                let mut tls = crate::pg::tls::connector(v, self.ssl_root_cert.as_deref())?;
+                let Ok(tls) = MakeTlsConnect::<Guarded<TcpStream>>::make_tls_connect(&mut tls, &self.host);
                 let (client, conn) = cfg.connect_raw(stream, tls).await.map_err(err)?;
                 (client, connection_io(conn))
             }

@@ -1,15 +1,10 @@
-//! TLS to PostgreSQL with rustls (tokio-postgres only brings the traits), with libpq's `sslmode`
-//! meanings: `require` encrypts without checking the certificate, `verify-ca` checks the chain,
-//! `verify-full` also the host name. Roots: the system store plus an optional PEM file.
+//! TLS to PostgreSQL with libpq's `sslmode` meanings: `require` encrypts without checking the
+//! certificate, `verify-ca` checks the chain, `verify-full` also the host name. Roots: the system
+//! store plus an optional PEM file. tokio-postgres-rustls is the connector; what is written here is
+//! the two certificate verifiers rustls does not have (none, and chain without host name).
 
-use std::future::Future;
-use std::io;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio_postgres::tls::{ChannelBinding, MakeTlsConnect, TlsConnect, TlsStream};
-use tokio_rustls::TlsConnector;
+use tokio_postgres_rustls::MakeRustlsConnect;
 use tokio_rustls::rustls::client::WebPkiServerVerifier;
 use tokio_rustls::rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use tokio_rustls::rustls::crypto::{CryptoProvider, ring, verify_tls12_signature, verify_tls13_signature};
@@ -131,126 +126,46 @@ impl ServerCertVerifier for ChainOnly {
     }
 }
 
-/// A tokio-postgres TLS connector.
-#[derive(Clone)]
-pub struct RustlsConnect {
-    config: Arc<ClientConfig>,
-}
-
-impl RustlsConnect {
-    pub fn new(verify: Verify, ca_file: Option<&str>) -> Result<Self, TlsSetupError> {
-        let provider = provider();
-        let builder =
-            ClientConfig::builder_with_provider(provider.clone()).with_safe_default_protocol_versions()?;
-        let config = if verify == Verify::None {
-            builder
-                .dangerous()
-                .with_custom_certificate_verifier(Arc::new(NoVerify(provider)))
-                .with_no_client_auth()
-        } else {
-            let mut roots = RootCertStore::empty();
-            for cert in rustls_native_certs::load_native_certs().certs {
-                let _ = roots.add(cert);
-            }
-            if let Some(path) = ca_file {
-                let certs = CertificateDer::pem_file_iter(path).map_err(|e| TlsSetupError::Ca {
+/// A tokio-postgres TLS connector (tokio-postgres-rustls, which also gives SCRAM channel binding)
+/// checking the server's certificate as `verify` says.
+pub fn connector(verify: Verify, ca_file: Option<&str>) -> Result<MakeRustlsConnect, TlsSetupError> {
+    let provider = provider();
+    let builder =
+        ClientConfig::builder_with_provider(provider.clone()).with_safe_default_protocol_versions()?;
+    let config = if verify == Verify::None {
+        builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(NoVerify(provider)))
+            .with_no_client_auth()
+    } else {
+        let mut roots = RootCertStore::empty();
+        for cert in rustls_native_certs::load_native_certs().certs {
+            let _ = roots.add(cert);
+        }
+        if let Some(path) = ca_file {
+            let certs = CertificateDer::pem_file_iter(path).map_err(|e| TlsSetupError::Ca {
+                path: path.into(),
+                message: e.to_string(),
+            })?;
+            for cert in certs {
+                let cert = cert.map_err(|e| TlsSetupError::Ca {
                     path: path.into(),
                     message: e.to_string(),
                 })?;
-                for cert in certs {
-                    let cert = cert.map_err(|e| TlsSetupError::Ca {
-                        path: path.into(),
-                        message: e.to_string(),
-                    })?;
-                    roots.add(cert)?;
-                }
+                roots.add(cert)?;
             }
-            let webpki = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider)
-                .build()
-                .map_err(|e| TlsSetupError::Rustls(TlsError::General(e.to_string())))?;
-            if verify == Verify::Ca {
-                builder
-                    .dangerous()
-                    .with_custom_certificate_verifier(Arc::new(ChainOnly(webpki)))
-                    .with_no_client_auth()
-            } else {
-                builder.with_webpki_verifier(webpki).with_no_client_auth()
-            }
-        };
-        Ok(RustlsConnect {
-            config: Arc::new(config),
-        })
-    }
-}
-
-impl<S> MakeTlsConnect<S> for RustlsConnect
-where
-    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-{
-    type Stream = RustlsStream<S>;
-    type TlsConnect = RustlsConnector;
-    type Error = io::Error;
-
-    fn make_tls_connect(&mut self, domain: &str) -> Result<RustlsConnector, io::Error> {
-        let name = ServerName::try_from(domain.to_string())
-            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-        Ok(RustlsConnector {
-            config: self.config.clone(),
-            name,
-        })
-    }
-}
-
-pub struct RustlsConnector {
-    config: Arc<ClientConfig>,
-    name: ServerName<'static>,
-}
-
-impl<S> TlsConnect<S> for RustlsConnector
-where
-    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-{
-    type Stream = RustlsStream<S>;
-    type Error = io::Error;
-    type Future = Pin<Box<dyn Future<Output = io::Result<RustlsStream<S>>> + Send>>;
-
-    fn connect(self, stream: S) -> Self::Future {
-        Box::pin(async move {
-            let tls = TlsConnector::from(self.config).connect(self.name, stream).await?;
-            Ok(RustlsStream(tls))
-        })
-    }
-}
-
-pub struct RustlsStream<S>(tokio_rustls::client::TlsStream<S>);
-
-impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for RustlsStream<S> {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.0).poll_read(cx, buf)
-    }
-}
-
-impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for RustlsStream<S> {
-    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.0).poll_write(cx, buf)
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.0).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.0).poll_shutdown(cx)
-    }
-}
-
-impl<S: AsyncRead + AsyncWrite + Unpin> TlsStream for RustlsStream<S> {
-    fn channel_binding(&self) -> ChannelBinding {
-        // No SCRAM channel binding (the -PLUS mechanisms); plain SCRAM still works.
-        ChannelBinding::none()
-    }
+        }
+        let webpki = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider)
+            .build()
+            .map_err(|e| TlsSetupError::Rustls(TlsError::General(e.to_string())))?;
+        if verify == Verify::Ca {
+            builder
+                .dangerous()
+                .with_custom_certificate_verifier(Arc::new(ChainOnly(webpki)))
+                .with_no_client_auth()
+        } else {
+            builder.with_webpki_verifier(webpki).with_no_client_auth()
+        }
+    };
+    Ok(MakeRustlsConnect::new(config))
 }
