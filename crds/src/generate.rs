@@ -76,8 +76,8 @@ pub fn all() -> Vec<(String, CustomResourceDefinition)> {
 }
 
 /// The file content for one CRD.
-pub fn to_yaml(crd: &CustomResourceDefinition) -> Result<String, serde_yaml::Error> {
-    let yaml = serde_yaml::to_string(crd)?;
+pub fn to_yaml(crd: &CustomResourceDefinition) -> Result<String, serde_norway::Error> {
+    let yaml = serde_norway::to_string(crd)?;
     let mut out = String::with_capacity(HEADER.len() + yaml.len() + 64);
     out.push_str(HEADER);
     for line in yaml.lines() {
@@ -87,7 +87,7 @@ pub fn to_yaml(crd: &CustomResourceDefinition) -> Result<String, serde_yaml::Err
     Ok(out)
 }
 
-/// serde_yaml writes YAML 1.2, where `On`/`Off`/`yes`/`no` are strings; kubectl and Helm parse YAML 1.1, where
+/// serde_norway writes YAML 1.2, where `On`/`Off`/`yes`/`no` are strings; kubectl and Helm parse YAML 1.1, where
 /// they are booleans (the `encryption` enum would install as `[Required, true, false, ...]`). Quote them.
 fn quote_yaml11_bool(line: &str) -> std::borrow::Cow<'_, str> {
     const WORDS: [&str; 16] = [

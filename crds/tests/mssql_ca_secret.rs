@@ -41,10 +41,10 @@ fn a_ca_secret_with_trust_server_certificate_is_refused() {
 #[test]
 fn the_ca_secret_round_trips_and_is_omitted_when_unset() {
     let m = with_ca("sql-ca", false);
-    let yaml = serde_yaml::to_string(&m.spec.source).unwrap();
+    let yaml = serde_norway::to_string(&m.spec.source).unwrap();
     assert!(yaml.contains("caSecret: sql-ca"), "{yaml}");
-    let back: Endpoint = serde_yaml::from_str(&yaml).unwrap();
+    let back: Endpoint = serde_norway::from_str(&yaml).unwrap();
     assert_eq!(back, m.spec.source);
     let plain = Endpoint::mssql(MssqlEndpoint::new("h", "d", "s"));
-    assert!(!serde_yaml::to_string(&plain).unwrap().contains("caSecret"));
+    assert!(!serde_norway::to_string(&plain).unwrap().contains("caSecret"));
 }

@@ -273,6 +273,6 @@ fn yaml11_booleans_are_quoted_for_kubectl() {
     assert!(!yaml.contains("- On\n") && !yaml.contains("- Off\n"));
     // Still the same document for a YAML 1.2 reader.
     let back: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition =
-        serde_yaml::from_str(&yaml).unwrap();
+        serde_norway::from_str(&yaml).unwrap();
     assert_eq!(back, crd);
 }

@@ -11,8 +11,8 @@ fn fixture(name: &str) -> String {
 #[test]
 fn full_migration_round_trips_exactly() {
     let text = fixture("full-migration.yaml");
-    let input: serde_json::Value = serde_yaml::from_str(&text).unwrap();
-    let mig: Migration = serde_yaml::from_str(&text).unwrap();
+    let input: serde_json::Value = serde_norway::from_str(&text).unwrap();
+    let mig: Migration = serde_norway::from_str(&text).unwrap();
 
     // Every field is set in the fixture, so writing it back must reproduce the input value by value:
     // nothing dropped, renamed or defaulted over.
@@ -49,8 +49,8 @@ fn full_migration_round_trips_exactly() {
 #[test]
 fn full_task_round_trips_exactly() {
     let text = fixture("full-task.yaml");
-    let input: serde_json::Value = serde_yaml::from_str(&text).unwrap();
-    let task: MigrationTask = serde_yaml::from_str(&text).unwrap();
+    let input: serde_json::Value = serde_norway::from_str(&text).unwrap();
+    let task: MigrationTask = serde_norway::from_str(&text).unwrap();
     assert_eq!(serde_json::to_value(&task).unwrap(), input);
     assert_eq!(
         task.spec.partition,
@@ -68,7 +68,7 @@ fn full_task_round_trips_exactly() {
 
 #[test]
 fn minimal_migration_gets_every_default() {
-    let mig: Migration = serde_yaml::from_str(
+    let mig: Migration = serde_norway::from_str(
         r#"
 apiVersion: mssqlpg.dev/v1alpha1
 kind: Migration
@@ -149,10 +149,10 @@ fn deploy_examples_parse_and_validate() {
         let path = format!("{}/../deploy/examples/{file}", env!("CARGO_MANIFEST_DIR"));
         let text = std::fs::read_to_string(&path).unwrap();
         let mut migrations = 0;
-        for doc in serde_yaml::Deserializer::from_str(&text) {
-            let value = serde_yaml::Value::deserialize(doc).unwrap();
+        for doc in serde_norway::Deserializer::from_str(&text) {
+            let value = serde_norway::Value::deserialize(doc).unwrap();
             if value["kind"] == "Migration" {
-                let mig: Migration = serde_yaml::from_value(value).unwrap();
+                let mig: Migration = serde_norway::from_value(value).unwrap();
                 assert_eq!(mig.validate(), Ok(()), "{file}");
                 migrations += 1;
             }

@@ -148,7 +148,7 @@ fn timeouts_retries_and_deadline_out_of_range_are_named() {
 fn chunk_bytes_takes_integers_and_quantities() {
     let with = |yaml: &str| -> MigrationSpec {
         let mut v = serde_json::to_value(valid().spec).unwrap();
-        v["chunkBytes"] = serde_yaml::from_str(yaml).unwrap();
+        v["chunkBytes"] = serde_norway::from_str(yaml).unwrap();
         serde_json::from_value(v).unwrap()
     };
     assert_eq!(with("8388608").chunk_bytes(), Ok(8 << 20));

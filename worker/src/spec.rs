@@ -87,7 +87,7 @@ pub fn load(path: &str) -> Result<Migration, SpecError> {
 
 /// [`load`] on text already read; `path` only names it in errors.
 pub fn parse(path: &str, text: &str) -> Result<Migration, SpecError> {
-    let yaml_err = |e: serde_yaml::Error| SpecError::Parse {
+    let yaml_err = |e: serde_norway::Error| SpecError::Parse {
         path: path.into(),
         field: e
             .location()
@@ -96,9 +96,9 @@ pub fn parse(path: &str, text: &str) -> Result<Migration, SpecError> {
     };
     // The file users apply may also hold their Secrets: take the Migration document.
     let mut found = None;
-    for doc in serde_yaml::Deserializer::from_str(text) {
-        let value = serde_yaml::Value::deserialize(doc).map_err(yaml_err)?;
-        if value.get("kind").and_then(serde_yaml::Value::as_str) == Some("Migration") {
+    for doc in serde_norway::Deserializer::from_str(text) {
+        let value = serde_norway::Value::deserialize(doc).map_err(yaml_err)?;
+        if value.get("kind").and_then(serde_norway::Value::as_str) == Some("Migration") {
             found = Some(value);
             break;
         }
@@ -131,17 +131,17 @@ pub fn parse(path: &str, text: &str) -> Result<Migration, SpecError> {
 }
 
 /// `credentialsSecret` is required by the CRD (the Jobs read the Secret) but means nothing locally.
-fn fill_local_credentials(doc: &mut serde_yaml::Value) {
+fn fill_local_credentials(doc: &mut serde_norway::Value) {
     for side in ["source", "target"] {
         for engine in ["mssql", "postgres"] {
-            if let Some(serde_yaml::Value::Mapping(ep)) = doc
+            if let Some(serde_norway::Value::Mapping(ep)) = doc
                 .get_mut("spec")
                 .and_then(|s| s.get_mut(side))
                 .and_then(|s| s.get_mut(engine))
             {
-                let key = serde_yaml::Value::from("credentialsSecret");
+                let key = serde_norway::Value::from("credentialsSecret");
                 if !ep.contains_key(&key) {
-                    ep.insert(key, serde_yaml::Value::from(LOCAL_CREDENTIALS));
+                    ep.insert(key, serde_norway::Value::from(LOCAL_CREDENTIALS));
                 }
             }
         }

@@ -671,7 +671,7 @@ fn spec_timeouts_and_retries_reach_both_endpoints_in_both_directions() {
         target_password: "p".into(),
     };
     let doc = |source: &str, target: &str| -> mssql_pg_crds::Migration {
-        serde_yaml::from_str(&format!(
+        serde_norway::from_str(&format!(
             "apiVersion: mssqlpg.dev/v1alpha1
 kind: Migration
 metadata: {{name: m, namespace: n}}

@@ -88,7 +88,7 @@ fn write_kubeconfig(
         "contexts": [{ "name": "pod", "context": { "cluster": "loopback", "user": user, "namespace": namespace } }],
         "current-context": "pod",
     });
-    let text = serde_yaml::to_string(&doc).context("serializing the kubeconfig")?;
+    let text = serde_norway::to_string(&doc).context("serializing the kubeconfig")?;
     write_private(path, text.as_bytes())
 }
 
