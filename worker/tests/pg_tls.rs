@@ -236,7 +236,13 @@ async fn scram_login_over_tls_is_channel_bound() {
     let line = "hostssl all tls_scram 127.0.0.1/32 scram-sha-256\nhost all tls_scram 127.0.0.1/32 reject\n";
     let text = std::fs::read_to_string(&hba).unwrap();
     if !text.contains("tls_scram") {
-        std::fs::write(&hba, format!("{line}{text}")).unwrap();
+        // Replaced whole, by rename: a reload by a concurrent test never reads half a file.
+        let tmp = format!("{hba}.tls_scram");
+        std::fs::write(&tmp, format!("{line}{text}")).unwrap();
+        let owner = std::fs::metadata(&hba).unwrap();
+        std::os::unix::fs::chown(&tmp, Some(owner.uid()), Some(owner.gid())).unwrap();
+        std::fs::set_permissions(&tmp, owner.permissions()).unwrap();
+        std::fs::rename(&tmp, &hba).unwrap();
         admin.query_one("SELECT pg_reload_conf()", &[]).await.unwrap();
     }
     let scram = |mode, host: &str, password: &str| {
