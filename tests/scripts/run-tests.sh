@@ -5,6 +5,8 @@
 #   run-tests.sh rust       cargo test --workspace (with PostgreSQL and the control plane)
 #   run-tests.sh clients    cross-client fidelity tests (FreeTDS tsql/freebcp, pytds) against the TDS test server
 #   run-tests.sh helm       helm lint / template / server-side apply of the chart (needs the control plane)
+#   run-tests.sh adventureworks  AdventureWorks through the worker binary both ways, every value and
+#                           CHECK compared by pytds and psql (tests/adventure_works/run.sh)
 # The Kubernetes binaries are built once into ~/.cache/mssql-pg-operator (tests/control-plane/build.sh).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -52,6 +54,9 @@ if [ "$what" = all ] || [ "$what" = clients ]; then
   cargo build -q --locked -p tds-testserver --bin tds-testserver
   TDS_TESTSERVER_BIN="$PWD/target/debug/tds-testserver" .venv/bin/python -m pytest -q tests/clients \
     || failed+=("cross-client tests")
+fi
+if [ "$what" = all ] || [ "$what" = adventureworks ]; then
+  tests/adventure_works/run.sh || failed+=("AdventureWorks comparison")
 fi
 if { [ "$what" = all ] || [ "$what" = helm ]; } && [ -x tests/helm/run.sh ]; then
   tests/helm/run.sh "$k8s_dir" || failed+=("helm chart tests")
