@@ -67,7 +67,7 @@ pub(crate) const TSQL: Dialect = Dialect {
     word_continue: &['@'],
     exponent: false,
     operators: &["<=", ">=", "<>", "!="],
-    single_operators: "<>!=+-*/%",
+    single_operators: "<>!=+-*/%.",
     synonyms: &[("!=", "<>")],
     national_strings: true,
     refuse_escape_strings: false,

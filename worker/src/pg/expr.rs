@@ -15,6 +15,13 @@ pub trait Columns {
     fn unicode(&self, _source_name: &str) -> bool {
         false
     }
+
+    /// A column of a view's SELECT, named as written there (`[Name]`, `p.[Name]`,
+    /// `[Person].[Person].[Name]`): its target SQL, type, and whether its source type is Unicode.
+    /// Only [`view_expr`] asks, for every column reference.
+    fn qualified(&self, parts: &[String]) -> Result<(String, PgType, bool), String> {
+        Err(format!("the name {} is not translated", parts.join(".")))
+    }
 }
 
 /// Words that end an operand; never read as a column name.
@@ -26,7 +33,7 @@ const KEYWORDS: &[&str] = &[
 /// What kind of value an operand is: enough to pick `+` or `||` and to refuse what PostgreSQL
 /// would compute differently.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Class {
+pub(crate) enum Class {
     Int,
     Exact,
     Float,
@@ -44,7 +51,7 @@ enum Class {
 }
 
 impl Class {
-    fn of(t: PgType) -> Class {
+    pub(crate) fn of(t: PgType) -> Class {
         match t {
             PgType::Int2 | PgType::Int4 | PgType::Int8 => Class::Int,
             PgType::Numeric { .. } => Class::Exact,
@@ -58,7 +65,7 @@ impl Class {
         }
     }
 
-    fn numeric(self) -> bool {
+    pub(crate) fn numeric(self) -> bool {
         matches!(self, Class::Int | Class::Exact | Class::Float | Class::Null)
     }
 
@@ -105,6 +112,8 @@ struct Val {
     bit_literal: bool,
     /// A column of a Unicode type, as written (not inside an expression).
     unicode: bool,
+    /// A column as written (maybe in parentheses): its exact type.
+    ty: Option<PgType>,
 }
 
 impl Val {
@@ -114,6 +123,7 @@ impl Val {
             class,
             bit_literal: false,
             unicode: false,
+            ty: None,
         }
     }
 
@@ -133,6 +143,9 @@ struct Parser<'a> {
     cols: &'a dyn Columns,
     /// Generated column: only immutable expressions (PostgreSQL's rule), no clock, no random.
     generated: bool,
+    /// A view's SELECT: names may be qualified (resolved by [`Columns::qualified`]) and
+    /// aggregates are allowed.
+    view: bool,
 }
 
 type R<T> = Result<T, String>;
@@ -368,6 +381,7 @@ impl Parser<'_> {
                     sql: n,
                     class,
                     unicode: false,
+                    ty: None,
                 })
             }
             Tok::Str(s) => Ok(Val::new(format!("'{}'", s.replace('\'', "''")), Class::Text)),
@@ -379,12 +393,15 @@ impl Parser<'_> {
                     ..inner
                 })
             }
-            Tok::Quoted(name) => self.column(&name),
+            Tok::Quoted(name) => self.name(name),
+            Tok::Word(w) if self.peek() == Some(&Tok::Op(".".into())) => self.name(w),
             Tok::Word(w) => {
                 let upper = w.to_ascii_uppercase();
                 let call = self.peek() == Some(&Tok::LParen);
                 match upper.as_str() {
                     "NULL" => Ok(Val::new("NULL".into(), Class::Null)),
+                    "SELECT" | "EXISTS" if self.view => Err("a subquery is not translated".into()),
+                    "COUNT" | "SUM" | "MIN" | "MAX" | "AVG" if call && self.view => self.aggregate(&upper),
                     "CASE" => self.case(),
                     "CAST" if call => self.cast(),
                     "CONVERT" if call => self.convert(),
@@ -393,6 +410,7 @@ impl Parser<'_> {
                     }
                     _ if call => self.function(&w, &upper),
                     _ if KEYWORDS.contains(&upper.as_str()) => Err(format!("unexpected {upper}")),
+                    _ if self.view => self.column(&w),
                     _ => self.column(&w).map_err(|_| format!("unknown word {w}")),
                 }
             }
@@ -403,13 +421,98 @@ impl Parser<'_> {
         }
     }
 
+    /// A name, maybe qualified (`a.[b]`): a column, or a function or XML method when a `(`
+    /// follows.
+    fn name(&mut self, first: String) -> R<Val> {
+        let mut parts = vec![first];
+        while self.peek() == Some(&Tok::Op(".".into())) {
+            self.pos += 1;
+            match self.peek().cloned() {
+                Some(Tok::Word(w) | Tok::Quoted(w)) => parts.push(w),
+                _ => return Err(format!("unexpected token after {}.", parts.join("."))),
+            }
+            self.pos += 1;
+        }
+        if self.peek() == Some(&Tok::LParen) {
+            let last = parts.last().map(|p| p.to_ascii_lowercase()).unwrap_or_default();
+            if parts.len() > 1 && matches!(last.as_str(), "value" | "query" | "exist" | "nodes" | "modify") {
+                return Err(format!("the XML method {}() is not translated", parts.join(".")));
+            }
+            return Err(format!("the function {}() is not translated", parts.join(".")));
+        }
+        if parts.len() == 1 && !self.view {
+            return self.column(&parts[0]);
+        }
+        let (sql, ty, unicode) = self.cols.qualified(&parts)?;
+        Ok(Val {
+            unicode,
+            ty: Some(ty),
+            ..Val::new(sql, Class::of(ty))
+        })
+    }
+
+    /// COUNT, SUM, MIN, MAX of a view's SELECT, where they compute the same values; AVG is
+    /// refused (SQL Server's result type truncates integers and fixes a decimal's scale).
+    fn aggregate(&mut self, upper: &str) -> R<Val> {
+        self.expect(&Tok::LParen, "(")?;
+        if upper == "COUNT" && self.peek() == Some(&Tok::Op("*".into())) {
+            self.pos += 1;
+            self.expect(&Tok::RParen, ")")?;
+            return Ok(Val::new("count(*)".into(), Class::Int));
+        }
+        let distinct = if self.eat_word("DISTINCT") {
+            "DISTINCT "
+        } else {
+            ""
+        };
+        self.eat_word("ALL");
+        let v = self.or_expr()?;
+        self.expect(&Tok::RParen, ")")?;
+        let lower = upper.to_ascii_lowercase();
+        let class = match upper {
+            "COUNT" => Class::Int,
+            "AVG" => {
+                return Err(
+                    "AVG() is not translated: SQL Server's result type (an integer for integers, a fixed \
+                     scale for decimals) differs from PostgreSQL's"
+                        .into(),
+                );
+            }
+            "SUM" if v.class == Class::Float => {
+                return Err(
+                    "SUM() of a float is not translated: its rounding depends on the order rows are added"
+                        .into(),
+                );
+            }
+            "SUM" if !v.class.numeric() => {
+                return Err("SUM() of a non-numeric value is not translated".into());
+            }
+            "MIN" | "MAX" if v.class.stringy() => {
+                return Err(format!(
+                    "{upper}() of a string is not translated: SQL Server orders strings by its collation"
+                ));
+            }
+            _ => v.class,
+        };
+        Ok(Val::new(format!("{lower}({distinct}{})", v.sql), class))
+    }
+
     fn column(&self, name: &str) -> R<Val> {
+        if self.view {
+            let (sql, ty, unicode) = self.cols.qualified(&[name.to_string()])?;
+            return Ok(Val {
+                unicode,
+                ty: Some(ty),
+                ..Val::new(sql, Class::of(ty))
+            });
+        }
         let (target, ty) = self
             .cols
             .lookup(name)
             .ok_or_else(|| format!("unknown column [{name}]"))?;
         Ok(Val {
             unicode: self.cols.unicode(name),
+            ty: Some(ty),
             ..Val::new(quote_pg(target), Class::of(ty))
         })
     }
@@ -753,12 +856,44 @@ fn parse(src: &str, cols: &dyn Columns, generated: bool) -> Result<Val, String> 
         pos: 0,
         cols,
         generated,
+        view: false,
     };
     let v = p.or_expr()?;
     if p.pos != p.toks.len() {
         return Err(format!("unexpected {:?}", p.toks[p.pos]));
     }
     Ok(v)
+}
+
+/// One expression of a view's SELECT, translated.
+#[derive(Debug, Clone)]
+pub(crate) struct ViewExpr {
+    pub sql: String,
+    pub class: Class,
+    /// The column's type when the expression is a column as written.
+    pub ty: Option<PgType>,
+    pub unicode: bool,
+}
+
+/// Translates the expression at the start of `toks` (a view's SELECT: qualified names and
+/// aggregates allowed); returns it and how many tokens it took. What follows (an alias, a
+/// keyword) is the caller's.
+pub(crate) fn view_expr(toks: &[Tok], cols: &dyn Columns) -> Result<(ViewExpr, usize), String> {
+    let mut p = Parser {
+        toks: toks.to_vec(),
+        pos: 0,
+        cols,
+        generated: false,
+        view: true,
+    };
+    let v = p.or_expr()?;
+    let v = ViewExpr {
+        sql: v.sql,
+        class: v.class,
+        ty: v.ty.filter(|_| !v.bit_literal),
+        unicode: v.unicode,
+    };
+    Ok((v, p.pos))
 }
 
 /// Translates a T-SQL scalar expression. `bool_context` marks a boolean target (bit defaults).

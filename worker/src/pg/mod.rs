@@ -9,3 +9,4 @@ pub mod load;
 pub mod read;
 pub mod target_catalog;
 pub mod tls;
+pub mod view;
