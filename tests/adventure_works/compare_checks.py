@@ -13,6 +13,9 @@ made-up row is taken by one side only. Differences that are documented are liste
 CHECKs the worker's plan warned it did not migrate (--worker-summary, the JSON lines of `run -f`)
 and the KNOWN entries below.
 
+The computed columns of the made-up rows are compared too (computed_probe.py): no existing row
+shows them.
+
 The SQL Server side's DML triggers are disabled first: the test server refuses writes that would
 fire a trigger, and triggers are not migrated (the plan lists them), so neither side runs one.
 """
@@ -25,8 +28,9 @@ import time
 
 import pytds
 
+import computed_probe
 from compare_values import open_side, target_schema
-from trial_rows import MadeUpRows, candidates, insert, literal, update
+from trial_rows import MadeUpRows, candidates, identity_insert_off, insert, literal, update
 
 # Documented differences: (constraint, repr(value)) -> why. Strict: one that no longer happens fails
 # the run, so the list cannot go stale.
@@ -111,6 +115,8 @@ class MssqlTrials:
         finally:
             # (IF @@TRANCOUNT > 0 ROLLBACK is refused by the test server; 3903 when nothing is open is harmless.)
             self._exec("ROLLBACK TRANSACTION")
+            for s in identity_insert_off(setup):
+                self._exec(s)
 
     def _exec(self, sql):
         try:
@@ -274,6 +280,11 @@ def main():
             notes.append(f"{line} [{why}]")
         else:
             failures.append(line)
+
+    probed, computed_failures = computed_probe.probe(
+        ms, pg, ms_tables, lambda t: pg_tables[(target_schema(ms, pg, t.schema).lower(), t.name.lower())], made_up)
+    failures += computed_failures
+    print(f"computed columns of {probed} made-up row(s) compared")
 
     names = {c[2] for c in checks}
     for entry in list(KNOWN) + list(KNOWN_BUGS):

@@ -4,7 +4,8 @@
 #   1. the TDS test server loads Microsoft's instawdb.sql as written (demo/load_script.py, pytds);
 #   2. `mssql-pg-worker run -f` migrates every schema into a fresh PostgreSQL database;
 #   3. compare_values.py reads every table of both (pytds, psql) and compares every value by key;
-#   4. compare_checks.py tries rows that each CHECK accepts and refuses on both sides;
+#   4. compare_checks.py tries rows that each CHECK accepts and refuses on both sides, and compares
+#      the computed columns of made-up rows in the tables the sample leaves empty;
 #   5. `mssql-pg-worker run -f` migrates the PostgreSQL database into a fresh test server (while 3
 #      and 4 run), and that is compared with PostgreSQL and with the original, and its CHECKs
 #      with PostgreSQL's, the same way.

@@ -10,7 +10,7 @@ from canon import family
 
 # Values a made-up row needs to satisfy the table's own CHECKs (the rest follow from the types).
 OVERRIDES = {
-    "person.person": {"PersonType": "EM"},
+    "person.person": {"PersonType": "EM", "EmailPromotion": 2},
     "production.transactionhistory": {"TransactionType": "W"},
     "production.transactionhistoryarchive": {"TransactionType": "W"},
 }
@@ -89,10 +89,17 @@ def insert(side, table, values):
     return [f"INSERT INTO {side.qname(table)} ({names}){overriding} VALUES ({vals})"]
 
 
+def identity_insert_off(setup):
+    """SET IDENTITY_INSERT ... OFF for each table `setup` turns it ON for: a session option, which
+    a rollback leaves on when the INSERT between failed (one table at a time may have it)."""
+    return [s[:-3] + " OFF" for s in setup if s.startswith("SET IDENTITY_INSERT ") and s.endswith(" ON")]
+
+
 def default_value(col):
     fam = family(col)
     if fam in ("int", "exact", "float"):
-        return 1 if fam == "int" else decimal.Decimal(1)
+        # Not 0 or 1: a computed column with its operators regrouped must give another value.
+        return 3 if fam == "int" else decimal.Decimal("2.5")
     if fam == "bool":
         return False
     if fam in ("timestamp", "zoned"):
@@ -113,7 +120,8 @@ def default_value(col):
 class MadeUpRows:
     """Rows for tables the sample leaves empty, built from the SQL Server side's catalog: every
     foreign key pointing at an existing row (or at a made-up row of another empty table, inserted
-    first), identity columns given 1, dates 2020-01-01, the rest a plain value of its type."""
+    first), identity columns given 1, dates 2020-01-01, numbers 3 or 2.5 (defaults too), the rest
+    a plain value of its type when NOT NULL."""
 
     def __init__(self, mssql, tables):
         self.mssql = mssql
@@ -169,7 +177,7 @@ class MadeUpRows:
                 row.append((c, values[n]))
             elif c.identity:
                 row.append((c, 1))
-            elif (not c.nullable and not c.has_default) or family(c) in ("timestamp", "date"):
+            elif (not c.nullable and not c.has_default) or family(c) in ("timestamp", "date", "int", "exact"):
                 v = default_value(c)
                 if v is not None:
                     row.append((c, v))
