@@ -83,6 +83,9 @@ enum Command {
     /// Issue 3's shapes: a mixed-type or a narrow table of --rows rows through the worker, beside
     /// PostgreSQL's own COPY FROM binary file of the same rows.
     Shapes(harness::shapes::ShapesArgs),
+    /// Microsoft's AdventureWorks sample, loaded into the test server by its install script and
+    /// migrated whole (every schema) both ways by the release worker, --runs times each.
+    AdventureWorks(harness::adventure_works::AdventureWorksArgs),
     /// Print the row count of every table at a scale.
     Counts {
         #[command(flatten)]
@@ -108,6 +111,7 @@ async fn main() -> Result<()> {
     match Cli::parse().command {
         Command::Harness(args) => harness::run(args, command).await?,
         Command::Shapes(args) => harness::shapes::run(args, command).await?,
+        Command::AdventureWorks(args) => harness::adventure_works::run(args, command).await?,
         Command::Counts { data } => {
             let ds = Dataset::new(data.scale, data.seed);
             for t in Table::ALL {

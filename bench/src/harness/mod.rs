@@ -1,7 +1,9 @@
 //! `bench harness`: the StackOverflow2010-shaped workload through the release worker, beside the
-//! limits of the same machine measured on the same rows in the same run (issue 7), and
-//! `bench shapes`: issue 3's 1M-row mixed-type and 10M-row narrow tables.
+//! limits of the same machine measured on the same rows in the same run (issue 7),
+//! `bench shapes`: issue 3's 1M-row mixed-type and 10M-row narrow tables, and
+//! `bench adventure-works`: Microsoft's AdventureWorks sample migrated whole, both ways.
 
+pub mod adventure_works;
 mod chart;
 mod limits;
 mod pg_cpu;
@@ -167,6 +169,7 @@ fn config(label: &str, direction: Direction, mode: Mode) -> Config {
         verify: "checksum",
         pg_schema: PG_SCHEMA.to_owned(),
         include: Vec::new(),
+        source_schemas: Vec::new(),
     }
 }
 

@@ -180,6 +180,11 @@ pub struct TdsServer {
 
 impl TdsServer {
     pub fn start(binary: &Path, database: &str, log: &Path) -> Result<Self> {
+        Self::start_with(binary, database, log, &[])
+    }
+
+    /// [`Self::start`] with more command-line arguments (`--bulk-insert-dir DIR`).
+    pub fn start_with(binary: &Path, database: &str, log: &Path, args: &[&std::ffi::OsStr]) -> Result<Self> {
         if !binary.exists() {
             bail!(
                 "{} not found: build it first (cargo build --release -p tds-testserver)",
@@ -191,6 +196,7 @@ impl TdsServer {
         let mut child = Command::new(binary)
             .args(["--listen", "127.0.0.1:0", "--database", database])
             .args(["--max-packet-size", "32767"])
+            .args(args)
             .env("TDS_TESTSERVER_PASSWORD", &password)
             .env("RUST_LOG", "warn")
             .stdin(Stdio::null())

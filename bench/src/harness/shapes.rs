@@ -309,6 +309,7 @@ pub async fn run(args: ShapesArgs, command: String) -> Result<()> {
         verify: "count",
         pg_schema: "shapes".into(),
         include: vec![shape.table().to_owned()],
+        source_schemas: Vec::new(),
     };
     if args.hold {
         return hold(&config, &tools.workdir, &source, &pg).await;

@@ -182,6 +182,7 @@ mod tests {
                 verify: "count",
                 pg_schema: "so".into(),
                 include: Vec::new(),
+                source_schemas: Vec::new(),
             },
             ok,
             verified: ok,

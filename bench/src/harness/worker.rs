@@ -66,6 +66,9 @@ pub struct Config {
     pub pg_schema: String,
     /// Only these source tables (`tables.include`), all when empty.
     pub include: Vec<String>,
+    /// `source.*.schemas` (globs) for a whole-database migration; only `pg_schema` / `dbo` when
+    /// empty.
+    pub source_schemas: Vec<String>,
 }
 
 /// What one table's tasks did in a run.
@@ -142,13 +145,23 @@ pub fn cpu_times_of(pid: u32) -> Option<(f64, f64)> {
 
 /// The Migration YAML for `config` (credentials come from the environment, not the file).
 pub fn migration_yaml(config: &Config, name: &str, mssql: &TdsServer, pg: &Postgres) -> String {
+    let schemas = if config.source_schemas.is_empty() {
+        String::new()
+    } else {
+        let list: Vec<String> = config.source_schemas.iter().map(|s| format!("\"{s}\"")).collect();
+        format!(", schemas: [{}]", list.join(", "))
+    };
+    let (mssql_schemas, pg_schemas) = match config.direction {
+        Direction::MssqlToPg => (schemas.as_str(), ""),
+        Direction::PgToMssql => ("", schemas.as_str()),
+    };
     let mssql_ep = format!(
-        "{{host: 127.0.0.1, port: {}, database: {}, schema: dbo, credentialsSecret: bench-mssql, \
+        "{{host: 127.0.0.1, port: {}, database: {}, schema: dbo{mssql_schemas}, credentialsSecret: bench-mssql, \
          encryption: NotSupported, packetSize: {}}}",
         mssql.port, mssql.database, config.packet_size
     );
     let pg_ep = format!(
-        "{{host: {}, port: {}, database: {}, schema: {}, credentialsSecret: bench-postgres, sslMode: disable}}",
+        "{{host: {}, port: {}, database: {}, schema: {}{pg_schemas}, credentialsSecret: bench-postgres, sslMode: disable}}",
         pg.host, pg.port, pg.database, config.pg_schema
     );
     let (source, target) = match config.direction {
