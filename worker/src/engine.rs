@@ -1,7 +1,6 @@
 //! The phases of a migration, callable one by one (the Kubernetes Jobs) or all in-process (`run`).
 
 use crate::checkpoint::{self, CheckpointError};
-use crate::model::ModuleDef;
 use crate::mssql::connect::{ConnectError, MssqlSource, TdsClient, negotiated_packet_size};
 use crate::mssql::introspect::{IntrospectError, introspect, user_schemas};
 use crate::mssql::read::{ReadError, int_key_bounds};
@@ -171,7 +170,7 @@ impl Engine {
             modules.extend(crate::mssql::introspect::modules(&mut mssql, &schema).await?);
         }
         let mut plan = build_plan(tables, &self.options)?;
-        plan.warnings.extend(modules.iter().map(ModuleDef::warning));
+        crate::views::plan_views(&mut plan, &modules, &self.options);
         self.probe_generated(&mut plan).await?;
         let mut bounds = BTreeMap::new();
         for (i, t) in plan.tables.iter().enumerate() {
@@ -239,7 +238,13 @@ impl Engine {
 
     /// What a run would do to each target table, from the target's catalog (reads only).
     async fn target_actions(&self, pg: &Client, plan: &Plan) -> Result<Vec<TableAction>, EngineError> {
-        let migrated: Vec<String> = plan.tables.iter().map(ddl::qualified).collect();
+        // The plan's own views over its tables are not dependents: prepare drops them.
+        let migrated: Vec<String> = plan
+            .tables
+            .iter()
+            .map(ddl::qualified)
+            .chain(plan.views.iter().map(|v| v.target.clone()))
+            .collect();
         let mut actions = Vec::with_capacity(plan.tables.len());
         for t in &plan.tables {
             let name = ddl::qualified(t);
@@ -366,6 +371,11 @@ impl Engine {
                 .map(|(t, _)| ddl::qualified(t))
                 .collect();
             if !existing.is_empty() {
+                for sql in crate::views::drop_statements(&plan, cascade) {
+                    pg.batch_execute(&sql)
+                        .await
+                        .map_err(ddl_err("drop the migration's views".into(), &sql))?;
+                }
                 let sql = ddl::drop_tables(&existing, cascade);
                 pg.batch_execute(&sql)
                     .await
@@ -713,6 +723,7 @@ impl Engine {
             })
             .collect();
         exec_stmts(&pg, recreate, &mut warnings).await?;
+        exec_stmts(&pg, crate::views::create_statements(plan), &mut warnings).await?;
         checkpoint::clear_recreate(&pg, &self.options.migration).await?;
         checkpoint::set_run_state(&pg, &self.options.migration, &plan.fingerprint(), "finalized").await?;
         Ok(warnings)

@@ -26,3 +26,4 @@ pub mod summary;
 pub mod target_check;
 pub mod timeouts;
 pub mod verify;
+pub mod views;

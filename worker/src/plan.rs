@@ -191,6 +191,8 @@ pub struct Plan {
     pub tables: Vec<TablePlan>,
     pub tasks: Vec<TaskPlan>,
     pub warnings: Vec<String>,
+    /// The source's views translated to PostgreSQL, in the order finalize creates them.
+    pub views: Vec<crate::pg::view::ViewPlan>,
 }
 
 impl Plan {
@@ -500,6 +502,7 @@ pub fn build_plan(source: Vec<SourceTable>, opts: &Options) -> Result<Plan, Plan
         tables,
         tasks,
         warnings,
+        views: Vec::new(),
     })
 }
 

@@ -6,8 +6,8 @@ use crate::target_check::{Dependent, ExistingColumn, ExistingTable, TypeFit};
 use tokio_postgres::Client;
 
 /// Reads `qualified` (a quoted `"schema"."table"`), or `None` when it does not exist.
-/// `migrated` are the quoted names of every table of the plan: their foreign keys to each other
-/// are the migration's own, not dependents.
+/// `migrated` are the quoted names of every table and view of the plan: their foreign keys to
+/// each other and the views over them are the migration's own, not dependents.
 pub async fn existing_table(
     pg: &Client,
     qualified: &str,
@@ -91,8 +91,10 @@ async fn dependents(
              SELECT CASE c.relkind WHEN 'm' THEN 'materialized view' ELSE 'view' END, \
                     c.oid::regclass::text, pg_get_viewdef(c.oid) \
              FROM (SELECT DISTINCT oid FROM deps) d JOIN pg_class c ON c.oid = d.oid \
+             WHERE c.oid <> ALL (SELECT to_regclass(m) FROM unnest($2::text[]) AS m \
+                                 WHERE to_regclass(m) IS NOT NULL) \
              ORDER BY 2",
-            &[&qualified],
+            &[&qualified, &migrated],
         )
         .await?;
     let fks = pg

@@ -31,7 +31,10 @@ pub struct ViewColumn {
 pub struct Relation {
     /// `"schema"."name"` in the target.
     pub target: String,
+    /// In the source's order (what `*` expands to).
     pub columns: Vec<ViewColumn>,
+    /// Every source column is in `columns`: `*` reads the same columns on both sides.
+    pub complete: bool,
 }
 
 type Key = (String, String);
@@ -548,6 +551,7 @@ impl Translator<'_> {
             Relation {
                 target,
                 columns: cols.into_iter().map(|c| c.column).collect(),
+                complete: true,
             },
         ))
     }
@@ -603,6 +607,14 @@ impl Translator<'_> {
         if !word(toks.first(), "SELECT") {
             return refuse(format!("expected SELECT at {}", snippet(toks)));
         }
+        let top = if word(toks.get(1), "DISTINCT") || word(toks.get(1), "ALL") {
+            2
+        } else {
+            1
+        };
+        if word(toks.get(top), "TOP") {
+            return refuse("TOP is not translated (a view's rows have no order in PostgreSQL)");
+        }
         const CLAUSES: &[&str] = &[
             "FROM", "WHERE", "GROUP", "HAVING", "ORDER", "INTO", "FOR", "OPTION", "WINDOW",
         ];
@@ -633,9 +645,6 @@ impl Translator<'_> {
             list = &list[1..];
         } else if word(list.first(), "ALL") {
             list = &list[1..];
-        }
-        if word(list.first(), "TOP") {
-            return refuse("TOP is not translated (a view's rows have no order in PostgreSQL)");
         }
         let (from_sql, sources) = match clauses.get("FROM") {
             Some(f) => {
@@ -724,6 +733,12 @@ impl Translator<'_> {
                     .collect();
                 if picked.is_empty() {
                     return refuse(at("names no table of the FROM clause".into()));
+                }
+                if let Some(s) = picked.iter().find(|s| !s.relation.complete) {
+                    return refuse(at(format!(
+                        "{}.{} has columns that are not migrated",
+                        s.schema, s.name
+                    )));
                 }
                 for s in picked {
                     out.extend(s.relation.columns.iter().map(|c| whole(s, c)));

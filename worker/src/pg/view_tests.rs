@@ -26,6 +26,7 @@ fn catalog() -> Catalog {
                 col("Name", PgType::Varchar { length: 50 }, false),
                 col("RegionId", PgType::Int4, false),
             ],
+            complete: true,
         },
     );
     c.insert(
@@ -41,6 +42,7 @@ fn catalog() -> Catalog {
                 col("Ratio", PgType::Float8, false),
                 col("Paid", PgType::Bool, false),
             ],
+            complete: true,
         },
     );
     c.insert(
@@ -52,6 +54,7 @@ fn catalog() -> Catalog {
                 col("Id", PgType::Int4, false),
                 col("Name", PgType::Varchar { length: 50 }, false),
             ],
+            complete: true,
         },
     );
     c
@@ -363,6 +366,7 @@ fn unqualified_names_in_two_schemas_are_refused() {
         Relation {
             target: "\"sales\".\"customers\"".into(),
             columns: vec![col("Id", PgType::Int4, false)],
+            complete: true,
         },
     );
     let out = translate_views(
