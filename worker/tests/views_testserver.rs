@@ -5,66 +5,8 @@
 
 mod common;
 
+use common::view_rows::{ms_rows, pg_rows};
 use common::{ms_exec, start_tds_server, tds_engine};
-use mssql_pg_worker::mssql::connect::TdsClient;
-use tiberius::ColumnData;
-use tokio_postgres::Client;
-
-/// Every row of `SELECT * FROM view` on the test server, each value as text, sorted.
-async fn ms_rows(ms: &mut TdsClient, view: &str) -> Vec<Vec<String>> {
-    let rows = ms
-        .simple_query(format!("SELECT * FROM {view}"))
-        .await
-        .unwrap()
-        .into_first_result()
-        .await
-        .unwrap();
-    let mut out: Vec<Vec<String>> = rows
-        .into_iter()
-        .map(|r| {
-            r.into_iter()
-                .map(|c| match c {
-                    ColumnData::U8(Some(v)) => v.to_string(),
-                    ColumnData::I16(Some(v)) => v.to_string(),
-                    ColumnData::I32(Some(v)) => v.to_string(),
-                    ColumnData::I64(Some(v)) => v.to_string(),
-                    ColumnData::Bit(Some(v)) => v.to_string(),
-                    ColumnData::Numeric(Some(v)) => v.to_string(),
-                    ColumnData::String(Some(v)) => v.to_string(),
-                    ColumnData::U8(None)
-                    | ColumnData::I16(None)
-                    | ColumnData::I32(None)
-                    | ColumnData::I64(None)
-                    | ColumnData::Bit(None)
-                    | ColumnData::Numeric(None)
-                    | ColumnData::String(None) => "NULL".into(),
-                    other => panic!("{view}: a value of a type this test does not compare: {other:?}"),
-                })
-                .collect()
-        })
-        .collect();
-    out.sort();
-    out
-}
-
-/// The same from PostgreSQL, each value cast to text.
-async fn pg_rows(pg: &Client, view: &str) -> Vec<Vec<String>> {
-    let stmt = pg.prepare(&format!("SELECT * FROM {view}")).await.unwrap();
-    let cols: Vec<String> = stmt
-        .columns()
-        .iter()
-        .map(|c| format!("coalesce(\"{}\"::text, 'NULL')", c.name()))
-        .collect();
-    let mut out: Vec<Vec<String>> = pg
-        .query(&format!("SELECT {} FROM {view}", cols.join(", ")), &[])
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| (0..cols.len()).map(|i| r.get::<_, String>(i)).collect())
-        .collect();
-    out.sort();
-    out
-}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn translated_views_return_the_same_rows() {

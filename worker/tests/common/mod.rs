@@ -1,6 +1,8 @@
 //! Shared helpers for the worker's integration tests.
 #![allow(dead_code, clippy::unwrap_used)]
 
+pub mod view_rows;
+
 use mssql_pg_worker::engine::Engine;
 use mssql_pg_worker::mssql::connect::{Encryption, MssqlSource, TdsClient};
 use mssql_pg_worker::options::{Options, VerifyMode};
