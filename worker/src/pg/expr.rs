@@ -223,6 +223,7 @@ impl Parser<'_> {
                 (_, Class::Bool) => (l.into_bool(), r),
                 _ => (l, r),
             };
+            self.comparable(&l, &r)?;
             return Ok(Val::new(format!("{} {op} {}", l.sql, r.sql), Class::Bool));
         }
         if self.eat_word("IS") {
@@ -246,6 +247,8 @@ impl Parser<'_> {
             let lo = self.additive()?;
             self.expect_word("AND")?;
             let hi = self.additive()?;
+            self.comparable(&l, &lo)?;
+            self.comparable(&l, &hi)?;
             return Ok(Val::new(
                 format!("{} {not}BETWEEN {} AND {}", l.sql, lo.sql, hi.sql),
                 Class::Bool,
@@ -253,10 +256,15 @@ impl Parser<'_> {
         }
         if self.eat_word("IN") {
             self.expect(&Tok::LParen, "( after IN")?;
-            let mut items = vec![self.or_expr()?.sql];
-            while self.peek() == Some(&Tok::Comma) {
+            let mut items = Vec::new();
+            loop {
+                let item = self.or_expr()?;
+                self.comparable(&l, &item)?;
+                items.push(item.sql);
+                if self.peek() != Some(&Tok::Comma) {
+                    break;
+                }
                 self.pos += 1;
-                items.push(self.or_expr()?.sql);
             }
             self.expect(&Tok::RParen, ")")?;
             return Ok(Val::new(
@@ -268,6 +276,36 @@ impl Parser<'_> {
             return Err("NOT without LIKE, BETWEEN or IN".into());
         }
         Ok(l)
+    }
+
+    /// In a view, a comparison PostgreSQL would reject (it has no `varchar = integer`) or
+    /// compute otherwise is refused up front, so that a failing CREATE VIEW means a bug. SQL
+    /// Server converts such operands implicitly.
+    fn comparable(&self, l: &Val, r: &Val) -> R<()> {
+        if !self.view {
+            return Ok(());
+        }
+        let literal = |v: &Val| v.class == Class::Text && v.sql.starts_with('\'');
+        let ok = match (l.class, r.class) {
+            (Class::Null, _) | (_, Class::Null) => true,
+            (a, b) if a.numeric() && b.numeric() => true,
+            (a, b) if a.stringy() && b.stringy() => true,
+            // A date written as a string literal: PostgreSQL reads it as the column's type.
+            (Class::Date | Class::Timestamp, Class::Text) => literal(r),
+            (Class::Text, Class::Date | Class::Timestamp) => literal(l),
+            (Class::Other, Class::Other) => {
+                l.ty.is_some() && l.ty.map(PgType::base_name) == r.ty.map(PgType::base_name)
+            }
+            (a, b) => a == b && a != Class::Other,
+        };
+        if ok {
+            Ok(())
+        } else {
+            Err(format!(
+                "comparing {} with {}: SQL Server converts one implicitly, PostgreSQL does not",
+                l.sql, r.sql
+            ))
+        }
     }
 
     /// A string literal, maybe in parentheses (`(N'x')`).

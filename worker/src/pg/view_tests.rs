@@ -265,7 +265,7 @@ fn views_over_views_in_dependency_order() {
 fn unsupported_constructs_are_refused_with_where() {
     for (definition, reason) in [
         (
-            "CREATE VIEW dbo.V AS SELECT TOP 10 Id FROM dbo.Orders ORDER BY Id",
+            "CREATE VIEW dbo.V AS SELECT Id FROM dbo.Orders ORDER BY Id OFFSET 0 ROWS",
             "ORDER BY in a view",
         ),
         (
@@ -347,6 +347,14 @@ fn unsupported_constructs_are_refused_with_where() {
         (
             "CREATE VIEW dbo.V AS SELECT o.Id * 2 FROM dbo.Orders o",
             "column 1 of the SELECT has no name",
+        ),
+        (
+            "CREATE VIEW dbo.V AS SELECT Id FROM dbo.Orders WHERE Note = 5",
+            "in WHERE: comparing \"Orders\".\"note\" with 5: SQL Server converts one implicitly",
+        ),
+        (
+            "CREATE VIEW dbo.V AS SELECT Id FROM dbo.Orders WHERE Id IN (1, '2')",
+            "comparing \"Orders\".\"id\" with '2'",
         ),
         (
             "CREATE VIEW dbo.V AS SELECT o.Id FROM dbo.Orders o LEFT HASH JOIN dbo.Customers c ON c.Id = o.Id",
