@@ -290,6 +290,7 @@ impl Parser<'_> {
             (Class::Null, _) | (_, Class::Null) => true,
             (a, b) if a.numeric() && b.numeric() => true,
             (a, b) if a.stringy() && b.stringy() => true,
+            (Class::Date | Class::Timestamp, Class::Date | Class::Timestamp) => true,
             // A date written as a string literal: PostgreSQL reads it as the column's type.
             (Class::Date | Class::Timestamp, Class::Text) => literal(r),
             (Class::Text, Class::Date | Class::Timestamp) => literal(l),

@@ -534,6 +534,13 @@ impl Translator<'_> {
                 c.column.source_name = n;
             }
         }
+        let mut seen = BTreeSet::new();
+        if let Some(c) = cols.iter().find(|c| !seen.insert(c.column.target_name.as_str())) {
+            return refuse(format!(
+                "two columns are named {} in PostgreSQL",
+                quote_pg(&c.column.target_name)
+            ));
+        }
         let target = format!(
             "{}.{}",
             quote_pg(&(self.naming.schema)(&v.schema)),
