@@ -175,8 +175,8 @@ fn pg_binary_encode(c: &mut Criterion) {
 }
 
 fn worker_copy_encode(c: &mut Criterion) {
+    use mssql_pg_worker::copy_binary::RowEncoder;
     use mssql_pg_worker::mapping::PgType;
-    use mssql_pg_worker::pg::copy_binary::RowEncoder;
     let ds = Dataset::new(0.01, 1);
     let mut group = c.benchmark_group("worker_copy_encode");
     for table in [Table::Votes, Table::Posts, Table::Users] {
@@ -214,9 +214,9 @@ fn worker_copy_encode(c: &mut Criterion) {
 /// The PostgreSQL -> SQL Server hot path: a binary COPY stream (as `COPY ... TO STDOUT (FORMAT
 /// binary)` sends it) split into rows and decoded into the values tiberius bulk-loads.
 fn pg_copy_decode(c: &mut Criterion) {
+    use mssql_pg_worker::copy_binary::{RowEncoder, write_header, write_trailer};
     use mssql_pg_worker::mapping::PgType;
     use mssql_pg_worker::mapping_pg_to_mssql::Decode;
-    use mssql_pg_worker::pg::copy_binary::{RowEncoder, write_header, write_trailer};
     use mssql_pg_worker::pg::read::{CopyParser, decode_field};
     let ds = Dataset::new(0.01, 1);
     let mut group = c.benchmark_group("pg_copy_decode");

@@ -8,11 +8,12 @@
 
 use bytes::BytesMut;
 use mssql_pg_worker::checkpoint::{self, KeyValue};
+use mssql_pg_worker::chunk_loop::{ChunkEnd, Msg};
+use mssql_pg_worker::copy_binary::RowEncoder;
 use mssql_pg_worker::mapping::PgType;
 use mssql_pg_worker::mssql::read::FLUSH_BYTES;
 use mssql_pg_worker::pg::connect::PgTarget;
-use mssql_pg_worker::pg::copy_binary::RowEncoder;
-use mssql_pg_worker::pg::load::{ChunkEnd, Msg, WriterCtx, write_chunks};
+use mssql_pg_worker::pg::load::{WriterCtx, write_chunks};
 use mssql_pg_worker::pipeline::CHANNEL_DEPTH;
 use std::borrow::Cow;
 use std::time::Instant;

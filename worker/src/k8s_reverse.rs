@@ -16,7 +16,8 @@ use crate::k8s::{
     resolve_endpoints, task_for, task_specs,
 };
 use crate::mapping_pg_to_mssql::{RevColumn, map_column};
-use crate::pg_to_mssql::{RevEngine, RevError, RevPlan, RevTablePlan};
+use crate::pg_to_mssql::{RevEngine, RevError};
+use crate::plan_pg_to_mssql::{RevPlan, RevTablePlan};
 use crate::pipeline::TaskReport;
 use crate::spec;
 

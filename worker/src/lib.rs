@@ -3,6 +3,8 @@
 
 pub mod checkpoint;
 pub mod chunk;
+pub mod chunk_loop;
+pub mod copy_binary;
 pub mod engine;
 pub mod error_text;
 pub mod k8s;
@@ -15,9 +17,11 @@ pub mod model;
 pub mod mssql;
 pub mod options;
 pub mod pg;
+pub mod pg_model;
 pub mod pg_to_mssql;
 pub mod pipeline;
 pub mod plan;
+pub mod plan_pg_to_mssql;
 pub mod progress;
 pub mod retry;
 pub mod spec;

@@ -4,7 +4,7 @@
 //! sides of a checksum verification share.
 
 use crate::mapping::{PgType, quote_mssql, quote_pg};
-use crate::pg::introspect::PgColumn;
+use crate::pg_model::PgColumn;
 use serde::Serialize;
 use std::fmt;
 

@@ -6,6 +6,7 @@
 //! SQL Server -> PostgreSQL direction uses.
 
 use crate::checkpoint::SCHEMA;
+use crate::copy_binary::RowEncoder;
 use crate::mapping::{quote_mssql, quote_pg};
 use crate::mapping_pg_to_mssql::{
     Decode, MsType, NumericScan, RevColumn, RevMappingError, map_column, needs_numeric_scan,
@@ -13,15 +14,16 @@ use crate::mapping_pg_to_mssql::{
 use crate::mssql::bulk::{BulkCtx, BulkError, row_encoder, write_chunks};
 use crate::mssql::checkpoint::{self as mscp, MsCheckpointError};
 use crate::mssql::connect::{ConnectError, MssqlSource, TdsClient, negotiated_packet_size};
-use crate::mssql::ddl::{self, MsStmt, TableNames};
+use crate::mssql::ddl::{self, MsStmt};
 use crate::mssql::target_catalog::{existing_tables, ms_type_fit};
 use crate::options::{Mode, Options, VerifyMode};
 use crate::pg::connect::{PgConnectError, PgTarget, with_connection_io};
-use crate::pg::copy_binary::RowEncoder;
-use crate::pg::introspect::{PgIntrospectError, PgTable, introspect};
+use crate::pg::introspect::{PgIntrospectError, introspect};
 use crate::pg::read::{RevReadError, SESSION_SETTINGS, read_task};
+use crate::pg_model::PgTable;
 use crate::pipeline::{CHANNEL_DEPTH, CopyOptions, TaskReport, run_task};
 use crate::plan::TaskPlan;
+use crate::plan_pg_to_mssql::{RevPlan, RevTablePlan, TableNames};
 use crate::retry::{AttemptState, failed_message};
 use crate::target_check::{self, PlannedColumn, TableAction};
 use crate::timeouts::{Stalled, stalled};
@@ -180,65 +182,6 @@ impl From<MsCheckpointError> for RevError {
 impl From<BulkError> for RevError {
     fn from(e: BulkError) -> Self {
         RevError::Bulk(Box::new(e))
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct RevTablePlan {
-    pub source: PgTable,
-    pub target_schema: String,
-    pub target_name: String,
-    pub columns: Vec<RevColumn>,
-    /// Indexes into `columns` of the primary key, when every column can drive keyset paging.
-    pub key: Option<Vec<usize>>,
-}
-
-impl RevTablePlan {
-    pub fn task_base_name(&self) -> String {
-        self.source.qualified()
-    }
-
-    /// A single integer key column allows range partitioning.
-    pub fn int_key(&self) -> Option<usize> {
-        match self.key.as_deref() {
-            Some([k])
-                if matches!(
-                    self.columns[*k].decode,
-                    Decode::Int2 | Decode::Int4 | Decode::Int8
-                ) =>
-            {
-                Some(*k)
-            }
-            _ => None,
-        }
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct RevPlan {
-    pub tables: Vec<RevTablePlan>,
-    /// SQL Server constraint names per table (same order).
-    pub names: Vec<TableNames>,
-    pub tasks: Vec<TaskPlan>,
-    pub warnings: Vec<String>,
-}
-
-impl RevPlan {
-    /// A fingerprint of the tables' structure and mapping (not of row counts or task ranges).
-    pub fn fingerprint(&self) -> String {
-        use std::hash::{DefaultHasher, Hash, Hasher};
-        let tables: Vec<RevTablePlan> = self
-            .tables
-            .iter()
-            .cloned()
-            .map(|mut t| {
-                t.source.row_count = 0;
-                t
-            })
-            .collect();
-        let mut h = DefaultHasher::new();
-        serde_json::to_string(&tables).unwrap_or_default().hash(&mut h);
-        format!("{:016x}", h.finish())
     }
 }
 

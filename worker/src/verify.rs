@@ -3,10 +3,10 @@
 //! each row's bytes are hashed, and the hashes are summed, so order does not matter and a lost,
 //! duplicated or altered row changes the result.
 
+use crate::copy_binary::RowEncoder;
 use crate::mapping::quote_pg;
 use crate::mssql::connect::TdsClient;
 use crate::mssql::read::{ReadError, count_rows};
-use crate::pg::copy_binary::RowEncoder;
 use crate::pg::ddl::qualified;
 use crate::plan::{TablePlan, TaskPlan};
 use bytes::{Buf, BytesMut};

@@ -7,9 +7,10 @@ mod common;
 
 use bytes::BytesMut;
 use mssql_pg_worker::checkpoint::{self, KeyValue};
+use mssql_pg_worker::chunk_loop::{ChunkEnd, Msg};
+use mssql_pg_worker::copy_binary::RowEncoder;
 use mssql_pg_worker::mapping::PgType;
-use mssql_pg_worker::pg::copy_binary::RowEncoder;
-use mssql_pg_worker::pg::load::{ChunkEnd, LoadError, Msg, WriterCtx, write_chunks};
+use mssql_pg_worker::pg::load::{LoadError, WriterCtx, write_chunks};
 use std::borrow::Cow;
 use tiberius::ColumnData;
 use tokio::sync::mpsc;

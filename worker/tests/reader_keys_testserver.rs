@@ -9,10 +9,10 @@ mod common;
 use common::{ms_exec, start_tds_server};
 use mssql_pg_worker::checkpoint::KeyValue;
 use mssql_pg_worker::chunk::ChunkLimit;
+use mssql_pg_worker::chunk_loop::{ChunkEnd, Msg};
 use mssql_pg_worker::mssql::introspect::introspect;
 use mssql_pg_worker::mssql::read::read_task;
 use mssql_pg_worker::options::Options;
-use mssql_pg_worker::pg::load::{ChunkEnd, Msg};
 use mssql_pg_worker::plan::build_plan;
 use tokio::sync::mpsc;
 

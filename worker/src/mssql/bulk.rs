@@ -1,14 +1,13 @@
-//! The writer half of the PostgreSQL -> SQL Server pipeline: each chunk is one SQL Server
-//! transaction holding its bulk load (tiberius `bulk_insert_with_options`, TABLOCK, KEEP_NULLS,
-//! KEEPIDENTITY for identity columns) and the task's checkpoint, so a chunk is either fully there
-//! with its checkpoint or not at all.
+//! SQL Server as a chunk sink: each chunk is one SQL Server transaction holding its bulk load
+//! (TABLOCK, KEEP_NULLS, KEEPIDENTITY for identity columns) and the task's checkpoint (the loop
+//! itself is [`crate::chunk_loop::write_chunks`]).
 
-use crate::checkpoint::Checkpoint;
+use crate::chunk_loop::{
+    self, BulkRows, ChunkEnd, ChunkRows, ChunkSink, LoopCtx, LoopError, Msg, RowLoad, WriteStats,
+};
 use crate::mssql::checkpoint::{self, MsCheckpointError};
-use crate::mssql::connect::TdsClient;
-use crate::pg::load::WriteStats;
-use crate::pg::read::RowsMsg;
-use tiberius::{BulkRowEncoder, SqlBulkCopyOption, SqlBulkCopyOptions};
+use crate::mssql::connect::{TdsClient, TdsStream};
+use tiberius::{BulkLoadRequest, BulkRowEncoder, SqlBulkCopyOption, SqlBulkCopyOptions};
 use tokio::sync::mpsc::Receiver;
 
 #[derive(Debug, thiserror::Error)]
@@ -83,89 +82,100 @@ pub async fn row_encoder(c: &mut TdsClient, ctx: &BulkCtx<'_>) -> Result<BulkRow
         .map_err(bulk_err(ctx.table))
 }
 
+impl From<LoopError> for BulkError {
+    fn from(e: LoopError) -> Self {
+        match e {
+            LoopError::ReaderGone => BulkError::ReaderGone,
+            LoopError::RowCount { table, stored, sent } => BulkError::RowCount { table, stored, sent },
+            LoopError::Injected(n) => BulkError::Injected(n),
+        }
+    }
+}
+
 /// Commits chunks until the reader reports the task's last one. On an error the transaction is
 /// left open: the caller drops the connection, which rolls it back.
 pub async fn write_chunks(
     c: &mut TdsClient,
-    rx: &mut Receiver<RowsMsg>,
+    rx: &mut Receiver<Msg<BulkRows>>,
     ctx: &BulkCtx<'_>,
     encoder: &BulkRowEncoder,
 ) -> Result<WriteStats, BulkError> {
-    let mut stats = WriteStats::default();
-    let mut total_rows = ctx.committed_rows;
-    let mut bytes_before = 0;
-    let options = bulk_options(ctx.keep_identity);
-    loop {
-        let Some(first) = rx.recv().await else {
-            return Err(BulkError::ReaderGone);
-        };
-        batch(c, "BEGIN TRANSACTION", ctx.table).await?;
+    let mut sink = MssqlSink {
+        c,
+        ctx,
+        encoder,
+        options: bulk_options(ctx.keep_identity),
+    };
+    let loop_ctx = LoopCtx {
+        migration: ctx.migration,
+        task: ctx.task,
+        table: ctx.table,
+        committed_rows: ctx.committed_rows,
+        fail_after_chunks: ctx.fail_after_chunks,
+        stall: None,
+        committed: ctx.committed,
+    };
+    chunk_loop::write_chunks(&mut sink, rx, &loop_ctx).await
+}
+
+/// A SQL Server connection loading one task's chunks.
+pub struct MssqlSink<'c> {
+    c: &'c mut TdsClient,
+    ctx: &'c BulkCtx<'c>,
+    encoder: &'c BulkRowEncoder,
+    options: SqlBulkCopyOptions,
+}
+
+impl ChunkSink for MssqlSink<'_> {
+    type Data = BulkRows;
+    type Error = BulkError;
+
+    async fn write_chunk(
+        &mut self,
+        first: Msg<BulkRows>,
+        rows: &mut ChunkRows<'_, BulkRows>,
+    ) -> Result<ChunkEnd, BulkError> {
+        let table = self.ctx.table;
+        batch(self.c, "BEGIN TRANSACTION", table).await?;
         let end = match first {
-            RowsMsg::ChunkEnd(end) => end,
-            RowsMsg::Rows(rows, bytes) => {
-                let mut req = c
-                    .bulk_insert_encoded(ctx.table, encoder, options)
+            Msg::ChunkEnd(end) => end,
+            Msg::Data(data) => {
+                let req = self
+                    .c
+                    .bulk_insert_encoded(table, self.encoder, self.options)
                     .await
-                    .map_err(bulk_err(ctx.table))?;
-                stats.bytes += bytes;
-                req.send_encoded(&rows).await.map_err(bulk_err(ctx.table))?;
-                let end = loop {
-                    match rx.recv().await {
-                        Some(RowsMsg::Rows(rows, bytes)) => {
-                            stats.bytes += bytes;
-                            req.send_encoded(&rows).await.map_err(bulk_err(ctx.table))?;
-                        }
-                        Some(RowsMsg::ChunkEnd(end)) => break end,
-                        // The connection is mid-bulk-load; the caller drops it (rollback).
-                        None => return Err(BulkError::ReaderGone),
-                    }
-                };
-                let result = req.finalize().await.map_err(bulk_err(ctx.table))?;
-                let stored = result.total();
-                if stored != end.rows {
-                    return Err(BulkError::RowCount {
-                        table: ctx.table.to_string(),
-                        stored,
-                        sent: end.rows,
-                    });
-                }
-                end
+                    .map_err(bulk_err(table))?;
+                // On an error the connection is mid-bulk-load; the caller drops it (rollback).
+                rows.load(MssqlLoad { req, table }, data).await?
             }
         };
-        if let Some(merge) = ctx.merge_sql
+        if let Some(merge) = self.ctx.merge_sql
             && end.rows > 0
         {
-            batch(c, merge, ctx.table).await?;
+            batch(self.c, merge, table).await?;
         }
-        total_rows += end.rows as i64;
-        let cp = Checkpoint {
-            last_key: end.last_key.clone(),
-            rows: total_rows,
-            done: end.done,
-        };
-        checkpoint::save(c, ctx.migration, ctx.task, &cp).await?;
-        batch(c, "COMMIT TRANSACTION", ctx.table).await?;
-        if let Some(committed) = ctx.committed {
-            committed.store(total_rows, std::sync::atomic::Ordering::Relaxed);
-        }
-        stats.rows += end.rows;
-        stats.chunks += 1;
-        // The Kubernetes copy step reports task progress from these counters.
-        crate::metrics::chunk_committed(
-            ctx.migration,
-            ctx.task,
-            ctx.table,
-            end.rows,
-            stats.bytes - bytes_before,
-            total_rows,
-            end.last_key.as_deref(),
-        );
-        bytes_before = stats.bytes;
-        if end.done {
-            return Ok(stats);
-        }
-        if ctx.fail_after_chunks.is_some_and(|n| stats.chunks >= n) {
-            return Err(BulkError::Injected(stats.chunks));
-        }
+        checkpoint::save(self.c, self.ctx.migration, self.ctx.task, &rows.checkpoint(&end)).await?;
+        batch(self.c, "COMMIT TRANSACTION", table).await?;
+        Ok(end)
+    }
+}
+
+/// A chunk's bulk load.
+struct MssqlLoad<'a> {
+    req: BulkLoadRequest<'a, TdsStream>,
+    table: &'a str,
+}
+
+impl RowLoad for MssqlLoad<'_> {
+    type Data = BulkRows;
+    type Error = BulkError;
+
+    async fn send(&mut self, data: BulkRows) -> Result<(), BulkError> {
+        self.req.send_encoded(&data.0).await.map_err(bulk_err(self.table))
+    }
+
+    async fn finish(self) -> Result<u64, BulkError> {
+        let result = self.req.finalize().await.map_err(bulk_err(self.table))?;
+        Ok(result.total())
     }
 }

@@ -9,7 +9,9 @@ use tiberius::{AuthMethod, Client, Config, EncryptionLevel};
 use tokio::net::TcpStream;
 use tokio_util::compat::{Compat, TokioAsyncWriteCompatExt};
 
-pub type TdsClient = Client<PacketTap<Compat<Guarded<TcpStream>>>>;
+/// The byte stream under a [`TdsClient`].
+pub type TdsStream = PacketTap<Compat<Guarded<TcpStream>>>;
+pub type TdsClient = Client<TdsStream>;
 
 /// The largest TDS packet; the server may grant less.
 pub const REQUESTED_PACKET_SIZE: u32 = 32767;

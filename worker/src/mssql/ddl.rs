@@ -4,7 +4,7 @@
 
 use crate::mapping::quote_mssql;
 use crate::mssql::expr::{self, Ctx};
-use crate::pg_to_mssql::{RevPlan, RevTablePlan};
+use crate::plan_pg_to_mssql::{RevPlan, RevTablePlan, TableNames};
 
 /// One DDL statement and what it is for (messages).
 #[derive(Debug, Clone)]
@@ -517,20 +517,6 @@ pub fn foreign_keys(plan: &RevPlan, warnings: &mut Vec<String>) -> Vec<MsStmt> {
         }
     }
     out
-}
-
-/// SQL Server names of a table's constraints (schema-scoped objects there, per table in
-/// PostgreSQL), chosen at plan time so collisions are handled once.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
-pub struct TableNames {
-    pub pk: String,
-    pub unique: Vec<String>,
-    pub checks: Vec<String>,
-    pub fks: Vec<String>,
-    /// Per column: the name of its type check (enum/json), if it has one.
-    pub column_checks: Vec<Option<String>>,
-    /// Per column: the name of its default constraint, if it has a default.
-    pub defaults: Vec<Option<String>>,
 }
 
 /// Upsert: the staging table (a per-task real table, so a reconnecting writer finds it).

@@ -3,10 +3,10 @@
 
 use crate::checkpoint::KeyValue;
 use crate::chunk::ChunkLimit;
+use crate::chunk_loop::{ChunkEnd, Msg};
+use crate::copy_binary::{EncodeErrorKind, RawRowError, RowEncoder};
 use crate::mapping::{quote_mssql, select_expr};
 use crate::mssql::connect::TdsClient;
-use crate::pg::copy_binary::{EncodeErrorKind, RawRowError, RowEncoder};
-use crate::pg::load::{ChunkEnd, Msg};
 use crate::plan::{KeyColumn, KeyKind, TablePlan, TaskPlan};
 use bytes::Bytes;
 use tiberius::numeric::Numeric;

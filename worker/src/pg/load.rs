@@ -1,30 +1,14 @@
-//! The writer half of the pipeline: each chunk is one target transaction holding its binary COPY
-//! and the task's checkpoint, so a chunk is either fully there with its checkpoint or not at all.
+//! PostgreSQL as a chunk sink: each chunk is one transaction holding its binary COPY and the
+//! task's checkpoint (the loop itself is [`crate::chunk_loop::write_chunks`]).
 
-use crate::checkpoint::{self, Checkpoint, CheckpointError, KeyValue};
-use crate::pg::copy_binary::{write_header, write_trailer};
+use crate::checkpoint::{self, CheckpointError};
+use crate::chunk_loop::{self, ChunkEnd, ChunkRows, ChunkSink, LoopCtx, LoopError, Msg, RowLoad, WriteStats};
+use crate::copy_binary::{write_header, write_trailer};
 use bytes::{Bytes, BytesMut};
-use futures_util::{SinkExt, pin_mut};
+use futures_util::SinkExt;
+use std::pin::Pin;
 use tokio::sync::mpsc::Receiver;
-use tokio_postgres::Client;
-
-/// What the reader sends the writer.
-#[derive(Debug)]
-pub enum Msg {
-    /// Encoded rows (whole rows only).
-    Data(Bytes),
-    /// The chunk is complete: commit it with this checkpoint.
-    ChunkEnd(ChunkEnd),
-}
-
-#[derive(Debug, Clone)]
-pub struct ChunkEnd {
-    pub last_key: Option<Vec<KeyValue>>,
-    /// Rows in this chunk.
-    pub rows: u64,
-    /// The task's last chunk.
-    pub done: bool,
-}
+use tokio_postgres::{Client, CopyInSink};
 
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
@@ -42,6 +26,16 @@ pub enum LoadError {
     RowCount { table: String, stored: u64, sent: u64 },
     #[error("injected failure after {0} committed chunks (test hook)")]
     Injected(u64),
+}
+
+impl From<LoopError> for LoadError {
+    fn from(e: LoopError) -> Self {
+        match e {
+            LoopError::ReaderGone => LoadError::ReaderGone,
+            LoopError::RowCount { table, stored, sent } => LoadError::RowCount { table, stored, sent },
+            LoopError::Injected(n) => LoadError::Injected(n),
+        }
+    }
 }
 
 pub struct WriterCtx<'a> {
@@ -65,21 +59,6 @@ pub struct WriterCtx<'a> {
     pub committed: Option<&'a std::sync::atomic::AtomicI64>,
 }
 
-/// The reader's next message; meanwhile the target is not expected to answer.
-async fn next(rx: &mut Receiver<Msg>, ctx: &WriterCtx<'_>) -> Option<Msg> {
-    match ctx.stall {
-        Some(w) => w.waiting_elsewhere(rx.recv()).await,
-        None => rx.recv().await,
-    }
-}
-
-#[derive(Debug, Clone, Copy, Default)]
-pub struct WriteStats {
-    pub rows: u64,
-    pub bytes: u64,
-    pub chunks: u64,
-}
-
 fn copy_err<'a>(table: &'a str) -> impl Fn(tokio_postgres::Error) -> LoadError + 'a {
     move |source| LoadError::Copy {
         table: table.to_string(),
@@ -93,86 +72,110 @@ pub async fn write_chunks(
     rx: &mut Receiver<Msg>,
     ctx: &WriterCtx<'_>,
 ) -> Result<WriteStats, LoadError> {
-    let mut stats = WriteStats::default();
-    let mut total_rows = ctx.committed_rows;
-    let mut bytes_before = 0;
-    loop {
-        let Some(first) = next(rx, ctx).await else {
-            return Err(LoadError::ReaderGone);
-        };
-        let tx = client.transaction().await.map_err(copy_err(ctx.table))?;
+    let mut sink = PgSink::new(client, ctx);
+    chunk_loop::write_chunks(&mut sink, rx, &ctx.loop_ctx()).await
+}
+
+impl<'a> WriterCtx<'a> {
+    pub fn loop_ctx(&self) -> LoopCtx<'a> {
+        LoopCtx {
+            migration: self.migration,
+            task: self.task,
+            table: self.table,
+            committed_rows: self.committed_rows,
+            fail_after_chunks: self.fail_after_chunks,
+            stall: self.stall,
+            committed: self.committed,
+        }
+    }
+}
+
+/// A PostgreSQL connection loading one task's chunks.
+pub struct PgSink<'c> {
+    client: &'c mut Client,
+    table: &'c str,
+    copy_sql: &'c str,
+    merge_sql: Option<&'c str>,
+    migration: &'c str,
+    task: &'c str,
+}
+
+impl<'c> PgSink<'c> {
+    pub fn new(client: &'c mut Client, ctx: &WriterCtx<'c>) -> Self {
+        PgSink {
+            client,
+            table: ctx.table,
+            copy_sql: ctx.copy_sql,
+            merge_sql: ctx.merge_sql,
+            migration: ctx.migration,
+            task: ctx.task,
+        }
+    }
+}
+
+impl ChunkSink for PgSink<'_> {
+    type Data = Bytes;
+    type Error = LoadError;
+
+    async fn write_chunk(
+        &mut self,
+        first: Msg,
+        rows: &mut ChunkRows<'_, Bytes>,
+    ) -> Result<ChunkEnd, LoadError> {
+        // Dropped uncommitted on an error: rolled back.
+        let tx = self.client.transaction().await.map_err(copy_err(self.table))?;
         let end = match first {
             Msg::ChunkEnd(end) => end,
             Msg::Data(data) => {
                 let sink = tx
-                    .copy_in::<_, Bytes>(ctx.copy_sql)
+                    .copy_in::<_, Bytes>(self.copy_sql)
                     .await
-                    .map_err(copy_err(ctx.table))?;
-                pin_mut!(sink);
+                    .map_err(copy_err(self.table))?;
+                let mut load = PgLoad {
+                    sink: Box::pin(sink),
+                    table: self.table,
+                };
                 let mut head = BytesMut::with_capacity(19);
                 write_header(&mut head);
-                sink.feed(head.freeze()).await.map_err(copy_err(ctx.table))?;
-                stats.bytes += data.len() as u64;
-                sink.send(data).await.map_err(copy_err(ctx.table))?;
-                let end = loop {
-                    match next(rx, ctx).await {
-                        Some(Msg::Data(data)) => {
-                            stats.bytes += data.len() as u64;
-                            sink.send(data).await.map_err(copy_err(ctx.table))?;
-                        }
-                        Some(Msg::ChunkEnd(end)) => break end,
-                        // Dropping the sink without finishing aborts the COPY; the transaction
-                        // rolls back with it.
-                        None => return Err(LoadError::ReaderGone),
-                    }
-                };
-                let mut tail = BytesMut::with_capacity(2);
-                write_trailer(&mut tail);
-                sink.send(tail.freeze()).await.map_err(copy_err(ctx.table))?;
-                let stored = sink.as_mut().finish().await.map_err(copy_err(ctx.table))?;
-                if stored != end.rows {
-                    return Err(LoadError::RowCount {
-                        table: ctx.table.to_string(),
-                        stored,
-                        sent: end.rows,
-                    });
-                }
-                end
+                load.sink
+                    .feed(head.freeze())
+                    .await
+                    .map_err(copy_err(self.table))?;
+                rows.load(load, data).await?
             }
         };
-        if let Some(merge) = ctx.merge_sql
+        if let Some(merge) = self.merge_sql
             && end.rows > 0
         {
-            tx.execute(merge, &[]).await.map_err(copy_err(ctx.table))?;
+            tx.execute(merge, &[]).await.map_err(copy_err(self.table))?;
         }
-        total_rows += end.rows as i64;
-        let cp = Checkpoint {
-            last_key: end.last_key.clone(),
-            rows: total_rows,
-            done: end.done,
-        };
-        checkpoint::save(&tx, ctx.migration, ctx.task, &cp).await?;
-        tx.commit().await.map_err(copy_err(ctx.table))?;
-        if let Some(c) = ctx.committed {
-            c.store(total_rows, std::sync::atomic::Ordering::Relaxed);
-        }
-        stats.rows += end.rows;
-        stats.chunks += 1;
-        crate::metrics::chunk_committed(
-            ctx.migration,
-            ctx.task,
-            ctx.table,
-            end.rows,
-            stats.bytes - bytes_before,
-            total_rows,
-            end.last_key.as_deref(),
-        );
-        bytes_before = stats.bytes;
-        if end.done {
-            return Ok(stats);
-        }
-        if ctx.fail_after_chunks.is_some_and(|n| stats.chunks >= n) {
-            return Err(LoadError::Injected(stats.chunks));
-        }
+        checkpoint::save(&tx, self.migration, self.task, &rows.checkpoint(&end)).await?;
+        tx.commit().await.map_err(copy_err(self.table))?;
+        Ok(end)
+    }
+}
+
+/// A chunk's binary COPY (dropping it unfinished aborts the COPY).
+struct PgLoad<'a> {
+    sink: Pin<Box<CopyInSink<Bytes>>>,
+    table: &'a str,
+}
+
+impl RowLoad for PgLoad<'_> {
+    type Data = Bytes;
+    type Error = LoadError;
+
+    async fn send(&mut self, data: Bytes) -> Result<(), LoadError> {
+        self.sink.send(data).await.map_err(copy_err(self.table))
+    }
+
+    async fn finish(mut self) -> Result<u64, LoadError> {
+        let mut tail = BytesMut::with_capacity(2);
+        write_trailer(&mut tail);
+        self.sink
+            .send(tail.freeze())
+            .await
+            .map_err(copy_err(self.table))?;
+        self.sink.as_mut().finish().await.map_err(copy_err(self.table))
     }
 }

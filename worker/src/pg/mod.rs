@@ -1,7 +1,6 @@
 //! The PostgreSQL side: binary COPY encoding, DDL, chunked loading.
 
 pub mod connect;
-pub mod copy_binary;
 pub mod ddl;
 pub mod expr;
 pub mod introspect;

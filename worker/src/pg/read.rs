@@ -6,11 +6,11 @@
 
 use crate::checkpoint::KeyValue;
 use crate::chunk::ChunkLimit;
+use crate::chunk_loop::{BulkRows, ChunkEnd, Msg};
 use crate::mapping::quote_pg;
 use crate::mapping_pg_to_mssql::Decode;
-use crate::pg::load::ChunkEnd;
-use crate::pg_to_mssql::RevTablePlan;
 use crate::plan::TaskPlan;
+use crate::plan_pg_to_mssql::RevTablePlan;
 use bytes::{Buf, BytesMut};
 use futures_util::TryStreamExt;
 use std::borrow::Cow;
@@ -29,15 +29,6 @@ const DAY_US: i64 = 86_400_000_000;
 const DAYS_0001_TO_2000: i64 = 730_119;
 /// Days from 0001-01-01 to 9999-12-31, the last day datetime2/date hold.
 const DAYS_0001_TO_9999_12_31: i64 = 3_652_058;
-
-/// What the reader sends the writer.
-#[derive(Debug)]
-pub enum RowsMsg {
-    /// Bulk-load ROW tokens (encoded for the task's target table) and the binary COPY bytes
-    /// they came from.
-    Rows(BytesMut, u64),
-    ChunkEnd(ChunkEnd),
-}
 
 #[derive(Debug, thiserror::Error)]
 pub enum RevReadError {
@@ -632,7 +623,7 @@ pub async fn read_task(
     after: Option<&[KeyValue]>,
     limit: ChunkLimit,
     encoder: &BulkRowEncoder,
-    tx: Sender<RowsMsg>,
+    tx: Sender<Msg<BulkRows>>,
 ) -> Result<(), RevReadError> {
     let table = t.source.qualified();
     let copy_err = |source| RevReadError::Copy {
@@ -690,7 +681,7 @@ pub async fn read_task(
     let mut finished = false;
     // Rows are encoded synchronously in the parser callback; batch and chunk boundaries are
     // sent after it returns.
-    let mut pending: Vec<RowsMsg> = Vec::new();
+    let mut pending: Vec<Msg<BulkRows>> = Vec::new();
     while !finished {
         let Some(data) = stream.try_next().await.map_err(copy_err)? else {
             break;
@@ -739,12 +730,12 @@ pub async fn read_task(
                 chunk_bytes += (buf.len() - before) as u64;
                 let chunk_full = limit.reached(in_chunk, chunk_bytes);
                 if chunk_full || batch_rows >= BATCH_ROWS || buf.len() >= BATCH_BYTES {
-                    pending.push(RowsMsg::Rows(buf.split(), batch_bytes));
+                    pending.push(Msg::Data(BulkRows(buf.split(), batch_bytes)));
                     batch_rows = 0;
                     batch_bytes = 0;
                 }
                 if chunk_full {
-                    pending.push(RowsMsg::ChunkEnd(ChunkEnd {
+                    pending.push(Msg::ChunkEnd(ChunkEnd {
                         last_key: decode_key(&last_key_raw),
                         rows: in_chunk,
                         done: false,
@@ -767,11 +758,11 @@ pub async fn read_task(
         return Err(RevReadError::Malformed(table));
     }
     if batch_rows > 0 {
-        let _ = tx.send(RowsMsg::Rows(buf.split(), batch_bytes)).await;
+        let _ = tx.send(Msg::Data(BulkRows(buf.split(), batch_bytes))).await;
     }
     // The last chunk (possibly empty) marks the task done; its key is the last row read.
     let _ = tx
-        .send(RowsMsg::ChunkEnd(ChunkEnd {
+        .send(Msg::ChunkEnd(ChunkEnd {
             last_key: if any_row { decode_key(&last_key_raw) } else { None },
             rows: in_chunk,
             done: true,

@@ -1,0 +1,220 @@
+//! What a copy task's source sends its sink, and the one loop that commits each chunk: every
+//! chunk is one target transaction holding its rows and the task's checkpoint, so a chunk is
+//! either fully there with its checkpoint or not at all. The target's side of a chunk (how a
+//! transaction opens, how rows are loaded, how it commits) is [`ChunkSink`]; PostgreSQL's binary
+//! COPY (`pg::load`) and SQL Server's bulk load (`mssql::bulk`) implement it.
+//!
+//! The loop is generic over the sink (static dispatch: no boxing, no virtual calls per message).
+
+use crate::checkpoint::{Checkpoint, KeyValue};
+use crate::timeouts::StallWatch;
+use bytes::{Bytes, BytesMut};
+use std::future::Future;
+use std::sync::atomic::{AtomicI64, Ordering};
+use tokio::sync::mpsc::Receiver;
+
+/// What the source sends the sink: rows for the target (whole rows only), then the chunk's end.
+#[derive(Debug)]
+pub enum Msg<D = Bytes> {
+    /// Encoded rows: binary COPY rows towards PostgreSQL ([`Bytes`]), TDS bulk rows towards SQL
+    /// Server ([`BulkRows`]).
+    Data(D),
+    /// The chunk is complete: commit it with this checkpoint.
+    ChunkEnd(ChunkEnd),
+}
+
+#[derive(Debug, Clone)]
+pub struct ChunkEnd {
+    pub last_key: Option<Vec<KeyValue>>,
+    /// Rows in this chunk.
+    pub rows: u64,
+    /// The task's last chunk.
+    pub done: bool,
+}
+
+/// TDS bulk-load ROW tokens (encoded for the task's target table), and the bytes of the binary
+/// COPY data they came from (what the report counts).
+#[derive(Debug)]
+pub struct BulkRows(pub BytesMut, pub u64);
+
+/// A message's rows, as the report counts them.
+pub trait Payload {
+    fn counted_bytes(&self) -> u64;
+}
+
+impl Payload for Bytes {
+    fn counted_bytes(&self) -> u64 {
+        self.len() as u64
+    }
+}
+
+impl Payload for BulkRows {
+    fn counted_bytes(&self) -> u64 {
+        self.1
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WriteStats {
+    pub rows: u64,
+    pub bytes: u64,
+    pub chunks: u64,
+}
+
+/// How the loop ended other than by a target error; each sink's error type says these its own way.
+#[derive(Debug)]
+pub enum LoopError {
+    /// The channel closed before the task's last chunk.
+    ReaderGone,
+    /// The target stored another number of rows than the chunk had.
+    RowCount { table: String, stored: u64, sent: u64 },
+    /// The `fail_after_chunks` test hook fired after this many committed chunks.
+    Injected(u64),
+}
+
+/// The task-level settings of the loop (the target-specific ones belong to the sink).
+pub struct LoopCtx<'a> {
+    pub migration: &'a str,
+    pub task: &'a str,
+    /// The target table, for messages and metrics.
+    pub table: &'a str,
+    /// Rows already committed by earlier attempts.
+    pub committed_rows: i64,
+    /// Test hook: fail (after committing) once this many chunks were committed in this attempt.
+    pub fail_after_chunks: Option<u64>,
+    /// The target connection's stall watch, when its read clock must stop while the loop waits
+    /// for the source (PostgreSQL says nothing during a COPY until it ends).
+    pub stall: Option<&'a StallWatch>,
+    /// Kept at the rows committed in total, chunk by chunk (for the report of a failed task).
+    pub committed: Option<&'a AtomicI64>,
+}
+
+/// A target that commits chunks.
+pub trait ChunkSink: Send {
+    type Data: Payload + Send;
+    type Error: From<LoopError> + Send;
+
+    /// Writes one chunk in one target transaction: begins it, loads `first` and the rest of the
+    /// chunk's rows with [`ChunkRows::load`], and commits them with [`ChunkRows::checkpoint`].
+    /// On an error the transaction is left uncommitted (rolled back at once, or when the caller
+    /// drops the connection).
+    fn write_chunk(
+        &mut self,
+        first: Msg<Self::Data>,
+        rows: &mut ChunkRows<'_, Self::Data>,
+    ) -> impl Future<Output = Result<ChunkEnd, Self::Error>> + Send;
+}
+
+/// The rows of one chunk on their way into the target (a COPY, a bulk load).
+pub trait RowLoad: Send {
+    type Data: Send;
+    type Error: Send;
+    fn send(&mut self, data: Self::Data) -> impl Future<Output = Result<(), Self::Error>> + Send;
+    /// Ends the load; the rows the target stored.
+    fn finish(self) -> impl Future<Output = Result<u64, Self::Error>> + Send;
+}
+
+/// The source's side of the chunk being written, for [`ChunkSink::write_chunk`].
+pub struct ChunkRows<'r, D> {
+    rx: &'r mut Receiver<Msg<D>>,
+    ctx: &'r LoopCtx<'r>,
+    /// Bytes received in this attempt.
+    bytes: u64,
+    /// Rows committed in total before this chunk.
+    total_rows: i64,
+}
+
+impl<D: Payload + Send> ChunkRows<'_, D> {
+    /// The source's next message; meanwhile the target is not expected to answer.
+    async fn next(&mut self) -> Option<Msg<D>> {
+        match self.ctx.stall {
+            Some(w) => w.waiting_elsewhere(self.rx.recv()).await,
+            None => self.rx.recv().await,
+        }
+    }
+
+    /// Loads `first` and the chunk's next rows into `load` up to the chunk's end, and checks that
+    /// the target stored them all. Dropping the load unfinished (on an error) aborts it.
+    pub async fn load<L>(&mut self, mut load: L, first: D) -> Result<ChunkEnd, L::Error>
+    where
+        L: RowLoad<Data = D>,
+        L::Error: From<LoopError>,
+    {
+        self.bytes += first.counted_bytes();
+        load.send(first).await?;
+        let end = loop {
+            match self.next().await {
+                Some(Msg::Data(data)) => {
+                    self.bytes += data.counted_bytes();
+                    load.send(data).await?;
+                }
+                Some(Msg::ChunkEnd(end)) => break end,
+                None => return Err(LoopError::ReaderGone.into()),
+            }
+        };
+        let stored = load.finish().await?;
+        if stored != end.rows {
+            return Err(LoopError::RowCount {
+                table: self.ctx.table.to_string(),
+                stored,
+                sent: end.rows,
+            }
+            .into());
+        }
+        Ok(end)
+    }
+
+    /// The checkpoint to commit with the chunk that ends at `end`.
+    pub fn checkpoint(&self, end: &ChunkEnd) -> Checkpoint {
+        Checkpoint {
+            last_key: end.last_key.clone(),
+            rows: self.total_rows + end.rows as i64,
+            done: end.done,
+        }
+    }
+}
+
+/// Commits chunks until the source reports the task's last one.
+pub async fn write_chunks<S: ChunkSink>(
+    sink: &mut S,
+    rx: &mut Receiver<Msg<S::Data>>,
+    ctx: &LoopCtx<'_>,
+) -> Result<WriteStats, S::Error> {
+    let mut stats = WriteStats::default();
+    let mut rows = ChunkRows {
+        rx,
+        ctx,
+        bytes: 0,
+        total_rows: ctx.committed_rows,
+    };
+    loop {
+        let Some(first) = rows.next().await else {
+            return Err(LoopError::ReaderGone.into());
+        };
+        let bytes_before = rows.bytes;
+        let end = sink.write_chunk(first, &mut rows).await?;
+        rows.total_rows += end.rows as i64;
+        if let Some(c) = ctx.committed {
+            c.store(rows.total_rows, Ordering::Relaxed);
+        }
+        stats.rows += end.rows;
+        stats.bytes = rows.bytes;
+        stats.chunks += 1;
+        // The Kubernetes copy step reports task progress from these counters.
+        crate::metrics::chunk_committed(
+            ctx.migration,
+            ctx.task,
+            ctx.table,
+            end.rows,
+            rows.bytes - bytes_before,
+            rows.total_rows,
+            end.last_key.as_deref(),
+        );
+        if end.done {
+            return Ok(stats);
+        }
+        if ctx.fail_after_chunks.is_some_and(|n| stats.chunks >= n) {
+            return Err(LoopError::Injected(stats.chunks).into());
+        }
+    }
+}

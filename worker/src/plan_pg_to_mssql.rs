@@ -1,0 +1,81 @@
+//! The plan of the PostgreSQL -> SQL Server direction, as data: each PostgreSQL table with its
+//! SQL Server name, column mappings, keyset key and constraint names, and the copy tasks. Read by
+//! the SQL Server DDL, the PostgreSQL reader and the engine that builds it.
+
+use crate::mapping_pg_to_mssql::{Decode, RevColumn};
+use crate::pg_model::PgTable;
+use crate::plan::TaskPlan;
+use serde::Serialize;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RevTablePlan {
+    pub source: PgTable,
+    pub target_schema: String,
+    pub target_name: String,
+    pub columns: Vec<RevColumn>,
+    /// Indexes into `columns` of the primary key, when every column can drive keyset paging.
+    pub key: Option<Vec<usize>>,
+}
+
+impl RevTablePlan {
+    pub fn task_base_name(&self) -> String {
+        self.source.qualified()
+    }
+
+    /// A single integer key column allows range partitioning.
+    pub fn int_key(&self) -> Option<usize> {
+        match self.key.as_deref() {
+            Some([k])
+                if matches!(
+                    self.columns[*k].decode,
+                    Decode::Int2 | Decode::Int4 | Decode::Int8
+                ) =>
+            {
+                Some(*k)
+            }
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RevPlan {
+    pub tables: Vec<RevTablePlan>,
+    /// SQL Server constraint names per table (same order).
+    pub names: Vec<TableNames>,
+    pub tasks: Vec<TaskPlan>,
+    pub warnings: Vec<String>,
+}
+
+impl RevPlan {
+    /// A fingerprint of the tables' structure and mapping (not of row counts or task ranges).
+    pub fn fingerprint(&self) -> String {
+        use std::hash::{DefaultHasher, Hash, Hasher};
+        let tables: Vec<RevTablePlan> = self
+            .tables
+            .iter()
+            .cloned()
+            .map(|mut t| {
+                t.source.row_count = 0;
+                t
+            })
+            .collect();
+        let mut h = DefaultHasher::new();
+        serde_json::to_string(&tables).unwrap_or_default().hash(&mut h);
+        format!("{:016x}", h.finish())
+    }
+}
+
+/// SQL Server names of a table's constraints (schema-scoped objects there, per table in
+/// PostgreSQL), chosen at plan time so collisions are handled once.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct TableNames {
+    pub pk: String,
+    pub unique: Vec<String>,
+    pub checks: Vec<String>,
+    pub fks: Vec<String>,
+    /// Per column: the name of its type check (enum/json), if it has one.
+    pub column_checks: Vec<Option<String>>,
+    /// Per column: the name of its default constraint, if it has a default.
+    pub defaults: Vec<Option<String>>,
+}
