@@ -5,8 +5,8 @@
 //!     [BENCH_UNLOGGED=1] cargo run --release -p mssql-pg-worker --example e2e_bench -- 500000 [parallelism]
 #![allow(clippy::unwrap_used)]
 
-use mssql_pg_worker::engine::Engine;
 use mssql_pg_worker::mssql::connect::{Encryption, MssqlSource};
+use mssql_pg_worker::mssql_to_pg::MssqlToPgEngine as Engine;
 use mssql_pg_worker::options::{Options, PartitionOptions, VerifyMode};
 use mssql_pg_worker::pg::connect::PgTarget;
 use mssql_pg_worker::pipeline::CopyOptions;

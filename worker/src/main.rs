@@ -3,19 +3,17 @@
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use mssql_pg_worker::engine::Engine;
+use mssql_pg_worker::direction::{self, WithEngine};
+use mssql_pg_worker::engine::{Engine, Prepared};
 use mssql_pg_worker::error_text::error_text;
-use mssql_pg_worker::mssql::connect::REQUESTED_PACKET_SIZE;
-use mssql_pg_worker::pipeline::CopyOptions;
 use mssql_pg_worker::progress::{Display, Reporter, TaskInfo};
+use mssql_pg_worker::published::{PublishedColumn, PublishedPlan, PublishedTable};
 use mssql_pg_worker::spec::{self, Credentials};
 use mssql_pg_worker::summary::{Summary, peak_memory_bytes};
 use serde::Serialize;
 use std::io::IsTerminal;
 use std::process::ExitCode;
 use std::time::Instant;
-
-mod reverse_cli;
 
 #[derive(Parser)]
 #[command(
@@ -90,42 +88,105 @@ impl Out {
     }
 }
 
-fn engine(common: &Common) -> anyhow::Result<Engine> {
+/// A step of local mode (`-f FILE`).
+enum Step<'a> {
+    Run,
+    Plan,
+    Copy(&'a str),
+    Finalize,
+    Verify,
+}
+
+impl Step<'_> {
+    /// The name of a step that writes to the target (refused under `dryRun`).
+    fn writes(&self) -> Option<&'static str> {
+        match self {
+            Step::Copy(_) => Some("copy"),
+            Step::Finalize => Some("finalize"),
+            Step::Run | Step::Plan | Step::Verify => None,
+        }
+    }
+}
+
+/// Runs a local step with the engine of the Migration file's direction.
+async fn local(common: &Common, step: Step<'_>, out: &Out) -> anyhow::Result<bool> {
     let file = common
         .file
         .as_deref()
         .context("one of -f FILE (local mode) or --migration NAMESPACE/NAME (Kubernetes mode) is required")?;
     let doc = spec::load(file)?;
     let creds = Credentials::from_env()?;
-    let (source, target, options) = spec::resolve(&doc, creds).context("migration spec")?;
-    let copy = CopyOptions {
-        chunk: options.chunk,
-        fail_after_chunks: common.fail_after_chunks,
-        mode: options.mode,
-        retry: options.retry,
-    };
-    Ok(Engine {
-        source,
-        target,
-        options,
-        copy,
-    })
+    direction::with_engine(&doc, creds, common.fail_after_chunks, LocalStep { step, out })
+        .await
+        .context("migration spec")?
 }
 
-/// [`engine`] for a step that writes: refused under `dryRun`.
-fn writing_engine(common: &Common, step: &str) -> anyhow::Result<Engine> {
-    let engine = engine(common)?;
-    if engine.options.dry_run {
-        anyhow::bail!(
-            "spec.dryRun is true: {step} writes to the target, so it is not run (plan shows the dry run)"
-        );
+struct LocalStep<'a> {
+    step: Step<'a>,
+    out: &'a Out,
+}
+
+impl WithEngine for LocalStep<'_> {
+    type Output = anyhow::Result<bool>;
+
+    async fn run<E: Engine>(self, engine: E) -> anyhow::Result<bool> {
+        let LocalStep { step, out } = self;
+        if engine.options().dry_run {
+            if let Some(name) = step.writes() {
+                anyhow::bail!(
+                    "spec.dryRun is true: {name} writes to the target, so it is not run (plan shows the dry run)"
+                );
+            }
+            if matches!(step, Step::Run | Step::Plan) {
+                return dry_run(&engine, out).await;
+            }
+        }
+        match step {
+            Step::Run => run(&engine, out).await,
+            Step::Plan => {
+                let prepared = engine.prepare().await?;
+                let event = plan_event(E::DIRECTION, &prepared);
+                out.event(&event, || {
+                    serde_json::to_string_pretty(&event).unwrap_or_default() + "\n"
+                });
+                Ok(true)
+            }
+            Step::Copy(task) => {
+                let plan = engine.stored_plan().await?;
+                let report = engine.copy_one(&plan, task).await?;
+                out.event(&report, || format!("{report:?}\n"));
+                Ok(true)
+            }
+            Step::Finalize => {
+                let plan = engine.stored_plan().await?;
+                let warnings = engine.finalize(&plan).await?;
+                out.event(
+                    &serde_json::json!({"event": "finalized", "warnings": warnings}),
+                    || format!("finalized; warnings: {warnings:#?}\n"),
+                );
+                Ok(true)
+            }
+            Step::Verify => {
+                let plan = engine.stored_plan().await?;
+                let v = engine.verify(&plan).await?;
+                let ok = v.iter().all(|t| t.ok);
+                if ok {
+                    engine.mark_succeeded(&plan).await?;
+                }
+                out.event(
+                    &serde_json::json!({"event": "verified", "ok": ok, "tables": v}),
+                    || format!("{v:#?}\n"),
+                );
+                Ok(ok)
+            }
+        }
     }
-    Ok(engine)
 }
 
 #[derive(Serialize)]
 struct PlanEvent<'a> {
     event: &'static str,
+    direction: &'static str,
     resumed: bool,
     tables: Vec<PlanTable<'a>>,
     tasks: &'a [mssql_pg_worker::plan::TaskPlan],
@@ -138,67 +199,58 @@ struct PlanTable<'a> {
     target: String,
     estimated_rows: i64,
     columns: Vec<(&'a str, String)>,
-    /// Computed columns PostgreSQL generates: (name, type, expression).
+    /// Computed columns the target generates: (name, type, expression).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     generated: Vec<(&'a str, String, &'a str)>,
 }
 
-fn plan_event<'a>(p: &'a mssql_pg_worker::engine::Prepared) -> PlanEvent<'a> {
+fn plan_event<'a, P: PublishedPlan>(direction: &'static str, p: &'a Prepared<P>) -> PlanEvent<'a> {
+    let name = |(schema, name): (&str, &str)| format!("{schema}.{name}");
     PlanEvent {
         event: "plan",
+        direction,
         resumed: p.resumed,
         tables: p
             .plan
-            .tables
+            .tables()
             .iter()
             .map(|t| PlanTable {
-                source: t.source.qualified(),
-                target: format!("{}.{}", t.target_schema, t.target_name),
-                estimated_rows: t.source.row_count,
-                columns: t
-                    .columns
-                    .iter()
-                    .map(|c| (c.target_name.as_str(), c.pg_type.to_string()))
-                    .collect(),
-                generated: t
-                    .generated
-                    .iter()
-                    .map(|g| {
-                        (
-                            g.column.target_name.as_str(),
-                            g.column.pg_type.to_string(),
-                            g.expression.as_str(),
-                        )
-                    })
-                    .collect(),
+                source: name(t.source()),
+                target: name(t.target()),
+                estimated_rows: t.estimated_rows(),
+                columns: t.columns().iter().map(PublishedColumn::target).collect(),
+                generated: t.generated(),
             })
             .collect(),
-        tasks: &p.plan.tasks,
-        warnings: &p.plan.warnings,
+        tasks: p.plan.tasks(),
+        warnings: p.plan.warnings(),
     }
 }
 
-/// A dry run of the SQL Server -> PostgreSQL direction.
-async fn dry_run(engine: &Engine, out: &Out) -> anyhow::Result<bool> {
+/// A dry run, either direction.
+async fn dry_run<E: Engine>(engine: &E, out: &Out) -> anyhow::Result<bool> {
     let d = engine.dry_run().await?;
-    let prepared = mssql_pg_worker::engine::Prepared {
+    let prepared = Prepared {
         plan: d.plan,
         resumed: false,
         negotiated_packet_size: d.negotiated_packet_size,
     };
     let targets: Vec<String> = prepared
         .plan
-        .tables
+        .tables()
         .iter()
-        .map(|t| format!("{}.{}", t.target_schema, t.target_name))
+        .map(|t| {
+            let (schema, name) = t.target();
+            format!("{schema}.{name}")
+        })
         .collect();
     Ok(report_dry_run(
         out,
-        serde_json::to_value(plan_event(&prepared)).unwrap_or_default(),
+        serde_json::to_value(plan_event(E::DIRECTION, &prepared)).unwrap_or_default(),
         &targets,
-        prepared.plan.tasks.len(),
+        prepared.plan.tasks().len(),
         &d.actions,
-        &prepared.plan.warnings,
+        prepared.plan.warnings(),
     ))
 }
 
@@ -236,40 +288,36 @@ fn report_dry_run(
     ok
 }
 
-async fn run(common: &Common, out: &Out) -> anyhow::Result<bool> {
+async fn run<E: Engine>(engine: &E, out: &Out) -> anyhow::Result<bool> {
     let started = Instant::now();
-    let engine = engine(common)?;
-    if engine.options.dry_run {
-        return dry_run(&engine, out).await;
-    }
     let prepared = engine.prepare().await?;
-    out.event(&plan_event(&prepared), || {
+    out.event(&plan_event(E::DIRECTION, &prepared), || {
         format!(
             "plan: {} tables, {} tasks{}\n",
-            prepared.plan.tables.len(),
-            prepared.plan.tasks.len(),
+            prepared.plan.tables().len(),
+            prepared.plan.tasks().len(),
             if prepared.resumed { " (resuming)" } else { "" }
         )
     });
     let plan = &prepared.plan;
     let mut summary = Summary {
         event: "summary",
-        migration: engine.options.migration.clone(),
+        migration: engine.options().migration.clone(),
         ok: false,
         resumed: prepared.resumed,
-        tables: plan.tables.len(),
-        tasks: plan.tasks.len(),
+        tables: plan.tables().len(),
+        tasks: plan.tasks().len(),
         rows: 0,
         bytes: 0,
         seconds: 0.0,
         copy_seconds: 0.0,
         rows_per_second: 0.0,
         peak_memory_bytes: None,
-        requested_packet_size: engine.source.packet_size.min(REQUESTED_PACKET_SIZE),
+        requested_packet_size: engine.requested_packet_size(),
         negotiated_packet_size: prepared.negotiated_packet_size,
         verification: Vec::new(),
         verified: false,
-        warnings: plan.warnings.clone(),
+        warnings: plan.warnings().to_vec(),
         error: None,
         task_reports: Vec::new(),
     };
@@ -289,7 +337,7 @@ async fn run(common: &Common, out: &Out) -> anyhow::Result<bool> {
         reporter.finish().await;
         if let Err(e) = &copied {
             // What the failed copy left committed, failed tasks included.
-            summary.record_copy(e.task_reports(), copy_started.elapsed().as_secs_f64());
+            summary.record_copy(E::task_reports(e), copy_started.elapsed().as_secs_f64());
         }
         let reports = copied?;
         summary.record_copy(reports, copy_started.elapsed().as_secs_f64());
@@ -407,57 +455,15 @@ async fn k8s_main(step: K8sStep, cli: &Cli, out: &Out) -> bool {
 }
 
 async fn main_inner(cli: Cli, out: &Out) -> anyhow::Result<bool> {
-    // A Migration file with source.postgres + target.mssql runs the reverse direction.
-    if let Some(result) = reverse_cli::dispatch(&cli.command, out).await {
-        return result;
-    }
     if let Some(step) = k8s_step(&cli.command)? {
         return Ok(k8s_main(step, &cli, out).await);
     }
-    match cli.command {
-        Command::Run(common) => run(&common, out).await,
-        Command::Plan(common) => {
-            let engine = engine(&common)?;
-            if engine.options.dry_run {
-                return dry_run(&engine, out).await;
-            }
-            let prepared = engine.prepare().await?;
-            out.event(&plan_event(&prepared), || {
-                serde_json::to_string_pretty(&plan_event(&prepared)).unwrap_or_default() + "\n"
-            });
-            Ok(true)
-        }
-        Command::Copy { common, task, .. } => {
-            let engine = writing_engine(&common, "copy")?;
-            let plan = engine.stored_plan().await?;
-            let report = engine.copy_one(&plan, &task).await?;
-            out.event(&report, || format!("{report:?}\n"));
-            Ok(true)
-        }
-        Command::Finalize(common) => {
-            let engine = writing_engine(&common, "finalize")?;
-            let plan = engine.stored_plan().await?;
-            let warnings = engine.finalize(&plan).await?;
-            out.event(
-                &serde_json::json!({"event": "finalized", "warnings": warnings}),
-                || format!("finalized; warnings: {warnings:#?}\n"),
-            );
-            Ok(true)
-        }
-        Command::Verify(common) => {
-            let engine = engine(&common)?;
-            let plan = engine.stored_plan().await?;
-            let v = engine.verify(&plan).await?;
-            let ok = v.iter().all(|t| t.ok);
-            if ok {
-                engine.mark_succeeded(&plan).await?;
-            }
-            out.event(
-                &serde_json::json!({"event": "verified", "ok": ok, "tables": v}),
-                || format!("{v:#?}\n"),
-            );
-            Ok(ok)
-        }
+    match &cli.command {
+        Command::Run(common) => local(common, Step::Run, out).await,
+        Command::Plan(common) => local(common, Step::Plan, out).await,
+        Command::Copy { common, task, .. } => local(common, Step::Copy(task), out).await,
+        Command::Finalize(common) => local(common, Step::Finalize, out).await,
+        Command::Verify(common) => local(common, Step::Verify, out).await,
     }
 }
 

@@ -7,13 +7,16 @@
 
 use crate::checkpoint::SCHEMA;
 use crate::copy_binary::RowEncoder;
+use crate::engine::{DryRun, Engine, Prepared};
 use crate::mapping::{quote_mssql, quote_pg};
 use crate::mapping_pg_to_mssql::{
     Decode, MsType, NumericScan, RevColumn, RevMappingError, map_column, needs_numeric_scan,
 };
 use crate::mssql::bulk::{BulkCtx, BulkError, row_encoder, write_chunks};
 use crate::mssql::checkpoint::{self as mscp, MsCheckpointError};
-use crate::mssql::connect::{ConnectError, MssqlSource, TdsClient, negotiated_packet_size};
+use crate::mssql::connect::{
+    ConnectError, MssqlSource, REQUESTED_PACKET_SIZE, TdsClient, negotiated_packet_size,
+};
 use crate::mssql::ddl::{self, MsStmt};
 use crate::mssql::target_catalog::{existing_tables, ms_type_fit};
 use crate::options::{Mode, Options, VerifyMode};
@@ -29,7 +32,6 @@ use crate::target_check::{self, PlannedColumn, TableAction};
 use crate::timeouts::{Stalled, stalled};
 use crate::verify::{Digest, TableVerification};
 use futures_util::TryStreamExt;
-use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Instant;
@@ -575,6 +577,7 @@ pub async fn build_plan(pg: &Client, source: Vec<PgTable>, opts: &Options) -> Re
     })
 }
 
+#[derive(Clone)]
 pub struct RevEngine {
     /// The PostgreSQL source (connection settings).
     pub source: PgTarget,
@@ -584,20 +587,8 @@ pub struct RevEngine {
     pub copy: CopyOptions,
 }
 
-/// The outcome of a dry run: the plan and what a real run would do to each target table.
-#[derive(Debug, Clone, Serialize)]
-pub struct RevDryRun {
-    pub plan: RevPlan,
-    pub actions: Vec<TableAction>,
-    pub negotiated_packet_size: Option<i32>,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct RevPrepared {
-    pub plan: RevPlan,
-    pub resumed: bool,
-    pub negotiated_packet_size: Option<i32>,
-}
+/// What `prepare` returns in this direction.
+pub type RevPrepared = Prepared<RevPlan>;
 
 fn ddl_err(what: &str, sql: &str) -> impl Fn(tiberius::error::Error) -> RevError {
     let what = what.to_string();
@@ -838,11 +829,11 @@ impl RevEngine {
     }
 
     /// Plans and says what a run would do to the target, writing nothing.
-    pub async fn dry_run(&self) -> Result<RevDryRun, RevError> {
+    pub async fn dry_run(&self) -> Result<DryRun<RevPlan>, RevError> {
         let plan = self.plan().await?;
         let (mut ms, packet) = self.connect_target().await?;
         let actions = self.target_actions(&mut ms, &plan).await?;
-        Ok(RevDryRun {
+        Ok(DryRun {
             plan,
             actions,
             negotiated_packet_size: packet,
@@ -982,14 +973,15 @@ impl RevEngine {
 
     /// Copies every task, at most `parallelism` at once, largest first. Every task runs to its end
     /// even when another fails.
-    pub async fn copy_all(self: &Arc<Self>, plan: &RevPlan) -> Result<Vec<TaskReport>, RevError> {
+    pub async fn copy_all(&self, plan: &RevPlan) -> Result<Vec<TaskReport>, RevError> {
+        let engine = Arc::new(self.clone());
         let sem = Arc::new(Semaphore::new(self.options.parallelism.max(1)));
         let plan = Arc::new(plan.clone());
         let mut set = JoinSet::new();
         for (i, task) in plan.tasks.iter().enumerate() {
             let sem = sem.clone();
             let plan = plan.clone();
-            let engine = self.clone();
+            let engine = engine.clone();
             let name = task.name.clone();
             set.spawn(async move {
                 let _permit = sem.acquire_owned().await;
@@ -1106,7 +1098,8 @@ impl RevEngine {
         Ok(())
     }
 
-    pub async fn verify(self: &Arc<Self>, plan: &RevPlan) -> Result<Vec<TableVerification>, RevError> {
+    pub async fn verify(&self, plan: &RevPlan) -> Result<Vec<TableVerification>, RevError> {
+        let engine = Arc::new(self.clone());
         if self.options.verify == VerifyMode::None {
             return Ok(Vec::new());
         }
@@ -1114,7 +1107,7 @@ impl RevEngine {
         let mut set = JoinSet::new();
         for t in plan.tables.clone() {
             let sem = sem.clone();
-            let engine = self.clone();
+            let engine = engine.clone();
             set.spawn(async move {
                 let _permit = sem.acquire_owned().await;
                 let (mut ms, _) = engine.connect_target().await?;
@@ -1385,4 +1378,54 @@ async fn mssql_digest(ms: &mut TdsClient, t: &RevTablePlan, keep: bool) -> Resul
 /// The schema holding checkpoints (and upsert staging tables) in SQL Server.
 pub fn state_schema() -> &'static str {
     SCHEMA
+}
+
+impl Engine for RevEngine {
+    type Plan = RevPlan;
+    type Error = RevError;
+    const DIRECTION: &'static str = "postgres-to-mssql";
+
+    fn options(&self) -> &Options {
+        &self.options
+    }
+
+    fn requested_packet_size(&self) -> u32 {
+        self.target.packet_size.min(REQUESTED_PACKET_SIZE)
+    }
+
+    async fn dry_run(&self) -> Result<DryRun<RevPlan>, RevError> {
+        RevEngine::dry_run(self).await
+    }
+
+    async fn prepare(&self) -> Result<RevPrepared, RevError> {
+        RevEngine::prepare(self).await
+    }
+
+    async fn stored_plan(&self) -> Result<RevPlan, RevError> {
+        RevEngine::stored_plan(self).await
+    }
+
+    async fn copy_one(&self, plan: &RevPlan, task: &str) -> Result<TaskReport, RevError> {
+        RevEngine::copy_one(self, plan, task).await
+    }
+
+    async fn copy_all(&self, plan: &RevPlan) -> Result<Vec<TaskReport>, RevError> {
+        RevEngine::copy_all(self, plan).await
+    }
+
+    async fn finalize(&self, plan: &RevPlan) -> Result<Vec<String>, RevError> {
+        RevEngine::finalize(self, plan).await
+    }
+
+    async fn verify(&self, plan: &RevPlan) -> Result<Vec<TableVerification>, RevError> {
+        RevEngine::verify(self, plan).await
+    }
+
+    async fn mark_succeeded(&self, plan: &RevPlan) -> Result<(), RevError> {
+        RevEngine::mark_succeeded(self, plan).await
+    }
+
+    fn task_reports(e: &RevError) -> Vec<TaskReport> {
+        e.task_reports()
+    }
 }

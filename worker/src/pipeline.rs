@@ -99,6 +99,18 @@ pub struct CopyOptions {
     pub retry: RetryPolicy,
 }
 
+impl CopyOptions {
+    /// A copy's options from the Migration's (and the copy test hook).
+    pub fn new(options: &crate::options::Options, fail_after_chunks: Option<u64>) -> Self {
+        CopyOptions {
+            chunk: options.chunk,
+            fail_after_chunks,
+            mode: options.mode,
+            retry: options.retry,
+        }
+    }
+}
+
 pub fn copy_statement(t: &TablePlan) -> String {
     let cols = t
         .columns

@@ -3,7 +3,7 @@
 //! committed chunk ([`crate::metrics::progress`]), so what it shows is what is committed.
 
 use crate::metrics::TaskProgress;
-use crate::plan::Plan;
+use crate::published::{PublishedPlan, PublishedTable};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::Serialize;
 use std::collections::HashMap;
@@ -29,15 +29,15 @@ pub struct TaskInfo {
 }
 
 impl TaskInfo {
-    pub fn from_plan(plan: &Plan) -> Vec<TaskInfo> {
-        plan.tasks
+    pub fn from_plan<P: PublishedPlan>(plan: &P) -> Vec<TaskInfo> {
+        plan.tasks()
             .iter()
             .map(|t| TaskInfo {
                 task: t.name.clone(),
-                table: plan
-                    .tables
-                    .get(t.table)
-                    .map_or_else(String::new, |tp| tp.source.qualified()),
+                table: plan.tables().get(t.table).map_or_else(String::new, |tp| {
+                    let (schema, name) = tp.source();
+                    format!("{schema}.{name}")
+                }),
                 estimated_rows: u64::try_from(t.estimated_rows).unwrap_or(0),
             })
             .collect()

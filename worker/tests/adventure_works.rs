@@ -11,8 +11,8 @@
 
 mod common;
 
-use mssql_pg_worker::engine::Engine;
 use mssql_pg_worker::mssql::connect::{Encryption, MssqlSource, TdsClient};
+use mssql_pg_worker::mssql_to_pg::MssqlToPgEngine as Engine;
 use mssql_pg_worker::options::{Mode, Options, VerifyMode};
 use mssql_pg_worker::pg::connect::PgTarget;
 use mssql_pg_worker::pg_to_mssql::RevEngine;

@@ -9,9 +9,9 @@
 mod common;
 
 use common::{ms_exec, start_tds_server, tds_engine};
-use mssql_pg_worker::engine::{Engine, EngineError};
 use mssql_pg_worker::error_text::error_text;
 use mssql_pg_worker::mssql::connect::MssqlSource;
+use mssql_pg_worker::mssql_to_pg::{MssqlToPgEngine as Engine, MssqlToPgError as EngineError};
 use mssql_pg_worker::options::{Mode, Options, VerifyMode};
 use mssql_pg_worker::pg::connect::PgTarget;
 use mssql_pg_worker::pg_to_mssql::RevEngine;

@@ -6,8 +6,8 @@
 mod common;
 
 use common::{ms_exec, start_tds_server};
-use mssql_pg_worker::engine::Engine;
 use mssql_pg_worker::mssql::connect::{MssqlSource, TdsClient};
+use mssql_pg_worker::mssql_to_pg::MssqlToPgEngine as Engine;
 use mssql_pg_worker::options::Mode;
 use tokio_postgres::Client;
 

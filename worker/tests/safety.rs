@@ -8,8 +8,8 @@
 mod common;
 
 use common::{ms_exec, start_tds_server, tds_engine};
-use mssql_pg_worker::engine::{Engine, EngineError};
 use mssql_pg_worker::mssql::connect::{MssqlSource, TdsClient};
+use mssql_pg_worker::mssql_to_pg::{MssqlToPgEngine as Engine, MssqlToPgError as EngineError};
 use mssql_pg_worker::options::{Mode, VerifyMode};
 use mssql_pg_worker::pg_to_mssql::{RevEngine, RevError};
 use mssql_pg_worker::target_check::TableAction;

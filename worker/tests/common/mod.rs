@@ -3,8 +3,8 @@
 
 pub mod view_rows;
 
-use mssql_pg_worker::engine::Engine;
 use mssql_pg_worker::mssql::connect::{Encryption, MssqlSource, TdsClient};
+use mssql_pg_worker::mssql_to_pg::MssqlToPgEngine as Engine;
 use mssql_pg_worker::options::{Options, VerifyMode};
 use mssql_pg_worker::pg::connect::PgTarget;
 use mssql_pg_worker::pipeline::CopyOptions;
