@@ -16,7 +16,7 @@ use super::report::{self, fmt_int, fmt_rate};
 use super::services::{Postgres, TdsServer, workspace_root};
 use super::stats::Repeated;
 use super::worker::{Config, Direction, Mode, RunResult, Runner};
-use super::{DEFAULT_CHUNK_ROWS, DEFAULT_PACKET, DEFAULT_PARALLELISM, Setup};
+use super::{DEFAULT_CHUNK_BYTES, DEFAULT_PACKET, DEFAULT_PARALLELISM, Setup};
 
 /// The database the script creates and the worker reads.
 const SOURCE_DATABASE: &str = "AdventureWorks";
@@ -90,7 +90,8 @@ pub async fn run(args: AdventureWorksArgs, command: String) -> Result<()> {
         mode: Mode::DropRecreate,
         packet_size: DEFAULT_PACKET,
         parallelism: DEFAULT_PARALLELISM,
-        chunk_rows: DEFAULT_CHUNK_ROWS,
+        chunk_rows: None,
+        chunk_bytes: None,
         partitioning: None,
         verify: "checksum",
         pg_schema: "public".to_owned(),
@@ -276,7 +277,7 @@ fn markdown(
          as sqlcmd does, {} refused as SQL Server would refuse them here: the seven missing data \
          files and what needs their rows, full-text, the DDL trigger), {} rows in {} tables of {} \
          schemas. The release worker migrates it whole (`schemas: [\"*\"]`, `tables.include: \
-         [\"*\"]`) with the spec's defaults (parallelism {DEFAULT_PARALLELISM}, chunkRows {}, TDS \
+         [\"*\"]`) with the spec's defaults (parallelism {DEFAULT_PARALLELISM}, chunkBytes {DEFAULT_CHUNK_BYTES}, TDS \
          packet {DEFAULT_PACKET}, `dropRecreate`, `verify: checksum`): SQL Server → a fresh \
          PostgreSQL database, then that database → a fresh test server, alternating, {} runs \
          each. Each figure is the median of the runs, with the lowest and highest in parentheses.\n",
@@ -285,7 +286,6 @@ fn markdown(
         fmt_int(loaded.rows),
         loaded.tables,
         loaded.schemas,
-        fmt_int(DEFAULT_CHUNK_ROWS),
         forward.runs.len()
     );
     let _ = writeln!(

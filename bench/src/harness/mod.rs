@@ -62,7 +62,7 @@ pub struct HarnessArgs {
     /// TDS packet sizes to sweep.
     #[arg(long, value_delimiter = ',', default_values_t = [4096u32, 8192, 16384, 32767])]
     pub packet_sizes: Vec<u32>,
-    /// chunkRows values to sweep.
+    /// chunkRows caps to sweep (the default has none).
     #[arg(long, value_delimiter = ',', default_values_t = [10_000u64, 50_000, 200_000])]
     pub chunk_rows: Vec<u64>,
     /// parallelism values to sweep.
@@ -80,7 +80,8 @@ pub struct HarnessArgs {
 /// The worker's defaults (the Migration CRD's): what the headline numbers use.
 pub const DEFAULT_PACKET: u32 = 32767;
 pub const DEFAULT_PARALLELISM: u32 = 4;
-pub const DEFAULT_CHUNK_ROWS: u64 = 50_000;
+/// `chunkBytes` when the spec leaves it out (and no `chunkRows` cap).
+pub const DEFAULT_CHUNK_BYTES: &str = "64Mi";
 const PG_SCHEMA: &str = "so";
 
 pub struct Tools {
@@ -164,7 +165,8 @@ fn config(label: &str, direction: Direction, mode: Mode) -> Config {
         mode,
         packet_size: DEFAULT_PACKET,
         parallelism: DEFAULT_PARALLELISM,
-        chunk_rows: DEFAULT_CHUNK_ROWS,
+        chunk_rows: None,
+        chunk_bytes: None,
         partitioning: None,
         verify: "checksum",
         pg_schema: PG_SCHEMA.to_owned(),
@@ -298,15 +300,13 @@ pub async fn run(args: HarnessArgs, command: String) -> Result<()> {
             }
         }
         for &n in &args.chunk_rows {
-            if n != DEFAULT_CHUNK_ROWS {
-                let mut c = config(
-                    &format!("chunkRows {n}"),
-                    Direction::MssqlToPg,
-                    Mode::DropRecreate,
-                );
-                c.chunk_rows = n;
-                configs.push(c);
-            }
+            let mut c = config(
+                &format!("chunkRows {n}"),
+                Direction::MssqlToPg,
+                Mode::DropRecreate,
+            );
+            c.chunk_rows = Some(n);
+            configs.push(c);
         }
         for &n in &args.parallelism {
             if n != DEFAULT_PARALLELISM {

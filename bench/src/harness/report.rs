@@ -10,7 +10,7 @@ use anyhow::{Context, Result};
 
 use super::stats::{Repeated, Spread, median};
 use super::worker::{RunResult, rate};
-use super::{DEFAULT_CHUNK_ROWS, DEFAULT_PACKET, DEFAULT_PARALLELISM, HarnessResults};
+use super::{DEFAULT_CHUNK_BYTES, DEFAULT_PACKET, DEFAULT_PARALLELISM, HarnessResults};
 
 const MIB: f64 = 1024.0 * 1024.0;
 /// The goals of issues 3 and 7.
@@ -149,7 +149,7 @@ pub fn run_row(r: &Repeated) -> String {
         config.mode,
         packet,
         config.parallelism,
-        fmt_int(config.chunk_rows),
+        config.chunks(),
         r.runs.len(),
         r.spread(|x| x.rows as f64).show(|x| fmt_int(x as u64)),
         r.spread(|x| x.copy_seconds).show(two),
@@ -162,7 +162,7 @@ pub fn run_row(r: &Repeated) -> String {
     )
 }
 
-pub const RUN_HEADER: &str = "| configuration | direction | mode | TDS packet requested / negotiated | parallelism | chunkRows | runs | rows | copy s | rows/s | peak RSS MiB | worker CPU s (user+sys) | test server CPU s | whole run s | result |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|";
+pub const RUN_HEADER: &str = "| configuration | direction | mode | TDS packet requested / negotiated | parallelism | chunk | runs | rows | copy s | rows/s | peak RSS MiB | worker CPU s (user+sys) | test server CPU s | whole run s | result |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|";
 
 /// What a figure with a range means, for the reports.
 pub const MEDIAN_NOTE: &str = "Each figure of a repeated measurement is the median of its runs, with the lowest and highest \
@@ -206,7 +206,7 @@ pub fn harness_markdown(
     );
     let _ = writeln!(
         md,
-        "- Default worker settings: TDS packet {DEFAULT_PACKET}, parallelism {DEFAULT_PARALLELISM}, chunkRows {DEFAULT_CHUNK_ROWS}; \
+        "- Default worker settings: TDS packet {DEFAULT_PACKET}, parallelism {DEFAULT_PARALLELISM}, chunkBytes {DEFAULT_CHUNK_BYTES} (no chunkRows cap); \
          worker rows/s is over its copy phase (`copy_seconds`); plan, finalize (keys, indexes) and verify are in `whole run s`.\n"
     );
 

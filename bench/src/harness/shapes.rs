@@ -19,7 +19,7 @@ use super::report::{self, PEAK_RSS_GOAL, RUN_HEADER, fmt_int, fmt_rate, run_row}
 use super::services::{Postgres, TdsServer};
 use super::stats::{Repeated, Spread};
 use super::worker::{Config, Direction, Mode, Runner, migration_yaml, rate};
-use super::{DEFAULT_CHUNK_ROWS, DEFAULT_PACKET, DEFAULT_PARALLELISM, Setup, peak_rss_of};
+use super::{DEFAULT_PACKET, DEFAULT_PARALLELISM, Setup, peak_rss_of};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Shape {
@@ -80,9 +80,12 @@ pub struct ShapesArgs {
     /// spec.parallelism (the spec's default when absent).
     #[arg(long)]
     pub parallelism: Option<u32>,
-    /// spec.chunkRows (the spec's default when absent).
+    /// spec.chunkRows, a row cap per chunk (none when absent, the spec's default).
     #[arg(long)]
     pub chunk_rows: Option<u64>,
+    /// spec.chunkBytes, e.g. 8Mi (the spec's default, 64Mi, when absent).
+    #[arg(long)]
+    pub chunk_bytes: Option<String>,
     /// spec.partitioning.rowsPerPartition, with minRowsToSplit the same (the spec's defaults when
     /// absent).
     #[arg(long)]
@@ -304,7 +307,8 @@ pub async fn run(args: ShapesArgs, command: String) -> Result<()> {
         mode: Mode::DropRecreate,
         packet_size: DEFAULT_PACKET,
         parallelism: args.parallelism.unwrap_or(DEFAULT_PARALLELISM),
-        chunk_rows: args.chunk_rows.unwrap_or(DEFAULT_CHUNK_ROWS),
+        chunk_rows: args.chunk_rows,
+        chunk_bytes: args.chunk_bytes.clone(),
         partitioning: args.rows_per_partition.map(|per| (per, per)),
         verify: "count",
         pg_schema: "shapes".into(),
@@ -377,9 +381,9 @@ pub async fn run(args: ShapesArgs, command: String) -> Result<()> {
     );
     let _ = writeln!(
         md,
-        "- Worker settings: parallelism {}, chunkRows {}, rowsPerPartition {}.",
+        "- Worker settings: parallelism {}, chunks end at {}, rowsPerPartition {}.",
         config.parallelism,
-        config.chunk_rows,
+        config.chunks(),
         config
             .partitioning
             .map_or("default".to_owned(), |(_, per)| fmt_int(per))

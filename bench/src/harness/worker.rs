@@ -56,7 +56,10 @@ pub struct Config {
     pub mode: Mode,
     pub packet_size: u32,
     pub parallelism: u32,
-    pub chunk_rows: u64,
+    /// `chunkRows`: a row cap per chunk; none when `None` (the spec's default).
+    pub chunk_rows: Option<u64>,
+    /// `chunkBytes` as the spec takes it (`64Mi`); the spec's default when `None`.
+    pub chunk_bytes: Option<String>,
     /// `partitioning` as the spec takes it (`minRowsToSplit`, `rowsPerPartition`); the spec's
     /// defaults when `None`.
     pub partitioning: Option<(u64, u64)>,
@@ -69,6 +72,17 @@ pub struct Config {
     /// `source.*.schemas` (globs) for a whole-database migration; only `pg_schema` / `dbo` when
     /// empty.
     pub source_schemas: Vec<String>,
+}
+
+impl Config {
+    /// Where chunks end, as the report shows it: `64Mi` (the default), `8Mi`, `64Mi or 50,000 rows`.
+    pub fn chunks(&self) -> String {
+        let bytes = self.chunk_bytes.as_deref().unwrap_or(super::DEFAULT_CHUNK_BYTES);
+        match self.chunk_rows {
+            Some(n) => format!("{bytes} or {} rows", super::report::fmt_int(n)),
+            None => bytes.to_owned(),
+        }
+    }
 }
 
 /// What one table's tasks did in a run.
@@ -196,15 +210,20 @@ spec:
     include: {include}
   mode: {mode}
   parallelism: {parallelism}
-  chunkRows: {chunk_rows}
   verify: {verify}
-{partitioning}",
+{chunk_rows}{chunk_bytes}{partitioning}",
         mode = config.mode.spec(),
         partitioning = config.partitioning.map_or(String::new(), |(min, per)| format!(
             "  partitioning: {{minRowsToSplit: {min}, rowsPerPartition: {per}}}\n"
         )),
         parallelism = config.parallelism,
-        chunk_rows = config.chunk_rows,
+        chunk_rows = config
+            .chunk_rows
+            .map_or(String::new(), |n| format!("  chunkRows: {n}\n")),
+        chunk_bytes = config
+            .chunk_bytes
+            .as_ref()
+            .map_or(String::new(), |b| format!("  chunkBytes: {b}\n")),
         verify = config.verify,
     )
 }
@@ -292,8 +311,12 @@ impl Runner {
             .stdout(Stdio::piped())
             .stderr(log_file);
         eprintln!(
-            "  worker run {n}: {} {} packet {} parallelism {} chunkRows {} ...",
-            config.direction, config.mode, config.packet_size, config.parallelism, config.chunk_rows
+            "  worker run {n}: {} {} packet {} parallelism {} chunks {} ...",
+            config.direction,
+            config.mode,
+            config.packet_size,
+            config.parallelism,
+            config.chunks()
         );
         if config.direction == Direction::MssqlToPg {
             pg.checkpoint().await?;
