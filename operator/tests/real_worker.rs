@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use mssql_pg_worker::mssql::connect::{Encryption, MssqlSource, TdsClient};
+use mssql_pg_worker::mssql::connect::{Encryption, MssqlEndpoint, TdsClient};
 use tds_testserver::{ServerConfig, TestServer};
 
 const SOURCE_PASSWORD: &str = "Src-Passw0rd-e2e";
@@ -159,7 +159,7 @@ struct E2e {
     /// Held for the test's length: the server stops when it is dropped.
     _server: TestServer,
     /// How the test itself reaches the TDS test server.
-    mssql: MssqlSource,
+    mssql: MssqlEndpoint,
     pg_cfg: tokio_postgres::Config,
     pg: tokio_postgres::Client,
     work: PathBuf,
@@ -212,7 +212,7 @@ impl E2e {
             ..ServerConfig::default()
         })
         .unwrap();
-        let mssql = MssqlSource {
+        let mssql = MssqlEndpoint {
             host: "127.0.0.1".into(),
             port: server.addr().port(),
             database: "master".into(),
@@ -388,7 +388,7 @@ fn amount(i: i64) -> String {
     format!("{}.{:04}", i * 3, i % 10_000)
 }
 
-async fn seed(source: &MssqlSource) {
+async fn seed(source: &MssqlEndpoint) {
     let mut ms = source.connect().await.expect("connecting to the TDS test server");
     exec(
         &mut ms,
@@ -866,7 +866,7 @@ stringData: {{username: {pg_user}, password: unused-with-trust}}
         ..ServerConfig::default()
     })
     .unwrap();
-    let source = MssqlSource {
+    let source = MssqlEndpoint {
         port: server.addr().port(),
         database: "AdventureWorks".into(),
         ..e2e.mssql.clone()

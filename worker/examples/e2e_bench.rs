@@ -5,10 +5,11 @@
 //!     [BENCH_UNLOGGED=1] cargo run --release -p mssql-pg-worker --example e2e_bench -- 500000 [parallelism]
 #![allow(clippy::unwrap_used)]
 
-use mssql_pg_worker::mssql::connect::{Encryption, MssqlSource};
+use mssql_pg_worker::engine::Engine as _;
+use mssql_pg_worker::mssql::connect::{Encryption, MssqlEndpoint};
 use mssql_pg_worker::mssql_to_pg::MssqlToPgEngine as Engine;
 use mssql_pg_worker::options::{Options, PartitionOptions, VerifyMode};
-use mssql_pg_worker::pg::connect::PgTarget;
+use mssql_pg_worker::pg::connect::PgEndpoint;
 use mssql_pg_worker::pipeline::CopyOptions;
 use std::time::Instant;
 use tds_testserver::{ServerConfig, TestServer};
@@ -24,7 +25,7 @@ async fn main() {
     let config = ServerConfig::default();
     let server = TestServer::start(config.clone()).unwrap();
     let addr = server.addr();
-    let source = MssqlSource {
+    let source = MssqlEndpoint {
         host: addr.ip().to_string(),
         port: addr.port(),
         database: config.database.clone(),
@@ -66,7 +67,7 @@ async fn main() {
     );
     drop(ms);
 
-    let target = PgTarget::from_conn_str(&std::env::var("MSSQLPG_TEST_PG_URL").unwrap()).unwrap();
+    let target = PgEndpoint::from_conn_str(&std::env::var("MSSQLPG_TEST_PG_URL").unwrap()).unwrap();
     let engine = Engine {
         source,
         target,

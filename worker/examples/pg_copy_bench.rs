@@ -12,7 +12,7 @@ use mssql_pg_worker::chunk_loop::{ChunkEnd, Msg};
 use mssql_pg_worker::copy_binary::RowEncoder;
 use mssql_pg_worker::mapping::PgType;
 use mssql_pg_worker::mssql::read::FLUSH_BYTES;
-use mssql_pg_worker::pg::connect::PgTarget;
+use mssql_pg_worker::pg::connect::PgEndpoint;
 use mssql_pg_worker::pg::load::{WriterCtx, write_chunks};
 use mssql_pg_worker::pipeline::CHANNEL_DEPTH;
 use std::borrow::Cow;
@@ -27,7 +27,7 @@ async fn main() {
         .nth(1)
         .map(|s| s.parse().unwrap())
         .unwrap_or(1_000_000);
-    let target = PgTarget::from_conn_str(&std::env::var("MSSQLPG_TEST_PG_URL").unwrap()).unwrap();
+    let target = PgEndpoint::from_conn_str(&std::env::var("MSSQLPG_TEST_PG_URL").unwrap()).unwrap();
     let mut client = target.connect().await.unwrap();
     checkpoint::ensure_tables(&client).await.unwrap();
     client

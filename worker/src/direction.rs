@@ -4,7 +4,7 @@
 
 use crate::engine::Engine;
 use crate::mssql_to_pg::MssqlToPgEngine;
-use crate::pg_to_mssql::RevEngine;
+use crate::pg_to_mssql::PgToMssqlEngine;
 use crate::pipeline::CopyOptions;
 use crate::spec::{self, Credentials, SpecError};
 use mssql_pg_crds::Migration;
@@ -58,7 +58,7 @@ pub async fn with_engine<W: WithEngine>(
         Direction::PgToMssql => {
             let (source, target, options) = spec::resolve_pg_to_mssql(mig, creds)?;
             let copy = CopyOptions::new(&options, fail_after_chunks);
-            work.run(RevEngine {
+            work.run(PgToMssqlEngine {
                 source,
                 target,
                 options,

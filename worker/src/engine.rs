@@ -2,13 +2,17 @@
 //! copy, finalize, verify. Each direction's engine implements [`Engine`]; the command line and the
 //! Kubernetes steps are written once against it, and [`crate::direction`] picks the engine.
 
-use crate::options::Options;
+use crate::options::{Options, VerifyMode};
 use crate::pipeline::TaskReport;
+use crate::plan::TaskPlan;
 use crate::published::PublishedPlan;
 use crate::target_check::TableAction;
 use crate::verify::TableVerification;
 use serde::Serialize;
 use std::future::Future;
+use std::sync::Arc;
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
 
 /// The outcome of a dry run: the plan and what a real run would do to each target table.
 #[derive(Debug, Clone, Serialize)]
@@ -29,9 +33,11 @@ pub struct Prepared<P> {
 
 /// One direction's engine. The phases can run one by one in separate processes (the Kubernetes
 /// Jobs: each rereads the plan with [`Engine::stored_plan`]) or all in one (`run`).
-pub trait Engine: Send + Sync + 'static {
+pub trait Engine: Clone + Send + Sync + 'static {
     type Plan: PublishedPlan + Clone + Send + Sync + 'static;
     type Error: std::error::Error + Send + Sync + 'static;
+    /// A copy task's failure, with the report of what it left committed.
+    type TaskError: std::error::Error + Send + Sync + 'static;
 
     /// `mssql-to-postgres` or `postgres-to-mssql`, as events and logs name it.
     const DIRECTION: &'static str;
@@ -51,30 +57,135 @@ pub trait Engine: Send + Sync + 'static {
     /// The plan of the current run, with the task ranges `prepare` stored.
     fn stored_plan(&self) -> impl Future<Output = Result<Self::Plan, Self::Error>> + Send;
 
-    /// Copies one task by name.
-    fn copy_one(
-        &self,
-        plan: &Self::Plan,
-        task: &str,
-    ) -> impl Future<Output = Result<TaskReport, Self::Error>> + Send;
-
-    /// Copies every task, at most `parallelism` at once, largest first.
-    fn copy_all(
-        &self,
-        plan: &Self::Plan,
-    ) -> impl Future<Output = Result<Vec<TaskReport>, Self::Error>> + Send;
-
     /// Keys, indexes, checks, identity values, foreign keys; the warnings. Safe to rerun.
     fn finalize(&self, plan: &Self::Plan) -> impl Future<Output = Result<Vec<String>, Self::Error>> + Send;
-
-    fn verify(
-        &self,
-        plan: &Self::Plan,
-    ) -> impl Future<Output = Result<Vec<TableVerification>, Self::Error>> + Send;
 
     /// Marks the run complete, so the next run starts afresh.
     fn mark_succeeded(&self, plan: &Self::Plan) -> impl Future<Output = Result<(), Self::Error>> + Send;
 
     /// What a failed copy left committed, per task (failed tasks included).
     fn task_reports(e: &Self::Error) -> Vec<TaskReport>;
+
+    /// Copies one task of `plan`, resuming after its checkpoint, and again from the checkpoint
+    /// after a transient fault ([`crate::pipeline::run_task`]).
+    fn copy_task(
+        &self,
+        plan: &Self::Plan,
+        task: &TaskPlan,
+    ) -> impl Future<Output = Result<TaskReport, Self::TaskError>> + Send;
+
+    /// Counts (and checksums) one table on both sides.
+    fn verify_table(
+        &self,
+        t: &<Self::Plan as PublishedPlan>::Table,
+    ) -> impl Future<Output = Result<TableVerification, Self::Error>> + Send;
+
+    /// What a failed task left committed.
+    fn failed_report(e: &Self::TaskError) -> Option<&TaskReport>;
+
+    /// The engine's error for task `task`'s failure.
+    fn task_error(task: String, e: Self::TaskError) -> Self::Error;
+
+    /// The engine's error for a copy task that panicked or was cancelled.
+    fn join_error(e: tokio::task::JoinError) -> Self::Error;
+
+    fn no_such_task(name: &str) -> Self::Error;
+
+    /// The failure of a copy of `total` tasks: the failed tasks' errors (one at least) and every
+    /// task's report, the failed ones' included.
+    fn copy_failed(total: usize, errors: Vec<Self::Error>, reports: Vec<TaskReport>) -> Self::Error;
+
+    /// Copies one task by name.
+    fn copy_one(
+        &self,
+        plan: &Self::Plan,
+        name: &str,
+    ) -> impl Future<Output = Result<TaskReport, Self::Error>> + Send {
+        async move {
+            let task = plan
+                .tasks()
+                .iter()
+                .find(|t| t.name == name)
+                .ok_or_else(|| Self::no_such_task(name))?;
+            self.copy_task(plan, task)
+                .await
+                .map_err(|e| Self::task_error(task.name.clone(), e))
+        }
+    }
+
+    /// Copies every task, at most `parallelism` at once, largest first (the plan's order).
+    /// Every task runs to its end even when another fails, so a rerun has less to do.
+    fn copy_all(
+        &self,
+        plan: &Self::Plan,
+    ) -> impl Future<Output = Result<Vec<TaskReport>, Self::Error>> + Send {
+        async move {
+            let sem = Arc::new(Semaphore::new(self.options().parallelism.max(1)));
+            let plan = Arc::new(plan.clone());
+            let mut set = JoinSet::new();
+            for i in 0..plan.tasks().len() {
+                let (sem, plan, engine) = (sem.clone(), plan.clone(), self.clone());
+                set.spawn(async move {
+                    let _permit = sem.acquire_owned().await;
+                    let task = &plan.tasks()[i];
+                    let name = task.name.clone();
+                    tracing::info!(task = %name, "copy started");
+                    let r = engine.copy_task(&plan, task).await;
+                    match &r {
+                        Ok(rep) => {
+                            tracing::info!(task = %name, rows = rep.rows, seconds = rep.seconds, "copy done")
+                        }
+                        Err(e) => tracing::error!(task = %name, error = %e, "copy failed"),
+                    }
+                    (name, r)
+                });
+            }
+            let mut reports = Vec::new();
+            let mut errors = Vec::new();
+            while let Some(joined) = set.join_next().await {
+                match joined {
+                    Ok((_, Ok(rep))) => reports.push(rep),
+                    Ok((task, Err(e))) => {
+                        reports.extend(Self::failed_report(&e).cloned());
+                        errors.push(Self::task_error(task, e));
+                    }
+                    Err(e) => errors.push(Self::join_error(e)),
+                }
+            }
+            reports.sort_by(|a, b| a.task.cmp(&b.task));
+            if errors.is_empty() {
+                Ok(reports)
+            } else {
+                Err(Self::copy_failed(plan.tasks().len(), errors, reports))
+            }
+        }
+    }
+
+    /// Verifies every table (`spec.verify`: counts or checksums), at most `parallelism` at once.
+    fn verify(
+        &self,
+        plan: &Self::Plan,
+    ) -> impl Future<Output = Result<Vec<TableVerification>, Self::Error>> + Send {
+        async move {
+            if self.options().verify == VerifyMode::None {
+                return Ok(Vec::new());
+            }
+            let sem = Arc::new(Semaphore::new(self.options().parallelism.max(1)));
+            let plan = Arc::new(plan.clone());
+            let mut set = JoinSet::new();
+            for i in 0..plan.tables().len() {
+                let (sem, plan, engine) = (sem.clone(), plan.clone(), self.clone());
+                set.spawn(async move {
+                    let _permit = sem.acquire_owned().await;
+                    engine.verify_table(&plan.tables()[i]).await
+                });
+            }
+            let mut out = Vec::new();
+            while let Some(r) = set.join_next().await {
+                out.push(r.map_err(Self::join_error)??);
+            }
+            out.sort_by(|a, b| a.table.cmp(&b.table));
+            Ok(out)
+        }
+    }
 }

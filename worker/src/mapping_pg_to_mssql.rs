@@ -116,7 +116,7 @@ pub enum Decode {
 
 /// One mapped column.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct RevColumn {
+pub struct PgToMssqlColumn {
     pub source: PgColumn,
     pub target_name: String,
     pub ms_type: MsType,
@@ -138,7 +138,7 @@ pub struct RevColumn {
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum RevMappingError {
+pub enum PgToMssqlMappingError {
     #[error("column {column}: PostgreSQL type {type_name} is not supported")]
     Unsupported { column: String, type_name: String },
     #[error(
@@ -168,7 +168,7 @@ pub fn map_column(
     col: &PgColumn,
     scan: Option<NumericScan>,
     warnings: &mut Vec<String>,
-) -> Result<RevColumn, RevMappingError> {
+) -> Result<PgToMssqlColumn, PgToMssqlMappingError> {
     let name = &col.name;
     let qp = quote_pg(name);
     let qm = quote_mssql(name);
@@ -228,10 +228,10 @@ pub fn map_column(
                     (Some(p), Some(s), _) if p <= 38 && (0..=38).contains(&s) => (p.max(s) as u8, s as u8),
                     (_, _, Some(scan)) => {
                         if scan.special {
-                            return Err(RevMappingError::NumericSpecial { column: name.clone() });
+                            return Err(PgToMssqlMappingError::NumericSpecial { column: name.clone() });
                         }
                         if scan.int_digits + scan.scale > 38 {
-                            return Err(RevMappingError::NumericTooWide {
+                            return Err(PgToMssqlMappingError::NumericTooWide {
                                 column: name.clone(),
                                 digits: scan.int_digits,
                                 scale: scan.scale,
@@ -244,7 +244,7 @@ pub fn map_column(
                         (38, scan.scale.max(0) as u8)
                     }
                     _ => {
-                        return Err(RevMappingError::Unsupported {
+                        return Err(PgToMssqlMappingError::Unsupported {
                             column: name.clone(),
                             type_name: col.formatted.clone(),
                         });
@@ -382,14 +382,14 @@ pub fn map_column(
                 (MsType::VarChar { length: n }, text(Some(n)), PgType::Text)
             }
             other => {
-                return Err(RevMappingError::Unsupported {
+                return Err(PgToMssqlMappingError::Unsupported {
                     column: name.clone(),
                     type_name: other.to_string(),
                 });
             }
         }
     };
-    Ok(RevColumn {
+    Ok(PgToMssqlColumn {
         source: col.clone(),
         target_name: col.name.clone(),
         ms_type,
@@ -474,7 +474,7 @@ mod tests {
         };
         assert!(matches!(
             map_column(&c, Some(too_wide), &mut Vec::new()),
-            Err(RevMappingError::NumericTooWide { .. })
+            Err(PgToMssqlMappingError::NumericTooWide { .. })
         ));
     }
 }

@@ -5,12 +5,12 @@
 use crate::checkpoint::{self, CheckpointError};
 use crate::engine::{DryRun, Engine, Prepared};
 use crate::mssql::connect::{
-    ConnectError, MssqlSource, REQUESTED_PACKET_SIZE, TdsClient, negotiated_packet_size,
+    ConnectError, MssqlEndpoint, REQUESTED_PACKET_SIZE, TdsClient, negotiated_packet_size,
 };
 use crate::mssql::introspect::{IntrospectError, introspect, user_schemas};
 use crate::mssql::read::{ReadError, int_key_bounds};
 use crate::options::{Mode, Options, VerifyMode};
-use crate::pg::connect::{PgConnectError, PgTarget};
+use crate::pg::connect::{PgConnectError, PgEndpoint};
 use crate::pg::ddl::{self, Stmt};
 use crate::pg::target_catalog::{existing_table, pg_type_fit};
 use crate::pipeline::{CopyOptions, TaskError, TaskReport, copy_task};
@@ -18,9 +18,6 @@ use crate::plan::{Plan, PlanError, TablePlan, TaskPlan, build_plan, schema_selec
 use crate::target_check::{self, PlannedColumn, TableAction};
 use crate::verify::{self, TableVerification, VerifyError};
 use std::collections::BTreeMap;
-use std::sync::Arc;
-use tokio::sync::Semaphore;
-use tokio::task::JoinSet;
 use tokio_postgres::Client;
 use tokio_postgres::error::SqlState;
 
@@ -88,8 +85,8 @@ impl MssqlToPgError {
 
 #[derive(Clone)]
 pub struct MssqlToPgEngine {
-    pub source: MssqlSource,
-    pub target: PgTarget,
+    pub source: MssqlEndpoint,
+    pub target: PgEndpoint,
     pub options: Options,
     pub copy: CopyOptions,
 }
@@ -559,88 +556,6 @@ impl MssqlToPgEngine {
         Ok(plan)
     }
 
-    /// Copies one task by name.
-    pub async fn copy_one(&self, plan: &Plan, name: &str) -> Result<TaskReport, MssqlToPgError> {
-        let task = plan
-            .tasks
-            .iter()
-            .find(|t| t.name == name)
-            .ok_or_else(|| MssqlToPgError::NoSuchTask(name.into()))?;
-        let t = &plan.tables[task.table];
-        copy_task(
-            &self.source,
-            &self.target,
-            &self.options.migration,
-            t,
-            task,
-            &self.copy,
-        )
-        .await
-        .map_err(|source| MssqlToPgError::Task {
-            task: task.name.clone(),
-            source,
-        })
-    }
-
-    /// Copies every task, at most `parallelism` at once, largest first (the plan's order).
-    /// Every task runs to its end even when another fails, so a rerun has less to do.
-    pub async fn copy_all(&self, plan: &Plan) -> Result<Vec<TaskReport>, MssqlToPgError> {
-        let sem = Arc::new(Semaphore::new(self.options.parallelism.max(1)));
-        let plan = Arc::new(plan.clone());
-        let mut set = JoinSet::new();
-        for (i, task) in plan.tasks.iter().enumerate() {
-            let sem = sem.clone();
-            let plan = plan.clone();
-            let source = self.source.clone();
-            let target = self.target.clone();
-            let migration = self.options.migration.clone();
-            let copy = self.copy.clone();
-            let name = task.name.clone();
-            set.spawn(async move {
-                let _permit = sem.acquire_owned().await;
-                let task = &plan.tasks[i];
-                let t = &plan.tables[task.table];
-                tracing::info!(task = %name, "copy started");
-                let r = copy_task(&source, &target, &migration, t, task, &copy).await;
-                match &r {
-                    Ok(rep) => {
-                        tracing::info!(task = %name, rows = rep.rows, seconds = rep.seconds, "copy done")
-                    }
-                    Err(e) => tracing::error!(task = %name, error = %e, "copy failed"),
-                }
-                (name, r)
-            });
-        }
-        let mut reports = Vec::new();
-        let mut errors = Vec::new();
-        while let Some(joined) = set.join_next().await {
-            match joined {
-                Ok((_, Ok(rep))) => reports.push(rep),
-                Ok((task, Err(source))) => {
-                    reports.extend(source.report().cloned());
-                    errors.push(MssqlToPgError::Task { task, source });
-                }
-                Err(e) => errors.push(MssqlToPgError::Task {
-                    task: "?".into(),
-                    source: TaskError::Join(e.to_string()),
-                }),
-            }
-        }
-        let total = plan.tasks.len();
-        reports.sort_by(|a, b| a.task.cmp(&b.task));
-        if errors.is_empty() {
-            Ok(reports)
-        } else {
-            let failed = errors.len();
-            Err(MssqlToPgError::Tasks {
-                failed,
-                total,
-                first: Box::new(errors.swap_remove(0)),
-                reports,
-            })
-        }
-    }
-
     /// Keys, indexes, checks and identity per table, then foreign keys. Safe to rerun.
     pub async fn finalize(&self, plan: &Plan) -> Result<Vec<String>, MssqlToPgError> {
         let pg = self.target.connect().await?;
@@ -718,44 +633,6 @@ impl MssqlToPgEngine {
         Ok(warnings)
     }
 
-    pub async fn verify(&self, plan: &Plan) -> Result<Vec<TableVerification>, MssqlToPgError> {
-        if self.options.verify == VerifyMode::None {
-            return Ok(Vec::new());
-        }
-        let sem = Arc::new(Semaphore::new(self.options.parallelism.max(1)));
-        let mut set = JoinSet::new();
-        for t in plan.tables.clone() {
-            let sem = sem.clone();
-            let source = self.source.clone();
-            let target = self.target.clone();
-            let mode = self.options.verify;
-            let upsert = self.options.mode == Mode::Upsert;
-            set.spawn(async move {
-                let _permit = sem.acquire_owned().await;
-                let mut mssql = source.connect().await?;
-                let pg = target.connect().await?;
-                Ok::<_, MssqlToPgError>(match mode {
-                    VerifyMode::Count => verify::count(&mut mssql, &pg, &t, upsert).await?,
-                    _ => verify::checksum(&mut mssql, &pg, &t, upsert).await?,
-                })
-            });
-        }
-        let mut out = Vec::new();
-        while let Some(r) = set.join_next().await {
-            match r {
-                Ok(v) => out.push(v?),
-                Err(e) => {
-                    return Err(MssqlToPgError::Task {
-                        task: "verify".into(),
-                        source: TaskError::Join(e.to_string()),
-                    });
-                }
-            }
-        }
-        out.sort_by(|a, b| a.table.cmp(&b.table));
-        Ok(out)
-    }
-
     /// Marks the run complete, so the next run starts afresh.
     pub async fn mark_succeeded(&self, plan: &Plan) -> Result<(), MssqlToPgError> {
         let pg = self.target.connect().await?;
@@ -779,6 +656,7 @@ fn planned_columns(t: &TablePlan) -> Vec<PlannedColumn> {
 impl Engine for MssqlToPgEngine {
     type Plan = Plan;
     type Error = MssqlToPgError;
+    type TaskError = TaskError;
     const DIRECTION: &'static str = "mssql-to-postgres";
 
     fn options(&self) -> &Options {
@@ -801,20 +679,8 @@ impl Engine for MssqlToPgEngine {
         MssqlToPgEngine::stored_plan(self).await
     }
 
-    async fn copy_one(&self, plan: &Plan, task: &str) -> Result<TaskReport, MssqlToPgError> {
-        MssqlToPgEngine::copy_one(self, plan, task).await
-    }
-
-    async fn copy_all(&self, plan: &Plan) -> Result<Vec<TaskReport>, MssqlToPgError> {
-        MssqlToPgEngine::copy_all(self, plan).await
-    }
-
     async fn finalize(&self, plan: &Plan) -> Result<Vec<String>, MssqlToPgError> {
         MssqlToPgEngine::finalize(self, plan).await
-    }
-
-    async fn verify(&self, plan: &Plan) -> Result<Vec<TableVerification>, MssqlToPgError> {
-        MssqlToPgEngine::verify(self, plan).await
     }
 
     async fn mark_succeeded(&self, plan: &Plan) -> Result<(), MssqlToPgError> {
@@ -823,5 +689,60 @@ impl Engine for MssqlToPgEngine {
 
     fn task_reports(e: &MssqlToPgError) -> Vec<TaskReport> {
         e.task_reports()
+    }
+
+    async fn copy_task(&self, plan: &Plan, task: &TaskPlan) -> Result<TaskReport, TaskError> {
+        let t = &plan.tables[task.table];
+        copy_task(
+            &self.source,
+            &self.target,
+            &self.options.migration,
+            t,
+            task,
+            &self.copy,
+        )
+        .await
+    }
+
+    async fn verify_table(&self, t: &TablePlan) -> Result<TableVerification, MssqlToPgError> {
+        let mut mssql = self.source.connect().await?;
+        let pg = self.target.connect().await?;
+        let upsert = self.options.mode == Mode::Upsert;
+        Ok(match self.options.verify {
+            VerifyMode::Count => verify::count(&mut mssql, &pg, t, upsert).await?,
+            _ => verify::checksum(&mut mssql, &pg, t, upsert).await?,
+        })
+    }
+
+    fn failed_report(e: &TaskError) -> Option<&TaskReport> {
+        e.report()
+    }
+
+    fn task_error(task: String, source: TaskError) -> MssqlToPgError {
+        MssqlToPgError::Task { task, source }
+    }
+
+    fn join_error(e: tokio::task::JoinError) -> MssqlToPgError {
+        MssqlToPgError::Task {
+            task: "?".into(),
+            source: TaskError::Join(e.to_string()),
+        }
+    }
+
+    fn no_such_task(name: &str) -> MssqlToPgError {
+        MssqlToPgError::NoSuchTask(name.into())
+    }
+
+    fn copy_failed(
+        total: usize,
+        mut errors: Vec<MssqlToPgError>,
+        reports: Vec<TaskReport>,
+    ) -> MssqlToPgError {
+        MssqlToPgError::Tasks {
+            failed: errors.len(),
+            total,
+            first: Box::new(errors.swap_remove(0)),
+            reports,
+        }
     }
 }

@@ -10,40 +10,37 @@ use crate::copy_binary::RowEncoder;
 use crate::engine::{DryRun, Engine, Prepared};
 use crate::mapping::{quote_mssql, quote_pg};
 use crate::mapping_pg_to_mssql::{
-    Decode, MsType, NumericScan, RevColumn, RevMappingError, map_column, needs_numeric_scan,
+    Decode, MsType, NumericScan, PgToMssqlColumn, PgToMssqlMappingError, map_column, needs_numeric_scan,
 };
 use crate::mssql::bulk::{BulkCtx, BulkError, row_encoder, write_chunks};
 use crate::mssql::checkpoint::{self as mscp, MsCheckpointError};
 use crate::mssql::connect::{
-    ConnectError, MssqlSource, REQUESTED_PACKET_SIZE, TdsClient, negotiated_packet_size,
+    ConnectError, MssqlEndpoint, REQUESTED_PACKET_SIZE, TdsClient, negotiated_packet_size,
 };
 use crate::mssql::ddl::{self, MsStmt};
 use crate::mssql::target_catalog::{existing_tables, ms_type_fit};
 use crate::options::{Mode, Options, VerifyMode};
-use crate::pg::connect::{PgConnectError, PgTarget, with_connection_io};
+use crate::pg::connect::{PgConnectError, PgEndpoint, with_connection_io};
 use crate::pg::introspect::{PgIntrospectError, introspect};
-use crate::pg::read::{RevReadError, SESSION_SETTINGS, read_task};
+use crate::pg::read::{PgReadError, SESSION_SETTINGS, read_task};
 use crate::pg_model::PgTable;
-use crate::pipeline::{CHANNEL_DEPTH, CopyOptions, TaskReport, run_task};
+use crate::pipeline::{CHANNEL_DEPTH, CopyOptions, Resume, Start, TaskReport, run_task};
 use crate::plan::TaskPlan;
-use crate::plan_pg_to_mssql::{RevPlan, RevTablePlan, TableNames};
+use crate::plan_pg_to_mssql::{PgToMssqlPlan, PgToMssqlTablePlan, TableNames};
 use crate::retry::{AttemptState, failed_message};
 use crate::target_check::{self, PlannedColumn, TableAction};
 use crate::timeouts::{Stalled, stalled};
 use crate::verify::{Digest, TableVerification};
 use futures_util::TryStreamExt;
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
-use std::time::Instant;
-use tokio::sync::{Semaphore, mpsc};
-use tokio::task::JoinSet;
+use tokio::sync::mpsc;
 use tokio_postgres::Client;
 
 /// SQL Server's index key limit is 900 bytes for a clustered key: nvarchar(450).
 pub const MAX_KEY_UNITS: i64 = 450;
 
 #[derive(Debug, thiserror::Error)]
-pub enum RevError {
+pub enum PgToMssqlError {
     #[error(transparent)]
     Source(#[from] PgConnectError),
     #[error(transparent)]
@@ -54,7 +51,7 @@ pub enum RevError {
     Mapping {
         table: String,
         #[source]
-        source: RevMappingError,
+        source: PgToMssqlMappingError,
     },
     #[error("table selection: {0}")]
     Pattern(String),
@@ -96,20 +93,20 @@ pub enum RevError {
     #[error(transparent)]
     Checkpoint(Box<MsCheckpointError>),
     #[error(transparent)]
-    Read(#[from] RevReadError),
+    Read(#[from] PgReadError),
     #[error(transparent)]
     Bulk(Box<BulkError>),
     #[error("task {task}: {source}")]
     Task {
         task: String,
         #[source]
-        source: Box<RevError>,
+        source: Box<PgToMssqlError>,
     },
     #[error("{failed} of {total} copy tasks failed; first: {first}")]
     Tasks {
         failed: usize,
         total: usize,
-        first: Box<RevError>,
+        first: Box<PgToMssqlError>,
         /// Every task's report, the failed ones' included (what they left committed).
         reports: Vec<TaskReport>,
     },
@@ -136,16 +133,16 @@ pub enum RevError {
         /// Rows committed in total, when an attempt got as far as reading the checkpoint.
         committed: Option<i64>,
         report: Box<TaskReport>,
-        cause: Box<RevError>,
+        cause: Box<PgToMssqlError>,
     },
 }
 
-impl RevError {
+impl PgToMssqlError {
     /// Whether another attempt may succeed (see [`crate::retry::is_transient`]).
     pub fn is_transient(&self) -> bool {
         match self {
-            RevError::Stalled(_) => true,
-            RevError::Failed { .. } => false,
+            PgToMssqlError::Stalled(_) => true,
+            PgToMssqlError::Failed { .. } => false,
             other => crate::retry::is_transient(other),
         }
     }
@@ -153,8 +150,8 @@ impl RevError {
     /// What a failed task left committed.
     pub fn report(&self) -> Option<&TaskReport> {
         match self {
-            RevError::Failed { report, .. } => Some(report),
-            RevError::Task { source, .. } => source.report(),
+            PgToMssqlError::Failed { report, .. } => Some(report),
+            PgToMssqlError::Task { source, .. } => source.report(),
             _ => None,
         }
     }
@@ -162,28 +159,28 @@ impl RevError {
     /// The reports of a copy that failed: rows committed per task, failed tasks included.
     pub fn task_reports(&self) -> Vec<TaskReport> {
         match self {
-            RevError::Tasks { reports, .. } => reports.clone(),
+            PgToMssqlError::Tasks { reports, .. } => reports.clone(),
             other => other.report().cloned().into_iter().collect(),
         }
     }
 }
 
-// The tiberius errors are large; boxing keeps `Result<_, RevError>` small.
-impl From<ConnectError> for RevError {
+// The tiberius errors are large; boxing keeps `Result<_, PgToMssqlError>` small.
+impl From<ConnectError> for PgToMssqlError {
     fn from(e: ConnectError) -> Self {
-        RevError::Target(Box::new(e))
+        PgToMssqlError::Target(Box::new(e))
     }
 }
 
-impl From<MsCheckpointError> for RevError {
+impl From<MsCheckpointError> for PgToMssqlError {
     fn from(e: MsCheckpointError) -> Self {
-        RevError::Checkpoint(Box::new(e))
+        PgToMssqlError::Checkpoint(Box::new(e))
     }
 }
 
-impl From<BulkError> for RevError {
+impl From<BulkError> for PgToMssqlError {
     fn from(e: BulkError) -> Self {
-        RevError::Bulk(Box::new(e))
+        PgToMssqlError::Bulk(Box::new(e))
     }
 }
 
@@ -211,10 +208,10 @@ impl CiNames {
         }
     }
 
-    fn claim(&mut self, name: &str) -> Result<String, RevError> {
+    fn claim(&mut self, name: &str) -> Result<String, PgToMssqlError> {
         let k = name.to_lowercase();
         if let Some(first) = self.used.get(&k) {
-            return Err(RevError::NameCollision {
+            return Err(PgToMssqlError::NameCollision {
                 scope: self.scope.clone(),
                 first: first.clone(),
                 second: name.to_string(),
@@ -245,10 +242,10 @@ impl CiNames {
     }
 }
 
-fn scan_err(t: &PgTable, column: &str) -> impl Fn(tokio_postgres::Error) -> RevError {
+fn scan_err(t: &PgTable, column: &str) -> impl Fn(tokio_postgres::Error) -> PgToMssqlError {
     let table = t.qualified();
     let column = column.to_string();
-    move |source| RevError::Scan {
+    move |source| PgToMssqlError::Scan {
         table: table.clone(),
         column: column.clone(),
         source,
@@ -259,7 +256,7 @@ fn pg_table(t: &PgTable) -> String {
     format!("{}.{}", quote_pg(&t.schema), quote_pg(&t.name))
 }
 
-async fn numeric_scan(pg: &Client, t: &PgTable, column: &str) -> Result<NumericScan, RevError> {
+async fn numeric_scan(pg: &Client, t: &PgTable, column: &str) -> Result<NumericScan, PgToMssqlError> {
     let c = quote_pg(column);
     let normal = format!("{c} NOT IN ('NaN'::numeric, 'Infinity'::numeric, '-Infinity'::numeric)");
     let sql = format!(
@@ -278,7 +275,7 @@ async fn numeric_scan(pg: &Client, t: &PgTable, column: &str) -> Result<NumericS
 }
 
 /// The longest value in UTF-16 code units (characters outside the BMP count twice).
-async fn longest_text(pg: &Client, t: &PgTable, column: &str) -> Result<i64, RevError> {
+async fn longest_text(pg: &Client, t: &PgTable, column: &str) -> Result<i64, PgToMssqlError> {
     let c = quote_pg(column);
     let sql = format!(
         "SELECT coalesce(max(length({c}::text) + length(regexp_replace({c}::text, '[\\u0001-\\uFFFF]', '', 'g'))), 0)::bigint FROM {}",
@@ -292,11 +289,11 @@ async fn longest_text(pg: &Client, t: &PgTable, column: &str) -> Result<i64, Rev
 async fn key_collision(
     pg: &Client,
     t: &PgTable,
-    mapped: &[RevColumn],
+    mapped: &[PgToMssqlColumn],
     constraint: &str,
     columns: &[String],
     nulls_distinct: bool,
-) -> Result<(), RevError> {
+) -> Result<(), PgToMssqlError> {
     let texty = |n: &String| {
         mapped
             .iter()
@@ -340,7 +337,7 @@ async fn key_collision(
         .await
         .map_err(scan_err(t, &columns.join(", ")))?
     {
-        return Err(RevError::KeyCollision {
+        return Err(PgToMssqlError::KeyCollision {
             table: t.qualified(),
             constraint: constraint.to_string(),
             values: r.get::<_, Option<String>>(0).unwrap_or_default(),
@@ -357,27 +354,203 @@ fn keyable(d: Decode) -> bool {
     )
 }
 
-/// Selects, maps and names the tables; scans the data where the mapping depends on it.
-pub async fn build_plan(pg: &Client, source: Vec<PgTable>, opts: &Options) -> Result<RevPlan, RevError> {
-    let selection = mssql_pg_crds::TableSelection {
-        include: opts.include.clone(),
-        exclude: opts.exclude.clone(),
+/// The table's columns mapped to SQL Server types, with the data scans the mapping needs
+/// (unbounded numerics, text columns that are index keys).
+async fn map_columns(
+    pg: &Client,
+    t: &PgTable,
+    warnings: &mut Vec<String>,
+) -> Result<Vec<PgToMssqlColumn>, PgToMssqlError> {
+    let q = t.qualified();
+    let mut cols = CiNames::new(format!("columns of table {q}"));
+    // Columns that are (part of) an index key need a sized nvarchar.
+    let mut key_cols: Vec<&String> = Vec::new();
+    if let Some(pk) = &t.primary_key {
+        key_cols.extend(pk.columns.iter());
     }
-    .compile()
-    .map_err(|errors| {
-        RevError::Pattern(
-            errors
+    for u in &t.unique {
+        key_cols.extend(u.columns.iter());
+    }
+    for ix in &t.indexes {
+        key_cols.extend(ix.columns.iter().map(|(c, _)| c));
+    }
+    let mut columns = Vec::new();
+    for c in &t.columns {
+        cols.claim(&c.name)?;
+        let scan = if needs_numeric_scan(c) {
+            Some(numeric_scan(pg, t, &c.name).await?)
+        } else {
+            None
+        };
+        let mut w = Vec::new();
+        let mut m = map_column(c, scan, &mut w).map_err(|source| PgToMssqlError::Mapping {
+            table: q.clone(),
+            source,
+        })?;
+        if m.ms_type == (MsType::NVarChar { length: None }) && key_cols.contains(&&c.name) {
+            let longest = longest_text(pg, t, &c.name).await?;
+            if longest <= MAX_KEY_UNITS {
+                let n = longest.max(1) as u32;
+                // Headroom for new rows: at least 100 units, within the key limit.
+                let n = n.max(100).min(MAX_KEY_UNITS as u32);
+                w.push(format!(
+                    "column {}: {} is an index key; nvarchar(max) cannot be, so it becomes nvarchar({n}) \
+                     (longest value: {longest})",
+                    c.name, c.formatted
+                ));
+                m.ms_type = MsType::NVarChar { length: Some(n) };
+                m.decode = Decode::Text { max_units: Some(n) };
+            }
+        }
+        warnings.extend(w.into_iter().map(|w| format!("table {q}: {w}")));
+        columns.push(m);
+    }
+    Ok(columns)
+}
+
+/// Generated columns become computed PERSISTED columns where their expression translates.
+fn computed_columns(t: &PgTable, columns: &mut [PgToMssqlColumn], warnings: &mut Vec<String>) {
+    let q = t.qualified();
+    for col in columns.iter_mut() {
+        let Some(expr) = col.source.generated.clone() else {
+            continue;
+        };
+        let lookup = |n: &str| {
+            t.columns
                 .iter()
-                .map(|(f, e)| format!("tables.{f}: {e}"))
-                .collect::<Vec<_>>()
-                .join("; "),
+                .any(|c| c.name == n && c.generated.is_none())
+                .then(|| n.to_string())
+        };
+        let name = col.source.name.clone();
+        match crate::mssql::expr::translate(
+            &expr,
+            &crate::mssql::expr::Ctx {
+                columns: &lookup,
+                column_type: Some(col.ms_type),
+            },
+        ) {
+            Ok(tsql) => {
+                warnings.push(format!(
+                    "table {q}: generated column {name} becomes the computed column AS ({tsql}) PERSISTED"
+                ));
+                col.computed = Some(tsql);
+            }
+            Err(e) => warnings.push(format!(
+                "table {q}: generated column {name} ({expr}) is copied as plain values: its expression \
+                 could not be translated ({e})"
+            )),
+        }
+    }
+}
+
+/// Refuses a table whose unique keys would collide under SQL Server's case-insensitive,
+/// trailing-space-insensitive comparison.
+async fn check_key_collisions(
+    pg: &Client,
+    t: &PgTable,
+    columns: &[PgToMssqlColumn],
+) -> Result<(), PgToMssqlError> {
+    if let Some(pk) = &t.primary_key {
+        key_collision(
+            pg,
+            t,
+            columns,
+            &format!("primary key {}", pk.name),
+            &pk.columns,
+            false,
         )
-    })?;
-    let selected: Vec<PgTable> = source
-        .into_iter()
-        // Only the selected schemas were read: a pattern without a schema part applies to each.
-        .filter(|t| selection.matches(&t.schema, &t.schema, &t.name))
-        .collect();
+        .await?;
+    }
+    for u in &t.unique {
+        key_collision(
+            pg,
+            t,
+            columns,
+            &format!("unique constraint {}", u.name),
+            &u.columns,
+            !u.nulls_not_distinct,
+        )
+        .await?;
+    }
+    for ix in t.indexes.iter().filter(|ix| ix.unique && ix.expression.is_none()) {
+        let cols: Vec<String> = ix.columns.iter().map(|(c, _)| c.clone()).collect();
+        key_collision(
+            pg,
+            t,
+            columns,
+            &format!("unique index {}", ix.name),
+            &cols,
+            !ix.nulls_not_distinct,
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// The primary key's columns, when every one can drive keyset paging.
+fn keyset_key(t: &PgTable, columns: &[PgToMssqlColumn]) -> Option<Vec<usize>> {
+    t.primary_key.as_ref().and_then(|pk| {
+        pk.columns
+            .iter()
+            .map(|n| {
+                let i = columns.iter().position(|c| &c.source.name == n)?;
+                keyable(columns[i].decode).then_some(i)
+            })
+            .collect::<Option<Vec<_>>>()
+    })
+}
+
+/// SQL Server names of the table's constraints (schema-scoped there: a taken one gets the table's
+/// name as prefix).
+fn constraint_names(
+    t: &PgTable,
+    columns: &[PgToMssqlColumn],
+    constraints: &mut CiNames,
+    warnings: &mut Vec<String>,
+) -> TableNames {
+    let tn = t.name.clone();
+    let mut n = TableNames {
+        pk: t
+            .primary_key
+            .as_ref()
+            .map(|pk| constraints.claim_or_prefix(&tn, &pk.name, warnings))
+            .unwrap_or_default(),
+        ..TableNames::default()
+    };
+    for u in &t.unique {
+        n.unique.push(constraints.claim_or_prefix(&tn, &u.name, warnings));
+    }
+    for ck in &t.checks {
+        n.checks
+            .push(constraints.claim_or_prefix(&tn, &ck.name, warnings));
+    }
+    for fk in &t.foreign_keys {
+        n.fks.push(constraints.claim_or_prefix(&tn, &fk.name, warnings));
+    }
+    for c in columns {
+        n.column_checks.push(
+            c.check
+                .as_ref()
+                .map(|_| constraints.claim_or_prefix(&tn, &format!("CK_{tn}_{}", c.source.name), warnings)),
+        );
+        n.defaults.push(
+            c.source
+                .default
+                .as_ref()
+                .map(|_| constraints.claim_or_prefix(&tn, &format!("DF_{tn}_{}", c.source.name), warnings)),
+        );
+    }
+    n
+}
+
+/// Selects, maps and names the tables; scans the data where the mapping depends on it.
+pub async fn build_plan(
+    pg: &Client,
+    source: Vec<PgTable>,
+    opts: &Options,
+) -> Result<PgToMssqlPlan, PgToMssqlError> {
+    let selected = crate::plan::select_tables(source, opts, |t| (&t.schema, &t.name))
+        .map_err(PgToMssqlError::Pattern)?;
     let mut warnings = Vec::new();
     // Object names are unique per schema in SQL Server, compared case-insensitively.
     let mut namespaces: BTreeMap<String, (CiNames, CiNames)> = BTreeMap::new();
@@ -394,125 +567,12 @@ pub async fn build_plan(pg: &Client, source: Vec<PgTable>, opts: &Options) -> Re
                 )
             });
         table_names.claim(&t.name)?;
-        let mut cols = CiNames::new(format!("columns of table {q}"));
-        // Columns that are (part of) an index key need a sized nvarchar.
-        let mut key_cols: Vec<&String> = Vec::new();
-        if let Some(pk) = &t.primary_key {
-            key_cols.extend(pk.columns.iter());
-        }
-        for u in &t.unique {
-            key_cols.extend(u.columns.iter());
-        }
-        for ix in &t.indexes {
-            key_cols.extend(ix.columns.iter().map(|(c, _)| c));
-        }
-        let mut columns = Vec::new();
-        for c in &t.columns {
-            cols.claim(&c.name)?;
-            let scan = if needs_numeric_scan(c) {
-                Some(numeric_scan(pg, &t, &c.name).await?)
-            } else {
-                None
-            };
-            let mut w = Vec::new();
-            let mut m = map_column(c, scan, &mut w).map_err(|source| RevError::Mapping {
-                table: q.clone(),
-                source,
-            })?;
-            if m.ms_type == (MsType::NVarChar { length: None }) && key_cols.contains(&&c.name) {
-                let longest = longest_text(pg, &t, &c.name).await?;
-                if longest <= MAX_KEY_UNITS {
-                    let n = longest.max(1) as u32;
-                    // Headroom for new rows: at least 100 units, within the key limit.
-                    let n = n.max(100).min(MAX_KEY_UNITS as u32);
-                    w.push(format!(
-                        "column {}: {} is an index key; nvarchar(max) cannot be, so it becomes nvarchar({n}) \
-                         (longest value: {longest})",
-                        c.name, c.formatted
-                    ));
-                    m.ms_type = MsType::NVarChar { length: Some(n) };
-                    m.decode = Decode::Text { max_units: Some(n) };
-                }
-            }
-            warnings.extend(w.into_iter().map(|w| format!("table {q}: {w}")));
-            columns.push(m);
-        }
-        // Generated columns become computed PERSISTED columns where their expression translates.
-        for col in columns.iter_mut() {
-            let Some(expr) = col.source.generated.clone() else {
-                continue;
-            };
-            let lookup = |n: &str| {
-                t.columns
-                    .iter()
-                    .any(|c| c.name == n && c.generated.is_none())
-                    .then(|| n.to_string())
-            };
-            let name = col.source.name.clone();
-            match crate::mssql::expr::translate(
-                &expr,
-                &crate::mssql::expr::Ctx {
-                    columns: &lookup,
-                    column_type: Some(col.ms_type),
-                },
-            ) {
-                Ok(tsql) => {
-                    warnings.push(format!(
-                        "table {q}: generated column {name} becomes the computed column AS ({tsql}) PERSISTED"
-                    ));
-                    col.computed = Some(tsql);
-                }
-                Err(e) => warnings.push(format!(
-                    "table {q}: generated column {name} ({expr}) is copied as plain values: its expression \
-                     could not be translated ({e})"
-                )),
-            }
-        }
-        if let Some(pk) = &t.primary_key {
-            key_collision(
-                pg,
-                &t,
-                &columns,
-                &format!("primary key {}", pk.name),
-                &pk.columns,
-                false,
-            )
-            .await?;
-        }
-        for u in &t.unique {
-            key_collision(
-                pg,
-                &t,
-                &columns,
-                &format!("unique constraint {}", u.name),
-                &u.columns,
-                !u.nulls_not_distinct,
-            )
-            .await?;
-        }
-        for ix in t.indexes.iter().filter(|ix| ix.unique && ix.expression.is_none()) {
-            let cols: Vec<String> = ix.columns.iter().map(|(c, _)| c.clone()).collect();
-            key_collision(
-                pg,
-                &t,
-                &columns,
-                &format!("unique index {}", ix.name),
-                &cols,
-                !ix.nulls_not_distinct,
-            )
-            .await?;
-        }
-        let key = t.primary_key.as_ref().and_then(|pk| {
-            pk.columns
-                .iter()
-                .map(|n| {
-                    let i = columns.iter().position(|c| &c.source.name == n)?;
-                    keyable(columns[i].decode).then_some(i)
-                })
-                .collect::<Option<Vec<_>>>()
-        });
+        let mut columns = map_columns(pg, &t, &mut warnings).await?;
+        computed_columns(&t, &mut columns, &mut warnings);
+        check_key_collisions(pg, &t, &columns).await?;
+        let key = keyset_key(&t, &columns);
         if opts.mode == Mode::Upsert && t.primary_key.is_none() {
-            return Err(RevError::UpsertWithoutKey(q));
+            return Err(PgToMssqlError::UpsertWithoutKey(q));
         }
         if key.is_none() {
             warnings.push(format!(
@@ -520,56 +580,18 @@ pub async fn build_plan(pg: &Client, source: Vec<PgTable>, opts: &Options) -> Re
                  restarted from scratch if interrupted"
             ));
         }
-        let tn = t.name.clone();
-        let mut n = TableNames {
-            pk: t
-                .primary_key
-                .as_ref()
-                .map(|pk| constraints.claim_or_prefix(&tn, &pk.name, &mut warnings))
-                .unwrap_or_default(),
-            ..TableNames::default()
-        };
-        for u in &t.unique {
-            n.unique
-                .push(constraints.claim_or_prefix(&tn, &u.name, &mut warnings));
-        }
-        for ck in &t.checks {
-            n.checks
-                .push(constraints.claim_or_prefix(&tn, &ck.name, &mut warnings));
-        }
-        for fk in &t.foreign_keys {
-            n.fks
-                .push(constraints.claim_or_prefix(&tn, &fk.name, &mut warnings));
-        }
-        for c in &columns {
-            n.column_checks.push(c.check.as_ref().map(|_| {
-                constraints.claim_or_prefix(&tn, &format!("CK_{tn}_{}", c.source.name), &mut warnings)
-            }));
-            n.defaults.push(c.source.default.as_ref().map(|_| {
-                constraints.claim_or_prefix(&tn, &format!("DF_{tn}_{}", c.source.name), &mut warnings)
-            }));
-        }
-        names.push(n);
-        tables.push(RevTablePlan {
+        names.push(constraint_names(&t, &columns, constraints, &mut warnings));
+        tables.push(PgToMssqlTablePlan {
+            target_name: t.name.clone(),
             source: t,
             target_schema,
-            target_name: tn,
             columns,
             key,
         });
     }
-    let tasks = tables
-        .iter()
-        .enumerate()
-        .map(|(i, t)| TaskPlan {
-            name: t.task_base_name(),
-            table: i,
-            lower: None,
-            upper: None,
-            estimated_rows: t.source.row_count,
-        })
-        .collect();
-    Ok(RevPlan {
+    let tasks =
+        crate::plan::whole_table_tasks(tables.iter().map(|t| (t.task_base_name(), t.source.row_count)));
+    Ok(PgToMssqlPlan {
         tables,
         names,
         tasks,
@@ -578,29 +600,26 @@ pub async fn build_plan(pg: &Client, source: Vec<PgTable>, opts: &Options) -> Re
 }
 
 #[derive(Clone)]
-pub struct RevEngine {
+pub struct PgToMssqlEngine {
     /// The PostgreSQL source (connection settings).
-    pub source: PgTarget,
+    pub source: PgEndpoint,
     /// The SQL Server target (connection settings).
-    pub target: MssqlSource,
+    pub target: MssqlEndpoint,
     pub options: Options,
     pub copy: CopyOptions,
 }
 
-/// What `prepare` returns in this direction.
-pub type RevPrepared = Prepared<RevPlan>;
-
-fn ddl_err(what: &str, sql: &str) -> impl Fn(tiberius::error::Error) -> RevError {
+fn ddl_err(what: &str, sql: &str) -> impl Fn(tiberius::error::Error) -> PgToMssqlError {
     let what = what.to_string();
     let sql = sql.to_string();
-    move |source| RevError::Ddl {
+    move |source| PgToMssqlError::Ddl {
         what: what.clone(),
         sql: sql.clone(),
         source: Box::new(source),
     }
 }
 
-async fn ms_batch(ms: &mut TdsClient, what: &str, sql: &str) -> Result<(), RevError> {
+async fn ms_batch(ms: &mut TdsClient, what: &str, sql: &str) -> Result<(), PgToMssqlError> {
     ms.simple_query(sql)
         .await
         .map_err(ddl_err(what, sql))?
@@ -627,7 +646,7 @@ async fn exec_stmts(
     ms: &mut TdsClient,
     stmts: Vec<MsStmt>,
     warnings: &mut Vec<String>,
-) -> Result<(), RevError> {
+) -> Result<(), PgToMssqlError> {
     for s in stmts {
         let r = match ms.simple_query(s.sql.as_str()).await {
             Ok(stream) => stream.into_results().await.map(|_| ()),
@@ -643,7 +662,7 @@ async fn exec_stmts(
                 s.sql
             )),
             Err(source) => {
-                return Err(RevError::Ddl {
+                return Err(PgToMssqlError::Ddl {
                     what: s.what,
                     sql: s.sql,
                     source: Box::new(source),
@@ -654,7 +673,7 @@ async fn exec_stmts(
     Ok(())
 }
 
-async fn scalar_i64(ms: &mut TdsClient, sql: &str) -> Result<Option<i64>, RevError> {
+async fn scalar_i64(ms: &mut TdsClient, sql: &str) -> Result<Option<i64>, PgToMssqlError> {
     let row = ms
         .simple_query(sql)
         .await
@@ -670,9 +689,9 @@ async fn scalar_i64(ms: &mut TdsClient, sql: &str) -> Result<Option<i64>, RevErr
     }))
 }
 
-impl RevEngine {
+impl PgToMssqlEngine {
     /// Introspects the source and builds the plan, with partitions for large tables.
-    pub async fn plan(&self) -> Result<RevPlan, RevError> {
+    pub async fn plan(&self) -> Result<PgToMssqlPlan, PgToMssqlError> {
         let pg = self.source.connect().await?;
         let mut tables = Vec::new();
         let mut modules = Vec::new();
@@ -709,14 +728,14 @@ impl RevEngine {
     }
 
     /// The source schemas to read: `source_schema`, or those `source.*.schemas` selects.
-    async fn source_schemas(&self, pg: &Client) -> Result<Vec<String>, RevError> {
+    async fn source_schemas(&self, pg: &Client) -> Result<Vec<String>, PgToMssqlError> {
         if self.options.source_schemas.is_empty() {
             return Ok(vec![self.options.source_schema.clone()]);
         }
         let mut out = Vec::new();
         for schema in crate::pg::introspect::user_schemas(pg).await? {
             if crate::plan::schema_selected(&self.options, &schema)
-                .map_err(|e| RevError::Pattern(e.to_string()))?
+                .map_err(|e| PgToMssqlError::Pattern(e.to_string()))?
             {
                 out.push(schema);
             }
@@ -724,7 +743,7 @@ impl RevEngine {
         Ok(out)
     }
 
-    async fn connect_target(&self) -> Result<(TdsClient, Option<i32>), RevError> {
+    async fn connect_target(&self) -> Result<(TdsClient, Option<i32>), PgToMssqlError> {
         let (mut ms, granted) = self.target.connect_reporting_packet_size().await?;
         let packet = match granted {
             Some(size) => i32::try_from(size).ok(),
@@ -733,7 +752,7 @@ impl RevEngine {
         Ok((ms, packet))
     }
 
-    async fn table_exists(ms: &mut TdsClient, t: &RevTablePlan) -> Result<bool, RevError> {
+    async fn table_exists(ms: &mut TdsClient, t: &PgToMssqlTablePlan) -> Result<bool, PgToMssqlError> {
         let name = ddl::qualified(t).replace('\'', "''");
         Ok(scalar_i64(ms, &format!("SELECT OBJECT_ID(N'{name}', N'U')"))
             .await?
@@ -743,7 +762,7 @@ impl RevEngine {
     /// Drops the foreign keys of the migration's own tables that reference a table (finalize
     /// recreates them) and those of other tables the user allowed to go (`dropDependents`; their
     /// statements were saved for finalize), so it can be dropped or truncated.
-    async fn drop_referencing_fks(ms: &mut TdsClient, t: &RevTablePlan) -> Result<(), RevError> {
+    async fn drop_referencing_fks(ms: &mut TdsClient, t: &PgToMssqlTablePlan) -> Result<(), PgToMssqlError> {
         let name = ddl::qualified(t).replace('\'', "''");
         let sql = format!(
             "SELECT fk.name, OBJECT_SCHEMA_NAME(fk.parent_object_id), OBJECT_NAME(fk.parent_object_id) \
@@ -779,7 +798,11 @@ impl RevEngine {
     }
 
     /// What a run would do to each target table, from the target's catalog (reads only).
-    async fn target_actions(&self, ms: &mut TdsClient, plan: &RevPlan) -> Result<Vec<TableAction>, RevError> {
+    async fn target_actions(
+        &self,
+        ms: &mut TdsClient,
+        plan: &PgToMssqlPlan,
+    ) -> Result<Vec<TableAction>, PgToMssqlError> {
         let mut existing = vec![None; plan.tables.len()];
         let schemas: std::collections::BTreeSet<&str> =
             plan.tables.iter().map(|t| t.target_schema.as_str()).collect();
@@ -793,7 +816,7 @@ impl RevEngine {
                 .unzip();
             let found = existing_tables(ms, schema, &names)
                 .await
-                .map_err(|e| RevError::TargetCatalog(Box::new(e)))?;
+                .map_err(|e| PgToMssqlError::TargetCatalog(Box::new(e)))?;
             for (i, f) in index.into_iter().zip(found) {
                 existing[i] = f;
             }
@@ -829,7 +852,7 @@ impl RevEngine {
     }
 
     /// Plans and says what a run would do to the target, writing nothing.
-    pub async fn dry_run(&self) -> Result<DryRun<RevPlan>, RevError> {
+    pub async fn dry_run(&self) -> Result<DryRun<PgToMssqlPlan>, PgToMssqlError> {
         let plan = self.plan().await?;
         let (mut ms, packet) = self.connect_target().await?;
         let actions = self.target_actions(&mut ms, &plan).await?;
@@ -843,7 +866,7 @@ impl RevEngine {
     /// Plans, then creates the target tables, unless a previous incomplete run of the same plan
     /// exists: then its tables, checkpoints and task ranges are kept and copying resumes.
     /// Nothing is written before every table's existing target has been checked.
-    pub async fn prepare(&self) -> Result<RevPrepared, RevError> {
+    pub async fn prepare(&self) -> Result<Prepared<PgToMssqlPlan>, PgToMssqlError> {
         let mut plan = self.plan().await?;
         let (mut ms, packet) = self.connect_target().await?;
         let migration = &self.options.migration;
@@ -860,7 +883,7 @@ impl RevEngine {
             }
             if all {
                 plan.tasks = tasks;
-                return Ok(RevPrepared {
+                return Ok(Prepared {
                     plan,
                     resumed: true,
                     negotiated_packet_size: packet,
@@ -870,7 +893,7 @@ impl RevEngine {
         let actions = self.target_actions(&mut ms, &plan).await?;
         let refused = target_check::refusals(plan.tables.iter().map(ddl::qualified), &actions);
         if !refused.is_empty() {
-            return Err(RevError::Refused(refused));
+            return Err(PgToMssqlError::Refused(refused));
         }
         mscp::ensure_tables(&mut ms).await?;
         let recreate: Vec<String> = actions
@@ -932,7 +955,7 @@ impl RevEngine {
         mscp::reset(&mut ms, migration).await?;
         let tasks = serde_json::to_string(&plan.tasks).unwrap_or_default();
         mscp::set_run_state(&mut ms, migration, &fingerprint, "copying", Some(&tasks)).await?;
-        Ok(RevPrepared {
+        Ok(Prepared {
             plan,
             resumed: false,
             negotiated_packet_size: packet,
@@ -940,94 +963,25 @@ impl RevEngine {
     }
 
     /// The plan of the current run with the task ranges stored by `prepare`.
-    pub async fn stored_plan(&self) -> Result<RevPlan, RevError> {
+    pub async fn stored_plan(&self) -> Result<PgToMssqlPlan, PgToMssqlError> {
         let mut plan = self.plan().await?;
         let (mut ms, _) = self.connect_target().await?;
         mscp::ensure_tables(&mut ms).await?;
         match mscp::run_state(&mut ms, &self.options.migration).await? {
             Some((fp, _, Some(tasks))) if fp == plan.fingerprint() => {
                 plan.tasks = serde_json::from_str(&tasks)
-                    .map_err(|e| RevError::StoredPlan(self.options.migration.clone(), e.to_string()))?;
+                    .map_err(|e| PgToMssqlError::StoredPlan(self.options.migration.clone(), e.to_string()))?;
                 Ok(plan)
             }
-            _ => Err(RevError::StoredPlan(
+            _ => Err(PgToMssqlError::StoredPlan(
                 self.options.migration.clone(),
                 "no prepared run with the current source schema; run `plan` first".into(),
             )),
         }
     }
 
-    pub async fn copy_one(&self, plan: &RevPlan, name: &str) -> Result<TaskReport, RevError> {
-        let task = plan
-            .tasks
-            .iter()
-            .find(|t| t.name == name)
-            .ok_or_else(|| RevError::NoSuchTask(name.into()))?;
-        copy_task(self, &plan.tables[task.table], task)
-            .await
-            .map_err(|e| RevError::Task {
-                task: task.name.clone(),
-                source: Box::new(e),
-            })
-    }
-
-    /// Copies every task, at most `parallelism` at once, largest first. Every task runs to its end
-    /// even when another fails.
-    pub async fn copy_all(&self, plan: &RevPlan) -> Result<Vec<TaskReport>, RevError> {
-        let engine = Arc::new(self.clone());
-        let sem = Arc::new(Semaphore::new(self.options.parallelism.max(1)));
-        let plan = Arc::new(plan.clone());
-        let mut set = JoinSet::new();
-        for (i, task) in plan.tasks.iter().enumerate() {
-            let sem = sem.clone();
-            let plan = plan.clone();
-            let engine = engine.clone();
-            let name = task.name.clone();
-            set.spawn(async move {
-                let _permit = sem.acquire_owned().await;
-                let task = &plan.tasks[i];
-                tracing::info!(task = %name, "copy started");
-                let r = copy_task(&engine, &plan.tables[task.table], task).await;
-                match &r {
-                    Ok(rep) => {
-                        tracing::info!(task = %name, rows = rep.rows, seconds = rep.seconds, "copy done")
-                    }
-                    Err(e) => tracing::error!(task = %name, error = %e, "copy failed"),
-                }
-                (name, r)
-            });
-        }
-        let mut reports = Vec::new();
-        let mut errors = Vec::new();
-        while let Some(joined) = set.join_next().await {
-            match joined {
-                Ok((_, Ok(rep))) => reports.push(rep),
-                Ok((task, Err(e))) => {
-                    reports.extend(e.report().cloned());
-                    errors.push(RevError::Task {
-                        task,
-                        source: Box::new(e),
-                    });
-                }
-                Err(e) => errors.push(RevError::Join(e.to_string())),
-            }
-        }
-        let total = plan.tasks.len();
-        match errors.len() {
-            0 => Ok(reports),
-            // One failure reads best as itself when it is the only task.
-            1 if total == 1 => Err(errors.remove(0)),
-            failed => Err(RevError::Tasks {
-                failed,
-                total,
-                first: Box::new(errors.remove(0)),
-                reports,
-            }),
-        }
-    }
-
     /// Keys, indexes, checks, defaults and identity per table, then foreign keys. Safe to rerun.
-    pub async fn finalize(&self, plan: &RevPlan) -> Result<Vec<String>, RevError> {
+    pub async fn finalize(&self, plan: &PgToMssqlPlan) -> Result<Vec<String>, PgToMssqlError> {
         let (mut ms, _) = self.connect_target().await?;
         let pg = self.source.connect().await?;
         let mut warnings = Vec::new();
@@ -1066,7 +1020,12 @@ impl RevEngine {
     }
 
     /// Sets the identity past both the copied maximum and the source sequence's last value.
-    async fn reseed(&self, ms: &mut TdsClient, pg: &Client, t: &RevTablePlan) -> Result<(), RevError> {
+    async fn reseed(
+        &self,
+        ms: &mut TdsClient,
+        pg: &Client,
+        t: &PgToMssqlTablePlan,
+    ) -> Result<(), PgToMssqlError> {
         let Some(c) = t.columns.iter().find(|c| c.identity) else {
             return Ok(());
         };
@@ -1098,36 +1057,7 @@ impl RevEngine {
         Ok(())
     }
 
-    pub async fn verify(&self, plan: &RevPlan) -> Result<Vec<TableVerification>, RevError> {
-        let engine = Arc::new(self.clone());
-        if self.options.verify == VerifyMode::None {
-            return Ok(Vec::new());
-        }
-        let sem = Arc::new(Semaphore::new(self.options.parallelism.max(1)));
-        let mut set = JoinSet::new();
-        for t in plan.tables.clone() {
-            let sem = sem.clone();
-            let engine = engine.clone();
-            set.spawn(async move {
-                let _permit = sem.acquire_owned().await;
-                let (mut ms, _) = engine.connect_target().await?;
-                let pg = engine.source.connect().await?;
-                let upsert = engine.options.mode == Mode::Upsert;
-                verify_table(&pg, &mut ms, &t, engine.options.verify, upsert).await
-            });
-        }
-        let mut out = Vec::new();
-        while let Some(r) = set.join_next().await {
-            match r {
-                Ok(v) => out.push(v?),
-                Err(e) => return Err(RevError::Join(e.to_string())),
-            }
-        }
-        out.sort_by(|a, b| a.table.cmp(&b.table));
-        Ok(out)
-    }
-
-    pub async fn mark_succeeded(&self, plan: &RevPlan) -> Result<(), RevError> {
+    pub async fn mark_succeeded(&self, plan: &PgToMssqlPlan) -> Result<(), PgToMssqlError> {
         let (mut ms, _) = self.connect_target().await?;
         mscp::set_run_state(
             &mut ms,
@@ -1144,10 +1074,10 @@ impl RevEngine {
 /// Copies one task, resuming after its checkpoint when there is one, and again from the
 /// checkpoint after a transient fault (see [`CopyOptions::retry`]).
 pub async fn copy_task(
-    engine: &RevEngine,
-    t: &RevTablePlan,
+    engine: &PgToMssqlEngine,
+    t: &PgToMssqlTablePlan,
     task: &TaskPlan,
-) -> Result<TaskReport, RevError> {
+) -> Result<TaskReport, PgToMssqlError> {
     let state = AttemptState::default();
     run_task(
         &engine.copy.retry,
@@ -1155,10 +1085,10 @@ pub async fn copy_task(
         t.source.qualified(),
         &state,
         || copy_attempt(engine, t, task, &state),
-        RevError::is_transient,
+        PgToMssqlError::is_transient,
     )
     .await
-    .map_err(|f| RevError::Failed {
+    .map_err(|f| PgToMssqlError::Failed {
         attempts: f.attempts,
         transient: f.transient,
         committed: f.committed,
@@ -1169,41 +1099,21 @@ pub async fn copy_task(
 
 /// One attempt of [`copy_task`].
 async fn copy_attempt(
-    engine: &RevEngine,
-    t: &RevTablePlan,
+    engine: &PgToMssqlEngine,
+    t: &PgToMssqlTablePlan,
     task: &TaskPlan,
     state: &AttemptState,
-) -> Result<TaskReport, RevError> {
-    let started = Instant::now();
+) -> Result<TaskReport, PgToMssqlError> {
     let migration = &engine.options.migration;
     let (mut ms, ms_watch) = engine.target.connect_watched().await?;
     let cp = mscp::load(&mut ms, migration, &task.name)
         .await?
         .unwrap_or_default();
-    let mut report = TaskReport {
-        task: task.name.clone(),
-        table: t.source.qualified(),
-        rows: 0,
-        total_rows: cp.rows,
-        bytes: 0,
-        chunks: 0,
-        seconds: 0.0,
-        resumed: cp.rows > 0 || cp.last_key.is_some(),
-        skipped: cp.done,
-        attempts: 1,
-        error: None,
+    let resume = match Resume::from_checkpoint(cp, t.key.is_some(), task, t.source.qualified(), state) {
+        Start::Done(report) => return Ok(report),
+        Start::From(resume) => resume,
     };
-    if cp.done {
-        state.begin(cp.rows);
-        return Ok(report);
-    }
-    let after = if t.key.is_some() {
-        cp.last_key.clone()
-    } else {
-        None
-    };
-    let committed_rows = if t.key.is_some() { cp.rows } else { 0 };
-    state.begin(committed_rows);
+    let (after, committed_rows) = (resume.after.clone(), resume.committed_rows);
 
     // Its I/O is polled by this task together with the reader and writer below.
     let (pg, pg_io, pg_watch) = engine.source.connect_undriven_watched().await?;
@@ -1259,7 +1169,7 @@ async fn copy_attempt(
     if (read.is_err() || written.is_err())
         && let Some(s) = stalled(&t.source.qualified(), [&pg_watch, &ms_watch])
     {
-        return Err(RevError::Stalled(s));
+        return Err(PgToMssqlError::Stalled(s));
     }
     // A reader error explains a writer that saw the channel close; report it first.
     read?;
@@ -1274,24 +1184,19 @@ async fn copy_attempt(
         )
         .await;
     }
-    report.rows = stats.rows;
-    report.total_rows = committed_rows + stats.rows as i64;
-    report.bytes = stats.bytes;
-    report.chunks = stats.chunks;
-    report.seconds = started.elapsed().as_secs_f64();
-    Ok(report)
+    Ok(resume.finish(stats))
 }
 
 /// Counts (and checksums) one table on both sides.
 pub async fn verify_table(
     pg: &Client,
     ms: &mut TdsClient,
-    t: &RevTablePlan,
+    t: &PgToMssqlTablePlan,
     mode: VerifyMode,
     upsert: bool,
-) -> Result<TableVerification, RevError> {
+) -> Result<TableVerification, PgToMssqlError> {
     let table = t.source.qualified();
-    let verr = |message: String| RevError::Verify {
+    let verr = |message: String| PgToMssqlError::Verify {
         table: table.clone(),
         message,
     };
@@ -1344,7 +1249,11 @@ pub async fn verify_table(
 }
 
 /// SQL Server rows re-encoded in the canonical PostgreSQL binary form and hashed.
-async fn mssql_digest(ms: &mut TdsClient, t: &RevTablePlan, keep: bool) -> Result<Digest, RevError> {
+async fn mssql_digest(
+    ms: &mut TdsClient,
+    t: &PgToMssqlTablePlan,
+    keep: bool,
+) -> Result<Digest, PgToMssqlError> {
     let table = t.source.qualified();
     let cols = t
         .columns
@@ -1354,7 +1263,7 @@ async fn mssql_digest(ms: &mut TdsClient, t: &RevTablePlan, keep: bool) -> Resul
         .join(", ");
     let sql = format!("SELECT {cols} FROM {}", ddl::qualified(t));
     let encoder = RowEncoder::new(t.columns.iter().map(|c| c.canonical).collect());
-    let verr = |message: String| RevError::Verify {
+    let verr = |message: String| PgToMssqlError::Verify {
         table: table.clone(),
         message,
     };
@@ -1380,9 +1289,10 @@ pub fn state_schema() -> &'static str {
     SCHEMA
 }
 
-impl Engine for RevEngine {
-    type Plan = RevPlan;
-    type Error = RevError;
+impl Engine for PgToMssqlEngine {
+    type Plan = PgToMssqlPlan;
+    type Error = PgToMssqlError;
+    type TaskError = PgToMssqlError;
     const DIRECTION: &'static str = "postgres-to-mssql";
 
     fn options(&self) -> &Options {
@@ -1393,39 +1303,74 @@ impl Engine for RevEngine {
         self.target.packet_size.min(REQUESTED_PACKET_SIZE)
     }
 
-    async fn dry_run(&self) -> Result<DryRun<RevPlan>, RevError> {
-        RevEngine::dry_run(self).await
+    async fn dry_run(&self) -> Result<DryRun<PgToMssqlPlan>, PgToMssqlError> {
+        PgToMssqlEngine::dry_run(self).await
     }
 
-    async fn prepare(&self) -> Result<RevPrepared, RevError> {
-        RevEngine::prepare(self).await
+    async fn prepare(&self) -> Result<Prepared<PgToMssqlPlan>, PgToMssqlError> {
+        PgToMssqlEngine::prepare(self).await
     }
 
-    async fn stored_plan(&self) -> Result<RevPlan, RevError> {
-        RevEngine::stored_plan(self).await
+    async fn stored_plan(&self) -> Result<PgToMssqlPlan, PgToMssqlError> {
+        PgToMssqlEngine::stored_plan(self).await
     }
 
-    async fn copy_one(&self, plan: &RevPlan, task: &str) -> Result<TaskReport, RevError> {
-        RevEngine::copy_one(self, plan, task).await
+    async fn finalize(&self, plan: &PgToMssqlPlan) -> Result<Vec<String>, PgToMssqlError> {
+        PgToMssqlEngine::finalize(self, plan).await
     }
 
-    async fn copy_all(&self, plan: &RevPlan) -> Result<Vec<TaskReport>, RevError> {
-        RevEngine::copy_all(self, plan).await
+    async fn mark_succeeded(&self, plan: &PgToMssqlPlan) -> Result<(), PgToMssqlError> {
+        PgToMssqlEngine::mark_succeeded(self, plan).await
     }
 
-    async fn finalize(&self, plan: &RevPlan) -> Result<Vec<String>, RevError> {
-        RevEngine::finalize(self, plan).await
-    }
-
-    async fn verify(&self, plan: &RevPlan) -> Result<Vec<TableVerification>, RevError> {
-        RevEngine::verify(self, plan).await
-    }
-
-    async fn mark_succeeded(&self, plan: &RevPlan) -> Result<(), RevError> {
-        RevEngine::mark_succeeded(self, plan).await
-    }
-
-    fn task_reports(e: &RevError) -> Vec<TaskReport> {
+    fn task_reports(e: &PgToMssqlError) -> Vec<TaskReport> {
         e.task_reports()
+    }
+
+    async fn copy_task(&self, plan: &PgToMssqlPlan, task: &TaskPlan) -> Result<TaskReport, PgToMssqlError> {
+        copy_task(self, &plan.tables[task.table], task).await
+    }
+
+    async fn verify_table(&self, t: &PgToMssqlTablePlan) -> Result<TableVerification, PgToMssqlError> {
+        let (mut ms, _) = self.connect_target().await?;
+        let pg = self.source.connect().await?;
+        let upsert = self.options.mode == Mode::Upsert;
+        verify_table(&pg, &mut ms, t, self.options.verify, upsert).await
+    }
+
+    fn failed_report(e: &PgToMssqlError) -> Option<&TaskReport> {
+        e.report()
+    }
+
+    fn task_error(task: String, source: PgToMssqlError) -> PgToMssqlError {
+        PgToMssqlError::Task {
+            task,
+            source: Box::new(source),
+        }
+    }
+
+    fn join_error(e: tokio::task::JoinError) -> PgToMssqlError {
+        PgToMssqlError::Join(e.to_string())
+    }
+
+    fn no_such_task(name: &str) -> PgToMssqlError {
+        PgToMssqlError::NoSuchTask(name.into())
+    }
+
+    fn copy_failed(
+        total: usize,
+        mut errors: Vec<PgToMssqlError>,
+        reports: Vec<TaskReport>,
+    ) -> PgToMssqlError {
+        match errors.len() {
+            // One failure reads best as itself when it is the only task.
+            1 if total == 1 => errors.remove(0),
+            failed => PgToMssqlError::Tasks {
+                failed,
+                total,
+                first: Box::new(errors.remove(0)),
+                reports,
+            },
+        }
     }
 }

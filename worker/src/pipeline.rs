@@ -1,12 +1,13 @@
 //! One copy task: a reader (SQL Server -> COPY bytes) and a writer (COPY + checkpoint per chunk)
 //! overlapping through a bounded channel, so memory stays flat whatever the table size.
 
-use crate::checkpoint::{self, CheckpointError};
+use crate::checkpoint::{self, Checkpoint, CheckpointError, KeyValue};
+use crate::chunk_loop::WriteStats;
 use crate::error_text::error_text;
 use crate::mapping::quote_pg;
-use crate::mssql::connect::{ConnectError, MssqlSource};
+use crate::mssql::connect::{ConnectError, MssqlEndpoint};
 use crate::mssql::read::{ReadError, read_task};
-use crate::pg::connect::{PgConnectError, PgTarget};
+use crate::pg::connect::{PgConnectError, PgEndpoint};
 use crate::pg::ddl::qualified;
 use crate::pg::load::{LoadError, WriterCtx, write_chunks};
 use crate::plan::{TablePlan, TaskPlan};
@@ -124,8 +125,8 @@ pub fn copy_statement(t: &TablePlan) -> String {
 /// Copies one task, resuming after its checkpoint when there is one, and again from the
 /// checkpoint after a transient fault (see [`CopyOptions::retry`]).
 pub async fn copy_task(
-    source: &MssqlSource,
-    target: &PgTarget,
+    source: &MssqlEndpoint,
+    target: &PgEndpoint,
     migration: &str,
     t: &TablePlan,
     task: &TaskPlan,
@@ -208,48 +209,94 @@ where
     }
 }
 
+/// Where an attempt of a copy task starts.
+pub enum Start {
+    /// The task is complete (its checkpoint says so): this report, nothing to copy.
+    Done(TaskReport),
+    From(Resume),
+}
+
+/// An attempt that copies: where it resumes and its report so far.
+pub struct Resume {
+    /// Read after this key (none: from the start).
+    pub after: Option<Vec<KeyValue>>,
+    /// Rows already committed that stay (the checkpoint's count, or 0 when starting over).
+    pub committed_rows: i64,
+    report: TaskReport,
+    started: Instant,
+}
+
+impl Resume {
+    /// Where an attempt of `task` (of `table`) starts from its checkpoint `cp` (both directions).
+    /// Without a usable key (`keyed` false) nothing is committed before the end, so an attempt
+    /// starts over; with one the checkpoint and the committed rows always agree.
+    pub fn from_checkpoint(
+        cp: Checkpoint,
+        keyed: bool,
+        task: &TaskPlan,
+        table: String,
+        state: &AttemptState,
+    ) -> Start {
+        let report = TaskReport {
+            task: task.name.clone(),
+            table,
+            rows: 0,
+            total_rows: cp.rows,
+            bytes: 0,
+            chunks: 0,
+            seconds: 0.0,
+            resumed: cp.rows > 0 || cp.last_key.is_some(),
+            skipped: cp.done,
+            attempts: 1,
+            error: None,
+        };
+        if cp.done {
+            state.begin(cp.rows);
+            return Start::Done(report);
+        }
+        let committed_rows = if keyed { cp.rows } else { 0 };
+        state.begin(committed_rows);
+        Start::From(Resume {
+            after: if keyed { cp.last_key } else { None },
+            committed_rows,
+            report,
+            started: Instant::now(),
+        })
+    }
+
+    /// The attempt's report once its chunks are written.
+    pub fn finish(self, stats: WriteStats) -> TaskReport {
+        TaskReport {
+            rows: stats.rows,
+            total_rows: self.committed_rows + stats.rows as i64,
+            bytes: stats.bytes,
+            chunks: stats.chunks,
+            seconds: self.started.elapsed().as_secs_f64(),
+            ..self.report
+        }
+    }
+}
+
 /// One attempt of [`copy_task`].
 async fn copy_attempt(
-    source: &MssqlSource,
-    target: &PgTarget,
+    source: &MssqlEndpoint,
+    target: &PgEndpoint,
     migration: &str,
     t: &TablePlan,
     task: &TaskPlan,
     opts: &CopyOptions,
     state: &AttemptState,
 ) -> Result<TaskReport, TaskError> {
-    let started = Instant::now();
     let mode = opts.mode;
     let (mut pg, pg_watch) = target.connect_watched().await?;
     let cp = checkpoint::load(&pg, migration, &task.name)
         .await?
         .unwrap_or_default();
-    let mut report = TaskReport {
-        task: task.name.clone(),
-        table: t.source.qualified(),
-        rows: 0,
-        total_rows: cp.rows,
-        bytes: 0,
-        chunks: 0,
-        seconds: 0.0,
-        resumed: cp.rows > 0 || cp.last_key.is_some(),
-        skipped: cp.done,
-        attempts: 1,
-        error: None,
+    let resume = match Resume::from_checkpoint(cp, t.keyset.is_some(), task, t.source.qualified(), state) {
+        Start::Done(report) => return Ok(report),
+        Start::From(resume) => resume,
     };
-    if cp.done {
-        state.begin(cp.rows);
-        return Ok(report);
-    }
-    // Without a usable key nothing is committed before the end, so a retry starts over; with one
-    // the checkpoint and the committed rows always agree.
-    let after = if t.keyset.is_some() {
-        cp.last_key.clone()
-    } else {
-        None
-    };
-    let committed_rows = if t.keyset.is_some() { cp.rows } else { 0 };
-    state.begin(committed_rows);
+    let (after, committed_rows) = (resume.after.clone(), resume.committed_rows);
 
     let (mut mssql, mssql_watch) = source.connect_watched().await?;
     let (tx, mut rx) = mpsc::channel(CHANNEL_DEPTH);
@@ -316,11 +363,5 @@ async fn copy_attempt(
     }
     // A reader error explains a writer that saw the channel close; report it first.
     read?;
-    let stats = written?;
-    report.rows = stats.rows;
-    report.total_rows = committed_rows + stats.rows as i64;
-    report.bytes = stats.bytes;
-    report.chunks = stats.chunks;
-    report.seconds = started.elapsed().as_secs_f64();
-    Ok(report)
+    Ok(resume.finish(written?))
 }

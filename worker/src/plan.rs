@@ -327,6 +327,50 @@ fn disabled_at_source(table: &str, what: &str, name: &str) -> String {
     )
 }
 
+/// The source tables `tables.include` and `tables.exclude` select (either direction), with the
+/// same glob semantics as the operator's validation (`table` or `schema.table`). Only the
+/// selected schemas were read: a pattern without a schema part applies to each.
+pub fn select_tables<T>(
+    source: Vec<T>,
+    opts: &Options,
+    name: impl Fn(&T) -> (&str, &str),
+) -> Result<Vec<T>, String> {
+    let selection = mssql_pg_crds::TableSelection {
+        include: opts.include.clone(),
+        exclude: opts.exclude.clone(),
+    }
+    .compile()
+    .map_err(|errors| {
+        errors
+            .iter()
+            .map(|(f, e)| format!("tables.{f}: {e}"))
+            .collect::<Vec<_>>()
+            .join("; ")
+    })?;
+    Ok(source
+        .into_iter()
+        .filter(|t| {
+            let (schema, table) = name(t);
+            selection.matches(schema, schema, table)
+        })
+        .collect())
+}
+
+/// One copy task per table (either direction), from each table's task name and estimated rows, in
+/// the plan's table order; [`split_task_list`] cuts large ones into key ranges.
+pub fn whole_table_tasks(tables: impl Iterator<Item = (String, i64)>) -> Vec<TaskPlan> {
+    tables
+        .enumerate()
+        .map(|(i, (name, estimated_rows))| TaskPlan {
+            name,
+            table: i,
+            lower: None,
+            upper: None,
+            estimated_rows,
+        })
+        .collect()
+}
+
 /// Selects the tables, maps them, names everything on the target side, and makes one task per
 /// table (see [`split_tasks`] for partitions).
 pub fn build_plan(source: Vec<SourceTable>, opts: &Options) -> Result<Plan, PlanError> {
@@ -336,26 +380,7 @@ pub fn build_plan(source: Vec<SourceTable>, opts: &Options) -> Result<Plan, Plan
     let mut tables = Vec::new();
     let lc = opts.lowercase_identifiers;
 
-    // The same glob semantics as the operator's validation (`table` or `schema.table`).
-    let selection = mssql_pg_crds::TableSelection {
-        include: opts.include.clone(),
-        exclude: opts.exclude.clone(),
-    }
-    .compile()
-    .map_err(|errors| {
-        PlanError::Pattern(
-            errors
-                .iter()
-                .map(|(f, e)| format!("tables.{f}: {e}"))
-                .collect::<Vec<_>>()
-                .join("; "),
-        )
-    })?;
-    let selected: Vec<SourceTable> = source
-        .into_iter()
-        // Only the selected schemas were read: a pattern without a schema part applies to each.
-        .filter(|t| selection.matches(&t.schema, &t.schema, &t.name))
-        .collect();
+    let selected = select_tables(source, opts, |t| (&t.schema, &t.name)).map_err(PlanError::Pattern)?;
 
     // Table names first, so index names yield to tables rather than the other way round.
     let mut table_names = Vec::new();
@@ -487,17 +512,7 @@ pub fn build_plan(source: Vec<SourceTable>, opts: &Options) -> Result<Plan, Plan
         });
     }
 
-    let tasks = tables
-        .iter()
-        .enumerate()
-        .map(|(i, t)| TaskPlan {
-            name: t.task_base_name(),
-            table: i,
-            lower: None,
-            upper: None,
-            estimated_rows: t.source.row_count,
-        })
-        .collect();
+    let tasks = whole_table_tasks(tables.iter().map(|t| (t.task_base_name(), t.source.row_count)));
     Ok(Plan {
         tables,
         tasks,

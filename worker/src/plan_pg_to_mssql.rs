@@ -2,22 +2,22 @@
 //! SQL Server name, column mappings, keyset key and constraint names, and the copy tasks. Read by
 //! the SQL Server DDL, the PostgreSQL reader and the engine that builds it.
 
-use crate::mapping_pg_to_mssql::{Decode, RevColumn};
+use crate::mapping_pg_to_mssql::{Decode, PgToMssqlColumn};
 use crate::pg_model::PgTable;
 use crate::plan::TaskPlan;
 use serde::Serialize;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct RevTablePlan {
+pub struct PgToMssqlTablePlan {
     pub source: PgTable,
     pub target_schema: String,
     pub target_name: String,
-    pub columns: Vec<RevColumn>,
+    pub columns: Vec<PgToMssqlColumn>,
     /// Indexes into `columns` of the primary key, when every column can drive keyset paging.
     pub key: Option<Vec<usize>>,
 }
 
-impl RevTablePlan {
+impl PgToMssqlTablePlan {
     pub fn task_base_name(&self) -> String {
         self.source.qualified()
     }
@@ -39,19 +39,19 @@ impl RevTablePlan {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct RevPlan {
-    pub tables: Vec<RevTablePlan>,
+pub struct PgToMssqlPlan {
+    pub tables: Vec<PgToMssqlTablePlan>,
     /// SQL Server constraint names per table (same order).
     pub names: Vec<TableNames>,
     pub tasks: Vec<TaskPlan>,
     pub warnings: Vec<String>,
 }
 
-impl RevPlan {
+impl PgToMssqlPlan {
     /// A fingerprint of the tables' structure and mapping (not of row counts or task ranges).
     pub fn fingerprint(&self) -> String {
         use std::hash::{DefaultHasher, Hash, Hasher};
-        let tables: Vec<RevTablePlan> = self
+        let tables: Vec<PgToMssqlTablePlan> = self
             .tables
             .iter()
             .cloned()

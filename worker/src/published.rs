@@ -4,16 +4,16 @@
 //! traits, so task naming, matching and the plan summary cannot drift apart.
 
 use crate::mapping::{ColumnMapping, SourceColumn, map_column};
-use crate::mapping_pg_to_mssql::{self, RevColumn};
+use crate::mapping_pg_to_mssql::{self, PgToMssqlColumn};
 use crate::plan::{Plan, TablePlan, TaskPlan};
-use crate::plan_pg_to_mssql::{RevPlan, RevTablePlan};
+use crate::plan_pg_to_mssql::{PgToMssqlPlan, PgToMssqlTablePlan};
 use mssql_pg_crds::task::ColumnMapping as SpecColumn;
 
 /// What a plan shows outside the engine (MigrationTasks, `status.plan`, progress), in either direction.
 /// The two directions' plans differ only in their column types and mappings, which each describes
 /// through these traits, so task naming, matching and the plan summary cannot drift apart.
 pub trait PublishedPlan {
-    type Table: PublishedTable;
+    type Table: PublishedTable + Send + Sync;
     fn tables(&self) -> &[Self::Table];
     fn tasks(&self) -> &[TaskPlan];
     fn warnings(&self) -> &[String];
@@ -129,16 +129,22 @@ impl PublishedColumn for ColumnMapping {
     }
 }
 
-fn rev_int_key_name(t: &RevTablePlan) -> Option<&str> {
+fn pg_to_mssql_int_key(t: &PgToMssqlTablePlan) -> Option<&str> {
     t.int_key().map(|k| t.columns[k].source.name.as_str())
 }
 /// Computed columns are plain columns of the table here (`computed`), listed with the others.
-fn no_generated(_: &RevTablePlan) -> Vec<(&str, String, &str)> {
+fn no_generated(_: &PgToMssqlTablePlan) -> Vec<(&str, String, &str)> {
     Vec::new()
 }
-published_plan!(RevPlan, RevTablePlan, RevColumn, rev_int_key_name, no_generated);
+published_plan!(
+    PgToMssqlPlan,
+    PgToMssqlTablePlan,
+    PgToMssqlColumn,
+    pg_to_mssql_int_key,
+    no_generated
+);
 
-impl PublishedColumn for RevColumn {
+impl PublishedColumn for PgToMssqlColumn {
     fn name(&self) -> &str {
         &self.source.name
     }

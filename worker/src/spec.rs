@@ -2,9 +2,9 @@
 //! the Jobs, validated the same way the operator does, and converted to engine settings.
 
 use crate::chunk::ChunkLimit;
-use crate::mssql::connect::{Encryption, MssqlSource};
+use crate::mssql::connect::{Encryption, MssqlEndpoint};
 use crate::options::{Mode, Options, PartitionOptions, SchemaOptions, VerifyMode};
-use crate::pg::connect::{PgTarget, SslMode};
+use crate::pg::connect::{PgEndpoint, SslMode};
 use crate::retry::RetryPolicy;
 use crate::timeouts::Timeouts;
 use mssql_pg_crds::{
@@ -189,14 +189,14 @@ pub fn is_pg_to_mssql(m: &Migration) -> bool {
 pub fn resolve_pg_to_mssql(
     m: &Migration,
     creds: Credentials,
-) -> Result<(PgTarget, MssqlSource, Options), SpecError> {
+) -> Result<(PgEndpoint, MssqlEndpoint, Options), SpecError> {
     let spec = &m.spec;
     let (Some(src), Some(dst)) = (spec.source.postgres.as_ref(), spec.target.mssql.as_ref()) else {
         return Err(SpecError::Invalid(
             "the postgres -> mssql direction needs source.postgres and target.mssql".into(),
         ));
     };
-    let source = PgTarget {
+    let source = PgEndpoint {
         host: src.host.clone(),
         port: port(src.port, "source.postgres.port")?,
         database: src.database.clone(),
@@ -214,7 +214,7 @@ pub fn resolve_pg_to_mssql(
             .filter(|p| !p.is_empty()),
         timeouts: Timeouts::from_spec(&spec.timeouts),
     };
-    let target = MssqlSource {
+    let target = MssqlEndpoint {
         host: dst.host.clone(),
         port: port(dst.port, "target.mssql.port")?,
         database: dst.database.clone(),
@@ -259,7 +259,7 @@ pub fn resolve_pg_to_mssql(
 }
 
 /// Engine settings for the SQL Server -> PostgreSQL direction.
-pub fn resolve(m: &Migration, creds: Credentials) -> Result<(MssqlSource, PgTarget, Options), SpecError> {
+pub fn resolve(m: &Migration, creds: Credentials) -> Result<(MssqlEndpoint, PgEndpoint, Options), SpecError> {
     let spec = &m.spec;
     let src = spec
         .source
@@ -276,7 +276,7 @@ pub fn resolve(m: &Migration, creds: Credentials) -> Result<(MssqlSource, PgTarg
         MssqlEncryption::Off => Encryption::Off,
         MssqlEncryption::On | MssqlEncryption::Required => Encryption::Required,
     };
-    let source = MssqlSource {
+    let source = MssqlEndpoint {
         host: src.host.clone(),
         port: port(src.port, "source.mssql.port")?,
         database: src.database.clone(),
@@ -291,7 +291,7 @@ pub fn resolve(m: &Migration, creds: Credentials) -> Result<(MssqlSource, PgTarg
         packet_size: u32::try_from(src.packet_size.clamp(512, 32767)).unwrap_or(32767),
         timeouts: Timeouts::from_spec(&spec.timeouts),
     };
-    let target = PgTarget {
+    let target = PgEndpoint {
         host: dst.host.clone(),
         port: port(dst.port, "target.postgres.port")?,
         database: dst.database.clone(),

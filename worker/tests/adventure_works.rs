@@ -11,11 +11,12 @@
 
 mod common;
 
-use mssql_pg_worker::mssql::connect::{Encryption, MssqlSource, TdsClient};
+use mssql_pg_worker::engine::Engine as _;
+use mssql_pg_worker::mssql::connect::{Encryption, MssqlEndpoint, TdsClient};
 use mssql_pg_worker::mssql_to_pg::MssqlToPgEngine as Engine;
 use mssql_pg_worker::options::{Mode, Options, VerifyMode};
-use mssql_pg_worker::pg::connect::PgTarget;
-use mssql_pg_worker::pg_to_mssql::RevEngine;
+use mssql_pg_worker::pg::connect::PgEndpoint;
+use mssql_pg_worker::pg_to_mssql::PgToMssqlEngine;
 use mssql_pg_worker::pipeline::CopyOptions;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -39,7 +40,7 @@ fn aw_dir() -> PathBuf {
 }
 
 /// A test server holding AdventureWorks, loaded through TDS by its install script.
-async fn loaded_server() -> (TestServer, MssqlSource) {
+async fn loaded_server() -> (TestServer, MssqlEndpoint) {
     let dir = aw_dir();
     let server = TestServer::start(ServerConfig {
         database: "AdventureWorks".into(),
@@ -65,9 +66,9 @@ async fn loaded_server() -> (TestServer, MssqlSource) {
     (server, source)
 }
 
-fn endpoint(server: &TestServer, database: &str) -> MssqlSource {
+fn endpoint(server: &TestServer, database: &str) -> MssqlEndpoint {
     let config = ServerConfig::default();
-    MssqlSource {
+    MssqlEndpoint {
         host: "127.0.0.1".into(),
         port: server.addr().port(),
         database: database.into(),
@@ -159,7 +160,7 @@ async fn adventure_works_migrates_exactly_both_ways() {
     ] {
         admin.batch_execute(&sql).await.unwrap();
     }
-    let mut target = PgTarget::from_conn_str(&common::pg_url()).unwrap();
+    let mut target = PgEndpoint::from_conn_str(&common::pg_url()).unwrap();
     target.database = db.clone();
 
     let forward = Engine {
@@ -276,7 +277,7 @@ async fn adventure_works_migrates_exactly_both_ways() {
 
     // And back: PostgreSQL -> a fresh SQL Server, every schema.
     let back_server = TestServer::start(ServerConfig::default()).unwrap();
-    let back = Arc::new(RevEngine {
+    let back = Arc::new(PgToMssqlEngine {
         source: target.clone(),
         target: endpoint(&back_server, &ServerConfig::default().database),
         options: Options {

@@ -7,9 +7,10 @@
 mod common;
 
 use common::{ms_exec, start_tds_server, tds_engine};
-use mssql_pg_worker::mssql::connect::{MssqlSource, TdsClient};
+use mssql_pg_worker::engine::Engine as _;
+use mssql_pg_worker::mssql::connect::{MssqlEndpoint, TdsClient};
 use mssql_pg_worker::options::Mode;
-use mssql_pg_worker::pg_to_mssql::RevEngine;
+use mssql_pg_worker::pg_to_mssql::PgToMssqlEngine;
 use std::sync::Arc;
 
 #[tokio::test]
@@ -132,7 +133,7 @@ async fn alias_types_become_domains() {
     assert!(format!("{err:?}").contains("exists over text"), "{err:?}");
 }
 
-fn rev_engine(target: &MssqlSource, schema: &str, migration: &str) -> Arc<RevEngine> {
+fn rev_engine(target: &MssqlEndpoint, schema: &str, migration: &str) -> Arc<PgToMssqlEngine> {
     common::pg_engine(target, schema, migration, Mode::DropRecreate)
 }
 

@@ -9,12 +9,13 @@
 mod common;
 
 use common::{ms_exec, start_tds_server, tds_engine};
+use mssql_pg_worker::engine::Engine as _;
 use mssql_pg_worker::error_text::error_text;
-use mssql_pg_worker::mssql::connect::MssqlSource;
+use mssql_pg_worker::mssql::connect::MssqlEndpoint;
 use mssql_pg_worker::mssql_to_pg::{MssqlToPgEngine as Engine, MssqlToPgError as EngineError};
 use mssql_pg_worker::options::{Mode, Options, VerifyMode};
-use mssql_pg_worker::pg::connect::PgTarget;
-use mssql_pg_worker::pg_to_mssql::RevEngine;
+use mssql_pg_worker::pg::connect::PgEndpoint;
+use mssql_pg_worker::pg_to_mssql::PgToMssqlEngine;
 use mssql_pg_worker::pipeline::{CopyOptions, TaskReport};
 use mssql_pg_worker::retry::RetryPolicy;
 use mssql_pg_worker::timeouts::Timeouts;
@@ -167,16 +168,16 @@ fn retry(attempts: u32) -> RetryPolicy {
     }
 }
 
-fn pg_addr(t: &PgTarget) -> SocketAddr {
+fn pg_addr(t: &PgEndpoint) -> SocketAddr {
     format!("{}:{}", t.host, t.port).parse().unwrap()
 }
 
-fn ms_addr(s: &MssqlSource) -> SocketAddr {
+fn ms_addr(s: &MssqlEndpoint) -> SocketAddr {
     format!("{}:{}", s.host, s.port).parse().unwrap()
 }
 
 /// `dbo.Facts` with `ROWS` rows on the TDS server.
-async fn source_table(source: &MssqlSource) {
+async fn source_table(source: &MssqlEndpoint) {
     let mut ms = source.connect().await.unwrap();
     ms_exec(
         &mut ms,
@@ -200,10 +201,10 @@ async fn source_table(source: &MssqlSource) {
 }
 
 /// A forward engine (TDS server -> PostgreSQL) with small limits and chunks of 2,000 rows.
-fn forward(source: &MssqlSource, target: PgTarget, schema: &str, attempts: u32) -> Engine {
+fn forward(source: &MssqlEndpoint, target: PgEndpoint, schema: &str, attempts: u32) -> Engine {
     let mut e = tds_engine(source, schema, &format!("test/{schema}"));
     e.source.timeouts = timeouts();
-    e.target = PgTarget {
+    e.target = PgEndpoint {
         timeouts: timeouts(),
         ..target
     };
@@ -257,7 +258,7 @@ async fn forward_fault_once(name: &str, fault: Fault, on_source: bool) {
     source_table(&source).await;
     let pg = common::pg_connect().await;
     let schema = common::fresh_schema(&pg, name).await;
-    let target = PgTarget::from_conn_str(&common::pg_url()).unwrap();
+    let target = PgEndpoint::from_conn_str(&common::pg_url()).unwrap();
     // The copy connection carries ~2 MB; planning and DDL far less than 300 kB.
     let (proxy, e) = if on_source {
         let proxy = Proxy::start(ms_addr(&source), fault, 300_000, 1).await;
@@ -266,7 +267,7 @@ async fn forward_fault_once(name: &str, fault: Fault, on_source: bool) {
         (proxy, forward(&via, target, &schema, 4))
     } else {
         let proxy = Proxy::start(pg_addr(&target), fault, 300_000, 1).await;
-        let via = PgTarget {
+        let via = PgEndpoint {
             port: proxy.addr.port(),
             ..target
         };
@@ -316,9 +317,9 @@ async fn a_target_that_stays_stalled_fails_naming_it_and_reports_the_committed_r
         source_table(&source).await;
         let pg = common::pg_connect().await;
         let schema = common::fresh_schema(&pg, "f_pg_stall_always").await;
-        let target = PgTarget::from_conn_str(&common::pg_url()).unwrap();
+        let target = PgEndpoint::from_conn_str(&common::pg_url()).unwrap();
         let proxy = Proxy::start(pg_addr(&target), Fault::Stall, 300_000, u32::MAX).await;
-        let via = PgTarget {
+        let via = PgEndpoint {
             port: proxy.addr.port(),
             ..target
         };
@@ -398,7 +399,7 @@ async fn postgres_restart_mid_copy_resumes_from_the_checkpoint_exactly() {
     tokio::time::timeout(BOUND, async {
         let (_server, source) = start_tds_server();
         source_table(&source).await;
-        let target = PgTarget::from_conn_str(&private.url).unwrap();
+        let target = PgEndpoint::from_conn_str(&private.url).unwrap();
         let proxy = Proxy::start(
             pg_addr(&target),
             Fault::RestartPostgres(PathBuf::from(&private.dir)),
@@ -406,7 +407,7 @@ async fn postgres_restart_mid_copy_resumes_from_the_checkpoint_exactly() {
             1,
         )
         .await;
-        let via = PgTarget {
+        let via = PgEndpoint {
             port: proxy.addr.port(),
             ..target
         };
@@ -441,13 +442,13 @@ async fn reverse_source_table(pg: &tokio_postgres::Client, name: &str) -> String
 }
 
 /// A reverse engine (PostgreSQL -> TDS server) with small limits and chunks of 2,000 rows.
-fn reverse(source: PgTarget, target: MssqlSource, schema: &str, attempts: u32) -> Arc<RevEngine> {
-    Arc::new(RevEngine {
-        source: PgTarget {
+fn reverse(source: PgEndpoint, target: MssqlEndpoint, schema: &str, attempts: u32) -> Arc<PgToMssqlEngine> {
+    Arc::new(PgToMssqlEngine {
+        source: PgEndpoint {
             timeouts: timeouts(),
             ..source
         },
-        target: MssqlSource {
+        target: MssqlEndpoint {
             timeouts: timeouts(),
             ..target
         },
@@ -474,12 +475,12 @@ async fn reverse_copy_survives_a_postgres_source_reset_and_a_sql_server_target_s
         let (_server, target) = start_tds_server();
         let pg = common::pg_connect().await;
         let schema = reverse_source_table(&pg, "f_rev").await;
-        let source = PgTarget::from_conn_str(&common::pg_url()).unwrap();
+        let source = PgEndpoint::from_conn_str(&common::pg_url()).unwrap();
         let pg_proxy = Proxy::start(pg_addr(&source), Fault::Reset, 300_000, 1).await;
         let ms_proxy = Proxy::start(ms_addr(&target), Fault::Stall, 300_000, 1).await;
         let mut ms_via = target.clone();
         ms_via.port = ms_proxy.addr.port();
-        let pg_via = PgTarget {
+        let pg_via = PgEndpoint {
             port: pg_proxy.addr.port(),
             ..source
         };
@@ -519,7 +520,7 @@ async fn a_sql_server_target_that_stays_blackholed_fails_naming_it_in_bounded_ti
         let (_server, target) = start_tds_server();
         let pg = common::pg_connect().await;
         let schema = reverse_source_table(&pg, "f_rev_hole").await;
-        let source = PgTarget::from_conn_str(&common::pg_url()).unwrap();
+        let source = PgEndpoint::from_conn_str(&common::pg_url()).unwrap();
         let proxy = Proxy::start(ms_addr(&target), Fault::Blackhole, 300_000, u32::MAX).await;
         let mut via = target.clone();
         via.port = proxy.addr.port();
@@ -576,10 +577,10 @@ async fn a_server_that_accepts_and_never_answers_fails_the_connect_in_bounded_ti
             connect: Duration::from_secs(1),
             stall: Duration::from_secs(2),
         };
-        let pg = PgTarget {
+        let pg = PgEndpoint {
             port: addr.port(),
             timeouts: short,
-            ..PgTarget::from_conn_str(&common::pg_url()).unwrap()
+            ..PgEndpoint::from_conn_str(&common::pg_url()).unwrap()
         };
         let err = pg.connect().await.err().unwrap();
         let message = error_text(&err);

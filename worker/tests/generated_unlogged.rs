@@ -6,13 +6,14 @@
 mod common;
 
 use common::{ms_exec, start_tds_server};
-use mssql_pg_worker::mssql::connect::{MssqlSource, TdsClient};
+use mssql_pg_worker::engine::Engine as _;
+use mssql_pg_worker::mssql::connect::{MssqlEndpoint, TdsClient};
 use mssql_pg_worker::mssql_to_pg::MssqlToPgEngine as Engine;
 use mssql_pg_worker::options::Mode;
 use tokio_postgres::Client;
 
 /// The common test engine with `mode`, optionally UNLOGGED, in chunks of 7 rows (several per table).
-fn engine(source: &MssqlSource, schema: &str, migration: &str, mode: Mode, unlogged: bool) -> Engine {
+fn engine(source: &MssqlEndpoint, schema: &str, migration: &str, mode: Mode, unlogged: bool) -> Engine {
     let mut engine = common::tds_engine(source, schema, migration);
     engine.options.mode = mode;
     engine.options.unlogged = unlogged;

@@ -7,9 +7,10 @@
 mod common;
 
 use common::{ms_exec, start_tds_server, tds_engine};
-use mssql_pg_worker::mssql::connect::{MssqlSource, TdsClient};
+use mssql_pg_worker::engine::Engine as _;
+use mssql_pg_worker::mssql::connect::{MssqlEndpoint, TdsClient};
 use mssql_pg_worker::options::Mode;
-use mssql_pg_worker::pg_to_mssql::RevEngine;
+use mssql_pg_worker::pg_to_mssql::PgToMssqlEngine;
 use std::sync::Arc;
 use tokio_postgres::error::SqlState;
 
@@ -147,7 +148,7 @@ async fn sql_server_like_checks_enforce_the_same_rows_in_postgres() {
     }
 }
 
-fn rev_engine(target: &MssqlSource, schema: &str, migration: &str) -> Arc<RevEngine> {
+fn rev_engine(target: &MssqlEndpoint, schema: &str, migration: &str) -> Arc<PgToMssqlEngine> {
     common::pg_engine(target, schema, migration, Mode::DropRecreate)
 }
 

@@ -1,11 +1,12 @@
 //! SQL Server -> PostgreSQL with the source's certificate validated against the CA of the
-//! endpoint's caSecret (`MssqlSource::ca_file`), against the TDS test server with TLS.
+//! endpoint's caSecret (`MssqlEndpoint::ca_file`), against the TDS test server with TLS.
 #![allow(clippy::unwrap_used)]
 
 mod common;
 
 use common::{ms_exec, tds_engine};
-use mssql_pg_worker::mssql::connect::{Encryption, MssqlSource};
+use mssql_pg_worker::engine::Engine as _;
+use mssql_pg_worker::mssql::connect::{Encryption, MssqlEndpoint};
 use tds_testserver::certs::TestCerts;
 use tds_testserver::{ServerConfig, TestServer};
 
@@ -13,7 +14,7 @@ const ROWS: i64 = 2000;
 
 /// A test server with the certificate `certs` made, and the worker's settings to reach it with
 /// full encryption, trusting the CA (the certificate's IP address is the name checked).
-fn tls_server(certs: &TestCerts) -> (TestServer, MssqlSource) {
+fn tls_server(certs: &TestCerts) -> (TestServer, MssqlEndpoint) {
     let config = ServerConfig {
         tls: Some(certs.server()),
         ..ServerConfig::default()
@@ -24,7 +25,7 @@ fn tls_server(certs: &TestCerts) -> (TestServer, MssqlSource) {
         config.database.clone(),
     );
     let server = TestServer::start(config).unwrap();
-    let source = MssqlSource {
+    let source = MssqlEndpoint {
         host: "127.0.0.1".into(),
         port: server.addr().port(),
         database,

@@ -7,9 +7,10 @@
 mod common;
 
 use common::{ms_exec, start_tds_server, tds_engine};
+use mssql_pg_worker::engine::Engine as _;
 use mssql_pg_worker::options::{Mode, Options, VerifyMode};
-use mssql_pg_worker::pg::connect::PgTarget;
-use mssql_pg_worker::pg_to_mssql::RevEngine;
+use mssql_pg_worker::pg::connect::PgEndpoint;
+use mssql_pg_worker::pg_to_mssql::PgToMssqlEngine;
 use mssql_pg_worker::pipeline::CopyOptions;
 use std::sync::Arc;
 
@@ -126,8 +127,8 @@ async fn every_schema_of_a_postgres_database_arrives_in_sql_server() {
     ))
     .await
     .unwrap();
-    let engine = Arc::new(RevEngine {
-        source: PgTarget::from_conn_str(&common::pg_url()).unwrap(),
+    let engine = Arc::new(PgToMssqlEngine {
+        source: PgEndpoint::from_conn_str(&common::pg_url()).unwrap(),
         target: target.clone(),
         options: Options {
             migration: "test/multi-rev".into(),

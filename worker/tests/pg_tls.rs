@@ -4,7 +4,7 @@
 
 mod common;
 
-use mssql_pg_worker::pg::connect::{PgTarget, SslMode};
+use mssql_pg_worker::pg::connect::{PgEndpoint, SslMode};
 use std::os::unix::fs::MetadataExt;
 use std::process::Command;
 
@@ -99,15 +99,15 @@ async fn enable_tls() -> String {
     ca_crt
 }
 
-fn target(ssl_mode: SslMode, host: &str, ca: Option<&str>) -> PgTarget {
-    let mut t = PgTarget::from_conn_str(&common::pg_url()).unwrap();
+fn target(ssl_mode: SslMode, host: &str, ca: Option<&str>) -> PgEndpoint {
+    let mut t = PgEndpoint::from_conn_str(&common::pg_url()).unwrap();
     t.host = host.into();
     t.ssl_mode = ssl_mode;
     t.ssl_root_cert = ca.map(str::to_string);
     t
 }
 
-async fn uses_tls(t: &PgTarget) -> Result<bool, String> {
+async fn uses_tls(t: &PgEndpoint) -> Result<bool, String> {
     let c = t.connect().await.map_err(|e| {
         let mut msg = e.to_string();
         let mut src = std::error::Error::source(&e);

@@ -8,21 +8,29 @@
 mod common;
 
 use chrono::{NaiveDate, NaiveDateTime, NaiveTime};
-use mssql_pg_worker::mssql::connect::{MssqlSource, TdsClient};
+use mssql_pg_worker::engine::Engine as _;
+use mssql_pg_worker::engine::Prepared;
+use mssql_pg_worker::mssql::connect::{MssqlEndpoint, TdsClient};
 use mssql_pg_worker::options::{Mode, PartitionOptions};
-use mssql_pg_worker::pg_to_mssql::{RevEngine, RevError, RevPrepared};
+use mssql_pg_worker::pg_to_mssql::{PgToMssqlEngine, PgToMssqlError};
 use mssql_pg_worker::pipeline::TaskReport;
+use mssql_pg_worker::plan_pg_to_mssql::PgToMssqlPlan;
 use mssql_pg_worker::verify::TableVerification;
 use std::sync::Arc;
 use tiberius::numeric::Numeric;
 
-fn engine(target: &MssqlSource, schema: &str, migration: &str, mode: Mode) -> Arc<RevEngine> {
+fn engine(target: &MssqlEndpoint, schema: &str, migration: &str, mode: Mode) -> Arc<PgToMssqlEngine> {
     common::pg_engine(target, schema, migration, mode)
 }
 
-type Outcome = (RevPrepared, Vec<TaskReport>, Vec<String>, Vec<TableVerification>);
+type Outcome = (
+    Prepared<PgToMssqlPlan>,
+    Vec<TaskReport>,
+    Vec<String>,
+    Vec<TableVerification>,
+);
 
-async fn run(e: &Arc<RevEngine>) -> Result<Outcome, RevError> {
+async fn run(e: &Arc<PgToMssqlEngine>) -> Result<Outcome, PgToMssqlError> {
     let prepared = e.prepare().await?;
     let reports = e.copy_all(&prepared.plan).await?;
     let warnings = e.finalize(&prepared.plan).await?;

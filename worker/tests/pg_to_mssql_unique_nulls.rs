@@ -6,12 +6,13 @@
 
 mod common;
 
-use mssql_pg_worker::mssql::connect::{MssqlSource, TdsClient};
+use mssql_pg_worker::engine::Engine as _;
+use mssql_pg_worker::mssql::connect::{MssqlEndpoint, TdsClient};
 use mssql_pg_worker::options::Mode;
-use mssql_pg_worker::pg_to_mssql::RevEngine;
+use mssql_pg_worker::pg_to_mssql::PgToMssqlEngine;
 use std::sync::Arc;
 
-fn engine(target: &MssqlSource, schema: &str, migration: &str) -> Arc<RevEngine> {
+fn engine(target: &MssqlEndpoint, schema: &str, migration: &str) -> Arc<PgToMssqlEngine> {
     common::pg_engine(target, schema, migration, Mode::DropRecreate)
 }
 

@@ -101,7 +101,7 @@ fn assert_same(got: RawValue<'_>, want: &ColumnData<'static>, n: usize, column: 
 
 /// Every row read both ways must hold the same values, and so must every value kept past its
 /// row (`RawRow::keep`, how the reader holds the last row's key) when `keeps` says rows are kept.
-async fn compare(source: &mssql_pg_worker::mssql::connect::MssqlSource, sql: &str, keeps: bool) -> usize {
+async fn compare(source: &mssql_pg_worker::mssql::connect::MssqlEndpoint, sql: &str, keeps: bool) -> usize {
     let mut client = source.connect().await.unwrap();
     let usual: Vec<Row> = Query::new(sql)
         .query(&mut client)

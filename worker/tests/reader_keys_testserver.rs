@@ -18,7 +18,7 @@ use tokio::sync::mpsc;
 
 /// The chunk ends `read_task` sends for `table`, resuming after `after`, cut at `chunk_rows`.
 async fn chunk_ends(
-    source: &mssql_pg_worker::mssql::connect::MssqlSource,
+    source: &mssql_pg_worker::mssql::connect::MssqlEndpoint,
     table: &str,
     after: Option<Vec<KeyValue>>,
     chunk_rows: u64,
@@ -32,7 +32,7 @@ async fn chunk_ends(
 
 /// Each chunk `read_task` sends for `table` cut at `limit`: its end and its COPY data's bytes.
 async fn chunks(
-    source: &mssql_pg_worker::mssql::connect::MssqlSource,
+    source: &mssql_pg_worker::mssql::connect::MssqlEndpoint,
     table: &str,
     after: Option<Vec<KeyValue>>,
     limit: ChunkLimit,

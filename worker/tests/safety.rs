@@ -8,10 +8,11 @@
 mod common;
 
 use common::{ms_exec, start_tds_server, tds_engine};
-use mssql_pg_worker::mssql::connect::{MssqlSource, TdsClient};
+use mssql_pg_worker::engine::Engine as _;
+use mssql_pg_worker::mssql::connect::{MssqlEndpoint, TdsClient};
 use mssql_pg_worker::mssql_to_pg::{MssqlToPgEngine as Engine, MssqlToPgError as EngineError};
 use mssql_pg_worker::options::{Mode, VerifyMode};
-use mssql_pg_worker::pg_to_mssql::{RevEngine, RevError};
+use mssql_pg_worker::pg_to_mssql::{PgToMssqlEngine, PgToMssqlError};
 use mssql_pg_worker::target_check::TableAction;
 use std::process::Command;
 use std::sync::Arc;
@@ -103,7 +104,7 @@ async fn ms_snapshot(ms: &mut TdsClient, rows_of: &str) -> Vec<String> {
     out
 }
 
-fn rev_engine(target: &MssqlSource, schema: &str, migration: &str, mode: Mode) -> Arc<RevEngine> {
+fn rev_engine(target: &MssqlEndpoint, schema: &str, migration: &str, mode: Mode) -> Arc<PgToMssqlEngine> {
     common::pg_engine(target, schema, migration, mode)
 }
 
@@ -114,7 +115,7 @@ fn with_mode(mut e: Engine, mode: Mode) -> Engine {
 }
 
 /// A SQL Server source with `dbo.Orders` (3 rows) and `dbo.Items` (2 rows).
-async fn orders_source() -> (tds_testserver::TestServer, MssqlSource) {
+async fn orders_source() -> (tds_testserver::TestServer, MssqlEndpoint) {
     let (server, source) = start_tds_server();
     let mut ms = source.connect().await.unwrap();
     ms_exec(
@@ -280,7 +281,7 @@ async fn truncate_into_other_column_types_is_refused_in_sql_server_too() {
     let before = ms_snapshot(&mut ms, "dbo.tt").await;
     let engine = rev_engine(&target, &schema, "test/safety-types-rev", Mode::Truncate);
     let err = engine.prepare().await.unwrap_err();
-    assert!(matches!(err, RevError::Refused(_)), "{err}");
+    assert!(matches!(err, PgToMssqlError::Refused(_)), "{err}");
     let text = err.to_string();
     assert!(text.contains("column id: expected int, found real"), "{text}");
     assert_eq!(ms_snapshot(&mut ms, "dbo.tt").await, before);
@@ -465,7 +466,7 @@ async fn dropping_a_sql_server_table_others_reference_needs_drop_dependents() {
 
     let err = engine.prepare().await.unwrap_err();
     let text = err.to_string();
-    assert!(matches!(err, RevError::Refused(_)), "{text}");
+    assert!(matches!(err, PgToMssqlError::Refused(_)), "{text}");
     assert!(text.contains("foreign key FK_kids_parents on dbo.kids"), "{text}");
     assert!(text.contains("view dbo.big_parents"), "{text}");
     let views = ms_rows(&mut ms, "SELECT name FROM sys.views").await;

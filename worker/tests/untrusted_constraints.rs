@@ -9,9 +9,10 @@
 mod common;
 
 use common::{ms_exec, start_tds_server, tds_engine};
-use mssql_pg_worker::mssql::connect::{MssqlSource, TdsClient};
+use mssql_pg_worker::engine::Engine as _;
+use mssql_pg_worker::mssql::connect::{MssqlEndpoint, TdsClient};
 use mssql_pg_worker::options::Mode;
-use mssql_pg_worker::pg_to_mssql::RevEngine;
+use mssql_pg_worker::pg_to_mssql::PgToMssqlEngine;
 use std::sync::Arc;
 use tokio_postgres::error::SqlState;
 
@@ -105,7 +106,7 @@ async fn untrusted_and_disabled_sql_server_constraints_become_not_valid() {
     }
 }
 
-fn rev_engine(target: &MssqlSource, schema: &str, migration: &str) -> Arc<RevEngine> {
+fn rev_engine(target: &MssqlEndpoint, schema: &str, migration: &str) -> Arc<PgToMssqlEngine> {
     common::pg_engine(target, schema, migration, Mode::DropRecreate)
 }
 

@@ -28,7 +28,7 @@ pub enum Encryption {
 }
 
 #[derive(Clone)]
-pub struct MssqlSource {
+pub struct MssqlEndpoint {
     pub host: String,
     pub port: u16,
     pub database: String,
@@ -44,9 +44,9 @@ pub struct MssqlSource {
 }
 
 // The password never reaches logs or error messages.
-impl fmt::Debug for MssqlSource {
+impl fmt::Debug for MssqlEndpoint {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("MssqlSource")
+        f.debug_struct("MssqlEndpoint")
             .field("host", &self.host)
             .field("port", &self.port)
             .field("database", &self.database)
@@ -78,7 +78,7 @@ pub enum ConnectError {
     },
 }
 
-impl MssqlSource {
+impl MssqlEndpoint {
     fn config(&self) -> Config {
         let mut config = Config::new();
         config.host(&self.host);

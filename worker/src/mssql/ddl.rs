@@ -4,7 +4,7 @@
 
 use crate::mapping::quote_mssql;
 use crate::mssql::expr::{self, Ctx};
-use crate::plan_pg_to_mssql::{RevPlan, RevTablePlan, TableNames};
+use crate::plan_pg_to_mssql::{PgToMssqlPlan, PgToMssqlTablePlan, TableNames};
 
 /// One DDL statement and what it is for (messages).
 #[derive(Debug, Clone)]
@@ -15,7 +15,7 @@ pub struct MsStmt {
     pub optional: bool,
 }
 
-pub fn qualified(t: &RevTablePlan) -> String {
+pub fn qualified(t: &PgToMssqlTablePlan) -> String {
     format!(
         "{}.{}",
         quote_mssql(&t.target_schema),
@@ -23,7 +23,7 @@ pub fn qualified(t: &RevTablePlan) -> String {
     )
 }
 
-pub fn create_table(t: &RevTablePlan, identity: bool) -> String {
+pub fn create_table(t: &PgToMssqlTablePlan, identity: bool) -> String {
     let mut types: Vec<String> = Vec::new();
     let cols = t
         .columns
@@ -106,11 +106,11 @@ pub fn create_alias_type(schema: &str, name: &str, base: crate::mapping_pg_to_ms
     )
 }
 
-pub fn drop_table(t: &RevTablePlan) -> String {
+pub fn drop_table(t: &PgToMssqlTablePlan) -> String {
     format!("DROP TABLE IF EXISTS {}", qualified(t))
 }
 
-fn col_list(t: &RevTablePlan, names: &[String]) -> Result<String, String> {
+fn col_list(t: &PgToMssqlTablePlan, names: &[String]) -> Result<String, String> {
     names
         .iter()
         .map(|n| {
@@ -124,7 +124,7 @@ fn col_list(t: &RevTablePlan, names: &[String]) -> Result<String, String> {
         .map(|v| v.join(", "))
 }
 
-fn lookup(t: &RevTablePlan) -> impl Fn(&str) -> Option<String> + '_ {
+fn lookup(t: &PgToMssqlTablePlan) -> impl Fn(&str) -> Option<String> + '_ {
     move |n: &str| {
         t.columns
             .iter()
@@ -134,7 +134,7 @@ fn lookup(t: &RevTablePlan) -> impl Fn(&str) -> Option<String> + '_ {
 }
 
 /// Whether SQL Server can use the column as an index key (not (max), not varbinary(max)).
-fn indexable(t: &RevTablePlan, name: &str) -> bool {
+fn indexable(t: &PgToMssqlTablePlan, name: &str) -> bool {
     use crate::mapping_pg_to_mssql::MsType;
     t.columns.iter().find(|c| c.source.name == name).is_some_and(|c| {
         !matches!(
@@ -145,7 +145,7 @@ fn indexable(t: &RevTablePlan, name: &str) -> bool {
 }
 
 /// The nullable columns among `cols` (PostgreSQL names).
-fn nullable_of<'a>(t: &RevTablePlan, cols: impl IntoIterator<Item = &'a String>) -> Vec<&'a String> {
+fn nullable_of<'a>(t: &PgToMssqlTablePlan, cols: impl IntoIterator<Item = &'a String>) -> Vec<&'a String> {
     cols.into_iter()
         .filter(|n| {
             t.columns
@@ -156,7 +156,7 @@ fn nullable_of<'a>(t: &RevTablePlan, cols: impl IntoIterator<Item = &'a String>)
 }
 
 /// `c1 IS NOT NULL AND c2 IS NOT NULL` in SQL Server names.
-fn not_null_filter(t: &RevTablePlan, cols: &[&String]) -> String {
+fn not_null_filter(t: &PgToMssqlTablePlan, cols: &[&String]) -> String {
     cols.iter()
         .map(|c| {
             format!(
@@ -170,7 +170,7 @@ fn not_null_filter(t: &RevTablePlan, cols: &[&String]) -> String {
 
 /// The unique constraints of `t` (their column lists) that a migrated foreign key references:
 /// SQL Server foreign keys cannot reference a filtered index, so these stay plain UNIQUE.
-pub fn referenced_keys(plan: &RevPlan, t: &RevTablePlan) -> Vec<Vec<String>> {
+pub fn referenced_keys(plan: &PgToMssqlPlan, t: &PgToMssqlTablePlan) -> Vec<Vec<String>> {
     let mut out = Vec::new();
     for other in &plan.tables {
         for fk in &other.source.foreign_keys {
@@ -194,7 +194,7 @@ pub fn referenced_keys(plan: &RevPlan, t: &RevTablePlan) -> Vec<Vec<String>> {
 /// holds only while at most one row per key has NULLs; if the data has more, SQL Server refuses it,
 /// the refusal is a warning and the referencing foreign keys are then refused (warnings) too.
 pub fn finalize_table(
-    t: &RevTablePlan,
+    t: &PgToMssqlTablePlan,
     opts: &crate::options::SchemaOptions,
     names: &TableNames,
     referenced: &[Vec<String>],
@@ -464,7 +464,7 @@ pub fn finalize_table(
 }
 
 /// Foreign keys among the migrated tables (after all of them are loaded).
-pub fn foreign_keys(plan: &RevPlan, warnings: &mut Vec<String>) -> Vec<MsStmt> {
+pub fn foreign_keys(plan: &PgToMssqlPlan, warnings: &mut Vec<String>) -> Vec<MsStmt> {
     let mut out = Vec::new();
     for (ti, t) in plan.tables.iter().enumerate() {
         let tq = t.source.qualified();
@@ -520,7 +520,7 @@ pub fn foreign_keys(plan: &RevPlan, warnings: &mut Vec<String>) -> Vec<MsStmt> {
 }
 
 /// Upsert: the staging table (a per-task real table, so a reconnecting writer finds it).
-pub fn stage_name(t: &RevTablePlan, task: &str) -> String {
+pub fn stage_name(t: &PgToMssqlTablePlan, task: &str) -> String {
     use std::hash::{DefaultHasher, Hash, Hasher};
     let mut h = DefaultHasher::new();
     task.hash(&mut h);
@@ -533,7 +533,7 @@ pub fn stage_name(t: &RevTablePlan, task: &str) -> String {
 }
 
 /// `SELECT ... INTO` an empty copy of the target's columns (no identity, no constraints).
-pub fn create_stage(t: &RevTablePlan, stage: &str) -> String {
+pub fn create_stage(t: &PgToMssqlTablePlan, stage: &str) -> String {
     let cols = t
         .columns
         .iter()
@@ -546,7 +546,7 @@ pub fn create_stage(t: &RevTablePlan, stage: &str) -> String {
 
 /// MERGE from the staging table: inserts new rows, updates only rows whose values differ, then
 /// empties the staging table.
-pub fn upsert_merge(t: &RevTablePlan, stage: &str, identity: bool) -> Option<String> {
+pub fn upsert_merge(t: &PgToMssqlTablePlan, stage: &str, identity: bool) -> Option<String> {
     let key: Vec<&str> = t
         .key
         .as_ref()?

@@ -22,7 +22,7 @@ pub enum SslMode {
 }
 
 #[derive(Clone)]
-pub struct PgTarget {
+pub struct PgEndpoint {
     pub host: String,
     pub port: u16,
     pub database: String,
@@ -35,9 +35,9 @@ pub struct PgTarget {
 }
 
 // The password never reaches logs or error messages.
-impl fmt::Debug for PgTarget {
+impl fmt::Debug for PgEndpoint {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("PgTarget")
+        f.debug_struct("PgEndpoint")
             .field("host", &self.host)
             .field("port", &self.port)
             .field("database", &self.database)
@@ -70,7 +70,7 @@ pub enum PgConnectError {
     Tls(#[from] crate::pg::tls::TlsSetupError),
 }
 
-impl PgTarget {
+impl PgEndpoint {
     /// Parses the tokio-postgres key=value form (`host=... port=... user=... dbname=...`).
     pub fn from_conn_str(s: &str) -> Result<Self, tokio_postgres::Error> {
         let cfg: tokio_postgres::Config = s.parse()?;
@@ -78,7 +78,7 @@ impl PgTarget {
             Some(tokio_postgres::config::Host::Tcp(h)) => h.clone(),
             _ => "127.0.0.1".into(),
         };
-        Ok(PgTarget {
+        Ok(PgEndpoint {
             host,
             port: cfg.get_ports().first().copied().unwrap_or(5432),
             database: cfg.get_dbname().unwrap_or("postgres").to_string(),
@@ -198,7 +198,7 @@ impl PgTarget {
     }
 }
 
-impl PgTarget {
+impl PgEndpoint {
     /// `sslMode: prefer` that ended in plaintext, said once per process in the log and returned
     /// as a plan warning naming `side` (`target.postgres`): prefer falls back silently in libpq.
     pub async fn plaintext_warning(&self, client: &Client, side: &str) -> Option<String> {

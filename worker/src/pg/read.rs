@@ -10,7 +10,7 @@ use crate::chunk_loop::{BulkRows, ChunkEnd, Msg};
 use crate::mapping::quote_pg;
 use crate::mapping_pg_to_mssql::Decode;
 use crate::plan::TaskPlan;
-use crate::plan_pg_to_mssql::RevTablePlan;
+use crate::plan_pg_to_mssql::PgToMssqlTablePlan;
 use bytes::{Buf, BytesMut};
 use futures_util::TryStreamExt;
 use std::borrow::Cow;
@@ -31,7 +31,7 @@ const DAYS_0001_TO_2000: i64 = 730_119;
 const DAYS_0001_TO_9999_12_31: i64 = 3_652_058;
 
 #[derive(Debug, thiserror::Error)]
-pub enum RevReadError {
+pub enum PgReadError {
     #[error("reading {table} from PostgreSQL: {source}")]
     Copy {
         table: String,
@@ -383,7 +383,7 @@ pub fn key_literal(v: &KeyValue, decode: Decode, formatted_type: &str) -> String
 }
 
 /// The COPY statement of a task: `after` is the checkpointed last key.
-pub fn copy_sql(t: &RevTablePlan, task: &TaskPlan, after: Option<&[KeyValue]>) -> String {
+pub fn copy_sql(t: &PgToMssqlTablePlan, task: &TaskPlan, after: Option<&[KeyValue]>) -> String {
     let cols = t
         .columns
         .iter()
@@ -563,7 +563,7 @@ impl CopyParser {
     }
 }
 
-fn key_text(t: &RevTablePlan, cells: &[ColumnData<'_>]) -> String {
+fn key_text(t: &PgToMssqlTablePlan, cells: &[ColumnData<'_>]) -> String {
     match &t.key {
         Some(key) => key
             .iter()
@@ -594,18 +594,18 @@ fn key_text(t: &RevTablePlan, cells: &[ColumnData<'_>]) -> String {
 /// The error of a field that cannot be stored, naming the row by its key (the row's fields
 /// decoded again: this runs once, on the way out).
 fn value_error(
-    t: &RevTablePlan,
+    t: &PgToMssqlTablePlan,
     decodes: &[Decode],
     fields: &[Option<&[u8]>],
     column: usize,
     message: String,
-) -> RevReadError {
+) -> PgReadError {
     let cells: Vec<ColumnData<'_>> = fields
         .iter()
         .zip(decodes)
         .map(|(f, d)| decode_field(*d, *f).unwrap_or(ColumnData::I32(None)))
         .collect();
-    RevReadError::Value {
+    PgReadError::Value {
         table: t.source.qualified(),
         key: key_text(t, &cells),
         column: t.columns[column].source.name.clone(),
@@ -618,15 +618,15 @@ fn value_error(
 /// (rows or encoded bulk-row bytes). Without a key the whole task is one chunk (it cannot resume).
 pub async fn read_task(
     pg: &Client,
-    t: &RevTablePlan,
+    t: &PgToMssqlTablePlan,
     task: &TaskPlan,
     after: Option<&[KeyValue]>,
     limit: ChunkLimit,
     encoder: &BulkRowEncoder,
     tx: Sender<Msg<BulkRows>>,
-) -> Result<(), RevReadError> {
+) -> Result<(), PgReadError> {
     let table = t.source.qualified();
-    let copy_err = |source| RevReadError::Copy {
+    let copy_err = |source| PgReadError::Copy {
         table: table.clone(),
         source,
     };
@@ -639,7 +639,7 @@ pub async fn read_task(
     // The table column of each bulk column (an encoder error names the bulk column).
     let bulk_to_col: Vec<usize> = (0..bulk_cols.len()).filter(|&i| bulk_cols[i]).collect();
     if encoder.columns().len() != bulk_to_col.len() {
-        return Err(RevReadError::Value {
+        return Err(PgReadError::Value {
             table: table.clone(),
             key: "no row read".into(),
             column: "*".into(),
@@ -690,7 +690,7 @@ pub async fn read_task(
             &data,
             |fields, len| {
                 if fields.len() != decodes.len() {
-                    return Err(RevReadError::Malformed(table.clone()));
+                    return Err(PgReadError::Malformed(table.clone()));
                 }
                 let mut decode_error: Option<(usize, String)> = None;
                 let values = fields.iter().zip(&decodes).enumerate().filter_map(|(i, (f, d))| {
@@ -745,7 +745,7 @@ pub async fn read_task(
                 }
                 Ok(())
             },
-            || RevReadError::Malformed(table.clone()),
+            || PgReadError::Malformed(table.clone()),
         )?;
         for m in pending.drain(..) {
             if tx.send(m).await.is_err() {
@@ -755,7 +755,7 @@ pub async fn read_task(
         }
     }
     if !finished {
-        return Err(RevReadError::Malformed(table));
+        return Err(PgReadError::Malformed(table));
     }
     if batch_rows > 0 {
         let _ = tx.send(Msg::Data(BulkRows(buf.split(), batch_bytes))).await;

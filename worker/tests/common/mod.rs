@@ -3,10 +3,10 @@
 
 pub mod view_rows;
 
-use mssql_pg_worker::mssql::connect::{Encryption, MssqlSource, TdsClient};
+use mssql_pg_worker::mssql::connect::{Encryption, MssqlEndpoint, TdsClient};
 use mssql_pg_worker::mssql_to_pg::MssqlToPgEngine as Engine;
 use mssql_pg_worker::options::{Options, VerifyMode};
-use mssql_pg_worker::pg::connect::PgTarget;
+use mssql_pg_worker::pg::connect::PgEndpoint;
 use mssql_pg_worker::pipeline::CopyOptions;
 use tds_testserver::{ServerConfig, TestServer};
 use tokio_postgres::{Client, NoTls};
@@ -43,7 +43,7 @@ pub async fn fresh_schema(client: &Client, name: &str) -> String {
 
 /// A TDS test server (standing in for SQL Server) with its default login, and the worker's settings
 /// to reach it. Keep the server alive for as long as the test uses it.
-pub fn start_tds_server() -> (TestServer, MssqlSource) {
+pub fn start_tds_server() -> (TestServer, MssqlEndpoint) {
     let config = ServerConfig::default();
     let (user, password, database) = (
         config.user.clone(),
@@ -52,7 +52,7 @@ pub fn start_tds_server() -> (TestServer, MssqlSource) {
     );
     let server = TestServer::start(config).unwrap();
     let addr = server.addr();
-    let source = MssqlSource {
+    let source = MssqlEndpoint {
         host: addr.ip().to_string(),
         port: addr.port(),
         database,
@@ -80,10 +80,10 @@ pub async fn ms_exec(client: &mut TdsClient, sql: &str) {
 
 /// An engine copying `source` into `schema` of the test PostgreSQL, verifying by checksum, in chunks
 /// of 50,000 rows; tests adjust `options` and `copy` where they need to.
-pub fn tds_engine(source: &MssqlSource, schema: &str, migration: &str) -> Engine {
+pub fn tds_engine(source: &MssqlEndpoint, schema: &str, migration: &str) -> Engine {
     Engine {
         source: source.clone(),
-        target: PgTarget::from_conn_str(&pg_url()).unwrap(),
+        target: PgEndpoint::from_conn_str(&pg_url()).unwrap(),
         options: Options {
             migration: migration.into(),
             target_schema: schema.into(),
@@ -102,13 +102,13 @@ pub fn tds_engine(source: &MssqlSource, schema: &str, migration: &str) -> Engine
 /// An engine copying schema `schema` of the test PostgreSQL into `dbo` of the TDS server `target`,
 /// verifying by checksum, in chunks of 50,000 rows (the reverse direction's [`tds_engine`]).
 pub fn pg_engine(
-    target: &MssqlSource,
+    target: &MssqlEndpoint,
     schema: &str,
     migration: &str,
     mode: mssql_pg_worker::options::Mode,
-) -> std::sync::Arc<mssql_pg_worker::pg_to_mssql::RevEngine> {
-    std::sync::Arc::new(mssql_pg_worker::pg_to_mssql::RevEngine {
-        source: PgTarget::from_conn_str(&pg_url()).unwrap(),
+) -> std::sync::Arc<mssql_pg_worker::pg_to_mssql::PgToMssqlEngine> {
+    std::sync::Arc::new(mssql_pg_worker::pg_to_mssql::PgToMssqlEngine {
+        source: PgEndpoint::from_conn_str(&pg_url()).unwrap(),
         target: target.clone(),
         options: Options {
             migration: migration.into(),
