@@ -191,6 +191,9 @@ struct PlanEvent<'a> {
     tables: Vec<PlanTable<'a>>,
     tasks: &'a [mssql_pg_worker::plan::TaskPlan],
     warnings: &'a [String],
+    /// Translated views, created in finalize: (source, target, CREATE VIEW).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    views: Vec<(String, &'a str, &'a str)>,
 }
 
 #[derive(Serialize)]
@@ -224,6 +227,7 @@ fn plan_event<'a, P: PublishedPlan>(direction: &'static str, p: &'a Prepared<P>)
             .collect(),
         tasks: p.plan.tasks(),
         warnings: p.plan.warnings(),
+        views: p.plan.views(),
     }
 }
 
@@ -268,7 +272,7 @@ fn report_dry_run(
     let event = serde_json::json!({
         "event": "dryRun",
         "ok": ok,
-        "plan": plan,
+        "plan": &plan,
         "targetActions": actions,
         "written": false,
     });
@@ -279,6 +283,13 @@ fn report_dry_run(
         );
         for (t, a) in targets.iter().zip(actions) {
             text.push_str(&format!("  {}\n", a.describe(t)));
+        }
+        for v in plan["views"].as_array().into_iter().flatten() {
+            text.push_str(&format!(
+                "  view {}: create in finalize (translated from {})\n",
+                v[1].as_str().unwrap_or_default(),
+                v[0].as_str().unwrap_or_default()
+            ));
         }
         for w in warnings {
             text.push_str(&format!("  warning: {w}\n"));
@@ -318,6 +329,11 @@ async fn run<E: Engine>(engine: &E, out: &Out) -> anyhow::Result<bool> {
         verification: Vec::new(),
         verified: false,
         warnings: plan.warnings().to_vec(),
+        views: plan
+            .views()
+            .into_iter()
+            .map(|(s, t, _)| format!("{s} -> {t}"))
+            .collect(),
         error: None,
         task_reports: Vec::new(),
     };

@@ -17,6 +17,8 @@ pub trait PublishedPlan {
     fn tables(&self) -> &[Self::Table];
     fn tasks(&self) -> &[TaskPlan];
     fn warnings(&self) -> &[String];
+    /// The source's views the target gets, translated: (source `schema.name`, target, CREATE VIEW).
+    fn views(&self) -> Vec<(String, &str, &str)>;
 }
 
 /// A table of a [`PublishedPlan`].
@@ -52,7 +54,7 @@ pub trait PublishedColumn {
 /// a table's single integer key column and `$generated` its generated columns, the things they keep
 /// differently.
 macro_rules! published_plan {
-    ($plan:ty, $table:ty, $column:ty, $key_name:path, $generated:path) => {
+    ($plan:ty, $table:ty, $column:ty, $key_name:path, $generated:path, $views:path) => {
         impl $crate::published::PublishedPlan for $plan {
             type Table = $table;
             fn tables(&self) -> &[$table] {
@@ -63,6 +65,9 @@ macro_rules! published_plan {
             }
             fn warnings(&self) -> &[String] {
                 &self.warnings
+            }
+            fn views(&self) -> Vec<(String, &str, &str)> {
+                $views(self)
             }
         }
 
@@ -106,7 +111,13 @@ fn generated(t: &TablePlan) -> Vec<(&str, String, &str)> {
         })
         .collect()
 }
-published_plan!(Plan, TablePlan, ColumnMapping, int_key_name, generated);
+fn views(p: &Plan) -> Vec<(String, &str, &str)> {
+    p.views
+        .iter()
+        .map(|v| (v.qualified_source(), v.target.as_str(), v.sql.as_str()))
+        .collect()
+}
+published_plan!(Plan, TablePlan, ColumnMapping, int_key_name, generated, views);
 
 impl PublishedColumn for ColumnMapping {
     fn name(&self) -> &str {
@@ -136,12 +147,17 @@ fn pg_to_mssql_int_key(t: &PgToMssqlTablePlan) -> Option<&str> {
 fn no_generated(_: &PgToMssqlTablePlan) -> Vec<(&str, String, &str)> {
     Vec::new()
 }
+/// PostgreSQL views are listed in the warnings, not translated.
+fn no_views(_: &PgToMssqlPlan) -> Vec<(String, &str, &str)> {
+    Vec::new()
+}
 published_plan!(
     PgToMssqlPlan,
     PgToMssqlTablePlan,
     PgToMssqlColumn,
     pg_to_mssql_int_key,
-    no_generated
+    no_generated,
+    no_views
 );
 
 impl PublishedColumn for PgToMssqlColumn {

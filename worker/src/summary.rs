@@ -34,6 +34,9 @@ pub struct Summary {
     pub verification: Vec<TableVerification>,
     pub verified: bool,
     pub warnings: Vec<String>,
+    /// The views translated and created in the target (`source -> target`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub views: Vec<String>,
     pub error: Option<String>,
     pub task_reports: Vec<TaskReport>,
 }

@@ -209,6 +209,7 @@ async fn phase_subcommands_run_as_separate_processes() {
         "CREATE TABLE dbo.B (Id int NOT NULL PRIMARY KEY, AId int NOT NULL CONSTRAINT FK_B_A REFERENCES dbo.A (Id))",
         "INSERT INTO dbo.A (Id, V) VALUES (1, 10), (2, 20), (3, 30)",
         "INSERT INTO dbo.B (Id, AId) VALUES (1, 1), (2, 3)",
+        "CREATE VIEW dbo.AB AS SELECT b.Id, a.V FROM dbo.B b JOIN dbo.A a ON a.Id = b.AId",
     ] {
         ms.simple_query(sql).await.unwrap().into_results().await.unwrap();
     }
@@ -233,6 +234,9 @@ async fn phase_subcommands_run_as_separate_processes() {
         .map(|t| t["name"].as_str().unwrap().to_string())
         .collect();
     assert_eq!(tasks.len(), 2);
+    // The translated view is in the plan, and finalize (another process) creates it.
+    assert_eq!(plan["views"][0][0], "dbo.AB", "{plan}");
+    assert_eq!(plan["views"][0][1], format!("\"{schema}\".\"AB\""), "{plan}");
     for task in &tasks {
         let (ok, events) = worker(&["copy", "-f", &file, "--task", task], &password, &[]);
         assert!(ok, "{events:?}");
@@ -251,6 +255,12 @@ async fn phase_subcommands_run_as_separate_processes() {
         .unwrap()
         .get(0);
     assert_eq!(fk, 1);
+    let v: i64 = pg
+        .query_one(&format!("SELECT sum(\"V\") FROM \"{schema}\".\"AB\""), &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(v, 40);
     drop(server);
 }
 
