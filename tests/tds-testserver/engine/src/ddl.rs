@@ -43,10 +43,23 @@ pub fn normal_form(e: &Expr) -> String {
             expr,
         } => match &**expr {
             Expr::Value(v) => format!("(-{})", v.value),
-            other => format!("-{}", normal_form(other)),
+            other => format!("-{}", operand(other, |level| level > UNARY)),
         },
         Expr::BinaryOp { left, op, right } => {
-            let (l, r) = (normal_form(left), normal_form(right));
+            let parent = op_level(op);
+            let arithmetic = |level: u8| level == MULTIPLICATIVE || level == ADDITIVE;
+            // SQL Server's printer wraps every arithmetic operand that is itself arithmetic
+            // (`ISNULL(a + b + c, 0)` is stored as `(isnull(([a]+[b])+[c],(0)))`), and any
+            // operand has to be wrapped that binds less tightly than its operator (or as
+            // tightly, on the right: `a-(b-1)`), or the stored text means something else.
+            let (l, r) = (
+                operand(left, |level| {
+                    level > parent || (arithmetic(parent) && arithmetic(level)) || parent == UNKNOWN
+                }),
+                operand(right, |level| {
+                    level >= parent || (arithmetic(parent) && arithmetic(level)) || parent == UNKNOWN
+                }),
+            );
             match op {
                 BinaryOperator::And | BinaryOperator::Or => format!("{l} {op} {r}"),
                 _ => format!("{l}{op}{r}"),
@@ -73,6 +86,73 @@ pub fn normal_form(e: &Expr) -> String {
         Expr::IsNotNull(x) => format!("{} IS NOT NULL", normal_form(x)),
         other => other.to_string(),
     }
+}
+
+// How tightly an expression binds, as in T-SQL's operator precedence: a lower level binds
+// more tightly.
+const ATOM: u8 = 0;
+const UNARY: u8 = 1;
+const MULTIPLICATIVE: u8 = 2;
+const ADDITIVE: u8 = 3;
+const COMPARISON: u8 = 4;
+const PREDICATE: u8 = 5;
+const AND: u8 = 6;
+const OR: u8 = 7;
+const UNKNOWN: u8 = u8::MAX;
+
+fn op_level(op: &BinaryOperator) -> u8 {
+    match op {
+        BinaryOperator::Multiply | BinaryOperator::Divide | BinaryOperator::Modulo => MULTIPLICATIVE,
+        BinaryOperator::Plus
+        | BinaryOperator::Minus
+        | BinaryOperator::StringConcat
+        | BinaryOperator::BitwiseAnd
+        | BinaryOperator::BitwiseOr
+        | BinaryOperator::BitwiseXor => ADDITIVE,
+        BinaryOperator::Eq
+        | BinaryOperator::NotEq
+        | BinaryOperator::Lt
+        | BinaryOperator::LtEq
+        | BinaryOperator::Gt
+        | BinaryOperator::GtEq => COMPARISON,
+        BinaryOperator::And => AND,
+        BinaryOperator::Or => OR,
+        _ => UNKNOWN,
+    }
+}
+
+/// How tightly `e` (without its own parentheses) binds as an operand; `None` for a form
+/// printed as the parser prints it, which keeps the parentheses its operand had.
+fn expr_level(e: &Expr) -> Option<u8> {
+    match e {
+        Expr::Identifier(_) | Expr::CompoundIdentifier(_) | Expr::Value(_) | Expr::Function(_) => Some(ATOM),
+        Expr::UnaryOp {
+            op: UnaryOperator::Minus,
+            expr,
+        } if matches!(**expr, Expr::Value(_)) => Some(ATOM),
+        Expr::UnaryOp {
+            op: UnaryOperator::Minus,
+            ..
+        } => Some(UNARY),
+        Expr::BinaryOp { op, .. } => Some(op_level(op)),
+        Expr::IsNull(_) | Expr::IsNotNull(_) => Some(PREDICATE),
+        _ => None,
+    }
+}
+
+/// An operand in normal form, in parentheses when `wrap_level` says its level needs them (or,
+/// for a form without a known level, when the user wrote them).
+fn operand(e: &Expr, wrap_level: impl Fn(u8) -> bool) -> String {
+    let mut inner = e;
+    while let Expr::Nested(x) = inner {
+        inner = x;
+    }
+    let text = normal_form(inner);
+    let wrapped = match expr_level(inner) {
+        Some(level) => wrap_level(level),
+        None => !std::ptr::eq(inner, e),
+    };
+    if wrapped { format!("({text})") } else { text }
 }
 
 /// Whether `new` differs from `old` only by indexes appended at the end (names aside), so
