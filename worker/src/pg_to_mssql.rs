@@ -411,16 +411,20 @@ async fn map_columns(
 /// Generated columns become computed PERSISTED columns where their expression translates.
 fn computed_columns(t: &PgTable, columns: &mut [PgToMssqlColumn], warnings: &mut Vec<String>) {
     let q = t.qualified();
+    // A generated column refers to stored columns only.
+    let stored: Vec<(String, crate::mssql::expr::Operand)> = columns
+        .iter()
+        .filter(|c| c.source.generated.is_none())
+        .map(|c| {
+            let kind = crate::mssql::expr::column_operand(&c.source, c.ms_type);
+            (c.source.name.clone(), kind)
+        })
+        .collect();
     for col in columns.iter_mut() {
         let Some(expr) = col.source.generated.clone() else {
             continue;
         };
-        let lookup = |n: &str| {
-            t.columns
-                .iter()
-                .any(|c| c.name == n && c.generated.is_none())
-                .then(|| n.to_string())
-        };
+        let lookup = |n: &str| stored.iter().find(|(s, _)| s == n).cloned();
         let name = col.source.name.clone();
         match crate::mssql::expr::translate(
             &expr,

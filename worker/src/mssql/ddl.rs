@@ -133,6 +133,16 @@ fn lookup(t: &PgToMssqlTablePlan) -> impl Fn(&str) -> Option<String> + '_ {
     }
 }
 
+/// Source column -> target column and its type, for the expression translator.
+fn expr_lookup(t: &PgToMssqlTablePlan) -> impl Fn(&str) -> Option<(String, expr::Operand)> + '_ {
+    move |n: &str| {
+        t.columns
+            .iter()
+            .find(|c| c.source.name == n)
+            .map(|c| (c.target_name.clone(), expr::column_operand(&c.source, c.ms_type)))
+    }
+}
+
 /// Whether SQL Server can use the column as an index key (not (max), not varbinary(max)).
 fn indexable(t: &PgToMssqlTablePlan, name: &str) -> bool {
     use crate::mapping_pg_to_mssql::MsType;
@@ -310,7 +320,7 @@ pub fn finalize_table(
             }
             let mut filter = Vec::new();
             if let Some(pred) = &ix.predicate {
-                let cols = lookup(t);
+                let cols = expr_lookup(t);
                 match expr::translate(
                     pred,
                     &Ctx {
@@ -349,7 +359,7 @@ pub fn finalize_table(
     }
     if opts.check_constraints {
         for (ck, name) in t.source.checks.iter().zip(&names.checks) {
-            let cols = lookup(t);
+            let cols = expr_lookup(t);
             match expr::translate(
                 &ck.expression,
                 &Ctx {
@@ -385,7 +395,7 @@ pub fn finalize_table(
                     .strip_prefix("CHECK ")
                     .unwrap_or(def)
                     .trim_end_matches(" NOT VALID");
-                let target = c.target_name.clone();
+                let target = (c.target_name.clone(), expr::column_operand(&c.source, c.ms_type));
                 let cols = move |n: &str| (n == "value").then(|| target.clone());
                 match expr::translate(
                     e,
@@ -436,7 +446,7 @@ pub fn finalize_table(
             let (Some(def), Some(name)) = (&c.source.default, name) else {
                 continue;
             };
-            let cols = lookup(t);
+            let cols = expr_lookup(t);
             match expr::translate(
                 def,
                 &Ctx {

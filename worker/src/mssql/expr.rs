@@ -6,6 +6,8 @@
 use crate::like_pattern;
 use crate::mapping::quote_mssql;
 use crate::mapping_pg_to_mssql::MsType;
+use crate::mssql::expr_cast::{self, Cast};
+pub use crate::mssql::expr_cast::{Operand, column_operand};
 use crate::sql_lex::{POSTGRES, Tok, tokenize};
 
 /// Words that can follow `::` as (part of) a type name.
@@ -56,173 +58,360 @@ const KEYWORDS: &[&str] = &[
 ];
 
 pub struct Ctx<'a> {
-    /// Source column name -> target column name.
-    pub columns: &'a dyn Fn(&str) -> Option<String>,
+    /// Source column name -> target column name and what the translator knows of its type.
+    pub columns: &'a dyn Fn(&str) -> Option<(String, Operand)>,
     /// The column a default belongs to (for now() -> SYSDATETIMEOFFSET()/SYSDATETIME()).
     pub column_type: Option<MsType>,
 }
 
+/// A parenthesis level of the output: a group `(...)` or a call's argument list.
+struct Frame {
+    out_start: usize,
+    tok_start: usize,
+    operands: usize,
+    /// Operators other than `||` seen at this level.
+    ops: bool,
+    concat: bool,
+    /// A `||` whose right operand is not complete yet.
+    concat_pending: bool,
+    /// A call's result, when known from the function (`None` for a group).
+    call: Option<Call>,
+    /// Operands/operators of the current argument, and whether every argument so far was one
+    /// string operand (COALESCE/NULLIF of strings are strings).
+    arg_operands: usize,
+    arg_ops: bool,
+    args_string: bool,
+}
+
+#[derive(Clone, Copy)]
+enum Call {
+    Is(Operand),
+    /// The type of its arguments when they are all strings.
+    LikeArgs,
+}
+
+impl Frame {
+    fn new(out_start: usize, tok_start: usize, call: Option<Call>) -> Frame {
+        Frame {
+            out_start,
+            tok_start,
+            operands: 0,
+            ops: false,
+            concat: false,
+            concat_pending: false,
+            call,
+            arg_operands: 0,
+            arg_ops: false,
+            args_string: true,
+        }
+    }
+}
+
+/// The operand just written to the output.
+#[derive(Clone, Copy)]
+struct Last {
+    out_start: usize,
+    tok_start: usize,
+    kind: Operand,
+}
+
+/// Output and what is known of its structure.
+struct Out {
+    sql: String,
+    frames: Vec<Frame>,
+    last: Option<Last>,
+    /// The function whose name was just written; its argument list comes next.
+    pending_call: Option<Call>,
+}
+
+impl Out {
+    fn push(&mut self, s: &str) -> usize {
+        let out = &mut self.sql;
+        if !out.is_empty() && !out.ends_with('(') && !s.starts_with(')') && !s.starts_with(',') {
+            out.push(' ');
+        }
+        let start = out.len();
+        out.push_str(s);
+        start
+    }
+
+    fn frame(&mut self) -> Result<&mut Frame, String> {
+        self.frames
+            .last_mut()
+            .ok_or_else(|| "unbalanced parentheses".to_string())
+    }
+
+    fn operand(&mut self, s: &str, tok_start: usize, kind: Operand) -> Result<(), String> {
+        let out_start = self.push(s);
+        self.completed(Last {
+            out_start,
+            tok_start,
+            kind,
+        })
+    }
+
+    fn completed(&mut self, last: Last) -> Result<(), String> {
+        let f = self.frame()?;
+        f.operands += 1;
+        f.arg_operands += 1;
+        self.last = Some(last);
+        Ok(())
+    }
+
+    /// Something other than an operand follows: the operand before it is complete (`||` needs
+    /// strings on both sides: T-SQL's `+` adds numbers).
+    fn end_operand(&mut self) -> Result<(), String> {
+        let last = self.last;
+        let f = self.frame()?;
+        if f.concat_pending {
+            f.concat_pending = false;
+            if !last.is_some_and(|l| l.kind.is_string()) {
+                return Err(
+                    "|| with an operand that is not known to be text (T-SQL's + would add numbers)".into(),
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// An operator (or keyword, or comma) at the current level.
+    fn operator(&mut self) -> Result<(), String> {
+        self.end_operand()?;
+        let f = self.frame()?;
+        f.ops = true;
+        f.arg_ops = true;
+        self.last = None;
+        Ok(())
+    }
+}
+
 /// Translates a PostgreSQL expression to T-SQL.
 pub fn translate(src: &str, ctx: &Ctx<'_>) -> Result<String, String> {
+    translate_in(src, ctx, false)
+}
+
+/// `list`: `src` is the items of an `= ANY (ARRAY[...])` list.
+fn translate_in(src: &str, ctx: &Ctx<'_>, list: bool) -> Result<String, String> {
     let toks = tokenize(src, &POSTGRES)?;
-    let mut out = String::new();
+    let mut o = Out {
+        sql: String::new(),
+        frames: vec![Frame::new(0, 0, None)],
+        last: None,
+        pending_call: None,
+    };
     let mut i = 0;
     let now = match ctx.column_type {
         Some(MsType::DateTime2 { .. } | MsType::Date | MsType::Time { .. }) => "SYSDATETIME()",
         _ => "SYSDATETIMEOFFSET()",
     };
-    let push = |out: &mut String, s: &str| {
-        if !out.is_empty() && !out.ends_with('(') && !s.starts_with(')') && !s.starts_with(',') {
-            out.push(' ');
-        }
-        out.push_str(s);
+    let now_kind = if now == "SYSDATETIME()" {
+        Operand::Timestamp
+    } else {
+        Operand::Timestamptz
     };
     while i < toks.len() {
         match &toks[i] {
-            Tok::Op(o) if o == "::" => {
-                // Drop the cast: T-SQL converts literals implicitly to the column's type.
-                i += 1;
-                // The type: any name, maybe schema-qualified (an enum or domain), then more
-                // words of a multi-word type (`character varying`, `time with time zone`).
-                match toks.get(i) {
-                    Some(Tok::Word(_) | Tok::Quoted(_)) => i += 1,
-                    _ => return Err("a cast to an unknown type".into()),
+            Tok::Op(o_) if o_ == "::" => {
+                let Some(l) = o.last.filter(|l| l.out_start <= o.sql.len()) else {
+                    return Err("a cast of an unknown operand".into());
+                };
+                let (target, next) = expr_cast::parse_target(&toks, i + 1)?;
+                let compared = is_compared(&toks, l.tok_start, next, list, ctx.column_type.is_some());
+                let (cast, kind) = expr_cast::translate(l.kind, &target, compared)?;
+                let wrap = match cast {
+                    Cast::Drop => None,
+                    Cast::To(ty) => Some(("CAST(", format!(" AS {ty})"))),
+                    Cast::RTrim => Some(("RTRIM(", ")".to_string())),
+                };
+                if let Some((open, close)) = wrap {
+                    let operand = o.sql.split_off(l.out_start);
+                    o.sql.push_str(open);
+                    o.sql.push_str(&operand);
+                    o.sql.push_str(&close);
                 }
-                if toks.get(i) == Some(&Tok::Op(".".into())) {
-                    match toks.get(i + 1) {
-                        Some(Tok::Word(_) | Tok::Quoted(_)) => i += 2,
-                        _ => return Err("a cast to an unknown type".into()),
-                    }
-                }
-                while let Some(Tok::Word(w)) = toks.get(i) {
-                    if !is_type_word(w) {
-                        break;
-                    }
-                    i += 1;
-                }
-                if toks.get(i) == Some(&Tok::LParen) {
-                    while i < toks.len() && toks[i] != Tok::RParen {
-                        i += 1;
-                    }
-                    i += 1;
-                }
-                if toks.get(i) == Some(&Tok::LBracket) && toks.get(i + 1) == Some(&Tok::RBracket) {
-                    i += 2;
-                }
-                continue;
-            }
-            Tok::Op(o) if o == "=" || o == "<>" => {
-                // `x = ANY (ARRAY[a, b])` -> `x IN (a, b)`; `<> ALL` -> `NOT IN`.
-                let quant = matches!(toks.get(i + 1),
-                    Some(Tok::Word(w)) if (w == "any" && o == "=") || (w == "all" && o == "<>"));
-                if quant {
-                    if toks.get(i + 2) != Some(&Tok::LParen) {
-                        return Err("ANY/ALL without a list".into());
-                    }
-                    // `ANY ((ARRAY[...])::text[])`: extra parentheses and a cast around the array.
-                    let mut j = i + 3;
-                    let mut extra = 0;
-                    while toks.get(j) == Some(&Tok::LParen) {
-                        extra += 1;
-                        j += 1;
-                    }
-                    if toks.get(j) != Some(&Tok::Word("array".into()))
-                        || toks.get(j + 1) != Some(&Tok::LBracket)
-                    {
-                        return Err("ANY/ALL over something other than ARRAY[...]".into());
-                    }
-                    j += 2;
-                    let start = j;
-                    let mut depth = 0;
-                    while j < toks.len() {
-                        match &toks[j] {
-                            Tok::LBracket => depth += 1,
-                            Tok::RBracket if depth == 0 => break,
-                            Tok::RBracket => depth -= 1,
-                            _ => {}
-                        }
-                        j += 1;
-                    }
-                    let inner: Vec<Tok> = toks[start..j].to_vec();
-                    let list = translate_tokens(&inner, ctx)?;
-                    j += 1;
-                    // Skip the closing parentheses of the extra ones, each maybe followed by a cast.
-                    for _ in 0..extra {
-                        if toks.get(j) == Some(&Tok::RParen) {
-                            j += 1;
-                        }
-                        if toks.get(j) == Some(&Tok::Op("::".into())) {
-                            j += 1;
-                            while matches!(toks.get(j), Some(Tok::Word(w)) if is_type_word(w)) {
-                                j += 1;
-                            }
-                            if toks.get(j) == Some(&Tok::LBracket) && toks.get(j + 1) == Some(&Tok::RBracket)
-                            {
-                                j += 2;
-                            }
-                        }
-                    }
-                    if toks.get(j) != Some(&Tok::RParen) {
-                        return Err("ANY/ALL list not closed".into());
-                    }
-                    push(&mut out, if o == "=" { "IN (" } else { "NOT IN (" });
-                    out.push_str(&list);
-                    out.push(')');
-                    i = j + 1;
-                    continue;
-                }
-                push(&mut out, o);
-            }
-            Tok::Op(o) if match_op(o).is_some() => {
-                let (pattern, next) = match_pattern(&toks, i + 1, o)?;
-                out.push_str(&like_sql(o, &pattern)?);
+                o.last = Some(Last { kind, ..l });
                 i = next;
                 continue;
             }
-            Tok::Op(o) => push(
-                &mut out,
-                match o.as_str() {
-                    "||" => "+",
+            Tok::Op(op)
+                if (op == "=" || op == "<>")
+                    && matches!(toks.get(i + 1),
+                    Some(Tok::Word(w)) if (w == "any" && op == "=") || (w == "all" && op == "<>")) =>
+            {
+                // `x = ANY (ARRAY[a, b])` -> `x IN (a, b)`; `<> ALL` -> `NOT IN`.
+                o.operator()?;
+                if toks.get(i + 2) != Some(&Tok::LParen) {
+                    return Err("ANY/ALL without a list".into());
+                }
+                // `ANY ((ARRAY[...])::text[])`: extra parentheses and a cast around the array.
+                let mut j = i + 3;
+                let mut extra = 0;
+                while toks.get(j) == Some(&Tok::LParen) {
+                    extra += 1;
+                    j += 1;
+                }
+                if toks.get(j) != Some(&Tok::Word("array".into())) || toks.get(j + 1) != Some(&Tok::LBracket)
+                {
+                    return Err("ANY/ALL over something other than ARRAY[...]".into());
+                }
+                j += 2;
+                let start = j;
+                let mut depth = 0;
+                while j < toks.len() {
+                    match &toks[j] {
+                        Tok::LBracket => depth += 1,
+                        Tok::RBracket if depth == 0 => break,
+                        Tok::RBracket => depth -= 1,
+                        _ => {}
+                    }
+                    j += 1;
+                }
+                let inner: Vec<Tok> = toks[start..j].to_vec();
+                let items = translate_tokens(&inner, ctx)?;
+                j += 1;
+                // Skip the closing parentheses of the extra ones, each maybe followed by a cast.
+                for _ in 0..extra {
+                    if toks.get(j) == Some(&Tok::RParen) {
+                        j += 1;
+                    }
+                    if toks.get(j) == Some(&Tok::Op("::".into())) {
+                        j += 1;
+                        while matches!(toks.get(j), Some(Tok::Word(w)) if is_type_word(w)) {
+                            j += 1;
+                        }
+                        if toks.get(j) == Some(&Tok::LBracket) && toks.get(j + 1) == Some(&Tok::RBracket) {
+                            j += 2;
+                        }
+                    }
+                }
+                if toks.get(j) != Some(&Tok::RParen) {
+                    return Err("ANY/ALL list not closed".into());
+                }
+                o.push(if op == "=" { "IN (" } else { "NOT IN (" });
+                o.sql.push_str(&items);
+                o.sql.push(')');
+                i = j + 1;
+                continue;
+            }
+            Tok::Op(op) if match_op(op).is_some() => {
+                o.operator()?;
+                let (pattern, next) = match_pattern(&toks, i + 1, op)?;
+                o.sql.push_str(&like_sql(op, &pattern)?);
+                i = next;
+                continue;
+            }
+            Tok::Op(op) if op == "||" => {
+                o.end_operand()?;
+                if !o.last.is_some_and(|l| l.kind.is_string()) {
+                    return Err(
+                        "|| with an operand that is not known to be text (T-SQL's + would add numbers)"
+                            .into(),
+                    );
+                }
+                let f = o.frame()?;
+                f.concat = true;
+                f.concat_pending = true;
+                o.last = None;
+                o.push("+");
+            }
+            // A negative number: one literal.
+            Tok::Op(op) if op == "-" && o.last.is_none() && matches!(toks.get(i + 1), Some(Tok::Num(_))) => {
+                let Some(Tok::Num(n)) = toks.get(i + 1) else {
+                    return Err("a negative number".into());
+                };
+                o.operand(&format!("-{n}"), i, number_literal(n))?;
+                i += 2;
+                continue;
+            }
+            Tok::Op(op) => {
+                o.operator()?;
+                o.push(match op.as_str() {
                     "!=" => "<>",
                     other => other,
-                },
-            ),
+                });
+            }
             // A call's argument list follows its name directly.
             Tok::LParen
                 if i > 0 && matches!(&toks[i - 1], Tok::Word(w) if !KEYWORDS.contains(&w.as_str())) =>
             {
-                out.push('(')
+                // The frame of the call starts at its name, written just before.
+                let start = o.last.take().map_or(o.sql.len(), |l| l.out_start);
+                let call = o.pending_call.take();
+                o.sql.push('(');
+                o.frames.push(Frame::new(start, i - 1, call));
             }
-            Tok::LParen => push(&mut out, "("),
-            Tok::RParen => out.push(')'),
+            Tok::LParen => {
+                let start = o.push("(");
+                o.frames.push(Frame::new(start, i, None));
+                o.last = None;
+            }
+            Tok::RParen => {
+                o.end_operand()?;
+                let last = o.last;
+                let f = o.frames.pop().ok_or("unbalanced parentheses")?;
+                if o.frames.is_empty() {
+                    return Err("unbalanced parentheses".into());
+                }
+                let arg_string =
+                    f.arg_operands == 1 && !f.arg_ops && last.is_some_and(|l| l.kind.is_string());
+                let kind = match f.call {
+                    Some(Call::Is(k)) => k,
+                    Some(Call::LikeArgs) if f.args_string && arg_string => Operand::Str { len: None },
+                    Some(Call::LikeArgs) => Operand::Unknown,
+                    None if f.concat && !f.ops => Operand::Str { len: None },
+                    None if !f.concat && !f.ops && f.operands == 1 => {
+                        last.map_or(Operand::Unknown, |l| l.kind)
+                    }
+                    None => Operand::Unknown,
+                };
+                o.sql.push(')');
+                o.completed(Last {
+                    out_start: f.out_start,
+                    tok_start: f.tok_start,
+                    kind,
+                })?;
+            }
             Tok::LBracket | Tok::RBracket => return Err("array syntax".into()),
-            Tok::Comma => out.push(','),
-            Tok::Num(n) => push(&mut out, n),
-            Tok::Str(s) => push(&mut out, &format!("N'{}'", s.replace('\'', "''"))),
+            Tok::Comma => {
+                o.end_operand()?;
+                let last = o.last;
+                let f = o.frame()?;
+                if !(f.arg_operands == 1 && !f.arg_ops && last.is_some_and(|l| l.kind.is_string())) {
+                    f.args_string = false;
+                }
+                f.arg_operands = 0;
+                f.arg_ops = false;
+                o.last = None;
+                o.sql.push(',');
+            }
+            Tok::Num(n) => o.operand(n, i, number_literal(n))?,
+            Tok::Str(s) => o.operand(
+                &format!("N'{}'", s.replace('\'', "''")),
+                i,
+                Operand::StrLit(s.chars().count()),
+            )?,
             Tok::Quoted(name) => {
-                let target = (ctx.columns)(name).ok_or_else(|| format!("unknown column {name:?}"))?;
-                push(&mut out, &quote_mssql(&target));
+                let (target, kind) = (ctx.columns)(name).ok_or_else(|| format!("unknown column {name:?}"))?;
+                o.operand(&quote_mssql(&target), i, kind)?;
             }
             Tok::Word(w) => {
                 // `AND (...)` is not a call.
                 let is_call = toks.get(i + 1) == Some(&Tok::LParen) && !KEYWORDS.contains(&w.as_str());
-                let mapped: Option<&str> = match w.as_str() {
-                    "and" | "or" | "not" | "is" | "null" | "in" | "between" | "like" | "case" | "when"
-                    | "then" | "else" | "end" => None,
-                    "true" => Some("1"),
-                    "false" => Some("0"),
+                let mapped: Option<(&str, Operand)> = match w.as_str() {
+                    "true" => Some(("1", Operand::Bool)),
+                    "false" => Some(("0", Operand::Bool)),
                     "current_timestamp"
                     | "transaction_timestamp"
                     | "statement_timestamp"
                     | "clock_timestamp"
-                    | "now" => Some(now),
-                    "localtimestamp" => Some("SYSDATETIME()"),
-                    "current_date" => Some("CAST(SYSDATETIME() AS date)"),
-                    "gen_random_uuid" | "uuid_generate_v4" => Some("NEWID()"),
+                    | "now" => Some((now, now_kind)),
+                    "localtimestamp" => Some(("SYSDATETIME()", Operand::Timestamp)),
+                    "current_date" => Some(("CAST(SYSDATETIME() AS date)", Operand::Date)),
+                    "gen_random_uuid" | "uuid_generate_v4" => Some(("NEWID()", Operand::Unknown)),
                     _ => None,
                 };
-                if let Some(m) = mapped {
-                    push(&mut out, m);
+                if let Some((m, kind)) = mapped {
+                    o.operand(m, i, kind)?;
                     if is_call {
                         // Skip the empty argument list `()` of now(), gen_random_uuid(), ...
                         if toks.get(i + 2) != Some(&Tok::RParen) {
@@ -235,24 +424,32 @@ pub fn translate(src: &str, ctx: &Ctx<'_>) -> Result<String, String> {
                     continue;
                 }
                 if is_call {
-                    let f = match w.as_str() {
-                        "length" | "char_length" => "LEN",
-                        "lower" => "LOWER",
-                        "upper" => "UPPER",
-                        "abs" => "ABS",
-                        "coalesce" => "COALESCE",
-                        "round" => "ROUND",
-                        "floor" => "FLOOR",
-                        "ceil" | "ceiling" => "CEILING",
-                        "btrim" => "TRIM",
-                        "nullif" => "NULLIF",
+                    let (f, call) = match w.as_str() {
+                        "length" | "char_length" => ("LEN", Call::Is(Operand::Unknown)),
+                        "lower" => ("LOWER", Call::Is(Operand::Str { len: None })),
+                        "upper" => ("UPPER", Call::Is(Operand::Str { len: None })),
+                        "abs" => ("ABS", Call::Is(Operand::Unknown)),
+                        "coalesce" => ("COALESCE", Call::LikeArgs),
+                        "round" => ("ROUND", Call::Is(Operand::Unknown)),
+                        "floor" => ("FLOOR", Call::Is(Operand::Unknown)),
+                        "ceil" | "ceiling" => ("CEILING", Call::Is(Operand::Unknown)),
+                        "btrim" => ("TRIM", Call::Is(Operand::Str { len: None })),
+                        "nullif" => ("NULLIF", Call::LikeArgs),
                         other => return Err(format!("function {other}()")),
                     };
-                    push(&mut out, f);
-                } else if let Some(target) = (ctx.columns)(w) {
-                    push(&mut out, &quote_mssql(&target));
+                    o.end_operand()?;
+                    let start = o.push(f);
+                    o.last = Some(Last {
+                        out_start: start,
+                        tok_start: i,
+                        kind: Operand::Unknown,
+                    });
+                    o.pending_call = Some(call);
+                } else if let Some((target, kind)) = (ctx.columns)(w) {
+                    o.operand(&quote_mssql(&target), i, kind)?;
                 } else if KEYWORDS.contains(&w.as_str()) {
-                    push(&mut out, &w.to_uppercase());
+                    o.operator()?;
+                    o.push(&w.to_uppercase());
                 } else {
                     return Err(format!("unknown name {w}"));
                 }
@@ -260,7 +457,35 @@ pub fn translate(src: &str, ctx: &Ctx<'_>) -> Result<String, String> {
         }
         i += 1;
     }
-    Ok(out.replace("( ", "(").replace(" )", ")"))
+    o.end_operand()?;
+    Ok(o.sql.replace("( ", "(").replace(" )", ")"))
+}
+
+/// Whether the literal operand at `start..end` (cast included) is compared with a value, listed
+/// in an IN list, or is the whole default: T-SQL converts it to the other side's type there,
+/// as the cast PostgreSQL printed did.
+fn is_compared(toks: &[Tok], start: usize, end: usize, list: bool, default: bool) -> bool {
+    let cmp = |t: Option<&Tok>| matches!(t, Some(Tok::Op(o)) if ["=", "<>", "!=", "<", ">", "<=", ">="].contains(&o.as_str()));
+    let prev = start.checked_sub(1).and_then(|p| toks.get(p));
+    let next = toks.get(end);
+    if cmp(prev) || cmp(next) {
+        return true;
+    }
+    if list {
+        return matches!(prev, None | Some(Tok::Comma)) && matches!(next, None | Some(Tok::Comma));
+    }
+    default
+        && toks[..start].iter().all(|t| *t == Tok::LParen)
+        && toks[end.min(toks.len())..].iter().all(|t| *t == Tok::RParen)
+}
+
+fn number_literal(n: &str) -> Operand {
+    let digits = n.chars().filter(char::is_ascii_digit).count() as u32;
+    let scale = n.split_once('.').map_or(0, |(_, f)| f.len() as u32);
+    Operand::NumLit {
+        precision: digits.max(1),
+        scale,
+    }
 }
 
 /// PostgreSQL's pattern-matching operators: (LIKE rather than regex, case-insensitive, negated).
@@ -379,18 +604,32 @@ fn translate_tokens(toks: &[Tok], ctx: &Ctx<'_>) -> Result<String, String> {
         s.push_str(&piece);
         s.push(' ');
     }
-    translate(&s, ctx)
+    translate_in(&s, ctx, true)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::mssql::expr_cast::IntType;
 
     fn tr(src: &str, ty: Option<MsType>) -> Result<String, String> {
         let cols = |n: &str| {
-            ["price", "status", "name", "Qty", "a"]
-                .contains(&n)
-                .then(|| n.to_string())
+            let kind = match n {
+                "price" => Operand::Decimal {
+                    precision: 10,
+                    scale: 2,
+                },
+                "status" | "name" | "a" => Operand::Str { len: Some(20) },
+                "Qty" | "SalesOrderID" => Operand::Int(IntType::Int),
+                "code" => Operand::Bpchar,
+                "big" => Operand::Int(IntType::Big),
+                "f" => Operand::Float,
+                "d" => Operand::Date,
+                "ts" => Operand::Timestamp,
+                "tz" => Operand::Timestamptz,
+                _ => return None,
+            };
+            Some((n.to_string(), kind))
         };
         translate(
             src,
@@ -461,5 +700,103 @@ mod tests {
         ] {
             assert!(tr(src, None).is_err(), "{src}");
         }
+    }
+
+    #[test]
+    fn casts_that_change_the_type_stay() {
+        let generated = Some(MsType::NVarChar { length: None });
+        // The deparsed SalesOrderNumber of AdventureWorks.
+        assert_eq!(
+            tr(
+                "('SO'::text || ((\"SalesOrderID\")::character varying(23))::text)",
+                generated
+            )
+            .unwrap(),
+            "(N'SO' + (CAST(([SalesOrderID]) AS nvarchar(23))))"
+        );
+        assert_eq!(
+            tr("((\"Qty\")::text || 'x'::text)", generated).unwrap(),
+            "(CAST(([Qty]) AS nvarchar(max)) + N'x')"
+        );
+        assert_eq!(
+            tr("((code)::text || name)", generated).unwrap(),
+            "(RTRIM(([code])) + [name])"
+        );
+        assert_eq!(
+            tr("(COALESCE(name, ''::text) || a)", generated).unwrap(),
+            "(COALESCE([name], N'') + [a])"
+        );
+        assert_eq!(
+            tr("((name)::character varying(5))::text", generated).unwrap(),
+            "(CAST(([name]) AS nvarchar(5)))"
+        );
+        assert_eq!(
+            tr("((name)::character varying(30))::text", generated).unwrap(),
+            "(([name]))"
+        );
+        assert_eq!(
+            tr("((\"Qty\")::bigint * big)", None).unwrap(),
+            "(CAST(([Qty]) AS bigint) * [big])"
+        );
+        assert_eq!(
+            tr("(\"Qty\")::numeric", None).unwrap(),
+            "CAST(([Qty]) AS decimal(10,0))"
+        );
+        assert_eq!(
+            tr("(price)::numeric(12,4)", None).unwrap(),
+            "CAST(([price]) AS decimal(12,4))"
+        );
+        assert_eq!(
+            tr("(price * (2)::numeric)", None).unwrap(),
+            "([price] * CAST((2) AS decimal(1,0)))"
+        );
+        assert_eq!(
+            tr("((ts)::date = d)", None).unwrap(),
+            "(CAST(([ts]) AS date) = [d])"
+        );
+        assert_eq!(
+            tr("(d > '2020-01-01'::date)", None).unwrap(),
+            "([d] > N'2020-01-01')"
+        );
+        assert_eq!(tr("(- 5)::bigint", None).unwrap(), "CAST((-5) AS bigint)");
+        assert_eq!(
+            tr(
+                "((0)::numeric)",
+                Some(MsType::Decimal {
+                    precision: 10,
+                    scale: 2
+                })
+            )
+            .unwrap(),
+            "((0))"
+        );
+    }
+
+    #[test]
+    fn casts_that_cannot_be_exact_are_refused() {
+        for src in [
+            // || of a number: T-SQL's + would add.
+            "('SO'::text || \"Qty\")",
+            "(\"Qty\" || 'x'::text)",
+            // Longer than the cast allows: PostgreSQL cuts, SQL Server fails.
+            "((big)::character varying(5))::text",
+            // Rounding versus truncation, time zones, float formatting, text parsing.
+            "(price)::integer",
+            "(tz)::date",
+            "(ts)::timestamp with time zone",
+            "(f)::text",
+            "(name)::integer",
+            "((code)::character(3))::text",
+            // Unknown types of the operand.
+            "((\"Qty\" + 1))::text",
+            "(abs(\"Qty\"))::text",
+            "(status)::s1.status",
+            "(d)::text",
+        ] {
+            let e = tr(src, Some(MsType::NVarChar { length: None }));
+            assert!(e.is_err(), "{src}: {e:?}");
+        }
+        let e = tr("(price)::integer", None).unwrap_err();
+        assert!(e.contains("rounds"), "{e}");
     }
 }
