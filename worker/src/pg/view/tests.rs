@@ -132,6 +132,12 @@ fn columns_and_aliases() {
         "CREATE VIEW \"public\".\"v\" (\"customerkey\", \"label\", \"again\") AS SELECT \"c\".\"id\", \"c\".\"name\", \
          \"c\".\"name\" FROM \"public\".\"customers\" AS \"c\"",
     );
+    // `--` and `/*` inside a string or a bracketed name are not comments.
+    ok(
+        "CREATE VIEW dbo.V AS SELECT Id AS [a--b] FROM dbo.Customers WHERE Name <> '--/*' -- the end",
+        "CREATE VIEW \"public\".\"v\" (\"a--b\") AS SELECT \"Customers\".\"id\" \
+         FROM \"public\".\"customers\" AS \"Customers\" WHERE \"Customers\".\"name\" <> '--/*'",
+    );
     // A column list names the columns.
     ok(
         "CREATE VIEW dbo.V (A, B) AS SELECT Id, Id * 2 FROM dbo.Customers",
