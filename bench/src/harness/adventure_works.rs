@@ -301,9 +301,10 @@ fn markdown(
         "- **whole run s**: the worker's own run (plan, copy, keys and indexes, checksum \
          verification), from its summary; **copy s** the copy phase alone; **peak RSS** and \
          **worker CPU** the worker process's, from `wait4` (GNU `/usr/bin/time`); **test server \
-         CPU** the source's (forward) or target's (reverse). AdventureWorks is small (about \
-         three quarters of a million rows, most tables under 20,000): the fixed costs of planning, \
-         keys, indexes and verification weigh more here than in the generated sets above."
+         CPU** the source's (forward) or target's (reverse). AdventureWorks is small ({} rows, \
+         most tables under 20,000): the fixed costs of planning, keys, indexes and verification \
+         weigh more in its whole run than in the generated sets'.",
+        fmt_int(loaded.rows)
     );
     let _ = writeln!(
         md,

@@ -27,6 +27,7 @@ mod row_buffer;
 mod row_decoder;
 mod session;
 pub mod sqlcmd;
+mod temporal_compare;
 mod translate;
 pub mod typename;
 pub mod types;

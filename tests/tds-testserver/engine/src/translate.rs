@@ -4,6 +4,7 @@
 
 use crate::error::SqlError;
 use crate::meta::{TableMeta, Tables};
+use crate::temporal_compare;
 use crate::typename::{is_string, is_unicode, parse_type_name, type_decl};
 use crate::types::SqlType;
 use sqlparser::ast::{
@@ -990,9 +991,14 @@ impl<'a> Ctx<'a> {
                 })
             }
             Expr::BinaryOp { left, op, right } => {
-                let l = self.expr(left, scope)?;
-                let r = self.expr(right, scope)?;
+                let mut l = self.expr(left, scope)?;
+                let mut r = self.expr(right, scope)?;
                 let nullable = l.nullable || r.nullable;
+                if is_comparison(op) {
+                    let mut operands = [(&mut **left, l.ty), (&mut **right, r.ty)];
+                    temporal_compare::unify(&mut operands);
+                    (l.ty, r.ty) = (operands[0].1, operands[1].1);
+                }
                 // Neither side a column: SQLite would compare with BINARY, not the default
                 // collation (`UPPER(c) IN ('L')` must match a padded `L `).
                 if matches!(
@@ -1064,19 +1070,26 @@ impl<'a> Ctx<'a> {
                 Ok(Ty::not_null(SqlType::Bit))
             }
             Expr::InList { expr, list, .. } => {
-                let t = self.expr(expr, scope)?;
-                for x in list {
-                    self.expr(x, scope)?;
+                let mut t = self.expr(expr, scope)?;
+                let mut types = Vec::with_capacity(list.len());
+                for x in list.iter_mut() {
+                    types.push(self.expr(x, scope)?.ty);
                 }
+                let mut operands: Vec<(&mut Expr, Option<SqlType>)> = std::iter::once((&mut **expr, t.ty))
+                    .chain(list.iter_mut().zip(types))
+                    .collect();
+                temporal_compare::unify(&mut operands);
+                t.ty = operands[0].1;
                 if t.ty.is_some_and(is_string) && !is_column_ref(expr) {
                     collate_ci(expr);
                 }
                 Ok(Ty::of(SqlType::Bit))
             }
             Expr::Between { expr, low, high, .. } => {
-                self.expr(expr, scope)?;
-                self.expr(low, scope)?;
-                self.expr(high, scope)?;
+                let t = self.expr(expr, scope)?.ty;
+                let lt = self.expr(low, scope)?.ty;
+                let ht = self.expr(high, scope)?.ty;
+                temporal_compare::unify(&mut [(&mut **expr, t), (&mut **low, lt), (&mut **high, ht)]);
                 Ok(Ty::of(SqlType::Bit))
             }
             Expr::Like {
@@ -2044,6 +2057,18 @@ fn plain_fn(name: &str, args: Vec<Expr>) -> Function {
     }
 }
 
+fn is_comparison(op: &BinaryOperator) -> bool {
+    matches!(
+        op,
+        BinaryOperator::Eq
+            | BinaryOperator::NotEq
+            | BinaryOperator::Lt
+            | BinaryOperator::LtEq
+            | BinaryOperator::Gt
+            | BinaryOperator::GtEq
+    )
+}
+
 /// A translated column reference (whose collation SQLite applies in comparisons).
 fn is_column_ref(e: &Expr) -> bool {
     matches!(e, Expr::Identifier(_) | Expr::CompoundIdentifier(_))
@@ -2091,7 +2116,13 @@ fn push_arg(f: &mut Function, e: Expr) {
 }
 
 /// `tsql_cast(value, 'target', 'source', style, try)`: conversion in Rust (functions.rs).
-fn cast_call(inner: Expr, src: Option<SqlType>, target: SqlType, style: Option<i64>, try_: bool) -> Expr {
+pub(crate) fn cast_call(
+    inner: Expr,
+    src: Option<SqlType>,
+    target: SqlType,
+    style: Option<i64>,
+    try_: bool,
+) -> Expr {
     func(
         "tsql_cast",
         vec![
