@@ -398,6 +398,7 @@ fn translate_in(src: &str, ctx: &Ctx<'_>, list: bool) -> Result<String, String> 
                 // `AND (...)` is not a call.
                 let is_call = toks.get(i + 1) == Some(&Tok::LParen) && !KEYWORDS.contains(&w.as_str());
                 let mapped: Option<(&str, Operand)> = match w.as_str() {
+                    "null" => Some(("NULL", Operand::Null)),
                     "true" => Some(("1", Operand::Bool)),
                     "false" => Some(("0", Operand::Bool)),
                     "current_timestamp"
@@ -759,6 +760,15 @@ mod tests {
             "([d] > N'2020-01-01')"
         );
         assert_eq!(tr("(- 5)::bigint", None).unwrap(), "CAST((-5) AS bigint)");
+        assert_eq!(
+            tr(
+                "NULL::character varying",
+                Some(MsType::NVarChar { length: Some(5) })
+            )
+            .unwrap(),
+            "NULL"
+        );
+        assert_eq!(tr("(name IS NOT NULL)", None).unwrap(), "([name] IS NOT NULL)");
         assert_eq!(
             tr(
                 "((0)::numeric)",

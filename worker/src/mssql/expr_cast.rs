@@ -35,13 +35,15 @@ pub enum Operand {
     Date,
     Timestamp,
     Timestamptz,
+    /// NULL: of every type; `+` yields NULL with it as `||` does.
+    Null,
     Unknown,
 }
 
 impl Operand {
     /// Whether `+` concatenates it as PostgreSQL's `||` does.
     pub fn is_string(self) -> bool {
-        matches!(self, Operand::StrLit(_) | Operand::Str { .. })
+        matches!(self, Operand::StrLit(_) | Operand::Str { .. } | Operand::Null)
     }
 }
 
@@ -245,6 +247,7 @@ pub fn translate(operand: Operand, target: &Target, compared: bool) -> Result<(C
     };
     let text_width_ok = |n: u32, width: u32| n >= width;
     match (operand, target) {
+        (O::Null, _) => Ok((Cast::Drop, O::Null)),
         // Literals.
         (O::StrLit(len), T::Text | T::LiteralOnly(_) | T::Bpchar(None)) => Ok((Cast::Drop, O::StrLit(len))),
         (O::StrLit(len), T::Varchar(n) | T::Bpchar(Some(n))) if len <= *n as usize => {
@@ -367,6 +370,7 @@ fn describe(o: Operand) -> String {
         Operand::Date => "a date".into(),
         Operand::Timestamp => "a timestamp".into(),
         Operand::Timestamptz => "a timestamptz".into(),
+        Operand::Null => "NULL".into(),
         Operand::Unknown => "an expression".into(),
     }
 }
