@@ -53,19 +53,76 @@ impl Session {
             Stmt::BulkInsert(spec) => return self.bulk_insert_file(spec, sink),
             Stmt::Database { action, name } => self.database_statement(action, &name)?,
             Stmt::EnableTrigger {
-                schema,
-                name,
-                on_database,
+                triggers,
+                table,
                 disable,
-            } => {
-                self.before_ddl();
-                self.engine
-                    .with_catalog(|c| c.set_trigger_disabled(&schema, &name, on_database, disable))?;
-            }
+                alter_table,
+            } => self.enable_triggers(triggers, table, disable, alter_table)?,
             Stmt::Refused(e) => return Err(e.into()),
             _ => {}
         }
         self.done(sink, StatementKind::Other, None)?;
+        Ok(())
+    }
+
+    /// ENABLE/DISABLE TRIGGER and ALTER TABLE ... ENABLE/DISABLE TRIGGER: the test server
+    /// runs no trigger, but sys.triggers shows the state, and a table's DML is refused only
+    /// while one of its triggers is enabled.
+    fn enable_triggers(
+        &mut self,
+        triggers: Option<Vec<Vec<String>>>,
+        table: Option<Vec<String>>,
+        disable: bool,
+        alter_table: bool,
+    ) -> Result<(), Fail> {
+        let target = match &table {
+            None => None,
+            Some(parts) => {
+                let tables = self.engine.tables();
+                let vt = std::collections::HashMap::new();
+                let meta = self.ctx(&tables, &vt).lookup(parts).ok_or_else(|| {
+                    let (number, name) = if alter_table {
+                        (4902, parts.join("."))
+                    } else {
+                        (1088, parts.last().cloned().unwrap_or_default())
+                    };
+                    SqlError::new(
+                        number,
+                        16,
+                        format!(
+                            "Cannot find the object \"{name}\" because it does not exist or you do not have permissions."
+                        ),
+                    )
+                })?;
+                Some((meta.object_id, meta.def.name.clone()))
+            }
+        };
+        let names: Option<Vec<(Option<String>, String)>> = triggers.map(|list| {
+            list.iter()
+                .map(|parts| match parts.as_slice() {
+                    [.., s, n] => (Some(s.clone()), n.clone()),
+                    _ => (None, parts.last().cloned().unwrap_or_default()),
+                })
+                .collect()
+        });
+        self.before_ddl();
+        self.engine.with_catalog(|c| {
+            c.set_triggers_disabled(target.as_ref().map(|(id, _)| *id), names.as_deref(), disable)
+                .map_err(|missing| match (&target, alter_table) {
+                    (Some((_, table)), true) => SqlError::new(
+                        4920,
+                        16,
+                        format!("ALTER TABLE failed because trigger '{missing}' on table '{table}' does not exist."),
+                    ),
+                    _ => SqlError::new(
+                        3701,
+                        11,
+                        format!(
+                            "Cannot find the object '{missing}', because it does not exist or you do not have permission."
+                        ),
+                    ),
+                })
+        })?;
         Ok(())
     }
 

@@ -55,11 +55,16 @@ pub enum Stmt {
         action: crate::parse_objects::DbAction,
         name: String,
     },
+    /// `{ENABLE | DISABLE} TRIGGER {ALL | names} ON {table | DATABASE}` and
+    /// `ALTER TABLE t {ENABLE | DISABLE} TRIGGER {ALL | names}`.
     EnableTrigger {
-        schema: String,
-        name: String,
-        on_database: bool,
+        /// Each trigger's name parts; `None`: ALL.
+        triggers: Option<Vec<Vec<String>>>,
+        /// The table's name parts; `None`: ON DATABASE.
+        table: Option<Vec<String>>,
         disable: bool,
+        /// Written as ALTER TABLE (which names its errors differently).
+        alter_table: bool,
     },
     /// A statement SQL Server would refuse here, with its error (full-text without the
     /// full-text service).
@@ -870,6 +875,11 @@ fn parse_if(p: &mut Parser<'_>, sql: &str) -> Result<Stmt, SqlError> {
 
 /// The body of an IF or ELSE: a `BEGIN ... END` block or one statement.
 fn parse_branch(p: &mut Parser<'_>, sql: &str) -> Result<Vec<Parsed>, SqlError> {
+    // The pre-parser ends a statement before ROLLBACK/COMMIT/BEGIN TRAN/SET ROWCOUNT with a
+    // semicolon of its own (line 0), which after an IF condition is not the user's: skip it.
+    while p.peek_token().token == Token::SemiColon && p.peek_token().span.start.line == 0 {
+        p.next_token();
+    }
     let block = peek_word(p, 0) == "BEGIN"
         && !matches!(peek_word(p, 1).as_str(), "TRAN" | "TRANSACTION" | "DISTRIBUTED");
     if !block {

@@ -141,6 +141,11 @@ pub fn parse_special(p: &mut Parser<'_>, sql: &str, first: bool) -> Result<Optio
     {
         return Ok(Some(stmt));
     }
+    if (w0.as_str(), w1.as_str()) == ("ALTER", "TABLE")
+        && let Some(stmt) = alter_table_trigger(p)?
+    {
+        return Ok(Some(stmt));
+    }
     if matches!(w0.as_str(), "EXEC" | "EXECUTE")
         && let Some(stmt) = system_proc_call(p)?
     {
@@ -364,29 +369,22 @@ pub fn parse_special(p: &mut Parser<'_>, sql: &str, first: bool) -> Result<Optio
         ("ENABLE" | "DISABLE", "TRIGGER") => {
             p.next_token();
             p.next_token();
-            let parts = name_parts(p)?;
-            let (schema, name) = schema_and_name(&parts);
+            let triggers = trigger_list(p)?;
             if peek_upper(p, 0) != "ON" {
                 return Err(syntax_error(&p.peek_token().token.to_string()));
             }
             p.next_token();
-            let on_database = peek_upper(p, 0) == "DATABASE";
-            let schema = if on_database {
+            let table = if peek_upper(p, 0) == "DATABASE" {
                 p.next_token();
-                schema
+                None
             } else {
-                let table = name_parts(p)?;
-                if parts.len() == 1 {
-                    schema_and_name(&table).0
-                } else {
-                    schema
-                }
+                Some(name_parts(p)?)
             };
             Stmt::EnableTrigger {
-                schema,
-                name,
-                on_database,
+                triggers,
+                table,
                 disable: w0 == "DISABLE",
+                alter_table: false,
             }
         }
         ("BULK", "INSERT") => {
@@ -506,21 +504,69 @@ fn system_proc_call(p: &mut Parser<'_>) -> Result<Option<Stmt>, SqlError> {
     Ok(Some(Stmt::SystemProc { name, args }))
 }
 
-/// `ALTER TABLE t [WITH CHECK | WITH NOCHECK] {CHECK | NOCHECK} CONSTRAINT {ALL | a, b}`;
-/// `None` (nothing consumed) for any other ALTER TABLE.
-fn constraint_state(p: &mut Parser<'_>) -> Result<Option<Stmt>, SqlError> {
-    // Look past the table name without consuming it.
+/// `{ALL | [s.]name [, ...]}` after ENABLE/DISABLE TRIGGER: each name's parts, `None` for ALL
+/// (`[ALL]` is a trigger's name).
+fn trigger_list(p: &mut Parser<'_>) -> Result<Option<Vec<Vec<String>>>, SqlError> {
+    if let Token::Word(w) = &p.peek_token().token
+        && w.quote_style.is_none()
+        && w.value.eq_ignore_ascii_case("ALL")
+    {
+        p.next_token();
+        return Ok(None);
+    }
+    let mut names = vec![name_parts(p)?];
+    while p.consume_token(&Token::Comma) {
+        names.push(name_parts(p)?);
+    }
+    Ok(Some(names))
+}
+
+/// How many tokens after `ALTER TABLE` the table's name takes (the index of the token after
+/// it), without consuming any; `None` when no name follows.
+fn after_table_name(p: &Parser<'_>) -> Option<usize> {
     let mut k = 2;
     loop {
         if !matches!(p.peek_nth_token_ref(k).token, Token::Word(_)) {
-            return Ok(None);
+            return None;
         }
         k += 1;
         if p.peek_nth_token_ref(k).token != Token::Period {
-            break;
+            return Some(k);
         }
         k += 1;
     }
+}
+
+/// `ALTER TABLE t {ENABLE | DISABLE} TRIGGER {ALL | a, b}`; `None` (nothing consumed) for any
+/// other ALTER TABLE.
+fn alter_table_trigger(p: &mut Parser<'_>) -> Result<Option<Stmt>, SqlError> {
+    let Some(k) = after_table_name(p) else {
+        return Ok(None);
+    };
+    let action = peek_upper(p, k);
+    if !matches!(action.as_str(), "ENABLE" | "DISABLE") || peek_upper(p, k + 1) != "TRIGGER" {
+        return Ok(None);
+    }
+    p.next_token();
+    p.next_token();
+    let table = name_parts(p)?;
+    p.next_token();
+    p.next_token();
+    let triggers = trigger_list(p)?;
+    Ok(Some(Stmt::EnableTrigger {
+        triggers,
+        table: Some(table),
+        disable: action == "DISABLE",
+        alter_table: true,
+    }))
+}
+
+/// `ALTER TABLE t [WITH CHECK | WITH NOCHECK] {CHECK | NOCHECK} CONSTRAINT {ALL | a, b}`;
+/// `None` (nothing consumed) for any other ALTER TABLE.
+fn constraint_state(p: &mut Parser<'_>) -> Result<Option<Stmt>, SqlError> {
+    let Some(k) = after_table_name(p) else {
+        return Ok(None);
+    };
     let mut validate = false;
     let mut j = k;
     if peek_upper(p, j) == "WITH" {

@@ -295,38 +295,53 @@ impl Catalog {
         self.modules.values()
     }
 
-    /// ENABLE/DISABLE TRIGGER name ON table | DATABASE. Error 3701 for an unknown trigger.
-    pub fn set_trigger_disabled(
+    /// ENABLE/DISABLE TRIGGER: the DML triggers of table `parent` (`None`: the database's
+    /// DDL triggers), all of them or those named (with an optional schema). Nothing changes
+    /// unless every named trigger is found; `Err` carries the first missing name.
+    pub fn set_triggers_disabled(
         &mut self,
-        schema: &str,
-        name: &str,
-        on_database: bool,
+        parent: Option<i32>,
+        names: Option<&[(Option<String>, String)]>,
         disabled: bool,
-    ) -> Result<(), SqlError> {
-        let schema_id = if on_database {
-            Some(0)
-        } else {
-            self.schema_id(schema)
-        };
-        let m = self.modules.values_mut().find(|m| {
+    ) -> Result<(), String> {
+        let on_parent = |m: &Module| {
             m.kind == ModuleKind::Trigger
-                && m.database_trigger == on_database
-                && Some(m.schema_id) == schema_id
-                && m.name.eq_ignore_ascii_case(name)
-        });
-        match m {
-            Some(m) => {
-                m.is_disabled = disabled;
-                self.version += 1;
-                Ok(())
+                && match parent {
+                    None => m.database_trigger,
+                    Some(id) => !m.database_trigger && m.parent_object_id == id,
+                }
+        };
+        let ids: Vec<i32> = match names {
+            None => self
+                .modules
+                .values()
+                .filter(|m| on_parent(m))
+                .map(|m| m.object_id)
+                .collect(),
+            Some(names) => {
+                let mut ids = Vec::new();
+                for (schema, name) in names {
+                    let schema_id = schema.as_deref().map(|s| self.schema_id(s));
+                    let found = self.modules.values().find(|m| {
+                        on_parent(m)
+                            && m.name.eq_ignore_ascii_case(name)
+                            && schema_id.is_none_or(|s| s == Some(m.schema_id))
+                    });
+                    match found {
+                        Some(m) => ids.push(m.object_id),
+                        None => return Err(name.clone()),
+                    }
+                }
+                ids
             }
-            None => Err(err(
-                3701,
-                format!(
-                    "Cannot find the object '{name}', because it does not exist or you do not have permission."
-                ),
-            )),
+        };
+        for m in self.modules.values_mut() {
+            if ids.contains(&m.object_id) {
+                m.is_disabled = disabled;
+            }
         }
+        self.version += 1;
+        Ok(())
     }
 
     /// CREATE TYPE ... FROM / sp_addtype.
