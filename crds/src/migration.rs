@@ -267,9 +267,11 @@ fn default_parallelism() -> i32 {
     DEFAULT_PARALLELISM
 }
 
-/// An integer or a quantity string, never null (a null would not be defaulted and could not be read).
+/// An integer or a quantity string, never null (structural schemas refuse null unless `nullable`).
+/// No explicit `nullable: false`: the API server drops it, and an applied CRD that differs from
+/// the stored one inside the atomic `spec.versions` list conflicts with its other appliers.
 fn byte_quantity_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    schemars::json_schema!({ "x-kubernetes-int-or-string": true, "nullable": false })
+    schemars::json_schema!({ "x-kubernetes-int-or-string": true })
 }
 
 fn default_chunk_bytes() -> Quantity {

@@ -189,7 +189,13 @@ impl E2e {
             .to_path_buf();
         let node_path = std::env::var("MSSQLPG_NODE_PATH")
             .map(PathBuf::from)
-            .unwrap_or_else(|_| repo.join("target/debug"));
+            .unwrap_or_else(|_| {
+                // Where up.sh points the node's PATH when MSSQLPG_NODE_PATH is unset.
+                std::env::var("CARGO_TARGET_DIR")
+                    .map(PathBuf::from)
+                    .unwrap_or_else(|_| repo.join("target"))
+                    .join("debug")
+            });
         assert!(
             node_path.join("mssql-pg-worker").exists(),
             "{} is missing: pods run the worker from there; build it first \
