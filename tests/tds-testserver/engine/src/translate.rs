@@ -913,6 +913,16 @@ impl<'a> Ctx<'a> {
     // ---- expressions ------------------------------------------------------------------------
 
     pub fn expr(&mut self, e: &mut Expr, scope: &Scope<'_>) -> Result<Ty, SqlError> {
+        let ty = self.expr_untagged(e, scope)?;
+        if ty.ty.is_some_and(is_exact_numeric)
+            && matches!(e, Expr::Function(_) | Expr::Case { .. } | Expr::Subquery(_))
+        {
+            compare_as_decimal(e);
+        }
+        Ok(ty)
+    }
+
+    fn expr_untagged(&mut self, e: &mut Expr, scope: &Scope<'_>) -> Result<Ty, SqlError> {
         match e {
             Expr::Identifier(i) => {
                 let v = i.value.clone();
@@ -2102,6 +2112,30 @@ fn collate_ci(e: &mut Expr) {
     *e = Expr::Collate {
         expr: Box::new(inner),
         collation: ObjectName::from(vec![Ident::new("CI")]),
+    };
+}
+
+fn is_exact_numeric(t: SqlType) -> bool {
+    matches!(
+        t,
+        SqlType::Decimal { .. } | SqlType::Numeric { .. } | SqlType::Money | SqlType::SmallMoney
+    )
+}
+
+/// Wraps a computed decimal or money (an aggregate, a function, CASE, a scalar subquery) in
+/// `CAST(.. AS TEXT) COLLATE DEC`, what a stored decimal column has. Bare, its text has no
+/// affinity and no collation, so SQLite would rank it above every number (`SUM(x) > 10` true
+/// for 0.75) and sort it as text, also through a view or derived table.
+fn compare_as_decimal(e: &mut Expr) {
+    let inner = std::mem::replace(e, num(0));
+    *e = Expr::Collate {
+        expr: Box::new(Expr::Cast {
+            kind: CastKind::Cast,
+            expr: Box::new(inner),
+            data_type: sqlparser::ast::DataType::Text,
+            format: None,
+        }),
+        collation: ObjectName::from(vec![Ident::new("DEC")]),
     };
 }
 
