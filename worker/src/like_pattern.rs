@@ -7,8 +7,9 @@
 //! pattern only when it is one in disguise (literals, `.`, classes, `{n}`, `.*`).
 //!
 //! Two rules of SQL Server that the translations carry:
-//! - Trailing blanks of a char/varchar value are ignored (unless the pattern ends with a blank;
-//!   of nchar/nvarchar values they are not): the regular expression allows them (`' *$'`), and
+//! - Any number of trailing blanks of a char/varchar value are ignored, while the pattern's own
+//!   count (`'a  ' LIKE 'a '` holds, `'a' LIKE 'a '` does not; of nchar/nvarchar values none
+//!   are ignored): the regular expression allows them after the pattern (`' *$'`), and
 //!   the T-SQL side appends a sentinel character to value and pattern where PostgreSQL must not
 //!   ignore them.
 //! - Case follows the collation. SQL Server's default collations are case-insensitive, so a
@@ -170,7 +171,7 @@ pub(crate) fn tsql_like_to_regex(
         }
         i += n;
     }
-    if trailing_blanks_ignored && atoms.last() != Some(&Atom::Any) && !pattern.ends_with(' ') {
+    if trailing_blanks_ignored && atoms.last() != Some(&Atom::Any) {
         re.push_str(" *");
     }
     re.push('$');
@@ -388,8 +389,8 @@ mod tests {
             tsql_like_to_regex("[!a-][.]a.b$", None, true).as_deref(),
             Ok("^[\\u0021a\\u002d]\\u002ea\\u002eb\\u0024 *$")
         );
-        // A pattern ending with a blank keeps the value's trailing blanks significant.
-        assert_eq!(tsql_like_to_regex("a ", None, true).as_deref(), Ok("^a $"));
+        // A pattern ending with a blank needs that blank; more of the value's are ignored.
+        assert_eq!(tsql_like_to_regex("a ", None, true).as_deref(), Ok("^a  *$"));
         assert_eq!(tsql_like_to_regex("", None, true).as_deref(), Ok("^ *$"));
         // An nchar/nvarchar value keeps its trailing blanks significant.
         assert_eq!(tsql_like_to_regex("a_", None, false).as_deref(), Ok("^a.$"));
