@@ -45,7 +45,7 @@ trap cleanup EXIT
 "$py" -m pytest -q -p no:cacheprovider tests/adventure_works/test_rules.py
 
 cargo build -q --locked -p mssql-pg-worker -p tds-testserver --bins
-bin=$repo/target/debug
+bin=${CARGO_TARGET_DIR:-$repo/target}/debug
 
 # Starts a test server for DATABASE on a free port and sets $port (not in a subshell: its pid
 # must reach the cleanup).

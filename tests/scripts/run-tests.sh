@@ -52,7 +52,7 @@ if [ "$what" = all ] || [ "$what" = rust ]; then
 fi
 if [ "$what" = all ] || [ "$what" = clients ]; then
   cargo build -q --locked -p tds-testserver --bin tds-testserver
-  TDS_TESTSERVER_BIN="$PWD/target/debug/tds-testserver" .venv/bin/python -m pytest -q tests/clients \
+  TDS_TESTSERVER_BIN="${CARGO_TARGET_DIR:-$PWD/target}/debug/tds-testserver" .venv/bin/python -m pytest -q tests/clients \
     || failed+=("cross-client tests")
 fi
 if [ "$what" = all ] || [ "$what" = adventureworks ]; then
