@@ -163,6 +163,44 @@ fn text_len(len: Option<i32>) -> Option<u32> {
     len.filter(|n| *n > 0 && *n <= MAX_NVARCHAR).map(|n| n as u32)
 }
 
+/// decimal(p,s) of a numeric column: its own precision and scale when SQL Server can hold them,
+/// else those the data scan found (an unbounded numeric), else refused.
+fn numeric_precision(
+    col: &PgColumn,
+    scan: Option<NumericScan>,
+    warnings: &mut Vec<String>,
+) -> Result<(u8, u8), PgToMssqlMappingError> {
+    let name = &col.name;
+    Ok(match (col.precision, col.scale, scan) {
+        // PostgreSQL 15 allows a scale above the precision (numeric(2,5) holds
+        // |x| < 0.001); SQL Server's scale cannot exceed the precision.
+        (Some(p), Some(s), _) if p <= 38 && (0..=38).contains(&s) => (p.max(s) as u8, s as u8),
+        (_, _, Some(scan)) => {
+            if scan.special {
+                return Err(PgToMssqlMappingError::NumericSpecial { column: name.clone() });
+            }
+            if scan.int_digits + scan.scale > 38 {
+                return Err(PgToMssqlMappingError::NumericTooWide {
+                    column: name.clone(),
+                    digits: scan.int_digits,
+                    scale: scan.scale,
+                });
+            }
+            warnings.push(format!(
+                "column {name}: {} becomes decimal(38,{}) (the largest scale found in the data)",
+                col.formatted, scan.scale
+            ));
+            (38, scan.scale.max(0) as u8)
+        }
+        _ => {
+            return Err(PgToMssqlMappingError::Unsupported {
+                column: name.clone(),
+                type_name: col.formatted.clone(),
+            });
+        }
+    })
+}
+
 /// Maps one column. `scan` is the data scan of an unbounded (or p > 38) numeric column.
 pub fn map_column(
     col: &PgColumn,
@@ -222,34 +260,7 @@ pub fn map_column(
             "float4" => (MsType::Real, Decode::Float4, PgType::Float4),
             "float8" => (MsType::Float, Decode::Float8, PgType::Float8),
             "numeric" => {
-                let (precision, scale) = match (col.precision, col.scale, scan) {
-                    // PostgreSQL 15 allows a scale above the precision (numeric(2,5) holds
-                    // |x| < 0.001); SQL Server's scale cannot exceed the precision.
-                    (Some(p), Some(s), _) if p <= 38 && (0..=38).contains(&s) => (p.max(s) as u8, s as u8),
-                    (_, _, Some(scan)) => {
-                        if scan.special {
-                            return Err(PgToMssqlMappingError::NumericSpecial { column: name.clone() });
-                        }
-                        if scan.int_digits + scan.scale > 38 {
-                            return Err(PgToMssqlMappingError::NumericTooWide {
-                                column: name.clone(),
-                                digits: scan.int_digits,
-                                scale: scan.scale,
-                            });
-                        }
-                        warnings.push(format!(
-                            "column {name}: {} becomes decimal(38,{}) (the largest scale found in the data)",
-                            col.formatted, scan.scale
-                        ));
-                        (38, scan.scale.max(0) as u8)
-                    }
-                    _ => {
-                        return Err(PgToMssqlMappingError::Unsupported {
-                            column: name.clone(),
-                            type_name: col.formatted.clone(),
-                        });
-                    }
-                };
+                let (precision, scale) = numeric_precision(col, scan, warnings)?;
                 verify_expr = format!("{qp}::numeric({precision},{scale})");
                 (
                     MsType::Decimal { precision, scale },

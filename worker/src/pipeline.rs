@@ -1,5 +1,8 @@
-//! One copy task: a reader (SQL Server -> COPY bytes) and a writer (COPY + checkpoint per chunk)
-//! overlapping through a bounded channel, so memory stays flat whatever the table size.
+//! A copy task's attempts: [`run_task`] (retries after transient faults, the report of what was
+//! committed) and [`Resume`] (where an attempt starts from its checkpoint), for both directions;
+//! and the SQL Server -> PostgreSQL attempt itself: a reader (SQL Server -> COPY bytes) and a
+//! writer ([`crate::chunk_loop`]) overlapping through a bounded channel, so memory stays flat
+//! whatever the table size.
 
 use crate::checkpoint::{self, Checkpoint, CheckpointError, KeyValue};
 use crate::chunk_loop::WriteStats;

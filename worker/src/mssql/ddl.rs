@@ -210,21 +210,41 @@ pub fn finalize_table(
     referenced: &[Vec<String>],
     warnings: &mut Vec<String>,
 ) -> Vec<MsStmt> {
+    let mut out = primary_key(t, names, warnings);
+    if opts.indexes {
+        out.extend(unique_constraints(t, names, referenced, warnings));
+        out.extend(indexes(t, warnings));
+    }
+    if opts.check_constraints {
+        out.extend(check_constraints(t, names, warnings));
+        out.extend(domain_checks(t, warnings));
+    }
+    out.extend(type_checks(t, names));
+    if opts.defaults {
+        out.extend(defaults(t, names, warnings));
+    }
+    out
+}
+
+/// Whether `cols` can be an index key in SQL Server; if not, a warning says `what` is not created.
+fn keyed(t: &PgToMssqlTablePlan, cols: &[String], what: &str, warnings: &mut Vec<String>) -> bool {
+    if let Some(c) = cols.iter().find(|c| !indexable(t, c)) {
+        warnings.push(format!(
+            "table {}: {what} not created: column {c} is nvarchar(max)/varbinary(max) in SQL Server, \
+             which cannot be an index key (no value short enough to size it was found)",
+            t.source.qualified()
+        ));
+        return false;
+    }
+    true
+}
+
+fn primary_key(t: &PgToMssqlTablePlan, names: &TableNames, warnings: &mut Vec<String>) -> Vec<MsStmt> {
     let q = qualified(t);
     let tq = t.source.qualified();
     let mut out = Vec::new();
-    let keyed = |cols: &[String], what: &str, warnings: &mut Vec<String>| -> bool {
-        if let Some(c) = cols.iter().find(|c| !indexable(t, c)) {
-            warnings.push(format!(
-                "table {tq}: {what} not created: column {c} is nvarchar(max)/varbinary(max) in SQL Server, \
-                 which cannot be an index key (no value short enough to size it was found)"
-            ));
-            return false;
-        }
-        true
-    };
     if let Some(pk) = &t.source.primary_key
-        && keyed(&pk.columns, &format!("primary key {}", pk.name), warnings)
+        && keyed(t, &pk.columns, &format!("primary key {}", pk.name), warnings)
         && let Ok(cols) = col_list(t, &pk.columns)
     {
         out.push(MsStmt {
@@ -236,199 +256,235 @@ pub fn finalize_table(
             optional: false,
         });
     }
-    if opts.indexes {
-        for (u, name) in t.source.unique.iter().zip(&names.unique) {
-            if keyed(&u.columns, &format!("unique constraint {}", u.name), warnings)
-                && let Ok(cols) = col_list(t, &u.columns)
-            {
-                let nullable = nullable_of(t, &u.columns);
-                let mut sorted = u.columns.clone();
-                sorted.sort();
-                if u.nulls_not_distinct || nullable.is_empty() {
-                    out.push(MsStmt {
-                        what: format!("unique constraint {} of {tq}", u.name),
-                        sql: format!(
-                            "ALTER TABLE {q} ADD CONSTRAINT {} UNIQUE ({cols})",
-                            quote_mssql(name)
-                        ),
-                        optional: false,
-                    });
-                } else if referenced.contains(&sorted) {
-                    warnings.push(format!(
-                        "table {tq}: unique constraint {} ({}) allows any number of NULLs in PostgreSQL                          but a foreign key references it, so it is a plain UNIQUE in SQL Server (NULLs                          equal): if more than one row per key has NULLs it is not created and the                          referencing foreign keys are not either",
-                        u.name,
-                        u.columns.join(", ")
-                    ));
-                    out.push(MsStmt {
-                        what: format!("unique constraint {} of {tq}", u.name),
-                        sql: format!(
-                            "ALTER TABLE {q} ADD CONSTRAINT {} UNIQUE ({cols})",
-                            quote_mssql(name)
-                        ),
-                        optional: true,
-                    });
-                } else {
-                    out.push(MsStmt {
-                        what: format!("unique constraint {} of {tq} (filtered unique index)", u.name),
-                        sql: format!(
-                            "CREATE UNIQUE INDEX {} ON {q} ({cols}) WHERE {}",
-                            quote_mssql(name),
-                            not_null_filter(t, &nullable)
-                        ),
-                        optional: false,
-                    });
-                }
-            }
-        }
-        for ix in &t.source.indexes {
-            if let Some(e) = &ix.expression {
+    out
+}
+
+/// Unique constraints: a filtered unique index where PostgreSQL lets NULLs repeat.
+fn unique_constraints(
+    t: &PgToMssqlTablePlan,
+    names: &TableNames,
+    referenced: &[Vec<String>],
+    warnings: &mut Vec<String>,
+) -> Vec<MsStmt> {
+    let q = qualified(t);
+    let tq = t.source.qualified();
+    let mut out = Vec::new();
+    for (u, name) in t.source.unique.iter().zip(&names.unique) {
+        if keyed(t, &u.columns, &format!("unique constraint {}", u.name), warnings)
+            && let Ok(cols) = col_list(t, &u.columns)
+        {
+            let nullable = nullable_of(t, &u.columns);
+            let mut sorted = u.columns.clone();
+            sorted.sort();
+            if u.nulls_not_distinct || nullable.is_empty() {
+                out.push(MsStmt {
+                    what: format!("unique constraint {} of {tq}", u.name),
+                    sql: format!(
+                        "ALTER TABLE {q} ADD CONSTRAINT {} UNIQUE ({cols})",
+                        quote_mssql(name)
+                    ),
+                    optional: false,
+                });
+            } else if referenced.contains(&sorted) {
                 warnings.push(format!(
-                    "table {tq}: expression index {} ({e}) not migrated: SQL Server indexes columns only",
-                    ix.name
+                    "table {tq}: unique constraint {} ({}) allows any number of NULLs in PostgreSQL                          but a foreign key references it, so it is a plain UNIQUE in SQL Server (NULLs                          equal): if more than one row per key has NULLs it is not created and the                          referencing foreign keys are not either",
+                    u.name,
+                    u.columns.join(", ")
                 ));
-                continue;
+                out.push(MsStmt {
+                    what: format!("unique constraint {} of {tq}", u.name),
+                    sql: format!(
+                        "ALTER TABLE {q} ADD CONSTRAINT {} UNIQUE ({cols})",
+                        quote_mssql(name)
+                    ),
+                    optional: true,
+                });
+            } else {
+                out.push(MsStmt {
+                    what: format!("unique constraint {} of {tq} (filtered unique index)", u.name),
+                    sql: format!(
+                        "CREATE UNIQUE INDEX {} ON {q} ({cols}) WHERE {}",
+                        quote_mssql(name),
+                        not_null_filter(t, &nullable)
+                    ),
+                    optional: false,
+                });
             }
-            let names_only: Vec<String> = ix.columns.iter().map(|(c, _)| c.clone()).collect();
-            if !keyed(&names_only, &format!("index {}", ix.name), warnings) {
-                continue;
-            }
-            let keys = ix
-                .columns
-                .iter()
-                .map(|(c, desc)| {
-                    format!(
-                        "{} {}",
-                        quote_mssql(&lookup(t)(c).unwrap_or_else(|| c.clone())),
-                        if *desc { "DESC" } else { "ASC" }
-                    )
-                })
-                .collect::<Vec<_>>()
-                .join(", ");
-            let mut sql = format!(
-                "CREATE {}INDEX {} ON {q} ({keys})",
-                if ix.unique { "UNIQUE " } else { "" },
-                quote_mssql(&ix.name)
-            );
-            if !ix.included.is_empty() {
-                match col_list(t, &ix.included) {
-                    Ok(inc) => sql.push_str(&format!(" INCLUDE ({inc})")),
-                    Err(e) => {
-                        warnings.push(format!("table {tq}: index {}: {e}", ix.name));
-                        continue;
-                    }
-                }
-            }
-            let mut filter = Vec::new();
-            if let Some(pred) = &ix.predicate {
-                let cols = expr_lookup(t);
-                match expr::translate(
-                    pred,
-                    &Ctx {
-                        columns: &cols,
-                        column_type: None,
-                    },
-                ) {
-                    Ok(p) => filter.push(format!("({p})")),
-                    Err(e) => {
-                        warnings.push(format!(
-                            "table {tq}: partial index {} not migrated: its predicate {pred} could not be \
-                             translated ({e})",
-                            ix.name
-                        ));
-                        continue;
-                    }
-                }
-            }
-            // NULLs distinct (PostgreSQL's default) over nullable key columns: only rows without
-            // NULLs in the key take part, as in PostgreSQL (SQL Server would allow one NULL).
-            if ix.unique && !ix.nulls_not_distinct {
-                let nullable = nullable_of(t, &names_only);
-                if !nullable.is_empty() {
-                    filter.push(not_null_filter(t, &nullable));
-                }
-            }
-            if !filter.is_empty() {
-                sql.push_str(&format!(" WHERE {}", filter.join(" AND ")));
-            }
-            out.push(MsStmt {
-                what: format!("index {} of {tq}", ix.name),
-                sql,
-                optional: true,
-            });
         }
     }
-    if opts.check_constraints {
-        for (ck, name) in t.source.checks.iter().zip(&names.checks) {
+    out
+}
+
+/// Indexes (expression indexes are listed, not migrated).
+fn indexes(t: &PgToMssqlTablePlan, warnings: &mut Vec<String>) -> Vec<MsStmt> {
+    let q = qualified(t);
+    let tq = t.source.qualified();
+    let mut out = Vec::new();
+    for ix in &t.source.indexes {
+        if let Some(e) = &ix.expression {
+            warnings.push(format!(
+                "table {tq}: expression index {} ({e}) not migrated: SQL Server indexes columns only",
+                ix.name
+            ));
+            continue;
+        }
+        let names_only: Vec<String> = ix.columns.iter().map(|(c, _)| c.clone()).collect();
+        if !keyed(t, &names_only, &format!("index {}", ix.name), warnings) {
+            continue;
+        }
+        let keys = ix
+            .columns
+            .iter()
+            .map(|(c, desc)| {
+                format!(
+                    "{} {}",
+                    quote_mssql(&lookup(t)(c).unwrap_or_else(|| c.clone())),
+                    if *desc { "DESC" } else { "ASC" }
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
+        let mut sql = format!(
+            "CREATE {}INDEX {} ON {q} ({keys})",
+            if ix.unique { "UNIQUE " } else { "" },
+            quote_mssql(&ix.name)
+        );
+        if !ix.included.is_empty() {
+            match col_list(t, &ix.included) {
+                Ok(inc) => sql.push_str(&format!(" INCLUDE ({inc})")),
+                Err(e) => {
+                    warnings.push(format!("table {tq}: index {}: {e}", ix.name));
+                    continue;
+                }
+            }
+        }
+        let mut filter = Vec::new();
+        if let Some(pred) = &ix.predicate {
             let cols = expr_lookup(t);
             match expr::translate(
-                &ck.expression,
+                pred,
                 &Ctx {
                     columns: &cols,
                     column_type: None,
                 },
             ) {
-                Ok(e) => out.push(MsStmt {
-                    what: format!("check constraint {} of {tq}", ck.name),
-                    // NOT VALID: rows the source holds may violate it; SQL Server then checks
-                    // only new and updated rows (an untrusted constraint), as PostgreSQL does.
-                    sql: format!(
-                        "ALTER TABLE {q}{} ADD CONSTRAINT {} CHECK ({e})",
-                        if ck.not_valid { " WITH NOCHECK" } else { "" },
-                        quote_mssql(name)
-                    ),
-                    optional: true,
-                }),
-                Err(e) => warnings.push(format!(
-                    "table {tq}: check constraint {} {} not migrated: {e}",
-                    ck.name, ck.expression
+                Ok(p) => filter.push(format!("({p})")),
+                Err(e) => {
+                    warnings.push(format!(
+                        "table {tq}: partial index {} not migrated: its predicate {pred} could not be \
+                         translated ({e})",
+                        ix.name
+                    ));
+                    continue;
+                }
+            }
+        }
+        // NULLs distinct (PostgreSQL's default) over nullable key columns: only rows without
+        // NULLs in the key take part, as in PostgreSQL (SQL Server would allow one NULL).
+        if ix.unique && !ix.nulls_not_distinct {
+            let nullable = nullable_of(t, &names_only);
+            if !nullable.is_empty() {
+                filter.push(not_null_filter(t, &nullable));
+            }
+        }
+        if !filter.is_empty() {
+            sql.push_str(&format!(" WHERE {}", filter.join(" AND ")));
+        }
+        out.push(MsStmt {
+            what: format!("index {} of {tq}", ix.name),
+            sql,
+            optional: true,
+        });
+    }
+    out
+}
+
+fn check_constraints(t: &PgToMssqlTablePlan, names: &TableNames, warnings: &mut Vec<String>) -> Vec<MsStmt> {
+    let q = qualified(t);
+    let tq = t.source.qualified();
+    let mut out = Vec::new();
+    for (ck, name) in t.source.checks.iter().zip(&names.checks) {
+        let cols = expr_lookup(t);
+        match expr::translate(
+            &ck.expression,
+            &Ctx {
+                columns: &cols,
+                column_type: None,
+            },
+        ) {
+            Ok(e) => out.push(MsStmt {
+                what: format!("check constraint {} of {tq}", ck.name),
+                // NOT VALID: rows the source holds may violate it; SQL Server then checks
+                // only new and updated rows (an untrusted constraint), as PostgreSQL does.
+                sql: format!(
+                    "ALTER TABLE {q}{} ADD CONSTRAINT {} CHECK ({e})",
+                    if ck.not_valid { " WITH NOCHECK" } else { "" },
+                    quote_mssql(name)
+                ),
+                optional: true,
+            }),
+            Err(e) => warnings.push(format!(
+                "table {tq}: check constraint {} {} not migrated: {e}",
+                ck.name, ck.expression
+            )),
+        }
+    }
+    out
+}
+
+/// An alias type has no constraints: a domain's CHECKs become checks of each column typed with
+/// it, `VALUE` standing for the column.
+fn domain_checks(t: &PgToMssqlTablePlan, warnings: &mut Vec<String>) -> Vec<MsStmt> {
+    let q = qualified(t);
+    let tq = t.source.qualified();
+    let mut out = Vec::new();
+    for c in &t.columns {
+        let Some(d) = &c.source.domain else { continue };
+        for (i, def) in d.checks.iter().enumerate() {
+            let e = def
+                .strip_prefix("CHECK ")
+                .unwrap_or(def)
+                .trim_end_matches(" NOT VALID");
+            let target = (c.target_name.clone(), expr::column_operand(&c.source, c.ms_type));
+            let cols = move |n: &str| (n == "value").then(|| target.clone());
+            match expr::translate(
+                e,
+                &Ctx {
+                    columns: &cols,
+                    column_type: None,
+                },
+            ) {
+                Ok(sql) => {
+                    let mut name = format!("CK_{}_{}_{}", t.target_name, c.target_name, d.name);
+                    if d.checks.len() > 1 {
+                        name.push_str(&format!("_{}", i + 1));
+                    }
+                    // sysname: 128 characters.
+                    let name: String = name.chars().take(128).collect();
+                    out.push(MsStmt {
+                        what: format!("check of domain {} on column {} of {tq}", d.name, c.source.name),
+                        sql: format!(
+                            "ALTER TABLE {q} ADD CONSTRAINT {} CHECK ({sql})",
+                            quote_mssql(&name)
+                        ),
+                        optional: true,
+                    });
+                }
+                Err(why) => warnings.push(format!(
+                    "table {tq}: {def} of domain {} on column {} not migrated: {why}",
+                    d.name, c.source.name
                 )),
             }
         }
     }
-    // An alias type has no constraints: a domain's CHECKs become checks of each column typed
-    // with it, `VALUE` standing for the column.
-    if opts.check_constraints {
-        for c in &t.columns {
-            let Some(d) = &c.source.domain else { continue };
-            for (i, def) in d.checks.iter().enumerate() {
-                let e = def
-                    .strip_prefix("CHECK ")
-                    .unwrap_or(def)
-                    .trim_end_matches(" NOT VALID");
-                let target = (c.target_name.clone(), expr::column_operand(&c.source, c.ms_type));
-                let cols = move |n: &str| (n == "value").then(|| target.clone());
-                match expr::translate(
-                    e,
-                    &Ctx {
-                        columns: &cols,
-                        column_type: None,
-                    },
-                ) {
-                    Ok(sql) => {
-                        let mut name = format!("CK_{}_{}_{}", t.target_name, c.target_name, d.name);
-                        if d.checks.len() > 1 {
-                            name.push_str(&format!("_{}", i + 1));
-                        }
-                        // sysname: 128 characters.
-                        let name: String = name.chars().take(128).collect();
-                        out.push(MsStmt {
-                            what: format!("check of domain {} on column {} of {tq}", d.name, c.source.name),
-                            sql: format!(
-                                "ALTER TABLE {q} ADD CONSTRAINT {} CHECK ({sql})",
-                                quote_mssql(&name)
-                            ),
-                            optional: true,
-                        });
-                    }
-                    Err(why) => warnings.push(format!(
-                        "table {tq}: {def} of domain {} on column {} not migrated: {why}",
-                        d.name, c.source.name
-                    )),
-                }
-            }
-        }
-    }
-    // The mapping's own checks (enum labels, ISJSON) keep what the PostgreSQL type enforced.
+    out
+}
+
+/// The mapping's own checks (enum labels, ISJSON) keep what the PostgreSQL type enforced.
+fn type_checks(t: &PgToMssqlTablePlan, names: &TableNames) -> Vec<MsStmt> {
+    let q = qualified(t);
+    let tq = t.source.qualified();
+    let mut out = Vec::new();
     for (c, name) in t.columns.iter().zip(&names.column_checks) {
         if let (Some(check), Some(name)) = (&c.check, name) {
             out.push(MsStmt {
@@ -441,33 +497,38 @@ pub fn finalize_table(
             });
         }
     }
-    if opts.defaults {
-        for (c, name) in t.columns.iter().zip(&names.defaults) {
-            let (Some(def), Some(name)) = (&c.source.default, name) else {
-                continue;
-            };
-            let cols = expr_lookup(t);
-            match expr::translate(
-                def,
-                &Ctx {
-                    columns: &cols,
-                    column_type: Some(c.ms_type),
-                },
-            ) {
-                Ok(e) => out.push(MsStmt {
-                    what: format!("default of column {} of {tq}", c.source.name),
-                    sql: format!(
-                        "ALTER TABLE {q} ADD CONSTRAINT {} DEFAULT {e} FOR {}",
-                        quote_mssql(name),
-                        quote_mssql(&c.target_name)
-                    ),
-                    optional: true,
-                }),
-                Err(e) => warnings.push(format!(
-                    "table {tq}: default {def} of column {} not migrated: {e}",
-                    c.source.name
-                )),
-            }
+    out
+}
+
+fn defaults(t: &PgToMssqlTablePlan, names: &TableNames, warnings: &mut Vec<String>) -> Vec<MsStmt> {
+    let q = qualified(t);
+    let tq = t.source.qualified();
+    let mut out = Vec::new();
+    for (c, name) in t.columns.iter().zip(&names.defaults) {
+        let (Some(def), Some(name)) = (&c.source.default, name) else {
+            continue;
+        };
+        let cols = expr_lookup(t);
+        match expr::translate(
+            def,
+            &Ctx {
+                columns: &cols,
+                column_type: Some(c.ms_type),
+            },
+        ) {
+            Ok(e) => out.push(MsStmt {
+                what: format!("default of column {} of {tq}", c.source.name),
+                sql: format!(
+                    "ALTER TABLE {q} ADD CONSTRAINT {} DEFAULT {e} FOR {}",
+                    quote_mssql(name),
+                    quote_mssql(&c.target_name)
+                ),
+                optional: true,
+            }),
+            Err(e) => warnings.push(format!(
+                "table {tq}: default {def} of column {} not migrated: {e}",
+                c.source.name
+            )),
         }
     }
     out

@@ -182,6 +182,27 @@ pub async fn modules(client: &mut TdsClient, schema: &str) -> Result<Vec<ModuleD
 
 /// All user tables of `schema`, with columns, keys, indexes and constraints.
 pub async fn introspect(client: &mut TdsClient, schema: &str) -> Result<Vec<SourceTable>, IntrospectError> {
+    let mut tables = read_tables(client, schema).await?;
+    if tables.is_empty() {
+        return Ok(Vec::new());
+    }
+    let (type_names, aliases) = read_types(client).await?;
+    let col_names = read_columns(client, &mut tables, &type_names, &aliases).await?;
+    read_indexes(client, &mut tables, &col_names).await?;
+    read_foreign_keys(client, &mut tables, &col_names).await?;
+    read_checks(client, &mut tables).await?;
+    read_defaults(client, &mut tables, &col_names).await?;
+    read_row_counts(client, &mut tables).await?;
+    let mut out: Vec<SourceTable> = tables.into_values().collect();
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(out)
+}
+
+/// The schema's user tables by object_id, without their parts yet.
+async fn read_tables(
+    client: &mut TdsClient,
+    schema: &str,
+) -> Result<BTreeMap<i64, SourceTable>, IntrospectError> {
     let mut tables: BTreeMap<i64, SourceTable> = BTreeMap::new();
     let what = "sys.tables";
     for row in rows(
@@ -210,10 +231,13 @@ pub async fn introspect(client: &mut TdsClient, schema: &str) -> Result<Vec<Sour
             },
         );
     }
-    if tables.is_empty() {
-        return Ok(Vec::new());
-    }
+    Ok(tables)
+}
 
+/// Type names by user_type_id, and the alias types.
+async fn read_types(
+    client: &mut TdsClient,
+) -> Result<(HashMap<i64, String>, HashMap<i64, AliasType>), IntrospectError> {
     // Type names: sys.types by user_type_id; alias types resolve to their system type, CLR types
     // (hierarchyid, geometry, geography share system_type_id 240) keep their own name.
     let what = "sys.types";
@@ -241,7 +265,17 @@ pub async fn introspect(client: &mut TdsClient, schema: &str) -> Result<Vec<Sour
         }
         type_names.insert(r.int(0)?, name.to_lowercase());
     }
+    Ok((type_names, aliases))
+}
 
+/// Columns (with identity and computed definitions) into their tables; every column's name by
+/// (object_id, column_id), for the parts that name columns by id.
+async fn read_columns(
+    client: &mut TdsClient,
+    tables: &mut BTreeMap<i64, SourceTable>,
+    type_names: &HashMap<i64, String>,
+    aliases: &HashMap<i64, AliasType>,
+) -> Result<HashMap<(i64, i64), String>, IntrospectError> {
     let what = "sys.columns";
     let mut col_names: HashMap<(i64, i64), String> = HashMap::new();
     let mut cols: BTreeMap<(i64, i64), SourceColumn> = BTreeMap::new();
@@ -329,6 +363,15 @@ pub async fn introspect(client: &mut TdsClient, schema: &str) -> Result<Vec<Sour
         }
     }
 
+    Ok(col_names)
+}
+
+/// Primary keys and indexes.
+async fn read_indexes(
+    client: &mut TdsClient,
+    tables: &mut BTreeMap<i64, SourceTable>,
+    col_names: &HashMap<(i64, i64), String>,
+) -> Result<(), IntrospectError> {
     let what = "sys.index_columns";
     // (key_ordinal, index_column_id, column, is_included) per (object_id, index_id)
     type IndexParts = Vec<(i64, i64, IndexColumn, bool)>;
@@ -391,6 +434,14 @@ pub async fn introspect(client: &mut TdsClient, schema: &str) -> Result<Vec<Sour
         }
     }
 
+    Ok(())
+}
+
+async fn read_foreign_keys(
+    client: &mut TdsClient,
+    tables: &mut BTreeMap<i64, SourceTable>,
+    col_names: &HashMap<(i64, i64), String>,
+) -> Result<(), IntrospectError> {
     let what = "sys.foreign_key_columns";
     let mut fk_cols: BTreeMap<i64, Vec<(i64, String, String)>> = BTreeMap::new();
     for row in rows(
@@ -461,6 +512,13 @@ pub async fn introspect(client: &mut TdsClient, schema: &str) -> Result<Vec<Sour
         });
     }
 
+    Ok(())
+}
+
+async fn read_checks(
+    client: &mut TdsClient,
+    tables: &mut BTreeMap<i64, SourceTable>,
+) -> Result<(), IntrospectError> {
     let what = "sys.check_constraints";
     for row in rows(
         client,
@@ -482,6 +540,14 @@ pub async fn introspect(client: &mut TdsClient, schema: &str) -> Result<Vec<Sour
         });
     }
 
+    Ok(())
+}
+
+async fn read_defaults(
+    client: &mut TdsClient,
+    tables: &mut BTreeMap<i64, SourceTable>,
+    col_names: &HashMap<(i64, i64), String>,
+) -> Result<(), IntrospectError> {
     let what = "sys.default_constraints";
     for row in rows(
         client,
@@ -503,6 +569,14 @@ pub async fn introspect(client: &mut TdsClient, schema: &str) -> Result<Vec<Sour
         });
     }
 
+    Ok(())
+}
+
+/// Row counts (for planning): rows of the heap or clustered index.
+async fn read_row_counts(
+    client: &mut TdsClient,
+    tables: &mut BTreeMap<i64, SourceTable>,
+) -> Result<(), IntrospectError> {
     let what = "sys.partitions";
     for row in rows(
         client,
@@ -518,7 +592,5 @@ pub async fn introspect(client: &mut TdsClient, schema: &str) -> Result<Vec<Sour
         }
     }
 
-    let mut out: Vec<SourceTable> = tables.into_values().collect();
-    out.sort_by(|a, b| a.name.cmp(&b.name));
-    Ok(out)
+    Ok(())
 }

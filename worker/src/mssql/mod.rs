@@ -1,4 +1,6 @@
-//! The SQL Server side: connecting, introspection, reading.
+//! SQL Server, either end of a migration: connecting (TLS, packet size), catalog introspection,
+//! the keyset reader, DDL and expression translation, checkpoints, the target catalog check, and
+//! the chunk sink (bulk load). Imports nothing from `pg/` or from the engines above.
 
 pub mod bulk;
 pub mod checkpoint;

@@ -1,4 +1,6 @@
-//! The PostgreSQL side: binary COPY encoding, DDL, chunked loading.
+//! PostgreSQL, either end of a migration: connecting (TLS), catalog introspection, the binary
+//! COPY reader, DDL and expression translation, the target catalog check, and the chunk sink
+//! (binary COPY). Imports nothing from `mssql/` or from the engines above.
 
 pub mod connect;
 pub mod ddl;
