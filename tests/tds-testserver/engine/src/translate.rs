@@ -915,7 +915,8 @@ impl<'a> Ctx<'a> {
     pub fn expr(&mut self, e: &mut Expr, scope: &Scope<'_>) -> Result<Ty, SqlError> {
         let ty = self.expr_untagged(e, scope)?;
         if ty.ty.is_some_and(is_exact_numeric)
-            && matches!(e, Expr::Function(_) | Expr::Case { .. } | Expr::Subquery(_))
+            && (matches!(e, Expr::Function(_) | Expr::Case { .. } | Expr::Subquery(_))
+                || matches!(e, Expr::Identifier(i) if i.value.starts_with('@')))
         {
             compare_as_decimal(e);
         }
@@ -2122,10 +2123,11 @@ fn is_exact_numeric(t: SqlType) -> bool {
     )
 }
 
-/// Wraps a computed decimal or money (an aggregate, a function, CASE, a scalar subquery) in
-/// `CAST(.. AS TEXT) COLLATE DEC`, what a stored decimal column has. Bare, its text has no
-/// affinity and no collation, so SQLite would rank it above every number (`SUM(x) > 10` true
-/// for 0.75) and sort it as text, also through a view or derived table.
+/// Wraps a computed decimal or money (an aggregate, a function, CASE, a scalar subquery, a
+/// variable or parameter) in `CAST(.. AS TEXT) COLLATE DEC`, what a stored decimal column
+/// has. Bare, its text has no affinity and no collation, so SQLite would rank it above every
+/// number (`SUM(x) > 10` true for 0.75) and sort it as text, also through a view or derived
+/// table.
 fn compare_as_decimal(e: &mut Expr) {
     let inner = std::mem::replace(e, num(0));
     *e = Expr::Collate {

@@ -197,3 +197,42 @@ fn computed_decimals_compare_by_value() {
     let sql = "SELECT Id FROM dbo.Orders WHERE (SELECT MIN(Amount) FROM dbo.Orders) > 9";
     assert_eq!(ids(&mut s, sql), Vec::<i32>::new());
 }
+
+#[test]
+fn decimal_and_money_variables_compare_by_value() {
+    let mut s = setup();
+    assert_eq!(
+        scalar(
+            &mut s,
+            "DECLARE @d decimal(10,2) = 0.75; SELECT CASE WHEN @d > 10 THEN 1 ELSE 0 END"
+        ),
+        Value::Int(0)
+    );
+    assert_eq!(
+        scalar(
+            &mut s,
+            "DECLARE @m money = 9; SELECT CASE WHEN @m < 10 THEN 1 ELSE 0 END"
+        ),
+        Value::Int(1)
+    );
+    let sql = "DECLARE @min decimal(10,2) = 9.5; \
+               SELECT Id FROM dbo.Orders WHERE @min < Amount ORDER BY Id";
+    assert_eq!(ids(&mut s, sql), vec![10, 12]);
+    let sink = run_params(
+        &mut s,
+        "SELECT Id FROM dbo.Orders WHERE @P1 > 10 OR Amount > @P1 ORDER BY Id",
+        &[(
+            SqlType::Decimal {
+                precision: 10,
+                scale: 2,
+            },
+            dec(1250, 2),
+        )],
+    );
+    assert!(sink.errors().is_empty(), "{:?}", sink.errors());
+    let got: Vec<Value> = sink.results()[0].1.iter().map(|r| r[0].clone()).collect();
+    assert_eq!(
+        got,
+        vec![Value::Int(10), Value::Int(11), Value::Int(12), Value::Int(13)]
+    );
+}
