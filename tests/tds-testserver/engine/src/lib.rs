@@ -13,6 +13,7 @@ mod conflicts;
 pub mod convert;
 mod data_dir;
 mod ddl;
+mod divide_by_zero;
 mod dml;
 pub mod error;
 mod exec;

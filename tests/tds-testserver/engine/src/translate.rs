@@ -1055,11 +1055,14 @@ impl<'a> Ctx<'a> {
                         }
                         Ok(Ty { ty: num_ty, nullable })
                     }
-                    BinaryOperator::Plus
-                    | BinaryOperator::Minus
-                    | BinaryOperator::Multiply
-                    | BinaryOperator::Divide
-                    | BinaryOperator::Modulo => Ok(Ty {
+                    BinaryOperator::Divide | BinaryOperator::Modulo => {
+                        crate::divide_by_zero::guard_divisor(left, right);
+                        Ok(Ty {
+                            ty: arith_type(op, l.ty, r.ty),
+                            nullable,
+                        })
+                    }
+                    BinaryOperator::Plus | BinaryOperator::Minus | BinaryOperator::Multiply => Ok(Ty {
                         ty: arith_type(op, l.ty, r.ty),
                         nullable,
                     }),
