@@ -545,12 +545,14 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Client<S> {
             validate_bulk_column_identifier(column)?;
         }
 
+        // mssql-pg-operator patch: bulk-row-encoder
         let columns = self.bulk_target_columns(table, columns, options).await?;
         self.start_bulk_load(table, columns, options, order_hints)
             .await
     }
 
-    /// mssql-pg-operator patch (split out of `bulk_insert_with_options`, unchanged): the
+    // mssql-pg-operator patch: bulk-row-encoder
+    /// Split out of `bulk_insert_with_options`, unchanged: the
     /// columns a bulk load into `table` targets.
     async fn bulk_target_columns(
         &mut self,
@@ -582,10 +584,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Client<S> {
         for column in columns.iter_mut() {
             column.base.table_name = Some(table.to_string());
         }
+        // mssql-pg-operator patch: bulk-row-encoder
         Ok(columns)
     }
 
-    /// mssql-pg-operator patch (split out of `bulk_insert_with_options`, unchanged): sends
+    /// Split out of `bulk_insert_with_options`, unchanged: sends
     /// `INSERT BULK` for `columns` and returns the request that streams the rows.
     async fn start_bulk_load<'a>(
         &'a mut self,
@@ -610,7 +613,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Client<S> {
         BulkLoadRequest::new(&mut self.connection, columns)
     }
 
-    /// mssql-pg-operator patch: the row encoder of a bulk load into `table` with these columns
+    // mssql-pg-operator patch: bulk-row-encoder
+    /// The row encoder of a bulk load into `table` with these columns
     /// and options, without starting one: the columns `bulk_insert_with_options` would target.
     /// Start loads that take its rows with [`Client::bulk_insert_encoded`]. Lets a producer
     /// encode rows away from the connection (no `TokenRow` or owned value per row crossing to
@@ -629,7 +633,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Client<S> {
         Ok(crate::BulkRowEncoder::new(columns))
     }
 
-    /// mssql-pg-operator patch: starts a bulk load into `table` for the columns of `encoder`
+    /// Starts a bulk load into `table` for the columns of `encoder`
     /// (made by [`Client::bulk_row_encoder`] with the same table and options), without asking
     /// the server for the metadata again; rows go in with [`BulkLoadRequest::send_encoded`].
     pub async fn bulk_insert_encoded<'a>(

@@ -243,21 +243,22 @@ pub use row::{Column, ColumnType, QueryIdx, Row, RowBuilder};
 pub use sql_browser::SqlBrowser;
 pub use tds::{
     codec::{
-        AltMetaDataColumn, BaseMetaDataColumn, BulkLoadRequest, BulkRowEncoder, BulkRowError,
-        ColumnData, ColumnFlag,
+        AltMetaDataColumn, BaseMetaDataColumn, BulkLoadRequest, ColumnData, ColumnFlag,
         FixedLenType, IntoRow, IsolationLevel, MetaDataColumn, TokenAltMetaData, TokenAltRow,
         TokenRow, TypeInfo, TypeLength, VarLenContext, VarLenType,
     },
     collation::Collation,
     numeric,
-    // mssql-pg-operator patch: the raw row stream's types.
-    stream::{
-        raw_row_self_check, write_utf16_as_utf8, CommandReturnValue, CommandStream, QueryStream,
-        KeptValues, RawRow, RawRowStream, RawText, RawValue,
-    },
+    stream::{CommandReturnValue, CommandStream, QueryStream},
     time, xml, EncryptionLevel,
 };
+// mssql-pg-operator patch: bulk-row-encoder
+pub use tds::codec::{BulkRowEncoder, BulkRowError};
 pub use to_sql::{IntoSql, ToSql};
+// mssql-pg-operator patch: raw-rows
+pub use tds::stream::{
+    raw_row_self_check, write_utf16_as_utf8, KeptValues, RawRow, RawRowStream, RawText, RawValue,
+};
 pub use uuid::Uuid;
 
 use sql_read_bytes::*;

@@ -4,8 +4,10 @@ use futures_util::io::{AsyncRead, AsyncWrite};
 
 use crate::{
     tds::{codec::RpcProcId, stream::TokenStream},
-    Client, ColumnData, ExecuteResult, IntoSql, QueryStream, RawRowStream,
+    Client, ColumnData, ExecuteResult, IntoSql, QueryStream,
 };
+// mssql-pg-operator patch: raw-rows
+use crate::RawRowStream;
 
 /// A query object with bind parameters.
 #[derive(Debug)]
@@ -227,9 +229,10 @@ impl<'a> Query<'a> {
         Ok(result)
     }
 
-    /// mssql-pg-operator patch: executes the query and returns its rows decoded in place from
-    /// the read buffer ([`RawRowStream`]), for callers that re-encode every value and do not
-    /// need a [`Row`](crate::Row) per row.
+    // mssql-pg-operator patch: raw-rows
+    /// Executes the query and returns its rows decoded in place from the read buffer
+    /// ([`RawRowStream`]), for callers that re-encode every value and do not need a
+    /// [`Row`](crate::Row) per row.
     pub async fn query_raw<'b, S>(
         self,
         client: &'b mut Client<S>,

@@ -516,9 +516,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Connection<S> {
         self.flushed && self.buf.is_empty()
     }
 
-    // mssql-pg-operator patch (raw rows): the raw row stream decodes whole rows in place from
-    // the read buffer, so it needs to see the buffer, drop what it consumed and append the next
-    // packet itself.
+    // mssql-pg-operator patch: raw-rows
+    // The raw row stream decodes whole rows in place from the read buffer, so it needs to see
+    // the buffer, drop what it consumed and append the next packet itself.
 
     /// The received, not yet consumed payload bytes.
     pub(crate) fn buffered(&self) -> &[u8] {
@@ -1276,8 +1276,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> futures_util::io::AsyncRead for C
                 match item {
                     Ok(packet) => {
                         let (_, payload) = packet.into_parts();
-                        // mssql-pg-operator patch: one memcpy per packet; `extend` on a
-                        // `BytesMut` iterator copies byte by byte (~19% of a worker's CPU).
+                        // mssql-pg-operator patch: 01-read-packet-memcpy
+                        // One memcpy per packet: `extend` over the payload pushes byte by byte.
                         this.buf.extend_from_slice(&payload);
 
                         if this.buf.len() >= size {

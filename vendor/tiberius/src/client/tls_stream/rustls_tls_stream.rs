@@ -15,13 +15,14 @@ use std::{
     sync::Arc,
     task::{Context, Poll},
 };
+// mssql-pg-operator patch: ring
+// ring is the one provider built (see Cargo.toml); the fallback uses it under aws-lc-rs' name.
 use tokio_rustls::{
     rustls::{
         client::{
             danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier},
             WantsClientCert,
         },
-        // mssql-pg-operator patch: ring is the one provider built (as kube uses it).
         crypto::{ring as aws_lc_rs, CryptoProvider},
         pki_types::{pem::PemObject, CertificateDer, PrivateKeyDer, ServerName, UnixTime},
         ClientConfig, ConfigBuilder, DigitallySignedStruct, Error as RustlsError, RootCertStore,

@@ -6,12 +6,13 @@ use crate::{
     client::Connection, sql_read_bytes::SqlReadBytes, BytesMutWithDataColumns, ExecuteResult,
 };
 
-use bytes::BufMut;
-
 use super::{
-    BytesMutWithTypeInfo, ColumnData, Encode, MetaDataColumn, TokenType, PacketHeader, PacketStatus, TokenColMetaData, TokenDone, TokenRow,
+    Encode, MetaDataColumn, PacketHeader, PacketStatus, TokenColMetaData, TokenDone, TokenRow,
     HEADER_BYTES,
 };
+// mssql-pg-operator patch: bulk-row-encoder
+use super::{BytesMutWithTypeInfo, ColumnData, TokenType};
+use bytes::BufMut;
 
 /// A handler for a bulk insert data flow.
 #[derive(Debug)]
@@ -25,7 +26,8 @@ where
     columns: Vec<MetaDataColumn<'a>>,
 }
 
-/// mssql-pg-operator patch: encodes bulk-load rows (ROW tokens) into a caller's buffer, for
+// mssql-pg-operator patch: bulk-row-encoder
+/// Encodes bulk-load rows (ROW tokens) into a caller's buffer, for
 /// [`BulkLoadRequest::send_encoded`]. Made by [`Client::bulk_row_encoder`](crate::Client::bulk_row_encoder);
 /// the bytes are exactly those [`BulkLoadRequest::send`] writes for the same values.
 #[derive(Debug, Clone)]
@@ -158,6 +160,7 @@ where
         // corrupt it further.
         self.connection.ensure_not_poisoned()?;
 
+        // mssql-pg-operator patch: bulk-row-encoder
         // `row.encode` can fail mid-row (e.g. an out-of-range money value); the
         // shared row encoder then rolls the partial row back out of `self.buf`, so
         // no partial row is flushed by a later `send`/`finalize`.
@@ -169,7 +172,8 @@ where
         Ok(())
     }
 
-    /// mssql-pg-operator patch: appends rows already encoded by a [`BulkRowEncoder`] made for
+    // mssql-pg-operator patch: bulk-row-encoder
+    /// Appends rows already encoded by a [`BulkRowEncoder`] made for
     /// the same table, columns and options (whole ROW tokens, any number of them), flushing
     /// full packets as [`send`](Self::send) does.
     pub async fn send_encoded(&mut self, rows: &[u8]) -> crate::Result<()> {

@@ -10,12 +10,11 @@ pub trait Decode<B: Buf> {
         Self: Sized;
 }
 
-/// mssql-pg-operator patch (vendor/tiberius/PATCHES.md, item 8): the read buffer grows or is
-/// compacted for many packets at a time. Asking for a whole packet more at every partial decode,
-/// as the original did, made `BytesMut` move the packet's buffered part (up to 32 KiB) to the
-/// front of its allocation about once per packet while the packet arrived in 8 KiB reads: ~10%
-/// of the worker's CPU on a 1M-row mixed table. With room for `READ_AHEAD` bytes, that move
-/// happens once per ~16 packets of 32 KiB.
+// mssql-pg-operator patch: 06-read-buffer-room
+/// The read buffer grows or is compacted for many packets at a time. Asking for a whole packet
+/// more at every partial decode made `BytesMut` move the packet's buffered part (up to 32 KiB)
+/// to the front of its allocation about once per packet while the packet arrived in 8 KiB
+/// reads. With room for `READ_AHEAD` bytes, that move happens once per ~16 packets of 32 KiB.
 const READ_AHEAD: usize = 512 * 1024;
 
 /// What the framed reader appends per read (`asynchronous_codec`'s read size).
@@ -35,6 +34,7 @@ impl Decoder for PacketCodec {
 
     fn decode(&mut self, src: &mut BytesMut) -> Result<Option<Self::Item>, Self::Error> {
         if src.len() < HEADER_BYTES {
+            // mssql-pg-operator patch: 06-read-buffer-room
             make_room(src, HEADER_BYTES);
             return Ok(None);
         }
@@ -47,6 +47,7 @@ impl Decoder for PacketCodec {
         let length = u16::from_be_bytes([src[2], src[3]]) as usize;
 
         if src.len() < length {
+            // mssql-pg-operator patch: 06-read-buffer-room
             make_room(src, length);
             return Ok(None);
         }

@@ -26,7 +26,8 @@ impl Encode<BytesMut> for Packet {
         let size = (self.payload.len() as u16 + HEADER_BYTES as u16).to_be_bytes();
 
         self.header.encode(dst)?;
-        // mssql-pg-operator patch: one memcpy instead of a byte-by-byte `extend`.
+        // mssql-pg-operator patch: 02-write-packet-memcpy
+        // One memcpy: `extend` over the payload pushes byte by byte.
         dst.extend_from_slice(&self.payload);
 
         dst[2] = size[0];

@@ -105,10 +105,10 @@ impl PreloginMessage {
                 EncryptionLevel::NotSupported
             }
             (EncryptionLevel::Off, EncryptionLevel::Off) => EncryptionLevel::Off,
-            // mssql-pg-operator patch: `Off` asks for the login packet to be encrypted when
-            // the server can; a server answering NOT_SUP cannot, so nothing is encrypted. The
-            // fall-through below made this `On` and started a TLS handshake that a server
-            // without TLS never answers (a 15 s hang, or a closed connection).
+            // mssql-pg-operator patch: 07-off-against-not-supported
+            // `Off` asks for the login packet to be encrypted when the server can; a server
+            // answering NOT_SUP cannot, so nothing is encrypted. The fall-through below made
+            // this `On` and started a TLS handshake that a server without TLS never answers.
             (EncryptionLevel::Off, EncryptionLevel::NotSupported) => EncryptionLevel::NotSupported,
             (EncryptionLevel::On, EncryptionLevel::Off)
             | (EncryptionLevel::On, EncryptionLevel::NotSupported) => {
@@ -576,8 +576,9 @@ mod tests {
         );
     }
 
-    // mssql-pg-operator patch: `Off` against a server without TLS negotiates no encryption
-    // (no handshake), while a server that can encrypt still gets the login packet encrypted.
+    // mssql-pg-operator patch: 07-off-against-not-supported
+    // `Off` against a server without TLS negotiates no encryption (no handshake), while a
+    // server that can encrypt still gets the login packet encrypted.
     #[cfg(any(
         feature = "rustls",
         feature = "native-tls",

@@ -1,4 +1,5 @@
-//! mssql-pg-operator patch: rows decoded in place from the connection's read buffer.
+// mssql-pg-operator patch: raw-rows
+//! Rows decoded in place from the connection's read buffer.
 //!
 //! [`QueryStream`](super::QueryStream) turns every row into a [`Row`](crate::Row): a `Vec` of
 //! [`ColumnData`] with one `String` per text value, built by one async read per field. For a
@@ -594,7 +595,10 @@ impl<'a> RawRow<'a> {
         };
         kept.lossy = *lossy;
         for &i in cols {
-            let Some(value) = cells.get(i).and_then(|&loc| wire_bytes(loc, bytes, scratch)) else {
+            let Some(value) = cells
+                .get(i)
+                .and_then(|&loc| wire_bytes(loc, bytes, scratch))
+            else {
                 kept.cells.clear();
                 return false;
             };
@@ -966,7 +970,9 @@ where
         let (_, kind) = *self.layouts.as_deref()?.get(i)?;
         match cell {
             None => Some(RawValue::Data(col.base.null_value())),
-            Some((start, len)) => decode_value(col, kind, kept.bytes.get(start..start + len)?, kept.lossy),
+            Some((start, len)) => {
+                decode_value(col, kind, kept.bytes.get(start..start + len)?, kept.lossy)
+            }
         }
     }
 

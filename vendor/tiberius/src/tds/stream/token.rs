@@ -455,6 +455,7 @@ where
         Ok(ReceivedToken::Sspi(sspi))
     }
 
+    // mssql-pg-operator patch: raw-rows
     /// Reads and decodes the next token; `None` once the response is consumed (or the first
     /// server error recorded on the way, as an `Err`).
     pub(crate) async fn next_token(&mut self) -> crate::Result<Option<ReceivedToken>> {
@@ -519,8 +520,9 @@ where
         // otherwise unreachable from `RoundTripTimeout`).
         let poison = self.conn.command_desync_flag();
 
-        // mssql-pg-operator patch: the per-token body lives in `next_token`, which the raw row
-        // stream (`raw_row.rs`) drives directly for every token that is not a row.
+        // mssql-pg-operator patch: raw-rows
+        // The per-token body lives in `next_token`, which the raw row stream (`raw_row.rs`)
+        // drives directly for every token that is not a row.
         let stream = futures_util::stream::try_unfold(self, |mut this| async move {
             Ok(this.next_token().await?.map(|token| (token, this)))
         });

@@ -36,8 +36,8 @@ where
                 return Err(Error::Protocol("nvarchar: invalid plp length".into()));
             }
 
-            // mssql-pg-operator patch: most text is ASCII; narrow it in one pass
-            // (identical result, no per-char decoding).
+            // mssql-pg-operator patch: 03-ascii-nvarchar-decode
+            // Most text is ASCII: narrow it in one pass (same result, no per-char decoding).
             if let Some(s) = ascii_from_utf16le(buf.as_ref()) {
                 return Ok(Some(s.into()));
             }
@@ -71,6 +71,7 @@ where
     }
 }
 
+// mssql-pg-operator patch: 03-ascii-nvarchar-decode
 /// The string when every UTF-16LE code unit is ASCII, else `None`.
 fn ascii_from_utf16le(bytes: &[u8]) -> Option<String> {
     let mut out = Vec::with_capacity(bytes.len() / 2);
@@ -88,6 +89,38 @@ mod tests {
     use super::*;
     use crate::sql_read_bytes::test_utils::IntoSqlReadBytes;
     use bytes::{BufMut, BytesMut};
+
+    // mssql-pg-operator patch: 03-ascii-nvarchar-decode
+    // All-ASCII values are narrowed in one pass, anything else is decoded; the strings are the
+    // same either way.
+    #[tokio::test]
+    async fn nvarchar_decodes_ascii_and_non_ascii_alike() {
+        for s in [
+            "",
+            "plain ascii text",
+            "\u{7f}\u{0}",
+            "\u{80}",
+            "caf\u{e9}",
+            "\u{100}abc",
+            "a\u{1F600}b",
+            "\u{65e5}\u{672c}",
+        ] {
+            let mut buf = BytesMut::new();
+            buf.put_u16_le(2 * s.encode_utf16().count() as u16);
+            for unit in s.encode_utf16() {
+                buf.put_u16_le(unit);
+            }
+            let value = decode(
+                &mut buf.into_sql_read_bytes(),
+                VarLenType::NVarchar,
+                100,
+                None,
+            )
+            .await
+            .expect("valid UTF-16 must decode");
+            assert_eq!(value.as_deref(), Some(s));
+        }
+    }
 
     // Lossy NVARCHAR decoding replaces an unpaired surrogate with U+FFFD.
     #[tokio::test]

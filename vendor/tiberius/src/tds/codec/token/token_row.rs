@@ -1,6 +1,7 @@
 mod bytes_mut_with_data_columns;
 mod into_row;
 use crate::tds::codec::encode::Encode;
+// mssql-pg-operator patch: bulk-row-encoder
 use crate::{tds::codec::ColumnData, SqlReadBytes};
 pub(crate) use bytes_mut_with_data_columns::BytesMutWithDataColumns;
 use futures_util::io::AsyncReadExt;
@@ -23,8 +24,9 @@ impl<'a> IntoIterator for TokenRow<'a> {
 }
 
 impl<'a> Encode<BytesMutWithDataColumns<'a>> for TokenRow<'a> {
-    // mssql-pg-operator patch: the shared bulk row encoder (`bulk_load::encode_bulk_row`, also
-    // behind `BulkRowEncoder`); same bytes and errors, and a failed row is rolled back.
+    // mssql-pg-operator patch: bulk-row-encoder
+    // The shared bulk row encoder (`bulk_load::encode_bulk_row`, also behind
+    // `BulkRowEncoder`); same bytes and errors, and a failed row is rolled back.
     fn encode(self, dst: &mut BytesMutWithDataColumns<'a>) -> crate::Result<()> {
         let columns = dst.data_columns();
         crate::tds::codec::encode_bulk_row(columns, self.data, dst).map_err(|e| e.error)
@@ -178,6 +180,7 @@ impl RowBitmap {
 mod tests {
     use super::*;
     use crate::{BaseMetaDataColumn, ColumnFlag, FixedLenType, MetaDataColumn, TypeInfo};
+    // mssql-pg-operator patch: bulk-row-encoder
     use bytes::{BufMut, BytesMut};
 
     #[tokio::test]
