@@ -365,6 +365,45 @@ async fn transactions_in_sql_and_through_the_transaction_manager() {
     assert_eq!(err.code(), 3902);
 }
 
+/// Bulk-loaded (max) values of more than 65,535 bytes go in whole (PLP) and read back the same:
+/// vendor/tiberius/upstream/05-max-column-length-limit.patch, through tiberius' own
+/// `bulk_insert`. Before it, tiberius rejected them ("exceed column limit 65535").
+#[tokio::test]
+async fn bulk_load_of_max_values_over_65535_bytes() {
+    let server = start();
+    let mut c = connect(server.addr()).await;
+    run(
+        &mut c,
+        "CREATE TABLE dbo.big (id int NOT NULL, n nvarchar(max) NULL, v varchar(max) NULL, \
+         b varbinary(max) NULL)",
+    )
+    .await;
+    let n = "ab\u{e9}\u{65e5}".repeat(10_000); // 80,000 bytes as UTF-16
+    let v = "x".repeat(70_000);
+    let b: Vec<u8> = (0..100_000u32).map(|i| i as u8).collect();
+    let mut req = c.bulk_insert("dbo.big").await.unwrap();
+    let mut row = TokenRow::new();
+    row.push(ColumnData::I32(Some(1)));
+    row.push(ColumnData::String(Some(n.clone().into())));
+    row.push(ColumnData::String(Some(v.clone().into())));
+    row.push(ColumnData::Binary(Some(b.clone().into())));
+    req.send(row).await.unwrap();
+    assert_eq!(req.finalize().await.unwrap().rows_affected(), &[1]);
+    let row = c
+        .simple_query("SELECT n, v, b, DATALENGTH(n), DATALENGTH(v), DATALENGTH(b) FROM dbo.big")
+        .await
+        .unwrap()
+        .into_row()
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(row.get::<&str, _>(0), Some(n.as_str()));
+    assert_eq!(row.get::<&str, _>(1), Some(v.as_str()));
+    assert_eq!(row.get::<&[u8], _>(2), Some(b.as_slice()));
+    let lengths: Vec<Option<i64>> = (3..6).map(|i| row.get::<i64, _>(i)).collect();
+    assert_eq!(lengths, [Some(80_000), Some(70_000), Some(100_000)]);
+}
+
 #[tokio::test]
 async fn cancelling_a_large_engine_result() {
     let server = start();
