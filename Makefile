@@ -9,7 +9,7 @@ CACHE ?= $(HOME)/.cache/mssql-pg-operator
 VENV  := .venv
 export MSSQLPG_CACHE := $(CACHE)
 
-.PHONY: help deps lint crds crds-check test test-rust test-clients bench fmt demo demo-down manifests manifests-check
+.PHONY: help deps lint crds crds-check tiberius-check test test-rust test-clients bench fmt demo demo-down manifests manifests-check
 
 help:
 	@echo "make test   install missing tools, lint, run all tests"
@@ -33,6 +33,10 @@ crds:
 crds-check:
 	crds/check-generated.sh
 
+# vendor/tiberius/upstream/*.patch are cut from the vendored tree; fail when they are stale.
+tiberius-check:
+	vendor/tiberius/upstream/make-patches.sh --check
+
 fmt:
 	cargo fmt --all
 
@@ -40,7 +44,7 @@ fmt:
 # On a fresh machine the Kubernetes binaries (a Go build on one core) are built while clippy runs.
 test: deps
 	@mkdir -p $(CACHE) && (tests/control-plane/build.sh > $(CACHE)/k8s-build-early.log 2>&1 &)
-	$(MAKE) lint crds-check
+	$(MAKE) lint crds-check tiberius-check
 	tests/scripts/run-tests.sh
 
 test-rust:
