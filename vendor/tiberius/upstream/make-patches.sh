@@ -253,6 +253,7 @@ PY
   cp -r "$vendored" "$work/vendored"
   rm -rf "$work/vendored/upstream"
   cp "$pristine/Cargo.lock" "$work/vendored/"
+  cp -r "$pristine/docker" "$work/vendored/"   # certificates the TLS unit tests read
   echo "== the vendored crate"
   unit_tests "$work/vendored" || failed+=(vendored)
   for p in "$here"/[0-9][0-9]-*.patch; do
