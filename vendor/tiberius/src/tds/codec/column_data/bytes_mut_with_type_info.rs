@@ -27,11 +27,13 @@ impl<'a> BytesMutWithTypeInfo<'a> {
     }
 
     // mssql-pg-operator patch: 04-bulk-encode-speedups
-    /// Appends `s` as UTF-16LE straight into the buffer (no intermediate `Vec`). ASCII text,
-    /// the common case, is widened eight bytes at a time.
-    pub fn put_utf16_le(&mut self, s: &str) {
+    /// Appends `s` as UTF-16LE straight into the buffer (no intermediate `Vec`); `len` is its
+    /// length as UTF-16LE, which is twice `s.len()` exactly when `s` is ASCII. ASCII text, the
+    /// common case, is widened eight bytes at a time.
+    pub(crate) fn put_utf16_le(&mut self, s: &str, len: usize) {
         let bytes = s.as_bytes();
-        if bytes.is_ascii() {
+        debug_assert_eq!(len == 2 * bytes.len(), bytes.is_ascii());
+        if len == 2 * bytes.len() {
             let start = self.bytes.len();
             self.bytes.resize(start + 2 * bytes.len(), 0);
             let out = &mut self.bytes[start..];
@@ -55,7 +57,7 @@ impl<'a> BytesMutWithTypeInfo<'a> {
                 o[0] = *b;
             }
         } else {
-            self.bytes.reserve(2 * bytes.len());
+            self.bytes.reserve(len);
             for unit in s.encode_utf16() {
                 self.bytes.extend_from_slice(&unit.to_le_bytes());
             }
