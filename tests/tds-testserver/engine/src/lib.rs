@@ -17,6 +17,7 @@ mod divide_by_zero;
 mod dml;
 pub mod error;
 mod exec;
+mod fractional_modulo;
 mod functions;
 mod inline;
 mod like;

@@ -171,6 +171,7 @@ impl Engine {
         .map_err(open_err)?;
         crate::functions::register(&conn).map_err(open_err)?;
         crate::divide_by_zero::register(&conn).map_err(open_err)?;
+        crate::fractional_modulo::register(&conn).map_err(open_err)?;
         conn.set_prepared_statement_cache_capacity(256);
         let spid = self.next_spid.fetch_add(1, Ordering::Relaxed);
         crate::catalog::functions::register(

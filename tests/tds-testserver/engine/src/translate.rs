@@ -1055,6 +1055,11 @@ impl<'a> Ctx<'a> {
                         }
                         Ok(Ty { ty: num_ty, nullable })
                     }
+                    BinaryOperator::Modulo if crate::fractional_modulo::applies(l.ty, r.ty) => {
+                        let ty = arith_type(op, l.ty, r.ty);
+                        *e = crate::fractional_modulo::call(left, right);
+                        Ok(Ty { ty, nullable })
+                    }
                     BinaryOperator::Divide | BinaryOperator::Modulo => {
                         crate::divide_by_zero::guard_divisor(left, right);
                         Ok(Ty {
