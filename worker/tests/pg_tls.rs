@@ -8,6 +8,11 @@ use mssql_pg_worker::pg::connect::{PgEndpoint, SslMode};
 use std::os::unix::fs::MetadataExt;
 use std::process::Command;
 
+/// Held while the certificates are made: the tests of this file run in parallel against one
+/// server, and two of them writing a CA and a server certificate at once left the server's
+/// certificate signed by the CA the other one wrote (BadSignature).
+static MAKING_CERTIFICATES: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// Enables ssl on the test server with a fresh certificate; returns the certificate's path.
 async fn enable_tls() -> String {
     let dir =
@@ -16,6 +21,7 @@ async fn enable_tls() -> String {
     let crt = format!("{data}/server.crt");
     let key = format!("{data}/server.key");
     let ca_crt = format!("{data}/test-ca.crt");
+    let making = MAKING_CERTIFICATES.lock().unwrap_or_else(|e| e.into_inner());
     if !std::path::Path::new(&ca_crt).exists() {
         // A CA and a server certificate it signs (webpki refuses a CA certificate as the server's).
         let ca_key = format!("{data}/test-ca.key");
@@ -80,6 +86,7 @@ async fn enable_tls() -> String {
         }
         std::fs::set_permissions(&key, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
     }
+    drop(making);
     let client = common::pg_connect().await;
     client.batch_execute("ALTER SYSTEM SET ssl = on").await.unwrap();
     client.query_one("SELECT pg_reload_conf()", &[]).await.unwrap();
