@@ -26,11 +26,10 @@ import re
 import sys
 import time
 
-import pytds
-
 import computed_probe
 from compare_values import open_side, target_schema
-from trial_rows import MadeUpRows, candidates, identity_insert_off, insert, literal, update
+from trial_exec import MssqlTrials, run_pg
+from trial_rows import MadeUpRows, candidates, insert, literal, update
 
 # Documented differences: (constraint, repr(value)) -> why. Strict: one that no longer happens fails
 # the run, so the list cannot go stale.
@@ -45,98 +44,6 @@ KNOWN = {
 # made-up row's INSERT) -> what is wrong, when SQL Server is the migration's target
 # (--sqlserver-is-target). Strict as KNOWN.
 KNOWN_BUGS: dict = {}
-
-PG_TRY = r"""
-CREATE FUNCTION pg_temp.try(stmts text[]) RETURNS text LANGUAGE plpgsql AS $f$
-DECLARE s text; st text; cn text; n bigint := 0;
-BEGIN
-  BEGIN
-    FOREACH s IN ARRAY stmts LOOP EXECUTE s; GET DIAGNOSTICS n = ROW_COUNT; END LOOP;
-    RAISE EXCEPTION USING ERRCODE = 'P0T01';
-  EXCEPTION
-    WHEN SQLSTATE 'P0T01' THEN RETURN 'ok ' || n;
-    WHEN OTHERS THEN
-      GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, cn = CONSTRAINT_NAME;
-      RETURN st || ' ' || COALESCE(cn, '');
-  END;
-END $f$;
-"""
-
-
-class Outcome(collections.namedtuple("Outcome", "accepted kind detail rows", defaults=(None,))):
-    """accepted: bool; kind: "check", "fk" or "error"; detail: constraint name or error code;
-    rows: rows the accepted statement changed."""
-
-    def __str__(self):
-        return "accepted" if self.accepted else f"refused ({self.kind} {self.detail})"
-
-
-def mssql_outcome(err, rows=None):
-    if err is None:
-        return Outcome(True, "", "", rows)
-    number = getattr(err, "msg_no", None) or getattr(err, "number", None)
-    text = str(err)
-    m = re.search(r'conflicted with the (CHECK|FOREIGN KEY) constraint "([^"]+)"', text)
-    if number == 547 and m:
-        return Outcome(False, "check" if m.group(1) == "CHECK" else "fk", m.group(2))
-    return Outcome(False, "error", f"{number}: {text.splitlines()[0][:100]}")
-
-
-def pg_outcome(text):
-    if text.startswith("ok"):
-        return Outcome(True, "", "", int(text.split()[1]))
-    state, _, name = text.partition(" ")
-    kind = {"23514": "check", "23503": "fk"}.get(state, "error")
-    return Outcome(False, kind, name if kind != "error" else state)
-
-
-class MssqlTrials:
-    def __init__(self, side):
-        self.side = side
-        self.cur = side.conn.cursor()
-
-    def run(self, setup, stmt):
-        """(setup error or None, outcome of stmt)."""
-        self._exec("BEGIN TRANSACTION")
-        try:
-            for s in setup:
-                err = self._exec(s)
-                if err is not None:
-                    return mssql_outcome(err), None
-            err = self._exec(stmt)
-            return None, mssql_outcome(err, None if err else self.cur.rowcount)
-        finally:
-            # (IF @@TRANCOUNT > 0 ROLLBACK is refused by the test server; 3903 when nothing is open is harmless.)
-            self._exec("ROLLBACK TRANSACTION")
-            for s in identity_insert_off(setup):
-                self._exec(s)
-
-    def _exec(self, sql):
-        try:
-            self.cur.execute(sql)
-            while self.cur.nextset():
-                pass
-            return None
-        except pytds.Error as e:
-            return e
-
-
-def pg_array(stmts):
-    return "ARRAY[" + ", ".join("'" + s.replace("'", "''") + "'" for s in stmts) + "]::text[]"
-
-
-def run_pg(side, trials):
-    """Outcome texts of [(setup, stmt)] on PostgreSQL, each in its own rolled-back subtransaction."""
-    parts = ["BEGIN;", PG_TRY]
-    for i, (setup, stmt) in enumerate(trials):
-        parts.append(f"COPY (SELECT {i}, pg_temp.try({pg_array(setup)}), pg_temp.try({pg_array(setup + [stmt])})) "
-                     "TO STDOUT;")
-    parts.append("ROLLBACK;")
-    out = {}
-    for i, setup_result, result in side.query_script("\n".join(parts)):
-        out[int(i)] = (None if setup_result.startswith("ok") else pg_outcome(setup_result), pg_outcome(result))
-    return [out[i] for i in range(len(trials))]
-
 
 def not_migrated(summary_file):
     names = set()

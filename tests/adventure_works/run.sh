@@ -6,13 +6,16 @@
 #   3. compare_values.py reads every table of both (pytds, psql) and compares every value by key;
 #   4. compare_checks.py tries rows that each CHECK accepts and refuses on both sides, and compares
 #      the computed columns of made-up rows in the tables the sample leaves empty;
-#   5. `mssql-pg-worker run -f` migrates the PostgreSQL database into a fresh test server (while 3
-#      and 4 run), and that is compared with PostgreSQL and with the original, and its CHECKs
-#      with PostgreSQL's, the same way.
+#   5. compare_keys.py tries rows that each FK, unique key and default must treat alike on both
+#      sides (child rows pointing at existing and missing parents, parents deleted and re-keyed,
+#      duplicate and new keys, rows inserted without their defaulted columns), each rolled back;
+#   6. `mssql-pg-worker run -f` migrates the PostgreSQL database into a fresh test server (while 3
+#      to 5 run), and that is compared with PostgreSQL and with the original, and its CHECKs, keys
+#      and defaults with PostgreSQL's, the same way.
 # Needs MSSQLPG_TEST_PG_PORT (tests/scripts/postgres.sh start; run-tests.sh provides it), the venv
 # with pytds (make deps) and the sample at ../shared/sample-databases (or AW_DIR).
 #   tests/adventure_works/run.sh            all of it
-#   AW_SKIP_BACK=1 tests/adventure_works/run.sh   without step 5
+#   AW_SKIP_BACK=1 tests/adventure_works/run.sh   without step 6
 # Python's output is unbuffered so that the steps' lines interleave in order.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -134,6 +137,9 @@ say "every value, SQL Server (pytds) vs PostgreSQL (psql)"
 say "every CHECK accepts and refuses the same rows, SQL Server vs PostgreSQL"
 "$py" compare_checks.py "$src_url" "$pg_url" --worker-summary "$work/forward.out" \
   || failed+=("CHECKs SQL Server -> PostgreSQL")
+say "every FK, unique key and default enforces and gives the same, SQL Server vs PostgreSQL"
+"$py" compare_keys.py "$src_url" "$pg_url" --worker-summary "$work/forward.out" \
+  || failed+=("keys and defaults SQL Server -> PostgreSQL")
 
 if [ $back = 1 ]; then
   wait "$back_pid" || { echo "run.sh: the way back failed" >&2; exit 1; }
@@ -151,6 +157,9 @@ if [ $back = 1 ]; then
   say "every CHECK of the SQL Server migrated into, vs PostgreSQL"
   "$py" compare_checks.py "$back_url" "$pg_url" --worker-summary "$work/back.out" --sqlserver-is-target \
     || failed+=("CHECKs PostgreSQL -> SQL Server")
+  say "every FK, unique key and default of the SQL Server migrated into, vs PostgreSQL"
+  "$py" compare_keys.py "$back_url" "$pg_url" --worker-summary "$work/back.out" --sqlserver-is-target \
+    || failed+=("keys and defaults PostgreSQL -> SQL Server")
 fi
 
 say "done"

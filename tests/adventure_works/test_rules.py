@@ -78,3 +78,33 @@ def test_dates_are_typed_literals_on_sql_server():
     assert literal("mssql", Column("d", "datetime"), d) == "CAST('2009-01-14T00:00:00.000' AS datetime)"
     assert literal("postgres", Column("d", "timestamp"), d) == "'2009-01-14T00:00:00.000000'"
     assert literal("mssql", Column("s", "nvarchar"), "it's") == "N'it''s'"
+
+
+class _TdsError(Exception):
+    def __init__(self, number, text):
+        super().__init__(text)
+        self.msg_no = number
+
+
+def test_refusals_name_the_constraint_on_both_sides():
+    from trial_exec import mssql_outcome, pg_outcome
+    fk = mssql_outcome(_TdsError(547, 'The DELETE statement conflicted with the REFERENCE constraint "FK_A_B". '
+                                      'The conflict occurred in database "X"'))
+    assert (fk.accepted, fk.kind, fk.detail) == (False, "fk", "FK_A_B")
+    ix = mssql_outcome(_TdsError(2601, "Cannot insert duplicate key row in object 'dbo.T' with unique index 'AK_T'."))
+    assert (ix.kind, ix.detail) == ("unique", "AK_T")
+    pk = mssql_outcome(_TdsError(2627, "Violation of PRIMARY KEY constraint 'PK_T'. Cannot insert duplicate key"))
+    assert (pk.kind, pk.detail) == ("unique", "PK_T")
+    # another error is never taken for a constraint's refusal
+    assert mssql_outcome(_TdsError(8102, "Cannot update identity column 'Id'.")).kind == "error"
+    assert pg_outcome("23505 AK_T")[:3] == (False, "unique", "AK_T")
+    assert pg_outcome("23503 FK_A_B")[:3] == (False, "fk", "FK_A_B")
+    ok = pg_outcome("ok 1 [\"x\"]")
+    assert (ok.accepted, ok.rows, ok.seen) == (True, 1, '["x"]')
+
+
+def test_default_kinds():
+    from key_trials import default_kind
+    assert default_kind("(getdate())") == "now"
+    assert default_kind("(newid())") == "uuid"
+    assert default_kind("((0.00))") == "value"
