@@ -31,8 +31,18 @@ from trial_rows import MadeUpRows
 
 PG_FK_ACTION = {"a": "NO_ACTION", "r": "NO_ACTION", "c": "CASCADE", "n": "SET_NULL", "d": "SET_DEFAULT"}
 
-# Documented differences: (constraint, what) -> why. Strict, as compare_checks.KNOWN.
+# Documented differences: (constraint, part of the trial's text) -> why. Strict, as
+# compare_checks.KNOWN: one no longer seen fails the run.
 KNOWN: dict = {}
+
+# Bugs of the test server found by this test, reported, not yet fixed, as KNOWN; they apply when
+# the SQL Server side is the source loaded by instawdb.sql (not --sqlserver-is-target).
+KNOWN_SOURCE_BUGS = {
+    ("PK_BillOfMaterials_BillOfMaterialsID", "with the next identity value"):
+        "test server bug: BULK INSERT ... KEEPIDENTITY leaves IDENT_CURRENT at the file's last row's value "
+        "(3303), not the highest loaded (3482; tds-testserver engine/src/bulk.rs keeps the last explicit value), "
+        "so its next identity value collides; SQL Server continues after the highest",
+}
 
 
 def pg_name(name):
@@ -245,6 +255,7 @@ def main():
 
     refused_by_itself, accepted = collections.Counter(), collections.Counter()
     defaults_compared = 0
+    known_seen = set()
     for trial, (ms_setup_err, ms_out), (pg_setup_err, pg_out) in zip(plan, ms_results, pg_results):
         line = f"{trial.kind} {trial.name}: {trial.what}"
         if args.verbose:
@@ -258,10 +269,14 @@ def main():
         elif ms_out.kind in ("fk", "unique") and ms_out.detail.lower() == trial.name.lower():
             refused_by_itself[trial.name] += 1
         if ms_out.accepted != pg_out.accepted:
-            why = KNOWN.get((trial.name, trial.what))
+            known = {**KNOWN, **({} if args.sqlserver_is_target else KNOWN_SOURCE_BUGS)}
+            entry = next((k for k in known if k[0] == trial.name and k[1] in trial.what), None)
+            why = known.get(entry)
+            if entry:
+                known_seen.add(entry)
             text = f"{line}: SQL Server {ms_out}, PostgreSQL {pg_out}"
             if why:
-                notes.append(f"{text} [{why}]")
+                notes.append(f"KNOWN {text} [{why}]")
             elif trial.kind == "default" and pg_out.kind == "notnull" and \
                     trial.name.split(" (")[0].lower() in plain_computed:
                 notes.append(f"{text} [the plan warned: a computed column is copied as plain values]")
@@ -298,8 +313,9 @@ def main():
         if n not in covered:
             notes.append(f"{kind} {n}: not covered ({accepted[n]} trial(s) accepted, {refused_by_itself[n]} refused "
                          f"by it at the source)")
-    for entry in KNOWN:
-        if not any(entry[0] in n for n in notes):
+    relevant = list(KNOWN) + ([] if args.sqlserver_is_target else list(KNOWN_SOURCE_BUGS))
+    for entry in relevant:
+        if entry not in known_seen:
             failures.append(f"documented difference no longer seen, remove it from the test: {entry}")
     action_trials = [(t, r) for t, (_, r) in zip(plan, ms_results) if t.kind == "fk-action"]
     actions = collections.Counter(f"{t.expect} {'accepted' if r and r.accepted else 'refused'}"
@@ -311,8 +327,8 @@ def main():
         print(f"SKIPPED {n}")
     for f in failures:
         print(f"FAIL {f}")
-    print(f"{len(covered)} of {len(tried)} FKs and unique keys tried covered (accepted and refused by it at the "
-          f"source); parent DELETE/UPDATE at the source: {dict(actions)}; {defaults_compared} default value(s) "
+    print(f"{len(covered)} of {len(tried)} FKs and unique keys tried covered (accepted and refused by it on "
+          f"SQL Server); parent DELETE/UPDATE on SQL Server: {dict(actions)}; {defaults_compared} default value(s) "
           f"compared; {len(plan)} trials on each side, {len(skipped)} skipped, {len(failures)} failure(s) "
           f"in {time.monotonic() - started:.1f} s")
     return 1 if failures else 0

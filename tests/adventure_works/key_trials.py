@@ -278,11 +278,16 @@ def unique_trials(cat, ms, pg, pg_tables):
         if any(c.computed for c in cols):
             skipped.append(f"{name}: over a computed column (not UPDATEd; the index's presence is compared)")
             continue
-        if any(c.identity for c in cols):
-            skipped.append(f"{name}: over an identity column (SQL Server cannot UPDATE it; presence compared)")
-            continue
         if any(c.type in ms.TO_STRING for c in cols):
             skipped.append(f"{name}: over a {[c.type for c in cols if c.type in ms.TO_STRING][0]} column: {CLR_GAP}")
+            continue
+        if any(c.identity for c in cols):
+            # SQL Server cannot UPDATE an identity column: INSERTs of a copy of a row instead.
+            trials_or_why = identity_key_trials(cat, ms, pg, t, tp, name, cols)
+            if isinstance(trials_or_why, str):
+                skipped.append(f"{name}: {trials_or_why}")
+            else:
+                trials += trials_or_why
             continue
         if cat.is_empty(t):
             skipped.append(f"{name}: {t.qualified} is empty (presence compared)")
@@ -345,6 +350,33 @@ def default_kind(definition):
     if any(f in d for f in UUID_FUNCS):
         return "uuid"
     return "value"
+
+
+def identity_key_trials(cat, ms, pg, t, tp, name, cols):
+    """A copy of a row with its other unique keys made new: inserted with the row's own identity
+    value (refused by the key), and with none, the table's next one (accepted: on PostgreSQL only
+    if the migration moved the identity's sequence past the copied rows)."""
+    if cat.is_empty(t):
+        return f"{t.qualified} is empty (presence compared)"
+    first = cat.rows(t)[0]
+    copy = fresh_copy(cat, t, first)
+    if copy is None:
+        return "no new value found for another unique key of the copy"
+    copy = {k: (None if t.column(k).type in ms.TO_STRING and t.column(k).nullable else v) for k, v in copy.items()}
+    if any(t.column(k).type in ms.TO_STRING and v is not None for k, v in copy.items()):
+        return CLR_GAP
+    ident = next(c for c in cols if c.identity)
+    out = []
+    for label, expect, values in (("a copy of a row with its identity value", "refuse",
+                                   dict(copy, **{ident.name.lower(): first[ident.name.lower()]})),
+                                  ("a copy of a row with the next identity value", "accept", copy)):
+        row = [(c, values[c.name.lower()]) for c in t.columns if c.name.lower() in values]
+        ms_stmts, pg_stmts = insert(ms, t, row), insert(pg, tp, row)
+        ms_trial = (ms_stmts[:1], ms_stmts[1], None) if len(ms_stmts) > 1 else ([], ms_stmts[0], None)
+        out.append(Trial("unique", name, f"INSERT into {t.qualified}: {label} "
+                                         f"({ident.name} = {values.get(ident.name.lower(), 'next')})",
+                         expect, ms_trial, ([], pg_stmts[0], None)))
+    return out
 
 
 def fresh_value(cat, t, cols, row):
