@@ -308,3 +308,27 @@ async fn schema_objects_are_created_and_behave() {
     assert!(w.contains("CK_Parent_Created"), "{w}");
     assert!(w.contains("FK_Child_Other"), "{w}");
 }
+
+/// PostgreSQL before 15 cannot keep SQL Server's rule that NULLs repeat only once in a unique
+/// key: the key is created (weaker), and the run says so instead of differing silently.
+#[test]
+fn nullable_unique_keys_are_warned_of_before_postgres_15() {
+    let plan = build_plan(schema_tables(), &Options::default()).unwrap();
+    let so = SchemaOptions::default();
+    let parent = &plan.tables[0];
+    let mut old = Vec::new();
+    let stmts = ddl::finalize_table(parent, &so, 14, &mut old);
+    assert!(stmts.iter().all(|s| !s.sql.contains("NULLS NOT DISTINCT")));
+    assert!(
+        old.iter()
+            .any(|w| w.contains("UQ_Parent_Code") && w.contains("Code") && w.contains("15+")),
+        "{old:?}"
+    );
+    let mut new = Vec::new();
+    let stmts = ddl::finalize_table(parent, &so, 15, &mut new);
+    assert!(stmts.iter().any(|s| s.sql.contains("NULLS NOT DISTINCT")));
+    assert!(
+        new.iter().all(|w| !w.contains("NULLS NOT DISTINCT needs")),
+        "{new:?}"
+    );
+}

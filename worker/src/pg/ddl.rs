@@ -233,15 +233,32 @@ fn column_list(t: &TablePlan, names: &[String]) -> String {
         .join(", ")
 }
 
-fn nulls_not_distinct(t: &TablePlan, ix: &IndexDef, pg_major: u32) -> &'static str {
+fn nulls_not_distinct(
+    t: &TablePlan,
+    ix: &IndexDef,
+    pg_major: u32,
+    warnings: &mut Vec<String>,
+) -> &'static str {
     // SQL Server unique indexes treat NULLs as equal; PostgreSQL 15+ can keep that rule.
-    let nullable = ix
+    let nullable: Vec<&str> = ix
         .columns
         .iter()
-        .any(|c| t.target_column(&c.name).is_none_or(|m| m.source.nullable));
-    if pg_major >= 15 && nullable {
+        .filter(|c| t.target_column(&c.name).is_none_or(|m| m.source.nullable))
+        .map(|c| c.name.as_str())
+        .collect();
+    if nullable.is_empty() {
+        ""
+    } else if pg_major >= 15 {
         " NULLS NOT DISTINCT"
     } else {
+        // Older servers have no way to say it: the key is weaker than the source's, so say so.
+        warnings.push(format!(
+            "table {}: unique key {} over nullable column(s) {}: SQL Server lets one row per key \
+             have NULLs there, PostgreSQL {pg_major} any number (NULLS NOT DISTINCT needs 15+)",
+            t.source.qualified(),
+            ix.name,
+            nullable.join(", ")
+        ));
         ""
     }
 }
@@ -279,7 +296,7 @@ pub fn finalize_table(
                     format!(
                         "ALTER TABLE {q} ADD CONSTRAINT {} UNIQUE{} ({})",
                         quote_pg(name),
-                        nulls_not_distinct(t, ix, pg_major),
+                        nulls_not_distinct(t, ix, pg_major, warnings),
                         column_list(t, &cols)
                     ),
                 ));
@@ -306,7 +323,7 @@ pub fn finalize_table(
                 sql.push_str(&format!(" INCLUDE ({})", column_list(t, &ix.included)));
             }
             if ix.unique {
-                sql.push_str(nulls_not_distinct(t, ix, pg_major));
+                sql.push_str(nulls_not_distinct(t, ix, pg_major, warnings));
             }
             let mut optional = false;
             if let Some(f) = &ix.filter {
