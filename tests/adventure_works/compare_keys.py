@@ -304,15 +304,15 @@ def main():
             defaults_compared += compare_default(trial, ms_out, pg_out, pg_table_of(cat.tables[
                 trial.name.split(" (")[0].lower()]), failures)
         elif trial.expect == "refuse":
-            notes.append(f"{line}: accepted on both sides (expected a refusal by it at the source)")
+            notes.append(f"{line}: accepted on both sides (expected a refusal by it on SQL Server)")
 
-    # Coverage: an FK or unique key some trial saw refused by itself at the source, and one accepted.
+    # Coverage: an FK or unique key some trial saw refused by itself on SQL Server, and one accepted.
     tried = collections.OrderedDict((t.name, t.kind) for t in plan if t.kind in ("fk", "unique"))
     covered = [n for n in tried if refused_by_itself[n] and accepted[n]]
     for n, kind in tried.items():
         if n not in covered:
             notes.append(f"{kind} {n}: not covered ({accepted[n]} trial(s) accepted, {refused_by_itself[n]} refused "
-                         f"by it at the source)")
+                         f"by it on SQL Server)")
     relevant = list(KNOWN) + ([] if args.sqlserver_is_target else list(KNOWN_SOURCE_BUGS))
     for entry in relevant:
         if entry not in known_seen:

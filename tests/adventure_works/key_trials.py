@@ -381,15 +381,28 @@ def identity_key_trials(cat, ms, pg, t, tp, name, cols):
 
 def fresh_value(cat, t, cols, row):
     """(column, value) that makes `row`'s key over `cols` one no row of `t` has: a value no row
-    holds in a column no FK covers, or else another parent's key in a single-column FK's column
-    that no row combines with the row's other key values. None when neither is found."""
+    holds in a column no FK covers (numbers last), or another parent's key in a single-column FK's
+    column that no row combines with the row's other key values. None when none is found."""
     ms = cat.ms
     fk_cols = {c.name.lower() for fk in cat.fks if fk.table is t for c, _ in fk.columns}
-    for c in cols:
-        if c.name.lower() not in fk_cols and not c.identity and not c.computed:
-            v = cat.absent(t, c)
-            if v is not None:
-                return c, v
+    free = [c for c in cols if c.name.lower() not in fk_cols and not c.identity and not c.computed]
+    # Numbers last: a code column's CHECK often allows only a few (TaxType IN (1, 2, 3)).
+    for c in [c for c in free if family(c) not in ("int", "exact")]:
+        v = cat.absent(t, c)
+        if v is not None:
+            return c, v
+    found = _other_parent(cat, t, cols, row)
+    if found:
+        return found
+    for c in [c for c in free if family(c) in ("int", "exact")]:
+        v = cat.absent(t, c)
+        if v is not None:
+            return c, v
+    return None
+
+
+def _other_parent(cat, t, cols, row):
+    ms = cat.ms
     for fk in cat.fks:
         if fk.table is t and len(fk.columns) == 1 and fk.columns[0][0] in cols:
             c, p = fk.columns[0]
