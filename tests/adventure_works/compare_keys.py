@@ -24,7 +24,7 @@ import uuid
 from canon import Pair, show
 from compare_checks import not_migrated
 from compare_values import open_side, target_schema
-from key_trials import Catalog, default_kind, default_trials, fk_trials, unique_trials
+from key_trials import Catalog, default_kind, default_trial, default_trials, fk_trials, unique_trials
 from sides import pg_value
 from trial_exec import MssqlTrials, run_pg
 from trial_rows import MadeUpRows
@@ -245,13 +245,29 @@ def main():
         skipped += skip
         kinds_skipped[build.__name__] = len(skip)
     counts = collections.Counter(t.kind for t in plan)
-    print(f"{len(cat.fks)} FKs, {len(cat.uniques)} unique keys, "
-          f"{sum(len(d) for d in cat.defaults.values())} defaults in {len(cat.defaults)} tables; trials: "
-          + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())))
 
     runner = MssqlTrials(ms)
     ms_results = [runner.run(*t.ms) for t in plan]
     pg_results = run_pg(pg, [t.pg for t in plan])
+    # A row without all its defaulted columns may break a CHECK between them and the row's other
+    # values (OrderDate = getdate() after the copied ShipDate): then each default on its own.
+    again = []
+    for trial, (_, ms_out), (_, pg_out) in zip(plan, ms_results, pg_results):
+        if trial.kind == "default" and len(trial.columns) > 1 and ms_out and not ms_out.accepted \
+                and ms_out.kind == "check" and pg_out and not pg_out.accepted:
+            t = cat.tables[trial.name.split(" (")[0].lower()]
+            for c, d in zip(trial.columns, trial.definitions):
+                one = default_trial(cat, ms, pg, pg_table_of, t, [(c, d)])
+                (again if not isinstance(one, str) else skipped).append(one)
+    if again:
+        plan += again
+        runner = MssqlTrials(ms)  # (building the trials used the connection: pytds closed the old cursor)
+        ms_results += [runner.run(*t.ms) for t in again]
+        pg_results += run_pg(pg, [t.pg for t in again])
+    counts["default (one column)"] = len(again)
+    print(f"{len(cat.fks)} FKs, {len(cat.uniques)} unique keys, "
+          f"{sum(len(d) for d in cat.defaults.values())} defaults in {len(cat.defaults)} tables; trials: "
+          + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())))
 
     refused_by_itself, accepted = collections.Counter(), collections.Counter()
     defaults_compared = 0

@@ -436,56 +436,61 @@ def fresh_copy(cat, t, row):
 def default_trials(cat, ms, pg, pg_tables):
     trials, skipped = [], []
     for tname, defaults in sorted(cat.defaults.items()):
-        t = cat.tables[tname]
-        tp = pg_tables(t)
-        defaulted = {c.name.lower() for c, _ in defaults}
-        if cat.is_empty(t):
-            values, parents = cat.made_up.row(t)
-            ms_setup, pg_setup = [], []
-            for pt, pv in parents:
-                ms_setup += insert(ms, pt, pv)
-                pg_setup += insert(pg, pg_tables(pt), pv)
-            row = {c.name.lower(): v for c, v in values}
-            kept = [(c, v) for c, v in values if c.name.lower() not in defaulted]
-        else:
-            found = cat.rows(t, cat.not_pointed_at(t))
-            if found:
-                # Deleted first, then inserted again: its keys are free.
-                row = found[0]
-                key = _key_values(t, row)
-                ms_setup = [f"DELETE FROM {ms.qname(t)} WHERE {where(ms, t, key)}"]
-                pg_setup = [f"DELETE FROM {pg.qname(tp)} WHERE {where(pg, tp, key)}"]
-            else:
-                # Every row is pointed at: a copy with new keys (identity values from each side's own
-                # sequence, which the migration must have moved past the copied rows).
-                row = fresh_copy(cat, t, cat.rows(t)[0])
-                if row is None:
-                    skipped.append(f"defaults of {t.qualified}: every row is pointed at and no new key was found")
-                    continue
-                ms_setup, pg_setup = [], []
-            kept = [(c, row[c.name.lower()]) for c in t.columns
-                    if not c.computed and c.name.lower() not in defaulted and c.name.lower() in row]
-        # pytds reads CLR values as SQL Server's ToString() text, which the test server turns back
-        # into none of them (SQL Server would): NULL where the column allows it.
-        kept = [(c, None if c.type in ms.TO_STRING and c.nullable else v) for c, v in kept]
-        if any(c.type in ms.TO_STRING and v is not None for c, v in kept):
-            skipped.append(f"defaults of {t.qualified}: a {[c.type for c, v in kept if c.type in ms.TO_STRING][0]} "
-                           f"column to insert: {CLR_GAP}")
-            continue
-        cols = [c for c, _ in defaults]
-        ms_q = (f"SELECT {ms.select_list(t, cols)}, GETDATE() FROM {ms.qname(t)} WHERE {_read_back(ms, t, row)}")
-        pg_cols = ", ".join(f"{pg.quote(tp.column(c.name).name)}::text" for c in cols)
-        pg_q = (f"SELECT json_build_array({pg_cols}, clock_timestamp()::timestamp::text)::text FROM {pg.qname(tp)} "
-                f"WHERE {_read_back(pg, tp, row)}")
-        ms_stmts = insert(ms, t, kept)
-        pg_stmts = insert(pg, tp, kept)
-        trials.append(Trial("default", f"{t.qualified} ({', '.join(c.name for c in cols)})",
-                            f"INSERT into {t.qualified} without its defaulted columns", "accept",
-                            (ms_setup + ms_stmts[:-1], ms_stmts[-1], ms_q) if len(ms_stmts) == 1 else
-                            (ms_setup + ms_stmts[:1], ms_stmts[1], ms_q),
-                            (pg_setup, pg_stmts[0], pg_q),
-                            columns=cols, definitions=[d for _, d in defaults], old=dict(row)))
+        trial = default_trial(cat, ms, pg, pg_tables, cat.tables[tname], defaults)
+        (trials if isinstance(trial, Trial) else skipped).append(trial)
     return trials, skipped
+
+
+def default_trial(cat, ms, pg, pg_tables, t, defaults):
+    """The INSERT of a row of `t` without the columns of `defaults` [(Column, definition)], or
+    why there is none."""
+    tp = pg_tables(t)
+    defaulted = {c.name.lower() for c, _ in defaults}
+    if cat.is_empty(t):
+        values, parents = cat.made_up.row(t)
+        ms_setup, pg_setup = [], []
+        for pt, pv in parents:
+            ms_setup += insert(ms, pt, pv)
+            pg_setup += insert(pg, pg_tables(pt), pv)
+        row = {c.name.lower(): v for c, v in values}
+        kept = [(c, v) for c, v in values if c.name.lower() not in defaulted]
+    else:
+        found = cat.rows(t, cat.not_pointed_at(t))
+        if found:
+            # Deleted first, then inserted again: its keys are free.
+            row = found[0]
+            key = _key_values(t, row)
+            ms_setup = [f"DELETE FROM {ms.qname(t)} WHERE {where(ms, t, key)}"]
+            pg_setup = [f"DELETE FROM {pg.qname(tp)} WHERE {where(pg, tp, key)}"]
+        else:
+            # Every row is pointed at: a copy with new keys (identity values from each side's own
+            # sequence, which the migration must have moved past the copied rows).
+            row = fresh_copy(cat, t, cat.rows(t)[0])
+            if row is None:
+                return f"defaults of {t.qualified}: every row is pointed at and no new key was found"
+            ms_setup, pg_setup = [], []
+        kept = [(c, row[c.name.lower()]) for c in t.columns
+                if not c.computed and c.name.lower() not in defaulted and c.name.lower() in row]
+    # pytds reads CLR values as SQL Server's ToString() text, which the test server turns back
+    # into none of them (SQL Server would): NULL where the column allows it.
+    kept = [(c, None if c.type in ms.TO_STRING and c.nullable else v) for c, v in kept]
+    if any(c.type in ms.TO_STRING and v is not None for c, v in kept):
+        return (f"defaults of {t.qualified}: a {[c.type for c, v in kept if c.type in ms.TO_STRING][0]} "
+                f"column to insert: {CLR_GAP}")
+    cols = [c for c, _ in defaults]
+    ms_q = (f"SELECT {ms.select_list(t, cols)}, GETDATE() FROM {ms.qname(t)} WHERE {_read_back(ms, t, row)}")
+    pg_cols = ", ".join(f"{pg.quote(tp.column(c.name).name)}::text" for c in cols)
+    pg_q = (f"SELECT json_build_array({pg_cols}, clock_timestamp()::timestamp::text)::text FROM {pg.qname(tp)} "
+            f"WHERE {_read_back(pg, tp, row)}")
+    ms_stmts = insert(ms, t, kept)
+    pg_stmts = insert(pg, tp, kept)
+    return Trial("default", f"{t.qualified} ({', '.join(c.name for c in cols)})",
+                 f"INSERT into {t.qualified} without {'its defaulted columns' if len(cols) > 1 else cols[0].name}",
+                 "accept",
+                 (ms_setup + ms_stmts[:-1], ms_stmts[-1], ms_q) if len(ms_stmts) == 1 else
+                 (ms_setup + ms_stmts[:1], ms_stmts[1], ms_q),
+                 (pg_setup, pg_stmts[0], pg_q),
+                 columns=cols, definitions=[d for _, d in defaults], old=dict(row))
 
 
 def _read_back(side, t, row):
