@@ -91,6 +91,14 @@ impl EndpointRef<'_> {
         }
     }
 
+    /// Target only: source schema -> target schema, besides `schema`.
+    pub fn schema_map(&self) -> &[SchemaMapping] {
+        match self {
+            EndpointRef::Mssql(m) => &m.schema_map,
+            EndpointRef::Postgres(p) => &p.schema_map,
+        }
+    }
+
     /// Name of the Secret (same namespace) holding keys `username` and `password`.
     pub fn credentials_secret(&self) -> &str {
         match self {
@@ -148,11 +156,18 @@ pub struct MssqlEndpoint {
     #[schemars(length(min = 1, max = 128))]
     pub schema: String,
     /// Source only: several schemas, as globs (`["*"]` for every schema holding user tables). The
-    /// default is `[schema]`. Tables of `schema` go to the target's `schema`, others to a target
-    /// schema of the same name.
+    /// default is `[schema]`. Tables of `schema` go to the target's `schema`, others to the target
+    /// schema the target's `schemaMap` names, or else to one of the same name.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 256))]
     pub schemas: Vec<String>,
+    /// Target only: where the tables (and views, alias types) of other source schemas go, one
+    /// entry per source schema; a schema not listed keeps its name. The source's `schema` is not
+    /// listed: it goes to this endpoint's `schema`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 256))]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["from"]))]
+    pub schema_map: Vec<SchemaMapping>,
     /// Name of a Secret in the Migration's namespace with keys `username` and `password`.
     #[schemars(length(min = 1, max = 253))]
     pub credentials_secret: String,
@@ -175,6 +190,37 @@ pub struct MssqlEndpoint {
     /// outside the migration reference; those foreign keys are dropped and recreated after the load.
     #[serde(default)]
     pub drop_dependents: bool,
+}
+
+/// One entry of a target's `schemaMap`: the source schema `from` goes to the target schema `to`.
+/// Several entries may share a `to` (schemas merged) when their tables' names do not collide there,
+/// which the plan checks before anything is written.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {
+        "rule": "self.to.lowerAscii() != '_mssqlpg'",
+        "message": "_mssqlpg is the worker's own schema (checkpoints); map to another schema"
+    }
+]))]
+pub struct SchemaMapping {
+    /// A source schema, by its exact name (SQL Server compares it case-insensitively, as its
+    /// catalog does).
+    #[schemars(length(min = 1, max = 128))]
+    pub from: String,
+    /// The target schema, written exactly as given (`identifierCase` does not fold it); created
+    /// when missing.
+    #[schemars(length(min = 1, max = 128))]
+    pub to: String,
+}
+
+impl SchemaMapping {
+    pub fn new(from: &str, to: &str) -> Self {
+        Self {
+            from: from.to_string(),
+            to: to.to_string(),
+        }
+    }
 }
 
 /// TDS encryption level, as SQL Server clients name it.
@@ -211,11 +257,18 @@ pub struct PostgresEndpoint {
     #[schemars(length(min = 1, max = 63))]
     pub schema: String,
     /// Source only: several schemas, as globs (`["*"]` for every schema holding user tables). The
-    /// default is `[schema]`. Tables of `schema` go to the target's `schema`, others to a target
-    /// schema of the same name.
+    /// default is `[schema]`. Tables of `schema` go to the target's `schema`, others to the target
+    /// schema the target's `schemaMap` names, or else to one of the same name.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 256))]
     pub schemas: Vec<String>,
+    /// Target only: where the tables (and views, alias types) of other source schemas go, one
+    /// entry per source schema; a schema not listed keeps its name. The source's `schema` is not
+    /// listed: it goes to this endpoint's `schema`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 256))]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["from"]))]
+    pub schema_map: Vec<SchemaMapping>,
     /// Name of a Secret in the Migration's namespace with keys `username` and `password`.
     #[schemars(length(min = 1, max = 253))]
     pub credentials_secret: String,
@@ -296,6 +349,7 @@ impl MssqlEndpoint {
             database: database.to_string(),
             schema: default_mssql_schema(),
             schemas: Vec::new(),
+            schema_map: Vec::new(),
             credentials_secret: credentials_secret.to_string(),
             encryption: MssqlEncryption::default(),
             trust_server_certificate: false,
@@ -315,6 +369,7 @@ impl PostgresEndpoint {
             database: database.to_string(),
             schema: default_pg_schema(),
             schemas: Vec::new(),
+            schema_map: Vec::new(),
             credentials_secret: credentials_secret.to_string(),
             ssl_mode: PostgresSslMode::default(),
             ca_secret: None,

@@ -17,6 +17,7 @@ pub mod validate;
 pub use conditions::{ConditionType, set_condition};
 pub use endpoint::{
     Endpoint, EndpointRef, Engine, MssqlEncryption, MssqlEndpoint, PostgresEndpoint, PostgresSslMode,
+    SchemaMapping,
 };
 pub use faults::{Retries, Timeouts};
 pub use glob::{CompiledSelection, PatternError, TablePattern};

@@ -88,10 +88,11 @@ impl MigrationSpec {
                 errors.push(FieldError::new(
                     format!("spec.target.{engine}.schemas"),
                     "applies to the source only (the target's schemas follow the source's: `schema` receives \
-                     the source's `schema`, other schemas keep their names); remove it from the target",
+                     the source's `schema`, `schemaMap` names where others go); remove it from the target",
                 ));
             }
         }
+        schema_map_errors(self, errors);
         let drops_on_source = [
             (
                 "mssql",
@@ -196,6 +197,113 @@ impl MigrationSpec {
                 "spec.worker.serviceAccountName",
                 "must be a DNS subdomain name",
             ));
+        }
+    }
+}
+
+/// The checks of `target.*.schemaMap` admission cannot make: identifiers the target engine
+/// accepts, one entry per source schema (compared as the source engine compares names), and no
+/// entry for the source's `schema`, which `target.*.schema` already places.
+fn schema_map_errors(spec: &MigrationSpec, errors: &mut Vec<FieldError>) {
+    for (engine, ep) in [
+        ("mssql", spec.source.mssql.as_ref().map(|m| &m.schema_map)),
+        ("postgres", spec.source.postgres.as_ref().map(|p| &p.schema_map)),
+    ] {
+        if ep.is_some_and(|m| !m.is_empty()) {
+            errors.push(FieldError::new(
+                format!("spec.source.{engine}.schemaMap"),
+                "applies to the target only (where source schemas go); remove it from the source",
+            ));
+        }
+    }
+    let Some(target) = spec.target.get() else {
+        return;
+    };
+    let path = format!("spec.target.{}.schemaMap", target.engine());
+    // SQL Server's catalog compares schema names case-insensitively, PostgreSQL's exactly.
+    let (source_schema, source_ci) = match spec.source.get() {
+        Some(EndpointRef::Mssql(m)) => (m.schema.as_str(), true),
+        Some(EndpointRef::Postgres(p)) => (p.schema.as_str(), false),
+        None => ("", false),
+    };
+    let same = |a: &str, b: &str| {
+        if source_ci {
+            a.to_lowercase() == b.to_lowercase()
+        } else {
+            a == b
+        }
+    };
+    let target_schema_field = format!("spec.target.{}.schema", target.engine());
+    for (i, entry) in target.schema_map().iter().enumerate() {
+        let from = format!("{path}[{i}].from");
+        if entry.from.trim().is_empty() {
+            errors.push(FieldError::new(&from, "must name a source schema"));
+        } else if let Some(j) = target.schema_map()[..i]
+            .iter()
+            .position(|e| same(&e.from, &entry.from))
+        {
+            errors.push(FieldError::new(
+                &from,
+                format!(
+                    "source schema {:?} is already mapped by {path}[{j}]; list each source schema once",
+                    entry.from
+                ),
+            ));
+        } else if same(&entry.from, source_schema) {
+            errors.push(FieldError::new(
+                &from,
+                format!(
+                    "{:?} is the source's `schema`, whose tables go to {target_schema_field}; set that \
+                     instead of mapping it here",
+                    entry.from
+                ),
+            ));
+        }
+        if let Some(why) = bad_target_schema(target.engine(), &entry.to) {
+            errors.push(FieldError::new(format!("{path}[{i}].to"), why));
+        }
+    }
+}
+
+/// Why `name` cannot be a schema the worker creates tables in on `engine`, if it cannot.
+pub fn bad_target_schema(engine: crate::endpoint::Engine, name: &str) -> Option<String> {
+    use crate::endpoint::Engine;
+    if name.trim().is_empty() {
+        return Some("must name a target schema".into());
+    }
+    if name.contains('\0') {
+        return Some("must not contain a NUL character".into());
+    }
+    let folded = name.to_lowercase();
+    if folded == "_mssqlpg" {
+        return Some("_mssqlpg is the worker's own schema (checkpoints); map to another schema".into());
+    }
+    match engine {
+        Engine::Postgres => {
+            if name.len() > 63 {
+                Some(format!(
+                    "{name:?} is longer than PostgreSQL's 63-byte limit: it would be truncated"
+                ))
+            } else if name.starts_with("pg_") {
+                Some(format!(
+                    "{name:?}: PostgreSQL reserves names starting with pg_ for system schemas"
+                ))
+            } else if name == "information_schema" {
+                Some("information_schema is PostgreSQL's catalog schema".into())
+            } else {
+                None
+            }
+        }
+        Engine::Mssql => {
+            if name.chars().count() > 128 {
+                Some(format!(
+                    "{name:?} is longer than SQL Server's 128-character limit"
+                ))
+            } else if folded == "sys" || folded == "information_schema" {
+                Some(format!("{name} is a SQL Server system schema"))
+            } else {
+                None
+            }
         }
     }
 }

@@ -276,3 +276,27 @@ fn yaml11_booleans_are_quoted_for_kubectl() {
         serde_norway::from_str(&yaml).unwrap();
     assert_eq!(back, crd);
 }
+
+#[test]
+fn schema_map_is_a_list_map_keyed_by_from_and_refuses_the_worker_schema() {
+    let s = schema_of(&generate::migration_crd());
+    for engine in ["mssql", "postgres"] {
+        let map =
+            &s["properties"]["spec"]["properties"]["target"]["properties"][engine]["properties"]["schemaMap"];
+        assert_eq!(map["x-kubernetes-list-type"], "map", "{engine}: {map}");
+        assert_eq!(map["x-kubernetes-list-map-keys"], json!(["from"]), "{engine}");
+    }
+    let mut target = pg();
+    target["postgres"]["schemaMap"] = json!([{"from": "Sales", "to": "sales"}]);
+    assert_eq!(
+        cel_errors(&s, &migration(mssql(), target.clone())),
+        Vec::<String>::new()
+    );
+    target["postgres"]["schemaMap"] = json!([{"from": "Sales", "to": "_MSSQLPG"}]);
+    let errs = cel_errors(&s, &migration(mssql(), target));
+    assert!(
+        errs.iter()
+            .any(|e| e.contains("schemaMap") && e.contains("worker's own schema")),
+        "{errs:?}"
+    );
+}

@@ -27,6 +27,13 @@ fn full_migration_round_trips_exactly() {
     let dst = mig.spec.target.postgres.as_ref().unwrap();
     assert_eq!(dst.ssl_mode, PostgresSslMode::VerifyFull);
     assert_eq!(dst.ca_secret.as_deref(), Some("pg-ca"));
+    assert_eq!(
+        dst.schema_map,
+        vec![
+            SchemaMapping::new("so_archive", "archive"),
+            SchemaMapping::new("so_users", "so_copy")
+        ]
+    );
     assert_eq!(mig.spec.mode, CopyMode::Upsert);
     assert_eq!(mig.spec.schema.identifier_case, IdentifierCase::Lower);
     assert_eq!(mig.spec.verify, VerifyMode::Count);

@@ -167,3 +167,65 @@ fn chunk_bytes_takes_integers_and_quantities() {
         assert!(err[0].message.contains(says), "{bad}: {}", err[0]);
     }
 }
+
+#[test]
+fn schema_map_errors_name_the_entry_and_field() {
+    let mut m = valid();
+    m.spec.source.mssql.as_mut().unwrap().schemas = vec!["*".into()];
+    m.spec.target.postgres.as_mut().unwrap().schema_map = vec![
+        SchemaMapping::new("Sales", "sales"),
+        SchemaMapping::new("HR", "pg_people"),
+        // SQL Server names schemas case-insensitively: this is Sales again.
+        SchemaMapping::new("SALES", "sales2"),
+        SchemaMapping::new("dbo", "app"),
+        SchemaMapping::new("Archive", &"a".repeat(64)),
+        SchemaMapping::new("Audit", "_mssqlpg"),
+        SchemaMapping::new("Merged", "sales"),
+    ];
+    let err = m.validate().unwrap_err();
+    let got: Vec<&str> = err.iter().map(|e| e.path.as_str()).collect();
+    assert_eq!(
+        got,
+        [
+            "spec.target.postgres.schemaMap[1].to",
+            "spec.target.postgres.schemaMap[2].from",
+            "spec.target.postgres.schemaMap[3].from",
+            "spec.target.postgres.schemaMap[4].to",
+            "spec.target.postgres.schemaMap[5].to",
+        ],
+        "{err:?}"
+    );
+    assert!(err[0].message.contains("pg_"), "{}", err[0]);
+    assert!(err[1].message.contains("schemaMap[0]"), "{}", err[1]);
+    assert!(
+        err[2].message.contains("spec.target.postgres.schema"),
+        "{}",
+        err[2]
+    );
+    assert!(err[3].message.contains("63-byte"), "{}", err[3]);
+    assert!(err[4].message.contains("_mssqlpg"), "{}", err[4]);
+}
+
+#[test]
+fn schema_map_follows_the_engines_rules_in_the_reverse_direction() {
+    let mut m = valid();
+    std::mem::swap(&mut m.spec.source, &mut m.spec.target);
+    // PostgreSQL names are case-sensitive: "Sales" and "sales" are two schemas.
+    m.spec.target.mssql.as_mut().unwrap().schema_map = vec![
+        SchemaMapping::new("Sales", "Sales"),
+        SchemaMapping::new("sales", "Sales_lower"),
+        SchemaMapping::new("pg_like", "pg_is_fine_in_sql_server"),
+        SchemaMapping::new("internal", "SYS"),
+    ];
+    let err = m.validate().unwrap_err();
+    let got: Vec<&str> = err.iter().map(|e| e.path.as_str()).collect();
+    assert_eq!(got, ["spec.target.mssql.schemaMap[3].to"], "{err:?}");
+    // The source's own schema goes to the target's `schema`, not through the map.
+    let mut m2 = m.clone();
+    m2.spec.target.mssql.as_mut().unwrap().schema_map = vec![SchemaMapping::new("public", "app")];
+    assert_eq!(paths(&m2), ["spec.target.mssql.schemaMap[0].from"]);
+    // A map on the source is refused.
+    let mut m3 = valid();
+    m3.spec.source.mssql.as_mut().unwrap().schema_map = vec![SchemaMapping::new("a", "b")];
+    assert_eq!(paths(&m3), ["spec.source.mssql.schemaMap"]);
+}

@@ -71,6 +71,8 @@ pub struct Options {
     /// Tables of schemas other than `source_schema` go to a target schema of their own name.
     pub source_schemas: Vec<String>,
     pub target_schema: String,
+    /// Where other source schemas go (`target.*.schemaMap`); a schema not listed keeps its name.
+    pub schema_map: Vec<mssql_pg_crds::SchemaMapping>,
     /// Table name globs (`*`, `?`) matched against the source table name.
     pub include: Vec<String>,
     pub exclude: Vec<String>,
@@ -102,6 +104,7 @@ impl Default for Options {
             source_schema: "dbo".into(),
             source_schemas: Vec::new(),
             target_schema: "public".into(),
+            schema_map: Vec::new(),
             include: vec!["*".into()],
             exclude: Vec::new(),
             mode: Mode::default(),

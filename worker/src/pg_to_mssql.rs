@@ -57,6 +57,8 @@ pub enum PgToMssqlError {
     Pattern(String),
     #[error("table {0}: upsert needs a primary key to match rows on")]
     UpsertWithoutKey(String),
+    #[error(transparent)]
+    Merged(#[from] crate::plan::MergeCollision),
     #[error(
         "{scope}: {first:?} and {second:?} are the same name under SQL Server's case-insensitive collation; \
          rename one of them"
@@ -181,16 +183,6 @@ impl From<MsCheckpointError> for PgToMssqlError {
 impl From<BulkError> for PgToMssqlError {
     fn from(e: BulkError) -> Self {
         PgToMssqlError::Bulk(Box::new(e))
-    }
-}
-
-/// The SQL Server schema a PostgreSQL schema's tables go to: the source endpoint's `schema`
-/// (`public`) goes to the target's `schema` (`dbo`), any other keeps its name.
-fn target_schema_of(source_schema: &str, opts: &Options) -> String {
-    if source_schema == opts.source_schema {
-        opts.target_schema.clone()
-    } else {
-        source_schema.to_string()
     }
 }
 
@@ -560,9 +552,16 @@ pub async fn build_plan(
     let mut namespaces: BTreeMap<String, (CiNames, CiNames)> = BTreeMap::new();
     let mut tables = Vec::new();
     let mut names = Vec::new();
+    let mut merged = crate::plan::MergedTables::default();
+    warnings.extend(crate::plan::unused_schema_map_warnings(
+        opts,
+        selected.iter().map(|t| t.schema.as_str()),
+        false,
+    ));
     for t in selected {
         let q = t.qualified();
-        let target_schema = target_schema_of(&t.schema, opts);
+        let target_schema = crate::plan_pg_to_mssql::target_schema_of(&t.schema, opts);
+        merged.claim((&t.schema, &t.name), (&target_schema, &t.name), true)?;
         let (table_names, constraints) =
             namespaces.entry(target_schema.to_lowercase()).or_insert_with(|| {
                 (

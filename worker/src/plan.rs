@@ -32,6 +32,8 @@ pub enum PlanError {
         second: String,
         target: String,
     },
+    #[error(transparent)]
+    Merged(#[from] MergeCollision),
 }
 
 /// How a keyset key column is compared when resuming or splitting.
@@ -306,14 +308,116 @@ pub fn schema_selected(opts: &Options, schema: &str) -> Result<bool, PlanError> 
 }
 
 /// The target schema a source schema's tables go to: the source endpoint's `schema` goes to the
-/// target's `schema` (SQL Server `dbo` to PostgreSQL `public` by default), any other keeps its name
-/// (under `identifierCase`).
+/// target's `schema` (SQL Server `dbo` to PostgreSQL `public` by default), one the target's
+/// `schemaMap` lists to its `to` (as written), any other keeps its name (under `identifierCase`).
 pub fn target_schema_of(source_schema: &str, opts: &Options) -> String {
     let lc = opts.lowercase_identifiers;
     if source_schema.eq_ignore_ascii_case(&opts.source_schema) {
         target_ident(&opts.target_schema, lc)
+    } else if let Some(to) = mapped_schema(source_schema, opts, true) {
+        to.to_string()
     } else {
         target_ident(source_schema, lc)
+    }
+}
+
+/// The `to` of the `schemaMap` entry for `source_schema`, compared case-insensitively when the
+/// source is SQL Server (`source_ci`), whose catalog compares schema names that way; an exact
+/// match wins over a folded one.
+pub fn mapped_schema<'a>(source_schema: &str, opts: &'a Options, source_ci: bool) -> Option<&'a str> {
+    let map = &opts.schema_map;
+    map.iter()
+        .find(|m| m.from == source_schema)
+        .or_else(|| {
+            let folded = source_schema.to_lowercase();
+            map.iter().find(|m| source_ci && m.from.to_lowercase() == folded)
+        })
+        .map(|m| m.to.as_str())
+}
+
+/// Plan warnings for `schemaMap` entries no migrated table uses: a misspelt `from` would
+/// otherwise leave its schema going by its own name without a word.
+pub fn unused_schema_map_warnings<'a>(
+    opts: &Options,
+    source_schemas: impl Iterator<Item = &'a str>,
+    source_ci: bool,
+) -> Vec<String> {
+    let read: Vec<&str> = source_schemas.collect();
+    opts.schema_map
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| {
+            !read
+                .iter()
+                .any(|s| *s == m.from || (source_ci && s.to_lowercase() == m.from.to_lowercase()))
+        })
+        .map(|(i, m)| {
+            format!(
+                "schemaMap[{i}]: no migrated table is in source schema {:?}, so the entry (to {:?}) has no \
+                 effect; check its spelling and source.*.schemas",
+                m.from, m.to
+            )
+        })
+        .collect()
+}
+
+/// Two source tables that would become one target table because the target's `schemaMap` sends
+/// their schemas to the same target schema.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "source tables {first} and {second} both become target table {target}: their schemas map to one \
+     target schema (target.*.schemaMap); leave one out with tables.exclude or map the schemas apart"
+)]
+pub struct MergeCollision {
+    pub first: String,
+    pub second: String,
+    pub target: String,
+}
+
+/// The target tables claimed so far across source schemas (either direction), to find
+/// [`MergeCollision`]s before anything is written.
+#[derive(Default)]
+pub struct MergedTables {
+    /// (target schema, target table), folded when the target compares names case-insensitively
+    /// -> (source schema, qualified source table).
+    owners: HashMap<(String, String), (String, String)>,
+}
+
+impl MergedTables {
+    /// Claims `target_schema.target_name` for `source_schema.source_name`. Collisions within one
+    /// source schema (case folding, truncation) are the namespace checks' to report.
+    pub fn claim(
+        &mut self,
+        (source_schema, source_name): (&str, &str),
+        (target_schema, target_name): (&str, &str),
+        target_ci: bool,
+    ) -> Result<(), MergeCollision> {
+        let fold = |s: &str| {
+            if target_ci {
+                s.to_lowercase()
+            } else {
+                s.to_string()
+            }
+        };
+        let key = (fold(target_schema), fold(target_name));
+        match self.owners.get(&key) {
+            Some((schema, first)) if schema != source_schema => Err(MergeCollision {
+                first: first.clone(),
+                second: format!("{source_schema}.{source_name}"),
+                target: format!("{target_schema}.{target_name}"),
+            }),
+            Some(_) => Ok(()),
+            None => {
+                self.owners.insert(
+                    key,
+                    (
+                        source_schema.to_string(),
+                        format!("{source_schema}.{source_name}"),
+                    ),
+                );
+                Ok(())
+            }
+        }
     }
 }
 
@@ -384,8 +488,15 @@ pub fn build_plan(source: Vec<SourceTable>, opts: &Options) -> Result<Plan, Plan
 
     // Table names first, so index names yield to tables rather than the other way round.
     let mut table_names = Vec::new();
+    let mut merged = MergedTables::default();
+    warnings.extend(unused_schema_map_warnings(
+        opts,
+        selected.iter().map(|t| t.schema.as_str()),
+        true,
+    ));
     for t in &selected {
         let schema = target_schema_of(&t.schema, opts);
+        merged.claim((&t.schema, &t.name), (&schema, &target_ident(&t.name, lc)), false)?;
         let relations = namespaces
             .entry(schema.clone())
             .or_insert_with(|| Namespace::new(format!("schema {schema}")));
@@ -652,6 +763,104 @@ mod tests {
         .unwrap();
         assert_eq!(plan.tables[0].index_names, vec!["IX_1"]);
         assert_eq!(plan.tables[1].index_names, vec!["B_IX_1"]);
+    }
+
+    fn in_schema(schema: &str, name: &str) -> SourceTable {
+        SourceTable {
+            schema: schema.into(),
+            ..table(name, &["Id"])
+        }
+    }
+
+    fn mapped(map: &[(&str, &str)]) -> Options {
+        Options {
+            source_schemas: vec!["*".into()],
+            include: vec!["*".into()],
+            schema_map: map
+                .iter()
+                .map(|(f, t)| mssql_pg_crds::SchemaMapping::new(f, t))
+                .collect(),
+            ..Options::default()
+        }
+    }
+
+    fn targets(plan: &Plan) -> Vec<String> {
+        plan.tables
+            .iter()
+            .map(|t| format!("{}.{}", t.target_schema, t.target_name))
+            .collect()
+    }
+
+    #[test]
+    fn schema_map_sends_listed_schemas_to_their_targets_and_others_by_name() {
+        let opts = Options {
+            lowercase_identifiers: true,
+            ..mapped(&[("sales", "Sales_2024"), ("HR", "people")])
+        };
+        let plan = build_plan(
+            vec![
+                in_schema("dbo", "A"),
+                // SQL Server compares schema names case-insensitively: `sales` lists Sales.
+                in_schema("Sales", "B"),
+                in_schema("HR", "C"),
+                in_schema("Archive", "D"),
+            ],
+            &opts,
+        )
+        .unwrap();
+        // `to` is written as given; unmapped names fold under identifierCase lower.
+        assert_eq!(
+            targets(&plan),
+            ["public.a", "Sales_2024.b", "people.c", "archive.d"]
+        );
+        assert!(
+            !plan.warnings.iter().any(|w| w.contains("schemaMap")),
+            "{:?}",
+            plan.warnings
+        );
+    }
+
+    #[test]
+    fn schemas_merged_into_one_target_are_fine_until_two_tables_meet() {
+        let opts = mapped(&[("Sales", "app"), ("HR", "app")]);
+        let plan = build_plan(
+            vec![in_schema("Sales", "Orders"), in_schema("HR", "Staff")],
+            &opts,
+        )
+        .unwrap();
+        assert_eq!(targets(&plan), ["app.Orders", "app.Staff"]);
+        // Index names are per schema in PostgreSQL: the second IX_1 yields.
+        assert_eq!(plan.tables[1].index_names, ["Staff_IX_1"]);
+
+        let err = build_plan(vec![in_schema("Sales", "Notes"), in_schema("HR", "Notes")], &opts).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "source tables Sales.Notes and HR.Notes both become target table app.Notes: their schemas map to \
+             one target schema (target.*.schemaMap); leave one out with tables.exclude or map the schemas apart"
+        );
+        // The same with the default mapping: HR mapped onto the schema dbo goes to.
+        let opts = mapped(&[("HR", "public")]);
+        let err = build_plan(vec![in_schema("dbo", "T"), in_schema("HR", "T")], &opts).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("dbo.T and HR.T both become target table public.T"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn an_unused_schema_map_entry_is_a_plan_warning() {
+        let opts = mapped(&[("Sales", "app"), ("Slaes", "app2")]);
+        let plan = build_plan(vec![in_schema("Sales", "Orders")], &opts).unwrap();
+        assert_eq!(
+            plan.warnings
+                .iter()
+                .filter(|w| w.starts_with("schemaMap[1]: no migrated table is in source schema \"Slaes\""))
+                .count(),
+            1,
+            "{:?}",
+            plan.warnings
+        );
     }
 
     #[test]

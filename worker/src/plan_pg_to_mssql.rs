@@ -3,9 +3,23 @@
 //! the SQL Server DDL, the PostgreSQL reader and the engine that builds it.
 
 use crate::mapping_pg_to_mssql::{Decode, PgToMssqlColumn};
+use crate::options::Options;
 use crate::pg_model::PgTable;
 use crate::plan::TaskPlan;
 use serde::Serialize;
+
+/// The SQL Server schema a PostgreSQL schema's tables go to: the source endpoint's `schema`
+/// (`public`) goes to the target's `schema` (`dbo`), one the target's `schemaMap` lists to its
+/// `to`, any other keeps its name. PostgreSQL names are case-sensitive, so `from` matches exactly.
+pub fn target_schema_of(source_schema: &str, opts: &Options) -> String {
+    if source_schema == opts.source_schema {
+        opts.target_schema.clone()
+    } else if let Some(to) = crate::plan::mapped_schema(source_schema, opts, false) {
+        to.to_string()
+    } else {
+        source_schema.to_string()
+    }
+}
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct PgToMssqlTablePlan {
@@ -78,4 +92,27 @@ pub struct TableNames {
     pub column_checks: Vec<Option<String>>,
     /// Per column: the name of its default constraint, if it has a default.
     pub defaults: Vec<Option<String>>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn postgres_schemas_map_exactly() {
+        let opts = Options {
+            source_schema: "public".into(),
+            target_schema: "dbo".into(),
+            schema_map: vec![
+                mssql_pg_crds::SchemaMapping::new("Sales", "Revenue"),
+                mssql_pg_crds::SchemaMapping::new("sales", "sales_lower"),
+            ],
+            ..Options::default()
+        };
+        assert_eq!(target_schema_of("public", &opts), "dbo");
+        assert_eq!(target_schema_of("Sales", &opts), "Revenue");
+        assert_eq!(target_schema_of("sales", &opts), "sales_lower");
+        // Not listed (PostgreSQL names are case-sensitive): keeps its name.
+        assert_eq!(target_schema_of("SALES", &opts), "SALES");
+    }
 }

@@ -254,6 +254,7 @@ pub fn resolve_pg_to_mssql(
     options.source_schema = src.schema.clone();
     options.source_schemas = src.schemas.clone();
     options.target_schema = dst.schema.clone();
+    options.schema_map = dst.schema_map.clone();
     options.drop_dependents = dst.drop_dependents;
     Ok((source, target, options))
 }
@@ -321,6 +322,7 @@ pub fn resolve(m: &Migration, creds: Credentials) -> Result<(MssqlEndpoint, PgEn
         source_schema: src.schema.clone(),
         source_schemas: src.schemas.clone(),
         target_schema: dst.schema.clone(),
+        schema_map: dst.schema_map.clone(),
         include: spec.tables.include.clone(),
         exclude: spec.tables.exclude.clone(),
         mode: match spec.mode {
@@ -444,6 +446,100 @@ spec:
             "invalid Migration: spec.chunkBytes: \"64MB\" is not a byte size: write an integer or a quantity such as \
              64Mi or 100M"
         );
+    }
+
+    #[test]
+    fn schema_map_reaches_the_options_in_both_directions() {
+        let creds = || Credentials {
+            source_user: "u".into(),
+            source_password: String::new(),
+            target_user: "u".into(),
+            target_password: String::new(),
+        };
+        let fwd = "apiVersion: mssqlpg.dev/v1alpha1
+kind: Migration
+metadata: {name: m}
+spec:
+  source:
+    mssql: {host: h, database: d, encryption: NotSupported, schemas: [\"*\"]}
+  target:
+    postgres:
+      host: p
+      database: d
+      schemaMap:
+        - {from: Sales, to: sales}
+        - {from: HR, to: people}
+";
+        let m = parse("m.yaml", fwd).expect("valid");
+        let (_, _, options) = resolve(&m, creds()).expect("resolves");
+        let pairs: Vec<(&str, &str)> = options
+            .schema_map
+            .iter()
+            .map(|e| (e.from.as_str(), e.to.as_str()))
+            .collect();
+        assert_eq!(pairs, [("Sales", "sales"), ("HR", "people")]);
+
+        let rev = "apiVersion: mssqlpg.dev/v1alpha1
+kind: Migration
+metadata: {name: m}
+spec:
+  source:
+    postgres: {host: p, database: d, schemas: [public, sales]}
+  target:
+    mssql:
+      host: h
+      database: d
+      encryption: NotSupported
+      schemaMap: [{from: sales, to: Sales}]
+";
+        let m = parse("m.yaml", rev).expect("valid");
+        let (_, _, options) = resolve_pg_to_mssql(&m, creds()).expect("resolves");
+        assert_eq!(
+            options.schema_map,
+            [mssql_pg_crds::SchemaMapping::new("sales", "Sales")]
+        );
+        assert_eq!(
+            (options.source_schema.as_str(), options.target_schema.as_str()),
+            ("public", "dbo")
+        );
+    }
+
+    #[test]
+    fn a_bad_schema_map_entry_is_named_by_its_path_before_anything_runs() {
+        let text = match parse(
+            "m.yaml",
+            "apiVersion: mssqlpg.dev/v1alpha1
+kind: Migration
+metadata: {name: m}
+spec:
+  source:
+    mssql: {host: h, database: d, encryption: NotSupported}
+  target:
+    postgres:
+      host: p
+      database: d
+      schemaMap: [{from: Sales, to: sales}, {from: HR, to: pg_hr}]
+",
+        ) {
+            Ok(_) => panic!("accepted"),
+            Err(e) => crate::error_text::error_text(&e),
+        };
+        assert!(
+            text.starts_with("invalid Migration: spec.target.postgres.schemaMap[1].to: \"pg_hr\""),
+            "{text}"
+        );
+        let text = match parse(
+            "m.yaml",
+            &BASE.replace(
+                "{host: p, database: d}",
+                "{host: p, database: d, schemaMap: [{from: S}]}",
+            ),
+        ) {
+            Ok(_) => panic!("accepted"),
+            Err(e) => crate::error_text::error_text(&e),
+        };
+        assert!(text.contains("spec.target.postgres.schemaMap[0]"), "{text}");
+        assert!(text.contains("to"), "{text}");
     }
 
     #[test]
