@@ -198,7 +198,11 @@ impl TdsServer {
             .args(["--max-packet-size", "32767"])
             .args(args)
             .env("TDS_TESTSERVER_PASSWORD", &password)
-            .env("RUST_LOG", "warn")
+            // BENCH_TESTSERVER_LOG=debug logs every batch with its time, to see where a run waits.
+            .env(
+                "RUST_LOG",
+                std::env::var("BENCH_TESTSERVER_LOG").unwrap_or_else(|_| "warn".into()),
+            )
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(log_file)

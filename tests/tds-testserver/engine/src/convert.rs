@@ -489,6 +489,10 @@ fn push_guid(out: &mut String, b: &[u8; 16]) {
 /// `XXXXXXXX-XXXX-XXXX-XXXX-XXXXXXXXXXXX` (optionally in braces, any case) in display byte
 /// order. Allocation-free: the GUID collation calls it for every comparison.
 pub fn parse_guid(s: &str) -> Option<[u8; 16]> {
+    // Stored values are canonical: the table-driven parse takes them without the checks below.
+    if let Some(g) = fast_guid(s.as_bytes()) {
+        return Some(g);
+    }
     let s = s.trim();
     let s = s.strip_prefix('{').and_then(|r| r.strip_suffix('}')).unwrap_or(s);
     let b = s.as_bytes();

@@ -176,6 +176,27 @@ fn only_indexes_added(old: &TableMeta, new: &TableMeta) -> bool {
         && old.sqlite_name == new.sqlite_name
 }
 
+/// Only defaults, CHECKs or foreign keys differ. SQL Server adds or drops those as metadata
+/// (checking the rows against a new constraint); they do not change how SQLite stores a row,
+/// so the table's stored CREATE statement is rewritten (SQLite's documented procedure for
+/// defaults and constraints) instead of copying every row through a new table.
+fn only_metadata_changed(old: &TableMeta, new: &TableMeta) -> bool {
+    let (o, n) = (&old.def, &new.def);
+    let without_default = |c: &ColumnDef| {
+        let mut c = c.clone();
+        c.default = None;
+        c
+    };
+    o.columns.len() == n.columns.len()
+        && o.columns
+            .iter()
+            .zip(&n.columns)
+            .all(|(a, b)| without_default(a) == without_default(b))
+        && o.indexes == n.indexes
+        && !n.temporary
+        && old.sqlite_name == new.sqlite_name
+}
+
 /// A default from ALTER ... SET DEFAULT: `__named_default('DF_x', expr)` (the pre-parser's
 /// form of `ADD CONSTRAINT DF_x DEFAULT expr FOR col`) carries the constraint's name.
 fn named_default(value: &Expr) -> DefaultSpec {
@@ -1409,6 +1430,29 @@ impl Session {
             self.store_meta(new);
             return Ok(());
         }
+        // SQL Server checks the rows only against the CHECKs this ALTER adds (unless WITH
+        // NOCHECK) or re-enables WITH CHECK; checks already there, trusted or not, are not
+        // re-run, so the copy ignores them all and the ones to check are checked by name.
+        let mut verify: Vec<String> = std::mem::take(&mut self.recheck);
+        if !self.ignore_checks {
+            verify.extend(
+                new.check_names
+                    .iter()
+                    .filter(|n| !old.check_names.iter().any(|o| o.eq_ignore_ascii_case(n)))
+                    .cloned(),
+            );
+        }
+        if only_metadata_changed(old, &new) {
+            new.rowid_pk = old.rowid_pk;
+            let ddl = self.sqlite_ddl(&new, &quote(&new.sqlite_name))?;
+            let (name, create, table) = (new.sqlite_name.clone(), ddl[0].clone(), sqlite_table_sql(old));
+            self.atomic(|s| {
+                s.rewrite_table_sql(&name, &create)?;
+                s.verify_checks(&new, &table, &verify)
+            })?;
+            self.store_meta(new);
+            return Ok(());
+        }
         new.rowid_pk = crate::meta::rowid_key_candidate(&new.def).is_some();
         let tmp = format!("{}__rebuild", new.sqlite_name);
         let prefix = if new.def.temporary { "temp." } else { "" };
@@ -1466,18 +1510,6 @@ impl Session {
                 i64::try_from(base).unwrap_or(i64::MAX) - 1
             ));
         }
-        // SQL Server checks the rows only against the CHECKs this ALTER adds (unless WITH
-        // NOCHECK) or re-enables WITH CHECK; checks already there, trusted or not, are not
-        // re-run, so the copy ignores them all and the ones to check are checked by name.
-        let mut verify: Vec<String> = std::mem::take(&mut self.recheck);
-        if !self.ignore_checks {
-            verify.extend(
-                new.check_names
-                    .iter()
-                    .filter(|n| !old.check_names.iter().any(|o| o.eq_ignore_ascii_case(n)))
-                    .cloned(),
-            );
-        }
         let fk_off = self.trancount == 0;
         if fk_off {
             self.conn.execute_batch("PRAGMA foreign_keys=OFF")?;
@@ -1533,6 +1565,31 @@ impl Session {
         r?;
         self.store_meta(new);
         Ok(())
+    }
+
+    /// Replaces a table's stored CREATE statement (SQLite's procedure for changing defaults:
+    /// writable_schema, then a new schema_version so every connection re-reads the schema).
+    fn rewrite_table_sql(&mut self, sqlite_name: &str, create: &str) -> Result<(), Fail> {
+        let version: i64 = self.conn.query_row("PRAGMA schema_version", [], |r| r.get(0))?;
+        self.conn.execute_batch("PRAGMA writable_schema=ON")?;
+        let updated = self.conn.execute(
+            "UPDATE sqlite_schema SET sql = ?1 WHERE type = 'table' AND name = ?2",
+            rusqlite::params![create, sqlite_name],
+        );
+        let bumped = self
+            .conn
+            .execute_batch(&format!("PRAGMA schema_version={}", version + 1));
+        self.conn.execute_batch("PRAGMA writable_schema=OFF")?;
+        bumped?;
+        match updated? {
+            1 => Ok(()),
+            n => Err(SqlError::new(
+                50000,
+                16,
+                format!("internal: {n} stored definitions matched table {sqlite_name}"),
+            )
+            .into()),
+        }
     }
 
     /// The rows of `table` (holding `meta`'s rows) against the CHECKs named `names`: the
