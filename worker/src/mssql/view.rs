@@ -164,6 +164,14 @@ impl Scope<'_> {
             ControlFlow::<()>::Continue(())
         });
         if let ControlFlow::Break(what) = visit_expressions(&e, |x| match x {
+            Expr::BinaryOp {
+                left,
+                op: op @ (BinaryOperator::Divide | BinaryOperator::Multiply | BinaryOperator::Modulo),
+                right,
+            } => match self.arithmetic(left, op, right) {
+                Ok(()) => ControlFlow::Continue(()),
+                Err(why) => ControlFlow::Break(why),
+            },
             Expr::Subquery(_) | Expr::Exists { .. } | Expr::InSubquery { .. } => {
                 ControlFlow::Break("a subquery is not translated")
             }
@@ -187,6 +195,34 @@ impl Scope<'_> {
                 column_type: None,
             },
         )
+    }
+
+    /// `*`, `/` and `%` where both engines compute the same value: integers, floats, and
+    /// decimals whose product fits SQL Server's 38 digits (PostgreSQL's numeric has no limit,
+    /// and SQL Server rounds a wider product; a decimal quotient gets a scale of its own in each).
+    fn arithmetic(&self, left: &Expr, op: &BinaryOperator, right: &Expr) -> Result<(), &'static str> {
+        let kind = |e: &Expr| self.expr(e).map(|(_, k)| k).unwrap_or(Operand::Unknown);
+        let (l, r) = (kind(left), kind(right));
+        let digits = |k: Operand| match k {
+            Operand::Int(_) => Some((19u32, 0u32)),
+            Operand::Decimal { precision, scale } => Some((u32::from(precision), u32::from(scale))),
+            Operand::NumLit { precision, scale } => Some((precision, scale)),
+            _ => None,
+        };
+        let int = |k: Operand| matches!(k, Operand::Int(_) | Operand::NumLit { scale: 0, .. });
+        match (l, r) {
+            (Operand::Null, _) | (_, Operand::Null) => Ok(()),
+            (a, b) if int(a) && int(b) => Ok(()),
+            (Operand::Float, Operand::Float | Operand::Int(_)) | (Operand::Int(_), Operand::Float) => Ok(()),
+            (a, b) if matches!(op, BinaryOperator::Multiply) => match (digits(a), digits(b)) {
+                (Some((p1, _)), Some((p2, _))) if p1 + p2 < 38 => Ok(()),
+                (Some(_), Some(_)) => {
+                    Err("a product of decimals wider than 38 digits is not translated (SQL Server rounds it)")
+                }
+                _ => Err("* of these types is not translated"),
+            },
+            _ => Err("/ or % of decimals is not translated (the engines give the quotient different scales)"),
+        }
     }
 
     /// A condition (WHERE, HAVING, ON): T-SQL has no boolean values, so a boolean column or

@@ -105,6 +105,12 @@ fn joins_where_group_by_and_aggregates_as_pg_get_viewdef_prints_them() {
 
 #[test]
 fn distinct_set_operations_and_sums_widened_as_postgresql_sums() {
+    // A product of decimals within 38 digits has the same scale and value in both.
+    ok(
+        " SELECT (o.amount * (o.id)::numeric) AS product\n   FROM sales.orders o;",
+        "CREATE VIEW [dbo].[v] AS SELECT ([o].[amount] * CAST(([o].[id]) AS decimal(19,0))) AS [product] \
+         FROM [sales].[orders] AS [o]",
+    );
     ok(
         " SELECT DISTINCT customers.name\n   FROM public.customers\nUNION ALL\n SELECT orders.note AS name\n   \
          FROM sales.orders\n  WHERE ((orders.code = 'ab'::bpchar) OR (orders.id = ANY (ARRAY[1, 2])));",
@@ -197,6 +203,14 @@ fn what_is_not_exact_is_refused_with_where() {
         (
             " SELECT avg(o.amount) AS avg\n   FROM sales.orders o;",
             "avg() is not translated",
+        ),
+        (
+            " SELECT (o.amount / (3)::numeric) AS third\n   FROM sales.orders o;",
+            "/ or % of decimals is not translated",
+        ),
+        (
+            " SELECT (o.amount * (o.id)::numeric(30,0)) AS product\n   FROM sales.orders o;",
+            "a product of decimals wider than 38 digits",
         ),
         (
             " SELECT sum(o.ratio) AS sum\n   FROM sales.orders o;",
