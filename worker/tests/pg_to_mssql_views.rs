@@ -111,3 +111,40 @@ async fn translated_views_return_the_same_rows() {
     assert!(warnings.is_empty(), "{warnings:#?}");
     assert_eq!(ms_rows(&mut ms, "dbo.big_totals").await.len(), 2);
 }
+
+/// A CHECK on length() refuses in SQL Server what it refuses in PostgreSQL when the value has
+/// trailing blanks (LEN alone ignores them) and accepts char(n) values whose blanks neither counts.
+#[tokio::test(flavor = "multi_thread")]
+async fn length_in_checks_counts_trailing_blanks_as_postgresql_does() {
+    let (_server, target) = common::start_tds_server();
+    let pg = common::pg_connect().await;
+    let schema = common::fresh_schema(&pg, "rev_length").await;
+    pg.batch_execute(&format!(
+        "CREATE TABLE \"{schema}\".t (id int PRIMARY KEY, v varchar(10) CHECK (length(v) <= 4), \
+         c char(6) CHECK (length(c) <= 2)); \
+         INSERT INTO \"{schema}\".t VALUES (1, 'ab  ', 'x'), (2, 'abcd', 'xy')"
+    ))
+    .await
+    .unwrap();
+    let e = common::pg_engine(&target, &schema, "test/rev-length", Mode::DropRecreate);
+    let p = e.prepare().await.unwrap();
+    e.copy_all(&p.plan).await.unwrap();
+    let warnings = e.finalize(&p.plan).await.unwrap();
+    assert!(warnings.is_empty(), "{warnings:#?}");
+    let mut ms = target.connect().await.unwrap();
+    for (row, accepted) in [
+        ("(3, 'abcd ', 'x')", false),
+        ("(4, 'abc ', 'xy    ')", true),
+        ("(5, 'a', 'xyz')", false),
+    ] {
+        let pg_ok = pg
+            .batch_execute(&format!("INSERT INTO \"{schema}\".t VALUES {row}"))
+            .await
+            .is_ok();
+        let ms_ok = match ms.simple_query(format!("INSERT INTO dbo.t VALUES {row}")).await {
+            Ok(s) => s.into_results().await.is_ok(),
+            Err(_) => false,
+        };
+        assert_eq!((pg_ok, ms_ok), (accepted, accepted), "{row}");
+    }
+}
