@@ -12,7 +12,7 @@ use crate::pg::ddl::{self, Stmt};
 use crate::pg::view::{Catalog, Naming, Relation, ViewColumn, translate_views};
 use crate::plan::{Plan, target_ident, target_schema_of};
 use crate::plan_pg_to_mssql::PgToMssqlPlan;
-use crate::view_plan::Views;
+use crate::view_plan::{ViewPlan, Views};
 
 /// Splits `modules` into the plan's views and its warnings.
 pub fn plan_views(plan: &mut Plan, modules: &[ModuleDef], opts: &Options) {
@@ -42,20 +42,31 @@ pub fn plan_views(plan: &mut Plan, modules: &[ModuleDef], opts: &Options) {
     let lc = opts.lowercase_identifiers;
     let schema = |s: &str| target_schema_of(s, opts);
     let ident = |s: &str| target_ident(s, lc);
+    plan.views = listed(modules, &mut plan.warnings, |views| {
+        translate_views(
+            views,
+            &tables,
+            &Naming {
+                schema: &schema,
+                ident: &ident,
+            },
+        )
+    });
+}
+
+/// The views `translate` translates (in the order they are created); the refused ones and the
+/// other modules become `warnings`, each with its definition. The same in both directions.
+fn listed(
+    modules: &[ModuleDef],
+    warnings: &mut Vec<String>,
+    translate: impl FnOnce(&[ModuleDef]) -> Views,
+) -> Vec<ViewPlan> {
     let (views, others): (Vec<ModuleDef>, Vec<ModuleDef>) =
         modules.iter().cloned().partition(|m| m.kind == "view");
-    let Views { translated, refused } = translate_views(
-        &views,
-        &tables,
-        &Naming {
-            schema: &schema,
-            ident: &ident,
-        },
-    );
-    plan.warnings
-        .extend(refused.iter().map(|(m, why)| Views::warning(m, why)));
-    plan.warnings.extend(others.iter().map(ModuleDef::warning));
-    plan.views = translated;
+    let Views { translated, refused } = translate(&views);
+    warnings.extend(refused.iter().map(|(m, why)| Views::warning(m, why)));
+    warnings.extend(others.iter().map(ModuleDef::warning));
+    translated
 }
 
 /// Before the tables are dropped: the plan's own views, dependents last created first.
@@ -119,13 +130,9 @@ pub fn plan_views_pg_to_mssql(
             },
         );
     }
-    let (views, others): (Vec<ModuleDef>, Vec<ModuleDef>) =
-        modules.iter().cloned().partition(|m| m.kind == "view");
-    let Views { translated, refused } = crate::mssql::view::translate_views(&views, &tables, target_schema);
-    plan.warnings
-        .extend(refused.iter().map(|(m, why)| Views::warning(m, why)));
-    plan.warnings.extend(others.iter().map(ModuleDef::warning));
-    plan.views = translated;
+    plan.views = listed(modules, &mut plan.warnings, |views| {
+        crate::mssql::view::translate_views(views, &tables, target_schema)
+    });
 }
 
 /// Whether `schema.name` (as SQL Server's catalog names a view reading a target table) is one of
