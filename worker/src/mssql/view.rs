@@ -485,10 +485,19 @@ impl Translator<'_> {
                 SelectItem::UnnamedExpr(_) => return refuse(at("the column has no name".into())),
                 _ => return refuse(at(format!("{item} is not translated"))),
             };
-            if is_predicate(e) {
-                return refuse(at(format!("{e} is a boolean value, which T-SQL cannot select")));
-            }
-            let (sql, operand) = scope.expr(e).map_err(at)?;
+            let mut tested = e.clone();
+            scope.as_condition(&mut tested);
+            let (sql, operand) = if is_predicate(&tested) {
+                // T-SQL cannot select a condition: its value as a bit, NULL where it is unknown
+                // (PostgreSQL's boolean NULL).
+                let c = scope.condition(&tested).map_err(at)?;
+                (
+                    format!("CASE WHEN {c} THEN CAST(1 AS bit) WHEN NOT ({c}) THEN CAST(0 AS bit) END"),
+                    Operand::Bool,
+                )
+            } else {
+                scope.expr(e).map_err(at)?
+            };
             cols.push(OutCol {
                 sql: if names {
                     format!("{sql} AS {}", quote_mssql(&name))
