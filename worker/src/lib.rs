@@ -32,4 +32,5 @@ pub mod summary;
 pub mod target_check;
 pub mod timeouts;
 pub mod verify;
+pub mod view_plan;
 pub mod views;

@@ -154,7 +154,7 @@ impl MssqlToPgEngine {
             tables.extend(introspect(&mut mssql, &schema).await?);
             modules.extend(crate::mssql::introspect::modules(&mut mssql, &schema).await?);
         }
-        let mut plan = build_plan(tables, &self.options)?;
+        let mut plan = build_plan(tables, &self.options, crate::pg::expr::translate_computed)?;
         crate::views::plan_views(&mut plan, &modules, &self.options);
         self.probe_generated(&mut plan).await?;
         let mut bounds = BTreeMap::new();

@@ -422,6 +422,7 @@ fn computed_columns(t: &PgTable, columns: &mut [PgToMssqlColumn], warnings: &mut
             &expr,
             &crate::mssql::expr::Ctx {
                 columns: &lookup,
+                qualified: None,
                 column_type: Some(col.ms_type),
             },
         ) {
@@ -599,6 +600,7 @@ pub async fn build_plan(
         names,
         tasks,
         warnings,
+        views: Vec::new(),
     })
 }
 
@@ -703,8 +705,7 @@ impl PgToMssqlEngine {
             modules.extend(crate::pg::introspect::modules(&pg, &schema).await?);
         }
         let mut plan = build_plan(&pg, tables, &self.options).await?;
-        plan.warnings
-            .extend(modules.iter().map(crate::model::ModuleDef::warning));
+        crate::views::plan_views_pg_to_mssql(&mut plan, &modules, &|s| target_schema_of(s, &self.options));
         let mut bounds = BTreeMap::new();
         for (i, t) in plan.tables.iter().enumerate() {
             if t.source.row_count >= self.options.partitioning.min_rows_to_split
@@ -820,7 +821,12 @@ impl PgToMssqlEngine {
             let found = existing_tables(ms, schema, &names)
                 .await
                 .map_err(|e| PgToMssqlError::TargetCatalog(Box::new(e)))?;
-            for (i, f) in index.into_iter().zip(found) {
+            for (i, mut f) in index.into_iter().zip(found) {
+                // The plan's own views of a previous run are dropped and created again.
+                if let Some(e) = f.as_mut() {
+                    e.dependents
+                        .retain(|d| !(d.kind == "view" && crate::views::is_own_mssql_view(plan, &d.name)));
+                }
                 existing[i] = f;
             }
         }
@@ -922,6 +928,9 @@ impl PgToMssqlEngine {
             }
         }
         let identity = self.options.schema.identity;
+        for sql in crate::views::mssql_drop_statements(&plan) {
+            ms_batch(&mut ms, "the migration's views", &sql).await?;
+        }
         let mut dropped_views = Vec::new();
         for (t, action) in plan.tables.iter().zip(&actions) {
             let what = format!("table {}", ddl::qualified(t));
@@ -1000,6 +1009,12 @@ impl PgToMssqlEngine {
             let fks = ddl::foreign_keys(plan, &mut warnings);
             exec_stmts(&mut ms, fks, &mut warnings).await?;
         }
+        exec_stmts(
+            &mut ms,
+            crate::views::mssql_create_statements(plan),
+            &mut warnings,
+        )
+        .await?;
         let recreate = mscp::recreate_statements(&mut ms, &self.options.migration)
             .await?
             .into_iter()

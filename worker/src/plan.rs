@@ -139,43 +139,10 @@ impl TablePlan {
     }
 }
 
-impl crate::pg::expr::Columns for TablePlan {
-    fn lookup(&self, source_name: &str) -> Option<(&str, PgType)> {
-        self.all_columns()
-            .find(|c| c.source.name.eq_ignore_ascii_case(source_name))
-            .map(|c| (c.target_name.as_str(), c.pg_type))
-    }
-
-    fn unicode(&self, source_name: &str) -> bool {
-        self.all_columns()
-            .find(|c| c.source.name.eq_ignore_ascii_case(source_name))
-            .is_some_and(|c| unicode_type(&c.source.type_name))
-    }
-}
-
-fn unicode_type(type_name: &str) -> bool {
-    matches!(type_name, "nvarchar" | "nchar" | "ntext")
-}
-
-/// The copied columns only: what a computed column's definition may refer to (SQL Server does
-/// not let one computed column use another).
-struct Copied<'a>(&'a [ColumnMapping]);
-
-impl crate::pg::expr::Columns for Copied<'_> {
-    fn lookup(&self, source_name: &str) -> Option<(&str, PgType)> {
-        self.0
-            .iter()
-            .find(|c| c.source.name.eq_ignore_ascii_case(source_name))
-            .map(|c| (c.target_name.as_str(), c.pg_type))
-    }
-
-    fn unicode(&self, source_name: &str) -> bool {
-        self.0
-            .iter()
-            .find(|c| c.source.name.eq_ignore_ascii_case(source_name))
-            .is_some_and(|c| unicode_type(&c.source.type_name))
-    }
-}
+/// The T-SQL -> PostgreSQL translation of a computed column's definition for a generated column
+/// of the given type, over the table's copied columns (SQL Server does not let one computed
+/// column use another); passed in by the caller so the plan does not depend on the translator.
+pub type TranslateComputed = fn(&str, &[ColumnMapping], PgType) -> Result<String, String>;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct TaskPlan {
@@ -194,7 +161,7 @@ pub struct Plan {
     pub tasks: Vec<TaskPlan>,
     pub warnings: Vec<String>,
     /// The source's views translated to PostgreSQL, in the order finalize creates them.
-    pub views: Vec<crate::pg::view::ViewPlan>,
+    pub views: Vec<crate::view_plan::ViewPlan>,
 }
 
 impl Plan {
@@ -477,7 +444,11 @@ pub fn whole_table_tasks(tables: impl Iterator<Item = (String, i64)>) -> Vec<Tas
 
 /// Selects the tables, maps them, names everything on the target side, and makes one task per
 /// table (see [`split_tasks`] for partitions).
-pub fn build_plan(source: Vec<SourceTable>, opts: &Options) -> Result<Plan, PlanError> {
+pub fn build_plan(
+    source: Vec<SourceTable>,
+    opts: &Options,
+    translate_computed: TranslateComputed,
+) -> Result<Plan, PlanError> {
     let mut warnings = Vec::new();
     // Table, index and constraint names share a namespace per target schema in PostgreSQL.
     let mut namespaces: BTreeMap<String, Namespace> = BTreeMap::new();
@@ -539,7 +510,7 @@ pub fn build_plan(source: Vec<SourceTable>, opts: &Options) -> Result<Plan, Plan
             let translated = if in_key {
                 Err("it is part of the primary key the copy pages by".to_string())
             } else {
-                crate::pg::expr::translate_generated(&definition, &Copied(&columns), c.pg_type)
+                translate_computed(&definition, &columns, c.pg_type)
             };
             match translated {
                 Ok(expression) => generated.push(GeneratedColumn {
@@ -692,6 +663,10 @@ mod tests {
     use crate::mapping::SourceColumn;
     use crate::model::{IndexColumn, IndexDef, KeyConstraint};
 
+    fn untranslated(_: &str, _: &[ColumnMapping], _: PgType) -> Result<String, String> {
+        Err("not translated here".into())
+    }
+
     fn int_col(name: &str) -> SourceColumn {
         SourceColumn {
             name: name.into(),
@@ -740,17 +715,22 @@ mod tests {
             lowercase_identifiers: true,
             ..Options::default()
         };
-        let err = build_plan(vec![table("T", &["Id", "ID"])], &opts).unwrap_err();
+        let err = build_plan(vec![table("T", &["Id", "ID"])], &opts, untranslated).unwrap_err();
         assert!(matches!(err, PlanError::Collision { .. }), "{err}");
         // Preserved case: no collision.
-        assert!(build_plan(vec![table("T", &["Id", "ID"])], &Options::default()).is_ok());
+        assert!(build_plan(vec![table("T", &["Id", "ID"])], &Options::default(), untranslated).is_ok());
     }
 
     #[test]
     fn truncation_collision_is_an_error() {
         let a = format!("{}A", "x".repeat(63));
         let b = format!("{}B", "x".repeat(63));
-        let err = build_plan(vec![table(&a, &["Id"]), table(&b, &["Id"])], &Options::default()).unwrap_err();
+        let err = build_plan(
+            vec![table(&a, &["Id"]), table(&b, &["Id"])],
+            &Options::default(),
+            untranslated,
+        )
+        .unwrap_err();
         assert!(matches!(err, PlanError::Collision { .. }), "{err}");
     }
 
@@ -759,6 +739,7 @@ mod tests {
         let plan = build_plan(
             vec![table("A", &["Id"]), table("B", &["Id"])],
             &Options::default(),
+            untranslated,
         )
         .unwrap();
         assert_eq!(plan.tables[0].index_names, vec!["IX_1"]);
@@ -868,7 +849,7 @@ mod tests {
         let mut t = table("Big", &["Id"]);
         t.row_count = 2_000_000;
         let opts = Options::default();
-        let mut plan = build_plan(vec![t], &opts).unwrap();
+        let mut plan = build_plan(vec![t], &opts, untranslated).unwrap();
         split_tasks(&mut plan, &BTreeMap::from([(0, (1, 2_000_000))]), &opts);
         assert_eq!(plan.tasks.len(), 4);
         let mut ranges: Vec<_> = plan.tasks.iter().map(|t| (t.lower, t.upper)).collect();

@@ -59,6 +59,8 @@ pub struct PgToMssqlPlan {
     pub names: Vec<TableNames>,
     pub tasks: Vec<TaskPlan>,
     pub warnings: Vec<String>,
+    /// The source's views translated to SQL Server, in the order finalize creates them.
+    pub views: Vec<crate::view_plan::ViewPlan>,
 }
 
 impl PgToMssqlPlan {

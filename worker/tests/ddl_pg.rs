@@ -180,7 +180,12 @@ async fn schema_objects_are_created_and_behave() {
         target_schema: schema.clone(),
         ..Options::default()
     };
-    let plan = build_plan(schema_tables(), &opts).unwrap();
+    let plan = build_plan(
+        schema_tables(),
+        &opts,
+        mssql_pg_worker::pg::expr::translate_computed,
+    )
+    .unwrap();
     let so = SchemaOptions::default();
     let mut warnings = plan.warnings.clone();
     for t in &plan.tables {

@@ -39,7 +39,12 @@ async fn chunks(
 ) -> Vec<(ChunkEnd, usize)> {
     let mut client = source.connect().await.unwrap();
     let tables = introspect(&mut client, "dbo").await.unwrap();
-    let plan = build_plan(tables, &Options::default()).unwrap();
+    let plan = build_plan(
+        tables,
+        &Options::default(),
+        mssql_pg_worker::pg::expr::translate_computed,
+    )
+    .unwrap();
     let index = plan.tables.iter().position(|t| t.source.name == table).unwrap();
     let task = plan.tasks.iter().find(|t| t.table == index).unwrap().clone();
     let (tx, mut rx) = mpsc::channel(1024);

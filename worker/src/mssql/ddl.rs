@@ -365,6 +365,7 @@ fn indexes(t: &PgToMssqlTablePlan, warnings: &mut Vec<String>) -> Vec<MsStmt> {
                 pred,
                 &Ctx {
                     columns: &cols,
+                    qualified: None,
                     column_type: None,
                 },
             ) {
@@ -409,6 +410,7 @@ fn check_constraints(t: &PgToMssqlTablePlan, names: &TableNames, warnings: &mut 
             &ck.expression,
             &Ctx {
                 columns: &cols,
+                qualified: None,
                 column_type: None,
             },
         ) {
@@ -451,6 +453,7 @@ fn domain_checks(t: &PgToMssqlTablePlan, warnings: &mut Vec<String>) -> Vec<MsSt
                 e,
                 &Ctx {
                     columns: &cols,
+                    qualified: None,
                     column_type: None,
                 },
             ) {
@@ -513,6 +516,7 @@ fn defaults(t: &PgToMssqlTablePlan, names: &TableNames, warnings: &mut Vec<Strin
             def,
             &Ctx {
                 columns: &cols,
+                qualified: None,
                 column_type: Some(c.ms_type),
             },
         ) {

@@ -57,9 +57,15 @@ const KEYWORDS: &[&str] = &[
     "and", "or", "not", "is", "null", "in", "between", "like", "case", "when", "then", "else", "end",
 ];
 
+/// A qualified column (`c.name`) -> its T-SQL and type, or why not.
+pub type QualifiedColumn<'a> = &'a dyn Fn(&[String]) -> Result<(String, Operand), String>;
+
 pub struct Ctx<'a> {
     /// Source column name -> target column name and what the translator knows of its type.
     pub columns: &'a dyn Fn(&str) -> Option<(String, Operand)>,
+    /// A qualified column (`c.name`, as a view's SELECT names them) -> its T-SQL and type, or
+    /// why not; `None`: qualified names are refused (defaults, CHECKs).
+    pub qualified: Option<QualifiedColumn<'a>>,
     /// The column a default belongs to (for now() -> SYSDATETIMEOFFSET()/SYSDATETIME()).
     pub column_type: Option<MsType>,
 }
@@ -81,6 +87,8 @@ struct Frame {
     arg_operands: usize,
     arg_ops: bool,
     args_string: bool,
+    /// Where a call's arguments start in the output (after `(` and a `DISTINCT`).
+    args_at: usize,
 }
 
 #[derive(Clone, Copy)]
@@ -88,6 +96,18 @@ enum Call {
     Is(Operand),
     /// The type of its arguments when they are all strings.
     LikeArgs,
+    /// length()/char_length(): how depends on the argument's type.
+    Length,
+    /// An aggregate of a view's SELECT: whether and how depends on the argument's type.
+    Aggregate(Aggregate),
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Aggregate {
+    Count,
+    Sum,
+    Min,
+    Max,
 }
 
 impl Frame {
@@ -103,6 +123,7 @@ impl Frame {
             arg_operands: 0,
             arg_ops: false,
             args_string: true,
+            args_at: out_start,
         }
     }
 }
@@ -187,11 +208,89 @@ impl Out {
 
 /// Translates a PostgreSQL expression to T-SQL.
 pub fn translate(src: &str, ctx: &Ctx<'_>) -> Result<String, String> {
+    translate_in(src, ctx, false).map(|(sql, _)| sql)
+}
+
+/// Translates a PostgreSQL expression to T-SQL, with what is known of the result's type.
+pub fn translate_typed(src: &str, ctx: &Ctx<'_>) -> Result<(String, Operand), String> {
     translate_in(src, ctx, false)
 }
 
+/// The T-SQL of a finished call to an aggregate or length(), from its name and arguments as
+/// written so far, or why it is refused.
+fn finish_call(call: Call, args: &str, arg: Option<Operand>) -> Result<Option<(String, Operand)>, String> {
+    use crate::mssql::expr_cast::IntType;
+    let Call::Length = call else {
+        let Call::Aggregate(agg) = call else {
+            return Ok(None);
+        };
+        let name = match agg {
+            Aggregate::Count => return Ok(Some((format!("COUNT_BIG({args})"), Operand::Int(IntType::Big)))),
+            Aggregate::Sum => "SUM",
+            Aggregate::Min => "MIN",
+            Aggregate::Max => "MAX",
+        };
+        let (distinct, value) = match args.strip_prefix("DISTINCT ") {
+            Some(v) => ("DISTINCT ", v),
+            None => ("", args),
+        };
+        let Some(kind) = arg else {
+            return Err(format!("{name}() of a value of unknown type"));
+        };
+        return match (agg, kind) {
+            // PostgreSQL sums smallint and int as bigint, bigint as numeric: SQL Server keeps
+            // the argument's type (and overflows where PostgreSQL does not).
+            (Aggregate::Sum, Operand::Int(IntType::Small | IntType::Int)) => Ok(Some((
+                format!("SUM({distinct}CAST({value} AS bigint))"),
+                Operand::Int(IntType::Big),
+            ))),
+            (Aggregate::Sum, Operand::Int(IntType::Big)) => Ok(Some((
+                format!("SUM({distinct}CAST({value} AS decimal(38,0)))"),
+                Operand::Decimal {
+                    precision: 38,
+                    scale: 0,
+                },
+            ))),
+            (Aggregate::Sum, Operand::Decimal { scale, .. }) => Ok(Some((
+                format!("SUM({distinct}{value})"),
+                Operand::Decimal { precision: 38, scale },
+            ))),
+            (Aggregate::Sum, Operand::Float) => Err(
+                "SUM() of a float is not translated (the order of the additions changes the result)".into(),
+            ),
+            (
+                Aggregate::Min | Aggregate::Max,
+                Operand::Int(_)
+                | Operand::Decimal { .. }
+                | Operand::Float
+                | Operand::Date
+                | Operand::Timestamp,
+            ) => Ok(Some((format!("{name}({distinct}{value})"), kind))),
+            (Aggregate::Min | Aggregate::Max, Operand::Str { .. } | Operand::Bpchar | Operand::StrLit(_)) => {
+                Err(format!(
+                    "{name}() of a string is not translated (the engines' collations order strings differently)"
+                ))
+            }
+            _ => Err(format!("{name}() of this type is not translated")),
+        };
+    };
+    // PostgreSQL counts the characters of text and varchar with their trailing blanks and
+    // those of char(n) without; LEN ignores trailing blanks, so a character is appended and
+    // taken off again. (Characters outside the BMP count as two in SQL Server unless the
+    // collation is a supplementary-character one, as in the copy's nvarchar lengths.)
+    match arg {
+        Some(Operand::Str { .. } | Operand::StrLit(_)) => Ok(Some((
+            format!("(LEN({args} + N'.') - 1)"),
+            Operand::Int(IntType::Int),
+        ))),
+        Some(Operand::Bpchar) => Ok(Some((format!("LEN({args})"), Operand::Int(IntType::Int)))),
+        Some(Operand::Null) => Ok(Some(("NULL".into(), Operand::Null))),
+        _ => Err("length() of a value that is not known to be text".into()),
+    }
+}
+
 /// `list`: `src` is the items of an `= ANY (ARRAY[...])` list.
-fn translate_in(src: &str, ctx: &Ctx<'_>, list: bool) -> Result<String, String> {
+fn translate_in(src: &str, ctx: &Ctx<'_>, list: bool) -> Result<(String, Operand), String> {
     let toks = tokenize(src, &POSTGRES)?;
     let mut o = Out {
         sql: String::new(),
@@ -338,7 +437,9 @@ fn translate_in(src: &str, ctx: &Ctx<'_>, list: bool) -> Result<String, String> 
                 let start = o.last.take().map_or(o.sql.len(), |l| l.out_start);
                 let call = o.pending_call.take();
                 o.sql.push('(');
-                o.frames.push(Frame::new(start, i - 1, call));
+                let mut f = Frame::new(start, i - 1, call);
+                f.args_at = o.sql.len();
+                o.frames.push(f);
             }
             Tok::LParen => {
                 let start = o.push("(");
@@ -354,8 +455,25 @@ fn translate_in(src: &str, ctx: &Ctx<'_>, list: bool) -> Result<String, String> 
                 }
                 let arg_string =
                     f.arg_operands == 1 && !f.arg_ops && last.is_some_and(|l| l.kind.is_string());
+                let arg = (f.arg_operands == 1 && !f.arg_ops)
+                    .then(|| last.map(|l| l.kind))
+                    .flatten();
+                if let Some(call) = f.call
+                    && let Some((sql, kind)) = finish_call(call, &o.sql[f.args_at..], arg)?
+                {
+                    o.sql.truncate(f.out_start);
+                    o.sql.push_str(&sql);
+                    o.completed(Last {
+                        out_start: f.out_start,
+                        tok_start: f.tok_start,
+                        kind,
+                    })?;
+                    i += 1;
+                    continue;
+                }
                 let kind = match f.call {
                     Some(Call::Is(k)) => k,
+                    Some(Call::Length | Call::Aggregate(_)) => Operand::Unknown,
                     Some(Call::LikeArgs) if f.args_string && arg_string => Operand::Str { len: None },
                     Some(Call::LikeArgs) => Operand::Unknown,
                     None if f.concat && !f.ops => Operand::Str { len: None },
@@ -390,6 +508,40 @@ fn translate_in(src: &str, ctx: &Ctx<'_>, list: bool) -> Result<String, String> 
                 i,
                 Operand::StrLit(s.chars().count()),
             )?,
+            Tok::Word(_) | Tok::Quoted(_) if toks.get(i + 1) == Some(&Tok::Op(".".into())) => {
+                let mut parts = Vec::new();
+                let mut j = i;
+                loop {
+                    match toks.get(j) {
+                        Some(Tok::Word(p) | Tok::Quoted(p)) => parts.push(p.clone()),
+                        _ => return Err("a qualified name that is not readable".into()),
+                    }
+                    if toks.get(j + 1) == Some(&Tok::Op(".".into())) {
+                        j += 2;
+                    } else {
+                        break;
+                    }
+                }
+                if toks.get(j + 1) == Some(&Tok::LParen) {
+                    return Err(format!("function {}()", parts.join(".")));
+                }
+                let Some(qualified) = ctx.qualified else {
+                    return Err(format!("unknown name {}", parts.join(".")));
+                };
+                let (sql, kind) = qualified(&parts)?;
+                o.operand(&sql, i, kind)?;
+                i = j + 1;
+                continue;
+            }
+            Tok::Word(w) if w == "distinct" => {
+                // count(DISTINCT x), sum(DISTINCT x): right after an aggregate's parenthesis.
+                let at = o.sql.len();
+                let f = o.frame()?;
+                if !matches!(f.call, Some(Call::Aggregate(_))) || f.args_at != at {
+                    return Err("DISTINCT outside an aggregate's arguments".into());
+                }
+                o.sql.push_str("DISTINCT");
+            }
             Tok::Quoted(name) => {
                 let (target, kind) = (ctx.columns)(name).ok_or_else(|| format!("unknown column {name:?}"))?;
                 o.operand(&quote_mssql(&target), i, kind)?;
@@ -426,7 +578,18 @@ fn translate_in(src: &str, ctx: &Ctx<'_>, list: bool) -> Result<String, String> 
                 }
                 if is_call {
                     let (f, call) = match w.as_str() {
-                        "length" | "char_length" => ("LEN", Call::Is(Operand::Unknown)),
+                        "length" | "char_length" => ("LEN", Call::Length),
+                        "count" if ctx.qualified.is_some() => {
+                            ("COUNT_BIG", Call::Aggregate(Aggregate::Count))
+                        }
+                        "sum" if ctx.qualified.is_some() => ("SUM", Call::Aggregate(Aggregate::Sum)),
+                        "min" if ctx.qualified.is_some() => ("MIN", Call::Aggregate(Aggregate::Min)),
+                        "max" if ctx.qualified.is_some() => ("MAX", Call::Aggregate(Aggregate::Max)),
+                        "avg" => {
+                            return Err(
+                                "avg() is not translated (SQL Server averages integers as integers)".into(),
+                            );
+                        }
                         "lower" => ("LOWER", Call::Is(Operand::Str { len: None })),
                         "upper" => ("UPPER", Call::Is(Operand::Str { len: None })),
                         "abs" => ("ABS", Call::Is(Operand::Unknown)),
@@ -459,7 +622,13 @@ fn translate_in(src: &str, ctx: &Ctx<'_>, list: bool) -> Result<String, String> 
         i += 1;
     }
     o.end_operand()?;
-    Ok(o.sql.replace("( ", "(").replace(" )", ")"))
+    let kind = match o.frames.as_slice() {
+        [f] if f.operands == 1 && !f.ops && !f.concat => o.last.map_or(Operand::Unknown, |l| l.kind),
+        [f] if f.concat && !f.ops => Operand::Str { len: None },
+        [_] => Operand::Unknown,
+        _ => return Err("unbalanced parentheses".into()),
+    };
+    Ok((o.sql.replace("( ", "(").replace(" )", ")"), kind))
 }
 
 /// Whether the literal operand at `start..end` (cast included) is compared with a value, listed
@@ -605,7 +774,7 @@ fn translate_tokens(toks: &[Tok], ctx: &Ctx<'_>) -> Result<String, String> {
         s.push_str(&piece);
         s.push(' ');
     }
-    translate_in(&s, ctx, true)
+    translate_in(&s, ctx, true).map(|(sql, _)| sql)
 }
 
 #[cfg(test)]
@@ -636,6 +805,7 @@ mod tests {
             src,
             &Ctx {
                 columns: &cols,
+                qualified: None,
                 column_type: ty,
             },
         )
@@ -663,7 +833,18 @@ mod tests {
         assert_eq!(tr("gen_random_uuid()", None).unwrap(), "NEWID()");
         assert_eq!(tr("'x'::character varying", None).unwrap(), "N'x'");
         assert_eq!(tr("true", None).unwrap(), "1");
-        assert_eq!(tr("(length(name) > 0)", None).unwrap(), "(LEN([name]) > 0)");
+        // LEN ignores trailing blanks, which PostgreSQL's length() of text counts (and of
+        // char(n) does not).
+        assert_eq!(
+            tr("(length(name) > 0)", None).unwrap(),
+            "((LEN([name] + N'.') - 1) > 0)"
+        );
+        assert_eq!(
+            tr("(char_length((name)::text) <= 3)", None).unwrap(),
+            "((LEN(([name]) + N'.') - 1) <= 3)"
+        );
+        assert_eq!(tr("(length(code) = 3)", None).unwrap(), "(LEN([code]) = 3)");
+        assert!(tr("(length(price) = 3)", None).is_err());
         assert_eq!(tr("(\"Qty\" > 0)", None).unwrap(), "([Qty] > 0)");
         assert_eq!(
             tr("(status = 'done'::s1.status)", None).unwrap(),

@@ -12,3 +12,4 @@ pub mod introspect;
 pub mod packet_tap;
 pub mod read;
 pub mod target_catalog;
+pub mod view;

@@ -3,7 +3,8 @@
 //! into a plan warning), never guessed.
 
 use crate::like_pattern::tsql_like_to_regex;
-use crate::mapping::{PgType, quote_pg};
+use crate::mapping::{ColumnMapping, PgType, quote_pg};
+use crate::plan::TablePlan;
 use crate::sql_lex::{TSQL, Tok, tokenize};
 
 /// Column lookup for the expression's table: source name -> (target name, target type).
@@ -975,6 +976,50 @@ fn bare_bit_literal(toks: &[Tok]) -> Option<bool> {
         [Tok::Str(s)] if s.eq_ignore_ascii_case("false") => Some(false),
         _ => None,
     }
+}
+
+impl Columns for TablePlan {
+    fn lookup(&self, source_name: &str) -> Option<(&str, PgType)> {
+        self.all_columns()
+            .find(|c| c.source.name.eq_ignore_ascii_case(source_name))
+            .map(|c| (c.target_name.as_str(), c.pg_type))
+    }
+
+    fn unicode(&self, source_name: &str) -> bool {
+        self.all_columns()
+            .find(|c| c.source.name.eq_ignore_ascii_case(source_name))
+            .is_some_and(|c| unicode_type(&c.source.type_name))
+    }
+}
+
+fn unicode_type(type_name: &str) -> bool {
+    matches!(type_name, "nvarchar" | "nchar" | "ntext")
+}
+
+/// The copied columns only: what a computed column's definition may refer to (SQL Server does
+/// not let one computed column use another).
+struct Copied<'a>(&'a [ColumnMapping]);
+
+impl Columns for Copied<'_> {
+    fn lookup(&self, source_name: &str) -> Option<(&str, PgType)> {
+        self.0
+            .iter()
+            .find(|c| c.source.name.eq_ignore_ascii_case(source_name))
+            .map(|c| (c.target_name.as_str(), c.pg_type))
+    }
+
+    fn unicode(&self, source_name: &str) -> bool {
+        self.0
+            .iter()
+            .find(|c| c.source.name.eq_ignore_ascii_case(source_name))
+            .is_some_and(|c| unicode_type(&c.source.type_name))
+    }
+}
+
+/// [`crate::plan::TranslateComputed`]: a computed column as a generated one, over the copied
+/// columns.
+pub fn translate_computed(src: &str, copied: &[ColumnMapping], ty: PgType) -> Result<String, String> {
+    translate_generated(src, &Copied(copied), ty)
 }
 
 #[cfg(test)]

@@ -64,6 +64,12 @@ pub async fn modules(
     client: &Client,
     schema: &str,
 ) -> Result<Vec<crate::model::ModuleDef>, PgIntrospectError> {
+    // With only pg_catalog on the search path, pg_get_viewdef qualifies every relation, so a
+    // view's definition names its tables without depending on the session's search path.
+    client
+        .batch_execute("SET search_path = pg_catalog")
+        .await
+        .map_err(q("views, functions and triggers"))?;
     let rows = client
         .query(
             "SELECT c.relname::text, CASE c.relkind WHEN 'm' THEN 'materialized view' ELSE 'view' END, \
@@ -85,7 +91,12 @@ pub async fn modules(
             &[&schema],
         )
         .await
+        .map_err(q("views, functions and triggers"));
+    client
+        .batch_execute("RESET search_path")
+        .await
         .map_err(q("views, functions and triggers"))?;
+    let rows = rows?;
     Ok(rows
         .iter()
         .map(|r| crate::model::ModuleDef {

@@ -13,6 +13,7 @@ use crate::mapping::{PgType, quote_pg};
 use crate::model::ModuleDef;
 use crate::pg::expr::{Class, view_expr};
 use crate::sql_lex::{TSQL, Tok, tokenize};
+use crate::view_plan::{Attempt, Key, ViewPlan, Views, in_dependency_order};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -43,8 +44,6 @@ pub struct Relation {
     pub complete: bool,
 }
 
-type Key = (String, String);
-
 fn key(schema: &str, name: &str) -> Key {
     (schema.to_lowercase(), name.to_lowercase())
 }
@@ -70,85 +69,26 @@ pub struct Naming<'a> {
     pub ident: &'a dyn Fn(&str) -> String,
 }
 
-/// A translated view, created in the target after the tables, keys and foreign keys.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ViewPlan {
-    pub source_schema: String,
-    pub source_name: String,
-    /// `"schema"."name"`.
-    pub target: String,
-    /// The CREATE VIEW statement.
-    pub sql: String,
-}
-
-impl ViewPlan {
-    pub fn qualified_source(&self) -> String {
-        format!("{}.{}", self.source_schema, self.source_name)
-    }
-}
-
-/// The views of the source: translated (in the order they can be created) or refused.
-#[derive(Debug, Clone, Default)]
-pub struct Views {
-    pub translated: Vec<ViewPlan>,
-    /// With why: the construct and where it is.
-    pub refused: Vec<(ModuleDef, String)>,
-}
-
-impl Views {
-    /// The plan warning for a refused view: the reason and the whole definition.
-    pub fn warning(view: &ModuleDef, reason: &str) -> String {
-        format!(
-            "view {}.{} is not migrated (port it by hand): {reason}; its definition: {}",
-            view.schema, view.name, view.definition
-        )
-    }
-}
-
 /// Translates `views` over `tables` (the migrated tables), each view after the views it reads.
 pub fn translate_views(views: &[ModuleDef], tables: &Catalog, naming: &Naming) -> Views {
     let mut catalog = tables.clone();
-    let mut out = Views::default();
-    let mut pending: Vec<&ModuleDef> = views.iter().collect();
-    let mut refused: BTreeSet<Key> = BTreeSet::new();
-    loop {
-        let waiting: BTreeSet<Key> = pending.iter().map(|v| key(&v.schema, &v.name)).collect();
-        let mut still = Vec::new();
-        let mut progress = false;
-        for v in pending {
-            let t = Translator {
-                catalog: &catalog,
-                waiting: &waiting,
-                refused: &refused,
-                view_schema: &v.schema,
-                naming,
-            };
-            match t.view(v) {
-                Ok((plan, relation)) => {
-                    catalog.insert(&v.schema, &v.name, relation);
-                    out.translated.push(plan);
-                    progress = true;
-                }
-                Err(Fail::Waits) => still.push(v),
-                Err(Fail::Refused(reason)) => {
-                    refused.insert(key(&v.schema, &v.name));
-                    out.refused.push((v.clone(), reason));
-                    progress = true;
-                }
+    in_dependency_order(views, key, |v, progress| {
+        let t = Translator {
+            catalog: &catalog,
+            waiting: &progress.waiting,
+            refused: &progress.refused,
+            view_schema: &v.schema,
+            naming,
+        };
+        match t.view(v) {
+            Ok((plan, relation)) => {
+                catalog.insert(&v.schema, &v.name, relation);
+                Attempt::Done(plan)
             }
+            Err(Fail::Waits) => Attempt::Waits,
+            Err(Fail::Refused(reason)) => Attempt::Refused(reason),
         }
-        pending = still;
-        if pending.is_empty() {
-            return out;
-        }
-        if !progress {
-            for v in pending {
-                out.refused
-                    .push((v.clone(), "it reads views that read each other".to_string()));
-            }
-            return out;
-        }
-    }
+    })
 }
 
 enum Fail {
