@@ -1008,6 +1008,7 @@ impl<'a> Ctx<'a> {
                 if is_comparison(op) {
                     let mut operands = [(&mut **left, l.ty), (&mut **right, r.ty)];
                     temporal_compare::unify(&mut operands);
+                    crate::string_numbers::unify(&mut operands);
                     (l.ty, r.ty) = (operands[0].1, operands[1].1);
                 }
                 // Neither side a column: SQLite would compare with BINARY, not the default
@@ -1030,31 +1031,61 @@ impl<'a> Ctx<'a> {
                 {
                     collate_ci(left);
                 }
-                match op {
-                    BinaryOperator::Plus if l.ty.is_some_and(is_string) || r.ty.is_some_and(is_string) => {
-                        let lt = l.ty.filter(|t| is_string(*t));
-                        let rt = r.ty.filter(|t| is_string(*t));
-                        if lt.is_some() && rt.is_some() || l.ty.is_none() || r.ty.is_none() {
-                            *op = BinaryOperator::StringConcat;
+                if is_arithmetic(op) {
+                    let lt = l.ty.filter(|t| is_string(*t));
+                    let rt = r.ty.filter(|t| is_string(*t));
+                    if *op == BinaryOperator::Plus
+                        && (lt.is_some() || rt.is_some())
+                        && (lt.is_some() && rt.is_some() || l.ty.is_none() || r.ty.is_none())
+                    {
+                        *op = BinaryOperator::StringConcat;
+                        return Ok(Ty {
+                            ty: Some(concat_type(l.ty, r.ty)),
+                            nullable,
+                        });
+                    }
+                    // 'x' + 1, 5 / 'abc': SQL Server converts the string to the other operand's
+                    // type (245 or 8114 when it is no number; SQLite would silently take 0 or
+                    // give NULL). `+` does so for any type ('1' + GETDATE()), the others only
+                    // for numbers.
+                    let other = if lt.is_some() { r.ty } else { l.ty };
+                    if let (Some(src), Some(target)) = (lt.or(rt), other)
+                        && !(lt.is_some() && rt.is_some())
+                        && (*op == BinaryOperator::Plus || crate::string_numbers::is_number(target))
+                    {
+                        let side = if lt.is_some() { &mut **left } else { &mut **right };
+                        let inner = std::mem::replace(side, num(0));
+                        *side = cast_call(inner, Some(src), target, None, false);
+                        if lt.is_some() {
+                            l.ty = Some(target);
+                        } else {
+                            r.ty = Some(target);
+                        }
+                        if *op == BinaryOperator::Plus && !crate::string_numbers::is_number(target) {
                             return Ok(Ty {
-                                ty: Some(concat_type(l.ty, r.ty)),
+                                ty: Some(target),
                                 nullable,
                             });
                         }
-                        // 'x' + 1: SQL Server converts the string to the number (245 when it
-                        // is not one; SQLite would silently take 0).
-                        let num_ty = if lt.is_some() { r.ty } else { l.ty };
-                        if let Some(target) = num_ty {
-                            let (side, src) = if lt.is_some() {
-                                (&mut **left, lt)
-                            } else {
-                                (&mut **right, rt)
-                            };
-                            let inner = std::mem::replace(side, num(0));
-                            *side = cast_call(inner, src, target, None, false);
-                        }
-                        Ok(Ty { ty: num_ty, nullable })
                     }
+                }
+                let ty = arith_type(op, l.ty, r.ty);
+                if let Some(SqlType::Decimal { precision, scale } | SqlType::Numeric { precision, scale }) =
+                    ty
+                {
+                    let operand_scale = |t: Option<SqlType>| t.and_then(decimal_ps).map_or(38, |(_, s)| s);
+                    if let Some(call) = crate::decimal_arith::call(
+                        op,
+                        left,
+                        right,
+                        (operand_scale(l.ty), operand_scale(r.ty)),
+                        (precision, scale),
+                    ) {
+                        *e = call;
+                        return Ok(Ty { ty, nullable });
+                    }
+                }
+                match op {
                     BinaryOperator::Modulo if crate::fractional_modulo::applies(l.ty, r.ty) => {
                         let ty = arith_type(op, l.ty, r.ty);
                         *e = crate::fractional_modulo::call(left, right);
@@ -1098,6 +1129,7 @@ impl<'a> Ctx<'a> {
                     .chain(list.iter_mut().zip(types))
                     .collect();
                 temporal_compare::unify(&mut operands);
+                crate::string_numbers::unify(&mut operands);
                 t.ty = operands[0].1;
                 if t.ty.is_some_and(is_string) && !is_column_ref(expr) {
                     collate_ci(expr);
@@ -1108,7 +1140,9 @@ impl<'a> Ctx<'a> {
                 let t = self.expr(expr, scope)?.ty;
                 let lt = self.expr(low, scope)?.ty;
                 let ht = self.expr(high, scope)?.ty;
-                temporal_compare::unify(&mut [(&mut **expr, t), (&mut **low, lt), (&mut **high, ht)]);
+                let mut operands = [(&mut **expr, t), (&mut **low, lt), (&mut **high, ht)];
+                temporal_compare::unify(&mut operands);
+                crate::string_numbers::unify(&mut operands);
                 Ok(Ty::of(SqlType::Bit))
             }
             Expr::Like {
@@ -2089,6 +2123,17 @@ fn is_comparison(op: &BinaryOperator) -> bool {
 }
 
 /// A translated column reference (whose collation SQLite applies in comparisons).
+fn is_arithmetic(op: &BinaryOperator) -> bool {
+    matches!(
+        op,
+        BinaryOperator::Plus
+            | BinaryOperator::Minus
+            | BinaryOperator::Multiply
+            | BinaryOperator::Divide
+            | BinaryOperator::Modulo
+    )
+}
+
 fn is_column_ref(e: &Expr) -> bool {
     matches!(e, Expr::Identifier(_) | Expr::CompoundIdentifier(_))
 }
@@ -2124,7 +2169,7 @@ fn collate_ci(e: &mut Expr) {
     };
 }
 
-fn is_exact_numeric(t: SqlType) -> bool {
+pub(crate) fn is_exact_numeric(t: SqlType) -> bool {
     matches!(
         t,
         SqlType::Decimal { .. } | SqlType::Numeric { .. } | SqlType::Money | SqlType::SmallMoney
@@ -2136,7 +2181,7 @@ fn is_exact_numeric(t: SqlType) -> bool {
 /// has. Bare, its text has no affinity and no collation, so SQLite would rank it above every
 /// number (`SUM(x) > 10` true for 0.75) and sort it as text, also through a view or derived
 /// table.
-fn compare_as_decimal(e: &mut Expr) {
+pub(crate) fn compare_as_decimal(e: &mut Expr) {
     let inner = std::mem::replace(e, num(0));
     *e = Expr::Collate {
         expr: Box::new(Expr::Cast {
@@ -2181,7 +2226,7 @@ pub(crate) fn cast_call(
 
 // ---- typing rules ---------------------------------------------------------------------------
 
-fn precedence(t: SqlType) -> u8 {
+pub(crate) fn precedence(t: SqlType) -> u8 {
     match t {
         SqlType::SqlVariant => 30,
         SqlType::Xml => 29,
@@ -2263,7 +2308,18 @@ fn arith_type(op: &BinaryOperator, l: Option<SqlType>, r: Option<SqlType>) -> Op
         return Some(match op {
             BinaryOperator::Plus | BinaryOperator::Minus => {
                 let s = s1.max(s2);
-                cap_decimal((p1 - s1).max(p2 - s2) + s + 1, s)
+                let int_digits = (p1 - s1).max(p2 - s2);
+                let p = int_digits + s + 1;
+                if p <= 38 {
+                    cap_decimal(p, s)
+                } else {
+                    // Addition keeps room for the integral digits only (no carry digit, no
+                    // minimum scale of 6): scale min(s, 38 - max(p1 - s1, p2 - s2)).
+                    SqlType::Numeric {
+                        precision: 38,
+                        scale: s.min(38u32.saturating_sub(int_digits)) as u8,
+                    }
+                }
             }
             BinaryOperator::Multiply => cap_decimal(p1 + p2 + 1, s1 + s2),
             BinaryOperator::Divide => {
