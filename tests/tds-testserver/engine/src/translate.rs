@@ -291,8 +291,16 @@ impl<'a> Ctx<'a> {
                     ..
                 }) = &o.expr
                 {
-                    // ORDER BY 1: positional, fine for SQLite as is.
-                    let _ = n;
+                    // ORDER BY 1: positional, fine for SQLite as is when in range.
+                    if n.parse::<usize>().map_or(true, |p| p < 1 || p > out.len()) {
+                        return Err(SqlError::new(
+                            108,
+                            15,
+                            format!(
+                                "The ORDER BY position number {n} is out of range of the number of items in the select list."
+                            ),
+                        ));
+                    }
                     continue;
                 }
                 self.expr(&mut o.expr, &scope)?;
@@ -880,6 +888,12 @@ impl<'a> Ctx<'a> {
             scope.aliases = out.iter().map(|c| (c.name.clone(), c.ty)).collect();
             self.expr(h, &scope)?;
         }
+        let local: Vec<String> = scope.tables.iter().map(|t| t.qualifier.clone()).collect();
+        crate::grouping::check(s, &local, |q| {
+            self.lookup(&[q.to_string()])
+                .filter(|t| !t.def.temporary && t.def.name == q)
+                .map(|t| t.def.schema.clone())
+        })?;
         Ok(out)
     }
 
@@ -994,6 +1008,44 @@ impl<'a> Ctx<'a> {
                 }
                 self.expr(e, scope)
             }
+            Expr::UnaryOp {
+                op: UnaryOperator::BitwiseNot,
+                expr,
+            } => {
+                let t = self.expr(expr, scope)?;
+                match t.ty {
+                    // ~ on bit flips the one bit (SQLite's ~1 is -2).
+                    Some(SqlType::Bit) => {
+                        let inner = std::mem::replace(&mut **expr, num(0));
+                        *e = Expr::Nested(Box::new(Expr::BinaryOp {
+                            left: Box::new(num(1)),
+                            op: BinaryOperator::Minus,
+                            right: Box::new(inner),
+                        }));
+                    }
+                    Some(SqlType::TinyInt) => {
+                        // tinyint is unsigned: ~0 is 255.
+                        let inner = std::mem::replace(&mut **expr, num(0));
+                        *e = Expr::Nested(Box::new(Expr::BinaryOp {
+                            left: Box::new(num(255)),
+                            op: BinaryOperator::Minus,
+                            right: Box::new(inner),
+                        }));
+                    }
+                    Some(SqlType::SmallInt | SqlType::Int | SqlType::BigInt) | None => {}
+                    Some(other) => {
+                        return Err(SqlError::new(
+                            8117,
+                            16,
+                            format!(
+                                "Operand data type {} is invalid for ~ operator.",
+                                crate::typename::base_name(other)
+                            ),
+                        ));
+                    }
+                }
+                Ok(t)
+            }
             Expr::UnaryOp { op, expr } => {
                 let t = self.expr(expr, scope)?;
                 Ok(match op {
@@ -1107,10 +1159,13 @@ impl<'a> Ctx<'a> {
                         nullable,
                     }),
                     BinaryOperator::BitwiseAnd | BinaryOperator::BitwiseOr | BinaryOperator::BitwiseXor => {
-                        Ok(Ty {
-                            ty: arith_type(&BinaryOperator::Plus, l.ty, r.ty),
-                            nullable,
-                        })
+                        let ty = crate::bitwise::result_type(op, l.ty, r.ty)?;
+                        if *op == BinaryOperator::BitwiseXor {
+                            let a = std::mem::replace(&mut **left, num(0));
+                            let b = std::mem::replace(&mut **right, num(0));
+                            *e = crate::bitwise::xor(a, b);
+                        }
+                        Ok(Ty { ty, nullable })
                     }
                     _ => Ok(Ty::of(SqlType::Bit)),
                 }
