@@ -91,3 +91,61 @@ fn impossible_dates_are_errors() {
     }
     assert_eq!(error(&mut s, "SELECT CAST('Jan 5 1700' AS datetime)").number, 242);
 }
+
+#[test]
+fn datetime_to_string_uses_style_0_and_reads_back() {
+    let (_e, mut s) = session();
+    assert_eq!(
+        scalar(
+            &mut s,
+            "SELECT CAST(CAST('2020-01-05 09:05:59' AS datetime) AS varchar(30))"
+        ),
+        Value::String("Jan  5 2020  9:05AM".to_string())
+    );
+    assert_eq!(
+        scalar(
+            &mut s,
+            "SELECT CONVERT(varchar(30), CAST('2020-12-25 00:00' AS smalldatetime))"
+        ),
+        Value::String("Dec 25 2020 12:00AM".to_string())
+    );
+    assert_eq!(
+        scalar(
+            &mut s,
+            "SELECT CONVERT(varchar(30), CAST('2020-12-25 12:30' AS datetime2), 100)"
+        ),
+        Value::String("Dec 25 2020 12:30PM".to_string())
+    );
+    // date and datetime2 keep their ISO default.
+    assert_eq!(
+        scalar(&mut s, "SELECT CAST(CAST('2020-12-25' AS date) AS varchar(30))"),
+        Value::String("2020-12-25".to_string())
+    );
+    assert_eq!(
+        scalar(
+            &mut s,
+            "SELECT CAST(CAST(CAST('2020-01-05 13:00' AS datetime) AS varchar(30)) AS datetime)"
+        ),
+        Value::DateTime {
+            days: JAN_5_2020_DAYS_SINCE_1900,
+            ticks: 13 * 3600 * 300
+        }
+    );
+}
+
+#[test]
+fn explicit_date_styles() {
+    let (_e, mut s) = session();
+    let styled = |s: &mut tds_testserver_engine::Session, style: u32| {
+        scalar(
+            s,
+            &format!("SELECT CONVERT(varchar(30), CAST('2020-01-05 13:04:05.997' AS datetime), {style})"),
+        )
+    };
+    let text = |t: &str| Value::String(t.to_string());
+    assert_eq!(styled(&mut s, 121), text("2020-01-05 13:04:05.997"));
+    assert_eq!(styled(&mut s, 104), text("05.01.2020"));
+    assert_eq!(styled(&mut s, 106), text("05 Jan 2020"));
+    assert_eq!(styled(&mut s, 107), text("Jan 05, 2020"));
+    assert_eq!(styled(&mut s, 111), text("2020/01/05"));
+}
