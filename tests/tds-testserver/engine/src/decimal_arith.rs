@@ -20,6 +20,12 @@ use rusqlite::types::{Value as Stored, ValueRef};
 use sqlparser::ast::{BinaryOperator, Expr};
 
 const DEC_FN: &str = "tsql_dec";
+/// The same with a money result: money's range, and 8115 naming money.
+const MONEY_FN: &str = "tsql_money";
+
+/// Operator code of unary minus and ABS: `0 - b`, `|b|`.
+pub const NEGATE: i64 = 1;
+const ABS: i64 = 4;
 
 /// The operator code `tsql_dec` takes, for the operators it computes.
 fn op_code(op: &BinaryOperator) -> Option<i64> {
@@ -44,9 +50,40 @@ pub fn call(
     let code = op_code(op)?;
     let a = std::mem::replace(left, crate::translate::null());
     let b = std::mem::replace(right, crate::translate::null());
-    let n = |x: u8| crate::translate::num(i64::from(x));
-    Some(crate::translate::func(
+    Some(call_code(DEC_FN, code, a, b, operand_scales, result))
+}
+
+/// `money op money` and `money op integer` (+, -, and * by an integer), exact where SQLite
+/// would add doubles (wrong past 15 digits, and money has 19).
+pub fn call_money(
+    op: &BinaryOperator,
+    left: &mut Expr,
+    right: &mut Expr,
+    operand_scales: (u8, u8),
+) -> Option<Expr> {
+    let code = op_code(op).filter(|c| *c != 3)?;
+    let a = std::mem::replace(left, crate::translate::null());
+    let b = std::mem::replace(right, crate::translate::null());
+    Some(call_code(MONEY_FN, code, a, b, operand_scales, (19, 4)))
+}
+
+/// `-x` or `ABS(x)` of a decimal (`abs` false: minus), exact, of the same type.
+pub fn call_unary(abs: bool, operand: Expr, result: (u8, u8)) -> Expr {
+    let code = if abs { ABS } else { NEGATE };
+    call_code(
         DEC_FN,
+        code,
+        crate::translate::num(0),
+        operand,
+        (0, result.1),
+        result,
+    )
+}
+
+fn call_code(name: &str, code: i64, a: Expr, b: Expr, operand_scales: (u8, u8), result: (u8, u8)) -> Expr {
+    let n = |x: u8| crate::translate::num(i64::from(x));
+    crate::translate::func(
+        name,
         vec![
             crate::translate::num(code),
             a,
@@ -56,14 +93,19 @@ pub fn call(
             n(result.0),
             n(result.1),
         ],
-    ))
+    )
 }
 
 pub fn register(conn: &Connection) -> rusqlite::Result<()> {
     // Deterministic: CHECK constraints and computed columns may only call deterministic
     // functions, and both may compute with decimals.
+    register_as(conn, DEC_FN, false)?;
+    register_as(conn, MONEY_FN, true)
+}
+
+fn register_as(conn: &Connection, name: &str, money: bool) -> rusqlite::Result<()> {
     let det = FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC;
-    conn.create_scalar_function(DEC_FN, 7, det, |ctx| {
+    conn.create_scalar_function(name, 7, det, move |ctx| {
         let small = |i: usize| -> rusqlite::Result<u8> {
             let v: i64 = ctx.get(i)?;
             u8::try_from(v).map_err(|_| rusqlite::Error::IntegralValueOutOfRange(i, v))
@@ -76,7 +118,20 @@ pub fn register(conn: &Connection) -> rusqlite::Result<()> {
         ) else {
             return Ok(Stored::Null);
         };
-        let (m, scale) = compute(op, a, b, p, s).map_err(|e| encode_error(&e))?;
+        let result = if money {
+            compute(op, a, b, 38, 4).and_then(|(m, scale)| {
+                i64::try_from(m).map(|_| (m, scale)).map_err(|_| {
+                    SqlError::new(
+                        8115,
+                        16,
+                        "Arithmetic overflow error converting expression to data type money.",
+                    )
+                })
+            })
+        } else {
+            compute(op, a, b, p, s)
+        };
+        let (m, scale) = result.map_err(|e| encode_error(&e))?;
         Ok(Stored::Text(format_decimal(m, scale)))
     })
 }
@@ -147,6 +202,7 @@ pub fn compute(op: i64, a: (i128, u8), b: (i128, u8), p: u8, s: u8) -> Result<(i
             };
             (na != nb, q)
         }
+        ABS => (false, rescale(ub, sb, s, true).ok_or_else(overflow)?),
         _ => return Err(overflow()),
     };
     let m = mag

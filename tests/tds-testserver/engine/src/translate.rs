@@ -1046,6 +1046,20 @@ impl<'a> Ctx<'a> {
                 }
                 Ok(t)
             }
+            Expr::UnaryOp {
+                op: UnaryOperator::Minus,
+                expr,
+            } => {
+                let t = self.expr(expr, scope)?;
+                // -decimal exactly (SQLite would negate a double).
+                if let Some(SqlType::Decimal { precision, scale } | SqlType::Numeric { precision, scale }) =
+                    t.ty
+                {
+                    let inner = std::mem::replace(&mut **expr, num(0));
+                    *e = crate::decimal_arith::call_unary(false, inner, (precision, scale));
+                }
+                Ok(t)
+            }
             Expr::UnaryOp { op, expr } => {
                 let t = self.expr(expr, scope)?;
                 Ok(match op {
@@ -1122,6 +1136,36 @@ impl<'a> Ctx<'a> {
                     }
                 }
                 let ty = arith_type(op, l.ty, r.ty);
+                let integer = |t: Option<SqlType>| {
+                    matches!(
+                        t,
+                        Some(
+                            SqlType::Bit
+                                | SqlType::TinyInt
+                                | SqlType::SmallInt
+                                | SqlType::Int
+                                | SqlType::BigInt
+                        )
+                    )
+                };
+                let money_exact = ty == Some(SqlType::Money)
+                    && match op {
+                        BinaryOperator::Plus | BinaryOperator::Minus => true,
+                        BinaryOperator::Multiply => integer(l.ty) || integer(r.ty),
+                        _ => false,
+                    };
+                if money_exact {
+                    let operand_scale = |t: Option<SqlType>| t.and_then(decimal_ps).map_or(4, |(_, s)| s);
+                    if let Some(call) = crate::decimal_arith::call_money(
+                        op,
+                        left,
+                        right,
+                        (operand_scale(l.ty), operand_scale(r.ty)),
+                    ) {
+                        *e = call;
+                        return Ok(Ty { ty, nullable });
+                    }
+                }
                 if let Some(SqlType::Decimal { precision, scale } | SqlType::Numeric { precision, scale }) =
                     ty
                 {
@@ -1934,10 +1978,26 @@ impl<'a> Ctx<'a> {
             "DATENAME" => Ty::of(SqlType::NVarChar { len: Some(30) }),
             "EOMONTH" => Ty::of(SqlType::Date),
             "DATEFROMPARTS" => Ty::of(SqlType::Date),
-            "ABS" | "SIGN" => Ty {
-                ty: a0.ty,
-                nullable: a0.nullable,
-            },
+            "ABS" | "SIGN" => {
+                // ABS of a decimal exactly (SQLite's abs reads a double).
+                if name == "ABS"
+                    && let Some(SqlType::Decimal { precision, scale } | SqlType::Numeric { precision, scale }) =
+                        a0.ty
+                    && let FunctionArguments::List(l) = &mut f.args
+                    && let [FunctionArg::Unnamed(FunctionArgExpr::Expr(x))] = l.args.as_mut_slice()
+                {
+                    let inner = std::mem::replace(x, num(0));
+                    if let Expr::Function(exact) =
+                        crate::decimal_arith::call_unary(true, inner, (precision, scale))
+                    {
+                        *f = exact;
+                    }
+                }
+                Ty {
+                    ty: a0.ty,
+                    nullable: a0.nullable,
+                }
+            }
             "ROUND" => {
                 rename(f, "tsql_round");
                 Ty {

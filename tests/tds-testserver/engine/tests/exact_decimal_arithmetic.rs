@@ -167,3 +167,53 @@ fn decimal_columns_compute_exactly_in_select_where_and_order() {
     let (_, rows) = query(&mut s, "SELECT Id FROM dbo.D ORDER BY A - B DESC");
     assert_eq!(rows, vec![vec![Value::Int(1)], vec![Value::Int(2)]]);
 }
+
+#[test]
+fn minus_and_abs_of_a_decimal_are_exact() {
+    let (_e, mut s) = session();
+    assert_eq!(
+        typed(&mut s, "SELECT -CAST('12345678901234567890123' AS decimal(38,0))"),
+        (
+            SqlType::Decimal {
+                precision: 38,
+                scale: 0
+            },
+            dec(-12_345_678_901_234_567_890_123, 0)
+        )
+    );
+    assert_eq!(
+        scalar(
+            &mut s,
+            "SELECT ABS(CAST('-1234567890123456789.125' AS decimal(38,3)))"
+        ),
+        dec(1_234_567_890_123_456_789_125, 3)
+    );
+    assert_eq!(scalar(&mut s, "SELECT -(-1.5)"), dec(15, 1));
+}
+
+#[test]
+fn money_sums_and_integer_multiples_are_exact() {
+    let (_e, mut s) = session();
+    assert_eq!(
+        typed(
+            &mut s,
+            "SELECT CAST(123456789012345.6789 AS money) + CAST(1 AS money)"
+        ),
+        (SqlType::Money, Value::Money(1_234_567_890_123_466_789))
+    );
+    assert_eq!(
+        scalar(&mut s, "SELECT CAST(123456789012.3456 AS money) * 3"),
+        Value::Money(3_703_703_670_370_368)
+    );
+    let e = error(
+        &mut s,
+        "SELECT CAST(922337203685477.5807 AS money) + CAST(1 AS money)",
+    );
+    assert_eq!(
+        (e.number, e.message.as_str()),
+        (
+            8115,
+            "Arithmetic overflow error converting expression to data type money."
+        )
+    );
+}
