@@ -172,6 +172,12 @@ pub fn parse_datetime(s: &str) -> Option<DateTimeParts> {
     if let Some(parts) = parse_mdy(s) {
         return Some(parts);
     }
+    // A month name ('Jan 5 2020'); 'T' and 'Z' alone belong to ISO forms.
+    if s.bytes()
+        .any(|b| b.is_ascii_alphabetic() && b != b'T' && b != b'Z')
+    {
+        return crate::month_names::parse(s);
+    }
     let (date_part, rest) = if s.len() >= 8 && s.as_bytes()[..4].iter().all(u8::is_ascii_digit) {
         let end = s.find([' ', 'T']).unwrap_or(s.len());
         (Some(&s[..end]), s[end..].trim_start_matches([' ', 'T']))
@@ -265,7 +271,7 @@ fn parse_mdy(s: &str) -> Option<DateTimeParts> {
     })
 }
 
-fn days_in_month(y: i64, m: u32) -> u32 {
+pub(crate) fn days_in_month(y: i64, m: u32) -> u32 {
     match m {
         1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
         4 | 6 | 9 | 11 => 30,
@@ -275,7 +281,7 @@ fn days_in_month(y: i64, m: u32) -> u32 {
 }
 
 /// `HH:MM[:SS[.f{1,7}]]` to 100 ns units; more than 7 digits are cut.
-fn parse_time(s: &str) -> Option<u64> {
+pub(crate) fn parse_time(s: &str) -> Option<u64> {
     let mut it = s.split(':');
     let h: u64 = it.next()?.trim().parse().ok()?;
     let m: u64 = it.next()?.trim().parse().ok()?;

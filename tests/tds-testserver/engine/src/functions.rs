@@ -331,6 +331,23 @@ fn datepart(part: &str, p: DateTimeParts) -> Result<i64, String> {
     })
 }
 
+fn month_abbrev(mm: u32) -> &'static str {
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    MONTHS[(mm.clamp(1, 12) - 1) as usize]
+}
+
+/// Style 0/100, `mon dd yyyy hh:miAM`, day and hour padded with a space to two places.
+fn style_100(yy: i64, mm: u32, dd: u32, time: u64) -> String {
+    let minutes = time / 600_000_000;
+    let (h, mi) = (minutes / 60, minutes % 60);
+    let h12 = if h % 12 == 0 { 12 } else { h % 12 };
+    let ampm = if h < 12 { "AM" } else { "PM" };
+    let month = month_abbrev(mm);
+    format!("{month} {dd:>2} {yy:04} {h12:>2}:{mi:02}{ampm}")
+}
+
 /// CAST/CONVERT: `tsql_cast(value, target, source, style, try)`.
 fn tsql_cast(ctx: &Context<'_>) -> rusqlite::Result<Stored> {
     let target = text_arg(ctx, 1)
@@ -399,7 +416,20 @@ fn cast_value(
             Some(126) | Some(127) => format!("{}T{}", format_date(p.days), format_time(p.time, digits)),
             Some(101) => format!("{mm:02}/{dd:02}/{yy:04}"),
             Some(103) => format!("{dd:02}/{mm:02}/{yy:04}"),
+            Some(0) | Some(100) => style_100(yy, mm, dd, p.time),
+            Some(121) | Some(21) | Some(25) => {
+                format!("{} {}", format_date(p.days), format_time(p.time, digits))
+            }
+            Some(102) => format!("{yy:04}.{mm:02}.{dd:02}"),
+            Some(104) => format!("{dd:02}.{mm:02}.{yy:04}"),
+            Some(105) => format!("{dd:02}-{mm:02}-{yy:04}"),
+            Some(110) => format!("{mm:02}-{dd:02}-{yy:04}"),
+            Some(111) => format!("{yy:04}/{mm:02}/{dd:02}"),
+            Some(106) => format!("{dd:02} {} {yy:04}", month_abbrev(mm)),
+            Some(107) => format!("{} {dd:02}, {yy:04}", month_abbrev(mm)),
             _ => match src {
+                // datetime and smalldatetime default to style 0: 'Jan  5 2020 10:30PM'.
+                SqlType::DateTime | SqlType::SmallDateTime => style_100(yy, mm, dd, p.time),
                 SqlType::Date => format_date(p.days),
                 SqlType::Time { .. } => format_time(p.time, digits),
                 SqlType::DateTimeOffset { .. } => s.clone(),

@@ -34,7 +34,7 @@ pub fn own_query(sql: &str) -> Result<Query, SqlError> {
         .try_with_sql(sql)
         .and_then(|mut p| p.parse_query())
         .map(|q| *q)
-        .map_err(|_| SqlError::new(50000, 16, "Test server: FOR XML could not be run."))
+        .map_err(|_| crate::sqlite_errors::no_plan())
 }
 
 /// The function's body as one expression over the call's arguments (their SQL text), or

@@ -6,6 +6,7 @@
 //! connection) and [`ResultSink`] (implemented by the wire layer, which encodes each event as
 //! TDS tokens while the engine is still producing rows, so results stream).
 
+mod bitwise;
 mod bulk;
 mod bulk_insert;
 pub mod catalog;
@@ -13,15 +14,18 @@ mod conflicts;
 pub mod convert;
 mod data_dir;
 mod ddl;
+mod decimal_arith;
 mod divide_by_zero;
 mod dml;
 pub mod error;
 mod exec;
 mod fractional_modulo;
 mod functions;
+mod grouping;
 mod inline;
 mod like;
 mod meta;
+mod month_names;
 mod objects;
 mod parse;
 mod parse_objects;
@@ -29,6 +33,8 @@ mod row_buffer;
 mod row_decoder;
 mod session;
 pub mod sqlcmd;
+mod sqlite_errors;
+mod string_numbers;
 mod temporal_compare;
 mod translate;
 pub mod typename;

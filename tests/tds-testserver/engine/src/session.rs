@@ -172,6 +172,7 @@ impl Engine {
         crate::functions::register(&conn).map_err(open_err)?;
         crate::divide_by_zero::register(&conn).map_err(open_err)?;
         crate::fractional_modulo::register(&conn).map_err(open_err)?;
+        crate::decimal_arith::register(&conn).map_err(open_err)?;
         conn.set_prepared_statement_cache_capacity(256);
         let spid = self.next_spid.fetch_add(1, Ordering::Relaxed);
         crate::catalog::functions::register(

@@ -291,8 +291,16 @@ impl<'a> Ctx<'a> {
                     ..
                 }) = &o.expr
                 {
-                    // ORDER BY 1: positional, fine for SQLite as is.
-                    let _ = n;
+                    // ORDER BY 1: positional, fine for SQLite as is when in range.
+                    if n.parse::<usize>().map_or(true, |p| p < 1 || p > out.len()) {
+                        return Err(SqlError::new(
+                            108,
+                            15,
+                            format!(
+                                "The ORDER BY position number {n} is out of range of the number of items in the select list."
+                            ),
+                        ));
+                    }
                     continue;
                 }
                 self.expr(&mut o.expr, &scope)?;
@@ -880,6 +888,12 @@ impl<'a> Ctx<'a> {
             scope.aliases = out.iter().map(|c| (c.name.clone(), c.ty)).collect();
             self.expr(h, &scope)?;
         }
+        let local: Vec<String> = scope.tables.iter().map(|t| t.qualifier.clone()).collect();
+        crate::grouping::check(s, &local, |q| {
+            self.lookup(&[q.to_string()])
+                .filter(|t| !t.def.temporary && t.def.name == q)
+                .map(|t| t.def.schema.clone())
+        })?;
         Ok(out)
     }
 
@@ -994,6 +1008,58 @@ impl<'a> Ctx<'a> {
                 }
                 self.expr(e, scope)
             }
+            Expr::UnaryOp {
+                op: UnaryOperator::BitwiseNot,
+                expr,
+            } => {
+                let t = self.expr(expr, scope)?;
+                match t.ty {
+                    // ~ on bit flips the one bit (SQLite's ~1 is -2).
+                    Some(SqlType::Bit) => {
+                        let inner = std::mem::replace(&mut **expr, num(0));
+                        *e = Expr::Nested(Box::new(Expr::BinaryOp {
+                            left: Box::new(num(1)),
+                            op: BinaryOperator::Minus,
+                            right: Box::new(inner),
+                        }));
+                    }
+                    Some(SqlType::TinyInt) => {
+                        // tinyint is unsigned: ~0 is 255.
+                        let inner = std::mem::replace(&mut **expr, num(0));
+                        *e = Expr::Nested(Box::new(Expr::BinaryOp {
+                            left: Box::new(num(255)),
+                            op: BinaryOperator::Minus,
+                            right: Box::new(inner),
+                        }));
+                    }
+                    Some(SqlType::SmallInt | SqlType::Int | SqlType::BigInt) | None => {}
+                    Some(other) => {
+                        return Err(SqlError::new(
+                            8117,
+                            16,
+                            format!(
+                                "Operand data type {} is invalid for ~ operator.",
+                                crate::typename::base_name(other)
+                            ),
+                        ));
+                    }
+                }
+                Ok(t)
+            }
+            Expr::UnaryOp {
+                op: UnaryOperator::Minus,
+                expr,
+            } => {
+                let t = self.expr(expr, scope)?;
+                // -decimal exactly (SQLite would negate a double).
+                if let Some(SqlType::Decimal { precision, scale } | SqlType::Numeric { precision, scale }) =
+                    t.ty
+                {
+                    let inner = std::mem::replace(&mut **expr, num(0));
+                    *e = crate::decimal_arith::call_unary(false, inner, (precision, scale));
+                }
+                Ok(t)
+            }
             Expr::UnaryOp { op, expr } => {
                 let t = self.expr(expr, scope)?;
                 Ok(match op {
@@ -1008,6 +1074,7 @@ impl<'a> Ctx<'a> {
                 if is_comparison(op) {
                     let mut operands = [(&mut **left, l.ty), (&mut **right, r.ty)];
                     temporal_compare::unify(&mut operands);
+                    crate::string_numbers::unify(&mut operands);
                     (l.ty, r.ty) = (operands[0].1, operands[1].1);
                 }
                 // Neither side a column: SQLite would compare with BINARY, not the default
@@ -1030,31 +1097,91 @@ impl<'a> Ctx<'a> {
                 {
                     collate_ci(left);
                 }
-                match op {
-                    BinaryOperator::Plus if l.ty.is_some_and(is_string) || r.ty.is_some_and(is_string) => {
-                        let lt = l.ty.filter(|t| is_string(*t));
-                        let rt = r.ty.filter(|t| is_string(*t));
-                        if lt.is_some() && rt.is_some() || l.ty.is_none() || r.ty.is_none() {
-                            *op = BinaryOperator::StringConcat;
+                if is_arithmetic(op) {
+                    let lt = l.ty.filter(|t| is_string(*t));
+                    let rt = r.ty.filter(|t| is_string(*t));
+                    if *op == BinaryOperator::Plus
+                        && (lt.is_some() || rt.is_some())
+                        && (lt.is_some() && rt.is_some() || l.ty.is_none() || r.ty.is_none())
+                    {
+                        *op = BinaryOperator::StringConcat;
+                        return Ok(Ty {
+                            ty: Some(concat_type(l.ty, r.ty)),
+                            nullable,
+                        });
+                    }
+                    // 'x' + 1, 5 / 'abc': SQL Server converts the string to the other operand's
+                    // type (245 or 8114 when it is no number; SQLite would silently take 0 or
+                    // give NULL). `+` does so for any type ('1' + GETDATE()), the others only
+                    // for numbers.
+                    let other = if lt.is_some() { r.ty } else { l.ty };
+                    if let (Some(src), Some(target)) = (lt.or(rt), other)
+                        && !(lt.is_some() && rt.is_some())
+                        && (*op == BinaryOperator::Plus || crate::string_numbers::is_number(target))
+                    {
+                        let side = if lt.is_some() { &mut **left } else { &mut **right };
+                        let inner = std::mem::replace(side, num(0));
+                        *side = cast_call(inner, Some(src), target, None, false);
+                        if lt.is_some() {
+                            l.ty = Some(target);
+                        } else {
+                            r.ty = Some(target);
+                        }
+                        if *op == BinaryOperator::Plus && !crate::string_numbers::is_number(target) {
                             return Ok(Ty {
-                                ty: Some(concat_type(l.ty, r.ty)),
+                                ty: Some(target),
                                 nullable,
                             });
                         }
-                        // 'x' + 1: SQL Server converts the string to the number (245 when it
-                        // is not one; SQLite would silently take 0).
-                        let num_ty = if lt.is_some() { r.ty } else { l.ty };
-                        if let Some(target) = num_ty {
-                            let (side, src) = if lt.is_some() {
-                                (&mut **left, lt)
-                            } else {
-                                (&mut **right, rt)
-                            };
-                            let inner = std::mem::replace(side, num(0));
-                            *side = cast_call(inner, src, target, None, false);
-                        }
-                        Ok(Ty { ty: num_ty, nullable })
                     }
+                }
+                let ty = arith_type(op, l.ty, r.ty);
+                let integer = |t: Option<SqlType>| {
+                    matches!(
+                        t,
+                        Some(
+                            SqlType::Bit
+                                | SqlType::TinyInt
+                                | SqlType::SmallInt
+                                | SqlType::Int
+                                | SqlType::BigInt
+                        )
+                    )
+                };
+                let money_exact = ty == Some(SqlType::Money)
+                    && match op {
+                        BinaryOperator::Plus | BinaryOperator::Minus => true,
+                        BinaryOperator::Multiply => integer(l.ty) || integer(r.ty),
+                        _ => false,
+                    };
+                if money_exact {
+                    let operand_scale = |t: Option<SqlType>| t.and_then(decimal_ps).map_or(4, |(_, s)| s);
+                    if let Some(call) = crate::decimal_arith::call_money(
+                        op,
+                        left,
+                        right,
+                        (operand_scale(l.ty), operand_scale(r.ty)),
+                    ) {
+                        *e = call;
+                        return Ok(Ty { ty, nullable });
+                    }
+                }
+                if let Some(SqlType::Decimal { precision, scale } | SqlType::Numeric { precision, scale }) =
+                    ty
+                {
+                    let operand_scale = |t: Option<SqlType>| t.and_then(decimal_ps).map_or(38, |(_, s)| s);
+                    if let Some(call) = crate::decimal_arith::call(
+                        op,
+                        left,
+                        right,
+                        (operand_scale(l.ty), operand_scale(r.ty)),
+                        (precision, scale),
+                    ) {
+                        *e = call;
+                        return Ok(Ty { ty, nullable });
+                    }
+                }
+                match op {
                     BinaryOperator::Modulo if crate::fractional_modulo::applies(l.ty, r.ty) => {
                         let ty = arith_type(op, l.ty, r.ty);
                         *e = crate::fractional_modulo::call(left, right);
@@ -1076,10 +1203,13 @@ impl<'a> Ctx<'a> {
                         nullable,
                     }),
                     BinaryOperator::BitwiseAnd | BinaryOperator::BitwiseOr | BinaryOperator::BitwiseXor => {
-                        Ok(Ty {
-                            ty: arith_type(&BinaryOperator::Plus, l.ty, r.ty),
-                            nullable,
-                        })
+                        let ty = crate::bitwise::result_type(op, l.ty, r.ty)?;
+                        if *op == BinaryOperator::BitwiseXor {
+                            let a = std::mem::replace(&mut **left, num(0));
+                            let b = std::mem::replace(&mut **right, num(0));
+                            *e = crate::bitwise::xor(a, b);
+                        }
+                        Ok(Ty { ty, nullable })
                     }
                     _ => Ok(Ty::of(SqlType::Bit)),
                 }
@@ -1098,6 +1228,7 @@ impl<'a> Ctx<'a> {
                     .chain(list.iter_mut().zip(types))
                     .collect();
                 temporal_compare::unify(&mut operands);
+                crate::string_numbers::unify(&mut operands);
                 t.ty = operands[0].1;
                 if t.ty.is_some_and(is_string) && !is_column_ref(expr) {
                     collate_ci(expr);
@@ -1108,7 +1239,9 @@ impl<'a> Ctx<'a> {
                 let t = self.expr(expr, scope)?.ty;
                 let lt = self.expr(low, scope)?.ty;
                 let ht = self.expr(high, scope)?.ty;
-                temporal_compare::unify(&mut [(&mut **expr, t), (&mut **low, lt), (&mut **high, ht)]);
+                let mut operands = [(&mut **expr, t), (&mut **low, lt), (&mut **high, ht)];
+                temporal_compare::unify(&mut operands);
+                crate::string_numbers::unify(&mut operands);
                 Ok(Ty::of(SqlType::Bit))
             }
             Expr::Like {
@@ -1845,10 +1978,26 @@ impl<'a> Ctx<'a> {
             "DATENAME" => Ty::of(SqlType::NVarChar { len: Some(30) }),
             "EOMONTH" => Ty::of(SqlType::Date),
             "DATEFROMPARTS" => Ty::of(SqlType::Date),
-            "ABS" | "SIGN" => Ty {
-                ty: a0.ty,
-                nullable: a0.nullable,
-            },
+            "ABS" | "SIGN" => {
+                // ABS of a decimal exactly (SQLite's abs reads a double).
+                if name == "ABS"
+                    && let Some(SqlType::Decimal { precision, scale } | SqlType::Numeric { precision, scale }) =
+                        a0.ty
+                    && let FunctionArguments::List(l) = &mut f.args
+                    && let [FunctionArg::Unnamed(FunctionArgExpr::Expr(x))] = l.args.as_mut_slice()
+                {
+                    let inner = std::mem::replace(x, num(0));
+                    if let Expr::Function(exact) =
+                        crate::decimal_arith::call_unary(true, inner, (precision, scale))
+                    {
+                        *f = exact;
+                    }
+                }
+                Ty {
+                    ty: a0.ty,
+                    nullable: a0.nullable,
+                }
+            }
             "ROUND" => {
                 rename(f, "tsql_round");
                 Ty {
@@ -2089,6 +2238,17 @@ fn is_comparison(op: &BinaryOperator) -> bool {
 }
 
 /// A translated column reference (whose collation SQLite applies in comparisons).
+fn is_arithmetic(op: &BinaryOperator) -> bool {
+    matches!(
+        op,
+        BinaryOperator::Plus
+            | BinaryOperator::Minus
+            | BinaryOperator::Multiply
+            | BinaryOperator::Divide
+            | BinaryOperator::Modulo
+    )
+}
+
 fn is_column_ref(e: &Expr) -> bool {
     matches!(e, Expr::Identifier(_) | Expr::CompoundIdentifier(_))
 }
@@ -2124,7 +2284,7 @@ fn collate_ci(e: &mut Expr) {
     };
 }
 
-fn is_exact_numeric(t: SqlType) -> bool {
+pub(crate) fn is_exact_numeric(t: SqlType) -> bool {
     matches!(
         t,
         SqlType::Decimal { .. } | SqlType::Numeric { .. } | SqlType::Money | SqlType::SmallMoney
@@ -2136,7 +2296,7 @@ fn is_exact_numeric(t: SqlType) -> bool {
 /// has. Bare, its text has no affinity and no collation, so SQLite would rank it above every
 /// number (`SUM(x) > 10` true for 0.75) and sort it as text, also through a view or derived
 /// table.
-fn compare_as_decimal(e: &mut Expr) {
+pub(crate) fn compare_as_decimal(e: &mut Expr) {
     let inner = std::mem::replace(e, num(0));
     *e = Expr::Collate {
         expr: Box::new(Expr::Cast {
@@ -2181,7 +2341,7 @@ pub(crate) fn cast_call(
 
 // ---- typing rules ---------------------------------------------------------------------------
 
-fn precedence(t: SqlType) -> u8 {
+pub(crate) fn precedence(t: SqlType) -> u8 {
     match t {
         SqlType::SqlVariant => 30,
         SqlType::Xml => 29,
@@ -2263,7 +2423,18 @@ fn arith_type(op: &BinaryOperator, l: Option<SqlType>, r: Option<SqlType>) -> Op
         return Some(match op {
             BinaryOperator::Plus | BinaryOperator::Minus => {
                 let s = s1.max(s2);
-                cap_decimal((p1 - s1).max(p2 - s2) + s + 1, s)
+                let int_digits = (p1 - s1).max(p2 - s2);
+                let p = int_digits + s + 1;
+                if p <= 38 {
+                    cap_decimal(p, s)
+                } else {
+                    // Addition keeps room for the integral digits only (no carry digit, no
+                    // minimum scale of 6): scale min(s, 38 - max(p1 - s1, p2 - s2)).
+                    SqlType::Numeric {
+                        precision: 38,
+                        scale: s.min(38u32.saturating_sub(int_digits)) as u8,
+                    }
+                }
             }
             BinaryOperator::Multiply => cap_decimal(p1 + p2 + 1, s1 + s2),
             BinaryOperator::Divide => {
