@@ -735,7 +735,14 @@ impl Session {
                 return Err(SqlError::new(271, 16, format!("The column \"{}\" cannot be modified because it is either a computed column or is the result of a UNION operator.", c.name)).into());
             }
             cols.push(i);
-            exprs.push(a.value.to_string());
+            // SET col = DEFAULT: the column's default definition, or NULL when it has none.
+            let is_default = matches!(&a.value, sqlparser::ast::Expr::Identifier(id)
+                if id.quote_style.is_none() && id.value.eq_ignore_ascii_case("DEFAULT"));
+            exprs.push(match (&c.default, is_default) {
+                (Some(d), true) => d.definition.clone(),
+                (None, true) => "NULL".to_string(),
+                (_, false) => a.value.to_string(),
+            });
         }
         let top_text = top.map(|t| format!("TOP ({t}) ")).unwrap_or_default();
         let where_text = up
