@@ -138,6 +138,16 @@ impl Session {
         col: &ColumnDef,
         v: ValueRef<'_>,
     ) -> Result<Stored, SqlError> {
+        // A string written to a hierarchyid or geography column is parsed, as SQL Server's
+        // implicit conversion does.
+        if let ValueRef::Text(t) = v
+            && let Some(clr) = col
+                .user_type
+                .as_deref()
+                .and_then(crate::clr_parse::ClrType::from_name)
+        {
+            return Ok(Stored::Blob(clr.parse(&String::from_utf8_lossy(t))?));
+        }
         let stored = coerce(v, col.ty)?;
         self.check_length(meta, col, stored)
     }

@@ -9,6 +9,7 @@
 mod bulk;
 mod bulk_insert;
 pub mod catalog;
+mod clr_parse;
 mod conflicts;
 pub mod convert;
 mod data_dir;
