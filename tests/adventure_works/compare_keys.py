@@ -37,12 +37,7 @@ KNOWN: dict = {}
 
 # Bugs of the test server found by this test, reported, not yet fixed, as KNOWN; they apply when
 # the SQL Server side is the source loaded by instawdb.sql (not --sqlserver-is-target).
-KNOWN_SOURCE_BUGS = {
-    ("PK_BillOfMaterials_BillOfMaterialsID", "with the next identity value"):
-        "test server bug: BULK INSERT ... KEEPIDENTITY leaves IDENT_CURRENT at the file's last row's value "
-        "(3303), not the highest loaded (3482; tds-testserver engine/src/bulk.rs keeps the last explicit value), "
-        "so its next identity value collides; SQL Server continues after the highest",
-}
+KNOWN_SOURCE_BUGS: dict = {}
 
 
 def pg_name(name):

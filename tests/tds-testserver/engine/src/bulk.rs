@@ -452,11 +452,18 @@ impl Session {
             let v = self.bulk_next_identity(meta);
             values.push_integer(v);
             st.last_identity = Some(v);
-        } else if let Some(i) = ident
+        } else if let Some((i, col)) = meta.identity_column()
             && let Some(p) = st.order.iter().position(|c| *c == i)
             && let Some(v) = values.integer(start + p)
         {
-            st.last_identity = Some(v);
+            // KEEPIDENTITY: SQL Server moves the identity to the furthest value loaded in the
+            // increment's direction, not to the file's last row.
+            let down = col.identity.as_ref().is_some_and(|s| s.increment < 0);
+            st.last_identity = Some(match st.last_identity {
+                Some(seen) if down => seen.min(v),
+                Some(seen) => seen.max(v),
+                None => v,
+            });
         }
         if st.rowversion {
             values.push_blob(&self.engine.next_rowversion());

@@ -138,6 +138,16 @@ impl Session {
         col: &ColumnDef,
         v: ValueRef<'_>,
     ) -> Result<Stored, SqlError> {
+        // A string written to a hierarchyid or geography column is parsed, as SQL Server's
+        // implicit conversion does.
+        if let ValueRef::Text(t) = v
+            && let Some(clr) = col
+                .user_type
+                .as_deref()
+                .and_then(crate::clr_parse::ClrType::from_name)
+        {
+            return Ok(Stored::Blob(clr.parse(&String::from_utf8_lossy(t))?));
+        }
         let stored = coerce(v, col.ty)?;
         self.check_length(meta, col, stored)
     }
@@ -735,7 +745,14 @@ impl Session {
                 return Err(SqlError::new(271, 16, format!("The column \"{}\" cannot be modified because it is either a computed column or is the result of a UNION operator.", c.name)).into());
             }
             cols.push(i);
-            exprs.push(a.value.to_string());
+            // SET col = DEFAULT: the column's default definition, or NULL when it has none.
+            let is_default = matches!(&a.value, sqlparser::ast::Expr::Identifier(id)
+                if id.quote_style.is_none() && id.value.eq_ignore_ascii_case("DEFAULT"));
+            exprs.push(match (&c.default, is_default) {
+                (Some(d), true) => d.definition.clone(),
+                (None, true) => "NULL".to_string(),
+                (_, false) => a.value.to_string(),
+            });
         }
         let top_text = top.map(|t| format!("TOP ({t}) ")).unwrap_or_default();
         let where_text = up

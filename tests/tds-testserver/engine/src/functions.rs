@@ -690,15 +690,37 @@ pub fn register(conn: &Connection) -> rusqlite::Result<()> {
     conn.create_scalar_function("tsql_hid_tostring", 1, det, |ctx| match ctx.get_raw(0) {
         rusqlite::types::ValueRef::Null => Ok(None),
         rusqlite::types::ValueRef::Blob(b) => crate::inline::hierarchyid_levels(b)
-            .map(|l| {
-                let mut s = String::from("/");
-                for v in l {
-                    s.push_str(&format!("{v}/"));
-                }
-                Some(s)
-            })
+            .map(|l| Some(crate::inline::hierarchyid_text(&l)))
             .ok_or_else(hierarchyid_error),
         _ => Err(hierarchyid_error()),
+    })?;
+    // CAST/CONVERT of a string to hierarchyid or geography (`tsql_clr_parse(x, 'geography')`):
+    // SQL Server's Parse; a binary value is already the type's form.
+    conn.create_scalar_function("tsql_clr_parse", 2, det, |ctx| {
+        let ty = text_arg(ctx, 1)
+            .and_then(|t| crate::clr_parse::ClrType::from_name(&t))
+            .ok_or_else(|| encode_error(&SqlError::new(243, 16, "Type is not a defined system type.")))?;
+        match ctx.get_raw(0) {
+            ValueRef::Null => Ok(Stored::Null),
+            ValueRef::Blob(b) => Ok(Stored::Blob(b.to_vec())),
+            ValueRef::Text(t) => ty
+                .parse(&String::from_utf8_lossy(t))
+                .map(Stored::Blob)
+                .map_err(|e| encode_error(&e)),
+            other => Err(encode_error(&SqlError::new(
+                529,
+                16,
+                format!(
+                    "Explicit conversion from data type {} to {} is not allowed.",
+                    if matches!(other, ValueRef::Real(_)) {
+                        "float"
+                    } else {
+                        "int"
+                    },
+                    ty.name()
+                ),
+            ))),
+        }
     })?;
     conn.create_collation("CI", ci_compare)?;
     conn.create_collation("CS", cs_compare)?;
@@ -1009,12 +1031,12 @@ fn geography_error() -> rusqlite::Error {
     ))
 }
 
-/// A hierarchyid the test server cannot decode (dotted levels, very large numbers).
+/// A hierarchyid the test server cannot decode (labels beyond -4168..5199).
 fn hierarchyid_error() -> rusqlite::Error {
     encode_error(&SqlError::new(
         6522,
         16,
-        "A .NET Framework error occurred during execution of user-defined routine or aggregate \"hierarchyid\": the test server decodes hierarchyid values with plain levels in -4168..5199 only.",
+        "A .NET Framework error occurred during execution of user-defined routine or aggregate \"hierarchyid\": the test server decodes hierarchyid labels in -4168..5199 only.",
     ))
 }
 

@@ -223,32 +223,20 @@ fn strip_word<'a>(s: &'a str, word: &str) -> Option<&'a str> {
     }
 }
 
-/// hierarchyid's binary form: the levels of the path, each a list of numbers (more than one
+/// hierarchyid's binary form: the levels of the path, each a list of labels (more than one
 /// when a level is written with dots, `/1.2/`). `None` for a value this decoder does not
-/// handle (numbers beyond the common ranges or dotted levels).
-pub fn hierarchyid_levels(bytes: &[u8]) -> Option<Vec<i64>> {
+/// handle (labels beyond -4168..5199).
+pub fn hierarchyid_levels(bytes: &[u8]) -> Option<Vec<Vec<i64>>> {
     let bit = |i: usize| -> u8 { (bytes[i / 8] >> (7 - i % 8)) & 1 };
     let total = bytes.len() * 8;
-    // (prefix, value bits between fixed separator bits, lowest value). The separators are
-    // written as '0'/'1' in the layout, value bits as 'x'.
-    const PATTERNS: &[(&str, &str, i64)] = &[
-        ("01", "xx", 0),
-        ("100", "xx", 4),
-        ("101", "xxx", 8),
-        ("110", "xx0x1xxx", 16),
-        ("1110", "xxx0xxx0x1xxx", 80),
-        ("11110", "xxxxx0xxx0x1xxx", 1104),
-        ("00111", "xxx", -8),
-        ("0010", "xx0x1xxx", -72),
-        ("000110", "xxxxx0xxx0x1xxx", -4168),
-    ];
     let mut pos = 0;
     let mut levels = Vec::new();
+    let mut level = Vec::new();
     'outer: while pos < total {
         if (pos..total).all(|i| bit(i) == 0) {
             break;
         }
-        for (prefix, layout, low) in PATTERNS {
+        for (prefix, layout, low) in crate::clr_parse::HIERARCHYID_RANGES {
             let matches = prefix
                 .bytes()
                 .enumerate()
@@ -272,17 +260,34 @@ pub fn hierarchyid_levels(bytes: &[u8]) -> Option<Vec<i64>> {
                 }
                 p += 1;
             }
-            // The terminator bit: 1 ends the level; 0 would continue it with a dot.
-            if p >= total || bit(p) != 1 {
+            if p >= total {
                 return None;
             }
-            levels.push(low + value);
+            // The last bit: 1 ends the level; 0 continues it with a dot, the label then
+            // being written one higher than it is.
+            if bit(p) == 1 {
+                level.push(low + value);
+                levels.push(std::mem::take(&mut level));
+            } else {
+                level.push(low + value - 1);
+            }
             pos = p + 1;
             continue 'outer;
         }
         return None;
     }
-    Some(levels)
+    level.is_empty().then_some(levels)
+}
+
+/// A hierarchyid's text as ToString() gives it: `/`, `/1/`, `/1/2.5/`.
+pub fn hierarchyid_text(levels: &[Vec<i64>]) -> String {
+    let mut s = String::from("/");
+    for level in levels {
+        let labels: Vec<String> = level.iter().map(i64::to_string).collect();
+        s.push_str(&labels.join("."));
+        s.push('/');
+    }
+    s
 }
 
 /// A geography point's well-known text as SQL Server prints it (`POINT (long lat)`, 15
@@ -339,8 +344,13 @@ mod tests {
     #[test]
     fn hierarchyid_paths() {
         assert_eq!(hierarchyid_levels(&[]), Some(vec![]));
-        assert_eq!(hierarchyid_levels(&[0x58]), Some(vec![1]));
-        assert_eq!(hierarchyid_levels(&[0x5A, 0xC0]), Some(vec![1, 1]));
+        assert_eq!(hierarchyid_levels(&[0x58]), Some(vec![vec![1]]));
+        assert_eq!(hierarchyid_levels(&[0x5A, 0xC0]), Some(vec![vec![1], vec![1]]));
+        // /1/-2.18/, the example of SQL Server's format description.
+        assert_eq!(
+            hierarchyid_levels(&[0x59, 0xFB, 0x05, 0x40]),
+            Some(vec![vec![1], vec![-2, 18]])
+        );
     }
 
     #[test]

@@ -10,6 +10,7 @@ mod bitwise;
 mod bulk;
 mod bulk_insert;
 pub mod catalog;
+mod clr_parse;
 mod conflicts;
 pub mod convert;
 mod data_dir;

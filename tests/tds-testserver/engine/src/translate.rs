@@ -1340,6 +1340,9 @@ impl<'a> Ctx<'a> {
                 data_type,
                 ..
             } => {
+                if let Some(clr) = crate::clr_parse::ClrType::from_name(&data_type.to_string()) {
+                    return self.clr_cast(e, clr, scope);
+                }
                 let target = crate::typename::parse_cast_type_name(&data_type.to_string())
                     .ok_or_else(|| unknown_type(&data_type.to_string()))?;
                 let src = self.expr(expr, scope)?;
@@ -1359,6 +1362,9 @@ impl<'a> Ctx<'a> {
                 ..
             } => {
                 let dt = data_type.as_ref().map(|d| d.to_string()).unwrap_or_default();
+                if let Some(clr) = crate::clr_parse::ClrType::from_name(&dt) {
+                    return self.clr_cast(e, clr, scope);
+                }
                 let target = crate::typename::parse_cast_type_name(&dt).ok_or_else(|| unknown_type(&dt))?;
                 let src = self.expr(expr, scope)?;
                 let style = match styles.first() {
@@ -1659,6 +1665,44 @@ impl<'a> Ctx<'a> {
                 ),
             )),
         }
+    }
+
+    /// CAST/CONVERT to hierarchyid or geography: strings are parsed, binary values (the types'
+    /// stored form) kept; anything else is SQL Server's 529.
+    fn clr_cast(
+        &mut self,
+        e: &mut Expr,
+        clr: crate::clr_parse::ClrType,
+        scope: &Scope<'_>,
+    ) -> Result<Ty, SqlError> {
+        let inner = match e {
+            Expr::Cast { expr, .. } | Expr::Convert { expr, .. } => expr,
+            _ => return Err(crate::parse::syntax_error(clr.name())),
+        };
+        let src = self.expr(inner, scope)?;
+        if let Some(t) = src.ty
+            && !(is_string(t) || matches!(t, SqlType::VarBinary { .. } | SqlType::Binary { .. }))
+        {
+            return Err(SqlError::new(
+                529,
+                16,
+                format!(
+                    "Explicit conversion from data type {} to {} is not allowed.",
+                    crate::typename::base_name(t),
+                    clr.name()
+                ),
+            ));
+        }
+        let inner = std::mem::replace(&mut **inner, num(0));
+        *e = func("tsql_clr_parse", vec![inner, string(clr.name())]);
+        let ty = match clr {
+            crate::clr_parse::ClrType::HierarchyId => SqlType::VarBinary { len: Some(892) },
+            crate::clr_parse::ClrType::Geography => SqlType::VarBinary { len: None },
+        };
+        Ok(Ty {
+            ty: Some(ty),
+            nullable: src.nullable,
+        })
     }
 
     /// `x.Method()` on a hierarchyid (stored as varbinary(892)) or a geography/geometry
