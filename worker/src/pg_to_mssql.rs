@@ -705,7 +705,9 @@ impl PgToMssqlEngine {
             modules.extend(crate::pg::introspect::modules(&pg, &schema).await?);
         }
         let mut plan = build_plan(&pg, tables, &self.options).await?;
-        crate::views::plan_views_pg_to_mssql(&mut plan, &modules, &|s| target_schema_of(s, &self.options));
+        crate::views::plan_views_pg_to_mssql(&mut plan, &modules, &|s| {
+            crate::plan_pg_to_mssql::target_schema_of(s, &self.options)
+        });
         let mut bounds = BTreeMap::new();
         for (i, t) in plan.tables.iter().enumerate() {
             if t.source.row_count >= self.options.partitioning.min_rows_to_split

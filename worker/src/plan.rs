@@ -787,6 +787,7 @@ mod tests {
                 in_schema("Archive", "D"),
             ],
             &opts,
+            untranslated,
         )
         .unwrap();
         // `to` is written as given; unmapped names fold under identifierCase lower.
@@ -807,13 +808,19 @@ mod tests {
         let plan = build_plan(
             vec![in_schema("Sales", "Orders"), in_schema("HR", "Staff")],
             &opts,
+            untranslated,
         )
         .unwrap();
         assert_eq!(targets(&plan), ["app.Orders", "app.Staff"]);
         // Index names are per schema in PostgreSQL: the second IX_1 yields.
         assert_eq!(plan.tables[1].index_names, ["Staff_IX_1"]);
 
-        let err = build_plan(vec![in_schema("Sales", "Notes"), in_schema("HR", "Notes")], &opts).unwrap_err();
+        let err = build_plan(
+            vec![in_schema("Sales", "Notes"), in_schema("HR", "Notes")],
+            &opts,
+            untranslated,
+        )
+        .unwrap_err();
         assert_eq!(
             err.to_string(),
             "source tables Sales.Notes and HR.Notes both become target table app.Notes: their schemas map to \
@@ -821,7 +828,12 @@ mod tests {
         );
         // The same with the default mapping: HR mapped onto the schema dbo goes to.
         let opts = mapped(&[("HR", "public")]);
-        let err = build_plan(vec![in_schema("dbo", "T"), in_schema("HR", "T")], &opts).unwrap_err();
+        let err = build_plan(
+            vec![in_schema("dbo", "T"), in_schema("HR", "T")],
+            &opts,
+            untranslated,
+        )
+        .unwrap_err();
         assert!(
             err.to_string()
                 .contains("dbo.T and HR.T both become target table public.T"),
@@ -832,7 +844,7 @@ mod tests {
     #[test]
     fn an_unused_schema_map_entry_is_a_plan_warning() {
         let opts = mapped(&[("Sales", "app"), ("Slaes", "app2")]);
-        let plan = build_plan(vec![in_schema("Sales", "Orders")], &opts).unwrap();
+        let plan = build_plan(vec![in_schema("Sales", "Orders")], &opts, untranslated).unwrap();
         assert_eq!(
             plan.warnings
                 .iter()

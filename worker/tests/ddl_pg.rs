@@ -318,7 +318,12 @@ async fn schema_objects_are_created_and_behave() {
 /// key: the key is created (weaker), and the run says so instead of differing silently.
 #[test]
 fn nullable_unique_keys_are_warned_of_before_postgres_15() {
-    let plan = build_plan(schema_tables(), &Options::default()).unwrap();
+    let plan = build_plan(
+        schema_tables(),
+        &Options::default(),
+        mssql_pg_worker::pg::expr::translate_computed,
+    )
+    .unwrap();
     let so = SchemaOptions::default();
     let parent = &plan.tables[0];
     let mut old = Vec::new();
