@@ -65,7 +65,11 @@ pub fn task_views<'a>(
             let (state, job_active, unrecorded_failure) = match job.map(|j| (j, job_outcome(j))) {
                 None if reported == TaskState::Succeeded => (TaskState::Succeeded, false, None),
                 None => (TaskState::Pending, false, None),
-                Some((_, JobOutcome::Active)) if reported.is_finished() => (reported, true, None),
+                Some((_, JobOutcome::Active)) if reported == TaskState::Succeeded => {
+                    (TaskState::Succeeded, true, None)
+                }
+                // A Failed status is an earlier Job's (the operator records it when a Job gives up): an
+                // active Job listing the task runs it again, perhaps after the tasks before it.
                 Some((_, JobOutcome::Active)) => (TaskState::Running, true, None),
                 Some((_, JobOutcome::Succeeded)) if reported == TaskState::Failed => {
                     (TaskState::Failed, false, None)

@@ -749,6 +749,16 @@ fn a_packed_job_speaks_for_its_unfinished_tasks_and_deleting_it_resumes_them() {
     assert_eq!(d.status.phase, Some(MigrationPhase::Copying));
     assert_eq!(d.status.tasks_succeeded, 2);
 
+    // The new Job runs: its tasks count Running, not Failed, even before the worker reaches them
+    // (a stale Failed would stop new Jobs and mark the Migration Degraded).
+    let retry = copy_pack(&m, &[&b, &c], None);
+    let prev = with_status(m.clone(), d.status.clone());
+    let jobs = vec![plan(&m, Some(true)), copy(&m, &other_done, Some(true)), retry];
+    let d = run(&prev, &tasks, &jobs);
+    assert_eq!((d.status.tasks_running, d.status.tasks_failed), (2, 0));
+    assert_eq!(cond(&d, ConditionType::Degraded), Some(false));
+    assert_eq!(d.status.phase, Some(MigrationPhase::Copying));
+
     // Succeeded: all its tasks are done.
     let done = |t: &mssql_pg_crds::MigrationTask| {
         let mut t = t.clone();
