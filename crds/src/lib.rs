@@ -22,8 +22,8 @@ pub use endpoint::{
 pub use faults::{Retries, Timeouts};
 pub use glob::{CompiledSelection, PatternError, TablePattern};
 pub use migration::{
-    CopyMode, IdentifierCase, ImagePullPolicy, Migration, MigrationSpec, Partitioning, SchemaOptions,
-    TableSelection, VerifyMode, WorkerSpec,
+    CopyJobs, CopyMode, IdentifierCase, ImagePullPolicy, Migration, MigrationSpec, Partitioning,
+    SchemaOptions, TableSelection, VerifyMode, WorkerSpec,
 };
 pub use status::{MigrationPhase, MigrationStatus, PlanSummary, PlannedTable, TableSummary};
 pub use task::{

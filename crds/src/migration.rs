@@ -44,9 +44,10 @@ use crate::status::MigrationStatus;
     },
     {
         // A running migration's tasks, checkpoints and target tables were planned from these fields;
-        // changing them underneath would mix two plans. suspend, parallelism and worker stay editable.
+        // changing them underneath would mix two plans. suspend, parallelism, copyJobs and worker stay
+        // editable (they only shape the Jobs still to start).
         "rule": "self.source == oldSelf.source && self.target == oldSelf.target && self.tables == oldSelf.tables && self.mode == oldSelf.mode && self.schema == oldSelf.schema && self.partitioning == oldSelf.partitioning && has(self.chunkRows) == has(oldSelf.chunkRows) && (!has(self.chunkRows) || self.chunkRows == oldSelf.chunkRows) && self.chunkBytes == oldSelf.chunkBytes && self.verify == oldSelf.verify && self.dryRun == oldSelf.dryRun",
-        "message": "only spec.suspend, spec.parallelism and spec.worker can change after a Migration is created; delete it and create a new one to change the rest"
+        "message": "only spec.suspend, spec.parallelism, spec.copyJobs and spec.worker can change after a Migration is created; delete it and create a new one to change the rest"
     }
 ]))]
 pub struct MigrationSpec {
@@ -70,6 +71,10 @@ pub struct MigrationSpec {
     #[serde(default = "default_parallelism")]
     #[schemars(range(min = 1, max = 256))]
     pub parallelism: i32,
+    /// How waiting tasks are grouped into copy Jobs: whole tables smaller than a Job's share are
+    /// copied several to a Job, one after another in one pod.
+    #[serde(default)]
+    pub copy_jobs: CopyJobs,
     /// COPY data per committed chunk, as bytes or a quantity (`64Mi`): a chunk is committed when
     /// its rows' encoded data reaches this size or it holds `chunkRows` rows, whichever comes
     /// first. A retried copy resumes after the last committed chunk, so at most one chunk's
@@ -183,6 +188,23 @@ pub struct Partitioning {
     pub max_partitions_per_table: i32,
 }
 
+/// How waiting MigrationTasks are grouped into copy Jobs. A partition of a split table always has a Job
+/// of its own (the split is there to copy it in parallel); whole tables are packed, largest first, into
+/// Jobs of at most `maxTasks` tasks and a row budget: the rows still waiting divided by `parallelism`,
+/// at least 100,000 and at most `maxRows` (estimated rows). A table over the budget runs alone.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CopyJobs {
+    /// Most tasks one copy Job takes; 1 gives every task a Job of its own.
+    #[serde(default = "default_copy_job_max_tasks")]
+    #[schemars(range(min = 1, max = 256))]
+    pub max_tasks: i32,
+    /// Most estimated rows one copy Job packs (a single task above it still gets its Job).
+    #[serde(default = "default_copy_job_max_rows")]
+    #[schemars(range(min = 1))]
+    pub max_rows: i64,
+}
+
 /// How copied data is verified.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -258,6 +280,11 @@ pub const DEFAULT_MIN_ROWS_TO_SPLIT: i64 = 1_000_000;
 pub const DEFAULT_ROWS_PER_PARTITION: i64 = 1_000_000;
 pub const DEFAULT_MAX_PARTITIONS_PER_TABLE: i32 = 16;
 pub const DEFAULT_BACKOFF_LIMIT: i32 = 3;
+/// `spec.copyJobs.maxTasks` when absent.
+pub const DEFAULT_COPY_JOB_MAX_TASKS: i32 = 32;
+/// `spec.copyJobs.maxRows` when absent: what one partition of a split table holds by default, so a
+/// packed Job is never longer than a partition's.
+pub const DEFAULT_COPY_JOB_MAX_ROWS: i64 = DEFAULT_ROWS_PER_PARTITION;
 
 fn default_true() -> bool {
     true
@@ -292,6 +319,14 @@ fn default_rows_per_partition() -> i64 {
 
 fn default_max_partitions() -> i32 {
     DEFAULT_MAX_PARTITIONS_PER_TABLE
+}
+
+fn default_copy_job_max_tasks() -> i32 {
+    DEFAULT_COPY_JOB_MAX_TASKS
+}
+
+fn default_copy_job_max_rows() -> i64 {
+    DEFAULT_COPY_JOB_MAX_ROWS
 }
 
 fn default_backoff_limit() -> i32 {
@@ -330,6 +365,15 @@ impl Default for Partitioning {
     }
 }
 
+impl Default for CopyJobs {
+    fn default() -> Self {
+        Self {
+            max_tasks: DEFAULT_COPY_JOB_MAX_TASKS,
+            max_rows: DEFAULT_COPY_JOB_MAX_ROWS,
+        }
+    }
+}
+
 impl Default for WorkerSpec {
     fn default() -> Self {
         Self {
@@ -356,6 +400,7 @@ impl MigrationSpec {
             schema: SchemaOptions::default(),
             partitioning: Partitioning::default(),
             parallelism: DEFAULT_PARALLELISM,
+            copy_jobs: CopyJobs::default(),
             chunk_bytes: default_chunk_bytes(),
             chunk_rows: None,
             verify: VerifyMode::default(),

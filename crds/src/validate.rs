@@ -142,6 +142,20 @@ impl MigrationSpec {
 
         let p = &self.partitioning;
         in_range(errors, "spec.parallelism", i64::from(self.parallelism), 1, 256);
+        in_range(
+            errors,
+            "spec.copyJobs.maxTasks",
+            i64::from(self.copy_jobs.max_tasks),
+            1,
+            256,
+        );
+        in_range(
+            errors,
+            "spec.copyJobs.maxRows",
+            self.copy_jobs.max_rows,
+            1,
+            i64::MAX,
+        );
         if let Some(rows) = self.chunk_rows {
             in_range(errors, "spec.chunkRows", i64::from(rows), 1, 10_000_000);
         }

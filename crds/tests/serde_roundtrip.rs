@@ -43,6 +43,10 @@ fn full_migration_round_trips_exactly() {
     );
     assert_eq!(mig.spec.timeouts.stall_seconds, 120);
     assert_eq!(mig.spec.retries.attempts, 7);
+    assert_eq!(
+        (mig.spec.copy_jobs.max_tasks, mig.spec.copy_jobs.max_rows),
+        (16, 500_000)
+    );
     assert_eq!(mig.spec.worker.active_deadline_seconds, Some(86400));
     let status = mig.status.as_ref().unwrap();
     assert_eq!(status.phase, Some(MigrationPhase::Copying));
@@ -124,6 +128,10 @@ spec:
     );
     assert_eq!(spec.partitioning.max_partitions_per_table, 16);
     assert_eq!((spec.parallelism, spec.chunk_rows), (4, None));
+    assert_eq!(
+        (spec.copy_jobs.max_tasks, spec.copy_jobs.max_rows),
+        (32, 1_000_000)
+    );
     assert_eq!(spec.chunk_bytes.0, "64Mi");
     assert_eq!(spec.chunk_bytes(), Ok(64 << 20));
     assert_eq!(spec.verify, VerifyMode::Checksum);

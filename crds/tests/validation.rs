@@ -62,6 +62,8 @@ fn each_bad_field_is_named() {
     dst.database = String::new();
     dst.schema = "s".repeat(64);
     m.spec.parallelism = 0;
+    m.spec.copy_jobs.max_tasks = 257;
+    m.spec.copy_jobs.max_rows = 0;
     m.spec.chunk_rows = Some(-1);
     m.spec.chunk_bytes.0 = "64MB".into();
     m.spec.partitioning.rows_per_partition = 0;
@@ -83,6 +85,8 @@ fn each_bad_field_is_named() {
         "spec.tables.include[1]",
         "spec.tables.exclude[0]",
         "spec.parallelism",
+        "spec.copyJobs.maxTasks",
+        "spec.copyJobs.maxRows",
         "spec.chunkRows",
         "spec.chunkBytes",
         "spec.partitioning.rowsPerPartition",

@@ -6,9 +6,9 @@ use std::time::Duration;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use mssql_pg_crds::status::MAX_TABLE_SUMMARIES;
-use mssql_pg_crds::{MigrationTask, TableSummary, TaskState};
+use mssql_pg_crds::{CopyJobs, MigrationTask, TableSummary, TaskState};
 
-use crate::observe::{FailureDetails, JobOutcome, Step, describe_failure, job_outcome, job_step, job_task};
+use crate::observe::{FailureDetails, JobOutcome, Step, describe_failure, job_outcome, job_step, job_tasks};
 
 /// A task together with what its copy Job says.
 #[derive(Clone, Debug)]
@@ -35,20 +35,27 @@ impl TaskView<'_> {
     }
 }
 
-/// Pair each task with its copy Job and work out the state that counts.
+/// Pair each task with the copy Job that lists it and work out the state that counts.
 ///
 /// Without a Job, only Succeeded sticks: a task whose Job was deleted (a user retrying a failure, or a Job
-/// lost mid-run) is Pending again and resumes from its checkpoint.
+/// lost mid-run) is Pending again and resumes from its checkpoint. A Job takes several tasks in turn, so
+/// its outcome speaks for the tasks it has not finished: Running while it is active, Failed when it failed;
+/// a task it finished keeps its Succeeded.
 pub fn task_views<'a>(
     tasks: &'a [MigrationTask],
     jobs: &[Job],
     details: &FailureDetails,
 ) -> Vec<TaskView<'a>> {
-    let copy_jobs: BTreeMap<&str, &Job> = jobs
-        .iter()
-        .filter(|j| job_step(j) == Some(Step::Copy))
-        .filter_map(|j| job_task(j).map(|t| (t, j)))
-        .collect();
+    let mut copy_jobs: BTreeMap<&str, &Job> = BTreeMap::new();
+    for job in jobs.iter().filter(|j| job_step(j) == Some(Step::Copy)) {
+        for task in job_tasks(job) {
+            // Two Jobs never list one task; should it happen, the active one is what occupies the task.
+            let keep = copy_jobs.get(task).is_some_and(|j| job_outcome(j).is_active());
+            if !keep {
+                copy_jobs.insert(task, job);
+            }
+        }
+    }
     tasks
         .iter()
         .map(|task| {
@@ -58,12 +65,19 @@ pub fn task_views<'a>(
             let (state, job_active, unrecorded_failure) = match job.map(|j| (j, job_outcome(j))) {
                 None if reported == TaskState::Succeeded => (TaskState::Succeeded, false, None),
                 None => (TaskState::Pending, false, None),
-                Some((_, JobOutcome::Active)) if reported.is_finished() => (reported, true, None),
+                Some((_, JobOutcome::Active)) if reported == TaskState::Succeeded => {
+                    (TaskState::Succeeded, true, None)
+                }
+                // A Failed status is an earlier Job's (the operator records it when a Job gives up): an
+                // active Job listing the task runs it again, perhaps after the tasks before it.
                 Some((_, JobOutcome::Active)) => (TaskState::Running, true, None),
                 Some((_, JobOutcome::Succeeded)) if reported == TaskState::Failed => {
                     (TaskState::Failed, false, None)
                 }
                 Some((_, JobOutcome::Succeeded)) => (TaskState::Succeeded, false, None),
+                Some((_, JobOutcome::Failed { .. })) if reported == TaskState::Succeeded => {
+                    (TaskState::Succeeded, false, None)
+                }
                 Some((job, JobOutcome::Failed { reason, message })) => {
                     let unrecorded = (reported != TaskState::Failed).then(|| {
                         format!(
@@ -277,21 +291,73 @@ fn rank(state: TaskState) -> u8 {
     }
 }
 
-/// Tasks that should get a copy Job now: Pending ones without a Job, largest first (ties by name for a
-/// stable order), as many as free parallelism slots allow.
-pub fn to_start<'v, 'a>(views: &'v [TaskView<'a>], parallelism: i32) -> Vec<&'v TaskView<'a>> {
-    let active = views.iter().filter(|v| v.job_active).count();
-    let slots = usize::try_from(parallelism).unwrap_or(0).saturating_sub(active);
+/// Rows of waiting work below which a packed Job is not made smaller: under it, a pod's start-up and
+/// connections would cost about as much as the copy.
+pub const MIN_JOB_ROWS: i64 = 100_000;
+
+/// The copy Jobs to start now, each as its tasks in copy order: as many as the slots `parallelism` leaves
+/// beside the `active_jobs` copy Jobs running, the largest work first (ties by name, so the answer is
+/// stable across reconciles).
+///
+/// Each Job starts with the largest waiting task. A partition of a split table stays alone: the table was
+/// split to be copied in parallel. A whole table is joined by the next largest whole tables that still fit
+/// the Job's row budget, up to `copy_jobs.max_tasks` tasks. The budget is the estimated rows still waiting
+/// (before this Job) divided by `parallelism`, at least [`MIN_JOB_ROWS`] and at most `copy_jobs.max_rows`:
+/// the first Jobs share the work between the slots, later ones take smaller shares of what is left, so
+/// the last Jobs to finish are short (guided self-scheduling). A table above the budget runs alone.
+pub fn to_start<'v, 'a>(
+    views: &'v [TaskView<'a>],
+    active_jobs: usize,
+    parallelism: i32,
+    copy_jobs: &CopyJobs,
+) -> Vec<Vec<&'v TaskView<'a>>> {
+    let p = usize::try_from(parallelism).unwrap_or(0).max(1);
+    let slots = p.saturating_sub(active_jobs);
     let mut pending: Vec<&TaskView<'a>> = views.iter().filter(|v| v.schedulable()).collect();
-    pending.sort_by(|a, b| {
-        b.task
-            .spec
-            .estimated_rows
-            .cmp(&a.task.spec.estimated_rows)
-            .then_with(|| a.name().cmp(b.name()))
-    });
-    pending.truncate(slots);
-    pending
+    pending.sort_by(|a, b| rows(b).cmp(&rows(a)).then_with(|| a.name().cmp(b.name())));
+    let mut waiting: i64 = pending.iter().map(|v| rows(v)).sum();
+    let max_tasks = usize::try_from(copy_jobs.max_tasks).unwrap_or(1).max(1);
+    let mut placed = vec![false; pending.len()];
+    let mut out = Vec::new();
+    for i in 0..pending.len() {
+        if out.len() >= slots {
+            break;
+        }
+        if placed[i] {
+            continue;
+        }
+        placed[i] = true;
+        let first = pending[i];
+        let mut job = vec![first];
+        let mut job_rows = rows(first);
+        if !is_partition(first) {
+            let slots_total = i64::try_from(p).unwrap_or(1);
+            let share = (waiting.max(0) + slots_total - 1) / slots_total;
+            let budget = share.max(MIN_JOB_ROWS).min(copy_jobs.max_rows.max(1));
+            for (j, v) in pending.iter().enumerate().skip(i + 1) {
+                if job.len() >= max_tasks {
+                    break;
+                }
+                if placed[j] || is_partition(v) || job_rows.saturating_add(rows(v)) > budget {
+                    continue;
+                }
+                placed[j] = true;
+                job.push(v);
+                job_rows = job_rows.saturating_add(rows(v));
+            }
+        }
+        waiting -= job_rows;
+        out.push(job);
+    }
+    out
+}
+
+fn rows(v: &TaskView<'_>) -> i64 {
+    v.task.spec.estimated_rows.max(0)
+}
+
+fn is_partition(v: &TaskView<'_>) -> bool {
+    v.task.spec.partition.count > 1
 }
 
 #[cfg(test)]

@@ -19,7 +19,7 @@ use crate::aggregate::{TaskView, Totals, task_views, to_start, totals};
 use crate::config::OperatorConfig;
 use crate::error::Result;
 use crate::jobs::{copy_job, finalize_job, plan_job, verify_job};
-use crate::observe::{FailureDetails, JobOutcome, Step, describe_failure, job_outcome, step_job};
+use crate::observe::{FailureDetails, JobOutcome, Step, describe_failure, job_outcome, job_step, step_job};
 use crate::tenancy::check_worker_overrides;
 
 /// What the reconcile should do.
@@ -330,8 +330,15 @@ fn advance(
         if b.mig.spec.suspend {
             return Ok((MigrationPhase::Suspended, format!("suspended at {progress}")));
         }
-        for view in to_start(views, b.mig.spec.parallelism) {
-            b.create_jobs.push(copy_job(b.mig, view.task, b.cfg)?);
+        let active_jobs = b
+            .jobs
+            .iter()
+            .filter(|j| job_step(j) == Some(Step::Copy) && job_outcome(j).is_active())
+            .count();
+        let spec = &b.mig.spec;
+        for pack in to_start(views, active_jobs, spec.parallelism, &spec.copy_jobs) {
+            let tasks: Vec<&MigrationTask> = pack.iter().map(|v| v.task).collect();
+            b.create_jobs.push(copy_job(b.mig, &tasks, b.cfg)?);
         }
         return Ok((MigrationPhase::Copying, progress));
     }

@@ -22,7 +22,7 @@ use mssql_pg_crds::{Endpoint, Migration, MigrationTask};
 
 use crate::config::OperatorConfig;
 use crate::error::{Error, Result};
-use crate::observe::Step;
+use crate::observe::{ANNOTATION_TASKS, Step};
 use crate::tenancy::check_worker_overrides;
 
 /// UID/GID the worker runs as (the distroless "nonroot" user).
@@ -47,16 +47,35 @@ pub fn plan_job(mig: &Migration, cfg: &OperatorConfig) -> Result<Job> {
     worker_job(mig, cfg, Step::Plan, step_job_name(&name, Step::Plan), args, None)
 }
 
-/// The Job that copies one MigrationTask's key range. It is named like the task (both at most 63
-/// characters), so a second create for the same task is refused by the API server.
-pub fn copy_job(mig: &Migration, task: &MigrationTask, cfg: &OperatorConfig) -> Result<Job> {
-    let task_name = task
-        .metadata
-        .name
-        .clone()
-        .ok_or_else(|| missing(mig, "name of a MigrationTask"))?;
-    let args = vec!["copy".to_string(), "--task".to_string(), task_name.clone()];
-    worker_job(mig, cfg, Step::Copy, task_name.clone(), args, Some(&task_name))
+/// The Job that copies `tasks` (one or several MigrationTasks) in order, in one pod. It is named like its
+/// first task (at most 63 characters, as task names are): a task is in at most one existing Job, so no
+/// other Job has that name, and a second create of the same Job is refused by the API server. The tasks
+/// are listed in the [`ANNOTATION_TASKS`] annotation; the task label is set when there is only one.
+pub fn copy_job(mig: &Migration, tasks: &[&MigrationTask], cfg: &OperatorConfig) -> Result<Job> {
+    let names = tasks
+        .iter()
+        .map(|t| {
+            t.metadata
+                .name
+                .clone()
+                .ok_or_else(|| missing(mig, "name of a MigrationTask"))
+        })
+        .collect::<Result<Vec<String>>>()?;
+    let Some(first) = names.first().cloned() else {
+        return Err(missing(mig, "a task for the copy Job"));
+    };
+    let mut args = vec!["copy".to_string()];
+    for name in &names {
+        args.push("--task".to_string());
+        args.push(name.clone());
+    }
+    let label = (names.len() == 1).then_some(first.as_str());
+    let mut job = worker_job(mig, cfg, Step::Copy, first.clone(), args, label)?;
+    job.metadata
+        .annotations
+        .get_or_insert_with(BTreeMap::new)
+        .insert(ANNOTATION_TASKS.to_string(), names.join(","));
+    Ok(job)
 }
 
 /// The Job that builds indexes, constraints, foreign keys and resets identity values.

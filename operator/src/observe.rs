@@ -99,9 +99,23 @@ pub fn job_step(job: &Job) -> Option<Step> {
         .and_then(|s| Step::parse(s))
 }
 
-/// The task a copy Job works on.
-pub fn job_task(job: &Job) -> Option<&str> {
-    job.metadata.labels.as_ref()?.get(LABEL_TASK).map(String::as_str)
+/// Annotation of a copy Job listing its MigrationTasks, comma-separated, in the order it copies them (a
+/// label value cannot hold a list).
+pub const ANNOTATION_TASKS: &str = "mssqlpg.dev/tasks";
+
+/// The tasks a copy Job works on: its [`ANNOTATION_TASKS`], or the task label of a Job made before Jobs
+/// took several tasks.
+pub fn job_tasks(job: &Job) -> Vec<&str> {
+    let listed = job
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ANNOTATION_TASKS));
+    if let Some(list) = listed {
+        return list.split(',').map(str::trim).filter(|t| !t.is_empty()).collect();
+    }
+    let label = job.metadata.labels.as_ref().and_then(|l| l.get(LABEL_TASK));
+    label.map(String::as_str).into_iter().collect()
 }
 
 /// The Job of a single-Job step (plan, finalize, verify), if one exists.

@@ -599,3 +599,243 @@ fn a_reconcile_right_after_its_own_status_write_changes_nothing() {
     assert_eq!(second.status, first.status);
     assert!(second.phase_change.is_none() && second.events.is_empty());
 }
+
+/// Task names of each Job `d` creates, in copy order.
+fn created_tasks(d: &Decision) -> Vec<Vec<String>> {
+    d.create_jobs
+        .iter()
+        .map(|j| {
+            mssql_pg_operator::observe::job_tasks(j)
+                .into_iter()
+                .map(String::from)
+                .collect()
+        })
+        .collect()
+}
+
+fn name_of(t: &mssql_pg_crds::MigrationTask) -> String {
+    t.metadata.name.clone().unwrap()
+}
+
+#[test]
+fn small_tables_share_jobs_while_partitions_and_big_tables_keep_their_own() {
+    let mut m = migration();
+    m.spec.parallelism = 4;
+    let mut tasks = vec![
+        task("Posts", 0, 2, 600_000, None),
+        task("Posts", 1, 2, 600_000, None),
+        task("Users", 0, 1, 300_000, None),
+        task("Votes", 0, 1, 150_000, None),
+    ];
+    for i in 0..20 {
+        tasks.push(task(&format!("Small{i:02}"), 0, 1, 1_000, None));
+    }
+    let m = planned(&m, 24);
+    let d = run(&m, &tasks, &[plan(&m, Some(true))]);
+    // 1,670,000 rows wait. Partitions alone; Users (300,000) is over its share of what is left after them
+    // (470,000 / 4) and Votes over the 100,000-row floor: four slots, four Jobs, the small tables wait.
+    assert_eq!(
+        created_tasks(&d),
+        [
+            vec![name_of(&tasks[0])],
+            vec![name_of(&tasks[1])],
+            vec![name_of(&tasks[2])],
+            vec![name_of(&tasks[3])],
+        ]
+    );
+
+    // Users finished: one slot, and the 20 small tables (20,000 rows, under the floor) go in one Job.
+    let users_done = task("Users", 0, 1, 300_000, Some(TaskState::Succeeded));
+    let mut now = tasks.clone();
+    now[2] = users_done.clone();
+    let jobs = vec![
+        plan(&m, Some(true)),
+        copy(&m, &tasks[0], None),
+        copy(&m, &tasks[1], None),
+        copy(&m, &users_done, Some(true)),
+        copy(&m, &tasks[3], None),
+    ];
+    let d = run(&m, &now, &jobs);
+    let smalls: Vec<String> = tasks[4..].iter().map(name_of).collect();
+    assert_eq!(created_tasks(&d), std::slice::from_ref(&smalls));
+    assert_eq!(created(&d), [smalls[0].clone()], "named like its first task");
+}
+
+#[test]
+fn a_job_of_several_tasks_holds_one_parallelism_slot() {
+    let m = planned(&migration(), 5); // parallelism 2
+    let tasks: Vec<_> = ["A", "B", "C", "D", "E"]
+        .iter()
+        .map(|t| task(t, 0, 1, 10, None))
+        .collect();
+    let running = copy_pack(&m, &[&tasks[0], &tasks[1], &tasks[2]], None);
+    let d = run(&m, &tasks, &[plan(&m, Some(true)), running]);
+    assert_eq!(
+        created_tasks(&d),
+        [vec![name_of(&tasks[3]), name_of(&tasks[4])]],
+        "one Job runs, one slot is free"
+    );
+    assert_eq!(
+        d.status.tasks_running, 3,
+        "a busy Job's unfinished tasks are Running"
+    );
+}
+
+#[test]
+fn max_tasks_one_gives_every_task_its_job() {
+    let mut m = migration();
+    m.spec.copy_jobs.max_tasks = 1;
+    let m = planned(&m, 3);
+    let tasks: Vec<_> = ["A", "B", "C"].iter().map(|t| task(t, 0, 1, 10, None)).collect();
+    let d = run(&m, &tasks, &[plan(&m, Some(true))]);
+    assert_eq!(
+        created_tasks(&d),
+        [vec![name_of(&tasks[0])], vec![name_of(&tasks[1])]]
+    );
+}
+
+#[test]
+fn a_packed_job_speaks_for_its_unfinished_tasks_and_deleting_it_resumes_them() {
+    let m = planned(&migration(), 4);
+    let a = task("A", 0, 1, 400, Some(TaskState::Succeeded));
+    let b = with_progress(task("B", 0, 1, 300, Some(TaskState::Running)), 120, 0, 0, 0);
+    let c = task("C", 0, 1, 200, None);
+    let other = task("Other", 0, 1, 100, None);
+    let tasks = vec![a.clone(), b.clone(), c.clone(), other.clone()];
+    let pack = |outcome| copy_pack(&m, &[&a, &b, &c], outcome);
+
+    // Active: the finished task stays Succeeded, the current and the queued one are Running.
+    let d = run(&m, &tasks, &[plan(&m, Some(true)), pack(None)]);
+    assert_eq!((d.status.tasks_succeeded, d.status.tasks_running), (1, 2));
+    assert_eq!(created_tasks(&d), [vec![name_of(&other)]]);
+
+    // Failed: its unfinished tasks fail with the Job's reason; what it finished sticks.
+    let other_done = task("Other", 0, 1, 100, Some(TaskState::Succeeded));
+    let tasks = vec![a.clone(), b.clone(), c.clone(), other_done.clone()];
+    let jobs = vec![
+        plan(&m, Some(true)),
+        pack(Some(false)),
+        copy(&m, &other_done, Some(true)),
+    ];
+    let d = run(&m, &tasks, &jobs);
+    assert_eq!((d.status.tasks_succeeded, d.status.tasks_failed), (2, 2));
+    let failed: Vec<&str> = d.record_task_failures.iter().map(|(t, _)| t.as_str()).collect();
+    assert_eq!(failed, [name_of(&b), name_of(&c)]);
+    assert!(
+        d.record_task_failures
+            .iter()
+            .all(|(_, m)| m.contains("BackoffLimitExceeded")),
+        "{:?}",
+        d.record_task_failures
+    );
+    assert_eq!(d.status.phase, Some(MigrationPhase::Failed));
+    assert!(d.create_jobs.is_empty());
+
+    // The user deletes the failed Job: its unfinished tasks (recorded Failed) wait again and go into a
+    // new Job, whose worker resumes each from its checkpoint; the finished one is not copied again.
+    let failed_state = |t: &mssql_pg_crds::MigrationTask| {
+        let mut t = t.clone();
+        t.status.get_or_insert_with(Default::default).state = TaskState::Failed;
+        t
+    };
+    let tasks = vec![a.clone(), failed_state(&b), failed_state(&c), other_done.clone()];
+    let prev = with_status(m.clone(), d.status.clone());
+    let d = run(
+        &prev,
+        &tasks,
+        &[plan(&m, Some(true)), copy(&m, &other_done, Some(true))],
+    );
+    assert_eq!(created_tasks(&d), [vec![name_of(&b), name_of(&c)]]);
+    assert_eq!(d.status.phase, Some(MigrationPhase::Copying));
+    assert_eq!(d.status.tasks_succeeded, 2);
+
+    // The new Job runs: its tasks count Running, not Failed, even before the worker reaches them
+    // (a stale Failed would stop new Jobs and mark the Migration Degraded).
+    let retry = copy_pack(&m, &[&b, &c], None);
+    let prev = with_status(m.clone(), d.status.clone());
+    let jobs = vec![plan(&m, Some(true)), copy(&m, &other_done, Some(true)), retry];
+    let d = run(&prev, &tasks, &jobs);
+    assert_eq!((d.status.tasks_running, d.status.tasks_failed), (2, 0));
+    assert_eq!(cond(&d, ConditionType::Degraded), Some(false));
+    assert_eq!(d.status.phase, Some(MigrationPhase::Copying));
+
+    // Succeeded: all its tasks are done.
+    let done = |t: &mssql_pg_crds::MigrationTask| {
+        let mut t = t.clone();
+        t.status.get_or_insert_with(Default::default).state = TaskState::Succeeded;
+        t
+    };
+    let tasks = vec![a.clone(), done(&b), done(&c), other_done.clone()];
+    let jobs = vec![
+        plan(&m, Some(true)),
+        pack(Some(true)),
+        copy(&m, &other_done, Some(true)),
+    ];
+    let d = run(&m, &tasks, &jobs);
+    assert_eq!(d.status.tasks_succeeded, 4);
+    assert_eq!(created(&d), ["orders-finalize"]);
+}
+
+#[test]
+fn a_copy_job_made_before_packing_is_still_paired_by_its_label() {
+    let m = planned(&migration(), 1);
+    let a = task("A", 0, 1, 10, Some(TaskState::Running));
+    let mut job = copy(&m, &a, None);
+    job.metadata.annotations = None;
+    let d = run(&m, std::slice::from_ref(&a), &[plan(&m, Some(true)), job]);
+    assert_eq!(d.status.tasks_running, 1);
+    assert!(d.create_jobs.is_empty());
+}
+
+/// A whole copy phase of an AdventureWorks-shaped database (71 tables, 1,066,895 rows, the largest
+/// 121,000) at parallelism 4: every Job is run to completion before the next reconcile. Each task is
+/// copied by exactly one Job and a handful of pods do it all.
+#[test]
+fn adventure_works_shaped_copy_starts_a_handful_of_jobs() {
+    let mut m = migration();
+    m.spec.parallelism = 4;
+    let mut sizes = vec![
+        121_317, 113_443, 89_253, 72_591, 67_131, 31_465, 19_972, 19_820, 19_614, 19_118,
+    ];
+    sizes.extend((0..61).map(|i| 1 + (i * 2_917) % 17_000));
+    let mut tasks: Vec<_> = sizes
+        .iter()
+        .enumerate()
+        .map(|(i, rows)| task(&format!("T{i:02}"), 0, 1, *rows, None))
+        .collect();
+    let m = planned(&m, 71);
+    let mut jobs = vec![plan(&m, Some(true))];
+    let mut copied_by = std::collections::BTreeMap::new();
+    for _round in 0..50 {
+        let d = run(&m, &tasks, &jobs);
+        assert!(d.create_jobs.len() <= 4, "parallelism");
+        if d.create_jobs.is_empty() {
+            assert_eq!(d.status.tasks_succeeded, 71, "{:?}", d.status.phase);
+            break;
+        }
+        for job in d.create_jobs {
+            let names: Vec<String> = mssql_pg_operator::observe::job_tasks(&job)
+                .into_iter()
+                .map(String::from)
+                .collect();
+            for n in &names {
+                let t = tasks
+                    .iter_mut()
+                    .find(|t| t.metadata.name.as_deref() == Some(n))
+                    .unwrap();
+                t.status.get_or_insert_with(Default::default).state = TaskState::Succeeded;
+                assert!(
+                    copied_by.insert(n.clone(), jobs.len()).is_none(),
+                    "{n} in two Jobs"
+                );
+            }
+            jobs.push(common::finished(job, Some(true)));
+        }
+    }
+    let copy_jobs = jobs.len() - 1;
+    assert_eq!(copied_by.len(), 71);
+    assert!(
+        (4..=10).contains(&copy_jobs),
+        "{copy_jobs} copy Jobs for 71 tables"
+    );
+}

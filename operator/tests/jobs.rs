@@ -134,7 +134,7 @@ fn copy_job_is_named_after_its_task_and_uses_worker_settings() {
     let mut config = cfg();
     config.allowed_worker_images = vec!["registry.local/*".into()];
     config.allowed_worker_service_accounts = vec!["custom-sa".into()];
-    let job = copy_job(&m, &t, &config).unwrap();
+    let job = copy_job(&m, &[&t], &config).unwrap();
     assert_eq!(job.metadata.name.as_deref(), Some(task_name.as_str()));
     assert!(task_name.len() <= 63);
     let labels = job.metadata.labels.as_ref().unwrap();
@@ -152,6 +152,45 @@ fn copy_job_is_named_after_its_task_and_uses_worker_settings() {
     assert_eq!(job.spec.as_ref().unwrap().backoff_limit, Some(7));
     assert_eq!(pod.service_account_name.as_deref(), Some("custom-sa"));
     assert_eq!(pod.node_selector.as_ref().unwrap()["disk"], "ssd");
+}
+
+#[test]
+fn a_copy_job_of_several_tasks_lists_them_in_args_and_annotation() {
+    let m = migration();
+    let (a, b, c) = (
+        task("Users", 0, 1, 900, None),
+        task("Badges", 0, 1, 500, None),
+        task("Tags", 0, 1, 10, None),
+    );
+    let names: Vec<String> = [&a, &b, &c]
+        .iter()
+        .map(|t| t.metadata.name.clone().unwrap())
+        .collect();
+    let job = copy_job(&m, &[&a, &b, &c], &cfg()).unwrap();
+    // Named like its first task: that task is in no other live Job, so neither is the name.
+    assert_eq!(job.metadata.name.as_deref(), Some(names[0].as_str()));
+    assert_eq!(
+        job.metadata.annotations.as_ref().unwrap()["mssqlpg.dev/tasks"],
+        names.join(",")
+    );
+    let labels = job.metadata.labels.as_ref().unwrap();
+    assert!(
+        !labels.contains_key("mssqlpg.dev/task"),
+        "a label names one task; this Job has three: {labels:?}"
+    );
+    assert_eq!(labels["mssqlpg.dev/step"], "copy");
+    let pod = job.spec.as_ref().unwrap().template.spec.as_ref().unwrap();
+    let args = pod.containers[0].args.clone().unwrap();
+    let mut expected = vec!["copy".to_string()];
+    for n in &names {
+        expected.extend(["--task".to_string(), n.clone()]);
+    }
+    assert_eq!(args, expected);
+    assert_eq!(
+        mssql_pg_operator::observe::job_tasks(&job),
+        names.iter().map(String::as_str).collect::<Vec<_>>()
+    );
+    assert!(copy_job(&m, &[], &cfg()).is_err(), "a copy Job needs a task");
 }
 
 #[test]
@@ -251,7 +290,7 @@ fn worker_image_and_service_account_overrides_need_the_operators_allowlist() {
     // Without an allowlist, naming another image or service account builds no Job, and says which field.
     let mut m = migration();
     m.spec.worker.service_account_name = Some("namespace-admin".into());
-    let err = copy_job(&m, &t, &cfg()).unwrap_err().to_string();
+    let err = copy_job(&m, &[&t], &cfg()).unwrap_err().to_string();
     assert!(
         err.contains("spec.worker.serviceAccountName \"namespace-admin\" is not allowed")
             && err.contains("worker.allowedServiceAccounts"),
@@ -279,19 +318,19 @@ fn worker_image_and_service_account_overrides_need_the_operators_allowlist() {
     let mut m = migration();
     m.spec.worker.image = Some("registry.example/team/worker@sha256:0123".into());
     m.spec.worker.service_account_name = Some("etl".into());
-    let pod = pod_of(&copy_job(&m, &t, &config).unwrap());
+    let pod = pod_of(&copy_job(&m, &[&t], &config).unwrap());
     assert_eq!(pod.service_account_name.as_deref(), Some("etl"));
     assert_eq!(
         pod.containers[0].image.as_deref(),
         Some("registry.example/team/worker@sha256:0123")
     );
     m.spec.worker.image = Some("example.com/worker:2".into());
-    assert!(copy_job(&m, &t, &config).is_ok());
+    assert!(copy_job(&m, &[&t], &config).is_ok());
     m.spec.worker.image = Some("registry.example/other/worker:1".into());
-    assert!(copy_job(&m, &t, &config).is_err());
+    assert!(copy_job(&m, &[&t], &config).is_err());
     m.spec.worker.image = None;
     m.spec.worker.service_account_name = Some("etl-admin".into());
-    assert!(copy_job(&m, &t, &config).is_err());
+    assert!(copy_job(&m, &[&t], &config).is_err());
 }
 
 #[test]
@@ -305,7 +344,10 @@ fn workers_log_json_when_the_operator_does_and_export_to_its_otlp_endpoint() {
     config.worker_log_json = true;
     config.otlp_endpoint = Some("http://otel-collector.observability:4317".into());
     let t = task("Posts", 0, 1, 10, None);
-    for job in [plan_job(&m, &config).unwrap(), copy_job(&m, &t, &config).unwrap()] {
+    for job in [
+        plan_job(&m, &config).unwrap(),
+        copy_job(&m, &[&t], &config).unwrap(),
+    ] {
         assert_eq!(env_value(&job, "LOG_FORMAT").as_deref(), Some("json"));
         assert_eq!(
             env_value(&job, "OTEL_EXPORTER_OTLP_ENDPOINT").as_deref(),
@@ -320,6 +362,6 @@ fn active_deadline_is_set_on_jobs_only_when_asked() {
     let job = plan_job(&m, &cfg()).unwrap();
     assert_eq!(job.spec.as_ref().unwrap().active_deadline_seconds, None);
     m.spec.worker.active_deadline_seconds = Some(3600);
-    let job = copy_job(&m, &task("Posts", 0, 1, 10, None), &cfg()).unwrap();
+    let job = copy_job(&m, &[&task("Posts", 0, 1, 10, None)], &cfg()).unwrap();
     assert_eq!(job.spec.as_ref().unwrap().active_deadline_seconds, Some(3600));
 }

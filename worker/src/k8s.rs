@@ -57,6 +57,14 @@ pub enum K8sError {
         lower: Option<String>,
         upper: Option<String>,
     },
+    #[error("{failed} of {of} tasks failed; first, MigrationTask {first}: {error}")]
+    TasksFailed {
+        failed: usize,
+        of: usize,
+        first: String,
+        #[source]
+        error: Box<K8sError>,
+    },
     #[error("Migration {migration}: verification failed: {mismatches}")]
     VerifyMismatch { migration: String, mismatches: String },
 }
@@ -373,106 +381,194 @@ pub(crate) fn now() -> Time {
     Time(k8s_openapi::jiff::Timestamp::now())
 }
 
-/// `copy --task NAME`: copy one MigrationTask's key range (resuming from its checkpoint in the target),
-/// patching the task status every `interval`.
+/// `copy --task A [--task B ...]`: copy the listed MigrationTasks in order, in this process and with
+/// one engine (so connections are reused from task to task), each resuming from its checkpoint in the
+/// target and patching its status every `interval`.
+///
+/// A failed task does not stop the ones after it: the pod's failure is an attempt's, not yet the task's
+/// (the Job retries the pod; only when it gives up does the operator mark the unfinished tasks Failed), and
+/// the tasks that can finish should not wait for, or be failed by, a neighbour that cannot. The step fails
+/// when any task failed, so the Job retries; a restarted pod skips the tasks that already succeeded.
 pub async fn copy(
     client: &Client,
     ns: &str,
-    task_name: &str,
+    task_names: &[String],
     fail_after_chunks: Option<u64>,
     interval: Duration,
     out: &mut StepOutcome,
 ) -> Result<(), K8sError> {
     let started = Instant::now();
-    let task: MigrationTask = client::get_task(client, ns, task_name).await?;
-    let mig = client::get_migration(client, ns, &task.spec.migration).await?;
+    let mut tasks = Vec::with_capacity(task_names.len());
+    for name in task_names {
+        tasks.push(client::get_task(client, ns, name).await?);
+    }
+    let Some(first) = tasks.first() else {
+        return Ok(());
+    };
+    let mig = client::get_migration(client, ns, &first.spec.migration).await?;
     out.migration = reference(&mig);
-    let mut status = task.status.clone().unwrap_or_default();
-    status.attempts += 1;
-    // The hidden test hook simulates a crash of the first attempt only, so the Job's retry can prove that
-    // copying resumes from the checkpoint.
-    let fail_after_chunks = fail_after_chunks.filter(|_| status.attempts == 1);
-    status.state = TaskState::Running;
-    status.started_at.get_or_insert_with(now);
-    status.completed_at = None;
-    status.last_error = None;
-    status.message = Some(format!("attempt {}: starting", status.attempts));
-    status.peak_memory_bytes = peak_i64();
-    client::report_task(client, ns, task_name, &status).await?;
-    let bytes_before = u64::try_from(status.bytes_copied).unwrap_or(0);
-    let shared = Arc::new(Mutex::new(status));
-
-    let progress = Progress {
-        client: client.clone(),
-        migration: reference(&mig),
-        ns: ns.to_string(),
-        task_name: task_name.to_string(),
-        bytes_before,
-        shared: shared.clone(),
+    out.tasks = Some(tasks.len());
+    let todo: Vec<&MigrationTask> = tasks
+        .iter()
+        .filter(|t| t.state() != TaskState::Succeeded)
+        .collect();
+    // The hidden test hook simulates a crash of the Job's first pod only (no task tried yet), so the
+    // Job's retry can prove that copying resumes from the checkpoint.
+    let fail_after_chunks = fail_after_chunks.filter(|_| {
+        todo.iter()
+            .all(|t| t.status.as_ref().is_none_or(|s| s.attempts == 0))
+    });
+    let step = CopyStep {
+        client,
+        ns,
+        mig: &mig,
+        tasks: &todo,
         interval,
     };
-    let step = CopyStep {
-        mig: &mig,
-        task: &task,
-        progress: &progress,
+    let results = match with_engine(&mig, fail_after_chunks, step).await {
+        Ok(results) => results,
+        Err(e) => {
+            // Nothing was copied (no engine, or no stored plan): each task still says why.
+            let text = bounded_message(&crate::error_text::error_text(&e));
+            for task in &todo {
+                let mut status = task.status.clone().unwrap_or_default();
+                status.last_error = Some(text.clone());
+                let name = task.metadata.name.as_deref().unwrap_or_default();
+                if let Err(report) = client::report_task(client, ns, name, &status).await {
+                    tracing::warn!(task = %name, error = %report, "task error not recorded");
+                }
+            }
+            return Err(e);
+        }
     };
-    let result = with_engine(&mig, fail_after_chunks, step).await;
-
-    let mut status = shared.lock().map(|s| s.clone()).unwrap_or_default();
-    status.peak_memory_bytes = peak_i64();
     out.peak_memory_bytes = peak_memory_bytes();
     out.seconds = Some(started.elapsed().as_secs_f64());
-    match &result {
-        Ok(report) => {
-            finished(&mut status, report, bytes_before);
-            out.rows = Some(report.total_rows);
-            out.bytes = Some(report.bytes);
-            out.resumed = Some(report.resumed);
-            out.rows_per_second = Some(rate(report.rows, report.seconds));
-        }
-        Err(e) => {
-            // The state stays Running: the Job may retry this pod. The operator marks the task Failed when
-            // the Job gives up, with this pod's termination message.
-            status.last_error = Some(bounded_message(&crate::error_text::error_text(e)));
-            status.message = Some(format!("attempt {} failed", status.attempts));
-            status.rows_per_second = 0;
+    let (mut rows, mut total_rows, mut bytes, mut copy_seconds) = (0, 0, 0, 0.0);
+    let mut failures = Vec::new();
+    for (name, result) in results {
+        match result {
+            Ok(report) => {
+                rows += report.rows;
+                total_rows += report.total_rows;
+                bytes += report.bytes;
+                copy_seconds += report.seconds;
+                out.resumed = Some(out.resumed.unwrap_or(false) || report.resumed);
+            }
+            Err(e) => failures.push((name, e)),
         }
     }
-    // The final status must land (it is what the operator counts); retry briefly over API hiccups.
-    let mut last = Ok(());
-    for attempt in 0..3 {
-        last = client::report_task(client, ns, task_name, &status).await;
-        if last.is_ok() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(500 * (attempt + 1))).await;
+    out.rows = Some(total_rows);
+    out.bytes = Some(bytes);
+    out.rows_per_second = Some(rate(rows, copy_seconds));
+    let mut failures = failures.into_iter();
+    match failures.next() {
+        None => Ok(()),
+        // One task: its error as it is, as before several tasks shared a Job.
+        Some((_, e)) if todo.len() == 1 => Err(e),
+        Some((name, e)) => Err(K8sError::TasksFailed {
+            failed: 1 + failures.len(),
+            of: todo.len(),
+            first: name,
+            error: Box::new(e),
+        }),
     }
-    result?;
-    last?;
-    Ok(())
 }
 
-/// The engine part of `copy --task NAME`; [`copy`] owns the task status around it.
+/// The engine part of `copy`: the stored plan once, then each task with the same engine.
 struct CopyStep<'a> {
+    client: &'a Client,
+    ns: &'a str,
     mig: &'a Migration,
-    task: &'a MigrationTask,
-    progress: &'a Progress,
+    tasks: &'a [&'a MigrationTask],
+    interval: Duration,
 }
 
 impl WithEngine for CopyStep<'_> {
-    type Output = Result<TaskReport, K8sError>;
+    type Output = Result<Vec<(String, Result<TaskReport, K8sError>)>, K8sError>;
 
-    async fn run<E: Engine>(self, engine: E) -> Result<TaskReport, K8sError> {
-        let CopyStep { mig, task, progress } = self;
-        let plan = engine.stored_plan().await.map_err(engine_err(mig))?;
-        let tp = task_for(&plan, task)?;
-        let reporter = progress.start(&tp.name);
-        let copied = engine.copy_one(&plan, &tp.name).await;
-        reporter.abort();
-        if let Err(e) = &copied {
-            progress.record_failed(&E::task_reports(e));
+    async fn run<E: Engine>(self, engine: E) -> Self::Output {
+        let plan = engine.stored_plan().await.map_err(engine_err(self.mig))?;
+        let mut results = Vec::with_capacity(self.tasks.len());
+        for task in self.tasks {
+            let name = task.metadata.name.clone().unwrap_or_default();
+            let result = self.copy_task(&engine, &plan, task).await;
+            if let Err(e) = &result {
+                tracing::warn!(task = %name, error = %crate::error_text::error_text(e), "task failed");
+            }
+            results.push((name, result));
         }
-        copied.map_err(engine_err(mig))
+        Ok(results)
+    }
+}
+
+impl CopyStep<'_> {
+    /// One task: its status around the engine's copy.
+    async fn copy_task<E: Engine>(
+        &self,
+        engine: &E,
+        plan: &E::Plan,
+        task: &MigrationTask,
+    ) -> Result<TaskReport, K8sError> {
+        let (client, ns, mig) = (self.client, self.ns, self.mig);
+        let task_name = task.metadata.name.as_deref().unwrap_or_default();
+        let mut status = task.status.clone().unwrap_or_default();
+        status.attempts += 1;
+        status.state = TaskState::Running;
+        status.started_at.get_or_insert_with(now);
+        status.completed_at = None;
+        status.last_error = None;
+        status.message = Some(format!("attempt {}: starting", status.attempts));
+        status.peak_memory_bytes = peak_i64();
+        client::report_task(client, ns, task_name, &status).await?;
+        let bytes_before = u64::try_from(status.bytes_copied).unwrap_or(0);
+        let shared = Arc::new(Mutex::new(status));
+        let progress = Progress {
+            client: client.clone(),
+            migration: reference(mig),
+            ns: ns.to_string(),
+            task_name: task_name.to_string(),
+            bytes_before,
+            shared: shared.clone(),
+            interval: self.interval,
+        };
+
+        let result = match task_for(plan, task) {
+            Ok(tp) => {
+                let reporter = progress.start(&tp.name);
+                let copied = engine.copy_one(plan, &tp.name).await;
+                reporter.abort();
+                if let Err(e) = &copied {
+                    progress.record_failed(&E::task_reports(e));
+                }
+                copied.map_err(engine_err(mig))
+            }
+            Err(e) => Err(e),
+        };
+
+        let mut status = shared.lock().map(|s| s.clone()).unwrap_or_default();
+        status.peak_memory_bytes = peak_i64();
+        match &result {
+            Ok(report) => finished(&mut status, report, bytes_before),
+            Err(e) => {
+                // The state stays Running: the Job may retry this pod. The operator marks the task Failed
+                // when the Job gives up, with this pod's termination message.
+                status.last_error = Some(bounded_message(&crate::error_text::error_text(e)));
+                status.message = Some(format!("attempt {} failed", status.attempts));
+                status.rows_per_second = 0;
+            }
+        }
+        // The final status must land (it is what the operator counts); retry briefly over API hiccups.
+        let mut last = Ok(());
+        for attempt in 0..3 {
+            last = client::report_task(client, ns, task_name, &status).await;
+            if last.is_ok() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(500 * (attempt + 1))).await;
+        }
+        let report = result?;
+        last?;
+        Ok(report)
     }
 }
 

@@ -53,13 +53,15 @@ struct Common {
 enum Command {
     /// Introspect the source, map types, create the target tables, store the task list.
     Plan(Common),
-    /// Copy one task of the stored plan (resumes from its checkpoint).
+    /// Copy tasks of the stored plan, in the order given, in this process (each resumes from its
+    /// checkpoint). Exits non-zero when any task failed, after trying every one.
     Copy {
         #[command(flatten)]
         common: Common,
-        /// The task: a MigrationTask name in Kubernetes mode, an engine task name with `-f`.
-        #[arg(long)]
-        task: String,
+        /// A task: a MigrationTask name in Kubernetes mode, an engine task name with `-f`. Repeat
+        /// the flag for several tasks.
+        #[arg(long, required = true)]
+        task: Vec<String>,
         /// Namespace of the MigrationTask (Kubernetes mode).
         #[arg(long, env = "MIGRATION_NAMESPACE")]
         namespace: Option<String>,
@@ -92,7 +94,7 @@ impl Out {
 enum Step<'a> {
     Run,
     Plan,
-    Copy(&'a str),
+    Copy(&'a [String]),
     Finalize,
     Verify,
 }
@@ -151,11 +153,28 @@ impl WithEngine for LocalStep<'_> {
                 });
                 Ok(true)
             }
-            Step::Copy(task) => {
+            Step::Copy(tasks) => {
                 let plan = engine.stored_plan().await?;
-                let report = engine.copy_one(&plan, task).await?;
-                out.event(&report, || format!("{report:?}\n"));
-                Ok(true)
+                // Every task is tried (the same engine, so connections are reused); the first error
+                // is returned once all have run.
+                let mut failed = None;
+                for task in tasks {
+                    match engine.copy_one(&plan, task).await {
+                        Ok(report) => out.event(&report, || format!("{report:?}\n")),
+                        Err(e) => {
+                            let text = error_text(&e);
+                            out.event(
+                                &serde_json::json!({"event": "error", "task": task, "error": text}),
+                                || format!("task {task}: error: {text}\n"),
+                            );
+                            failed.get_or_insert(e);
+                        }
+                    }
+                }
+                match failed {
+                    Some(e) => Err(e.into()),
+                    None => Ok(true),
+                }
             }
             Step::Finalize => {
                 let plan = engine.stored_plan().await?;
@@ -379,7 +398,7 @@ async fn run<E: Engine>(engine: &E, out: &Out) -> anyhow::Result<bool> {
 /// Which Kubernetes step to run, if the arguments ask for Kubernetes mode.
 enum K8sStep {
     Plan(String, String),
-    Copy(String, String),
+    Copy(String, Vec<String>),
     Finalize(String, String),
     Verify(String, String),
 }
@@ -411,13 +430,24 @@ fn k8s_step(command: &Command) -> anyhow::Result<Option<K8sStep>> {
                 (Some((ns, _)), _) => ns,
                 (None, Some(ns)) if !ns.is_empty() => ns.clone(),
                 _ => anyhow::bail!(
-                    "copy --task {task}: give -f FILE (local mode), or the namespace with --namespace or \
-                     MIGRATION_NAMESPACE (Kubernetes mode)"
+                    "copy --task {}: give -f FILE (local mode), or the namespace with --namespace or \
+                     MIGRATION_NAMESPACE (Kubernetes mode)",
+                    task.join(" --task ")
                 ),
             };
             Some(K8sStep::Copy(ns, task.clone()))
         }
     })
+}
+
+/// The tasks of a copy step for its outcome: all names while short, else the first and a count (the
+/// termination message has 4 KiB).
+fn task_list(tasks: &[String]) -> String {
+    let all = tasks.join(",");
+    match tasks {
+        [first, _, ..] if all.len() > 256 => format!("{first} and {} more", tasks.len() - 1),
+        _ => all,
+    }
 }
 
 /// Runs one Kubernetes step; the outcome goes to stdout and the termination message either way.
@@ -429,7 +459,7 @@ async fn k8s_main(step: K8sStep, cli: &Cli, out: &Out) -> bool {
     };
     let (name, migration, task) = match &step {
         K8sStep::Plan(ns, n) => ("plan", format!("{ns}/{n}"), None),
-        K8sStep::Copy(_, t) => ("copy", String::new(), Some(t.clone())),
+        K8sStep::Copy(_, t) => ("copy", String::new(), Some(task_list(t))),
         K8sStep::Finalize(ns, n) => ("finalize", format!("{ns}/{n}"), None),
         K8sStep::Verify(ns, n) => ("verify", format!("{ns}/{n}"), None),
     };

@@ -121,7 +121,12 @@ pub fn verify(m: &Migration, outcome: Option<bool>) -> Job {
 }
 
 pub fn copy(m: &Migration, t: &MigrationTask, outcome: Option<bool>) -> Job {
-    finished(copy_job(m, t, &cfg()).unwrap(), outcome)
+    finished(copy_job(m, &[t], &cfg()).unwrap(), outcome)
+}
+
+/// One copy Job taking `tasks` in turn.
+pub fn copy_pack(m: &Migration, tasks: &[&MigrationTask], outcome: Option<bool>) -> Job {
+    finished(copy_job(m, tasks, &cfg()).unwrap(), outcome)
 }
 
 /// `m` with the status a previous reconcile left.

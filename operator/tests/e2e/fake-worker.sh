@@ -1,6 +1,6 @@
 #!/bin/sh
 # Stand-in for mssql-pg-worker in the operator's end-to-end test: does what the real worker's Kubernetes side
-# does (plan: create MigrationTasks owned by the Migration and write status.plan/warnings; copy: report its task
+# does (plan: create MigrationTasks owned by the Migration and write status.plan/warnings; copy: report its tasks
 # Succeeded) without touching any database. Runs under the worker service account's RBAC.
 set -eu
 step="$1"
@@ -36,14 +36,28 @@ YAML
         -p '{"status":{"plan":{"tablesTotal":3,"tasksTotal":3,"rowsEstimated":6000},"warnings":["fake worker: no lossy columns"]}}'
     ;;
 copy)
-    task="${TASK_NAME:?}"
-    # Migrations named "*fail*" have a table whose copy always fails, to exercise retries and Failed.
-    case "$mig:$task" in
-    *fail*:*-t1) echo "fake-worker: simulated copy failure of $task" >&2; exit 1 ;;
-    esac
-    rows="$(kubectl get migrationtask "$task" -n "$ns" -o jsonpath='{.spec.estimatedRows}')"
-    kubectl patch migrationtask "$task" -n "$ns" --subresource=status --type=merge \
-        -p "{\"status\":{\"state\":\"Succeeded\",\"rowsCopied\":$rows,\"bytesCopied\":$((rows * 100)),\"rowsPerSecond\":500,\"peakMemoryBytes\":$((rows * 1024)),\"attempts\":1}}"
+    # The tasks as the real worker takes them: `copy --task A [--task B ...]`; one at a time, a failure
+    # does not stop the others, the exit says whether all succeeded.
+    shift
+    tasks=""
+    while [ $# -gt 0 ]; do
+        case "$1" in
+        --task) tasks="$tasks $2"; shift 2 ;;
+        *) shift ;;
+        esac
+    done
+    [ -n "$tasks" ] || tasks="${TASK_NAME:?}"
+    failed=0
+    for task in $tasks; do
+        # Migrations named "*fail*" have a table whose copy always fails, to exercise retries and Failed.
+        case "$mig:$task" in
+        *fail*:*-t1) echo "fake-worker: simulated copy failure of $task" >&2; failed=1; continue ;;
+        esac
+        rows="$(kubectl get migrationtask "$task" -n "$ns" -o jsonpath='{.spec.estimatedRows}')"
+        kubectl patch migrationtask "$task" -n "$ns" --subresource=status --type=merge \
+            -p "{\"status\":{\"state\":\"Succeeded\",\"rowsCopied\":$rows,\"bytesCopied\":$((rows * 100)),\"rowsPerSecond\":500,\"peakMemoryBytes\":$((rows * 1024)),\"attempts\":1}}"
+    done
+    exit "$failed"
     ;;
 finalize|verify)
     echo "fake-worker: $step done"

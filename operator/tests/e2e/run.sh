@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # End-to-end test of the operator against a real control plane (tests/control-plane/up.sh DIR; source DIR/env),
-# with tests/e2e/fake-worker.sh standing in for the worker. Checks: plan -> copy (3 tasks) -> finalize ->
+# with tests/e2e/fake-worker.sh standing in for the worker. Checks: plan -> copy (3 tasks, one Job) -> finalize ->
 # verify -> Succeeded, the status totals, worker-owned status fields kept, metrics, Events, and that deleting
 # the Migration removes its Jobs and tasks.
 #   operator/tests/e2e/run.sh        (or: MSSQLPG_K8S_DIR=DIR cargo test -p mssql-pg-operator --test cluster)
@@ -109,7 +109,10 @@ for c in Validated Planned Copied Finalized Verified Ready; do
 done
 [ "$(get 'conditions[?(@.type=="Failed")].status')" = False ] || fail "Failed condition is not False"
 jobs="$(kubectl get jobs -n "$NS" -o jsonpath='{range .items[*]}{.metadata.name}{"\n"}{end}' | sort | tr '\n' ' ')"
-[ "$jobs" = "e2e-finalize e2e-plan e2e-t0 e2e-t1 e2e-t2 e2e-verify " ] || fail "jobs: $jobs"
+# The three small tables share one copy Job, named like the largest and listing all three.
+[ "$jobs" = "e2e-finalize e2e-plan e2e-t2 e2e-verify " ] || fail "jobs: $jobs"
+listed="$(kubectl get job e2e-t2 -n "$NS" -o jsonpath='{.metadata.annotations.mssqlpg\.dev/tasks}')"
+[ "$listed" = "e2e-t2,e2e-t1,e2e-t0" ] || fail "tasks of the copy Job: $listed"
 kubectl get events -n "$NS" --field-selector involvedObject.name=e2e -o jsonpath='{.items[*].reason}' | grep -q Succeeded \
     || fail "no Succeeded Event"
 metrics="$(curl -fsS "http://127.0.0.1:$port/metrics")"
@@ -118,7 +121,8 @@ grep -q "mssqlpg_rows_copied_total{migration=\"e2e\",namespace=\"$NS\",table=\"d
 grep -q "s3cret" "$WORK/operator.log" && fail "a secret value appears in the operator log"
 curl -fsS "http://127.0.0.1:$port/readyz" >/dev/null || fail "readyz"
 
-# A copy that always fails: retried by its Job (backoffLimit 1), then the task and the Migration fail.
+# A copy that always fails: retried by its Job (backoffLimit 1), then the task and the Migration fail; the
+# other two tasks of the same Job stay Succeeded.
 kubectl apply -n "$NS" -f - >/dev/null <<YAML
 apiVersion: mssqlpg.dev/v1alpha1
 kind: Migration
@@ -143,7 +147,7 @@ getf() { kubectl get mig e2e-fail -n "$NS" -o jsonpath="{.status.$1}"; }
 [ "$(kubectl get mtask e2e-fail-t1 -n "$NS" -o jsonpath='{.status.state}')" = Failed ] || fail "task state not recorded"
 echo "e2e-fail lastError: $(getf lastError)" >&2
 getf lastError | grep -q "simulated copy failure of e2e-fail-t1" || fail "lastError lacks the pod's message"
-pods="$(kubectl get pods -n "$NS" -l batch.kubernetes.io/job-name=e2e-fail-t1 -o name | wc -l)"
+pods="$(kubectl get pods -n "$NS" -l batch.kubernetes.io/job-name=e2e-fail-t2 -o name | wc -l)"
 [ "$pods" = 2 ] || fail "e2e-fail: expected 2 pods (1 retry), got $pods"
 kubectl get jobs -n "$NS" -o name | grep -q e2e-fail-finalize && fail "finalize ran after a failed copy"
 
@@ -151,4 +155,4 @@ kubectl delete mig e2e -n "$NS" --timeout=60s >/dev/null || fail "Migration dele
 left="$(kubectl get jobs,mtask -n "$NS" -l mssqlpg.dev/migration=e2e -o name 2>/dev/null | wc -l)"
 [ "$left" = 0 ] || fail "$left Jobs/tasks left after deleting the Migration"
 cp "$WORK/operator.log" "$MSSQLPG_K8S_DIR/logs/operator-e2e.log" 2>/dev/null || true
-echo "e2e: OK (plan -> 3 copy Jobs at parallelism 2 -> finalize -> verify -> Succeeded; cleanup by finalizer)"
+echo "e2e: OK (plan -> 3 tasks in one copy Job -> finalize -> verify -> Succeeded; cleanup by finalizer)"
