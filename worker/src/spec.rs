@@ -11,6 +11,7 @@ use mssql_pg_crds::{
     CopyMode, IdentifierCase, Migration, MssqlEncryption, PostgresSslMode, VerifyMode as SpecVerify,
 };
 use serde::Deserialize;
+use std::num::{NonZeroU32, NonZeroU64};
 
 #[derive(Debug, thiserror::Error)]
 pub enum SpecError {
@@ -173,6 +174,17 @@ fn plain_serde_message(msg: &str) -> String {
         .or_else(|| found.strip_prefix("floating point "))
         .unwrap_or(found);
     format!("expected {expected}, found {found}")
+}
+
+/// A count the validation ([`Migration::validate`]) required to be at least 1, as a type that
+/// says so: the engine uses it as it is, and a spec that skipped the validation is refused here
+/// rather than clamped.
+fn positive<T: TryFrom<NonZeroU64>>(v: i32, field: &str) -> Result<T, SpecError> {
+    u64::try_from(v)
+        .ok()
+        .and_then(NonZeroU64::new)
+        .and_then(|v| T::try_from(v).ok())
+        .ok_or_else(|| SpecError::Invalid(format!("{field}: must be at least 1 (got {v})")))
 }
 
 fn port(p: i32, field: &str) -> Result<u16, SpecError> {
@@ -338,13 +350,18 @@ pub fn resolve(m: &Migration, creds: Credentials) -> Result<(MssqlEndpoint, PgEn
         partitioning: PartitionOptions {
             min_rows_to_split: p.min_rows_to_split,
             rows_per_partition: p.rows_per_partition,
-            max_partitions_per_table: u32::try_from(p.max_partitions_per_table.max(1)).unwrap_or(1),
+            max_partitions_per_table: positive::<NonZeroU32>(
+                p.max_partitions_per_table,
+                "spec.partitioning.maxPartitionsPerTable",
+            )?
+            .get(),
         },
-        parallelism: usize::try_from(spec.parallelism.max(1)).unwrap_or(1),
+        parallelism: positive(spec.parallelism, "spec.parallelism")?,
         chunk: ChunkLimit {
-            rows: spec
-                .chunk_rows
-                .map_or(u64::MAX, |r| u64::try_from(r.max(1)).unwrap_or(1)),
+            rows: match spec.chunk_rows {
+                Some(r) => positive::<NonZeroU64>(r, "spec.chunkRows")?.get(),
+                None => u64::MAX,
+            },
             bytes: spec
                 .chunk_bytes()
                 .map_err(|e| SpecError::Invalid(e.to_string()))?,
