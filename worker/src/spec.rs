@@ -12,6 +12,7 @@ use mssql_pg_crds::{
 };
 use serde::Deserialize;
 use std::num::{NonZeroU32, NonZeroU64};
+use std::time::Duration;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SpecError {
@@ -187,6 +188,39 @@ fn positive<T: TryFrom<NonZeroU64>>(v: i32, field: &str) -> Result<T, SpecError>
         .ok_or_else(|| SpecError::Invalid(format!("{field}: must be at least 1 (got {v})")))
 }
 
+/// `spec.timeouts` (validated: at least a second each).
+fn timeouts(t: &mssql_pg_crds::Timeouts) -> Result<Timeouts, SpecError> {
+    let secs = |v, field| positive::<NonZeroU64>(v, field).map(|s| Duration::from_secs(s.get()));
+    Ok(Timeouts {
+        connect: secs(t.connect_seconds, "spec.timeouts.connectSeconds")?,
+        stall: secs(t.stall_seconds, "spec.timeouts.stallSeconds")?,
+    })
+}
+
+/// `spec.retries` (validated: one attempt at least, waits not negative).
+fn retry_policy(r: &mssql_pg_crds::Retries) -> Result<RetryPolicy, SpecError> {
+    let secs = |v: i32, field: &str| {
+        u64::try_from(v)
+            .map(Duration::from_secs)
+            .map_err(|_| SpecError::Invalid(format!("{field}: must not be negative (got {v})")))
+    };
+    Ok(RetryPolicy {
+        attempts: positive::<NonZeroU32>(r.attempts, "spec.retries.attempts")?.get(),
+        backoff: secs(r.backoff_seconds, "spec.retries.backoffSeconds")?,
+        max_backoff: secs(r.max_backoff_seconds, "spec.retries.maxBackoffSeconds")?,
+    })
+}
+
+/// A TDS packet size (validated: 512 to 32767 bytes).
+fn packet_size(p: i32, field: &str) -> Result<u32, SpecError> {
+    use mssql_pg_crds::endpoint::MIN_PACKET_SIZE;
+    (MIN_PACKET_SIZE..=32767)
+        .contains(&p)
+        .then(|| u32::try_from(p).ok())
+        .flatten()
+        .ok_or_else(|| SpecError::Invalid(format!("{field}: must be between 512 and 32767 (got {p})")))
+}
+
 fn port(p: i32, field: &str) -> Result<u16, SpecError> {
     u16::try_from(p).map_err(|_| SpecError::Invalid(format!("{field}: port {p} out of range")))
 }
@@ -224,7 +258,7 @@ pub fn resolve_pg_to_mssql(
         ssl_root_cert: std::env::var("SOURCE_SSL_ROOT_CERT")
             .ok()
             .filter(|p| !p.is_empty()),
-        timeouts: Timeouts::from_spec(&spec.timeouts),
+        timeouts: timeouts(&spec.timeouts)?,
     };
     let target = MssqlEndpoint {
         host: dst.host.clone(),
@@ -241,8 +275,8 @@ pub fn resolve_pg_to_mssql(
         ca_file: std::env::var("TARGET_SSL_ROOT_CERT")
             .ok()
             .filter(|p| !p.is_empty()),
-        packet_size: u32::try_from(dst.packet_size.clamp(512, 32767)).unwrap_or(32767),
-        timeouts: Timeouts::from_spec(&spec.timeouts),
+        packet_size: packet_size(dst.packet_size, "spec.target.mssql.packetSize")?,
+        timeouts: timeouts(&spec.timeouts)?,
     };
     // The option mapping is the same as the other direction's; only the endpoints differ.
     let mut mirrored = m.clone();
@@ -300,8 +334,8 @@ pub fn resolve(m: &Migration, creds: Credentials) -> Result<(MssqlEndpoint, PgEn
         ca_file: std::env::var("SOURCE_SSL_ROOT_CERT")
             .ok()
             .filter(|p| !p.is_empty()),
-        packet_size: u32::try_from(src.packet_size.clamp(512, 32767)).unwrap_or(32767),
-        timeouts: Timeouts::from_spec(&spec.timeouts),
+        packet_size: packet_size(src.packet_size, "spec.source.mssql.packetSize")?,
+        timeouts: timeouts(&spec.timeouts)?,
     };
     let target = PgEndpoint {
         host: dst.host.clone(),
@@ -320,7 +354,7 @@ pub fn resolve(m: &Migration, creds: Credentials) -> Result<(MssqlEndpoint, PgEn
         ssl_root_cert: std::env::var("TARGET_SSL_ROOT_CERT")
             .ok()
             .filter(|p| !p.is_empty()),
-        timeouts: Timeouts::from_spec(&spec.timeouts),
+        timeouts: timeouts(&spec.timeouts)?,
     };
     let s = &spec.schema;
     let p = &spec.partitioning;
@@ -373,7 +407,7 @@ pub fn resolve(m: &Migration, creds: Credentials) -> Result<(MssqlEndpoint, PgEn
         },
         lowercase_identifiers: s.identifier_case == IdentifierCase::Lower,
         unlogged: dst.unlogged,
-        retry: RetryPolicy::from_spec(&spec.retries),
+        retry: retry_policy(&spec.retries)?,
         drop_dependents: dst.drop_dependents,
         dry_run: spec.dry_run,
     };
@@ -460,6 +494,34 @@ spec:
             err("  chunkBytes: 64MB\n"),
             "invalid Migration: spec.chunkBytes: \"64MB\" is not a byte size: write an integer or a quantity such as \
              64Mi or 100M"
+        );
+    }
+
+    #[test]
+    fn counts_reach_the_options_as_validated_and_are_never_clamped() {
+        let creds = || Credentials {
+            source_user: "u".into(),
+            source_password: String::new(),
+            target_user: "u".into(),
+            target_password: String::new(),
+        };
+        let m = parse("m.yaml", &format!("{BASE}  parallelism: 7\n")).expect("valid");
+        let (_, _, options) = resolve(&m, creds()).expect("resolves");
+        assert_eq!(options.parallelism.get(), 7);
+        // A Migration that skipped the validation is refused, not quietly clamped to 1.
+        let mut unvalidated = m.clone();
+        unvalidated.spec.parallelism = 0;
+        let e = resolve(&unvalidated, creds()).err().map(|e| e.to_string());
+        assert_eq!(
+            e.as_deref(),
+            Some("invalid Migration: spec.parallelism: must be at least 1 (got 0)")
+        );
+        let mut unvalidated = m;
+        unvalidated.spec.retries.attempts = -1;
+        let e = resolve(&unvalidated, creds()).err().map(|e| e.to_string());
+        assert_eq!(
+            e.as_deref(),
+            Some("invalid Migration: spec.retries.attempts: must be at least 1 (got -1)")
         );
     }
 

@@ -41,17 +41,6 @@ impl Default for Timeouts {
     }
 }
 
-impl Timeouts {
-    /// `spec.timeouts` (validated: positive).
-    pub fn from_spec(t: &mssql_pg_crds::Timeouts) -> Self {
-        let secs = |v: i32| Duration::from_secs(u64::try_from(v.max(1)).unwrap_or(1));
-        Timeouts {
-            connect: secs(t.connect_seconds),
-            stall: secs(t.stall_seconds),
-        }
-    }
-}
-
 /// Whole seconds (at least 1) for messages.
 pub fn secs(d: Duration) -> u64 {
     d.as_secs().max(1)
