@@ -74,7 +74,7 @@ async fn main() {
         options: Options {
             migration: "bench/e2e".into(),
             target_schema: "bench_e2e".into(),
-            parallelism,
+            parallelism: std::num::NonZeroUsize::new(parallelism).unwrap(),
             verify: VerifyMode::Checksum,
             // BENCH_UNLOGGED=1: the UNLOGGED load (target.postgres.unlogged).
             unlogged: std::env::var_os("BENCH_UNLOGGED").is_some(),

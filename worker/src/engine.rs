@@ -2,6 +2,7 @@
 //! copy, finalize, verify. Each direction's engine implements [`Engine`]; the command line and the
 //! Kubernetes steps are written once against it, and [`crate::direction`] picks the engine.
 
+use crate::conn_pool::Pools;
 use crate::options::{Options, VerifyMode};
 use crate::pipeline::TaskReport;
 use crate::plan::TaskPlan;
@@ -67,11 +68,13 @@ pub trait Engine: Clone + Send + Sync + 'static {
     fn task_reports(e: &Self::Error) -> Vec<TaskReport>;
 
     /// Copies one task of `plan`, resuming after its checkpoint, and again from the checkpoint
-    /// after a transient fault ([`crate::pipeline::run_task`]).
+    /// after a transient fault ([`crate::pipeline::run_task`]); its connections come from, and
+    /// after a success go back to, `pools`.
     fn copy_task(
         &self,
         plan: &Self::Plan,
         task: &TaskPlan,
+        pools: &Pools,
     ) -> impl Future<Output = Result<TaskReport, Self::TaskError>> + Send;
 
     /// Counts (and checksums) one table on both sides.
@@ -95,11 +98,29 @@ pub trait Engine: Clone + Send + Sync + 'static {
     /// task's report, the failed ones' included.
     fn copy_failed(total: usize, errors: Vec<Self::Error>, reports: Vec<TaskReport>) -> Self::Error;
 
-    /// Copies one task by name.
+    /// Room for the connections of `parallelism` copy tasks at once, kept from one task to the
+    /// next (see [`crate::conn_pool`]).
+    fn pools(&self) -> Pools {
+        Pools::new(self.options().parallelism)
+    }
+
+    /// Copies one task by name, on connections of its own.
     fn copy_one(
         &self,
         plan: &Self::Plan,
         name: &str,
+    ) -> impl Future<Output = Result<TaskReport, Self::Error>> + Send {
+        async move { self.copy_one_pooled(plan, name, &self.pools()).await }
+    }
+
+    /// Copies one task by name, on connections from `pools` (made with [`Engine::pools`]), to
+    /// which they go back if it succeeds: a process copying several tasks one after another
+    /// passes the same `pools` to each and opens each connection once.
+    fn copy_one_pooled(
+        &self,
+        plan: &Self::Plan,
+        name: &str,
+        pools: &Pools,
     ) -> impl Future<Output = Result<TaskReport, Self::Error>> + Send {
         async move {
             let task = plan
@@ -107,7 +128,7 @@ pub trait Engine: Clone + Send + Sync + 'static {
                 .iter()
                 .find(|t| t.name == name)
                 .ok_or_else(|| Self::no_such_task(name))?;
-            self.copy_task(plan, task)
+            self.copy_task(plan, task, pools)
                 .await
                 .map_err(|e| Self::task_error(task.name.clone(), e))
         }
@@ -120,17 +141,18 @@ pub trait Engine: Clone + Send + Sync + 'static {
         plan: &Self::Plan,
     ) -> impl Future<Output = Result<Vec<TaskReport>, Self::Error>> + Send {
         async move {
-            let sem = Arc::new(Semaphore::new(self.options().parallelism.max(1)));
+            let sem = Arc::new(Semaphore::new(self.options().parallelism.get()));
+            let pools = Arc::new(self.pools());
             let plan = Arc::new(plan.clone());
             let mut set = JoinSet::new();
             for i in 0..plan.tasks().len() {
-                let (sem, plan, engine) = (sem.clone(), plan.clone(), self.clone());
+                let (sem, plan, engine, pools) = (sem.clone(), plan.clone(), self.clone(), pools.clone());
                 set.spawn(async move {
                     let _permit = sem.acquire_owned().await;
                     let task = &plan.tasks()[i];
                     let name = task.name.clone();
                     tracing::info!(task = %name, "copy started");
-                    let r = engine.copy_task(&plan, task).await;
+                    let r = engine.copy_task(&plan, task, &pools).await;
                     match &r {
                         Ok(rep) => {
                             tracing::info!(task = %name, rows = rep.rows, seconds = rep.seconds, "copy done")
@@ -153,6 +175,8 @@ pub trait Engine: Clone + Send + Sync + 'static {
                 }
             }
             reports.sort_by(|a, b| a.task.cmp(&b.task));
+            let (opened, reused) = pools.counts();
+            tracing::debug!(opened, reused, "copy connections");
             if errors.is_empty() {
                 Ok(reports)
             } else {
@@ -170,7 +194,7 @@ pub trait Engine: Clone + Send + Sync + 'static {
             if self.options().verify == VerifyMode::None {
                 return Ok(Vec::new());
             }
-            let sem = Arc::new(Semaphore::new(self.options().parallelism.max(1)));
+            let sem = Arc::new(Semaphore::new(self.options().parallelism.get()));
             let plan = Arc::new(plan.clone());
             let mut set = JoinSet::new();
             for i in 0..plan.tables().len() {

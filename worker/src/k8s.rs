@@ -489,9 +489,11 @@ impl WithEngine for CopyStep<'_> {
     async fn run<E: Engine>(self, engine: E) -> Self::Output {
         let plan = engine.stored_plan().await.map_err(engine_err(self.mig))?;
         let mut results = Vec::with_capacity(self.tasks.len());
+        // One pool for the Job's tasks: each connection is opened once and reused by the next task.
+        let pools = engine.pools();
         for task in self.tasks {
             let name = task.metadata.name.clone().unwrap_or_default();
-            let result = self.copy_task(&engine, &plan, task).await;
+            let result = self.copy_task(&engine, &plan, task, &pools).await;
             if let Err(e) = &result {
                 tracing::warn!(task = %name, error = %crate::error_text::error_text(e), "task failed");
             }
@@ -508,6 +510,7 @@ impl CopyStep<'_> {
         engine: &E,
         plan: &E::Plan,
         task: &MigrationTask,
+        pools: &crate::conn_pool::Pools,
     ) -> Result<TaskReport, K8sError> {
         let (client, ns, mig) = (self.client, self.ns, self.mig);
         let task_name = task.metadata.name.as_deref().unwrap_or_default();
@@ -535,7 +538,7 @@ impl CopyStep<'_> {
         let result = match task_for(plan, task) {
             Ok(tp) => {
                 let reporter = progress.start(&tp.name);
-                let copied = engine.copy_one(plan, &tp.name).await;
+                let copied = engine.copy_one_pooled(plan, &tp.name, pools).await;
                 reporter.abort();
                 if let Err(e) = &copied {
                     progress.record_failed(&E::task_reports(e));

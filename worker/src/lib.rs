@@ -4,6 +4,7 @@
 pub mod checkpoint;
 pub mod chunk;
 pub mod chunk_loop;
+pub mod conn_pool;
 pub mod copy_binary;
 pub mod direction;
 pub mod engine;

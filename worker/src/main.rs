@@ -158,8 +158,9 @@ impl WithEngine for LocalStep<'_> {
                 // Every task is tried (the same engine, so connections are reused); the first error
                 // is returned once all have run.
                 let mut failed = None;
+                let pools = engine.pools();
                 for task in tasks {
-                    match engine.copy_one(&plan, task).await {
+                    match engine.copy_one_pooled(&plan, task, &pools).await {
                         Ok(report) => out.event(&report, || format!("{report:?}\n")),
                         Err(e) => {
                             let text = error_text(&e);

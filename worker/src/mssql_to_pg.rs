@@ -691,7 +691,12 @@ impl Engine for MssqlToPgEngine {
         e.task_reports()
     }
 
-    async fn copy_task(&self, plan: &Plan, task: &TaskPlan) -> Result<TaskReport, TaskError> {
+    async fn copy_task(
+        &self,
+        plan: &Plan,
+        task: &TaskPlan,
+        pools: &crate::conn_pool::Pools,
+    ) -> Result<TaskReport, TaskError> {
         let t = &plan.tables[task.table];
         copy_task(
             &self.source,
@@ -700,6 +705,7 @@ impl Engine for MssqlToPgEngine {
             t,
             task,
             &self.copy,
+            pools,
         )
         .await
     }

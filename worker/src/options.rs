@@ -1,6 +1,7 @@
 //! Engine options: what the Migration spec says, in the form the engine uses.
 
 use serde::Serialize;
+use std::num::NonZeroUsize;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
 pub enum Mode {
@@ -61,6 +62,12 @@ impl Default for PartitionOptions {
     }
 }
 
+/// `spec.parallelism`'s default (the CRD's).
+pub const DEFAULT_PARALLELISM: NonZeroUsize = match NonZeroUsize::new(4) {
+    Some(n) => n,
+    None => NonZeroUsize::MIN,
+};
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Options {
     /// Identifies the migration in the checkpoint table.
@@ -79,8 +86,8 @@ pub struct Options {
     pub mode: Mode,
     pub schema: SchemaOptions,
     pub partitioning: PartitionOptions,
-    /// Copy tasks running at once.
-    pub parallelism: usize,
+    /// Copy tasks running at once (and connections kept per endpoint between tasks).
+    pub parallelism: NonZeroUsize,
     /// Where copy tasks cut their rows into committed chunks.
     pub chunk: crate::chunk::ChunkLimit,
     pub verify: VerifyMode,
@@ -110,7 +117,7 @@ impl Default for Options {
             mode: Mode::default(),
             schema: SchemaOptions::default(),
             partitioning: PartitionOptions::default(),
-            parallelism: 4,
+            parallelism: DEFAULT_PARALLELISM,
             chunk: crate::chunk::ChunkLimit::default(),
             verify: VerifyMode::default(),
             lowercase_identifiers: false,

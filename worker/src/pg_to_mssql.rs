@@ -6,6 +6,7 @@
 //! SQL Server -> PostgreSQL direction uses.
 
 use crate::checkpoint::SCHEMA;
+use crate::conn_pool::{Pools, TdsConn};
 use crate::copy_binary::RowEncoder;
 use crate::engine::{DryRun, Engine, Prepared};
 use crate::mapping::{quote_mssql, quote_pg};
@@ -20,7 +21,7 @@ use crate::mssql::connect::{
 use crate::mssql::ddl::{self, MsStmt};
 use crate::mssql::target_catalog::{existing_tables, ms_type_fit};
 use crate::options::{Mode, Options, VerifyMode};
-use crate::pg::connect::{PgConnectError, PgEndpoint, with_connection_io};
+use crate::pg::connect::{PgConnectError, PgEndpoint, with_kept_connection_io};
 use crate::pg::introspect::{PgIntrospectError, introspect};
 use crate::pg::read::{PgReadError, SESSION_SETTINGS, read_task};
 use crate::pg_model::PgTable;
@@ -1097,6 +1098,7 @@ pub async fn copy_task(
     engine: &PgToMssqlEngine,
     t: &PgToMssqlTablePlan,
     task: &TaskPlan,
+    pools: &Pools,
 ) -> Result<TaskReport, PgToMssqlError> {
     let state = AttemptState::default();
     run_task(
@@ -1104,7 +1106,7 @@ pub async fn copy_task(
         &task.name,
         t.source.qualified(),
         &state,
-        || copy_attempt(engine, t, task, &state),
+        || copy_attempt(engine, t, task, pools, &state),
         PgToMssqlError::is_transient,
     )
     .await
@@ -1117,26 +1119,37 @@ pub async fn copy_task(
     })
 }
 
-/// One attempt of [`copy_task`].
+/// One attempt of [`copy_task`]. Its connections come from `pools` and go back there only when
+/// it succeeds; an error drops them (closing a connection rolls back its open transaction).
 async fn copy_attempt(
     engine: &PgToMssqlEngine,
     t: &PgToMssqlTablePlan,
     task: &TaskPlan,
+    pools: &Pools,
     state: &AttemptState,
 ) -> Result<TaskReport, PgToMssqlError> {
     let migration = &engine.options.migration;
-    let (mut ms, ms_watch) = engine.target.connect_watched().await?;
+    let TdsConn {
+        client: mut ms,
+        watch: ms_watch,
+    } = pools.mssql(&engine.target).await?;
     let cp = mscp::load(&mut ms, migration, &task.name)
         .await?
         .unwrap_or_default();
     let resume = match Resume::from_checkpoint(cp, t.key.is_some(), task, t.source.qualified(), state) {
-        Start::Done(report) => return Ok(report),
+        Start::Done(report) => {
+            pools.give_back_mssql(TdsConn {
+                client: ms,
+                watch: ms_watch,
+            });
+            return Ok(report);
+        }
         Start::From(resume) => resume,
     };
     let (after, committed_rows) = (resume.after.clone(), resume.committed_rows);
 
     // Its I/O is polled by this task together with the reader and writer below.
-    let (pg, pg_io, pg_watch) = engine.source.connect_undriven_watched().await?;
+    let mut pg = pools.pg_undriven(&engine.source).await?;
 
     let identity = engine.options.schema.identity;
     let upsert = engine.copy.mode == Mode::Upsert;
@@ -1168,15 +1181,22 @@ async fn copy_attempt(
     // Rows are encoded for the bulk load by the reader, away from the connection.
     let encoder = row_encoder(&mut ms, &ctx).await?;
     let (tx, rx) = mpsc::channel(CHANNEL_DEPTH);
-    let reader = read_task(&pg, t, task, after.as_deref(), engine.copy.chunk, &encoder, tx);
+    let reader = read_task(
+        &pg.client,
+        t,
+        task,
+        after.as_deref(),
+        engine.copy.chunk,
+        &encoder,
+        tx,
+    );
     let writer = async {
         let (mut ms, mut rx) = (ms, rx);
         let written = write_chunks(&mut ms, &mut rx, &ctx, &encoder).await;
         // Closing the receiver stops a reader that is still producing; a failed chunk's
-        // transaction is rolled back by closing its connection.
+        // transaction is rolled back by closing its connection, which only a success keeps.
         drop(rx);
-        drop(ms);
-        written
+        written.map(|stats| (stats, ms))
     };
     // The PostgreSQL connection's I/O, the reader and the writer are polled by this one tokio
     // task, not spawned apart: the reader does nearly all the CPU work (decoding COPY rows,
@@ -1184,26 +1204,36 @@ async fn copy_attempt(
     // no parallelism but cross-thread wake-ups, 15% of the worker's CPU on a 2-core machine
     // shared with both databases (bench/RESULTS.md, third set of 2026-11-25). Tasks still run
     // side by side on the runtime's threads.
-    let (read, written) = with_connection_io(async { tokio::join!(reader, writer) }, pg_io).await;
+    let (read, written) = with_kept_connection_io(async { tokio::join!(reader, writer) }, &mut pg.io).await;
     // A connection that stalled explains the error its client saw (a closed connection).
     if (read.is_err() || written.is_err())
-        && let Some(s) = stalled(&t.source.qualified(), [&pg_watch, &ms_watch])
+        && let Some(s) = stalled(&t.source.qualified(), [&pg.watch, &ms_watch])
     {
         return Err(PgToMssqlError::Stalled(s));
     }
     // A reader error explains a writer that saw the channel close; report it first.
     read?;
-    let stats = written?;
+    let (stats, mut ms) = written?;
     if upsert {
-        // The staging table is per task; it is empty after the last chunk.
-        let (mut ms, _) = engine.connect_target().await?;
-        let _ = ms_batch(
+        // The staging table is per task; it is empty after the last chunk. A connection that
+        // cannot drop it is not kept.
+        if ms_batch(
             &mut ms,
             "staging table",
             &format!("DROP TABLE IF EXISTS {load_table}"),
         )
-        .await;
+        .await
+        .is_err()
+        {
+            pools.give_back_pg(pg).await;
+            return Ok(resume.finish(stats));
+        }
     }
+    pools.give_back_mssql(TdsConn {
+        client: ms,
+        watch: ms_watch,
+    });
+    pools.give_back_pg(pg).await;
     Ok(resume.finish(stats))
 }
 
@@ -1347,8 +1377,13 @@ impl Engine for PgToMssqlEngine {
         e.task_reports()
     }
 
-    async fn copy_task(&self, plan: &PgToMssqlPlan, task: &TaskPlan) -> Result<TaskReport, PgToMssqlError> {
-        copy_task(self, &plan.tables[task.table], task).await
+    async fn copy_task(
+        &self,
+        plan: &PgToMssqlPlan,
+        task: &TaskPlan,
+        pools: &Pools,
+    ) -> Result<TaskReport, PgToMssqlError> {
+        copy_task(self, &plan.tables[task.table], task, pools).await
     }
 
     async fn verify_table(&self, t: &PgToMssqlTablePlan) -> Result<TableVerification, PgToMssqlError> {

@@ -6,6 +6,7 @@
 
 use crate::checkpoint::{self, Checkpoint, CheckpointError, KeyValue};
 use crate::chunk_loop::WriteStats;
+use crate::conn_pool::{Pools, TdsConn};
 use crate::error_text::error_text;
 use crate::mapping::quote_pg;
 use crate::mssql::connect::{ConnectError, MssqlEndpoint};
@@ -134,6 +135,7 @@ pub async fn copy_task(
     t: &TablePlan,
     task: &TaskPlan,
     opts: &CopyOptions,
+    pools: &Pools,
 ) -> Result<TaskReport, TaskError> {
     let state = AttemptState::default();
     run_task(
@@ -141,7 +143,7 @@ pub async fn copy_task(
         &task.name,
         t.source.qualified(),
         &state,
-        || copy_attempt(source, target, migration, t, task, opts, &state),
+        || copy_attempt(source, target, migration, t, task, opts, pools, &state),
         TaskError::is_transient,
     )
     .await
@@ -280,7 +282,9 @@ impl Resume {
     }
 }
 
-/// One attempt of [`copy_task`].
+/// One attempt of [`copy_task`]. Its connections come from `pools` and go back there only when
+/// it succeeds; an error drops them (closing a connection rolls back its open transaction).
+#[allow(clippy::too_many_arguments)]
 async fn copy_attempt(
     source: &MssqlEndpoint,
     target: &PgEndpoint,
@@ -288,26 +292,34 @@ async fn copy_attempt(
     t: &TablePlan,
     task: &TaskPlan,
     opts: &CopyOptions,
+    pools: &Pools,
     state: &AttemptState,
 ) -> Result<TaskReport, TaskError> {
     let mode = opts.mode;
-    let (mut pg, pg_watch) = target.connect_watched().await?;
-    let cp = checkpoint::load(&pg, migration, &task.name)
+    let mut pg = pools.pg(target).await?;
+    let cp = checkpoint::load(&pg.client, migration, &task.name)
         .await?
         .unwrap_or_default();
     let resume = match Resume::from_checkpoint(cp, t.keyset.is_some(), task, t.source.qualified(), state) {
-        Start::Done(report) => return Ok(report),
+        Start::Done(report) => {
+            pools.give_back_pg(pg).await;
+            return Ok(report);
+        }
         Start::From(resume) => resume,
     };
     let (after, committed_rows) = (resume.after.clone(), resume.committed_rows);
 
-    let (mut mssql, mssql_watch) = source.connect_watched().await?;
+    let TdsConn {
+        client: mut mssql,
+        watch: mssql_watch,
+    } = pools.mssql(source).await?;
     let (tx, mut rx) = mpsc::channel(CHANNEL_DEPTH);
     let reader_table = t.clone();
     let reader_task = task.clone();
     let chunk = opts.chunk;
+    // The reader hands its connection back, for the next task.
     let reader = tokio::spawn(async move {
-        read_task(
+        let read = read_task(
             &mut mssql,
             &reader_table,
             &reader_task,
@@ -315,12 +327,14 @@ async fn copy_attempt(
             chunk,
             tx,
         )
-        .await
+        .await;
+        (read, mssql)
     });
 
     let upsert = mode == crate::options::Mode::Upsert;
     let (copy_sql, merge_sql) = if upsert {
-        pg.batch_execute(&crate::pg::ddl::upsert_stage(t))
+        pg.client
+            .batch_execute(&crate::pg::ddl::upsert_stage(t))
             .await
             .map_err(|source| LoadError::Copy {
                 table: qualified(t),
@@ -351,20 +365,26 @@ async fn copy_attempt(
         committed_rows,
         fail_after_chunks: opts.fail_after_chunks,
         merge_sql: merge_sql.as_deref(),
-        stall: Some(&pg_watch),
+        stall: Some(&pg.watch),
         committed: Some(state.committed()),
     };
-    let written = write_chunks(&mut pg, &mut rx, &ctx).await;
+    let written = write_chunks(&mut pg.client, &mut rx, &ctx).await;
     // Closing the receiver stops a reader that is still producing.
     drop(rx);
-    let read = reader.await.map_err(|_| TaskError::Join(task.name.clone()))?;
+    let (read, mssql) = reader.await.map_err(|_| TaskError::Join(task.name.clone()))?;
     // A connection that stalled explains the error its client saw (a closed connection).
     if (read.is_err() || written.is_err())
-        && let Some(s) = stalled(&t.source.qualified(), [&mssql_watch, &pg_watch])
+        && let Some(s) = stalled(&t.source.qualified(), [&mssql_watch, &pg.watch])
     {
         return Err(TaskError::Stalled(s));
     }
     // A reader error explains a writer that saw the channel close; report it first.
     read?;
-    Ok(resume.finish(written?))
+    let stats = written?;
+    pools.give_back_mssql(TdsConn {
+        client: mssql,
+        watch: mssql_watch,
+    });
+    pools.give_back_pg(pg).await;
+    Ok(resume.finish(stats))
 }

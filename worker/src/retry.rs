@@ -27,16 +27,6 @@ impl Default for RetryPolicy {
 }
 
 impl RetryPolicy {
-    /// `spec.retries` (validated: attempts at least 1, waits not negative).
-    pub fn from_spec(r: &mssql_pg_crds::Retries) -> Self {
-        let secs = |v: i32| Duration::from_secs(u64::try_from(v).unwrap_or(0));
-        RetryPolicy {
-            attempts: u32::try_from(r.attempts).unwrap_or(1).max(1),
-            backoff: secs(r.backoff_seconds),
-            max_backoff: secs(r.max_backoff_seconds),
-        }
-    }
-
     /// The wait after the `failed`-th failed attempt (1-based).
     pub fn backoff_after(&self, failed: u32) -> Duration {
         let factor = 1u32.checked_shl(failed.saturating_sub(1)).unwrap_or(u32::MAX);

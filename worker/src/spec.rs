@@ -11,6 +11,8 @@ use mssql_pg_crds::{
     CopyMode, IdentifierCase, Migration, MssqlEncryption, PostgresSslMode, VerifyMode as SpecVerify,
 };
 use serde::Deserialize;
+use std::num::{NonZeroU32, NonZeroU64};
+use std::time::Duration;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SpecError {
@@ -175,6 +177,50 @@ fn plain_serde_message(msg: &str) -> String {
     format!("expected {expected}, found {found}")
 }
 
+/// A count the validation ([`Migration::validate`]) required to be at least 1, as a type that
+/// says so: the engine uses it as it is, and a spec that skipped the validation is refused here
+/// rather than clamped.
+fn positive<T: TryFrom<NonZeroU64>>(v: i32, field: &str) -> Result<T, SpecError> {
+    u64::try_from(v)
+        .ok()
+        .and_then(NonZeroU64::new)
+        .and_then(|v| T::try_from(v).ok())
+        .ok_or_else(|| SpecError::Invalid(format!("{field}: must be at least 1 (got {v})")))
+}
+
+/// `spec.timeouts` (validated: at least a second each).
+fn timeouts(t: &mssql_pg_crds::Timeouts) -> Result<Timeouts, SpecError> {
+    let secs = |v, field| positive::<NonZeroU64>(v, field).map(|s| Duration::from_secs(s.get()));
+    Ok(Timeouts {
+        connect: secs(t.connect_seconds, "spec.timeouts.connectSeconds")?,
+        stall: secs(t.stall_seconds, "spec.timeouts.stallSeconds")?,
+    })
+}
+
+/// `spec.retries` (validated: one attempt at least, waits not negative).
+fn retry_policy(r: &mssql_pg_crds::Retries) -> Result<RetryPolicy, SpecError> {
+    let secs = |v: i32, field: &str| {
+        u64::try_from(v)
+            .map(Duration::from_secs)
+            .map_err(|_| SpecError::Invalid(format!("{field}: must not be negative (got {v})")))
+    };
+    Ok(RetryPolicy {
+        attempts: positive::<NonZeroU32>(r.attempts, "spec.retries.attempts")?.get(),
+        backoff: secs(r.backoff_seconds, "spec.retries.backoffSeconds")?,
+        max_backoff: secs(r.max_backoff_seconds, "spec.retries.maxBackoffSeconds")?,
+    })
+}
+
+/// A TDS packet size (validated: 512 to 32767 bytes).
+fn packet_size(p: i32, field: &str) -> Result<u32, SpecError> {
+    use mssql_pg_crds::endpoint::MIN_PACKET_SIZE;
+    (MIN_PACKET_SIZE..=32767)
+        .contains(&p)
+        .then(|| u32::try_from(p).ok())
+        .flatten()
+        .ok_or_else(|| SpecError::Invalid(format!("{field}: must be between 512 and 32767 (got {p})")))
+}
+
 fn port(p: i32, field: &str) -> Result<u16, SpecError> {
     u16::try_from(p).map_err(|_| SpecError::Invalid(format!("{field}: port {p} out of range")))
 }
@@ -212,7 +258,7 @@ pub fn resolve_pg_to_mssql(
         ssl_root_cert: std::env::var("SOURCE_SSL_ROOT_CERT")
             .ok()
             .filter(|p| !p.is_empty()),
-        timeouts: Timeouts::from_spec(&spec.timeouts),
+        timeouts: timeouts(&spec.timeouts)?,
     };
     let target = MssqlEndpoint {
         host: dst.host.clone(),
@@ -229,8 +275,8 @@ pub fn resolve_pg_to_mssql(
         ca_file: std::env::var("TARGET_SSL_ROOT_CERT")
             .ok()
             .filter(|p| !p.is_empty()),
-        packet_size: u32::try_from(dst.packet_size.clamp(512, 32767)).unwrap_or(32767),
-        timeouts: Timeouts::from_spec(&spec.timeouts),
+        packet_size: packet_size(dst.packet_size, "spec.target.mssql.packetSize")?,
+        timeouts: timeouts(&spec.timeouts)?,
     };
     // The option mapping is the same as the other direction's; only the endpoints differ.
     let mut mirrored = m.clone();
@@ -289,8 +335,8 @@ pub fn resolve(m: &Migration, creds: Credentials) -> Result<(MssqlEndpoint, PgEn
         ca_file: std::env::var("SOURCE_SSL_ROOT_CERT")
             .ok()
             .filter(|p| !p.is_empty()),
-        packet_size: u32::try_from(src.packet_size.clamp(512, 32767)).unwrap_or(32767),
-        timeouts: Timeouts::from_spec(&spec.timeouts),
+        packet_size: packet_size(src.packet_size, "spec.source.mssql.packetSize")?,
+        timeouts: timeouts(&spec.timeouts)?,
     };
     let target = PgEndpoint {
         host: dst.host.clone(),
@@ -309,7 +355,7 @@ pub fn resolve(m: &Migration, creds: Credentials) -> Result<(MssqlEndpoint, PgEn
         ssl_root_cert: std::env::var("TARGET_SSL_ROOT_CERT")
             .ok()
             .filter(|p| !p.is_empty()),
-        timeouts: Timeouts::from_spec(&spec.timeouts),
+        timeouts: timeouts(&spec.timeouts)?,
     };
     let s = &spec.schema;
     let p = &spec.partitioning;
@@ -340,13 +386,18 @@ pub fn resolve(m: &Migration, creds: Credentials) -> Result<(MssqlEndpoint, PgEn
         partitioning: PartitionOptions {
             min_rows_to_split: p.min_rows_to_split,
             rows_per_partition: p.rows_per_partition,
-            max_partitions_per_table: u32::try_from(p.max_partitions_per_table.max(1)).unwrap_or(1),
+            max_partitions_per_table: positive::<NonZeroU32>(
+                p.max_partitions_per_table,
+                "spec.partitioning.maxPartitionsPerTable",
+            )?
+            .get(),
         },
-        parallelism: usize::try_from(spec.parallelism.max(1)).unwrap_or(1),
+        parallelism: positive(spec.parallelism, "spec.parallelism")?,
         chunk: ChunkLimit {
-            rows: spec
-                .chunk_rows
-                .map_or(u64::MAX, |r| u64::try_from(r.max(1)).unwrap_or(1)),
+            rows: match spec.chunk_rows {
+                Some(r) => positive::<NonZeroU64>(r, "spec.chunkRows")?.get(),
+                None => u64::MAX,
+            },
             bytes: spec
                 .chunk_bytes()
                 .map_err(|e| SpecError::Invalid(e.to_string()))?,
@@ -358,7 +409,7 @@ pub fn resolve(m: &Migration, creds: Credentials) -> Result<(MssqlEndpoint, PgEn
         },
         lowercase_identifiers: s.identifier_case == IdentifierCase::Lower,
         unlogged: dst.unlogged,
-        retry: RetryPolicy::from_spec(&spec.retries),
+        retry: retry_policy(&spec.retries)?,
         drop_dependents: dst.drop_dependents,
         dry_run: spec.dry_run,
     };
@@ -445,6 +496,34 @@ spec:
             err("  chunkBytes: 64MB\n"),
             "invalid Migration: spec.chunkBytes: \"64MB\" is not a byte size: write an integer or a quantity such as \
              64Mi or 100M"
+        );
+    }
+
+    #[test]
+    fn counts_reach_the_options_as_validated_and_are_never_clamped() {
+        let creds = || Credentials {
+            source_user: "u".into(),
+            source_password: String::new(),
+            target_user: "u".into(),
+            target_password: String::new(),
+        };
+        let m = parse("m.yaml", &format!("{BASE}  parallelism: 7\n")).expect("valid");
+        let (_, _, options) = resolve(&m, creds()).expect("resolves");
+        assert_eq!(options.parallelism.get(), 7);
+        // A Migration that skipped the validation is refused, not quietly clamped to 1.
+        let mut unvalidated = m.clone();
+        unvalidated.spec.parallelism = 0;
+        let e = resolve(&unvalidated, creds()).err().map(|e| e.to_string());
+        assert_eq!(
+            e.as_deref(),
+            Some("invalid Migration: spec.parallelism: must be at least 1 (got 0)")
+        );
+        let mut unvalidated = m;
+        unvalidated.spec.retries.attempts = -1;
+        let e = resolve(&unvalidated, creds()).err().map(|e| e.to_string());
+        assert_eq!(
+            e.as_deref(),
+            Some("invalid Migration: spec.retries.attempts: must be at least 1 (got -1)")
         );
     }
 

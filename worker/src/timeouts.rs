@@ -41,17 +41,6 @@ impl Default for Timeouts {
     }
 }
 
-impl Timeouts {
-    /// `spec.timeouts` (validated: positive).
-    pub fn from_spec(t: &mssql_pg_crds::Timeouts) -> Self {
-        let secs = |v: i32| Duration::from_secs(u64::try_from(v.max(1)).unwrap_or(1));
-        Timeouts {
-            connect: secs(t.connect_seconds),
-            stall: secs(t.stall_seconds),
-        }
-    }
-}
-
 /// Whole seconds (at least 1) for messages.
 pub fn secs(d: Duration) -> u64 {
     d.as_secs().max(1)
@@ -129,6 +118,15 @@ impl StallWatch {
         work.await
     }
 
+    /// Stops the read clock until the returned guard is dropped: for a connection kept idle
+    /// between copy tasks, which expects no reply. Dropping the guard re-arms the clock, so the
+    /// next task starts with a full stall limit.
+    pub fn idle(&self) -> Idle {
+        self.0.paused.store(true, Ordering::Relaxed);
+        self.0.epoch.fetch_add(1, Ordering::Relaxed);
+        Idle(self.clone())
+    }
+
     /// What tripped the limit, if it was.
     pub fn tripped(&self) -> Option<&str> {
         self.0.tripped.get().map(String::as_str)
@@ -136,6 +134,16 @@ impl StallWatch {
 
     pub fn endpoint(&self) -> &str {
         &self.0.endpoint
+    }
+}
+
+/// A connection's stall watch stopped while it is idle (see [`StallWatch::idle`]).
+pub struct Idle(StallWatch);
+
+impl Drop for Idle {
+    fn drop(&mut self) {
+        self.0.0.paused.store(false, Ordering::Relaxed);
+        self.0.0.epoch.fetch_add(1, Ordering::Relaxed);
     }
 }
 

@@ -170,7 +170,7 @@ async fn adventure_works_migrates_exactly_both_ways() {
             migration: "test/aw-forward".into(),
             source_schemas: vec!["*".into()],
             verify: VerifyMode::Checksum,
-            parallelism: 4,
+            parallelism: std::num::NonZeroUsize::new(4).unwrap(),
             ..Options::default()
         },
         copy: CopyOptions {
@@ -288,7 +288,7 @@ async fn adventure_works_migrates_exactly_both_ways() {
             source_schemas: vec!["*".into()],
             target_schema: "dbo".into(),
             verify: VerifyMode::Checksum,
-            parallelism: 4,
+            parallelism: std::num::NonZeroUsize::new(4).unwrap(),
             ..Options::default()
         },
         copy: CopyOptions {

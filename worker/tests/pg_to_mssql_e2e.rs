@@ -550,7 +550,7 @@ async fn a_large_partitioned_copy_killed_mid_table_resumes_exactly() {
             rows_per_partition: 20_000,
             max_partitions_per_table: 8,
         };
-        e.options.parallelism = 2;
+        e.options.parallelism = std::num::NonZeroUsize::new(2).unwrap();
         // Chunks by bytes alone: ~100 kB of bulk rows is ~2,000 rows of `big`, so each task
         // commits several before the injected failure.
         e.copy.chunk = mssql_pg_worker::chunk::ChunkLimit::bytes(100_000);
@@ -576,7 +576,7 @@ async fn a_large_partitioned_copy_killed_mid_table_resumes_exactly() {
     {
         let e2 = Arc::get_mut(&mut e2).unwrap();
         e2.options.partitioning = e.options.partitioning.clone();
-        e2.options.parallelism = 2;
+        e2.options.parallelism = std::num::NonZeroUsize::new(2).unwrap();
         e2.copy.chunk = mssql_pg_worker::chunk::ChunkLimit::bytes(100_000);
     }
     let (prepared, reports, _, verification) = run(&e2).await.unwrap();

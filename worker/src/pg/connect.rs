@@ -250,14 +250,19 @@ fn connection_io(
 /// here they are decoded by the thread that consumes them. A connection that ends first is not
 /// polled again (its client's requests then fail inside `work`).
 pub async fn with_connection_io<F: Future>(work: F, io: ConnectionIo) -> F::Output {
+    with_kept_connection_io(work, &mut Some(io)).await
+}
+
+/// [`with_connection_io`] for a connection kept after `work` (for the next copy task): `io` is
+/// `None` afterwards if the connection ended.
+pub async fn with_kept_connection_io<F: Future>(work: F, io: &mut Option<ConnectionIo>) -> F::Output {
     let mut work = std::pin::pin!(work);
-    let mut io = Some(io);
     std::future::poll_fn(|cx| {
         // The socket first, so that `work` sees what it delivered in the same poll.
         if let Some(running) = io.as_mut()
             && running.as_mut().poll(cx).is_ready()
         {
-            io = None;
+            *io = None;
         }
         work.as_mut().poll(cx)
     })
