@@ -1228,15 +1228,19 @@ pub async fn verify_part(
         .map_err(|e| verr(e.to_string()))?;
     let exprs: Vec<String> = t.columns.iter().map(|c| c.verify_expr.clone()).collect();
     let from = pg_table(&t.source);
-    // The expressions' own types (a `bpchar` stays one, a domain too), as `record_send` writes them.
-    let oids: Vec<u32> = pg
+    // The expressions' types as PostgreSQL reports them (a domain as its base type, a `bpchar`
+    // as itself), cast to explicitly: `record_send` writes a domain's own OID otherwise.
+    let stmt = pg
         .prepare(&format!("SELECT {} FROM {from}", exprs.join(", ")))
         .await
-        .map_err(|e| verr(e.to_string()))?
-        .columns()
+        .map_err(|e| verr(e.to_string()))?;
+    let types: Vec<tokio_postgres::types::Type> = stmt.columns().iter().map(|c| c.type_().clone()).collect();
+    let exprs: Vec<String> = exprs
         .iter()
-        .map(|c| c.type_().oid())
+        .zip(&types)
+        .map(|(e, ty)| format!("CAST(({e}) AS {}.{})", quote_pg(ty.schema()), quote_pg(ty.name())))
         .collect();
+    let oids: Vec<u32> = types.iter().map(|ty| ty.oid()).collect();
     let key = t.int_key();
     let pg_filter =
         crate::verify::range_condition(key.map(|k| quote_pg(&t.columns[k].source.name)).as_deref(), task);
