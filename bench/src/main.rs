@@ -86,6 +86,9 @@ enum Command {
     /// Microsoft's AdventureWorks sample, loaded into the test server by its install script and
     /// migrated whole (every schema) both ways by the release worker, --runs times each.
     AdventureWorks(harness::adventure_works::AdventureWorksArgs),
+    /// `verify: checksum` against `verify: none` in both directions, runs alternating, on the
+    /// StackOverflow-shaped tables (--scale) or a shape (--shape, --rows): the ratio issue 18 bounds.
+    VerifyCost(harness::verify_cost::VerifyCostArgs),
     /// Print the row count of every table at a scale.
     Counts {
         #[command(flatten)]
@@ -112,6 +115,7 @@ async fn main() -> Result<()> {
         Command::Harness(args) => harness::run(args, command).await?,
         Command::Shapes(args) => harness::shapes::run(args, command).await?,
         Command::AdventureWorks(args) => harness::adventure_works::run(args, command).await?,
+        Command::VerifyCost(args) => harness::verify_cost::run(args, command).await?,
         Command::Counts { data } => {
             let ds = Dataset::new(data.scale, data.seed);
             for t in Table::ALL {

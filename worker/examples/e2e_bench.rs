@@ -88,6 +88,7 @@ async fn main() {
         copy: CopyOptions {
             chunk: Default::default(),
             fail_after_chunks: None,
+            digest: false,
             mode: Default::default(),
             retry: Default::default(),
         },

@@ -126,6 +126,7 @@ async fn main() {
                         last_key: Some(vec![KeyValue::Int(id)]),
                         rows: in_chunk,
                         done: id == n,
+                        digest: None,
                     };
                     tx.send(Msg::ChunkEnd(end)).await.unwrap();
                     in_chunk = 0;
@@ -140,6 +141,7 @@ async fn main() {
             table,
             copy_sql: &copy_sql,
             committed_rows: 0,
+            committed_digest: None,
             fail_after_chunks: None,
             merge_sql: None,
             stall: None,

@@ -27,6 +27,9 @@ pub struct Checkpoint {
     pub last_key: Option<Vec<KeyValue>>,
     pub rows: i64,
     pub done: bool,
+    /// The verify checksum's sum of row hashes over the task's committed rows
+    /// ([`crate::verify::RowHasher`]), when the copy computed it for every one of them.
+    pub digest: Option<u64>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -69,6 +72,7 @@ pub async fn ensure_tables(client: &Client) -> Result<(), CheckpointError> {
                 started_at timestamptz NOT NULL DEFAULT now(),
                 updated_at timestamptz NOT NULL DEFAULT now());
              ALTER TABLE \"{SCHEMA}\".\"runs\" ADD COLUMN IF NOT EXISTS tasks text;
+             ALTER TABLE \"{SCHEMA}\".\"checkpoints\" ADD COLUMN IF NOT EXISTS digest bigint;
              CREATE TABLE IF NOT EXISTS \"{SCHEMA}\".\"recreate\" (
                 migration text NOT NULL,
                 seq int NOT NULL,
@@ -93,7 +97,7 @@ pub async fn load(
 ) -> Result<Option<Checkpoint>, CheckpointError> {
     let row = client
         .query_opt(
-            &format!("SELECT last_key, rows, done FROM \"{SCHEMA}\".\"checkpoints\" WHERE migration = $1 AND task = $2"),
+            &format!("SELECT last_key, rows, done, digest FROM \"{SCHEMA}\".\"checkpoints\" WHERE migration = $1 AND task = $2"),
             &[&migration, &task],
         )
         .await?;
@@ -110,7 +114,32 @@ pub async fn load(
         last_key,
         rows: row.get(1),
         done: row.get(2),
+        digest: row.get::<_, Option<i64>>(3).map(|d| d as u64),
     }))
+}
+
+/// Every task's (rows, done, digest) of a migration, for verify.
+pub async fn load_digests(
+    client: &Client,
+    migration: &str,
+) -> Result<std::collections::HashMap<String, (i64, bool, Option<u64>)>, CheckpointError> {
+    if !tables_exist(client).await? {
+        return Ok(Default::default());
+    }
+    Ok(client
+        .query(
+            &format!(
+                "SELECT task, rows, done, digest FROM \"{SCHEMA}\".\"checkpoints\" WHERE migration = $1"
+            ),
+            &[&migration],
+        )
+        .await?
+        .iter()
+        .map(|r| {
+            let digest: Option<i64> = r.get(3);
+            (r.get(0), (r.get(1), r.get(2), digest.map(|d| d as u64)))
+        })
+        .collect())
 }
 
 /// Upserts a task's checkpoint; call it inside the chunk's transaction.
@@ -127,12 +156,13 @@ pub async fn save<C: GenericClient>(
     client
         .execute(
             &format!(
-                "INSERT INTO \"{SCHEMA}\".\"checkpoints\" (migration, task, last_key, rows, done, updated_at)
-                 VALUES ($1, $2, $3, $4, $5, now())
+                "INSERT INTO \"{SCHEMA}\".\"checkpoints\" (migration, task, last_key, rows, done, digest, updated_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, now())
                  ON CONFLICT (migration, task) DO UPDATE
-                 SET last_key = EXCLUDED.last_key, rows = EXCLUDED.rows, done = EXCLUDED.done, updated_at = now()"
+                 SET last_key = EXCLUDED.last_key, rows = EXCLUDED.rows, done = EXCLUDED.done,
+                     digest = EXCLUDED.digest, updated_at = now()"
             ),
-            &[&migration, &task, &key, &cp.rows, &cp.done],
+            &[&migration, &task, &key, &cp.rows, &cp.done, &cp.digest.map(|d| d as i64)],
         )
         .await?;
     Ok(())

@@ -30,6 +30,9 @@ pub struct ChunkEnd {
     pub rows: u64,
     /// The task's last chunk.
     pub done: bool,
+    /// The verify checksum's sum of this chunk's row hashes, when the reader computed it
+    /// ([`crate::verify::RowHasher`]); the checkpoint carries the task's running sum.
+    pub digest: Option<u64>,
 }
 
 /// TDS bulk-load ROW tokens (encoded for the task's target table), and the bytes of the binary
@@ -80,6 +83,8 @@ pub struct LoopCtx<'a> {
     pub table: &'a str,
     /// Rows already committed by earlier attempts.
     pub committed_rows: i64,
+    /// Their checksum digest (see [`ChunkEnd::digest`]); `None` once a chunk lacks one.
+    pub committed_digest: Option<u64>,
     /// Test hook: fail (after committing) once this many chunks were committed in this attempt.
     pub fail_after_chunks: Option<u64>,
     /// The target connection's stall watch, when its read clock must stop while the loop waits
@@ -122,6 +127,8 @@ pub struct ChunkRows<'r, D> {
     bytes: u64,
     /// Rows committed in total before this chunk.
     total_rows: i64,
+    /// Their digest.
+    total_digest: Option<u64>,
 }
 
 impl<D: Payload + Send> ChunkRows<'_, D> {
@@ -170,7 +177,14 @@ impl<D: Payload + Send> ChunkRows<'_, D> {
             last_key: end.last_key.clone(),
             rows: self.total_rows + end.rows as i64,
             done: end.done,
+            digest: self.digest_after(end),
         }
+    }
+
+    /// The task's digest once the chunk ending at `end` is committed.
+    fn digest_after(&self, end: &ChunkEnd) -> Option<u64> {
+        let (before, chunk) = (self.total_digest?, end.digest?);
+        Some(before.wrapping_add(chunk))
     }
 }
 
@@ -186,6 +200,7 @@ pub async fn write_chunks<S: ChunkSink>(
         ctx,
         bytes: 0,
         total_rows: ctx.committed_rows,
+        total_digest: ctx.committed_digest,
     };
     loop {
         let Some(first) = rows.next().await else {
@@ -193,6 +208,7 @@ pub async fn write_chunks<S: ChunkSink>(
         };
         let bytes_before = rows.bytes;
         let end = sink.write_chunk(first, &mut rows).await?;
+        rows.total_digest = rows.digest_after(&end);
         rows.total_rows += end.rows as i64;
         if let Some(c) = ctx.committed {
             c.store(rows.total_rows, Ordering::Relaxed);

@@ -8,7 +8,7 @@ use crate::pipeline::TaskReport;
 use crate::plan::TaskPlan;
 use crate::published::PublishedPlan;
 use crate::target_check::TableAction;
-use crate::verify::TableVerification;
+use crate::verify::{Digest, TableVerification};
 use serde::Serialize;
 use std::future::Future;
 use std::sync::Arc;
@@ -77,11 +77,19 @@ pub trait Engine: Clone + Send + Sync + 'static {
         pools: &Pools,
     ) -> impl Future<Output = Result<TaskReport, Self::TaskError>> + Send;
 
-    /// Counts (and checksums) one table on both sides.
-    fn verify_table(
+    /// What [`Engine::verify`] checks, each part on its own: whole tables, or copy tasks' key
+    /// ranges (with the source digest their copy stored, when it did).
+    fn verify_parts(
         &self,
-        t: &<Self::Plan as PublishedPlan>::Table,
-    ) -> impl Future<Output = Result<TableVerification, Self::Error>> + Send;
+        plan: &Self::Plan,
+    ) -> impl Future<Output = Result<Vec<VerifyPart>, Self::Error>> + Send;
+
+    /// Counts (and checksums) one part on both sides.
+    fn verify_part(
+        &self,
+        plan: &Self::Plan,
+        part: VerifyPart,
+    ) -> impl Future<Output = Result<PartDigests, Self::Error>> + Send;
 
     /// What a failed task left committed.
     fn failed_report(e: &Self::TaskError) -> Option<&TaskReport>;
@@ -185,31 +193,104 @@ pub trait Engine: Clone + Send + Sync + 'static {
         }
     }
 
-    /// Verifies every table (`spec.verify`: counts or checksums), at most `parallelism` at once.
+    /// Verifies every table (`spec.verify`: counts or checksums), its parts at most
+    /// `parallelism` at once. A table is equal when each of its parts is.
     fn verify(
         &self,
         plan: &Self::Plan,
     ) -> impl Future<Output = Result<Vec<TableVerification>, Self::Error>> + Send {
         async move {
-            if self.options().verify == VerifyMode::None {
+            let mode = self.options().verify;
+            if mode == VerifyMode::None {
                 return Ok(Vec::new());
             }
+            let upsert = self.options().mode == crate::options::Mode::Upsert;
             let sem = Arc::new(Semaphore::new(self.options().parallelism.get()));
             let plan = Arc::new(plan.clone());
             let mut set = JoinSet::new();
-            for i in 0..plan.tables().len() {
+            for part in self.verify_parts(&plan).await? {
                 let (sem, plan, engine) = (sem.clone(), plan.clone(), self.clone());
                 set.spawn(async move {
                     let _permit = sem.acquire_owned().await;
-                    engine.verify_table(&plan.tables()[i]).await
+                    let (table, task) = (part.table, part.task.as_ref().map(|t| t.name.clone()));
+                    engine.verify_part(&plan, part).await.map(|d| (table, task, d))
                 });
             }
-            let mut out = Vec::new();
+            let mut tables: std::collections::BTreeMap<usize, (String, Digest, Digest, bool)> =
+                Default::default();
             while let Some(r) = set.join_next().await {
-                out.push(r.map_err(Self::join_error)??);
+                let (i, task, d) = r.map_err(Self::join_error)??;
+                let part_ok = upsert || d.source.same_rows(&d.target);
+                if !part_ok {
+                    tracing::warn!(
+                        table = %d.table,
+                        task = task.as_deref().unwrap_or("(whole table)"),
+                        source_rows = d.source.rows,
+                        target_rows = d.target.rows,
+                        "verify: the target differs from the source"
+                    );
+                }
+                let keep = upsert.then(Vec::new);
+                let e = tables.entry(i).or_insert_with(|| {
+                    let empty = || Digest {
+                        hashes: keep.clone(),
+                        ..Digest::default()
+                    };
+                    (d.table.clone(), empty(), empty(), true)
+                });
+                e.1.merge(d.source);
+                e.2.merge(d.target);
+                e.3 &= part_ok;
             }
+            let mut out: Vec<TableVerification> = tables
+                .into_values()
+                .map(|(table, source, target, parts_ok)| {
+                    let mut v = TableVerification::compare(
+                        table,
+                        &source,
+                        &target,
+                        mode == VerifyMode::Checksum,
+                        upsert,
+                    );
+                    v.ok &= parts_ok;
+                    v
+                })
+                .collect();
             out.sort_by(|a, b| a.table.cmp(&b.table));
             Ok(out)
         }
     }
+}
+
+/// One part of a table for [`Engine::verify`].
+#[derive(Debug, Clone)]
+pub struct VerifyPart {
+    /// Index into the plan's tables.
+    pub table: usize,
+    /// A copy task's key range; `None`: the whole table.
+    pub task: Option<TaskPlan>,
+    /// The source digest the copy stored with the task's checkpoints, over the copied columns.
+    pub stored: Option<Digest>,
+}
+
+impl VerifyPart {
+    /// Every table of `tables`, whole.
+    pub fn whole_tables(tables: usize) -> Vec<VerifyPart> {
+        (0..tables)
+            .map(|table| VerifyPart {
+                table,
+                task: None,
+                stored: None,
+            })
+            .collect()
+    }
+}
+
+/// Both sides of one verified part.
+#[derive(Debug, Clone)]
+pub struct PartDigests {
+    /// The table as the verification names it.
+    pub table: String,
+    pub source: Digest,
+    pub target: Digest,
 }

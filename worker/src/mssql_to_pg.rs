@@ -3,7 +3,7 @@
 //! (keys, indexes, checks, identity values, foreign keys) and verify.
 
 use crate::checkpoint::{self, CheckpointError};
-use crate::engine::{DryRun, Engine, Prepared};
+use crate::engine::{DryRun, Engine, PartDigests, Prepared, VerifyPart};
 use crate::mssql::connect::{
     ConnectError, MssqlEndpoint, REQUESTED_PACKET_SIZE, TdsClient, negotiated_packet_size,
 };
@@ -16,7 +16,7 @@ use crate::pg::target_catalog::{existing_table, pg_type_fit};
 use crate::pipeline::{CopyOptions, TaskError, TaskReport, copy_task};
 use crate::plan::{Plan, PlanError, TablePlan, TaskPlan, build_plan, schema_selected, split_tasks};
 use crate::target_check::{self, PlannedColumn, TableAction};
-use crate::verify::{self, TableVerification, VerifyError};
+use crate::verify::{self, Digest, VerifyError};
 use std::collections::BTreeMap;
 use tokio_postgres::Client;
 use tokio_postgres::error::SqlState;
@@ -698,25 +698,82 @@ impl Engine for MssqlToPgEngine {
         pools: &crate::conn_pool::Pools,
     ) -> Result<TaskReport, TaskError> {
         let t = &plan.tables[task.table];
+        // An upsert's verify keeps every row's hash: it reads the source again.
+        let copy = CopyOptions {
+            digest: self.options.verify == VerifyMode::Checksum && self.copy.mode != Mode::Upsert,
+            ..self.copy.clone()
+        };
         copy_task(
             &self.source,
             &self.target,
             &self.options.migration,
             t,
             task,
-            &self.copy,
+            &copy,
             pools,
         )
         .await
     }
 
-    async fn verify_table(&self, t: &TablePlan) -> Result<TableVerification, MssqlToPgError> {
-        let mut mssql = self.source.connect().await?;
+    /// A checksum without upsert checks each task's key range against the source digest its copy
+    /// stored, when every task of the table has one and the table has no generated column (the
+    /// copy neither reads nor writes those; a re-read checks SQL Server's values against
+    /// PostgreSQL's). Otherwise the table is checked whole, the source read again.
+    async fn verify_parts(&self, plan: &Plan) -> Result<Vec<VerifyPart>, MssqlToPgError> {
+        if self.options.verify != VerifyMode::Checksum || self.options.mode == Mode::Upsert {
+            return Ok(VerifyPart::whole_tables(plan.tables.len()));
+        }
+        let pg = self.target.connect().await?;
+        let stored = checkpoint::load_digests(&pg, &self.options.migration).await?;
+        let mut parts = Vec::new();
+        for (i, t) in plan.tables.iter().enumerate() {
+            let tasks: Vec<&TaskPlan> = plan.tasks.iter().filter(|task| task.table == i).collect();
+            let digests: Option<Vec<Digest>> = tasks
+                .iter()
+                .map(|task| match stored.get(&task.name) {
+                    Some(&(rows, true, Some(sum))) => Some(Digest {
+                        rows,
+                        sum,
+                        hashes: None,
+                    }),
+                    _ => None,
+                })
+                .collect();
+            match digests {
+                Some(digests) if t.generated.is_empty() && !tasks.is_empty() => {
+                    parts.extend(tasks.into_iter().zip(digests).map(|(task, d)| VerifyPart {
+                        table: i,
+                        task: Some(task.clone()),
+                        stored: Some(d),
+                    }))
+                }
+                _ => parts.push(VerifyPart {
+                    table: i,
+                    task: None,
+                    stored: None,
+                }),
+            }
+        }
+        Ok(parts)
+    }
+
+    async fn verify_part(&self, plan: &Plan, part: VerifyPart) -> Result<PartDigests, MssqlToPgError> {
+        let t = &plan.tables[part.table];
         let pg = self.target.connect().await?;
         let upsert = self.options.mode == Mode::Upsert;
-        Ok(match self.options.verify {
-            VerifyMode::Count => verify::count(&mut mssql, &pg, t, upsert).await?,
-            _ => verify::checksum(&mut mssql, &pg, t, upsert).await?,
+        let (source, target) = if self.options.verify == VerifyMode::Count {
+            let mut mssql = self.source.connect().await?;
+            verify::count(&mut mssql, &pg, t).await?
+        } else if part.stored.is_some() {
+            verify::checksum_part(None, &pg, t, part.task.as_ref(), part.stored, upsert).await?
+        } else {
+            let mut mssql = self.source.connect().await?;
+            verify::checksum_part(Some(&mut mssql), &pg, t, part.task.as_ref(), None, upsert).await?
+        };
+        Ok(PartDigests {
+            table: t.source.qualified(),
+            source,
+            target,
         })
     }
 

@@ -8,7 +8,7 @@
 use crate::checkpoint::SCHEMA;
 use crate::conn_pool::{Pools, TdsConn};
 use crate::copy_binary::RowEncoder;
-use crate::engine::{DryRun, Engine, Prepared};
+use crate::engine::{DryRun, Engine, PartDigests, Prepared, VerifyPart};
 use crate::mapping::{quote_mssql, quote_pg};
 use crate::mapping_pg_to_mssql::{
     Decode, MsType, NumericScan, PgToMssqlColumn, PgToMssqlMappingError, map_column, needs_numeric_scan,
@@ -31,7 +31,7 @@ use crate::plan_pg_to_mssql::{PgToMssqlPlan, PgToMssqlTablePlan, TableNames};
 use crate::retry::{AttemptState, failed_message};
 use crate::target_check::{self, PlannedColumn, TableAction};
 use crate::timeouts::{Stalled, stalled};
-use crate::verify::{Digest, TableVerification};
+use crate::verify::{Digest, RowHasher};
 use futures_util::TryStreamExt;
 use std::collections::{BTreeMap, HashMap};
 use tokio::sync::mpsc;
@@ -1237,20 +1237,24 @@ async fn copy_attempt(
     Ok(resume.finish(stats))
 }
 
-/// Counts (and checksums) one table on both sides.
-pub async fn verify_table(
+/// Counts (and checksums) one part of a table (a copy task's key range, or the whole table) on
+/// both sides. PostgreSQL hashes its rows itself ([`crate::verify::pg_digest`], in the canonical
+/// form of `verify_expr`); SQL Server's rows are read and hashed here, with the type OIDs of
+/// PostgreSQL's expressions so that both sides hash the same bytes. The two run at once.
+pub async fn verify_part(
     pg: &Client,
     ms: &mut TdsClient,
     t: &PgToMssqlTablePlan,
+    task: Option<&TaskPlan>,
     mode: VerifyMode,
     upsert: bool,
-) -> Result<TableVerification, PgToMssqlError> {
+) -> Result<(Digest, Digest), PgToMssqlError> {
     let table = t.source.qualified();
     let verr = |message: String| PgToMssqlError::Verify {
         table: table.clone(),
         message,
     };
-    let (source, target) = if mode == VerifyMode::Count {
+    if mode == VerifyMode::Count {
         let s: i64 = pg
             .query_one(&format!("SELECT count(*) FROM {}", pg_table(&t.source)), &[])
             .await
@@ -1259,49 +1263,53 @@ pub async fn verify_table(
         let tgt = scalar_i64(ms, &format!("SELECT COUNT_BIG(*) FROM {}", ddl::qualified(t)))
             .await?
             .unwrap_or(0);
-        (
-            Digest {
-                rows: s,
-                ..Digest::default()
-            },
-            Digest {
-                rows: tgt,
-                ..Digest::default()
-            },
-        )
-    } else {
-        pg.batch_execute(SESSION_SETTINGS)
+        let rows = |rows| Digest {
+            rows,
+            ..Digest::default()
+        };
+        return Ok((rows(s), rows(tgt)));
+    }
+    pg.batch_execute(SESSION_SETTINGS)
+        .await
+        .map_err(|e| verr(e.to_string()))?;
+    let exprs: Vec<String> = t.columns.iter().map(|c| c.verify_expr.clone()).collect();
+    let from = pg_table(&t.source);
+    // The expressions' types as PostgreSQL reports them (a domain as its base type, a `bpchar`
+    // as itself), cast to explicitly: `record_send` writes a domain's own OID otherwise.
+    let stmt = pg
+        .prepare(&format!("SELECT {} FROM {from}", exprs.join(", ")))
+        .await
+        .map_err(|e| verr(e.to_string()))?;
+    let types: Vec<tokio_postgres::types::Type> = stmt.columns().iter().map(|c| c.type_().clone()).collect();
+    let exprs: Vec<String> = exprs
+        .iter()
+        .zip(&types)
+        .map(|(e, ty)| format!("CAST(({e}) AS {}.{})", quote_pg(ty.schema()), quote_pg(ty.name())))
+        .collect();
+    let oids: Vec<u32> = types.iter().map(|ty| ty.oid()).collect();
+    let key = t.int_key();
+    let pg_filter =
+        crate::verify::range_condition(key.map(|k| quote_pg(&t.columns[k].source.name)).as_deref(), task);
+    let ms_filter = crate::verify::range_condition(
+        key.map(|k| quote_mssql(&t.columns[k].target_name)).as_deref(),
+        task,
+    );
+    let source = async {
+        crate::verify::pg_digest(pg, &exprs, &from, pg_filter.as_deref(), upsert)
             .await
-            .map_err(|e| verr(e.to_string()))?;
-        let cols = t
-            .columns
-            .iter()
-            .map(|c| c.verify_expr.as_str())
-            .collect::<Vec<_>>()
-            .join(", ");
-        let sql = format!(
-            "COPY (SELECT {cols} FROM {}) TO STDOUT (FORMAT binary)",
-            pg_table(&t.source)
-        );
-        let source = crate::verify::pg_copy_digest(pg, &sql, &table, upsert)
-            .await
-            .map_err(|e| verr(e.to_string()))?;
-        let target = mssql_digest(ms, t, upsert).await?;
-        (source, target)
+            .map_err(|e| verr(e.to_string()))
     };
-    Ok(TableVerification::compare(
-        table,
-        &source,
-        &target,
-        mode == VerifyMode::Checksum,
-        upsert,
-    ))
+    let target = mssql_digest(ms, t, ms_filter.as_deref(), oids, upsert);
+    let (source, target) = tokio::join!(source, target);
+    Ok((source?, target?))
 }
 
 /// SQL Server rows re-encoded in the canonical PostgreSQL binary form and hashed.
 async fn mssql_digest(
     ms: &mut TdsClient,
     t: &PgToMssqlTablePlan,
+    filter: Option<&str>,
+    oids: Vec<u32>,
     keep: bool,
 ) -> Result<Digest, PgToMssqlError> {
     let table = t.source.qualified();
@@ -1311,8 +1319,10 @@ async fn mssql_digest(
         .map(|c| c.ms_select.as_str())
         .collect::<Vec<_>>()
         .join(", ");
-    let sql = format!("SELECT {cols} FROM {}", ddl::qualified(t));
+    let filter = filter.map(|f| format!(" WHERE {f}")).unwrap_or_default();
+    let sql = format!("SELECT {cols} FROM {}{filter}", ddl::qualified(t));
     let encoder = RowEncoder::new(t.columns.iter().map(|c| c.canonical).collect());
+    let mut hasher = RowHasher::new(oids);
     let verr = |message: String| PgToMssqlError::Verify {
         table: table.clone(),
         message,
@@ -1329,7 +1339,7 @@ async fn mssql_digest(
         encoder
             .encode_row(&mut buf, row.cells().map(|(_, c)| c))
             .map_err(|e| verr(e.to_string()))?;
-        digest.add(&buf);
+        digest.add(hasher.hash(&buf));
     }
     Ok(digest)
 }
@@ -1386,11 +1396,38 @@ impl Engine for PgToMssqlEngine {
         copy_task(self, &plan.tables[task.table], task, pools).await
     }
 
-    async fn verify_table(&self, t: &PgToMssqlTablePlan) -> Result<TableVerification, PgToMssqlError> {
+    /// A checksum without upsert checks each task's key range on its own (in parallel).
+    async fn verify_parts(&self, plan: &PgToMssqlPlan) -> Result<Vec<VerifyPart>, PgToMssqlError> {
+        if self.options.verify != VerifyMode::Checksum || self.options.mode == Mode::Upsert {
+            return Ok(VerifyPart::whole_tables(plan.tables.len()));
+        }
+        Ok(plan
+            .tasks
+            .iter()
+            .map(|task| VerifyPart {
+                table: task.table,
+                task: Some(task.clone()),
+                stored: None,
+            })
+            .collect())
+    }
+
+    async fn verify_part(
+        &self,
+        plan: &PgToMssqlPlan,
+        part: VerifyPart,
+    ) -> Result<PartDigests, PgToMssqlError> {
+        let t = &plan.tables[part.table];
         let (mut ms, _) = self.connect_target().await?;
         let pg = self.source.connect().await?;
         let upsert = self.options.mode == Mode::Upsert;
-        verify_table(&pg, &mut ms, t, self.options.verify, upsert).await
+        let (source, target) =
+            verify_part(&pg, &mut ms, t, part.task.as_ref(), self.options.verify, upsert).await?;
+        Ok(PartDigests {
+            table: t.source.qualified(),
+            source,
+            target,
+        })
     }
 
     fn failed_report(e: &PgToMssqlError) -> Option<&TaskReport> {

@@ -102,6 +102,9 @@ pub struct CopyOptions {
     pub mode: crate::options::Mode,
     /// Attempts and backoff after transient faults.
     pub retry: RetryPolicy,
+    /// The reader computes the verify checksum's source side ([`crate::verify::RowHasher`]);
+    /// the engine sets it from its verify option and mode at each task.
+    pub digest: bool,
 }
 
 impl CopyOptions {
@@ -112,6 +115,7 @@ impl CopyOptions {
             fail_after_chunks,
             mode: options.mode,
             retry: options.retry,
+            digest: false,
         }
     }
 }
@@ -227,6 +231,8 @@ pub struct Resume {
     pub after: Option<Vec<KeyValue>>,
     /// Rows already committed that stay (the checkpoint's count, or 0 when starting over).
     pub committed_rows: i64,
+    /// Their verify digest (see [`crate::chunk_loop::ChunkEnd::digest`]).
+    pub committed_digest: Option<u64>,
     report: TaskReport,
     started: Instant,
 }
@@ -262,6 +268,7 @@ impl Resume {
         let committed_rows = if keyed { cp.rows } else { 0 };
         state.begin(committed_rows);
         Start::From(Resume {
+            committed_digest: if committed_rows == 0 { Some(0) } else { cp.digest },
             after: if keyed { cp.last_key } else { None },
             committed_rows,
             report,
@@ -316,7 +323,7 @@ async fn copy_attempt(
     let (tx, mut rx) = mpsc::channel(CHANNEL_DEPTH);
     let reader_table = t.clone();
     let reader_task = task.clone();
-    let chunk = opts.chunk;
+    let (chunk, digest) = (opts.chunk, opts.digest);
     // The reader hands its connection back, for the next task.
     let reader = tokio::spawn(async move {
         let read = read_task(
@@ -325,6 +332,7 @@ async fn copy_attempt(
             &reader_task,
             after.as_deref(),
             chunk,
+            digest,
             tx,
         )
         .await;
@@ -363,6 +371,7 @@ async fn copy_attempt(
         table: &table,
         copy_sql: &copy_sql,
         committed_rows,
+        committed_digest: resume.committed_digest,
         fail_after_chunks: opts.fail_after_chunks,
         merge_sql: merge_sql.as_deref(),
         stall: Some(&pg.watch),

@@ -1,18 +1,19 @@
-//! Verification computed the same way on both sides: every row is put through the same binary
-//! COPY encoding (the source through our encoder, the target as PostgreSQL's own binary COPY TO),
-//! each row's bytes are hashed, and the hashes are summed, so order does not matter and a lost,
-//! duplicated or altered row changes the result.
+//! Verification computed the same way on both sides: every row in its PostgreSQL binary form (the
+//! source through our encoder, the target by PostgreSQL's own send functions) is hashed with one
+//! fixed function ([`RowHasher`], [`pg_row_hash`]) and the hashes are summed, so order does not
+//! matter and a lost, duplicated or altered row changes the result. The source side is computed
+//! by the copy as it reads the rows and stored with each chunk's checkpoint (or read again, for a
+//! task copied without one); PostgreSQL computes its side itself, so no row crosses the wire twice.
 
 use crate::copy_binary::RowEncoder;
-use crate::mapping::quote_pg;
+use crate::mapping::{PgType, quote_pg};
 use crate::mssql::connect::TdsClient;
 use crate::mssql::read::{ReadError, count_rows};
 use crate::pg::ddl::qualified;
 use crate::plan::{TablePlan, TaskPlan};
-use bytes::{Buf, BytesMut};
+use bytes::BytesMut;
 use futures_util::TryStreamExt;
 use serde::Serialize;
-use std::hash::{DefaultHasher, Hasher};
 use tokio_postgres::Client;
 
 #[derive(Debug, thiserror::Error)]
@@ -33,14 +34,14 @@ pub enum VerifyError {
     },
     #[error("table {table}: a source row could not be encoded: {message}")]
     Encode { table: String, message: String },
-    #[error("PostgreSQL's binary COPY output for {0} is malformed")]
-    Malformed(String),
+    #[error("table {0}: neither a stored source digest nor a SQL Server connection")]
+    NoSource(String),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Default)]
 pub struct Digest {
     pub rows: i64,
-    /// Sum of the per-row hashes, wrapping.
+    /// Sum of the per-row hashes ([`RowHasher`]), wrapping.
     pub sum: u64,
     /// Every row's hash, kept only to verify an upsert (16 bytes a row on both sides together),
     /// where the target may hold rows the source does not.
@@ -57,14 +58,22 @@ impl Digest {
         }
     }
 
-    pub fn add(&mut self, row: &[u8]) {
-        let mut h = DefaultHasher::new();
-        h.write(row);
-        let hash = h.finish();
+    /// Counts one row with hash `hash` (from [`RowHasher::hash`] or [`pg_row_hash`]).
+    pub fn add(&mut self, hash: u64) {
         self.rows += 1;
         self.sum = self.sum.wrapping_add(hash);
         if let Some(hashes) = &mut self.hashes {
             hashes.push(hash);
+        }
+    }
+
+    /// Adds another part of the same table (another task's key range).
+    pub fn merge(&mut self, other: Digest) {
+        self.rows += other.rows;
+        self.sum = self.sum.wrapping_add(other.sum);
+        match (&mut self.hashes, other.hashes) {
+            (Some(mine), Some(theirs)) => mine.extend(theirs),
+            (mine, _) => *mine = None,
         }
     }
 
@@ -93,6 +102,151 @@ impl Digest {
         }
         Some((matched, target.rows - matched))
     }
+}
+
+/// The hash of one row, fixed and specified so that PostgreSQL computes the same one in SQL
+/// ([`pg_row_hash`]) and a digest stored in a checkpoint survives a worker upgrade: the first 8
+/// bytes (big-endian) of the SHA-256 of the row in PostgreSQL's `record_send` form (i32 column
+/// count, then per column its type OID, i32 length or -1 for NULL, and the type's send bytes).
+/// The send bytes are the binary COPY field bytes, so a COPY row is rehashed without decoding.
+#[derive(Debug, Clone)]
+pub struct RowHasher {
+    oids: Vec<u32>,
+    scratch: Vec<u8>,
+}
+
+impl RowHasher {
+    /// For rows whose columns have these type OIDs (the types of the expressions PostgreSQL's
+    /// side hashes: `record_send` writes them).
+    pub fn new(oids: Vec<u32>) -> Self {
+        RowHasher {
+            oids,
+            scratch: Vec::with_capacity(1024),
+        }
+    }
+
+    /// For rows encoded as these types, hashed on PostgreSQL's side cast to their base types.
+    pub fn for_types(types: impl Iterator<Item = PgType>) -> Self {
+        RowHasher::new(types.map(pg_oid).collect())
+    }
+
+    /// The hash of one binary COPY row (i16 field count, then per field i32 length, -1 for NULL,
+    /// and the bytes), as our encoder writes it and PostgreSQL's `COPY TO (FORMAT binary)` sends it.
+    /// A malformed row hashes to something no well-formed row does in practice (never a panic).
+    pub fn hash(&mut self, row: &[u8]) -> u64 {
+        let s = &mut self.scratch;
+        s.clear();
+        s.extend_from_slice(&(self.oids.len() as i32).to_be_bytes());
+        let mut at = 2usize;
+        for oid in &self.oids {
+            s.extend_from_slice(&oid.to_be_bytes());
+            let len = row
+                .get(at..at + 4)
+                .map_or(-1, |b| i32::from_be_bytes([b[0], b[1], b[2], b[3]]));
+            let end = (at + 4 + len.max(0) as usize).min(row.len());
+            s.extend_from_slice(row.get(at..end).unwrap_or_default());
+            at = end;
+        }
+        hash_bytes(s)
+    }
+}
+
+fn hash_bytes(b: &[u8]) -> u64 {
+    use sha2::Digest as _;
+    let d = sha2::Sha256::digest(b);
+    u64::from_be_bytes([d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7]])
+}
+
+/// The built-in OID of a mapped type's base type (fixed in PostgreSQL's catalog across versions).
+pub fn pg_oid(t: PgType) -> u32 {
+    match t {
+        PgType::Bool => 16,
+        PgType::Int2 => 21,
+        PgType::Int4 => 23,
+        PgType::Int8 => 20,
+        PgType::Numeric { .. } => 1700,
+        PgType::Float4 => 700,
+        PgType::Float8 => 701,
+        PgType::Date => 1082,
+        PgType::Time { .. } => 1083,
+        PgType::Timestamp { .. } => 1114,
+        PgType::Timestamptz { .. } => 1184,
+        PgType::Uuid => 2950,
+        PgType::Varchar { .. } => 1043,
+        PgType::Char { .. } => 1042,
+        PgType::Text => 25,
+        PgType::Bytea => 17,
+        PgType::Xml => 142,
+    }
+}
+
+/// The SQL expression of [`RowHasher::hash`] over a row of `exprs` (signed: summed as numeric
+/// and taken modulo 2^64 on our side).
+pub fn pg_row_hash(exprs: &[String]) -> String {
+    format!(
+        "('x' || encode(substr(sha256(record_send(ROW({}))), 1, 8), 'hex'))::bit(64)::bigint",
+        exprs.join(", ")
+    )
+}
+
+/// `col > lower AND col <= upper` for a task's key range (both SQL dialects), `None` for a
+/// whole table. The last range also takes NULL keys, so the ranges cover every row.
+pub fn range_condition(key: Option<&str>, task: Option<&TaskPlan>) -> Option<String> {
+    let (key, task) = (key?, task?);
+    let mut conds = Vec::new();
+    if let Some(lo) = task.lower {
+        conds.push(format!("{key} > {lo}"));
+    }
+    match task.upper {
+        Some(hi) => conds.push(format!("{key} <= {hi}")),
+        None if !conds.is_empty() => {
+            let last = conds.pop().unwrap_or_default();
+            conds.push(format!("({last} OR {key} IS NULL)"));
+        }
+        None => {}
+    }
+    (!conds.is_empty()).then(|| conds.join(" AND "))
+}
+
+/// The digest PostgreSQL computes itself over `SELECT exprs FROM from [WHERE filter]`: only the
+/// count and the sum cross the wire (or, to `keep` them for an upsert, 8 bytes a row).
+pub async fn pg_digest(
+    pg: &Client,
+    exprs: &[String],
+    from: &str,
+    filter: Option<&str>,
+    keep: bool,
+) -> Result<Digest, tokio_postgres::Error> {
+    let filter = filter.map(|f| format!(" WHERE {f}")).unwrap_or_default();
+    let hash = pg_row_hash(exprs);
+    if keep {
+        let rows = pg
+            .query_raw(
+                &format!("SELECT {hash} FROM {from}{filter}"),
+                std::iter::empty::<i64>(),
+            )
+            .await?;
+        futures_util::pin_mut!(rows);
+        let mut digest = Digest::keeping_rows(true);
+        while let Some(row) = rows.try_next().await? {
+            digest.add(row.get::<_, i64>(0) as u64);
+        }
+        return Ok(digest);
+    }
+    let row = pg
+        .query_one(
+            &format!("SELECT count(*), COALESCE(sum({hash}), 0)::text FROM {from}{filter}"),
+            &[],
+        )
+        .await?;
+    let sum: String = row.get(1);
+    Ok(Digest {
+        rows: row.get(0),
+        // The exact sum of signed 64-bit values fits in 128 bits; modulo 2^64 it is the
+        // wrapping sum of the same hashes read as unsigned.
+        sum: sum.parse::<i128>().map_or(0, |s| s as u64),
+        hashes: None,
+    })
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -140,8 +294,7 @@ pub async fn count(
     mssql: &mut TdsClient,
     pg: &Client,
     t: &TablePlan,
-    upsert: bool,
-) -> Result<TableVerification, VerifyError> {
+) -> Result<(Digest, Digest), VerifyError> {
     let whole = TaskPlan {
         name: String::new(),
         table: 0,
@@ -162,48 +315,83 @@ pub async fn count(
         rows,
         ..Digest::default()
     };
-    Ok(TableVerification::compare(
-        t.source.qualified(),
-        &rows(source_rows),
-        &rows(target_rows),
-        false,
-        upsert,
-    ))
+    Ok((rows(source_rows), rows(target_rows)))
 }
 
-/// Counts and checksums on both sides, each from the values as that database returns them.
-pub async fn checksum(
-    mssql: &mut TdsClient,
+/// Counts and checksums one part of a table (a copy task's key range, or the whole table) on
+/// both sides. `stored` is the source digest the copy computed over the copied columns; without
+/// it the source is read again (every column, generated ones too: SQL Server's computed values
+/// against PostgreSQL's, which checks the translated expression on every row). The target side
+/// is computed by PostgreSQL itself.
+pub async fn checksum_part(
+    mssql: Option<&mut TdsClient>,
     pg: &Client,
     t: &TablePlan,
+    task: Option<&TaskPlan>,
+    stored: Option<Digest>,
     upsert: bool,
-) -> Result<TableVerification, VerifyError> {
-    let source = source_digest(mssql, t, upsert).await?;
-    let target = target_digest(pg, t, upsert).await?;
-    Ok(TableVerification::compare(
-        t.source.qualified(),
-        &source,
-        &target,
-        true,
-        upsert,
-    ))
+) -> Result<(Digest, Digest), VerifyError> {
+    let key = t.int_key().map(|k| quote_pg(&t.columns[k].target_name));
+    let filter = range_condition(key.as_deref(), task);
+    let copied = stored.is_some();
+    let exprs: Vec<String> = if copied {
+        t.columns.iter().map(pg_cast).collect()
+    } else {
+        t.all_columns().map(pg_cast).collect()
+    };
+    let table = qualified(t);
+    let target = async {
+        pg_digest(pg, &exprs, &table, filter.as_deref(), upsert)
+            .await
+            .map_err(|source| VerifyError::Target {
+                table: table.clone(),
+                source,
+            })
+    };
+    match (stored, mssql) {
+        (Some(source), _) => Ok((source, target.await?)),
+        (None, Some(mssql)) => {
+            let (source, target) = tokio::join!(source_digest(mssql, t, task, upsert), target);
+            Ok((source?, target?))
+        }
+        (None, None) => Err(VerifyError::NoSource(t.source.qualified())),
+    }
 }
 
-async fn source_digest(mssql: &mut TdsClient, t: &TablePlan, keep: bool) -> Result<Digest, VerifyError> {
+/// A target column cast to the planned type without its length or precision (which would cut
+/// values): the bytes are PostgreSQL's encoding of the values it stores, so a column created by
+/// hand with another type (a `real` holding an `integer`'s bytes, a `date` for a `timestamp`)
+/// gives other bytes than the source's values.
+fn pg_cast(c: &crate::mapping::ColumnMapping) -> String {
+    format!("CAST({} AS {})", quote_pg(&c.target_name), c.pg_type.base_name())
+}
+
+/// The source rows of the part read again through our encoder and hashed.
+async fn source_digest(
+    mssql: &mut TdsClient,
+    t: &TablePlan,
+    task: Option<&TaskPlan>,
+    keep: bool,
+) -> Result<Digest, VerifyError> {
     let table = t.source.qualified();
-    // Generated columns too: SQL Server's computed values against PostgreSQL's, which checks the
-    // translated expression on every row.
     let cols = t
         .all_columns()
         .map(crate::mapping::select_expr)
         .collect::<Vec<_>>()
         .join(", ");
+    let key = t
+        .int_key()
+        .map(|k| crate::mapping::quote_mssql(&t.columns[k].source.name));
+    let filter = range_condition(key.as_deref(), task)
+        .map(|f| format!(" WHERE {f}"))
+        .unwrap_or_default();
     let sql = format!(
-        "SELECT {cols} FROM {}.{}",
+        "SELECT {cols} FROM {}.{}{filter}",
         crate::mapping::quote_mssql(&t.source.schema),
         crate::mapping::quote_mssql(&t.source.name)
     );
     let encoder = RowEncoder::new(t.all_columns().map(|c| c.pg_type).collect());
+    let mut hasher = RowHasher::for_types(t.all_columns().map(|c| c.pg_type));
     let err = |source| VerifyError::Source {
         table: table.clone(),
         source,
@@ -219,94 +407,7 @@ async fn source_digest(mssql: &mut TdsClient, t: &TablePlan, keep: bool) -> Resu
                 table: table.clone(),
                 message: e.to_string(),
             })?;
-        digest.add(&buf);
+        digest.add(hasher.hash(&buf));
     }
     Ok(digest)
-}
-
-/// Length of the complete row at the start of `b`, `Some(0)` for the trailer, `None` if more bytes
-/// are needed.
-fn row_len(b: &[u8]) -> Option<usize> {
-    if b.len() < 2 {
-        return None;
-    }
-    let fields = i16::from_be_bytes([b[0], b[1]]);
-    if fields == -1 {
-        return Some(0);
-    }
-    let mut at = 2usize;
-    for _ in 0..fields.max(0) {
-        let len_bytes = b.get(at..at + 4)?;
-        let len = i32::from_be_bytes([len_bytes[0], len_bytes[1], len_bytes[2], len_bytes[3]]);
-        at += 4;
-        if len > 0 {
-            at += len as usize;
-        }
-    }
-    (b.len() >= at).then_some(at)
-}
-
-/// PostgreSQL's own binary COPY of the target table, every column cast to the planned type (without
-/// its length or precision, which would cut values): the bytes are PostgreSQL's encoding of the
-/// values it stores, so a column created by hand with another type (a `real` holding an
-/// `integer`'s bytes, a `date` for a `timestamp`) gives other bytes than the source's values.
-async fn target_digest(pg: &Client, t: &TablePlan, keep: bool) -> Result<Digest, VerifyError> {
-    let table = qualified(t);
-    let cols = t
-        .all_columns()
-        .map(|c| format!("CAST({} AS {})", quote_pg(&c.target_name), c.pg_type.base_name()))
-        .collect::<Vec<_>>()
-        .join(", ");
-    pg_copy_digest(
-        pg,
-        &format!("COPY (SELECT {cols} FROM {table}) TO STDOUT (FORMAT binary)"),
-        &table,
-        keep,
-    )
-    .await
-}
-
-/// The digest of a `COPY (...) TO STDOUT (FORMAT binary)` (both directions' PostgreSQL side).
-pub async fn pg_copy_digest(
-    pg: &Client,
-    copy_sql: &str,
-    table: &str,
-    keep: bool,
-) -> Result<Digest, VerifyError> {
-    let table = table.to_string();
-    let err = |source| VerifyError::Target {
-        table: table.clone(),
-        source,
-    };
-    let stream = pg.copy_out(copy_sql).await.map_err(err)?;
-    futures_util::pin_mut!(stream);
-    let mut buf = BytesMut::new();
-    let mut header_done = false;
-    let mut digest = Digest::keeping_rows(keep);
-    while let Some(chunk) = stream.try_next().await.map_err(err)? {
-        buf.extend_from_slice(&chunk);
-        if !header_done {
-            if buf.len() < 19 {
-                continue;
-            }
-            let ext = u32::from_be_bytes([buf[15], buf[16], buf[17], buf[18]]) as usize;
-            if buf.len() < 19 + ext {
-                continue;
-            }
-            buf.advance(19 + ext);
-            header_done = true;
-        }
-        while let Some(n) = row_len(&buf) {
-            if n == 0 {
-                return Ok(digest);
-            }
-            digest.add(&buf[..n]);
-            buf.advance(n);
-        }
-    }
-    if header_done && buf.is_empty() {
-        Ok(digest)
-    } else {
-        Err(VerifyError::Malformed(table))
-    }
 }

@@ -176,6 +176,7 @@ async fn adventure_works_migrates_exactly_both_ways() {
         copy: CopyOptions {
             chunk: Default::default(),
             fail_after_chunks: None,
+            digest: false,
             mode: Mode::DropRecreate,
             retry: Default::default(),
         },
@@ -294,6 +295,7 @@ async fn adventure_works_migrates_exactly_both_ways() {
         copy: CopyOptions {
             chunk: Default::default(),
             fail_after_chunks: None,
+            digest: false,
             mode: Mode::DropRecreate,
             retry: Default::default(),
         },

@@ -331,6 +331,17 @@ async fn sigkill_mid_copy_then_resume_is_exact() {
         "{summary:#}"
     );
     assert_eq!(summary["verified"], true);
+    // The checksum's source side came from the copy: the killed run's digest, carried in its
+    // checkpoint, continued by the resumed one.
+    let digests: i64 = pg
+        .query_one(
+            "SELECT count(*) FROM \"_mssqlpg\".\"checkpoints\" WHERE migration = 'tests/cli-kill' AND done AND digest IS NOT NULL",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(digests, 1);
     let r = pg
         .query_one(
             &format!(

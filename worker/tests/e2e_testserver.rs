@@ -319,6 +319,7 @@ async fn killed_copy_resumes_without_loss_or_duplicates() {
     engine.copy = CopyOptions {
         chunk: mssql_pg_worker::chunk::ChunkLimit::rows(70),
         fail_after_chunks: Some(3),
+        digest: false,
         mode: Default::default(),
         retry: Default::default(),
     };
@@ -413,6 +414,7 @@ async fn composite_string_key_resumes_exactly() {
     engine.copy = CopyOptions {
         chunk: mssql_pg_worker::chunk::ChunkLimit::bytes(900),
         fail_after_chunks: Some(2),
+        digest: false,
         mode: Default::default(),
         retry: Default::default(),
     };

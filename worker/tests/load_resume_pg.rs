@@ -11,6 +11,7 @@ use mssql_pg_worker::chunk_loop::{ChunkEnd, Msg};
 use mssql_pg_worker::copy_binary::RowEncoder;
 use mssql_pg_worker::mapping::PgType;
 use mssql_pg_worker::pg::load::{LoadError, WriterCtx, write_chunks};
+use mssql_pg_worker::verify::{self, RowHasher};
 use std::borrow::Cow;
 use tiberius::ColumnData;
 use tokio::sync::mpsc;
@@ -24,13 +25,17 @@ fn spawn_reader(after: i32, tx: mpsc::Sender<Msg>, die_mid_chunk: bool) {
         let enc = RowEncoder::new(vec![PgType::Int4, PgType::Text]);
         let mut buf = BytesMut::new();
         let mut in_chunk = 0;
+        let mut hasher = RowHasher::for_types([PgType::Int4, PgType::Text].into_iter());
+        let mut digest = 0u64;
         for id in after + 1..=TOTAL {
             let text = format!("row {id}");
             let row = [
                 ColumnData::I32(Some(id)),
                 ColumnData::String(Some(Cow::Owned(text))),
             ];
+            let before = buf.len();
             enc.encode_row(&mut buf, row.iter()).unwrap();
+            digest = digest.wrapping_add(hasher.hash(&buf[before..]));
             in_chunk += 1;
             if in_chunk % 30 == 0 && tx.send(Msg::Data(buf.split().freeze())).await.is_err() {
                 return;
@@ -47,6 +52,7 @@ fn spawn_reader(after: i32, tx: mpsc::Sender<Msg>, die_mid_chunk: bool) {
                     last_key: Some(vec![KeyValue::Int(i64::from(id))]),
                     rows: in_chunk as u64,
                     done: id == TOTAL,
+                    digest: Some(std::mem::take(&mut digest)),
                 };
                 if tx.send(Msg::ChunkEnd(end)).await.is_err() {
                     return;
@@ -88,6 +94,7 @@ async fn failure_after_n_chunks_then_resume_is_exact() {
         table: &table,
         copy_sql: &copy_sql,
         committed_rows: 0,
+        committed_digest: Some(0),
         fail_after_chunks: Some(3),
         merge_sql: None,
         stall: None,
@@ -109,6 +116,7 @@ async fn failure_after_n_chunks_then_resume_is_exact() {
     spawn_reader(300, tx, true);
     let ctx = WriterCtx {
         committed_rows: cp.rows,
+        committed_digest: cp.digest,
         fail_after_chunks: None,
         ..ctx
     };
@@ -129,6 +137,7 @@ async fn failure_after_n_chunks_then_resume_is_exact() {
     spawn_reader(after as i32, tx, false);
     let ctx = WriterCtx {
         committed_rows: cp.rows,
+        committed_digest: cp.digest,
         ..ctx
     };
     let stats = write_chunks(&mut client, &mut rx, &ctx).await.unwrap();
@@ -150,6 +159,19 @@ async fn failure_after_n_chunks_then_resume_is_exact() {
         .unwrap()
         .unwrap();
     assert_eq!((cp.rows, cp.done), (i64::from(TOTAL), true));
+    // The verify digest carried from checkpoint to checkpoint across the three attempts counts
+    // every committed row once: it is PostgreSQL's own digest of the table.
+    let target = verify::pg_digest(
+        &client,
+        &["id::int4".to_string(), "v::text".to_string()],
+        &table,
+        None,
+        false,
+    )
+    .await
+    .unwrap();
+    assert_eq!(target.rows, i64::from(TOTAL));
+    assert_eq!(cp.digest, Some(target.sum));
 }
 
 #[tokio::test]
@@ -186,6 +208,7 @@ async fn upsert_inserts_new_updates_changed_and_leaves_identical_rows_alone() {
         table: &table,
         copy_sql: &copy_sql,
         committed_rows: 0,
+        committed_digest: None,
         fail_after_chunks: None,
         merge_sql: Some(&merge),
         stall: None,

@@ -141,6 +141,7 @@ async fn every_schema_of_a_postgres_database_arrives_in_sql_server() {
         copy: CopyOptions {
             chunk: Default::default(),
             fail_after_chunks: None,
+            digest: false,
             mode: Mode::DropRecreate,
             retry: Default::default(),
         },

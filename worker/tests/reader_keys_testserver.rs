@@ -50,7 +50,7 @@ async fn chunks(
     let (tx, mut rx) = mpsc::channel(1024);
     let t = plan.tables[index].clone();
     let reader = tokio::spawn(async move {
-        read_task(&mut client, &t, &task, after.as_deref(), limit, tx)
+        read_task(&mut client, &t, &task, after.as_deref(), limit, false, tx)
             .await
             .unwrap()
     });

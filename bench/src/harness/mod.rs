@@ -1,7 +1,8 @@
 //! `bench harness`: the StackOverflow2010-shaped workload through the release worker, beside the
 //! limits of the same machine measured on the same rows in the same run (issue 7),
 //! `bench shapes`: issue 3's 1M-row mixed-type and 10M-row narrow tables, and
-//! `bench adventure-works`: Microsoft's AdventureWorks sample migrated whole, both ways.
+//! `bench adventure-works`: Microsoft's AdventureWorks sample migrated whole, both ways, and
+//! `bench verify-cost`: `verify: checksum` against `verify: none`, both ways.
 
 pub mod adventure_works;
 mod chart;
@@ -11,6 +12,7 @@ mod report;
 mod services;
 pub mod shapes;
 mod stats;
+pub mod verify_cost;
 mod worker;
 
 use std::collections::BTreeMap;
@@ -82,7 +84,7 @@ pub const DEFAULT_PACKET: u32 = 32767;
 pub const DEFAULT_PARALLELISM: u32 = 4;
 /// `chunkBytes` when the spec leaves it out (and no `chunkRows` cap).
 pub const DEFAULT_CHUNK_BYTES: &str = "64Mi";
-const PG_SCHEMA: &str = "so";
+pub(crate) const PG_SCHEMA: &str = "so";
 
 pub struct Tools {
     pub worker: PathBuf,
@@ -158,7 +160,7 @@ pub struct HarnessResults {
     pub postgres: String,
 }
 
-fn config(label: &str, direction: Direction, mode: Mode) -> Config {
+pub(crate) fn config(label: &str, direction: Direction, mode: Mode) -> Config {
     Config {
         label: label.to_owned(),
         direction,

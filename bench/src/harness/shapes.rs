@@ -31,7 +31,7 @@ pub enum Shape {
 }
 
 impl Shape {
-    fn table(self) -> &'static str {
+    pub(crate) fn table(self) -> &'static str {
         match self {
             Shape::Mixed => "Mixed",
             Shape::Narrow => "Narrow",
@@ -246,7 +246,7 @@ async fn hold(config: &Config, workdir: &std::path::Path, source: &TdsServer, pg
 }
 
 /// Loads `rows` rows; only the sending is timed (the bulk-load limit).
-async fn load(client: &mut MssqlClient, shape: Shape, rows: u64, seed: u64) -> Result<Duration> {
+pub(crate) async fn load(client: &mut MssqlClient, shape: Shape, rows: u64, seed: u64) -> Result<Duration> {
     limits::exec(client, &shape.create_sql()).await?;
     let name = format!("[dbo].[{}]", shape.table());
     let options = SqlBulkCopyOption::KeepIdentity | SqlBulkCopyOption::TableLock;

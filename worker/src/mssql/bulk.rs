@@ -111,6 +111,8 @@ pub async fn write_chunks(
         task: ctx.task,
         table: ctx.table,
         committed_rows: ctx.committed_rows,
+        // PostgreSQL -> SQL Server computes the checksum's source side in PostgreSQL at verify.
+        committed_digest: None,
         fail_after_chunks: ctx.fail_after_chunks,
         stall: None,
         committed: ctx.committed,

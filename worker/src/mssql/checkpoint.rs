@@ -153,6 +153,8 @@ pub async fn load(
         last_key,
         rows: row.get::<i64, _>(1).unwrap_or(0),
         done: row.get::<bool, _>(2).unwrap_or(false),
+        // PostgreSQL -> SQL Server computes the checksum's source side in PostgreSQL at verify.
+        digest: None,
     }))
 }
 

@@ -8,6 +8,7 @@ use crate::copy_binary::{EncodeErrorKind, RawRowError, RowEncoder};
 use crate::mapping::{quote_mssql, select_expr};
 use crate::mssql::connect::TdsClient;
 use crate::plan::{KeyColumn, KeyKind, TablePlan, TaskPlan};
+use crate::verify::RowHasher;
 use bytes::Bytes;
 use tiberius::numeric::Numeric;
 use tiberius::{ColumnData, FromSql, KeptValues, Query, RawRow, RawValue};
@@ -246,12 +247,15 @@ pub struct ReadStats {
 
 /// Streams the task's rows into the channel as COPY bytes, cut into chunks at `limit` (rows or
 /// COPY bytes; tables without a usable key are one chunk). Returns when the last chunk is sent.
+/// With `digest`, each chunk's end carries the verify checksum of its rows, hashed from the very
+/// bytes the target receives.
 pub async fn read_task(
     client: &mut TdsClient,
     t: &TablePlan,
     task: &TaskPlan,
     after: Option<&[KeyValue]>,
     limit: ChunkLimit,
+    digest: bool,
     tx: Sender<Msg>,
 ) -> Result<ReadStats, ReadError> {
     let table = t.source.qualified();
@@ -300,6 +304,8 @@ pub async fn read_task(
     let mut last_key: Vec<KeyValue> = Vec::new();
     let mut last_key_ok = true;
     let mut any_row = false;
+    let mut hasher = digest.then(|| RowHasher::for_types(t.columns.iter().map(|c| c.pg_type)));
+    let mut chunk_digest = 0u64;
     // A closed channel means the writer failed; its error is the one to report.
     macro_rules! send {
         ($msg:expr) => {
@@ -335,6 +341,9 @@ pub async fn read_task(
                     },
                 });
             }
+            if let Some(h) = &mut hasher {
+                chunk_digest = chunk_digest.wrapping_add(h.hash(&buf[before..]));
+            }
             in_chunk += 1;
             chunk_bytes += (buf.len() - before) as u64;
             stats.rows += 1;
@@ -364,9 +373,11 @@ pub async fn read_task(
             send!(Msg::ChunkEnd(ChunkEnd {
                 last_key: key.map(|_| last_key.clone()),
                 rows: in_chunk,
-                done: false
+                done: false,
+                digest: hasher.as_ref().map(|_| chunk_digest),
             }));
             in_chunk = 0;
+            chunk_digest = 0;
             chunk_bytes = 0;
         }
     }
@@ -384,7 +395,8 @@ pub async fn read_task(
     send!(Msg::ChunkEnd(ChunkEnd {
         last_key,
         rows: in_chunk,
-        done: true
+        done: true,
+        digest: hasher.as_ref().map(|_| chunk_digest),
     }));
     Ok(stats)
 }

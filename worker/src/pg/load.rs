@@ -47,6 +47,8 @@ pub struct WriterCtx<'a> {
     pub copy_sql: &'a str,
     /// Rows already committed by earlier attempts.
     pub committed_rows: i64,
+    /// Their verify digest (see [`crate::chunk_loop::ChunkEnd::digest`]).
+    pub committed_digest: Option<u64>,
     /// Test hook: fail (after committing) once this many chunks were committed in this attempt.
     pub fail_after_chunks: Option<u64>,
     /// Upsert mode: `copy_sql` fills a staging table that this statement merges into the target,
@@ -83,6 +85,7 @@ impl<'a> WriterCtx<'a> {
             task: self.task,
             table: self.table,
             committed_rows: self.committed_rows,
+            committed_digest: self.committed_digest,
             fail_after_chunks: self.fail_after_chunks,
             stall: self.stall,
             committed: self.committed,

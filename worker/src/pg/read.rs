@@ -739,6 +739,7 @@ pub async fn read_task(
                         last_key: decode_key(&last_key_raw),
                         rows: in_chunk,
                         done: false,
+                        digest: None,
                     }));
                     in_chunk = 0;
                     chunk_bytes = 0;
@@ -766,6 +767,7 @@ pub async fn read_task(
             last_key: if any_row { decode_key(&last_key_raw) } else { None },
             rows: in_chunk,
             done: true,
+            digest: None,
         }))
         .await;
     Ok(())

@@ -93,6 +93,7 @@ pub fn tds_engine(source: &MssqlEndpoint, schema: &str, migration: &str) -> Engi
         copy: CopyOptions {
             chunk: Default::default(),
             fail_after_chunks: None,
+            digest: false,
             mode: Default::default(),
             retry: Default::default(),
         },
@@ -121,6 +122,7 @@ pub fn pg_engine(
         copy: CopyOptions {
             chunk: Default::default(),
             fail_after_chunks: None,
+            digest: false,
             mode,
             retry: Default::default(),
         },

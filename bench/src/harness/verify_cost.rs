@@ -1,0 +1,188 @@
+//! `bench verify-cost`: what `verify: checksum` costs over an unverified migration (issue 18's
+//! "verification that costs little": at most 1.3×), both directions, on the StackOverflow-shaped
+//! tables (`--scale`) or one of issue 3's shapes (`--shape`, `--rows`). Runs alternate (none,
+//! checksum, then checksum, none the next round, each direction), so both modes see the same
+//! machine; the ratio is of whole-run wall times, medians over `--runs` rounds.
+
+use std::fmt::Write as _;
+use std::time::Instant;
+
+use anyhow::{Result, bail};
+
+use super::report::{self, fmt_int};
+use super::services::TdsServer;
+use super::shapes::Shape;
+use super::stats::Spread;
+use super::worker::{Config, Direction, Mode, RunResult, Runner};
+use super::{DEFAULT_PARALLELISM, PG_SCHEMA, Setup, config, limits};
+use bench::load::mssql;
+use bench::stackoverflow::{Dataset, Table};
+
+#[derive(clap::Args, Clone, Debug)]
+pub struct VerifyCostArgs {
+    /// One of issue 3's shapes; without it, the StackOverflow-shaped tables at `--scale`.
+    #[arg(long, value_enum)]
+    pub shape: Option<Shape>,
+    #[arg(long, default_value_t = 0.1)]
+    pub scale: f64,
+    /// The shape's rows.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub rows: u64,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Rounds; each runs both modes in both directions.
+    #[arg(long, default_value_t = 5)]
+    pub runs: usize,
+    #[command(flatten)]
+    pub setup: Setup,
+}
+
+pub async fn run(args: VerifyCostArgs, command: String) -> Result<()> {
+    let started = Instant::now();
+    let tools = args.setup.tools("verify-cost")?;
+    let pg = args.setup.postgres()?;
+    let source = TdsServer::start(&tools.testserver, "Source", &tools.workdir.join("source.log"))?;
+    let target = TdsServer::start(&tools.testserver, "Target", &tools.workdir.join("target.log"))?;
+    let mut runner = Runner::new(tools.worker.clone(), tools.workdir.clone())?;
+    let mut client = source.target().connect().await?;
+    let (what, rows, forward) = match args.shape {
+        Some(shape) => {
+            let took = super::shapes::load(&mut client, shape, args.rows, args.seed).await?;
+            eprintln!(
+                "verify-cost: {shape:?} {} rows loaded in {:.1} s",
+                args.rows,
+                took.as_secs_f64()
+            );
+            let mut c = config(shape.table(), Direction::MssqlToPg, Mode::DropRecreate);
+            c.pg_schema = "shapes".into();
+            c.include = vec![shape.table().to_owned()];
+            (
+                format!("{shape:?} table, {} rows", fmt_int(args.rows)),
+                args.rows,
+                c,
+            )
+        }
+        None => {
+            let ds = Dataset::new(args.scale, args.seed);
+            for sql in mssql::drop_foreign_keys_sql() {
+                limits::exec(&mut client, &sql).await?;
+            }
+            for table in Table::ALL {
+                limits::load_source_table(&mut client, &ds, table).await?;
+            }
+            eprintln!(
+                "verify-cost: StackOverflow scale {}: {} rows loaded",
+                args.scale,
+                ds.total_rows()
+            );
+            let c = config("StackOverflow", Direction::MssqlToPg, Mode::DropRecreate);
+            (
+                format!(
+                    "StackOverflow-shaped tables at scale {}, {} rows",
+                    args.scale,
+                    fmt_int(ds.total_rows())
+                ),
+                ds.total_rows(),
+                c,
+            )
+        }
+    };
+    drop(client);
+    debug_assert_eq!(forward.pg_schema == PG_SCHEMA, args.shape.is_none());
+    let reverse = Config {
+        direction: Direction::PgToMssql,
+        ..forward.clone()
+    };
+    let with = |c: &Config, verify: &'static str| Config {
+        verify,
+        label: format!("{} {}", c.direction, verify),
+        ..c.clone()
+    };
+    // The forward copy writes the reverse direction's source; an untimed first run of each
+    // direction also warms the caches and PostgreSQL's WAL files.
+    eprintln!("  warm-up runs (not counted)");
+    checked(runner.run(&with(&forward, "none"), &source, &pg).await?)?;
+    checked(runner.run(&with(&reverse, "none"), &target, &pg).await?)?;
+
+    // [direction][mode]: wall seconds per round.
+    let mut secs = [[Vec::new(), Vec::new()], [Vec::new(), Vec::new()]];
+    let modes = ["none", "checksum"];
+    for round in 0..args.runs.max(1) {
+        for (d, (c, server)) in [(&forward, &source), (&reverse, &target)].into_iter().enumerate() {
+            let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
+            for m in order {
+                let r = checked(runner.run(&with(c, modes[m]), server, &pg).await?)?;
+                eprintln!(
+                    "  round {}: {} verify {}: {:.2} s (copy {:.2} s)",
+                    round + 1,
+                    c.direction,
+                    modes[m],
+                    r.seconds,
+                    r.copy_seconds
+                );
+                secs[d][m].push(r.seconds);
+            }
+        }
+    }
+
+    let mut md = String::new();
+    let _ = writeln!(md, "## Verify cost (issue 18): {what}\n");
+    let _ = writeln!(
+        md,
+        "- Date: {}; commit {}",
+        report::now_utc(),
+        report::git_commit()
+    );
+    let _ = writeln!(md, "- Machine: {}", report::machine(&pg.describe().await?));
+    let _ = writeln!(
+        md,
+        "- Command: `{command}` (wall time {:.0} s)",
+        started.elapsed().as_secs_f64()
+    );
+    let _ = writeln!(
+        md,
+        "- Method: parallelism {DEFAULT_PARALLELISM}, dropRecreate; an untimed warm-up run per direction, then \
+         {} rounds, each running `verify: none` and `verify: checksum` in turn (order alternating) in both \
+         directions; whole-run wall time (plan, copy, finalize, verify). The ratio is checksum over none, \
+         the median of the rounds' ratios.",
+        args.runs.max(1)
+    );
+    if let Some(note) = &args.setup.note {
+        let _ = writeln!(md, "- Note: {note}");
+    }
+    let _ = writeln!(
+        md,
+        "\n| direction | verify none, s | verify checksum, s | checksum / none |\n|---|---|---|---|"
+    );
+    for (d, name) in [Direction::MssqlToPg, Direction::PgToMssql]
+        .into_iter()
+        .enumerate()
+    {
+        let show =
+            |v: &[f64]| Spread::of(v.iter().copied()).map_or("–".into(), |s| s.show(|x| format!("{x:.2}")));
+        let ratios = secs[d][1].iter().zip(&secs[d][0]).map(|(c, n)| c / n);
+        let ratio = Spread::of(ratios).map_or("–".into(), |s| s.show(|x| format!("{x:.2}×")));
+        let _ = writeln!(
+            md,
+            "| {name} | {} | {} | {ratio} |",
+            show(&secs[d][0]),
+            show(&secs[d][1])
+        );
+    }
+    let _ = writeln!(md, "\n({} rows a run.)", fmt_int(rows));
+    println!("{md}");
+    Ok(())
+}
+
+/// A run that failed (or whose checksum did not verify) is no measurement.
+fn checked(r: RunResult) -> Result<RunResult> {
+    if !r.ok || (r.config.verify == "checksum" && !r.verified) {
+        bail!(
+            "{} verify {}: {}",
+            r.config.direction,
+            r.config.verify,
+            r.error.as_deref().unwrap_or("not verified")
+        );
+    }
+    Ok(r)
+}
