@@ -27,6 +27,7 @@ pub mod plan_pg_to_mssql;
 pub mod progress;
 pub mod published;
 pub mod retry;
+pub mod row_hash;
 pub mod spec;
 mod sql_lex;
 pub mod summary;

@@ -8,7 +8,7 @@ use crate::copy_binary::{EncodeErrorKind, RawRowError, RowEncoder};
 use crate::mapping::{quote_mssql, select_expr};
 use crate::mssql::connect::TdsClient;
 use crate::plan::{KeyColumn, KeyKind, TablePlan, TaskPlan};
-use crate::verify::RowHasher;
+use crate::row_hash::RowHasher;
 use bytes::Bytes;
 use tiberius::numeric::Numeric;
 use tiberius::{ColumnData, FromSql, KeptValues, Query, RawRow, RawValue};
