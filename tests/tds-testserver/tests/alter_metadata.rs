@@ -6,23 +6,8 @@
 
 mod common;
 
-use common::{TdsClient, connect};
+use common::{TdsClient, connect, run, scalar_i32};
 use tds_testserver::TestServer;
-
-async fn run(c: &mut TdsClient, sql: &str) -> Result<(), tiberius::error::Error> {
-    c.simple_query(sql).await?.into_results().await.map(|_| ())
-}
-
-async fn scalar_i32(c: &mut TdsClient, sql: &str) -> Option<i32> {
-    c.simple_query(sql)
-        .await
-        .unwrap()
-        .into_row()
-        .await
-        .unwrap()
-        .unwrap()
-        .get::<i32, _>(0)
-}
 
 fn code(err: &tiberius::error::Error) -> u32 {
     match err {

@@ -5,23 +5,8 @@
 
 mod common;
 
-use common::{TdsClient, connect};
+use common::{connect, run, scalar_i32};
 use tds_testserver::TestServer;
-
-async fn run(c: &mut TdsClient, sql: &str) -> Result<(), tiberius::error::Error> {
-    c.simple_query(sql).await?.into_results().await.map(|_| ())
-}
-
-async fn scalar_i32(c: &mut TdsClient, sql: &str) -> Option<i32> {
-    c.simple_query(sql)
-        .await
-        .unwrap()
-        .into_row()
-        .await
-        .unwrap()
-        .unwrap()
-        .get::<i32, _>(0)
-}
 
 #[tokio::test]
 async fn create_schema_then_tables_in_it() {

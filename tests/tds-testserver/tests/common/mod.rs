@@ -141,3 +141,20 @@ pub fn server_error(e: tiberius::error::Error) -> tiberius::error::TokenError {
         other => panic!("expected a server error, got {other:?}"),
     }
 }
+
+/// Runs a batch, discarding its results.
+pub async fn run(c: &mut TdsClient, sql: &str) -> Result<(), tiberius::error::Error> {
+    c.simple_query(sql).await?.into_results().await.map(|_| ())
+}
+
+/// The first column of the first row as an int (`None` for NULL).
+pub async fn scalar_i32(c: &mut TdsClient, sql: &str) -> Option<i32> {
+    c.simple_query(sql)
+        .await
+        .unwrap()
+        .into_row()
+        .await
+        .unwrap()
+        .unwrap()
+        .get::<i32, _>(0)
+}
