@@ -52,6 +52,36 @@ pub enum Attempt {
     Refused(String),
 }
 
+/// Why a translator gave up on a view, for now or for good.
+pub enum Fail {
+    /// Reads a view not translated yet: try again after the others.
+    Waits,
+    Refused(String),
+}
+
+impl From<String> for Fail {
+    fn from(s: String) -> Fail {
+        Fail::Refused(s)
+    }
+}
+
+impl From<Fail> for Attempt {
+    fn from(f: Fail) -> Attempt {
+        match f {
+            Fail::Waits => Attempt::Waits,
+            Fail::Refused(reason) => Attempt::Refused(reason),
+        }
+    }
+}
+
+/// What a step of a view translator gives.
+pub type ViewResult<T> = Result<T, Fail>;
+
+/// Gives up on the view with `why` as the plan warning's reason.
+pub fn refuse<T>(why: impl Into<String>) -> ViewResult<T> {
+    Err(Fail::Refused(why.into()))
+}
+
 /// Where the other views stand while one is translated.
 pub struct Progress {
     pub waiting: BTreeSet<Key>,

@@ -13,7 +13,7 @@
 use crate::mapping::quote_mssql;
 use crate::model::ModuleDef;
 use crate::mssql::expr::{Ctx, Operand, translate_typed};
-use crate::view_plan::{Attempt, Key, ViewPlan, Views, in_dependency_order};
+use crate::view_plan::{Attempt, Fail, Key, ViewPlan, ViewResult as R, Views, in_dependency_order, refuse};
 use sqlparser::ast::{
     BinaryOperator, Distinct, Expr, GroupByExpr, Join, JoinConstraint, JoinOperator, ObjectNamePart, Query,
     Select, SelectItem, SetExpr, SetOperator, SetQuantifier, Statement, TableFactor, TableWithJoins,
@@ -77,27 +77,9 @@ pub fn translate_views(
                 catalog.insert(&v.schema, &v.name, relation);
                 Attempt::Done(plan)
             }
-            Err(Fail::Waits) => Attempt::Waits,
-            Err(Fail::Refused(reason)) => Attempt::Refused(reason),
+            Err(fail) => fail.into(),
         }
     })
-}
-
-enum Fail {
-    Waits,
-    Refused(String),
-}
-
-impl From<String> for Fail {
-    fn from(s: String) -> Fail {
-        Fail::Refused(s)
-    }
-}
-
-type R<T> = Result<T, Fail>;
-
-fn refuse<T>(why: impl Into<String>) -> R<T> {
-    Err(Fail::Refused(why.into()))
 }
 
 struct Translator<'a> {

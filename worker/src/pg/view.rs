@@ -13,7 +13,7 @@ use crate::mapping::{PgType, quote_pg};
 use crate::model::ModuleDef;
 use crate::pg::expr::{Class, view_expr};
 use crate::sql_lex::{TSQL, Tok, tokenize};
-use crate::view_plan::{Attempt, Key, ViewPlan, Views, in_dependency_order};
+use crate::view_plan::{Attempt, Fail, Key, ViewPlan, ViewResult as R, Views, in_dependency_order, refuse};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -85,28 +85,9 @@ pub fn translate_views(views: &[ModuleDef], tables: &Catalog, naming: &Naming) -
                 catalog.insert(&v.schema, &v.name, relation);
                 Attempt::Done(plan)
             }
-            Err(Fail::Waits) => Attempt::Waits,
-            Err(Fail::Refused(reason)) => Attempt::Refused(reason),
+            Err(fail) => fail.into(),
         }
     })
-}
-
-enum Fail {
-    /// Reads a view not translated yet: try again after the others.
-    Waits,
-    Refused(String),
-}
-
-impl From<String> for Fail {
-    fn from(s: String) -> Fail {
-        Fail::Refused(s)
-    }
-}
-
-type R<T> = Result<T, Fail>;
-
-fn refuse<T>(why: impl Into<String>) -> R<T> {
-    Err(Fail::Refused(why.into()))
 }
 
 /// One output column of a SELECT.
