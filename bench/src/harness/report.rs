@@ -17,6 +17,13 @@ const MIB: f64 = 1024.0 * 1024.0;
 pub const PEAK_RSS_GOAL: u64 = 256 * 1024 * 1024;
 
 /// `postgres`: what [`super::services::Postgres::describe`] says of the server.
+/// The date, commit, machine and command lines every section of results opens with.
+pub fn provenance(md: &mut String, postgres: &str, command: &str, wall_label: &str, wall_seconds: f64) {
+    let _ = writeln!(md, "- Date: {}; commit {}", now_utc(), git_commit());
+    let _ = writeln!(md, "- Machine: {}", machine(postgres));
+    let _ = writeln!(md, "- Command: `{command}` ({wall_label} {wall_seconds:.0} s)");
+}
+
 pub fn machine(postgres: &str) -> String {
     let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
@@ -182,12 +189,12 @@ pub fn harness_markdown(
         fmt_int(r.total_rows),
         r.seed
     );
-    let _ = writeln!(md, "- Date: {}; commit {}", now_utc(), git_commit());
-    let _ = writeln!(md, "- Machine: {}", machine(&r.postgres));
-    let _ = writeln!(
-        md,
-        "- Command: `{command}` (harness wall time {:.0} s)",
-        r.elapsed.as_secs_f64()
+    provenance(
+        &mut md,
+        &r.postgres,
+        command,
+        "harness wall time",
+        r.elapsed.as_secs_f64(),
     );
     let _ = writeln!(
         md,

@@ -361,17 +361,12 @@ pub async fn run(args: ShapesArgs, command: String) -> Result<()> {
         fmt_int(args.rows),
         shape
     );
-    let _ = writeln!(
-        md,
-        "- Date: {}; commit {}",
-        report::now_utc(),
-        report::git_commit()
-    );
-    let _ = writeln!(md, "- Machine: {}", report::machine(&pg.describe().await?));
-    let _ = writeln!(
-        md,
-        "- Command: `{command}` (wall time {:.0} s)",
-        started.elapsed().as_secs_f64()
+    report::provenance(
+        &mut md,
+        &pg.describe().await?,
+        &command,
+        "wall time",
+        started.elapsed().as_secs_f64(),
     );
     let _ = writeln!(
         md,
