@@ -239,13 +239,7 @@ async fn adventure_works_migrates_exactly_both_ways() {
 
     // Views: those translated return the same rows as on the source; the others are listed
     // with why.
-    let listed: Vec<&str> = p
-        .plan
-        .warnings
-        .iter()
-        .filter(|w| w.starts_with("view "))
-        .map(|w| w.split("; its definition:").next().unwrap_or(w))
-        .collect();
+    let listed = listed_views(&p.plan.warnings);
     eprintln!(
         "views: {} translated, {} listed:\n  {}",
         p.plan.views.len(),
@@ -321,13 +315,7 @@ async fn adventure_works_migrates_exactly_both_ways() {
 
     // The views translated to PostgreSQL come back as SQL Server views returning the rows the
     // original ones return.
-    let back_listed: Vec<&str> = p
-        .plan
-        .warnings
-        .iter()
-        .filter(|w| w.starts_with("view "))
-        .map(|w| w.split("; its definition:").next().unwrap_or(w))
-        .collect();
+    let back_listed = listed_views(&p.plan.warnings);
     eprintln!(
         "views back in SQL Server: {} translated, {} listed:\n  {}",
         p.plan.views.len(),
@@ -367,4 +355,13 @@ async fn adventure_works_migrates_exactly_both_ways() {
         .batch_execute(&format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)"))
         .await
         .unwrap();
+}
+
+/// The plan warnings about views not translated, without their full definitions.
+fn listed_views(warnings: &[String]) -> Vec<&str> {
+    warnings
+        .iter()
+        .filter(|w| w.starts_with("view "))
+        .map(|w| w.split("; its definition:").next().unwrap_or(w))
+        .collect()
 }
