@@ -15,6 +15,13 @@ use crate::timeouts::{Idle, StallWatch};
 use std::num::NonZeroUsize;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// A connection kept longer than this is checked with a round trip before a task gets it:
+/// servers, proxies and NAT gateways drop idle sessions (Azure SQL's gateway after 30 minutes,
+/// cloud load balancers after about 5), and a task that starts on a dead connection fails its
+/// first statement and waits out a retry backoff.
+const CHECK_AFTER_IDLE: Duration = Duration::from_secs(60);
 
 /// What a kept PostgreSQL session is reset with: `DISCARD ALL` but for `DEALLOCATE ALL`
 /// (tokio-postgres keeps prepared statements of its own, for type lookups). The first statement
@@ -43,12 +50,14 @@ pub struct TdsConn {
 /// A connection waiting for the next task; its stall watch stopped meanwhile.
 struct Kept<C> {
     conn: C,
+    since: Instant,
     _idle: Idle,
 }
 
 struct Slots<C> {
     kept: Mutex<Vec<Kept<C>>>,
     cap: usize,
+    check_after: Duration,
 }
 
 impl<C> Slots<C> {
@@ -56,12 +65,18 @@ impl<C> Slots<C> {
         Slots {
             kept: Mutex::new(Vec::with_capacity(cap)),
             cap,
+            check_after: CHECK_AFTER_IDLE,
         }
     }
 
-    fn take(&self) -> Option<C> {
+    /// A kept connection and whether it waited long enough to need a check.
+    fn take(&self) -> Option<(C, bool)> {
         // Dropping `Kept` re-arms the stall watch for the task that takes it.
-        self.kept.lock().ok()?.pop().map(|k| k.conn)
+        self.kept
+            .lock()
+            .ok()?
+            .pop()
+            .map(|k| (k.conn, k.since.elapsed() > self.check_after))
     }
 
     fn put(&self, conn: C, watch: &StallWatch) {
@@ -69,7 +84,11 @@ impl<C> Slots<C> {
             && kept.len() < self.cap
         {
             let _idle = watch.idle();
-            kept.push(Kept { conn, _idle });
+            kept.push(Kept {
+                conn,
+                since: Instant::now(),
+                _idle,
+            });
         }
     }
 }
@@ -114,9 +133,9 @@ impl Pools {
 
     /// A kept PostgreSQL connection, or a new one, its I/O spawned.
     pub async fn pg(&self, endpoint: &PgEndpoint) -> Result<PgConn, PgConnectError> {
-        while let Some(c) = self.pg_driven.take() {
+        while let Some((c, stale)) = self.pg_driven.take() {
             // The server may have closed it while it waited.
-            if !c.client.is_closed() {
+            if !c.client.is_closed() && (!stale || c.client.simple_query("").await.is_ok()) {
                 self.count(true);
                 return Ok(c);
             }
@@ -133,11 +152,21 @@ impl Pools {
 
     /// A kept PostgreSQL connection, or a new one, its I/O left to the caller (`io`).
     pub async fn pg_undriven(&self, endpoint: &PgEndpoint) -> Result<PgConn, PgConnectError> {
-        while let Some(c) = self.pg_undriven.take() {
-            if c.io.is_some() && !c.client.is_closed() {
-                self.count(true);
-                return Ok(c);
+        while let Some((mut c, stale)) = self.pg_undriven.take() {
+            if c.io.is_none() || c.client.is_closed() {
+                continue;
             }
+            if stale {
+                let PgConn { client, io, .. } = &mut c;
+                if with_kept_connection_io(client.simple_query(""), io)
+                    .await
+                    .is_err()
+                {
+                    continue;
+                }
+            }
+            self.count(true);
+            return Ok(c);
         }
         let (client, io, watch) = endpoint.connect_undriven_watched().await?;
         self.count(false);
@@ -151,7 +180,10 @@ impl Pools {
 
     /// A kept SQL Server connection, or a new one.
     pub async fn mssql(&self, endpoint: &MssqlEndpoint) -> Result<TdsConn, ConnectError> {
-        if let Some(c) = self.mssql.take() {
+        while let Some((mut c, stale)) = self.mssql.take() {
+            if stale && !mssql_alive(&mut c.client).await {
+                continue;
+            }
             self.count(true);
             return Ok(c);
         }
@@ -203,6 +235,14 @@ impl Pools {
     }
 }
 
+/// One round trip on a kept SQL Server session.
+async fn mssql_alive(client: &mut TdsClient) -> bool {
+    match client.simple_query("SELECT 1").await {
+        Ok(stream) => stream.into_results().await.is_ok(),
+        Err(_) => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -216,10 +256,21 @@ mod tests {
             slots.put(i, &w);
         }
         let mut got = Vec::new();
-        while let Some(c) = slots.take() {
+        while let Some((c, stale)) = slots.take() {
+            assert!(!stale, "just kept");
             got.push(c);
         }
         got.sort_unstable();
         assert_eq!(got, vec![0, 1]);
+    }
+
+    #[test]
+    fn a_connection_kept_past_the_idle_limit_is_taken_for_a_check() {
+        let mut slots = Slots::new(1);
+        slots.check_after = Duration::ZERO;
+        let w = StallWatch::new("x", Duration::from_secs(1));
+        slots.put(7, &w);
+        std::thread::sleep(Duration::from_millis(2));
+        assert_eq!(slots.take(), Some((7, true)));
     }
 }
