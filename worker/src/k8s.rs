@@ -538,7 +538,12 @@ impl CopyStep<'_> {
         let result = match task_for(plan, task) {
             Ok(tp) => {
                 let reporter = progress.start(&tp.name);
-                let copied = engine.copy_one_pooled(plan, &tp.name, pools).await;
+                // A Job copying several tasks runs them in one process: each task's logs and
+                // spans carry its own name (the process span carries TASK_NAME, set only for one).
+                let span = tracing::info_span!("task", task = %task_name);
+                let copied =
+                    tracing::Instrument::instrument(engine.copy_one_pooled(plan, &tp.name, pools), span)
+                        .await;
                 reporter.abort();
                 if let Err(e) = &copied {
                     progress.record_failed(&E::task_reports(e));
