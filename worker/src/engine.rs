@@ -208,7 +208,10 @@ pub trait Engine: Clone + Send + Sync + 'static {
             let sem = Arc::new(Semaphore::new(self.options().parallelism.get()));
             let plan = Arc::new(plan.clone());
             let mut set = JoinSet::new();
-            for part in self.verify_parts(&plan).await? {
+            // Largest first, so the longest part does not start last and run alone.
+            let mut parts = self.verify_parts(&plan).await?;
+            parts.sort_by_key(|p| std::cmp::Reverse(p.estimated_rows(plan.tasks())));
+            for part in parts {
                 let (sem, plan, engine) = (sem.clone(), plan.clone(), self.clone());
                 set.spawn(async move {
                     let _permit = sem.acquire_owned().await;
@@ -274,6 +277,18 @@ pub struct VerifyPart {
 }
 
 impl VerifyPart {
+    /// The rows the plan expects in the part.
+    pub fn estimated_rows(&self, tasks: &[TaskPlan]) -> i64 {
+        match &self.task {
+            Some(t) => t.estimated_rows,
+            None => tasks
+                .iter()
+                .filter(|t| t.table == self.table)
+                .map(|t| t.estimated_rows)
+                .sum(),
+        }
+    }
+
     /// Every table of `tables`, whole.
     pub fn whole_tables(tables: usize) -> Vec<VerifyPart> {
         (0..tables)
