@@ -7,6 +7,7 @@
 pub mod adventure_works;
 mod chart;
 mod limits;
+mod numbers;
 mod pg_cpu;
 mod report;
 mod services;
@@ -262,7 +263,7 @@ pub async fn run(args: HarnessArgs, command: String) -> Result<()> {
     let cold = Repeated::one(runner.run(&cold, &source, &pg).await?);
     let mut main = config("default", Direction::MssqlToPg, Mode::DropRecreate);
     main.verify = "count";
-    let main = runner.repeat(&main, repeat, &source, &pg).await?;
+    let main = Repeated::measure(&mut runner, &main, repeat, &source, &pg).await?;
 
     // 4. PostgreSQL's own COPY FROM file of the rows the worker just wrote.
     if let Some(dir) = &pg.file_dir {
@@ -329,21 +330,21 @@ pub async fn run(args: HarnessArgs, command: String) -> Result<()> {
         ));
         for mut c in configs {
             c.verify = "count";
-            sweeps.push(runner.repeat(&c, repeat, &source, &pg).await?);
+            sweeps.push(Repeated::measure(&mut runner, &c, repeat, &source, &pg).await?);
         }
     }
 
     // 6. The other direction, from the tables the worker wrote, into an empty test server.
     let reverse = {
         let target = TdsServer::start(&tools.testserver, "Target", &tools.workdir.join("target.log"))?;
-        let r = runner
-            .repeat(
-                &config("default", Direction::PgToMssql, Mode::DropRecreate),
-                repeat,
-                &target,
-                &pg,
-            )
-            .await?;
+        let r = Repeated::measure(
+            &mut runner,
+            &config("default", Direction::PgToMssql, Mode::DropRecreate),
+            repeat,
+            &target,
+            &pg,
+        )
+        .await?;
         Some(r)
     };
 

@@ -8,6 +8,7 @@ use std::process::Command;
 
 use anyhow::{Context, Result};
 
+pub use super::numbers::{fmt_int, fmt_rate};
 use super::stats::{Repeated, Spread, median};
 use super::worker::{RunResult, rate};
 use super::{DEFAULT_CHUNK_BYTES, DEFAULT_PACKET, DEFAULT_PARALLELISM, HarnessResults};
@@ -89,26 +90,6 @@ pub fn git_commit() -> String {
 
 pub fn now_utc() -> String {
     chrono::Utc::now().format("%Y-%m-%d %H:%M UTC").to_string()
-}
-
-pub fn fmt_rate(r: f64) -> String {
-    if r <= 0.0 {
-        return "–".into();
-    }
-    let n = r.round() as u64;
-    let s = n.to_string();
-    let mut out = String::new();
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
-
-pub fn fmt_int(n: u64) -> String {
-    fmt_rate(n as f64).replace('–', "0")
 }
 
 fn pct(part: f64, whole: f64) -> String {

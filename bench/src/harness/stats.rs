@@ -2,7 +2,9 @@
 //! their range beside it, so one run disturbed by a busy (shared, 2-core) machine neither makes nor
 //! hides a result, and the range shows how much the machine disturbed it.
 
-use super::worker::{Config, RunResult};
+use super::services::{Postgres, TdsServer};
+use super::worker::{Config, RunResult, Runner};
+use anyhow::Result;
 
 /// The median and range of repeated measurements of one figure.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -57,6 +59,23 @@ pub fn median(samples: impl IntoIterator<Item = f64>) -> f64 {
 #[derive(Debug, Clone)]
 pub struct Repeated {
     pub runs: Vec<RunResult>,
+}
+
+impl Repeated {
+    /// Runs the worker `times` times with `config` (at least once).
+    pub async fn measure(
+        runner: &mut Runner,
+        config: &Config,
+        times: u32,
+        mssql: &TdsServer,
+        pg: &Postgres,
+    ) -> Result<Repeated> {
+        let mut runs = Vec::new();
+        for _ in 0..times.max(1) {
+            runs.push(runner.run(config, mssql, pg).await?);
+        }
+        Ok(Repeated { runs })
+    }
 }
 
 impl Repeated {

@@ -10,7 +10,6 @@ use std::process::{Command, Stdio};
 use anyhow::{Context, Result, bail};
 
 use super::services::{Postgres, TdsServer};
-use super::stats::Repeated;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Direction {
@@ -79,7 +78,7 @@ impl Config {
     pub fn chunks(&self) -> String {
         let bytes = self.chunk_bytes.as_deref().unwrap_or(super::DEFAULT_CHUNK_BYTES);
         match self.chunk_rows {
-            Some(n) => format!("{bytes} or {} rows", super::report::fmt_int(n)),
+            Some(n) => format!("{bytes} or {} rows", super::numbers::fmt_int(n)),
             None => bytes.to_owned(),
         }
     }
@@ -251,21 +250,6 @@ impl Runner {
             workdir,
             runs: 0,
         })
-    }
-
-    /// Runs the worker `times` times with `config` (at least once).
-    pub async fn repeat(
-        &mut self,
-        config: &Config,
-        times: u32,
-        mssql: &TdsServer,
-        pg: &Postgres,
-    ) -> Result<Repeated> {
-        let mut runs = Vec::new();
-        for _ in 0..times.max(1) {
-            runs.push(self.run(config, mssql, pg).await?);
-        }
-        Ok(Repeated { runs })
     }
 
     /// Runs the worker once; a failed migration is a result (ok = false), not an error.
