@@ -1303,7 +1303,8 @@ pub async fn verify_part(
     Ok((source?, target?))
 }
 
-/// SQL Server rows re-encoded in the canonical PostgreSQL binary form and hashed.
+/// SQL Server rows encoded in the canonical PostgreSQL binary form straight from the raw TDS row
+/// stream and hashed (the forward copy's encoder, [`hash_rows`]).
 async fn mssql_digest(
     ms: &mut TdsClient,
     t: &PgToMssqlTablePlan,
@@ -1386,7 +1387,7 @@ impl Engine for PgToMssqlEngine {
 
     /// A checksum without upsert checks each task's key range on its own (in parallel), against
     /// the source digest its copy stored when every task of the table has one (PostgreSQL then
-    /// reads nothing); otherwise PostgreSQL hashes the range's rows itself.
+    /// hashes no row); otherwise PostgreSQL hashes the range's rows itself.
     async fn verify_parts(&self, plan: &PgToMssqlPlan) -> Result<Vec<VerifyPart>, PgToMssqlError> {
         if self.options.verify != VerifyMode::Checksum || self.options.mode == Mode::Upsert {
             return Ok(VerifyPart::whole_tables(plan.tables.len()));
