@@ -1424,6 +1424,9 @@ impl Engine for PgToMssqlEngine {
                 },
             }));
         }
+        // Largest first: the engine starts parts in this order, `parallelism` at once, so the
+        // longest read does not start last and set the verify's wall time alone.
+        parts.sort_by_key(|p| std::cmp::Reverse(p.task.as_ref().map_or(0, |t| t.estimated_rows)));
         Ok(parts)
     }
 
