@@ -19,11 +19,12 @@ use crate::mssql::connect::{
     ConnectError, MssqlEndpoint, REQUESTED_PACKET_SIZE, TdsClient, negotiated_packet_size,
 };
 use crate::mssql::ddl::{self, MsStmt};
+use crate::mssql::read::hash_rows;
 use crate::mssql::target_catalog::{existing_tables, ms_type_fit};
 use crate::options::{Mode, Options, VerifyMode};
 use crate::pg::connect::{PgConnectError, PgEndpoint, with_kept_connection_io};
 use crate::pg::introspect::{PgIntrospectError, introspect};
-use crate::pg::read::{PgReadError, SESSION_SETTINGS, read_task};
+use crate::pg::read::{PgReadError, SESSION_SETTINGS, VerifyColumns, read_task, verify_columns};
 use crate::pg_model::PgTable;
 use crate::pipeline::{CHANNEL_DEPTH, CopyOptions, Resume, Start, TaskReport, run_task};
 use crate::plan::TaskPlan;
@@ -32,7 +33,6 @@ use crate::retry::{AttemptState, failed_message};
 use crate::target_check::{self, PlannedColumn, TableAction};
 use crate::timeouts::{Stalled, stalled};
 use crate::verify::{Digest, RowHasher};
-use futures_util::TryStreamExt;
 use std::collections::{BTreeMap, HashMap};
 use tokio::sync::mpsc;
 use tokio_postgres::Client;
@@ -894,6 +894,8 @@ impl PgToMssqlEngine {
                 all &= Self::table_exists(&mut ms, t).await?;
             }
             if all {
+                // A resumed run may find the state tables of an older worker.
+                mscp::ensure_tables(&mut ms).await?;
                 plan.tasks = tasks;
                 return Ok(Prepared {
                     plan,
@@ -1174,6 +1176,7 @@ async fn copy_attempt(
         columns: &columns,
         keep_identity: !upsert && identity && t.columns.iter().any(|c| c.identity),
         committed_rows,
+        committed_digest: resume.committed_digest,
         fail_after_chunks: engine.copy.fail_after_chunks,
         merge_sql: merge_sql.as_deref(),
         committed: Some(state.committed()),
@@ -1181,12 +1184,15 @@ async fn copy_attempt(
     // Rows are encoded for the bulk load by the reader, away from the connection.
     let encoder = row_encoder(&mut ms, &ctx).await?;
     let (tx, rx) = mpsc::channel(CHANNEL_DEPTH);
+    // An upsert's verify keeps every row's hash: it reads the source again.
+    let digest = engine.options.verify == VerifyMode::Checksum && !upsert;
     let reader = read_task(
         &pg.client,
         t,
         task,
         after.as_deref(),
         engine.copy.chunk,
+        digest,
         &encoder,
         tx,
     );
@@ -1238,9 +1244,11 @@ async fn copy_attempt(
 }
 
 /// Counts (and checksums) one part of a table (a copy task's key range, or the whole table) on
-/// both sides. PostgreSQL hashes its rows itself ([`crate::verify::pg_digest`], in the canonical
-/// form of `verify_expr`); SQL Server's rows are read and hashed here, with the type OIDs of
-/// PostgreSQL's expressions so that both sides hash the same bytes. The two run at once.
+/// both sides. `stored` is the source digest the copy computed as it read the rows (see
+/// [`crate::pg::read::read_task`]); without it PostgreSQL hashes its rows itself
+/// ([`crate::verify::pg_digest`], over [`verify_columns`]). SQL Server's rows are read and hashed
+/// here, with the type OIDs of PostgreSQL's expressions so that both sides hash the same bytes.
+/// The two sides run at once.
 pub async fn verify_part(
     pg: &Client,
     ms: &mut TdsClient,
@@ -1248,6 +1256,7 @@ pub async fn verify_part(
     task: Option<&TaskPlan>,
     mode: VerifyMode,
     upsert: bool,
+    stored: Option<Digest>,
 ) -> Result<(Digest, Digest), PgToMssqlError> {
     let table = t.source.qualified();
     let verr = |message: String| PgToMssqlError::Verify {
@@ -1272,21 +1281,8 @@ pub async fn verify_part(
     pg.batch_execute(SESSION_SETTINGS)
         .await
         .map_err(|e| verr(e.to_string()))?;
-    let exprs: Vec<String> = t.columns.iter().map(|c| c.verify_expr.clone()).collect();
+    let VerifyColumns { exprs, oids } = verify_columns(pg, t).await.map_err(|e| verr(e.to_string()))?;
     let from = pg_table(&t.source);
-    // The expressions' types as PostgreSQL reports them (a domain as its base type, a `bpchar`
-    // as itself), cast to explicitly: `record_send` writes a domain's own OID otherwise.
-    let stmt = pg
-        .prepare(&format!("SELECT {} FROM {from}", exprs.join(", ")))
-        .await
-        .map_err(|e| verr(e.to_string()))?;
-    let types: Vec<tokio_postgres::types::Type> = stmt.columns().iter().map(|c| c.type_().clone()).collect();
-    let exprs: Vec<String> = exprs
-        .iter()
-        .zip(&types)
-        .map(|(e, ty)| format!("CAST(({e}) AS {}.{})", quote_pg(ty.schema()), quote_pg(ty.name())))
-        .collect();
-    let oids: Vec<u32> = types.iter().map(|ty| ty.oid()).collect();
     let key = t.int_key();
     let pg_filter =
         crate::verify::range_condition(key.map(|k| quote_pg(&t.columns[k].source.name)).as_deref(), task);
@@ -1295,16 +1291,20 @@ pub async fn verify_part(
         task,
     );
     let source = async {
-        crate::verify::pg_digest(pg, &exprs, &from, pg_filter.as_deref(), upsert)
-            .await
-            .map_err(|e| verr(e.to_string()))
+        match stored {
+            Some(d) => Ok(d),
+            None => crate::verify::pg_digest(pg, &exprs, &from, pg_filter.as_deref(), upsert)
+                .await
+                .map_err(|e| verr(e.to_string())),
+        }
     };
     let target = mssql_digest(ms, t, ms_filter.as_deref(), oids, upsert);
     let (source, target) = tokio::join!(source, target);
     Ok((source?, target?))
 }
 
-/// SQL Server rows re-encoded in the canonical PostgreSQL binary form and hashed.
+/// SQL Server rows encoded in the canonical PostgreSQL binary form straight from the raw TDS row
+/// stream and hashed (the forward copy's encoder, [`hash_rows`]).
 async fn mssql_digest(
     ms: &mut TdsClient,
     t: &PgToMssqlTablePlan,
@@ -1323,24 +1323,13 @@ async fn mssql_digest(
     let sql = format!("SELECT {cols} FROM {}{filter}", ddl::qualified(t));
     let encoder = RowEncoder::new(t.columns.iter().map(|c| c.canonical).collect());
     let mut hasher = RowHasher::new(oids);
-    let verr = |message: String| PgToMssqlError::Verify {
-        table: table.clone(),
-        message,
-    };
-    let mut rows = ms
-        .simple_query(sql.as_str())
-        .await
-        .map_err(|e| verr(e.to_string()))?
-        .into_row_stream();
     let mut digest = Digest::keeping_rows(keep);
-    let mut buf = bytes::BytesMut::with_capacity(64 * 1024);
-    while let Some(row) = rows.try_next().await.map_err(|e| verr(e.to_string()))? {
-        buf.clear();
-        encoder
-            .encode_row(&mut buf, row.cells().map(|(_, c)| c))
-            .map_err(|e| verr(e.to_string()))?;
-        digest.add(hasher.hash(&buf));
-    }
+    hash_rows(ms, &table, sql, &encoder, &mut hasher, |h| digest.add(h))
+        .await
+        .map_err(|e| PgToMssqlError::Verify {
+            table: table.clone(),
+            message: crate::error_text::error_text(&e),
+        })?;
     Ok(digest)
 }
 
@@ -1396,20 +1385,46 @@ impl Engine for PgToMssqlEngine {
         copy_task(self, &plan.tables[task.table], task, pools).await
     }
 
-    /// A checksum without upsert checks each task's key range on its own (in parallel).
+    /// A checksum without upsert checks each task's key range on its own (in parallel), against
+    /// the source digest its copy stored when every task of the table has one (PostgreSQL then
+    /// hashes no row); otherwise PostgreSQL hashes the range's rows itself.
     async fn verify_parts(&self, plan: &PgToMssqlPlan) -> Result<Vec<VerifyPart>, PgToMssqlError> {
         if self.options.verify != VerifyMode::Checksum || self.options.mode == Mode::Upsert {
             return Ok(VerifyPart::whole_tables(plan.tables.len()));
         }
-        Ok(plan
-            .tasks
-            .iter()
-            .map(|task| VerifyPart {
-                table: task.table,
+        let (mut ms, _) = self.connect_target().await?;
+        let stored = if mscp::tables_exist(&mut ms).await? {
+            mscp::load_digests(&mut ms, &self.options.migration).await?
+        } else {
+            HashMap::new()
+        };
+        let mut parts = Vec::new();
+        for i in 0..plan.tables.len() {
+            let tasks: Vec<&TaskPlan> = plan.tasks.iter().filter(|task| task.table == i).collect();
+            let digests: Option<Vec<Digest>> = tasks
+                .iter()
+                .map(|task| match stored.get(&task.name) {
+                    Some(&(rows, true, Some(sum))) => Some(Digest {
+                        rows,
+                        sum,
+                        hashes: None,
+                    }),
+                    _ => None,
+                })
+                .collect();
+            let digests = digests.unwrap_or_default();
+            let with_digests = digests.len() == tasks.len();
+            parts.extend(tasks.into_iter().enumerate().map(|(j, task)| VerifyPart {
+                table: i,
                 task: Some(task.clone()),
-                stored: None,
-            })
-            .collect())
+                stored: if with_digests {
+                    digests.get(j).cloned()
+                } else {
+                    None
+                },
+            }));
+        }
+        Ok(parts)
     }
 
     async fn verify_part(
@@ -1421,8 +1436,16 @@ impl Engine for PgToMssqlEngine {
         let (mut ms, _) = self.connect_target().await?;
         let pg = self.source.connect().await?;
         let upsert = self.options.mode == Mode::Upsert;
-        let (source, target) =
-            verify_part(&pg, &mut ms, t, part.task.as_ref(), self.options.verify, upsert).await?;
+        let (source, target) = verify_part(
+            &pg,
+            &mut ms,
+            t,
+            part.task.as_ref(),
+            self.options.verify,
+            upsert,
+            part.stored,
+        )
+        .await?;
         Ok(PartDigests {
             table: t.source.qualified(),
             source,

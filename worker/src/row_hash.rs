@@ -12,6 +12,8 @@ use crate::mapping::PgType;
 #[derive(Debug, Clone)]
 pub struct RowHasher {
     oids: Vec<u32>,
+    /// Per column, for [`RowHasher::hash_fields`]: the scale a numeric value is hashed at.
+    numeric_scales: Vec<Option<u16>>,
     scratch: Vec<u8>,
 }
 
@@ -21,8 +23,19 @@ impl RowHasher {
     pub fn new(oids: Vec<u32>) -> Self {
         RowHasher {
             oids,
+            numeric_scales: Vec::new(),
             scratch: Vec::with_capacity(1024),
         }
+    }
+
+    /// [`RowHasher::hash_fields`] hashes the numeric value of a column with `Some(s)` as
+    /// PostgreSQL's cast to `numeric(p,s)` sends it. A value with at most `s` fractional digits
+    /// keeps its digits, weight and sign through that cast; only its display scale (`dscale`,
+    /// bytes 6..8 of numeric's binary form) becomes `s`. So a copy reading `x` (or `money::numeric`)
+    /// hashes what the verify's `x::numeric(p,s)` gives without a cast in the copy's query.
+    pub fn with_numeric_scales(mut self, scales: Vec<Option<u16>>) -> Self {
+        self.numeric_scales = scales;
+        self
     }
 
     /// For rows encoded as these types, hashed on PostgreSQL's side cast to their base types.
@@ -46,6 +59,33 @@ impl RowHasher {
             let end = (at + 4 + len.max(0) as usize).min(row.len());
             s.extend_from_slice(row.get(at..end).unwrap_or_default());
             at = end;
+        }
+        hash_bytes(s)
+    }
+
+    /// The hash of one row given as its fields (`None` for NULL), each a binary COPY field's
+    /// bytes: what [`RowHasher::hash`] gives for the row these fields make, after the numeric
+    /// scale fix-up of [`RowHasher::with_numeric_scales`]. Fields past the hasher's columns are
+    /// ignored; missing ones hash as NULL.
+    pub fn hash_fields(&mut self, fields: &[Option<&[u8]>]) -> u64 {
+        let s = &mut self.scratch;
+        s.clear();
+        s.extend_from_slice(&(self.oids.len() as i32).to_be_bytes());
+        for (i, oid) in self.oids.iter().enumerate() {
+            s.extend_from_slice(&oid.to_be_bytes());
+            match fields.get(i).copied().flatten() {
+                None => s.extend_from_slice(&(-1i32).to_be_bytes()),
+                Some(b) => {
+                    s.extend_from_slice(&(b.len() as i32).to_be_bytes());
+                    let at = s.len();
+                    s.extend_from_slice(b);
+                    if let Some(Some(scale)) = self.numeric_scales.get(i)
+                        && b.len() >= 8
+                    {
+                        s[at + 6..at + 8].copy_from_slice(&scale.to_be_bytes());
+                    }
+                }
+            }
         }
         hash_bytes(s)
     }
@@ -87,4 +127,70 @@ pub fn pg_row_hash(exprs: &[String]) -> String {
         "('x' || encode(substr(sha256(record_send(ROW({}))), 1, 8), 'hex'))::bit(64)::bigint",
         exprs.join(", ")
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn copy_row(fields: &[Option<&[u8]>]) -> Vec<u8> {
+        let mut row = (fields.len() as i16).to_be_bytes().to_vec();
+        for f in fields {
+            match f {
+                Some(b) => {
+                    row.extend_from_slice(&(b.len() as i32).to_be_bytes());
+                    row.extend_from_slice(b);
+                }
+                None => row.extend_from_slice(&(-1i32).to_be_bytes()),
+            }
+        }
+        row
+    }
+
+    #[test]
+    fn fields_hash_as_the_copy_row_they_make() {
+        let oids = vec![23, 25, 17, 1700];
+        let rows: [[Option<&[u8]>; 4]; 3] = [
+            [
+                Some(&[0, 0, 0, 7]),
+                Some(b"seven"),
+                None,
+                Some(&[0, 1, 0, 0, 0, 0, 0, 2, 0, 7]),
+            ],
+            [None, None, None, None],
+            [
+                Some(&[0, 0, 0, 0]),
+                Some(b""),
+                Some(&[]),
+                Some(&[0, 0, 0, 0, 0, 0, 0, 0]),
+            ],
+        ];
+        let mut h = RowHasher::new(oids.clone());
+        for fields in rows {
+            assert_eq!(h.hash_fields(&fields), h.hash(&copy_row(&fields)), "{fields:?}");
+        }
+    }
+
+    #[test]
+    fn numeric_scale_fix_up_rewrites_only_the_display_scale() {
+        // 7 at dscale 0, hashed as numeric(10,2) sends it: dscale 2, same digit.
+        let read: &[u8] = &[0, 1, 0, 0, 0, 0, 0, 0, 0, 7];
+        let cast: &[u8] = &[0, 1, 0, 0, 0, 0, 0, 2, 0, 7];
+        let mut fixed = RowHasher::new(vec![23, 1700]).with_numeric_scales(vec![None, Some(2)]);
+        let mut plain = RowHasher::new(vec![23, 1700]);
+        let int: &[u8] = &[0, 0, 0, 1];
+        assert_eq!(
+            fixed.hash_fields(&[Some(int), Some(read)]),
+            plain.hash_fields(&[Some(int), Some(cast)])
+        );
+        assert_ne!(
+            plain.hash_fields(&[Some(int), Some(read)]),
+            plain.hash_fields(&[Some(int), Some(cast)])
+        );
+        // NULL stays NULL.
+        assert_eq!(
+            fixed.hash_fields(&[Some(int), None]),
+            plain.hash_fields(&[Some(int), None])
+        );
+    }
 }

@@ -8,11 +8,10 @@
 use crate::copy_binary::RowEncoder;
 use crate::mapping::quote_pg;
 use crate::mssql::connect::TdsClient;
-use crate::mssql::read::{ReadError, count_rows};
+use crate::mssql::read::{ReadError, count_rows, hash_rows};
 use crate::pg::ddl::qualified;
 use crate::plan::{TablePlan, TaskPlan};
 pub use crate::row_hash::{RowHasher, pg_oid, pg_row_hash};
-use bytes::BytesMut;
 use futures_util::TryStreamExt;
 use serde::Serialize;
 use tokio_postgres::Client;
@@ -27,14 +26,6 @@ pub enum VerifyError {
         #[source]
         source: tokio_postgres::Error,
     },
-    #[error("reading {table} from SQL Server: {source}")]
-    Source {
-        table: String,
-        #[source]
-        source: tiberius::error::Error,
-    },
-    #[error("table {table}: a source row could not be encoded: {message}")]
-    Encode { table: String, message: String },
     #[error("table {0}: neither a stored source digest nor a SQL Server connection")]
     NoSource(String),
 }
@@ -308,22 +299,7 @@ async fn source_digest(
     );
     let encoder = RowEncoder::new(t.all_columns().map(|c| c.pg_type).collect());
     let mut hasher = RowHasher::for_types(t.all_columns().map(|c| c.pg_type));
-    let err = |source| VerifyError::Source {
-        table: table.clone(),
-        source,
-    };
-    let mut rows = mssql.simple_query(sql).await.map_err(err)?.into_row_stream();
     let mut digest = Digest::keeping_rows(keep);
-    let mut buf = BytesMut::with_capacity(64 * 1024);
-    while let Some(row) = rows.try_next().await.map_err(err)? {
-        buf.clear();
-        encoder
-            .encode_row(&mut buf, row.cells().map(|(_, c)| c))
-            .map_err(|e| VerifyError::Encode {
-                table: table.clone(),
-                message: e.to_string(),
-            })?;
-        digest.add(hasher.hash(&buf));
-    }
+    hash_rows(mssql, &table, sql, &encoder, &mut hasher, |h| digest.add(h)).await?;
     Ok(digest)
 }

@@ -1,7 +1,7 @@
 //! `verify: checksum` in both directions, on tables copied in several key ranges and resumed
-//! after a failure: the resumed copy verifies equal (SQL Server -> PostgreSQL from the digests the
-//! copy stored with its checkpoints), and a row changed, deleted or duplicated in the target after
-//! the copy fails the table's verification, by name.
+//! after a failure: the resumed copy verifies equal from the digests the copy stored with its
+//! checkpoints (the source is not read again), and a row changed, deleted or duplicated in the
+//! target after the copy fails the table's verification, by name.
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -198,13 +198,31 @@ async fn reverse_resumed_copy_verifies_and_target_changes_fail() {
     let reports = e.copy_all(&prepared.plan).await.unwrap();
     assert!(reports.iter().all(|r| r.resumed), "{reports:#?}");
     e.finalize(&prepared.plan).await.unwrap();
+    let mut ms = target.connect().await.unwrap();
+    let stored = ms
+        .simple_query(
+            "SELECT COUNT(*) FROM [_mssqlpg].[checkpoints] \
+             WHERE migration = N'test/verify_rev' AND done = 1 AND digest IS NOT NULL",
+        )
+        .await
+        .unwrap()
+        .into_row()
+        .await
+        .unwrap()
+        .unwrap()
+        .get::<i32, _>(0);
+    assert_eq!(stored, Some(3), "every task stored its source digest");
+    // Every part is checked against its stored digest: PostgreSQL hashes no row.
+    let parts = e.verify_parts(&prepared.plan).await.unwrap();
+    assert_eq!(parts.len(), 3);
+    assert!(parts.iter().all(|p| p.stored.is_some()), "{parts:#?}");
     let name = format!("{schema}.things");
     let v = e.verify(&prepared.plan).await.unwrap();
     let t = only(&v, &name);
     assert!(t.ok && t.source_rows == ROWS, "{v:#?}");
     assert_eq!(t.source_checksum, t.target_checksum);
+    let copied_checksum = t.source_checksum.clone();
 
-    let mut ms = target.connect().await.unwrap();
     ms_exec(&mut ms, "UPDATE dbo.things SET name = N'changed' WHERE id = 1500").await;
     let v = e.verify(&prepared.plan).await.unwrap();
     let t = only(&v, &name);
@@ -216,8 +234,37 @@ async fn reverse_resumed_copy_verifies_and_target_changes_fail() {
     .await;
     assert!(only(&e.verify(&prepared.plan).await.unwrap(), &name).ok);
 
+    // A duplicated row (under another key, in the last task's range).
+    ms_exec(
+        &mut ms,
+        "INSERT INTO dbo.things (id, name, price, at, flag, blob, g, code, score) \
+         SELECT 5000, name, price, at, flag, blob, g, code, score FROM dbo.things WHERE id = 10",
+    )
+    .await;
+    let v = e.verify(&prepared.plan).await.unwrap();
+    let t = only(&v, &name);
+    assert!(!t.ok && t.target_rows == ROWS + 1, "{v:#?}");
+    ms_exec(&mut ms, "DELETE FROM dbo.things WHERE id = 5000").await;
+
     ms_exec(&mut ms, "DELETE FROM dbo.things WHERE id = 2999").await;
     let v = e.verify(&prepared.plan).await.unwrap();
     let t = only(&v, &name);
     assert!(!t.ok && t.target_rows == ROWS - 1, "{v:#?}");
+
+    // Checkpoints without a digest (a copy by an older worker): PostgreSQL hashes the source
+    // itself, to the same checksum the copy stored.
+    ms_exec(
+        &mut ms,
+        "UPDATE [_mssqlpg].[checkpoints] SET digest = NULL WHERE migration = N'test/verify_rev'",
+    )
+    .await;
+    let parts = e.verify_parts(&prepared.plan).await.unwrap();
+    assert!(parts.iter().all(|p| p.stored.is_none()), "{parts:#?}");
+    let v = e.verify(&prepared.plan).await.unwrap();
+    let t = only(&v, &name);
+    assert!(
+        !t.ok && t.source_rows == ROWS && t.target_rows == ROWS - 1,
+        "{v:#?}"
+    );
+    assert_eq!(t.source_checksum, copied_checksum);
 }

@@ -38,6 +38,8 @@ pub struct BulkCtx<'a> {
     pub keep_identity: bool,
     /// Rows already committed by earlier attempts.
     pub committed_rows: i64,
+    /// Their verify digest (see [`ChunkEnd::digest`]); `None` once a chunk lacked one.
+    pub committed_digest: Option<u64>,
     pub fail_after_chunks: Option<u64>,
     /// Upsert mode: run in the chunk's transaction after the bulk load into the staging table
     /// (`MERGE` then emptying the staging table).
@@ -111,8 +113,7 @@ pub async fn write_chunks(
         task: ctx.task,
         table: ctx.table,
         committed_rows: ctx.committed_rows,
-        // PostgreSQL -> SQL Server computes the checksum's source side in PostgreSQL at verify.
-        committed_digest: None,
+        committed_digest: ctx.committed_digest,
         fail_after_chunks: ctx.fail_after_chunks,
         stall: None,
         committed: ctx.committed,

@@ -83,7 +83,7 @@ pub async fn ensure_tables(c: &mut TdsClient) -> Result<(), MsCheckpointError> {
             format!(
                 "CREATE TABLE {} (migration nvarchar(400) NOT NULL, task nvarchar(400) NOT NULL, \
                  last_key nvarchar(max) NULL, [rows] bigint NOT NULL, done bit NOT NULL, \
-                 updated_at datetime2(3) NOT NULL DEFAULT SYSUTCDATETIME(), \
+                 digest bigint NULL, updated_at datetime2(3) NOT NULL DEFAULT SYSUTCDATETIME(), \
                  CONSTRAINT [PK__mssqlpg_checkpoints] PRIMARY KEY (migration, task))",
                 checkpoints_table()
             ),
@@ -119,6 +119,39 @@ pub async fn ensure_tables(c: &mut TdsClient) -> Result<(), MsCheckpointError> {
             }
         }
     }
+    add_digest_column(c).await
+}
+
+/// "Column names in each table must be unique" (a concurrent worker added it first).
+fn column_exists(e: &tiberius::error::Error) -> bool {
+    matches!(e, tiberius::error::Error::Server(t) if t.code() == 2705)
+}
+
+/// A checkpoints table made by a worker from before the verify digest gets its column (NULL for
+/// the checkpoints already there: their tasks are verified by reading the source again).
+async fn add_digest_column(c: &mut TdsClient) -> Result<(), MsCheckpointError> {
+    let table = checkpoints_table();
+    let missing = scalar_is_null(
+        c,
+        &format!(
+            "SELECT MAX(column_id) FROM sys.columns WHERE object_id = OBJECT_ID(N'{table}') AND name = N'digest'"
+        ),
+        "column lookup",
+    )
+    .await?;
+    if !missing {
+        return Ok(());
+    }
+    match c
+        .simple_query(format!("ALTER TABLE {table} ADD digest bigint NULL"))
+        .await
+    {
+        Ok(s) => {
+            s.into_results().await.map_err(db("add digest column"))?;
+        }
+        Err(e) if column_exists(&e) => {}
+        Err(e) => return Err(db("add digest column")(e)),
+    }
     Ok(())
 }
 
@@ -130,7 +163,7 @@ pub async fn load(
     let row = c
         .query(
             format!(
-                "SELECT last_key, [rows], done FROM {} WHERE migration = @P1 AND task = @P2",
+                "SELECT last_key, [rows], done, digest FROM {} WHERE migration = @P1 AND task = @P2",
                 checkpoints_table()
             ),
             &[&migration, &task],
@@ -153,9 +186,40 @@ pub async fn load(
         last_key,
         rows: row.get::<i64, _>(1).unwrap_or(0),
         done: row.get::<bool, _>(2).unwrap_or(false),
-        // PostgreSQL -> SQL Server computes the checksum's source side in PostgreSQL at verify.
-        digest: None,
+        digest: row.get::<i64, _>(3).map(|d| d as u64),
     }))
+}
+
+/// Every task's (rows, done, digest) of a migration, for verify.
+pub async fn load_digests(
+    c: &mut TdsClient,
+    migration: &str,
+) -> Result<std::collections::HashMap<String, (i64, bool, Option<u64>)>, MsCheckpointError> {
+    let rows = c
+        .query(
+            format!(
+                "SELECT task, [rows], done, digest FROM {} WHERE migration = @P1",
+                checkpoints_table()
+            ),
+            &[&migration],
+        )
+        .await
+        .map_err(db("load digests"))?
+        .into_first_result()
+        .await
+        .map_err(db("load digests"))?;
+    Ok(rows
+        .iter()
+        .filter_map(|r| {
+            let task = r.get::<&str, _>(0)?.to_string();
+            let state = (
+                r.get::<i64, _>(1).unwrap_or(0),
+                r.get::<bool, _>(2).unwrap_or(false),
+                r.get::<i64, _>(3).map(|d| d as u64),
+            );
+            Some((task, state))
+        })
+        .collect())
 }
 
 /// Replaces a task's checkpoint; call it inside the chunk's transaction.
@@ -172,10 +236,18 @@ pub async fn save(
     c.execute(
         format!(
             "DELETE FROM {t} WHERE migration = @P1 AND task = @P2; \
-             INSERT INTO {t} (migration, task, last_key, [rows], done) VALUES (@P1, @P2, @P3, @P4, @P5)",
+             INSERT INTO {t} (migration, task, last_key, [rows], done, digest) \
+             VALUES (@P1, @P2, @P3, @P4, @P5, @P6)",
             t = checkpoints_table()
         ),
-        &[&migration, &task, &key, &cp.rows, &cp.done],
+        &[
+            &migration,
+            &task,
+            &key,
+            &cp.rows,
+            &cp.done,
+            &cp.digest.map(|d| d as i64),
+        ],
     )
     .await
     .map_err(db("save"))?;

@@ -401,6 +401,51 @@ pub async fn read_task(
     Ok(stats)
 }
 
+/// Runs `sql` and passes each row's verify hash to `each`: the row encoded by `encoder` into the
+/// canonical binary form and hashed by `hasher`, decoded in place like [`read_task`]'s rows (no
+/// `Row` per row). For the checksum's SQL Server side, in either direction; `table` names the
+/// table in errors.
+pub async fn hash_rows(
+    client: &mut TdsClient,
+    table: &str,
+    sql: String,
+    encoder: &RowEncoder,
+    hasher: &mut RowHasher,
+    mut each: impl FnMut(u64),
+) -> Result<(), ReadError> {
+    let qerr = |source| ReadError::Query {
+        table: table.to_string(),
+        source,
+    };
+    let mut rows = Query::new(sql).query_raw(client).await.map_err(qerr)?;
+    let mut buf: Vec<u8> = Vec::with_capacity(64 * 1024);
+    while let Some(row) = rows.next_row().await.map_err(qerr)? {
+        buf.clear();
+        if let Err(e) = encoder.encode_raw_row(&mut buf, &row) {
+            let column = row
+                .column_name(e.column())
+                .map_or_else(|| format!("#{}", e.column()), str::to_string);
+            let key = "(not tracked when verifying)".to_string();
+            return Err(match e {
+                RawRowError::Encode(e) => ReadError::Encode {
+                    table: table.to_string(),
+                    key,
+                    column,
+                    kind: e.kind,
+                },
+                RawRowError::Decode { source, .. } => ReadError::Decode {
+                    table: table.to_string(),
+                    key,
+                    column,
+                    source: Box::new(source),
+                },
+            });
+        }
+        each(hasher.hash(&buf));
+    }
+    Ok(())
+}
+
 /// Exact `COUNT_BIG(*)` of a task's rows on the source.
 pub async fn count_rows(client: &mut TdsClient, t: &TablePlan, task: &TaskPlan) -> Result<i64, ReadError> {
     let table = t.source.qualified();

@@ -11,6 +11,7 @@ use crate::mapping::quote_pg;
 use crate::mapping_pg_to_mssql::Decode;
 use crate::plan::TaskPlan;
 use crate::plan_pg_to_mssql::PgToMssqlTablePlan;
+use crate::row_hash::RowHasher;
 use bytes::{Buf, BytesMut};
 use futures_util::TryStreamExt;
 use std::borrow::Cow;
@@ -382,6 +383,59 @@ pub fn key_literal(v: &KeyValue, decode: Decode, formatted_type: &str) -> String
     }
 }
 
+/// How the checksum's PostgreSQL side sees a table's columns: each `verify_expr` cast to the type
+/// PostgreSQL reports for it (a domain as its base type, a `bpchar` as itself; `record_send`
+/// writes a domain's own OID otherwise), and those types' OIDs.
+#[derive(Debug, Clone)]
+pub struct VerifyColumns {
+    pub exprs: Vec<String>,
+    pub oids: Vec<u32>,
+}
+
+/// [`VerifyColumns`] of a table, learned from one prepared `SELECT verify_exprs`.
+pub async fn verify_columns(
+    pg: &Client,
+    t: &PgToMssqlTablePlan,
+) -> Result<VerifyColumns, tokio_postgres::Error> {
+    let exprs: Vec<String> = t.columns.iter().map(|c| c.verify_expr.clone()).collect();
+    let stmt = pg
+        .prepare(&format!(
+            "SELECT {} FROM {}.{}",
+            exprs.join(", "),
+            quote_pg(&t.source.schema),
+            quote_pg(&t.source.name)
+        ))
+        .await?;
+    let types: Vec<&tokio_postgres::types::Type> = stmt.columns().iter().map(|c| c.type_()).collect();
+    Ok(VerifyColumns {
+        exprs: exprs
+            .iter()
+            .zip(&types)
+            .map(|(e, ty)| format!("CAST(({e}) AS {}.{})", quote_pg(ty.schema()), quote_pg(ty.name())))
+            .collect(),
+        oids: types.iter().map(|ty| ty.oid()).collect(),
+    })
+}
+
+impl VerifyColumns {
+    /// The hasher of the rows the copy reads ([`copy_sql`]'s `read_expr`s), giving each row the
+    /// hash PostgreSQL computes over [`VerifyColumns::exprs`]. The two select the same values
+    /// with the same send functions except for numerics the verify casts to the target's
+    /// `numeric(p,s)` (numeric and money columns), which only changes their display scale.
+    pub fn copy_hasher(&self, t: &PgToMssqlTablePlan) -> RowHasher {
+        let scales = t
+            .columns
+            .iter()
+            .map(|c| match c.decode {
+                Decode::Numeric { scale, .. } => Some(u16::from(scale)),
+                Decode::Money => Some(4),
+                _ => None,
+            })
+            .collect();
+        RowHasher::new(self.oids.clone()).with_numeric_scales(scales)
+    }
+}
+
 /// The COPY statement of a task: `after` is the checkpointed last key.
 pub fn copy_sql(t: &PgToMssqlTablePlan, task: &TaskPlan, after: Option<&[KeyValue]>) -> String {
     let cols = t
@@ -616,12 +670,16 @@ fn value_error(
 /// Streams one task into `tx`, encoding rows with `encoder` (made for the table the writer loads,
 /// its bulk columns in the order of the table's non-computed columns), cut into chunks at `limit`
 /// (rows or encoded bulk-row bytes). Without a key the whole task is one chunk (it cannot resume).
+/// With `digest`, each chunk's end carries the verify checksum of its rows as PostgreSQL computes
+/// it ([`VerifyColumns::copy_hasher`]), so the verify reads only the target.
+#[allow(clippy::too_many_arguments)]
 pub async fn read_task(
     pg: &Client,
     t: &PgToMssqlTablePlan,
     task: &TaskPlan,
     after: Option<&[KeyValue]>,
     limit: ChunkLimit,
+    digest: bool,
     encoder: &BulkRowEncoder,
     tx: Sender<Msg<BulkRows>>,
 ) -> Result<(), PgReadError> {
@@ -631,6 +689,12 @@ pub async fn read_task(
         source,
     };
     pg.batch_execute(SESSION_SETTINGS).await.map_err(copy_err)?;
+    let mut hasher = if digest {
+        Some(verify_columns(pg, t).await.map_err(copy_err)?.copy_hasher(t))
+    } else {
+        None
+    };
+    let mut chunk_digest = 0u64;
     let sql = copy_sql(t, task, after);
     let stream = pg.copy_out(&sql).await.map_err(copy_err)?;
     futures_util::pin_mut!(stream);
@@ -714,6 +778,9 @@ pub async fn read_task(
                     let column = bulk_to_col.get(e.column).copied().unwrap_or(0);
                     return Err(value_error(t, &decodes, fields, column, e.error.to_string()));
                 }
+                if let Some(h) = &mut hasher {
+                    chunk_digest = chunk_digest.wrapping_add(h.hash_fields(fields));
+                }
                 for (slot, &i) in last_key_raw.iter_mut().zip(&key_cols) {
                     match (slot.as_mut(), fields[i]) {
                         (Some(v), Some(f)) => {
@@ -739,9 +806,10 @@ pub async fn read_task(
                         last_key: decode_key(&last_key_raw),
                         rows: in_chunk,
                         done: false,
-                        digest: None,
+                        digest: hasher.as_ref().map(|_| chunk_digest),
                     }));
                     in_chunk = 0;
+                    chunk_digest = 0;
                     chunk_bytes = 0;
                 }
                 Ok(())
@@ -767,7 +835,7 @@ pub async fn read_task(
             last_key: if any_row { decode_key(&last_key_raw) } else { None },
             rows: in_chunk,
             done: true,
-            digest: None,
+            digest: hasher.as_ref().map(|_| chunk_digest),
         }))
         .await;
     Ok(())
