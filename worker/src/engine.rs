@@ -276,7 +276,45 @@ pub struct VerifyPart {
     pub stored: Option<Digest>,
 }
 
+/// Each task's checkpoint as verify reads it: (rows, done, source digest).
+pub type StoredDigests = std::collections::HashMap<String, (i64, bool, Option<u64>)>;
+
 impl VerifyPart {
+    /// Table `table`'s parts, one per copy task, each checked against the source digest its copy
+    /// stored; `None` when a task has not finished with one (or the table has no task).
+    pub fn stored(table: usize, tasks: &[TaskPlan], stored: &StoredDigests) -> Option<Vec<VerifyPart>> {
+        let parts: Option<Vec<VerifyPart>> = tasks
+            .iter()
+            .filter(|task| task.table == table)
+            .map(|task| match stored.get(&task.name) {
+                Some(&(rows, true, Some(sum))) => Some(VerifyPart {
+                    table,
+                    task: Some(task.clone()),
+                    stored: Some(Digest {
+                        rows,
+                        sum,
+                        hashes: None,
+                    }),
+                }),
+                _ => None,
+            })
+            .collect();
+        parts.filter(|p| !p.is_empty())
+    }
+
+    /// Table `table`'s parts, one per copy task, the source side computed again.
+    pub fn per_task(table: usize, tasks: &[TaskPlan]) -> Vec<VerifyPart> {
+        tasks
+            .iter()
+            .filter(|task| task.table == table)
+            .map(|task| VerifyPart {
+                table,
+                task: Some(task.clone()),
+                stored: None,
+            })
+            .collect()
+    }
+
     /// The rows the plan expects in the part.
     pub fn estimated_rows(&self, tasks: &[TaskPlan]) -> i64 {
         match &self.task {

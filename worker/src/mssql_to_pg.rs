@@ -16,7 +16,7 @@ use crate::pg::target_catalog::{existing_table, pg_type_fit};
 use crate::pipeline::{CopyOptions, TaskError, TaskReport, copy_task};
 use crate::plan::{Plan, PlanError, TablePlan, TaskPlan, build_plan, schema_selected, split_tasks};
 use crate::target_check::{self, PlannedColumn, TableAction};
-use crate::verify::{self, Digest, VerifyError};
+use crate::verify::{self, VerifyError};
 use std::collections::BTreeMap;
 use tokio_postgres::Client;
 use tokio_postgres::error::SqlState;
@@ -727,26 +727,8 @@ impl Engine for MssqlToPgEngine {
         let stored = checkpoint::load_digests(&pg, &self.options.migration).await?;
         let mut parts = Vec::new();
         for (i, t) in plan.tables.iter().enumerate() {
-            let tasks: Vec<&TaskPlan> = plan.tasks.iter().filter(|task| task.table == i).collect();
-            let digests: Option<Vec<Digest>> = tasks
-                .iter()
-                .map(|task| match stored.get(&task.name) {
-                    Some(&(rows, true, Some(sum))) => Some(Digest {
-                        rows,
-                        sum,
-                        hashes: None,
-                    }),
-                    _ => None,
-                })
-                .collect();
-            match digests {
-                Some(digests) if t.generated.is_empty() && !tasks.is_empty() => {
-                    parts.extend(tasks.into_iter().zip(digests).map(|(task, d)| VerifyPart {
-                        table: i,
-                        task: Some(task.clone()),
-                        stored: Some(d),
-                    }))
-                }
+            match VerifyPart::stored(i, &plan.tasks, &stored) {
+                Some(stored) if t.generated.is_empty() => parts.extend(stored),
                 _ => parts.push(VerifyPart {
                     table: i,
                     task: None,

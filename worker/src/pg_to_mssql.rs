@@ -1398,32 +1398,12 @@ impl Engine for PgToMssqlEngine {
         } else {
             HashMap::new()
         };
-        let mut parts = Vec::new();
-        for i in 0..plan.tables.len() {
-            let tasks: Vec<&TaskPlan> = plan.tasks.iter().filter(|task| task.table == i).collect();
-            let digests: Option<Vec<Digest>> = tasks
-                .iter()
-                .map(|task| match stored.get(&task.name) {
-                    Some(&(rows, true, Some(sum))) => Some(Digest {
-                        rows,
-                        sum,
-                        hashes: None,
-                    }),
-                    _ => None,
-                })
-                .collect();
-            let digests = digests.unwrap_or_default();
-            let with_digests = digests.len() == tasks.len();
-            parts.extend(tasks.into_iter().enumerate().map(|(j, task)| VerifyPart {
-                table: i,
-                task: Some(task.clone()),
-                stored: if with_digests {
-                    digests.get(j).cloned()
-                } else {
-                    None
-                },
-            }));
-        }
+        let parts = (0..plan.tables.len())
+            .flat_map(|i| {
+                VerifyPart::stored(i, &plan.tasks, &stored)
+                    .unwrap_or_else(|| VerifyPart::per_task(i, &plan.tasks))
+            })
+            .collect();
         Ok(parts)
     }
 
