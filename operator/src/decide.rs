@@ -349,25 +349,22 @@ fn advance(
         &format!("{} tasks, {} rows copied", totals.tasks_total, totals.rows_copied),
     );
 
-    // Finalize and verify run side by side: finalize changes no row, so verification can read the
-    // copied rows while keys and indexes are built (the worker's `run` does the same).
-    let finalizing = b.run_step(
+    if let Some(stop) = b.run_step(
         Step::Finalize,
         ConditionType::Finalized,
         MigrationPhase::Finalizing,
         finalize_job,
-    )?;
-    let verifying = if b.mig.spec.verify != VerifyMode::None {
-        b.run_step(
+    )? {
+        return Ok(stop);
+    }
+    if b.mig.spec.verify != VerifyMode::None
+        && let Some(stop) = b.run_step(
             Step::Verify,
             ConditionType::Verified,
             MigrationPhase::Verifying,
             verify_job,
         )?
-    } else {
-        None
-    };
-    if let Some(stop) = after_finalize_and_verify(finalizing, verifying) {
+    {
         return Ok(stop);
     }
     Ok((
@@ -378,19 +375,6 @@ fn advance(
             totals.rows_copied
         ),
     ))
-}
-
-/// Where the migration stands given the two side-by-side steps: a failure of either first, then
-/// finalize still running, then verify still running.
-fn after_finalize_and_verify(
-    finalizing: Option<(MigrationPhase, String)>,
-    verifying: Option<(MigrationPhase, String)>,
-) -> Option<(MigrationPhase, String)> {
-    let failed = |s: &Option<(MigrationPhase, String)>| matches!(s, Some((MigrationPhase::Failed, _)));
-    if failed(&verifying) && !failed(&finalizing) {
-        return verifying;
-    }
-    finalizing.or(verifying)
 }
 
 fn apply_totals(status: &mut MigrationStatus, t: &Totals) {

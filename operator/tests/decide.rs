@@ -237,7 +237,7 @@ fn deleting_a_failed_copy_job_retries_the_task() {
 }
 
 #[test]
-fn all_tasks_done_runs_finalize_and_verify_side_by_side_then_succeeds() {
+fn all_tasks_done_runs_finalize_then_verify_then_succeeds() {
     let m = planned(&migration(), 2);
     let a = with_progress(
         task("A", 0, 2, 600, Some(TaskState::Succeeded)),
@@ -263,7 +263,7 @@ fn all_tasks_done_runs_finalize_and_verify_side_by_side_then_succeeds() {
     ];
 
     let d = run(&m, &tasks, &jobs);
-    assert_eq!(created(&d), ["orders-finalize", "orders-verify"]);
+    assert_eq!(created(&d), ["orders-finalize"]);
     assert_eq!(d.status.phase, Some(MigrationPhase::Finalizing));
     assert_eq!(cond(&d, ConditionType::Copied), Some(true));
     assert_eq!((d.status.rows_copied, d.status.bytes_copied), (1_000, 10_000));
@@ -280,13 +280,11 @@ fn all_tasks_done_runs_finalize_and_verify_side_by_side_then_succeeds() {
     );
 
     jobs.push(finalize(&m, Some(true)));
-    jobs.push(verify(&m, None));
     let d = run(&m, &tasks, &jobs);
-    assert!(d.create_jobs.is_empty(), "the verify Job already runs");
+    assert_eq!(created(&d), ["orders-verify"]);
     assert_eq!(d.status.phase, Some(MigrationPhase::Verifying));
     assert_eq!(cond(&d, ConditionType::Finalized), Some(true));
 
-    jobs.pop();
     jobs.push(verify(&m, Some(true)));
     let mut prev = m.clone();
     let mut st = prev.status.clone().unwrap();
@@ -307,31 +305,6 @@ fn all_tasks_done_runs_finalize_and_verify_side_by_side_then_succeeds() {
         "1000 rows over the whole run, 90 s to 100 s"
     );
     assert_eq!(d.requeue_after, cfg().requeue_idle);
-}
-
-#[test]
-fn a_verify_done_before_finalize_waits_for_it_and_either_failure_fails() {
-    let m = planned(&migration(), 1);
-    let a = task("A", 0, 1, 10, Some(TaskState::Succeeded));
-    let tasks = vec![a.clone()];
-    let base = vec![plan(&m, Some(true)), copy(&m, &a, Some(true))];
-
-    let jobs = [base.clone(), vec![finalize(&m, None), verify(&m, Some(true))]].concat();
-    let d = run(&m, &tasks, &jobs);
-    assert!(d.create_jobs.is_empty());
-    assert_eq!(d.status.phase, Some(MigrationPhase::Finalizing));
-    assert_eq!(cond(&d, ConditionType::Verified), Some(true));
-    assert_eq!(cond(&d, ConditionType::Finalized), Some(false));
-
-    let jobs = [base.clone(), vec![finalize(&m, None), verify(&m, Some(false))]].concat();
-    let d = run(&m, &tasks, &jobs);
-    assert_eq!(d.status.phase, Some(MigrationPhase::Failed));
-    assert_eq!(cond(&d, ConditionType::Verified), Some(false));
-
-    let jobs = [base, vec![finalize(&m, Some(false)), verify(&m, None)]].concat();
-    let d = run(&m, &tasks, &jobs);
-    assert_eq!(d.status.phase, Some(MigrationPhase::Failed));
-    assert_eq!(cond(&d, ConditionType::Finalized), Some(false));
 }
 
 #[test]
@@ -800,7 +773,7 @@ fn a_packed_job_speaks_for_its_unfinished_tasks_and_deleting_it_resumes_them() {
     ];
     let d = run(&m, &tasks, &jobs);
     assert_eq!(d.status.tasks_succeeded, 4);
-    assert_eq!(created(&d), ["orders-finalize", "orders-verify"]);
+    assert_eq!(created(&d), ["orders-finalize"]);
 }
 
 #[test]
