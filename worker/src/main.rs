@@ -377,16 +377,16 @@ async fn run<E: Engine>(engine: &E, out: &Out) -> anyhow::Result<bool> {
         }
         let reports = copied?;
         summary.record_copy(reports, copy_started.elapsed().as_secs_f64());
-        // Finalize changes no row, so the verification can read the copied rows while it builds
-        // keys and indexes: finalize is mostly one connection waiting on one statement, and the
-        // checksum keeps the other cores busy. A verify query and a key build on the same table
-        // wait for each other's locks; neither holds one lock while waiting for another.
-        let (finalized, verification) = tokio::join!(engine.finalize(plan), engine.verify(plan));
-        if let Ok(v) = &verification {
-            summary.verification = v.clone();
-        }
-        summary.warnings.extend(finalized?);
-        summary.verification = verification?;
+        // Verification starts after finalize rather than beside it: finalize's key builds need
+        // each table's exclusive lock (PostgreSQL's ACCESS EXCLUSIVE, SQL Server's Sch-M), so a
+        // verify query on the same table makes them wait, and the two together took as long as
+        // one after the other (bench/history/2026-11-26-verify-overlap.md).
+        let step = Instant::now();
+        summary.warnings.extend(engine.finalize(plan).await?);
+        tracing::info!(seconds = step.elapsed().as_secs_f64(), "finalize done");
+        let step = Instant::now();
+        summary.verification = engine.verify(plan).await?;
+        tracing::info!(seconds = step.elapsed().as_secs_f64(), "verify done");
         summary.verified = summary.verification.iter().all(|v| v.ok);
         if summary.verified {
             engine.mark_succeeded(plan).await?;
