@@ -58,8 +58,14 @@ pub trait Engine: Clone + Send + Sync + 'static {
     /// The plan of the current run, with the task ranges `prepare` stored.
     fn stored_plan(&self) -> impl Future<Output = Result<Self::Plan, Self::Error>> + Send;
 
-    /// Keys, indexes, checks, identity values, foreign keys; the warnings. Safe to rerun.
-    fn finalize(&self, plan: &Self::Plan) -> impl Future<Output = Result<Vec<String>, Self::Error>> + Send;
+    /// Keys, indexes, checks, identity values, foreign keys; the warnings. Safe to rerun. Each
+    /// table's own statements run largest table first ([`largest_tables_first`]), and `keys`
+    /// learns of each table once they are done.
+    fn finalize(
+        &self,
+        plan: &Self::Plan,
+        keys: &KeysBuilt,
+    ) -> impl Future<Output = Result<Vec<String>, Self::Error>> + Send;
 
     /// Marks the run complete, so the next run starts afresh.
     fn mark_succeeded(&self, plan: &Self::Plan) -> impl Future<Output = Result<(), Self::Error>> + Send;
@@ -199,6 +205,18 @@ pub trait Engine: Clone + Send + Sync + 'static {
         &self,
         plan: &Self::Plan,
     ) -> impl Future<Output = Result<Vec<TableVerification>, Self::Error>> + Send {
+        async move { self.verify_beside(plan, &KeysBuilt::all_built()).await }
+    }
+
+    /// [`Engine::verify`] beside a running finalize: a table's parts start once `keys` says its
+    /// keys are built. Its key builds take each table's exclusive lock (PostgreSQL's ACCESS
+    /// EXCLUSIVE, SQL Server's Sch-M), which a verify query on the same table would hold up;
+    /// after them, reading the table and finalizing the others proceed side by side.
+    fn verify_beside(
+        &self,
+        plan: &Self::Plan,
+        keys: &KeysBuilt,
+    ) -> impl Future<Output = Result<Vec<TableVerification>, Self::Error>> + Send {
         async move {
             let mode = self.options().verify;
             if mode == VerifyMode::None {
@@ -212,8 +230,9 @@ pub trait Engine: Clone + Send + Sync + 'static {
             let mut parts = self.verify_parts(&plan).await?;
             parts.sort_by_key(|p| std::cmp::Reverse(p.estimated_rows(plan.tasks())));
             for part in parts {
-                let (sem, plan, engine) = (sem.clone(), plan.clone(), self.clone());
+                let (sem, plan, engine, keys) = (sem.clone(), plan.clone(), self.clone(), keys.clone());
                 set.spawn(async move {
+                    keys.wait(part.table).await;
                     let _permit = sem.acquire_owned().await;
                     let (table, task) = (part.table, part.task.as_ref().map(|t| t.name.clone()));
                     engine.verify_part(&plan, part).await.map(|d| (table, task, d))
@@ -263,6 +282,67 @@ pub trait Engine: Clone + Send + Sync + 'static {
             Ok(out)
         }
     }
+}
+
+/// Which tables' keys finalize has built, for a verification running beside it
+/// ([`Engine::verify_beside`]).
+#[derive(Debug, Clone)]
+pub struct KeysBuilt {
+    built: Arc<tokio::sync::watch::Sender<Option<Vec<bool>>>>,
+}
+
+impl KeysBuilt {
+    /// None of `tables` tables built yet.
+    pub fn new(tables: usize) -> Self {
+        KeysBuilt {
+            built: Arc::new(tokio::sync::watch::Sender::new(Some(vec![false; tables]))),
+        }
+    }
+
+    /// Every table built (a finalize that has run, or nobody waiting).
+    pub fn all_built() -> Self {
+        KeysBuilt {
+            built: Arc::new(tokio::sync::watch::Sender::new(None)),
+        }
+    }
+
+    /// Table `table`'s keys are built.
+    pub fn table(&self, table: usize) {
+        self.built.send_modify(|b| {
+            if let Some(slot) = b.as_mut().and_then(|b| b.get_mut(table)) {
+                *slot = true;
+            }
+        });
+    }
+
+    /// Finalize has ended, built or not: nobody waits any longer.
+    pub fn all(&self) {
+        self.built.send_replace(None);
+    }
+
+    /// Until table `table`'s keys are built (or finalize has ended).
+    pub async fn wait(&self, table: usize) {
+        let mut rx = self.built.subscribe();
+        let _ = rx
+            .wait_for(|b| b.as_ref().is_none_or(|b| b.get(table).copied().unwrap_or(true)))
+            .await;
+    }
+}
+
+/// Table indexes, the most rows first (the plan's task estimates): finalize builds their keys in
+/// this order, so the longest verifications can start first.
+pub fn largest_tables_first(tables: usize, tasks: &[TaskPlan]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..tables).collect();
+    order.sort_by_key(|&i| {
+        std::cmp::Reverse(
+            tasks
+                .iter()
+                .filter(|t| t.table == i)
+                .map(|t| t.estimated_rows)
+                .sum::<i64>(),
+        )
+    });
+    order
 }
 
 /// One part of a table for [`Engine::verify`].
@@ -346,4 +426,41 @@ pub struct PartDigests {
     pub table: String,
     pub source: Digest,
     pub target: Digest,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    async fn waits(keys: &KeysBuilt, table: usize) -> bool {
+        tokio::time::timeout(Duration::from_millis(50), keys.wait(table))
+            .await
+            .is_err()
+    }
+
+    #[tokio::test]
+    async fn a_table_is_waited_for_until_its_keys_are_built_or_finalize_ends() {
+        let keys = KeysBuilt::new(2);
+        assert!(waits(&keys, 0).await);
+        keys.table(0);
+        assert!(!waits(&keys, 0).await);
+        assert!(waits(&keys, 1).await, "another table's keys are not built yet");
+        keys.all();
+        assert!(!waits(&keys, 1).await, "a finalize that ended, failed or not, holds nobody up");
+        assert!(!waits(&KeysBuilt::all_built(), 5).await);
+    }
+
+    #[test]
+    fn tables_go_largest_first() {
+        let task = |table, estimated_rows| TaskPlan {
+            name: format!("t{table}-{estimated_rows}"),
+            table,
+            lower: None,
+            upper: None,
+            estimated_rows,
+        };
+        let tasks = [task(0, 10), task(1, 500), task(2, 300), task(2, 300)];
+        assert_eq!(largest_tables_first(3, &tasks), vec![2, 1, 0]);
+    }
 }

@@ -4,7 +4,7 @@
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use mssql_pg_worker::direction::{self, WithEngine};
-use mssql_pg_worker::engine::{Engine, Prepared};
+use mssql_pg_worker::engine::{Engine, KeysBuilt, Prepared};
 use mssql_pg_worker::error_text::error_text;
 use mssql_pg_worker::progress::{Display, Reporter, TaskInfo};
 use mssql_pg_worker::published::{PublishedColumn, PublishedPlan, PublishedTable};
@@ -179,7 +179,8 @@ impl WithEngine for LocalStep<'_> {
             }
             Step::Finalize => {
                 let plan = engine.stored_plan().await?;
-                let warnings = engine.finalize(&plan).await?;
+                let keys = KeysBuilt::new(plan.tables().len());
+                let warnings = engine.finalize(&plan, &keys).await?;
                 out.event(
                     &serde_json::json!({"event": "finalized", "warnings": warnings}),
                     || format!("finalized; warnings: {warnings:#?}\n"),
@@ -377,16 +378,37 @@ async fn run<E: Engine>(engine: &E, out: &Out) -> anyhow::Result<bool> {
         }
         let reports = copied?;
         summary.record_copy(reports, copy_started.elapsed().as_secs_f64());
-        // Verification starts after finalize rather than beside it: finalize's key builds need
-        // each table's exclusive lock (PostgreSQL's ACCESS EXCLUSIVE, SQL Server's Sch-M), so a
-        // verify query on the same table makes them wait, and the two together took as long as
-        // one after the other (bench/history/2026-11-26-verify-overlap.md).
-        let step = Instant::now();
-        summary.warnings.extend(engine.finalize(plan).await?);
-        tracing::info!(seconds = step.elapsed().as_secs_f64(), "finalize done");
-        let step = Instant::now();
-        summary.verification = engine.verify(plan).await?;
-        tracing::info!(seconds = step.elapsed().as_secs_f64(), "verify done");
+        // Finalize changes no row: a table is verified as soon as finalize has built its keys
+        // (their exclusive locks would otherwise wait for the verify queries), while finalize
+        // goes on with the others, largest first.
+        let after_copy = Instant::now();
+        let keys = KeysBuilt::new(plan.tables().len());
+        let (finalized, verification) = tokio::join!(
+            async {
+                let r = engine.finalize(plan, &keys).await;
+                keys.all();
+                tracing::info!(
+                    seconds = after_copy.elapsed().as_secs_f64(),
+                    ok = r.is_ok(),
+                    "finalize done"
+                );
+                r
+            },
+            async {
+                let r = engine.verify_beside(plan, &keys).await;
+                tracing::info!(
+                    seconds = after_copy.elapsed().as_secs_f64(),
+                    ok = r.is_ok(),
+                    "verify done"
+                );
+                r
+            }
+        );
+        if let Ok(v) = &verification {
+            summary.verification = v.clone();
+        }
+        summary.warnings.extend(finalized?);
+        summary.verification = verification?;
         summary.verified = summary.verification.iter().all(|v| v.ok);
         if summary.verified {
             engine.mark_succeeded(plan).await?;

@@ -3,7 +3,7 @@
 //! (keys, indexes, checks, identity values, foreign keys) and verify.
 
 use crate::checkpoint::{self, CheckpointError};
-use crate::engine::{DryRun, Engine, PartDigests, Prepared, VerifyPart};
+use crate::engine::{DryRun, Engine, KeysBuilt, PartDigests, Prepared, VerifyPart, largest_tables_first};
 use crate::mssql::connect::{
     ConnectError, MssqlEndpoint, REQUESTED_PACKET_SIZE, TdsClient, negotiated_packet_size,
 };
@@ -557,7 +557,18 @@ impl MssqlToPgEngine {
     }
 
     /// Keys, indexes, checks and identity per table, then foreign keys. Safe to rerun.
+    /// [`Engine::finalize`] with nobody waiting for the tables' keys.
     pub async fn finalize(&self, plan: &Plan) -> Result<Vec<String>, MssqlToPgError> {
+        self.finalize_reporting(plan, &KeysBuilt::new(plan.tables.len()))
+            .await
+    }
+
+    /// [`Engine::finalize`]: `keys` learns of each table once its keys are built.
+    pub async fn finalize_reporting(
+        &self,
+        plan: &Plan,
+        keys: &KeysBuilt,
+    ) -> Result<Vec<String>, MssqlToPgError> {
         let pg = self.target.connect().await?;
         checkpoint::ensure_tables(&pg).await?;
         let version: i32 = pg
@@ -599,7 +610,8 @@ impl MssqlToPgEngine {
                 }
             }
         }
-        for t in &plan.tables {
+        for i in largest_tables_first(plan.tables.len(), &plan.tasks) {
+            let t = &plan.tables[i];
             let stmts = ddl::finalize_table(t, &self.options.schema, pg_major(version), &mut warnings);
             exec_stmts(&pg, stmts, &mut warnings).await?;
             if self.options.schema.identity {
@@ -612,6 +624,7 @@ impl MssqlToPgEngine {
                     sql: String::new(),
                     source,
                 })?;
+            keys.table(i);
         }
         if self.options.schema.foreign_keys {
             let fks = ddl::foreign_keys(plan, &mut warnings);
@@ -679,8 +692,8 @@ impl Engine for MssqlToPgEngine {
         MssqlToPgEngine::stored_plan(self).await
     }
 
-    async fn finalize(&self, plan: &Plan) -> Result<Vec<String>, MssqlToPgError> {
-        MssqlToPgEngine::finalize(self, plan).await
+    async fn finalize(&self, plan: &Plan, keys: &KeysBuilt) -> Result<Vec<String>, MssqlToPgError> {
+        MssqlToPgEngine::finalize_reporting(self, plan, keys).await
     }
 
     async fn mark_succeeded(&self, plan: &Plan) -> Result<(), MssqlToPgError> {

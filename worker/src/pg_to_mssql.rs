@@ -8,7 +8,7 @@
 use crate::checkpoint::SCHEMA;
 use crate::conn_pool::{Pools, TdsConn};
 use crate::copy_binary::RowEncoder;
-use crate::engine::{DryRun, Engine, PartDigests, Prepared, VerifyPart};
+use crate::engine::{DryRun, Engine, KeysBuilt, PartDigests, Prepared, VerifyPart, largest_tables_first};
 use crate::mapping::{quote_mssql, quote_pg};
 use crate::mapping_pg_to_mssql::{
     Decode, MsType, NumericScan, PgToMssqlColumn, PgToMssqlMappingError, map_column, needs_numeric_scan,
@@ -998,17 +998,30 @@ impl PgToMssqlEngine {
     }
 
     /// Keys, indexes, checks, defaults and identity per table, then foreign keys. Safe to rerun.
+    /// [`Engine::finalize`] with nobody waiting for the tables' keys.
     pub async fn finalize(&self, plan: &PgToMssqlPlan) -> Result<Vec<String>, PgToMssqlError> {
+        self.finalize_reporting(plan, &KeysBuilt::new(plan.tables.len()))
+            .await
+    }
+
+    /// [`Engine::finalize`]: `keys` learns of each table once its keys are built.
+    pub async fn finalize_reporting(
+        &self,
+        plan: &PgToMssqlPlan,
+        keys: &KeysBuilt,
+    ) -> Result<Vec<String>, PgToMssqlError> {
         let (mut ms, _) = self.connect_target().await?;
         let pg = self.source.connect().await?;
         let mut warnings = Vec::new();
-        for (t, names) in plan.tables.iter().zip(&plan.names) {
+        for i in largest_tables_first(plan.tables.len(), &plan.tasks) {
+            let (t, names) = (&plan.tables[i], &plan.names[i]);
             let referenced = ddl::referenced_keys(plan, t);
             let stmts = ddl::finalize_table(t, &self.options.schema, names, &referenced, &mut warnings);
             exec_stmts(&mut ms, stmts, &mut warnings).await?;
             if self.options.schema.identity {
                 self.reseed(&mut ms, &pg, t).await?;
             }
+            keys.table(i);
         }
         if self.options.schema.foreign_keys {
             let fks = ddl::foreign_keys(plan, &mut warnings);
@@ -1364,8 +1377,8 @@ impl Engine for PgToMssqlEngine {
         PgToMssqlEngine::stored_plan(self).await
     }
 
-    async fn finalize(&self, plan: &PgToMssqlPlan) -> Result<Vec<String>, PgToMssqlError> {
-        PgToMssqlEngine::finalize(self, plan).await
+    async fn finalize(&self, plan: &PgToMssqlPlan, keys: &KeysBuilt) -> Result<Vec<String>, PgToMssqlError> {
+        PgToMssqlEngine::finalize_reporting(self, plan, keys).await
     }
 
     async fn mark_succeeded(&self, plan: &PgToMssqlPlan) -> Result<(), PgToMssqlError> {
