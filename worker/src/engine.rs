@@ -447,7 +447,10 @@ mod tests {
         assert!(!waits(&keys, 0).await);
         assert!(waits(&keys, 1).await, "another table's keys are not built yet");
         keys.all();
-        assert!(!waits(&keys, 1).await, "a finalize that ended, failed or not, holds nobody up");
+        assert!(
+            !waits(&keys, 1).await,
+            "a finalize that ended, failed or not, holds nobody up"
+        );
         assert!(!waits(&KeysBuilt::all_built(), 5).await);
     }
 
