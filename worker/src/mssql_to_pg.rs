@@ -557,10 +557,9 @@ impl MssqlToPgEngine {
     }
 
     /// Keys, indexes, checks and identity per table, then foreign keys. Safe to rerun.
-    /// [`Engine::finalize`] with nobody waiting for the tables' keys.
+    /// Nobody waits for the tables' keys ([`Self::finalize_reporting`]).
     pub async fn finalize(&self, plan: &Plan) -> Result<Vec<String>, MssqlToPgError> {
-        self.finalize_reporting(plan, &KeysBuilt::new(plan.tables.len()))
-            .await
+        self.finalize_reporting(plan, &KeysBuilt::all_built()).await
     }
 
     /// [`Engine::finalize`]: `keys` learns of each table once its keys are built.
@@ -711,9 +710,8 @@ impl Engine for MssqlToPgEngine {
         pools: &crate::conn_pool::Pools,
     ) -> Result<TaskReport, TaskError> {
         let t = &plan.tables[task.table];
-        // An upsert's verify keeps every row's hash: it reads the source again.
         let copy = CopyOptions {
-            digest: self.options.verify == VerifyMode::Checksum && self.copy.mode != Mode::Upsert,
+            digest: self.options.checksum_by_task(),
             ..self.copy.clone()
         };
         copy_task(
@@ -733,7 +731,7 @@ impl Engine for MssqlToPgEngine {
     /// copy neither reads nor writes those; a re-read checks SQL Server's values against
     /// PostgreSQL's). Otherwise the table is checked whole, the source read again.
     async fn verify_parts(&self, plan: &Plan) -> Result<Vec<VerifyPart>, MssqlToPgError> {
-        if self.options.verify != VerifyMode::Checksum || self.options.mode == Mode::Upsert {
+        if !self.options.checksum_by_task() {
             return Ok(VerifyPart::whole_tables(plan.tables.len()));
         }
         let pg = self.target.connect().await?;

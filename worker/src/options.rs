@@ -104,6 +104,15 @@ pub struct Options {
     pub dry_run: bool,
 }
 
+impl Options {
+    /// `verify: checksum` without upsert: each copy task sums its source rows' hashes as it reads
+    /// them, and verify checks each task's range against that sum. An upsert's verify keeps
+    /// every row's hash instead, reading the source again, table by table.
+    pub fn checksum_by_task(&self) -> bool {
+        self.verify == VerifyMode::Checksum && self.mode != Mode::Upsert
+    }
+}
+
 impl Default for Options {
     fn default() -> Self {
         Options {

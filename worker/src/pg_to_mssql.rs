@@ -998,10 +998,9 @@ impl PgToMssqlEngine {
     }
 
     /// Keys, indexes, checks, defaults and identity per table, then foreign keys. Safe to rerun.
-    /// [`Engine::finalize`] with nobody waiting for the tables' keys.
+    /// Nobody waits for the tables' keys ([`Self::finalize_reporting`]).
     pub async fn finalize(&self, plan: &PgToMssqlPlan) -> Result<Vec<String>, PgToMssqlError> {
-        self.finalize_reporting(plan, &KeysBuilt::new(plan.tables.len()))
-            .await
+        self.finalize_reporting(plan, &KeysBuilt::all_built()).await
     }
 
     /// [`Engine::finalize`]: `keys` learns of each table once its keys are built.
@@ -1197,15 +1196,13 @@ async fn copy_attempt(
     // Rows are encoded for the bulk load by the reader, away from the connection.
     let encoder = row_encoder(&mut ms, &ctx).await?;
     let (tx, rx) = mpsc::channel(CHANNEL_DEPTH);
-    // An upsert's verify keeps every row's hash: it reads the source again.
-    let digest = engine.options.verify == VerifyMode::Checksum && !upsert;
     let reader = read_task(
         &pg.client,
         t,
         task,
         after.as_deref(),
         engine.copy.chunk,
-        digest,
+        engine.options.checksum_by_task(),
         &encoder,
         tx,
     );
@@ -1402,7 +1399,7 @@ impl Engine for PgToMssqlEngine {
     /// the source digest its copy stored when every task of the table has one (PostgreSQL then
     /// hashes no row); otherwise PostgreSQL hashes the range's rows itself.
     async fn verify_parts(&self, plan: &PgToMssqlPlan) -> Result<Vec<VerifyPart>, PgToMssqlError> {
-        if self.options.verify != VerifyMode::Checksum || self.options.mode == Mode::Upsert {
+        if !self.options.checksum_by_task() {
             return Ok(VerifyPart::whole_tables(plan.tables.len()));
         }
         let (mut ms, _) = self.connect_target().await?;
