@@ -333,16 +333,17 @@ impl KeysBuilt {
 /// this order, so the longest verifications can start first.
 pub fn largest_tables_first(tables: usize, tasks: &[TaskPlan]) -> Vec<usize> {
     let mut order: Vec<usize> = (0..tables).collect();
-    order.sort_by_key(|&i| {
-        std::cmp::Reverse(
-            tasks
-                .iter()
-                .filter(|t| t.table == i)
-                .map(|t| t.estimated_rows)
-                .sum::<i64>(),
-        )
-    });
+    order.sort_by_key(|&i| std::cmp::Reverse(table_rows(i, tasks)));
     order
+}
+
+/// The rows the plan expects in table `table`: its tasks' estimates.
+fn table_rows(table: usize, tasks: &[TaskPlan]) -> i64 {
+    tasks
+        .iter()
+        .filter(|t| t.table == table)
+        .map(|t| t.estimated_rows)
+        .sum()
 }
 
 /// One part of a table for [`Engine::verify`].
@@ -399,11 +400,7 @@ impl VerifyPart {
     pub fn estimated_rows(&self, tasks: &[TaskPlan]) -> i64 {
         match &self.task {
             Some(t) => t.estimated_rows,
-            None => tasks
-                .iter()
-                .filter(|t| t.table == self.table)
-                .map(|t| t.estimated_rows)
-                .sum(),
+            None => table_rows(self.table, tasks),
         }
     }
 

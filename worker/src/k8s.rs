@@ -714,8 +714,10 @@ impl WithEngine for FinalizeStep<'_> {
         let FinalizeStep { client, mig, out } = self;
         let started = Instant::now();
         let plan = engine.stored_plan().await.map_err(engine_err(mig))?;
-        let keys = crate::engine::KeysBuilt::new(plan.tables().len());
-        let warnings = engine.finalize(&plan, &keys).await.map_err(engine_err(mig))?;
+        let warnings = engine
+            .finalize(&plan, &crate::engine::KeysBuilt::all_built())
+            .await
+            .map_err(engine_err(mig))?;
         if engine.options().verify == crate::options::VerifyMode::None {
             // No verify Job follows: this is the last step, so the next run starts afresh.
             engine.mark_succeeded(&plan).await.map_err(engine_err(mig))?;
