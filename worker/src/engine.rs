@@ -235,7 +235,16 @@ pub trait Engine: Clone + Send + Sync + 'static {
                     keys.wait(part.table).await;
                     let _permit = sem.acquire_owned().await;
                     let (table, task) = (part.table, part.task.as_ref().map(|t| t.name.clone()));
-                    engine.verify_part(&plan, part).await.map(|d| (table, task, d))
+                    let started = std::time::Instant::now();
+                    let d = engine.verify_part(&plan, part).await?;
+                    tracing::info!(
+                        table = %d.table,
+                        task = task.as_deref().unwrap_or("(whole table)"),
+                        rows = d.target.rows,
+                        seconds = started.elapsed().as_secs_f64(),
+                        "verify part done"
+                    );
+                    Ok::<_, Self::Error>((table, task, d))
                 });
             }
             let mut tables: std::collections::BTreeMap<usize, (String, Digest, Digest, bool)> =

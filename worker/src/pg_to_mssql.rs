@@ -1255,7 +1255,7 @@ async fn copy_attempt(
 
 /// Counts (and checksums) one part of a table (a copy task's key range, or the whole table) on
 /// both sides. `stored` is the source digest the copy computed as it read the rows (see
-/// [`crate::pg::read::read_task`]); without it PostgreSQL hashes its rows itself
+/// [`crate::pg::read::read_task`]); without it PostgreSQL's rows are read again and hashed
 /// ([`crate::verify::pg_digest`], over [`verify_columns`]). SQL Server's rows are read and hashed
 /// here, with the type OIDs of PostgreSQL's expressions so that both sides hash the same bytes.
 /// The two sides run at once.
@@ -1300,10 +1300,11 @@ pub async fn verify_part(
         key.map(|k| quote_mssql(&t.columns[k].target_name)).as_deref(),
         task,
     );
+    let source_hasher = RowHasher::new(oids.clone());
     let source = async {
         match stored {
             Some(d) => Ok(d),
-            None => crate::verify::pg_digest(pg, &exprs, &from, pg_filter.as_deref(), upsert)
+            None => crate::verify::pg_digest(pg, &exprs, source_hasher, &from, pg_filter.as_deref(), upsert)
                 .await
                 .map_err(|e| verr(e.to_string())),
         }
@@ -1396,8 +1397,8 @@ impl Engine for PgToMssqlEngine {
     }
 
     /// A checksum without upsert checks each task's key range on its own (in parallel), against
-    /// the source digest its copy stored when every task of the table has one (PostgreSQL then
-    /// hashes no row); otherwise PostgreSQL hashes the range's rows itself.
+    /// the source digest its copy stored when every task of the table has one (PostgreSQL's rows
+    /// are then not read again); otherwise the range's rows are read from PostgreSQL and hashed.
     async fn verify_parts(&self, plan: &PgToMssqlPlan) -> Result<Vec<VerifyPart>, PgToMssqlError> {
         if !self.options.checksum_by_task() {
             return Ok(VerifyPart::whole_tables(plan.tables.len()));

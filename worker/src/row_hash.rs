@@ -43,6 +43,11 @@ impl RowHasher {
         RowHasher::new(types.map(pg_oid).collect())
     }
 
+    /// The number of columns a row has.
+    pub fn columns(&self) -> usize {
+        self.oids.len()
+    }
+
     /// The hash of one binary COPY row (i16 field count, then per field i32 length, -1 for NULL,
     /// and the bytes), as our encoder writes it and PostgreSQL's `COPY TO (FORMAT binary)` sends it.
     /// A malformed row hashes to something no well-formed row does in practice (never a panic).

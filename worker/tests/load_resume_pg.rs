@@ -11,7 +11,7 @@ use mssql_pg_worker::chunk_loop::{ChunkEnd, Msg};
 use mssql_pg_worker::copy_binary::RowEncoder;
 use mssql_pg_worker::mapping::PgType;
 use mssql_pg_worker::pg::load::{LoadError, WriterCtx, write_chunks};
-use mssql_pg_worker::verify::{self, RowHasher};
+use mssql_pg_worker::verify::RowHasher;
 use std::borrow::Cow;
 use tiberius::ColumnData;
 use tokio::sync::mpsc;
@@ -161,17 +161,10 @@ async fn failure_after_n_chunks_then_resume_is_exact() {
     assert_eq!((cp.rows, cp.done), (i64::from(TOTAL), true));
     // The verify digest carried from checkpoint to checkpoint across the three attempts counts
     // every committed row once: it is PostgreSQL's own digest of the table.
-    let target = verify::pg_digest(
-        &client,
-        &["id::int4".to_string(), "v::text".to_string()],
-        &table,
-        None,
-        false,
-    )
-    .await
-    .unwrap();
-    assert_eq!(target.rows, i64::from(TOTAL));
-    assert_eq!(cp.digest, Some(target.sum));
+    let (rows, sum) =
+        common::sql_digest(&client, &["id::int4".to_string(), "v::text".to_string()], &table).await;
+    assert_eq!(rows, i64::from(TOTAL));
+    assert_eq!(cp.digest, Some(sum));
 }
 
 #[tokio::test]

@@ -1,6 +1,6 @@
 //! The PostgreSQL -> SQL Server copy computes the checksum's source side as it reads the rows:
-//! for every mapped type its digest equals the one PostgreSQL computes itself over the verify
-//! expressions (`pg_digest`), numeric and money included (the copy reads them at the value's own
+//! for every mapped type its digest equals the one PostgreSQL computes itself in SQL over the
+//! verify expressions (and verify's reading of them, `pg_digest`), numeric and money included (the copy reads them at the value's own
 //! scale, the verify casts them to the target's `numeric(p,s)`). And a checkpoints table made by
 //! an older worker, without the digest column, is upgraded in place.
 #![allow(clippy::unwrap_used)]
@@ -164,11 +164,23 @@ async fn copy_digest_equals_postgresql_hash_for_every_mapped_type() {
     pg.batch_execute(SESSION_SETTINGS).await.unwrap();
     let t = &prepared.plan.tables[0];
     let cols = verify_columns(&pg, t).await.unwrap();
-    let computed = pg_digest(&pg, &cols.exprs, &format!("{s}.everything"), None, false)
-        .await
-        .unwrap();
-    assert_eq!((stored.rows, stored.sum), (computed.rows, computed.sum));
+    let from = format!("{s}.everything");
+    let in_sql = common::sql_digest(&pg, &cols.exprs, &from).await;
+    assert_eq!((stored.rows, stored.sum), in_sql);
     assert_eq!(stored.rows, 300);
+    // Verify's own reading of PostgreSQL's side (binary COPY, hashed by the worker) gives the
+    // digest PostgreSQL computes in SQL.
+    let read_back = pg_digest(
+        &pg,
+        &cols.exprs,
+        RowHasher::new(cols.oids.clone()),
+        &from,
+        None,
+        false,
+    )
+    .await
+    .unwrap();
+    assert_eq!((read_back.rows, read_back.sum), in_sql);
 
     let v = e.verify(&prepared.plan).await.unwrap();
     assert!(v.iter().all(|t| t.ok), "{v:#?}");

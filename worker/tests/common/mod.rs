@@ -29,6 +29,23 @@ pub async fn pg_connect() -> Client {
     client
 }
 
+/// (rows, sum) of `SELECT exprs FROM from` as PostgreSQL computes the checksum itself in SQL
+/// (`pg_row_hash`, the hash's specification): the independent reference for the digests the
+/// worker computes.
+pub async fn sql_digest(client: &Client, exprs: &[String], from: &str) -> (i64, u64) {
+    let hash = mssql_pg_worker::verify::pg_row_hash(exprs);
+    let row = client
+        .query_one(
+            &format!("SELECT count(*), COALESCE(sum({hash}), 0)::text FROM {from}"),
+            &[],
+        )
+        .await
+        .unwrap();
+    let sum: String = row.get(1);
+    // The exact sum of signed 64-bit values, modulo 2^64: the wrapping sum of the hashes.
+    (row.get(0), sum.parse::<i128>().unwrap() as u64)
+}
+
 /// A fresh, empty schema with a name unique to this test.
 pub async fn fresh_schema(client: &Client, name: &str) -> String {
     let schema = format!("t_{name}");
