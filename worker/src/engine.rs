@@ -228,7 +228,7 @@ pub trait Engine: Clone + Send + Sync + 'static {
             let mut set = JoinSet::new();
             // Largest first, so the longest part does not start last and run alone.
             let mut parts = self.verify_parts(&plan).await?;
-            parts.sort_by_key(|p| std::cmp::Reverse(p.estimated_rows(plan.tasks())));
+            parts.sort_by_key(|p| std::cmp::Reverse(p.size(plan.tasks())));
             for part in parts {
                 let (sem, plan, engine, keys) = (sem.clone(), plan.clone(), self.clone(), keys.clone());
                 set.spawn(async move {
@@ -338,21 +338,22 @@ impl KeysBuilt {
     }
 }
 
-/// Table indexes, the most rows first (the plan's task estimates): finalize builds their keys in
-/// this order, so the longest verifications can start first.
+/// Table indexes, largest first (the plan's task estimates, [`TaskPlan::size`]): finalize builds
+/// their keys in this order, so the longest verifications can start first.
 pub fn largest_tables_first(tables: usize, tasks: &[TaskPlan]) -> Vec<usize> {
     let mut order: Vec<usize> = (0..tables).collect();
-    order.sort_by_key(|&i| std::cmp::Reverse(table_rows(i, tasks)));
+    order.sort_by_key(|&i| std::cmp::Reverse(table_size(i, tasks)));
     order
 }
 
-/// The rows the plan expects in table `table`: its tasks' estimates.
-fn table_rows(table: usize, tasks: &[TaskPlan]) -> i64 {
+/// The size the plan expects of table `table`: its tasks' estimates summed.
+fn table_size(table: usize, tasks: &[TaskPlan]) -> (i64, i64) {
     tasks
         .iter()
         .filter(|t| t.table == table)
-        .map(|t| t.estimated_rows)
-        .sum()
+        .fold((0, 0), |(bytes, rows), t| {
+            (bytes + t.estimated_bytes, rows + t.estimated_rows)
+        })
 }
 
 /// One part of a table for [`Engine::verify`].
@@ -405,11 +406,11 @@ impl VerifyPart {
             .collect()
     }
 
-    /// The rows the plan expects in the part.
-    pub fn estimated_rows(&self, tasks: &[TaskPlan]) -> i64 {
+    /// The size the plan expects of the part ([`TaskPlan::size`]).
+    pub fn size(&self, tasks: &[TaskPlan]) -> (i64, i64) {
         match &self.task {
-            Some(t) => t.estimated_rows,
-            None => table_rows(self.table, tasks),
+            Some(t) => t.size(),
+            None => table_size(self.table, tasks),
         }
     }
 
@@ -460,16 +461,38 @@ mod tests {
         assert!(!waits(&KeysBuilt::all_built(), 5).await);
     }
 
-    #[test]
-    fn tables_go_largest_first() {
-        let task = |table, estimated_rows| TaskPlan {
+    fn task(table: usize, estimated_rows: i64, estimated_bytes: i64) -> TaskPlan {
+        TaskPlan {
             name: format!("t{table}-{estimated_rows}"),
             table,
             lower: None,
             upper: None,
             estimated_rows,
-        };
-        let tasks = [task(0, 10), task(1, 500), task(2, 300), task(2, 300)];
+            estimated_bytes,
+        }
+    }
+
+    #[test]
+    fn tables_go_largest_first() {
+        let tasks = [task(0, 10, 0), task(1, 500, 0), task(2, 300, 0), task(2, 300, 0)];
         assert_eq!(largest_tables_first(3, &tasks), vec![2, 1, 0]);
+    }
+
+    #[test]
+    fn bytes_outweigh_rows_when_the_source_reports_them() {
+        // Few rows of long text (the Posts of a forum) against many narrow rows (its Votes).
+        let tasks = [
+            task(0, 1_000_000, 60 << 20),
+            task(1, 370_000, 260 << 20),
+            task(2, 20, 8192),
+        ];
+        assert_eq!(largest_tables_first(3, &tasks), vec![1, 0, 2]);
+        let parts = VerifyPart::per_task(0, &tasks)
+            .into_iter()
+            .chain(VerifyPart::per_task(1, &tasks))
+            .collect::<Vec<_>>();
+        let mut order = parts.clone();
+        order.sort_by_key(|p| std::cmp::Reverse(p.size(&tasks)));
+        assert_eq!(order.iter().map(|p| p.table).collect::<Vec<_>>(), vec![1, 0]);
     }
 }

@@ -15,6 +15,9 @@ pub struct SourceTable {
     pub defaults: Vec<DefaultDef>,
     /// From sys.partitions (heap or clustered index), an estimate good enough for planning.
     pub row_count: i64,
+    /// Bytes of the heap or clustered index, LOB and row-overflow pages included
+    /// (sys.allocation_units), for planning: which tables take longest.
+    pub size_bytes: i64,
     /// `sys.identity_columns.last_value`: the identity may be ahead of max(col) after deletes.
     pub identity_last_value: Option<i64>,
 }

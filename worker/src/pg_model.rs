@@ -105,6 +105,8 @@ pub struct PgTable {
     pub checks: Vec<PgCheck>,
     /// Estimated rows (pg_class.reltuples, summed over partitions), for planning only.
     pub row_count: i64,
+    /// `pg_table_size` (heap and TOAST, summed over partitions), for planning only.
+    pub size_bytes: i64,
 }
 
 impl PgTable {

@@ -594,8 +594,11 @@ pub async fn build_plan(
             key,
         });
     }
-    let tasks =
-        crate::plan::whole_table_tasks(tables.iter().map(|t| (t.task_base_name(), t.source.row_count)));
+    let tasks = crate::plan::whole_table_tasks(
+        tables
+            .iter()
+            .map(|t| (t.task_base_name(), t.source.row_count, t.source.size_bytes)),
+    );
     Ok(PgToMssqlPlan {
         tables,
         names,

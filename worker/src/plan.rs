@@ -153,6 +153,17 @@ pub struct TaskPlan {
     pub lower: Option<i64>,
     pub upper: Option<i64>,
     pub estimated_rows: i64,
+    /// The source bytes the task reads, estimated from the table's size (0: unknown).
+    #[serde(default)]
+    pub estimated_bytes: i64,
+}
+
+impl TaskPlan {
+    /// How long the task is expected to take, to order work largest first: bytes where the
+    /// source reports them (one long text column outweighs many narrow rows), then rows.
+    pub fn size(&self) -> (i64, i64) {
+        (self.estimated_bytes, self.estimated_rows)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -176,6 +187,7 @@ impl Plan {
             .cloned()
             .map(|mut t| {
                 t.source.row_count = 0;
+                t.source.size_bytes = 0;
                 t.source.identity_last_value = None;
                 t
             })
@@ -429,15 +441,16 @@ pub fn select_tables<T>(
 
 /// One copy task per table (either direction), from each table's task name and estimated rows, in
 /// the plan's table order; [`split_task_list`] cuts large ones into key ranges.
-pub fn whole_table_tasks(tables: impl Iterator<Item = (String, i64)>) -> Vec<TaskPlan> {
+pub fn whole_table_tasks(tables: impl Iterator<Item = (String, i64, i64)>) -> Vec<TaskPlan> {
     tables
         .enumerate()
-        .map(|(i, (name, estimated_rows))| TaskPlan {
+        .map(|(i, (name, estimated_rows, estimated_bytes))| TaskPlan {
             name,
             table: i,
             lower: None,
             upper: None,
             estimated_rows,
+            estimated_bytes,
         })
         .collect()
 }
@@ -594,7 +607,11 @@ pub fn build_plan(
         });
     }
 
-    let tasks = whole_table_tasks(tables.iter().map(|t| (t.task_base_name(), t.source.row_count)));
+    let tasks = whole_table_tasks(
+        tables
+            .iter()
+            .map(|t| (t.task_base_name(), t.source.row_count, t.source.size_bytes)),
+    );
     Ok(Plan {
         tables,
         tasks,
@@ -641,6 +658,7 @@ pub fn split_task_list(
                         lower,
                         upper,
                         estimated_rows: rows / parts as i64,
+                        estimated_bytes: task.estimated_bytes / parts as i64,
                     });
                     lower = upper;
                 }
@@ -649,11 +667,7 @@ pub fn split_task_list(
         }
     }
     // Largest first, so the long poles start early.
-    tasks.sort_by(|a, b| {
-        b.estimated_rows
-            .cmp(&a.estimated_rows)
-            .then_with(|| a.name.cmp(&b.name))
-    });
+    tasks.sort_by(|a, b| b.size().cmp(&a.size()).then_with(|| a.name.cmp(&b.name)));
     tasks
 }
 
@@ -705,6 +719,7 @@ mod tests {
             checks: vec![],
             defaults: vec![],
             row_count: 10,
+            size_bytes: 0,
             identity_last_value: None,
         }
     }

@@ -73,6 +73,7 @@ impl PgToMssqlPlan {
             .cloned()
             .map(|mut t| {
                 t.source.row_count = 0;
+                t.source.size_bytes = 0;
                 t
             })
             .collect();

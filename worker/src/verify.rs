@@ -185,6 +185,7 @@ pub async fn count(
         lower: None,
         upper: None,
         estimated_rows: 0,
+        estimated_bytes: 0,
     };
     let source_rows = count_rows(mssql, t, &whole).await?;
     let row = pg

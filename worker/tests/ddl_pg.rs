@@ -116,6 +116,7 @@ fn schema_tables() -> Vec<SourceTable> {
             },
         ],
         row_count: 0,
+        size_bytes: 0,
         identity_last_value: Some(150),
     };
     let child = SourceTable {
@@ -158,6 +159,7 @@ fn schema_tables() -> Vec<SourceTable> {
         checks: vec![],
         defaults: vec![],
         row_count: 0,
+        size_bytes: 0,
         identity_last_value: None,
     };
     vec![parent, child]

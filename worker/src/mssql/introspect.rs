@@ -227,6 +227,7 @@ async fn read_tables(
                 checks: Vec::new(),
                 defaults: Vec::new(),
                 row_count: 0,
+                size_bytes: 0,
                 identity_last_value: None,
             },
         );

@@ -115,7 +115,11 @@ pub async fn introspect(client: &Client, schema: &str) -> Result<Vec<PgTable>, P
                     CASE WHEN c.relkind = 'p' THEN
                         (SELECT coalesce(sum(greatest(p.reltuples, 0)), 0)::bigint FROM pg_inherits i
                          JOIN pg_class p ON p.oid = i.inhrelid WHERE i.inhparent = c.oid)
-                    ELSE c.reltuples::bigint END
+                    ELSE c.reltuples::bigint END,
+                    CASE WHEN c.relkind = 'p' THEN
+                        (SELECT coalesce(sum(pg_table_size(i.inhrelid)), 0)::bigint FROM pg_inherits i
+                         WHERE i.inhparent = c.oid)
+                    ELSE pg_table_size(c.oid) END
              FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
              WHERE n.nspname = $1 AND c.relkind IN ('r', 'p') AND NOT c.relispartition
              ORDER BY c.relname",
@@ -149,6 +153,7 @@ pub async fn introspect(client: &Client, schema: &str) -> Result<Vec<PgTable>, P
             foreign_keys: Vec::new(),
             checks: Vec::new(),
             row_count,
+            size_bytes: r.get(4),
         };
         let attnames = columns(client, oid, &mut t).await?;
         constraints(client, oid, &attnames, &mut t).await?;
