@@ -573,7 +573,7 @@ async fn read_defaults(
     Ok(())
 }
 
-/// Row counts (for planning): rows of the heap or clustered index.
+/// Row counts and sizes (for planning): rows and bytes of the heap or clustered index.
 async fn read_row_counts(
     client: &mut TdsClient,
     tables: &mut BTreeMap<i64, SourceTable>,
@@ -592,6 +592,24 @@ async fn read_row_counts(
             t.row_count = r.opt_int(1)?.unwrap_or(0);
         }
     }
-
+    // sys.allocation_units is a catalog view (no VIEW DATABASE STATE, unlike
+    // sys.dm_db_partition_stats). LOB units hang off partition_id and the others off hobt_id,
+    // which SQL Server makes equal.
+    let what = "sys.allocation_units";
+    for row in rows(
+        client,
+        what,
+        "SELECT p.object_id, SUM(a.used_pages) FROM sys.partitions p \
+         JOIN sys.allocation_units a ON a.container_id = p.partition_id \
+         WHERE p.index_id IN (0, 1) GROUP BY p.object_id",
+        None,
+    )
+    .await?
+    {
+        let r = R { what, row: &row };
+        if let Some(t) = tables.get_mut(&r.int(0)?) {
+            t.size_bytes = r.opt_int(1)?.unwrap_or(0).saturating_mul(8192);
+        }
+    }
     Ok(())
 }

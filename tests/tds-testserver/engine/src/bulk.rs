@@ -125,6 +125,7 @@ impl Session {
             ctes: Vec::new(),
             uses_views: false,
             row_counts: false,
+            sizes: false,
         };
         let meta = ctx
             .lookup(&t.name)

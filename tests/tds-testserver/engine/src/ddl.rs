@@ -409,6 +409,7 @@ impl Session {
             ctes: Vec::new(),
             uses_views: false,
             row_counts: false,
+            sizes: false,
         }
     }
 

@@ -76,7 +76,7 @@ impl Session {
     pub(crate) fn query_rows(&mut self, q: &mut Query) -> Result<(Vec<OutCol>, Vec<Vec<Stored>>), Fail> {
         let tables = self.engine.tables();
         let vt = self.var_types();
-        let (cols, uses_views, row_counts) = {
+        let (cols, uses_views, row_counts, sizes) = {
             let mut ctx = Ctx {
                 tables: &tables,
                 temp: &self.temp,
@@ -85,12 +85,13 @@ impl Session {
                 ctes: Vec::new(),
                 uses_views: false,
                 row_counts: false,
+                sizes: false,
             };
             let c = ctx.query(q, None)?;
-            (c, ctx.uses_views, ctx.row_counts)
+            (c, ctx.uses_views, ctx.row_counts, ctx.sizes)
         };
         if uses_views {
-            self.refresh_views(row_counts)?;
+            self.refresh_views(row_counts, sizes)?;
         }
         let sql = q.to_string();
         let mut stmt = self.conn.prepare_cached(&sql)?;
@@ -119,6 +120,7 @@ impl Session {
             ctes: Vec::new(),
             uses_views: false,
             row_counts: false,
+            sizes: false,
         };
         ctx.lookup_name(name).cloned()
     }

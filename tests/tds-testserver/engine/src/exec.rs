@@ -783,6 +783,7 @@ impl Session {
             ctes: Vec::new(),
             uses_views: false,
             row_counts: false,
+            sizes: false,
         };
         let mut meta = ctx.lookup(&table_parts).cloned().ok_or_else(|| {
             SqlError::new(
@@ -931,6 +932,7 @@ impl Session {
                     ctes: Vec::new(),
                     uses_views: false,
                     row_counts: false,
+                    sizes: false,
                 };
                 let t = ctx
                     .lookup(&parts)
@@ -1098,7 +1100,7 @@ impl Session {
     ) -> Result<u64, Fail> {
         let tables = self.engine.tables();
         let vt = self.var_types();
-        let (cols, uses_views, row_counts) = {
+        let (cols, uses_views, row_counts, sizes) = {
             let mut ctx = Ctx {
                 tables: &tables,
                 temp: &self.temp,
@@ -1107,12 +1109,13 @@ impl Session {
                 ctes: Vec::new(),
                 uses_views: false,
                 row_counts: false,
+                sizes: false,
             };
             let c = ctx.query(q, None)?;
-            (c, ctx.uses_views, ctx.row_counts)
+            (c, ctx.uses_views, ctx.row_counts, ctx.sizes)
         };
         if uses_views {
-            self.refresh_views(row_counts)?;
+            self.refresh_views(row_counts, sizes)?;
         }
         let sql = q.to_string();
         tracing::trace!(%sql, "query");
@@ -1175,8 +1178,9 @@ impl Session {
         })
     }
 
-    /// Re-materialises the system views when the catalog changed (or row counts are read).
-    pub(crate) fn refresh_views(&mut self, row_counts: bool) -> Result<(), Fail> {
+    /// Re-materialises the system views when the catalog changed (or row counts are read);
+    /// `sizes`: measure the tables' bytes too (a walk over their pages).
+    pub(crate) fn refresh_views(&mut self, row_counts: bool, sizes: bool) -> Result<(), Fail> {
         let version = self.engine.read_catalog(|c| c.version());
         if self.views_version == Some(version) && !row_counts {
             return Ok(());
@@ -1184,17 +1188,16 @@ impl Session {
         let conn = &self.conn;
         let sid = self.session_id;
         let r = self.engine.read_catalog(|c| {
-            let count = |t: &crate::catalog::store::Table| -> i64 {
-                let table = if t.session.is_some() {
-                    format!("temp.{}", crate::translate::quote(&t.name))
-                } else {
-                    let schema = c.schema_name(t.schema_id).unwrap_or("dbo");
-                    crate::translate::quote(&format!("{schema}.{}", t.name))
-                };
-                conn.query_row(&format!("SELECT COUNT(*) FROM {table}"), [], |r| r.get(0))
-                    .unwrap_or(0)
-            };
-            crate::catalog::views::refresh(conn, c, sid, count)
+            crate::catalog::views::refresh(
+                conn,
+                c,
+                sid,
+                SqliteSizes {
+                    conn,
+                    catalog: c,
+                    bytes: sizes,
+                },
+            )
         });
         r.map_err(|e| {
             // An engine defect, not the client's: the details go to the server log.
@@ -1588,4 +1591,54 @@ fn format_raiserror(fmt: &str, args: &[Stored]) -> String {
         out.push_str(&piece);
     }
     out
+}
+
+/// Tables' sizes for the size views, read from SQLite: rows by `COUNT(*)`, bytes (when asked
+/// for) by summing the pages of the table's b-tree, or of a nonclustered index's, in `dbstat`.
+struct SqliteSizes<'a> {
+    conn: &'a rusqlite::Connection,
+    catalog: &'a crate::catalog::Catalog,
+    bytes: bool,
+}
+
+impl SqliteSizes<'_> {
+    /// The table's SQLite name (unquoted) and schema.
+    fn sqlite_name(&self, t: &crate::catalog::store::Table) -> (String, &'static str) {
+        if t.session.is_some() {
+            (t.name.clone(), "temp")
+        } else {
+            let schema = self.catalog.schema_name(t.schema_id).unwrap_or("dbo");
+            (format!("{schema}.{}", t.name), "main")
+        }
+    }
+}
+
+impl crate::catalog::views::TableSizes for SqliteSizes<'_> {
+    fn rows(&self, t: &crate::catalog::store::Table) -> i64 {
+        let table = match self.sqlite_name(t) {
+            (name, "temp") => format!("temp.{}", crate::translate::quote(&name)),
+            (name, _) => crate::translate::quote(&name),
+        };
+        self.conn
+            .query_row(&format!("SELECT COUNT(*) FROM {table}"), [], |r| r.get(0))
+            .unwrap_or(0)
+    }
+
+    fn bytes(&self, t: &crate::catalog::store::Table, index_id: i32) -> i64 {
+        if !self.bytes {
+            return 0;
+        }
+        let (name, schema) = self.sqlite_name(t);
+        let btree = match t.indexes.iter().find(|i| i.index_id == index_id) {
+            Some(ix) if index_id > 1 => format!("{name}.{}", ix.name),
+            _ => name,
+        };
+        self.conn
+            .query_row(
+                "SELECT coalesce(sum(pgsize), 0) FROM dbstat(?1) WHERE name = ?2",
+                rusqlite::params![schema, btree],
+                |r| r.get(0),
+            )
+            .unwrap_or(0)
+    }
 }

@@ -165,6 +165,8 @@ pub struct Ctx<'a> {
     pub uses_views: bool,
     /// ... and one of the row-count views (sys.partitions).
     pub row_counts: bool,
+    /// ... and one of the size views (sys.allocation_units), which measure the tables.
+    pub sizes: bool,
 }
 
 /// The columns of a system view (`sys.tables`, `INFORMATION_SCHEMA.COLUMNS`), by its name
@@ -437,6 +439,12 @@ impl<'a> Ctx<'a> {
                         .any(|r| r.eq_ignore_ascii_case(vname))
                     {
                         self.row_counts = true;
+                    }
+                    if crate::catalog::views::SIZE_VIEWS
+                        .iter()
+                        .any(|r| r.eq_ignore_ascii_case(vname))
+                    {
+                        self.sizes = true;
                     }
                     *name = ObjectName::from(vec![Ident::new("temp"), ident(vname)]);
                     if alias.is_none() {

@@ -489,3 +489,56 @@ fn views_stay_usable_after_a_failing_statement_read_them() {
     );
     assert_eq!(scalar(&mut s, "SELECT COUNT(*) FROM sys.tables"), Value::Int(3));
 }
+
+/// sys.allocation_units measures what a table's data takes: long values count in full, a
+/// narrow table of as many rows takes far less, and an index has pages of its own.
+#[test]
+fn allocation_units_measure_the_data() {
+    let (_e, mut s) = setup();
+    exec(
+        &mut s,
+        "CREATE TABLE posts (id int PRIMARY KEY, body nvarchar(max)); \
+         CREATE TABLE votes (id int PRIMARY KEY, post_id int); \
+         CREATE INDEX votes_post ON votes (post_id);",
+    );
+    for i in 0..200 {
+        exec(
+            &mut s,
+            &format!(
+                "INSERT INTO posts VALUES ({i}, REPLICATE(N'x', 4000)); INSERT INTO votes VALUES ({i}, {i})"
+            ),
+        );
+    }
+    let used = |s: &mut _, table: &str, data: bool| {
+        int(
+            s,
+            &format!(
+                "SELECT CAST(COALESCE(SUM(a.used_pages), 0) AS int) FROM sys.partitions p \
+                 JOIN sys.allocation_units a ON a.container_id = p.partition_id \
+                 WHERE p.object_id = OBJECT_ID('{table}') AND p.index_id {}",
+                if data { "IN (0, 1)" } else { "> 1" }
+            ),
+        )
+    };
+    // 200 values of 4000 characters: at least 800,000 bytes, 98 pages of 8 KB, in any encoding.
+    let posts = used(&mut s, "posts", true);
+    assert!(posts >= 98, "posts: {posts} pages");
+    let votes = used(&mut s, "votes", true);
+    assert!(
+        (1..posts / 10).contains(&votes),
+        "votes: {votes} pages, posts {posts}"
+    );
+    assert!(
+        used(&mut s, "votes", false) >= 1,
+        "the nonclustered index has pages"
+    );
+    let (_, rows) = query(
+        &mut s,
+        "SELECT type, type_desc FROM sys.allocation_units a JOIN sys.partitions p \
+         ON a.container_id = p.partition_id WHERE p.object_id = OBJECT_ID('posts')",
+    );
+    assert_eq!(
+        rows,
+        vec![vec![Value::TinyInt(1), Value::String("IN_ROW_DATA".into())]]
+    );
+}

@@ -89,9 +89,35 @@ pub fn view_columns(name: &str) -> Option<&'static [ViewColumn]> {
     view(name).map(|v| v.columns.as_slice())
 }
 
-/// Views whose row counts come from the `row_counts` closure (refresh them before statements
+/// Views whose row counts (or sizes) come from [`TableSizes`] (refresh them before statements
 /// that read them; see [`refresh_row_counts`]).
-pub const ROW_COUNT_VIEWS: &[&str] = &["sys.partitions", "sys.dm_db_partition_stats", "sys.sysindexes"];
+pub const ROW_COUNT_VIEWS: &[&str] = &[
+    "sys.partitions",
+    "sys.dm_db_partition_stats",
+    "sys.sysindexes",
+    "sys.allocation_units",
+];
+
+/// Views that report the bytes a table takes ([`TableSizes::bytes`]): measuring walks the table's
+/// pages, so only statements that read one of these ask for it.
+pub const SIZE_VIEWS: &[&str] = &["sys.allocation_units"];
+
+/// A table's current size as the size views report it.
+pub trait TableSizes {
+    fn rows(&self, t: &Table) -> i64;
+    /// The bytes index `index_id` of the table takes (0 or 1: its data, long values included);
+    /// 0 when not measured.
+    fn bytes(&self, _t: &Table, _index_id: i32) -> i64 {
+        0
+    }
+}
+
+/// Rows only: a closure giving a table's row count.
+impl<F: Fn(&Table) -> i64> TableSizes for F {
+    fn rows(&self, t: &Table) -> i64 {
+        self(t)
+    }
+}
 
 // ---- materialisation ----
 
@@ -268,18 +294,19 @@ fn in_savepoint(
     }
 }
 
-/// (Re)creates every system view in `conn`'s temp schema from the catalog. `row_counts`
-/// gives a table's current row count (sys.partitions, sys.dm_db_partition_stats).
+/// (Re)creates every system view in `conn`'s temp schema from the catalog. `sizes` gives a
+/// table's current row count (sys.partitions, sys.dm_db_partition_stats) and the bytes it takes
+/// (sys.allocation_units).
 pub fn refresh(
     conn: &rusqlite::Connection,
     catalog: &Catalog,
     session_id: u64,
-    row_counts: impl Fn(&Table) -> i64,
+    sizes: impl TableSizes,
 ) -> Result<(), RefreshError> {
     let ctx = Ctx { catalog, session_id };
     in_savepoint(conn, || {
         for view in registry() {
-            fill(conn, view, build_rows(&ctx, view.name, &row_counts))?;
+            fill(conn, view, build_rows(&ctx, view.name, &sizes))?;
             record_version(conn, view.name, catalog.version())?;
         }
         Ok(())
@@ -322,7 +349,7 @@ pub fn refresh_views(
     catalog: &Catalog,
     session_id: u64,
     names: &[&str],
-    row_counts: impl Fn(&Table) -> i64,
+    sizes: impl TableSizes,
 ) -> Result<(), RefreshError> {
     let ctx = Ctx { catalog, session_id };
     let version = catalog.version();
@@ -337,7 +364,7 @@ pub fn refresh_views(
             for v in targets {
                 let counts = ROW_COUNT_VIEWS.contains(&v.name);
                 if counts || built_version(conn, v.name) != Some(version) {
-                    fill(conn, v, build_rows(&ctx, v.name, &row_counts))?;
+                    fill(conn, v, build_rows(&ctx, v.name, &sizes))?;
                     record_version(conn, v.name, version)?;
                 }
             }
@@ -351,13 +378,13 @@ pub fn refresh_row_counts(
     conn: &rusqlite::Connection,
     catalog: &Catalog,
     session_id: u64,
-    row_counts: impl Fn(&Table) -> i64,
+    sizes: impl TableSizes,
 ) -> Result<(), RefreshError> {
     let ctx = Ctx { catalog, session_id };
     in_savepoint(conn, || {
         for name in ROW_COUNT_VIEWS {
             if let Some(view) = view(name) {
-                fill(conn, view, build_rows(&ctx, view.name, &row_counts))?;
+                fill(conn, view, build_rows(&ctx, view.name, &sizes))?;
             }
         }
         Ok(())

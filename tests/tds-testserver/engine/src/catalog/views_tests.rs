@@ -7,7 +7,7 @@ use rusqlite::Connection;
 
 fn refreshed(cat: &Catalog) -> Connection {
     let conn = Connection::open_in_memory().unwrap();
-    refresh(&conn, cat, 1, |t| if t.name == "orders" { 42 } else { 0 }).unwrap();
+    refresh(&conn, cat, 1, |t: &Table| if t.name == "orders" { 42 } else { 0 }).unwrap();
     conn
 }
 
@@ -73,7 +73,7 @@ fn every_view_is_materialised_with_its_columns() {
         assert_eq!(names, expected, "{}", v.name);
     }
     // Refreshing again replaces rather than appends.
-    refresh(&conn, &cat, 1, |_| 0).unwrap();
+    refresh(&conn, &cat, 1, |_: &Table| 0).unwrap();
     assert_eq!(
         query(&conn, "SELECT count(*) FROM temp.\"sys.tables\""),
         vec![vec![i(2)]]
@@ -370,7 +370,7 @@ fn identity_and_computed_columns() {
     assert_eq!(query(&conn, sql), vec![vec![s("id"), i(1), i(1), Stored::Null]]);
     cat.identity_next(c);
     cat.identity_next(c);
-    refresh(&conn, &cat, 1, |_| 0).unwrap();
+    refresh(&conn, &cat, 1, |_: &Table| 0).unwrap();
     assert_eq!(query(&conn, sql), vec![vec![s("id"), i(1), i(1), i(2)]]);
     let rows = query(
         &conn,
@@ -390,7 +390,7 @@ fn partitions_follow_row_counts() {
         query(&conn, &sql),
         vec![vec![i(c.into()), i(1), i(0)], vec![i(o.into()), i(1), i(42)]]
     );
-    refresh_row_counts(&conn, &cat, 1, |_| 7).unwrap();
+    refresh_row_counts(&conn, &cat, 1, |_: &Table| 7).unwrap();
     assert_eq!(
         query(&conn, &sql),
         vec![vec![i(c.into()), i(1), i(7)], vec![i(o.into()), i(1), i(7)]]
@@ -576,7 +576,7 @@ fn temp_tables_only_in_object_id_views_of_their_session() {
         vec![vec![i(0)]]
     );
     // Another session does not see it.
-    refresh(&conn, &cat, 2, |_| 0).unwrap();
+    refresh(&conn, &cat, 2, |_: &Table| 0).unwrap();
     assert!(query(&conn, &sql).is_empty());
 }
 
@@ -587,7 +587,7 @@ fn refresh_inside_a_rolled_back_transaction_rolls_back_too() {
     conn.execute_batch("BEGIN").unwrap();
     cat.create_table(table("extra", vec![col("a", SqlType::Int, true)]), 1)
         .unwrap();
-    refresh(&conn, &cat, 1, |_| 0).unwrap();
+    refresh(&conn, &cat, 1, |_: &Table| 0).unwrap();
     assert_eq!(
         query(&conn, "SELECT count(*) FROM temp.\"sys.tables\""),
         vec![vec![i(3)]]
@@ -658,7 +658,7 @@ fn connections() {
     );
     assert_eq!(rows, vec![vec![s("sa"), i(1)]]);
     cat.drop_session(51);
-    refresh(&conn, &cat, 1, |_| 0).unwrap();
+    refresh(&conn, &cat, 1, |_: &Table| 0).unwrap();
     assert!(query(&conn, "SELECT * FROM temp.\"sys.dm_exec_connections\"").is_empty());
 }
 
@@ -666,7 +666,7 @@ fn connections() {
 fn refresh_views_rebuilds_only_what_changed() {
     let (mut cat, _, _) = sample();
     let conn = Connection::open_in_memory().unwrap();
-    refresh_views(&conn, &cat, 1, &["SYS.TABLES", "sys.nothing"], |_| 0).unwrap();
+    refresh_views(&conn, &cat, 1, &["SYS.TABLES", "sys.nothing"], |_: &Table| 0).unwrap();
     assert_eq!(
         query(&conn, "SELECT count(*) FROM temp.\"sys.tables\""),
         vec![vec![i(2)]]
@@ -674,14 +674,14 @@ fn refresh_views_rebuilds_only_what_changed() {
     // Views not asked for are not built.
     assert!(conn.prepare("SELECT * FROM temp.\"sys.columns\"").is_err());
     // An alias builds its base.
-    refresh_views(&conn, &cat, 1, &["sys.all_columns"], |_| 0).unwrap();
+    refresh_views(&conn, &cat, 1, &["sys.all_columns"], |_: &Table| 0).unwrap();
     assert_eq!(
         query(&conn, "SELECT count(*) FROM temp.\"sys.all_columns\""),
         vec![vec![i(5)]]
     );
     // Unchanged catalog: a stale copy is left alone (proved by tampering with it).
     conn.execute_batch("DELETE FROM temp.\"sys.tables\"").unwrap();
-    refresh_views(&conn, &cat, 1, &["sys.tables"], |_| 0).unwrap();
+    refresh_views(&conn, &cat, 1, &["sys.tables"], |_: &Table| 0).unwrap();
     assert_eq!(
         query(&conn, "SELECT count(*) FROM temp.\"sys.tables\""),
         vec![vec![i(0)]]
@@ -689,14 +689,14 @@ fn refresh_views_rebuilds_only_what_changed() {
     // A change rebuilds it.
     cat.create_table(table("more", vec![col("a", SqlType::Int, true)]), 1)
         .unwrap();
-    refresh_views(&conn, &cat, 1, &["sys.tables"], |_| 0).unwrap();
+    refresh_views(&conn, &cat, 1, &["sys.tables"], |_: &Table| 0).unwrap();
     assert_eq!(
         query(&conn, "SELECT count(*) FROM temp.\"sys.tables\""),
         vec![vec![i(3)]]
     );
     // Row counts are always fresh.
-    refresh_views(&conn, &cat, 1, &["sys.partitions"], |_| 9).unwrap();
-    refresh_views(&conn, &cat, 1, &["sys.partitions"], |_| 11).unwrap();
+    refresh_views(&conn, &cat, 1, &["sys.partitions"], |_: &Table| 9).unwrap();
+    refresh_views(&conn, &cat, 1, &["sys.partitions"], |_: &Table| 11).unwrap();
     assert_eq!(
         query(&conn, "SELECT DISTINCT rows FROM temp.\"sys.partitions\""),
         vec![vec![i(11)]]
@@ -707,19 +707,19 @@ fn refresh_views_rebuilds_only_what_changed() {
 fn refresh_views_after_rollback_rebuilds() {
     let (mut cat, _, _) = sample();
     let conn = Connection::open_in_memory().unwrap();
-    refresh_views(&conn, &cat, 1, &["sys.tables"], |_| 0).unwrap();
+    refresh_views(&conn, &cat, 1, &["sys.tables"], |_: &Table| 0).unwrap();
     // Another session's change is seen inside this connection's transaction, which then rolls
     // back: the views and their recorded versions roll back together, so the next call rebuilds.
     conn.execute_batch("BEGIN").unwrap();
     cat.create_table(table("other", vec![col("a", SqlType::Int, true)]), 2)
         .unwrap();
-    refresh_views(&conn, &cat, 1, &["sys.tables"], |_| 0).unwrap();
+    refresh_views(&conn, &cat, 1, &["sys.tables"], |_: &Table| 0).unwrap();
     conn.execute_batch("ROLLBACK").unwrap();
     assert_eq!(
         query(&conn, "SELECT count(*) FROM temp.\"sys.tables\""),
         vec![vec![i(2)]]
     );
-    refresh_views(&conn, &cat, 1, &["sys.tables"], |_| 0).unwrap();
+    refresh_views(&conn, &cat, 1, &["sys.tables"], |_: &Table| 0).unwrap();
     assert_eq!(
         query(&conn, "SELECT count(*) FROM temp.\"sys.tables\""),
         vec![vec![i(3)]]

@@ -23,12 +23,7 @@ fn module_object(m: &Module) -> Row {
 }
 
 /// The rows of `view` when it is one of these; `false` otherwise.
-pub(super) fn build(
-    ctx: &Ctx<'_>,
-    view: &str,
-    rows: &mut Vec<Row>,
-    row_counts: &dyn Fn(&Table) -> i64,
-) -> bool {
+pub(super) fn build(ctx: &Ctx<'_>, view: &str, rows: &mut Vec<Row>, sizes: &dyn super::TableSizes) -> bool {
     let cat = ctx.catalog;
     let db = cat.database();
     let schema_name = |id: i32| cat.schema_name(id).unwrap_or("dbo").to_string();
@@ -296,7 +291,7 @@ pub(super) fn build(
         }
         "sys.sysindexes" => {
             for t in cat.tables() {
-                let count = row_counts(t);
+                let count = sizes.rows(t);
                 if t.clustered_index().is_none() {
                     rows.push(vec![
                         ("id", int(t.object_id)),

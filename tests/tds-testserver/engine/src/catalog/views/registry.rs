@@ -341,6 +341,19 @@ pub(super) fn build_registry() -> Vec<ViewDef> {
             ]),
         ),
         v(
+            "sys.allocation_units",
+            cols(&[
+                ("allocation_unit_id", BIGINT, false),
+                ("type", TINYINT, false),
+                ("type_desc", nv(60), true),
+                ("container_id", BIGINT, false),
+                ("data_space_id", INT, true),
+                ("total_pages", BIGINT, false),
+                ("used_pages", BIGINT, false),
+                ("data_pages", BIGINT, false),
+            ]),
+        ),
+        v(
             "sys.dm_db_partition_stats",
             cols(&[
                 ("partition_id", BIGINT, false),

@@ -137,7 +137,7 @@ pub(super) fn partition_indexes(table: &Table) -> Vec<i32> {
     ids
 }
 
-pub(super) fn build_rows(ctx: &Ctx<'_>, view: &str, row_counts: &dyn Fn(&Table) -> i64) -> Vec<Row> {
+pub(super) fn build_rows(ctx: &Ctx<'_>, view: &str, sizes: &dyn super::TableSizes) -> Vec<Row> {
     let db = ctx.catalog.database();
     let mut rows: Vec<Row> = Vec::new();
     match view {
@@ -469,7 +469,7 @@ pub(super) fn build_rows(ctx: &Ctx<'_>, view: &str, row_counts: &dyn Fn(&Table) 
         }
         "sys.partitions" => {
             for t in ctx.tables() {
-                let count = row_counts(t);
+                let count = sizes.rows(t);
                 for index_id in partition_indexes(t) {
                     let id = partition_id(t.object_id, index_id);
                     rows.push(vec![
@@ -487,9 +487,29 @@ pub(super) fn build_rows(ctx: &Ctx<'_>, view: &str, row_counts: &dyn Fn(&Table) 
                 }
             }
         }
+        "sys.allocation_units" => {
+            // One IN_ROW_DATA unit per partition, holding all its pages: SQLite keeps long values
+            // in the row's own b-tree (overflow pages), so there is no LOB_DATA unit to tell apart.
+            for t in ctx.tables() {
+                for index_id in partition_indexes(t) {
+                    let id = partition_id(t.object_id, index_id);
+                    let used = (sizes.bytes(t, index_id) + 8191) / 8192;
+                    rows.push(vec![
+                        ("allocation_unit_id", int(id)),
+                        ("type", int(1)),
+                        ("type_desc", text("IN_ROW_DATA")),
+                        ("container_id", int(id)),
+                        ("data_space_id", int(1)),
+                        ("total_pages", int((used + 7) / 8 * 8)),
+                        ("used_pages", int(used)),
+                        ("data_pages", int(used)),
+                    ]);
+                }
+            }
+        }
         "sys.dm_db_partition_stats" => {
             for t in ctx.tables() {
-                let count = row_counts(t);
+                let count = sizes.rows(t);
                 for index_id in partition_indexes(t) {
                     // A plausible size: ~100 rows per 8 KB page, allocated in 8-page extents.
                     let data_pages = if count > 0 { (count + 99) / 100 } else { 0 };
@@ -781,7 +801,7 @@ pub(super) fn build_rows(ctx: &Ctx<'_>, view: &str, row_counts: &dyn Fn(&Table) 
         }
         // Sequences are not supported: always empty.
         other => {
-            super::module_rows::build(ctx, other, &mut rows, row_counts);
+            super::module_rows::build(ctx, other, &mut rows, sizes);
         }
     }
     rows
