@@ -12,6 +12,7 @@
 //! - `pg_binary_encode`: rows to PostgreSQL binary COPY format (the bench loader's encoder).
 //! - `worker_copy_encode`: the worker's own hot path, `RowEncoder` turning tiberius
 //!   `ColumnData` (what a TDS row decodes to) into PostgreSQL binary COPY bytes.
+//! - `row_hash`: the checksum's per-row hash over those bytes.
 //! - `generate`: the generator itself.
 //!
 //! Run: `cargo bench -p bench --bench hot_paths` (add `-- utf16` to pick a group).
@@ -211,6 +212,47 @@ fn worker_copy_encode(c: &mut Criterion) {
     group.finish();
 }
 
+/// The checksum's row hash (`RowHasher::hash`) over rows in binary COPY form, as the forward copy
+/// hashes every row it encodes and verify hashes every row it reads back.
+fn row_hash(c: &mut Criterion) {
+    use mssql_pg_worker::copy_binary::RowEncoder;
+    use mssql_pg_worker::mapping::PgType;
+    use mssql_pg_worker::row_hash::RowHasher;
+    let ds = Dataset::new(0.01, 1);
+    let mut group = c.benchmark_group("row_hash");
+    for table in [Table::Votes, Table::Posts, Table::Users] {
+        let columns = table.columns();
+        let types: Vec<PgType> = columns
+            .iter()
+            .map(|c| match c.ty {
+                SqlType::Int => PgType::Int4,
+                SqlType::NVarChar(n) => PgType::Varchar { length: u32::from(n) },
+                SqlType::NVarCharMax => PgType::Text,
+                SqlType::DateTime => PgType::Timestamp { precision: 3 },
+            })
+            .collect();
+        let encoder = RowEncoder::new(types.clone());
+        let rows: Vec<Vec<u8>> = ds
+            .rows(table)
+            .take(10_000)
+            .map(|r| {
+                let mut buf = BytesMut::new();
+                encoder
+                    .encode_row(&mut buf, mssql::token_row(r, columns).iter())
+                    .unwrap();
+                buf.to_vec()
+            })
+            .collect();
+        let bytes: usize = rows.iter().map(Vec::len).sum();
+        group.throughput(Throughput::Bytes(bytes as u64));
+        group.bench_with_input(BenchmarkId::from_parameter(table.name()), &rows, |b, rows| {
+            let mut hasher = RowHasher::for_types(types.iter().copied());
+            b.iter(|| rows.iter().fold(0u64, |sum, r| sum.wrapping_add(hasher.hash(r))))
+        });
+    }
+    group.finish();
+}
+
 /// The PostgreSQL -> SQL Server hot path: a binary COPY stream (as `COPY ... TO STDOUT (FORMAT
 /// binary)` sends it) split into rows and decoded into the values tiberius bulk-loads.
 fn pg_copy_decode(c: &mut Criterion) {
@@ -289,6 +331,6 @@ fn generate(c: &mut Criterion) {
 criterion_group! {
     name = benches;
     config = Criterion::default().without_plots().sample_size(20).warm_up_time(std::time::Duration::from_millis(500)).measurement_time(std::time::Duration::from_secs(2));
-    targets = utf16_decode, utf16_into_copy_buffer, utf16_encode, pg_binary_encode, worker_copy_encode, pg_copy_decode, generate
+    targets = utf16_decode, utf16_into_copy_buffer, utf16_encode, pg_binary_encode, worker_copy_encode, row_hash, pg_copy_decode, generate
 }
 criterion_main!(benches);
