@@ -42,10 +42,15 @@ pub struct MigrationTaskSpec {
     pub target_table: TableRef,
     /// The key range this task copies.
     pub partition: PartitionSpec,
-    /// Estimated source rows of the range; copy Jobs start largest first.
+    /// Estimated source rows of the range.
     #[serde(default)]
     #[schemars(range(min = 0))]
     pub estimated_rows: i64,
+    /// Estimated source bytes of the range (0: unknown); copy Jobs start largest first, by bytes
+    /// and then rows.
+    #[serde(default)]
+    #[schemars(range(min = 0))]
+    pub estimated_bytes: i64,
     /// Columns in copy order, with their type mapping.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 4096))]

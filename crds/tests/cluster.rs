@@ -73,6 +73,7 @@ async fn worker_helpers_create_tasks_and_report() {
             target_table: TableRef::new("public", "Posts"),
             partition: PartitionSpec::new(i, 3, Some("Id".into()), None, None),
             estimated_rows: 100,
+            estimated_bytes: 0,
             columns: vec![ColumnMapping {
                 name: "Id".into(),
                 source_type: "int".into(),

@@ -191,6 +191,7 @@ fn tasks_for_a_migration_carry_name_label_and_owner() {
         target_table: TableRef::new("public", "posts"),
         partition: PartitionSpec::new(2, 8, Some("Id".into()), Some("10".into()), Some("20".into())),
         estimated_rows: 10,
+        estimated_bytes: 4096,
         columns: vec![],
     };
     assert!(

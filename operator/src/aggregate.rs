@@ -296,8 +296,9 @@ fn rank(state: TaskState) -> u8 {
 pub const MIN_JOB_ROWS: i64 = 100_000;
 
 /// The copy Jobs to start now, each as its tasks in copy order: as many as the slots `parallelism` leaves
-/// beside the `active_jobs` copy Jobs running, the largest work first (ties by name, so the answer is
-/// stable across reconciles).
+/// beside the `active_jobs` copy Jobs running, the largest work first: by the source's estimated bytes,
+/// then rows (a table of long text outweighs many narrow rows), ties by name, so the answer is stable
+/// across reconciles.
 ///
 /// Each Job starts with the largest waiting task. A partition of a split table stays alone: the table was
 /// split to be copied in parallel. A whole table is joined by the next largest whole tables that still fit
@@ -314,7 +315,7 @@ pub fn to_start<'v, 'a>(
     let p = usize::try_from(parallelism).unwrap_or(0).max(1);
     let slots = p.saturating_sub(active_jobs);
     let mut pending: Vec<&TaskView<'a>> = views.iter().filter(|v| v.schedulable()).collect();
-    pending.sort_by(|a, b| rows(b).cmp(&rows(a)).then_with(|| a.name().cmp(b.name())));
+    pending.sort_by(|a, b| size(b).cmp(&size(a)).then_with(|| a.name().cmp(b.name())));
     let mut waiting: i64 = pending.iter().map(|v| rows(v)).sum();
     let max_tasks = usize::try_from(copy_jobs.max_tasks).unwrap_or(1).max(1);
     let mut placed = vec![false; pending.len()];
@@ -354,6 +355,11 @@ pub fn to_start<'v, 'a>(
 
 fn rows(v: &TaskView<'_>) -> i64 {
     v.task.spec.estimated_rows.max(0)
+}
+
+/// The order of waiting work: estimated bytes (0 when the source did not say), then rows.
+fn size(v: &TaskView<'_>) -> (i64, i64) {
+    (v.task.spec.estimated_bytes.max(0), rows(v))
 }
 
 fn is_partition(v: &TaskView<'_>) -> bool {

@@ -109,6 +109,28 @@ fn dry_run_stops_after_the_plan() {
 }
 
 #[test]
+fn copy_jobs_start_with_the_most_bytes_when_the_source_reports_them() {
+    let m = planned(&migration(), 3);
+    let sized = |table: &str, rows: i64, bytes: i64| {
+        let mut t = task(table, 0, 1, rows, None);
+        t.spec.estimated_bytes = bytes;
+        t
+    };
+    // Few rows of long text against many narrow rows; a task of unknown size goes by rows, after.
+    let tasks = vec![
+        sized("Votes", 1_000_000, 60 << 20),
+        sized("Posts", 370_000, 260 << 20),
+        sized("Unsized", 2_000_000, 0),
+    ];
+    let mut spec = m.clone();
+    spec.spec.parallelism = 3;
+    spec.spec.copy_jobs.max_tasks = 1;
+    let d = run(&spec, &tasks, &[plan(&spec, Some(true))]);
+    let name = |i: usize| tasks[i].metadata.name.clone().unwrap();
+    assert_eq!(created(&d), [name(1), name(0), name(2)]);
+}
+
+#[test]
 fn copy_jobs_start_largest_first_up_to_parallelism() {
     let m = planned(&migration(), 5);
     let tasks = vec![

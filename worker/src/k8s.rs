@@ -149,12 +149,13 @@ pub fn task_specs<P: PublishedPlan>(plan: &P) -> Vec<MigrationTaskSpec> {
                     bound(task.upper),
                 ),
                 estimated_rows: task.estimated_rows,
+                estimated_bytes: task.estimated_bytes.max(0),
                 columns: columns.clone(),
             });
         }
     }
     // Largest first, like the engine's own order (the operator sorts again; this only orders creation).
-    specs.sort_by_key(|s| std::cmp::Reverse(s.estimated_rows));
+    specs.sort_by_key(|s| std::cmp::Reverse((s.estimated_bytes, s.estimated_rows)));
     specs
 }
 

@@ -51,6 +51,7 @@ pub fn task(table: &str, index: i32, count: i32, rows: i64, state: Option<TaskSt
             target_table: TableRef::new("public", table),
             partition,
             estimated_rows: rows,
+            estimated_bytes: 0,
             columns: vec![],
         },
     );
