@@ -175,23 +175,27 @@ fn pg_binary_encode(c: &mut Criterion) {
     group.finish();
 }
 
+/// The PostgreSQL types a migration gives the StackOverflow columns.
+fn pg_types(columns: &[bench::stackoverflow::Column]) -> Vec<mssql_pg_worker::mapping::PgType> {
+    use mssql_pg_worker::mapping::PgType;
+    columns
+        .iter()
+        .map(|c| match c.ty {
+            SqlType::Int => PgType::Int4,
+            SqlType::NVarChar(n) => PgType::Varchar { length: u32::from(n) },
+            SqlType::NVarCharMax => PgType::Text,
+            SqlType::DateTime => PgType::Timestamp { precision: 3 },
+        })
+        .collect()
+}
+
 fn worker_copy_encode(c: &mut Criterion) {
     use mssql_pg_worker::copy_binary::RowEncoder;
-    use mssql_pg_worker::mapping::PgType;
     let ds = Dataset::new(0.01, 1);
     let mut group = c.benchmark_group("worker_copy_encode");
     for table in [Table::Votes, Table::Posts, Table::Users] {
         let columns = table.columns();
-        let types = columns
-            .iter()
-            .map(|c| match c.ty {
-                SqlType::Int => PgType::Int4,
-                SqlType::NVarChar(n) => PgType::Varchar { length: u32::from(n) },
-                SqlType::NVarCharMax => PgType::Text,
-                SqlType::DateTime => PgType::Timestamp { precision: 3 },
-            })
-            .collect();
-        let encoder = RowEncoder::new(types);
+        let encoder = RowEncoder::new(pg_types(columns));
         let rows: Vec<_> = ds
             .rows(table)
             .take(10_000)
@@ -216,21 +220,12 @@ fn worker_copy_encode(c: &mut Criterion) {
 /// hashes every row it encodes and verify hashes every row it reads back.
 fn row_hash(c: &mut Criterion) {
     use mssql_pg_worker::copy_binary::RowEncoder;
-    use mssql_pg_worker::mapping::PgType;
     use mssql_pg_worker::row_hash::RowHasher;
     let ds = Dataset::new(0.01, 1);
     let mut group = c.benchmark_group("row_hash");
     for table in [Table::Votes, Table::Posts, Table::Users] {
         let columns = table.columns();
-        let types: Vec<PgType> = columns
-            .iter()
-            .map(|c| match c.ty {
-                SqlType::Int => PgType::Int4,
-                SqlType::NVarChar(n) => PgType::Varchar { length: u32::from(n) },
-                SqlType::NVarCharMax => PgType::Text,
-                SqlType::DateTime => PgType::Timestamp { precision: 3 },
-            })
-            .collect();
+        let types = pg_types(columns);
         let encoder = RowEncoder::new(types.clone());
         let rows: Vec<Vec<u8>> = ds
             .rows(table)

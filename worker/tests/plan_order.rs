@@ -7,12 +7,30 @@ mod common;
 
 use common::{ms_exec, start_tds_server, tds_engine};
 use mssql_pg_worker::options::Mode;
+use mssql_pg_worker::published::{PublishedPlan, PublishedTable};
 
 const NARROW_ROWS: usize = 5000;
 const WIDE_ROWS: usize = 300;
 /// Characters of each wide row's text: 300 rows of 3,000 take ~0.9-1.8 MB, 5,000 narrow rows
 /// under 0.1 MB.
 const WIDE_CHARS: usize = 3000;
+
+/// The wide table's task first, then the narrow one's: their rows exact, their bytes at least the
+/// wide table's text.
+fn assert_wide_first<P: PublishedPlan>(plan: &P, names: [&str; 2]) {
+    let tasks = plan.tasks();
+    let order: Vec<&str> = tasks.iter().map(|t| plan.tables()[t.table].source().1).collect();
+    assert_eq!(order, names, "{tasks:#?}");
+    let (wide, narrow) = (&tasks[0], &tasks[1]);
+    assert_eq!(
+        (wide.estimated_rows, narrow.estimated_rows),
+        (WIDE_ROWS as i64, NARROW_ROWS as i64)
+    );
+    assert!(
+        wide.estimated_bytes >= (WIDE_ROWS * WIDE_CHARS) as i64 && narrow.estimated_bytes > 0,
+        "{tasks:#?}"
+    );
+}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_sql_server_table_of_long_rows_goes_before_one_of_many_narrow_rows() {
@@ -45,22 +63,7 @@ async fn a_sql_server_table_of_long_rows_goes_before_one_of_many_narrow_rows() {
     engine.options.dry_run = true;
     let plan = engine.dry_run().await.unwrap().plan;
 
-    let names: Vec<&str> = plan
-        .tasks
-        .iter()
-        .map(|t| plan.tables[t.table].source.name.as_str())
-        .collect();
-    assert_eq!(names, ["Wide", "Narrow"], "{:#?}", plan.tasks);
-    let (wide, narrow) = (&plan.tasks[0], &plan.tasks[1]);
-    assert_eq!(
-        (wide.estimated_rows, narrow.estimated_rows),
-        (WIDE_ROWS as i64, NARROW_ROWS as i64)
-    );
-    assert!(
-        wide.estimated_bytes >= (WIDE_ROWS * WIDE_CHARS) as i64 && narrow.estimated_bytes > 0,
-        "{:#?}",
-        plan.tasks
-    );
+    assert_wide_first(&plan, ["Wide", "Narrow"]);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -82,20 +85,5 @@ async fn a_postgres_table_of_long_rows_goes_before_one_of_many_narrow_rows() {
     let engine = common::pg_engine(&target, &schema, "test/plan-order-rev", Mode::DropRecreate);
     let plan = engine.dry_run().await.unwrap().plan;
 
-    let names: Vec<&str> = plan
-        .tasks
-        .iter()
-        .map(|t| plan.tables[t.table].source.name.as_str())
-        .collect();
-    assert_eq!(names, ["wide", "narrow"], "{:#?}", plan.tasks);
-    let (wide, narrow) = (&plan.tasks[0], &plan.tasks[1]);
-    assert_eq!(
-        (wide.estimated_rows, narrow.estimated_rows),
-        (WIDE_ROWS as i64, NARROW_ROWS as i64)
-    );
-    assert!(
-        wide.estimated_bytes >= (WIDE_ROWS * WIDE_CHARS) as i64 && narrow.estimated_bytes > 0,
-        "{:#?}",
-        plan.tasks
-    );
+    assert_wide_first(&plan, ["wide", "narrow"]);
 }
