@@ -18,7 +18,7 @@ const EVERY: Duration = Duration::from_millis(20);
 type Samples = Arc<Mutex<Vec<(DateTime<Utc>, f64)>>>;
 
 /// The postmaster's CPU, its reaped children's and its live children's.
-fn server_seconds(postmaster: u32) -> Option<f64> {
+pub fn server_seconds(postmaster: u32) -> Option<f64> {
     let (own, reaped) = cpu_times_of(postmaster)?;
     let mut total = own + reaped;
     let children = std::fs::read_to_string(format!("/proc/{postmaster}/task/{postmaster}/children")).ok()?;

@@ -2,7 +2,9 @@
 //! "verification that costs little": at most 1.3×), both directions, on the StackOverflow-shaped
 //! tables (`--scale`) or one of issue 3's shapes (`--shape`, `--rows`). Runs alternate (none,
 //! checksum, then checksum, none the next round, each direction), so both modes see the same
-//! machine; the ratio is of whole-run wall times, medians over `--runs` rounds.
+//! machine; the ratio is of whole-run wall times, medians over `--runs` rounds. Beside it, the same
+//! ratio of CPU seconds (worker, test server and PostgreSQL), which the two shared cores of a busy
+//! machine move far less than wall time.
 
 use std::fmt::Write as _;
 use std::time::Instant;
@@ -104,14 +106,19 @@ pub async fn run(args: VerifyCostArgs, command: String) -> Result<()> {
     checked(runner.run(&with(&forward, "none"), &source, &pg).await?)?;
     checked(runner.run(&with(&reverse, "none"), &target, &pg).await?)?;
 
-    // [direction][mode]: wall seconds per round.
-    let mut secs = [[Vec::new(), Vec::new()], [Vec::new(), Vec::new()]];
+    // [direction][mode]: wall seconds per round, and the CPU seconds of the three processes.
+    let mut secs: PerMode = Default::default();
+    let mut cpu: PerMode = Default::default();
+    let postmaster = pg.postmaster_pid().await;
+    let pg_cpu = || postmaster.and_then(super::pg_cpu::server_seconds);
     let modes = ["none", "checksum"];
     for round in 0..args.runs.max(1) {
         for (d, (c, server)) in [(&forward, &source), (&reverse, &target)].into_iter().enumerate() {
             let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
             for m in order {
+                let pg_before = pg_cpu();
                 let r = checked(runner.run(&with(c, modes[m]), server, &pg).await?)?;
+                let pg_spent = pg_cpu().zip(pg_before).map(|(after, before)| after - before);
                 eprintln!(
                     "  round {}: {} verify {}: {:.2} s (copy {:.2} s)",
                     round + 1,
@@ -121,6 +128,8 @@ pub async fn run(args: VerifyCostArgs, command: String) -> Result<()> {
                     r.copy_seconds
                 );
                 secs[d][m].push(r.seconds);
+                cpu[d][m]
+                    .push(r.cpu_seconds() + r.server_cpu_seconds.unwrap_or(0.0) + pg_spent.unwrap_or(0.0));
             }
         }
     }
@@ -149,24 +158,44 @@ pub async fn run(args: VerifyCostArgs, command: String) -> Result<()> {
         md,
         "\n| direction | verify none, s | verify checksum, s | checksum / none |\n|---|---|---|---|"
     );
+    ratio_rows(&mut md, &secs);
+    let _ = writeln!(
+        md,
+        "\nCPU seconds of a run, which the shared cores distort less than wall time: the worker, the \
+         TDS test server{} (user + system):\n\n\
+         | direction | verify none, CPU s | verify checksum, CPU s | checksum / none |\n|---|---|---|---|",
+        if postmaster.is_some() {
+            " and PostgreSQL (the postmaster and its children)"
+        } else {
+            " (PostgreSQL's not known here)"
+        }
+    );
+    ratio_rows(&mut md, &cpu);
+    let _ = writeln!(md, "\n({} rows a run.)", fmt_int(rows));
+    println!("{md}");
+    Ok(())
+}
+
+/// Per round, [direction][mode] (`verify: none`, `verify: checksum`).
+type PerMode = [[Vec<f64>; 2]; 2];
+
+/// One table row per direction: both modes' spreads and the spread of the rounds' ratios.
+fn ratio_rows(md: &mut String, values: &PerMode) {
+    let show =
+        |v: &[f64]| Spread::of(v.iter().copied()).map_or("–".into(), |s| s.show(|x| format!("{x:.2}")));
     for (d, name) in [Direction::MssqlToPg, Direction::PgToMssql]
         .into_iter()
         .enumerate()
     {
-        let show =
-            |v: &[f64]| Spread::of(v.iter().copied()).map_or("–".into(), |s| s.show(|x| format!("{x:.2}")));
-        let ratios = secs[d][1].iter().zip(&secs[d][0]).map(|(c, n)| c / n);
+        let ratios = values[d][1].iter().zip(&values[d][0]).map(|(c, n)| c / n);
         let ratio = Spread::of(ratios).map_or("–".into(), |s| s.show(|x| format!("{x:.2}×")));
         let _ = writeln!(
             md,
             "| {name} | {} | {} | {ratio} |",
-            show(&secs[d][0]),
-            show(&secs[d][1])
+            show(&values[d][0]),
+            show(&values[d][1])
         );
     }
-    let _ = writeln!(md, "\n({} rows a run.)", fmt_int(rows));
-    println!("{md}");
-    Ok(())
 }
 
 /// A run that failed (or whose checksum did not verify) is no measurement.
