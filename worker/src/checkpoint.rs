@@ -118,11 +118,12 @@ pub async fn load(
     }))
 }
 
-/// Every task's (rows, done, digest) of a migration, for verify.
-pub async fn load_digests(
-    client: &Client,
-    migration: &str,
-) -> Result<std::collections::HashMap<String, (i64, bool, Option<u64>)>, CheckpointError> {
+/// Each task's checkpoint as verify reads it, by task name: (rows, done, source digest).
+pub type StoredDigests = std::collections::HashMap<String, (i64, bool, Option<u64>)>;
+
+/// Every task's (rows, done, digest) of a migration, for verify; none before the state tables
+/// exist.
+pub async fn load_digests(client: &Client, migration: &str) -> Result<StoredDigests, CheckpointError> {
     if !tables_exist(client).await? {
         return Ok(Default::default());
     }

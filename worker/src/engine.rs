@@ -2,6 +2,7 @@
 //! copy, finalize, verify. Each direction's engine implements [`Engine`]; the command line and the
 //! Kubernetes steps are written once against it, and [`crate::direction`] picks the engine.
 
+use crate::checkpoint::StoredDigests;
 use crate::conn_pool::Pools;
 use crate::options::{Options, VerifyMode};
 use crate::pipeline::TaskReport;
@@ -366,9 +367,6 @@ pub struct VerifyPart {
     /// The source digest the copy stored with the task's checkpoints, over the copied columns.
     pub stored: Option<Digest>,
 }
-
-/// Each task's checkpoint as verify reads it: (rows, done, source digest).
-pub type StoredDigests = std::collections::HashMap<String, (i64, bool, Option<u64>)>;
 
 impl VerifyPart {
     /// Table `table`'s parts, one per copy task, each checked against the source digest its copy

@@ -1407,11 +1407,7 @@ impl Engine for PgToMssqlEngine {
             return Ok(VerifyPart::whole_tables(plan.tables.len()));
         }
         let (mut ms, _) = self.connect_target().await?;
-        let stored = if mscp::tables_exist(&mut ms).await? {
-            mscp::load_digests(&mut ms, &self.options.migration).await?
-        } else {
-            HashMap::new()
-        };
+        let stored = mscp::load_digests(&mut ms, &self.options.migration).await?;
         let parts = (0..plan.tables.len())
             .flat_map(|i| {
                 VerifyPart::stored(i, &plan.tasks, &stored)

@@ -3,7 +3,7 @@
 //! PostgreSQL-side store of the other direction. The record types are shared
 //! ([`crate::checkpoint::Checkpoint`], [`crate::checkpoint::KeyValue`]).
 
-use crate::checkpoint::{Checkpoint, SCHEMA};
+use crate::checkpoint::{Checkpoint, SCHEMA, StoredDigests};
 use crate::mssql::connect::TdsClient;
 
 #[derive(Debug, thiserror::Error)]
@@ -67,16 +67,14 @@ async fn scalar_is_null(c: &mut TdsClient, sql: &str, what: &'static str) -> Res
 
 /// Creates the schema and tables when missing; safe when several workers race.
 pub async fn ensure_tables(c: &mut TdsClient) -> Result<(), MsCheckpointError> {
-    if scalar_is_null(c, &format!("SELECT SCHEMA_ID(N'{SCHEMA}')"), "schema lookup").await? {
-        // CREATE SCHEMA must be alone in its batch.
-        match c.simple_query(format!("CREATE SCHEMA [{SCHEMA}]")).await {
-            Ok(s) => {
-                s.into_results().await.map_err(db("create schema"))?;
-            }
-            Err(e) if already_exists(&e) => {}
-            Err(e) => return Err(db("create schema")(e)),
-        }
-    }
+    // CREATE SCHEMA must be alone in its batch.
+    create_missing(
+        c,
+        (&format!("SELECT SCHEMA_ID(N'{SCHEMA}')"), "schema lookup"),
+        (format!("CREATE SCHEMA [{SCHEMA}]"), "create schema"),
+        already_exists,
+    )
+    .await?;
     let tables = [
         (
             checkpoints_table(),
@@ -109,17 +107,36 @@ pub async fn ensure_tables(c: &mut TdsClient) -> Result<(), MsCheckpointError> {
         ),
     ];
     for (name, create) in tables {
-        if scalar_is_null(c, &format!("SELECT OBJECT_ID(N'{name}')"), "table lookup").await? {
-            match c.simple_query(create).await {
-                Ok(s) => {
-                    s.into_results().await.map_err(db("create table"))?;
-                }
-                Err(e) if already_exists(&e) => {}
-                Err(e) => return Err(db("create table")(e)),
-            }
-        }
+        create_missing(
+            c,
+            (&format!("SELECT OBJECT_ID(N'{name}')"), "table lookup"),
+            (create, "create table"),
+            already_exists,
+        )
+        .await?;
     }
     add_digest_column(c).await
+}
+
+/// Runs `ddl` when `lookup` (a query of one scalar) finds nothing; `raced` tells the error of a
+/// concurrent worker that got there first, which is no error.
+async fn create_missing(
+    c: &mut TdsClient,
+    (lookup, lookup_what): (&str, &'static str),
+    (ddl, what): (String, &'static str),
+    raced: fn(&tiberius::error::Error) -> bool,
+) -> Result<(), MsCheckpointError> {
+    if !scalar_is_null(c, lookup, lookup_what).await? {
+        return Ok(());
+    }
+    match c.simple_query(ddl).await {
+        Ok(s) => {
+            s.into_results().await.map_err(db(what))?;
+        }
+        Err(e) if raced(&e) => {}
+        Err(e) => return Err(db(what)(e)),
+    }
+    Ok(())
 }
 
 /// "Column names in each table must be unique" (a concurrent worker added it first).
@@ -131,28 +148,18 @@ fn column_exists(e: &tiberius::error::Error) -> bool {
 /// the checkpoints already there: their tasks are verified by reading the source again).
 async fn add_digest_column(c: &mut TdsClient) -> Result<(), MsCheckpointError> {
     let table = checkpoints_table();
-    let missing = scalar_is_null(
+    create_missing(
         c,
-        &format!(
-            "SELECT MAX(column_id) FROM sys.columns WHERE object_id = OBJECT_ID(N'{table}') AND name = N'digest'"
+        (
+            &format!(
+                "SELECT MAX(column_id) FROM sys.columns WHERE object_id = OBJECT_ID(N'{table}') AND name = N'digest'"
+            ),
+            "column lookup",
         ),
-        "column lookup",
+        (format!("ALTER TABLE {table} ADD digest bigint NULL"), "add digest column"),
+        column_exists,
     )
-    .await?;
-    if !missing {
-        return Ok(());
-    }
-    match c
-        .simple_query(format!("ALTER TABLE {table} ADD digest bigint NULL"))
-        .await
-    {
-        Ok(s) => {
-            s.into_results().await.map_err(db("add digest column"))?;
-        }
-        Err(e) if column_exists(&e) => {}
-        Err(e) => return Err(db("add digest column")(e)),
-    }
-    Ok(())
+    .await
 }
 
 pub async fn load(
@@ -190,11 +197,12 @@ pub async fn load(
     }))
 }
 
-/// Every task's (rows, done, digest) of a migration, for verify.
-pub async fn load_digests(
-    c: &mut TdsClient,
-    migration: &str,
-) -> Result<std::collections::HashMap<String, (i64, bool, Option<u64>)>, MsCheckpointError> {
+/// Every task's (rows, done, digest) of a migration, for verify; none before the state tables
+/// exist.
+pub async fn load_digests(c: &mut TdsClient, migration: &str) -> Result<StoredDigests, MsCheckpointError> {
+    if !tables_exist(c).await? {
+        return Ok(StoredDigests::new());
+    }
     let rows = c
         .query(
             format!(

@@ -47,6 +47,26 @@ pub enum ReadError {
     CheckpointKey(Vec<KeyValue>),
 }
 
+impl ReadError {
+    /// A row that could not be decoded or encoded, named by its table, key and column.
+    fn of_row(table: String, key: String, column: String, e: RawRowError) -> Self {
+        match e {
+            RawRowError::Encode(e) => ReadError::Encode {
+                table,
+                key,
+                column,
+                kind: e.kind,
+            },
+            RawRowError::Decode { source, .. } => ReadError::Decode {
+                table,
+                key,
+                column,
+                source: Box::new(source),
+            },
+        }
+    }
+}
+
 /// An owned query parameter.
 enum Param {
     I64(i64),
@@ -325,21 +345,7 @@ pub async fn read_task(
                     .columns
                     .get(e.column())
                     .map_or_else(|| format!("#{}", e.column()), |c| c.source.name.clone());
-                let key = describe_key(&row, key);
-                return Err(match e {
-                    RawRowError::Encode(e) => ReadError::Encode {
-                        table,
-                        key,
-                        column,
-                        kind: e.kind,
-                    },
-                    RawRowError::Decode { source, .. } => ReadError::Decode {
-                        table,
-                        key,
-                        column,
-                        source: Box::new(source),
-                    },
-                });
+                return Err(ReadError::of_row(table, describe_key(&row, key), column, e));
             }
             if let Some(h) = &mut hasher {
                 chunk_digest = chunk_digest.wrapping_add(h.hash(&buf[before..]));
@@ -426,20 +432,7 @@ pub async fn hash_rows(
                 .column_name(e.column())
                 .map_or_else(|| format!("#{}", e.column()), str::to_string);
             let key = "(not tracked when verifying)".to_string();
-            return Err(match e {
-                RawRowError::Encode(e) => ReadError::Encode {
-                    table: table.to_string(),
-                    key,
-                    column,
-                    kind: e.kind,
-                },
-                RawRowError::Decode { source, .. } => ReadError::Decode {
-                    table: table.to_string(),
-                    key,
-                    column,
-                    source: Box::new(source),
-                },
-            });
+            return Err(ReadError::of_row(table.to_string(), key, column, e));
         }
         each(hasher.hash(&buf));
     }
