@@ -104,15 +104,8 @@ async fn ms_counts(ms: &mut TdsClient) -> BTreeMap<String, i64> {
         .collect();
     let mut out = BTreeMap::new();
     for (s, t) in tables {
-        let n = ms
-            .simple_query(format!("SELECT COUNT_BIG(*) FROM [{s}].[{t}]"))
+        let n = common::ms_scalar::<i64>(ms, &format!("SELECT COUNT_BIG(*) FROM [{s}].[{t}]"))
             .await
-            .unwrap()
-            .into_row()
-            .await
-            .unwrap()
-            .unwrap()
-            .get::<i64, _>(0)
             .unwrap();
         out.insert(format!("{s}.{t}").to_lowercase(), n);
     }
@@ -121,18 +114,7 @@ async fn ms_counts(ms: &mut TdsClient) -> BTreeMap<String, i64> {
 
 /// Primary keys, foreign keys and checks on the SQL Server side.
 async fn ms_constraints(ms: &mut TdsClient) -> (i64, i64, i64) {
-    let mut get = async |sql: &str| {
-        ms.simple_query(sql)
-            .await
-            .unwrap()
-            .into_row()
-            .await
-            .unwrap()
-            .unwrap()
-            .get::<i32, _>(0)
-            .map(i64::from)
-            .unwrap()
-    };
+    let mut get = async |sql: &str| common::ms_scalar::<i32>(ms, sql).await.map(i64::from).unwrap();
     (
         get("SELECT COUNT(*) FROM sys.key_constraints WHERE type = 'PK' AND SCHEMA_NAME(schema_id) <> '_mssqlpg'")
             .await,

@@ -537,15 +537,8 @@ async fn a_sql_server_target_that_stays_blackholed_fails_naming_it_in_bounded_ti
         );
         let reports = err.task_reports();
         let mut ms = target.connect().await.unwrap();
-        let committed = ms
-            .simple_query("SELECT COUNT_BIG(*) FROM dbo.facts")
+        let committed = common::ms_scalar::<i64>(&mut ms, "SELECT COUNT_BIG(*) FROM dbo.facts")
             .await
-            .unwrap()
-            .into_row()
-            .await
-            .unwrap()
-            .unwrap()
-            .get::<i64, _>(0)
             .unwrap();
         assert!(committed > 0 && committed < ROWS, "{committed}");
         assert_eq!(reports.len(), 1, "{reports:#?}");

@@ -174,17 +174,13 @@ async fn every_schema_of_a_postgres_database_arrives_in_sql_server() {
     let v = engine.verify(&p.plan).await.unwrap();
     assert!(v.iter().all(|t| t.ok), "{v:#?}");
     let mut ms = target.connect().await.unwrap();
-    let fk = ms
-        .simple_query(format!(
+    let fk = common::ms_scalar::<i32>(
+        &mut ms,
+        &format!(
             "SELECT COUNT(*) FROM sys.foreign_keys WHERE parent_object_id = OBJECT_ID(N'[{other}].[orders]')"
-        ))
-        .await
-        .unwrap()
-        .into_row()
-        .await
-        .unwrap()
-        .unwrap()
-        .get::<i32, _>(0);
+        ),
+    )
+    .await;
     assert_eq!(fk, Some(1), "the foreign key crosses schemas");
     pg.batch_execute(&format!("DROP SCHEMA \"{other}\" CASCADE"))
         .await

@@ -76,15 +76,10 @@ async fn pg_count(pg: &tokio_postgres::Client, sql: &str) -> i64 {
 }
 
 async fn ms_count(ms: &mut TdsClient, sql: &str) -> i64 {
-    let row = ms
-        .simple_query(sql)
+    common::ms_scalar::<i32>(ms, sql)
         .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"))
-        .into_row()
-        .await
-        .unwrap()
-        .unwrap();
-    row.get::<i32, _>(0).map(i64::from).unwrap_or(0)
+        .map(i64::from)
+        .unwrap_or(0)
 }
 
 fn forward_yaml(server: &MssqlEndpoint, base: &str, map: &str) -> String {

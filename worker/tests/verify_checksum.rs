@@ -199,18 +199,12 @@ async fn reverse_resumed_copy_verifies_and_target_changes_fail() {
     assert!(reports.iter().all(|r| r.resumed), "{reports:#?}");
     e.finalize(&prepared.plan).await.unwrap();
     let mut ms = target.connect().await.unwrap();
-    let stored = ms
-        .simple_query(
-            "SELECT COUNT(*) FROM [_mssqlpg].[checkpoints] \
-             WHERE migration = N'test/verify_rev' AND done = 1 AND digest IS NOT NULL",
-        )
-        .await
-        .unwrap()
-        .into_row()
-        .await
-        .unwrap()
-        .unwrap()
-        .get::<i32, _>(0);
+    let stored = common::ms_scalar::<i32>(
+        &mut ms,
+        "SELECT COUNT(*) FROM [_mssqlpg].[checkpoints] \
+         WHERE migration = N'test/verify_rev' AND done = 1 AND digest IS NOT NULL",
+    )
+    .await;
     assert_eq!(stored, Some(3), "every task stored its source digest");
     // Every part is checked against its stored digest: PostgreSQL hashes no row.
     let parts = e.verify_parts(&prepared.plan).await.unwrap();

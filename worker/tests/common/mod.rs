@@ -95,6 +95,20 @@ pub async fn ms_exec(client: &mut TdsClient, sql: &str) {
         .unwrap_or_else(|e| panic!("{sql}: {e}"));
 }
 
+/// The first column of the first row `sql` returns on the TDS server (`None` for NULL); a failure
+/// or no row panics naming the statement.
+pub async fn ms_scalar<T: for<'a> tiberius::FromSql<'a>>(client: &mut TdsClient, sql: &str) -> Option<T> {
+    client
+        .simple_query(sql)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+        .into_row()
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+        .unwrap_or_else(|| panic!("{sql}: no row"))
+        .get::<T, _>(0)
+}
+
 /// An engine copying `source` into `schema` of the test PostgreSQL, verifying by checksum, in chunks
 /// of 50,000 rows; tests adjust `options` and `copy` where they need to.
 pub fn tds_engine(source: &MssqlEndpoint, schema: &str, migration: &str) -> Engine {
