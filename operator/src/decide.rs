@@ -19,7 +19,9 @@ use crate::aggregate::{TaskView, Totals, task_views, to_start, totals};
 use crate::config::OperatorConfig;
 use crate::error::Result;
 use crate::jobs::{copy_job, finalize_job, plan_job, verify_job};
-use crate::observe::{FailureDetails, JobOutcome, Step, describe_failure, job_outcome, job_step, step_job};
+use crate::observe::{
+    FailureDetails, JobOutcome, Step, describe_failure, job_outcome, job_step, step_job, verifies_beside,
+};
 use crate::tenancy::check_worker_overrides;
 
 /// What the reconcile should do.
@@ -349,12 +351,36 @@ fn advance(
         &format!("{} tasks, {} rows copied", totals.tasks_total, totals.rows_copied),
     );
 
-    if let Some(stop) = b.run_step(
+    // A finalize Job that verifies beside stands for the verify step too: its state is the Verified
+    // condition's, set in the same status as Finalized, so it holds after the Job is gone.
+    let verifies_with_finalize = b.mig.spec.verify != VerifyMode::None
+        && step_job(b.jobs, Step::Finalize).is_some_and(verifies_beside);
+    let finalizing = b.run_step(
         Step::Finalize,
         ConditionType::Finalized,
         MigrationPhase::Finalizing,
         finalize_job,
-    )? {
+    )?;
+    if verifies_with_finalize {
+        match &finalizing {
+            None => b.set(
+                ConditionType::Verified,
+                true,
+                "Succeeded",
+                "finalize Job verified each table as its keys were built",
+            ),
+            Some((MigrationPhase::Failed, message)) => {
+                b.set(ConditionType::Verified, false, "JobFailed", message)
+            }
+            Some(_) => b.set(
+                ConditionType::Verified,
+                false,
+                "Running",
+                "finalize Job verifies each table as its keys are built",
+            ),
+        }
+    }
+    if let Some(stop) = finalizing {
         return Ok(stop);
     }
     if b.mig.spec.verify != VerifyMode::None

@@ -18,11 +18,11 @@ use mssql_pg_crds::names::{
     LABEL_MANAGED_BY, LABEL_MIGRATION, LABEL_STEP, LABEL_TASK, MANAGER, SECRET_KEY_CA, SECRET_KEY_PASSWORD,
     SECRET_KEY_USERNAME,
 };
-use mssql_pg_crds::{Endpoint, Migration, MigrationTask};
+use mssql_pg_crds::{Endpoint, Migration, MigrationTask, VerifyMode};
 
 use crate::config::OperatorConfig;
 use crate::error::{Error, Result};
-use crate::observe::{ANNOTATION_TASKS, Step};
+use crate::observe::{ANNOTATION_TASKS, ANNOTATION_VERIFIES, Step};
 use crate::tenancy::check_worker_overrides;
 
 /// UID/GID the worker runs as (the distroless "nonroot" user).
@@ -78,25 +78,39 @@ pub fn copy_job(mig: &Migration, tasks: &[&MigrationTask], cfg: &OperatorConfig)
     Ok(job)
 }
 
-/// The Job that builds indexes, constraints, foreign keys and resets identity values.
+/// The Job that builds indexes, constraints, foreign keys and resets identity values; unless
+/// `spec.verify` is none, it also verifies each table as soon as its keys are built (`--verify`, marked
+/// with [`ANNOTATION_VERIFIES`]), so the verification overlaps the key builds of the other tables.
 pub fn finalize_job(mig: &Migration, cfg: &OperatorConfig) -> Result<Job> {
     let (ns, name) = coordinates(mig)?;
-    let args = vec![
+    let mut args = vec![
         "finalize".to_string(),
         "--migration".to_string(),
         format!("{ns}/{name}"),
     ];
-    worker_job(
+    let verifies = mig.spec.verify != VerifyMode::None;
+    if verifies {
+        args.push("--verify".to_string());
+    }
+    let mut job = worker_job(
         mig,
         cfg,
         Step::Finalize,
         step_job_name(&name, Step::Finalize),
         args,
         None,
-    )
+    )?;
+    if verifies {
+        job.metadata
+            .annotations
+            .get_or_insert_with(BTreeMap::new)
+            .insert(ANNOTATION_VERIFIES.to_string(), "true".to_string());
+    }
+    Ok(job)
 }
 
-/// The Job that compares counts or checksums of every task on both sides.
+/// The Job that compares counts or checksums of every task on both sides, after a finalize Job that did
+/// not verify (one made by an operator before finalize verified beside).
 pub fn verify_job(mig: &Migration, cfg: &OperatorConfig) -> Result<Job> {
     let (ns, name) = coordinates(mig)?;
     let args = vec![

@@ -103,6 +103,20 @@ pub fn job_step(job: &Job) -> Option<Step> {
 /// label value cannot hold a list).
 pub const ANNOTATION_TASKS: &str = "mssqlpg.dev/tasks";
 
+/// Annotation of a finalize Job that also verifies (`finalize --verify`), each table as soon as its keys
+/// are built: its success means the migration is verified too, and no verify Job follows. A finalize Job
+/// without it (made by an operator before this one) is followed by a verify Job.
+pub const ANNOTATION_VERIFIES: &str = "mssqlpg.dev/verifies";
+
+/// Whether `job` is a finalize Job that verifies beside ([`ANNOTATION_VERIFIES`]).
+pub fn verifies_beside(job: &Job) -> bool {
+    job.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ANNOTATION_VERIFIES))
+        .is_some_and(|v| v == "true")
+}
+
 /// The tasks a copy Job works on: its [`ANNOTATION_TASKS`], or the task label of a Job made before Jobs
 /// took several tasks.
 pub fn job_tasks(job: &Job) -> Vec<&str> {

@@ -259,7 +259,7 @@ fn deleting_a_failed_copy_job_retries_the_task() {
 }
 
 #[test]
-fn all_tasks_done_runs_finalize_then_verify_then_succeeds() {
+fn all_tasks_done_runs_finalize_which_verifies_then_succeeds() {
     let m = planned(&migration(), 2);
     let a = with_progress(
         task("A", 0, 2, 600, Some(TaskState::Succeeded)),
@@ -301,13 +301,14 @@ fn all_tasks_done_runs_finalize_then_verify_then_succeeds() {
         (2, TaskState::Succeeded)
     );
 
-    jobs.push(finalize(&m, Some(true)));
+    jobs.push(finalize(&m, None));
     let d = run(&m, &tasks, &jobs);
-    assert_eq!(created(&d), ["orders-verify"]);
-    assert_eq!(d.status.phase, Some(MigrationPhase::Verifying));
-    assert_eq!(cond(&d, ConditionType::Finalized), Some(true));
+    assert!(d.create_jobs.is_empty(), "the finalize Job verifies beside");
+    assert_eq!(d.status.phase, Some(MigrationPhase::Finalizing));
+    assert_eq!(cond(&d, ConditionType::Verified), Some(false));
 
-    jobs.push(verify(&m, Some(true)));
+    jobs.pop();
+    jobs.push(finalize(&m, Some(true)));
     let mut prev = m.clone();
     let mut st = prev.status.clone().unwrap();
     st.started_at = Some(at(90));
@@ -327,6 +328,45 @@ fn all_tasks_done_runs_finalize_then_verify_then_succeeds() {
         "1000 rows over the whole run, 90 s to 100 s"
     );
     assert_eq!(d.requeue_after, cfg().requeue_idle);
+}
+
+#[test]
+fn a_verified_finalize_stays_verified_after_its_job_is_gone() {
+    let m = planned(&migration(), 0);
+    let d = run(&m, &[], &[plan(&m, Some(true)), finalize(&m, Some(true))]);
+    assert_eq!(cond(&d, ConditionType::Verified), Some(true));
+    // The Job's TTL removed it: the conditions alone say both steps are done.
+    let later = with_status(m.clone(), d.status.clone());
+    let d = run(&later, &[], &[plan(&m, Some(true))]);
+    assert!(d.create_jobs.is_empty());
+    assert_eq!(d.status.phase, Some(MigrationPhase::Succeeded));
+}
+
+#[test]
+fn a_failed_verifying_finalize_fails_both_conditions() {
+    let m = planned(&migration(), 0);
+    let d = run(&m, &[], &[plan(&m, Some(true)), finalize(&m, Some(false))]);
+    assert!(d.create_jobs.is_empty());
+    assert_eq!(d.status.phase, Some(MigrationPhase::Failed));
+    assert_eq!(cond(&d, ConditionType::Finalized), Some(false));
+    assert_eq!(cond(&d, ConditionType::Verified), Some(false));
+}
+
+#[test]
+fn a_finalize_job_that_did_not_verify_is_followed_by_the_verify_job() {
+    let m = planned(&migration(), 0);
+    // Made by an operator before finalize verified beside: no annotation, no --verify.
+    let mut old = finalize(&m, Some(true));
+    old.metadata.annotations = None;
+    let d = run(&m, &[], &[plan(&m, Some(true)), old.clone()]);
+    assert_eq!(created(&d), ["orders-verify"]);
+    assert_eq!(d.status.phase, Some(MigrationPhase::Verifying));
+    assert_eq!(cond(&d, ConditionType::Finalized), Some(true));
+    assert_ne!(cond(&d, ConditionType::Verified), Some(true));
+
+    let d = run(&m, &[], &[plan(&m, Some(true)), old, verify(&m, Some(true))]);
+    assert_eq!(d.status.phase, Some(MigrationPhase::Succeeded));
+    assert_eq!(cond(&d, ConditionType::Verified), Some(true));
 }
 
 #[test]

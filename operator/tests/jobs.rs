@@ -6,8 +6,8 @@ mod common;
 use common::*;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::EnvVar;
-use mssql_pg_crds::ImagePullPolicy;
-use mssql_pg_operator::jobs::{copy_job, plan_job};
+use mssql_pg_crds::{ImagePullPolicy, VerifyMode};
+use mssql_pg_operator::jobs::{copy_job, finalize_job, plan_job};
 
 fn env(job: &Job) -> Vec<EnvVar> {
     job.spec
@@ -118,6 +118,43 @@ fn plan_job_runs_worker_plan_with_secret_refs_only() {
     assert_eq!(
         sc.capabilities.as_ref().unwrap().drop.as_deref(),
         Some(&["ALL".to_string()][..])
+    );
+}
+
+fn args(job: &Job) -> Vec<String> {
+    job.spec
+        .as_ref()
+        .unwrap()
+        .template
+        .spec
+        .as_ref()
+        .unwrap()
+        .containers[0]
+        .args
+        .clone()
+        .unwrap()
+}
+
+#[test]
+fn finalize_job_verifies_beside_unless_verify_is_none() {
+    let m = migration();
+    assert_ne!(m.spec.verify, VerifyMode::None);
+    let job = finalize_job(&m, &cfg()).unwrap();
+    assert_eq!(args(&job), ["finalize", "--migration", "data/orders", "--verify"]);
+    assert_eq!(
+        job.metadata.annotations.as_ref().unwrap()["mssqlpg.dev/verifies"],
+        "true"
+    );
+
+    let mut m = migration();
+    m.spec.verify = VerifyMode::None;
+    let job = finalize_job(&m, &cfg()).unwrap();
+    assert_eq!(args(&job), ["finalize", "--migration", "data/orders"]);
+    assert!(
+        job.metadata
+            .annotations
+            .as_ref()
+            .is_none_or(|a| !a.contains_key("mssqlpg.dev/verifies"))
     );
 }
 

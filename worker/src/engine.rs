@@ -200,6 +200,48 @@ pub trait Engine: Clone + Send + Sync + 'static {
         }
     }
 
+    /// Finalize with verification beside it (`spec.verify`; none when it is `none`): a table is
+    /// verified as soon as finalize has built its keys, while finalize goes on with the others,
+    /// largest first. Finalize changes no row, and verifying a table only after its key builds
+    /// keeps their exclusive locks from waiting on the verify queries. Both results are returned,
+    /// so what verify found is reported even when finalize failed.
+    fn finalize_and_verify(
+        &self,
+        plan: &Self::Plan,
+    ) -> impl Future<Output = FinalizedAndVerified<Self::Error>> + Send {
+        async move {
+            let started = std::time::Instant::now();
+            let keys = KeysBuilt::new(plan.tables().len());
+            let (finalized, verification) = tokio::join!(
+                async {
+                    let r = self.finalize(plan, &keys).await;
+                    keys.all();
+                    tracing::info!(
+                        seconds = started.elapsed().as_secs_f64(),
+                        ok = r.is_ok(),
+                        "finalize done"
+                    );
+                    r
+                },
+                async {
+                    let r = self.verify_beside(plan, &keys).await;
+                    if self.options().verify != VerifyMode::None {
+                        tracing::info!(
+                            seconds = started.elapsed().as_secs_f64(),
+                            ok = r.is_ok(),
+                            "verify done"
+                        );
+                    }
+                    r
+                }
+            );
+            FinalizedAndVerified {
+                warnings: finalized,
+                verification,
+            }
+        }
+    }
+
     /// Verifies every table (`spec.verify`: counts or checksums), its parts at most
     /// `parallelism` at once. A table is equal when each of its parts is.
     fn verify(
@@ -292,6 +334,14 @@ pub trait Engine: Clone + Send + Sync + 'static {
             Ok(out)
         }
     }
+}
+
+/// What [`Engine::finalize_and_verify`] found: finalize's warnings, and the verification of each
+/// table (empty under `verify: none`).
+#[derive(Debug)]
+pub struct FinalizedAndVerified<E> {
+    pub warnings: Result<Vec<String>, E>,
+    pub verification: Result<Vec<TableVerification>, E>,
 }
 
 /// Which tables' keys finalize has built, for a verification running beside it

@@ -691,12 +691,21 @@ async fn report_progress(progress: Progress, engine_task: String) {
 }
 
 /// `finalize --migration NS/NAME`: keys, indexes, constraints, foreign keys, identity values. Its warnings
-/// are appended to `status.warnings`.
-pub async fn finalize(client: &Client, ns: &str, name: &str, out: &mut StepOutcome) -> Result<(), K8sError> {
+/// are appended to `status.warnings`. With `verify` (`--verify`, which the operator passes when
+/// `spec.verify` is not none) each table is also verified as soon as its keys are built, as the
+/// `verify` step would afterwards; a mismatch fails the step.
+pub async fn finalize(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    verify: bool,
+    out: &mut StepOutcome,
+) -> Result<(), K8sError> {
     let mig = client::get_migration(client, ns, name).await?;
     let step = FinalizeStep {
         client,
         mig: &mig,
+        verify,
         out,
     };
     with_engine(&mig, None, step).await
@@ -705,6 +714,7 @@ pub async fn finalize(client: &Client, ns: &str, name: &str, out: &mut StepOutco
 struct FinalizeStep<'a> {
     client: &'a Client,
     mig: &'a Migration,
+    verify: bool,
     out: &'a mut StepOutcome,
 }
 
@@ -712,20 +722,40 @@ impl WithEngine for FinalizeStep<'_> {
     type Output = Result<(), K8sError>;
 
     async fn run<E: Engine>(self, engine: E) -> Result<(), K8sError> {
-        let FinalizeStep { client, mig, out } = self;
+        let FinalizeStep {
+            client,
+            mig,
+            verify,
+            out,
+        } = self;
         let started = Instant::now();
         let plan = engine.stored_plan().await.map_err(engine_err(mig))?;
-        let warnings = engine
-            .finalize(&plan, &crate::engine::KeysBuilt::all_built())
-            .await
-            .map_err(engine_err(mig))?;
-        if engine.options().verify == crate::options::VerifyMode::None {
+        let verifies = verify && engine.options().verify != crate::options::VerifyMode::None;
+        let (warnings, verification) = if verifies {
+            let done = engine.finalize_and_verify(&plan).await;
+            (done.warnings, Some(done.verification))
+        } else {
+            let warnings = engine
+                .finalize(&plan, &crate::engine::KeysBuilt::all_built())
+                .await;
+            (warnings, None)
+        };
+        out.tables = Some(plan.tables().len());
+        // What verify found is reported even when finalize failed.
+        if let Some(Ok(results)) = &verification {
+            out.verification = results.clone();
+        }
+        let warnings = warnings.map_err(engine_err(mig))?;
+        append_warnings(client, mig, &warnings, || plan_summary(&plan)).await?;
+        out.warnings = warnings;
+        if let Some(verification) = verification {
+            let results = verification.map_err(engine_err(mig))?;
+            record_verification(client, mig, &results).await?;
+        }
+        if verifies || engine.options().verify == crate::options::VerifyMode::None {
             // No verify Job follows: this is the last step, so the next run starts afresh.
             engine.mark_succeeded(&plan).await.map_err(engine_err(mig))?;
         }
-        append_warnings(client, mig, &warnings, || plan_summary(&plan)).await?;
-        out.tables = Some(plan.tables().len());
-        out.warnings = warnings;
         out.seconds = Some(started.elapsed().as_secs_f64());
         Ok(())
     }

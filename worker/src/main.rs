@@ -4,12 +4,13 @@
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use mssql_pg_worker::direction::{self, WithEngine};
-use mssql_pg_worker::engine::{Engine, KeysBuilt, Prepared};
+use mssql_pg_worker::engine::{Engine, FinalizedAndVerified, KeysBuilt, Prepared};
 use mssql_pg_worker::error_text::error_text;
 use mssql_pg_worker::progress::{Display, Reporter, TaskInfo};
 use mssql_pg_worker::published::{PublishedColumn, PublishedPlan, PublishedTable};
 use mssql_pg_worker::spec::{self, Credentials};
 use mssql_pg_worker::summary::{Summary, peak_memory_bytes};
+use mssql_pg_worker::verify::TableVerification;
 use serde::Serialize;
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -67,7 +68,14 @@ enum Command {
         namespace: Option<String>,
     },
     /// Build keys, indexes, constraints, foreign keys; reset identity values.
-    Finalize(Common),
+    Finalize {
+        #[command(flatten)]
+        common: Common,
+        /// Also verify (`spec.verify`), each table as soon as its keys are built, as `run` does;
+        /// exits non-zero on a mismatch.
+        #[arg(long)]
+        verify: bool,
+    },
     /// Compare row counts / checksums on both sides.
     Verify(Common),
     /// All phases in this process.
@@ -95,7 +103,7 @@ enum Step<'a> {
     Run,
     Plan,
     Copy(&'a [String]),
-    Finalize,
+    Finalize { verify: bool },
     Verify,
 }
 
@@ -104,7 +112,7 @@ impl Step<'_> {
     fn writes(&self) -> Option<&'static str> {
         match self {
             Step::Copy(_) => Some("copy"),
-            Step::Finalize => Some("finalize"),
+            Step::Finalize { .. } => Some("finalize"),
             Step::Run | Step::Plan | Step::Verify => None,
         }
     }
@@ -177,7 +185,7 @@ impl WithEngine for LocalStep<'_> {
                     None => Ok(true),
                 }
             }
-            Step::Finalize => {
+            Step::Finalize { verify: false } => {
                 let plan = engine.stored_plan().await?;
                 let warnings = engine.finalize(&plan, &KeysBuilt::all_built()).await?;
                 out.event(
@@ -186,21 +194,44 @@ impl WithEngine for LocalStep<'_> {
                 );
                 Ok(true)
             }
+            Step::Finalize { verify: true } => {
+                let plan = engine.stored_plan().await?;
+                let FinalizedAndVerified {
+                    warnings,
+                    verification,
+                } = engine.finalize_and_verify(&plan).await;
+                let warnings = warnings?;
+                out.event(
+                    &serde_json::json!({"event": "finalized", "warnings": warnings}),
+                    || format!("finalized; warnings: {warnings:#?}\n"),
+                );
+                verified(&engine, &plan, verification?, out).await
+            }
             Step::Verify => {
                 let plan = engine.stored_plan().await?;
                 let v = engine.verify(&plan).await?;
-                let ok = v.iter().all(|t| t.ok);
-                if ok {
-                    engine.mark_succeeded(&plan).await?;
-                }
-                out.event(
-                    &serde_json::json!({"event": "verified", "ok": ok, "tables": v}),
-                    || format!("{v:#?}\n"),
-                );
-                Ok(ok)
+                verified(&engine, &plan, v, out).await
             }
         }
     }
+}
+
+/// Reports a verification; a run that verified equal is marked complete.
+async fn verified<E: Engine>(
+    engine: &E,
+    plan: &E::Plan,
+    v: Vec<TableVerification>,
+    out: &Out,
+) -> anyhow::Result<bool> {
+    let ok = v.iter().all(|t| t.ok);
+    if ok {
+        engine.mark_succeeded(plan).await?;
+    }
+    out.event(
+        &serde_json::json!({"event": "verified", "ok": ok, "tables": v}),
+        || format!("{v:#?}\n"),
+    );
+    Ok(ok)
 }
 
 #[derive(Serialize)]
@@ -377,35 +408,13 @@ async fn run<E: Engine>(engine: &E, out: &Out) -> anyhow::Result<bool> {
         }
         let reports = copied?;
         summary.record_copy(reports, copy_started.elapsed().as_secs_f64());
-        // Finalize changes no row: a table is verified as soon as finalize has built its keys
-        // (their exclusive locks would otherwise wait for the verify queries), while finalize
-        // goes on with the others, largest first.
-        let after_copy = Instant::now();
-        let keys = KeysBuilt::new(plan.tables().len());
-        let (finalized, verification) = tokio::join!(
-            async {
-                let r = engine.finalize(plan, &keys).await;
-                keys.all();
-                tracing::info!(
-                    seconds = after_copy.elapsed().as_secs_f64(),
-                    ok = r.is_ok(),
-                    "finalize done"
-                );
-                r
-            },
-            async {
-                let r = engine.verify_beside(plan, &keys).await;
-                tracing::info!(
-                    seconds = after_copy.elapsed().as_secs_f64(),
-                    ok = r.is_ok(),
-                    "verify done"
-                );
-                r
-            }
-        );
+        let FinalizedAndVerified {
+            warnings,
+            verification,
+        } = engine.finalize_and_verify(plan).await;
         // The summary keeps what verify found even when finalize failed.
         let verified = verification.map(|v| summary.verification = v);
-        summary.warnings.extend(finalized?);
+        summary.warnings.extend(warnings?);
         verified?;
         summary.verified = summary.verification.iter().all(|v| v.ok);
         if summary.verified {
@@ -428,7 +437,7 @@ async fn run<E: Engine>(engine: &E, out: &Out) -> anyhow::Result<bool> {
 enum K8sStep {
     Plan(String, String),
     Copy(String, Vec<String>),
-    Finalize(String, String),
+    Finalize(String, String, bool),
     Verify(String, String),
 }
 
@@ -447,7 +456,9 @@ fn k8s_step(command: &Command) -> anyhow::Result<Option<K8sStep>> {
         }
         Command::Run(_) => None,
         Command::Plan(c) => migration(c)?.map(|(ns, n)| K8sStep::Plan(ns, n)),
-        Command::Finalize(c) => migration(c)?.map(|(ns, n)| K8sStep::Finalize(ns, n)),
+        Command::Finalize { common, verify } => {
+            migration(common)?.map(|(ns, n)| K8sStep::Finalize(ns, n, *verify))
+        }
         Command::Verify(c) => migration(c)?.map(|(ns, n)| K8sStep::Verify(ns, n)),
         Command::Copy { common, .. } if common.file.is_some() => None,
         Command::Copy {
@@ -489,7 +500,7 @@ async fn k8s_main(step: K8sStep, cli: &Cli, out: &Out) -> bool {
     let (name, migration, task) = match &step {
         K8sStep::Plan(ns, n) => ("plan", format!("{ns}/{n}"), None),
         K8sStep::Copy(_, t) => ("copy", String::new(), Some(task_list(t))),
-        K8sStep::Finalize(ns, n) => ("finalize", format!("{ns}/{n}"), None),
+        K8sStep::Finalize(ns, n, _) => ("finalize", format!("{ns}/{n}"), None),
         K8sStep::Verify(ns, n) => ("verify", format!("{ns}/{n}"), None),
     };
     let mut outcome = StepOutcome {
@@ -506,7 +517,7 @@ async fn k8s_main(step: K8sStep, cli: &Cli, out: &Out) -> bool {
             K8sStep::Copy(ns, t) => {
                 k8s::copy(&client, ns, t, fail_after_chunks, interval, &mut outcome).await
             }
-            K8sStep::Finalize(ns, n) => k8s::finalize(&client, ns, n, &mut outcome).await,
+            K8sStep::Finalize(ns, n, verify) => k8s::finalize(&client, ns, n, *verify, &mut outcome).await,
             K8sStep::Verify(ns, n) => k8s::verify(&client, ns, n, &mut outcome).await,
         }
     }
@@ -537,7 +548,7 @@ async fn main_inner(cli: Cli, out: &Out) -> anyhow::Result<bool> {
         Command::Run(common) => local(common, Step::Run, out).await,
         Command::Plan(common) => local(common, Step::Plan, out).await,
         Command::Copy { common, task, .. } => local(common, Step::Copy(task), out).await,
-        Command::Finalize(common) => local(common, Step::Finalize, out).await,
+        Command::Finalize { common, verify } => local(common, Step::Finalize { verify: *verify }, out).await,
         Command::Verify(common) => local(common, Step::Verify, out).await,
     }
 }

@@ -155,11 +155,14 @@ async fn phase_subcommands_run_as_separate_processes() {
     let (ok, events) = worker(&["copy", "-f", &file, "--task", &task], &password);
     assert!(ok, "{events:#?}");
     assert_eq!(events[0]["total_rows"], 250);
-    let (ok, events) = worker(&["finalize", "-f", &file], &password);
+    // Finalize verifying beside (as the operator's finalize Job does); cli_run covers the
+    // separate verify step.
+    let (ok, events) = worker(&["finalize", "-f", &file, "--verify"], &password);
     assert!(ok, "{events:#?}");
-    let (ok, events) = worker(&["verify", "-f", &file], &password);
-    assert!(ok, "{events:#?}");
-    assert_eq!(events[0]["ok"], true);
+    assert_eq!(events[0]["event"], "finalized", "{events:#?}");
+    assert_eq!(events[1]["event"], "verified", "{events:#?}");
+    assert_eq!(events[1]["ok"], true, "{events:#?}");
+    assert_eq!(events[1]["tables"][0]["target_rows"], 250, "{events:#?}");
     assert_eq!(
         count(&server, &password, "SELECT COUNT_BIG(*) FROM dbo.t").await,
         250
