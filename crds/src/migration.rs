@@ -190,8 +190,10 @@ pub struct Partitioning {
 
 /// How waiting MigrationTasks are grouped into copy Jobs. A partition of a split table always has a Job
 /// of its own (the split is there to copy it in parallel); whole tables are packed, largest first, into
-/// Jobs of at most `maxTasks` tasks and a row budget: the rows still waiting divided by `parallelism`,
-/// at least 100,000 and at most `maxRows` (estimated rows). A table over the budget runs alone.
+/// Jobs of at most `maxTasks` tasks, a row budget (the rows still waiting divided by `parallelism`, at
+/// least 100,000 and at most `maxRows` estimated rows) and, when the source reports sizes, a byte budget
+/// (the source bytes still waiting divided by `parallelism`, at least 16 MiB). A table over a budget
+/// runs alone.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CopyJobs {

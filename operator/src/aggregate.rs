@@ -295,6 +295,9 @@ fn rank(state: TaskState) -> u8 {
 /// connections would cost about as much as the copy.
 pub const MIN_JOB_ROWS: i64 = 100_000;
 
+/// Source bytes of waiting work below which a packed Job is not made smaller, for the same reason.
+pub const MIN_JOB_BYTES: i64 = 16 << 20;
+
 /// The copy Jobs to start now, each as its tasks in copy order: as many as the slots `parallelism` leaves
 /// beside the `active_jobs` copy Jobs running, the largest work first: by the source's estimated bytes,
 /// then rows (a table of long text outweighs many narrow rows), ties by name, so the answer is stable
@@ -302,10 +305,13 @@ pub const MIN_JOB_ROWS: i64 = 100_000;
 ///
 /// Each Job starts with the largest waiting task. A partition of a split table stays alone: the table was
 /// split to be copied in parallel. A whole table is joined by the next largest whole tables that still fit
-/// the Job's row budget, up to `copy_jobs.max_tasks` tasks. The budget is the estimated rows still waiting
-/// (before this Job) divided by `parallelism`, at least [`MIN_JOB_ROWS`] and at most `copy_jobs.max_rows`:
-/// the first Jobs share the work between the slots, later ones take smaller shares of what is left, so
-/// the last Jobs to finish are short (guided self-scheduling). A table above the budget runs alone.
+/// the Job's budgets, up to `copy_jobs.max_tasks` tasks. The row budget is the estimated rows still
+/// waiting (before this Job) divided by `parallelism`, at least [`MIN_JOB_ROWS`] and at most
+/// `copy_jobs.max_rows`; the byte budget, when the source reported sizes, is the estimated bytes still
+/// waiting divided the same way, at least [`MIN_JOB_BYTES`], so a Job of a few long-text tables does not
+/// take more than its share of the work either. The first Jobs share the work between the slots, later
+/// ones take smaller shares of what is left, so the last Jobs to finish are short (guided
+/// self-scheduling). A table above a budget runs alone.
 pub fn to_start<'v, 'a>(
     views: &'v [TaskView<'a>],
     active_jobs: usize,
@@ -316,7 +322,7 @@ pub fn to_start<'v, 'a>(
     let slots = p.saturating_sub(active_jobs);
     let mut pending: Vec<&TaskView<'a>> = views.iter().filter(|v| v.schedulable()).collect();
     pending.sort_by(|a, b| size(b).cmp(&size(a)).then_with(|| a.name().cmp(b.name())));
-    let mut waiting: i64 = pending.iter().map(|v| rows(v)).sum();
+    let mut waiting: Share = pending.iter().map(|v| Share::of(v)).sum();
     let max_tasks = usize::try_from(copy_jobs.max_tasks).unwrap_or(1).max(1);
     let mut placed = vec![false; pending.len()];
     let mut out = Vec::new();
@@ -330,27 +336,86 @@ pub fn to_start<'v, 'a>(
         placed[i] = true;
         let first = pending[i];
         let mut job = vec![first];
-        let mut job_rows = rows(first);
+        let mut in_job = Share::of(first);
         if !is_partition(first) {
-            let slots_total = i64::try_from(p).unwrap_or(1);
-            let share = (waiting.max(0) + slots_total - 1) / slots_total;
-            let budget = share.max(MIN_JOB_ROWS).min(copy_jobs.max_rows.max(1));
+            let budget = waiting.budget(p, copy_jobs.max_rows);
             for (j, v) in pending.iter().enumerate().skip(i + 1) {
                 if job.len() >= max_tasks {
                     break;
                 }
-                if placed[j] || is_partition(v) || job_rows.saturating_add(rows(v)) > budget {
+                if placed[j] || is_partition(v) || !budget.holds(in_job + Share::of(v)) {
                     continue;
                 }
                 placed[j] = true;
                 job.push(v);
-                job_rows = job_rows.saturating_add(rows(v));
+                in_job = in_job + Share::of(v);
             }
         }
-        waiting -= job_rows;
+        waiting = waiting - in_job;
         out.push(job);
     }
     out
+}
+
+/// Estimated work: rows, and the source's bytes (0 when it did not say).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Share {
+    rows: i64,
+    bytes: i64,
+}
+
+impl Share {
+    fn of(v: &TaskView<'_>) -> Self {
+        Share {
+            rows: rows(v),
+            bytes: v.task.spec.estimated_bytes.max(0),
+        }
+    }
+
+    /// A Job's budget when `self` is still waiting: a `slots`th of it, at least the minimums, rows at
+    /// most `max_rows`. Without sizes from the source (0 bytes waiting) bytes do not limit.
+    fn budget(self, slots: usize, max_rows: i64) -> Share {
+        let slots = i64::try_from(slots).unwrap_or(1).max(1);
+        let share = |n: i64| n.max(0).saturating_add(slots - 1) / slots;
+        Share {
+            rows: share(self.rows).max(MIN_JOB_ROWS).min(max_rows.max(1)),
+            bytes: if self.bytes > 0 {
+                share(self.bytes).max(MIN_JOB_BYTES)
+            } else {
+                i64::MAX
+            },
+        }
+    }
+
+    fn holds(self, work: Share) -> bool {
+        work.rows <= self.rows && work.bytes <= self.bytes
+    }
+}
+
+impl std::ops::Add for Share {
+    type Output = Share;
+    fn add(self, o: Share) -> Share {
+        Share {
+            rows: self.rows.saturating_add(o.rows),
+            bytes: self.bytes.saturating_add(o.bytes),
+        }
+    }
+}
+
+impl std::ops::Sub for Share {
+    type Output = Share;
+    fn sub(self, o: Share) -> Share {
+        Share {
+            rows: self.rows.saturating_sub(o.rows),
+            bytes: self.bytes.saturating_sub(o.bytes),
+        }
+    }
+}
+
+impl std::iter::Sum for Share {
+    fn sum<I: Iterator<Item = Share>>(iter: I) -> Share {
+        iter.fold(Share::default(), |a, b| a + b)
+    }
 }
 
 fn rows(v: &TaskView<'_>) -> i64 {

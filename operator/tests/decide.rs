@@ -131,6 +131,51 @@ fn copy_jobs_start_with_the_most_bytes_when_the_source_reports_them() {
 }
 
 #[test]
+fn a_packed_job_takes_no_more_than_its_share_of_the_bytes() {
+    let m = planned(&migration(), 4);
+    let sized = |table: &str, bytes: i64| {
+        let mut t = task(table, 0, 1, 1_000, None);
+        t.spec.estimated_bytes = bytes;
+        t
+    };
+    // 4,000 rows fit one Job's row budget; 1,000 MiB split between two slots do not.
+    let tasks = vec![
+        sized("A", 400 << 20),
+        sized("B", 300 << 20),
+        sized("C", 200 << 20),
+        sized("D", 100 << 20),
+    ];
+    let mut spec = m.clone();
+    spec.spec.parallelism = 2;
+    let d = run(&spec, &tasks, &[plan(&spec, Some(true))]);
+    let name = |i: usize| tasks[i].metadata.name.clone().unwrap();
+    let packs: Vec<String> = d
+        .create_jobs
+        .iter()
+        .map(|j| j.metadata.annotations.as_ref().unwrap()["mssqlpg.dev/tasks"].clone())
+        .collect();
+    // A's Job: 500 MiB of 1,000; B's: 300 of the 500 left would exceed 250, so B runs alone
+    // and C waits for a slot.
+    assert_eq!(
+        packs,
+        [format!("{},{}", name(0), name(3)), name(1)],
+        "byte shares"
+    );
+
+    // Without sizes from the source, the same tasks pack by rows alone: one Job.
+    let no_sizes: Vec<_> = tasks
+        .iter()
+        .cloned()
+        .map(|mut t| {
+            t.spec.estimated_bytes = 0;
+            t
+        })
+        .collect();
+    let d = run(&spec, &no_sizes, &[plan(&spec, Some(true))]);
+    assert_eq!(d.create_jobs.len(), 1);
+}
+
+#[test]
 fn copy_jobs_start_largest_first_up_to_parallelism() {
     let m = planned(&migration(), 5);
     let tasks = vec![
