@@ -35,6 +35,11 @@ pub struct VerifyCostArgs {
     /// Rounds; each runs both modes in both directions.
     #[arg(long, default_value_t = 5)]
     pub runs: usize,
+    /// Run the operator's steps as separate processes instead (plan, copy tasks, finalize, verify,
+    /// as its Jobs do) and compare, under `verify: checksum`, what follows the copy: a finalize
+    /// that verifies beside (`finalize --verify`) against a finalize and then a verify.
+    #[arg(long)]
+    pub steps: bool,
     #[command(flatten)]
     pub setup: Setup,
 }
@@ -106,6 +111,13 @@ pub async fn run(args: VerifyCostArgs, command: String) -> Result<()> {
     checked(runner.run(&with(&forward, "none"), &source, &pg).await?)?;
     checked(runner.run(&with(&reverse, "none"), &target, &pg).await?)?;
 
+    if args.steps {
+        let directions = [(&forward, &source), (&reverse, &target)];
+        let md = steps(&mut runner, &directions, &pg, &args, &what, &command, started).await?;
+        println!("{md}");
+        return Ok(());
+    }
+
     // [direction][mode]: wall seconds per round, and the CPU seconds of the three processes.
     let mut secs: PerMode = Default::default();
     let mut cpu: PerMode = Default::default();
@@ -174,6 +186,72 @@ pub async fn run(args: VerifyCostArgs, command: String) -> Result<()> {
     let _ = writeln!(md, "\n({} rows a run.)", fmt_int(rows));
     println!("{md}");
     Ok(())
+}
+
+/// `--steps`: per round and direction, one migration whose finalize verifies beside and one with a
+/// finalize and then a verify (order alternating), timing what follows the copy.
+async fn steps(
+    runner: &mut Runner,
+    directions: &[(&Config, &TdsServer); 2],
+    pg: &super::services::Postgres,
+    args: &VerifyCostArgs,
+    what: &str,
+    command: &str,
+    started: Instant,
+) -> Result<String> {
+    // [direction][separate, beside]: seconds after the copy; and the copies' seconds.
+    let mut after: PerMode = Default::default();
+    let mut copies: Vec<f64> = Vec::new();
+    for round in 0..args.runs.max(1) {
+        for (d, (c, server)) in directions.iter().enumerate() {
+            let c = Config {
+                verify: "checksum",
+                ..(*c).clone()
+            };
+            let order = if round % 2 == 0 {
+                [false, true]
+            } else {
+                [true, false]
+            };
+            for beside in order {
+                let r = runner.steps(&c, server, pg, beside).await?;
+                if !r.verified {
+                    bail!("{}: the verification did not pass", c.direction);
+                }
+                after[d][usize::from(beside)].push(r.after_copy_seconds);
+                copies.push(r.copy_seconds);
+            }
+        }
+    }
+    let mut md = String::new();
+    let _ = writeln!(
+        md,
+        "## Verify beside finalize, the operator's steps (issue 18): {what}\n"
+    );
+    report::provenance(
+        &mut md,
+        &pg.describe().await?,
+        command,
+        "wall time",
+        started.elapsed().as_secs_f64(),
+    );
+    let copy = Spread::of(copies.iter().copied()).map_or("–".into(), |s| s.show(|x| format!("{x:.2}")));
+    let _ = writeln!(
+        md,
+        "- Method: `verify: checksum`, parallelism {DEFAULT_PARALLELISM}; each step its own worker process, as the \
+         operator's Jobs run them: `plan`, one `copy --task` per task ({DEFAULT_PARALLELISM} at once; {copy} s), \
+         then the time from the copy's end to the verification's: `finalize` then `verify` (the operator before \
+         f784919), against `finalize --verify`. {} rounds, the order alternating; the ratio is the median of \
+         the rounds'.",
+        args.runs.max(1)
+    );
+    let _ = writeln!(
+        md,
+        "\n| direction | finalize, then verify, s | finalize --verify, s | beside / after |\n|---|---|---|---|"
+    );
+    // ratio_rows divides the second column by the first.
+    ratio_rows(&mut md, &after);
+    Ok(md)
 }
 
 /// Per round, [direction][mode] (`verify: none`, `verify: checksum`).

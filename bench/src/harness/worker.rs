@@ -391,3 +391,143 @@ impl Runner {
         Ok(result)
     }
 }
+
+/// What follows the copy when the operator runs a migration's steps as Jobs ([`Runner::steps`]).
+#[derive(Debug, Clone)]
+pub struct StepsResult {
+    /// Wall seconds of the copy processes (`parallelism` at once).
+    pub copy_seconds: f64,
+    /// Wall seconds from the end of the copy to the end of the verification.
+    pub after_copy_seconds: f64,
+    /// Every table verified equal.
+    pub verified: bool,
+}
+
+impl Runner {
+    /// Runs one migration as the operator's Jobs do, each step its own process: `plan`, one
+    /// `copy --task` process per task (`parallelism` at once), then either one finalize that
+    /// verifies beside (`finalize --verify`, `beside`) or a finalize and then a verify.
+    pub async fn steps(
+        &mut self,
+        config: &Config,
+        mssql: &TdsServer,
+        pg: &Postgres,
+        beside: bool,
+    ) -> Result<StepsResult> {
+        self.runs += 1;
+        let n = self.runs;
+        let yaml_path = self.workdir.join(format!("steps-{n:02}.yaml"));
+        let name = match config.direction {
+            Direction::MssqlToPg => "bench-steps-mssql-to-pg",
+            Direction::PgToMssql => "bench-steps-pg-to-mssql",
+        };
+        std::fs::write(&yaml_path, migration_yaml(config, name, mssql, pg))
+            .with_context(|| format!("writing {}", yaml_path.display()))?;
+        let (source_user, source_password, target_user, target_password) = match config.direction {
+            Direction::MssqlToPg => (&mssql.user, mssql.password.clone(), &pg.user, String::new()),
+            Direction::PgToMssql => (&pg.user, String::new(), &mssql.user, mssql.password.clone()),
+        };
+        let step = |args: &[&str], what: &str| -> Result<Command> {
+            let log = self.workdir.join(format!("steps-{n:02}-{what}.log"));
+            let log_file =
+                std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
+            let mut cmd = Command::new(&self.worker);
+            cmd.args(args)
+                .arg("-f")
+                .arg(&yaml_path)
+                .env("SOURCE_USERNAME", source_user)
+                .env("SOURCE_PASSWORD", &source_password)
+                .env("TARGET_USERNAME", target_user)
+                .env("TARGET_PASSWORD", &target_password)
+                .env("RUST_LOG", "info")
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(log_file);
+            Ok(cmd)
+        };
+        eprintln!(
+            "  worker steps {n}: {} verify {}, {} ...",
+            config.direction,
+            config.verify,
+            if beside {
+                "finalize --verify"
+            } else {
+                "finalize, then verify"
+            }
+        );
+        if config.direction == Direction::MssqlToPg {
+            pg.checkpoint().await?;
+        }
+        let planned = run_step(step(&["plan"], "plan")?, "plan").await?;
+        let tasks: Vec<String> = events(&planned)
+            .find(|e| e["event"] == "plan")
+            .and_then(|e| {
+                e["tasks"].as_array().map(|tasks| {
+                    tasks
+                        .iter()
+                        .filter_map(|t| t["name"].as_str().map(str::to_owned))
+                        .collect()
+                })
+            })
+            .context("the plan step printed no task list")?;
+        let copy_started = std::time::Instant::now();
+        for (i, group) in tasks.chunks(config.parallelism.max(1) as usize).enumerate() {
+            let children = group
+                .iter()
+                .enumerate()
+                .map(|(j, task)| {
+                    let mut cmd = step(&["copy", "--task", task], &format!("copy-{i}-{j}"))?;
+                    cmd.stdout(Stdio::null())
+                        .spawn()
+                        .with_context(|| format!("starting copy --task {task}"))
+                })
+                .collect::<Result<Vec<_>>>()?;
+            for mut child in children {
+                let status = tokio::task::spawn_blocking(move || child.wait())
+                    .await
+                    .context("waiting for a copy step")??;
+                if !status.success() {
+                    bail!(
+                        "a copy step failed ({status}); logs in {}",
+                        self.workdir.display()
+                    );
+                }
+            }
+        }
+        let copy_seconds = copy_started.elapsed().as_secs_f64();
+        let after_copy = std::time::Instant::now();
+        let verified = if beside {
+            run_step(step(&["finalize", "--verify"], "finalize")?, "finalize --verify").await?
+        } else {
+            run_step(step(&["finalize"], "finalize")?, "finalize").await?;
+            run_step(step(&["verify"], "verify")?, "verify").await?
+        };
+        let after_copy_seconds = after_copy.elapsed().as_secs_f64();
+        let verified = events(&verified).any(|e| e["event"] == "verified" && e["ok"] == true);
+        eprintln!("    copy {copy_seconds:.2} s, then {after_copy_seconds:.2} s, verified {verified}");
+        Ok(StepsResult {
+            copy_seconds,
+            after_copy_seconds,
+            verified,
+        })
+    }
+}
+
+/// Runs one step to its end; its stdout (JSON lines), or an error when it failed.
+async fn run_step(mut cmd: Command, what: &str) -> Result<String> {
+    let out = tokio::task::spawn_blocking(move || cmd.output())
+        .await
+        .context("waiting for a worker step")?
+        .with_context(|| format!("running the worker's {what} step"))?;
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    if !out.status.success() {
+        bail!("the worker's {what} step failed ({}): {stdout}", out.status);
+    }
+    Ok(stdout)
+}
+
+fn events(stdout: &str) -> impl Iterator<Item = serde_json::Value> + '_ {
+    stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+}
