@@ -1,5 +1,10 @@
 //! Names and labels shared by the operator and the worker.
 
+/// Exit code of a worker step that failed in a way no retry gets past (an invalid spec, a refused
+/// plan, data the target cannot hold, a verification that found a difference): the Jobs' pod
+/// failure policy fails the Job on it at once instead of starting the pod again.
+pub const EXIT_PERMANENT: u8 = 3;
+
 /// API group of both resources.
 pub const GROUP: &str = "mssqlpg.dev";
 /// API version of both resources.

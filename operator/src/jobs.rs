@@ -6,7 +6,10 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::batch::v1::{Job, JobSpec};
+use k8s_openapi::api::batch::v1::{
+    Job, JobSpec, PodFailurePolicy, PodFailurePolicyOnExitCodesRequirement,
+    PodFailurePolicyOnPodConditionsPattern, PodFailurePolicyRule,
+};
 use k8s_openapi::api::core::v1::{
     Capabilities, Container, EmptyDirVolumeSource, EnvVar, EnvVarSource, KeyToPath, PodSecurityContext,
     PodSpec, PodTemplateSpec, SeccompProfile, SecretKeySelector, SecretVolumeSource, SecurityContext, Volume,
@@ -15,8 +18,8 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
 use mssql_pg_crds::names::{
-    LABEL_MANAGED_BY, LABEL_MIGRATION, LABEL_STEP, LABEL_TASK, MANAGER, SECRET_KEY_CA, SECRET_KEY_PASSWORD,
-    SECRET_KEY_USERNAME,
+    EXIT_PERMANENT, LABEL_MANAGED_BY, LABEL_MIGRATION, LABEL_STEP, LABEL_TASK, MANAGER, SECRET_KEY_CA,
+    SECRET_KEY_PASSWORD, SECRET_KEY_USERNAME,
 };
 use mssql_pg_crds::{Endpoint, Migration, MigrationTask, VerifyMode};
 
@@ -317,6 +320,7 @@ fn worker_job(
         },
         spec: Some(JobSpec {
             backoff_limit: Some(spec.worker.backoff_limit),
+            pod_failure_policy: Some(pod_failure_policy()),
             active_deadline_seconds: spec.worker.active_deadline_seconds,
             template: PodTemplateSpec {
                 metadata: Some(ObjectMeta {
@@ -329,6 +333,34 @@ fn worker_job(
         }),
         status: None,
     })
+}
+
+/// When a worker pod's failure does not spend the Job's `backoffLimit`: a worker that exits with
+/// [`EXIT_PERMANENT`] (an invalid spec, a refused plan, data the target cannot hold, a verification
+/// that found a difference) fails the Job at once, since another pod would fail the same way after
+/// the same work; a pod evicted or preempted (`DisruptionTarget`) is started again without counting.
+pub fn pod_failure_policy() -> PodFailurePolicy {
+    PodFailurePolicy {
+        rules: vec![
+            PodFailurePolicyRule {
+                action: "FailJob".to_string(),
+                on_exit_codes: Some(PodFailurePolicyOnExitCodesRequirement {
+                    container_name: Some(WORKER_CONTAINER.to_string()),
+                    operator: "In".to_string(),
+                    values: vec![i32::from(EXIT_PERMANENT)],
+                }),
+                on_pod_conditions: None,
+            },
+            PodFailurePolicyRule {
+                action: "Ignore".to_string(),
+                on_exit_codes: None,
+                on_pod_conditions: Some(vec![PodFailurePolicyOnPodConditionsPattern {
+                    type_: "DisruptionTarget".to_string(),
+                    status: "True".to_string(),
+                }]),
+            },
+        ],
+    }
 }
 
 /// W3C trace context for a worker: the trace id is the Migration's UID (a UUID is 128 bits, like a trace id),

@@ -121,6 +121,36 @@ fn plan_job_runs_worker_plan_with_secret_refs_only() {
     );
 }
 
+#[test]
+fn every_job_fails_at_once_on_a_permanent_exit_and_ignores_disruptions() {
+    let m = migration();
+    let t = task("Posts", 0, 1, 10, None);
+    for job in [
+        plan_job(&m, &cfg()).unwrap(),
+        copy_job(&m, &[&t], &cfg()).unwrap(),
+        finalize_job(&m, &cfg()).unwrap(),
+    ] {
+        let policy = job.spec.as_ref().unwrap().pod_failure_policy.as_ref().unwrap();
+        let fail = &policy.rules[0];
+        assert_eq!(fail.action, "FailJob");
+        let codes = fail.on_exit_codes.as_ref().unwrap();
+        assert_eq!(codes.container_name.as_deref(), Some("worker"));
+        assert_eq!(
+            (codes.operator.as_str(), codes.values.as_slice()),
+            ("In", &[3][..])
+        );
+        let ignore = &policy.rules[1];
+        assert_eq!(ignore.action, "Ignore");
+        assert_eq!(
+            ignore.on_pod_conditions.as_ref().unwrap()[0].type_,
+            "DisruptionTarget"
+        );
+        // A pod failure policy needs pods that are not restarted in place.
+        let pod = job.spec.as_ref().unwrap().template.spec.as_ref().unwrap();
+        assert_eq!(pod.restart_policy.as_deref(), Some("Never"));
+    }
+}
+
 fn args(job: &Job) -> Vec<String> {
     job.spec
         .as_ref()

@@ -741,8 +741,80 @@ stringData: {{username: {pg_user}, password: unused-with-trust}}
         None,
     );
     assert!(left.trim().is_empty(), "left after deletion: {left}");
+
+    // Data the target cannot hold (NUL in text): the copy Job fails at once through its pod
+    // failure policy instead of starting 3 more pods that would fail on the same row, and the
+    // Migration names the table, the row's key and the column.
+    let mut ms = e2e.mssql.connect().await.unwrap();
+    exec(
+        &mut ms,
+        "CREATE TABLE dbo.Nul (Id int NOT NULL PRIMARY KEY, Txt nvarchar(10) NULL)",
+    )
+    .await;
+    exec(
+        &mut ms,
+        "INSERT INTO dbo.Nul (Id, Txt) VALUES (1, N'ok'), (2, N'a' + NCHAR(0) + N'b')",
+    )
+    .await;
+    cluster.apply(
+        &(migration_yaml(
+            "nul",
+            "src-creds",
+            mssql_port,
+            pg_cfg,
+            &format!("{schema}_nul"),
+            3,
+        ) + "  tables: {include: [\"dbo.Nul\"]}\n"),
+    );
+    let phase = cluster.wait_terminal("nul", Duration::from_secs(180));
+    assert_eq!(phase, "Failed", "{}", diag());
+    let copy = |what: &str, path: &str| {
+        cluster.must(
+            &[
+                "get",
+                what,
+                "-n",
+                &cluster.ns,
+                "-l",
+                "mssqlpg.dev/migration=nul,mssqlpg.dev/step=copy",
+                "-o",
+                &format!("jsonpath={path}"),
+            ],
+            None,
+        )
+    };
+    assert_eq!(
+        copy(
+            "jobs",
+            "{.items[*].status.conditions[?(@.type==\"Failed\")].reason}"
+        ),
+        "PodFailurePolicy",
+        "{}",
+        diag()
+    );
+    assert_eq!(
+        copy("pods", "{range .items[*]}{.metadata.name}{\"\\n\"}{end}")
+            .lines()
+            .count(),
+        1,
+        "one pod, no retries: {}",
+        diag()
+    );
+    let message = cluster.get("migration", "nul", ".status.lastError");
+    for part in [
+        "dbo.Nul",
+        "key Id=2",
+        "column Txt",
+        "NUL character",
+        "failed on attempt 1",
+    ] {
+        assert!(message.contains(part), "{part:?} not in {message}");
+    }
+    exec(&mut ms, "DROP TABLE dbo.Nul").await;
+
     pg.batch_execute(&format!(
-        "DROP SCHEMA IF EXISTS {schema} CASCADE; DROP SCHEMA IF EXISTS {schema}_del CASCADE"
+        "DROP SCHEMA IF EXISTS {schema} CASCADE; DROP SCHEMA IF EXISTS {schema}_del CASCADE; \
+         DROP SCHEMA IF EXISTS {schema}_nul CASCADE"
     ))
     .await
     .unwrap();

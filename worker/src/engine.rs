@@ -46,6 +46,11 @@ pub trait Engine: Clone + Send + Sync + 'static {
 
     fn options(&self) -> &Options;
 
+    /// Whether running the step that failed with `e` again cannot succeed (a refusal of the
+    /// spec or schema, or data the target cannot hold): the operator's Job then fails at once
+    /// instead of retrying its pod (`mssql_pg_crds::names::EXIT_PERMANENT`).
+    fn is_permanent(e: &Self::Error) -> bool;
+
     /// The TDS packet size asked of SQL Server (the summary reports it).
     fn requested_packet_size(&self) -> u32;
 

@@ -46,6 +46,8 @@ pub enum K8sError {
         migration: String,
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
+        /// The engine's [`Engine::is_permanent`] of `source`.
+        permanent: bool,
     },
     #[error(
         "MigrationTask {task}: no task of the stored plan copies {table} range ({lower:?}, {upper:?}]; was the plan \
@@ -67,6 +69,23 @@ pub enum K8sError {
     },
     #[error("Migration {migration}: verification failed: {mismatches}")]
     VerifyMismatch { migration: String, mismatches: String },
+}
+
+impl K8sError {
+    /// Whether running the step again cannot succeed: an invalid spec, a plan that no longer
+    /// matches the task, a verification that found the target different, or the engine's
+    /// [`Engine::is_permanent`]. The worker then exits with
+    /// [`mssql_pg_crds::names::EXIT_PERMANENT`], so the Job fails without retrying its pod.
+    pub fn is_permanent(&self) -> bool {
+        match self {
+            K8sError::Spec { .. } | K8sError::NoMatchingTask { .. } | K8sError::VerifyMismatch { .. } => true,
+            K8sError::Engine { permanent, .. } => *permanent,
+            // A packed Job retries when any of its failed tasks might succeed; only the first's
+            // error is kept.
+            K8sError::TasksFailed { failed, error, .. } => *failed == 1 && error.is_permanent(),
+            K8sError::Config(_) | K8sError::Api(_) => false,
+        }
+    }
 }
 
 /// The API client: in-cluster configuration in a pod, `KUBECONFIG` outside (and on the test node agent).
@@ -101,11 +120,10 @@ pub(crate) fn reference(mig: &Migration) -> String {
     )
 }
 
-fn engine_err<E: std::error::Error + Send + Sync + 'static>(
-    mig: &Migration,
-) -> impl FnOnce(E) -> K8sError + '_ {
+fn engine_err<E: Engine>(mig: &Migration) -> impl FnOnce(E::Error) -> K8sError + '_ {
     move |source| K8sError::Engine {
         migration: reference(mig),
+        permanent: E::is_permanent(&source),
         source: Box::new(source),
     }
 }
@@ -320,10 +338,10 @@ impl WithEngine for PlanStep<'_> {
         let PlanStep { client, mig, out } = self;
         let started = Instant::now();
         if mig.spec.dry_run {
-            let d = engine.dry_run().await.map_err(engine_err(mig))?;
+            let d = engine.dry_run().await.map_err(engine_err::<E>(mig))?;
             return report_dry_run(client, mig, &d.plan, &d.actions, d.plan.warnings(), started, out).await;
         }
-        let prepared = engine.prepare().await.map_err(engine_err(mig))?;
+        let prepared = engine.prepare().await.map_err(engine_err::<E>(mig))?;
         let plan = &prepared.plan;
         out.resumed = Some(prepared.resumed);
         out.tables = Some(plan.tables().len());
@@ -488,7 +506,7 @@ impl WithEngine for CopyStep<'_> {
     type Output = Result<Vec<(String, Result<TaskReport, K8sError>)>, K8sError>;
 
     async fn run<E: Engine>(self, engine: E) -> Self::Output {
-        let plan = engine.stored_plan().await.map_err(engine_err(self.mig))?;
+        let plan = engine.stored_plan().await.map_err(engine_err::<E>(self.mig))?;
         let mut results = Vec::with_capacity(self.tasks.len());
         // One pool for the Job's tasks: each connection is opened once and reused by the next task.
         let pools = engine.pools();
@@ -549,7 +567,7 @@ impl CopyStep<'_> {
                 if let Err(e) = &copied {
                     progress.record_failed(&E::task_reports(e));
                 }
-                copied.map_err(engine_err(mig))
+                copied.map_err(engine_err::<E>(mig))
             }
             Err(e) => Err(e),
         };
@@ -729,7 +747,7 @@ impl WithEngine for FinalizeStep<'_> {
             out,
         } = self;
         let started = Instant::now();
-        let plan = engine.stored_plan().await.map_err(engine_err(mig))?;
+        let plan = engine.stored_plan().await.map_err(engine_err::<E>(mig))?;
         let verifies = verify && engine.options().verify != crate::options::VerifyMode::None;
         let (warnings, verification) = if verifies {
             let done = engine.finalize_and_verify(&plan).await;
@@ -745,16 +763,16 @@ impl WithEngine for FinalizeStep<'_> {
         if let Some(Ok(results)) = &verification {
             out.verification = results.clone();
         }
-        let warnings = warnings.map_err(engine_err(mig))?;
+        let warnings = warnings.map_err(engine_err::<E>(mig))?;
         append_warnings(client, mig, &warnings, || plan_summary(&plan)).await?;
         out.warnings = warnings;
         if let Some(verification) = verification {
-            let results = verification.map_err(engine_err(mig))?;
+            let results = verification.map_err(engine_err::<E>(mig))?;
             record_verification(client, mig, &results).await?;
         }
         if verifies || engine.options().verify == crate::options::VerifyMode::None {
             // No verify Job follows: this is the last step, so the next run starts afresh.
-            engine.mark_succeeded(&plan).await.map_err(engine_err(mig))?;
+            engine.mark_succeeded(&plan).await.map_err(engine_err::<E>(mig))?;
         }
         out.seconds = Some(started.elapsed().as_secs_f64());
         Ok(())
@@ -803,13 +821,13 @@ impl WithEngine for VerifyStep<'_> {
     async fn run<E: Engine>(self, engine: E) -> Result<(), K8sError> {
         let VerifyStep { client, mig, out } = self;
         let started = Instant::now();
-        let plan = engine.stored_plan().await.map_err(engine_err(mig))?;
-        let results = engine.verify(&plan).await.map_err(engine_err(mig))?;
+        let plan = engine.stored_plan().await.map_err(engine_err::<E>(mig))?;
+        let results = engine.verify(&plan).await.map_err(engine_err::<E>(mig))?;
         out.tables = Some(plan.tables().len());
         out.seconds = Some(started.elapsed().as_secs_f64());
         out.verification = results.clone();
         record_verification(client, mig, &results).await?;
-        engine.mark_succeeded(&plan).await.map_err(engine_err(mig))?;
+        engine.mark_succeeded(&plan).await.map_err(engine_err::<E>(mig))?;
         Ok(())
     }
 }
@@ -883,6 +901,86 @@ pub fn write_termination_message(outcome: &StepOutcome) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A copy task that met a value PostgreSQL cannot store, as the forward engine reports it.
+    fn nul_in_text(transient: bool) -> crate::mssql_to_pg::MssqlToPgError {
+        use crate::copy_binary::EncodeErrorKind;
+        use crate::mssql::read::ReadError;
+        use crate::pipeline::{TaskError, TaskReport};
+        let cause = if transient {
+            TaskError::Read(ReadError::Query {
+                table: "dbo.T".into(),
+                source: tiberius::error::Error::Io {
+                    kind: std::io::ErrorKind::ConnectionReset,
+                    message: "reset".into(),
+                },
+            })
+        } else {
+            TaskError::Read(ReadError::Encode {
+                table: "dbo.T".into(),
+                key: "2".into(),
+                column: "Txt".into(),
+                kind: EncodeErrorKind::Nul,
+            })
+        };
+        crate::mssql_to_pg::MssqlToPgError::Task {
+            task: "dbo.T".into(),
+            source: TaskError::Failed {
+                attempts: if transient { 5 } else { 1 },
+                transient,
+                committed: Some(0),
+                report: Box::new(TaskReport {
+                    task: "dbo.T".into(),
+                    table: "dbo.T".into(),
+                    rows: 0,
+                    total_rows: 0,
+                    bytes: 0,
+                    chunks: 0,
+                    seconds: 0.0,
+                    resumed: false,
+                    skipped: false,
+                    attempts: 1,
+                    error: None,
+                }),
+                cause: Box::new(cause),
+            },
+        }
+    }
+
+    #[test]
+    fn only_failures_no_retry_gets_past_are_permanent() {
+        use crate::mssql_to_pg::MssqlToPgError;
+        let engine = |e: MssqlToPgError| K8sError::Engine {
+            migration: "ns/m".into(),
+            permanent: e.is_permanent(),
+            source: Box::new(e),
+        };
+        assert!(
+            engine(nul_in_text(false)).is_permanent(),
+            "data the target cannot hold"
+        );
+        assert!(
+            !engine(nul_in_text(true)).is_permanent(),
+            "a connection lost on every attempt may come back"
+        );
+        assert!(engine(MssqlToPgError::Refused(vec!["dbo.T has rows".into()])).is_permanent());
+        assert!(engine(MssqlToPgError::Plan(crate::plan::PlanError::Pattern("[".into()))).is_permanent());
+        assert!(!engine(MssqlToPgError::NoSuchTask("t".into())).is_permanent());
+        let mismatch = K8sError::VerifyMismatch {
+            migration: "ns/m".into(),
+            mismatches: "dbo.T: 2 source rows, 1 target rows".into(),
+        };
+        assert!(mismatch.is_permanent());
+        // A packed Job whose failed tasks are not all known to be permanent is retried.
+        let packed = |failed| K8sError::TasksFailed {
+            failed,
+            of: 3,
+            first: "t0".into(),
+            error: Box::new(engine(nul_in_text(false))),
+        };
+        assert!(packed(1).is_permanent());
+        assert!(!packed(2).is_permanent());
+    }
 
     #[test]
     fn termination_message_is_bounded_and_keeps_the_error_start() {

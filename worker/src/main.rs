@@ -491,7 +491,23 @@ fn task_list(tasks: &[String]) -> String {
 }
 
 /// Runs one Kubernetes step; the outcome goes to stdout and the termination message either way.
-async fn k8s_main(step: K8sStep, cli: &Cli, out: &Out) -> bool {
+/// How a worker process ends.
+enum Exit {
+    Success,
+    /// Failed; the Job may retry its pod.
+    Failure,
+    /// Failed in a way no retry gets past: the exit code the Job's pod failure policy fails on at
+    /// once ([`mssql_pg_crds::names::EXIT_PERMANENT`]).
+    Permanent,
+}
+
+impl Exit {
+    fn of(ok: bool) -> Self {
+        if ok { Exit::Success } else { Exit::Failure }
+    }
+}
+
+async fn k8s_main(step: K8sStep, cli: &Cli, out: &Out) -> Exit {
     use mssql_pg_worker::k8s::{self, StepOutcome};
     let fail_after_chunks = match &cli.command {
         Command::Copy { common, .. } => common.fail_after_chunks,
@@ -526,31 +542,37 @@ async fn k8s_main(step: K8sStep, cli: &Cli, out: &Out) -> bool {
     if let Some(bytes) = outcome.peak_memory_bytes {
         mssql_pg_worker::metrics::set_peak_memory(&outcome.migration, bytes);
     }
-    match result {
-        Ok(()) => outcome.ok = true,
-        Err(e) => {
-            tracing::error!(step = name, error = %error_text(&e), "step failed");
-            outcome.error = Some(error_text(&e));
+    let exit = match result {
+        Ok(()) => {
+            outcome.ok = true;
+            Exit::Success
         }
-    }
+        Err(e) => {
+            let permanent = e.is_permanent();
+            tracing::error!(step = name, error = %error_text(&e), permanent, "step failed");
+            outcome.error = Some(error_text(&e));
+            if permanent { Exit::Permanent } else { Exit::Failure }
+        }
+    };
     k8s::write_termination_message(&outcome);
     out.event(&outcome, || {
         serde_json::to_string_pretty(&outcome).unwrap_or_default() + "\n"
     });
-    outcome.ok
+    exit
 }
 
-async fn main_inner(cli: Cli, out: &Out) -> anyhow::Result<bool> {
+async fn main_inner(cli: Cli, out: &Out) -> anyhow::Result<Exit> {
     if let Some(step) = k8s_step(&cli.command)? {
         return Ok(k8s_main(step, &cli, out).await);
     }
-    match &cli.command {
+    let ok = match &cli.command {
         Command::Run(common) => local(common, Step::Run, out).await,
         Command::Plan(common) => local(common, Step::Plan, out).await,
         Command::Copy { common, task, .. } => local(common, Step::Copy(task), out).await,
         Command::Finalize { common, verify } => local(common, Step::Finalize { verify: *verify }, out).await,
         Command::Verify(common) => local(common, Step::Verify, out).await,
-    }
+    };
+    Ok(Exit::of(ok?))
 }
 
 #[tokio::main]
@@ -602,8 +624,9 @@ async fn main() -> ExitCode {
     );
     mssql_pg_telemetry::adopt_remote_parent(&span);
     match tracing::Instrument::instrument(main_inner(cli, &out), span).await {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => ExitCode::FAILURE,
+        Ok(Exit::Success) => ExitCode::SUCCESS,
+        Ok(Exit::Failure) => ExitCode::FAILURE,
+        Ok(Exit::Permanent) => ExitCode::from(mssql_pg_crds::names::EXIT_PERMANENT),
         Err(e) => {
             out.event(
                 &serde_json::json!({"event": "error", "error": error_text(e.as_ref())}),

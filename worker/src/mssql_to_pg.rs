@@ -73,6 +73,19 @@ pub enum MssqlToPgError {
 }
 
 impl MssqlToPgError {
+    /// Whether running the step again cannot succeed: the plan refused the source's schema or the
+    /// spec, the target was refused, or a copy met data it cannot write (see
+    /// [`crate::retry::is_data_error`]).
+    pub fn is_permanent(&self) -> bool {
+        match self {
+            MssqlToPgError::Plan(_) | MssqlToPgError::Refused(_) => true,
+            MssqlToPgError::Read(e) => e.is_data(),
+            MssqlToPgError::Task { source, .. } => source.is_permanent(),
+            MssqlToPgError::Tasks { failed, first, .. } => *failed == 1 && first.is_permanent(),
+            other => crate::retry::is_data_error(other),
+        }
+    }
+
     /// The reports of a copy that failed: rows committed per task, failed tasks included.
     pub fn task_reports(&self) -> Vec<TaskReport> {
         match self {
@@ -673,6 +686,10 @@ impl Engine for MssqlToPgEngine {
 
     fn options(&self) -> &Options {
         &self.options
+    }
+
+    fn is_permanent(e: &MssqlToPgError) -> bool {
+        e.is_permanent()
     }
 
     fn requested_packet_size(&self) -> u32 {

@@ -150,6 +150,27 @@ impl PgToMssqlError {
         }
     }
 
+    /// Whether running the step again cannot succeed: the plan refused the source's schema or the
+    /// spec, the target was refused, or a copy met data it cannot write (see
+    /// [`crate::retry::is_data_error`]).
+    pub fn is_permanent(&self) -> bool {
+        use PgToMssqlError::*;
+        match self {
+            Mapping { .. }
+            | Pattern(_)
+            | UpsertWithoutKey(_)
+            | Merged(_)
+            | NameCollision { .. }
+            | KeyCollision { .. }
+            | Refused(_) => true,
+            Failed { transient, cause, .. } => !transient && cause.is_permanent(),
+            Read(e) => e.is_data(),
+            Task { source, .. } => source.is_permanent(),
+            Tasks { failed, first, .. } => *failed == 1 && first.is_permanent(),
+            other => crate::retry::is_data_error(other),
+        }
+    }
+
     /// What a failed task left committed.
     pub fn report(&self) -> Option<&TaskReport> {
         match self {
@@ -1360,6 +1381,10 @@ impl Engine for PgToMssqlEngine {
 
     fn options(&self) -> &Options {
         &self.options
+    }
+
+    fn is_permanent(e: &PgToMssqlError) -> bool {
+        e.is_permanent()
     }
 
     fn requested_packet_size(&self) -> u32 {

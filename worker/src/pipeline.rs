@@ -70,6 +70,17 @@ impl TaskError {
             _ => None,
         }
     }
+
+    /// Whether every attempt would fail the same way: the data itself (see
+    /// [`crate::retry::is_data_error`]).
+    pub fn is_permanent(&self) -> bool {
+        match self {
+            TaskError::Failed { transient, cause, .. } => !transient && cause.is_permanent(),
+            TaskError::Read(e) => e.is_data(),
+            TaskError::Stalled(_) => false,
+            other => crate::retry::is_data_error(other),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]

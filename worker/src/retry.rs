@@ -1,5 +1,6 @@
 //! Which failures of a copy task are transient, and how often and how soon such a task is tried
-//! again (from its last committed chunk: the checkpoint commits with each chunk).
+//! again (from its last committed chunk: the checkpoint commits with each chunk); and which are
+//! about the data itself, which no further attempt can get past.
 
 use std::error::Error;
 use std::io;
@@ -105,6 +106,46 @@ pub fn is_transient(e: &(dyn Error + 'static)) -> bool {
         cur = e.source();
     }
     false
+}
+
+/// SQL Server errors about the rows written: string or binary data truncated (8152, 2628), NULL
+/// into a NOT NULL column (515), duplicate key (2627, 2601), a constraint conflict (547),
+/// arithmetic overflow (8115), a conversion that failed (241, 242, 245), a bulk-load value the
+/// column cannot take (4815).
+const MSSQL_DATA: [u32; 11] = [8152, 2628, 515, 2627, 2601, 547, 8115, 241, 242, 245, 4815];
+
+/// Whether `e` is the target refusing the rows themselves, so that every attempt on the same rows
+/// meets it again: PostgreSQL's data exceptions and integrity violations, SQL Server's
+/// [`MSSQL_DATA`]. Never when a transient fault is in the chain too. (A value the worker itself
+/// cannot convert is its readers' `is_data`: their errors are wrapped transparently, so they are
+/// not in a `source` chain.)
+pub fn is_data_error(e: &(dyn Error + 'static)) -> bool {
+    if is_transient(e) {
+        return false;
+    }
+    let mut cur = Some(e);
+    while let Some(e) = cur {
+        let hit = if let Some(e) = e.downcast_ref::<tokio_postgres::Error>() {
+            // Class 22: data exception; class 23: integrity constraint violation.
+            e.code()
+                .is_some_and(|c| c.code().starts_with("22") || c.code().starts_with("23"))
+        } else if let Some(e) = e.downcast_ref::<tiberius::error::Error>() {
+            tds_data(e)
+        } else if let Some(e) = e.downcast_ref::<Box<tiberius::error::Error>>() {
+            tds_data(e)
+        } else {
+            false
+        };
+        if hit {
+            return true;
+        }
+        cur = e.source();
+    }
+    false
+}
+
+fn tds_data(e: &tiberius::error::Error) -> bool {
+    matches!(e, tiberius::error::Error::Server(t) if MSSQL_DATA.contains(&t.code()))
 }
 
 /// The message of a task whose last attempt failed (its cause follows it).

@@ -48,6 +48,12 @@ pub enum ReadError {
 }
 
 impl ReadError {
+    /// A value of a row that cannot be decoded or written as its target type: the same row fails
+    /// every attempt.
+    pub fn is_data(&self) -> bool {
+        matches!(self, ReadError::Encode { .. } | ReadError::Decode { .. })
+    }
+
     /// A row that could not be decoded or encoded, named by its table, key and column.
     fn of_row(table: String, key: String, column: String, e: RawRowError) -> Self {
         match e {

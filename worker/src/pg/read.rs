@@ -50,6 +50,14 @@ pub enum PgReadError {
     Malformed(String),
 }
 
+impl PgReadError {
+    /// A value of a row that cannot be written as its target type: the same row fails every
+    /// attempt.
+    pub fn is_data(&self) -> bool {
+        matches!(self, PgReadError::Value { .. })
+    }
+}
+
 /// Session settings for reading (and for the checksum): text forms that do not depend on the
 /// server's configuration.
 pub const SESSION_SETTINGS: &str = "SET intervalstyle = 'iso_8601'; SET TimeZone = 'UTC'; SET standard_conforming_strings = on; \
