@@ -5,12 +5,12 @@ mod common;
 
 use common::*;
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::EnvVar;
+use k8s_openapi::api::core::v1::{Container, EnvVar};
 use mssql_pg_crds::{ImagePullPolicy, VerifyMode};
 use mssql_pg_operator::jobs::{copy_job, finalize_job, plan_job};
 
-fn env(job: &Job) -> Vec<EnvVar> {
-    job.spec
+fn container(job: &Job) -> &Container {
+    &job.spec
         .as_ref()
         .unwrap()
         .template
@@ -18,9 +18,10 @@ fn env(job: &Job) -> Vec<EnvVar> {
         .as_ref()
         .unwrap()
         .containers[0]
-        .env
-        .clone()
-        .unwrap()
+}
+
+fn env(job: &Job) -> Vec<EnvVar> {
+    container(job).env.clone().unwrap()
 }
 
 fn env_value(job: &Job, name: &str) -> Option<String> {
@@ -152,17 +153,7 @@ fn every_job_fails_at_once_on_a_permanent_exit_and_ignores_disruptions() {
 }
 
 fn args(job: &Job) -> Vec<String> {
-    job.spec
-        .as_ref()
-        .unwrap()
-        .template
-        .spec
-        .as_ref()
-        .unwrap()
-        .containers[0]
-        .args
-        .clone()
-        .unwrap()
+    container(job).args.clone().unwrap()
 }
 
 #[test]

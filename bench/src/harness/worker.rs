@@ -227,6 +227,21 @@ spec:
     )
 }
 
+/// The worker's credential variables for `config`'s direction (the test server's login; the
+/// private PostgreSQL trusts local connections).
+fn credentials(config: &Config, mssql: &TdsServer, pg: &Postgres) -> [(&'static str, String); 4] {
+    let (source_user, source_password, target_user, target_password) = match config.direction {
+        Direction::MssqlToPg => (&mssql.user, mssql.password.clone(), &pg.user, String::new()),
+        Direction::PgToMssql => (&pg.user, String::new(), &mssql.user, mssql.password.clone()),
+    };
+    [
+        ("SOURCE_USERNAME", source_user.clone()),
+        ("SOURCE_PASSWORD", source_password),
+        ("TARGET_USERNAME", target_user.clone()),
+        ("TARGET_PASSWORD", target_password),
+    ]
+}
+
 pub struct Runner {
     pub worker: PathBuf,
     pub workdir: PathBuf,
@@ -267,10 +282,6 @@ impl Runner {
         };
         std::fs::write(&yaml_path, migration_yaml(config, name, mssql, pg))
             .with_context(|| format!("writing {}", yaml_path.display()))?;
-        let (source_user, source_password, target_user, target_password) = match config.direction {
-            Direction::MssqlToPg => (&mssql.user, mssql.password.clone(), &pg.user, String::new()),
-            Direction::PgToMssql => (&pg.user, String::new(), &mssql.user, mssql.password.clone()),
-        };
         let log_file = std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
         let mut cmd = Command::new("/usr/bin/time");
         cmd.arg("-f").arg("%M %U %S %e").arg("-o").arg(&time_path);
@@ -283,10 +294,7 @@ impl Runner {
             .arg("run")
             .arg("-f")
             .arg(&yaml_path)
-            .env("SOURCE_USERNAME", source_user)
-            .env("SOURCE_PASSWORD", source_password)
-            .env("TARGET_USERNAME", target_user)
-            .env("TARGET_PASSWORD", target_password)
+            .envs(credentials(config, mssql, pg))
             .env(
                 "RUST_LOG",
                 std::env::var("BENCH_WORKER_LOG").unwrap_or_else(|_| "info".into()),
@@ -423,10 +431,6 @@ impl Runner {
         };
         std::fs::write(&yaml_path, migration_yaml(config, name, mssql, pg))
             .with_context(|| format!("writing {}", yaml_path.display()))?;
-        let (source_user, source_password, target_user, target_password) = match config.direction {
-            Direction::MssqlToPg => (&mssql.user, mssql.password.clone(), &pg.user, String::new()),
-            Direction::PgToMssql => (&pg.user, String::new(), &mssql.user, mssql.password.clone()),
-        };
         let step = |args: &[&str], what: &str| -> Result<Command> {
             let log = self.workdir.join(format!("steps-{n:02}-{what}.log"));
             let log_file =
@@ -435,10 +439,7 @@ impl Runner {
             cmd.args(args)
                 .arg("-f")
                 .arg(&yaml_path)
-                .env("SOURCE_USERNAME", source_user)
-                .env("SOURCE_PASSWORD", &source_password)
-                .env("TARGET_USERNAME", target_user)
-                .env("TARGET_PASSWORD", &target_password)
+                .envs(credentials(config, mssql, pg))
                 .env("RUST_LOG", "info")
                 .stdin(Stdio::null())
                 .stdout(Stdio::piped())
