@@ -5,6 +5,11 @@
 /// failure policy fails the Job on it at once instead of starting the pod again.
 pub const EXIT_PERMANENT: u8 = 3;
 
+/// Exit code of a worker called with arguments it does not take (clap's, and a bad `--metrics-addr`):
+/// as permanent as [`EXIT_PERMANENT`]. An operator newer than its worker image (a pinned
+/// `spec.worker.image`) passing a flag the worker does not know fails its Job at once this way.
+pub const EXIT_USAGE: u8 = 2;
+
 /// API group of both resources.
 pub const GROUP: &str = "mssqlpg.dev";
 /// API version of both resources.

@@ -138,7 +138,7 @@ fn every_job_fails_at_once_on_a_permanent_exit_and_ignores_disruptions() {
         assert_eq!(codes.container_name.as_deref(), Some("worker"));
         assert_eq!(
             (codes.operator.as_str(), codes.values.as_slice()),
-            ("In", &[3][..])
+            ("In", &[2, 3][..])
         );
         let ignore = &policy.rules[1];
         assert_eq!(ignore.action, "Ignore");

@@ -608,7 +608,7 @@ async fn main() -> ExitCode {
             }
             Err(e) => {
                 eprintln!("--metrics-addr {metrics_addr:?}: {e} (use HOST:PORT or off)");
-                return ExitCode::from(2);
+                return ExitCode::from(mssql_pg_crds::names::EXIT_USAGE);
             }
         }
     }
