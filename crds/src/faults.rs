@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 pub const DEFAULT_CONNECT_SECONDS: i32 = 30;
 pub const DEFAULT_STALL_SECONDS: i32 = 60;
+pub const DEFAULT_LOCK_SECONDS: i32 = 60;
 pub const DEFAULT_RETRY_ATTEMPTS: i32 = 5;
 pub const DEFAULT_RETRY_BACKOFF_SECONDS: i32 = 1;
 pub const DEFAULT_RETRY_MAX_BACKOFF_SECONDS: i32 = 30;
@@ -24,6 +25,14 @@ pub struct Timeouts {
     #[serde(default = "default_stall_seconds")]
     #[schemars(range(min = 1, max = 86400))]
     pub stall_seconds: i32,
+    /// Seconds a statement outside the copy's data streams (creating, dropping or emptying a table,
+    /// building keys, indexes and constraints, reading for verification) waits for a lock another
+    /// session holds before it fails naming the table; the step is then retried. While such a
+    /// statement waits, both databases queue the table's other users behind it, so a bounded wait
+    /// also bounds how long the migration can hold up applications that use the table.
+    #[serde(default = "default_lock_seconds")]
+    #[schemars(range(min = 1, max = 86400))]
+    pub lock_seconds: i32,
 }
 
 /// Retries of a copy task inside the worker, each resuming from the task's last committed chunk.
@@ -52,6 +61,10 @@ fn default_stall_seconds() -> i32 {
     DEFAULT_STALL_SECONDS
 }
 
+fn default_lock_seconds() -> i32 {
+    DEFAULT_LOCK_SECONDS
+}
+
 fn default_attempts() -> i32 {
     DEFAULT_RETRY_ATTEMPTS
 }
@@ -69,6 +82,7 @@ impl Default for Timeouts {
         Self {
             connect_seconds: DEFAULT_CONNECT_SECONDS,
             stall_seconds: DEFAULT_STALL_SECONDS,
+            lock_seconds: DEFAULT_LOCK_SECONDS,
         }
     }
 }

@@ -467,6 +467,13 @@ fn fault_errors(
         1,
         86400,
     );
+    in_range(
+        errors,
+        "spec.timeouts.lockSeconds",
+        i64::from(t.lock_seconds),
+        1,
+        86400,
+    );
     let r = retries;
     in_range(errors, "spec.retries.attempts", i64::from(r.attempts), 1, 100);
     in_range(

@@ -42,6 +42,7 @@ fn full_migration_round_trips_exactly() {
         (Some(20_000), Ok(32 << 20))
     );
     assert_eq!(mig.spec.timeouts.stall_seconds, 120);
+    assert_eq!(mig.spec.timeouts.lock_seconds, 30);
     assert_eq!(mig.spec.retries.attempts, 7);
     assert_eq!(
         (mig.spec.copy_jobs.max_tasks, mig.spec.copy_jobs.max_rows),

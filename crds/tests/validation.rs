@@ -133,6 +133,7 @@ fn timeouts_retries_and_deadline_out_of_range_are_named() {
     let mut m = valid();
     m.spec.timeouts.connect_seconds = 0;
     m.spec.timeouts.stall_seconds = 100_000;
+    m.spec.timeouts.lock_seconds = 0;
     m.spec.retries.attempts = 0;
     m.spec.retries.backoff_seconds = -1;
     m.spec.worker.active_deadline_seconds = Some(0);
@@ -141,6 +142,7 @@ fn timeouts_retries_and_deadline_out_of_range_are_named() {
         [
             "spec.timeouts.connectSeconds",
             "spec.timeouts.stallSeconds",
+            "spec.timeouts.lockSeconds",
             "spec.retries.attempts",
             "spec.retries.backoffSeconds",
             "spec.worker.activeDeadlineSeconds",

@@ -39,8 +39,9 @@ impl RetryPolicy {
 }
 
 /// SQL Server errors that say "try again": database unavailable or moved (40613, 40197, 49918),
-/// throttled (40501, 10928), chosen as a deadlock victim (1205).
-const MSSQL_TRANSIENT: [u32; 6] = [40613, 40197, 40501, 49918, 10928, 1205];
+/// throttled (40501, 10928), chosen as a deadlock victim (1205), a lock another session held past
+/// the session's LOCK_TIMEOUT (1222).
+const MSSQL_TRANSIENT: [u32; 7] = [40613, 40197, 40501, 49918, 10928, 1205, 1222];
 
 fn io_transient(kind: io::ErrorKind) -> bool {
     use io::ErrorKind::*;
@@ -64,7 +65,8 @@ fn pg_transient(e: &tokio_postgres::Error) -> bool {
         return true;
     }
     let Some(code) = e.code() else { return false };
-    // Class 08: connection exceptions; 57P0x: the server is shutting down, crashed or starting.
+    // Class 08: connection exceptions; 57P0x: the server is shutting down, crashed or starting;
+    // 55P03: a lock another session held past the session's lock_timeout.
     code.code().starts_with("08")
         || [
             SqlState::ADMIN_SHUTDOWN,
@@ -72,6 +74,7 @@ fn pg_transient(e: &tokio_postgres::Error) -> bool {
             SqlState::CANNOT_CONNECT_NOW,
             SqlState::T_R_SERIALIZATION_FAILURE,
             SqlState::T_R_DEADLOCK_DETECTED,
+            SqlState::LOCK_NOT_AVAILABLE,
         ]
         .contains(code)
 }

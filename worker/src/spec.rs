@@ -194,6 +194,7 @@ fn timeouts(t: &mssql_pg_crds::Timeouts) -> Result<Timeouts, SpecError> {
     Ok(Timeouts {
         connect: secs(t.connect_seconds, "spec.timeouts.connectSeconds")?,
         stall: secs(t.stall_seconds, "spec.timeouts.stallSeconds")?,
+        lock: secs(t.lock_seconds, "spec.timeouts.lockSeconds")?,
     })
 }
 

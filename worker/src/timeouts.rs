@@ -30,6 +30,9 @@ pub struct Timeouts {
     pub connect: Duration,
     /// Longest wait without progress on a copy connection; also the TCP user timeout.
     pub stall: Duration,
+    /// Longest wait for a lock another session holds, on the connections that are not a copy's
+    /// data streams (DDL, finalize, verify reads): the session's `lock_timeout` / `LOCK_TIMEOUT`.
+    pub lock: Duration,
 }
 
 impl Default for Timeouts {
@@ -37,6 +40,7 @@ impl Default for Timeouts {
         Timeouts {
             connect: Duration::from_secs(30),
             stall: Duration::from_secs(60),
+            lock: Duration::from_secs(60),
         }
     }
 }

@@ -157,6 +157,7 @@ fn timeouts() -> Timeouts {
     Timeouts {
         connect: Duration::from_secs(5),
         stall: Duration::from_secs(2),
+        lock: Duration::from_secs(2),
     }
 }
 
@@ -569,6 +570,7 @@ async fn a_server_that_accepts_and_never_answers_fails_the_connect_in_bounded_ti
         let short = Timeouts {
             connect: Duration::from_secs(1),
             stall: Duration::from_secs(2),
+            lock: Duration::from_secs(2),
         };
         let pg = PgEndpoint {
             port: addr.port(),
@@ -672,7 +674,7 @@ metadata: {{name: m, namespace: n}}
 spec:
   source: {{{source}: {{host: h, port: 1433, database: d, schema: s, credentialsSecret: c}}}}
   target: {{{target}: {{host: h, port: 5432, database: d, schema: s, credentialsSecret: c}}}}
-  timeouts: {{connectSeconds: 7, stallSeconds: 9}}
+  timeouts: {{connectSeconds: 7, stallSeconds: 9, lockSeconds: 11}}
   retries: {{attempts: 3, backoffSeconds: 2, maxBackoffSeconds: 5}}
 "
         ))
@@ -681,6 +683,7 @@ spec:
     let want_t = Timeouts {
         connect: Duration::from_secs(7),
         stall: Duration::from_secs(9),
+        lock: Duration::from_secs(11),
     };
     let want_r = RetryPolicy {
         attempts: 3,

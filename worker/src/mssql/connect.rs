@@ -76,6 +76,12 @@ pub enum ConnectError {
         #[source]
         source: tiberius::error::Error,
     },
+    #[error("setting the session's LOCK_TIMEOUT on SQL Server at {addr}: {source}")]
+    Session {
+        addr: String,
+        #[source]
+        source: tiberius::error::Error,
+    },
 }
 
 impl MssqlEndpoint {
@@ -110,9 +116,26 @@ impl MssqlEndpoint {
     }
 
     /// Connects and reports the packet size the login response granted (`None` when the login
-    /// response was encrypted; see [`negotiated_packet_size`]).
+    /// response was encrypted; see [`negotiated_packet_size`]). Like every connection outside a
+    /// copy's data stream (DDL, finalize, verification), it waits for a lock another session holds
+    /// at most the lock limit (`SET LOCK_TIMEOUT`), then the statement fails with error 1222,
+    /// which [`crate::retry::is_transient`] counts as transient.
     pub async fn connect_reporting_packet_size(&self) -> Result<(TdsClient, Option<u32>), ConnectError> {
-        self.open(None).await
+        let (mut client, size) = self.open(None).await?;
+        let ms = self.timeouts.lock.as_millis().clamp(1, i32::MAX as u128);
+        // A batch, not an RPC: a SET inside sp_executesql ends with it.
+        let set = async {
+            client
+                .simple_query(format!("SET LOCK_TIMEOUT {ms}"))
+                .await?
+                .into_results()
+                .await
+        };
+        set.await.map_err(|source| ConnectError::Session {
+            addr: format!("{}:{}", self.host, self.port),
+            source,
+        })?;
+        Ok((client, size))
     }
 
     /// A connection for a copy task: it fails once it makes no progress for the stall limit

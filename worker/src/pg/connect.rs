@@ -68,6 +68,13 @@ pub enum PgConnectError {
     },
     #[error(transparent)]
     Tls(#[from] crate::pg::tls::TlsSetupError),
+    #[error("setting the session's lock_timeout on PostgreSQL at {host}:{port}: {source}")]
+    Session {
+        host: String,
+        port: u16,
+        #[source]
+        source: tokio_postgres::Error,
+    },
 }
 
 impl PgEndpoint {
@@ -97,9 +104,22 @@ impl PgEndpoint {
         })
     }
 
+    /// A connection for statements outside a copy's data stream (DDL, finalize, verification):
+    /// a lock another session holds is waited for at most the lock limit (`lock_timeout`), then
+    /// the statement fails with 55P03, which [`crate::retry::is_transient`] counts as transient.
+    /// A `SET` rather than the `options` startup parameter, which connection poolers refuse.
     pub async fn connect(&self) -> Result<Client, PgConnectError> {
         let (client, io) = self.connect_undriven().await?;
         tokio::spawn(io);
+        let ms = self.timeouts.lock.as_millis().clamp(1, i32::MAX as u128);
+        client
+            .batch_execute(&format!("SET lock_timeout = {ms}"))
+            .await
+            .map_err(|source| PgConnectError::Session {
+                host: self.host.clone(),
+                port: self.port,
+                source,
+            })?;
         Ok(client)
     }
 

@@ -901,6 +901,17 @@ impl Session {
                     match n.to_ascii_uppercase().as_str() {
                         "NOCOUNT" => self.nocount = on,
                         "XACT_ABORT" => self.xact_abort = on,
+                        "LOCK_TIMEOUT" => {
+                            self.globals.lock_timeout = g
+                                .value
+                                .trim()
+                                .parse::<i64>()
+                                .ok()
+                                .filter(|ms| (-1..=i64::from(i32::MAX)).contains(ms))
+                                .ok_or_else(|| {
+                                    SqlError::new(102, 15, format!("Incorrect syntax near '{}'.", g.value))
+                                })?;
+                        }
                         "FMTONLY" => self.fmtonly = on,
                         // Date literals are read month first (mdy), SQL Server's default for
                         // us_english; another order would change what they mean.

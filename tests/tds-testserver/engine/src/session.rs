@@ -193,6 +193,7 @@ impl Engine {
             globals: Globals {
                 spid,
                 database: current,
+                lock_timeout: -1,
                 ..Globals::default()
             },
             nocount: false,

@@ -151,6 +151,9 @@ pub struct Globals {
     pub spid: i16,
     pub trancount: i64,
     pub database: String,
+    /// `SET LOCK_TIMEOUT` in milliseconds, -1 (wait forever) until set; what `@@LOCK_TIMEOUT`
+    /// returns. Lock waits themselves are SQLite's, bounded by its busy timeout.
+    pub lock_timeout: i64,
 }
 
 /// What the translator needs from the session.
@@ -1547,9 +1550,9 @@ impl<'a> Ctx<'a> {
                 string("us_english"),
                 Ty::not_null(SqlType::NVarChar { len: Some(128) }),
             ),
-            "OPTIONS" | "LOCK_TIMEOUT" | "TEXTSIZE" | "MAX_PRECISION" | "DATEFIRST" | "NESTLEVEL" => {
+            "LOCK_TIMEOUT" => lit_int(g.lock_timeout, SqlType::Int),
+            "OPTIONS" | "TEXTSIZE" | "MAX_PRECISION" | "DATEFIRST" | "NESTLEVEL" => {
                 let v = match name.to_ascii_uppercase().as_str() {
-                    "LOCK_TIMEOUT" => -1,
                     "TEXTSIZE" => 2_147_483_647,
                     "MAX_PRECISION" => 38,
                     "DATEFIRST" => 7,

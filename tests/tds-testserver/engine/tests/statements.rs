@@ -527,3 +527,14 @@ fn indexes_survive_a_table_rename() {
     assert_eq!(error(&mut s, "INSERT INTO ri2 VALUES (2, 1)").number, 2601);
     exec(&mut s, "DROP INDEX ix_a ON ri2; INSERT INTO ri2 VALUES (2, 1)");
 }
+
+#[test]
+fn lock_timeout_is_kept_per_session() {
+    let (_e, mut s) = setup();
+    let (_, rows) = query(&mut s, "SELECT @@LOCK_TIMEOUT");
+    assert_eq!(rows[0][0], Value::Int(-1), "wait forever until set");
+    exec(&mut s, "SET LOCK_TIMEOUT 60000");
+    let (_, rows) = query(&mut s, "SELECT @@LOCK_TIMEOUT");
+    assert_eq!(rows[0][0], Value::Int(60000));
+    assert_eq!(error(&mut s, "SET LOCK_TIMEOUT -5").number, 102);
+}
