@@ -230,6 +230,7 @@ pub trait Engine: Clone + Send + Sync + 'static {
                 },
                 async {
                     let r = self.verify_beside(plan, &keys).await;
+                    keys.verification_ended();
                     if self.options().verify != VerifyMode::None {
                         tracing::info!(
                             seconds = started.elapsed().as_secs_f64(),
@@ -349,26 +350,44 @@ pub struct FinalizedAndVerified<E> {
     pub verification: Result<Vec<TableVerification>, E>,
 }
 
-/// Which tables' keys finalize has built, for a verification running beside it
-/// ([`Engine::verify_beside`]).
+/// Finalize and a verification running beside it ([`Engine::verify_beside`]), each waiting on
+/// the other where their locks would collide: a table is verified once finalize has built its
+/// keys, and a finalize whose later statements would wait on the verification's reads (SQL
+/// Server's foreign keys take a schema-modify lock, which every read's schema-stability lock
+/// holds up) waits for the verification to end first, rather than for its lock until
+/// `spec.timeouts.lockSeconds` fails it.
 #[derive(Debug, Clone)]
 pub struct KeysBuilt {
     built: Arc<tokio::sync::watch::Sender<Option<Vec<bool>>>>,
+    verifying: Arc<tokio::sync::watch::Sender<bool>>,
 }
 
 impl KeysBuilt {
-    /// None of `tables` tables built yet.
+    /// None of `tables` tables built yet; a verification is running.
     pub fn new(tables: usize) -> Self {
         KeysBuilt {
             built: Arc::new(tokio::sync::watch::Sender::new(Some(vec![false; tables]))),
+            verifying: Arc::new(tokio::sync::watch::Sender::new(true)),
         }
     }
 
-    /// Every table built (a finalize that has run, or nobody waiting).
+    /// Every table built (a finalize that has run, or nobody waiting), nothing verifying.
     pub fn all_built() -> Self {
         KeysBuilt {
             built: Arc::new(tokio::sync::watch::Sender::new(None)),
+            verifying: Arc::new(tokio::sync::watch::Sender::new(false)),
         }
+    }
+
+    /// The verification beside has ended, equal or not.
+    pub fn verification_ended(&self) {
+        self.verifying.send_replace(false);
+    }
+
+    /// Until no verification runs beside.
+    pub async fn wait_for_verification(&self) {
+        let mut rx = self.verifying.subscribe();
+        let _ = rx.wait_for(|running| !running).await;
     }
 
     /// Table `table`'s keys are built.
@@ -547,5 +566,42 @@ mod tests {
         let mut order = parts.clone();
         order.sort_by_key(|p| std::cmp::Reverse(p.size(&tasks)));
         assert_eq!(order.iter().map(|p| p.table).collect::<Vec<_>>(), vec![1, 0]);
+    }
+
+    #[tokio::test]
+    async fn finalize_and_verification_wait_on_each_other_only_where_needed() {
+        use std::time::Duration;
+        let bound = Duration::from_secs(5);
+        // A finalize alone never waits for a verification.
+        let alone = KeysBuilt::all_built();
+        tokio::time::timeout(bound, alone.wait_for_verification())
+            .await
+            .expect("nothing verifies beside a finalize run alone");
+        tokio::time::timeout(bound, alone.wait(0))
+            .await
+            .expect("every key counts as built");
+
+        let beside = KeysBuilt::new(2);
+        let waiting = tokio::spawn({
+            let beside = beside.clone();
+            async move { beside.wait_for_verification().await }
+        });
+        let table = tokio::spawn({
+            let beside = beside.clone();
+            async move { beside.wait(1).await }
+        });
+        tokio::task::yield_now().await;
+        assert!(!waiting.is_finished() && !table.is_finished());
+        beside.table(1);
+        tokio::time::timeout(bound, table)
+            .await
+            .expect("table 1 built")
+            .unwrap();
+        assert!(!waiting.is_finished(), "the verification still runs");
+        beside.verification_ended();
+        tokio::time::timeout(bound, waiting)
+            .await
+            .expect("verification ended")
+            .unwrap();
     }
 }

@@ -1046,6 +1046,10 @@ impl PgToMssqlEngine {
             }
             keys.table(i);
         }
+        // Adding a foreign key (ours, or one of a table outside the migration recreated below)
+        // takes the tables' schema-modify lock, which a verification read of either holds up,
+        // and holds up the reads in turn: the rest of finalize waits for the verification beside.
+        keys.wait_for_verification().await;
         if self.options.schema.foreign_keys {
             let fks = ddl::foreign_keys(plan, &mut warnings);
             exec_stmts(&mut ms, fks, &mut warnings).await?;
