@@ -11,6 +11,16 @@ use std::time::Duration;
 use mssql_pg_worker::engine::Engine as _;
 use mssql_pg_worker::error_text::error_text;
 
+async fn primary_keys(pg: &tokio_postgres::Client, schema: &str) -> i64 {
+    pg.query_one(
+        "SELECT count(*) FROM pg_constraint WHERE contype = 'p' AND conrelid = to_regclass($1)",
+        &[&format!("\"{schema}\".\"Locked\"")],
+    )
+    .await
+    .unwrap()
+    .get(0)
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn finalize_waits_for_a_held_lock_at_most_the_lock_limit() {
     let (_server, source) = common::start_tds_server();
@@ -53,26 +63,12 @@ async fn finalize_waits_for_a_held_lock_at_most_the_lock_limit() {
     );
     assert!(mssql_pg_worker::retry::is_transient(&err), "{text}");
     assert!(!err.is_permanent(), "{text}");
-    let keys: i64 = pg
-        .query_one(
-            "SELECT count(*) FROM pg_constraint WHERE contype = 'p' AND conrelid = to_regclass($1)",
-            &[&format!("\"{schema}\".\"Locked\"")],
-        )
-        .await
-        .unwrap()
-        .get(0);
+    let keys = primary_keys(&pg, &schema).await;
     assert_eq!(keys, 0, "nothing was built while the lock was held");
 
     holder.batch_execute("COMMIT").await.unwrap();
     engine.finalize(&prepared.plan).await.unwrap();
-    let keys: i64 = pg
-        .query_one(
-            "SELECT count(*) FROM pg_constraint WHERE contype = 'p' AND conrelid = to_regclass($1)",
-            &[&format!("\"{schema}\".\"Locked\"")],
-        )
-        .await
-        .unwrap()
-        .get(0);
+    let keys = primary_keys(&pg, &schema).await;
     assert_eq!(keys, 1, "the rerun built the primary key");
     let rows: i64 = pg
         .query_one(&format!("SELECT sum(\"V\") FROM \"{schema}\".\"Locked\""), &[])
