@@ -99,7 +99,7 @@ pub struct PartitionSpec {
     /// Number of ranges the table is split into.
     #[schemars(range(min = 1, max = 1024))]
     pub count: i32,
-    /// "<index+1>/<count>", for `kubectl get mtask` (use [`PartitionSpec::new`]). Not checked against
+    /// `"<index+1>/<count>"`, for `kubectl get mtask` (use [`PartitionSpec::new`]). Not checked against
     /// index/count by CEL: the API server's cost estimate for string(int) conversions exceeds the budget.
     #[schemars(
         length(min = 3, max = 9),

@@ -119,7 +119,7 @@ const MSSQL_DATA: [u32; 11] = [8152, 2628, 515, 2627, 2601, 547, 8115, 241, 242,
 
 /// Whether `e` is the target refusing the rows themselves, so that every attempt on the same rows
 /// meets it again: PostgreSQL's data exceptions and integrity violations, SQL Server's
-/// [`MSSQL_DATA`]. Never when a transient fault is in the chain too. (A value the worker itself
+/// `MSSQL_DATA`. Never when a transient fault is in the chain too. (A value the worker itself
 /// cannot convert is its readers' `is_data`: their errors are wrapped transparently, so they are
 /// not in a `source` chain.)
 pub fn is_data_error(e: &(dyn Error + 'static)) -> bool {

@@ -1,7 +1,7 @@
 //! PostgreSQL views as SQL Server views, for the SELECTs whose every part translates exactly:
 //! column references and the expressions [`crate::mssql::expr`] translates (with COUNT, SUM,
 //! MIN and MAX where the types allow), FROM migrated tables and already translated views with
-//! INNER/LEFT/RIGHT/FULL/CROSS joins, WHERE, GROUP BY, HAVING, DISTINCT, UNION [ALL], EXCEPT and
+//! INNER/LEFT/RIGHT/FULL/CROSS joins, WHERE, GROUP BY, HAVING, DISTINCT, UNION \[ALL\], EXCEPT and
 //! INTERSECT. Anything else is refused with the construct and the clause it is in; the caller
 //! lists those views with their definitions as plan warnings.
 //!

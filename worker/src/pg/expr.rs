@@ -19,7 +19,7 @@ pub trait Columns {
 
     /// A column of a view's SELECT, named as written there (`[Name]`, `p.[Name]`,
     /// `[Person].[Person].[Name]`): its target SQL, type, and whether its source type is Unicode.
-    /// Only [`view_expr`] asks, for every column reference.
+    /// Only `view_expr` asks, for every column reference.
     fn qualified(&self, parts: &[String]) -> Result<(String, PgType, bool), String> {
         Err(format!("the name {} is not translated", parts.join(".")))
     }

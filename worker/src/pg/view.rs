@@ -1,7 +1,7 @@
 //! SQL Server views as PostgreSQL views, for the SELECTs whose every part translates exactly:
 //! column references and the expressions [`crate::pg::expr`] translates, FROM migrated tables and
 //! already translated views with INNER/LEFT/RIGHT/FULL/CROSS joins, WHERE, GROUP BY, HAVING,
-//! DISTINCT, UNION [ALL], EXCEPT and INTERSECT. Anything else is refused with the construct and
+//! DISTINCT, UNION \[ALL\], EXCEPT and INTERSECT. Anything else is refused with the construct and
 //! the clause it is in; the caller lists those views with their definitions as plan warnings.
 //!
 //! The SELECT is read with the expression translator's tokenizer and parser rather than a general
