@@ -119,7 +119,7 @@ impl Step<'_> {
 }
 
 /// Runs a local step with the engine of the Migration file's direction.
-async fn local(common: &Common, step: Step<'_>, out: &Out) -> anyhow::Result<bool> {
+async fn local(common: &Common, step: Step<'_>, out: &Out) -> anyhow::Result<Exit> {
     let file = common
         .file
         .as_deref()
@@ -137,9 +137,9 @@ struct LocalStep<'a> {
 }
 
 impl WithEngine for LocalStep<'_> {
-    type Output = anyhow::Result<bool>;
+    type Output = anyhow::Result<Exit>;
 
-    async fn run<E: Engine>(self, engine: E) -> anyhow::Result<bool> {
+    async fn run<E: Engine>(self, engine: E) -> anyhow::Result<Exit> {
         let LocalStep { step, out } = self;
         if engine.options().dry_run {
             if let Some(name) = step.writes() {
@@ -148,7 +148,8 @@ impl WithEngine for LocalStep<'_> {
                 );
             }
             if matches!(step, Step::Run | Step::Plan) {
-                return dry_run(&engine, out).await;
+                // A dry run that finds a table a real run would refuse: rerunning changes nothing.
+                return Ok(Exit::unless_ok(dry_run(&engine, out).await?));
             }
         }
         match step {
@@ -159,7 +160,7 @@ impl WithEngine for LocalStep<'_> {
                 out.event(&event, || {
                     serde_json::to_string_pretty(&event).unwrap_or_default() + "\n"
                 });
-                Ok(true)
+                Ok(Exit::Success)
             }
             Step::Copy(tasks) => {
                 let plan = engine.stored_plan().await?;
@@ -182,7 +183,7 @@ impl WithEngine for LocalStep<'_> {
                 }
                 match failed {
                     Some(e) => Err(e.into()),
-                    None => Ok(true),
+                    None => Ok(Exit::Success),
                 }
             }
             Step::Finalize { verify: false } => {
@@ -192,7 +193,7 @@ impl WithEngine for LocalStep<'_> {
                     &serde_json::json!({"event": "finalized", "warnings": warnings}),
                     || format!("finalized; warnings: {warnings:#?}\n"),
                 );
-                Ok(true)
+                Ok(Exit::Success)
             }
             Step::Finalize { verify: true } => {
                 let plan = engine.stored_plan().await?;
@@ -205,12 +206,14 @@ impl WithEngine for LocalStep<'_> {
                     &serde_json::json!({"event": "finalized", "warnings": warnings}),
                     || format!("finalized; warnings: {warnings:#?}\n"),
                 );
-                verified(&engine, &plan, verification?, out).await
+                Ok(Exit::unless_ok(
+                    verified(&engine, &plan, verification?, out).await?,
+                ))
             }
             Step::Verify => {
                 let plan = engine.stored_plan().await?;
                 let v = engine.verify(&plan).await?;
-                verified(&engine, &plan, v, out).await
+                Ok(Exit::unless_ok(verified(&engine, &plan, v, out).await?))
             }
         }
     }
@@ -350,7 +353,7 @@ fn report_dry_run(
     ok
 }
 
-async fn run<E: Engine>(engine: &E, out: &Out) -> anyhow::Result<bool> {
+async fn run<E: Engine>(engine: &E, out: &Out) -> anyhow::Result<Exit> {
     let started = Instant::now();
     let prepared = engine.prepare().await?;
     out.event(&plan_event(E::DIRECTION, &prepared), || {
@@ -386,6 +389,7 @@ async fn run<E: Engine>(engine: &E, out: &Out) -> anyhow::Result<bool> {
             .map(|(s, t, _)| format!("{s} -> {t}"))
             .collect(),
         error: None,
+        permanent: false,
         task_reports: Vec::new(),
     };
     let result: anyhow::Result<()> = async {
@@ -423,14 +427,24 @@ async fn run<E: Engine>(engine: &E, out: &Out) -> anyhow::Result<bool> {
         Ok(())
     }
     .await;
+    let failed_for_good = match &result {
+        Err(e) => e.downcast_ref::<E::Error>().is_some_and(E::is_permanent),
+        // The verification found a difference; a rerun would verify the same rows again.
+        Ok(()) => !summary.verified,
+    };
     if let Err(e) = result {
         summary.error = Some(error_text(e.as_ref()));
     }
     summary.ok = summary.error.is_none() && summary.verified;
+    summary.permanent = !summary.ok && failed_for_good;
     summary.seconds = started.elapsed().as_secs_f64();
     summary.peak_memory_bytes = peak_memory_bytes();
     out.event(&summary, || summary.human());
-    Ok(summary.ok)
+    Ok(match (summary.ok, summary.permanent) {
+        (true, _) => Exit::Success,
+        (false, true) => Exit::Permanent,
+        (false, false) => Exit::Failure,
+    })
 }
 
 /// Which Kubernetes step to run, if the arguments ask for Kubernetes mode.
@@ -502,8 +516,21 @@ enum Exit {
 }
 
 impl Exit {
-    fn of(ok: bool) -> Self {
-        if ok { Exit::Success } else { Exit::Failure }
+    /// A step whose only failure is one no rerun gets past (a difference found, a table refused).
+    fn unless_ok(ok: bool) -> Self {
+        if ok { Exit::Success } else { Exit::Permanent }
+    }
+
+    /// A step's error: permanent when it is an engine's that says so, or the Migration file's.
+    fn of_error(e: &anyhow::Error) -> Self {
+        use mssql_pg_worker::{mssql_to_pg::MssqlToPgError, pg_to_mssql::PgToMssqlError};
+        let permanent = e
+            .downcast_ref::<MssqlToPgError>()
+            .is_some_and(MssqlToPgError::is_permanent)
+            || e.downcast_ref::<PgToMssqlError>()
+                .is_some_and(PgToMssqlError::is_permanent)
+            || e.downcast_ref::<mssql_pg_worker::spec::SpecError>().is_some();
+        if permanent { Exit::Permanent } else { Exit::Failure }
     }
 }
 
@@ -565,14 +592,13 @@ async fn main_inner(cli: Cli, out: &Out) -> anyhow::Result<Exit> {
     if let Some(step) = k8s_step(&cli.command)? {
         return Ok(k8s_main(step, &cli, out).await);
     }
-    let ok = match &cli.command {
+    match &cli.command {
         Command::Run(common) => local(common, Step::Run, out).await,
         Command::Plan(common) => local(common, Step::Plan, out).await,
         Command::Copy { common, task, .. } => local(common, Step::Copy(task), out).await,
         Command::Finalize { common, verify } => local(common, Step::Finalize { verify: *verify }, out).await,
         Command::Verify(common) => local(common, Step::Verify, out).await,
-    };
-    Ok(Exit::of(ok?))
+    }
 }
 
 #[tokio::main]
@@ -632,7 +658,10 @@ async fn main() -> ExitCode {
                 &serde_json::json!({"event": "error", "error": error_text(e.as_ref())}),
                 || format!("error: {}\n", error_text(e.as_ref())),
             );
-            ExitCode::FAILURE
+            match Exit::of_error(&e) {
+                Exit::Permanent => ExitCode::from(mssql_pg_crds::names::EXIT_PERMANENT),
+                _ => ExitCode::FAILURE,
+            }
         }
     }
 }

@@ -38,6 +38,9 @@ pub struct Summary {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub views: Vec<String>,
     pub error: Option<String>,
+    /// The run failed in a way no rerun gets past (a difference found, a value the target cannot
+    /// hold, a refused table): the process exits with 3 instead of 1.
+    pub permanent: bool,
     pub task_reports: Vec<TaskReport>,
 }
 

@@ -51,14 +51,7 @@ async fn seeded_items(rows: i64, per_insert: i64) -> (TestServer, String) {
     let config = ServerConfig::default();
     let password = config.password.clone();
     let server = TestServer::start(config.clone()).unwrap();
-    let mut tcfg = tiberius::Config::new();
-    tcfg.host("127.0.0.1");
-    tcfg.port(server.addr().port());
-    tcfg.authentication(tiberius::AuthMethod::sql_server(&config.user, &password));
-    tcfg.encryption(tiberius::EncryptionLevel::NotSupported);
-    let tcp = tokio::net::TcpStream::connect(server.addr()).await.unwrap();
-    use tokio_util::compat::TokioAsyncWriteCompatExt;
-    let mut ms = tiberius::Client::connect(tcfg, tcp.compat_write()).await.unwrap();
+    let mut ms = tds(&server, &config.user, &password).await;
     ms.simple_query(
         "CREATE TABLE dbo.Items (Id int NOT NULL PRIMARY KEY, Name nvarchar(30) NOT NULL, Price money NULL)",
     )
@@ -85,7 +78,26 @@ async fn seeded_items(rows: i64, per_insert: i64) -> (TestServer, String) {
     (server, password)
 }
 
+type Tds = tiberius::Client<tokio_util::compat::Compat<tokio::net::TcpStream>>;
+
+async fn tds(server: &TestServer, user: &str, password: &str) -> Tds {
+    use tokio_util::compat::TokioAsyncWriteCompatExt;
+    let mut tcfg = tiberius::Config::new();
+    tcfg.host("127.0.0.1");
+    tcfg.port(server.addr().port());
+    tcfg.authentication(tiberius::AuthMethod::sql_server(user, password));
+    tcfg.encryption(tiberius::EncryptionLevel::NotSupported);
+    let tcp = tokio::net::TcpStream::connect(server.addr()).await.unwrap();
+    tiberius::Client::connect(tcfg, tcp.compat_write()).await.unwrap()
+}
+
 fn worker(args: &[&str], password: &str, extra: &[&str]) -> (bool, Vec<serde_json::Value>) {
+    let (code, events) = worker_exit(args, password, extra);
+    (code == Some(0), events)
+}
+
+/// [`worker`] with the process's exit code.
+fn worker_exit(args: &[&str], password: &str, extra: &[&str]) -> (Option<i32>, Vec<serde_json::Value>) {
     let out = worker_command(args, password).args(extra).output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -95,7 +107,7 @@ fn worker(args: &[&str], password: &str, extra: &[&str]) -> (bool, Vec<serde_jso
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(!stdout.contains(password));
     let events = stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-    (out.status.success(), events)
+    (out.status.code(), events)
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -114,11 +126,12 @@ async fn run_reports_a_verified_summary_and_resumes_after_a_failure() {
     let file = format!("{dir}/migration.yaml");
     std::fs::write(&file, yaml(addr.port(), &pg_port, &schema)).unwrap();
 
-    // First attempt dies after 2 committed chunks.
-    let (ok, events) = run(&file, &password, &["--fail-after-chunks", "2"]);
-    assert!(!ok);
+    // First attempt dies after 2 committed chunks: a failure a rerun gets past, exit code 1.
+    let (code, events) = worker_exit(&["run", "-f", &file], &password, &["--fail-after-chunks", "2"]);
+    assert_eq!(code, Some(1));
     let summary = events.iter().find(|e| e["event"] == "summary").unwrap();
     assert_eq!(summary["ok"], false);
+    assert_eq!(summary["permanent"], false);
     assert!(
         summary["error"].as_str().unwrap().contains("injected failure"),
         "{summary}"
@@ -196,14 +209,7 @@ async fn phase_subcommands_run_as_separate_processes() {
     let password = config.password.clone();
     let server = TestServer::start(config.clone()).unwrap();
     let addr = server.addr();
-    let mut tcfg = tiberius::Config::new();
-    tcfg.host("127.0.0.1");
-    tcfg.port(addr.port());
-    tcfg.authentication(tiberius::AuthMethod::sql_server(&config.user, &password));
-    tcfg.encryption(tiberius::EncryptionLevel::NotSupported);
-    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
-    use tokio_util::compat::TokioAsyncWriteCompatExt;
-    let mut ms = tiberius::Client::connect(tcfg, tcp.compat_write()).await.unwrap();
+    let mut ms = tds(&server, &config.user, &password).await;
     for sql in [
         "CREATE TABLE dbo.A (Id int NOT NULL PRIMARY KEY, V int NOT NULL)",
         "CREATE TABLE dbo.B (Id int NOT NULL PRIMARY KEY, AId int NOT NULL CONSTRAINT FK_B_A REFERENCES dbo.A (Id))",
@@ -391,4 +397,44 @@ fn a_bad_local_spec_is_refused_with_its_field_path() {
     );
     // The cause is printed once, not once per level of the error chain.
     assert_eq!(stdout.matches("are not set").count(), 1, "{stdout}");
+}
+
+/// Data the target cannot hold fails the run in a way no rerun gets past: exit code 3 (not 1, which
+/// says a rerun may succeed), `permanent` in the summary, and the error names table, key and column.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_value_the_target_cannot_hold_exits_3() {
+    let (server, password) = seeded_items(10, 10).await;
+    let mut ms = tds(&server, "sa", &password).await;
+    ms.simple_query("INSERT INTO dbo.Items (Id, Name, Price) VALUES (11, N'a' + NCHAR(0) + N'b', 1.25)")
+        .await
+        .unwrap()
+        .into_results()
+        .await
+        .unwrap();
+    let pg = common::pg_connect().await;
+    let schema = common::fresh_schema(&pg, "cli_nul").await;
+    pg.batch_execute("DELETE FROM \"_mssqlpg\".\"runs\" WHERE migration = 'tests/cli-nul'")
+        .await
+        .ok();
+    let pg_port = std::env::var("MSSQLPG_TEST_PG_PORT").unwrap();
+    let dir = tempfile_dir();
+    let file = format!("{dir}/nul.yaml");
+    std::fs::write(
+        &file,
+        yaml(server.addr().port(), &pg_port, &schema).replace("name: cli-run", "name: cli-nul"),
+    )
+    .unwrap();
+    let (code, events) = worker_exit(&["run", "-f", &file], &password, &[]);
+    let summary = events.iter().find(|e| e["event"] == "summary").unwrap();
+    assert_eq!(code, Some(3), "{summary:#}");
+    assert_eq!(summary["permanent"], true, "{summary:#}");
+    let error = summary["error"].as_str().unwrap();
+    for part in ["dbo.Items", "key Id=11", "column Name", "NUL character"] {
+        assert!(error.contains(part), "{part:?} not in {error}");
+    }
+    // A Migration file that does not parse is as permanent.
+    std::fs::write(&file, "kind: Migration\nspec: [").unwrap();
+    let (code, _) = worker_exit(&["run", "-f", &file], &password, &[]);
+    assert_eq!(code, Some(3));
+    drop(server);
 }
