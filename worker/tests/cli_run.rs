@@ -115,16 +115,7 @@ async fn run_reports_a_verified_summary_and_resumes_after_a_failure() {
     let (server, password) = seeded_items(500, 100).await;
     let addr = server.addr();
 
-    let pg = common::pg_connect().await;
-    let schema = common::fresh_schema(&pg, "cli_run").await;
-    // A stale run record from an earlier test run must not make this one "resume".
-    pg.batch_execute("DELETE FROM \"_mssqlpg\".\"runs\" WHERE migration = 'tests/cli-run'")
-        .await
-        .ok();
-    let pg_port = std::env::var("MSSQLPG_TEST_PG_PORT").unwrap();
-    let dir = tempfile_dir();
-    let file = format!("{dir}/migration.yaml");
-    std::fs::write(&file, yaml(addr.port(), &pg_port, &schema)).unwrap();
+    let (pg, schema, file) = migration_file(addr.port(), "cli-run").await;
 
     // First attempt dies after 2 committed chunks: a failure a rerun gets past, exit code 1.
     let (code, events) = worker_exit(&["run", "-f", &file], &password, &["--fail-after-chunks", "2"]);
@@ -195,6 +186,24 @@ async fn run_reports_a_verified_summary_and_resumes_after_a_failure() {
     assert_eq!(summary["resumed"], false);
     assert_eq!(summary["rows"], 500);
     drop(server);
+}
+
+/// Migration `name` (namespace `tests`) from the test server on `port` into a fresh schema named
+/// like it, written to a file; its earlier run record is deleted, so a stale one from an earlier
+/// test run does not make this one resume. Returns a PostgreSQL client, the schema and the file.
+async fn migration_file(port: u16, name: &str) -> (tokio_postgres::Client, String, String) {
+    let pg = common::pg_connect().await;
+    let schema = common::fresh_schema(&pg, &name.replace('-', "_")).await;
+    pg.batch_execute(&format!(
+        "DELETE FROM \"_mssqlpg\".\"runs\" WHERE migration = 'tests/{name}'"
+    ))
+    .await
+    .ok();
+    let pg_port = std::env::var("MSSQLPG_TEST_PG_PORT").unwrap();
+    let file = format!("{}/{name}.yaml", tempfile_dir());
+    let text = yaml(port, &pg_port, &schema).replace("name: cli-run", &format!("name: {name}"));
+    std::fs::write(&file, text).unwrap();
+    (pg, schema, file)
 }
 
 fn tempfile_dir() -> String {
@@ -278,19 +287,7 @@ async fn sigkill_mid_copy_then_resume_is_exact() {
     let (server, password) = seeded_items(ROWS, 1000).await;
     let addr = server.addr();
 
-    let pg = common::pg_connect().await;
-    let schema = common::fresh_schema(&pg, "cli_kill").await;
-    pg.batch_execute("DELETE FROM \"_mssqlpg\".\"runs\" WHERE migration = 'tests/cli-kill'")
-        .await
-        .ok();
-    let pg_port = std::env::var("MSSQLPG_TEST_PG_PORT").unwrap();
-    let dir = tempfile_dir();
-    let file = format!("{dir}/kill-migration.yaml");
-    std::fs::write(
-        &file,
-        yaml(addr.port(), &pg_port, &schema).replace("name: cli-run", "name: cli-kill"),
-    )
-    .unwrap();
+    let (pg, schema, file) = migration_file(addr.port(), "cli-kill").await;
 
     let mut child = worker_command(&["run", "-f", &file], &password)
         .stdout(std::process::Stdio::null())
@@ -411,19 +408,7 @@ async fn a_value_the_target_cannot_hold_exits_3() {
         .into_results()
         .await
         .unwrap();
-    let pg = common::pg_connect().await;
-    let schema = common::fresh_schema(&pg, "cli_nul").await;
-    pg.batch_execute("DELETE FROM \"_mssqlpg\".\"runs\" WHERE migration = 'tests/cli-nul'")
-        .await
-        .ok();
-    let pg_port = std::env::var("MSSQLPG_TEST_PG_PORT").unwrap();
-    let dir = tempfile_dir();
-    let file = format!("{dir}/nul.yaml");
-    std::fs::write(
-        &file,
-        yaml(server.addr().port(), &pg_port, &schema).replace("name: cli-run", "name: cli-nul"),
-    )
-    .unwrap();
+    let (_pg, _schema, file) = migration_file(server.addr().port(), "cli-nul").await;
     let (code, events) = worker_exit(&["run", "-f", &file], &password, &[]);
     let summary = events.iter().find(|e| e["event"] == "summary").unwrap();
     assert_eq!(code, Some(3), "{summary:#}");
