@@ -321,7 +321,12 @@ pub fn to_start<'v, 'a>(
     let p = usize::try_from(parallelism).unwrap_or(0).max(1);
     let slots = p.saturating_sub(active_jobs);
     let mut pending: Vec<&TaskView<'a>> = views.iter().filter(|v| v.schedulable()).collect();
-    pending.sort_by(|a, b| size(b).cmp(&size(a)).then_with(|| a.name().cmp(b.name())));
+    pending.sort_by(|a, b| {
+        Share::of(b)
+            .order()
+            .cmp(&Share::of(a).order())
+            .then_with(|| a.name().cmp(b.name()))
+    });
     let mut waiting: Share = pending.iter().map(|v| Share::of(v)).sum();
     let max_tasks = usize::try_from(copy_jobs.max_tasks).unwrap_or(1).max(1);
     let mut placed = vec![false; pending.len()];
@@ -367,7 +372,7 @@ struct Share {
 impl Share {
     fn of(v: &TaskView<'_>) -> Self {
         Share {
-            rows: rows(v),
+            rows: v.task.spec.estimated_rows.max(0),
             bytes: v.task.spec.estimated_bytes.max(0),
         }
     }
@@ -385,6 +390,11 @@ impl Share {
                 i64::MAX
             },
         }
+    }
+
+    /// The order of waiting work: bytes (0 when the source did not say), then rows.
+    fn order(self) -> (i64, i64) {
+        (self.bytes, self.rows)
     }
 
     fn holds(self, work: Share) -> bool {
@@ -416,15 +426,6 @@ impl std::iter::Sum for Share {
     fn sum<I: Iterator<Item = Share>>(iter: I) -> Share {
         iter.fold(Share::default(), |a, b| a + b)
     }
-}
-
-fn rows(v: &TaskView<'_>) -> i64 {
-    v.task.spec.estimated_rows.max(0)
-}
-
-/// The order of waiting work: estimated bytes (0 when the source did not say), then rows.
-fn size(v: &TaskView<'_>) -> (i64, i64) {
-    (v.task.spec.estimated_bytes.max(0), rows(v))
 }
 
 fn is_partition(v: &TaskView<'_>) -> bool {

@@ -45,6 +45,14 @@ impl Default for Timeouts {
     }
 }
 
+impl Timeouts {
+    /// The lock limit in milliseconds, as both databases' session settings take it (at least 1:
+    /// 0 would mean "do not wait" to SQL Server and "no limit" to PostgreSQL).
+    pub fn lock_millis(&self) -> i32 {
+        i32::try_from(self.lock.as_millis()).unwrap_or(i32::MAX).max(1)
+    }
+}
+
 /// Whole seconds (at least 1) for messages.
 pub fn secs(d: Duration) -> u64 {
     d.as_secs().max(1)

@@ -122,11 +122,10 @@ impl MssqlEndpoint {
     /// which [`crate::retry::is_transient`] counts as transient.
     pub async fn connect_reporting_packet_size(&self) -> Result<(TdsClient, Option<u32>), ConnectError> {
         let (mut client, size) = self.open(None).await?;
-        let ms = self.timeouts.lock.as_millis().clamp(1, i32::MAX as u128);
         // A batch, not an RPC: a SET inside sp_executesql ends with it.
         let set = async {
             client
-                .simple_query(format!("SET LOCK_TIMEOUT {ms}"))
+                .simple_query(format!("SET LOCK_TIMEOUT {}", self.timeouts.lock_millis()))
                 .await?
                 .into_results()
                 .await

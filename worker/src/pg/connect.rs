@@ -111,9 +111,8 @@ impl PgEndpoint {
     pub async fn connect(&self) -> Result<Client, PgConnectError> {
         let (client, io) = self.connect_undriven().await?;
         tokio::spawn(io);
-        let ms = self.timeouts.lock.as_millis().clamp(1, i32::MAX as u128);
         client
-            .batch_execute(&format!("SET lock_timeout = {ms}"))
+            .batch_execute(&format!("SET lock_timeout = {}", self.timeouts.lock_millis()))
             .await
             .map_err(|source| PgConnectError::Session {
                 host: self.host.clone(),
