@@ -906,7 +906,8 @@ mod tests {
     fn nul_in_text(transient: bool) -> crate::mssql_to_pg::MssqlToPgError {
         use crate::copy_binary::EncodeErrorKind;
         use crate::mssql::read::ReadError;
-        use crate::pipeline::{TaskError, TaskReport};
+        use crate::mssql_to_pg::TaskError;
+        use crate::pipeline::TaskReport;
         let cause = if transient {
             TaskError::Read(ReadError::Query {
                 table: "dbo.T".into(),

@@ -1,0 +1,309 @@
+//! Before the copy: the existing target checked (nothing written until every table passes), then
+//! tables created, dropped or truncated, and the run's tasks stored for a resume.
+
+use super::{MssqlToPgEngine, MssqlToPgError, exec_stmts};
+use crate::checkpoint::{self, CheckpointError};
+use crate::engine::Prepared;
+use crate::options::Mode;
+use crate::pg::ddl;
+use crate::plan::{Plan, TaskPlan};
+use crate::target_check::{self, TableAction};
+use tokio_postgres::Client;
+
+impl MssqlToPgEngine {
+    /// Plans, then creates the target tables, unless a previous incomplete run of the same plan
+    /// exists: then its tables, checkpoints and task ranges are kept and copying resumes.
+    /// Nothing is written before every table's existing target has been checked.
+    pub async fn prepare(&self) -> Result<Prepared<Plan>, MssqlToPgError> {
+        let (mut plan, packet) = self.plan().await?;
+        let pg = self.target.connect().await?;
+        plan.warnings
+            .extend(self.target.plaintext_warning(&pg, "target.postgres").await);
+        let migration = &self.options.migration;
+        let fingerprint = plan.fingerprint();
+        if checkpoint::tables_exist(&pg).await?
+            && let Some((fp, state)) = checkpoint::run_state(&pg, migration).await?
+            && fp == fingerprint
+            // Only an interrupted copy resumes; after finalize (e.g. a verification mismatch) a
+            // rerun starts over.
+            && state == "copying"
+            && let Some(tasks) = self.stored_tasks(&pg).await?
+            && self.all_tables_exist(&pg, &plan).await?
+            && !self.unlogged_rows_lost(&pg, &plan, &tasks).await?
+        {
+            plan.tasks = tasks;
+            return Ok(Prepared {
+                plan,
+                resumed: true,
+                negotiated_packet_size: packet,
+            });
+        }
+
+        let actions = self.target_actions(&pg, &plan).await?;
+        let refused = target_check::refusals(plan.tables.iter().map(ddl::qualified), &actions);
+        if !refused.is_empty() {
+            return Err(MssqlToPgError::Refused(refused));
+        }
+        checkpoint::ensure_tables(&pg).await?;
+        let mut warnings = Vec::new();
+        // Foreign keys of other tables the user allowed to drop come back in finalize; views do not.
+        let mut recreate = Vec::new();
+        let mut cascade = false;
+        for (t, a) in plan.tables.iter().zip(&actions) {
+            if let TableAction::Drop { dependents, .. } | TableAction::Truncate { dependents, .. } = a {
+                for d in dependents {
+                    match &d.recreate {
+                        Some(sql) => recreate.push(sql.clone()),
+                        None => warnings.push(format!(
+                            "table {}: {} {} depended on it and was dropped (dropDependents); its definition: {}",
+                            ddl::qualified(t),
+                            d.kind,
+                            d.name,
+                            d.definition
+                        )),
+                    }
+                    cascade = true;
+                }
+            }
+        }
+        checkpoint::clear_recreate(&pg, migration).await?;
+        checkpoint::save_recreate(&pg, migration, &recreate).await?;
+
+        let schemas: std::collections::BTreeSet<&str> =
+            plan.tables.iter().map(|t| t.target_schema.as_str()).collect();
+        for schema in schemas {
+            pg.batch_execute(&ddl::create_schema(schema))
+                .await
+                .map_err(|source| MssqlToPgError::Ddl {
+                    what: format!("target schema {schema}"),
+                    sql: String::new(),
+                    source,
+                })?;
+        }
+        let ddl_err = |what: String, sql: &str| {
+            let sql = sql.to_string();
+            move |source| MssqlToPgError::Ddl { what, sql, source }
+        };
+        if self.options.mode == Mode::DropRecreate {
+            // One statement for every existing table, so foreign keys among them need no CASCADE;
+            // CASCADE only when the user allowed the dependents listed above to go.
+            let existing: Vec<String> = plan
+                .tables
+                .iter()
+                .zip(&actions)
+                .filter(|(_, a)| matches!(a, TableAction::Drop { .. }))
+                .map(|(t, _)| ddl::qualified(t))
+                .collect();
+            if !existing.is_empty() {
+                for sql in crate::views::drop_statements(&plan, cascade) {
+                    pg.batch_execute(&sql)
+                        .await
+                        .map_err(ddl_err("drop the migration's views".into(), &sql))?;
+                }
+                let sql = ddl::drop_tables(&existing, cascade);
+                pg.batch_execute(&sql)
+                    .await
+                    .map_err(ddl_err("drop existing tables".into(), &sql))?;
+            }
+        }
+        if self.options.mode == Mode::Truncate {
+            // The foreign keys of other tables would make TRUNCATE fail (or, with CASCADE, empty
+            // those tables too): they are dropped and recreated in finalize.
+            for (t, a) in plan.tables.iter().zip(&actions) {
+                if let TableAction::Truncate { dependents, .. } = a {
+                    for d in dependents {
+                        if let Some((constraint, table)) = d.name.split_once(" on ") {
+                            let sql = format!(
+                                "ALTER TABLE {table} DROP CONSTRAINT {}",
+                                crate::mapping::quote_pg(constraint)
+                            );
+                            pg.batch_execute(&sql).await.map_err(ddl_err(
+                                format!("foreign key referencing {}", ddl::qualified(t)),
+                                &sql,
+                            ))?;
+                        }
+                    }
+                }
+            }
+        }
+        for (t, a) in plan.tables.iter().zip(&actions) {
+            let create = match a {
+                TableAction::Create => true,
+                TableAction::Drop { .. } => true,
+                TableAction::Truncate { .. } | TableAction::Upsert { .. } => {
+                    if self.options.unlogged {
+                        warnings.push(unlogged_kept(t));
+                    }
+                    false
+                }
+                TableAction::Refuse { .. } => false,
+            };
+            if create {
+                let sql = ddl::create_table(t, &self.options.schema, self.options.unlogged);
+                pg.batch_execute(&sql)
+                    .await
+                    .map_err(ddl_err(format!("table {}", t.target_name), &sql))?;
+                if self.options.schema.defaults {
+                    exec_stmts(&pg, ddl::defaults(t, &mut warnings), &mut warnings).await?;
+                }
+            }
+            if self.options.mode == Mode::Upsert {
+                // ON CONFLICT needs the key before the first chunk; an existing one is kept.
+                exec_stmts(&pg, ddl::primary_key(t).into_iter().collect(), &mut warnings).await?;
+            }
+        }
+        let truncated: Vec<String> = plan
+            .tables
+            .iter()
+            .zip(&actions)
+            .filter(|(_, a)| matches!(a, TableAction::Truncate { .. }))
+            .map(|(t, _)| ddl::qualified(t))
+            .collect();
+        if !truncated.is_empty() {
+            let sql = format!("TRUNCATE TABLE {}", truncated.join(", "));
+            pg.batch_execute(&sql)
+                .await
+                .map_err(ddl_err("truncate".into(), &sql))?;
+        }
+        plan.warnings.extend(warnings);
+        checkpoint::reset(&pg, migration).await?;
+        checkpoint::set_run_state(&pg, migration, &fingerprint, "copying").await?;
+        self.store_tasks(&pg, &plan.tasks).await?;
+        Ok(Prepared {
+            plan,
+            resumed: false,
+            negotiated_packet_size: packet,
+        })
+    }
+
+    /// Crash recovery empties UNLOGGED tables while the (logged) checkpoints still count their
+    /// rows: resuming would skip them, so such a run starts over instead.
+    async fn unlogged_rows_lost(
+        &self,
+        pg: &Client,
+        plan: &Plan,
+        tasks: &[TaskPlan],
+    ) -> Result<bool, MssqlToPgError> {
+        if !self.options.unlogged {
+            return Ok(false);
+        }
+        let q = |source| MssqlToPgError::Ddl {
+            what: "unlogged table check".into(),
+            sql: String::new(),
+            source,
+        };
+        for (i, t) in plan.tables.iter().enumerate() {
+            let row = pg
+                .query_one(
+                    &format!(
+                        "SELECT c.relpersistence = 'u' AND NOT EXISTS (SELECT 1 FROM {}) FROM pg_class c WHERE c.oid = $1::text::regclass",
+                        ddl::qualified(t)
+                    ),
+                    &[&ddl::qualified(t)],
+                )
+                .await
+                .map_err(q)?;
+            if !row.get::<_, bool>(0) {
+                continue;
+            }
+            for task in tasks.iter().filter(|k| k.table == i) {
+                let cp = checkpoint::load(pg, &self.options.migration, &task.name).await?;
+                if cp.is_some_and(|c| c.rows > 0) {
+                    tracing::warn!(
+                        table = %t.source.qualified(),
+                        "UNLOGGED table lost its committed rows (PostgreSQL crash recovery); starting the copy over"
+                    );
+                    return Ok(true);
+                }
+            }
+        }
+        Ok(false)
+    }
+
+    async fn all_tables_exist(&self, pg: &Client, plan: &Plan) -> Result<bool, MssqlToPgError> {
+        for t in &plan.tables {
+            let exists: bool = pg
+                .query_one("SELECT to_regclass($1) IS NOT NULL", &[&ddl::qualified(t)])
+                .await
+                .map_err(|source| MssqlToPgError::Ddl {
+                    what: "table lookup".into(),
+                    sql: String::new(),
+                    source,
+                })?
+                .get(0);
+            if !exists {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    async fn store_tasks(&self, pg: &Client, tasks: &[TaskPlan]) -> Result<(), MssqlToPgError> {
+        let json = serde_json::to_string(tasks).unwrap_or_default();
+        pg.execute(
+            &format!(
+                "UPDATE \"{}\".\"runs\" SET tasks = $2 WHERE migration = $1",
+                checkpoint::SCHEMA
+            ),
+            &[&self.options.migration, &json],
+        )
+        .await
+        .map_err(|e| MssqlToPgError::Checkpoint(CheckpointError::Db(e)))?;
+        Ok(())
+    }
+
+    async fn stored_tasks(&self, pg: &Client) -> Result<Option<Vec<TaskPlan>>, MssqlToPgError> {
+        let row = pg
+            .query_opt(
+                &format!(
+                    "SELECT tasks FROM \"{}\".\"runs\" WHERE migration = $1",
+                    checkpoint::SCHEMA
+                ),
+                &[&self.options.migration],
+            )
+            .await
+            .map_err(|e| MssqlToPgError::Checkpoint(CheckpointError::Db(e)))?;
+        let Some(json) = row.and_then(|r| r.get::<_, Option<String>>(0)) else {
+            return Ok(None);
+        };
+        serde_json::from_str(&json)
+            .map(Some)
+            .map_err(|e| MssqlToPgError::StoredPlan(self.options.migration.clone(), e.to_string()))
+    }
+
+    /// The plan of the current run: the source re-introspected, with the task ranges stored by
+    /// `prepare` (for the per-phase subcommands, which run in separate processes).
+    pub async fn stored_plan(&self) -> Result<Plan, MssqlToPgError> {
+        let (mut plan, _) = self.plan().await?;
+        let pg = self.target.connect().await?;
+        checkpoint::ensure_tables(&pg).await?;
+        match checkpoint::run_state(&pg, &self.options.migration).await? {
+            Some((fp, _)) if fp == plan.fingerprint() => {}
+            _ => {
+                return Err(MssqlToPgError::StoredPlan(
+                    self.options.migration.clone(),
+                    "no prepared run with the current source schema; run `plan` first".into(),
+                ));
+            }
+        }
+        let tasks = self.stored_tasks(&pg).await?.ok_or_else(|| {
+            MssqlToPgError::StoredPlan(
+                self.options.migration.clone(),
+                "no task list stored; run `plan` first".into(),
+            )
+        })?;
+        plan.tasks = tasks;
+        Ok(plan)
+    }
+}
+
+/// The warning for a table that existed before the run: UNLOGGED applies to the tables the
+/// worker creates (switching an existing table is a rewrite, and PostgreSQL refuses it while
+/// foreign keys link it to logged tables).
+fn unlogged_kept(t: &crate::plan::TablePlan) -> String {
+    format!(
+        "table {}: unlogged: the existing target table {} is loaded as it is (LOGGED)",
+        t.source.qualified(),
+        ddl::qualified(t)
+    )
+}

@@ -1,0 +1,126 @@
+//! After the copy: keys, indexes, checks, defaults and identity per table (largest first, each
+//! released to the verification as it is done), then foreign keys, views and the dependents that
+//! `dropDependents` removed.
+
+use super::{PgToMssqlEngine, PgToMssqlError, exec_stmts, ms_batch, scalar_i64, scan_err};
+use crate::engine::{KeysBuilt, largest_tables_first};
+use crate::mapping::quote_mssql;
+use crate::mssql::checkpoint as mscp;
+use crate::mssql::connect::TdsClient;
+use crate::mssql::ddl::{self, MsStmt};
+use crate::plan_pg_to_mssql::{PgToMssqlPlan, PgToMssqlTablePlan};
+use tokio_postgres::Client;
+
+impl PgToMssqlEngine {
+    /// Keys, indexes, checks, defaults and identity per table, then foreign keys. Safe to rerun.
+    /// Nobody waits for the tables' keys ([`Self::finalize_reporting`]).
+    pub async fn finalize(&self, plan: &PgToMssqlPlan) -> Result<Vec<String>, PgToMssqlError> {
+        self.finalize_reporting(plan, &KeysBuilt::all_built()).await
+    }
+
+    /// [`crate::engine::Engine::finalize`]: `keys` learns of each table once its keys are built.
+    pub async fn finalize_reporting(
+        &self,
+        plan: &PgToMssqlPlan,
+        keys: &KeysBuilt,
+    ) -> Result<Vec<String>, PgToMssqlError> {
+        let (mut ms, _) = self.connect_target().await?;
+        let pg = self.source.connect().await?;
+        let mut warnings = Vec::new();
+        for i in largest_tables_first(plan.tables.len(), &plan.tasks) {
+            let (t, names) = (&plan.tables[i], &plan.names[i]);
+            let referenced = ddl::referenced_keys(plan, t);
+            let stmts = ddl::finalize_table(t, &self.options.schema, names, &referenced, &mut warnings);
+            exec_stmts(&mut ms, stmts, &mut warnings).await?;
+            if self.options.schema.identity {
+                self.reseed(&mut ms, &pg, t).await?;
+            }
+            keys.table(i);
+        }
+        // Adding a foreign key (ours, or one of a table outside the migration recreated below)
+        // takes the tables' schema-modify lock, which a verification read of either holds up,
+        // and holds up the reads in turn: the rest of finalize waits for the verification beside.
+        keys.wait_for_verification().await;
+        if self.options.schema.foreign_keys {
+            let fks = ddl::foreign_keys(plan, &mut warnings);
+            exec_stmts(&mut ms, fks, &mut warnings).await?;
+        }
+        exec_stmts(
+            &mut ms,
+            crate::views::mssql_create_statements(plan),
+            &mut warnings,
+        )
+        .await?;
+        let recreate = mscp::recreate_statements(&mut ms, &self.options.migration)
+            .await?
+            .into_iter()
+            .map(|sql| MsStmt {
+                what: "foreign key of a table outside the migration (dropped by dropDependents)".into(),
+                sql,
+                optional: true,
+            })
+            .collect();
+        exec_stmts(&mut ms, recreate, &mut warnings).await?;
+        mscp::clear_recreate(&mut ms, &self.options.migration).await?;
+        mscp::set_run_state(
+            &mut ms,
+            &self.options.migration,
+            &plan.fingerprint(),
+            "finalized",
+            None,
+        )
+        .await?;
+        Ok(warnings)
+    }
+
+    /// Sets the identity past both the copied maximum and the source sequence's last value.
+    async fn reseed(
+        &self,
+        ms: &mut TdsClient,
+        pg: &Client,
+        t: &PgToMssqlTablePlan,
+    ) -> Result<(), PgToMssqlError> {
+        let Some(c) = t.columns.iter().find(|c| c.identity) else {
+            return Ok(());
+        };
+        let max = scalar_i64(
+            ms,
+            &format!(
+                "SELECT CAST(MAX({}) AS bigint) FROM {}",
+                quote_mssql(&c.target_name),
+                ddl::qualified(t)
+            ),
+        )
+        .await?;
+        let mut next_after = max;
+        if let Some(seq) = &c.source.sequence {
+            // pg_sequence_last_value is NULL until the sequence was used.
+            let r = pg
+                .query_one("SELECT pg_sequence_last_value($1::text::regclass)", &[seq])
+                .await
+                .map_err(scan_err(&t.source, &c.source.name))?;
+            if let Some(last) = r.get::<_, Option<i64>>(0) {
+                next_after = Some(next_after.map_or(last, |m| m.max(last)));
+            }
+        }
+        if let Some(n) = next_after {
+            let name = ddl::qualified(t).replace('\'', "''");
+            let sql = format!("DBCC CHECKIDENT (N'{name}', RESEED, {n})");
+            ms_batch(ms, &format!("identity of {}", t.source.qualified()), &sql).await?;
+        }
+        Ok(())
+    }
+
+    pub async fn mark_succeeded(&self, plan: &PgToMssqlPlan) -> Result<(), PgToMssqlError> {
+        let (mut ms, _) = self.connect_target().await?;
+        mscp::set_run_state(
+            &mut ms,
+            &self.options.migration,
+            &plan.fingerprint(),
+            "succeeded",
+            None,
+        )
+        .await?;
+        Ok(())
+    }
+}
