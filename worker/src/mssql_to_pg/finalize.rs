@@ -2,7 +2,7 @@
 //! released to the verification as it is done), then foreign keys, views and the dependents that
 //! `dropDependents` removed.
 
-use super::{MssqlToPgEngine, MssqlToPgError, exec_stmts, pg_major};
+use super::{MssqlToPgEngine, MssqlToPgError, exec_stmts};
 use crate::checkpoint;
 use crate::engine::{KeysBuilt, largest_tables_first};
 use crate::pg::ddl::{self, Stmt};
@@ -104,4 +104,9 @@ impl MssqlToPgEngine {
         checkpoint::set_run_state(&pg, &self.options.migration, &plan.fingerprint(), "succeeded").await?;
         Ok(())
     }
+}
+
+/// The major version of a `server_version_num`.
+fn pg_major(version_num: i32) -> u32 {
+    (version_num / 10_000).max(0) as u32
 }

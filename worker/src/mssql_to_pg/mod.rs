@@ -1,5 +1,5 @@
 //! The SQL Server -> PostgreSQL engine: plan (SQL Server introspection, type mapping, the
-//! existing-target check), prepare (PostgreSQL tables), copy (`copy`, on [`crate::pipeline`]), finalize
+//! existing-target check), prepare (PostgreSQL tables), copy (on [`crate::pipeline`]), finalize
 //! (keys, indexes, checks, identity values, foreign keys) and verify.
 //!
 //! Files by step: `plan` (what to copy, and what a run would do to the target), `prepare` (the
@@ -109,10 +109,6 @@ pub struct MssqlToPgEngine {
     pub target: PgEndpoint,
     pub options: Options,
     pub copy: CopyOptions,
-}
-
-fn pg_major(version_num: i32) -> u32 {
-    (version_num / 10_000).max(0) as u32
 }
 
 /// Statement errors meaning "this was already done", so finalize can be rerun after a crash.
