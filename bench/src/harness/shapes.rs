@@ -327,7 +327,9 @@ pub async fn run(args: ShapesArgs, command: String) -> Result<()> {
     let mut runs = Vec::new();
     let mut pg_copies = Vec::new();
     let postmaster = pg.postmaster_pid().await;
-    let mut pg_in_copies = Vec::new();
+    // Per worker run, in order (None where /proc or the log did not say), to pair with the
+    // PostgreSQL-only COPY of the same round.
+    let mut pg_in_copies: Vec<Option<f64>> = Vec::new();
     for n in 1..=args.runs.max(1) {
         let sampler = postmaster.map(PgCpuSampler::start);
         let run = runner.run(&config, &source, &pg).await?;
@@ -337,7 +339,7 @@ pub async fn run(args: ShapesArgs, command: String) -> Result<()> {
             run.copy_seconds,
             pg_in_copy.map_or("?".into(), |s| format!("{s:.2} s"))
         );
-        pg_in_copies.extend(pg_in_copy);
+        pg_in_copies.push(pg_in_copy);
         runs.push(run);
         if let Some(dir) = &pg.file_dir {
             let client = pg.connect().await?;
@@ -459,13 +461,24 @@ pub async fn run(args: ShapesArgs, command: String) -> Result<()> {
             if strict <= 1.25 { "met" } else { "missed" },
             pairs.join(", ")
         );
+        let stream_s = stream.as_secs_f64();
+        if stream_s > 0.0 {
+            let _ = writeln!(
+                md,
+                "- The source alone: a tiberius client streaming the source table to nowhere took {stream_s:.2} s, \
+                 {:.2}× the median reference, on one connection; the worker's copy, which reads up to \
+                 `parallelism` partitions at once, took {:.2}× that.",
+                stream_s / pg_s,
+                copy.median / stream_s
+            );
+        }
     }
     let server_cpu = Spread::of(runs.runs.iter().filter_map(|r| r.server_cpu_seconds)).map(|s| s.median);
-    let in_copy = Spread::of(pg_in_copies.iter().copied());
+    let in_copy = Spread::of(pg_in_copies.iter().flatten().copied());
     if let (Some(pg_cpu), Some(server_cpu)) = (pg_cpu, server_cpu) {
         let worker_cpu = runs.spread(|r| r.cpu_seconds()).median;
-        // PostgreSQL's stage is what it spends inside the worker's copy, which is more than its
-        // own COPY FROM file costs it (per COPY statement and per connection, see RESULTS.md).
+        // PostgreSQL's stage is what it spends inside the worker's copy; set it beside its own
+        // COPY per round too (below): either moves by tens of percent from one run to the next.
         let pg_stage = in_copy.as_ref().map_or(pg_cpu, |s| s.median);
         let busiest = worker_cpu.max(server_cpu).max(pg_stage);
         let _ = writeln!(
@@ -479,16 +492,25 @@ pub async fn run(args: ShapesArgs, command: String) -> Result<()> {
             (worker_cpu + server_cpu + pg_stage) / 2.0 / pg_cpu.max(1e-9)
         );
     }
-    if let (Some(pg_cpu), Some(in_copy)) = (pg_cpu, in_copy) {
+    let own_cpu_median = Spread::of(pg_copies.iter().filter_map(|c| c.cpu)).map(|s| s.median);
+    if let (Some(pg_cpu), Some(own_median), Some(in_copy)) = (pg_cpu, own_cpu_median, in_copy) {
+        let rounds: Vec<String> = pg_in_copies
+            .iter()
+            .zip(&pg_copies)
+            .filter_map(|(inside, own)| Some(format!("{:.2}/{:.2} s", (*inside)?, own.cpu?)))
+            .collect();
         let _ = writeln!(
             md,
             "- PostgreSQL's CPU while the worker copies (its backends, sampled from /proc between the first \
              `copy started` and the last `copy done`): median {:.2} s ({:.2}-{:.2}), {:.2}× what its own COPY FROM \
-             file of the same rows costs it at the least.",
+             file of the same rows costs it at the least, {:.2}× the median of its own COPYs (per round, inside the \
+             copy / its own COPY: {}).",
             in_copy.median,
             in_copy.min,
             in_copy.max,
-            in_copy.median / pg_cpu.max(1e-9)
+            in_copy.median / pg_cpu.max(1e-9),
+            in_copy.median / own_median.max(1e-9),
+            rounds.join(", ")
         );
     }
     let max_rss = runs.runs.iter().map(|r| r.max_rss_bytes).max().unwrap_or(0);
