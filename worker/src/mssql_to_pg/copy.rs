@@ -9,7 +9,7 @@ use crate::mapping::quote_pg;
 use crate::mssql::connect::{ConnectError, MssqlEndpoint};
 use crate::mssql::read::{ReadError, read_task};
 use crate::pg::connect::{PgConnectError, PgEndpoint};
-use crate::pg::ddl::qualified;
+use crate::pg::ddl::{copied_columns, qualified};
 use crate::pg::load::{LoadError, WriterCtx, write_chunks};
 use crate::pipeline::{CHANNEL_DEPTH, CopyOptions, Resume, Start, TaskReport, run_task};
 use crate::plan::{TablePlan, TaskPlan};
@@ -77,13 +77,12 @@ impl TaskError {
 }
 
 pub fn copy_statement(t: &TablePlan) -> String {
-    let cols = t
-        .columns
-        .iter()
-        .map(|c| quote_pg(&c.target_name))
-        .collect::<Vec<_>>()
-        .join(", ");
-    format!("COPY {} ({cols}) FROM STDIN (FORMAT binary)", qualified(t))
+    copy_into(&qualified(t), t)
+}
+
+/// The binary COPY of a task's rows into `table` (the target table, or upsert's staging table).
+fn copy_into(table: &str, t: &TablePlan) -> String {
+    format!("COPY {table} ({}) FROM STDIN (FORMAT binary)", copied_columns(t))
 }
 
 /// Copies one task, resuming after its checkpoint when there is one, and again from the
@@ -175,17 +174,8 @@ async fn copy_attempt(
                 table: qualified(t),
                 source,
             })?;
-        let cols = t
-            .columns
-            .iter()
-            .map(|c| quote_pg(&c.target_name))
-            .collect::<Vec<_>>()
-            .join(", ");
         (
-            format!(
-                "COPY {} ({cols}) FROM STDIN (FORMAT binary)",
-                quote_pg(crate::pg::ddl::STAGE)
-            ),
+            copy_into(&quote_pg(crate::pg::ddl::STAGE), t),
             Some(crate::pg::ddl::upsert_merge(t)),
         )
     } else {

@@ -42,6 +42,15 @@ pub fn qualified(t: &TablePlan) -> String {
     format!("{}.{}", quote_pg(&t.target_schema), quote_pg(&t.target_name))
 }
 
+/// The table's target columns, quoted, in the order its COPY rows carry them.
+pub fn copied_columns(t: &TablePlan) -> String {
+    t.columns
+        .iter()
+        .map(|c| quote_pg(&c.target_name))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 pub fn create_schema(schema: &str) -> String {
     format!("CREATE SCHEMA IF NOT EXISTS {}", quote_pg(schema))
 }
@@ -424,12 +433,7 @@ pub fn upsert_stage(t: &TablePlan) -> String {
     }
     // LIKE would copy a generated column as a plain one, NOT NULL included, that the COPY does
     // not fill: take the copied columns only.
-    let cols = t
-        .columns
-        .iter()
-        .map(|c| quote_pg(&c.target_name))
-        .collect::<Vec<_>>()
-        .join(", ");
+    let cols = copied_columns(t);
     format!(
         "CREATE TEMP TABLE IF NOT EXISTS {} ON COMMIT DELETE ROWS AS SELECT {cols} FROM {} WITH NO DATA",
         quote_pg(STAGE),
