@@ -201,35 +201,121 @@ fn numeric_precision(
     })
 }
 
+/// How PostgreSQL reads a column for the copy and for the checksum.
+enum ReadAs {
+    /// The column itself.
+    Column,
+    /// PostgreSQL's own text of the value (`::text`): types SQL Server has no counterpart for.
+    Text,
+    /// Its JSON text, built by PostgreSQL (`to_json`): arrays, composites, ranges, hstore.
+    Json,
+    /// The column, hashed at the scale SQL Server's decimal gives it.
+    NumericAt { precision: u8, scale: u8 },
+    /// As numeric (PostgreSQL's money text depends on lc_monetary), hashed as SQL Server's
+    /// money reads back: decimal(19,4).
+    Money,
+}
+
+/// A PostgreSQL type's SQL Server counterpart.
+struct Mapped {
+    ms_type: MsType,
+    decode: Decode,
+    canonical: PgType,
+    read: ReadAs,
+    check: Option<String>,
+}
+
+impl Mapped {
+    fn new(ms_type: MsType, decode: Decode, canonical: PgType) -> Self {
+        Mapped {
+            ms_type,
+            decode,
+            canonical,
+            read: ReadAs::Column,
+            check: None,
+        }
+    }
+
+    /// Read as text into a (max)-or-`units` wide SQL Server text column.
+    fn text(ms_type: MsType, units: Option<u32>, read: ReadAs) -> Self {
+        Mapped {
+            read,
+            ..Mapped::new(ms_type, Decode::Text { max_units: units }, PgType::Text)
+        }
+    }
+
+    fn checked(mut self, check: String) -> Self {
+        self.check = Some(check);
+        self
+    }
+}
+
 /// Maps one column. `scan` is the data scan of an unbounded (or p > 38) numeric column.
 pub fn map_column(
     col: &PgColumn,
     scan: Option<NumericScan>,
     warnings: &mut Vec<String>,
 ) -> Result<PgToMssqlColumn, PgToMssqlMappingError> {
+    let qp = quote_pg(&col.name);
+    let qm = quote_mssql(&col.name);
+    let m = map_type(col, scan, &qm, warnings)?;
+    let (read_expr, verify_expr, ms_select) = match m.read {
+        ReadAs::Column => (qp.clone(), qp.clone(), qm.clone()),
+        ReadAs::Text => {
+            let e = format!("{qp}::text");
+            (e.clone(), e, qm.clone())
+        }
+        ReadAs::Json => {
+            let e = format!("to_json({qp})::text");
+            (e.clone(), e, qm.clone())
+        }
+        ReadAs::NumericAt { precision, scale } => (
+            qp.clone(),
+            format!("{qp}::numeric({precision},{scale})"),
+            qm.clone(),
+        ),
+        ReadAs::Money => (
+            format!("{qp}::numeric"),
+            format!("{qp}::numeric::numeric(19,4)"),
+            format!("CAST({qm} AS decimal(19,4))"),
+        ),
+    };
+    Ok(PgToMssqlColumn {
+        source: col.clone(),
+        target_name: col.name.clone(),
+        ms_type: m.ms_type,
+        read_expr,
+        decode: m.decode,
+        verify_expr,
+        canonical: m.canonical,
+        ms_select,
+        check: m.check,
+        identity: col.identity && matches!(m.ms_type, MsType::SmallInt | MsType::Int | MsType::BigInt),
+        computed: None,
+    })
+}
+
+/// The SQL Server type of a PostgreSQL column, how its values are decoded and hashed, and how
+/// PostgreSQL reads it. `qm` is the column's SQL Server name, for a CHECK the mapping needs.
+fn map_type(
+    col: &PgColumn,
+    scan: Option<NumericScan>,
+    qm: &str,
+    warnings: &mut Vec<String>,
+) -> Result<Mapped, PgToMssqlMappingError> {
     let name = &col.name;
-    let qp = quote_pg(name);
-    let qm = quote_mssql(name);
-    let mut read_expr = qp.clone();
-    let mut verify_expr = qp.clone();
-    let mut ms_select = qm.clone();
-    let mut check = None;
-    let text = |max_units| Decode::Text { max_units };
-    let (ms_type, decode, canonical) = if col.category == 'A'
-        || matches!(col.type_kind, 'c' | 'r' | 'm')
-        || col.type_name == "hstore"
-    {
-        // Arrays, composites, ranges, hstore: JSON text built by PostgreSQL itself.
-        read_expr = format!("to_json({qp})::text");
-        verify_expr = read_expr.clone();
+    if col.category == 'A' || matches!(col.type_kind, 'c' | 'r' | 'm') || col.type_name == "hstore" {
         warnings.push(format!(
             "column {name}: {} becomes nvarchar(max) holding its JSON form (to_json)",
             col.formatted
         ));
-        (MsType::NVarChar { length: None }, text(None), PgType::Text)
-    } else if col.type_kind == 'e' {
-        read_expr = format!("{qp}::text");
-        verify_expr = read_expr.clone();
+        return Ok(Mapped::text(
+            MsType::NVarChar { length: None },
+            None,
+            ReadAs::Json,
+        ));
+    }
+    if col.type_kind == 'e' {
         let longest = col
             .enum_labels
             .iter()
@@ -243,175 +329,120 @@ pub fn map_column(
             .map(|l| format!("N'{}'", l.replace('\'', "''")))
             .collect::<Vec<_>>()
             .join(", ");
-        check = Some(format!("{qm} IN ({labels})"));
-        (
+        return Ok(Mapped::text(
             MsType::NVarChar {
                 length: Some(longest),
             },
-            text(Some(longest)),
-            PgType::Text,
+            Some(longest),
+            ReadAs::Text,
         )
-    } else {
-        match col.type_name.as_str() {
-            "bool" => (MsType::Bit, Decode::Bool, PgType::Bool),
-            "int2" => (MsType::SmallInt, Decode::Int2, PgType::Int2),
-            "int4" => (MsType::Int, Decode::Int4, PgType::Int4),
-            "int8" => (MsType::BigInt, Decode::Int8, PgType::Int8),
-            "float4" => (MsType::Real, Decode::Float4, PgType::Float4),
-            "float8" => (MsType::Float, Decode::Float8, PgType::Float8),
-            "numeric" => {
-                let (precision, scale) = numeric_precision(col, scan, warnings)?;
-                verify_expr = format!("{qp}::numeric({precision},{scale})");
-                (
+        .checked(format!("{qm} IN ({labels})")));
+    }
+    // PostgreSQL's time types carry at most 6 fractional digits; SQL Server's up to 7.
+    let scale = || col.precision.unwrap_or(6).clamp(0, 6) as u8;
+    let max_text = || MsType::NVarChar { length: None };
+    Ok(match col.type_name.as_str() {
+        "bool" => Mapped::new(MsType::Bit, Decode::Bool, PgType::Bool),
+        "int2" => Mapped::new(MsType::SmallInt, Decode::Int2, PgType::Int2),
+        "int4" => Mapped::new(MsType::Int, Decode::Int4, PgType::Int4),
+        "int8" => Mapped::new(MsType::BigInt, Decode::Int8, PgType::Int8),
+        "float4" => Mapped::new(MsType::Real, Decode::Float4, PgType::Float4),
+        "float8" => Mapped::new(MsType::Float, Decode::Float8, PgType::Float8),
+        "numeric" => {
+            let (precision, scale) = numeric_precision(col, scan, warnings)?;
+            Mapped {
+                read: ReadAs::NumericAt { precision, scale },
+                ..Mapped::new(
                     MsType::Decimal { precision, scale },
                     Decode::Numeric { precision, scale },
                     PgType::Numeric { precision, scale },
                 )
             }
-            "money" => {
-                // Read as numeric: PostgreSQL's money text depends on lc_monetary.
-                read_expr = format!("{qp}::numeric");
-                verify_expr = format!("{qp}::numeric::numeric(19,4)");
-                ms_select = format!("CAST({qm} AS decimal(19,4))");
-                (
-                    MsType::Money,
-                    Decode::Money,
-                    PgType::Numeric {
-                        precision: 19,
-                        scale: 4,
-                    },
-                )
-            }
-            "text" | "citext" | "name" | "xml" => {
-                if col.type_name != "text" {
-                    read_expr = format!("{qp}::text");
-                    verify_expr = read_expr.clone();
-                }
-                if col.type_name == "xml" {
-                    warnings.push(format!(
-                        "column {name}: xml becomes nvarchar(max) holding the document text"
-                    ));
-                }
-                (MsType::NVarChar { length: None }, text(None), PgType::Text)
-            }
-            "varchar" => match text_len(col.length) {
-                Some(n) => (MsType::NVarChar { length: Some(n) }, text(Some(n)), PgType::Text),
-                None => (MsType::NVarChar { length: None }, text(None), PgType::Text),
-            },
-            "bpchar" => match text_len(col.length) {
-                Some(n) => (MsType::NChar { length: n }, text(Some(n)), PgType::Text),
-                None => {
-                    // char(n > 4000) loses its padding semantics in nvarchar(max); read the
-                    // padded value so the text is the same.
-                    (MsType::NVarChar { length: None }, text(None), PgType::Text)
-                }
-            },
-            "json" | "jsonb" => {
-                read_expr = format!("{qp}::text");
-                verify_expr = read_expr.clone();
-                check = Some(format!("ISJSON({qm}) = 1"));
-                (MsType::NVarChar { length: None }, text(None), PgType::Text)
-            }
-            "bytea" => (MsType::VarBinaryMax, Decode::Bytea, PgType::Bytea),
-            "date" => (MsType::Date, Decode::Date, PgType::Date),
-            "time" => {
-                let scale = col.precision.unwrap_or(6).clamp(0, 6) as u8;
-                (
-                    MsType::Time { scale },
-                    Decode::Time { scale },
-                    PgType::Time { precision: scale },
-                )
-            }
-            "timestamp" => {
-                let scale = col.precision.unwrap_or(6).clamp(0, 6) as u8;
-                (
-                    MsType::DateTime2 { scale },
-                    Decode::Timestamp { scale },
-                    PgType::Timestamp { precision: scale },
-                )
-            }
-            "timestamptz" => {
-                let scale = col.precision.unwrap_or(6).clamp(0, 6) as u8;
-                warnings.push(format!(
-                    "column {name}: timestamptz becomes datetimeoffset({scale}) holding the instant at offset +00:00"
-                ));
-                (
-                    MsType::DateTimeOffset { scale },
-                    Decode::Timestamptz { scale },
-                    PgType::Timestamptz { precision: scale },
-                )
-            }
-            "uuid" => (MsType::UniqueIdentifier, Decode::Uuid, PgType::Uuid),
-            "interval" => {
-                // Documented form: ISO 8601 duration text (PostgreSQL's intervalstyle iso_8601,
-                // set on the reading session), e.g. P1Y2M3DT4H5M6.5S.
-                read_expr = format!("{qp}::text");
-                verify_expr = read_expr.clone();
-                warnings.push(format!(
-                    "column {name}: interval becomes nvarchar(64) holding an ISO 8601 duration (P1Y2M3DT4H5M6S)"
-                ));
-                (
-                    MsType::NVarChar { length: Some(64) },
-                    text(Some(64)),
-                    PgType::Text,
-                )
-            }
-            "timetz" => {
-                read_expr = format!("{qp}::text");
-                verify_expr = read_expr.clone();
-                warnings.push(format!(
-                    "column {name}: timetz has no SQL Server equivalent; it becomes nvarchar(32) text"
-                ));
-                (
-                    MsType::NVarChar { length: Some(32) },
-                    text(Some(32)),
-                    PgType::Text,
-                )
-            }
-            "inet" | "cidr" => {
-                read_expr = format!("{qp}::text");
-                verify_expr = read_expr.clone();
-                (MsType::VarChar { length: 43 }, text(Some(43)), PgType::Text)
-            }
-            "macaddr" => {
-                read_expr = format!("{qp}::text");
-                verify_expr = read_expr.clone();
-                (MsType::Char { length: 17 }, text(Some(17)), PgType::Text)
-            }
-            "macaddr8" => {
-                read_expr = format!("{qp}::text");
-                verify_expr = read_expr.clone();
-                (MsType::Char { length: 23 }, text(Some(23)), PgType::Text)
-            }
-            "bit" | "varbit" => {
-                read_expr = format!("{qp}::text");
-                verify_expr = read_expr.clone();
-                let n = col
-                    .length
-                    .filter(|n| *n > 0 && *n <= 8000)
-                    .map_or(8000, |n| n as u32);
-                (MsType::VarChar { length: n }, text(Some(n)), PgType::Text)
-            }
-            other => {
-                return Err(PgToMssqlMappingError::Unsupported {
-                    column: name.clone(),
-                    type_name: other.to_string(),
-                });
-            }
         }
-    };
-    Ok(PgToMssqlColumn {
-        source: col.clone(),
-        target_name: col.name.clone(),
-        ms_type,
-        read_expr,
-        decode,
-        verify_expr,
-        canonical,
-        ms_select,
-        check,
-        identity: col.identity && matches!(ms_type, MsType::SmallInt | MsType::Int | MsType::BigInt),
-        computed: None,
+        "money" => Mapped {
+            read: ReadAs::Money,
+            ..Mapped::new(
+                MsType::Money,
+                Decode::Money,
+                PgType::Numeric {
+                    precision: 19,
+                    scale: 4,
+                },
+            )
+        },
+        "text" => Mapped::text(max_text(), None, ReadAs::Column),
+        "citext" | "name" => Mapped::text(max_text(), None, ReadAs::Text),
+        "xml" => {
+            warnings.push(format!(
+                "column {name}: xml becomes nvarchar(max) holding the document text"
+            ));
+            Mapped::text(max_text(), None, ReadAs::Text)
+        }
+        "varchar" => match text_len(col.length) {
+            Some(n) => Mapped::text(MsType::NVarChar { length: Some(n) }, Some(n), ReadAs::Column),
+            None => Mapped::text(max_text(), None, ReadAs::Column),
+        },
+        "bpchar" => match text_len(col.length) {
+            Some(n) => Mapped::text(MsType::NChar { length: n }, Some(n), ReadAs::Column),
+            // char(n > 4000) loses its padding semantics in nvarchar(max); read the padded
+            // value so the text is the same.
+            None => Mapped::text(max_text(), None, ReadAs::Column),
+        },
+        "json" | "jsonb" => Mapped::text(max_text(), None, ReadAs::Text).checked(format!("ISJSON({qm}) = 1")),
+        "bytea" => Mapped::new(MsType::VarBinaryMax, Decode::Bytea, PgType::Bytea),
+        "date" => Mapped::new(MsType::Date, Decode::Date, PgType::Date),
+        "time" => Mapped::new(
+            MsType::Time { scale: scale() },
+            Decode::Time { scale: scale() },
+            PgType::Time { precision: scale() },
+        ),
+        "timestamp" => Mapped::new(
+            MsType::DateTime2 { scale: scale() },
+            Decode::Timestamp { scale: scale() },
+            PgType::Timestamp { precision: scale() },
+        ),
+        "timestamptz" => {
+            warnings.push(format!(
+                "column {name}: timestamptz becomes datetimeoffset({}) holding the instant at offset +00:00",
+                scale()
+            ));
+            Mapped::new(
+                MsType::DateTimeOffset { scale: scale() },
+                Decode::Timestamptz { scale: scale() },
+                PgType::Timestamptz { precision: scale() },
+            )
+        }
+        "uuid" => Mapped::new(MsType::UniqueIdentifier, Decode::Uuid, PgType::Uuid),
+        "interval" => {
+            // Documented form: ISO 8601 duration text (PostgreSQL's intervalstyle iso_8601,
+            // set on the reading session), e.g. P1Y2M3DT4H5M6.5S.
+            warnings.push(format!(
+                "column {name}: interval becomes nvarchar(64) holding an ISO 8601 duration (P1Y2M3DT4H5M6S)"
+            ));
+            Mapped::text(MsType::NVarChar { length: Some(64) }, Some(64), ReadAs::Text)
+        }
+        "timetz" => {
+            warnings.push(format!(
+                "column {name}: timetz has no SQL Server equivalent; it becomes nvarchar(32) text"
+            ));
+            Mapped::text(MsType::NVarChar { length: Some(32) }, Some(32), ReadAs::Text)
+        }
+        "inet" | "cidr" => Mapped::text(MsType::VarChar { length: 43 }, Some(43), ReadAs::Text),
+        "macaddr" => Mapped::text(MsType::Char { length: 17 }, Some(17), ReadAs::Text),
+        "macaddr8" => Mapped::text(MsType::Char { length: 23 }, Some(23), ReadAs::Text),
+        "bit" | "varbit" => {
+            let n = col
+                .length
+                .filter(|n| *n > 0 && *n <= 8000)
+                .map_or(8000, |n| n as u32);
+            Mapped::text(MsType::VarChar { length: n }, Some(n), ReadAs::Text)
+        }
+        other => {
+            return Err(PgToMssqlMappingError::Unsupported {
+                column: name.clone(),
+                type_name: other.to_string(),
+            });
+        }
     })
 }
 
