@@ -907,7 +907,7 @@ mod tests {
         use crate::copy_binary::EncodeErrorKind;
         use crate::mssql::read::ReadError;
         use crate::mssql_to_pg::TaskError;
-        use crate::pipeline::TaskReport;
+        use crate::pipeline::{TaskFailure, TaskReport};
         let cause = if transient {
             TaskError::Read(ReadError::Query {
                 table: "dbo.T".into(),
@@ -926,11 +926,11 @@ mod tests {
         };
         crate::mssql_to_pg::MssqlToPgError::Task {
             task: "dbo.T".into(),
-            source: TaskError::Failed {
+            source: TaskError::Failed(Box::new(TaskFailure {
                 attempts: if transient { 5 } else { 1 },
                 transient,
                 committed: Some(0),
-                report: Box::new(TaskReport {
+                report: TaskReport {
                     task: "dbo.T".into(),
                     table: "dbo.T".into(),
                     rows: 0,
@@ -942,9 +942,9 @@ mod tests {
                     skipped: false,
                     attempts: 1,
                     error: None,
-                }),
-                cause: Box::new(cause),
-            },
+                },
+                cause,
+            })),
         }
     }
 

@@ -8,7 +8,7 @@ use crate::checkpoint::{Checkpoint, KeyValue};
 use crate::chunk_loop::WriteStats;
 use crate::error_text::error_text;
 use crate::plan::TaskPlan;
-use crate::retry::{AttemptState, RetryPolicy, with_retries};
+use crate::retry::{AttemptState, RetryPolicy, failed_message, with_retries};
 use serde::Serialize;
 use std::time::Instant;
 
@@ -63,7 +63,10 @@ impl CopyOptions {
     }
 }
 
-/// A task whose last attempt failed: what its direction's error type carries.
+/// A task whose last attempt failed: what its direction's error type carries (boxed, as its
+/// `Failed` variant). Its message holds the cause with the cause's own causes, rather than
+/// giving it as a `source`, so that a chain is printed once.
+#[derive(Debug)]
 pub struct TaskFailure<E> {
     pub attempts: u32,
     pub transient: bool,
@@ -72,6 +75,17 @@ pub struct TaskFailure<E> {
     /// What the failed task left committed.
     pub report: TaskReport,
     pub cause: E,
+}
+
+impl<E: std::error::Error + 'static> std::fmt::Display for TaskFailure<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}: {}",
+            failed_message(self.attempts, self.transient, self.committed),
+            error_text(&self.cause)
+        )
+    }
 }
 
 /// Runs a copy task's attempts with retries (both directions): the report counts the rows the

@@ -11,9 +11,9 @@ use crate::mssql::read::{ReadError, read_task};
 use crate::pg::connect::{PgConnectError, PgEndpoint};
 use crate::pg::ddl::{copied_columns, qualified};
 use crate::pg::load::{LoadError, WriterCtx, write_chunks};
-use crate::pipeline::{CHANNEL_DEPTH, CopyOptions, Resume, Start, TaskReport, run_task};
+use crate::pipeline::{CHANNEL_DEPTH, CopyOptions, Resume, Start, TaskFailure, TaskReport, run_task};
 use crate::plan::{TablePlan, TaskPlan};
-use crate::retry::{AttemptState, failed_message};
+use crate::retry::AttemptState;
 use crate::timeouts::{Stalled, stalled};
 use tokio::sync::mpsc;
 
@@ -33,17 +33,9 @@ pub enum TaskError {
     Join(String),
     #[error("{0}")]
     Stalled(Stalled),
-    /// The task's last attempt failed; `report` says what it left committed. The cause is part
-    /// of the message, with its own causes, rather than a `source` (so it is printed once).
-    #[error("{}: {}", failed_message(*.attempts, *.transient, *.committed), crate::error_text::error_text(.cause.as_ref()))]
-    Failed {
-        attempts: u32,
-        transient: bool,
-        /// Rows committed in total, when an attempt got as far as reading the checkpoint.
-        committed: Option<i64>,
-        report: Box<TaskReport>,
-        cause: Box<TaskError>,
-    },
+    /// The task's last attempt failed; its report says what it left committed.
+    #[error("{0}")]
+    Failed(Box<TaskFailure<TaskError>>),
 }
 
 impl TaskError {
@@ -51,7 +43,7 @@ impl TaskError {
     pub fn is_transient(&self) -> bool {
         match self {
             TaskError::Stalled(_) => true,
-            TaskError::Failed { .. } => false,
+            TaskError::Failed(_) => false,
             other => crate::retry::is_transient(other),
         }
     }
@@ -59,7 +51,7 @@ impl TaskError {
     /// What a failed task left committed.
     pub fn report(&self) -> Option<&TaskReport> {
         match self {
-            TaskError::Failed { report, .. } => Some(report),
+            TaskError::Failed(f) => Some(&f.report),
             _ => None,
         }
     }
@@ -68,7 +60,7 @@ impl TaskError {
     /// [`crate::retry::is_data_error`]).
     pub fn is_permanent(&self) -> bool {
         match self {
-            TaskError::Failed { transient, cause, .. } => !transient && cause.is_permanent(),
+            TaskError::Failed(f) => !f.transient && f.cause.is_permanent(),
             TaskError::Read(e) => e.is_data(),
             TaskError::Stalled(_) => false,
             other => crate::retry::is_data_error(other),
@@ -106,13 +98,7 @@ pub async fn copy_task(
         TaskError::is_transient,
     )
     .await
-    .map_err(|f| TaskError::Failed {
-        attempts: f.attempts,
-        transient: f.transient,
-        committed: f.committed,
-        report: Box::new(f.report),
-        cause: Box::new(f.cause),
-    })
+    .map_err(|f| TaskError::Failed(Box::new(f)))
 }
 
 /// One attempt of [`copy_task`]. Its connections come from `pools` and go back there only when

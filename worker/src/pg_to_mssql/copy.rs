@@ -36,13 +36,7 @@ pub async fn copy_task(
         PgToMssqlError::is_transient,
     )
     .await
-    .map_err(|f| PgToMssqlError::Failed {
-        attempts: f.attempts,
-        transient: f.transient,
-        committed: f.committed,
-        report: Box::new(f.report),
-        cause: Box::new(f.cause),
-    })
+    .map_err(|f| PgToMssqlError::Failed(Box::new(f)))
 }
 
 /// One attempt of [`copy_task`]. Its connections come from `pools` and go back there only when

@@ -26,10 +26,10 @@ use crate::pg::connect::{PgConnectError, PgEndpoint};
 use crate::pg::introspect::PgIntrospectError;
 use crate::pg::read::PgReadError;
 use crate::pg_model::PgTable;
-use crate::pipeline::{CopyOptions, TaskReport};
+use crate::pipeline::{CopyOptions, TaskFailure, TaskReport};
 use crate::plan::TaskPlan;
 use crate::plan_pg_to_mssql::PgToMssqlPlan;
-use crate::retry::failed_message;
+
 use crate::timeouts::Stalled;
 
 mod copy;
@@ -132,17 +132,9 @@ pub enum PgToMssqlError {
     TargetCatalog(#[source] Box<crate::mssql::introspect::IntrospectError>),
     #[error("{0}")]
     Stalled(Stalled),
-    /// The task's last attempt failed; `report` says what it left committed. The cause is part
-    /// of the message, with its own causes, rather than a `source` (so it is printed once).
-    #[error("{}: {}", failed_message(*.attempts, *.transient, *.committed), crate::error_text::error_text(.cause.as_ref()))]
-    Failed {
-        attempts: u32,
-        transient: bool,
-        /// Rows committed in total, when an attempt got as far as reading the checkpoint.
-        committed: Option<i64>,
-        report: Box<TaskReport>,
-        cause: Box<PgToMssqlError>,
-    },
+    /// The task's last attempt failed; its report says what it left committed.
+    #[error("{0}")]
+    Failed(Box<TaskFailure<PgToMssqlError>>),
 }
 
 impl PgToMssqlError {
@@ -150,7 +142,7 @@ impl PgToMssqlError {
     pub fn is_transient(&self) -> bool {
         match self {
             PgToMssqlError::Stalled(_) => true,
-            PgToMssqlError::Failed { .. } => false,
+            PgToMssqlError::Failed(_) => false,
             other => crate::retry::is_transient(other),
         }
     }
@@ -168,7 +160,7 @@ impl PgToMssqlError {
             | NameCollision { .. }
             | KeyCollision { .. }
             | Refused(_) => true,
-            Failed { transient, cause, .. } => !transient && cause.is_permanent(),
+            Failed(f) => !f.transient && f.cause.is_permanent(),
             Read(e) => e.is_data(),
             Task { source, .. } => source.is_permanent(),
             Tasks { failed, first, .. } => *failed == 1 && first.is_permanent(),
@@ -179,7 +171,7 @@ impl PgToMssqlError {
     /// What a failed task left committed.
     pub fn report(&self) -> Option<&TaskReport> {
         match self {
-            PgToMssqlError::Failed { report, .. } => Some(report),
+            PgToMssqlError::Failed(f) => Some(&f.report),
             PgToMssqlError::Task { source, .. } => source.report(),
             _ => None,
         }
