@@ -90,25 +90,28 @@ fn tds_transient(e: &tiberius::error::Error) -> bool {
 /// Whether `e` or one of its causes is a fault that another attempt may not meet: a lost or
 /// refused connection, a server restarting or failing over, a deadlock victim, a stall.
 pub fn is_transient(e: &(dyn Error + 'static)) -> bool {
-    let mut cur = Some(e);
-    while let Some(e) = cur {
-        let hit = if let Some(e) = e.downcast_ref::<io::Error>() {
+    any_cause(e, |e| {
+        if let Some(e) = e.downcast_ref::<io::Error>() {
             io_transient(e.kind())
         } else if let Some(e) = e.downcast_ref::<tokio_postgres::Error>() {
             pg_transient(e)
-        } else if let Some(e) = e.downcast_ref::<tiberius::error::Error>() {
-            tds_transient(e)
-        } else if let Some(e) = e.downcast_ref::<Box<tiberius::error::Error>>() {
+        } else if let Some(e) = tds_error(e) {
             tds_transient(e)
         } else {
             e.is::<crate::timeouts::Stalled>()
-        };
-        if hit {
-            return true;
         }
-        cur = e.source();
-    }
-    false
+    })
+}
+
+/// Whether `hit` holds for `e` or one of its causes.
+fn any_cause<'e>(e: &'e (dyn Error + 'static), hit: impl Fn(&'e (dyn Error + 'static)) -> bool) -> bool {
+    std::iter::successors(Some(e), |&e| e.source()).any(hit)
+}
+
+/// A SQL Server error, as it is or boxed (the engines box tiberius's large error).
+fn tds_error<'e>(e: &'e (dyn Error + 'static)) -> Option<&'e tiberius::error::Error> {
+    e.downcast_ref::<tiberius::error::Error>()
+        .or_else(|| e.downcast_ref::<Box<tiberius::error::Error>>().map(|b| &**b))
 }
 
 /// SQL Server errors about the rows written: string or binary data truncated (8152, 2628), NULL
@@ -126,29 +129,17 @@ pub fn is_data_error(e: &(dyn Error + 'static)) -> bool {
     if is_transient(e) {
         return false;
     }
-    let mut cur = Some(e);
-    while let Some(e) = cur {
-        let hit = if let Some(e) = e.downcast_ref::<tokio_postgres::Error>() {
+    any_cause(e, |e| {
+        if let Some(e) = e.downcast_ref::<tokio_postgres::Error>() {
             // Class 22: data exception; class 23: integrity constraint violation.
             e.code()
                 .is_some_and(|c| c.code().starts_with("22") || c.code().starts_with("23"))
-        } else if let Some(e) = e.downcast_ref::<tiberius::error::Error>() {
-            tds_data(e)
-        } else if let Some(e) = e.downcast_ref::<Box<tiberius::error::Error>>() {
-            tds_data(e)
         } else {
-            false
-        };
-        if hit {
-            return true;
+            tds_error(e).is_some_and(
+                |e| matches!(e, tiberius::error::Error::Server(t) if MSSQL_DATA.contains(&t.code())),
+            )
         }
-        cur = e.source();
-    }
-    false
-}
-
-fn tds_data(e: &tiberius::error::Error) -> bool {
-    matches!(e, tiberius::error::Error::Server(t) if MSSQL_DATA.contains(&t.code()))
+    })
 }
 
 /// The message of a task whose last attempt failed (its cause follows it).
