@@ -504,7 +504,6 @@ fn task_list(tasks: &[String]) -> String {
     }
 }
 
-/// Runs one Kubernetes step; the outcome goes to stdout and the termination message either way.
 /// How a worker process ends.
 enum Exit {
     Success,
@@ -534,6 +533,7 @@ impl Exit {
     }
 }
 
+/// Runs one Kubernetes step; the outcome goes to stdout and the termination message either way.
 async fn k8s_main(step: K8sStep, cli: &Cli, out: &Out) -> Exit {
     use mssql_pg_worker::k8s::{self, StepOutcome};
     let fail_after_chunks = match &cli.command {
