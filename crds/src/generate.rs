@@ -24,7 +24,7 @@ pub fn migration_crd() -> CustomResourceDefinition {
              derived from it"
         ),
     );
-    strip_null_enum_values(crd)
+    for_users(crd)
 }
 
 /// The MigrationTask CRD.
@@ -37,6 +37,17 @@ pub fn migration_task_crd() -> CustomResourceDefinition {
             "metadata.name must be at most {MAX_OBJECT_NAME_LEN} characters: it is used as a label value"
         ),
     );
+    for_users(crd)
+}
+
+/// The derived CRD made fit for `kubectl explain` and schema consumers: no `null` enum entries, no Go
+/// documentation of embedded Kubernetes types.
+fn for_users(crd: CustomResourceDefinition) -> CustomResourceDefinition {
+    let Ok(mut value) = serde_json::to_value(&crd) else {
+        return crd;
+    };
+    crate::schema::describe_for_users(&mut value);
+    let crd = serde_json::from_value(value).unwrap_or(crd);
     strip_null_enum_values(crd)
 }
 
