@@ -26,6 +26,12 @@ pub const LABEL_MANAGED_BY: &str = "app.kubernetes.io/managed-by";
 /// Value of [`LABEL_MANAGED_BY`].
 pub const MANAGER: &str = "mssql-pg-operator";
 
+/// Port worker pods serve Prometheus `/metrics` on in a Job, declared in their pod spec under the name
+/// [`WORKER_METRICS_PORT_NAME`] for the chart's PodMonitor.
+pub const WORKER_METRICS_PORT: i32 = 9090;
+/// Name of [`WORKER_METRICS_PORT`] in worker pod specs (the PodMonitor's `port:`).
+pub const WORKER_METRICS_PORT_NAME: &str = "metrics";
+
 /// Keys of a credentials Secret.
 pub const SECRET_KEY_USERNAME: &str = "username";
 pub const SECRET_KEY_PASSWORD: &str = "password";

@@ -11,7 +11,7 @@ use k8s_openapi::api::batch::v1::{
     PodFailurePolicyOnPodConditionsPattern, PodFailurePolicyRule,
 };
 use k8s_openapi::api::core::v1::{
-    Capabilities, Container, EmptyDirVolumeSource, EnvVar, EnvVarSource, KeyToPath, PodSecurityContext,
+    Capabilities, Container, ContainerPort, EmptyDirVolumeSource, EnvVar, EnvVarSource, KeyToPath, PodSecurityContext,
     PodSpec, PodTemplateSpec, SeccompProfile, SecretKeySelector, SecretVolumeSource, SecurityContext, Volume,
     VolumeMount,
 };
@@ -19,7 +19,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
 use mssql_pg_crds::names::{
     EXIT_PERMANENT, EXIT_USAGE, LABEL_MANAGED_BY, LABEL_MIGRATION, LABEL_STEP, LABEL_TASK, MANAGER,
-    SECRET_KEY_CA, SECRET_KEY_PASSWORD, SECRET_KEY_USERNAME,
+    SECRET_KEY_CA, SECRET_KEY_PASSWORD, SECRET_KEY_USERNAME, WORKER_METRICS_PORT, WORKER_METRICS_PORT_NAME,
 };
 use mssql_pg_crds::{Endpoint, Migration, MigrationTask, VerifyMode};
 
@@ -274,6 +274,13 @@ fn worker_job(
             .clone()
             .or_else(|| cfg.worker_resources.clone()),
         volume_mounts: Some(mounts),
+        // Named, so the chart's PodMonitor scrapes `port: metrics` (a bare `targetPort` is deprecated).
+        ports: Some(vec![ContainerPort {
+            name: Some(WORKER_METRICS_PORT_NAME.to_string()),
+            container_port: WORKER_METRICS_PORT,
+            protocol: Some("TCP".to_string()),
+            ..ContainerPort::default()
+        }]),
         termination_message_policy: Some("FallbackToLogsOnError".to_string()),
         security_context: Some(SecurityContext {
             allow_privilege_escalation: Some(false),

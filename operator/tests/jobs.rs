@@ -113,6 +113,14 @@ fn plan_job_runs_worker_plan_with_secret_refs_only() {
     let psc = pod.security_context.as_ref().unwrap();
     assert_eq!(psc.run_as_non_root, Some(true));
     assert_eq!(psc.run_as_user, Some(65532));
+    // The PodMonitor scrapes the worker's /metrics by this port name.
+    let ports: Vec<_> = c
+        .ports
+        .iter()
+        .flatten()
+        .map(|p| (p.name.as_deref(), p.container_port, p.protocol.as_deref()))
+        .collect();
+    assert_eq!(ports, [(Some("metrics"), 9090, Some("TCP"))]);
     let sc = c.security_context.as_ref().unwrap();
     assert_eq!(sc.allow_privilege_escalation, Some(false));
     assert_eq!(sc.read_only_root_filesystem, Some(true));

@@ -115,7 +115,7 @@ fn with_mode(mut e: Engine, mode: Mode) -> Engine {
 }
 
 /// A SQL Server source with `dbo.Orders` (3 rows) and `dbo.Items` (2 rows).
-async fn orders_source() -> (tds_testserver::TestServer, MssqlEndpoint) {
+async fn orders_source() -> (common::MssqlServer, MssqlEndpoint) {
     let (server, source) = start_tds_server();
     let mut ms = source.connect().await.unwrap();
     ms_exec(
