@@ -6,14 +6,14 @@
 use crate::convert::{fast_storage_into, value_to_stored};
 use crate::dml::length_limit;
 use crate::error::SqlError;
-use crate::exec::Fail;
+use crate::results::Fail;
 use crate::meta::TableMeta;
 use crate::row_buffer::RowBuffer;
 use crate::session::Session;
-use crate::translate::{quote, sqlite_table_sql};
+use crate::ast::quote;
 use crate::typename::is_string;
 use crate::types::{ColumnMeta, SqlType, Value};
-use crate::{Done, Interrupt, ResultSink, StatementKind};
+use crate::results::{Done, Interrupt, ResultSink, StatementKind};
 use rusqlite::types::{Value as Stored, ValueRef};
 
 #[derive(Debug, Clone)]
@@ -130,7 +130,7 @@ impl Session {
         let meta = ctx
             .lookup(&t.name)
             .cloned()
-            .ok_or_else(|| crate::translate::invalid_object(&t.name.join(".")))?;
+            .ok_or_else(|| crate::error::invalid_object(&t.name.join(".")))?;
         let mut cols = Vec::new();
         for c in &t.columns {
             let (i, def) = meta
@@ -277,7 +277,7 @@ impl Session {
     /// Opens the load's transaction if SQLite's write lock is free now; `false` when another
     /// session holds it.
     fn bulk_try_open(&mut self, st: &mut BulkState) -> Result<bool, SqlError> {
-        let map = |e: rusqlite::Error| crate::exec::map_sqlite(&e);
+        let map = |e: rusqlite::Error| crate::sqlite_errors::map_sqlite(&e);
         self.conn.busy_timeout(std::time::Duration::ZERO).map_err(map)?;
         let opened = self.bulk_open(st);
         self.conn
@@ -296,7 +296,7 @@ impl Session {
         if st.open.is_none() {
             self.bulk_open(st)?;
         }
-        let map = |e: rusqlite::Error| crate::exec::map_sqlite(&e);
+        let map = |e: rusqlite::Error| crate::sqlite_errors::map_sqlite(&e);
         let meta = &st.pending.meta;
         let width = st.columns.len().max(1);
         let total = st.buffer.len() / width;
@@ -382,7 +382,7 @@ impl Session {
     }
 
     fn bulk_open(&mut self, st: &mut BulkState) -> Result<(), SqlError> {
-        let map = |e: rusqlite::Error| crate::exec::map_sqlite(&e);
+        let map = |e: rusqlite::Error| crate::sqlite_errors::map_sqlite(&e);
         let nested = self.trancount > 0;
         if nested {
             self.ensure_sqlite_tran().map_err(map)?;
@@ -497,7 +497,7 @@ impl Session {
         let Some(nested) = st.open.take() else {
             return Ok(());
         };
-        let map = |e: rusqlite::Error| crate::exec::map_sqlite(&e);
+        let map = |e: rusqlite::Error| crate::sqlite_errors::map_sqlite(&e);
         let _ = self.conn.execute_batch("PRAGMA ignore_check_constraints=OFF");
         let sql = match (nested, ok) {
             (true, true) => "RELEASE __bulk",
@@ -592,7 +592,7 @@ fn insert_sql(meta: &TableMeta, cols: &[usize]) -> String {
 fn insert_sql_rows(meta: &TableMeta, cols: &[usize], rows: usize) -> String {
     let mut sql = format!(
         "INSERT INTO {} ({}) VALUES ",
-        sqlite_table_sql(meta),
+        meta.sqlite_sql(),
         cols.iter()
             .map(|i| quote(&meta.def.columns[*i].name))
             .collect::<Vec<_>>()

@@ -8,10 +8,10 @@
 //! character is an empty value. Binary columns (and `hierarchyid`/`geography`, kept as their
 //! binary form) take hexadecimal digits.
 
-use crate::ResultSink;
+use crate::results::ResultSink;
 use crate::bulk::{BulkColumn, BulkTarget};
 use crate::error::SqlError;
-use crate::exec::Fail;
+use crate::results::Fail;
 use crate::parse_objects::BulkInsertSpec;
 use crate::session::Session;
 use crate::types::{ColumnMeta, SqlType, Value};
@@ -297,7 +297,7 @@ impl Session {
             let ctx = self.ctx(&tables, &vt);
             ctx.lookup(&spec.table)
                 .cloned()
-                .ok_or_else(|| crate::translate::invalid_object(&spec.table.join(".")))?
+                .ok_or_else(|| crate::error::invalid_object(&spec.table.join(".")))?
         };
         // Every table column has a field in the file; computed columns' fields (and an
         // identity's without KEEPIDENTITY) are read and ignored.
@@ -412,23 +412,23 @@ struct ErrorWatch<'a> {
 }
 
 impl ResultSink for ErrorWatch<'_> {
-    fn columns(&mut self, columns: &[ColumnMeta]) -> Result<(), crate::Interrupt> {
+    fn columns(&mut self, columns: &[ColumnMeta]) -> Result<(), crate::results::Interrupt> {
         self.inner.columns(columns)
     }
-    fn row(&mut self, row: &[Value]) -> Result<(), crate::Interrupt> {
+    fn row(&mut self, row: &[Value]) -> Result<(), crate::results::Interrupt> {
         self.inner.row(row)
     }
-    fn done(&mut self, done: crate::Done) -> Result<(), crate::Interrupt> {
+    fn done(&mut self, done: crate::results::Done) -> Result<(), crate::results::Interrupt> {
         self.inner.done(done)
     }
-    fn error(&mut self, error: &SqlError) -> Result<(), crate::Interrupt> {
+    fn error(&mut self, error: &SqlError) -> Result<(), crate::results::Interrupt> {
         self.failed = true;
         self.inner.error(error)
     }
-    fn info(&mut self, number: i32, message: &str) -> Result<(), crate::Interrupt> {
+    fn info(&mut self, number: i32, message: &str) -> Result<(), crate::results::Interrupt> {
         self.inner.info(number, message)
     }
-    fn env_change(&mut self, change: crate::EnvChange) -> Result<(), crate::Interrupt> {
+    fn env_change(&mut self, change: crate::results::EnvChange) -> Result<(), crate::results::Interrupt> {
         self.inner.env_change(change)
     }
 }

@@ -4,7 +4,7 @@
 
 use crate::meta::TableMeta;
 use crate::session::Session;
-use crate::translate::{quote, sqlite_table_sql};
+use crate::ast::quote;
 use rusqlite::types::Value as Stored;
 use sqlparser::dialect::MsSqlDialect;
 use sqlparser::tokenizer::{Token, Tokenizer};
@@ -70,9 +70,9 @@ impl Session {
             let parent = if fk.referenced_table.eq_ignore_ascii_case(&meta.def.name)
                 && fk.referenced_schema.eq_ignore_ascii_case(&meta.def.schema)
             {
-                sqlite_table_sql(meta)
+                meta.sqlite_sql()
             } else {
-                sqlite_table_sql(tables.get(&fk.referenced_schema, &fk.referenced_table)?)
+                tables.get(&fk.referenced_schema, &fk.referenced_table)?.sqlite_sql()
             };
             let cond: Vec<String> = fk
                 .referenced_columns
@@ -96,7 +96,7 @@ impl Session {
     /// the row `rowid` of `meta`: (child table, index of its foreign key).
     pub(crate) fn referencing_foreign_key(&self, meta: &TableMeta, rowid: i64) -> Option<(TableMeta, usize)> {
         let tables = self.engine.tables();
-        let parent = sqlite_table_sql(meta);
+        let parent = meta.sqlite_sql();
         for child in tables.all() {
             for (i, fk) in child.def.foreign_keys.iter().enumerate() {
                 if fk.disabled
@@ -113,7 +113,7 @@ impl Session {
                     .collect();
                 let sql = format!(
                     "SELECT EXISTS (SELECT 1 FROM {} AS c, {parent} AS p WHERE p.rowid = ?1 AND {})",
-                    sqlite_table_sql(child),
+                    child.sqlite_sql(),
                     cond.join(" AND ")
                 );
                 if self

@@ -7,13 +7,14 @@ use crate::catalog::{
     ReferentialAction, TableDef,
 };
 use crate::error::SqlError;
-use crate::exec::Fail;
+use crate::results::Fail;
 use crate::meta::{TableMeta, Tables};
 use crate::session::Session;
-use crate::translate::{Ctx, Scope, object_parts, quote, sqlite_table_sql, table_columns};
+use crate::ast::{object_parts, quote};
+use crate::translate::{Ctx, Scope, table_columns};
 use crate::typename::{is_string, parse_type_name, type_decl};
 use crate::types::SqlType;
-use crate::{ResultSink, StatementKind};
+use crate::results::{ResultSink, StatementKind};
 use sqlparser::ast::{
     AlterColumnOperation, AlterTable, AlterTableOperation, BinaryOperator, ColumnOption, CreateIndex,
     CreateTable, Expr, GeneratedExpressionMode, IdentityPropertyFormatKind, IdentityPropertyKind, ObjectName,
@@ -354,7 +355,7 @@ impl Session {
         }
         let sql = format!(
             "SELECT {list} FROM {} WHERE {} GROUP BY {list} HAVING COUNT(*) > 1 ORDER BY {list} LIMIT 1",
-            sqlite_table_sql(meta),
+            meta.sqlite_sql(),
             conds.join(" AND ")
         );
         let value = self
@@ -423,7 +424,7 @@ impl Session {
         let mut e = sqlparser::parser::Parser::new(&dialect)
             .try_with_sql(definition)
             .and_then(|mut p| p.parse_expr())
-            .map_err(|_| crate::parse::syntax_error(definition))?;
+            .map_err(|_| crate::error::syntax_error(definition))?;
         let tables = self.engine.tables();
         let vt = std::collections::HashMap::new();
         let mut ctx = self.ctx(&tables, &vt);
@@ -1037,7 +1038,7 @@ impl Session {
         meta.object_id = id;
         self.names_from_catalog(&mut meta);
         let r = self
-            .sqlite_ddl(&meta, &sqlite_table_sql(&meta))
+            .sqlite_ddl(&meta, &meta.sqlite_sql())
             .map_err(Fail::from)
             .and_then(|stmts| {
                 self.atomic(|s| {
@@ -1093,7 +1094,7 @@ impl Session {
                     }
                     let oid = meta.object_id;
                     self.engine.with_catalog(|c| c.drop_table(oid))?;
-                    let sql = format!("DROP TABLE {}", sqlite_table_sql(&meta));
+                    let sql = format!("DROP TABLE {}", meta.sqlite_sql());
                     self.atomic(|s| {
                         s.conn.execute_batch(&sql)?;
                         Ok(())
@@ -1120,7 +1121,7 @@ impl Session {
                             ),
                             parts[parts.len() - 1].clone(),
                         ),
-                        None => return Err(crate::parse::syntax_error(&parts.join(".")).into()),
+                        None => return Err(crate::error::syntax_error(&parts.join(".")).into()),
                     };
                     let mut meta = match self.lookup_meta(&table_name) {
                         Ok(m) => m,
@@ -1216,7 +1217,7 @@ impl Session {
             }) {
                 return Err(SqlError::new(4712, 16, format!("Cannot truncate table '{}' because it is being referenced by a FOREIGN KEY constraint.", meta.display_name())).into());
             }
-            let sql = format!("DELETE FROM {}", sqlite_table_sql(&meta));
+            let sql = format!("DELETE FROM {}", meta.sqlite_sql());
             self.atomic(|s| {
                 s.conn.execute_batch(&sql)?;
                 Ok(())
@@ -1446,7 +1447,7 @@ impl Session {
         if only_metadata_changed(old, &new) {
             new.rowid_pk = old.rowid_pk;
             let ddl = self.sqlite_ddl(&new, &quote(&new.sqlite_name))?;
-            let (name, create, table) = (new.sqlite_name.clone(), ddl[0].clone(), sqlite_table_sql(old));
+            let (name, create, table) = (new.sqlite_name.clone(), ddl[0].clone(), old.sqlite_sql());
             self.atomic(|s| {
                 s.rewrite_table_sql(&name, &create)?;
                 s.verify_checks(&new, &table, &verify)
@@ -1488,7 +1489,7 @@ impl Session {
                 ),
             })
             .collect();
-        let old_sql = sqlite_table_sql(old);
+        let old_sql = old.sqlite_sql();
         let (mut common, mut converted) = (common, converted);
         // A rowversion column added to a table with rows: each row gets the next value of the
         // database counter, as SQL Server fills it.
@@ -1648,7 +1649,7 @@ impl Session {
                     }
                     // A rowversion column is filled for existing rows (in `rebuild`), as SQL Server does.
                     if !col.nullable && col.default.is_none() && col.identity.is_none() && col.computed.is_none() && col.ty != SqlType::RowVersion {
-                        let count: i64 = self.conn.query_row(&format!("SELECT COUNT(*) FROM {}", sqlite_table_sql(&old)), [], |r| r.get(0))?;
+                        let count: i64 = self.conn.query_row(&format!("SELECT COUNT(*) FROM {}", old.sqlite_sql()), [], |r| r.get(0))?;
                         if count > 0 {
                             return Err(SqlError::new(4901, 16, format!("ALTER TABLE only allows columns to be added that can contain nulls, or have a DEFAULT definition specified, or the column being added is an identity or timestamp column, or alternatively if none of the previous conditions are satisfied the table must be empty to allow addition of this column. Column '{}' cannot be added to non-empty table '{}' because it does not satisfy these conditions.", col.name, new.def.name)).into());
                         }
@@ -1728,7 +1729,7 @@ impl Session {
                             new.def.columns[i].default = Some(named_default(value))
                         }
                         AlterColumnOperation::DropDefault => new.def.columns[i].default = None,
-                        _ => return Err(crate::parse::syntax_error("ALTER COLUMN").into()),
+                        _ => return Err(crate::error::syntax_error("ALTER COLUMN").into()),
                     }
                 }
                 other => {
@@ -1784,10 +1785,10 @@ impl Session {
             let parent = if fk.referenced_table.eq_ignore_ascii_case(&meta.def.name)
                 && fk.referenced_schema.eq_ignore_ascii_case(&meta.def.schema)
             {
-                sqlite_table_sql(meta)
+                meta.sqlite_sql()
             } else {
                 match tables.get(&fk.referenced_schema, &fk.referenced_table) {
-                    Some(t) => sqlite_table_sql(t),
+                    Some(t) => t.sqlite_sql(),
                     // The rebuild reports the missing table (1767).
                     None => continue,
                 }
@@ -1805,7 +1806,7 @@ impl Session {
                 .collect();
             let sql = format!(
                 "SELECT 1 FROM {} AS c WHERE {} AND NOT EXISTS (SELECT 1 FROM {parent} AS p WHERE {}) LIMIT 1",
-                sqlite_table_sql(meta),
+                meta.sqlite_sql(),
                 not_null.join(" AND "),
                 join.join(" AND ")
             );
@@ -1815,7 +1816,7 @@ impl Session {
                 .map(|()| true)
                 .or_else(|e| match e {
                     rusqlite::Error::QueryReturnedNoRows => Ok(false),
-                    other => Err(crate::exec::map_sqlite(&other)),
+                    other => Err(crate::sqlite_errors::map_sqlite(&other)),
                 })?;
             if bad {
                 return Err(SqlError::new(
@@ -1850,7 +1851,7 @@ impl Session {
             self.ctx(&tables, &vt)
                 .lookup(table)
                 .cloned()
-                .ok_or_else(|| crate::translate::invalid_object(&table.join(".")))?
+                .ok_or_else(|| crate::error::invalid_object(&table.join(".")))?
         };
         let mut new = old.clone();
         if let Some(names) = names {
@@ -1985,7 +1986,7 @@ impl Session {
             &format!(
                 "SELECT MAX({}) FROM {}",
                 quote(&col.name),
-                sqlite_table_sql(&meta)
+                meta.sqlite_sql()
             ),
             [],
             |r| r.get(0),

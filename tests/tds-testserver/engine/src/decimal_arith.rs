@@ -13,7 +13,7 @@
 
 use crate::convert::{decimal_from_f64, format_decimal, parse_decimal};
 use crate::error::SqlError;
-use crate::functions::encode_error;
+use crate::sqlite_errors::encode_error;
 use rusqlite::Connection;
 use rusqlite::functions::FunctionFlags;
 use rusqlite::types::{Value as Stored, ValueRef};
@@ -48,8 +48,8 @@ pub fn call(
     result: (u8, u8),
 ) -> Option<Expr> {
     let code = op_code(op)?;
-    let a = std::mem::replace(left, crate::translate::null());
-    let b = std::mem::replace(right, crate::translate::null());
+    let a = std::mem::replace(left, crate::ast::null());
+    let b = std::mem::replace(right, crate::ast::null());
     Some(call_code(DEC_FN, code, a, b, operand_scales, result))
 }
 
@@ -62,8 +62,8 @@ pub fn call_money(
     operand_scales: (u8, u8),
 ) -> Option<Expr> {
     let code = op_code(op).filter(|c| *c != 3)?;
-    let a = std::mem::replace(left, crate::translate::null());
-    let b = std::mem::replace(right, crate::translate::null());
+    let a = std::mem::replace(left, crate::ast::null());
+    let b = std::mem::replace(right, crate::ast::null());
     Some(call_code(MONEY_FN, code, a, b, operand_scales, (19, 4)))
 }
 
@@ -73,7 +73,7 @@ pub fn call_unary(abs: bool, operand: Expr, result: (u8, u8)) -> Expr {
     call_code(
         DEC_FN,
         code,
-        crate::translate::num(0),
+        crate::ast::num(0),
         operand,
         (0, result.1),
         result,
@@ -81,11 +81,11 @@ pub fn call_unary(abs: bool, operand: Expr, result: (u8, u8)) -> Expr {
 }
 
 fn call_code(name: &str, code: i64, a: Expr, b: Expr, operand_scales: (u8, u8), result: (u8, u8)) -> Expr {
-    let n = |x: u8| crate::translate::num(i64::from(x));
-    crate::translate::func(
+    let n = |x: u8| crate::ast::num(i64::from(x));
+    crate::ast::func(
         name,
         vec![
-            crate::translate::num(code),
+            crate::ast::num(code),
             a,
             b,
             n(operand_scales.0),

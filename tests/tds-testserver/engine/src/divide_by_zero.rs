@@ -8,7 +8,7 @@
 
 use crate::convert::parse_decimal;
 use crate::error::SqlError;
-use crate::functions::encode_error;
+use crate::sqlite_errors::encode_error;
 use rusqlite::Connection;
 use rusqlite::functions::FunctionFlags;
 use rusqlite::types::{Value as Stored, ValueRef};
@@ -19,8 +19,8 @@ const DIVISOR_FN: &str = "tsql_divisor";
 /// Wraps the right operand of a `/` or `%` (both already translated) so that a zero divisor
 /// raises 8134 unless the dividend is NULL.
 pub fn guard_divisor(dividend: &Expr, divisor: &mut Expr) {
-    let inner = std::mem::replace(divisor, crate::translate::null());
-    *divisor = crate::translate::func(DIVISOR_FN, vec![inner, dividend.clone()]);
+    let inner = std::mem::replace(divisor, crate::ast::null());
+    *divisor = crate::ast::func(DIVISOR_FN, vec![inner, dividend.clone()]);
 }
 
 pub fn register(conn: &Connection) -> rusqlite::Result<()> {

@@ -6,13 +6,15 @@
 use crate::catalog::{ColumnDef, TableDef};
 use crate::convert::{coerce, format_float};
 use crate::error::SqlError;
-use crate::exec::{Fail, map_sqlite};
+use crate::results::Fail;
+use crate::sqlite_errors::map_sqlite;
 use crate::meta::TableMeta;
 use crate::session::Session;
-use crate::translate::{Ctx, OutCol, object_parts, quote, sqlite_table_sql};
+use crate::ast::{object_parts, quote};
+use crate::translate::{Ctx, OutCol};
 use crate::typename::{is_binary, is_unicode};
 use crate::types::SqlType;
-use crate::{ResultSink, StatementKind};
+use crate::results::{ResultSink, StatementKind};
 use rusqlite::types::{Value as Stored, ValueRef};
 use sqlparser::ast::{
     Delete, FromTable, Insert, Merge, MergeAction, MergeClauseKind, MergeInsertKind, Query, SelectItem,
@@ -451,7 +453,7 @@ impl Session {
         }
         let sql = format!(
             "INSERT INTO {} ({}) VALUES ({})",
-            sqlite_table_sql(meta),
+            meta.sqlite_sql(),
             all_cols
                 .iter()
                 .map(|i| quote(&meta.def.columns[*i].name))
@@ -503,7 +505,7 @@ impl Session {
 
     pub(crate) fn insert(&mut self, ins: &mut Insert, sink: &mut dyn ResultSink) -> Result<(), Fail> {
         let TableObject::TableName(name) = &ins.table else {
-            return Err(crate::parse::syntax_error("INSERT").into());
+            return Err(crate::error::syntax_error("INSERT").into());
         };
         let output_items = match &ins.output {
             Some(sqlparser::ast::OutputClause::Output {
@@ -581,9 +583,9 @@ impl Session {
                                     sqlparser::parser::Parser::new(&dialect)
                                         .try_with_sql(&text)
                                         .and_then(|mut p| p.parse_expr())
-                                        .map_err(|_| crate::parse::syntax_error(&text))?
+                                        .map_err(|_| crate::error::syntax_error(&text))?
                                 }
-                                None => crate::translate::null(),
+                                None => crate::ast::null(),
                             };
                         }
                     }
@@ -659,7 +661,7 @@ impl Session {
         from: &[sqlparser::ast::TableWithJoins],
     ) -> Result<(String, String, TableMeta), SqlError> {
         let TableFactor::Table { name, alias, .. } = target else {
-            return Err(crate::parse::syntax_error(&target.to_string()));
+            return Err(crate::error::syntax_error(&target.to_string()));
         };
         let parts = object_parts(name);
         let last = parts.last().cloned().unwrap_or_default();
@@ -733,7 +735,7 @@ impl Session {
                 sqlparser::ast::AssignmentTarget::ColumnName(n) => {
                     object_parts(n).last().cloned().unwrap_or_default()
                 }
-                other => return Err(crate::parse::syntax_error(&other.to_string()).into()),
+                other => return Err(crate::error::syntax_error(&other.to_string()).into()),
             };
             let (i, c) = meta
                 .column(&name)
@@ -837,7 +839,7 @@ impl Session {
             .unwrap_or_default();
         let sql = format!(
             "UPDATE {} SET {}{rv_set} WHERE rowid = ?{}",
-            sqlite_table_sql(meta),
+            meta.sqlite_sql(),
             cols.iter()
                 .enumerate()
                 .map(|(k, i)| format!("{} = ?{}", quote(&meta.def.columns[*i].name), k + 1))
@@ -879,7 +881,7 @@ impl Session {
     }
 
     fn delete_rowids(&mut self, meta: &TableMeta, rowids: &[i64]) -> Result<u64, Fail> {
-        let sql = format!("DELETE FROM {} WHERE rowid = ?1", sqlite_table_sql(meta));
+        let sql = format!("DELETE FROM {} WHERE rowid = ?1", meta.sqlite_sql());
         let mut count = 0u64;
         for id in rowids {
             let mut stmt = self.conn.prepare_cached(&sql)?;
@@ -926,7 +928,7 @@ impl Session {
                 )
             } else {
                 let Some(first) = from.first() else {
-                    return Err(crate::parse::syntax_error("DELETE").into());
+                    return Err(crate::error::syntax_error("DELETE").into());
                 };
                 if first.joins.is_empty() && from.len() == 1 {
                     (first.relation.clone(), Vec::new())
@@ -994,7 +996,7 @@ impl Session {
             .into());
         }
         let TableFactor::Table { name, alias, .. } = &m.table else {
-            return Err(crate::parse::syntax_error("MERGE").into());
+            return Err(crate::error::syntax_error("MERGE").into());
         };
         let meta = self.table_meta(name)?;
         for event in ["INSERT", "UPDATE", "DELETE"] {
@@ -1028,14 +1030,14 @@ impl Session {
                     let mut cols = Vec::new();
                     let mut exprs = Vec::new();
                     let sqlparser::ast::MergeUpdateKind::Set(assignments) = &u.kind else {
-                        return Err(crate::parse::syntax_error("*").into());
+                        return Err(crate::error::syntax_error("*").into());
                     };
                     for a in assignments {
                         let n = match &a.target {
                             sqlparser::ast::AssignmentTarget::ColumnName(n) => {
                                 object_parts(n).last().cloned().unwrap_or_default()
                             }
-                            other => return Err(crate::parse::syntax_error(&other.to_string()).into()),
+                            other => return Err(crate::error::syntax_error(&other.to_string()).into()),
                         };
                         let (i, _) = meta
                             .column(&n)
@@ -1073,7 +1075,7 @@ impl Session {
                             .first()
                             .map(|r| r.content.iter().map(|e| e.to_string()).collect())
                             .unwrap_or_default(),
-                        _ => return Err(crate::parse::syntax_error("ROW").into()),
+                        _ => return Err(crate::error::syntax_error("ROW").into()),
                     };
                     (Plan::Insert(cols), exprs)
                 }
@@ -1177,7 +1179,7 @@ impl Session {
             _ => None,
         };
         let Some(target) = target.and_then(|t| t.targets.into_iter().next()) else {
-            return Err(crate::parse::syntax_error("INTO").into());
+            return Err(crate::error::syntax_error("INTO").into());
         };
         let (cols, rows) = self.query_rows(&mut q)?;
         let name_sql = format!("CREATE TABLE {} (x INT)", target);
@@ -1185,9 +1187,9 @@ impl Session {
         let stmt = sqlparser::parser::Parser::new(&dialect)
             .try_with_sql(&name_sql)
             .and_then(|mut p| p.parse_statement())
-            .map_err(|_| crate::parse::syntax_error(&target.to_string()))?;
+            .map_err(|_| crate::error::syntax_error(&target.to_string()))?;
         let sqlparser::ast::Statement::CreateTable(mut ct) = stmt else {
-            return Err(crate::parse::syntax_error("INTO").into());
+            return Err(crate::error::syntax_error("INTO").into());
         };
         // Column definitions from the query's output types.
         ct.columns.clear();
@@ -1212,14 +1214,14 @@ impl Session {
             .and_then(|mut p| p.parse_statement())
             .map_err(|e| SqlError::new(102, 15, format!("SELECT INTO: {e}")))?;
         let sqlparser::ast::Statement::CreateTable(ct2) = stmt else {
-            return Err(crate::parse::syntax_error("INTO").into());
+            return Err(crate::error::syntax_error("INTO").into());
         };
         let mut quiet = crate::exec::Collect::default();
         self.create_table(ct2, &mut quiet)?;
         let tname = match &target {
             sqlparser::ast::Expr::Identifier(i) => sqlparser::ast::ObjectName::from(vec![i.clone()]),
             sqlparser::ast::Expr::CompoundIdentifier(p) => sqlparser::ast::ObjectName::from(p.clone()),
-            other => return Err(crate::parse::syntax_error(&other.to_string()).into()),
+            other => return Err(crate::error::syntax_error(&other.to_string()).into()),
         };
         let meta = self.table_meta(&tname)?;
         let idx: Vec<usize> = (0..cols.len()).collect();
@@ -1284,7 +1286,7 @@ struct Buffered {
 }
 
 impl Buffered {
-    fn replay(self, sink: &mut dyn ResultSink) -> Result<(), crate::Interrupt> {
+    fn replay(self, sink: &mut dyn ResultSink) -> Result<(), crate::results::Interrupt> {
         sink.columns(&self.columns)?;
         for r in &self.rows {
             sink.row(r)?;
@@ -1294,24 +1296,24 @@ impl Buffered {
 }
 
 impl ResultSink for Buffered {
-    fn columns(&mut self, columns: &[crate::types::ColumnMeta]) -> Result<(), crate::Interrupt> {
+    fn columns(&mut self, columns: &[crate::types::ColumnMeta]) -> Result<(), crate::results::Interrupt> {
         self.columns = columns.to_vec();
         Ok(())
     }
-    fn row(&mut self, row: &[crate::types::Value]) -> Result<(), crate::Interrupt> {
+    fn row(&mut self, row: &[crate::types::Value]) -> Result<(), crate::results::Interrupt> {
         self.rows.push(row.to_vec());
         Ok(())
     }
-    fn done(&mut self, _done: crate::Done) -> Result<(), crate::Interrupt> {
+    fn done(&mut self, _done: crate::results::Done) -> Result<(), crate::results::Interrupt> {
         Ok(())
     }
-    fn error(&mut self, _error: &SqlError) -> Result<(), crate::Interrupt> {
+    fn error(&mut self, _error: &SqlError) -> Result<(), crate::results::Interrupt> {
         Ok(())
     }
-    fn info(&mut self, _number: i32, _message: &str) -> Result<(), crate::Interrupt> {
+    fn info(&mut self, _number: i32, _message: &str) -> Result<(), crate::results::Interrupt> {
         Ok(())
     }
-    fn env_change(&mut self, _change: crate::EnvChange) -> Result<(), crate::Interrupt> {
+    fn env_change(&mut self, _change: crate::results::EnvChange) -> Result<(), crate::results::Interrupt> {
         Ok(())
     }
 }
@@ -1320,22 +1322,22 @@ impl ResultSink for Buffered {
 struct NoDone<'a>(&'a mut dyn ResultSink);
 
 impl ResultSink for NoDone<'_> {
-    fn columns(&mut self, columns: &[crate::types::ColumnMeta]) -> Result<(), crate::Interrupt> {
+    fn columns(&mut self, columns: &[crate::types::ColumnMeta]) -> Result<(), crate::results::Interrupt> {
         self.0.columns(columns)
     }
-    fn row(&mut self, row: &[crate::types::Value]) -> Result<(), crate::Interrupt> {
+    fn row(&mut self, row: &[crate::types::Value]) -> Result<(), crate::results::Interrupt> {
         self.0.row(row)
     }
-    fn done(&mut self, _done: crate::Done) -> Result<(), crate::Interrupt> {
+    fn done(&mut self, _done: crate::results::Done) -> Result<(), crate::results::Interrupt> {
         Ok(())
     }
-    fn error(&mut self, error: &SqlError) -> Result<(), crate::Interrupt> {
+    fn error(&mut self, error: &SqlError) -> Result<(), crate::results::Interrupt> {
         self.0.error(error)
     }
-    fn info(&mut self, number: i32, message: &str) -> Result<(), crate::Interrupt> {
+    fn info(&mut self, number: i32, message: &str) -> Result<(), crate::results::Interrupt> {
         self.0.info(number, message)
     }
-    fn env_change(&mut self, change: crate::EnvChange) -> Result<(), crate::Interrupt> {
+    fn env_change(&mut self, change: crate::results::EnvChange) -> Result<(), crate::results::Interrupt> {
         self.0.env_change(change)
     }
 }

@@ -1,105 +1,22 @@
 //! Statement execution: the batch loop, SELECT streaming, SET/DECLARE/IF/PRINT/USE, and
 //! transactions.
 
+use crate::ast::select_expr;
 use crate::convert::coerce;
 use crate::error::SqlError;
-use crate::functions::decode_error;
+use crate::results::Fail;
 use crate::parse::{Batch, Stmt, parse_batch};
 use crate::row_decoder::{DecodeError, RowDecoder};
 use crate::session::Session;
 use crate::translate::{Ctx, OutCol};
 use crate::typename::parse_type_name;
 use crate::types::{ColumnMeta, SqlType, Value};
-use crate::{Done, EnvChange, Interrupt, ResultSink, StatementKind};
+use crate::results::{Done, EnvChange, Interrupt, ResultSink, StatementKind};
 use rusqlite::types::{Value as Stored, ValueRef};
 use sqlparser::ast::{
     ConditionalStatements, DeclareAssignment, Expr, Query, Set, SetSessionParamKind, Statement, Use,
 };
 use std::collections::HashMap;
-
-/// Why a statement stopped.
-pub enum Fail {
-    Sql(SqlError),
-    Interrupt(Interrupt),
-}
-
-impl From<SqlError> for Fail {
-    fn from(e: SqlError) -> Self {
-        Fail::Sql(e)
-    }
-}
-
-impl From<Interrupt> for Fail {
-    fn from(i: Interrupt) -> Self {
-        Fail::Interrupt(i)
-    }
-}
-
-impl From<rusqlite::Error> for Fail {
-    fn from(e: rusqlite::Error) -> Self {
-        Fail::Sql(map_sqlite(&e))
-    }
-}
-
-/// SQLite's error to SQL Server's, for errors not tied to a constraint of a known table.
-pub fn map_sqlite(e: &rusqlite::Error) -> SqlError {
-    let msg = e.to_string();
-    if let Some(err) = decode_error(&msg) {
-        return err;
-    }
-    if let Some(rest) = msg.strip_prefix("no such table: ") {
-        return SqlError::new(
-            208,
-            16,
-            format!("Invalid object name '{}'.", rest.trim_start_matches("temp.")),
-        );
-    }
-    if let Some(rest) = msg.strip_prefix("no such column: ") {
-        return SqlError::new(
-            207,
-            16,
-            format!(
-                "Invalid column name '{}'.",
-                rest.rsplit('.').next().unwrap_or(rest)
-            ),
-        );
-    }
-    if let Some(rest) = msg.strip_prefix("ambiguous column name: ") {
-        return SqlError::new(
-            209,
-            16,
-            format!(
-                "Ambiguous column name '{}'.",
-                rest.rsplit('.').next().unwrap_or(rest)
-            ),
-        );
-    }
-    if msg.contains("database is locked") || msg.contains("database table is locked") {
-        return SqlError::new(1222, 16, "Lock request time out period exceeded.");
-    }
-    // SQLite's messages can quote the SQL the engine translated to; a client sees only what
-    // SQL Server would say.
-    if msg.contains("syntax error") {
-        let near = msg
-            .split("near \"")
-            .nth(1)
-            .and_then(|r| r.split('"').next())
-            .unwrap_or("");
-        return SqlError::new(102, 15, format!("Incorrect syntax near '{near}'."));
-    }
-    if msg.contains("FOREIGN KEY constraint failed") {
-        return SqlError::new(547, 16, "The statement conflicted with a FOREIGN KEY constraint.");
-    }
-    if msg.contains("interrupted") {
-        return SqlError::new(3617, 25, "Query was cancelled.");
-    }
-    if let Some(e) = crate::sqlite_errors::map_message(&msg) {
-        return e;
-    }
-    // What SQLite said can quote the translated SQL: it goes to the server log only.
-    tracing::warn!(sqlite = %msg, "SQLite error without a SQL Server equivalent");
-    crate::sqlite_errors::no_plan()
-}
 
 /// Errors after which SQL Server abandons the rest of the batch (compile and conversion
 /// errors); constraint violations only end their statement.
@@ -388,7 +305,7 @@ impl Session {
                         None => i,
                     };
                     if positional.len() <= at {
-                        positional.resize(at + 1, crate::translate::null());
+                        positional.resize(at + 1, crate::ast::null());
                     }
                     positional[at] = e;
                 }
@@ -406,7 +323,7 @@ impl Session {
                 let tables = self.engine.tables();
                 let vt = HashMap::new();
                 if self.ctx(&tables, &vt).lookup(&table).is_none() {
-                    return Err(crate::translate::invalid_object(&table.join(".")).into());
+                    return Err(crate::error::invalid_object(&table.join(".")).into());
                 }
                 self.done(sink, StatementKind::Other, None)?;
                 Ok(())
@@ -486,7 +403,7 @@ impl Session {
                     | sqlparser::ast::SchemaName::NamedAuthorization(name, _),
                 ..
             } => {
-                let name = crate::translate::object_parts(&name).join(".");
+                let name = crate::ast::object_parts(&name).join(".");
                 self.before_ddl();
                 self.engine.with_catalog(|c| c.create_schema(&name))?;
                 self.done(sink, StatementKind::Other, None)?;
@@ -533,7 +450,7 @@ impl Session {
                 let mut blocks = vec![ifs.if_block];
                 blocks.extend(ifs.elseif_blocks);
                 for b in blocks {
-                    let cond = b.condition.clone().unwrap_or(crate::translate::num(1));
+                    let cond = b.condition.clone().unwrap_or(crate::ast::num(1));
                     if self.eval_condition(cond)? {
                         return self.run_block(b.conditional_statements, tops, sink);
                     }
@@ -558,7 +475,7 @@ impl Session {
             Statement::Use(u) => {
                 let name = match u {
                     Use::Object(n) | Use::Database(n) | Use::Catalog(n) | Use::Schema(n) => {
-                        crate::translate::object_parts(&n).join(".")
+                        crate::ast::object_parts(&n).join(".")
                     }
                     other => other.to_string(),
                 };
@@ -614,20 +531,20 @@ impl Session {
             // parse_objects).
             Statement::DropProcedure { if_exists, proc_desc, .. } => {
                 let names: Vec<Vec<String>> =
-                    proc_desc.iter().map(|d| crate::translate::object_parts(&d.name)).collect();
+                    proc_desc.iter().map(|d| crate::ast::object_parts(&d.name)).collect();
                 self.drop_object("PROCEDURE", if_exists, &names, false)?;
                 self.done(sink, StatementKind::Other, None)?;
                 Ok(())
             }
             Statement::DropFunction(df) => {
                 let names: Vec<Vec<String>> =
-                    df.func_desc.iter().map(|d| crate::translate::object_parts(&d.name)).collect();
+                    df.func_desc.iter().map(|d| crate::ast::object_parts(&d.name)).collect();
                 self.drop_object("FUNCTION", df.if_exists, &names, false)?;
                 self.done(sink, StatementKind::Other, None)?;
                 Ok(())
             }
             Statement::DropTrigger(dt) => {
-                let names = vec![crate::translate::object_parts(&dt.trigger_name)];
+                let names = vec![crate::ast::object_parts(&dt.trigger_name)];
                 self.drop_object("TRIGGER", dt.if_exists, &names, false)?;
                 self.done(sink, StatementKind::Other, None)?;
                 Ok(())
@@ -670,7 +587,7 @@ impl Session {
             }
             Statement::Execute { name, parameters, .. } => {
                 let n = name
-                    .map(|n| crate::translate::object_parts(&n).join("."))
+                    .map(|n| crate::ast::object_parts(&n).join("."))
                     .unwrap_or_default();
                 if n.rsplit('.')
                     .next()
@@ -796,7 +713,7 @@ impl Session {
         })?;
         drop(tables);
         self.before_ddl();
-        let old_sql = crate::translate::sqlite_table_sql(&meta);
+        let old_sql = crate::translate::meta.sqlite_sql();
         let (oid, sid) = (meta.object_id, self.session_id);
         match column {
             Some(col) => {
@@ -805,8 +722,8 @@ impl Session {
                 self.engine.with_catalog(|c| c.rename_column(oid, &cname, new))?;
                 let sql = format!(
                     "ALTER TABLE {old_sql} RENAME COLUMN {} TO {}",
-                    crate::translate::quote(&cname),
-                    crate::translate::quote(new)
+                    crate::ast::quote(&cname),
+                    crate::ast::quote(new)
                 );
                 self.atomic(|s| {
                     s.conn.execute_batch(&sql)?;
@@ -822,7 +739,7 @@ impl Session {
                 };
                 let sql = format!(
                     "ALTER TABLE {old_sql} RENAME TO {}",
-                    crate::translate::quote(&new_sqlite)
+                    crate::ast::quote(&new_sqlite)
                 );
                 // SQLite index names carry the table's name: recreate them under the new one.
                 let prefix = if meta.def.temporary { "temp." } else { "" };
@@ -834,7 +751,7 @@ impl Session {
                     .map(|(n, _)| {
                         format!(
                             "DROP INDEX {prefix}{}",
-                            crate::translate::quote(&format!("{}.{n}", meta.sqlite_name))
+                            crate::ast::quote(&format!("{}.{n}", meta.sqlite_name))
                         )
                     })
                     .collect();
@@ -932,7 +849,7 @@ impl Session {
                 Ok(())
             }
             Set::SetSessionParam(SetSessionParamKind::IdentityInsert(ii)) => {
-                let parts = crate::translate::object_parts(&ii.obj);
+                let parts = crate::ast::object_parts(&ii.obj);
                 let tables = self.engine.tables();
                 let vt = self.var_types();
                 let ctx = Ctx {
@@ -947,7 +864,7 @@ impl Session {
                 };
                 let t = ctx
                     .lookup(&parts)
-                    .ok_or_else(|| crate::translate::invalid_object(&parts.join(".")))?;
+                    .ok_or_else(|| crate::error::invalid_object(&parts.join(".")))?;
                 if t.identity_column().is_none() {
                     return Err(SqlError::new(
                         8106,
@@ -974,7 +891,7 @@ impl Session {
                 Ok(())
             }
             Set::SingleAssignment { variable, values, .. } => {
-                let name = crate::translate::object_parts(&variable).join(".");
+                let name = crate::ast::object_parts(&variable).join(".");
                 let key = name.to_lowercase();
                 let ty = match self.vars.get(&key) {
                     Some((t, _)) => *t,
@@ -987,7 +904,7 @@ impl Session {
                         .into());
                     }
                 };
-                let e = values.into_iter().next().unwrap_or(crate::translate::null());
+                let e = values.into_iter().next().unwrap_or(crate::ast::null());
                 let v = self.eval_scalar(e)?;
                 let v = coerce(ValueRef::from(&v), ty)?;
                 self.vars.insert(key, (ty, v));
@@ -1079,9 +996,9 @@ impl Session {
             operand: None,
             conditions: vec![sqlparser::ast::CaseWhen {
                 condition: cond,
-                result: crate::translate::num(1),
+                result: crate::ast::num(1),
             }],
-            else_result: Some(Box::new(crate::translate::num(0))),
+            else_result: Some(Box::new(crate::ast::num(0))),
         };
         Ok(matches!(self.eval_scalar(case)?, Stored::Integer(1)))
     }
@@ -1286,7 +1203,7 @@ impl Session {
             let sp = format!("sp_{}", n.to_lowercase());
             if self
                 .conn
-                .execute_batch(&format!("ROLLBACK TO {}", crate::translate::quote(&sp)))
+                .execute_batch(&format!("ROLLBACK TO {}", crate::ast::quote(&sp)))
                 .is_ok()
             {
                 return Ok(());
@@ -1319,7 +1236,7 @@ impl Session {
         self.ensure_sqlite_tran()?;
         let sp = format!("sp_{}", name.to_lowercase());
         self.conn
-            .execute_batch(&format!("SAVEPOINT {}", crate::translate::quote(&sp)))?;
+            .execute_batch(&format!("SAVEPOINT {}", crate::ast::quote(&sp)))?;
         Ok(())
     }
 
@@ -1391,13 +1308,13 @@ fn assignment_targets(q: &mut Query) -> Option<Vec<String>> {
         let value = match item {
             SelectItem::ExprWithAlias { expr, alias } => {
                 targets.push(alias.value.clone());
-                std::mem::replace(expr, crate::translate::null())
+                std::mem::replace(expr, crate::ast::null())
             }
             SelectItem::UnnamedExpr(Expr::BinaryOp { left, right, .. }) => {
                 if let Expr::Identifier(id) = &**left {
                     targets.push(id.value.clone());
                 }
-                std::mem::replace(&mut **right, crate::translate::null())
+                std::mem::replace(&mut **right, crate::ast::null())
             }
             _ => continue,
         };
@@ -1406,44 +1323,7 @@ fn assignment_targets(q: &mut Query) -> Option<Vec<String>> {
     Some(targets)
 }
 
-/// `SELECT <e>` as a query AST.
-pub fn select_expr(e: Expr) -> Query {
-    let sql = format!("SELECT {e}");
-    let dialect = sqlparser::dialect::MsSqlDialect {};
-    match sqlparser::parser::Parser::new(&dialect)
-        .try_with_sql(&sql)
-        .and_then(|mut p| p.parse_query())
-    {
-        Ok(q) => *q,
-        Err(_) => match sqlparser::parser::Parser::new(&dialect)
-            .try_with_sql("SELECT NULL")
-            .and_then(|mut p| p.parse_query())
-        {
-            Ok(q) => *q,
-            Err(_) => unreachable_query(),
-        },
-    }
-}
 
-fn unreachable_query() -> Query {
-    // `SELECT NULL` always parses; this keeps the function total without panicking.
-    Query {
-        with: None,
-        body: Box::new(sqlparser::ast::SetExpr::Values(sqlparser::ast::Values {
-            explicit_row: false,
-            value_keyword: false,
-            rows: Vec::new(),
-        })),
-        order_by: None,
-        limit_clause: None,
-        fetch: None,
-        locks: Vec::new(),
-        for_clause: None,
-        settings: None,
-        format_clause: None,
-        pipe_operators: Vec::new(),
-    }
-}
 
 /// The COLMETADATA of an output column; unknown types are decided by the first row's value.
 pub fn column_meta(c: &OutCol, first: Option<ValueRef<'_>>) -> ColumnMeta {
@@ -1627,8 +1507,8 @@ impl SqliteSizes<'_> {
 impl crate::catalog::views::TableSizes for SqliteSizes<'_> {
     fn rows(&self, t: &crate::catalog::store::Table) -> i64 {
         let table = match self.sqlite_name(t) {
-            (name, "temp") => format!("temp.{}", crate::translate::quote(&name)),
-            (name, _) => crate::translate::quote(&name),
+            (name, "temp") => format!("temp.{}", crate::ast::quote(&name)),
+            (name, _) => crate::ast::quote(&name),
         };
         self.conn
             .query_row(&format!("SELECT COUNT(*) FROM {table}"), [], |r| r.get(0))

@@ -6,7 +6,7 @@
 
 use crate::convert::{format_decimal, parse_decimal, rescale};
 use crate::error::SqlError;
-use crate::functions::encode_error;
+use crate::sqlite_errors::encode_error;
 use crate::types::SqlType;
 use rusqlite::Connection;
 use rusqlite::functions::FunctionFlags;
@@ -32,9 +32,9 @@ pub fn applies(l: Option<SqlType>, r: Option<SqlType>) -> bool {
 
 /// `tsql_mod(dividend, divisor)` in place of `dividend % divisor` (both already translated).
 pub fn call(dividend: &mut Expr, divisor: &mut Expr) -> Expr {
-    let a = std::mem::replace(dividend, crate::translate::null());
-    let b = std::mem::replace(divisor, crate::translate::null());
-    crate::translate::func(MOD_FN, vec![a, b])
+    let a = std::mem::replace(dividend, crate::ast::null());
+    let b = std::mem::replace(divisor, crate::ast::null());
+    crate::ast::func(MOD_FN, vec![a, b])
 }
 
 pub fn register(conn: &Connection) -> rusqlite::Result<()> {

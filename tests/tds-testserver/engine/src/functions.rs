@@ -1,12 +1,13 @@
 //! T-SQL scalar functions as SQLite UDFs, and the `DEC` collation that compares decimal text
 //! numerically. A UDF failing with a SQL Server error encodes it in the SQLite error message
-//! (see [`encode_error`]), and the statement layer decodes it back.
+//! (see [`crate::sqlite_errors::encode_error`]), and the statement layer decodes it back.
 
 use crate::convert::{
     DateTimeParts, civil_from_days, coerce, days_from_civil, format_date, format_decimal, format_guid,
     format_time, parse_datetime, parse_decimal, rescale,
 };
 use crate::error::SqlError;
+use crate::sqlite_errors::encode_error;
 use crate::typename::{is_string, parse_type_name};
 use crate::types::SqlType;
 use rusqlite::Connection;
@@ -14,33 +15,6 @@ use rusqlite::functions::{Context, FunctionFlags};
 use rusqlite::types::{Value as Stored, ValueRef};
 use std::cmp::Ordering;
 use std::time::{SystemTime, UNIX_EPOCH};
-
-const PREFIX: &str = "\u{1}MSSQL|";
-
-#[derive(Debug)]
-struct UdfError(String);
-impl std::fmt::Display for UdfError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-impl std::error::Error for UdfError {}
-
-pub fn encode_error(e: &SqlError) -> rusqlite::Error {
-    rusqlite::Error::UserFunctionError(Box::new(UdfError(format!(
-        "{PREFIX}{}|{}|{}",
-        e.number, e.class, e.message
-    ))))
-}
-
-/// A SQL Server error that a UDF raised, if this SQLite message carries one.
-pub fn decode_error(msg: &str) -> Option<SqlError> {
-    let rest = &msg[msg.find(PREFIX)? + PREFIX.len()..];
-    let mut it = rest.splitn(3, '|');
-    let number = it.next()?.parse().ok()?;
-    let class = it.next()?.parse().ok()?;
-    Some(SqlError::new(number, class, it.next()?.to_string()))
-}
 
 pub fn dec_compare(a: &str, b: &str) -> Ordering {
     match (parse_decimal(a), parse_decimal(b)) {

@@ -4,11 +4,11 @@
 
 use crate::catalog::store::ExtendedProperty;
 use crate::error::SqlError;
-use crate::exec::Fail;
+use crate::results::Fail;
 use crate::parse::Stmt;
 use crate::parse_objects::DbAction;
 use crate::session::Session;
-use crate::{ResultSink, StatementKind};
+use crate::results::{ResultSink, StatementKind};
 use rusqlite::types::Value as Stored;
 use sqlparser::ast::Expr;
 

@@ -3,7 +3,7 @@
 //! sqlparser cannot parse at all (INSERT BULK, BEGIN TRAN name, DBCC, SAVE TRAN) are parsed here.
 
 use crate::bulk::{BulkColumn, BulkTarget};
-use crate::error::SqlError;
+use crate::error::{SqlError, syntax_error};
 use sqlparser::ast::Statement;
 use sqlparser::dialect::MsSqlDialect;
 use sqlparser::keywords::Keyword;
@@ -125,9 +125,6 @@ pub struct Batch {
     pub nocheck: std::collections::HashSet<(u64, u64)>,
 }
 
-pub fn syntax_error(near: &str) -> SqlError {
-    SqlError::new(102, 15, format!("Incorrect syntax near '{near}'."))
-}
 
 fn parser_error(e: &ParserError) -> SqlError {
     let msg = e.to_string();

@@ -5,7 +5,8 @@ use crate::error::SqlError;
 use crate::meta::Tables;
 use crate::translate::Globals;
 use crate::types::{ColumnMeta, SqlType, Value};
-use crate::{Done, EngineConfig, Interrupt, Param, ResultSink, StatementKind, TransactionRequest};
+use crate::results::{Done, Interrupt, ResultSink, StatementKind};
+use crate::{EngineConfig, Param, TransactionRequest};
 use rusqlite::Connection;
 use rusqlite::types::Value as Stored;
 use std::collections::HashMap;
@@ -374,8 +375,8 @@ impl Session {
         };
         let error = match r {
             Ok(()) => false,
-            Err(crate::exec::Fail::Interrupt(i)) => return Err(i),
-            Err(crate::exec::Fail::Sql(e)) => {
+            Err(crate::results::Fail::Interrupt(i)) => return Err(i),
+            Err(crate::results::Fail::Sql(e)) => {
                 sink.error(&e)?;
                 true
             }

@@ -42,7 +42,7 @@ pub(crate) fn unify(operands: &mut [(&mut Expr, Option<SqlType>)]) {
     for (e, t) in operands.iter_mut() {
         let Some(ty) = *t else { continue };
         if is_string(ty) {
-            let inner = std::mem::replace(&mut **e, crate::translate::null());
+            let inner = std::mem::replace(&mut **e, crate::ast::null());
             **e = cast_call(inner, Some(ty), target, None, false);
             if is_exact_numeric(target) {
                 // Decimal text compares by value only with the DEC collation.

@@ -2,7 +2,8 @@
 //! functions, `+` concatenation, literals) and infers SQL Server's result type of every
 //! expression on the way (§4.1 of the design notes).
 
-use crate::error::SqlError;
+use crate::ast::{col_ref, func, ident, null, num, object_parts, plain_fn, push_arg, string};
+use crate::error::{SqlError, invalid_object};
 use crate::meta::{TableMeta, Tables};
 use crate::temporal_compare;
 use crate::typename::{is_string, is_unicode, parse_type_name, type_decl};
@@ -194,27 +195,9 @@ pub fn view_columns(parts: &[String]) -> Option<(&'static str, Vec<OutCol>)> {
     Some((v.name, cols))
 }
 
-pub fn ident(s: &str) -> Ident {
-    Ident::with_quote('"', s)
-}
 
-pub fn quote(s: &str) -> String {
-    format!("\"{}\"", s.replace('"', "\"\""))
-}
 
-pub fn object_parts(name: &ObjectName) -> Vec<String> {
-    name.0
-        .iter()
-        .map(|p| match p {
-            ObjectNamePart::Identifier(i) => i.value.clone(),
-            ObjectNamePart::Function(f) => f.name.value.clone(),
-        })
-        .collect()
-}
 
-pub fn invalid_object(name: &str) -> SqlError {
-    SqlError::new(208, 16, format!("Invalid object name '{name}'."))
-}
 
 impl<'a> Ctx<'a> {
     /// Finds a table by its (1-3 part) name.
@@ -487,7 +470,7 @@ impl<'a> Ctx<'a> {
                 let t = self
                     .lookup(&parts)
                     .ok_or_else(|| invalid_object(&parts.join(".")))?;
-                *name = sqlite_table_name(t);
+                *name = t.sqlite_object_name();
                 if alias.is_none() {
                     *alias = Some(TableAlias {
                         explicit: true,
@@ -1688,7 +1671,7 @@ impl<'a> Ctx<'a> {
     ) -> Result<Ty, SqlError> {
         let inner = match e {
             Expr::Cast { expr, .. } | Expr::Convert { expr, .. } => expr,
-            _ => return Err(crate::parse::syntax_error(clr.name())),
+            _ => return Err(crate::error::syntax_error(clr.name())),
         };
         let src = self.expr(inner, scope)?;
         if let Some(t) = src.ty
@@ -1720,7 +1703,7 @@ impl<'a> Ctx<'a> {
     /// (varbinary(max)): the function for the column's type.
     fn udt_method(&mut self, f: &mut Function, scope: &Scope<'_>) -> Result<Ty, SqlError> {
         let FunctionArguments::List(l) = &mut f.args else {
-            return Err(crate::parse::syntax_error("("));
+            return Err(crate::error::syntax_error("("));
         };
         let method = match l.args.first() {
             Some(FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Value(v)))) => match &v.value {
@@ -1730,7 +1713,7 @@ impl<'a> Ctx<'a> {
             _ => String::new(),
         };
         let Some(FunctionArg::Unnamed(FunctionArgExpr::Expr(target))) = l.args.get_mut(1) else {
-            return Err(crate::parse::syntax_error(&method));
+            return Err(crate::error::syntax_error(&method));
         };
         let t = self.expr(target, scope)?;
         let target = std::mem::replace(target, num(0));
@@ -1763,7 +1746,7 @@ impl<'a> Ctx<'a> {
         };
         *f = match func(name, vec![target]) {
             Expr::Function(g) => g,
-            _ => return Err(crate::parse::syntax_error(name)),
+            _ => return Err(crate::error::syntax_error(name)),
         };
         Ok(Ty {
             ty: Some(ty),
@@ -2137,22 +2120,7 @@ fn parent_scope<'p>(parent: Option<&'p Scope<'p>>) -> Scope<'p> {
     }
 }
 
-pub fn sqlite_table_name(t: &TableMeta) -> ObjectName {
-    if t.def.temporary {
-        ObjectName::from(vec![Ident::new("temp"), ident(&t.sqlite_name)])
-    } else {
-        ObjectName::from(vec![ident(&t.sqlite_name)])
-    }
-}
 
-/// `"temp"."#t"` or `"dbo.t"` as text.
-pub fn sqlite_table_sql(t: &TableMeta) -> String {
-    if t.def.temporary {
-        format!("temp.{}", quote(&t.sqlite_name))
-    } else {
-        quote(&t.sqlite_name)
-    }
-}
 
 fn unknown_type(t: &str) -> SqlError {
     SqlError::new(243, 16, format!("Type {t} is not a defined system type."))
@@ -2244,41 +2212,10 @@ fn first_word(s: &str) -> String {
     s.split_whitespace().next().unwrap_or("").to_string()
 }
 
-pub fn col_ref(q: &str, c: &str) -> Expr {
-    Expr::CompoundIdentifier(vec![ident(q), ident(c)])
-}
 
-pub fn num(i: i64) -> Expr {
-    Expr::Value(AstValue::Number(i.to_string(), false).into())
-}
 
-pub fn null() -> Expr {
-    Expr::Value(AstValue::Null.into())
-}
 
-pub fn string(s: &str) -> Expr {
-    Expr::Value(AstValue::SingleQuotedString(s.to_string()).into())
-}
 
-fn plain_fn(name: &str, args: Vec<Expr>) -> Function {
-    Function {
-        name: ObjectName::from(vec![Ident::new(name)]),
-        uses_odbc_syntax: false,
-        parameters: FunctionArguments::None,
-        args: FunctionArguments::List(FunctionArgumentList {
-            duplicate_treatment: None::<DuplicateTreatment>,
-            args: args
-                .into_iter()
-                .map(|a| FunctionArg::Unnamed(FunctionArgExpr::Expr(a)))
-                .collect(),
-            clauses: Vec::new(),
-        }),
-        filter: None,
-        null_treatment: None,
-        over: None,
-        within_group: Vec::new(),
-    }
-}
 
 fn is_comparison(op: &BinaryOperator) -> bool {
     matches!(
@@ -2364,15 +2301,7 @@ pub(crate) fn compare_as_decimal(e: &mut Expr) {
     };
 }
 
-pub fn func(name: &str, args: Vec<Expr>) -> Expr {
-    Expr::Function(plain_fn(name, args))
-}
 
-fn push_arg(f: &mut Function, e: Expr) {
-    if let FunctionArguments::List(l) = &mut f.args {
-        l.args.push(FunctionArg::Unnamed(FunctionArgExpr::Expr(e)));
-    }
-}
 
 /// `tsql_cast(value, 'target', 'source', style, try)`: conversion in Rust (functions.rs).
 pub(crate) fn cast_call(

@@ -356,7 +356,7 @@ fn view_references(m: &Module) -> Vec<(Option<String>, String)> {
             continue;
         };
         let _ = sqlparser::ast::visit_relations(&**stmt, |name| {
-            let parts = crate::translate::object_parts(name);
+            let parts = crate::ast::object_parts(name);
             let entity = parts.last().cloned().unwrap_or_default();
             let schema = (parts.len() > 1).then(|| parts[parts.len() - 2].clone());
             // CTE names and the view's own derived-table alias are not objects.
