@@ -6,7 +6,7 @@
 
 use crate::error::SqlError;
 use crate::translate::precedence;
-use crate::typename::base_name;
+use crate::types::names::base_name;
 use crate::types::SqlType;
 use sqlparser::ast::{BinaryOperator, Expr};
 

@@ -11,7 +11,7 @@ use crate::meta::TableMeta;
 use crate::row_buffer::RowBuffer;
 use crate::session::Session;
 use crate::ast::quote;
-use crate::typename::is_string;
+use crate::types::names::is_string;
 use crate::types::{ColumnMeta, SqlType, Value};
 use crate::results::{Done, Interrupt, ResultSink, StatementKind};
 use rusqlite::types::{Value as Stored, ValueRef};

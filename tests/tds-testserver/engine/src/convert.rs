@@ -10,7 +10,7 @@
 
 use crate::error::SqlError;
 use crate::row_buffer::RowBuffer;
-use crate::typename::{base_name, is_binary, is_string};
+use crate::types::names::{base_name, is_binary, is_string};
 use crate::types::{SqlType, Value};
 use rusqlite::types::{Value as Stored, ValueRef};
 

@@ -12,7 +12,7 @@ use crate::meta::{TableMeta, Tables};
 use crate::session::Session;
 use crate::ast::{object_parts, quote};
 use crate::translate::{Ctx, Scope, table_columns};
-use crate::typename::{is_string, parse_type_name, type_decl};
+use crate::types::names::{is_string, parse_type_name, type_decl};
 use crate::types::SqlType;
 use crate::results::{ResultSink, StatementKind};
 use sqlparser::ast::{

@@ -12,7 +12,7 @@ use crate::meta::TableMeta;
 use crate::session::Session;
 use crate::ast::{object_parts, quote};
 use crate::translate::{Ctx, OutCol};
-use crate::typename::{is_binary, is_unicode};
+use crate::types::names::{is_binary, is_unicode};
 use crate::types::SqlType;
 use crate::results::{ResultSink, StatementKind};
 use rusqlite::types::{Value as Stored, ValueRef};
@@ -1204,7 +1204,7 @@ impl Session {
             defs.push(format!(
                 "[{}] {}{}",
                 name.replace(']', "]]"),
-                crate::typename::type_decl(ty),
+                crate::types::names::type_decl(ty),
                 if c.ty.nullable { " NULL" } else { " NOT NULL" }
             ));
         }

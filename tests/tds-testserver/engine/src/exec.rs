@@ -9,7 +9,7 @@ use crate::parse::{Batch, Stmt, parse_batch};
 use crate::row_decoder::{DecodeError, RowDecoder};
 use crate::session::Session;
 use crate::translate::{Ctx, OutCol};
-use crate::typename::parse_type_name;
+use crate::types::names::parse_type_name;
 use crate::types::{ColumnMeta, SqlType, Value};
 use crate::results::{Done, EnvChange, Interrupt, ResultSink, StatementKind};
 use rusqlite::types::{Value as Stored, ValueRef};

@@ -8,7 +8,7 @@ use crate::convert::{
 };
 use crate::error::SqlError;
 use crate::sqlite_errors::encode_error;
-use crate::typename::{is_string, parse_type_name};
+use crate::types::names::{is_string, parse_type_name};
 use crate::types::SqlType;
 use rusqlite::Connection;
 use rusqlite::functions::{Context, FunctionFlags};
@@ -440,7 +440,7 @@ fn cast_value(
         let s = coerce(v, SqlType::NVarChar { len: None })?;
         return truncate_string(s, target);
     }
-    if crate::typename::is_binary(target) {
+    if crate::types::names::is_binary(target) {
         if let ValueRef::Text(t) = v {
             let s = String::from_utf8_lossy(t);
             if style == Some(1) || style == Some(2) {

@@ -40,7 +40,6 @@ mod sqlite_errors;
 mod string_numbers;
 mod temporal_compare;
 mod translate;
-pub mod typename;
 pub mod types;
 
 pub use error::SqlError;

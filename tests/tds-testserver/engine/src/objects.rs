@@ -133,7 +133,7 @@ impl Session {
         base: &str,
         nullable: bool,
     ) -> Result<(), Fail> {
-        let ty = crate::typename::parse_type_name(base)
+        let ty = crate::types::names::parse_type_name(base)
             .filter(|t| !matches!(t, crate::types::SqlType::RowVersion))
             .ok_or_else(|| SqlError::new(243, 16, format!("Type {base} is not a defined system type.")))?;
         self.before_ddl();

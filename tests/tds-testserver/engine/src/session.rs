@@ -307,13 +307,13 @@ impl Session {
             match crate::convert::value_to_storage(&p.value, p.ty) {
                 Ok(v) => converted.push(v),
                 Err(_) => {
-                    let from = crate::typename::base_name(value_type(&p.value));
+                    let from = crate::types::names::base_name(value_type(&p.value));
                     let err = SqlError::new(
                         8114,
                         16,
                         format!(
                             "Error converting data type {from} to {}.",
-                            crate::typename::base_name(p.ty)
+                            crate::types::names::base_name(p.ty)
                         ),
                     );
                     sink.error(&err)?;

@@ -6,7 +6,7 @@
 //! through `tsql_cast`, as SQL Server's implicit conversion does.
 
 use crate::translate::{cast_call, compare_as_decimal, is_exact_numeric, precedence};
-use crate::typename::is_string;
+use crate::types::names::is_string;
 use crate::types::SqlType;
 use sqlparser::ast::Expr;
 

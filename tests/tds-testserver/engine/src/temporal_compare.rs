@@ -6,7 +6,7 @@
 //! comparison silently matches nothing.
 
 use crate::translate::cast_call;
-use crate::typename::is_string;
+use crate::types::names::is_string;
 use crate::types::SqlType;
 use sqlparser::ast::Expr;
 

@@ -6,7 +6,7 @@ use crate::ast::{col_ref, func, ident, null, num, object_parts, plain_fn, push_a
 use crate::error::{SqlError, invalid_object};
 use crate::meta::{TableMeta, Tables};
 use crate::temporal_compare;
-use crate::typename::{is_string, is_unicode, parse_type_name, type_decl};
+use crate::types::names::{is_string, is_unicode, parse_type_name, type_decl};
 use crate::types::SqlType;
 use sqlparser::ast::{
     BinaryOperator, CastKind, DuplicateTreatment, Expr, Function, FunctionArg, FunctionArgExpr,
@@ -1033,7 +1033,7 @@ impl<'a> Ctx<'a> {
                             16,
                             format!(
                                 "Operand data type {} is invalid for ~ operator.",
-                                crate::typename::base_name(other)
+                                crate::types::names::base_name(other)
                             ),
                         ));
                     }
@@ -1337,7 +1337,7 @@ impl<'a> Ctx<'a> {
                 if let Some(clr) = crate::clr_parse::ClrType::from_name(&data_type.to_string()) {
                     return self.clr_cast(e, clr, scope);
                 }
-                let target = crate::typename::parse_cast_type_name(&data_type.to_string())
+                let target = crate::types::names::parse_cast_type_name(&data_type.to_string())
                     .ok_or_else(|| unknown_type(&data_type.to_string()))?;
                 let src = self.expr(expr, scope)?;
                 let try_ = matches!(kind, CastKind::TryCast | CastKind::SafeCast);
@@ -1359,7 +1359,7 @@ impl<'a> Ctx<'a> {
                 if let Some(clr) = crate::clr_parse::ClrType::from_name(&dt) {
                     return self.clr_cast(e, clr, scope);
                 }
-                let target = crate::typename::parse_cast_type_name(&dt).ok_or_else(|| unknown_type(&dt))?;
+                let target = crate::types::names::parse_cast_type_name(&dt).ok_or_else(|| unknown_type(&dt))?;
                 let src = self.expr(expr, scope)?;
                 let style = match styles.first() {
                     Some(Expr::Value(ValueWithSpan {
@@ -1682,7 +1682,7 @@ impl<'a> Ctx<'a> {
                 16,
                 format!(
                     "Explicit conversion from data type {} to {} is not allowed.",
-                    crate::typename::base_name(t),
+                    crate::types::names::base_name(t),
                     clr.name()
                 ),
             ));
@@ -1731,7 +1731,7 @@ impl<'a> Ctx<'a> {
                 return Err(SqlError::new(
                     258,
                     15,
-                    format!("Cannot call methods on {}.", crate::typename::base_name(other)),
+                    format!("Cannot call methods on {}.", crate::types::names::base_name(other)),
                 ));
             }
             _ => {
@@ -1871,7 +1871,7 @@ impl<'a> Ctx<'a> {
                 nullable: true,
             },
             "LEN" => Ty {
-                ty: Some(if a0.ty.is_some_and(crate::typename::is_max) {
+                ty: Some(if a0.ty.is_some_and(crate::types::names::is_max) {
                     SqlType::BigInt
                 } else {
                     SqlType::Int
@@ -1882,7 +1882,7 @@ impl<'a> Ctx<'a> {
                 let unicode = a0.ty.is_some_and(is_unicode);
                 push_arg(f, num(i64::from(unicode)));
                 Ty {
-                    ty: Some(if a0.ty.is_some_and(crate::typename::is_max) {
+                    ty: Some(if a0.ty.is_some_and(crate::types::names::is_max) {
                         SqlType::BigInt
                     } else {
                         SqlType::Int

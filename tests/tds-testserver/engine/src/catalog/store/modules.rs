@@ -353,7 +353,7 @@ impl Catalog {
         nullable: bool,
     ) -> Result<(), SqlError> {
         let schema_id = self.schema_id(schema).ok_or_else(|| missing_schema(schema))?;
-        if self.alias_type(schema, name).is_some() || crate::typename::parse_type_name(name).is_some() {
+        if self.alias_type(schema, name).is_some() || crate::types::names::parse_type_name(name).is_some() {
             return Err(err(
                 219,
                 format!("The type '{name}' already exists, or you do not have permission to create it."),
