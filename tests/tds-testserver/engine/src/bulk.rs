@@ -8,7 +8,7 @@ use crate::dml::length_limit;
 use crate::error::SqlError;
 use crate::results::Fail;
 use crate::meta::TableMeta;
-use crate::row_buffer::RowBuffer;
+use crate::convert::row_buffer::RowBuffer;
 use crate::session::Session;
 use crate::ast::quote;
 use crate::types::names::is_string;

@@ -148,7 +148,7 @@ impl Session {
             && let Some(clr) = col
                 .user_type
                 .as_deref()
-                .and_then(crate::clr_parse::ClrType::from_name)
+                .and_then(crate::convert::clr::ClrType::from_name)
         {
             return Ok(Stored::Blob(clr.parse(&String::from_utf8_lossy(t))?));
         }

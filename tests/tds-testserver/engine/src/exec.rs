@@ -6,7 +6,7 @@ use crate::convert::coerce;
 use crate::error::SqlError;
 use crate::results::Fail;
 use crate::parse::{Batch, Stmt, parse_batch};
-use crate::row_decoder::{DecodeError, RowDecoder};
+use crate::convert::row_decoder::{DecodeError, RowDecoder};
 use crate::session::Session;
 use crate::translate::{Ctx, OutCol};
 use crate::types::names::parse_type_name;

@@ -672,7 +672,7 @@ pub fn register(conn: &Connection) -> rusqlite::Result<()> {
     // SQL Server's Parse; a binary value is already the type's form.
     conn.create_scalar_function("tsql_clr_parse", 2, det, |ctx| {
         let ty = text_arg(ctx, 1)
-            .and_then(|t| crate::clr_parse::ClrType::from_name(&t))
+            .and_then(|t| crate::convert::clr::ClrType::from_name(&t))
             .ok_or_else(|| encode_error(&SqlError::new(243, 16, "Type is not a defined system type.")))?;
         match ctx.get_raw(0) {
             ValueRef::Null => Ok(Stored::Null),

@@ -236,7 +236,7 @@ pub fn hierarchyid_levels(bytes: &[u8]) -> Option<Vec<Vec<i64>>> {
         if (pos..total).all(|i| bit(i) == 0) {
             break;
         }
-        for (prefix, layout, low) in crate::clr_parse::HIERARCHYID_RANGES {
+        for (prefix, layout, low) in crate::convert::clr::HIERARCHYID_RANGES {
             let matches = prefix
                 .bytes()
                 .enumerate()

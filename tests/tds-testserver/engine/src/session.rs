@@ -249,7 +249,7 @@ pub struct Session {
     /// profiles).
     pub(crate) bulk: Option<Box<BulkState>>,
     /// The last bulk load's buffer, emptied, for the next one.
-    pub(crate) bulk_spare: crate::row_buffer::RowBuffer,
+    pub(crate) bulk_spare: crate::convert::row_buffer::RowBuffer,
     /// The target remembered by the last `INSERT BULK` statement.
     pub(crate) pending_bulk: Option<crate::bulk::PendingBulk>,
     /// The catalog's session id (temp tables, views).

@@ -1334,7 +1334,7 @@ impl<'a> Ctx<'a> {
                 data_type,
                 ..
             } => {
-                if let Some(clr) = crate::clr_parse::ClrType::from_name(&data_type.to_string()) {
+                if let Some(clr) = crate::convert::clr::ClrType::from_name(&data_type.to_string()) {
                     return self.clr_cast(e, clr, scope);
                 }
                 let target = crate::types::names::parse_cast_type_name(&data_type.to_string())
@@ -1356,7 +1356,7 @@ impl<'a> Ctx<'a> {
                 ..
             } => {
                 let dt = data_type.as_ref().map(|d| d.to_string()).unwrap_or_default();
-                if let Some(clr) = crate::clr_parse::ClrType::from_name(&dt) {
+                if let Some(clr) = crate::convert::clr::ClrType::from_name(&dt) {
                     return self.clr_cast(e, clr, scope);
                 }
                 let target = crate::types::names::parse_cast_type_name(&dt).ok_or_else(|| unknown_type(&dt))?;
@@ -1666,7 +1666,7 @@ impl<'a> Ctx<'a> {
     fn clr_cast(
         &mut self,
         e: &mut Expr,
-        clr: crate::clr_parse::ClrType,
+        clr: crate::convert::clr::ClrType,
         scope: &Scope<'_>,
     ) -> Result<Ty, SqlError> {
         let inner = match e {
@@ -1690,8 +1690,8 @@ impl<'a> Ctx<'a> {
         let inner = std::mem::replace(&mut **inner, num(0));
         *e = func("tsql_clr_parse", vec![inner, string(clr.name())]);
         let ty = match clr {
-            crate::clr_parse::ClrType::HierarchyId => SqlType::VarBinary { len: Some(892) },
-            crate::clr_parse::ClrType::Geography => SqlType::VarBinary { len: None },
+            crate::convert::clr::ClrType::HierarchyId => SqlType::VarBinary { len: Some(892) },
+            crate::convert::clr::ClrType::Geography => SqlType::VarBinary { len: None },
         };
         Ok(Ty {
             ty: Some(ty),

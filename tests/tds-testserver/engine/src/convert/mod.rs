@@ -8,8 +8,13 @@
 //! three compare correctly as text); datetimeoffset local time + ` +HH:MM`; GUID upper-case text;
 //! strings TEXT; binaries BLOB.
 
+pub mod clr;
+pub mod month_names;
+pub mod row_buffer;
+pub mod row_decoder;
+
 use crate::error::SqlError;
-use crate::row_buffer::RowBuffer;
+use crate::convert::row_buffer::RowBuffer;
 use crate::types::names::{base_name, is_binary, is_string};
 use crate::types::{SqlType, Value};
 use rusqlite::types::{Value as Stored, ValueRef};
@@ -176,7 +181,7 @@ pub fn parse_datetime(s: &str) -> Option<DateTimeParts> {
     if s.bytes()
         .any(|b| b.is_ascii_alphabetic() && b != b'T' && b != b'Z')
     {
-        return crate::month_names::parse(s);
+        return crate::convert::month_names::parse(s);
     }
     let (date_part, rest) = if s.len() >= 8 && s.as_bytes()[..4].iter().all(u8::is_ascii_digit) {
         let end = s.find([' ', 'T']).unwrap_or(s.len());
