@@ -493,7 +493,7 @@ fn field_value(raw: &[u8], ty: SqlType, encoding: Encoding) -> Option<Value> {
         Encoding::Cp1252 => raw
             .iter()
             .map(|&b| match b {
-                0x80..=0x9F => char::from_u32(u32::from(crate::functions::CP1252_80[usize::from(b - 0x80)]))
+                0x80..=0x9F => char::from_u32(u32::from(crate::sqlfn::CP1252_80[usize::from(b - 0x80)]))
                     .unwrap_or('?'),
                 _ => b as char,
             })

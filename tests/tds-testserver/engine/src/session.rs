@@ -170,10 +170,10 @@ impl Engine {
              PRAGMA mmap_size=2147418112;",
         )
         .map_err(open_err)?;
-        crate::functions::register(&conn).map_err(open_err)?;
-        crate::divide_by_zero::register(&conn).map_err(open_err)?;
-        crate::fractional_modulo::register(&conn).map_err(open_err)?;
-        crate::decimal_arith::register(&conn).map_err(open_err)?;
+        crate::sqlfn::register(&conn).map_err(open_err)?;
+        crate::sqlfn::division::register(&conn).map_err(open_err)?;
+        crate::sqlfn::modulo::register(&conn).map_err(open_err)?;
+        crate::sqlfn::decimal::register(&conn).map_err(open_err)?;
         conn.set_prepared_statement_cache_capacity(256);
         let spid = self.next_spid.fetch_add(1, Ordering::Relaxed);
         crate::catalog::functions::register(

@@ -1050,7 +1050,7 @@ impl<'a> Ctx<'a> {
                     t.ty
                 {
                     let inner = std::mem::replace(&mut **expr, num(0));
-                    *e = crate::decimal_arith::call_unary(false, inner, (precision, scale));
+                    *e = crate::sqlfn::decimal::call_unary(false, inner, (precision, scale));
                 }
                 Ok(t)
             }
@@ -1150,7 +1150,7 @@ impl<'a> Ctx<'a> {
                     };
                 if money_exact {
                     let operand_scale = |t: Option<SqlType>| t.and_then(decimal_ps).map_or(4, |(_, s)| s);
-                    if let Some(call) = crate::decimal_arith::call_money(
+                    if let Some(call) = crate::sqlfn::decimal::call_money(
                         op,
                         left,
                         right,
@@ -1164,7 +1164,7 @@ impl<'a> Ctx<'a> {
                     ty
                 {
                     let operand_scale = |t: Option<SqlType>| t.and_then(decimal_ps).map_or(38, |(_, s)| s);
-                    if let Some(call) = crate::decimal_arith::call(
+                    if let Some(call) = crate::sqlfn::decimal::call(
                         op,
                         left,
                         right,
@@ -1176,13 +1176,13 @@ impl<'a> Ctx<'a> {
                     }
                 }
                 match op {
-                    BinaryOperator::Modulo if crate::fractional_modulo::applies(l.ty, r.ty) => {
+                    BinaryOperator::Modulo if crate::sqlfn::modulo::applies(l.ty, r.ty) => {
                         let ty = arith_type(op, l.ty, r.ty);
-                        *e = crate::fractional_modulo::call(left, right);
+                        *e = crate::sqlfn::modulo::call(left, right);
                         Ok(Ty { ty, nullable })
                     }
                     BinaryOperator::Divide | BinaryOperator::Modulo => {
-                        crate::divide_by_zero::guard_divisor(left, right);
+                        crate::sqlfn::division::guard_divisor(left, right);
                         Ok(Ty {
                             ty: arith_type(op, l.ty, r.ty),
                             nullable,
@@ -2026,7 +2026,7 @@ impl<'a> Ctx<'a> {
                 {
                     let inner = std::mem::replace(x, num(0));
                     if let Expr::Function(exact) =
-                        crate::decimal_arith::call_unary(true, inner, (precision, scale))
+                        crate::sqlfn::decimal::call_unary(true, inner, (precision, scale))
                     {
                         *f = exact;
                     }

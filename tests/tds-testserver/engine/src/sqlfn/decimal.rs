@@ -185,7 +185,7 @@ pub fn compute(op: i64, a: (i128, u8), b: (i128, u8), p: u8, s: u8) -> Result<(i
         }
         3 => {
             if mb == 0 {
-                return Err(crate::divide_by_zero::divide_by_zero());
+                return Err(crate::sqlfn::division::divide_by_zero());
             }
             // quotient = a / b * 10^s = ma * 10^(s - sa + sb) / mb, truncated.
             let shift = i32::from(s) - i32::from(sa) + i32::from(sb);

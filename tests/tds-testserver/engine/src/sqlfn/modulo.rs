@@ -101,14 +101,14 @@ fn modulo(a: ValueRef<'_>, b: ValueRef<'_>) -> Result<Stored, SqlError> {
             let x = rescale(*ma, *sa, s).ok_or_else(overflow)?;
             let y = rescale(*mb, *sb, s).ok_or_else(overflow)?;
             if y == 0 {
-                return Err(crate::divide_by_zero::divide_by_zero());
+                return Err(crate::sqlfn::division::divide_by_zero());
             }
             Ok(Stored::Text(format_decimal(x % y, s)))
         }
         _ => {
             let (x, y) = (as_f64(&a), as_f64(&b));
             if y == 0.0 {
-                return Err(crate::divide_by_zero::divide_by_zero());
+                return Err(crate::sqlfn::division::divide_by_zero());
             }
             Ok(Stored::Real(x % y))
         }

@@ -2,6 +2,11 @@
 //! numerically. A UDF failing with a SQL Server error encodes it in the SQLite error message
 //! (see [`crate::sqlite_errors::encode_error`]), and the statement layer decodes it back.
 
+pub mod decimal;
+pub mod division;
+pub mod like;
+pub mod modulo;
+
 use crate::convert::{
     DateTimeParts, civil_from_days, coerce, days_from_civil, format_date, format_decimal, format_guid,
     format_time, parse_datetime, parse_decimal, rescale,
@@ -444,14 +449,14 @@ pub fn register(conn: &Connection) -> rusqlite::Result<()> {
     })?;
     // T-SQL's LIKE (character classes, ESCAPE): tsql_like(text, pattern, escape or NULL), and
     // tsql_like_cs under a case-sensitive COLLATE.
-    conn.create_scalar_function("tsql_like", 3, det, |ctx| tsql_like(ctx, crate::like::like))?;
+    conn.create_scalar_function("tsql_like", 3, det, |ctx| tsql_like(ctx, crate::sqlfn::like::like))?;
     conn.create_scalar_function("tsql_like_cs", 3, det, |ctx| {
-        tsql_like(ctx, crate::like::like_case_sensitive)
+        tsql_like(ctx, crate::sqlfn::like::like_case_sensitive)
     })?;
     // The Unicode forms (an nchar/nvarchar operand), where trailing blanks of the text count.
-    conn.create_scalar_function("tsql_nlike", 3, det, |ctx| tsql_like(ctx, crate::like::nlike))?;
+    conn.create_scalar_function("tsql_nlike", 3, det, |ctx| tsql_like(ctx, crate::sqlfn::like::nlike))?;
     conn.create_scalar_function("tsql_nlike_cs", 3, det, |ctx| {
-        tsql_like(ctx, crate::like::nlike_case_sensitive)
+        tsql_like(ctx, crate::sqlfn::like::nlike_case_sensitive)
     })?;
     // geography's ToString()/STAsText() of a point in SQL Server's binary form (SRID,
     // version, flags, then latitude and longitude); other shapes are not decoded.
