@@ -7,7 +7,6 @@
 //! TDS tokens while the engine is still producing rows, so results stream).
 
 mod ast;
-mod bitwise;
 mod bulk;
 mod bulk_insert;
 pub mod catalog;
@@ -18,8 +17,6 @@ mod ddl;
 mod dml;
 pub mod error;
 mod exec;
-mod grouping;
-mod inline;
 mod meta;
 mod objects;
 mod parse;
@@ -29,7 +26,6 @@ mod session;
 pub mod sqlcmd;
 mod sqlfn;
 mod sqlite_errors;
-mod string_numbers;
 mod temporal_compare;
 mod translate;
 pub mod types;

@@ -2,6 +2,11 @@
 //! functions, `+` concatenation, literals) and infers SQL Server's result type of every
 //! expression on the way (§4.1 of the design notes).
 
+pub mod bitwise;
+pub mod comparisons;
+pub mod grouping;
+pub mod inline;
+
 use crate::ast::{col_ref, func, ident, null, num, object_parts, plain_fn, push_arg, string};
 use crate::error::{SqlError, invalid_object};
 use crate::meta::{TableMeta, Tables};
@@ -451,7 +456,7 @@ impl<'a> Ctx<'a> {
                         .module(&schema, &vname)
                         .and_then(|m| m.view_select.clone())
                     {
-                        let q = crate::inline::view_query(&select)?;
+                        let q = crate::translate::inline::view_query(&select)?;
                         let alias = alias.clone().unwrap_or(TableAlias {
                             explicit: true,
                             name: ident(&last),
@@ -649,7 +654,7 @@ impl<'a> Ctx<'a> {
         if !group.is_empty() {
             sql.push_str(&format!(" GROUP BY {}", group.join(", ")));
         }
-        let q = crate::inline::view_query(&sql)?;
+        let q = crate::translate::inline::view_query(&sql)?;
         Ok(TableFactor::Derived {
             lateral: false,
             subquery: Box::new(q),
@@ -883,7 +888,7 @@ impl<'a> Ctx<'a> {
             self.expr(h, &scope)?;
         }
         let local: Vec<String> = scope.tables.iter().map(|t| t.qualifier.clone()).collect();
-        crate::grouping::check(s, &local, |q| {
+        crate::translate::grouping::check(s, &local, |q| {
             self.lookup(&[q.to_string()])
                 .filter(|t| !t.def.temporary && t.def.name == q)
                 .map(|t| t.def.schema.clone())
@@ -1068,7 +1073,7 @@ impl<'a> Ctx<'a> {
                 if is_comparison(op) {
                     let mut operands = [(&mut **left, l.ty), (&mut **right, r.ty)];
                     temporal_compare::unify(&mut operands);
-                    crate::string_numbers::unify(&mut operands);
+                    crate::translate::comparisons::unify(&mut operands);
                     (l.ty, r.ty) = (operands[0].1, operands[1].1);
                 }
                 // Neither side a column: SQLite would compare with BINARY, not the default
@@ -1111,7 +1116,7 @@ impl<'a> Ctx<'a> {
                     let other = if lt.is_some() { r.ty } else { l.ty };
                     if let (Some(src), Some(target)) = (lt.or(rt), other)
                         && !(lt.is_some() && rt.is_some())
-                        && (*op == BinaryOperator::Plus || crate::string_numbers::is_number(target))
+                        && (*op == BinaryOperator::Plus || crate::translate::comparisons::is_number(target))
                     {
                         let side = if lt.is_some() { &mut **left } else { &mut **right };
                         let inner = std::mem::replace(side, num(0));
@@ -1121,7 +1126,7 @@ impl<'a> Ctx<'a> {
                         } else {
                             r.ty = Some(target);
                         }
-                        if *op == BinaryOperator::Plus && !crate::string_numbers::is_number(target) {
+                        if *op == BinaryOperator::Plus && !crate::translate::comparisons::is_number(target) {
                             return Ok(Ty {
                                 ty: Some(target),
                                 nullable,
@@ -1197,11 +1202,11 @@ impl<'a> Ctx<'a> {
                         nullable,
                     }),
                     BinaryOperator::BitwiseAnd | BinaryOperator::BitwiseOr | BinaryOperator::BitwiseXor => {
-                        let ty = crate::bitwise::result_type(op, l.ty, r.ty)?;
+                        let ty = crate::translate::bitwise::result_type(op, l.ty, r.ty)?;
                         if *op == BinaryOperator::BitwiseXor {
                             let a = std::mem::replace(&mut **left, num(0));
                             let b = std::mem::replace(&mut **right, num(0));
-                            *e = crate::bitwise::xor(a, b);
+                            *e = crate::translate::bitwise::xor(a, b);
                         }
                         Ok(Ty { ty, nullable })
                     }
@@ -1222,7 +1227,7 @@ impl<'a> Ctx<'a> {
                     .chain(list.iter_mut().zip(types))
                     .collect();
                 temporal_compare::unify(&mut operands);
-                crate::string_numbers::unify(&mut operands);
+                crate::translate::comparisons::unify(&mut operands);
                 t.ty = operands[0].1;
                 if t.ty.is_some_and(is_string) && !is_column_ref(expr) {
                     collate_ci(expr);
@@ -1235,7 +1240,7 @@ impl<'a> Ctx<'a> {
                 let ht = self.expr(high, scope)?.ty;
                 let mut operands = [(&mut **expr, t), (&mut **low, lt), (&mut **high, ht)];
                 temporal_compare::unify(&mut operands);
-                crate::string_numbers::unify(&mut operands);
+                crate::translate::comparisons::unify(&mut operands);
                 Ok(Ty::of(SqlType::Bit))
             }
             Expr::Like {
@@ -1613,7 +1618,7 @@ impl<'a> Ctx<'a> {
         }];
         self.query(q, parent)?;
         let sql = format!("SELECT group_concat(__x, '') AS __forxml FROM ({q}) AS __t");
-        *q = crate::inline::own_query(&sql)?;
+        *q = crate::translate::inline::own_query(&sql)?;
         Ok(vec![OutCol::expr(
             String::new(),
             Ty::of(SqlType::NVarChar { len: None }),
@@ -1649,7 +1654,7 @@ impl<'a> Ctx<'a> {
         if m.kind != crate::catalog::ModuleKind::ScalarFunction {
             return Ok(None);
         }
-        match crate::inline::inline_scalar_function(&m.definition, &args) {
+        match crate::translate::inline::inline_scalar_function(&m.definition, &args) {
             Some(e) => Ok(Some(Expr::Nested(Box::new(e)))),
             None => Err(SqlError::new(
                 4121,
