@@ -119,3 +119,12 @@ fn unreachable_query() -> Query {
         pipe_operators: Vec::new(),
     }
 }
+
+/// (schema, name) of a name's parts; the schema defaults to `dbo`.
+pub fn schema_and_name(parts: &[String]) -> (String, String) {
+    match parts {
+        [.., s, n] => (s.clone(), n.clone()),
+        [n] => ("dbo".to_string(), n.clone()),
+        [] => ("dbo".to_string(), String::new()),
+    }
+}

@@ -3,17 +3,18 @@
 //! buffered, and inserted at the end inside a savepoint (or the load's own transaction) so
 //! that all rows land or none.
 
+use crate::ast::quote;
+use crate::convert::row_buffer::RowBuffer;
 use crate::convert::{fast_storage_into, value_to_stored};
 use crate::dml::length_limit;
 use crate::error::SqlError;
-use crate::results::Fail;
 use crate::meta::TableMeta;
-use crate::convert::row_buffer::RowBuffer;
+use crate::results::Fail;
+use crate::results::{Done, Interrupt, ResultSink, StatementKind};
 use crate::session::Session;
-use crate::ast::quote;
+use crate::translate::Translator;
 use crate::types::names::is_string;
 use crate::types::{ColumnMeta, SqlType, Value};
-use crate::results::{Done, Interrupt, ResultSink, StatementKind};
 use rusqlite::types::{Value as Stored, ValueRef};
 
 #[derive(Debug, Clone)]
@@ -117,16 +118,7 @@ impl Session {
     pub(crate) fn prepare_bulk(&mut self, t: BulkTarget) -> Result<(), Fail> {
         let tables = self.engine.tables();
         let vt = std::collections::HashMap::new();
-        let ctx = crate::translate::Ctx {
-            tables: &tables,
-            temp: &self.temp,
-            vars: &vt,
-            globals: &self.globals,
-            ctes: Vec::new(),
-            uses_views: false,
-            row_counts: false,
-            sizes: false,
-        };
+        let ctx = Translator::new(&tables, &self.temp, &vt, self.globals);
         let meta = ctx
             .lookup(&t.name)
             .cloned()

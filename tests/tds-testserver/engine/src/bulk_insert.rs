@@ -8,11 +8,11 @@
 //! character is an empty value. Binary columns (and `hierarchyid`/`geography`, kept as their
 //! binary form) take hexadecimal digits.
 
-use crate::results::ResultSink;
 use crate::bulk::{BulkColumn, BulkTarget};
 use crate::error::SqlError;
-use crate::results::Fail;
 use crate::parse_objects::BulkInsertSpec;
+use crate::results::Fail;
+use crate::results::ResultSink;
 use crate::session::Session;
 use crate::types::{ColumnMeta, SqlType, Value};
 use std::path::{Path, PathBuf};
@@ -490,14 +490,15 @@ fn field_value(raw: &[u8], ty: SqlType, encoding: Encoding) -> Option<Value> {
     let text = match encoding {
         Encoding::Utf8 => String::from_utf8(raw.to_vec()).ok()?,
         Encoding::Latin1 => raw.iter().map(|&b| b as char).collect(),
-        Encoding::Cp1252 => raw
-            .iter()
-            .map(|&b| match b {
-                0x80..=0x9F => char::from_u32(u32::from(crate::sqlfn::CP1252_80[usize::from(b - 0x80)]))
-                    .unwrap_or('?'),
-                _ => b as char,
-            })
-            .collect(),
+        Encoding::Cp1252 => {
+            raw.iter()
+                .map(|&b| match b {
+                    0x80..=0x9F => char::from_u32(u32::from(crate::sqlfn::CP1252_80[usize::from(b - 0x80)]))
+                        .unwrap_or('?'),
+                    _ => b as char,
+                })
+                .collect()
+        }
         Encoding::Ascii => {
             if !raw.is_ascii() {
                 return None;

@@ -2,9 +2,9 @@
 //! "FOREIGN KEY constraint failed" and a CHECK's name; SQL Server names the foreign key that
 //! failed and the column a CHECK reads.
 
+use crate::ast::quote;
 use crate::meta::TableMeta;
 use crate::session::Session;
-use crate::ast::quote;
 use rusqlite::types::Value as Stored;
 use sqlparser::dialect::MsSqlDialect;
 use sqlparser::tokenizer::{Token, Tokenizer};
@@ -72,7 +72,9 @@ impl Session {
             {
                 meta.sqlite_sql()
             } else {
-                tables.get(&fk.referenced_schema, &fk.referenced_table)?.sqlite_sql()
+                tables
+                    .get(&fk.referenced_schema, &fk.referenced_table)?
+                    .sqlite_sql()
             };
             let cond: Vec<String> = fk
                 .referenced_columns

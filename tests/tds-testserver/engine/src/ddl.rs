@@ -2,19 +2,19 @@
 //! SQL Server definition ([`TableDef`]) is the source of truth; the SQLite table is derived
 //! from it (and rebuilt from it when ALTER TABLE needs more than SQLite's ALTER offers).
 
+use crate::ast::{object_parts, quote};
 use crate::catalog::{
     CheckDef, ColumnDef, ComputedSpec, DefaultSpec, ForeignKeyDef, IdentitySpec, IndexDef, IndexKeyDef,
     ReferentialAction, TableDef,
 };
 use crate::error::SqlError;
-use crate::results::Fail;
 use crate::meta::{TableMeta, Tables};
-use crate::session::Session;
-use crate::ast::{object_parts, quote};
-use crate::translate::{Ctx, Scope, table_columns};
-use crate::types::names::{is_string, parse_type_name, type_decl};
-use crate::types::SqlType;
+use crate::results::Fail;
 use crate::results::{ResultSink, StatementKind};
+use crate::session::Session;
+use crate::translate::{Scope, Translator, table_columns};
+use crate::types::SqlType;
+use crate::types::names::{is_string, parse_type_name, type_decl};
 use sqlparser::ast::{
     AlterColumnOperation, AlterTable, AlterTableOperation, BinaryOperator, ColumnOption, CreateIndex,
     CreateTable, Expr, GeneratedExpressionMode, IdentityPropertyFormatKind, IdentityPropertyKind, ObjectName,
@@ -401,17 +401,8 @@ impl Session {
         &'a self,
         tables: &'a Tables,
         vt: &'a std::collections::HashMap<String, SqlType>,
-    ) -> Ctx<'a> {
-        Ctx {
-            tables,
-            temp: &self.temp,
-            vars: vt,
-            globals: &self.globals,
-            ctes: Vec::new(),
-            uses_views: false,
-            row_counts: false,
-            sizes: false,
-        }
+    ) -> Translator<'a> {
+        Translator::new(tables, &self.temp, vt, self.globals)
     }
 
     /// Translates a normal-form definition into SQLite SQL over the table's columns.
@@ -1183,7 +1174,7 @@ impl Session {
             ObjectType::View => {
                 for n in names {
                     let parts = object_parts(n);
-                    let (schema, name) = crate::parse_objects::schema_and_name(&parts);
+                    let (schema, name) = crate::ast::schema_and_name(&parts);
                     let dropped = self
                         .engine
                         .with_catalog(|c| c.drop_module("view", &schema, &name))?;
@@ -1232,7 +1223,7 @@ impl Session {
         // An index on a view (an indexed view) only speeds up SQL Server's reads: the view is
         // expanded whenever it is read here, so there is nothing to build.
         let parts = object_parts(&ci.table_name);
-        let (vschema, vname) = crate::parse_objects::schema_and_name(&parts);
+        let (vschema, vname) = crate::ast::schema_and_name(&parts);
         if self
             .engine
             .tables()
@@ -1983,11 +1974,7 @@ impl Session {
                 .and_then(|i| i.last)
         });
         let max: Option<i64> = self.conn.query_row(
-            &format!(
-                "SELECT MAX({}) FROM {}",
-                quote(&col.name),
-                meta.sqlite_sql()
-            ),
+            &format!("SELECT MAX({}) FROM {}", quote(&col.name), meta.sqlite_sql()),
             [],
             |r| r.get(0),
         )?;

@@ -3,18 +3,18 @@
 //! conversion and its errors), length-checked, and written row by row with cached prepared
 //! statements, so constraint errors carry SQL Server's numbers, names and key values.
 
+use crate::ast::{object_parts, quote};
 use crate::catalog::{ColumnDef, TableDef};
 use crate::convert::{coerce, format_float};
 use crate::error::SqlError;
-use crate::results::Fail;
-use crate::sqlite_errors::map_sqlite;
 use crate::meta::TableMeta;
-use crate::session::Session;
-use crate::ast::{object_parts, quote};
-use crate::translate::{Ctx, OutCol};
-use crate::types::names::{is_binary, is_unicode};
-use crate::types::SqlType;
+use crate::results::Fail;
 use crate::results::{ResultSink, StatementKind};
+use crate::session::Session;
+use crate::sqlite_errors::map_sqlite;
+use crate::translate::{OutCol, Translator};
+use crate::types::SqlType;
+use crate::types::names::{is_binary, is_unicode};
 use rusqlite::types::{Value as Stored, ValueRef};
 use sqlparser::ast::{
     Delete, FromTable, Insert, Merge, MergeAction, MergeClauseKind, MergeInsertKind, Query, SelectItem,
@@ -79,16 +79,7 @@ impl Session {
         let tables = self.engine.tables();
         let vt = self.var_types();
         let (cols, uses_views, row_counts, sizes) = {
-            let mut ctx = Ctx {
-                tables: &tables,
-                temp: &self.temp,
-                vars: &vt,
-                globals: &self.globals,
-                ctes: Vec::new(),
-                uses_views: false,
-                row_counts: false,
-                sizes: false,
-            };
+            let mut ctx = Translator::new(&tables, &self.temp, &vt, self.globals);
             let c = ctx.query(q, None)?;
             (c, ctx.uses_views, ctx.row_counts, ctx.sizes)
         };
@@ -114,16 +105,7 @@ impl Session {
     pub(crate) fn table_meta(&self, name: &sqlparser::ast::ObjectName) -> Result<TableMeta, SqlError> {
         let tables = self.engine.tables();
         let vt = std::collections::HashMap::new();
-        let ctx = Ctx {
-            tables: &tables,
-            temp: &self.temp,
-            vars: &vt,
-            globals: &self.globals,
-            ctes: Vec::new(),
-            uses_views: false,
-            row_counts: false,
-            sizes: false,
-        };
+        let ctx = Translator::new(&tables, &self.temp, &vt, self.globals);
         ctx.lookup_name(name).cloned()
     }
 

@@ -3,15 +3,15 @@
 
 use crate::ast::select_expr;
 use crate::convert::coerce;
-use crate::error::SqlError;
-use crate::results::Fail;
-use crate::parse::{Batch, Stmt, parse_batch};
 use crate::convert::row_decoder::{DecodeError, RowDecoder};
+use crate::error::SqlError;
+use crate::parse::{Batch, Stmt, parse_batch};
+use crate::results::Fail;
+use crate::results::{Done, EnvChange, Interrupt, ResultSink, StatementKind};
 use crate::session::Session;
-use crate::translate::{Ctx, OutCol};
+use crate::translate::{OutCol, Translator};
 use crate::types::names::parse_type_name;
 use crate::types::{ColumnMeta, SqlType, Value};
-use crate::results::{Done, EnvChange, Interrupt, ResultSink, StatementKind};
 use rusqlite::types::{Value as Stored, ValueRef};
 use sqlparser::ast::{
     ConditionalStatements, DeclareAssignment, Expr, Query, Set, SetSessionParamKind, Statement, Use,
@@ -491,7 +491,6 @@ impl Session {
                 }
                 if !name.eq_ignore_ascii_case(&self.database) {
                     let old = std::mem::replace(&mut self.database, name.clone());
-                    self.globals.database = name.clone();
                     sink.env_change(EnvChange::Database {
                         new: name.clone(),
                         old,
@@ -606,7 +605,7 @@ impl Session {
                     return r;
                 }
                 let parts: Vec<String> = n.split('.').map(str::to_string).collect();
-                let (schema, proc_name) = crate::parse_objects::schema_and_name(&parts);
+                let (schema, proc_name) = crate::ast::schema_and_name(&parts);
                 if self
                     .engine
                     .tables()
@@ -692,16 +691,7 @@ impl Session {
         };
         let tables = self.engine.tables();
         let vt = std::collections::HashMap::new();
-        let ctx = Ctx {
-            tables: &tables,
-            temp: &self.temp,
-            vars: &vt,
-            globals: &self.globals,
-            ctes: Vec::new(),
-            uses_views: false,
-            row_counts: false,
-            sizes: false,
-        };
+        let ctx = Translator::new(&tables, &self.temp, &vt, self.globals);
         let mut meta = ctx.lookup(&table_parts).cloned().ok_or_else(|| {
             SqlError::new(
                 15248,
@@ -713,7 +703,7 @@ impl Session {
         })?;
         drop(tables);
         self.before_ddl();
-        let old_sql = crate::translate::meta.sqlite_sql();
+        let old_sql = meta.sqlite_sql();
         let (oid, sid) = (meta.object_id, self.session_id);
         match column {
             Some(col) => {
@@ -852,16 +842,7 @@ impl Session {
                 let parts = crate::ast::object_parts(&ii.obj);
                 let tables = self.engine.tables();
                 let vt = self.var_types();
-                let ctx = Ctx {
-                    tables: &tables,
-                    temp: &self.temp,
-                    vars: &vt,
-                    globals: &self.globals,
-                    ctes: Vec::new(),
-                    uses_views: false,
-                    row_counts: false,
-                    sizes: false,
-                };
+                let ctx = Translator::new(&tables, &self.temp, &vt, self.globals);
                 let t = ctx
                     .lookup(&parts)
                     .ok_or_else(|| crate::error::invalid_object(&parts.join(".")))?;
@@ -1029,16 +1010,7 @@ impl Session {
         let tables = self.engine.tables();
         let vt = self.var_types();
         let (cols, uses_views, row_counts, sizes) = {
-            let mut ctx = Ctx {
-                tables: &tables,
-                temp: &self.temp,
-                vars: &vt,
-                globals: &self.globals,
-                ctes: Vec::new(),
-                uses_views: false,
-                row_counts: false,
-                sizes: false,
-            };
+            let mut ctx = Translator::new(&tables, &self.temp, &vt, self.globals);
             let c = ctx.query(q, None)?;
             (c, ctx.uses_views, ctx.row_counts, ctx.sizes)
         };
@@ -1322,8 +1294,6 @@ fn assignment_targets(q: &mut Query) -> Option<Vec<String>> {
     }
     Some(targets)
 }
-
-
 
 /// The COLMETADATA of an output column; unknown types are decided by the first row's value.
 pub fn column_meta(c: &OutCol, first: Option<ValueRef<'_>>) -> ColumnMeta {

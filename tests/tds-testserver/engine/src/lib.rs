@@ -11,7 +11,7 @@ mod bulk;
 mod bulk_insert;
 pub mod catalog;
 mod conflicts;
-pub mod convert;
+mod convert;
 mod data_dir;
 mod ddl;
 mod dml;
@@ -26,7 +26,6 @@ mod session;
 pub mod sqlcmd;
 mod sqlfn;
 mod sqlite_errors;
-mod temporal_compare;
 mod translate;
 pub mod types;
 
@@ -36,8 +35,8 @@ pub use types::{ColumnMeta, SqlType, Value};
 
 use std::path::PathBuf;
 
+pub use catalog::functions::VERSION;
 pub use session::{Engine, Session};
-pub use translate::VERSION;
 
 /// How the engine stores its data.
 #[derive(Debug, Clone)]

@@ -4,11 +4,11 @@
 
 use crate::catalog::store::ExtendedProperty;
 use crate::error::SqlError;
-use crate::results::Fail;
 use crate::parse::Stmt;
 use crate::parse_objects::DbAction;
-use crate::session::Session;
+use crate::results::Fail;
 use crate::results::{ResultSink, StatementKind};
+use crate::session::Session;
 use rusqlite::types::Value as Stored;
 use sqlparser::ast::Expr;
 
@@ -414,7 +414,7 @@ impl Session {
     ) -> Result<(), Fail> {
         self.before_ddl();
         for parts in names {
-            let (schema, name) = crate::parse_objects::schema_and_name(parts);
+            let (schema, name) = crate::ast::schema_and_name(parts);
             let shown = parts.join(".");
             let missing = |noun: &str| {
                 SqlError::new(

@@ -125,7 +125,6 @@ pub struct Batch {
     pub nocheck: std::collections::HashSet<(u64, u64)>,
 }
 
-
 fn parser_error(e: &ParserError) -> SqlError {
     let msg = e.to_string();
     let near = msg

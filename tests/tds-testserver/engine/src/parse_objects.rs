@@ -3,9 +3,11 @@
 //! collections, BULK INSERT, CREATE/ALTER/DROP DATABASE, ENABLE/DISABLE TRIGGER, full-text and
 //! XML indexes.
 
+use crate::ast::schema_and_name;
 use crate::catalog::{ModuleKind, NewModule};
 use crate::error::SqlError;
-use crate::parse::{Stmt, syntax_error};
+use crate::error::syntax_error;
+use crate::parse::Stmt;
 use sqlparser::parser::Parser;
 use sqlparser::tokenizer::{Location, Token};
 
@@ -50,15 +52,6 @@ fn name_parts(p: &mut Parser<'_>) -> Result<Vec<String>, SqlError> {
         }
     }
     Ok(parts)
-}
-
-/// (schema, name) of a name's parts; the schema defaults to `dbo`.
-pub fn schema_and_name(parts: &[String]) -> (String, String) {
-    match parts {
-        [.., s, n] => (s.clone(), n.clone()),
-        [n] => ("dbo".to_string(), n.clone()),
-        [] => ("dbo".to_string(), String::new()),
-    }
 }
 
 /// Byte offset of a token location (1-based line and character column) in `sql`.

@@ -3,9 +3,9 @@
 use crate::bulk::BulkState;
 use crate::error::SqlError;
 use crate::meta::Tables;
+use crate::results::{Done, Interrupt, ResultSink, StatementKind};
 use crate::translate::Globals;
 use crate::types::{ColumnMeta, SqlType, Value};
-use crate::results::{Done, Interrupt, ResultSink, StatementKind};
 use crate::{EngineConfig, Param, TransactionRequest};
 use rusqlite::Connection;
 use rusqlite::types::Value as Stored;
@@ -193,7 +193,6 @@ impl Engine {
             vars: HashMap::new(),
             globals: Globals {
                 spid,
-                database: current,
                 lock_timeout: -1,
                 ..Globals::default()
             },

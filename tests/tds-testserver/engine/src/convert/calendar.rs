@@ -4,7 +4,7 @@
 
 pub const DAYS_TO_1900: i64 = 693_595;
 
-const T100_PER_DAY: u64 = 864_000_000_000;
+pub(super) const T100_PER_DAY: u64 = 864_000_000_000;
 
 /// Days since 0001-01-01 of a proleptic Gregorian date.
 pub fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
@@ -77,18 +77,18 @@ pub(crate) fn parse_time(s: &str) -> Option<u64> {
 }
 
 /// Rounds a 100 ns time to `scale` fractional digits; may carry into the next day.
-fn round_time(t: u64, scale: u8) -> u64 {
+pub(super) fn round_time(t: u64, scale: u8) -> u64 {
     let unit = 10u64.pow(7 - u32::from(scale.min(7)));
     (t + unit / 2) / unit * unit
 }
 
 /// Shifts (days, 100 ns of the day) by `minutes`: UTC to local time with a positive shift,
 /// local to UTC with a negative one. Days may leave 0001..9999; callers check.
-fn shift_minutes(days: i64, time: u64, minutes: i32) -> (i64, u64) {
+pub(super) fn shift_minutes(days: i64, time: u64, minutes: i32) -> (i64, u64) {
     let per_day = i128::from(T100_PER_DAY);
     let total = i128::from(days) * per_day + i128::from(time) + i128::from(minutes) * 600_000_000;
     (total.div_euclid(per_day) as i64, total.rem_euclid(per_day) as u64)
 }
 
 /// 9999-12-31 in days since 0001-01-01.
-const MAX_DAYS: i64 = 3_652_058;
+pub(super) const MAX_DAYS: i64 = 3_652_058;

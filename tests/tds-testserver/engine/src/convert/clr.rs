@@ -374,10 +374,7 @@ mod tests {
         ] {
             let bytes = parse_hierarchyid(text).unwrap_or_default();
             let levels = hierarchyid_levels(&bytes);
-            assert_eq!(
-                levels.map(|l| hierarchyid_text(&l)).as_deref(),
-                Some(text)
-            );
+            assert_eq!(levels.map(|l| hierarchyid_text(&l)).as_deref(), Some(text));
         }
         assert_eq!(parse_hierarchyid("/5200/").map_err(|e| e.number), Err(6522));
     }

@@ -3,8 +3,8 @@
 //! `YYYYMMDD`, month first `M/D/YYYY`, month names).
 
 use super::calendar::{
-    DAYS_TO_1900, DateTimeParts, MAX_DAYS, T100_PER_DAY, civil_from_days, days_from_civil, days_in_month,
-    parse_time, round_time, shift_minutes,
+    DAYS_TO_1900, DateTimeParts, T100_PER_DAY, civil_from_days, days_from_civil, days_in_month, parse_time,
+    round_time, shift_minutes,
 };
 use super::digits::{push_ascii, push_digits, put_digits};
 use super::errors::{clash, overflow};
@@ -18,7 +18,7 @@ pub fn format_date(days: i64) -> String {
 }
 
 /// `YYYY-MM-DD` (storage form; rows are formatted per value, so no `format!`).
-fn push_date(out: &mut String, days: i64) {
+pub(super) fn push_date(out: &mut String, days: i64) {
     let (y, m, d) = civil_from_days(days);
     if !(0..=9999).contains(&y) {
         out.push_str(&format!("{y:04}-{m:02}-{d:02}"));
@@ -55,13 +55,13 @@ fn push_time(out: &mut String, t: u64, digits: usize) {
 }
 
 /// `YYYY-MM-DD HH:MM:SS.fffffff`, the datetime2 storage form.
-fn datetime2_text(days: i64, t: u64) -> String {
+pub(super) fn datetime2_text(days: i64, t: u64) -> String {
     let mut out = String::with_capacity(27);
     push_datetime2(&mut out, days, t);
     out
 }
 
-fn push_datetime2(out: &mut String, days: i64, t: u64) {
+pub(super) fn push_datetime2(out: &mut String, days: i64, t: u64) {
     push_date(out, days);
     out.push(' ');
     push_time(out, t, 7);
@@ -69,20 +69,20 @@ fn push_datetime2(out: &mut String, days: i64, t: u64) {
 
 /// `YYYY-MM-DD HH:MM:SS.fffffff +HH:MM` (local date and time, then the offset), the
 /// datetimeoffset storage form.
-fn datetimeoffset_text(days: i64, t: u64, offset_minutes: i16) -> String {
+pub(super) fn datetimeoffset_text(days: i64, t: u64, offset_minutes: i16) -> String {
     let mut out = String::with_capacity(34);
     push_datetimeoffset(&mut out, days, t, offset_minutes);
     out
 }
 
-fn push_datetimeoffset(out: &mut String, days: i64, t: u64, offset_minutes: i16) {
+pub(super) fn push_datetimeoffset(out: &mut String, days: i64, t: u64, offset_minutes: i16) {
     push_datetime2(out, days, t);
     out.push(' ');
     push_offset(out, offset_minutes);
 }
 
 /// `+HH:MM` / `-HH:MM`.
-fn push_offset(out: &mut String, minutes: i16) {
+pub(super) fn push_offset(out: &mut String, minutes: i16) {
     out.push(if minutes < 0 { '-' } else { '+' });
     let m = u64::from(minutes.unsigned_abs());
     if m / 60 > 99 {
@@ -243,7 +243,7 @@ pub fn format_datetime_parts(p: DateTimeParts, ty: SqlType) -> Result<String, Sq
     })
 }
 
-fn datetime_text(days: i64, ticks: u64) -> String {
+pub(super) fn datetime_text(days: i64, ticks: u64) -> String {
     let secs = ticks / 300;
     let ms = ((ticks % 300) * 10 + 1) / 3;
     format!(
@@ -257,7 +257,7 @@ fn datetime_text(days: i64, ticks: u64) -> String {
 }
 
 /// Parses the canonical fixed-width storage forms directly (the hot path of reading rows).
-fn fast_datetime(s: &[u8]) -> Option<(i64, u64)> {
+pub(super) fn fast_datetime(s: &[u8]) -> Option<(i64, u64)> {
     fn num(b: &[u8]) -> Option<u64> {
         let mut n = 0u64;
         for c in b {
@@ -289,7 +289,7 @@ fn fast_datetime(s: &[u8]) -> Option<(i64, u64)> {
 /// The canonical datetimeoffset storage form `YYYY-MM-DD HH:MM:SS.fffffff +HH:MM` (local time)
 /// as the wire value (UTC days and time, offset), when it is already at `scale`; `None`
 /// sends it down the general path.
-fn fast_datetimeoffset(s: &[u8], scale: u8) -> Option<(u32, u64, i16)> {
+pub(super) fn fast_datetimeoffset(s: &[u8], scale: u8) -> Option<(u32, u64, i16)> {
     if s.len() != 34 || s[27] != b' ' || s[31] != b':' {
         return None;
     }

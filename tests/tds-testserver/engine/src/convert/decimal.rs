@@ -46,7 +46,7 @@ pub fn parse_decimal(s: &str) -> Option<(i128, u8)> {
 /// `parse_decimal` of the form decimals are stored in, `[-]digits[.digits]` with at most 18
 /// digits, in one pass (every streamed decimal cell comes here); `None` for anything else, which
 /// the general parser then reads.
-fn parse_plain_decimal(b: &[u8]) -> Option<(i128, u8)> {
+pub(super) fn parse_plain_decimal(b: &[u8]) -> Option<(i128, u8)> {
     let (neg, digits) = match b.split_first()? {
         (b'-', rest) => (true, rest),
         _ => (false, b),
@@ -109,7 +109,7 @@ pub fn format_decimal(m: i128, scale: u8) -> String {
 }
 
 /// Appends the decimal text of `m` at `scale`.
-fn push_decimal(out: &mut String, m: i128, scale: u8) {
+pub(super) fn push_decimal(out: &mut String, m: i128, scale: u8) {
     // Written right to left into a stack buffer: no formatting machinery (this runs for every
     // decimal a bulk load stores).
     let mut buf = [0u8; 80];
@@ -149,7 +149,7 @@ fn push_decimal(out: &mut String, m: i128, scale: u8) {
     push_ascii(out, &buf[pos..]);
 }
 
-fn digits_of(m: i128) -> u32 {
+pub(super) fn digits_of(m: i128) -> u32 {
     // Compares against powers of ten: no (slow) i128 division.
     let n = m.unsigned_abs();
     let mut d = 1;

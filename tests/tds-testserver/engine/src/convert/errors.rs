@@ -6,7 +6,7 @@ use crate::types::SqlType;
 use crate::types::names::base_name;
 use rusqlite::types::ValueRef;
 
-fn conv_error(from: &str, value: &str, ty: SqlType) -> SqlError {
+pub(super) fn conv_error(from: &str, value: &str, ty: SqlType) -> SqlError {
     match ty {
         SqlType::Bit | SqlType::TinyInt | SqlType::SmallInt | SqlType::Int | SqlType::BigInt => {
             SqlError::new(
@@ -75,7 +75,7 @@ pub fn overflow(ty: SqlType) -> SqlError {
     }
 }
 
-fn clash(from: &str, ty: SqlType) -> SqlError {
+pub(super) fn clash(from: &str, ty: SqlType) -> SqlError {
     SqlError::new(
         206,
         16,
@@ -86,7 +86,7 @@ fn clash(from: &str, ty: SqlType) -> SqlError {
     )
 }
 
-fn class_name(v: &ValueRef<'_>) -> &'static str {
+pub(super) fn class_name(v: &ValueRef<'_>) -> &'static str {
     match v {
         ValueRef::Null => "null",
         ValueRef::Integer(_) => "int",

@@ -1,9 +1,9 @@
 //! CAST and CONVERT: explicit conversion, with CONVERT's date/time and binary styles and the
 //! truncation to the target's length that an explicit conversion does silently.
 
+use super::calendar::civil_from_days;
 use super::datetime::{format_date, format_time, parse_datetime};
 use super::decimal::{format_decimal, parse_decimal, rescale};
-use super::calendar::civil_from_days;
 use super::storage::coerce;
 use crate::error::SqlError;
 use crate::types::SqlType;

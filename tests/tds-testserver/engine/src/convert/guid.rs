@@ -7,7 +7,7 @@ pub fn format_guid(b: &[u8; 16]) -> String {
     out
 }
 
-fn push_guid(out: &mut String, b: &[u8; 16]) {
+pub(super) fn push_guid(out: &mut String, b: &[u8; 16]) {
     const HEX: &[u8; 16] = b"0123456789ABCDEF";
     for (i, x) in b.iter().enumerate() {
         if matches!(i, 4 | 6 | 8 | 10) {
@@ -53,7 +53,7 @@ pub fn parse_guid(s: &str) -> Option<[u8; 16]> {
 }
 
 /// The canonical uniqueidentifier storage form (36 characters, hyphens at 8, 13, 18, 23).
-fn fast_guid(s: &[u8]) -> Option<[u8; 16]> {
+pub(super) fn fast_guid(s: &[u8]) -> Option<[u8; 16]> {
     /// Hex digit values; 0x10 marks a byte that is not one.
     const HEX: [u8; 256] = {
         let mut t = [0x10u8; 256];

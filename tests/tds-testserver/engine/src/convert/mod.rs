@@ -11,10 +11,10 @@
 pub mod calendar;
 pub mod clr;
 pub mod datetime;
-pub mod explicit;
 pub mod decimal;
 mod digits;
 mod errors;
+pub mod explicit;
 pub mod guid;
 pub mod month_names;
 pub mod row_buffer;
@@ -25,9 +25,7 @@ mod tests;
 pub mod values;
 
 pub use calendar::{DateTimeParts, civil_from_days, days_from_civil};
-pub use datetime::{format_date, format_datetime_parts, format_time, parse_datetime};
+pub use datetime::{format_date, format_datetime_parts, parse_datetime};
 pub use decimal::{decimal_from_f64, format_decimal, format_float, parse_decimal, rescale};
-pub use errors::overflow;
 pub use guid::{format_guid, parse_guid};
 pub use storage::{coerce, fast_storage_into, value_to_storage, value_to_stored};
-pub use values::to_value;

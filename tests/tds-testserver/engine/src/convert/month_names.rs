@@ -129,8 +129,8 @@ pub fn parse(s: &str) -> Option<DateTimeParts> {
 
 #[cfg(test)]
 mod tests {
-    use super::parse;
     use super::super::calendar::days_from_civil;
+    use super::parse;
 
     fn day(s: &str) -> Option<(i64, u64)> {
         parse(s).map(|p| (p.days, p.time))

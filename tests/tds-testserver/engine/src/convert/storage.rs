@@ -6,7 +6,9 @@ use super::datetime::{
     datetime_text, datetime2_text, datetimeoffset_text, format_date, format_datetime_parts, format_time,
     parse_datetime, push_date, push_datetime2, push_datetimeoffset,
 };
-use super::decimal::{decimal_from_f64, digits_of, format_decimal, format_float, parse_decimal, push_decimal, rescale};
+use super::decimal::{
+    decimal_from_f64, digits_of, format_decimal, format_float, parse_decimal, push_decimal, rescale,
+};
 use super::errors::{clash, class_name, conv_error, overflow};
 use super::guid::{format_guid, parse_guid, push_guid};
 use super::row_buffer::RowBuffer;
@@ -300,7 +302,7 @@ fn binary_of(v: ValueRef<'_>, ty: SqlType) -> Result<Vec<u8>, SqlError> {
 /// Appends the storage form of a value already of (or trivially convertible to) `ty` to
 /// `out`, without going through text; `None` (with nothing appended) when the general
 /// conversion is needed. Text and bytes are the caller's (they need the column's length check).
-pub(crate) fn fast_storage_into(v: &Value, ty: SqlType, out: &mut RowBuffer) -> Option<Result<(), SqlError>> {
+pub fn fast_storage_into(v: &Value, ty: SqlType, out: &mut RowBuffer) -> Option<Result<(), SqlError>> {
     match (v, ty) {
         (Value::Null, _) => out.push_null(),
         (Value::BigInt(i), SqlType::BigInt) => out.push_integer(*i),

@@ -6,7 +6,7 @@ use super::errors::overflow;
 use super::guid::{fast_guid, parse_guid};
 use super::row_buffer::RowBuffer;
 use super::storage::{coerce, fast_storage_into, value_to_stored};
-use super::values::to_value;
+use super::values::{datetime_value, to_value};
 use crate::types::{SqlType, Value};
 use rusqlite::types::{Value as Stored, ValueRef};
 

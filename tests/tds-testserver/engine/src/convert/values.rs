@@ -157,7 +157,7 @@ fn to_value_sqlvariant(r: ValueRef<'_>) -> Result<Value, SqlError> {
     })
 }
 
-fn datetime_value(p: DateTimeParts, ty: SqlType) -> Result<Value, SqlError> {
+pub(super) fn datetime_value(p: DateTimeParts, ty: SqlType) -> Result<Value, SqlError> {
     let canon = format_datetime_parts(p, ty)?;
     let p = parse_datetime(&canon).ok_or_else(|| overflow(ty))?;
     let days32 = |d: i64| u32::try_from(d).map_err(|_| overflow(ty));

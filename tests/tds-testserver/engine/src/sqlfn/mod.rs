@@ -8,13 +8,13 @@ pub mod like;
 pub mod modulo;
 
 use crate::convert::{
-    DateTimeParts, civil_from_days, coerce, days_from_civil, format_date, format_decimal, format_guid,
-    format_time, parse_datetime, parse_decimal, rescale,
+    DateTimeParts, civil_from_days, days_from_civil, format_date, format_decimal, format_guid,
+    parse_datetime, parse_decimal, rescale,
 };
 use crate::error::SqlError;
 use crate::sqlite_errors::encode_error;
-use crate::types::names::{is_string, parse_type_name};
 use crate::types::SqlType;
+use crate::types::names::parse_type_name;
 use rusqlite::Connection;
 use rusqlite::functions::{Context, FunctionFlags};
 use rusqlite::types::{Value as Stored, ValueRef};
@@ -449,12 +449,16 @@ pub fn register(conn: &Connection) -> rusqlite::Result<()> {
     })?;
     // T-SQL's LIKE (character classes, ESCAPE): tsql_like(text, pattern, escape or NULL), and
     // tsql_like_cs under a case-sensitive COLLATE.
-    conn.create_scalar_function("tsql_like", 3, det, |ctx| tsql_like(ctx, crate::sqlfn::like::like))?;
+    conn.create_scalar_function("tsql_like", 3, det, |ctx| {
+        tsql_like(ctx, crate::sqlfn::like::like)
+    })?;
     conn.create_scalar_function("tsql_like_cs", 3, det, |ctx| {
         tsql_like(ctx, crate::sqlfn::like::like_case_sensitive)
     })?;
     // The Unicode forms (an nchar/nvarchar operand), where trailing blanks of the text count.
-    conn.create_scalar_function("tsql_nlike", 3, det, |ctx| tsql_like(ctx, crate::sqlfn::like::nlike))?;
+    conn.create_scalar_function("tsql_nlike", 3, det, |ctx| {
+        tsql_like(ctx, crate::sqlfn::like::nlike)
+    })?;
     conn.create_scalar_function("tsql_nlike_cs", 3, det, |ctx| {
         tsql_like(ctx, crate::sqlfn::like::nlike_case_sensitive)
     })?;

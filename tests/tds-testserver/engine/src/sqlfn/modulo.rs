@@ -7,35 +7,12 @@
 use crate::convert::{format_decimal, parse_decimal, rescale};
 use crate::error::SqlError;
 use crate::sqlite_errors::encode_error;
-use crate::types::SqlType;
 use rusqlite::Connection;
 use rusqlite::functions::FunctionFlags;
 use rusqlite::types::{Value as Stored, ValueRef};
-use sqlparser::ast::Expr;
 
-const MOD_FN: &str = "tsql_mod";
-
-/// Whether `%` over these operand types needs [`MOD_FN`]: one side has a fraction.
-pub fn applies(l: Option<SqlType>, r: Option<SqlType>) -> bool {
-    [l, r].into_iter().flatten().any(|t| {
-        matches!(
-            t,
-            SqlType::Decimal { .. }
-                | SqlType::Numeric { .. }
-                | SqlType::Money
-                | SqlType::SmallMoney
-                | SqlType::Float
-                | SqlType::Real
-        )
-    })
-}
-
-/// `tsql_mod(dividend, divisor)` in place of `dividend % divisor` (both already translated).
-pub fn call(dividend: &mut Expr, divisor: &mut Expr) -> Expr {
-    let a = std::mem::replace(dividend, crate::ast::null());
-    let b = std::mem::replace(divisor, crate::ast::null());
-    crate::ast::func(MOD_FN, vec![a, b])
-}
+/// `tsql_mod(dividend, divisor)`.
+pub const MOD_FN: &str = "tsql_mod";
 
 pub fn register(conn: &Connection) -> rusqlite::Result<()> {
     let det = FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC;

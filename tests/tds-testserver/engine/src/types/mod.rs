@@ -6,6 +6,7 @@
 //! `nvarchar`, `varchar`, `text` or `xml`).
 
 pub mod names;
+pub mod rules;
 
 /// A SQL Server data type as declared (column, parameter, result column).
 ///

@@ -580,7 +580,10 @@ pub(super) fn build_rows(ctx: &Ctx<'_>, view: &str, sizes: &dyn super::TableSize
                             opt_text(c.default.as_ref().map(|d| d.definition.as_str())),
                         ),
                         ("IS_NULLABLE", text(if c.nullable { "YES" } else { "NO" })),
-                        ("DATA_TYPE", text(clr.unwrap_or(crate::types::names::base_name(c.ty)))),
+                        (
+                            "DATA_TYPE",
+                            text(clr.unwrap_or(crate::types::names::base_name(c.ty))),
+                        ),
                         (
                             "CHARACTER_MAXIMUM_LENGTH",
                             opt_int(typeinfo::char_max_length(c.ty)),
