@@ -9,6 +9,7 @@ use crate::convert::{fast_storage_into, value_to_stored};
 use crate::dml::length_limit;
 use crate::error::SqlError;
 use crate::meta::TableMeta;
+use crate::parse::BulkTarget;
 use crate::results::Fail;
 use crate::results::{Done, Interrupt, ResultSink, StatementKind};
 use crate::session::Session;
@@ -16,21 +17,6 @@ use crate::translate::Translator;
 use crate::types::names::is_string;
 use crate::types::{ColumnMeta, SqlType, Value};
 use rusqlite::types::{Value as Stored, ValueRef};
-
-#[derive(Debug, Clone)]
-pub struct BulkColumn {
-    /// Only the name matters: the BULK_LOAD COLMETADATA decides value types.
-    pub name: String,
-}
-
-/// The parsed `INSERT BULK` statement.
-#[derive(Debug, Clone)]
-pub struct BulkTarget {
-    pub name: Vec<String>,
-    pub columns: Vec<BulkColumn>,
-    /// Upper-case option words (KEEP_NULLS, CHECK_CONSTRAINTS, TABLOCK, ...).
-    pub options: Vec<String>,
-}
 
 /// A prepared target: the table and, per INSERT BULK column, the table column index.
 #[derive(Debug)]

@@ -8,9 +8,9 @@
 //! character is an empty value. Binary columns (and `hierarchyid`/`geography`, kept as their
 //! binary form) take hexadecimal digits.
 
-use crate::bulk::{BulkColumn, BulkTarget};
 use crate::error::SqlError;
-use crate::parse_objects::BulkInsertSpec;
+use crate::parse::BulkInsertSpec;
+use crate::parse::{BulkColumn, BulkTarget};
 use crate::results::Fail;
 use crate::results::ResultSink;
 use crate::session::Session;

@@ -1159,7 +1159,7 @@ impl Session {
                     if if_exists && !exists {
                         continue;
                     }
-                    self.database_statement(crate::parse_objects::DbAction::Drop, &name)?;
+                    self.database_statement(crate::parse::DbAction::Drop, &name)?;
                 }
             }
             ObjectType::Schema | ObjectType::Type => {

@@ -20,7 +20,6 @@ mod exec;
 mod meta;
 mod objects;
 mod parse;
-mod parse_objects;
 mod results;
 mod session;
 pub mod sqlcmd;

@@ -4,8 +4,8 @@
 
 use crate::catalog::store::ExtendedProperty;
 use crate::error::SqlError;
+use crate::parse::DbAction;
 use crate::parse::Stmt;
-use crate::parse_objects::DbAction;
 use crate::results::Fail;
 use crate::results::{ResultSink, StatementKind};
 use crate::session::Session;

@@ -1,0 +1,11 @@
+//! T-SQL parsing: a batch's text to [`Batch`], the statements the executor runs.
+
+mod batch;
+mod objects;
+mod rewrite;
+mod statements;
+mod stmt;
+mod tokens;
+
+pub use batch::parse_batch;
+pub use stmt::{Batch, BulkColumn, BulkInsertSpec, BulkTarget, DbAction, Stmt};
