@@ -16,9 +16,14 @@ impl Session {
     /// Runs one of the statements [`crate::parse_objects`] parses.
     pub(crate) fn exec_object_stmt(&mut self, stmt: Stmt, sink: &mut dyn ResultSink) -> Result<(), Fail> {
         match stmt {
-            Stmt::CreateModule { schema, name, module } => {
+            Stmt::CreateModule {
+                schema,
+                name,
+                mut module,
+            } => {
                 if let Some(select) = &module.view_select {
                     self.check_view_select(select)?;
+                    module.references = crate::parse::relations(select);
                 }
                 self.before_ddl();
                 let text = crate::meta::ModuleText {

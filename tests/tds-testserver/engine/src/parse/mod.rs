@@ -2,10 +2,12 @@
 
 mod batch;
 mod objects;
+mod relations;
 mod rewrite;
 mod statements;
 mod stmt;
 mod tokens;
 
 pub use batch::parse_batch;
+pub use relations::relations;
 pub use stmt::{Batch, BulkColumn, BulkInsertSpec, BulkTarget, DbAction, Stmt};

@@ -639,6 +639,7 @@ fn parse_module(
         instead_of: false,
         events: Vec::new(),
         view_select: None,
+        references: Vec::new(),
         replace,
     };
     match kind_word {
