@@ -15,6 +15,7 @@ mod convert;
 mod data_dir;
 mod ddl;
 mod dml;
+mod engine;
 pub mod error;
 mod exec;
 mod meta;
@@ -25,6 +26,7 @@ mod session;
 pub mod sqlcmd;
 mod sqlfn;
 mod sqlite_errors;
+mod state;
 mod translate;
 pub mod types;
 
@@ -35,7 +37,8 @@ pub use types::{ColumnMeta, SqlType, Value};
 use std::path::PathBuf;
 
 pub use catalog::functions::VERSION;
-pub use session::{Engine, Session};
+pub use engine::Engine;
+pub use session::Session;
 
 /// How the engine stores its data.
 #[derive(Debug, Clone)]
