@@ -8,13 +8,14 @@
 //! character is an empty value. Binary columns (and `hierarchyid`/`geography`, kept as their
 //! binary form) take hexadecimal digits.
 
-use crate::ResultSink;
-use crate::bulk::{BulkColumn, BulkTarget};
 use crate::error::SqlError;
-use crate::exec::Fail;
-use crate::parse_objects::BulkInsertSpec;
-use crate::session::Session;
+use crate::parse::BulkInsertSpec;
+use crate::parse::{BulkColumn, BulkTarget};
+use crate::results::Fail;
+use crate::results::ResultSink;
+use crate::state::State;
 use crate::types::{ColumnMeta, SqlType, Value};
+use crate::{bulk, ddl};
 use std::path::{Path, PathBuf};
 
 /// A terminator: its bytes, and for one written with `\n` the `\r\n` form that also ends a row (the
@@ -273,50 +274,51 @@ fn is_binary(ty: SqlType) -> bool {
     )
 }
 
-impl Session {
-    pub(crate) fn bulk_insert_file(
-        &mut self,
-        spec: BulkInsertSpec,
-        sink: &mut dyn ResultSink,
-    ) -> Result<(), Fail> {
-        let opts = options(&spec)?;
-        let path = allowed_path(self.engine.config.bulk_insert_dir.as_deref(), &spec.file)?;
-        let data = std::fs::read(&path).map_err(|e| {
-            SqlError::new(
-                4861,
-                16,
-                format!(
-                    "Cannot bulk load because the file \"{}\" could not be opened. ({e})",
-                    spec.file
-                ),
-            )
-        })?;
-        let meta = {
-            let tables = self.engine.tables();
-            let vt = std::collections::HashMap::new();
-            let ctx = self.ctx(&tables, &vt);
-            ctx.lookup(&spec.table)
-                .cloned()
-                .ok_or_else(|| crate::translate::invalid_object(&spec.table.join(".")))?
-        };
-        // Every table column has a field in the file; computed columns' fields (and an
-        // identity's without KEEPIDENTITY) are read and ignored.
-        let columns = &meta.def.columns;
-        let loaded: Vec<usize> = (0..columns.len())
-            .filter(|&i| {
-                columns[i].computed.is_none()
-                    && (opts.keep_identity || columns[i].identity.is_none())
-                    && columns[i].ty != SqlType::RowVersion
-            })
-            .collect();
-        let mut options = Vec::new();
-        if opts.keep_nulls {
-            options.push("KEEP_NULLS".to_string());
-        }
-        if opts.check_constraints {
-            options.push("CHECK_CONSTRAINTS".to_string());
-        }
-        self.prepare_bulk(BulkTarget {
+pub(crate) fn bulk_insert_file(
+    cx: &mut State,
+    spec: BulkInsertSpec,
+    sink: &mut dyn ResultSink,
+) -> Result<(), Fail> {
+    let opts = options(&spec)?;
+    let path = allowed_path(cx.engine.config.bulk_insert_dir.as_deref(), &spec.file)?;
+    let data = std::fs::read(&path).map_err(|e| {
+        SqlError::new(
+            4861,
+            16,
+            format!(
+                "Cannot bulk load because the file \"{}\" could not be opened. ({e})",
+                spec.file
+            ),
+        )
+    })?;
+    let meta = {
+        let tables = cx.engine.tables();
+        let vt = std::collections::HashMap::new();
+        let ctx = ddl::ctx(cx, &tables, &vt);
+        ctx.lookup(&spec.table)
+            .cloned()
+            .ok_or_else(|| crate::error::invalid_object(&spec.table.join(".")))?
+    };
+    // Every table column has a field in the file; computed columns' fields (and an
+    // identity's without KEEPIDENTITY) are read and ignored.
+    let columns = &meta.def.columns;
+    let loaded: Vec<usize> = (0..columns.len())
+        .filter(|&i| {
+            columns[i].computed.is_none()
+                && (opts.keep_identity || columns[i].identity.is_none())
+                && columns[i].ty != SqlType::RowVersion
+        })
+        .collect();
+    let mut options = Vec::new();
+    if opts.keep_nulls {
+        options.push("KEEP_NULLS".to_string());
+    }
+    if opts.check_constraints {
+        options.push("CHECK_CONSTRAINTS".to_string());
+    }
+    bulk::prepare_bulk(
+        cx,
+        BulkTarget {
             name: spec.table.clone(),
             columns: loaded
                 .iter()
@@ -325,82 +327,82 @@ impl Session {
                 })
                 .collect(),
             options,
-        })?;
-        let metas: Vec<ColumnMeta> = loaded
-            .iter()
-            .map(|&i| ColumnMeta {
-                name: columns[i].name.clone(),
-                ty: SqlType::NVarChar { len: None },
-                nullable: true,
-                identity: false,
-                computed: false,
-                updateable: true,
-                table_name: Vec::new(),
-            })
-            .collect();
-        self.bulk_begin(&metas)?;
-        let types: Vec<SqlType> = columns.iter().map(|c| c.ty).collect();
-        let result = read_rows(&data, &opts, columns.len(), |row_no, fields| {
-            let mut row = Vec::with_capacity(loaded.len());
-            for &i in &loaded {
-                let raw = fields[i];
-                row.push(field_value(raw, types[i], opts.encoding).ok_or_else(|| {
-                    SqlError::new(
-                        4864,
-                        16,
-                        format!(
-                            "Bulk load data conversion error (type mismatch or invalid character for the specified codepage) for row {row_no}, column {} ({}).",
-                            i + 1,
-                            columns[i].name
-                        ),
-                    )
-                })?);
+        },
+    )?;
+    let metas: Vec<ColumnMeta> = loaded
+        .iter()
+        .map(|&i| ColumnMeta {
+            name: columns[i].name.clone(),
+            ty: SqlType::NVarChar { len: None },
+            nullable: true,
+            identity: false,
+            computed: false,
+            updateable: true,
+            table_name: Vec::new(),
+        })
+        .collect();
+    bulk::bulk_begin(cx, &metas)?;
+    let types: Vec<SqlType> = columns.iter().map(|c| c.ty).collect();
+    let result = read_rows(&data, &opts, columns.len(), |row_no, fields| {
+        let mut row = Vec::with_capacity(loaded.len());
+        for &i in &loaded {
+            let raw = fields[i];
+            row.push(field_value(raw, types[i], opts.encoding).ok_or_else(|| {
+                SqlError::new(
+                    4864,
+                    16,
+                    format!(
+                        "Bulk load data conversion error (type mismatch or invalid character for the specified codepage) for row {row_no}, column {} ({}).",
+                        i + 1,
+                        columns[i].name
+                    ),
+                )
+            })?);
+        }
+        bulk::bulk_add(cx, &row);
+        Ok(())
+    });
+    match result {
+        Ok(()) => {
+            let mut watch = ErrorWatch {
+                inner: sink,
+                failed: false,
+            };
+            bulk::bulk_end(cx, &mut watch)?;
+            // Without CHECK_CONSTRAINTS SQL Server skips the table's checks and foreign
+            // keys during the load and marks them all not trusted afterwards.
+            if !watch.failed && !opts.check_constraints {
+                let oid = meta.object_id;
+                let names: Vec<String> = meta
+                    .fk_names
+                    .iter()
+                    .chain(meta.check_names.iter())
+                    .cloned()
+                    .collect();
+                let disabled: Vec<bool> = meta
+                    .def
+                    .foreign_keys
+                    .iter()
+                    .map(|f| f.disabled)
+                    .chain(meta.def.checks.iter().map(|c| c.disabled))
+                    .collect();
+                cx.engine.with_catalog(|c| {
+                    for (name, disabled) in names.iter().zip(disabled) {
+                        c.set_constraint_state(oid, name, disabled, true);
+                    }
+                });
+                cx.engine.update_tables(|t| {
+                    if let Some(m) = t.get_mut(&meta.def.schema, &meta.def.name) {
+                        m.def.foreign_keys.iter_mut().for_each(|f| f.not_trusted = true);
+                        m.def.checks.iter_mut().for_each(|c| c.not_trusted = true);
+                    }
+                });
             }
-            self.bulk_add(&row);
             Ok(())
-        });
-        match result {
-            Ok(()) => {
-                let mut watch = ErrorWatch {
-                    inner: sink,
-                    failed: false,
-                };
-                self.bulk_end(&mut watch)?;
-                // Without CHECK_CONSTRAINTS SQL Server skips the table's checks and foreign
-                // keys during the load and marks them all not trusted afterwards.
-                if !watch.failed && !opts.check_constraints {
-                    let oid = meta.object_id;
-                    let names: Vec<String> = meta
-                        .fk_names
-                        .iter()
-                        .chain(meta.check_names.iter())
-                        .cloned()
-                        .collect();
-                    let disabled: Vec<bool> = meta
-                        .def
-                        .foreign_keys
-                        .iter()
-                        .map(|f| f.disabled)
-                        .chain(meta.def.checks.iter().map(|c| c.disabled))
-                        .collect();
-                    self.engine.with_catalog(|c| {
-                        for (name, disabled) in names.iter().zip(disabled) {
-                            c.set_constraint_state(oid, name, disabled, true);
-                        }
-                    });
-                    self.engine.update_tables(|t| {
-                        if let Some(m) = t.get_mut(&meta.def.schema, &meta.def.name) {
-                            m.def.foreign_keys.iter_mut().for_each(|f| f.not_trusted = true);
-                            m.def.checks.iter_mut().for_each(|c| c.not_trusted = true);
-                        }
-                    });
-                }
-                Ok(())
-            }
-            Err(e) => {
-                self.bulk_cancel();
-                Err(e.into())
-            }
+        }
+        Err(e) => {
+            bulk::bulk_cancel(cx);
+            Err(e.into())
         }
     }
 }
@@ -412,23 +414,23 @@ struct ErrorWatch<'a> {
 }
 
 impl ResultSink for ErrorWatch<'_> {
-    fn columns(&mut self, columns: &[ColumnMeta]) -> Result<(), crate::Interrupt> {
+    fn columns(&mut self, columns: &[ColumnMeta]) -> Result<(), crate::results::Interrupt> {
         self.inner.columns(columns)
     }
-    fn row(&mut self, row: &[Value]) -> Result<(), crate::Interrupt> {
+    fn row(&mut self, row: &[Value]) -> Result<(), crate::results::Interrupt> {
         self.inner.row(row)
     }
-    fn done(&mut self, done: crate::Done) -> Result<(), crate::Interrupt> {
+    fn done(&mut self, done: crate::results::Done) -> Result<(), crate::results::Interrupt> {
         self.inner.done(done)
     }
-    fn error(&mut self, error: &SqlError) -> Result<(), crate::Interrupt> {
+    fn error(&mut self, error: &SqlError) -> Result<(), crate::results::Interrupt> {
         self.failed = true;
         self.inner.error(error)
     }
-    fn info(&mut self, number: i32, message: &str) -> Result<(), crate::Interrupt> {
+    fn info(&mut self, number: i32, message: &str) -> Result<(), crate::results::Interrupt> {
         self.inner.info(number, message)
     }
-    fn env_change(&mut self, change: crate::EnvChange) -> Result<(), crate::Interrupt> {
+    fn env_change(&mut self, change: crate::results::EnvChange) -> Result<(), crate::results::Interrupt> {
         self.inner.env_change(change)
     }
 }
@@ -490,14 +492,15 @@ fn field_value(raw: &[u8], ty: SqlType, encoding: Encoding) -> Option<Value> {
     let text = match encoding {
         Encoding::Utf8 => String::from_utf8(raw.to_vec()).ok()?,
         Encoding::Latin1 => raw.iter().map(|&b| b as char).collect(),
-        Encoding::Cp1252 => raw
-            .iter()
-            .map(|&b| match b {
-                0x80..=0x9F => char::from_u32(u32::from(crate::functions::CP1252_80[usize::from(b - 0x80)]))
-                    .unwrap_or('?'),
-                _ => b as char,
-            })
-            .collect(),
+        Encoding::Cp1252 => {
+            raw.iter()
+                .map(|&b| match b {
+                    0x80..=0x9F => char::from_u32(u32::from(crate::sqlfn::CP1252_80[usize::from(b - 0x80)]))
+                        .unwrap_or('?'),
+                    _ => b as char,
+                })
+                .collect()
+        }
         Encoding::Ascii => {
             if !raw.is_ascii() {
                 return None;

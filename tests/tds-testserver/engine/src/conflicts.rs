@@ -2,9 +2,9 @@
 //! "FOREIGN KEY constraint failed" and a CHECK's name; SQL Server names the foreign key that
 //! failed and the column a CHECK reads.
 
+use crate::ast::quote;
 use crate::meta::TableMeta;
-use crate::session::Session;
-use crate::translate::{quote, sqlite_table_sql};
+use crate::state::State;
 use rusqlite::types::Value as Stored;
 use sqlparser::dialect::MsSqlDialect;
 use sqlparser::tokenizer::{Token, Tokenizer};
@@ -42,89 +42,93 @@ pub(crate) fn check_column(meta: &TableMeta, index: usize) -> Option<String> {
     found
 }
 
-impl Session {
-    /// The foreign key of `meta` whose parent has no row for the written key (`cols` are the
-    /// column indexes `values` are for). Keys with a NULL part never break one.
-    pub(crate) fn broken_foreign_key(
-        &self,
-        meta: &TableMeta,
-        cols: &[usize],
-        values: &[Stored],
-    ) -> Option<usize> {
-        let tables = self.engine.tables();
-        meta.def.foreign_keys.iter().enumerate().find_map(|(i, fk)| {
-            if fk.disabled {
-                return None;
+/// The foreign key of `meta` whose parent has no row for the written key (`cols` are the
+/// column indexes `values` are for). Keys with a NULL part never break one.
+pub(crate) fn broken_foreign_key(
+    cx: &State,
+    meta: &TableMeta,
+    cols: &[usize],
+    values: &[Stored],
+) -> Option<usize> {
+    let tables = cx.engine.tables();
+    meta.def.foreign_keys.iter().enumerate().find_map(|(i, fk)| {
+        if fk.disabled {
+            return None;
+        }
+        let key: Vec<&Stored> = fk
+            .columns
+            .iter()
+            .map(|c| {
+                let (ci, _) = meta.column(c)?;
+                values.get(cols.iter().position(|x| *x == ci)?)
+            })
+            .collect::<Option<_>>()?;
+        if key.iter().any(|v| matches!(v, Stored::Null)) {
+            return None;
+        }
+        let parent = if fk.referenced_table.eq_ignore_ascii_case(&meta.def.name)
+            && fk.referenced_schema.eq_ignore_ascii_case(&meta.def.schema)
+        {
+            meta.sqlite_sql()
+        } else {
+            tables
+                .get(&fk.referenced_schema, &fk.referenced_table)?
+                .sqlite_sql()
+        };
+        let cond: Vec<String> = fk
+            .referenced_columns
+            .iter()
+            .enumerate()
+            .map(|(k, r)| format!("{} = ?{}", quote(r), k + 1))
+            .collect();
+        let sql = format!(
+            "SELECT EXISTS (SELECT 1 FROM {parent} WHERE {})",
+            cond.join(" AND ")
+        );
+        let found: bool = cx
+            .conn
+            .query_row(&sql, rusqlite::params_from_iter(key), |r| r.get(0))
+            .ok()?;
+        (!found).then_some(i)
+    })
+}
+
+/// The foreign key of another table (or `meta` itself) with rows that still reference
+/// the row `rowid` of `meta`: (child table, index of its foreign key).
+pub(crate) fn referencing_foreign_key(
+    cx: &State,
+    meta: &TableMeta,
+    rowid: i64,
+) -> Option<(TableMeta, usize)> {
+    let tables = cx.engine.tables();
+    let parent = meta.sqlite_sql();
+    for child in tables.all() {
+        for (i, fk) in child.def.foreign_keys.iter().enumerate() {
+            if fk.disabled
+                || !fk.referenced_table.eq_ignore_ascii_case(&meta.def.name)
+                || !fk.referenced_schema.eq_ignore_ascii_case(&meta.def.schema)
+            {
+                continue;
             }
-            let key: Vec<&Stored> = fk
+            let cond: Vec<String> = fk
                 .columns
                 .iter()
-                .map(|c| {
-                    let (ci, _) = meta.column(c)?;
-                    values.get(cols.iter().position(|x| *x == ci)?)
-                })
-                .collect::<Option<_>>()?;
-            if key.iter().any(|v| matches!(v, Stored::Null)) {
-                return None;
-            }
-            let parent = if fk.referenced_table.eq_ignore_ascii_case(&meta.def.name)
-                && fk.referenced_schema.eq_ignore_ascii_case(&meta.def.schema)
-            {
-                sqlite_table_sql(meta)
-            } else {
-                sqlite_table_sql(tables.get(&fk.referenced_schema, &fk.referenced_table)?)
-            };
-            let cond: Vec<String> = fk
-                .referenced_columns
-                .iter()
-                .enumerate()
-                .map(|(k, r)| format!("{} = ?{}", quote(r), k + 1))
+                .zip(&fk.referenced_columns)
+                .map(|(c, r)| format!("c.{} = p.{}", quote(c), quote(r)))
                 .collect();
             let sql = format!(
-                "SELECT EXISTS (SELECT 1 FROM {parent} WHERE {})",
+                "SELECT EXISTS (SELECT 1 FROM {} AS c, {parent} AS p WHERE p.rowid = ?1 AND {})",
+                child.sqlite_sql(),
                 cond.join(" AND ")
             );
-            let found: bool = self
+            if cx
                 .conn
-                .query_row(&sql, rusqlite::params_from_iter(key), |r| r.get(0))
-                .ok()?;
-            (!found).then_some(i)
-        })
-    }
-
-    /// The foreign key of another table (or `meta` itself) with rows that still reference
-    /// the row `rowid` of `meta`: (child table, index of its foreign key).
-    pub(crate) fn referencing_foreign_key(&self, meta: &TableMeta, rowid: i64) -> Option<(TableMeta, usize)> {
-        let tables = self.engine.tables();
-        let parent = sqlite_table_sql(meta);
-        for child in tables.all() {
-            for (i, fk) in child.def.foreign_keys.iter().enumerate() {
-                if fk.disabled
-                    || !fk.referenced_table.eq_ignore_ascii_case(&meta.def.name)
-                    || !fk.referenced_schema.eq_ignore_ascii_case(&meta.def.schema)
-                {
-                    continue;
-                }
-                let cond: Vec<String> = fk
-                    .columns
-                    .iter()
-                    .zip(&fk.referenced_columns)
-                    .map(|(c, r)| format!("c.{} = p.{}", quote(c), quote(r)))
-                    .collect();
-                let sql = format!(
-                    "SELECT EXISTS (SELECT 1 FROM {} AS c, {parent} AS p WHERE p.rowid = ?1 AND {})",
-                    sqlite_table_sql(child),
-                    cond.join(" AND ")
-                );
-                if self
-                    .conn
-                    .query_row(&sql, [rowid], |r| r.get::<_, bool>(0))
-                    .unwrap_or(false)
-                {
-                    return Some((child.clone(), i));
-                }
+                .query_row(&sql, [rowid], |r| r.get::<_, bool>(0))
+                .unwrap_or(false)
+            {
+                return Some((child.clone(), i));
             }
         }
-        None
     }
+    None
 }

@@ -5,6 +5,9 @@
 //! on the wire (e.g. `Value::Money` is sent as `money` or `smallmoney`, `Value::String` as
 //! `nvarchar`, `varchar`, `text` or `xml`).
 
+pub mod names;
+pub mod rules;
+
 /// A SQL Server data type as declared (column, parameter, result column).
 ///
 /// Lengths follow T-SQL declarations: `Char`/`VarChar`/`Binary`/`VarBinary` in bytes,

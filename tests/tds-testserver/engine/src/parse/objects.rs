@@ -3,27 +3,13 @@
 //! collections, BULK INSERT, CREATE/ALTER/DROP DATABASE, ENABLE/DISABLE TRIGGER, full-text and
 //! XML indexes.
 
+use super::stmt::{BulkInsertSpec, DbAction, Stmt};
+use crate::ast::schema_and_name;
 use crate::catalog::{ModuleKind, NewModule};
 use crate::error::SqlError;
-use crate::parse::{Stmt, syntax_error};
+use crate::error::syntax_error;
 use sqlparser::parser::Parser;
 use sqlparser::tokenizer::{Location, Token};
-
-/// `BULK INSERT table FROM 'file' WITH (...)`.
-#[derive(Debug, Clone)]
-pub struct BulkInsertSpec {
-    pub table: Vec<String>,
-    pub file: String,
-    /// Upper-case option names with their values as written (strings unquoted).
-    pub options: Vec<(String, Option<String>)>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DbAction {
-    Create,
-    Drop,
-    Alter,
-}
 
 fn upper(t: &Token) -> String {
     match t {
@@ -50,15 +36,6 @@ fn name_parts(p: &mut Parser<'_>) -> Result<Vec<String>, SqlError> {
         }
     }
     Ok(parts)
-}
-
-/// (schema, name) of a name's parts; the schema defaults to `dbo`.
-pub fn schema_and_name(parts: &[String]) -> (String, String) {
-    match parts {
-        [.., s, n] => (s.clone(), n.clone()),
-        [n] => ("dbo".to_string(), n.clone()),
-        [] => ("dbo".to_string(), String::new()),
-    }
 }
 
 /// Byte offset of a token location (1-based line and character column) in `sql`.
@@ -99,7 +76,7 @@ fn skip_to_end(p: &mut Parser<'_>) {
 
 /// The statements of this module, when the batch's next statement is one; `None` leaves it
 /// to the ordinary parser. `first` says whether it is the batch's first statement.
-pub fn parse_special(p: &mut Parser<'_>, sql: &str, first: bool) -> Result<Option<Stmt>, SqlError> {
+pub(super) fn parse_special(p: &mut Parser<'_>, sql: &str, first: bool) -> Result<Option<Stmt>, SqlError> {
     let w0 = peek_upper(p, 0);
     let w1 = peek_upper(p, 1);
     let w2 = peek_upper(p, 2);
@@ -152,180 +129,10 @@ pub fn parse_special(p: &mut Parser<'_>, sql: &str, first: bool) -> Result<Optio
         return Ok(Some(stmt));
     }
     let stmt = match (w0.as_str(), w1.as_str()) {
-        ("CREATE", "TYPE") => {
-            p.next_token();
-            p.next_token();
-            let parts = name_parts(p)?;
-            let (schema, name) = schema_and_name(&parts);
-            if peek_upper(p, 0) != "FROM" {
-                return Err(SqlError::new(
-                    102,
-                    15,
-                    "Incorrect syntax near 'AS'. (the test server supports alias types only: CREATE TYPE ... FROM)",
-                ));
-            }
-            p.next_token();
-            let mut base = String::new();
-            let mut depth = 0;
-            loop {
-                let t = p.peek_token().token;
-                match &t {
-                    Token::EOF | Token::SemiColon => break,
-                    Token::LParen => depth += 1,
-                    Token::RParen => depth -= 1,
-                    _ => {}
-                }
-                if depth == 0 && matches!(upper(&t).as_str(), "NULL" | "NOT") {
-                    break;
-                }
-                // After the type's name (and length) a word begins what follows: ELSE, END or
-                // the next statement of a batch without semicolons.
-                if depth == 0 && matches!(t, Token::Word(_)) && !base.is_empty() && !base.ends_with('.') {
-                    break;
-                }
-                base.push_str(&t.to_string());
-                p.next_token();
-            }
-            let nullable = match peek_upper(p, 0).as_str() {
-                "NULL" => {
-                    p.next_token();
-                    Some(true)
-                }
-                "NOT" => {
-                    p.next_token();
-                    p.next_token();
-                    Some(false)
-                }
-                _ => None,
-            };
-            Stmt::AliasType {
-                schema,
-                name,
-                base,
-                nullable,
-            }
-        }
-        ("CREATE" | "ALTER", "XML") if peek_upper(p, 2) == "SCHEMA" => {
-            let add = w0 == "ALTER";
-            for _ in 0..4 {
-                p.next_token();
-            }
-            let parts = name_parts(p)?;
-            let (schema, name) = schema_and_name(&parts);
-            let kw = p.next_token();
-            if upper(&kw.token) != if add { "ADD" } else { "AS" } {
-                return Err(syntax_error(&kw.token.to_string()));
-            }
-            let content = match p.next_token().token {
-                Token::SingleQuotedString(s) | Token::NationalStringLiteral(s) => s,
-                Token::Word(w) if w.value.starts_with('@') => {
-                    return Err(SqlError::new(
-                        102,
-                        15,
-                        format!(
-                            "Incorrect syntax near '{}'. (the test server takes XML schema collections from a literal only)",
-                            w.value
-                        ),
-                    ));
-                }
-                other => return Err(syntax_error(&other.to_string())),
-            };
-            Stmt::XmlCollection {
-                schema,
-                name,
-                content,
-                add,
-            }
-        }
-        ("DROP", "PROC" | "PROCEDURE" | "FUNCTION" | "TRIGGER" | "TYPE" | "SCHEMA") => {
-            p.next_token();
-            p.next_token();
-            let kind = if w1 == "PROC" {
-                "PROCEDURE".to_string()
-            } else {
-                w1.clone()
-            };
-            let if_exists = peek_upper(p, 0) == "IF" && peek_upper(p, 1) == "EXISTS";
-            if if_exists {
-                p.next_token();
-                p.next_token();
-            }
-            let mut names = vec![name_parts(p)?];
-            while p.consume_token(&Token::Comma) {
-                names.push(name_parts(p)?);
-            }
-            let mut on_database = false;
-            if kind == "TRIGGER" && peek_upper(p, 0) == "ON" {
-                p.next_token();
-                if peek_upper(p, 0) != "DATABASE" {
-                    return Err(syntax_error(&p.peek_token().token.to_string()));
-                }
-                p.next_token();
-                on_database = true;
-            }
-            Stmt::DropObject {
-                kind,
-                if_exists,
-                names,
-                on_database,
-            }
-        }
-        ("UPDATE", "STATISTICS") => {
-            p.next_token();
-            p.next_token();
-            let table = name_parts(p)?;
-            // [index | (index, ...)] [WITH FULLSCAN | SAMPLE n PERCENT | ...]
-            if p.consume_token(&Token::LParen) {
-                while !matches!(p.next_token().token, Token::RParen | Token::EOF) {}
-            } else if matches!(p.peek_token().token, Token::Word(_))
-                && !matches!(
-                    peek_upper(p, 0).as_str(),
-                    "WITH"
-                        | "SELECT"
-                        | "INSERT"
-                        | "UPDATE"
-                        | "DELETE"
-                        | "SET"
-                        | "EXEC"
-                        | "EXECUTE"
-                        | "PRINT"
-                        | "IF"
-                        | "BEGIN"
-                        | "DECLARE"
-                        | "CREATE"
-                        | "DROP"
-                        | "ALTER"
-                )
-            {
-                p.next_token();
-            }
-            if peek_upper(p, 0) == "WITH" {
-                p.next_token();
-                while matches!(
-                    p.peek_token().token,
-                    Token::Word(_) | Token::Comma | Token::Number(_, _) | Token::Eq
-                ) && !matches!(
-                    peek_upper(p, 0).as_str(),
-                    "SELECT"
-                        | "INSERT"
-                        | "UPDATE"
-                        | "DELETE"
-                        | "SET"
-                        | "EXEC"
-                        | "EXECUTE"
-                        | "PRINT"
-                        | "IF"
-                        | "BEGIN"
-                        | "DECLARE"
-                        | "CREATE"
-                        | "DROP"
-                        | "ALTER"
-                ) {
-                    p.next_token();
-                }
-            }
-            Stmt::UpdateStatistics(table)
-        }
+        ("CREATE", "TYPE") => alias_type(p)?,
+        ("CREATE" | "ALTER", "XML") if peek_upper(p, 2) == "SCHEMA" => xml_collection(p, w0 == "ALTER")?,
+        ("DROP", "PROC" | "PROCEDURE" | "FUNCTION" | "TRIGGER" | "TYPE" | "SCHEMA") => drop_object(p, &w1)?,
+        ("UPDATE", "STATISTICS") => update_statistics(p)?,
         ("SET", "ROWCOUNT") => {
             p.next_token();
             p.next_token();
@@ -333,15 +140,7 @@ pub fn parse_special(p: &mut Parser<'_>, sql: &str, first: bool) -> Result<Optio
             Stmt::SetRowcount(e)
         }
         ("CREATE", "PRIMARY" | "XML") if peek_upper(p, 2) == "XML" || peek_upper(p, 2) == "INDEX" => {
-            // CREATE [PRIMARY] XML INDEX name ON table (column) ...: nothing to build here,
-            // but the table must exist.
-            while !matches!(peek_upper(p, 0).as_str(), "ON") && p.peek_token().token != Token::EOF {
-                p.next_token();
-            }
-            p.next_token();
-            let table = name_parts(p)?;
-            skip_statement(p);
-            Stmt::XmlIndex(table)
+            xml_index(p)?
         }
         ("CREATE" | "ALTER" | "DROP", "FULLTEXT") => {
             skip_statement(p);
@@ -351,90 +150,294 @@ pub fn parse_special(p: &mut Parser<'_>, sql: &str, first: bool) -> Result<Optio
                 "Full-Text Search is not installed, or a full-text component cannot be loaded.",
             ))
         }
-        ("CREATE" | "DROP" | "ALTER", "DATABASE") => {
-            p.next_token();
-            p.next_token();
-            let action = match w0.as_str() {
-                "CREATE" => DbAction::Create,
-                "DROP" => DbAction::Drop,
-                _ => DbAction::Alter,
-            };
-            let parts = name_parts(p)?;
-            skip_statement(p);
-            Stmt::Database {
-                action,
-                name: parts.join("."),
-            }
-        }
-        ("ENABLE" | "DISABLE", "TRIGGER") => {
-            p.next_token();
-            p.next_token();
-            let triggers = trigger_list(p)?;
-            if peek_upper(p, 0) != "ON" {
-                return Err(syntax_error(&p.peek_token().token.to_string()));
-            }
-            p.next_token();
-            let table = if peek_upper(p, 0) == "DATABASE" {
-                p.next_token();
-                None
-            } else {
-                Some(name_parts(p)?)
-            };
-            Stmt::EnableTrigger {
-                triggers,
-                table,
-                disable: w0 == "DISABLE",
-                alter_table: false,
-            }
-        }
-        ("BULK", "INSERT") => {
-            p.next_token();
-            p.next_token();
-            let table = name_parts(p)?;
-            let from = p.next_token();
-            if upper(&from.token) != "FROM" {
-                return Err(syntax_error(&from.token.to_string()));
-            }
-            let file = match p.next_token().token {
-                Token::SingleQuotedString(s) | Token::NationalStringLiteral(s) => s,
-                other => return Err(syntax_error(&other.to_string())),
-            };
-            let mut options = Vec::new();
-            if peek_upper(p, 0) == "WITH" {
-                p.next_token();
-                if !p.consume_token(&Token::LParen) {
-                    return Err(syntax_error("WITH"));
-                }
-                loop {
-                    let t = p.next_token().token;
-                    let name = match &t {
-                        Token::Word(w) => w.value.to_ascii_uppercase(),
-                        other => return Err(syntax_error(&other.to_string())),
-                    };
-                    let value = if p.consume_token(&Token::Eq) {
-                        Some(match p.next_token().token {
-                            Token::SingleQuotedString(s) | Token::NationalStringLiteral(s) => s,
-                            Token::Number(n, _) => n,
-                            Token::Word(w) => w.value,
-                            other => return Err(syntax_error(&other.to_string())),
-                        })
-                    } else {
-                        None
-                    };
-                    options.push((name, value));
-                    if p.consume_token(&Token::RParen) {
-                        break;
-                    }
-                    if !p.consume_token(&Token::Comma) {
-                        return Err(syntax_error(&p.peek_token().token.to_string()));
-                    }
-                }
-            }
-            Stmt::BulkInsert(BulkInsertSpec { table, file, options })
-        }
+        ("CREATE" | "DROP" | "ALTER", "DATABASE") => database(p, &w0)?,
+        ("ENABLE" | "DISABLE", "TRIGGER") => enable_trigger(p, w0 == "DISABLE")?,
+        ("BULK", "INSERT") => bulk_insert(p)?,
         _ => return Ok(None),
     };
     Ok(Some(stmt))
+}
+
+/// `CREATE TYPE s.n FROM base [NOT] NULL`.
+fn alias_type(p: &mut Parser<'_>) -> Result<Stmt, SqlError> {
+    p.next_token();
+    p.next_token();
+    let parts = name_parts(p)?;
+    let (schema, name) = schema_and_name(&parts);
+    if peek_upper(p, 0) != "FROM" {
+        return Err(SqlError::new(
+            102,
+            15,
+            "Incorrect syntax near 'AS'. (the test server supports alias types only: CREATE TYPE ... FROM)",
+        ));
+    }
+    p.next_token();
+    let mut base = String::new();
+    let mut depth = 0;
+    loop {
+        let t = p.peek_token().token;
+        match &t {
+            Token::EOF | Token::SemiColon => break,
+            Token::LParen => depth += 1,
+            Token::RParen => depth -= 1,
+            _ => {}
+        }
+        if depth == 0 && matches!(upper(&t).as_str(), "NULL" | "NOT") {
+            break;
+        }
+        // After the type's name (and length) a word begins what follows: ELSE, END or
+        // the next statement of a batch without semicolons.
+        if depth == 0 && matches!(t, Token::Word(_)) && !base.is_empty() && !base.ends_with('.') {
+            break;
+        }
+        base.push_str(&t.to_string());
+        p.next_token();
+    }
+    let nullable = match peek_upper(p, 0).as_str() {
+        "NULL" => {
+            p.next_token();
+            Some(true)
+        }
+        "NOT" => {
+            p.next_token();
+            p.next_token();
+            Some(false)
+        }
+        _ => None,
+    };
+    Ok(Stmt::AliasType {
+        schema,
+        name,
+        base,
+        nullable,
+    })
+}
+
+/// `{CREATE | ALTER} XML SCHEMA COLLECTION s.n {AS | ADD} '...'`.
+fn xml_collection(p: &mut Parser<'_>, add: bool) -> Result<Stmt, SqlError> {
+    for _ in 0..4 {
+        p.next_token();
+    }
+    let parts = name_parts(p)?;
+    let (schema, name) = schema_and_name(&parts);
+    let kw = p.next_token();
+    if upper(&kw.token) != if add { "ADD" } else { "AS" } {
+        return Err(syntax_error(&kw.token.to_string()));
+    }
+    let content = match p.next_token().token {
+        Token::SingleQuotedString(s) | Token::NationalStringLiteral(s) => s,
+        Token::Word(w) if w.value.starts_with('@') => {
+            return Err(SqlError::new(
+                102,
+                15,
+                format!(
+                    "Incorrect syntax near '{}'. (the test server takes XML schema collections from a literal only)",
+                    w.value
+                ),
+            ));
+        }
+        other => return Err(syntax_error(&other.to_string())),
+    };
+    Ok(Stmt::XmlCollection {
+        schema,
+        name,
+        content,
+        add,
+    })
+}
+
+/// `DROP {PROCEDURE | FUNCTION | TRIGGER | TYPE | SCHEMA} [IF EXISTS] name, ... [ON DATABASE]`.
+fn drop_object(p: &mut Parser<'_>, w1: &str) -> Result<Stmt, SqlError> {
+    p.next_token();
+    p.next_token();
+    let kind = if w1 == "PROC" {
+        "PROCEDURE".to_string()
+    } else {
+        w1.to_string()
+    };
+    let if_exists = peek_upper(p, 0) == "IF" && peek_upper(p, 1) == "EXISTS";
+    if if_exists {
+        p.next_token();
+        p.next_token();
+    }
+    let mut names = vec![name_parts(p)?];
+    while p.consume_token(&Token::Comma) {
+        names.push(name_parts(p)?);
+    }
+    let mut on_database = false;
+    if kind == "TRIGGER" && peek_upper(p, 0) == "ON" {
+        p.next_token();
+        if peek_upper(p, 0) != "DATABASE" {
+            return Err(syntax_error(&p.peek_token().token.to_string()));
+        }
+        p.next_token();
+        on_database = true;
+    }
+    Ok(Stmt::DropObject {
+        kind,
+        if_exists,
+        names,
+        on_database,
+    })
+}
+
+/// `UPDATE STATISTICS table [index | (index, ...)] [WITH ...]`.
+fn update_statistics(p: &mut Parser<'_>) -> Result<Stmt, SqlError> {
+    p.next_token();
+    p.next_token();
+    let table = name_parts(p)?;
+    // [index | (index, ...)] [WITH FULLSCAN | SAMPLE n PERCENT | ...]
+    if p.consume_token(&Token::LParen) {
+        while !matches!(p.next_token().token, Token::RParen | Token::EOF) {}
+    } else if matches!(p.peek_token().token, Token::Word(_))
+        && !matches!(
+            peek_upper(p, 0).as_str(),
+            "WITH"
+                | "SELECT"
+                | "INSERT"
+                | "UPDATE"
+                | "DELETE"
+                | "SET"
+                | "EXEC"
+                | "EXECUTE"
+                | "PRINT"
+                | "IF"
+                | "BEGIN"
+                | "DECLARE"
+                | "CREATE"
+                | "DROP"
+                | "ALTER"
+        )
+    {
+        p.next_token();
+    }
+    if peek_upper(p, 0) == "WITH" {
+        p.next_token();
+        while matches!(
+            p.peek_token().token,
+            Token::Word(_) | Token::Comma | Token::Number(_, _) | Token::Eq
+        ) && !matches!(
+            peek_upper(p, 0).as_str(),
+            "SELECT"
+                | "INSERT"
+                | "UPDATE"
+                | "DELETE"
+                | "SET"
+                | "EXEC"
+                | "EXECUTE"
+                | "PRINT"
+                | "IF"
+                | "BEGIN"
+                | "DECLARE"
+                | "CREATE"
+                | "DROP"
+                | "ALTER"
+        ) {
+            p.next_token();
+        }
+    }
+    Ok(Stmt::UpdateStatistics(table))
+}
+
+/// CREATE [PRIMARY] XML INDEX name ON table (column) ...: nothing to build here, but the
+/// table must exist.
+fn xml_index(p: &mut Parser<'_>) -> Result<Stmt, SqlError> {
+    // CREATE [PRIMARY] XML INDEX name ON table (column) ...: nothing to build here,
+    // but the table must exist.
+    while !matches!(peek_upper(p, 0).as_str(), "ON") && p.peek_token().token != Token::EOF {
+        p.next_token();
+    }
+    p.next_token();
+    let table = name_parts(p)?;
+    skip_statement(p);
+    Ok(Stmt::XmlIndex(table))
+}
+
+/// `{CREATE | DROP | ALTER} DATABASE name ...`.
+fn database(p: &mut Parser<'_>, w0: &str) -> Result<Stmt, SqlError> {
+    p.next_token();
+    p.next_token();
+    let action = match w0 {
+        "CREATE" => DbAction::Create,
+        "DROP" => DbAction::Drop,
+        _ => DbAction::Alter,
+    };
+    let parts = name_parts(p)?;
+    skip_statement(p);
+    Ok(Stmt::Database {
+        action,
+        name: parts.join("."),
+    })
+}
+
+/// `{ENABLE | DISABLE} TRIGGER {ALL | names} ON {table | DATABASE}`.
+fn enable_trigger(p: &mut Parser<'_>, disable: bool) -> Result<Stmt, SqlError> {
+    p.next_token();
+    p.next_token();
+    let triggers = trigger_list(p)?;
+    if peek_upper(p, 0) != "ON" {
+        return Err(syntax_error(&p.peek_token().token.to_string()));
+    }
+    p.next_token();
+    let table = if peek_upper(p, 0) == "DATABASE" {
+        p.next_token();
+        None
+    } else {
+        Some(name_parts(p)?)
+    };
+    Ok(Stmt::EnableTrigger {
+        triggers,
+        table,
+        disable,
+        alter_table: false,
+    })
+}
+
+/// `BULK INSERT table FROM 'file' [WITH (option [= value], ...)]`.
+fn bulk_insert(p: &mut Parser<'_>) -> Result<Stmt, SqlError> {
+    p.next_token();
+    p.next_token();
+    let table = name_parts(p)?;
+    let from = p.next_token();
+    if upper(&from.token) != "FROM" {
+        return Err(syntax_error(&from.token.to_string()));
+    }
+    let file = match p.next_token().token {
+        Token::SingleQuotedString(s) | Token::NationalStringLiteral(s) => s,
+        other => return Err(syntax_error(&other.to_string())),
+    };
+    let mut options = Vec::new();
+    if peek_upper(p, 0) == "WITH" {
+        p.next_token();
+        if !p.consume_token(&Token::LParen) {
+            return Err(syntax_error("WITH"));
+        }
+        loop {
+            let t = p.next_token().token;
+            let name = match &t {
+                Token::Word(w) => w.value.to_ascii_uppercase(),
+                other => return Err(syntax_error(&other.to_string())),
+            };
+            let value = if p.consume_token(&Token::Eq) {
+                Some(match p.next_token().token {
+                    Token::SingleQuotedString(s) | Token::NationalStringLiteral(s) => s,
+                    Token::Number(n, _) => n,
+                    Token::Word(w) => w.value,
+                    other => return Err(syntax_error(&other.to_string())),
+                })
+            } else {
+                None
+            };
+            options.push((name, value));
+            if p.consume_token(&Token::RParen) {
+                break;
+            }
+            if !p.consume_token(&Token::Comma) {
+                return Err(syntax_error(&p.peek_token().token.to_string()));
+            }
+        }
+    }
+    Ok(Stmt::BulkInsert(BulkInsertSpec { table, file, options }))
 }
 
 /// System procedures run here whose arguments may be named (SSMS scripts name them).
@@ -636,6 +639,7 @@ fn parse_module(
         instead_of: false,
         events: Vec::new(),
         view_select: None,
+        references: Vec::new(),
         replace,
     };
     match kind_word {

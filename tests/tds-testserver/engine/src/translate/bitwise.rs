@@ -5,9 +5,9 @@
 //! float to an integer and answer anyway.
 
 use crate::error::SqlError;
-use crate::translate::precedence;
-use crate::typename::base_name;
 use crate::types::SqlType;
+use crate::types::names::base_name;
+use crate::types::rules::precedence;
 use sqlparser::ast::{BinaryOperator, Expr};
 
 fn is_bitwise_operand(t: SqlType) -> bool {

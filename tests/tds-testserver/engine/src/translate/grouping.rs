@@ -175,16 +175,16 @@ pub(crate) fn check(
                 SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } => e,
                 _ => return Ok(()),
             };
-            let inner = std::mem::replace(e, crate::translate::null());
+            let inner = std::mem::replace(e, crate::ast::null());
             *e = Expr::Case {
                 case_token: sqlparser::ast::helpers::attached_token::AttachedToken::empty(),
                 end_token: sqlparser::ast::helpers::attached_token::AttachedToken::empty(),
                 operand: None,
                 conditions: vec![sqlparser::ast::CaseWhen {
                     condition: Expr::BinaryOp {
-                        left: Box::new(crate::translate::func("count", vec![crate::translate::num(1)])),
+                        left: Box::new(crate::ast::func("count", vec![crate::ast::num(1)])),
                         op: sqlparser::ast::BinaryOperator::GtEq,
-                        right: Box::new(crate::translate::num(0)),
+                        right: Box::new(crate::ast::num(0)),
                     },
                     result: inner,
                 }],

@@ -1,8 +1,8 @@
 //! `+`, `-`, `*` and `/` with a decimal result, computed exactly. SQLite would read the
 //! operands as doubles and lose everything past about 15 significant digits; SQL Server
 //! computes on the exact values (up to 38 digits) and fits the result to the precision and
-//! scale its typing rules give (see `translate::arith_type`). The translator sends such an
-//! operation to `tsql_dec(op, a, b, s1, s2, p, s)`: the operand scales tell how to read a
+//! scale its typing rules give (see `types::rules::arith_type`). The translator sends such
+//! an operation to `tsql_dec(op, a, b, s1, s2, p, s)`: the operand scales tell how to read a
 //! double operand (a short literal reaches SQLite as one), `p`/`s` is the result type.
 //!
 //! Intermediate values need more than 128 bits (a 38-digit mantissa times another, or times
@@ -13,88 +13,23 @@
 
 use crate::convert::{decimal_from_f64, format_decimal, parse_decimal};
 use crate::error::SqlError;
-use crate::functions::encode_error;
+use crate::sqlite_errors::encode_error;
 use rusqlite::Connection;
 use rusqlite::functions::FunctionFlags;
 use rusqlite::types::{Value as Stored, ValueRef};
-use sqlparser::ast::{BinaryOperator, Expr};
 
-const DEC_FN: &str = "tsql_dec";
+/// `tsql_dec(op, a, b, s1, s2, p, s)`: `a op b` exactly, at decimal(p, s).
+pub const DEC_FN: &str = "tsql_dec";
 /// The same with a money result: money's range, and 8115 naming money.
-const MONEY_FN: &str = "tsql_money";
+pub const MONEY_FN: &str = "tsql_money";
 
-/// Operator code of unary minus and ABS: `0 - b`, `|b|`.
-pub const NEGATE: i64 = 1;
-const ABS: i64 = 4;
-
-/// The operator code `tsql_dec` takes, for the operators it computes.
-fn op_code(op: &BinaryOperator) -> Option<i64> {
-    Some(match op {
-        BinaryOperator::Plus => 0,
-        BinaryOperator::Minus => 1,
-        BinaryOperator::Multiply => 2,
-        BinaryOperator::Divide => 3,
-        _ => return None,
-    })
-}
-
-/// `tsql_dec(..)` in place of `left op right` (both already translated), or `None` for an
-/// operator it does not compute.
-pub fn call(
-    op: &BinaryOperator,
-    left: &mut Expr,
-    right: &mut Expr,
-    operand_scales: (u8, u8),
-    result: (u8, u8),
-) -> Option<Expr> {
-    let code = op_code(op)?;
-    let a = std::mem::replace(left, crate::translate::null());
-    let b = std::mem::replace(right, crate::translate::null());
-    Some(call_code(DEC_FN, code, a, b, operand_scales, result))
-}
-
-/// `money op money` and `money op integer` (+, -, and * by an integer), exact where SQLite
-/// would add doubles (wrong past 15 digits, and money has 19).
-pub fn call_money(
-    op: &BinaryOperator,
-    left: &mut Expr,
-    right: &mut Expr,
-    operand_scales: (u8, u8),
-) -> Option<Expr> {
-    let code = op_code(op).filter(|c| *c != 3)?;
-    let a = std::mem::replace(left, crate::translate::null());
-    let b = std::mem::replace(right, crate::translate::null());
-    Some(call_code(MONEY_FN, code, a, b, operand_scales, (19, 4)))
-}
-
-/// `-x` or `ABS(x)` of a decimal (`abs` false: minus), exact, of the same type.
-pub fn call_unary(abs: bool, operand: Expr, result: (u8, u8)) -> Expr {
-    let code = if abs { ABS } else { NEGATE };
-    call_code(
-        DEC_FN,
-        code,
-        crate::translate::num(0),
-        operand,
-        (0, result.1),
-        result,
-    )
-}
-
-fn call_code(name: &str, code: i64, a: Expr, b: Expr, operand_scales: (u8, u8), result: (u8, u8)) -> Expr {
-    let n = |x: u8| crate::translate::num(i64::from(x));
-    crate::translate::func(
-        name,
-        vec![
-            crate::translate::num(code),
-            a,
-            b,
-            n(operand_scales.0),
-            n(operand_scales.1),
-            n(result.0),
-            n(result.1),
-        ],
-    )
-}
+/// The operator codes `tsql_dec` takes: `a + b`, `a - b` (unary minus is `0 - b`), `a * b`,
+/// `a / b`, and `|b|` (ABS).
+pub const ADD: i64 = 0;
+pub const SUBTRACT: i64 = 1;
+pub const MULTIPLY: i64 = 2;
+pub const DIVIDE: i64 = 3;
+pub const ABS: i64 = 4;
 
 pub fn register(conn: &Connection) -> rusqlite::Result<()> {
     // Deterministic: CHECK constraints and computed columns may only call deterministic
@@ -164,12 +99,12 @@ pub fn compute(op: i64, a: (i128, u8), b: (i128, u8), p: u8, s: u8) -> Result<(i
     let (na, nb) = (ma < 0, mb < 0);
     let (ua, ub) = (U256::from(ma.unsigned_abs()), U256::from(mb.unsigned_abs()));
     let (neg, mag) = match op {
-        0 | 1 => {
+        ADD | SUBTRACT => {
             let common = sa.max(sb);
             let x = ua.scale_up(u32::from(common - sa)).ok_or_else(overflow)?;
             let y = ub.scale_up(u32::from(common - sb)).ok_or_else(overflow)?;
             // Subtraction is the addition of the negated right operand.
-            let nb = if op == 1 { !nb } else { nb };
+            let nb = if op == SUBTRACT { !nb } else { nb };
             let (neg, sum) = if na == nb {
                 (na, x.add(y).ok_or_else(overflow)?)
             } else if x >= y {
@@ -179,13 +114,13 @@ pub fn compute(op: i64, a: (i128, u8), b: (i128, u8), p: u8, s: u8) -> Result<(i
             };
             (neg, rescale(sum, common, s, true).ok_or_else(overflow)?)
         }
-        2 => {
+        MULTIPLY => {
             let product = U256::mul(ma.unsigned_abs(), mb.unsigned_abs());
             (na != nb, rescale(product, sa + sb, s, true).ok_or_else(overflow)?)
         }
-        3 => {
+        DIVIDE => {
             if mb == 0 {
-                return Err(crate::divide_by_zero::divide_by_zero());
+                return Err(crate::sqlfn::division::divide_by_zero());
             }
             // quotient = a / b * 10^s = ma * 10^(s - sa + sb) / mb, truncated.
             let shift = i32::from(s) - i32::from(sa) + i32::from(sb);

@@ -69,7 +69,7 @@ fn hierarchyid_parse_error(text: &str) -> SqlError {
     )
 }
 
-/// The label ranges of the encoding (as in [`crate::inline::hierarchyid_levels`]): prefix bits,
+/// The label ranges of the encoding (as in [`hierarchyid_levels`]): prefix bits,
 /// the layout of value bits ('x') and fixed bits, and the lowest label.
 pub(crate) const HIERARCHYID_RANGES: &[(&str, &str, i64)] = &[
     ("01", "xx", 0),
@@ -246,6 +246,103 @@ pub fn parse_geography(text: &str) -> Result<Vec<u8>, SqlError> {
     Ok(out)
 }
 
+/// hierarchyid's binary form: the levels of the path, each a list of labels (more than one
+/// when a level is written with dots, `/1.2/`). `None` for a value this decoder does not
+/// handle (labels beyond -4168..5199).
+pub fn hierarchyid_levels(bytes: &[u8]) -> Option<Vec<Vec<i64>>> {
+    let bit = |i: usize| -> u8 { (bytes[i / 8] >> (7 - i % 8)) & 1 };
+    let total = bytes.len() * 8;
+    let mut pos = 0;
+    let mut levels = Vec::new();
+    let mut level = Vec::new();
+    'outer: while pos < total {
+        if (pos..total).all(|i| bit(i) == 0) {
+            break;
+        }
+        for (prefix, layout, low) in crate::convert::clr::HIERARCHYID_RANGES {
+            let matches = prefix
+                .bytes()
+                .enumerate()
+                .all(|(k, b)| pos + k < total && bit(pos + k) == b - b'0');
+            if !matches {
+                continue;
+            }
+            let mut p = pos + prefix.len();
+            let mut value = 0i64;
+            for b in layout.bytes() {
+                if p >= total {
+                    return None;
+                }
+                match b {
+                    b'x' => value = value << 1 | i64::from(bit(p)),
+                    fixed => {
+                        if bit(p) != fixed - b'0' {
+                            return None;
+                        }
+                    }
+                }
+                p += 1;
+            }
+            if p >= total {
+                return None;
+            }
+            // The last bit: 1 ends the level; 0 continues it with a dot, the label then
+            // being written one higher than it is.
+            if bit(p) == 1 {
+                level.push(low + value);
+                levels.push(std::mem::take(&mut level));
+            } else {
+                level.push(low + value - 1);
+            }
+            pos = p + 1;
+            continue 'outer;
+        }
+        return None;
+    }
+    level.is_empty().then_some(levels)
+}
+
+/// A hierarchyid's text as ToString() gives it: `/`, `/1/`, `/1/2.5/`.
+pub fn hierarchyid_text(levels: &[Vec<i64>]) -> String {
+    let mut s = String::from("/");
+    for level in levels {
+        let labels: Vec<String> = level.iter().map(i64::to_string).collect();
+        s.push_str(&labels.join("."));
+        s.push('/');
+    }
+    s
+}
+
+/// A geography point's well-known text as SQL Server prints it (`POINT (long lat)`, 15
+/// significant digits); `None` for anything but a single point.
+pub fn geography_point_text(b: &[u8]) -> Option<String> {
+    // SRID (4 bytes), version (1 or 2), flags: 0x08 a single point, 0x01 Z, 0x02 M.
+    if b.len() < 22 || !matches!(b[4], 1 | 2) || b[5] & 0x08 == 0 {
+        return None;
+    }
+    let f = |at: usize| -> Option<f64> { Some(f64::from_le_bytes(b.get(at..at + 8)?.try_into().ok()?)) };
+    let (lat, long) = (f(6)?, f(14)?);
+    let mut parts = vec![number(long), number(lat)];
+    if b[5] & 0x01 != 0 {
+        parts.push(number(f(22)?));
+    }
+    Some(format!("POINT ({})", parts.join(" ")))
+}
+
+/// A coordinate with 15 significant digits, trailing zeros dropped.
+fn number(v: f64) -> String {
+    if v == 0.0 {
+        return "0".to_string();
+    }
+    let digits = 15 - 1 - v.abs().log10().floor() as i32;
+    let s = format!("{:.*}", digits.max(0) as usize, v);
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        s
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -276,11 +373,8 @@ mod tests {
             "/-9.-73/79/",
         ] {
             let bytes = parse_hierarchyid(text).unwrap_or_default();
-            let levels = crate::inline::hierarchyid_levels(&bytes);
-            assert_eq!(
-                levels.map(|l| crate::inline::hierarchyid_text(&l)).as_deref(),
-                Some(text)
-            );
+            let levels = hierarchyid_levels(&bytes);
+            assert_eq!(levels.map(|l| hierarchyid_text(&l)).as_deref(), Some(text));
         }
         assert_eq!(parse_hierarchyid("/5200/").map_err(|e| e.number), Err(6522));
     }
@@ -290,7 +384,7 @@ mod tests {
         let b = parse_geography("POINT(-122.164644615406 47.7869921906598)").unwrap_or_default();
         assert_eq!(&b[..6], &[0xE6, 0x10, 0, 0, 1, 0x0C]);
         assert_eq!(
-            crate::inline::geography_point_text(&b).as_deref(),
+            geography_point_text(&b).as_deref(),
             Some("POINT (-122.164644615406 47.7869921906598)")
         );
         assert_eq!(parse_geography("point (1 2 3)").map(|b| b[5]).ok(), Some(0x0D));
@@ -298,5 +392,34 @@ mod tests {
         assert!(parse_geography("POINTX (1 2)").is_err_and(|e| e.message.contains("24114")));
         assert!(parse_geography("LINESTRING (1 2, 3 4)").is_err_and(|e| e.message.contains("test server")));
         assert!(parse_geography("POINT (1 x)").is_err_and(|e| e.message.contains("24141")));
+    }
+
+    #[test]
+    fn geography_point_text_of_the_binary_form() {
+        let b: Vec<u8> = (0..22)
+            .map(|i| {
+                u8::from_str_radix(
+                    &"E6100000010CAE8BFC28BCE4474067A89189898A5EC0"[i * 2..i * 2 + 2],
+                    16,
+                )
+                .unwrap_or(0)
+            })
+            .collect();
+        assert_eq!(
+            geography_point_text(&b).as_deref(),
+            Some("POINT (-122.164644615406 47.7869921906598)")
+        );
+    }
+
+    #[test]
+    fn hierarchyid_paths() {
+        assert_eq!(hierarchyid_levels(&[]), Some(vec![]));
+        assert_eq!(hierarchyid_levels(&[0x58]), Some(vec![vec![1]]));
+        assert_eq!(hierarchyid_levels(&[0x5A, 0xC0]), Some(vec![vec![1], vec![1]]));
+        // /1/-2.18/, the example of SQL Server's format description.
+        assert_eq!(
+            hierarchyid_levels(&[0x59, 0xFB, 0x05, 0x40]),
+            Some(vec![vec![1], vec![-2, 18]])
+        );
     }
 }

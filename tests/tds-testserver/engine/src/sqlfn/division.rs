@@ -5,23 +5,18 @@
 //! which passes `b` through unchanged (so SQLite's own division, truncation and modulo sign
 //! rules stay as they were) and raises 8134 when it is zero and `a` is not NULL. The dividend
 //! is evaluated a second time only for its NULL-ness; the divisor checked is the one used.
+//! `%` with a fractional operand is `tsql_mod` ([`super::modulo`]).
 
 use crate::convert::parse_decimal;
 use crate::error::SqlError;
-use crate::functions::encode_error;
+use crate::sqlite_errors::encode_error;
 use rusqlite::Connection;
 use rusqlite::functions::FunctionFlags;
 use rusqlite::types::{Value as Stored, ValueRef};
-use sqlparser::ast::Expr;
 
-const DIVISOR_FN: &str = "tsql_divisor";
-
-/// Wraps the right operand of a `/` or `%` (both already translated) so that a zero divisor
-/// raises 8134 unless the dividend is NULL.
-pub fn guard_divisor(dividend: &Expr, divisor: &mut Expr) {
-    let inner = std::mem::replace(divisor, crate::translate::null());
-    *divisor = crate::translate::func(DIVISOR_FN, vec![inner, dividend.clone()]);
-}
+/// `tsql_divisor(divisor, dividend)`: the divisor, or error 8134 when it is zero and the
+/// dividend is not NULL.
+pub const DIVISOR_FN: &str = "tsql_divisor";
 
 pub fn register(conn: &Connection) -> rusqlite::Result<()> {
     // Deterministic: CHECK constraints and computed columns may only call deterministic

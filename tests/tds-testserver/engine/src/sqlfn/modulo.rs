@@ -6,36 +6,13 @@
 
 use crate::convert::{format_decimal, parse_decimal, rescale};
 use crate::error::SqlError;
-use crate::functions::encode_error;
-use crate::types::SqlType;
+use crate::sqlite_errors::encode_error;
 use rusqlite::Connection;
 use rusqlite::functions::FunctionFlags;
 use rusqlite::types::{Value as Stored, ValueRef};
-use sqlparser::ast::Expr;
 
-const MOD_FN: &str = "tsql_mod";
-
-/// Whether `%` over these operand types needs [`MOD_FN`]: one side has a fraction.
-pub fn applies(l: Option<SqlType>, r: Option<SqlType>) -> bool {
-    [l, r].into_iter().flatten().any(|t| {
-        matches!(
-            t,
-            SqlType::Decimal { .. }
-                | SqlType::Numeric { .. }
-                | SqlType::Money
-                | SqlType::SmallMoney
-                | SqlType::Float
-                | SqlType::Real
-        )
-    })
-}
-
-/// `tsql_mod(dividend, divisor)` in place of `dividend % divisor` (both already translated).
-pub fn call(dividend: &mut Expr, divisor: &mut Expr) -> Expr {
-    let a = std::mem::replace(dividend, crate::translate::null());
-    let b = std::mem::replace(divisor, crate::translate::null());
-    crate::translate::func(MOD_FN, vec![a, b])
-}
+/// `tsql_mod(dividend, divisor)`.
+pub const MOD_FN: &str = "tsql_mod";
 
 pub fn register(conn: &Connection) -> rusqlite::Result<()> {
     let det = FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC;
@@ -101,14 +78,14 @@ fn modulo(a: ValueRef<'_>, b: ValueRef<'_>) -> Result<Stored, SqlError> {
             let x = rescale(*ma, *sa, s).ok_or_else(overflow)?;
             let y = rescale(*mb, *sb, s).ok_or_else(overflow)?;
             if y == 0 {
-                return Err(crate::divide_by_zero::divide_by_zero());
+                return Err(crate::sqlfn::division::divide_by_zero());
             }
             Ok(Stored::Text(format_decimal(x % y, s)))
         }
         _ => {
             let (x, y) = (as_f64(&a), as_f64(&b));
             if y == 0.0 {
-                return Err(crate::divide_by_zero::divide_by_zero());
+                return Err(crate::sqlfn::division::divide_by_zero());
             }
             Ok(Stored::Real(x % y))
         }

@@ -7,7 +7,7 @@
 //! server's time streaming a three-integer table; it stays the path for everything else
 //! (decimals, dates, GUIDs, binary, out-of-range values and their errors).
 
-use crate::convert::to_value;
+use super::values::to_value;
 use crate::error::SqlError;
 use crate::types::{SqlType, Value};
 use rusqlite::types::ValueRef;

@@ -6,7 +6,7 @@
 //! told apart by the year's four digits, else by order (day first). A missing day is the
 //! first of the month. Anything else with letters is no date (error 241 at the caller).
 
-use crate::convert::{DateTimeParts, days_from_civil, days_in_month, parse_time};
+use super::calendar::{DateTimeParts, days_from_civil, days_in_month, parse_time};
 
 const MONTHS: [&str; 12] = [
     "january",
@@ -129,8 +129,8 @@ pub fn parse(s: &str) -> Option<DateTimeParts> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::calendar::days_from_civil;
     use super::parse;
-    use crate::convert::days_from_civil;
 
     fn day(s: &str) -> Option<(i64, u64)> {
         parse(s).map(|p| (p.days, p.time))
