@@ -6,6 +6,7 @@
 use crate::ast::quote;
 use crate::convert::row_buffer::RowBuffer;
 use crate::convert::{fast_storage_into, value_to_stored};
+use crate::dml;
 use crate::dml::length_limit;
 use crate::error::SqlError;
 use crate::meta::TableMeta;
@@ -13,10 +14,10 @@ use crate::parse::BulkTarget;
 use crate::results::Fail;
 use crate::results::{Done, Interrupt, ResultSink, StatementKind};
 use crate::state::State;
+use crate::transaction;
 use crate::translate::Translator;
 use crate::types::names::is_string;
 use crate::types::{ColumnMeta, SqlType, Value};
-use crate::{dml, exec};
 use rusqlite::types::{Value as Stored, ValueRef};
 
 /// A prepared target: the table and, per INSERT BULK column, the table column index.
@@ -368,7 +369,7 @@ fn bulk_open(cx: &mut State, st: &mut BulkState) -> Result<(), SqlError> {
     let map = |e: rusqlite::Error| crate::sqlite_errors::map_sqlite(&e);
     let nested = cx.trancount > 0;
     if nested {
-        exec::ensure_sqlite_tran(cx).map_err(map)?;
+        transaction::ensure_sqlite_tran(cx).map_err(map)?;
         cx.conn.execute_batch("SAVEPOINT __bulk").map_err(map)?;
     } else {
         cx.conn.execute_batch("BEGIN IMMEDIATE").map_err(map)?;

@@ -8,14 +8,15 @@
 //! character is an empty value. Binary columns (and `hierarchyid`/`geography`, kept as their
 //! binary form) take hexadecimal digits.
 
+use crate::bulk;
 use crate::error::SqlError;
 use crate::parse::BulkInsertSpec;
 use crate::parse::{BulkColumn, BulkTarget};
+use crate::query;
 use crate::results::Fail;
 use crate::results::ResultSink;
 use crate::state::State;
 use crate::types::{ColumnMeta, SqlType, Value};
-use crate::{bulk, ddl};
 use std::path::{Path, PathBuf};
 
 /// A terminator: its bytes, and for one written with `\n` the `\r\n` form that also ends a row (the
@@ -294,7 +295,7 @@ pub(crate) fn bulk_insert_file(
     let meta = {
         let tables = cx.engine.tables();
         let vt = std::collections::HashMap::new();
-        let ctx = ddl::ctx(cx, &tables, &vt);
+        let ctx = query::ctx(cx, &tables, &vt);
         ctx.lookup(&spec.table)
             .cloned()
             .ok_or_else(|| crate::error::invalid_object(&spec.table.join(".")))?

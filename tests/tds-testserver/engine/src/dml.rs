@@ -5,17 +5,21 @@
 
 use crate::ast::{object_parts, quote};
 use crate::catalog::{ColumnDef, TableDef};
+use crate::conflicts;
 use crate::convert::{coerce, format_float};
+use crate::ddl;
 use crate::error::SqlError;
+use crate::exec;
 use crate::meta::TableMeta;
+use crate::query;
 use crate::results::Fail;
 use crate::results::{ResultSink, StatementKind};
 use crate::sqlite_errors::map_sqlite;
 use crate::state::State;
-use crate::translate::{OutCol, Translator};
+use crate::transaction;
+use crate::translate::Translator;
 use crate::types::SqlType;
 use crate::types::names::{is_binary, is_unicode};
-use crate::{conflicts, ddl, exec};
 use rusqlite::types::{Value as Stored, ValueRef};
 use sqlparser::ast::{
     Delete, FromTable, Insert, Merge, MergeAction, MergeClauseKind, MergeInsertKind, Query, SelectItem,
@@ -72,34 +76,6 @@ fn parse_query(sql: &str) -> Result<Query, SqlError> {
                 ),
             )
         })
-}
-
-/// Runs a query and returns its raw SQLite values (no conversion) with the output types.
-pub(crate) fn query_rows(cx: &mut State, q: &mut Query) -> Result<(Vec<OutCol>, Vec<Vec<Stored>>), Fail> {
-    let tables = cx.engine.tables();
-    let vt = exec::var_types(cx);
-    let (cols, uses_views, row_counts, sizes) = {
-        let mut ctx = Translator::new(&tables, &cx.temp, &vt, cx.globals);
-        let c = ctx.query(q, None)?;
-        (c, ctx.uses_views, ctx.row_counts, ctx.sizes)
-    };
-    if uses_views {
-        exec::refresh_views(cx, row_counts, sizes)?;
-    }
-    let sql = q.to_string();
-    let mut stmt = cx.conn.prepare_cached(&sql)?;
-    exec::bind_vars(cx, &mut stmt)?;
-    let n = cols.len();
-    let mut rows = stmt.raw_query();
-    let mut out = Vec::new();
-    while let Some(r) = rows.next()? {
-        let mut row = Vec::with_capacity(n);
-        for i in 0..n {
-            row.push(crate::exec::owned(r.get_ref(i)?));
-        }
-        out.push(row);
-    }
-    Ok((cols, out))
 }
 
 pub(crate) fn table_meta(cx: &State, name: &sqlparser::ast::ObjectName) -> Result<TableMeta, SqlError> {
@@ -567,7 +543,7 @@ pub(crate) fn insert(cx: &mut State, ins: &mut Insert, sink: &mut dyn ResultSink
                     }
                 }
             }
-            let (src_cols, rows) = query_rows(cx, q)?;
+            let (src_cols, rows) = query::query_rows(cx, q)?;
             if src_cols.len() != cols.len() {
                 let values = matches!(&*q.body, SetExpr::Values(_));
                 return Err(if src_cols.len() > cols.len() {
@@ -586,7 +562,7 @@ pub(crate) fn insert(cx: &mut State, ins: &mut Insert, sink: &mut dyn ResultSink
             rows
         }
     };
-    let (count, ident) = exec::atomic(cx, |s| insert_rows(s, &meta, &cols, rows))?;
+    let (count, ident) = transaction::atomic(cx, |s| insert_rows(s, &meta, &cols, rows))?;
     if ident.is_some() {
         cx.globals.identity = ident;
         cx.globals.scope_identity = ident;
@@ -605,10 +581,10 @@ pub(crate) fn insert(cx: &mut State, ins: &mut Insert, sink: &mut dyn ResultSink
         );
         let mut q = parse_query(&sql)?;
         let mut inner = NoDone(sink);
-        exec::run_query(cx, &mut q, &mut inner, true)?;
+        query::run_query(cx, &mut q, &mut inner, true)?;
     }
     cx.globals.rowcount = count as i64;
-    exec::done(cx, sink, StatementKind::Insert, Some(count))?;
+    query::done(cx, sink, StatementKind::Insert, Some(count))?;
     Ok(())
 }
 
@@ -747,11 +723,11 @@ pub(crate) fn update(
         exprs.join(", ")
     );
     let mut query = parse_query(&sql)?;
-    let (_, rows) = query_rows(cx, &mut query)?;
+    let (_, rows) = query::query_rows(cx, &mut query)?;
     let Some(list) = output else {
-        let count = exec::atomic(cx, |s| update_rows(s, &meta, &cols, rows))?;
+        let count = transaction::atomic(cx, |s| update_rows(s, &meta, &cols, rows))?;
         cx.globals.rowcount = count as i64;
-        exec::done(cx, sink, StatementKind::Update, Some(count))?;
+        query::done(cx, sink, StatementKind::Update, Some(count))?;
         return Ok(());
     };
     // OUTPUT inserted.x, deleted.y: the rows before the update go to a #temp snapshot
@@ -770,7 +746,7 @@ pub(crate) fn update(
         select_into(cx, q, &mut NoDone(&mut Buffered::default()))?;
     }
     let result = (|| -> Result<(u64, Buffered), Fail> {
-        let count = exec::atomic(cx, |s| update_rows(s, &meta, &cols, rows))?;
+        let count = transaction::atomic(cx, |s| update_rows(s, &meta, &cols, rows))?;
         let sql = if uses_deleted {
             format!(
                 "SELECT {list} FROM {target} AS [inserted] JOIN {snapshot} AS [deleted] ON [deleted].[__output_rowid] = [inserted].[__rowid] ORDER BY [inserted].[__rowid]"
@@ -781,7 +757,7 @@ pub(crate) fn update(
             )
         };
         let mut buffered = Buffered::default();
-        exec::run_query(cx, &mut parse_query(&sql)?, &mut buffered, false)?;
+        query::run_query(cx, &mut parse_query(&sql)?, &mut buffered, false)?;
         Ok((count, buffered))
     })();
     if uses_deleted {
@@ -790,7 +766,7 @@ pub(crate) fn update(
     let (count, buffered) = result?;
     buffered.replay(sink)?;
     cx.globals.rowcount = count as i64;
-    exec::done(cx, sink, StatementKind::Update, Some(count))?;
+    query::done(cx, sink, StatementKind::Update, Some(count))?;
     Ok(())
 }
 
@@ -936,7 +912,7 @@ pub(crate) fn delete(
         q.replace(']', "]]")
     );
     let mut query = parse_query(&sql)?;
-    let (_, rows) = query_rows(cx, &mut query)?;
+    let (_, rows) = query::query_rows(cx, &mut query)?;
     let mut ids: Vec<i64> = rows
         .into_iter()
         .filter_map(|r| match r.first() {
@@ -954,14 +930,14 @@ pub(crate) fn delete(
             output_target(&meta),
             rowid_list(ids.iter().copied())
         );
-        exec::run_query(cx, &mut parse_query(&sql)?, &mut buffered, false)?;
+        query::run_query(cx, &mut parse_query(&sql)?, &mut buffered, false)?;
     }
-    let count = exec::atomic(cx, |s| delete_rowids(s, &meta, &ids))?;
+    let count = transaction::atomic(cx, |s| delete_rowids(s, &meta, &ids))?;
     if output.is_some() {
         buffered.replay(sink)?;
     }
     cx.globals.rowcount = count as i64;
-    exec::done(cx, sink, StatementKind::Delete, Some(count))?;
+    query::done(cx, sink, StatementKind::Delete, Some(count))?;
     Ok(())
 }
 
@@ -1095,10 +1071,10 @@ pub(crate) fn merge(cx: &mut State, m: &mut Merge, sink: &mut dyn ResultSink) ->
         let head = if g == 1 { "1".to_string() } else { rid.clone() };
         let sql = format!("SELECT {} {from}", select(&items, &head));
         let mut q = parse_query(&sql)?;
-        let (_, rows) = query_rows(cx, &mut q)?;
+        let (_, rows) = query::query_rows(cx, &mut q)?;
         actions.push((g, rows));
     }
-    let count = exec::atomic(cx, |s| {
+    let count = transaction::atomic(cx, |s| {
         let mut count = 0u64;
         let mut touched = std::collections::HashSet::new();
         for (g, rows) in actions {
@@ -1149,7 +1125,7 @@ pub(crate) fn merge(cx: &mut State, m: &mut Merge, sink: &mut dyn ResultSink) ->
         Ok(count)
     })?;
     cx.globals.rowcount = count as i64;
-    exec::done(cx, sink, StatementKind::Merge, Some(count))?;
+    query::done(cx, sink, StatementKind::Merge, Some(count))?;
     Ok(())
 }
 
@@ -1161,7 +1137,7 @@ pub(crate) fn select_into(cx: &mut State, mut q: Query, sink: &mut dyn ResultSin
     let Some(target) = target.and_then(|t| t.targets.into_iter().next()) else {
         return Err(crate::error::syntax_error("INTO").into());
     };
-    let (cols, rows) = query_rows(cx, &mut q)?;
+    let (cols, rows) = query::query_rows(cx, &mut q)?;
     let name_sql = format!("CREATE TABLE {} (x INT)", target);
     let dialect = sqlparser::dialect::MsSqlDialect {};
     let stmt = sqlparser::parser::Parser::new(&dialect)
@@ -1196,7 +1172,7 @@ pub(crate) fn select_into(cx: &mut State, mut q: Query, sink: &mut dyn ResultSin
     let sqlparser::ast::Statement::CreateTable(ct2) = stmt else {
         return Err(crate::error::syntax_error("INTO").into());
     };
-    let mut quiet = crate::exec::Collect::default();
+    let mut quiet = query::Collect::default();
     ddl::create_table(cx, ct2, &mut quiet)?;
     let tname = match &target {
         sqlparser::ast::Expr::Identifier(i) => sqlparser::ast::ObjectName::from(vec![i.clone()]),
@@ -1205,10 +1181,10 @@ pub(crate) fn select_into(cx: &mut State, mut q: Query, sink: &mut dyn ResultSin
     };
     let meta = table_meta(cx, &tname)?;
     let idx: Vec<usize> = (0..cols.len()).collect();
-    let (count, _) = exec::atomic(cx, |s| insert_rows(s, &meta, &idx, rows))?;
+    let (count, _) = transaction::atomic(cx, |s| insert_rows(s, &meta, &idx, rows))?;
     let _ = ct;
     cx.globals.rowcount = count as i64;
-    exec::done(cx, sink, StatementKind::Select, Some(count))?;
+    query::done(cx, sink, StatementKind::Select, Some(count))?;
     Ok(())
 }
 

@@ -21,12 +21,14 @@ mod exec;
 mod meta;
 mod objects;
 mod parse;
+mod query;
 mod results;
 mod session;
 pub mod sqlcmd;
 mod sqlfn;
 mod sqlite_errors;
 mod state;
+mod transaction;
 mod translate;
 pub mod types;
 

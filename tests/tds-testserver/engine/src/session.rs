@@ -1,14 +1,17 @@
 //! A client connection's session: the entry point the wire layer calls with each request
 //! (a batch, an RPC, a transaction-manager request, a bulk load).
 
+use crate::bulk;
 use crate::engine::{Engine, LOCK_TIMEOUT, known_database, open_err};
 use crate::error::SqlError;
+use crate::exec;
 use crate::meta::Tables;
 use crate::results::{Done, Interrupt, ResultSink, StatementKind};
 use crate::state::State;
+use crate::transaction;
 use crate::translate::Globals;
 use crate::types::{ColumnMeta, SqlType, Value};
-use crate::{Param, TransactionRequest, bulk, exec};
+use crate::{Param, TransactionRequest};
 use rusqlite::Connection;
 use rusqlite::types::Value as Stored;
 use std::collections::HashMap;
@@ -176,22 +179,24 @@ impl Session {
         sink: &mut dyn ResultSink,
     ) -> Result<(), Interrupt> {
         let r = match request {
-            TransactionRequest::Begin { name } => exec::begin_tran(&mut self.state, name.as_deref(), sink),
+            TransactionRequest::Begin { name } => {
+                transaction::begin_tran(&mut self.state, name.as_deref(), sink)
+            }
             TransactionRequest::Commit { begin_new } => {
-                let r = exec::commit_all(&mut self.state, sink);
+                let r = transaction::commit_all(&mut self.state, sink);
                 match r {
-                    Ok(()) if begin_new => exec::begin_tran(&mut self.state, None, sink),
+                    Ok(()) if begin_new => transaction::begin_tran(&mut self.state, None, sink),
                     other => other,
                 }
             }
             TransactionRequest::Rollback { begin_new } => {
-                let r = exec::rollback_tran(&mut self.state, None, sink);
+                let r = transaction::rollback_tran(&mut self.state, None, sink);
                 match r {
-                    Ok(()) if begin_new => exec::begin_tran(&mut self.state, None, sink),
+                    Ok(()) if begin_new => transaction::begin_tran(&mut self.state, None, sink),
                     other => other,
                 }
             }
-            TransactionRequest::Save { name } => exec::save_tran(&mut self.state, &name),
+            TransactionRequest::Save { name } => transaction::save_tran(&mut self.state, &name),
         };
         let error = match r {
             Ok(()) => false,
