@@ -1583,7 +1583,7 @@ fn verify_checks(cx: &State, meta: &TableMeta, table: &str, names: &[String]) ->
         let sql = format!("SELECT EXISTS (SELECT 1 FROM {table} WHERE NOT ({expr}))");
         let broken: bool = cx.conn.query_row(&sql, [], |r| r.get(0))?;
         if broken {
-            let col_part = crate::conflicts::check_column(meta, i)
+            let col_part = crate::write::conflicts::check_column(meta, i)
                 .map(|c| format!(", column '{c}'"))
                 .unwrap_or_default();
             return Err(SqlError::new(

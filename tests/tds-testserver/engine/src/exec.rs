@@ -1,7 +1,7 @@
 //! Statement execution: the batch loop, SELECT streaming, SET/DECLARE/IF/PRINT/USE, and
 //! transactions.
 
-use crate::bulk;
+use crate::bulk::target;
 use crate::convert::coerce;
 use crate::ddl;
 use crate::dml;
@@ -178,7 +178,7 @@ fn exec_stmt(
     match stmt {
         Stmt::Sql(s) => exec_sql(cx, *s, tops, sink),
         Stmt::InsertBulk(t) => {
-            bulk::prepare_bulk(cx, t)?;
+            cx.pending_bulk = Some(target::prepare(&cx.engine.tables(), &cx.temp, t)?);
             query::done(cx, sink, StatementKind::Other, None)?;
             Ok(())
         }

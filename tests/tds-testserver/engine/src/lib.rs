@@ -8,9 +8,7 @@
 
 mod ast;
 mod bulk;
-mod bulk_insert;
 pub mod catalog;
-mod conflicts;
 mod convert;
 mod data_dir;
 mod ddl;
@@ -31,6 +29,7 @@ mod state;
 mod transaction;
 mod translate;
 pub mod types;
+mod write;
 
 pub use error::SqlError;
 pub use results::{Done, EnvChange, Interrupt, ResultSink, StatementKind};

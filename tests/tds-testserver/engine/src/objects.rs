@@ -2,7 +2,7 @@
 //! collections, database statements, trigger switches, and the system procedures install
 //! scripts call (`sp_addtype`, `sp_addextendedproperty`).
 
-use crate::bulk_insert;
+use crate::bulk::file;
 use crate::catalog::store::ExtendedProperty;
 use crate::error::SqlError;
 use crate::parse::DbAction;
@@ -57,7 +57,7 @@ pub(crate) fn exec_object_stmt(cx: &mut State, stmt: Stmt, sink: &mut dyn Result
             cx.engine
                 .with_catalog(|c| c.xml_schema_collection(&schema, &name, content, add))?;
         }
-        Stmt::BulkInsert(spec) => return bulk_insert::bulk_insert_file(cx, spec, sink),
+        Stmt::BulkInsert(spec) => return file::bulk_insert_file(cx, spec, sink),
         Stmt::Database { action, name } => database_statement(cx, action, &name)?,
         Stmt::EnableTrigger {
             triggers,

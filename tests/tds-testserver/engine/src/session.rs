@@ -1,7 +1,7 @@
 //! A client connection's session: the entry point the wire layer calls with each request
 //! (a batch, an RPC, a transaction-manager request, a bulk load).
 
-use crate::bulk;
+use crate::bulk::load::{self, BulkLoad};
 use crate::engine::{Engine, LOCK_TIMEOUT, known_database, open_err};
 use crate::error::SqlError;
 use crate::exec;
@@ -21,6 +21,8 @@ use std::sync::atomic::Ordering;
 /// One client connection.
 pub struct Session {
     state: State,
+    /// The BULK_LOAD under way (after an INSERT BULK statement).
+    bulk: BulkLoad,
 }
 
 impl Engine {
@@ -80,8 +82,6 @@ impl Engine {
                 identity_insert: None,
                 trancount: 0,
                 descriptor: 0,
-                bulk: None,
-                bulk_spare: Default::default(),
                 pending_bulk: None,
                 session_id: spid as u64,
                 views_version: None,
@@ -95,6 +95,7 @@ impl Engine {
                 thrown: false,
                 rowcount_limit: 0,
             },
+            bulk: BulkLoad::default(),
         })
     }
 }
@@ -217,19 +218,20 @@ impl Session {
     /// Starts the BULK_LOAD message that follows an `INSERT BULK` statement. `columns` is the
     /// client's COLMETADATA (names must match the INSERT BULK column list).
     pub fn bulk_start(&mut self, columns: &[ColumnMeta]) -> Result<(), SqlError> {
-        bulk::bulk_begin(&mut self.state, columns)
+        let pending = self.state.pending_bulk.take();
+        load::bulk_begin(&mut self.state, &mut self.bulk, pending, columns)
     }
 
     /// One bulk row, a value per client column. The first failing row's error is kept and
     /// reported by [`Session::bulk_finish`]; later rows are ignored.
     /// Values are copied (into the load's buffer), so the caller may reuse the row's strings.
     pub fn bulk_row(&mut self, row: &[Value]) {
-        bulk::bulk_add(&mut self.state, row);
+        load::bulk_add(&mut self.state, &mut self.bulk, row);
     }
 
     /// Ends the bulk load: all rows land, or none and the error is sent.
     pub fn bulk_finish(&mut self, sink: &mut dyn ResultSink) -> Result<(), Interrupt> {
-        bulk::bulk_end(&mut self.state, sink)
+        load::bulk_end(&mut self.state, &mut self.bulk, sink)
     }
 
     /// The wire layer finished the login: list this connection (negotiated packet size, peer,
@@ -243,7 +245,7 @@ impl Session {
 
     /// Abandons a bulk load (the client cancelled or disconnected): nothing lands.
     pub fn bulk_abort(&mut self) {
-        bulk::bulk_cancel(&mut self.state);
+        load::bulk_cancel(&mut self.state, &mut self.bulk);
     }
 }
 
