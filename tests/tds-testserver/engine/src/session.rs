@@ -11,7 +11,6 @@ use crate::state::State;
 use crate::transaction;
 use crate::translate::Globals;
 use crate::types::{ColumnMeta, SqlType, Value};
-use crate::{Param, TransactionRequest};
 use rusqlite::Connection;
 use rusqlite::types::Value as Stored;
 use std::collections::HashMap;
@@ -274,4 +273,31 @@ fn value_type(v: &Value) -> SqlType {
         Value::String(_) => SqlType::NVarChar { len: None },
         Value::Binary(_) => SqlType::VarBinary { len: None },
     }
+}
+
+/// One RPC parameter (sp_executesql's `@P1`...), typed from the declaration string.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Param {
+    /// With the `@`, e.g. `@P1`.
+    pub name: String,
+    pub ty: SqlType,
+    pub value: Value,
+}
+
+/// A transaction-manager request (TDS packet type 0x0E).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TransactionRequest {
+    Begin {
+        name: Option<String>,
+    },
+    /// `begin_new`: commit and immediately begin a new transaction (pytds' fBeginXact).
+    Commit {
+        begin_new: bool,
+    },
+    Rollback {
+        begin_new: bool,
+    },
+    Save {
+        name: String,
+    },
 }

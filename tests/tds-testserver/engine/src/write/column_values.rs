@@ -1,11 +1,11 @@
 //! The values a write stores: converted to the column's type and held to its declared
 //! length, as SQL Server does on INSERT, UPDATE and bulk loads.
-use crate::SqlError;
-use crate::SqlType;
 use crate::catalog::ColumnDef;
 use crate::convert::coerce;
+use crate::error::SqlError;
 use crate::meta::TableMeta;
 use crate::state::State;
+use crate::types::SqlType;
 use crate::types::names::is_binary;
 use crate::types::names::is_unicode;
 use rusqlite::types::Value as Stored;

@@ -1,7 +1,7 @@
 //! SQL Server's error for a write SQLite refused on a constraint: the number, the
 //! constraint's name and the key value, as SQL Server words them.
-use crate::SqlError;
 use crate::convert::format_float;
+use crate::error::SqlError;
 use crate::meta::TableMeta;
 use crate::sqlite_errors::map_sqlite;
 use crate::state::State;
