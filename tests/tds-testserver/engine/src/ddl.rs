@@ -8,14 +8,16 @@ use crate::catalog::{
     ReferentialAction, TableDef,
 };
 use crate::error::SqlError;
-use crate::meta::{TableMeta, Tables};
+use crate::meta::TableMeta;
+use crate::objects;
+use crate::query;
 use crate::results::Fail;
 use crate::results::{ResultSink, StatementKind};
 use crate::state::State;
-use crate::translate::{Scope, Translator, table_columns};
+use crate::transaction;
+use crate::translate::{Scope, table_columns};
 use crate::types::SqlType;
 use crate::types::names::{is_string, parse_type_name, type_decl};
-use crate::{exec, objects};
 use sqlparser::ast::{
     AlterColumnOperation, AlterTable, AlterTableOperation, BinaryOperator, ColumnOption, CreateIndex,
     CreateTable, Expr, GeneratedExpressionMode, IdentityPropertyFormatKind, IdentityPropertyKind, ObjectName,
@@ -395,14 +397,6 @@ fn build_index(cx: &State, meta: &TableMeta, ix: &IndexDef, name: &str, ddl: &st
     }
 }
 
-pub(crate) fn ctx<'a>(
-    cx: &'a State,
-    tables: &'a Tables,
-    vt: &'a std::collections::HashMap<String, SqlType>,
-) -> Translator<'a> {
-    Translator::new(tables, &cx.temp, vt, cx.globals)
-}
-
 /// Translates a normal-form definition into SQLite SQL over the table's columns.
 fn table_expr(
     cx: &State,
@@ -416,7 +410,7 @@ fn table_expr(
         .map_err(|_| crate::error::syntax_error(definition))?;
     let tables = cx.engine.tables();
     let vt = std::collections::HashMap::new();
-    let mut ctx = ctx(cx, &tables, &vt);
+    let mut ctx = query::ctx(cx, &tables, &vt);
     let mut scope = Scope::default();
     let cols = table_columns(meta).into_iter().filter(|c| !c.computed).collect();
     scope.add_table(&meta.sqlite_name, cols);
@@ -553,7 +547,7 @@ fn one_index_ddl(cx: &State, meta: &TableMeta, ix: &IndexDef, name: &str) -> Res
 fn lookup_meta(cx: &State, name: &ObjectName) -> Result<TableMeta, SqlError> {
     let tables = cx.engine.tables();
     let vt = std::collections::HashMap::new();
-    let ctx = ctx(cx, &tables, &vt);
+    let ctx = query::ctx(cx, &tables, &vt);
     ctx.lookup_name(name).cloned()
 }
 
@@ -962,7 +956,7 @@ fn names_from_catalog(cx: &State, meta: &mut TableMeta) {
 }
 
 pub(crate) fn create_table(cx: &mut State, ct: CreateTable, sink: &mut dyn ResultSink) -> Result<(), Fail> {
-    before_ddl(cx);
+    transaction::before_ddl(cx);
     let (schema, name, temporary) = split_name(&ct.name);
     let exists = if temporary {
         cx.temp.get("", &name).is_some()
@@ -1029,7 +1023,7 @@ pub(crate) fn create_table(cx: &mut State, ct: CreateTable, sink: &mut dyn Resul
     let r = sqlite_ddl(cx, &meta, &meta.sqlite_sql())
         .map_err(Fail::from)
         .and_then(|stmts| {
-            exec::atomic(cx, |s| {
+            transaction::atomic(cx, |s| {
                 for st in &stmts {
                     s.conn.execute_batch(st)?;
                 }
@@ -1041,7 +1035,7 @@ pub(crate) fn create_table(cx: &mut State, ct: CreateTable, sink: &mut dyn Resul
         return Err(e);
     }
     store_meta(cx, meta);
-    exec::done(cx, sink, StatementKind::Other, None)?;
+    query::done(cx, sink, StatementKind::Other, None)?;
     Ok(())
 }
 
@@ -1053,7 +1047,7 @@ pub(crate) fn drop_objects(
     table: Option<&ObjectName>,
     sink: &mut dyn ResultSink,
 ) -> Result<(), Fail> {
-    before_ddl(cx);
+    transaction::before_ddl(cx);
     match kind {
         ObjectType::Table => {
             for n in names {
@@ -1083,7 +1077,7 @@ pub(crate) fn drop_objects(
                 let oid = meta.object_id;
                 cx.engine.with_catalog(|c| c.drop_table(oid))?;
                 let sql = format!("DROP TABLE {}", meta.sqlite_sql());
-                exec::atomic(cx, |s| {
+                transaction::atomic(cx, |s| {
                     s.conn.execute_batch(&sql)?;
                     Ok(())
                 })?;
@@ -1137,7 +1131,7 @@ pub(crate) fn drop_objects(
                     if meta.def.temporary { "temp." } else { "" },
                     quote(&format!("{}.{}", meta.sqlite_name, meta.index_names[pos]))
                 );
-                exec::atomic(cx, |s| {
+                transaction::atomic(cx, |s| {
                     s.conn.execute_batch(&sql)?;
                     Ok(())
                 })?;
@@ -1187,7 +1181,7 @@ pub(crate) fn drop_objects(
             }
         }
     }
-    exec::done(cx, sink, StatementKind::Other, None)?;
+    query::done(cx, sink, StatementKind::Other, None)?;
     Ok(())
 }
 
@@ -1213,13 +1207,13 @@ pub(crate) fn truncate(cx: &mut State, t: &Truncate, sink: &mut dyn ResultSink) 
             .into());
         }
         let sql = format!("DELETE FROM {}", meta.sqlite_sql());
-        exec::atomic(cx, |s| {
+        transaction::atomic(cx, |s| {
             s.conn.execute_batch(&sql)?;
             Ok(())
         })?;
         cx.engine.with_catalog(|c| c.truncate(meta.object_id));
     }
-    exec::done(cx, sink, StatementKind::Other, None)?;
+    query::done(cx, sink, StatementKind::Other, None)?;
     Ok(())
 }
 
@@ -1234,7 +1228,7 @@ pub(crate) fn create_index(cx: &mut State, ci: CreateIndex, sink: &mut dyn Resul
         .module(&vschema, &vname)
         .is_some_and(|m| m.view_select.is_some())
     {
-        exec::done(cx, sink, StatementKind::Other, None)?;
+        query::done(cx, sink, StatementKind::Other, None)?;
         return Ok(());
     }
     let mut meta = lookup_meta(cx, &ci.table_name)?;
@@ -1267,10 +1261,10 @@ pub(crate) fn create_index(cx: &mut State, ci: CreateIndex, sink: &mut dyn Resul
         }
     }
     let sql = one_index_ddl(cx, &meta, &ix, &name)?;
-    before_ddl(cx);
+    transaction::before_ddl(cx);
     let (oid, ix_cat) = (meta.object_id, ix.clone());
     cx.engine.with_catalog(|c| c.add_index(oid, ix_cat))?;
-    let r = exec::atomic(cx, |s| build_index(s, &meta, &ix, &name, &sql));
+    let r = transaction::atomic(cx, |s| build_index(s, &meta, &ix, &name, &sql));
     if r.is_err() {
         // The catalog already lists the index: take it out again.
         cx.engine.with_catalog(|c| c.drop_index(oid, &name)).ok();
@@ -1283,7 +1277,7 @@ pub(crate) fn create_index(cx: &mut State, ci: CreateIndex, sink: &mut dyn Resul
             .unwrap_or_default(),
     );
     store_meta(cx, meta);
-    exec::done(cx, sink, StatementKind::Other, None)?;
+    query::done(cx, sink, StatementKind::Other, None)?;
     Ok(())
 }
 
@@ -1397,15 +1391,6 @@ fn mirror_alter(cx: &State, old: &TableMeta, new: &TableMeta) -> Result<(), SqlE
     })
 }
 
-/// Inside a transaction, remembers the catalog and table metadata before the first DDL so
-/// a ROLLBACK can undo it.
-pub(crate) fn before_ddl(cx: &mut State) {
-    if cx.trancount > 0 && cx.tran_snapshot.is_none() {
-        let cat = cx.engine.read_catalog(|c| c.clone());
-        cx.tran_snapshot = Some((cat, cx.engine.tables(), cx.temp.clone()));
-    }
-}
-
 fn rebuild(cx: &mut State, old: &TableMeta, mut new: TableMeta) -> Result<(), Fail> {
     finish_meta(cx, &mut new)?;
     if only_indexes_added(old, &new) {
@@ -1416,7 +1401,7 @@ fn rebuild(cx: &mut State, old: &TableMeta, mut new: TableMeta) -> Result<(), Fa
         for (ix, name) in new.def.indexes.iter().zip(new.index_names.iter()).skip(added) {
             ddl.push((ix, name, one_index_ddl(cx, &new, ix, name)?));
         }
-        exec::atomic(cx, |s| {
+        transaction::atomic(cx, |s| {
             for (ix, name, st) in &ddl {
                 build_index(s, &new, ix, name, st)?;
             }
@@ -1441,7 +1426,7 @@ fn rebuild(cx: &mut State, old: &TableMeta, mut new: TableMeta) -> Result<(), Fa
         new.rowid_pk = old.rowid_pk;
         let ddl = sqlite_ddl(cx, &new, &quote(&new.sqlite_name))?;
         let (name, create, table) = (new.sqlite_name.clone(), ddl[0].clone(), old.sqlite_sql());
-        exec::atomic(cx, |s| {
+        transaction::atomic(cx, |s| {
             rewrite_table_sql(s, &name, &create)?;
             verify_checks(s, &new, &table, &verify)
         })?;
@@ -1506,7 +1491,7 @@ fn rebuild(cx: &mut State, old: &TableMeta, mut new: TableMeta) -> Result<(), Fa
         cx.conn.execute_batch("PRAGMA foreign_keys=OFF")?;
     }
     cx.conn.execute_batch("PRAGMA ignore_check_constraints=ON")?;
-    let r = exec::atomic(cx, |s| {
+    let r = transaction::atomic(cx, |s| {
         // The first statement creates the table; index statements need the final name.
         s.conn.execute_batch(&ddl[0])?;
         let copy = format!(
@@ -1598,7 +1583,7 @@ fn verify_checks(cx: &State, meta: &TableMeta, table: &str, names: &[String]) ->
         let sql = format!("SELECT EXISTS (SELECT 1 FROM {table} WHERE NOT ({expr}))");
         let broken: bool = cx.conn.query_row(&sql, [], |r| r.get(0))?;
         if broken {
-            let col_part = crate::conflicts::check_column(meta, i)
+            let col_part = crate::write::conflicts::check_column(meta, i)
                 .map(|c| format!(", column '{c}'"))
                 .unwrap_or_default();
             return Err(SqlError::new(
@@ -1837,7 +1822,7 @@ pub(crate) fn constraint_state(
     let old = {
         let tables = cx.engine.tables();
         let vt = std::collections::HashMap::new();
-        ctx(cx, &tables, &vt)
+        query::ctx(cx, &tables, &vt)
             .lookup(table)
             .cloned()
             .ok_or_else(|| crate::error::invalid_object(&table.join(".")))?
@@ -1909,7 +1894,7 @@ fn apply_alter(
     sink: &mut dyn ResultSink,
 ) -> Result<(), Fail> {
     let display = new.display_name();
-    before_ddl(cx);
+    transaction::before_ddl(cx);
     let snapshot = cx.engine.read_catalog(|c| c.clone());
     finish_meta(cx, &mut new)?;
     mirror_alter(cx, &old, &new)?;
@@ -1935,7 +1920,7 @@ fn apply_alter(
         )),
         other => other,
     })?;
-    exec::done(cx, sink, StatementKind::Other, None)?;
+    query::done(cx, sink, StatementKind::Other, None)?;
     Ok(())
 }
 
@@ -1951,13 +1936,16 @@ pub(crate) fn check_ident(
         .collect();
     let tables = cx.engine.tables();
     let vt = std::collections::HashMap::new();
-    let meta = ctx(cx, &tables, &vt).lookup(&parts).cloned().ok_or_else(|| {
-        SqlError::new(
-            2501,
-            16,
-            format!("Cannot find a table or object with the name \"{table}\". Check the system catalog."),
-        )
-    })?;
+    let meta = query::ctx(cx, &tables, &vt)
+        .lookup(&parts)
+        .cloned()
+        .ok_or_else(|| {
+            SqlError::new(
+                2501,
+                16,
+                format!("Cannot find a table or object with the name \"{table}\". Check the system catalog."),
+            )
+        })?;
     let Some((_, col)) = meta.identity_column() else {
         return Err(SqlError::new(
             7997,
@@ -2002,6 +1990,6 @@ pub(crate) fn check_ident(
         2528,
         "DBCC execution completed. If DBCC printed error messages, contact your system administrator.",
     )?;
-    exec::done(cx, sink, StatementKind::Other, None)?;
+    query::done(cx, sink, StatementKind::Other, None)?;
     Ok(())
 }

@@ -4,51 +4,25 @@
 //! statements, so constraint errors carry SQL Server's numbers, names and key values.
 
 use crate::ast::{object_parts, quote};
-use crate::catalog::{ColumnDef, TableDef};
-use crate::convert::{coerce, format_float};
+use crate::catalog::TableDef;
+use crate::ddl;
 use crate::error::SqlError;
 use crate::meta::TableMeta;
+use crate::query;
 use crate::results::Fail;
 use crate::results::{ResultSink, StatementKind};
-use crate::sqlite_errors::map_sqlite;
 use crate::state::State;
-use crate::translate::{OutCol, Translator};
+use crate::transaction;
+use crate::translate::Translator;
 use crate::types::SqlType;
-use crate::types::names::{is_binary, is_unicode};
-use crate::{conflicts, ddl, exec};
+use crate::write::column_values;
+use crate::write::constraints;
+use crate::write::constraints::Verb;
 use rusqlite::types::{Value as Stored, ValueRef};
 use sqlparser::ast::{
     Delete, FromTable, Insert, Merge, MergeAction, MergeClauseKind, MergeInsertKind, Query, SelectItem,
     SetExpr, TableFactor, TableObject, Update, UpdateTableFromKind,
 };
-
-/// Which statement a constraint error is reported for.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub enum Verb {
-    Insert,
-    Update,
-    Delete,
-}
-
-impl Verb {
-    fn word(self) -> &'static str {
-        match self {
-            Verb::Insert => "INSERT",
-            Verb::Update => "UPDATE",
-            Verb::Delete => "DELETE",
-        }
-    }
-}
-
-fn display_value(v: &Stored) -> String {
-    match v {
-        Stored::Null => "<NULL>".to_string(),
-        Stored::Integer(i) => i.to_string(),
-        Stored::Real(f) => format_float(*f),
-        Stored::Text(t) => t.clone(),
-        Stored::Blob(b) => format!("0x{}", b.iter().map(|x| format!("{x:02X}")).collect::<String>()),
-    }
-}
 
 fn parse_query(sql: &str) -> Result<Query, SqlError> {
     let dialect = sqlparser::dialect::MsSqlDialect {};
@@ -74,330 +48,11 @@ fn parse_query(sql: &str) -> Result<Query, SqlError> {
         })
 }
 
-/// Runs a query and returns its raw SQLite values (no conversion) with the output types.
-pub(crate) fn query_rows(cx: &mut State, q: &mut Query) -> Result<(Vec<OutCol>, Vec<Vec<Stored>>), Fail> {
-    let tables = cx.engine.tables();
-    let vt = exec::var_types(cx);
-    let (cols, uses_views, row_counts, sizes) = {
-        let mut ctx = Translator::new(&tables, &cx.temp, &vt, cx.globals);
-        let c = ctx.query(q, None)?;
-        (c, ctx.uses_views, ctx.row_counts, ctx.sizes)
-    };
-    if uses_views {
-        exec::refresh_views(cx, row_counts, sizes)?;
-    }
-    let sql = q.to_string();
-    let mut stmt = cx.conn.prepare_cached(&sql)?;
-    exec::bind_vars(cx, &mut stmt)?;
-    let n = cols.len();
-    let mut rows = stmt.raw_query();
-    let mut out = Vec::new();
-    while let Some(r) = rows.next()? {
-        let mut row = Vec::with_capacity(n);
-        for i in 0..n {
-            row.push(crate::exec::owned(r.get_ref(i)?));
-        }
-        out.push(row);
-    }
-    Ok((cols, out))
-}
-
 pub(crate) fn table_meta(cx: &State, name: &sqlparser::ast::ObjectName) -> Result<TableMeta, SqlError> {
     let tables = cx.engine.tables();
     let vt = std::collections::HashMap::new();
     let ctx = Translator::new(&tables, &cx.temp, &vt, cx.globals);
     ctx.lookup_name(name).cloned()
-}
-
-fn full_name(cx: &State, meta: &TableMeta) -> String {
-    if meta.def.temporary {
-        format!("tempdb.dbo.{}", meta.def.name)
-    } else {
-        format!("{}.{}.{}", cx.database, meta.def.schema, meta.def.name)
-    }
-}
-
-/// Converts a value for a column and enforces its declared length (error 2628).
-pub(crate) fn column_value(
-    cx: &State,
-    meta: &TableMeta,
-    col: &ColumnDef,
-    v: ValueRef<'_>,
-) -> Result<Stored, SqlError> {
-    // A string written to a hierarchyid or geography column is parsed, as SQL Server's
-    // implicit conversion does.
-    if let ValueRef::Text(t) = v
-        && let Some(clr) = col
-            .user_type
-            .as_deref()
-            .and_then(crate::convert::clr::ClrType::from_name)
-    {
-        return Ok(Stored::Blob(clr.parse(&String::from_utf8_lossy(t))?));
-    }
-    let stored = coerce(v, col.ty)?;
-    check_length(cx, meta, col, stored)
-}
-
-/// Enforces the column's declared length (error 2628) on a converted value.
-pub(crate) fn check_length(
-    cx: &State,
-    meta: &TableMeta,
-    col: &ColumnDef,
-    stored: Stored,
-) -> Result<Stored, SqlError> {
-    let Some(limit) = length_limit(col.ty) else {
-        return Ok(stored);
-    };
-    match stored {
-        // UTF-8 never has fewer bytes than the text has UTF-16 units or characters.
-        Stored::Text(t) if t.len() <= limit => Ok(Stored::Text(t)),
-        Stored::Text(t) => {
-            let width = if is_unicode(col.ty) {
-                t.encode_utf16().count()
-            } else {
-                t.chars().count()
-            };
-            if width <= limit {
-                return Ok(Stored::Text(t));
-            }
-            // Trailing blanks beyond the length are dropped silently, as in SQL Server.
-            let kept: String = t.chars().take(limit).collect();
-            if t[kept.len()..].chars().all(|c| c == ' ') {
-                return Ok(Stored::Text(kept));
-            }
-            Err(truncation(cx, meta, col, &kept))
-        }
-        Stored::Blob(b) if is_binary(col.ty) => {
-            if b.len() <= limit {
-                Ok(Stored::Blob(b))
-            } else {
-                Err(truncation(cx, meta, col, ""))
-            }
-        }
-        other => Ok(other),
-    }
-}
-
-fn truncation(cx: &State, meta: &TableMeta, col: &ColumnDef, kept: &str) -> SqlError {
-    SqlError::new(
-        2628,
-        16,
-        format!(
-            "String or binary data would be truncated in table '{}', column '{}'. Truncated value: '{}'.",
-            full_name(cx, meta),
-            col.name,
-            kept
-        ),
-    )
-}
-
-/// SQLite gives a NULL (or, on INSERT, a missing) rowid key a fresh rowid instead of
-/// failing: SQL Server's 515, checked before the row is written. `cols` and `values` are
-/// aligned.
-pub(crate) fn check_rowid_key(
-    cx: &State,
-    meta: &TableMeta,
-    cols: &[usize],
-    values: &[Stored],
-    verb: Verb,
-) -> Result<(), SqlError> {
-    let Some(rc) = meta.rowid_column() else {
-        return Ok(());
-    };
-    let col = &meta.def.columns[rc];
-    let null = match cols.iter().position(|c| *c == rc) {
-        Some(p) => matches!(values.get(p), Some(Stored::Null)),
-        None => verb == Verb::Insert && col.default.is_none() && col.identity.is_none(),
-    };
-    if !null {
-        return Ok(());
-    }
-    let e = rusqlite::Error::SqliteFailure(
-        rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_CONSTRAINT_NOTNULL),
-        Some(format!(
-            "NOT NULL constraint failed: {}.{}",
-            meta.sqlite_name, col.name
-        )),
-    );
-    Err(constraint_error(cx, meta, &e, cols, values, verb))
-}
-
-/// Maps a SQLite constraint failure on `meta` to SQL Server's error.
-pub(crate) fn constraint_error(
-    cx: &State,
-    meta: &TableMeta,
-    e: &rusqlite::Error,
-    cols: &[usize],
-    values: &[Stored],
-    verb: Verb,
-) -> SqlError {
-    constraint_error_at(cx, meta, e, cols, values, verb, None)
-}
-
-/// [`Self::constraint_error`] for a write to the existing row `rowid` (UPDATE, DELETE),
-/// which a REFERENCE conflict names the referencing foreign key by.
-pub(crate) fn constraint_error_at(
-    cx: &State,
-    meta: &TableMeta,
-    e: &rusqlite::Error,
-    cols: &[usize],
-    values: &[Stored],
-    verb: Verb,
-    rowid: Option<i64>,
-) -> SqlError {
-    let msg = e.to_string();
-    let table = meta.display_name();
-    let db = &cx.database;
-    if let Some(rest) = msg.strip_prefix("UNIQUE constraint failed: ") {
-        let names: Vec<String> = rest
-            .split(", ")
-            .map(|c| c.rsplit('.').next().unwrap_or(c).to_string())
-            .collect();
-        let pos = meta
-            .def
-            .indexes
-            .iter()
-            .position(|ix| {
-                ix.unique
-                    && ix.keys.len() == names.len()
-                    && ix
-                        .keys
-                        .iter()
-                        .all(|k| names.iter().any(|n| n.eq_ignore_ascii_case(&k.column)))
-            })
-            .or_else(|| {
-                rest.strip_prefix("index '")
-                    .and_then(|r| r.strip_suffix('\''))
-                    .and_then(|iname| {
-                        meta.index_names
-                            .iter()
-                            .position(|n| iname.ends_with(&format!(".{n}")))
-                    })
-            });
-        let Some(pos) = pos else {
-            return SqlError::new(
-                2627,
-                14,
-                format!(
-                    "Violation of UNIQUE KEY constraint. Cannot insert duplicate key in object '{table}'."
-                ),
-            );
-        };
-        let ix = &meta.def.indexes[pos];
-        let name = &meta.index_names[pos];
-        let vals: Vec<String> = ix
-            .keys
-            .iter()
-            .map(|k| {
-                meta.column(&k.column)
-                    .and_then(|(ci, _)| cols.iter().position(|c| *c == ci))
-                    .and_then(|p| values.get(p))
-                    .map_or_else(|| "?".to_string(), display_value)
-            })
-            .collect();
-        let vals = vals.join(", ");
-        return if ix.primary_key {
-            SqlError::new(
-                2627,
-                14,
-                format!(
-                    "Violation of PRIMARY KEY constraint '{name}'. Cannot insert duplicate key in object '{table}'. The duplicate key value is ({vals})."
-                ),
-            )
-        } else if ix.unique_constraint {
-            SqlError::new(
-                2627,
-                14,
-                format!(
-                    "Violation of UNIQUE KEY constraint '{name}'. Cannot insert duplicate key in object '{table}'. The duplicate key value is ({vals})."
-                ),
-            )
-        } else {
-            SqlError::new(
-                2601,
-                14,
-                format!(
-                    "Cannot insert duplicate key row in object '{table}' with unique index '{name}'. The duplicate key value is ({vals})."
-                ),
-            )
-        };
-    }
-    if let Some(rest) = msg.strip_prefix("NOT NULL constraint failed: ") {
-        let col = rest.rsplit('.').next().unwrap_or(rest);
-        return SqlError::new(
-            515,
-            16,
-            format!(
-                "Cannot insert the value NULL into column '{col}', table '{}'; column does not allow nulls. {} fails.",
-                full_name(cx, meta),
-                verb.word()
-            ),
-        );
-    }
-    if let Some(rest) = msg.strip_prefix("CHECK constraint failed: ") {
-        let name = rest.trim();
-        let column = meta
-            .check_names
-            .iter()
-            .position(|n| n.eq_ignore_ascii_case(name))
-            .and_then(|i| crate::conflicts::check_column(meta, i));
-        let col_part = column.map(|c| format!(", column '{c}'")).unwrap_or_default();
-        return SqlError::new(
-            547,
-            16,
-            format!(
-                "The {} statement conflicted with the CHECK constraint \"{name}\". The conflict occurred in database \"{db}\", table \"{table}\"{col_part}.",
-                verb.word()
-            ),
-        );
-    }
-    if msg.contains("FOREIGN KEY constraint failed") {
-        // The row's own key first (INSERT, UPDATE), then rows that reference it
-        // (DELETE, UPDATE of a referenced key).
-        let own = if verb == Verb::Delete {
-            None
-        } else {
-            conflicts::broken_foreign_key(cx, meta, cols, values)
-        };
-        let referencing = match (own, rowid) {
-            (None, Some(id)) => conflicts::referencing_foreign_key(cx, meta, id),
-            _ => None,
-        };
-        if let Some((child, i)) = referencing {
-            let fk = &child.def.foreign_keys[i];
-            return SqlError::new(
-                547,
-                16,
-                format!(
-                    "The {} statement conflicted with the REFERENCE constraint \"{}\". The conflict occurred in database \"{db}\", table \"{}\", column '{}'.",
-                    verb.word(),
-                    child.fk_names[i],
-                    child.display_name(),
-                    fk.columns.first().cloned().unwrap_or_default()
-                ),
-            );
-        }
-        if let Some(i) = own.or(if meta.def.foreign_keys.is_empty() {
-            None
-        } else {
-            Some(0)
-        }) {
-            let fk = &meta.def.foreign_keys[i];
-            return SqlError::new(
-                547,
-                16,
-                format!(
-                    "The {} statement conflicted with the FOREIGN KEY constraint \"{}\". The conflict occurred in database \"{db}\", table \"{}.{}\", column '{}'.",
-                    verb.word(),
-                    meta.fk_names[i],
-                    fk.referenced_schema,
-                    fk.referenced_table,
-                    fk.referenced_columns.first().cloned().unwrap_or_default()
-                ),
-            );
-        }
-    }
-    map_sqlite(e)
 }
 
 fn next_identity(cx: &State, meta: &TableMeta) -> Option<i64> {
@@ -451,7 +106,12 @@ pub(crate) fn insert_rows(
     for row in rows {
         values.clear();
         for (v, ci) in row.iter().zip(cols.iter()) {
-            values.push(column_value(cx, meta, &meta.def.columns[*ci], ValueRef::from(v))?);
+            values.push(column_values::column_value(
+                cx,
+                meta,
+                &meta.def.columns[*ci],
+                ValueRef::from(v),
+            )?);
         }
         if let Some(i) = ident {
             if auto_ident.is_some() {
@@ -468,13 +128,13 @@ pub(crate) fn insert_rows(
         if rv.is_some() {
             values.push(Stored::Blob(cx.engine.next_rowversion()));
         }
-        check_rowid_key(cx, meta, &all_cols, &values, Verb::Insert)?;
+        constraints::check_rowid_key(cx, meta, &all_cols, &values, Verb::Insert)?;
         let mut stmt = cx.conn.prepare_cached(&sql)?;
         for (i, v) in values.iter().enumerate() {
             stmt.raw_bind_parameter(i + 1, v)?;
         }
         if let Err(e) = stmt.raw_execute() {
-            return Err(constraint_error(cx, meta, &e, &all_cols, &values, Verb::Insert).into());
+            return Err(constraints::constraint_error(cx, meta, &e, &all_cols, &values, Verb::Insert).into());
         }
         cx.last_rowids.push(cx.conn.last_insert_rowid());
         count += 1;
@@ -567,7 +227,7 @@ pub(crate) fn insert(cx: &mut State, ins: &mut Insert, sink: &mut dyn ResultSink
                     }
                 }
             }
-            let (src_cols, rows) = query_rows(cx, q)?;
+            let (src_cols, rows) = query::query_rows(cx, q)?;
             if src_cols.len() != cols.len() {
                 let values = matches!(&*q.body, SetExpr::Values(_));
                 return Err(if src_cols.len() > cols.len() {
@@ -586,7 +246,7 @@ pub(crate) fn insert(cx: &mut State, ins: &mut Insert, sink: &mut dyn ResultSink
             rows
         }
     };
-    let (count, ident) = exec::atomic(cx, |s| insert_rows(s, &meta, &cols, rows))?;
+    let (count, ident) = transaction::atomic(cx, |s| insert_rows(s, &meta, &cols, rows))?;
     if ident.is_some() {
         cx.globals.identity = ident;
         cx.globals.scope_identity = ident;
@@ -605,10 +265,10 @@ pub(crate) fn insert(cx: &mut State, ins: &mut Insert, sink: &mut dyn ResultSink
         );
         let mut q = parse_query(&sql)?;
         let mut inner = NoDone(sink);
-        exec::run_query(cx, &mut q, &mut inner, true)?;
+        query::run_query(cx, &mut q, &mut inner, true)?;
     }
     cx.globals.rowcount = count as i64;
-    exec::done(cx, sink, StatementKind::Insert, Some(count))?;
+    query::done(cx, sink, StatementKind::Insert, Some(count))?;
     Ok(())
 }
 
@@ -747,11 +407,11 @@ pub(crate) fn update(
         exprs.join(", ")
     );
     let mut query = parse_query(&sql)?;
-    let (_, rows) = query_rows(cx, &mut query)?;
+    let (_, rows) = query::query_rows(cx, &mut query)?;
     let Some(list) = output else {
-        let count = exec::atomic(cx, |s| update_rows(s, &meta, &cols, rows))?;
+        let count = transaction::atomic(cx, |s| update_rows(s, &meta, &cols, rows))?;
         cx.globals.rowcount = count as i64;
-        exec::done(cx, sink, StatementKind::Update, Some(count))?;
+        query::done(cx, sink, StatementKind::Update, Some(count))?;
         return Ok(());
     };
     // OUTPUT inserted.x, deleted.y: the rows before the update go to a #temp snapshot
@@ -770,7 +430,7 @@ pub(crate) fn update(
         select_into(cx, q, &mut NoDone(&mut Buffered::default()))?;
     }
     let result = (|| -> Result<(u64, Buffered), Fail> {
-        let count = exec::atomic(cx, |s| update_rows(s, &meta, &cols, rows))?;
+        let count = transaction::atomic(cx, |s| update_rows(s, &meta, &cols, rows))?;
         let sql = if uses_deleted {
             format!(
                 "SELECT {list} FROM {target} AS [inserted] JOIN {snapshot} AS [deleted] ON [deleted].[__output_rowid] = [inserted].[__rowid] ORDER BY [inserted].[__rowid]"
@@ -781,7 +441,7 @@ pub(crate) fn update(
             )
         };
         let mut buffered = Buffered::default();
-        exec::run_query(cx, &mut parse_query(&sql)?, &mut buffered, false)?;
+        query::run_query(cx, &mut parse_query(&sql)?, &mut buffered, false)?;
         Ok((count, buffered))
     })();
     if uses_deleted {
@@ -790,7 +450,7 @@ pub(crate) fn update(
     let (count, buffered) = result?;
     buffered.replay(sink)?;
     cx.globals.rowcount = count as i64;
-    exec::done(cx, sink, StatementKind::Update, Some(count))?;
+    query::done(cx, sink, StatementKind::Update, Some(count))?;
     Ok(())
 }
 
@@ -799,12 +459,17 @@ fn drop_output_snapshot(cx: &mut State, name: &str) -> Result<(), Fail> {
     let stmts = sqlparser::parser::Parser::parse_sql(&dialect, &format!("DROP TABLE {name}"))
         .map_err(|e| SqlError::new(102, 15, e.to_string()))?;
     for st in stmts {
-        exec::exec_sql(
-            cx,
-            st,
-            &std::collections::HashMap::new(),
-            &mut NoDone(&mut Buffered::default()),
-        )?;
+        if let sqlparser::ast::Statement::Drop {
+            object_type,
+            if_exists,
+            names,
+            table,
+            ..
+        } = st
+        {
+            let mut quiet = NoDone(&mut Buffered::default());
+            ddl::drop_objects(cx, object_type, if_exists, &names, table.as_ref(), &mut quiet)?;
+        }
     }
     Ok(())
 }
@@ -841,9 +506,14 @@ fn update_rows(
         }
         let mut values = Vec::with_capacity(cols.len());
         for (v, ci) in row[1..].iter().zip(cols.iter()) {
-            values.push(column_value(cx, meta, &meta.def.columns[*ci], ValueRef::from(v))?);
+            values.push(column_values::column_value(
+                cx,
+                meta,
+                &meta.def.columns[*ci],
+                ValueRef::from(v),
+            )?);
         }
-        check_rowid_key(cx, meta, cols, &values, Verb::Update)?;
+        constraints::check_rowid_key(cx, meta, cols, &values, Verb::Update)?;
         let mut stmt = cx.conn.prepare_cached(&sql)?;
         for (i, v) in values.iter().enumerate() {
             stmt.raw_bind_parameter(i + 1, v)?;
@@ -854,7 +524,16 @@ fn update_rows(
         }
         if let Err(e) = stmt.raw_execute() {
             drop(stmt);
-            return Err(constraint_error_at(cx, meta, &e, cols, &values, Verb::Update, Some(rowid)).into());
+            return Err(constraints::constraint_error_at(
+                cx,
+                meta,
+                &e,
+                cols,
+                &values,
+                Verb::Update,
+                Some(rowid),
+            )
+            .into());
         }
         count += 1;
     }
@@ -871,7 +550,16 @@ fn delete_rowids(cx: &mut State, meta: &TableMeta, rowids: &[i64]) -> Result<u64
             Ok(n) => count += n as u64,
             Err(e) => {
                 drop(stmt);
-                return Err(constraint_error_at(cx, meta, &e, &[], &[], Verb::Delete, Some(*id)).into());
+                return Err(constraints::constraint_error_at(
+                    cx,
+                    meta,
+                    &e,
+                    &[],
+                    &[],
+                    Verb::Delete,
+                    Some(*id),
+                )
+                .into());
             }
         }
     }
@@ -936,7 +624,7 @@ pub(crate) fn delete(
         q.replace(']', "]]")
     );
     let mut query = parse_query(&sql)?;
-    let (_, rows) = query_rows(cx, &mut query)?;
+    let (_, rows) = query::query_rows(cx, &mut query)?;
     let mut ids: Vec<i64> = rows
         .into_iter()
         .filter_map(|r| match r.first() {
@@ -954,14 +642,14 @@ pub(crate) fn delete(
             output_target(&meta),
             rowid_list(ids.iter().copied())
         );
-        exec::run_query(cx, &mut parse_query(&sql)?, &mut buffered, false)?;
+        query::run_query(cx, &mut parse_query(&sql)?, &mut buffered, false)?;
     }
-    let count = exec::atomic(cx, |s| delete_rowids(s, &meta, &ids))?;
+    let count = transaction::atomic(cx, |s| delete_rowids(s, &meta, &ids))?;
     if output.is_some() {
         buffered.replay(sink)?;
     }
     cx.globals.rowcount = count as i64;
-    exec::done(cx, sink, StatementKind::Delete, Some(count))?;
+    query::done(cx, sink, StatementKind::Delete, Some(count))?;
     Ok(())
 }
 
@@ -1095,10 +783,10 @@ pub(crate) fn merge(cx: &mut State, m: &mut Merge, sink: &mut dyn ResultSink) ->
         let head = if g == 1 { "1".to_string() } else { rid.clone() };
         let sql = format!("SELECT {} {from}", select(&items, &head));
         let mut q = parse_query(&sql)?;
-        let (_, rows) = query_rows(cx, &mut q)?;
+        let (_, rows) = query::query_rows(cx, &mut q)?;
         actions.push((g, rows));
     }
-    let count = exec::atomic(cx, |s| {
+    let count = transaction::atomic(cx, |s| {
         let mut count = 0u64;
         let mut touched = std::collections::HashSet::new();
         for (g, rows) in actions {
@@ -1149,7 +837,7 @@ pub(crate) fn merge(cx: &mut State, m: &mut Merge, sink: &mut dyn ResultSink) ->
         Ok(count)
     })?;
     cx.globals.rowcount = count as i64;
-    exec::done(cx, sink, StatementKind::Merge, Some(count))?;
+    query::done(cx, sink, StatementKind::Merge, Some(count))?;
     Ok(())
 }
 
@@ -1161,7 +849,7 @@ pub(crate) fn select_into(cx: &mut State, mut q: Query, sink: &mut dyn ResultSin
     let Some(target) = target.and_then(|t| t.targets.into_iter().next()) else {
         return Err(crate::error::syntax_error("INTO").into());
     };
-    let (cols, rows) = query_rows(cx, &mut q)?;
+    let (cols, rows) = query::query_rows(cx, &mut q)?;
     let name_sql = format!("CREATE TABLE {} (x INT)", target);
     let dialect = sqlparser::dialect::MsSqlDialect {};
     let stmt = sqlparser::parser::Parser::new(&dialect)
@@ -1196,7 +884,7 @@ pub(crate) fn select_into(cx: &mut State, mut q: Query, sink: &mut dyn ResultSin
     let sqlparser::ast::Statement::CreateTable(ct2) = stmt else {
         return Err(crate::error::syntax_error("INTO").into());
     };
-    let mut quiet = crate::exec::Collect::default();
+    let mut quiet = query::Collect::default();
     ddl::create_table(cx, ct2, &mut quiet)?;
     let tname = match &target {
         sqlparser::ast::Expr::Identifier(i) => sqlparser::ast::ObjectName::from(vec![i.clone()]),
@@ -1205,10 +893,10 @@ pub(crate) fn select_into(cx: &mut State, mut q: Query, sink: &mut dyn ResultSin
     };
     let meta = table_meta(cx, &tname)?;
     let idx: Vec<usize> = (0..cols.len()).collect();
-    let (count, _) = exec::atomic(cx, |s| insert_rows(s, &meta, &idx, rows))?;
+    let (count, _) = transaction::atomic(cx, |s| insert_rows(s, &meta, &idx, rows))?;
     let _ = ct;
     cx.globals.rowcount = count as i64;
-    exec::done(cx, sink, StatementKind::Select, Some(count))?;
+    query::done(cx, sink, StatementKind::Select, Some(count))?;
     Ok(())
 }
 
@@ -1318,16 +1006,5 @@ impl ResultSink for NoDone<'_> {
     }
     fn env_change(&mut self, change: crate::results::EnvChange) -> Result<(), crate::results::Interrupt> {
         self.0.env_change(change)
-    }
-}
-
-/// A column type's declared length (characters or bytes), if it has one.
-pub(crate) fn length_limit(ty: SqlType) -> Option<usize> {
-    match ty {
-        SqlType::Char { len } | SqlType::NChar { len } | SqlType::Binary { len } => Some(usize::from(len)),
-        SqlType::VarChar { len: Some(n) }
-        | SqlType::NVarChar { len: Some(n) }
-        | SqlType::VarBinary { len: Some(n) } => Some(usize::from(n)),
-        _ => None,
     }
 }

@@ -1,7 +1,6 @@
 //! The engine: one SQLite database in WAL mode and SQL Server's catalog over it, shared by
 //! every session of a test server.
 
-use crate::EngineConfig;
 use crate::error::SqlError;
 use crate::meta::Tables;
 use rusqlite::Connection;
@@ -167,4 +166,16 @@ impl Engine {
         };
         f(&g)
     }
+}
+
+/// How the engine stores its data.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// Persistent storage directory; `None` keeps everything in memory (removed on drop).
+    pub data_dir: Option<PathBuf>,
+    /// The user database clients log in to (`master` when the login names none).
+    pub database: String,
+    /// The only directory `BULK INSERT ... FROM 'file'` may read from (and below it); `None`:
+    /// every such statement is error 4861, as for a file the server cannot open.
+    pub bulk_insert_dir: Option<PathBuf>,
 }

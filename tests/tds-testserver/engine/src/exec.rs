@@ -1,18 +1,21 @@
 //! Statement execution: the batch loop, SELECT streaming, SET/DECLARE/IF/PRINT/USE, and
 //! transactions.
 
-use crate::ast::select_expr;
+use crate::bulk::target;
 use crate::convert::coerce;
-use crate::convert::row_decoder::{DecodeError, RowDecoder};
+use crate::ddl;
+use crate::dml;
 use crate::error::SqlError;
+use crate::objects;
 use crate::parse::{Batch, Stmt, parse_batch};
+use crate::query;
 use crate::results::Fail;
 use crate::results::{Done, EnvChange, Interrupt, ResultSink, StatementKind};
 use crate::state::State;
-use crate::translate::{OutCol, Translator};
+use crate::transaction;
+use crate::translate::Translator;
+use crate::types::SqlType;
 use crate::types::names::parse_type_name;
-use crate::types::{ColumnMeta, SqlType, Value};
-use crate::{bulk, ddl, dml, objects};
 use rusqlite::types::{Value as Stored, ValueRef};
 use sqlparser::ast::{
     ConditionalStatements, DeclareAssignment, Expr, Query, Set, SetSessionParamKind, Statement, Use,
@@ -71,10 +74,6 @@ fn stmt_kind(s: &Stmt) -> StatementKind {
     }
 }
 
-pub(crate) fn var_types(cx: &State) -> HashMap<String, SqlType> {
-    cx.vars.iter().map(|(k, (t, _))| (k.clone(), *t)).collect()
-}
-
 /// A variable's value as a number literal (for FETCH NEXT @p).
 fn var_literal(cx: &State, name: &str) -> Option<String> {
     match cx.vars.get(&name.to_lowercase())? {
@@ -82,20 +81,6 @@ fn var_literal(cx: &State, name: &str) -> Option<String> {
         (_, Stored::Text(t)) if t.parse::<i64>().is_ok() => Some(t.clone()),
         _ => None,
     }
-}
-
-pub(crate) fn done(
-    cx: &State,
-    sink: &mut dyn ResultSink,
-    kind: StatementKind,
-    rows: Option<u64>,
-) -> Result<(), Interrupt> {
-    sink.done(Done {
-        kind,
-        rows: if cx.nocount { None } else { rows },
-        error: false,
-        in_transaction: cx.in_transaction(),
-    })
 }
 
 pub(crate) fn run_batch(cx: &mut State, sql: &str, sink: &mut dyn ResultSink) -> Result<(), Interrupt> {
@@ -112,7 +97,7 @@ pub(crate) fn run_batch(cx: &mut State, sql: &str, sink: &mut dyn ResultSink) ->
         }
     };
     if batch.stmts.is_empty() {
-        return done(cx, sink, StatementKind::Other, None);
+        return query::done(cx, sink, StatementKind::Other, None);
     }
     run_stmts(cx, batch, sink).map(|_| ())
 }
@@ -147,7 +132,7 @@ fn run_stmts(cx: &mut State, batch: Batch, sink: &mut dyn ResultSink) -> Result<
                 sink.error(&e)?;
                 let xact = cx.xact_abort && cx.trancount > 0;
                 if xact {
-                    let _ = rollback_tran(cx, None, sink);
+                    let _ = transaction::rollback_tran(cx, None, sink);
                 }
                 sink.done(Done {
                     kind,
@@ -188,33 +173,33 @@ fn exec_stmt(
         stmt,
         Stmt::InsertBulk(_) | Stmt::BeginTran | Stmt::CommitTran | Stmt::RollbackTran(_)
     ) {
-        ensure_sqlite_tran(cx)?;
+        transaction::ensure_sqlite_tran(cx)?;
     }
     match stmt {
         Stmt::Sql(s) => exec_sql(cx, *s, tops, sink),
         Stmt::InsertBulk(t) => {
-            bulk::prepare_bulk(cx, t)?;
-            done(cx, sink, StatementKind::Other, None)?;
+            cx.pending_bulk = Some(target::prepare(&cx.engine.tables(), &cx.temp, t)?);
+            query::done(cx, sink, StatementKind::Other, None)?;
             Ok(())
         }
         Stmt::BeginTran => {
-            begin_tran(cx, None, sink)?;
-            done(cx, sink, StatementKind::Other, None)?;
+            transaction::begin_tran(cx, None, sink)?;
+            query::done(cx, sink, StatementKind::Other, None)?;
             Ok(())
         }
         Stmt::CommitTran => {
-            commit_tran(cx, sink)?;
-            done(cx, sink, StatementKind::Other, None)?;
+            transaction::commit_tran(cx, sink)?;
+            query::done(cx, sink, StatementKind::Other, None)?;
             Ok(())
         }
         Stmt::RollbackTran(name) => {
-            rollback_tran(cx, name.as_deref(), sink)?;
-            done(cx, sink, StatementKind::Other, None)?;
+            transaction::rollback_tran(cx, name.as_deref(), sink)?;
+            query::done(cx, sink, StatementKind::Other, None)?;
             Ok(())
         }
         Stmt::SaveTran(name) => {
-            save_tran(cx, &name)?;
-            done(cx, sink, StatementKind::Other, None)?;
+            transaction::save_tran(cx, &name)?;
+            query::done(cx, sink, StatementKind::Other, None)?;
             Ok(())
         }
         Stmt::If {
@@ -222,7 +207,7 @@ fn exec_stmt(
             then,
             otherwise,
         } => {
-            let branch = if eval_condition(cx, *cond)? {
+            let branch = if query::eval_condition(cx, *cond)? {
                 then
             } else {
                 otherwise
@@ -251,7 +236,7 @@ fn exec_stmt(
         Stmt::XmlIndex(table) => {
             let tables = cx.engine.tables();
             let vt = HashMap::new();
-            if ddl::ctx(cx, &tables, &vt).lookup(&table).is_none() {
+            if query::ctx(cx, &tables, &vt).lookup(&table).is_none() {
                 return Err(SqlError::new(
                     1088,
                     16,
@@ -262,7 +247,7 @@ fn exec_stmt(
                 )
                 .into());
             }
-            done(cx, sink, StatementKind::Other, None)?;
+            query::done(cx, sink, StatementKind::Other, None)?;
             Ok(())
         }
         Stmt::ConstraintState {
@@ -278,7 +263,7 @@ fn exec_stmt(
             on_database,
         } => {
             objects::drop_object(cx, &kind, if_exists, &names, on_database)?;
-            done(cx, sink, StatementKind::Other, None)?;
+            query::done(cx, sink, StatementKind::Other, None)?;
             Ok(())
         }
         Stmt::SystemProc { name, args } => {
@@ -319,14 +304,14 @@ fn exec_stmt(
         Stmt::UpdateStatistics(table) => {
             let tables = cx.engine.tables();
             let vt = HashMap::new();
-            if ddl::ctx(cx, &tables, &vt).lookup(&table).is_none() {
+            if query::ctx(cx, &tables, &vt).lookup(&table).is_none() {
                 return Err(crate::error::invalid_object(&table.join(".")).into());
             }
-            done(cx, sink, StatementKind::Other, None)?;
+            query::done(cx, sink, StatementKind::Other, None)?;
             Ok(())
         }
         Stmt::SetRowcount(e) => {
-            let n = match eval_scalar(cx, e)? {
+            let n = match query::eval_scalar(cx, e)? {
                 Stored::Integer(n) => n,
                 Stored::Text(t) => t.trim().parse().unwrap_or(-1),
                 _ => -1,
@@ -364,7 +349,7 @@ pub(crate) fn exec_sql(
             if let Some(targets) = assignment_targets(&mut q) {
                 return select_assign(cx, &mut q, &targets);
             }
-            run_query(cx, &mut q, sink, true).map(|_| ())
+            query::run_query(cx, &mut q, sink, true).map(|_| ())
         }
         Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_) | Statement::Merge(_)
             if cx.rowcount_limit > 0 =>
@@ -398,9 +383,9 @@ pub(crate) fn exec_sql(
             ..
         } => {
             let name = crate::ast::object_parts(&name).join(".");
-            ddl::before_ddl(cx);
+            transaction::before_ddl(cx);
             cx.engine.with_catalog(|c| c.create_schema(&name))?;
-            done(cx, sink, StatementKind::Other, None)?;
+            query::done(cx, sink, StatementKind::Other, None)?;
             Ok(())
         }
         Statement::Drop {
@@ -432,7 +417,7 @@ pub(crate) fn exec_sql(
                         | DeclareAssignment::MsSqlAssignment(e),
                     ) = &d.assignment
                     {
-                        let v = eval_scalar(cx, (**e).clone())?;
+                        let v = query::eval_scalar(cx, (**e).clone())?;
                         let v = coerce(ValueRef::from(&v), ty)?;
                         cx.vars.insert(n.value.to_lowercase(), (ty, v));
                     }
@@ -445,7 +430,7 @@ pub(crate) fn exec_sql(
             blocks.extend(ifs.elseif_blocks);
             for b in blocks {
                 let cond = b.condition.clone().unwrap_or(crate::ast::num(1));
-                if eval_condition(cx, cond)? {
+                if query::eval_condition(cx, cond)? {
                     return run_block(cx, b.conditional_statements, tops, sink);
                 }
             }
@@ -455,7 +440,7 @@ pub(crate) fn exec_sql(
             Ok(())
         }
         Statement::Print(p) => {
-            let v = eval_scalar(cx, p.message.as_ref().clone())?;
+            let v = query::eval_scalar(cx, p.message.as_ref().clone())?;
             let text = match v {
                 Stored::Null => String::new(),
                 Stored::Integer(i) => i.to_string(),
@@ -491,22 +476,22 @@ pub(crate) fn exec_sql(
                 })?;
                 sink.info(5701, &format!("Changed database context to '{name}'."))?;
             }
-            done(cx, sink, StatementKind::Other, None)?;
+            query::done(cx, sink, StatementKind::Other, None)?;
             Ok(())
         }
         Statement::StartTransaction { .. } => {
-            begin_tran(cx, None, sink)?;
-            done(cx, sink, StatementKind::Other, None)?;
+            transaction::begin_tran(cx, None, sink)?;
+            query::done(cx, sink, StatementKind::Other, None)?;
             Ok(())
         }
         Statement::Commit { .. } => {
-            commit_tran(cx, sink)?;
-            done(cx, sink, StatementKind::Other, None)?;
+            transaction::commit_tran(cx, sink)?;
+            query::done(cx, sink, StatementKind::Other, None)?;
             Ok(())
         }
         Statement::Rollback { savepoint, .. } => {
-            rollback_tran(cx, savepoint.as_ref().map(|s| s.value.as_str()), sink)?;
-            done(cx, sink, StatementKind::Other, None)?;
+            transaction::rollback_tran(cx, savepoint.as_ref().map(|s| s.value.as_str()), sink)?;
+            query::done(cx, sink, StatementKind::Other, None)?;
             Ok(())
         }
         Statement::RaisError {
@@ -526,20 +511,20 @@ pub(crate) fn exec_sql(
             let names: Vec<Vec<String>> =
                 proc_desc.iter().map(|d| crate::ast::object_parts(&d.name)).collect();
             objects::drop_object(cx, "PROCEDURE", if_exists, &names, false)?;
-            done(cx, sink, StatementKind::Other, None)?;
+            query::done(cx, sink, StatementKind::Other, None)?;
             Ok(())
         }
         Statement::DropFunction(df) => {
             let names: Vec<Vec<String>> =
                 df.func_desc.iter().map(|d| crate::ast::object_parts(&d.name)).collect();
             objects::drop_object(cx, "FUNCTION", df.if_exists, &names, false)?;
-            done(cx, sink, StatementKind::Other, None)?;
+            query::done(cx, sink, StatementKind::Other, None)?;
             Ok(())
         }
         Statement::DropTrigger(dt) => {
             let names = vec![crate::ast::object_parts(&dt.trigger_name)];
             objects::drop_object(cx, "TRIGGER", dt.if_exists, &names, false)?;
-            done(cx, sink, StatementKind::Other, None)?;
+            query::done(cx, sink, StatementKind::Other, None)?;
             Ok(())
         }
         Statement::Return(r) => {
@@ -561,7 +546,7 @@ pub(crate) fn exec_sql(
             // the caller's variables.
             let mut sql = String::new();
             for p in parameters {
-                match eval_scalar(cx, p)? {
+                match query::eval_scalar(cx, p)? {
                     Stored::Text(t) => sql.push_str(&t),
                     Stored::Null => {}
                     other => sql.push_str(&format!("{other:?}")),
@@ -588,7 +573,7 @@ pub(crate) fn exec_sql(
             {
                 let mut args = Vec::new();
                 for p in parameters {
-                    args.push(match eval_scalar(cx, p)? {
+                    args.push(match query::eval_scalar(cx, p)? {
                         Stored::Text(t) => t,
                         other => format!("{other:?}"),
                     });
@@ -636,7 +621,7 @@ fn select_assign(cx: &mut State, q: &mut Query, targets: &[String]) -> Result<()
             return Err(SqlError::new(137, 15, format!("Must declare the scalar variable \"{t}\".")).into());
         }
     }
-    let (_, rows) = dml::query_rows(cx, q)?;
+    let (_, rows) = query::query_rows(cx, q)?;
     if let Some(last) = rows.last() {
         for (t, v) in targets.iter().zip(last.iter()) {
             let key = t.to_lowercase();
@@ -690,7 +675,7 @@ fn sp_rename(cx: &mut State, args: &[String], sink: &mut dyn ResultSink) -> Resu
         )
     })?;
     drop(tables);
-    ddl::before_ddl(cx);
+    transaction::before_ddl(cx);
     let old_sql = meta.sqlite_sql();
     let (oid, sid) = (meta.object_id, cx.session_id);
     match column {
@@ -703,7 +688,7 @@ fn sp_rename(cx: &mut State, args: &[String], sink: &mut dyn ResultSink) -> Resu
                 crate::ast::quote(&cname),
                 crate::ast::quote(new)
             );
-            atomic(cx, |s| {
+            transaction::atomic(cx, |s| {
                 s.conn.execute_batch(&sql)?;
                 Ok(())
             })?;
@@ -736,7 +721,7 @@ fn sp_rename(cx: &mut State, args: &[String], sink: &mut dyn ResultSink) -> Resu
             let mut renamed = meta.clone();
             renamed.sqlite_name = new_sqlite.clone();
             let creates = ddl::index_ddl(cx, &renamed)?;
-            atomic(cx, |s| {
+            transaction::atomic(cx, |s| {
                 s.conn.execute_batch(&sql)?;
                 for d in drops.iter().chain(creates.iter()) {
                     s.conn.execute_batch(d)?;
@@ -765,7 +750,7 @@ fn sp_rename(cx: &mut State, args: &[String], sink: &mut dyn ResultSink) -> Resu
         15477,
         "Caution: Changing any part of an object name could break scripts and stored procedures.",
     )?;
-    done(cx, sink, StatementKind::Other, None)?;
+    query::done(cx, sink, StatementKind::Other, None)?;
     Ok(())
 }
 
@@ -829,7 +814,7 @@ fn set_option(cx: &mut State, set: Set, sink: &mut dyn ResultSink) -> Result<(),
         Set::SetSessionParam(SetSessionParamKind::IdentityInsert(ii)) => {
             let parts = crate::ast::object_parts(&ii.obj);
             let tables = cx.engine.tables();
-            let vt = var_types(cx);
+            let vt = query::var_types(cx);
             let ctx = Translator::new(&tables, &cx.temp, &vt, cx.globals);
             let t = ctx
                 .lookup(&parts)
@@ -874,7 +859,7 @@ fn set_option(cx: &mut State, set: Set, sink: &mut dyn ResultSink) -> Result<(),
                 }
             };
             let e = values.into_iter().next().unwrap_or(crate::ast::null());
-            let v = eval_scalar(cx, e)?;
+            let v = query::eval_scalar(cx, e)?;
             let v = coerce(ValueRef::from(&v), ty)?;
             cx.vars.insert(key, (ty, v));
             let _ = sink;
@@ -897,7 +882,7 @@ fn raise(cx: &mut State, throw: bool, args: Vec<Expr>, sink: &mut dyn ResultSink
     }
     let mut values = Vec::with_capacity(args.len());
     for a in args {
-        values.push(eval_scalar(cx, a)?);
+        values.push(query::eval_scalar(cx, a)?);
     }
     let int = |v: &Stored| match v {
         Stored::Integer(i) => Some(*i),
@@ -950,293 +935,7 @@ fn raise(cx: &mut State, throw: bool, args: Vec<Expr>, sink: &mut dyn ResultSink
     Err(e.into())
 }
 
-/// Evaluates one scalar expression (DECLARE/SET/PRINT/IF).
-pub(crate) fn eval_scalar(cx: &mut State, e: Expr) -> Result<Stored, Fail> {
-    let mut q = select_expr(e);
-    let mut out = crate::exec::Collect::default();
-    run_query(cx, &mut q, &mut out, false)?;
-    Ok(out.first.unwrap_or(Stored::Null))
-}
-
-fn eval_condition(cx: &mut State, cond: Expr) -> Result<bool, Fail> {
-    let case = Expr::Case {
-        case_token: sqlparser::ast::helpers::attached_token::AttachedToken::empty(),
-        end_token: sqlparser::ast::helpers::attached_token::AttachedToken::empty(),
-        operand: None,
-        conditions: vec![sqlparser::ast::CaseWhen {
-            condition: cond,
-            result: crate::ast::num(1),
-        }],
-        else_result: Some(Box::new(crate::ast::num(0))),
-    };
-    Ok(matches!(eval_scalar(cx, case)?, Stored::Integer(1)))
-}
-
-/// Binds every `@name` parameter of a prepared statement from the session's variables.
-pub(crate) fn bind_vars(cx: &State, stmt: &mut rusqlite::CachedStatement<'_>) -> Result<(), Fail> {
-    for i in 1..=stmt.parameter_count() {
-        if let Some(name) = stmt.parameter_name(i) {
-            let v = cx
-                .vars
-                .get(&name.to_lowercase())
-                .map(|(_, v)| v.clone())
-                .unwrap_or(Stored::Null);
-            stmt.raw_bind_parameter(i, v)?;
-        }
-    }
-    Ok(())
-}
-
-/// Translates and runs a query, streaming into `sink` (or only collecting the first value
-/// when `to_client` is false). Returns the row count.
-pub(crate) fn run_query(
-    cx: &mut State,
-    q: &mut Query,
-    sink: &mut dyn ResultSink,
-    to_client: bool,
-) -> Result<u64, Fail> {
-    let tables = cx.engine.tables();
-    let vt = var_types(cx);
-    let (cols, uses_views, row_counts, sizes) = {
-        let mut ctx = Translator::new(&tables, &cx.temp, &vt, cx.globals);
-        let c = ctx.query(q, None)?;
-        (c, ctx.uses_views, ctx.row_counts, ctx.sizes)
-    };
-    if uses_views {
-        refresh_views(cx, row_counts, sizes)?;
-    }
-    let sql = q.to_string();
-    tracing::trace!(%sql, "query");
-    let mut stmt = cx.conn.prepare_cached(&sql)?;
-    bind_vars(cx, &mut stmt)?;
-    let mut rows = stmt.raw_query();
-    let first = rows.next()?;
-    let metas: Vec<ColumnMeta> = cols
-        .iter()
-        .enumerate()
-        .map(|(i, c)| column_meta(c, first.and_then(|r| r.get_ref(i).ok())))
-        .collect();
-    let types: Vec<SqlType> = metas.iter().map(|m| m.ty).collect();
-    sink.columns(&metas)?;
-    if cx.fmtonly && to_client {
-        drop(rows);
-        done_rows(cx, sink, StatementKind::Select, None)?;
-        return Ok(0);
-    }
-    let mut count = 0u64;
-    let mut decoder = RowDecoder::new(types);
-    let mut current = first;
-    // SET ROWCOUNT n: the client gets the first n rows.
-    let limit = if to_client && cx.rowcount_limit > 0 {
-        cx.rowcount_limit
-    } else {
-        u64::MAX
-    };
-    while let Some(row) = current {
-        if count >= limit {
-            break;
-        }
-        let values = decoder.decode(row).map_err(|e| match e {
-            DecodeError::Sqlite(e) => Fail::from(e),
-            DecodeError::Sql(e) => Fail::from(e),
-        })?;
-        sink.row(values)?;
-        count += 1;
-        current = rows.next()?;
-    }
-    drop(rows);
-    if to_client {
-        cx.globals.rowcount = count as i64;
-        done_rows(cx, sink, StatementKind::Select, Some(count))?;
-    }
-    Ok(count)
-}
-
-fn done_rows(
-    cx: &State,
-    sink: &mut dyn ResultSink,
-    kind: StatementKind,
-    rows: Option<u64>,
-) -> Result<(), Interrupt> {
-    sink.done(Done {
-        kind,
-        rows: if cx.nocount { None } else { rows },
-        error: false,
-        in_transaction: cx.in_transaction(),
-    })
-}
-
-/// Re-materialises the system views when the catalog changed (or row counts are read);
-/// `sizes`: measure the tables' bytes too (a walk over their pages).
-pub(crate) fn refresh_views(cx: &mut State, row_counts: bool, sizes: bool) -> Result<(), Fail> {
-    let version = cx.engine.read_catalog(|c| c.version());
-    if cx.views_version == Some(version) && !row_counts {
-        return Ok(());
-    }
-    let conn = &cx.conn;
-    let sid = cx.session_id;
-    let r = cx.engine.read_catalog(|c| {
-        crate::catalog::views::refresh(
-            conn,
-            c,
-            sid,
-            SqliteSizes {
-                conn,
-                catalog: c,
-                bytes: sizes,
-            },
-        )
-    });
-    r.map_err(|e| {
-        // An engine defect, not the client's: the details go to the server log.
-        tracing::error!(error = %e, "catalog views could not be refreshed");
-        crate::sqlite_errors::no_plan()
-    })?;
-    cx.views_version = Some(version);
-    Ok(())
-}
-
 // ---- transactions -----------------------------------------------------------------------
-
-pub(crate) fn begin_tran(cx: &mut State, _name: Option<&str>, sink: &mut dyn ResultSink) -> Result<(), Fail> {
-    if cx.trancount == 0 {
-        // No SQLite transaction yet: ensure_sqlite_tran opens it at the first statement.
-        cx.descriptor = cx
-            .engine
-            .next_descriptor
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        cx.trancount = 1;
-        cx.globals.trancount = 1;
-        sink.env_change(EnvChange::BeginTransaction(cx.descriptor))?;
-    } else {
-        cx.trancount += 1;
-        cx.globals.trancount = i64::from(cx.trancount);
-    }
-    Ok(())
-}
-
-pub(crate) fn commit_tran(cx: &mut State, sink: &mut dyn ResultSink) -> Result<(), Fail> {
-    if cx.trancount == 0 {
-        return Err(SqlError::new(
-            3902,
-            16,
-            "The COMMIT TRANSACTION request has no corresponding BEGIN TRANSACTION.",
-        )
-        .into());
-    }
-    if cx.trancount == 1 {
-        if !cx.conn.is_autocommit() {
-            cx.conn.execute_batch("COMMIT")?;
-        }
-        cx.tran_snapshot = None;
-        sink.env_change(EnvChange::CommitTransaction(cx.descriptor))?;
-    }
-    cx.trancount -= 1;
-    cx.globals.trancount = i64::from(cx.trancount);
-    Ok(())
-}
-
-/// COMMIT of a transaction-manager request: ends the transaction whatever the nesting.
-pub(crate) fn commit_all(cx: &mut State, sink: &mut dyn ResultSink) -> Result<(), Fail> {
-    if cx.trancount > 1 {
-        cx.trancount = 1;
-    }
-    commit_tran(cx, sink)
-}
-
-pub(crate) fn rollback_tran(
-    cx: &mut State,
-    name: Option<&str>,
-    sink: &mut dyn ResultSink,
-) -> Result<(), Fail> {
-    if cx.trancount == 0 {
-        return Err(SqlError::new(
-            3903,
-            16,
-            "The ROLLBACK TRANSACTION request has no corresponding BEGIN TRANSACTION.",
-        )
-        .into());
-    }
-    if let Some(n) = name
-        && !cx.conn.is_autocommit()
-    {
-        let sp = format!("sp_{}", n.to_lowercase());
-        if cx
-            .conn
-            .execute_batch(&format!("ROLLBACK TO {}", crate::ast::quote(&sp)))
-            .is_ok()
-        {
-            return Ok(());
-        }
-    }
-    if !cx.conn.is_autocommit() {
-        cx.conn.execute_batch("ROLLBACK")?;
-    }
-    if let Some((cat, tables, temp)) = cx.tran_snapshot.take() {
-        let sid = cx.session_id;
-        cx.engine.with_catalog(|c| c.rollback_to(cat, sid));
-        cx.engine.restore_tables(tables);
-        cx.temp = temp;
-    }
-    cx.trancount = 0;
-    cx.globals.trancount = 0;
-    sink.env_change(EnvChange::RollbackTransaction(cx.descriptor))?;
-    Ok(())
-}
-
-pub(crate) fn save_tran(cx: &mut State, name: &str) -> Result<(), Fail> {
-    if cx.trancount == 0 {
-        return Err(SqlError::new(
-            628,
-            16,
-            "Cannot issue SAVE TRANSACTION when there is no active transaction.",
-        )
-        .into());
-    }
-    ensure_sqlite_tran(cx)?;
-    let sp = format!("sp_{}", name.to_lowercase());
-    cx.conn
-        .execute_batch(&format!("SAVEPOINT {}", crate::ast::quote(&sp)))?;
-    Ok(())
-}
-
-/// Opens the SQLite transaction of an open `BEGIN TRANSACTION` that has not touched the
-/// database yet. `BEGIN TRANSACTION` opens it lazily, at the first statement that reads or
-/// writes (as SQL Server takes its locks only then), so that a bulk load's rows can be
-/// received and converted while other sessions write. `BEGIN IMMEDIATE` takes the one write lock at once: a deferred
-/// transaction that read first could fail to upgrade (SQLITE_BUSY_SNAPSHOT) when another
-/// session committed in between, where SQL Server would simply have waited.
-pub(crate) fn ensure_sqlite_tran(cx: &mut State) -> Result<(), rusqlite::Error> {
-    if cx.trancount > 0 && cx.conn.is_autocommit() {
-        cx.conn.execute_batch("BEGIN IMMEDIATE")?;
-    }
-    Ok(())
-}
-
-/// Runs `f` atomically: all its changes land or none (a savepoint inside a transaction,
-/// or its own write transaction otherwise).
-pub(crate) fn atomic<R>(cx: &mut State, f: impl FnOnce(&mut State) -> Result<R, Fail>) -> Result<R, Fail> {
-    ensure_sqlite_tran(cx)?;
-    let nested = cx.trancount > 0;
-    if nested {
-        cx.conn.execute_batch("SAVEPOINT __stmt")?;
-    } else {
-        cx.conn.execute_batch("BEGIN IMMEDIATE")?;
-    }
-    let r = f(cx);
-    match (&r, nested) {
-        (Ok(_), true) => cx.conn.execute_batch("RELEASE __stmt")?,
-        (Ok(_), false) => {
-            if let Err(e) = cx.conn.execute_batch("COMMIT") {
-                let _ = cx.conn.execute_batch("ROLLBACK");
-                return Err(e.into());
-            }
-        }
-        (Err(_), true) => cx.conn.execute_batch("ROLLBACK TO __stmt; RELEASE __stmt")?,
-        (Err(_), false) => cx.conn.execute_batch("ROLLBACK")?,
-    }
-    r
-}
 
 /// `SELECT @a = x, @b = y FROM ...`: the variables, with the projection rewritten to the
 /// values. `None` for an ordinary SELECT.
@@ -1280,79 +979,6 @@ fn assignment_targets(q: &mut Query) -> Option<Vec<String>> {
         *item = SelectItem::UnnamedExpr(value);
     }
     Some(targets)
-}
-
-/// The COLMETADATA of an output column; unknown types are decided by the first row's value.
-pub fn column_meta(c: &OutCol, first: Option<ValueRef<'_>>) -> ColumnMeta {
-    let ty = c.ty.ty.unwrap_or(match first {
-        Some(ValueRef::Integer(i)) if i32::try_from(i).is_ok() => SqlType::Int,
-        Some(ValueRef::Integer(_)) => SqlType::BigInt,
-        Some(ValueRef::Real(_)) => SqlType::Float,
-        Some(ValueRef::Text(_)) => SqlType::NVarChar { len: Some(4000) },
-        Some(ValueRef::Blob(_)) => SqlType::VarBinary { len: None },
-        _ => SqlType::Int,
-    });
-    ColumnMeta {
-        name: c.name.clone(),
-        ty,
-        nullable: c.ty.nullable,
-        identity: c.identity,
-        computed: c.computed,
-        updateable: c.updateable,
-        table_name: if matches!(ty, SqlType::Text | SqlType::NText | SqlType::Image) {
-            c.table.clone()
-        } else {
-            Vec::new()
-        },
-    }
-}
-
-/// An owned copy of a SQLite value.
-pub fn owned(v: ValueRef<'_>) -> Stored {
-    match v {
-        ValueRef::Null => Stored::Null,
-        ValueRef::Integer(i) => Stored::Integer(i),
-        ValueRef::Real(f) => Stored::Real(f),
-        ValueRef::Text(t) => Stored::Text(String::from_utf8_lossy(t).into_owned()),
-        ValueRef::Blob(b) => Stored::Blob(b.to_vec()),
-    }
-}
-
-/// Collects the first value of a scalar query.
-#[derive(Default)]
-pub struct Collect {
-    pub first: Option<Stored>,
-    pub rows: Vec<Vec<Value>>,
-    pub columns: Vec<ColumnMeta>,
-}
-
-impl ResultSink for Collect {
-    fn columns(&mut self, columns: &[ColumnMeta]) -> Result<(), Interrupt> {
-        self.columns = columns.to_vec();
-        Ok(())
-    }
-    fn row(&mut self, row: &[Value]) -> Result<(), Interrupt> {
-        if self.first.is_none() {
-            self.first = Some(match row.first() {
-                Some(v) => crate::convert::value_to_stored(v),
-                None => Stored::Null,
-            });
-        }
-        self.rows.push(row.to_vec());
-        Ok(())
-    }
-    fn done(&mut self, _done: Done) -> Result<(), Interrupt> {
-        Ok(())
-    }
-    fn error(&mut self, _error: &SqlError) -> Result<(), Interrupt> {
-        Ok(())
-    }
-    fn info(&mut self, _number: i32, _message: &str) -> Result<(), Interrupt> {
-        Ok(())
-    }
-    fn env_change(&mut self, _change: EnvChange) -> Result<(), Interrupt> {
-        Ok(())
-    }
 }
 
 /// RAISERROR's printf-like message: `%d %i %u %s %x %X %o` with optional flags, width and
@@ -1439,54 +1065,4 @@ fn format_raiserror(fmt: &str, args: &[Stored]) -> String {
         out.push_str(&piece);
     }
     out
-}
-
-/// Tables' sizes for the size views, read from SQLite: rows by `COUNT(*)`, bytes (when asked
-/// for) by summing the pages of the table's b-tree, or of a nonclustered index's, in `dbstat`.
-struct SqliteSizes<'a> {
-    conn: &'a rusqlite::Connection,
-    catalog: &'a crate::catalog::Catalog,
-    bytes: bool,
-}
-
-impl SqliteSizes<'_> {
-    /// The table's SQLite name (unquoted) and schema.
-    fn sqlite_name(&self, t: &crate::catalog::store::Table) -> (String, &'static str) {
-        if t.session.is_some() {
-            (t.name.clone(), "temp")
-        } else {
-            let schema = self.catalog.schema_name(t.schema_id).unwrap_or("dbo");
-            (format!("{schema}.{}", t.name), "main")
-        }
-    }
-}
-
-impl crate::catalog::views::TableSizes for SqliteSizes<'_> {
-    fn rows(&self, t: &crate::catalog::store::Table) -> i64 {
-        let table = match self.sqlite_name(t) {
-            (name, "temp") => format!("temp.{}", crate::ast::quote(&name)),
-            (name, _) => crate::ast::quote(&name),
-        };
-        self.conn
-            .query_row(&format!("SELECT COUNT(*) FROM {table}"), [], |r| r.get(0))
-            .unwrap_or(0)
-    }
-
-    fn bytes(&self, t: &crate::catalog::store::Table, index_id: i32) -> i64 {
-        if !self.bytes {
-            return 0;
-        }
-        let (name, schema) = self.sqlite_name(t);
-        let btree = match t.indexes.iter().find(|i| i.index_id == index_id) {
-            Some(ix) if index_id > 1 => format!("{name}.{}", ix.name),
-            _ => name,
-        };
-        self.conn
-            .query_row(
-                "SELECT coalesce(sum(pgsize), 0) FROM dbstat(?1) WHERE name = ?2",
-                rusqlite::params![schema, btree],
-                |r| r.get(0),
-            )
-            .unwrap_or(0)
-    }
 }

@@ -2,14 +2,16 @@
 //! collections, database statements, trigger switches, and the system procedures install
 //! scripts call (`sp_addtype`, `sp_addextendedproperty`).
 
+use crate::bulk::file;
 use crate::catalog::store::ExtendedProperty;
 use crate::error::SqlError;
 use crate::parse::DbAction;
 use crate::parse::Stmt;
+use crate::query;
 use crate::results::Fail;
 use crate::results::{ResultSink, StatementKind};
 use crate::state::State;
-use crate::{bulk_insert, ddl, exec};
+use crate::transaction;
 use rusqlite::types::Value as Stored;
 use sqlparser::ast::Expr;
 
@@ -25,7 +27,7 @@ pub(crate) fn exec_object_stmt(cx: &mut State, stmt: Stmt, sink: &mut dyn Result
                 check_view_select(cx, select)?;
                 module.references = crate::parse::relations(select);
             }
-            ddl::before_ddl(cx);
+            transaction::before_ddl(cx);
             let text = crate::meta::ModuleText {
                 kind: module.kind,
                 definition: module.definition.clone(),
@@ -51,11 +53,11 @@ pub(crate) fn exec_object_stmt(cx: &mut State, stmt: Stmt, sink: &mut dyn Result
             content,
             add,
         } => {
-            ddl::before_ddl(cx);
+            transaction::before_ddl(cx);
             cx.engine
                 .with_catalog(|c| c.xml_schema_collection(&schema, &name, content, add))?;
         }
-        Stmt::BulkInsert(spec) => return bulk_insert::bulk_insert_file(cx, spec, sink),
+        Stmt::BulkInsert(spec) => return file::bulk_insert_file(cx, spec, sink),
         Stmt::Database { action, name } => database_statement(cx, action, &name)?,
         Stmt::EnableTrigger {
             triggers,
@@ -66,7 +68,7 @@ pub(crate) fn exec_object_stmt(cx: &mut State, stmt: Stmt, sink: &mut dyn Result
         Stmt::Refused(e) => return Err(e.into()),
         _ => {}
     }
-    exec::done(cx, sink, StatementKind::Other, None)?;
+    query::done(cx, sink, StatementKind::Other, None)?;
     Ok(())
 }
 
@@ -85,7 +87,7 @@ fn enable_triggers(
         Some(parts) => {
             let tables = cx.engine.tables();
             let vt = std::collections::HashMap::new();
-            let meta = ddl::ctx(cx, &tables, &vt).lookup(parts).ok_or_else(|| {
+            let meta = query::ctx(cx, &tables, &vt).lookup(parts).ok_or_else(|| {
                 let (number, name) = if alter_table {
                     (4902, parts.join("."))
                 } else {
@@ -110,7 +112,7 @@ fn enable_triggers(
             })
             .collect()
     });
-    ddl::before_ddl(cx);
+    transaction::before_ddl(cx);
     cx.engine.with_catalog(|c| {
         c.set_triggers_disabled(target.as_ref().map(|(id, _)| *id), names.as_deref(), disable)
             .map_err(|missing| match (&target, alter_table) {
@@ -141,7 +143,7 @@ fn create_alias_type(
     let ty = crate::types::names::parse_type_name(base)
         .filter(|t| !matches!(t, crate::types::SqlType::RowVersion))
         .ok_or_else(|| SqlError::new(243, 16, format!("Type {base} is not a defined system type.")))?;
-    ddl::before_ddl(cx);
+    transaction::before_ddl(cx);
     cx.engine
         .with_catalog(|c| c.create_alias_type(schema, name, ty, nullable))?;
     Ok(())
@@ -168,8 +170,8 @@ fn check_view_select(cx: &mut State, select: &str) -> Result<(), Fail> {
     let mut q = (**q).clone();
     let was = cx.fmtonly;
     cx.fmtonly = true;
-    let mut sink = crate::exec::Collect::default();
-    let r = exec::run_query(cx, &mut q, &mut sink, false);
+    let mut sink = query::Collect::default();
+    let r = query::run_query(cx, &mut q, &mut sink, false);
     cx.fmtonly = was;
     match r {
         Err(Fail::Sql(e)) if matches!(e.number, 207..=209) => Err(e.into()),
@@ -255,7 +257,7 @@ pub(crate) fn system_procedure(
         _ => return None,
     };
     Some(r.and_then(|()| {
-        exec::done(cx, sink, StatementKind::Other, None)?;
+        query::done(cx, sink, StatementKind::Other, None)?;
         Ok(())
     }))
 }
@@ -267,7 +269,7 @@ fn arg_text(cx: &mut State, e: &Expr) -> Result<Option<String>, Fail> {
     {
         return Ok(Some(id.value.clone()));
     }
-    Ok(match exec::eval_scalar(cx, e.clone())? {
+    Ok(match query::eval_scalar(cx, e.clone())? {
         Stored::Null => None,
         Stored::Text(t) => Some(t),
         Stored::Integer(i) => Some(i.to_string()),
@@ -396,7 +398,7 @@ fn sp_addextendedproperty(cx: &mut State, args: &[Expr]) -> Result<(), Fail> {
         }
         _ => return Err(invalid().into()),
     };
-    ddl::before_ddl(cx);
+    transaction::before_ddl(cx);
     cx.engine.with_catalog(|c| {
         c.add_extended_property(ExtendedProperty {
             class,
@@ -417,7 +419,7 @@ pub(crate) fn drop_object(
     names: &[Vec<String>],
     on_database: bool,
 ) -> Result<(), Fail> {
-    ddl::before_ddl(cx);
+    transaction::before_ddl(cx);
     for parts in names {
         let (schema, name) = crate::ast::schema_and_name(parts);
         let shown = parts.join(".");

@@ -1,14 +1,16 @@
 //! A client connection's session: the entry point the wire layer calls with each request
 //! (a batch, an RPC, a transaction-manager request, a bulk load).
 
+use crate::bulk::load::{self, BulkLoad};
 use crate::engine::{Engine, LOCK_TIMEOUT, known_database, open_err};
 use crate::error::SqlError;
+use crate::exec;
 use crate::meta::Tables;
 use crate::results::{Done, Interrupt, ResultSink, StatementKind};
 use crate::state::State;
+use crate::transaction;
 use crate::translate::Globals;
 use crate::types::{ColumnMeta, SqlType, Value};
-use crate::{Param, TransactionRequest, bulk, exec};
 use rusqlite::Connection;
 use rusqlite::types::Value as Stored;
 use std::collections::HashMap;
@@ -18,6 +20,8 @@ use std::sync::atomic::Ordering;
 /// One client connection.
 pub struct Session {
     state: State,
+    /// The BULK_LOAD under way (after an INSERT BULK statement).
+    bulk: BulkLoad,
 }
 
 impl Engine {
@@ -77,8 +81,6 @@ impl Engine {
                 identity_insert: None,
                 trancount: 0,
                 descriptor: 0,
-                bulk: None,
-                bulk_spare: Default::default(),
                 pending_bulk: None,
                 session_id: spid as u64,
                 views_version: None,
@@ -92,6 +94,7 @@ impl Engine {
                 thrown: false,
                 rowcount_limit: 0,
             },
+            bulk: BulkLoad::default(),
         })
     }
 }
@@ -176,22 +179,24 @@ impl Session {
         sink: &mut dyn ResultSink,
     ) -> Result<(), Interrupt> {
         let r = match request {
-            TransactionRequest::Begin { name } => exec::begin_tran(&mut self.state, name.as_deref(), sink),
+            TransactionRequest::Begin { name } => {
+                transaction::begin_tran(&mut self.state, name.as_deref(), sink)
+            }
             TransactionRequest::Commit { begin_new } => {
-                let r = exec::commit_all(&mut self.state, sink);
+                let r = transaction::commit_all(&mut self.state, sink);
                 match r {
-                    Ok(()) if begin_new => exec::begin_tran(&mut self.state, None, sink),
+                    Ok(()) if begin_new => transaction::begin_tran(&mut self.state, None, sink),
                     other => other,
                 }
             }
             TransactionRequest::Rollback { begin_new } => {
-                let r = exec::rollback_tran(&mut self.state, None, sink);
+                let r = transaction::rollback_tran(&mut self.state, None, sink);
                 match r {
-                    Ok(()) if begin_new => exec::begin_tran(&mut self.state, None, sink),
+                    Ok(()) if begin_new => transaction::begin_tran(&mut self.state, None, sink),
                     other => other,
                 }
             }
-            TransactionRequest::Save { name } => exec::save_tran(&mut self.state, &name),
+            TransactionRequest::Save { name } => transaction::save_tran(&mut self.state, &name),
         };
         let error = match r {
             Ok(()) => false,
@@ -212,19 +217,20 @@ impl Session {
     /// Starts the BULK_LOAD message that follows an `INSERT BULK` statement. `columns` is the
     /// client's COLMETADATA (names must match the INSERT BULK column list).
     pub fn bulk_start(&mut self, columns: &[ColumnMeta]) -> Result<(), SqlError> {
-        bulk::bulk_begin(&mut self.state, columns)
+        let pending = self.state.pending_bulk.take();
+        load::bulk_begin(&mut self.state, &mut self.bulk, pending, columns)
     }
 
     /// One bulk row, a value per client column. The first failing row's error is kept and
     /// reported by [`Session::bulk_finish`]; later rows are ignored.
     /// Values are copied (into the load's buffer), so the caller may reuse the row's strings.
     pub fn bulk_row(&mut self, row: &[Value]) {
-        bulk::bulk_add(&mut self.state, row);
+        load::bulk_add(&mut self.state, &mut self.bulk, row);
     }
 
     /// Ends the bulk load: all rows land, or none and the error is sent.
     pub fn bulk_finish(&mut self, sink: &mut dyn ResultSink) -> Result<(), Interrupt> {
-        bulk::bulk_end(&mut self.state, sink)
+        load::bulk_end(&mut self.state, &mut self.bulk, sink)
     }
 
     /// The wire layer finished the login: list this connection (negotiated packet size, peer,
@@ -238,7 +244,7 @@ impl Session {
 
     /// Abandons a bulk load (the client cancelled or disconnected): nothing lands.
     pub fn bulk_abort(&mut self) {
-        bulk::bulk_cancel(&mut self.state);
+        load::bulk_cancel(&mut self.state, &mut self.bulk);
     }
 }
 
@@ -267,4 +273,31 @@ fn value_type(v: &Value) -> SqlType {
         Value::String(_) => SqlType::NVarChar { len: None },
         Value::Binary(_) => SqlType::VarBinary { len: None },
     }
+}
+
+/// One RPC parameter (sp_executesql's `@P1`...), typed from the declaration string.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Param {
+    /// With the `@`, e.g. `@P1`.
+    pub name: String,
+    pub ty: SqlType,
+    pub value: Value,
+}
+
+/// A transaction-manager request (TDS packet type 0x0E).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TransactionRequest {
+    Begin {
+        name: Option<String>,
+    },
+    /// `begin_new`: commit and immediately begin a new transaction (pytds' fBeginXact).
+    Commit {
+        begin_new: bool,
+    },
+    Rollback {
+        begin_new: bool,
+    },
+    Save {
+        name: String,
+    },
 }

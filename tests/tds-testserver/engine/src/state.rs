@@ -1,6 +1,6 @@
 //! One session's state, which every statement reads and writes.
 
-use crate::bulk::BulkState;
+use crate::bulk::target::PendingBulk;
 use crate::engine::Engine;
 use crate::meta::Tables;
 use crate::translate::Globals;
@@ -27,13 +27,8 @@ pub(crate) struct State {
     pub(crate) identity_insert: Option<(String, String)>,
     pub(crate) trancount: u32,
     pub(crate) descriptor: u64,
-    /// Boxed: it is taken out and put back for every row (moving the whole state showed in
-    /// profiles).
-    pub(crate) bulk: Option<Box<BulkState>>,
-    /// The last bulk load's buffer, emptied, for the next one.
-    pub(crate) bulk_spare: crate::convert::row_buffer::RowBuffer,
     /// The target remembered by the last `INSERT BULK` statement.
-    pub(crate) pending_bulk: Option<crate::bulk::PendingBulk>,
+    pub(crate) pending_bulk: Option<PendingBulk>,
     /// The catalog's session id (temp tables, views).
     pub(crate) session_id: u64,
     /// The catalog version the materialised system views reflect.

@@ -3,29 +3,29 @@
 //! buffered, and inserted at the end inside a savepoint (or the load's own transaction) so
 //! that all rows land or none.
 
+use super::target::PendingBulk;
 use crate::ast::quote;
 use crate::convert::row_buffer::RowBuffer;
 use crate::convert::{fast_storage_into, value_to_stored};
-use crate::dml::length_limit;
 use crate::error::SqlError;
 use crate::meta::TableMeta;
-use crate::parse::BulkTarget;
-use crate::results::Fail;
 use crate::results::{Done, Interrupt, ResultSink, StatementKind};
 use crate::state::State;
-use crate::translate::Translator;
+use crate::transaction;
 use crate::types::names::is_string;
 use crate::types::{ColumnMeta, SqlType, Value};
-use crate::{dml, exec};
+use crate::write::column_values;
+use crate::write::constraints;
+use column_values::length_limit;
 use rusqlite::types::{Value as Stored, ValueRef};
 
-/// A prepared target: the table and, per INSERT BULK column, the table column index.
-#[derive(Debug)]
-pub struct PendingBulk {
-    meta: TableMeta,
-    cols: Vec<usize>,
-    keep_nulls: bool,
-    check_constraints: bool,
+/// A session's bulk load under way, and the buffer of its last one, emptied, for the next.
+#[derive(Default)]
+pub(crate) struct BulkLoad {
+    /// Boxed: it is taken out and put back for every row (moving the whole state showed in
+    /// profiles).
+    current: Option<Box<BulkState>>,
+    spare: RowBuffer,
 }
 
 #[derive(Debug)]
@@ -101,45 +101,13 @@ const WRITE_BATCH: usize = 1024;
 const ROWS_PER_INSERT: usize = 64;
 const MAX_PARAMETERS: usize = 32_766;
 
-pub(crate) fn prepare_bulk(cx: &mut State, t: BulkTarget) -> Result<(), Fail> {
-    let tables = cx.engine.tables();
-    let vt = std::collections::HashMap::new();
-    let ctx = Translator::new(&tables, &cx.temp, &vt, cx.globals);
-    let meta = ctx
-        .lookup(&t.name)
-        .cloned()
-        .ok_or_else(|| crate::error::invalid_object(&t.name.join(".")))?;
-    let mut cols = Vec::new();
-    for c in &t.columns {
-        let (i, def) = meta
-            .column(&c.name)
-            .ok_or_else(|| SqlError::new(207, 16, format!("Invalid column name '{}'.", c.name)))?;
-        if def.computed.is_some() {
-            return Err(SqlError::new(271, 16, format!("The column \"{}\" cannot be modified because it is either a computed column or is the result of a UNION operator.", def.name)).into());
-        }
-        cols.push(i);
-    }
-    if t.columns.is_empty() {
-        cols = meta
-            .def
-            .columns
-            .iter()
-            .enumerate()
-            .filter(|(_, c)| c.computed.is_none() && c.identity.is_none())
-            .map(|(i, _)| i)
-            .collect();
-    }
-    cx.pending_bulk = Some(PendingBulk {
-        meta,
-        cols,
-        keep_nulls: t.options.iter().any(|o| o == "KEEP_NULLS"),
-        check_constraints: t.options.iter().any(|o| o == "CHECK_CONSTRAINTS"),
-    });
-    Ok(())
-}
-
-pub(crate) fn bulk_begin(cx: &mut State, columns: &[ColumnMeta]) -> Result<(), SqlError> {
-    let pending = cx.pending_bulk.take().ok_or_else(|| {
+pub(crate) fn bulk_begin(
+    cx: &mut State,
+    load: &mut BulkLoad,
+    pending: Option<PendingBulk>,
+    columns: &[ColumnMeta],
+) -> Result<(), SqlError> {
+    let pending = pending.ok_or_else(|| {
         SqlError::new(4804, 16, "While reading current row from host, a premature end-of-message was encountered--an incoming data stream was interrupted when the server expected to see more data. The host program may have terminated. Ensure that you are using a supported client application programming interface (API).")
     })?;
     // Client columns map by name to the INSERT BULK list; positionally when names differ.
@@ -183,9 +151,9 @@ pub(crate) fn bulk_begin(cx: &mut State, columns: &[ColumnMeta]) -> Result<(), S
     let sql_all = insert_sql(&pending.meta, &all);
     let rows_per_insert = (MAX_PARAMETERS / all.len().max(1)).clamp(1, ROWS_PER_INSERT);
     let sql_multi = insert_sql_rows(&pending.meta, &all, rows_per_insert);
-    let mut buffer = std::mem::take(&mut cx.bulk_spare);
+    let mut buffer = std::mem::take(&mut load.spare);
     buffer.clear();
-    cx.bulk = Some(Box::new(BulkState {
+    load.current = Some(Box::new(BulkState {
         pending,
         order,
         open: None,
@@ -204,14 +172,14 @@ pub(crate) fn bulk_begin(cx: &mut State, columns: &[ColumnMeta]) -> Result<(), S
     Ok(())
 }
 
-pub(crate) fn bulk_add(cx: &mut State, row: &[Value]) {
-    let Some(mut st) = cx.bulk.take() else { return };
+pub(crate) fn bulk_add(cx: &mut State, load: &mut BulkLoad, row: &[Value]) {
+    let Some(mut st) = load.current.take() else { return };
     if st.error.is_none()
         && let Err(e) = bulk_accept(cx, &mut st, row)
     {
         st.error = Some(e);
     }
-    cx.bulk = Some(st);
+    load.current = Some(st);
 }
 
 /// Converts a row into the buffer; writes the buffer when it is full.
@@ -321,13 +289,13 @@ fn bulk_flush(cx: &mut State, st: &mut BulkState) -> Result<(), SqlError> {
             };
             if let Err(e) = result {
                 let row = st.buffer.to_stored(row);
-                return Err(dml::constraint_error(
+                return Err(constraints::constraint_error(
                     cx,
                     meta,
                     &e,
                     &st.columns,
                     &row,
-                    crate::dml::Verb::Insert,
+                    constraints::Verb::Insert,
                 ));
             }
             st.rows += 1;
@@ -368,7 +336,7 @@ fn bulk_open(cx: &mut State, st: &mut BulkState) -> Result<(), SqlError> {
     let map = |e: rusqlite::Error| crate::sqlite_errors::map_sqlite(&e);
     let nested = cx.trancount > 0;
     if nested {
-        exec::ensure_sqlite_tran(cx).map_err(map)?;
+        transaction::ensure_sqlite_tran(cx).map_err(map)?;
         cx.conn.execute_batch("SAVEPOINT __bulk").map_err(map)?;
     } else {
         cx.conn.execute_batch("BEGIN IMMEDIATE").map_err(map)?;
@@ -407,7 +375,12 @@ fn bulk_convert(cx: &mut State, st: &mut BulkState, row: &[Value]) -> Result<Vec
                 if length_limit(t).is_none_or(|limit| s.len() <= limit) {
                     values.push_text(s);
                 } else {
-                    values.push_stored(&dml::check_length(cx, meta, col, Stored::Text(s.clone()))?);
+                    values.push_stored(&column_values::check_length(
+                        cx,
+                        meta,
+                        col,
+                        Stored::Text(s.clone()),
+                    )?);
                 }
                 continue;
             }
@@ -415,7 +388,12 @@ fn bulk_convert(cx: &mut State, st: &mut BulkState, row: &[Value]) -> Result<Vec
                 if length_limit(t).is_none_or(|limit| b.len() <= limit) {
                     values.push_blob(b);
                 } else {
-                    values.push_stored(&dml::check_length(cx, meta, col, Stored::Blob(b.clone()))?);
+                    values.push_stored(&column_values::check_length(
+                        cx,
+                        meta,
+                        col,
+                        Stored::Blob(b.clone()),
+                    )?);
                 }
                 continue;
             }
@@ -426,7 +404,12 @@ fn bulk_convert(cx: &mut State, st: &mut BulkState, row: &[Value]) -> Result<Vec
             Some(r) => r?,
             None => {
                 let stored = value_to_stored(v);
-                values.push_stored(&dml::column_value(cx, meta, col, ValueRef::from(&stored))?);
+                values.push_stored(&column_values::column_value(
+                    cx,
+                    meta,
+                    col,
+                    ValueRef::from(&stored),
+                )?);
             }
         }
     }
@@ -463,7 +446,7 @@ fn bulk_convert(cx: &mut State, st: &mut BulkState, row: &[Value]) -> Result<Vec
             let mut cols = st.order.clone();
             cols.extend(auto_ident);
             let row = values.to_stored(start..values.len());
-            dml::check_rowid_key(cx, meta, &cols, &row, crate::dml::Verb::Insert)?;
+            constraints::check_rowid_key(cx, meta, &cols, &row, constraints::Verb::Insert)?;
         }
     }
     Ok(omitted)
@@ -491,8 +474,12 @@ fn bulk_close(cx: &mut State, st: &mut BulkState, ok: bool) -> Result<(), SqlErr
     cx.conn.execute_batch(sql).map_err(map)
 }
 
-pub(crate) fn bulk_end(cx: &mut State, sink: &mut dyn ResultSink) -> Result<(), Interrupt> {
-    let Some(mut st) = cx.bulk.take() else {
+pub(crate) fn bulk_end(
+    cx: &mut State,
+    load: &mut BulkLoad,
+    sink: &mut dyn ResultSink,
+) -> Result<(), Interrupt> {
+    let Some(mut st) = load.current.take() else {
         let e = SqlError::new(
             4804,
             16,
@@ -519,7 +506,7 @@ pub(crate) fn bulk_end(cx: &mut State, sink: &mut dyn ResultSink) -> Result<(), 
         let _ = bulk_close(cx, &mut st, false);
         error = Some(e);
     }
-    keep_buffer(cx, &mut st);
+    keep_buffer(load, &mut st);
     match error {
         Some(e) => {
             sink.error(&e)?;
@@ -547,22 +534,22 @@ pub(crate) fn bulk_end(cx: &mut State, sink: &mut dyn ResultSink) -> Result<(), 
     }
 }
 
-pub(crate) fn bulk_cancel(cx: &mut State) {
-    if let Some(mut st) = cx.bulk.take() {
+pub(crate) fn bulk_cancel(cx: &mut State, load: &mut BulkLoad) {
+    if let Some(mut st) = load.current.take() {
         let _ = bulk_close(cx, &mut st, false);
-        keep_buffer(cx, &mut st);
+        keep_buffer(load, &mut st);
     }
     cx.pending_bulk = None;
 }
 
 /// Keeps the load's buffer for the next load (a chunk a second, each allocating and
 /// faulting in megabytes, showed in profiles), unless it grew past the bound.
-fn keep_buffer(cx: &mut State, st: &mut BulkState) {
+fn keep_buffer(load: &mut BulkLoad, st: &mut BulkState) {
     let mut buffer = std::mem::take(&mut st.buffer);
     buffer.clear();
     // The buffer may have doubled once past the bound before it was written.
     if buffer.capacity_bytes() <= 2 * BUFFER_BYTES {
-        cx.bulk_spare = buffer;
+        load.spare = buffer;
     }
 }
 

@@ -8,14 +8,16 @@
 //! character is an empty value. Binary columns (and `hierarchyid`/`geography`, kept as their
 //! binary form) take hexadecimal digits.
 
+use super::load::{self, BulkLoad};
+use super::target;
 use crate::error::SqlError;
 use crate::parse::BulkInsertSpec;
 use crate::parse::{BulkColumn, BulkTarget};
+use crate::query;
 use crate::results::Fail;
 use crate::results::ResultSink;
 use crate::state::State;
 use crate::types::{ColumnMeta, SqlType, Value};
-use crate::{bulk, ddl};
 use std::path::{Path, PathBuf};
 
 /// A terminator: its bytes, and for one written with `\n` the `\r\n` form that also ends a row (the
@@ -294,7 +296,7 @@ pub(crate) fn bulk_insert_file(
     let meta = {
         let tables = cx.engine.tables();
         let vt = std::collections::HashMap::new();
-        let ctx = ddl::ctx(cx, &tables, &vt);
+        let ctx = query::ctx(cx, &tables, &vt);
         ctx.lookup(&spec.table)
             .cloned()
             .ok_or_else(|| crate::error::invalid_object(&spec.table.join(".")))?
@@ -316,8 +318,9 @@ pub(crate) fn bulk_insert_file(
     if opts.check_constraints {
         options.push("CHECK_CONSTRAINTS".to_string());
     }
-    bulk::prepare_bulk(
-        cx,
+    let pending = target::prepare(
+        &cx.engine.tables(),
+        &cx.temp,
         BulkTarget {
             name: spec.table.clone(),
             columns: loaded
@@ -341,7 +344,8 @@ pub(crate) fn bulk_insert_file(
             table_name: Vec::new(),
         })
         .collect();
-    bulk::bulk_begin(cx, &metas)?;
+    let mut load = BulkLoad::default();
+    load::bulk_begin(cx, &mut load, Some(pending), &metas)?;
     let types: Vec<SqlType> = columns.iter().map(|c| c.ty).collect();
     let result = read_rows(&data, &opts, columns.len(), |row_no, fields| {
         let mut row = Vec::with_capacity(loaded.len());
@@ -359,7 +363,7 @@ pub(crate) fn bulk_insert_file(
                 )
             })?);
         }
-        bulk::bulk_add(cx, &row);
+        load::bulk_add(cx, &mut load, &row);
         Ok(())
     });
     match result {
@@ -368,7 +372,7 @@ pub(crate) fn bulk_insert_file(
                 inner: sink,
                 failed: false,
             };
-            bulk::bulk_end(cx, &mut watch)?;
+            load::bulk_end(cx, &mut load, &mut watch)?;
             // Without CHECK_CONSTRAINTS SQL Server skips the table's checks and foreign
             // keys during the load and marks them all not trusted afterwards.
             if !watch.failed && !opts.check_constraints {
@@ -401,7 +405,7 @@ pub(crate) fn bulk_insert_file(
             Ok(())
         }
         Err(e) => {
-            bulk::bulk_cancel(cx);
+            load::bulk_cancel(cx, &mut load);
             Err(e.into())
         }
     }
