@@ -65,6 +65,8 @@ pub enum PgToMssqlError {
     UpsertWithoutKey(String),
     #[error(transparent)]
     Merged(#[from] crate::plan::MergeCollision),
+    #[error(transparent)]
+    StateSchema(#[from] crate::plan::StateSchemaTarget),
     #[error(
         "{scope}: {first:?} and {second:?} are the same name under SQL Server's case-insensitive collation; \
          rename one of them"
