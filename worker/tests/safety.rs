@@ -493,3 +493,36 @@ async fn dropping_a_sql_server_table_others_reference_needs_drop_dependents() {
     .await;
     assert_eq!(fk, vec!["FK_kids_parents"], "the foreign key is recreated");
 }
+
+/// Upsert towards PostgreSQL compares values exactly too (`IS DISTINCT FROM`): a change of case
+/// only and a trailing blank added reach the target, and the checksum passes.
+#[tokio::test(flavor = "multi_thread")]
+async fn upsert_applies_changes_of_case_and_trailing_blanks() {
+    let (_server, source) = orders_source().await;
+    let mut ms = source.connect().await.unwrap();
+    ms_exec(&mut ms, "UPDATE dbo.Items SET Name = N'abc' WHERE Id = 1").await;
+    let pg = common::pg_connect().await;
+    let schema = common::fresh_schema(&pg, "upsert_exact").await;
+    let first = with_mode(tds_engine(&source, &schema, "test/upsert-exact"), Mode::Upsert);
+    let p = first.prepare().await.unwrap();
+    first.copy_all(&p.plan).await.unwrap();
+    first.finalize(&p.plan).await.unwrap();
+    ms_exec(&mut ms, "UPDATE dbo.Items SET Name = N'ABC' WHERE Id = 1").await;
+    ms_exec(&mut ms, "UPDATE dbo.Items SET Name = N'b ' WHERE Id = 2").await;
+    let up = with_mode(tds_engine(&source, &schema, "test/upsert-exact"), Mode::Upsert);
+    let p = up.prepare().await.unwrap();
+    up.copy_all(&p.plan).await.unwrap();
+    up.finalize(&p.plan).await.unwrap();
+    assert!(up.verify(&p.plan).await.unwrap().iter().all(|v| v.ok));
+    let names: Vec<String> = pg
+        .query(
+            &format!("SELECT \"Name\" FROM \"{schema}\".\"Items\" ORDER BY \"Id\""),
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(names, ["ABC", "b "]);
+}

@@ -3,6 +3,7 @@
 //! translated become plan warnings, never silently dropped.
 
 use crate::mapping::quote_mssql;
+use crate::mapping_pg_to_mssql::PgToMssqlColumn;
 use crate::mssql::expr::{self, Ctx};
 use crate::plan_pg_to_mssql::{PgToMssqlPlan, PgToMssqlTablePlan, TableNames};
 
@@ -633,12 +634,10 @@ pub fn upsert_merge(t: &PgToMssqlTablePlan, stage: &str, identity: bool) -> Opti
         .map(|k| format!("t.{q} = s.{q}", q = quote_mssql(k)))
         .collect::<Vec<_>>()
         .join(" AND ");
-    let non_key: Vec<&str> = t
+    let non_key: Vec<&PgToMssqlColumn> = t
         .columns
         .iter()
-        .filter(|c| c.computed.is_none())
-        .map(|c| c.target_name.as_str())
-        .filter(|c| !key.contains(c))
+        .filter(|c| c.computed.is_none() && !key.contains(&c.target_name.as_str()))
         .collect();
     let all: Vec<String> = t
         .columns
@@ -656,20 +655,15 @@ pub fn upsert_merge(t: &PgToMssqlTablePlan, stage: &str, identity: bool) -> Opti
         qualified(t)
     ));
     if !non_key.is_empty() {
-        // NULL-safe "differs": unchanged rows are not rewritten.
+        // Unchanged rows are not rewritten; every other difference is a change.
         let differs = non_key
             .iter()
-            .map(|c| {
-                let q = quote_mssql(c);
-                format!(
-                    "(t.{q} <> s.{q} OR (t.{q} IS NULL AND s.{q} IS NOT NULL) OR (t.{q} IS NOT NULL AND s.{q} IS NULL))"
-                )
-            })
+            .map(|c| differs_exactly(c))
             .collect::<Vec<_>>()
             .join(" OR ");
         let set = non_key
             .iter()
-            .map(|c| format!("{q} = s.{q}", q = quote_mssql(c)))
+            .map(|c| format!("{q} = s.{q}", q = quote_mssql(&c.target_name)))
             .collect::<Vec<_>>()
             .join(", ");
         sql.push_str(&format!(" WHEN MATCHED AND ({differs}) THEN UPDATE SET {set}"));
@@ -688,3 +682,28 @@ pub fn upsert_merge(t: &PgToMssqlTablePlan, stage: &str, identity: bool) -> Opti
     sql.push_str(&format!(" DELETE FROM {stage};"));
     Some(sql)
 }
+
+/// Whether column `c` of the target row `t` and the staged row `s` differ as values, NULL-safe.
+///
+/// `<>` alone compares strings under the column's collation, usually case-insensitive, and pads
+/// the shorter with blanks under every collation, binary ones too: PostgreSQL's `'abc'` -> `'ABC'`
+/// and `'x'` -> `'x '` would never reach the target. Strings are therefore compared under a
+/// binary collation (code point by code point) and by `DATALENGTH` (which counts trailing
+/// blanks); binary values by `DATALENGTH` too, since `<>` ignores trailing zero bytes.
+fn differs_exactly(c: &PgToMssqlColumn) -> String {
+    use crate::mapping_pg_to_mssql::MsType;
+    let q = quote_mssql(&c.target_name);
+    let (t, s) = (format!("t.{q}"), format!("s.{q}"));
+    let lengths = format!("DATALENGTH({t}) <> DATALENGTH({s})");
+    let values = match c.ms_type {
+        MsType::NVarChar { .. } | MsType::NChar { .. } | MsType::VarChar { .. } | MsType::Char { .. } => {
+            format!("{t} COLLATE {BINARY_COLLATION} <> {s} COLLATE {BINARY_COLLATION} OR {lengths}")
+        }
+        MsType::VarBinaryMax => format!("{t} <> {s} OR {lengths}"),
+        _ => format!("{t} <> {s}"),
+    };
+    format!("({values} OR ({t} IS NULL AND {s} IS NOT NULL) OR ({t} IS NOT NULL AND {s} IS NULL))")
+}
+
+/// The collation that compares strings by code point (not by case or accent rules).
+const BINARY_COLLATION: &str = "Latin1_General_BIN2";
