@@ -33,6 +33,7 @@ mod sql_lex;
 pub mod summary;
 pub mod target_check;
 pub mod timeouts;
+pub mod unlogged_loss;
 pub mod verify;
 pub mod view_plan;
 pub mod views;

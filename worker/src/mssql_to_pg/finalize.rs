@@ -4,6 +4,7 @@
 
 use super::{MssqlToPgEngine, MssqlToPgError, exec_stmts};
 use crate::checkpoint;
+use crate::unlogged_loss;
 use crate::engine::{KeysBuilt, largest_tables_first};
 use crate::pg::ddl::{self, Stmt};
 use crate::plan::Plan;
@@ -37,20 +38,20 @@ impl MssqlToPgEngine {
             // Before any foreign key: PostgreSQL refuses one between a logged and an unlogged
             // table, and refuses SET LOGGED while one exists. Also before the indexes, which the
             // rewrite would otherwise rebuild.
-            for t in &plan.tables {
-                let unlogged: bool = pg
-                    .query_one(
-                        "SELECT relpersistence = 'u' FROM pg_class WHERE oid = $1::text::regclass",
-                        &[&ddl::qualified(t)],
-                    )
-                    .await
-                    .map_err(|source| MssqlToPgError::Ddl {
-                        what: format!("persistence of {}", t.target_name),
-                        sql: String::new(),
-                        source,
-                    })?
-                    .get(0);
-                if unlogged {
+            for (i, t) in plan.tables.iter().enumerate() {
+                if unlogged_loss::is_unlogged(&pg, &ddl::qualified(t)).await? {
+                    // A crash since the copy emptied it: switching it to LOGGED would keep it empty.
+                    let tasks: Vec<String> = plan
+                        .tasks
+                        .iter()
+                        .filter(|k| k.table == i)
+                        .map(|k| k.name.clone())
+                        .collect();
+                    let lost = unlogged_loss::unlogged_lost(&pg, &self.options.migration, &tasks).await?;
+                    let table = format!("{}.{}", t.target_schema, t.target_name);
+                    if let Some(lost) = unlogged_loss::UnloggedLost::of(&table, &lost) {
+                        return Err(lost.into());
+                    }
                     let sql = ddl::set_logged(t);
                     pg.batch_execute(&sql)
                         .await

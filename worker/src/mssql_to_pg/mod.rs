@@ -8,6 +8,7 @@
 //! helpers the steps share, and the verification (one call into [`crate::verify`]).
 
 use crate::checkpoint::{self, CheckpointError};
+use crate::unlogged_loss;
 use crate::engine::{DryRun, Engine, KeysBuilt, PartDigests, Prepared, VerifyPart};
 use crate::mssql::connect::{ConnectError, MssqlEndpoint, REQUESTED_PACKET_SIZE};
 use crate::mssql::introspect::IntrospectError;
@@ -71,6 +72,8 @@ pub enum MssqlToPgError {
     StoredPlan(String, String),
     #[error("nothing was written: {}", .0.join("; "))]
     Refused(Vec<String>),
+    #[error(transparent)]
+    UnloggedLost(#[from] unlogged_loss::UnloggedLost),
     #[error("reading the target's catalog for {table}: {source}")]
     TargetCatalog {
         table: String,
@@ -85,7 +88,7 @@ impl MssqlToPgError {
     /// [`crate::retry::is_data_error`]).
     pub fn is_permanent(&self) -> bool {
         match self {
-            MssqlToPgError::Plan(_) | MssqlToPgError::Refused(_) => true,
+            MssqlToPgError::Plan(_) | MssqlToPgError::Refused(_) | MssqlToPgError::UnloggedLost(_) => true,
             MssqlToPgError::Read(e) => e.is_data(),
             MssqlToPgError::Task { source, .. } => source.is_permanent(),
             MssqlToPgError::Tasks { failed, first, .. } => *failed == 1 && first.is_permanent(),
@@ -198,6 +201,13 @@ impl Engine for MssqlToPgEngine {
             digest: self.options.checksum_by_task(),
             ..self.copy.clone()
         };
+        let unlogged_tasks: Option<Vec<String>> = self.options.unlogged.then(|| {
+            plan.tasks
+                .iter()
+                .filter(|k| k.table == task.table)
+                .map(|k| k.name.clone())
+                .collect()
+        });
         copy_task(
             &self.source,
             &self.target,
@@ -205,6 +215,7 @@ impl Engine for MssqlToPgEngine {
             t,
             task,
             &copy,
+            unlogged_tasks.as_deref(),
             pools,
         )
         .await

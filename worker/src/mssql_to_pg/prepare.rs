@@ -3,6 +3,7 @@
 
 use super::{MssqlToPgEngine, MssqlToPgError, exec_stmts};
 use crate::checkpoint::{self, CheckpointError};
+use crate::unlogged_loss;
 use crate::engine::Prepared;
 use crate::options::Mode;
 use crate::pg::ddl;
@@ -177,7 +178,8 @@ impl MssqlToPgEngine {
     }
 
     /// Crash recovery empties UNLOGGED tables while the (logged) checkpoints still count their
-    /// rows: resuming would skip them, so such a run starts over instead.
+    /// rows: resuming would skip them, so such a run starts over instead. Lost rows show as a
+    /// task's crash mark gone ([`unlogged_loss::unlogged_lost`]), or as a table emptied by other means.
     async fn unlogged_rows_lost(
         &self,
         pg: &Client,
@@ -193,28 +195,37 @@ impl MssqlToPgEngine {
             source,
         };
         for (i, t) in plan.tables.iter().enumerate() {
-            let row = pg
-                .query_one(
-                    &format!(
-                        "SELECT c.relpersistence = 'u' AND NOT EXISTS (SELECT 1 FROM {}) FROM pg_class c WHERE c.oid = $1::text::regclass",
-                        ddl::qualified(t)
-                    ),
-                    &[&ddl::qualified(t)],
-                )
-                .await
-                .map_err(q)?;
-            if !row.get::<_, bool>(0) {
+            if !unlogged_loss::is_unlogged(pg, &ddl::qualified(t)).await? {
                 continue;
             }
-            for task in tasks.iter().filter(|k| k.table == i) {
-                let cp = checkpoint::load(pg, &self.options.migration, &task.name).await?;
-                if cp.is_some_and(|c| c.rows > 0) {
-                    tracing::warn!(
-                        table = %t.source.qualified(),
-                        "UNLOGGED table lost its committed rows (PostgreSQL crash recovery); starting the copy over"
-                    );
-                    return Ok(true);
+            let names: Vec<String> = tasks
+                .iter()
+                .filter(|k| k.table == i)
+                .map(|k| k.name.clone())
+                .collect();
+            let empty: bool = pg
+                .query_one(
+                    &format!("SELECT NOT EXISTS (SELECT 1 FROM {})", ddl::qualified(t)),
+                    &[],
+                )
+                .await
+                .map_err(q)?
+                .get(0);
+            let mut lost = unlogged_loss::unlogged_lost(pg, &self.options.migration, &names).await?;
+            if empty {
+                for name in &names {
+                    let cp = checkpoint::load(pg, &self.options.migration, name).await?;
+                    if let Some(c) = cp.filter(|c| c.rows > 0) {
+                        lost.push((name.clone(), c.rows));
+                    }
                 }
+            }
+            if !lost.is_empty() {
+                tracing::warn!(
+                    table = %t.source.qualified(),
+                    "UNLOGGED table lost its committed rows (PostgreSQL crash recovery); starting the copy over"
+                );
+                return Ok(true);
             }
         }
         Ok(false)
