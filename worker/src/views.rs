@@ -135,16 +135,15 @@ pub fn plan_views_pg_to_mssql(
     });
 }
 
-/// Whether `schema.name` (as SQL Server's catalog names a view reading a target table) is one of
-/// the plan's own views: a rerun drops and creates those itself.
-pub fn is_own_mssql_view(plan: &PgToMssqlPlan, qualified: &str) -> bool {
-    plan.views.iter().any(|v| {
-        let unquoted = v.target.replace("].[", ".").replace("]]", "]");
-        unquoted
-            .trim_start_matches('[')
-            .trim_end_matches(']')
-            .eq_ignore_ascii_case(qualified)
-    })
+/// Whether view `schema.name` (as SQL Server's catalog names a view reading a target table) is
+/// one of the plan's own views: a rerun drops and creates those itself.
+pub fn is_own_mssql_view(plan: &PgToMssqlPlan, schema: &str, name: &str) -> bool {
+    let target = format!(
+        "{}.{}",
+        crate::mapping::quote_mssql(schema),
+        crate::mapping::quote_mssql(name)
+    );
+    plan.views.iter().any(|v| v.target.eq_ignore_ascii_case(&target))
 }
 
 /// Before the tables are dropped or emptied: the plan's own views in SQL Server, dependents first.

@@ -494,6 +494,133 @@ async fn dropping_a_sql_server_table_others_reference_needs_drop_dependents() {
     assert_eq!(fk, vec!["FK_kids_parents"], "the foreign key is recreated");
 }
 
+/// The name of a foreign key outside the migration is an identifier, never SQL: one whose name
+/// reads as statements is dropped for the load and recreated by that exact name in both modes that
+/// drop it, and nothing its name spells is run.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_hostile_foreign_key_name_of_a_dependent_is_quoted_never_run() {
+    let (_server, source) = orders_source().await;
+    let pg = common::pg_connect().await;
+    let schema = common::fresh_schema(&pg, "hfk").await;
+    // 61 bytes: PostgreSQL keeps all of it.
+    let hostile = format!("x on {schema}.c OWNER TO postgres; CREATE TABLE {schema}.pwned();--");
+    assert!(hostile.len() <= 63);
+    let engine = tds_engine(&source, &schema, "test/hostile-fk");
+    let p = engine.prepare().await.unwrap();
+    engine.copy_all(&p.plan).await.unwrap();
+    engine.finalize(&p.plan).await.unwrap();
+    pg.batch_execute(&format!(
+        "CREATE TABLE \"{schema}\".c (order_id int CONSTRAINT \"{}\" REFERENCES \"{schema}\".\"Orders\" (\"Id\")); \
+         INSERT INTO \"{schema}\".c VALUES (2)",
+        hostile.replace('"', "\"\"")
+    ))
+    .await
+    .unwrap();
+    for mode in [Mode::Truncate, Mode::DropRecreate] {
+        let mut allowed = with_mode(tds_engine(&source, &schema, "test/hostile-fk"), mode);
+        allowed.options.drop_dependents = true;
+        let p = allowed.prepare().await.unwrap();
+        allowed.copy_all(&p.plan).await.unwrap();
+        allowed.finalize(&p.plan).await.unwrap();
+        assert!(allowed.verify(&p.plan).await.unwrap().iter().all(|v| v.ok));
+        let pwned: bool = pg
+            .query_one(
+                &format!("SELECT to_regclass('\"{schema}\".pwned') IS NOT NULL"),
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        assert!(!pwned, "{mode:?}: the foreign key's name ran as SQL");
+        let fk: Vec<String> = pg
+            .query(
+                "SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conname = $1 AND contype = 'f' \
+                 AND conrelid = $2::text::regclass",
+                &[&hostile, &format!("\"{schema}\".c")],
+            )
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        assert_eq!(fk.len(), 1, "{mode:?}: recreated by its exact name");
+        assert!(fk[0].contains("\"Orders\"(\"Id\")"), "{mode:?}: {}", fk[0]);
+        let kept: i64 = pg
+            .query_one(&format!("SELECT count(*) FROM \"{schema}\".c"), &[])
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(kept, 1, "{mode:?}: the other table's rows stay");
+    }
+}
+
+/// The SQL Server side carries a dependent's names apart too: a foreign key whose name reads as
+/// T-SQL is dropped and recreated by that name, and a view of another schema is dropped by its own
+/// schema and name.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_hostile_foreign_key_name_is_quoted_in_sql_server_too() {
+    let (_server, target) = start_tds_server();
+    let mut ms = target.connect().await.unwrap();
+    let pg = common::pg_connect().await;
+    let schema = common::fresh_schema(&pg, "hfk_rev").await;
+    pg.batch_execute(&format!(
+        "CREATE TABLE \"{schema}\".parents (id int PRIMARY KEY, v text); \
+         INSERT INTO \"{schema}\".parents VALUES (1, 'a'), (2, 'b')"
+    ))
+    .await
+    .unwrap();
+    let engine = rev_engine(&target, &schema, "test/hostile-fk-rev", Mode::DropRecreate);
+    let p = engine.prepare().await.unwrap();
+    engine.copy_all(&p.plan).await.unwrap();
+    engine.finalize(&p.plan).await.unwrap();
+    let hostile = "x on dbo.kids; CREATE TABLE dbo.pwned (i int);--]";
+    ms_exec(
+        &mut ms,
+        &format!(
+            "CREATE TABLE dbo.kids (id int NOT NULL PRIMARY KEY, parent_id int NULL \
+             CONSTRAINT [{}] REFERENCES dbo.parents (id))",
+            hostile.replace(']', "]]")
+        ),
+    )
+    .await;
+    ms_exec(&mut ms, "INSERT INTO dbo.kids VALUES (1, 2)").await;
+    ms_exec(&mut ms, "CREATE SCHEMA [rep.orts]").await;
+    ms_exec(
+        &mut ms,
+        "CREATE VIEW [rep.orts].[big parents] AS SELECT id FROM dbo.parents WHERE id > 1",
+    )
+    .await;
+    for mode in [Mode::Truncate, Mode::DropRecreate] {
+        let mut allowed = rev_engine(&target, &schema, "test/hostile-fk-rev", mode);
+        Arc::get_mut(&mut allowed).unwrap().options.drop_dependents = true;
+        let p = allowed.prepare().await.unwrap();
+        allowed.copy_all(&p.plan).await.unwrap();
+        allowed.finalize(&p.plan).await.unwrap();
+        assert!(allowed.verify(&p.plan).await.unwrap().iter().all(|v| v.ok));
+        let pwned = ms_rows(&mut ms, "SELECT name FROM sys.tables WHERE name = N'pwned'").await;
+        assert!(pwned.is_empty(), "{mode:?}: the foreign key's name ran as T-SQL");
+        let fk = ms_rows(
+            &mut ms,
+            "SELECT name FROM sys.foreign_keys WHERE parent_object_id = OBJECT_ID(N'dbo.kids')",
+        )
+        .await;
+        assert_eq!(
+            fk,
+            vec![hostile.to_string()],
+            "{mode:?}: recreated by its exact name"
+        );
+        let kids = ms_rows(&mut ms, "SELECT parent_id FROM dbo.kids").await;
+        assert_eq!(kids, vec!["2"], "{mode:?}");
+    }
+    // dropRecreate took the view of the other schema along, by its schema and name.
+    let views = ms_rows(
+        &mut ms,
+        "SELECT SCHEMA_NAME(schema_id) + N'.' + name FROM sys.views",
+    )
+    .await;
+    assert!(views.is_empty(), "{views:?}");
+}
+
 /// Upsert towards PostgreSQL compares values exactly too (`IS DISTINCT FROM`): a change of case
 /// only and a trailing blank added reach the target, and the checksum passes.
 #[tokio::test(flavor = "multi_thread")]

@@ -107,6 +107,18 @@ pub fn create_alias_type(schema: &str, name: &str, base: crate::mapping_pg_to_ms
     )
 }
 
+/// Adds foreign key `name` to `schema.table` with `definition` (`FOREIGN KEY (...) REFERENCES
+/// ...`, built with quoted names from the catalog), to recreate one of a table outside the
+/// migration; every identifier quoted, whatever it holds.
+pub fn add_foreign_key(schema: &str, table: &str, name: &str, definition: &str) -> String {
+    format!(
+        "ALTER TABLE {}.{} WITH CHECK ADD CONSTRAINT {} {definition}",
+        quote_mssql(schema),
+        quote_mssql(table),
+        quote_mssql(name)
+    )
+}
+
 pub fn drop_table(t: &PgToMssqlTablePlan) -> String {
     format!("DROP TABLE IF EXISTS {}", qualified(t))
 }

@@ -53,13 +53,13 @@ impl MssqlToPgEngine {
         for (t, a) in plan.tables.iter().zip(&actions) {
             if let TableAction::Drop { dependents, .. } | TableAction::Truncate { dependents, .. } = a {
                 for d in dependents {
-                    match &d.recreate {
-                        Some(sql) => recreate.push(sql.clone()),
+                    match &d.constraint {
+                        Some(name) => recreate.push(ddl::add_constraint(&d.schema, &d.relation, name, &d.definition)),
                         None => warnings.push(format!(
                             "table {}: {} {} depended on it and was dropped (dropDependents); its definition: {}",
                             ddl::qualified(t),
                             d.kind,
-                            d.name,
+                            d.display_name(),
                             d.definition
                         )),
                     }
@@ -113,11 +113,8 @@ impl MssqlToPgEngine {
             for (t, a) in plan.tables.iter().zip(&actions) {
                 if let TableAction::Truncate { dependents, .. } = a {
                     for d in dependents {
-                        if let Some((constraint, table)) = d.name.split_once(" on ") {
-                            let sql = format!(
-                                "ALTER TABLE {table} DROP CONSTRAINT {}",
-                                crate::mapping::quote_pg(constraint)
-                            );
+                        if let Some(name) = &d.constraint {
+                            let sql = ddl::drop_constraint(&d.schema, &d.relation, name);
                             pg.batch_execute(&sql).await.map_err(ddl_err(
                                 format!("foreign key referencing {}", ddl::qualified(t)),
                                 &sql,

@@ -69,6 +69,28 @@ pub fn drop_tables(qualified_names: &[String], cascade: bool) -> String {
     )
 }
 
+/// Drops foreign key `name` of `schema.table` (a table outside the migration that references one
+/// it empties); every identifier quoted, whatever it holds.
+pub fn drop_constraint(schema: &str, table: &str, name: &str) -> String {
+    format!(
+        "ALTER TABLE {}.{} DROP CONSTRAINT {}",
+        quote_pg(schema),
+        quote_pg(table),
+        quote_pg(name)
+    )
+}
+
+/// Adds constraint `name` to `schema.table` with `definition` as `pg_get_constraintdef` printed
+/// it (PostgreSQL's own rendering, identifiers quoted), to recreate a dropped foreign key.
+pub fn add_constraint(schema: &str, table: &str, name: &str, definition: &str) -> String {
+    format!(
+        "ALTER TABLE {}.{} ADD CONSTRAINT {} {definition}",
+        quote_pg(schema),
+        quote_pg(table),
+        quote_pg(name)
+    )
+}
+
 fn type_range(ty: PgType) -> Option<(i64, i64)> {
     match ty {
         PgType::Int2 => Some((i64::from(i16::MIN), i64::from(i16::MAX))),

@@ -81,8 +81,9 @@ impl PgToMssqlEngine {
             for (i, mut f) in index.into_iter().zip(found) {
                 // The plan's own views of a previous run are dropped and created again.
                 if let Some(e) = f.as_mut() {
-                    e.dependents
-                        .retain(|d| !(d.kind == "view" && crate::views::is_own_mssql_view(plan, &d.name)));
+                    e.dependents.retain(|d| {
+                        !(d.kind == "view" && crate::views::is_own_mssql_view(plan, &d.schema, &d.relation))
+                    });
                 }
                 existing[i] = f;
             }
@@ -168,7 +169,13 @@ impl PgToMssqlEngine {
             .iter()
             .flat_map(|a| match a {
                 TableAction::Drop { dependents, .. } | TableAction::Truncate { dependents, .. } => {
-                    dependents.iter().filter_map(|d| d.recreate.clone()).collect()
+                    dependents
+                        .iter()
+                        .filter_map(|d| {
+                            let name = d.constraint.as_ref()?;
+                            Some(ddl::add_foreign_key(&d.schema, &d.relation, name, &d.definition))
+                        })
+                        .collect()
                 }
                 _ => Vec::new(),
             })
@@ -201,13 +208,12 @@ impl PgToMssqlEngine {
                     // Views the user allowed to go (dropDependents): a schema-bound one would
                     // stop the drop, another would be left reading a different table.
                     for d in dependents.iter().filter(|d| d.kind == "view") {
-                        let (vs, vn) = d.name.split_once('.').unwrap_or(("dbo", d.name.as_str()));
-                        let sql = format!("DROP VIEW {}.{}", quote_mssql(vs), quote_mssql(vn));
-                        ms_batch(&mut ms, &format!("view {}", d.name), &sql).await?;
+                        let sql = format!("DROP VIEW {}.{}", quote_mssql(&d.schema), quote_mssql(&d.relation));
+                        ms_batch(&mut ms, &format!("view {}", d.display_name()), &sql).await?;
                         dropped_views.push(format!(
                             "table {}: view {} depended on it and was dropped (dropDependents); its definition: {}",
                             ddl::qualified(t),
-                            d.name,
+                            d.display_name(),
                             d.definition
                         ));
                     }
