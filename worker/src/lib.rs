@@ -32,6 +32,7 @@ pub mod spec;
 mod sql_lex;
 pub mod summary;
 pub mod target_check;
+pub mod target_names;
 pub mod timeouts;
 pub mod unlogged_loss;
 pub mod verify;

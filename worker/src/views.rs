@@ -12,6 +12,7 @@ use crate::pg::ddl::{self, Stmt};
 use crate::pg::view::{Catalog, Naming, Relation, ViewColumn, translate_views};
 use crate::plan::{Plan, target_ident, target_schema_of};
 use crate::plan_pg_to_mssql::PgToMssqlPlan;
+use crate::target_names::Planned;
 use crate::view_plan::{ViewPlan, Views};
 
 /// Splits `modules` into the plan's views and its warnings.
@@ -93,12 +94,14 @@ pub fn create_statements(plan: &Plan) -> Vec<Stmt> {
             what: "previous view".into(),
             sql,
             optional: false,
+            creates: None,
         })
         .collect();
     out.extend(plan.views.iter().map(|v| Stmt {
         what: format!("view {} (translated from {})", v.target, v.qualified_source()),
         sql: v.sql.clone(),
         optional: false,
+        creates: Some(Planned::view(&v.target_schema, &v.target_name)),
     }));
     out
 }
@@ -170,12 +173,14 @@ pub fn mssql_create_statements(plan: &PgToMssqlPlan) -> Vec<MsStmt> {
             what: "previous view".into(),
             sql,
             optional: false,
+            creates: None,
         })
         .collect();
     out.extend(plan.views.iter().map(|v| MsStmt {
         what: format!("view {} (translated from {})", v.target, v.qualified_source()),
         sql: v.sql.clone(),
         optional: true,
+        creates: Some(Planned::view(&v.target_schema, &v.target_name)),
     }));
     out
 }

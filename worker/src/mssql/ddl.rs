@@ -6,6 +6,7 @@ use crate::mapping::quote_mssql;
 use crate::mapping_pg_to_mssql::PgToMssqlColumn;
 use crate::mssql::expr::{self, Ctx};
 use crate::plan_pg_to_mssql::{PgToMssqlPlan, PgToMssqlTablePlan, TableNames};
+use crate::target_names::{ObjectKind, Planned};
 
 /// One DDL statement and what it is for (messages).
 #[derive(Debug, Clone)]
@@ -14,6 +15,13 @@ pub struct MsStmt {
     pub sql: String,
     /// Failure is a warning (a translated expression SQL Server rejected), not an error.
     pub optional: bool,
+    /// The named object it creates, checked against the target before it runs.
+    pub creates: Option<Planned>,
+}
+
+/// `kind` `name` of table `t`, as a statement creates it.
+fn planned(kind: ObjectKind, t: &PgToMssqlTablePlan, name: &str) -> Option<Planned> {
+    Some(Planned::on(kind, &t.target_schema, &t.target_name, name))
 }
 
 pub fn qualified(t: &PgToMssqlTablePlan) -> String {
@@ -267,6 +275,7 @@ fn primary_key(t: &PgToMssqlTablePlan, names: &TableNames, warnings: &mut Vec<St
                 quote_mssql(&names.pk)
             ),
             optional: false,
+            creates: planned(ObjectKind::PrimaryKey, t, &names.pk),
         });
     }
     out
@@ -297,6 +306,7 @@ fn unique_constraints(
                         quote_mssql(name)
                     ),
                     optional: false,
+                    creates: planned(ObjectKind::Unique, t, name),
                 });
             } else if referenced.contains(&sorted) {
                 warnings.push(format!(
@@ -311,6 +321,7 @@ fn unique_constraints(
                         quote_mssql(name)
                     ),
                     optional: true,
+                    creates: planned(ObjectKind::Unique, t, name),
                 });
             } else {
                 out.push(MsStmt {
@@ -321,6 +332,7 @@ fn unique_constraints(
                         not_null_filter(t, &nullable)
                     ),
                     optional: false,
+                    creates: planned(ObjectKind::Index, t, name),
                 });
             }
         }
@@ -408,6 +420,7 @@ fn indexes(t: &PgToMssqlTablePlan, warnings: &mut Vec<String>) -> Vec<MsStmt> {
             what: format!("index {} of {tq}", ix.name),
             sql,
             optional: true,
+            creates: planned(ObjectKind::Index, t, &ix.name),
         });
     }
     out
@@ -437,6 +450,7 @@ fn check_constraints(t: &PgToMssqlTablePlan, names: &TableNames, warnings: &mut 
                     quote_mssql(name)
                 ),
                 optional: true,
+                creates: planned(ObjectKind::Check, t, name),
             }),
             Err(e) => warnings.push(format!(
                 "table {tq}: check constraint {} {} not migrated: {e}",
@@ -484,6 +498,7 @@ fn domain_checks(t: &PgToMssqlTablePlan, warnings: &mut Vec<String>) -> Vec<MsSt
                             quote_mssql(&name)
                         ),
                         optional: true,
+                        creates: planned(ObjectKind::Check, t, &name),
                     });
                 }
                 Err(why) => warnings.push(format!(
@@ -510,6 +525,7 @@ fn type_checks(t: &PgToMssqlTablePlan, names: &TableNames) -> Vec<MsStmt> {
                     quote_mssql(name)
                 ),
                 optional: true,
+                creates: planned(ObjectKind::Check, t, name),
             });
         }
     }
@@ -541,6 +557,7 @@ fn defaults(t: &PgToMssqlTablePlan, names: &TableNames, warnings: &mut Vec<Strin
                     quote_mssql(&c.target_name)
                 ),
                 optional: true,
+                creates: planned(ObjectKind::Default, t, name),
             }),
             Err(e) => warnings.push(format!(
                 "table {tq}: default {def} of column {} not migrated: {e}",
@@ -601,6 +618,7 @@ pub fn foreign_keys(plan: &PgToMssqlPlan, warnings: &mut Vec<String>) -> Vec<MsS
                     action(fk.on_update, "UPDATE").unwrap_or_default()
                 ),
                 optional: true,
+                creates: planned(ObjectKind::ForeignKey, t, &name),
             });
         }
     }

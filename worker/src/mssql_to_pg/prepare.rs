@@ -3,12 +3,12 @@
 
 use super::{MssqlToPgEngine, MssqlToPgError, exec_stmts};
 use crate::checkpoint::{self, CheckpointError};
-use crate::unlogged_loss;
 use crate::engine::Prepared;
 use crate::options::Mode;
 use crate::pg::ddl;
 use crate::plan::{Plan, TaskPlan};
 use crate::target_check::{self, TableAction};
+use crate::unlogged_loss;
 use tokio_postgres::Client;
 
 impl MssqlToPgEngine {
@@ -40,21 +40,30 @@ impl MssqlToPgEngine {
             });
         }
 
-        let actions = self.target_actions(&pg, &plan).await?;
+        let mut actions = self.target_actions(&pg, &plan).await?;
+        let names = self.check_planned_names(&pg, &plan, &mut actions).await?;
         let refused = target_check::refusals(plan.tables.iter().map(ddl::qualified), &actions);
         if !refused.is_empty() {
             return Err(MssqlToPgError::Refused(refused));
         }
         checkpoint::ensure_tables(&pg).await?;
+        crate::pg::target_names::ensure_table(&pg)
+            .await
+            .map_err(|source| MssqlToPgError::Ddl {
+                what: "the worker's record of the objects it creates".into(),
+                sql: String::new(),
+                source,
+            })?;
         let mut warnings = Vec::new();
-        // Foreign keys of other tables the user allowed to drop come back in finalize; views do not.
+        // Foreign keys of other tables the user allowed to drop come back in finalize, by the
+        // names the catalog gave (stored as such, never as SQL text pasted together); views do not.
         let mut recreate = Vec::new();
         let mut cascade = false;
         for (t, a) in plan.tables.iter().zip(&actions) {
             if let TableAction::Drop { dependents, .. } | TableAction::Truncate { dependents, .. } = a {
                 for d in dependents {
                     match &d.constraint {
-                        Some(name) => recreate.push(ddl::add_constraint(&d.schema, &d.relation, name, &d.definition)),
+                        Some(_) => recreate.push(serde_json::to_string(d).unwrap_or_default()),
                         None => warnings.push(format!(
                             "table {}: {} {} depended on it and was dropped (dropDependents); its definition: {}",
                             ddl::qualified(t),
@@ -142,12 +151,26 @@ impl MssqlToPgEngine {
                     .await
                     .map_err(ddl_err(format!("table {}", t.target_name), &sql))?;
                 if self.options.schema.defaults {
-                    exec_stmts(&pg, ddl::defaults(t, &mut warnings), &mut warnings).await?;
+                    exec_stmts(
+                        &pg,
+                        ddl::defaults(t, &mut warnings),
+                        &names,
+                        migration,
+                        &mut warnings,
+                    )
+                    .await?;
                 }
             }
             if self.options.mode == Mode::Upsert {
                 // ON CONFLICT needs the key before the first chunk; an existing one is kept.
-                exec_stmts(&pg, ddl::primary_key(t).into_iter().collect(), &mut warnings).await?;
+                exec_stmts(
+                    &pg,
+                    ddl::primary_key(t).into_iter().collect(),
+                    &names,
+                    migration,
+                    &mut warnings,
+                )
+                .await?;
             }
         }
         let truncated: Vec<String> = plan

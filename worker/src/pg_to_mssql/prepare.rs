@@ -120,9 +120,11 @@ impl PgToMssqlEngine {
 
     /// Plans and says what a run would do to the target, writing nothing.
     pub async fn dry_run(&self) -> Result<DryRun<PgToMssqlPlan>, PgToMssqlError> {
-        let plan = self.plan().await?;
+        let mut plan = self.plan().await?;
         let (mut ms, packet) = self.connect_target().await?;
-        let actions = self.target_actions(&mut ms, &plan).await?;
+        let mut actions = self.target_actions(&mut ms, &plan).await?;
+        let names = self.check_planned_names(&mut ms, &plan, &mut actions).await?;
+        plan.warnings.extend(names.warnings());
         Ok(DryRun {
             plan,
             actions,
@@ -159,7 +161,8 @@ impl PgToMssqlEngine {
                 });
             }
         }
-        let actions = self.target_actions(&mut ms, &plan).await?;
+        let mut actions = self.target_actions(&mut ms, &plan).await?;
+        self.check_planned_names(&mut ms, &plan, &mut actions).await?;
         let refused = target_check::refusals(plan.tables.iter().map(ddl::qualified), &actions);
         if !refused.is_empty() {
             return Err(PgToMssqlError::Refused(refused));
@@ -169,12 +172,11 @@ impl PgToMssqlEngine {
             .iter()
             .flat_map(|a| match a {
                 TableAction::Drop { dependents, .. } | TableAction::Truncate { dependents, .. } => {
+                    // By the names the catalog gave, stored as such (never SQL text pasted together).
                     dependents
                         .iter()
-                        .filter_map(|d| {
-                            let name = d.constraint.as_ref()?;
-                            Some(ddl::add_foreign_key(&d.schema, &d.relation, name, &d.definition))
-                        })
+                        .filter(|d| d.is_foreign_key())
+                        .map(|d| serde_json::to_string(d).unwrap_or_default())
                         .collect()
                 }
                 _ => Vec::new(),
@@ -208,7 +210,11 @@ impl PgToMssqlEngine {
                     // Views the user allowed to go (dropDependents): a schema-bound one would
                     // stop the drop, another would be left reading a different table.
                     for d in dependents.iter().filter(|d| d.kind == "view") {
-                        let sql = format!("DROP VIEW {}.{}", quote_mssql(&d.schema), quote_mssql(&d.relation));
+                        let sql = format!(
+                            "DROP VIEW {}.{}",
+                            quote_mssql(&d.schema),
+                            quote_mssql(&d.relation)
+                        );
                         ms_batch(&mut ms, &format!("view {}", d.display_name()), &sql).await?;
                         dropped_views.push(format!(
                             "table {}: view {} depended on it and was dropped (dropDependents); its definition: {}",
