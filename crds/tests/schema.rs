@@ -311,3 +311,23 @@ fn schema_map_is_a_list_map_keyed_by_from_and_refuses_the_worker_schema() {
         "{errs:?}"
     );
 }
+
+#[test]
+fn cel_rules_refuse_the_workers_schema_as_the_target_schema() {
+    let s = schema_of(&generate::migration_crd());
+    let mut target = pg();
+    target["postgres"]["schema"] = json!("_MSSQLPG");
+    let errs = cel_errors(&s, &migration(mssql(), target));
+    assert!(
+        errs.iter()
+            .any(|e| e.contains("spec.target.*.schema") && e.contains("worker's own schema")),
+        "{errs:?}"
+    );
+    let mut target = mssql();
+    target["mssql"]["schema"] = json!("_mssqlpg");
+    assert_eq!(cel_errors(&s, &migration(pg(), target)).len(), 1);
+    // Only the target's: a source schema of that name is read, not written.
+    let mut source = mssql();
+    source["mssql"]["schema"] = json!("_mssqlpg");
+    assert_eq!(cel_errors(&s, &migration(source, pg())), Vec::<String>::new());
+}

@@ -78,6 +78,10 @@ pub async fn ensure_tables(client: &Client) -> Result<(), CheckpointError> {
                 seq int NOT NULL,
                 statement text NOT NULL,
                 PRIMARY KEY (migration, seq));
+             CREATE UNLOGGED TABLE IF NOT EXISTS \"{SCHEMA}\".\"unlogged_marks\" (
+                migration text NOT NULL,
+                task text NOT NULL,
+                PRIMARY KEY (migration, task));
              COMMIT;"
         ))
         .await;
@@ -171,12 +175,14 @@ pub async fn save<C: GenericClient>(
 
 /// Forgets every checkpoint of a migration (a fresh start).
 pub async fn reset(client: &Client, migration: &str) -> Result<(), CheckpointError> {
-    client
-        .execute(
-            &format!("DELETE FROM \"{SCHEMA}\".\"checkpoints\" WHERE migration = $1"),
-            &[&migration],
-        )
-        .await?;
+    for table in ["checkpoints", "unlogged_marks"] {
+        client
+            .execute(
+                &format!("DELETE FROM \"{SCHEMA}\".\"{table}\" WHERE migration = $1"),
+                &[&migration],
+            )
+            .await?;
+    }
     Ok(())
 }
 

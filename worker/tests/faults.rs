@@ -44,6 +44,9 @@ enum Fault {
     /// Forwarding pauses while the upstream PostgreSQL (data directory given) restarts, then goes
     /// on: the client sees what the server sends on shutdown.
     RestartPostgres(PathBuf),
+    /// As `RestartPostgres`, with an immediate shutdown: the server comes back through crash
+    /// recovery.
+    CrashPostgres(PathBuf),
 }
 
 /// A TCP proxy in front of `upstream`: the first `budget` connections that carry more than
@@ -131,10 +134,15 @@ async fn relay(
                 while client.read(&mut a).await? > 0 {}
                 return Ok(());
             }
-            Fault::RestartPostgres(dir) => {
+            Fault::RestartPostgres(dir) | Fault::CrashPostgres(dir) => {
+                let how = if matches!(fault, Fault::CrashPostgres(_)) {
+                    "crash"
+                } else {
+                    "restart"
+                };
                 let out = tokio::process::Command::new("bash")
                     .arg(script())
-                    .arg("restart")
+                    .arg(how)
                     .arg(dir)
                     .output()
                     .await?;
@@ -423,6 +431,91 @@ async fn postgres_restart_mid_copy_resumes_from_the_checkpoint_exactly() {
             .unwrap();
         tokio::spawn(conn);
         assert_exact_in_pg(&pg, "public").await;
+    })
+    .await
+    .unwrap();
+    drop(private);
+}
+
+/// `unlogged: true` and a PostgreSQL crash mid-copy: crash recovery empties the UNLOGGED table
+/// while the checkpoints still count its rows. The retry does not resume into it: the copy fails
+/// at once (no retry gets past it) naming the table and what to run, and running the plan step
+/// again copies it over, exactly. A crash after the copy, before finalize, is caught by finalize
+/// before the table is switched to LOGGED.
+#[tokio::test]
+async fn an_unlogged_table_a_postgres_crash_emptied_is_copied_again_never_resumed_into() {
+    let private = PrivatePg::start();
+    tokio::time::timeout(BOUND, async {
+        let (_server, source) = start_tds_server();
+        source_table(&source).await;
+        let target = PgEndpoint::from_conn_str(&private.url).unwrap();
+        let (pg, conn) = tokio_postgres::connect(&private.url, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(conn);
+        let proxy = Proxy::start(
+            pg_addr(&target),
+            Fault::CrashPostgres(PathBuf::from(&private.dir)),
+            300_000,
+            1,
+        )
+        .await;
+        let via = PgEndpoint {
+            port: proxy.addr.port(),
+            ..target.clone()
+        };
+        let mut e = forward(&source, via, "public", 8);
+        e.options.unlogged = true;
+        let prepared = e.prepare().await.unwrap();
+        let err = e.copy_all(&prepared.plan).await.unwrap_err();
+        assert_eq!(proxy.hits(), 1);
+        let text = error_text(&err);
+        assert!(Engine::is_permanent(&err), "{text}");
+        for part in [
+            "public.Facts",
+            "UNLOGGED",
+            "crash recovery",
+            "run the plan step again",
+        ] {
+            assert!(text.contains(part), "{part:?} not in {text}");
+        }
+        let again = e.prepare().await.unwrap();
+        assert!(!again.resumed, "a resume would skip the lost rows");
+        e.copy_all(&again.plan).await.unwrap();
+        e.finalize(&again.plan).await.unwrap();
+        assert!(e.verify(&again.plan).await.unwrap().iter().all(|v| v.ok));
+        drop(pg);
+        let (pg, conn) = tokio_postgres::connect(&private.url, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(conn);
+        assert_exact_in_pg(&pg, "public").await;
+
+        // Copied, then a crash before finalize.
+        let mut e = forward(&source, target.clone(), "after_copy", 8);
+        e.options.unlogged = true;
+        let prepared = e.prepare().await.unwrap();
+        e.copy_all(&prepared.plan).await.unwrap();
+        drop(pg);
+        let out = std::process::Command::new("bash")
+            .arg(script())
+            .arg("crash")
+            .arg(&private.dir)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let err = e.finalize(&prepared.plan).await.unwrap_err();
+        assert!(error_text(&err).contains("after_copy.Facts"), "{err}");
+        let again = e.prepare().await.unwrap();
+        assert!(!again.resumed);
+        e.copy_all(&again.plan).await.unwrap();
+        e.finalize(&again.plan).await.unwrap();
+        assert!(e.verify(&again.plan).await.unwrap().iter().all(|v| v.ok));
+        let (pg, conn) = tokio_postgres::connect(&private.url, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(conn);
+        assert_exact_in_pg(&pg, "after_copy").await;
     })
     .await
     .unwrap();

@@ -15,6 +15,7 @@ use crate::pipeline::{CHANNEL_DEPTH, CopyOptions, Resume, Start, TaskFailure, Ta
 use crate::plan::{TablePlan, TaskPlan};
 use crate::retry::AttemptState;
 use crate::timeouts::{Stalled, stalled};
+use crate::unlogged_loss;
 use tokio::sync::mpsc;
 
 #[derive(Debug, thiserror::Error)]
@@ -33,6 +34,8 @@ pub enum TaskError {
     Join(String),
     #[error("{0}")]
     Stalled(Stalled),
+    #[error(transparent)]
+    UnloggedLost(#[from] unlogged_loss::UnloggedLost),
     /// The task's last attempt failed; its report says what it left committed.
     #[error("{0}")]
     Failed(Box<TaskFailure<TaskError>>),
@@ -63,6 +66,7 @@ impl TaskError {
             TaskError::Failed(f) => !f.transient && f.cause.is_permanent(),
             TaskError::Read(e) => e.is_data(),
             TaskError::Stalled(_) => false,
+            TaskError::UnloggedLost(_) => true,
             other => crate::retry::is_data_error(other),
         }
     }
@@ -79,6 +83,9 @@ fn copy_into(table: &str, t: &TablePlan) -> String {
 
 /// Copies one task, resuming after its checkpoint when there is one, and again from the
 /// checkpoint after a transient fault (see [`crate::pipeline::CopyOptions::retry`]).
+/// `unlogged_tasks` (with `target.postgres.unlogged`: every task of the table) are checked at
+/// each attempt for rows a PostgreSQL crash emptied ([`unlogged_loss::unlogged_lost`]).
+#[allow(clippy::too_many_arguments)]
 pub async fn copy_task(
     source: &MssqlEndpoint,
     target: &PgEndpoint,
@@ -86,6 +93,7 @@ pub async fn copy_task(
     t: &TablePlan,
     task: &TaskPlan,
     opts: &CopyOptions,
+    unlogged_tasks: Option<&[String]>,
     pools: &Pools,
 ) -> Result<TaskReport, TaskError> {
     let state = AttemptState::default();
@@ -94,7 +102,19 @@ pub async fn copy_task(
         &task.name,
         t.source.qualified(),
         &state,
-        || copy_attempt(source, target, migration, t, task, opts, pools, &state),
+        || {
+            copy_attempt(
+                source,
+                target,
+                migration,
+                t,
+                task,
+                opts,
+                unlogged_tasks,
+                pools,
+                &state,
+            )
+        },
         TaskError::is_transient,
     )
     .await
@@ -111,11 +131,22 @@ async fn copy_attempt(
     t: &TablePlan,
     task: &TaskPlan,
     opts: &CopyOptions,
+    unlogged_tasks: Option<&[String]>,
     pools: &Pools,
     state: &AttemptState,
 ) -> Result<TaskReport, TaskError> {
     let mode = opts.mode;
     let mut pg = pools.pg(target).await?;
+    if let Some(tasks) = unlogged_tasks
+        && unlogged_loss::is_unlogged(&pg.client, &qualified(t)).await?
+    {
+        let lost = unlogged_loss::unlogged_lost(&pg.client, migration, tasks).await?;
+        let table = format!("{}.{}", t.target_schema, t.target_name);
+        if let Some(lost) = unlogged_loss::UnloggedLost::of(&table, &lost) {
+            return Err(lost.into());
+        }
+        unlogged_loss::mark_unlogged(&pg.client, migration, &task.name).await?;
+    }
     let cp = checkpoint::load(&pg.client, migration, &task.name)
         .await?
         .unwrap_or_default();

@@ -81,8 +81,9 @@ impl PgToMssqlEngine {
             for (i, mut f) in index.into_iter().zip(found) {
                 // The plan's own views of a previous run are dropped and created again.
                 if let Some(e) = f.as_mut() {
-                    e.dependents
-                        .retain(|d| !(d.kind == "view" && crate::views::is_own_mssql_view(plan, &d.name)));
+                    e.dependents.retain(|d| {
+                        !(d.kind == "view" && crate::views::is_own_mssql_view(plan, &d.schema, &d.relation))
+                    });
                 }
                 existing[i] = f;
             }
@@ -119,9 +120,11 @@ impl PgToMssqlEngine {
 
     /// Plans and says what a run would do to the target, writing nothing.
     pub async fn dry_run(&self) -> Result<DryRun<PgToMssqlPlan>, PgToMssqlError> {
-        let plan = self.plan().await?;
+        let mut plan = self.plan().await?;
         let (mut ms, packet) = self.connect_target().await?;
-        let actions = self.target_actions(&mut ms, &plan).await?;
+        let mut actions = self.target_actions(&mut ms, &plan).await?;
+        let names = self.check_planned_names(&mut ms, &plan, &mut actions).await?;
+        plan.warnings.extend(names.warnings());
         Ok(DryRun {
             plan,
             actions,
@@ -158,7 +161,8 @@ impl PgToMssqlEngine {
                 });
             }
         }
-        let actions = self.target_actions(&mut ms, &plan).await?;
+        let mut actions = self.target_actions(&mut ms, &plan).await?;
+        self.check_planned_names(&mut ms, &plan, &mut actions).await?;
         let refused = target_check::refusals(plan.tables.iter().map(ddl::qualified), &actions);
         if !refused.is_empty() {
             return Err(PgToMssqlError::Refused(refused));
@@ -168,7 +172,12 @@ impl PgToMssqlEngine {
             .iter()
             .flat_map(|a| match a {
                 TableAction::Drop { dependents, .. } | TableAction::Truncate { dependents, .. } => {
-                    dependents.iter().filter_map(|d| d.recreate.clone()).collect()
+                    // By the names the catalog gave, stored as such (never SQL text pasted together).
+                    dependents
+                        .iter()
+                        .filter(|d| d.is_foreign_key())
+                        .map(|d| serde_json::to_string(d).unwrap_or_default())
+                        .collect()
                 }
                 _ => Vec::new(),
             })
@@ -201,13 +210,16 @@ impl PgToMssqlEngine {
                     // Views the user allowed to go (dropDependents): a schema-bound one would
                     // stop the drop, another would be left reading a different table.
                     for d in dependents.iter().filter(|d| d.kind == "view") {
-                        let (vs, vn) = d.name.split_once('.').unwrap_or(("dbo", d.name.as_str()));
-                        let sql = format!("DROP VIEW {}.{}", quote_mssql(vs), quote_mssql(vn));
-                        ms_batch(&mut ms, &format!("view {}", d.name), &sql).await?;
+                        let sql = format!(
+                            "DROP VIEW {}.{}",
+                            quote_mssql(&d.schema),
+                            quote_mssql(&d.relation)
+                        );
+                        ms_batch(&mut ms, &format!("view {}", d.display_name()), &sql).await?;
                         dropped_views.push(format!(
                             "table {}: view {} depended on it and was dropped (dropDependents); its definition: {}",
                             ddl::qualified(t),
-                            d.name,
+                            d.display_name(),
                             d.definition
                         ));
                     }
