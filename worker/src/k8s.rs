@@ -69,6 +69,8 @@ pub enum K8sError {
     },
     #[error("Migration {migration}: verification failed: {mismatches}")]
     VerifyMismatch { migration: String, mismatches: String },
+    #[error(transparent)]
+    Stopped(#[from] crate::shutdown::Stopped),
 }
 
 impl K8sError {
@@ -83,7 +85,7 @@ impl K8sError {
             // A packed Job retries when any of its failed tasks might succeed; only the first's
             // error is kept.
             K8sError::TasksFailed { failed, error, .. } => *failed == 1 && error.is_permanent(),
-            K8sError::Config(_) | K8sError::Api(_) => false,
+            K8sError::Config(_) | K8sError::Api(_) | K8sError::Stopped(_) => false,
         }
     }
 }
@@ -533,6 +535,10 @@ impl CopyStep<'_> {
     ) -> Result<TaskReport, K8sError> {
         let (client, ns, mig) = (self.client, self.ns, self.mig);
         let task_name = task.metadata.name.as_deref().unwrap_or_default();
+        // Asked to stop: a task not begun is left as it is, not counted as an attempt.
+        if let Some(stopped) = crate::shutdown::stopped_at_boundary() {
+            return Err(stopped.into());
+        }
         let mut status = task.status.clone().unwrap_or_default();
         status.attempts += 1;
         status.state = TaskState::Running;
@@ -565,7 +571,12 @@ impl CopyStep<'_> {
                         .await;
                 reporter.abort();
                 if let Err(e) = &copied {
-                    progress.record_failed(&E::task_reports(e));
+                    let reports = E::task_reports(e);
+                    if reports.iter().any(|r| r.taken_over) {
+                        // The task's status is the worker's that took it over.
+                        return copied.map_err(engine_err::<E>(mig));
+                    }
+                    progress.record_failed(&reports);
                 }
                 copied.map_err(engine_err::<E>(mig))
             }
@@ -942,6 +953,7 @@ mod tests {
                     skipped: false,
                     attempts: 1,
                     error: None,
+                    taken_over: false,
                 },
                 cause,
             })),

@@ -33,6 +33,8 @@ pub enum TaskError {
     Join(String),
     #[error("{0}")]
     Stalled(Stalled),
+    #[error(transparent)]
+    Stopped(crate::shutdown::Stopped),
     /// The task's last attempt failed; its report says what it left committed.
     #[error("{0}")]
     Failed(Box<TaskFailure<TaskError>>),
@@ -45,6 +47,16 @@ impl TaskError {
             TaskError::Stalled(_) => true,
             TaskError::Failed(_) => false,
             other => crate::retry::is_transient(other),
+        }
+    }
+
+    /// Whether another worker took the task over (see [`crate::fence`]).
+    pub fn taken_over(&self) -> bool {
+        match self {
+            TaskError::Load(e) => e.taken_over(),
+            TaskError::Checkpoint(e) => e.taken_over(),
+            TaskError::Failed(f) => f.cause.taken_over(),
+            _ => false,
         }
     }
 
@@ -77,28 +89,39 @@ fn copy_into(table: &str, t: &TablePlan) -> String {
     format!("COPY {table} ({}) FROM STDIN (FORMAT binary)", copied_columns(t))
 }
 
-/// Copies one task, resuming after its checkpoint when there is one, and again from the
-/// checkpoint after a transient fault (see [`crate::pipeline::CopyOptions::retry`]).
+/// Copies one task of run `run` (see [`crate::plan::Plan::run`]), resuming after its checkpoint
+/// when there is one, and again from the checkpoint after a transient fault (see
+/// [`crate::pipeline::CopyOptions::retry`]). The task is claimed first ([`crate::fence`]): once
+/// another worker claims it, this one's next commit fails.
+#[allow(clippy::too_many_arguments)]
 pub async fn copy_task(
     source: &MssqlEndpoint,
     target: &PgEndpoint,
     migration: &str,
+    run: i64,
     t: &TablePlan,
     task: &TaskPlan,
     opts: &CopyOptions,
     pools: &Pools,
 ) -> Result<TaskReport, TaskError> {
+    if let Some(stopped) = crate::shutdown::stopped_at_boundary() {
+        return Err(TaskError::Stopped(stopped));
+    }
     let state = AttemptState::default();
+    let target_run = (migration, run);
     run_task(
         &opts.retry,
         &task.name,
         t.source.qualified(),
         &state,
-        || copy_attempt(source, target, migration, t, task, opts, pools, &state),
+        || copy_attempt(source, target, target_run, t, task, opts, pools, &state),
         TaskError::is_transient,
     )
     .await
-    .map_err(|f| TaskError::Failed(Box::new(f)))
+    .map_err(|mut f| {
+        f.report.taken_over = f.cause.taken_over();
+        TaskError::Failed(Box::new(f))
+    })
 }
 
 /// One attempt of [`copy_task`]. Its connections come from `pools` and go back there only when
@@ -107,7 +130,7 @@ pub async fn copy_task(
 async fn copy_attempt(
     source: &MssqlEndpoint,
     target: &PgEndpoint,
-    migration: &str,
+    (migration, run): (&str, i64),
     t: &TablePlan,
     task: &TaskPlan,
     opts: &CopyOptions,
@@ -116,6 +139,9 @@ async fn copy_attempt(
 ) -> Result<TaskReport, TaskError> {
     let mode = opts.mode;
     let mut pg = pools.pg(target).await?;
+    let fence = state
+        .claimed(|| checkpoint::claim(&pg.client, migration, &task.name, run))
+        .await?;
     let cp = checkpoint::load(&pg.client, migration, &task.name)
         .await?
         .unwrap_or_default();
@@ -171,6 +197,7 @@ async fn copy_attempt(
     let ctx = WriterCtx {
         migration,
         task: &task.name,
+        fence,
         table: &table,
         copy_sql: &copy_sql,
         committed_rows,

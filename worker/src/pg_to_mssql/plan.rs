@@ -418,6 +418,7 @@ pub async fn build_plan(
         tasks,
         warnings,
         views: Vec::new(),
+        run: 0,
     })
 }
 
