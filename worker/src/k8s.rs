@@ -450,7 +450,7 @@ pub async fn copy(
         Ok(results) => results,
         Err(e) => {
             // Nothing was copied (no engine, or no stored plan): each task still says why.
-            let text = bounded_message(&crate::error_text::error_text(&e));
+            let text = bounded_message(&crate::error_text::status_text(&e));
             for task in &todo {
                 let mut status = task.status.clone().unwrap_or_default();
                 status.last_error = Some(text.clone());
@@ -590,7 +590,7 @@ impl CopyStep<'_> {
             Err(e) => {
                 // The state stays Running: the Job may retry this pod. The operator marks the task Failed
                 // when the Job gives up, with this pod's termination message.
-                status.last_error = Some(bounded_message(&crate::error_text::error_text(e)));
+                status.last_error = Some(bounded_message(&crate::error_text::status_text(e)));
                 status.message = Some(format!("attempt {} failed", status.attempts));
                 status.rows_per_second = 0;
             }
@@ -930,7 +930,7 @@ mod tests {
         } else {
             TaskError::Read(ReadError::Encode {
                 table: "dbo.T".into(),
-                key: "2".into(),
+                key: crate::error_text::RowKey("2".into()),
                 column: "Txt".into(),
                 kind: EncodeErrorKind::Nul,
             })

@@ -5,7 +5,7 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use mssql_pg_worker::direction::{self, WithEngine};
 use mssql_pg_worker::engine::{Engine, FinalizedAndVerified, KeysBuilt, Prepared};
-use mssql_pg_worker::error_text::error_text;
+use mssql_pg_worker::error_text::{error_text, status_text};
 use mssql_pg_worker::progress::{Display, Reporter, TaskInfo};
 use mssql_pg_worker::published::{PublishedColumn, PublishedPlan, PublishedTable};
 use mssql_pg_worker::spec::{self, Credentials};
@@ -613,8 +613,10 @@ async fn k8s_main(step: K8sStep, cli: &Cli, out: &Out) -> Exit {
         }
         Err(e) => {
             let permanent = e.is_permanent();
+            // The log keeps row keys; the outcome becomes the termination message, shown in
+            // Events and the Migration's status to anyone with `view`.
             tracing::error!(step = name, error = %error_text(&e), permanent, "step failed");
-            outcome.error = Some(error_text(&e));
+            outcome.error = Some(status_text(&e));
             let exit = if permanent { Exit::Permanent } else { Exit::Failure };
             exit.of_process()
         }
