@@ -185,7 +185,9 @@ pub struct MigrationTaskStatus {
     /// Peak resident memory of the worker process.
     #[serde(default)]
     pub peak_memory_bytes: i64,
-    /// Key of the last committed row (text form); a retry resumes after it.
+    /// Where a retry resumes: after this many committed rows, in key order (`after row N`). The
+    /// key itself stays in the target's `_mssqlpg.checkpoints`: this status is readable by anyone
+    /// who may view the task.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checkpoint: Option<String>,
     /// Worker runs that started on this task.

@@ -175,6 +175,10 @@ pub struct Plan {
     pub warnings: Vec<String>,
     /// The source's views translated to PostgreSQL, in the order finalize creates them.
     pub views: Vec<crate::view_plan::ViewPlan>,
+    /// The run of the migration this plan is copied by (its generation in `_mssqlpg.runs`): set by
+    /// prepare and by reading the stored plan, 0 before; a copy task claims its task for it.
+    #[serde(skip)]
+    pub run: i64,
 }
 
 impl Plan {
@@ -646,6 +650,7 @@ pub fn build_plan(
         tasks,
         warnings,
         views: Vec::new(),
+        run: 0,
     })
 }
 

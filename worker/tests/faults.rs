@@ -4,6 +4,10 @@
 //! ends exact (counts, checksums, no duplicates) after retries from the checkpoint, or, when the
 //! fault does not go away, with an error naming the endpoint and the table in bounded time. Every
 //! test is itself bounded, so a regression fails instead of hanging CI.
+//!
+//! Silence that is not a fault is waited for: a statement waiting for a lock another session
+//! holds, longer than the stall limit, ends the first attempt without a retry (the server says
+//! the session still works on it).
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -363,6 +367,40 @@ async fn a_target_that_stays_stalled_fails_naming_it_and_reports_the_committed_r
     .unwrap();
 }
 
+/// A copy waiting three stall limits for a lock on the PostgreSQL target (held by another session
+/// on its table) succeeds in its first attempt: the server still runs the statement, so it is no
+/// stall (with one attempt allowed, a stall would fail the copy).
+#[tokio::test]
+async fn a_lock_wait_on_the_postgres_target_longer_than_the_stall_limit_is_waited_for() {
+    tokio::time::timeout(BOUND, async {
+        let (_server, source) = start_tds_server();
+        source_table(&source).await;
+        let pg = common::pg_connect().await;
+        let schema = common::fresh_schema(&pg, "f_pg_lock_wait").await;
+        let target = PgEndpoint::from_conn_str(&common::pg_url()).unwrap();
+        let e = forward(&source, target, &schema, 1);
+        let prepared = e.prepare().await.unwrap();
+        let holder = common::pg_connect().await;
+        holder
+            .batch_execute(&format!("BEGIN; LOCK TABLE \"{schema}\".\"Facts\" IN SHARE MODE"))
+            .await
+            .unwrap();
+        let held = 3 * timeouts().stall;
+        let release = tokio::spawn(async move {
+            tokio::time::sleep(held).await;
+            holder.batch_execute("COMMIT").await.unwrap();
+        });
+        let started = std::time::Instant::now();
+        let reports = e.copy_all(&prepared.plan).await.unwrap();
+        release.await.unwrap();
+        assert!(started.elapsed() >= held, "the copy waited for the lock");
+        assert_eq!(reports[0].attempts, 1, "{reports:#?}");
+        assert_exact_in_pg(&pg, &schema).await;
+    })
+    .await
+    .unwrap();
+}
+
 /// A private PostgreSQL (the restart must not disturb other tests), stopped on drop.
 struct PrivatePg {
     dir: String,
@@ -638,6 +676,43 @@ async fn a_sql_server_target_that_stays_blackholed_fails_naming_it_in_bounded_ti
         assert_eq!(reports.len(), 1, "{reports:#?}");
         assert_eq!(reports[0].total_rows, committed, "{reports:#?}");
         assert_eq!(reports[0].attempts, 2);
+    })
+    .await
+    .unwrap();
+}
+
+/// The same towards SQL Server: another session of the test server holds its write lock, so the
+/// copy's first write waits three stall limits; the server still has the session, so the first
+/// attempt waits and succeeds.
+#[tokio::test]
+async fn a_lock_wait_on_the_sql_server_target_longer_than_the_stall_limit_is_waited_for() {
+    tokio::time::timeout(BOUND, async {
+        let (_server, target) = start_tds_server();
+        let pg = common::pg_connect().await;
+        let schema = reverse_source_table(&pg, "f_rev_lock_wait").await;
+        let source = PgEndpoint::from_conn_str(&common::pg_url()).unwrap();
+        let e = reverse(source, target.clone(), &schema, 1);
+        let prepared = e.prepare().await.unwrap();
+        let mut holder = target.connect().await.unwrap();
+        ms_exec(&mut holder, "CREATE TABLE dbo.held (x int NOT NULL)").await;
+        ms_exec(
+            &mut holder,
+            "BEGIN TRANSACTION; INSERT INTO dbo.held (x) VALUES (1)",
+        )
+        .await;
+        let held = 3 * timeouts().stall;
+        let release = tokio::spawn(async move {
+            tokio::time::sleep(held).await;
+            ms_exec(&mut holder, "COMMIT TRANSACTION").await;
+        });
+        let started = std::time::Instant::now();
+        let reports = e.copy_all(&prepared.plan).await.unwrap();
+        release.await.unwrap();
+        assert!(started.elapsed() >= held, "the copy waited for the lock");
+        assert_eq!(reports[0].attempts, 1, "{reports:#?}");
+        let mut ms = target.connect().await.unwrap();
+        let rows = common::ms_scalar::<i64>(&mut ms, "SELECT COUNT_BIG(*) FROM dbo.facts").await;
+        assert_eq!(rows, Some(ROWS));
     })
     .await
     .unwrap();

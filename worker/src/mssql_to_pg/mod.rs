@@ -223,6 +223,7 @@ impl Engine for MssqlToPgEngine {
             &self.source,
             &self.target,
             &self.options.migration,
+            plan.run,
             t,
             task,
             &copy,

@@ -23,16 +23,19 @@ impl MssqlToPgEngine {
         let migration = &self.options.migration;
         let fingerprint = plan.fingerprint();
         if checkpoint::tables_exist(&pg).await?
-            && let Some((fp, state)) = checkpoint::run_state(&pg, migration).await?
-            && fp == fingerprint
+            && let Some(run) = checkpoint::run_state(&pg, migration).await?
+            && run.fingerprint == fingerprint
             // Only an interrupted copy resumes; after finalize (e.g. a verification mismatch) a
             // rerun starts over.
-            && state == "copying"
+            && run.state == "copying"
+            // A Migration deleted and applied again starts a run of its own.
+            && run.belongs_to(self.options.run_id.as_deref())
             && let Some(tasks) = self.stored_tasks(&pg).await?
             && self.all_tables_exist(&pg, &plan).await?
             && !self.unlogged_rows_lost(&pg, &plan, &tasks).await?
         {
             plan.tasks = tasks;
+            plan.run = run.generation;
             return Ok(Prepared {
                 plan,
                 resumed: true,
@@ -54,6 +57,8 @@ impl MssqlToPgEngine {
                 sql: String::new(),
                 source,
             })?;
+        // Before the first write: no worker of an earlier run commits from here on.
+        plan.run = checkpoint::begin_run(&pg, migration, self.options.run_id.as_deref()).await?;
         let mut warnings = Vec::new();
         // Foreign keys of other tables the user allowed to drop come back in finalize, by the
         // names the catalog gave (stored as such, never as SQL text pasted together); views do not.
@@ -309,7 +314,13 @@ impl MssqlToPgEngine {
         let pg = self.target.connect().await?;
         checkpoint::ensure_tables(&pg).await?;
         match checkpoint::run_state(&pg, &self.options.migration).await? {
-            Some((fp, _)) if fp == plan.fingerprint() => {}
+            Some(run) if !run.belongs_to(self.options.run_id.as_deref()) => {
+                return Err(MssqlToPgError::StoredPlan(
+                    self.options.migration.clone(),
+                    checkpoint::another_object(&run),
+                ));
+            }
+            Some(run) if run.fingerprint == plan.fingerprint() => plan.run = run.generation,
             _ => {
                 return Err(MssqlToPgError::StoredPlan(
                     self.options.migration.clone(),

@@ -141,6 +141,8 @@ pub enum PgToMssqlError {
     TargetCatalog(#[source] Box<crate::mssql::introspect::IntrospectError>),
     #[error("{0}")]
     Stalled(Stalled),
+    #[error(transparent)]
+    Stopped(crate::shutdown::Stopped),
     /// The task's last attempt failed; its report says what it left committed.
     #[error("{0}")]
     Failed(Box<TaskFailure<PgToMssqlError>>),
@@ -176,6 +178,17 @@ impl PgToMssqlError {
             Task { source, .. } => source.is_permanent(),
             Tasks { failed, first, .. } => *failed == 1 && first.is_permanent(),
             other => crate::retry::is_data_error(other),
+        }
+    }
+
+    /// Whether another worker took the task over (see [`crate::fence`]).
+    pub fn taken_over(&self) -> bool {
+        match self {
+            PgToMssqlError::Checkpoint(e) => e.taken_over(),
+            PgToMssqlError::Bulk(e) => e.taken_over(),
+            PgToMssqlError::Failed(f) => f.cause.taken_over(),
+            PgToMssqlError::Task { source, .. } => source.taken_over(),
+            _ => false,
         }
     }
 
@@ -393,7 +406,7 @@ impl Engine for PgToMssqlEngine {
         task: &TaskPlan,
         pools: &Pools,
     ) -> Result<TaskReport, PgToMssqlError> {
-        copy_task(self, &plan.tables[task.table], task, pools).await
+        copy_task(self, plan.run, &plan.tables[task.table], task, pools).await
     }
 
     /// A checksum without upsert checks each task's key range on its own (in parallel), against

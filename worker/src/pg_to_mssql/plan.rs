@@ -419,6 +419,7 @@ pub async fn build_plan(
         tasks,
         warnings,
         views: Vec::new(),
+        run: 0,
     })
 }
 

@@ -141,9 +141,11 @@ impl PgToMssqlEngine {
         let migration = &self.options.migration;
         let fingerprint = plan.fingerprint();
         if mscp::tables_exist(&mut ms).await?
-            && let Some((fp, state, Some(tasks))) = mscp::run_state(&mut ms, migration).await?
-            && fp == fingerprint
-            && state == "copying"
+            && let Some((run, Some(tasks))) = mscp::run_state(&mut ms, migration).await?
+            && run.fingerprint == fingerprint
+            && run.state == "copying"
+            // A Migration deleted and applied again starts a run of its own.
+            && run.belongs_to(self.options.run_id.as_deref())
             && let Ok(tasks) = serde_json::from_str::<Vec<TaskPlan>>(&tasks)
         {
             let mut all = true;
@@ -154,6 +156,7 @@ impl PgToMssqlEngine {
                 // A resumed run may find the state tables of an older worker.
                 mscp::ensure_tables(&mut ms).await?;
                 plan.tasks = tasks;
+                plan.run = run.generation;
                 return Ok(Prepared {
                     plan,
                     resumed: true,
@@ -168,6 +171,8 @@ impl PgToMssqlEngine {
             return Err(PgToMssqlError::Refused(refused));
         }
         mscp::ensure_tables(&mut ms).await?;
+        // Before the first write: no worker of an earlier run commits from here on.
+        plan.run = mscp::begin_run(&mut ms, migration, self.options.run_id.as_deref()).await?;
         let recreate: Vec<String> = actions
             .iter()
             .flat_map(|a| match a {
@@ -251,9 +256,16 @@ impl PgToMssqlEngine {
         let (mut ms, _) = self.connect_target().await?;
         mscp::ensure_tables(&mut ms).await?;
         match mscp::run_state(&mut ms, &self.options.migration).await? {
-            Some((fp, _, Some(tasks))) if fp == plan.fingerprint() => {
+            Some((run, _)) if !run.belongs_to(self.options.run_id.as_deref()) => {
+                Err(PgToMssqlError::StoredPlan(
+                    self.options.migration.clone(),
+                    crate::checkpoint::another_object(&run),
+                ))
+            }
+            Some((run, Some(tasks))) if run.fingerprint == plan.fingerprint() => {
                 plan.tasks = serde_json::from_str(&tasks)
                     .map_err(|e| PgToMssqlError::StoredPlan(self.options.migration.clone(), e.to_string()))?;
+                plan.run = run.generation;
                 Ok(plan)
             }
             _ => Err(PgToMssqlError::StoredPlan(
