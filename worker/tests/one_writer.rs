@@ -14,7 +14,6 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use mssql_pg_crds::names::{EXIT_STOPPED, EXIT_TAKEN_OVER};
-use tds_testserver::TestServer;
 
 const ROWS: i64 = 60_000;
 
@@ -119,7 +118,7 @@ fn values(block: i64) -> String {
 
 /// A test server holding `dbo.Heap` (no key) and `dbo.Keyed` (primary key), each with ids
 /// 1..=ROWS.
-async fn seeded() -> (TestServer, u16, String) {
+async fn seeded() -> (common::MssqlServer, u16, String) {
     let (server, source) = common::start_tds_server();
     let mut ms = source.connect().await.unwrap();
     common::ms_exec(
