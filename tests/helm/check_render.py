@@ -268,6 +268,12 @@ def main():
         check_deployment(docs, 1, leader=False)
         check_operator_rbac(docs, namespaced=False, leader=False, job_namespaces=["mssql-pg-operator"])
         check_worker_rbac(docs, ["mssql-pg-operator"])
+        # The plain manifests' users bind the operator's -jobs ClusterRole in each further namespace with the
+        # example; it must bind what the chart binds.
+        example = one(load(ROOT / "deploy/examples/worker-rbac.yaml"), "RoleBinding", "mssql-pg-operator-jobs")
+        chart = one(docs, "RoleBinding", "mssql-pg-operator-jobs")
+        check((example["roleRef"], example["subjects"]) == (chart["roleRef"], chart["subjects"]),
+              "deploy/examples/worker-rbac.yaml binds the operator's -jobs role otherwise than the chart")
         for k in ("ServiceMonitor", "PodMonitor", "PrometheusRule", "NetworkPolicy", "ConfigMap", "CustomResourceDefinition",
                   "ValidatingAdmissionPolicy"):
             check(k not in kinds, f"{k} rendered by default (kinds: {kinds})")

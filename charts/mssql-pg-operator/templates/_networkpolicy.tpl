@@ -2,7 +2,7 @@
 
 {{/* DNS: only to the cluster's DNS servers (networkPolicy.dns), UDP and TCP. */}}
 {{- define "mssql-pg-operator.egressDns" -}}
-{{- $dns := .Values.networkPolicy.dns }}
+{{- $dns := .Values.networkPolicy.dns -}}
 # DNS: the cluster's DNS servers only (networkPolicy.dns)
 - to:
     {{- toYaml $dns.to | nindent 4 }}
@@ -47,7 +47,7 @@ destination on the API ports. */}}
 {{/* The OTLP collector's port (from the URL), to networkPolicy.otlpTo or else any destination. */}}
 {{- define "mssql-pg-operator.egressOtlp" -}}
 {{- with .Values.otlpEndpoint }}
-{{- $hostport := (urlParse .).host }}
+{{- $hostport := (urlParse .).host -}}
 # OTLP collector: its port (from otlpEndpoint){{ if not $.Values.networkPolicy.otlpTo }}, any destination (networkPolicy.otlpTo unset){{ end }}
 - ports:
   - {port: {{ ternary (last (splitList ":" $hostport)) "4317" (contains ":" $hostport) }}, protocol: TCP}
