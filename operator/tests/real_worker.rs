@@ -310,10 +310,20 @@ impl E2e {
     /// patched every second; worker pods share the host network here, so they do not serve /metrics. Workers
     /// may reach the TDS test server and PostgreSQL only (the endpoint allowlist).
     fn start_operator(&self, metrics_addr: &str) -> Operator {
+        self.start_operator_reaching(metrics_addr, &[])
+    }
+
+    /// [`Self::start_operator`], the allowlist also holding `more_ports` (a test's own servers).
+    fn start_operator_reaching(&self, metrics_addr: &str, more_ports: &[u16]) -> Operator {
         let (pg_host, pg_port, _) = pg_endpoint(&self.pg_cfg);
+        let ports: Vec<String> = [self.mssql.port, pg_port]
+            .iter()
+            .chain(more_ports)
+            .map(u16::to_string)
+            .collect();
         let allowlist = format!(
-            r#"[{{"hosts": ["{pg_host}"], "cidrs": ["127.0.0.0/8"], "ports": [{}, {pg_port}]}}]"#,
-            self.mssql.port
+            r#"[{{"hosts": ["{pg_host}"], "cidrs": ["127.0.0.0/8"], "ports": [{}]}}]"#,
+            ports.join(", ")
         );
         let append = |path: &Path| {
             std::fs::OpenOptions::new()
@@ -1066,7 +1076,7 @@ stringData: {{username: {pg_user}, password: unused-with-trust}}
     ] {
         pg.batch_execute(&sql).await.unwrap();
     }
-    let _operator = e2e.start_operator("127.0.0.1:0");
+    let _operator = e2e.start_operator_reaching("127.0.0.1:0", &[source.port]);
     let (host, port, _) = pg_endpoint(pg_cfg);
     cluster.apply(&format!(
         "apiVersion: mssqlpg.dev/v1alpha1
