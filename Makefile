@@ -9,7 +9,7 @@ CACHE ?= $(HOME)/.cache/mssql-pg-operator
 VENV  := .venv
 export MSSQLPG_CACHE := $(CACHE)
 
-.PHONY: help deps lint crds crds-check tiberius-check test test-rust test-clients bench fmt demo demo-down manifests manifests-check
+.PHONY: help deps lint crds crds-check tiberius-check release-check test test-rust test-clients bench fmt demo demo-down manifests manifests-check
 
 help:
 	@echo "make test   install missing tools, lint, run all tests"
@@ -40,11 +40,15 @@ tiberius-check:
 fmt:
 	cargo fmt --all
 
+# The release and CI workflows (actionlint, built once into $(CACHE)/tools), the tag check, the README's install line.
+release-check:
+	tests/release/run.sh
+
 # Everything, against a private PostgreSQL started for the run and stopped at the end.
 # On a fresh machine the Kubernetes binaries (a Go build on one core) are built while clippy runs.
 test: deps
 	@mkdir -p $(CACHE) && (tests/control-plane/build.sh > $(CACHE)/k8s-build-early.log 2>&1 &)
-	$(MAKE) lint crds-check tiberius-check
+	$(MAKE) lint crds-check tiberius-check release-check
 	tests/scripts/run-tests.sh
 
 test-rust:

@@ -1,5 +1,6 @@
 //! The CustomResourceDefinitions as installed: derived schemas plus root-level rules the derive cannot
-//! express, rendered as the YAML files committed under `crds/generated/` and the Helm chart.
+//! express, rendered as the plain YAML files committed under `crds/generated/` and as the Helm chart's templates
+//! (`charts/mssql-pg-operator/templates/crds/`).
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceDefinition, ValidationRule,
@@ -24,7 +25,7 @@ pub fn migration_crd() -> CustomResourceDefinition {
              derived from it"
         ),
     );
-    strip_null_enum_values(crd)
+    for_users(crd)
 }
 
 /// The MigrationTask CRD.
@@ -37,6 +38,17 @@ pub fn migration_task_crd() -> CustomResourceDefinition {
             "metadata.name must be at most {MAX_OBJECT_NAME_LEN} characters: it is used as a label value"
         ),
     );
+    for_users(crd)
+}
+
+/// The derived CRD made fit for `kubectl explain` and schema consumers: no `null` enum entries, no Go
+/// documentation of embedded Kubernetes types.
+fn for_users(crd: CustomResourceDefinition) -> CustomResourceDefinition {
+    let Ok(mut value) = serde_json::to_value(&crd) else {
+        return crd;
+    };
+    crate::schema::describe_for_users(&mut value);
+    let crd = serde_json::from_value(value).unwrap_or(crd);
     strip_null_enum_values(crd)
 }
 
@@ -106,6 +118,33 @@ fn quote_yaml11_bool(line: &str) -> std::borrow::Cow<'_, str> {
     } else {
         line.into()
     }
+}
+
+/// Where the chart's CRD templates live, relative to the chart.
+pub const CHART_TEMPLATE_DIR: &str = "templates/crds";
+
+/// The chart's template of one CRD. Templates rather than the chart's `crds/` directory, because Helm never
+/// upgrades what it installed from there; behind `crds.install` (a release upgraded with `--reuse-values` from a
+/// chart without the value has none: installed), and kept by `helm uninstall` (`helm.sh/resource-policy: keep`),
+/// which would otherwise delete the CRD and with it every Migration and MigrationTask in the cluster.
+pub fn to_chart_template(crd: &CustomResourceDefinition) -> Result<String, serde_norway::Error> {
+    let mut crd = crd.clone();
+    crd.metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert("helm.sh/resource-policy".to_string(), "keep".to_string());
+    let yaml = to_yaml(&crd)?;
+    let body = yaml.strip_prefix(HEADER).unwrap_or(&yaml);
+    let mut out = String::with_capacity(body.len() + 512);
+    out.push_str(&format!(
+        "{{{{- /* {} */ -}}}}\n",
+        HEADER.trim_start_matches("# ").trim_end()
+    ));
+    out.push_str("{{- if (.Values.crds | default (dict \"install\" true)).install }}\n");
+    // Text in a template is Go template source: a description quoting `{{` must come out as written.
+    out.push_str(&body.replace("{{", "{{ \"{{\" }}"));
+    out.push_str("{{- end }}\n");
+    Ok(out)
 }
 
 fn add_root_rule(crd: &mut CustomResourceDefinition, rule: &str, message: &str) {

@@ -10,6 +10,7 @@ pub mod glob;
 pub mod migration;
 pub mod names;
 pub mod quantity;
+pub mod schema;
 pub mod status;
 pub mod task;
 pub mod validate;

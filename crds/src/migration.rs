@@ -43,6 +43,12 @@ use crate::status::MigrationStatus;
         "message": "source and target must be different engines: one mssql, one postgres"
     },
     {
+        // The worker keeps its checkpoints and run state there: source tables named like them would
+        // replace them.
+        "rule": "(!has(self.target.postgres) || !has(self.target.postgres.schema) || self.target.postgres.schema.lowerAscii() != '_mssqlpg') && (!has(self.target.mssql) || !has(self.target.mssql.schema) || self.target.mssql.schema.lowerAscii() != '_mssqlpg')",
+        "message": "spec.target.*.schema: _mssqlpg is the worker's own schema (checkpoints and run state); choose another schema"
+    },
+    {
         // A running migration's tasks, checkpoints and target tables were planned from these fields;
         // changing them underneath would mix two plans. suspend, parallelism, copyJobs and worker stay
         // editable (they only shape the Jobs still to start).

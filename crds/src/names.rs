@@ -10,6 +10,18 @@ pub const EXIT_PERMANENT: u8 = 3;
 /// `spec.worker.image`) passing a flag the worker does not know fails its Job at once this way.
 pub const EXIT_USAGE: u8 = 2;
 
+/// Exit code of a worker stopped by SIGTERM or SIGINT: the copy's chunk in flight was committed or
+/// rolled back, and running the step again resumes after the last committed chunk. The Jobs' pod
+/// failure policy does not count it against `backoffLimit` (a pod deleted or a node drained is not
+/// the worker failing): the next pod resumes.
+pub const EXIT_STOPPED: u8 = 4;
+
+/// Exit code of a worker that found a task it was copying claimed by another worker since (its
+/// fence, see the worker's `fence` module): it stopped without committing more of it. The Jobs'
+/// pod failure policy fails the Job at once, so two workers never take a task from each other in
+/// turn; the one that claimed last carries on.
+pub const EXIT_TAKEN_OVER: u8 = 5;
+
 /// API group of both resources.
 pub const GROUP: &str = "mssqlpg.dev";
 /// API version of both resources.
@@ -25,6 +37,12 @@ pub const LABEL_STEP: &str = "mssqlpg.dev/step";
 pub const LABEL_MANAGED_BY: &str = "app.kubernetes.io/managed-by";
 /// Value of [`LABEL_MANAGED_BY`].
 pub const MANAGER: &str = "mssql-pg-operator";
+
+/// Port worker pods serve Prometheus `/metrics` on in a Job, declared in their pod spec under the name
+/// [`WORKER_METRICS_PORT_NAME`] for the chart's PodMonitor.
+pub const WORKER_METRICS_PORT: i32 = 9090;
+/// Name of [`WORKER_METRICS_PORT`] in worker pod specs (the PodMonitor's `port:`).
+pub const WORKER_METRICS_PORT_NAME: &str = "metrics";
 
 /// Keys of a credentials Secret.
 pub const SECRET_KEY_USERNAME: &str = "username";

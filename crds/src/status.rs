@@ -32,9 +32,13 @@ pub struct MigrationStatus {
     /// Coarse lifecycle phase, for display; conditions are the API.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<MigrationPhase>,
+    /// When the run left Pending (RFC 3339, UTC): the start of the plan.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::schema::timestamp")]
     pub started_at: Option<Time>,
+    /// When the run ended, Succeeded or Failed (RFC 3339, UTC).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::schema::timestamp")]
     pub completed_at: Option<Time>,
     /// Tasks done out of tasks planned, as "N/M".
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -42,19 +46,25 @@ pub struct MigrationStatus {
     /// Estimated time left for the copy at the current rate, e.g. "1h05m" (absent when unknown).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub eta: Option<String>,
+    /// MigrationTasks the plan created (a table, or a key range of a large one, each).
     #[serde(default)]
     pub tasks_total: i32,
+    /// MigrationTasks whose rows are all copied.
     #[serde(default)]
     pub tasks_succeeded: i32,
+    /// MigrationTasks that failed after their retries, or at once when no retry could help.
     #[serde(default)]
     pub tasks_failed: i32,
+    /// MigrationTasks a worker is copying now.
     #[serde(default)]
     pub tasks_running: i32,
     /// Estimated source rows of all planned tasks.
     #[serde(default)]
     pub rows_total: i64,
+    /// Rows committed to the target, over every task.
     #[serde(default)]
     pub rows_copied: i64,
+    /// Bytes of row data sent to the target, over every task.
     #[serde(default)]
     pub bytes_copied: i64,
     /// Rows committed per second over the last minute while copying; once every task is done, the copy
@@ -67,11 +77,13 @@ pub struct MigrationStatus {
     /// Highest peak resident memory reported by any worker.
     #[serde(default)]
     pub peak_worker_memory_bytes: i64,
-    /// Per-table summary, at most `MAX_TABLE_SUMMARIES` (200) entries.
+    /// Per-table summary of at most 200 tables, failed and running ones first; the totals count every
+    /// table.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 200))]
     pub tables: Vec<TableSummary>,
-    /// Lossy type mappings and other things a person should know, at most `MAX_WARNINGS` (100) entries.
+    /// Lossy type mappings, objects left untranslated and other things a person should know, at most
+    /// 100; the last one then says how many were left out.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 100))]
     pub warnings: Vec<String>,
@@ -142,10 +154,12 @@ pub struct TableSummary {
     /// Estimated source rows.
     #[serde(default)]
     pub rows: i64,
+    /// Rows committed to the target table.
     #[serde(default)]
     pub rows_copied: i64,
     /// Failed if any task failed, Running if any runs, Succeeded when all did, else Pending.
     pub state: TaskState,
+    /// Rows committed per second to the table over the last minute.
     #[serde(default)]
     pub rows_per_second: i64,
     /// Number of tasks (key-range partitions) of the table.
@@ -166,7 +180,7 @@ pub struct PlanSummary {
     /// Estimated rows over all tables.
     #[serde(default)]
     pub rows_estimated: i64,
-    /// Per-table plan, at most `MAX_PLANNED_TABLES` (200) entries.
+    /// Per-table plan, at most 200 tables.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 200))]
     pub tables: Vec<PlannedTable>,
@@ -180,8 +194,10 @@ pub struct PlannedTable {
     pub source: String,
     /// Target table as `schema.table`.
     pub target: String,
+    /// Estimated source rows, from the source's statistics.
     #[serde(default)]
     pub estimated_rows: i64,
+    /// Tasks the table is copied in: 1 for a whole table, more for key ranges of a large one.
     #[serde(default)]
     pub partitions: i32,
     /// Columns whose values do not survive the mapping exactly.

@@ -61,8 +61,10 @@ pub struct MigrationTaskSpec {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TableRef {
+    /// Schema name.
     #[schemars(length(min = 1, max = 128))]
     pub schema: String,
+    /// Table name.
     #[schemars(length(min = 1, max = 128))]
     pub name: String,
 }
@@ -99,8 +101,9 @@ pub struct PartitionSpec {
     /// Number of ranges the table is split into.
     #[schemars(range(min = 1, max = 1024))]
     pub count: i32,
-    /// `"<index+1>/<count>"`, for `kubectl get mtask` (use [`PartitionSpec::new`]). Not checked against
-    /// index/count by CEL: the API server's cost estimate for string(int) conversions exceeds the budget.
+    /// The range's position as `<index+1>/<count>` (`2/8`), for `kubectl get mtask`.
+    // Made by `PartitionSpec::new`. Not checked against index/count by CEL: the API server's cost
+    // estimate for string(int) conversions exceeds the budget.
     #[schemars(
         length(min = 3, max = 9),
         regex(pattern = r"^[1-9][0-9]{0,3}/[1-9][0-9]{0,3}$")
@@ -149,6 +152,7 @@ impl PartitionSpec {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ColumnMapping {
+    /// Column name in the source.
     #[schemars(length(min = 1, max = 128))]
     pub name: String,
     /// Source type as the source engine spells it, e.g. `datetime2(7)`.
@@ -157,6 +161,7 @@ pub struct ColumnMapping {
     /// Target type as the target engine spells it, e.g. `timestamp(6)`.
     #[schemars(length(max = 256))]
     pub target_type: String,
+    /// Whether the column accepts NULL.
     #[serde(default)]
     pub nullable: bool,
 }
@@ -165,6 +170,7 @@ pub struct ColumnMapping {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct MigrationTaskStatus {
+    /// Pending, Running, Succeeded or Failed.
     #[serde(default)]
     pub state: TaskState,
     /// Rows committed to the target.
@@ -179,7 +185,9 @@ pub struct MigrationTaskStatus {
     /// Peak resident memory of the worker process.
     #[serde(default)]
     pub peak_memory_bytes: i64,
-    /// Key of the last committed row (text form); a retry resumes after it.
+    /// Where a retry resumes: after this many committed rows, in key order (`after row N`). The
+    /// key itself stays in the target's `_mssqlpg.checkpoints`: this status is readable by anyone
+    /// who may view the task.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checkpoint: Option<String>,
     /// Worker runs that started on this task.
@@ -191,10 +199,15 @@ pub struct MigrationTaskStatus {
     /// Rows counted on both sides by verification.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rows_verified: Option<i64>,
+    /// When a worker started copying the task (RFC 3339, UTC).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::schema::timestamp")]
     pub started_at: Option<Time>,
+    /// When the task finished, Succeeded or Failed (RFC 3339, UTC).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::schema::timestamp")]
     pub completed_at: Option<Time>,
+    /// Why the task's last attempt failed, naming the table, key and column where it can.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
     /// Human-readable progress note.

@@ -215,9 +215,10 @@ impl MigrationSpec {
     }
 }
 
-/// The checks of `target.*.schemaMap` admission cannot make: identifiers the target engine
-/// accepts, one entry per source schema (compared as the source engine compares names), and no
-/// entry for the source's `schema`, which `target.*.schema` already places.
+/// The checks of `target.*.schema` and `target.*.schemaMap` admission cannot make: identifiers the
+/// target engine accepts (not the worker's own `_mssqlpg`), one entry per source schema (compared
+/// as the source engine compares names), and no entry for the source's `schema`, which
+/// `target.*.schema` already places.
 fn schema_map_errors(spec: &MigrationSpec, errors: &mut Vec<FieldError>) {
     for (engine, ep) in [
         ("mssql", spec.source.mssql.as_ref().map(|m| &m.schema_map)),
@@ -233,6 +234,12 @@ fn schema_map_errors(spec: &MigrationSpec, errors: &mut Vec<FieldError>) {
     let Some(target) = spec.target.get() else {
         return;
     };
+    if let Some(why) = bad_target_schema(target.engine(), target.schema()) {
+        errors.push(FieldError::new(
+            format!("spec.target.{}.schema", target.engine()),
+            why,
+        ));
+    }
     let path = format!("spec.target.{}.schemaMap", target.engine());
     // SQL Server's catalog compares schema names case-insensitively, PostgreSQL's exactly.
     let (source_schema, source_ci) = match spec.source.get() {
@@ -290,7 +297,11 @@ pub fn bad_target_schema(engine: crate::endpoint::Engine, name: &str) -> Option<
     }
     let folded = name.to_lowercase();
     if folded == "_mssqlpg" {
-        return Some("_mssqlpg is the worker's own schema (checkpoints); map to another schema".into());
+        return Some(
+            "_mssqlpg is the worker's own schema (its checkpoints and run state, compared case-insensitively); \
+             choose another schema"
+                .into(),
+        );
     }
     match engine {
         Engine::Postgres => {

@@ -248,18 +248,29 @@ fn cel_rules_check_task_partitions() {
 #[test]
 fn committed_files_match_the_types() {
     // The same check as crds/check-generated.sh, so `cargo test` alone catches a stale CRD.
-    let dirs = ["generated", "../charts/mssql-pg-operator/crds"];
+    let root = env!("CARGO_MANIFEST_DIR");
     for (file, crd) in generate::all() {
-        let want = generate::to_yaml(&crd).unwrap();
-        for dir in dirs {
-            let path = format!("{}/{dir}/{file}", env!("CARGO_MANIFEST_DIR"));
+        let chart = format!("{root}/../charts/mssql-pg-operator/{}/{file}", generate::CHART_TEMPLATE_DIR);
+        for (path, want) in [
+            (format!("{root}/generated/{file}"), generate::to_yaml(&crd).unwrap()),
+            (chart, generate::to_chart_template(&crd).unwrap()),
+        ] {
             let have = std::fs::read_to_string(&path).unwrap_or_default();
-            assert!(
-                have == want,
-                "{path} is stale: run `cargo run -p mssql-pg-crds --bin crdgen` and commit the result"
-            );
+            assert!(have == want, "{path} is stale: run `make crds` and commit the result");
         }
     }
+}
+
+#[test]
+fn chart_templates_keep_the_crds_and_quote_template_braces() {
+    let (_, mut crd) = generate::all().into_iter().next().unwrap();
+    let template = generate::to_chart_template(&crd).unwrap();
+    assert!(template.contains("    helm.sh/resource-policy: keep\n"), "{template}");
+    assert!(template.contains("{{- if (.Values.crds | default (dict \"install\" true)).install }}\n"));
+    assert!(template.ends_with("{{- end }}\n"));
+    crd.spec.names.kind = "Has{{Braces}}".into();
+    let template = generate::to_chart_template(&crd).unwrap();
+    assert!(template.contains("kind: Has{{ \"{{\" }}Braces}}\n"), "{template}");
 }
 
 #[test]
@@ -299,4 +310,24 @@ fn schema_map_is_a_list_map_keyed_by_from_and_refuses_the_worker_schema() {
             .any(|e| e.contains("schemaMap") && e.contains("worker's own schema")),
         "{errs:?}"
     );
+}
+
+#[test]
+fn cel_rules_refuse_the_workers_schema_as_the_target_schema() {
+    let s = schema_of(&generate::migration_crd());
+    let mut target = pg();
+    target["postgres"]["schema"] = json!("_MSSQLPG");
+    let errs = cel_errors(&s, &migration(mssql(), target));
+    assert!(
+        errs.iter()
+            .any(|e| e.contains("spec.target.*.schema") && e.contains("worker's own schema")),
+        "{errs:?}"
+    );
+    let mut target = mssql();
+    target["mssql"]["schema"] = json!("_mssqlpg");
+    assert_eq!(cel_errors(&s, &migration(pg(), target)).len(), 1);
+    // Only the target's: a source schema of that name is read, not written.
+    let mut source = mssql();
+    source["mssql"]["schema"] = json!("_mssqlpg");
+    assert_eq!(cel_errors(&s, &migration(source, pg())), Vec::<String>::new());
 }

@@ -235,3 +235,25 @@ fn schema_map_follows_the_engines_rules_in_the_reverse_direction() {
     m3.spec.source.mssql.as_mut().unwrap().schema_map = vec![SchemaMapping::new("a", "b")];
     assert_eq!(paths(&m3), ["spec.source.mssql.schemaMap"]);
 }
+
+#[test]
+fn the_workers_own_schema_is_refused_as_the_target_schema_in_both_directions() {
+    let mut m = valid();
+    m.spec.target.postgres.as_mut().unwrap().schema = "_mssqlpg".into();
+    let err = m.validate().unwrap_err();
+    assert_eq!(err.len(), 1, "{err:?}");
+    assert_eq!(err[0].path, "spec.target.postgres.schema");
+    assert!(err[0].message.contains("worker's own schema"), "{}", err[0]);
+    // Folded by identifierCase: lower, and the same schema to SQL Server's catalog.
+    m.spec.target.postgres.as_mut().unwrap().schema = "_MsSqlPg".into();
+    assert_eq!(paths(&m), ["spec.target.postgres.schema"]);
+
+    let mut reverse = valid();
+    std::mem::swap(&mut reverse.spec.source, &mut reverse.spec.target);
+    reverse.spec.target.mssql.as_mut().unwrap().schema = "_MSSQLPG".into();
+    assert_eq!(paths(&reverse), ["spec.target.mssql.schema"]);
+    // A source schema of that name is only read.
+    let mut source = valid();
+    source.spec.source.mssql.as_mut().unwrap().schema = "_mssqlpg".into();
+    assert_eq!(source.validate(), Ok(()));
+}

@@ -11,15 +11,16 @@ use k8s_openapi::api::batch::v1::{
     PodFailurePolicyOnPodConditionsPattern, PodFailurePolicyRule,
 };
 use k8s_openapi::api::core::v1::{
-    Capabilities, Container, EmptyDirVolumeSource, EnvVar, EnvVarSource, KeyToPath, PodSecurityContext,
+    Capabilities, Container, ContainerPort, EmptyDirVolumeSource, EnvVar, EnvVarSource, KeyToPath, PodSecurityContext,
     PodSpec, PodTemplateSpec, SeccompProfile, SecretKeySelector, SecretVolumeSource, SecurityContext, Volume,
     VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
 use mssql_pg_crds::names::{
-    EXIT_PERMANENT, EXIT_USAGE, LABEL_MANAGED_BY, LABEL_MIGRATION, LABEL_STEP, LABEL_TASK, MANAGER,
-    SECRET_KEY_CA, SECRET_KEY_PASSWORD, SECRET_KEY_USERNAME,
+    EXIT_PERMANENT, EXIT_STOPPED, EXIT_TAKEN_OVER, EXIT_USAGE, LABEL_MANAGED_BY, LABEL_MIGRATION, LABEL_STEP,
+    LABEL_TASK, MANAGER, SECRET_KEY_CA, SECRET_KEY_PASSWORD, SECRET_KEY_USERNAME, WORKER_METRICS_PORT,
+    WORKER_METRICS_PORT_NAME,
 };
 use mssql_pg_crds::{Endpoint, Migration, MigrationTask, VerifyMode};
 
@@ -274,6 +275,13 @@ fn worker_job(
             .clone()
             .or_else(|| cfg.worker_resources.clone()),
         volume_mounts: Some(mounts),
+        // Named, so the chart's PodMonitor scrapes `port: metrics` (a bare `targetPort` is deprecated).
+        ports: Some(vec![ContainerPort {
+            name: Some(WORKER_METRICS_PORT_NAME.to_string()),
+            container_port: WORKER_METRICS_PORT,
+            protocol: Some("TCP".to_string()),
+            ..ContainerPort::default()
+        }]),
         termination_message_policy: Some("FallbackToLogsOnError".to_string()),
         security_context: Some(SecurityContext {
             allow_privilege_escalation: Some(false),
@@ -338,8 +346,10 @@ fn worker_job(
 /// When a worker pod's failure does not spend the Job's `backoffLimit`: a worker that exits with
 /// [`EXIT_PERMANENT`] (an invalid spec, a refused plan, data the target cannot hold, a verification
 /// that found a difference) or [`EXIT_USAGE`] (arguments it does not take) fails the Job at once,
-/// since another pod would fail the same way after the same work; a pod evicted or preempted
-/// (`DisruptionTarget`) is started again without counting.
+/// since another pod would fail the same way after the same work, and so does
+/// [`EXIT_TAKEN_OVER`] (another worker claimed its task: retrying would take it back and forth); a
+/// pod evicted or preempted (`DisruptionTarget`), or stopped by a signal at a chunk boundary
+/// ([`EXIT_STOPPED`]: a pod deleted, a node drained), is started again without counting.
 pub fn pod_failure_policy() -> PodFailurePolicy {
     PodFailurePolicy {
         rules: vec![
@@ -348,7 +358,11 @@ pub fn pod_failure_policy() -> PodFailurePolicy {
                 on_exit_codes: Some(PodFailurePolicyOnExitCodesRequirement {
                     container_name: Some(WORKER_CONTAINER.to_string()),
                     operator: "In".to_string(),
-                    values: vec![i32::from(EXIT_USAGE), i32::from(EXIT_PERMANENT)],
+                    values: vec![
+                        i32::from(EXIT_USAGE),
+                        i32::from(EXIT_PERMANENT),
+                        i32::from(EXIT_TAKEN_OVER),
+                    ],
                 }),
                 on_pod_conditions: None,
             },
@@ -359,6 +373,15 @@ pub fn pod_failure_policy() -> PodFailurePolicy {
                     type_: "DisruptionTarget".to_string(),
                     status: "True".to_string(),
                 }]),
+            },
+            PodFailurePolicyRule {
+                action: "Ignore".to_string(),
+                on_exit_codes: Some(PodFailurePolicyOnExitCodesRequirement {
+                    container_name: Some(WORKER_CONTAINER.to_string()),
+                    operator: "In".to_string(),
+                    values: vec![i32::from(EXIT_STOPPED)],
+                }),
+                on_pod_conditions: None,
             },
         ],
     }

@@ -113,6 +113,14 @@ fn plan_job_runs_worker_plan_with_secret_refs_only() {
     let psc = pod.security_context.as_ref().unwrap();
     assert_eq!(psc.run_as_non_root, Some(true));
     assert_eq!(psc.run_as_user, Some(65532));
+    // The PodMonitor scrapes the worker's /metrics by this port name.
+    let ports: Vec<_> = c
+        .ports
+        .iter()
+        .flatten()
+        .map(|p| (p.name.as_deref(), p.container_port, p.protocol.as_deref()))
+        .collect();
+    assert_eq!(ports, [(Some("metrics"), 9090, Some("TCP"))]);
     let sc = c.security_context.as_ref().unwrap();
     assert_eq!(sc.allow_privilege_escalation, Some(false));
     assert_eq!(sc.read_only_root_filesystem, Some(true));
@@ -138,7 +146,7 @@ fn every_job_fails_at_once_on_a_permanent_exit_and_ignores_disruptions() {
         assert_eq!(codes.container_name.as_deref(), Some("worker"));
         assert_eq!(
             (codes.operator.as_str(), codes.values.as_slice()),
-            ("In", &[2, 3][..])
+            ("In", &[2, 3, 5][..])
         );
         let ignore = &policy.rules[1];
         assert_eq!(ignore.action, "Ignore");
@@ -146,6 +154,10 @@ fn every_job_fails_at_once_on_a_permanent_exit_and_ignores_disruptions() {
             ignore.on_pod_conditions.as_ref().unwrap()[0].type_,
             "DisruptionTarget"
         );
+        // A worker stopped by a signal (pod deleted, node drained) resumes in the next pod.
+        let stopped = &policy.rules[2];
+        assert_eq!(stopped.action, "Ignore");
+        assert_eq!(stopped.on_exit_codes.as_ref().unwrap().values, [4]);
         // A pod failure policy needs pods that are not restarted in place.
         let pod = job.spec.as_ref().unwrap().template.spec.as_ref().unwrap();
         assert_eq!(pod.restart_policy.as_deref(), Some("Never"));

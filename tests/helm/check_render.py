@@ -3,7 +3,7 @@
 
   check_render.py default RENDERED.yaml       the default values
   check_render.py full RENDERED.yaml          tests/helm/values-full.yaml (2 replicas, monitors, NetworkPolicy, ...)
-  check_render.py namespaced RENDERED.yaml    watchNamespace set: a Role instead of the ClusterRole
+  check_render.py namespaced RENDERED.yaml    watchNamespace set: a Role instead of the ClusterRole; crds.install=false
   check_render.py clusterwide RENDERED.yaml   rbac.jobsInAllNamespaces: Jobs everywhere, no namespace list
 
 Every mode also checks the aggregated user ClusterRoles, the `helm test` pod and the tenancy settings; full also the
@@ -177,6 +177,42 @@ def check_user_roles(docs):
                                                           "deletecollection"]}]), "edit ClusterRole rules")
 
 
+def check_crds(docs):
+    """The CRDs, rendered from templates/crds/ (so helm upgrade updates them): the generated objects of
+    crds/generated/ plus helm.sh/resource-policy: keep, which stops helm uninstall from deleting every Migration."""
+    rendered = {d["metadata"]["name"]: d for d in find(docs, "CustomResourceDefinition")}
+    generated = {}
+    for path in sorted((ROOT / "crds/generated").glob("*.yaml")):
+        crd = yaml.safe_load(path.read_text())
+        generated[crd["metadata"]["name"]] = crd
+    check(sorted(rendered) == sorted(generated), f"CRDs rendered {sorted(rendered)}, generated {sorted(generated)}")
+    for name, crd in rendered.items():
+        meta = dict(crd.get("metadata", {}))
+        annotations = dict(meta.pop("annotations", {}) or {})
+        check(annotations.pop("helm.sh/resource-policy", None) == "keep", f"CRD {name} without resource-policy keep")
+        check(not annotations, f"CRD {name} has other annotations {annotations}")
+        check({**crd, "metadata": meta} == generated.get(name), f"CRD {name} differs from crds/generated/{name}.yaml")
+
+
+def check_pdb(docs, max_unavailable):
+    """With more than one replica a PodDisruptionBudget over exactly the operator's pods; with one, none (it could
+    only block node drains)."""
+    pdbs = find(docs, "PodDisruptionBudget")
+    if max_unavailable is None:
+        check(not pdbs, "a PodDisruptionBudget with one replica")
+        return
+    pdb = one(docs, "PodDisruptionBudget", "mssql-pg-operator")
+    spec = pdb.get("spec", {})
+    check(spec.get("maxUnavailable") == max_unavailable, f"PDB maxUnavailable {spec.get('maxUnavailable')}")
+    pod_labels = one(docs, "Deployment")["spec"]["template"]["metadata"]["labels"]
+    selector = spec.get("selector", {}).get("matchLabels", {})
+    check(selector and all(pod_labels.get(k) == v for k, v in selector.items()),
+          f"PDB selector {selector} does not select the operator pods {pod_labels}")
+    deployment_selector = one(docs, "Deployment")["spec"]["selector"]["matchLabels"]
+    check(all(selector.get(k) == v for k, v in deployment_selector.items()),
+          f"PDB selector {selector} selects more than the Deployment's {deployment_selector}")
+
+
 def check_selftest(docs, image, url):
     """The `helm test` hook: the operator image's own selftest against the metrics Service, deleted once passed."""
     pod = one(docs, "Pod", "mssql-pg-operator-selftest")
@@ -274,9 +310,11 @@ def main():
         chart = one(docs, "RoleBinding", "mssql-pg-operator-jobs")
         check((example["roleRef"], example["subjects"]) == (chart["roleRef"], chart["subjects"]),
               "deploy/examples/worker-rbac.yaml binds the operator's -jobs role otherwise than the chart")
-        for k in ("ServiceMonitor", "PodMonitor", "PrometheusRule", "NetworkPolicy", "ConfigMap", "CustomResourceDefinition",
+        for k in ("ServiceMonitor", "PodMonitor", "PrometheusRule", "NetworkPolicy", "ConfigMap",
                   "ValidatingAdmissionPolicy"):
             check(k not in kinds, f"{k} rendered by default (kinds: {kinds})")
+        check_crds(docs)
+        check_pdb(docs, None)
         check_user_roles(docs)
         check_selftest(docs, "ghcr.io/mssql-pg-operator/mssql-pg-operator:0.1.0",
                        "http://mssql-pg-operator-metrics.mssql-pg-operator.svc:8080/readyz")
@@ -326,13 +364,20 @@ def main():
         pm = one(docs, "PodMonitor")
         check(pm.get("spec", {}).get("selector") == {"matchLabels": {"app.kubernetes.io/name": "mssql-pg-worker"}},
               "PodMonitor selects worker pods")
-        check(pm.get("spec", {}).get("podMetricsEndpoints", [{}])[0].get("targetPort") == 9090, "PodMonitor port")
+        # The worker pods' named port (operator/src/jobs.rs); targetPort is deprecated in PodMonitors.
+        endpoint = pm.get("spec", {}).get("podMetricsEndpoints", [{}])[0]
+        check(endpoint.get("port") == "metrics" and "targetPort" not in endpoint, f"PodMonitor endpoint {endpoint}")
         pr = one(docs, "PrometheusRule")
         alerts = {r["alert"] for g in pr["spec"]["groups"] for r in g["rules"]}
+        runbooks = {r["annotations"].get("runbook_url") for g in pr["spec"]["groups"] for r in g["rules"]}
+        check(runbooks == {f"https://wiki.example/mssqlpg/runbooks#{a.lower()}" for a in alerts},
+              f"prometheusRule.runbookBaseUrl: {runbooks}")
         check({"MssqlPgMigrationFailed", "MssqlPgMigrationStalled", "MssqlPgOperatorDown",
                "MssqlPgReconcileErrors"} <= alerts, f"alerts {alerts}")
         stalled = [r for g in pr["spec"]["groups"] for r in g["rules"] if r["alert"] == "MssqlPgMigrationStalled"]
         check(stalled and stalled[0]["for"] == "5m" and stalled[0]["expr"].count("[20m]") == 2, "stalledMinutes applied")
+        check_crds(docs)
+        check_pdb(docs, 1)
         cm = one(docs, "ConfigMap", "mssql-pg-operator-dashboard")
         check(cm.get("metadata", {}).get("labels", {}).get("grafana_dashboard") == "1", "dashboard sidecar label")
         check(cm.get("metadata", {}).get("namespace") == "monitoring", "dashboard namespace")
@@ -348,6 +393,7 @@ def main():
         env = env_of(one(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0])
         check(env.get("WATCH_NAMESPACE") == "migrations", "WATCH_NAMESPACE")
         check(env.get("MSSQLPG_MIGRATION_NAMESPACES") == "", "watchNamespace: no namespace list")
+        check("CustomResourceDefinition" not in kinds, "CRDs rendered with crds.install=false")
     elif mode == "clusterwide":
         check_deployment(docs, 1, leader=False)
         check_operator_rbac(docs, namespaced=False, leader=False, cluster_wide_jobs=True)

@@ -17,7 +17,10 @@
 #    of the running operator below), and a doctored dashboard is caught
 # 5. kubectl apply --server-side --dry-run=server of the non-default render, the plain manifests and the example
 #    Migrations (the Prometheus Operator's CRDs are absent: those objects are checked by check_render only)
-# 6. helm install for real; the node agent runs the chart's operator Deployment as a local process with the
+# 6. The upgrade path: helm install of the previous chart (from git, MSSQLPG_PREVIOUS_CHART_REF, default main) and
+#    a Migration (the newest v* tag before HEAD, else main), then helm upgrade --reuse-values to this chart: the CRDs become this chart's (templates, owned by
+#    the release, resource-policy keep), the Migration and the release's objects are the same objects. Then the
+#    node agent runs the chart's operator Deployment as a local process with the
 #    chart's service account, so the operator has exactly the chart's RBAC. It must become ready (leader
 #    election on, so the Lease Role is exercised) and run a Migration to Succeeded, its worker Jobs running
 #    as the chart's worker service account (operator/tests/e2e/fake-worker.sh stands in for the worker's
@@ -26,8 +29,8 @@
 #    Migration naming the field and no Job; a Migration outside the worker namespaces is refused (and deletes
 #    cleanly); the admission policy turns away Jobs the operator's service account makes with another image or
 #    service account.
-#    Then helm upgrade (JSON logs, which the workers must follow), a real Migration, helm uninstall: the CRDs and
-#    the Migrations stay.
+#    Then helm upgrade (JSON logs, which the workers must follow), a real Migration, helm uninstall: the CRDs (kept
+#    by their resource policy) and the Migrations stay.
 # 7. A real Prometheus (loopback, one-second scrapes, file-based service discovery of the operator and of every
 #    worker pod through tests/helm/prom_worker.sh) evaluates every dashboard query and alert expression while a
 #    real Migration copies and after it ended (tests/helm/check_prometheus.py says what a user must see).
@@ -59,6 +62,7 @@ cleanup() {
     [ -s "$WORK/prometheus/pid" ] && "$PY" "$HERE/prom.py" stop "$WORK/prometheus"
     kubectl patch mig helm-prom -n "$MIG_NS" --type merge -p '{"metadata":{"finalizers":null}}' >/dev/null 2>&1 || true
     kubectl patch mig helm-real -n "$MIG_NS" --type merge -p '{"metadata":{"finalizers":null}}' >/dev/null 2>&1 || true
+    kubectl patch mig helm-kept -n "$MIG_NS" --type merge -p '{"metadata":{"finalizers":null}}' >/dev/null 2>&1 || true
     helm uninstall mssql-pg-operator -n "$RELEASE_NS" >/dev/null 2>&1 || true
     # The operator is gone by now: drop its finalizer so the namespace can go.
     kubectl patch mig helm-e2e -n "$MIG_NS" --type merge -p '{"metadata":{"finalizers":null}}' >/dev/null 2>&1 || true
@@ -110,7 +114,7 @@ render_check() {
 }
 step "render: default values" render_check default
 step "render: 2 replicas, monitors, NetworkPolicy, dashboard, worker namespaces" render_check full -f "$HERE/values-full.yaml"
-step "render: watchNamespace -> namespaced Role" render_check namespaced --set watchNamespace=migrations
+step "render: watchNamespace -> namespaced Role, crds.install=false -> no CRDs" render_check namespaced --set watchNamespace=migrations --set crds.install=false
 step "render: rbac.jobsInAllNamespaces -> Jobs everywhere" render_check clusterwide --set rbac.jobsInAllNamespaces=true
 # values.schema.json: a wrong value fails at lint/template/install time instead of rendering something else.
 rejected() {
@@ -137,8 +141,6 @@ schema_rejects() {
         helm template x "$CHART" --set image.digest="sha256:$(printf 'ab%.0s' $(seq 32))" --set replicaCount=3 >/dev/null
 }
 step "values.schema.json refuses wrong types, enums, unknown keys and bad digests" schema_rejects
-step "helm template --include-crds carries the generated CRDs" \
-    bash -c "helm template x '$CHART' --include-crds | grep -q 'name: migrations.mssqlpg.dev'"
 
 # --- 3. generated deploy assets --------------------------------------------------------------------------
 step "deploy/ assets match the chart (deploy/generate.sh --check)" deploy/generate.sh --check
@@ -146,8 +148,8 @@ step "deploy/ assets match the chart (deploy/generate.sh --check)" deploy/genera
 # --- 3b. alert rules: valid, and each alert unit-tested (fires on its series, silent otherwise, for: kept) ----
 RULES=deploy/alerts/prometheus-rules.yaml
 step "promtool check rules $RULES" promtool check rules "$RULES"
-step "every alert has a unit test that fires it and one that keeps it silent" \
-    "$PY" "$HERE/check_alert_tests.py" "$RULES" "$HERE/alerts"
+step "every alert has a unit test that fires it and one that keeps it silent, and a runbook in docs/operations.md" \
+    "$PY" "$HERE/check_alert_tests.py" "$RULES" "$HERE/alerts" docs/operations.md
 step "promtool test rules tests/helm/alerts/*.test.yaml" promtool test rules "$HERE"/alerts/*.test.yaml
 
 # --- 4. metrics the dashboard and alerts use (sources; the scrape below adds labels) -------------------------
@@ -161,7 +163,7 @@ doctored() {
 step "check_metrics catches a metric the code does not export" doctored
 
 # --- 5. server-side dry run --------------------------------------------------------------------------------
-kubectl apply --server-side --force-conflicts -f "$CHART/crds/" >/dev/null
+kubectl apply --server-side --force-conflicts -f crds/generated/ >/dev/null
 kubectl wait --for=condition=Established crd/migrations.mssqlpg.dev crd/migrationtasks.mssqlpg.dev --timeout=60s >/dev/null
 for ns in mssql-pg-operator migrations team-a monitoring; do
     kubectl get ns "$ns" >/dev/null 2>&1 || kubectl create ns "$ns" >/dev/null
@@ -169,7 +171,7 @@ done
 NO_PROM=(--set serviceMonitor.enabled=false,podMonitor.enabled=false,prometheusRule.enabled=false)
 dry_run_full() {
     # --skip-tests: the test pod's service account would only exist after a real install.
-    render --skip-crds --skip-tests -f "$HERE/values-full.yaml" "${NO_PROM[@]}" >"$WORK/full-noprom.yaml" &&
+    render --set crds.install=false --skip-tests -f "$HERE/values-full.yaml" "${NO_PROM[@]}" >"$WORK/full-noprom.yaml" &&
         kubectl apply --server-side --dry-run=server -f "$WORK/full-noprom.yaml"
 }
 step "dry-run=server: non-default render" dry_run_full
@@ -190,16 +192,101 @@ PORT="$(free_port)"
 OTLP="http://127.0.0.1:$(free_port)"
 kubectl create ns "$MIG_NS" >/dev/null
 FAKE_WORKER="$REPO/operator/tests/e2e/fake-worker.sh"
-install() {
-    helm install mssql-pg-operator "$CHART" --namespace "$RELEASE_NS" --create-namespace \
-        --set metricsPort="$PORT" --set leaderElection.enabled=true --set requeueSeconds=2 \
-        --set "worker.serviceAccount.namespaces={$MIG_NS}" --set worker.command="$FAKE_WORKER" \
-        --set "worker.allowedServiceAccounts={etl-allowed}" --set selftest.readyzUrl="http://127.0.0.1:$PORT/readyz" \
-        --set-json 'worker.allowedEndpoints=[{"hosts":["*.invalid"],"ports":[1433,5432]}]' \
-        --set admissionPolicy.enabled=true --set otlpEndpoint="$OTLP" \
-        --set logLevel='info\,mssql_pg_operator=debug' --wait --timeout 120s
+# The upgrade path: the release is installed from the previous chart (git: MSSQLPG_PREVIOUS_CHART_REF, default
+# main), with the CRDs as that chart's users had them, and upgraded to this one with --reuse-values (so the new
+# templates meet values without this chart's new keys). The CRDs must come out as this chart's, owned by the
+# release and kept by it; the Migration and the release's objects must survive as the same objects.
+# The previous chart: the newest release tag before this commit, else main (origin/main in a CI checkout).
+PREV_REF="${MSSQLPG_PREVIOUS_CHART_REF:-$(git -C "$REPO" describe --tags --abbrev=0 --match 'v*' HEAD^ 2>/dev/null)}"
+if [ -z "$PREV_REF" ]; then
+    PREV_REF=main
+    git -C "$REPO" rev-parse -q --verify main^{commit} >/dev/null || PREV_REF=origin/main
+fi
+PREV_CHART="$WORK/previous/charts/mssql-pg-operator"
+CRDS=(migrations.mssqlpg.dev migrationtasks.mssqlpg.dev)
+uids() {
+    kubectl get crd "${CRDS[@]}" -o jsonpath='{range .items[*]}{.metadata.uid}{"\n"}{end}' &&
+        kubectl get mig helm-kept -n "$MIG_NS" -o jsonpath='{.metadata.uid}{"\n"}' &&
+        kubectl get deploy,sa,clusterrole -n "$RELEASE_NS" mssql-pg-operator -o jsonpath='{range .items[*]}{.metadata.uid}{"\n"}{end}'
 }
-step "helm install (CRDs present, RBAC, Deployment)" install
+# What docs/operations.md (Upgrade) tells the owner of CRDs from a chart's crds/ directory to do once.
+adopt_crds() {
+    kubectl label crd "${CRDS[@]}" app.kubernetes.io/managed-by=Helm --overwrite >/dev/null &&
+        kubectl annotate crd "${CRDS[@]}" meta.helm.sh/release-name=mssql-pg-operator \
+            meta.helm.sh/release-namespace="$RELEASE_NS" --overwrite >/dev/null
+}
+install_previous() {
+    mkdir -p "$WORK/previous" &&
+        git -C "$REPO" archive "$PREV_REF" charts/mssql-pg-operator | tar -x -C "$WORK/previous" || return 1
+    if [ -d "$PREV_CHART/crds" ]; then
+        # That chart's CRDs, installed as its README said (Helm skips crds/ when they exist).
+        kubectl apply --server-side --force-conflicts -f "$PREV_CHART/crds/" >/dev/null || return 1
+    fi
+    # The CRDs exist already (step 5): a chart with templates/crds/ installs only over CRDs handed to the release.
+    adopt_crds &&
+        helm install mssql-pg-operator "$PREV_CHART" --namespace "$RELEASE_NS" --create-namespace \
+            --set metricsPort="$PORT" --set leaderElection.enabled=true --set requeueSeconds=2 \
+            --set "worker.serviceAccount.namespaces={$MIG_NS}" --set worker.command="$FAKE_WORKER" \
+            --set "worker.allowedServiceAccounts={etl-allowed}" --set selftest.readyzUrl="http://127.0.0.1:$PORT/readyz" \
+            --set otlpEndpoint="$OTLP" \
+            --set logLevel='info\,mssql_pg_operator=debug' --wait --timeout 120s || return 1
+    # A Migration the upgrade must keep (suspended: it starts no Job).
+    kubectl apply -n "$MIG_NS" -f - >/dev/null <<YAML || return 1
+apiVersion: mssqlpg.dev/v1alpha1
+kind: Migration
+metadata: {name: helm-kept}
+spec:
+  source: {mssql: {host: sql.invalid, database: db, credentialsSecret: src-creds}}
+  target: {postgres: {host: pg.invalid, database: db, credentialsSecret: dst-creds}}
+  suspend: true
+YAML
+    uids >"$WORK/uids-before" && kubectl get crd "${CRDS[@]}" -o json >"$WORK/crds-before.json" &&
+        echo "result: $(git -C "$REPO" rev-parse --short "$PREV_REF") ($PREV_REF), CRDs from its $(
+            [ -d "$PREV_CHART/crds" ] && echo crds/ || echo templates/crds/)"
+}
+step "helm install of the previous chart ($PREV_REF) and a Migration" install_previous
+upgrade_from_previous() {
+    adopt_crds &&
+        helm upgrade mssql-pg-operator "$CHART" --namespace "$RELEASE_NS" --reuse-values \
+            --set-json 'worker.allowedEndpoints=[{"hosts":["*.invalid"],"ports":[1433,5432]}]' \
+            --set admissionPolicy.enabled=true --wait --timeout 120s &&
+        uids >"$WORK/uids-after" || return 1
+    diff "$WORK/uids-before" "$WORK/uids-after" || { echo "objects recreated or gone (UIDs above)"; return 1; }
+    kubectl get crd "${CRDS[@]}" -o json >"$WORK/crds-after.json" &&
+        "$PY" - "$WORK/crds-before.json" "$WORK/crds-after.json" crds/generated "$RELEASE_NS" <<'PY'
+import json
+import pathlib
+import sys
+
+import yaml
+
+before, after = (json.loads(pathlib.Path(p).read_text())["items"] for p in sys.argv[1:3])
+generated = {}
+for path in pathlib.Path(sys.argv[3]).glob("*.yaml"):
+    crd = yaml.safe_load(path.read_text())
+    generated[crd["metadata"]["name"]] = crd
+release_ns = sys.argv[4]
+changed = []
+for old, crd in zip(before, after):
+    name = crd["metadata"]["name"]
+    want = generated[name]["spec"]
+    # The API server fills in defaults (conversion, listKind); what the generator wrote must be there as written.
+    for key in ("group", "scope", "versions"):
+        assert crd["spec"][key] == want[key], f"{name}: spec.{key} is not this chart's after the upgrade"
+    assert crd["spec"]["names"] | want["names"] == crd["spec"]["names"], f"{name}: spec.names"
+    ann, labels = crd["metadata"].get("annotations", {}), crd["metadata"].get("labels", {})
+    assert ann.get("helm.sh/resource-policy") == "keep", f"{name}: no resource-policy keep: {ann}"
+    assert ann.get("meta.helm.sh/release-name") == "mssql-pg-operator", f"{name}: not the release's: {ann}"
+    assert ann.get("meta.helm.sh/release-namespace") == release_ns, f"{name}: {ann}"
+    assert labels.get("app.kubernetes.io/managed-by") == "Helm", f"{name}: {labels}"
+    if old["spec"]["versions"] != crd["spec"]["versions"]:
+        changed.append(name)
+print(f"result: CRDs now this chart's, owned by the release with resource-policy keep; changed by the upgrade: "
+      f"{', '.join(changed) or 'none (the previous chart had the same)'}; the Migration, CRDs, Deployment, "
+      f"service account and ClusterRole are the same objects")
+PY
+}
+step "helm upgrade --reuse-values to this chart: CRDs updated and owned by the release, objects kept" upgrade_from_previous
 ready() {
     kubectl -n "$RELEASE_NS" rollout status deploy/mssql-pg-operator --timeout=120s &&
         for _ in $(seq 1 120); do

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the tests need and is missing: Debian packages (FreeTDS's tsql/freebcp for the
-# cross-client tests, PostgreSQL's server, Prometheus's promtool for the alert rules), and a
+# cross-client tests, PostgreSQL's server, Prometheus's promtool for the alert rules, shellcheck for the
+# workflows), and a
 # project-local Python venv with pytds and pytest.
 # Idempotent: a second run installs nothing.
 set -euo pipefail
@@ -12,6 +13,8 @@ ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
 command -v python3 >/dev/null 2>&1 || need+=(python3 python3-venv)
 # promtool (check and unit-test the alert rules) and Prometheus itself.
 command -v promtool >/dev/null 2>&1 || need+=(prometheus)
+# actionlint (tests/release/run.sh) shell-checks the workflows' run: scripts with it.
+command -v shellcheck >/dev/null 2>&1 || need+=(shellcheck)
 if [ ${#need[@]} -gt 0 ]; then
   echo "install-deps: apt-get install ${need[*]}"
   sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo"

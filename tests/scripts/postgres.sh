@@ -4,6 +4,7 @@
 #
 #   eval "$(tests/scripts/postgres.sh start)"   # exports MSSQLPG_TEST_PG_URL and MSSQLPG_TEST_PG_DIR
 #   tests/scripts/postgres.sh restart "$MSSQLPG_TEST_PG_DIR"   # fast shutdown, then start (fault tests)
+#   tests/scripts/postgres.sh crash "$MSSQLPG_TEST_PG_DIR"     # immediate shutdown, then start: crash recovery
 #   tests/scripts/postgres.sh stop "$MSSQLPG_TEST_PG_DIR"
 set -euo pipefail
 
@@ -58,6 +59,18 @@ CONF
     "${run_as[@]}" "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -m fast -w -t 60 restart >/dev/null \
       || { cat "$dir/server.log" >&2; exit 1; }
     ;;
+  crash)
+    # An immediate shutdown skips the checkpoint: the next start runs crash recovery (which, among
+    # other things, empties every UNLOGGED table), as after a power loss or a killed postmaster.
+    dir=${2:?usage: postgres.sh crash DIR}
+    bin=$(pg_bin)
+    run_as=()
+    [ "$(id -u)" = 0 ] && run_as=(runuser -u postgres --)
+    "${run_as[@]}" "$bin/pg_ctl" -D "$dir/data" -m immediate -w -t 60 stop >/dev/null \
+      || { cat "$dir/server.log" >&2; exit 1; }
+    "${run_as[@]}" "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start >/dev/null \
+      || { cat "$dir/server.log" >&2; exit 1; }
+    ;;
   stop)
     dir=${2:?usage: postgres.sh stop DIR}
     bin=$(pg_bin)
@@ -67,5 +80,5 @@ CONF
     rm -rf "$dir"
     ;;
   *)
-    echo "usage: $0 start | restart DIR | stop DIR" >&2; exit 2 ;;
+    echo "usage: $0 start | restart DIR | crash DIR | stop DIR" >&2; exit 2 ;;
 esac

@@ -2,7 +2,8 @@
 # Runs the test suites against a private PostgreSQL and a loopback Kubernetes control plane that
 # live exactly as long as this script.
 #   run-tests.sh            all suites
-#   run-tests.sh rust       cargo test --workspace (with PostgreSQL and the control plane)
+#   run-tests.sh rust       cargo test --workspace (with PostgreSQL and the control plane), then the worker's
+#                           e2e suites against a separately started test server (tests/scripts/external-mssql.sh)
 #   run-tests.sh clients    cross-client fidelity tests (FreeTDS tsql/freebcp, pytds) against the TDS test server
 #   run-tests.sh helm       helm lint / template / server-side apply of the chart (needs the control plane)
 #   run-tests.sh adventureworks  AdventureWorks through the worker binary both ways, every value and
@@ -49,6 +50,8 @@ if [ $needs_cluster = 1 ]; then
 fi
 if [ "$what" = all ] || [ "$what" = rust ]; then
   cargo test --workspace --locked --no-fail-fast || failed+=("cargo test")
+  # The harness's switch to an external SQL Server, against a second, separately started test server.
+  tests/scripts/external-mssql.sh || failed+=("worker e2e suites against an external server (external-mssql.sh)")
 fi
 if [ "$what" = all ] || [ "$what" = clients ]; then
   cargo build -q --locked -p tds-testserver --bin tds-testserver

@@ -135,9 +135,18 @@ async fn main() {
         });
         let copy_sql = format!("COPY {table} FROM STDIN (FORMAT binary)");
         let task = format!("bench.{table}");
+        let fence = mssql_pg_worker::fence::claim_pg(
+            &client,
+            &mssql_pg_worker::checkpoint::fences_table(),
+            "bench",
+            &task,
+        )
+        .await
+        .unwrap();
         let ctx = WriterCtx {
             migration: "bench",
             task: &task,
+            fence: &fence,
             table,
             copy_sql: &copy_sql,
             committed_rows: 0,

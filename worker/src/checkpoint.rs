@@ -1,6 +1,7 @@
 //! Resume state kept in the target database, written in the same transaction as each chunk's COPY:
 //! after a crash the last committed key and the committed rows agree by construction.
 
+use crate::fence::{self, Fence, FenceError};
 use serde::{Deserialize, Serialize};
 use tokio_postgres::{Client, GenericClient};
 
@@ -42,6 +43,20 @@ pub enum CheckpointError {
         #[source]
         source: serde_json::Error,
     },
+    #[error(transparent)]
+    Fence(#[from] FenceError),
+}
+
+impl CheckpointError {
+    /// Whether another worker took the task over (see [`crate::fence`]).
+    pub fn taken_over(&self) -> bool {
+        matches!(self, CheckpointError::Fence(e) if e.taken_over().is_some())
+    }
+}
+
+/// The table of the copy tasks' fences ([`crate::fence`]).
+pub fn fences_table() -> String {
+    format!("\"{SCHEMA}\".\"fences\"")
 }
 
 /// Key of the transaction-level advisory lock serializing [`ensure_tables`] ("mssqlpg" in ASCII).
@@ -72,13 +87,21 @@ pub async fn ensure_tables(client: &Client) -> Result<(), CheckpointError> {
                 started_at timestamptz NOT NULL DEFAULT now(),
                 updated_at timestamptz NOT NULL DEFAULT now());
              ALTER TABLE \"{SCHEMA}\".\"runs\" ADD COLUMN IF NOT EXISTS tasks text;
+             ALTER TABLE \"{SCHEMA}\".\"runs\" ADD COLUMN IF NOT EXISTS run_id text;
+             ALTER TABLE \"{SCHEMA}\".\"runs\" ADD COLUMN IF NOT EXISTS generation bigint NOT NULL DEFAULT 0;
+             {fences};
              ALTER TABLE \"{SCHEMA}\".\"checkpoints\" ADD COLUMN IF NOT EXISTS digest bigint;
              CREATE TABLE IF NOT EXISTS \"{SCHEMA}\".\"recreate\" (
                 migration text NOT NULL,
                 seq int NOT NULL,
                 statement text NOT NULL,
                 PRIMARY KEY (migration, seq));
-             COMMIT;"
+             CREATE UNLOGGED TABLE IF NOT EXISTS \"{SCHEMA}\".\"unlogged_marks\" (
+                migration text NOT NULL,
+                task text NOT NULL,
+                PRIMARY KEY (migration, task));
+             COMMIT;",
+            fences = fence::pg_table(&fences_table())
         ))
         .await;
     if let Err(e) = result {
@@ -171,16 +194,17 @@ pub async fn save<C: GenericClient>(
 
 /// Forgets every checkpoint of a migration (a fresh start).
 pub async fn reset(client: &Client, migration: &str) -> Result<(), CheckpointError> {
-    client
-        .execute(
-            &format!("DELETE FROM \"{SCHEMA}\".\"checkpoints\" WHERE migration = $1"),
-            &[&migration],
-        )
-        .await?;
+    for table in ["checkpoints", "unlogged_marks"] {
+        client
+            .execute(
+                &format!("DELETE FROM \"{SCHEMA}\".\"{table}\" WHERE migration = $1"),
+                &[&migration],
+            )
+            .await?;
+    }
     Ok(())
 }
 
-/// The recorded run of a migration: (plan fingerprint, state).
 /// Whether the checkpoint tables exist: reading a run's state must not create them (a dry run
 /// writes nothing).
 pub async fn tables_exist(client: &Client) -> Result<bool, CheckpointError> {
@@ -239,17 +263,101 @@ pub async fn clear_recreate(client: &Client, migration: &str) -> Result<(), Chec
     Ok(())
 }
 
-pub async fn run_state(
-    client: &Client,
-    migration: &str,
-) -> Result<Option<(String, String)>, CheckpointError> {
+/// A migration's recorded run (`_mssqlpg.runs`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunRecord {
+    /// The plan's fingerprint.
+    pub fingerprint: String,
+    pub state: String,
+    /// The Migration object the run belongs to (its uid), when it came from the cluster.
+    pub run_id: Option<String>,
+    /// Which run of the migration this is: raised by every run that starts afresh.
+    pub generation: i64,
+}
+
+impl RunRecord {
+    /// Whether the run belongs to the Migration object `run_id`. A run recorded before runs were
+    /// tied to one (no `run_id`) belongs to any.
+    pub fn belongs_to(&self, run_id: Option<&str>) -> bool {
+        self.run_id.is_none() || self.run_id.as_deref() == run_id
+    }
+}
+
+/// Why a step of one Migration object cannot use the run `run` recorded for another of the same
+/// name.
+pub fn another_object(run: &RunRecord) -> String {
+    format!(
+        "the prepared run belongs to another Migration object of this name (uid {}): this step's Migration \
+         was deleted, or applied again, since; the plan step of the current one prepares a run of its own",
+        run.run_id.as_deref().unwrap_or_default()
+    )
+}
+
+pub async fn run_state(client: &Client, migration: &str) -> Result<Option<RunRecord>, CheckpointError> {
     let row = client
         .query_opt(
-            &format!("SELECT fingerprint, state FROM \"{SCHEMA}\".\"runs\" WHERE migration = $1"),
+            &format!(
+                "SELECT fingerprint, state, run_id, generation FROM \"{SCHEMA}\".\"runs\" WHERE migration = $1"
+            ),
             &[&migration],
         )
         .await?;
-    Ok(row.map(|r| (r.get(0), r.get(1))))
+    Ok(row.map(|r| RunRecord {
+        fingerprint: r.get(0),
+        state: r.get(1),
+        run_id: r.get(2),
+        generation: r.get(3),
+    }))
+}
+
+/// Starts a new run of `migration` for the Migration object `run_id`, before anything of it is
+/// written: its generation is raised and every fence of the migration with it, in one
+/// transaction, so no worker of an earlier run commits again (see [`crate::fence`]). Returns the
+/// new generation.
+pub async fn begin_run(
+    client: &Client,
+    migration: &str,
+    run_id: Option<&str>,
+) -> Result<i64, CheckpointError> {
+    let tx_result = async {
+        client.batch_execute("BEGIN").await?;
+        let generation: i64 = client
+            .query_one(
+                &format!(
+                    "INSERT INTO \"{SCHEMA}\".\"runs\" AS r (migration, fingerprint, state, run_id, generation)
+                     VALUES ($1, '', 'preparing', $2, 1)
+                     ON CONFLICT (migration) DO UPDATE
+                     SET fingerprint = '', state = 'preparing', tasks = NULL, run_id = EXCLUDED.run_id,
+                         generation = r.generation + 1, started_at = now(), updated_at = now()
+                     RETURNING generation"
+                ),
+                &[&migration, &run_id],
+            )
+            .await?
+            .get(0);
+        fence::bump_pg(client, &fences_table(), migration).await?;
+        client.batch_execute("COMMIT").await?;
+        Ok::<_, CheckpointError>(generation)
+    }
+    .await;
+    if tx_result.is_err() {
+        let _ = client.batch_execute("ROLLBACK").await;
+    }
+    tx_result
+}
+
+/// Claims task `task` of `migration` for this process ([`crate::fence`]), for the run of
+/// generation `run`: a claim made after a new run replaced that one fails with the fence's
+/// taken-over error, so a worker of an earlier run never writes into a later one.
+pub async fn claim(client: &Client, migration: &str, task: &str, run: i64) -> Result<Fence, CheckpointError> {
+    let fence = fence::claim_pg(client, &fences_table(), migration, task).await?;
+    // Read after the claim committed: a run begun before it is seen here, one begun after it
+    // raised the claim's epoch (see [`begin_run`]).
+    let current = run_state(client, migration).await?.map(|r| r.generation);
+    if current != Some(run) {
+        return Err(fence::run_replaced(&fence).into());
+    }
+    Ok(fence)
 }
 
 pub async fn set_run_state(

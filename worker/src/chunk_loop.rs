@@ -73,6 +73,9 @@ pub enum LoopError {
     RowCount { table: String, stored: u64, sent: u64 },
     /// The `fail_after_chunks` test hook fired after this many committed chunks.
     Injected(u64),
+    /// The process was asked to stop ([`crate::shutdown`]): at a chunk boundary, or, when the
+    /// chunk in flight did not commit within the grace period, with it rolled back.
+    Stopped(crate::shutdown::Stopped),
 }
 
 /// The task-level settings of the loop (the target-specific ones belong to the sink).
@@ -188,7 +191,12 @@ impl<D: Payload + Send> ChunkRows<'_, D> {
     }
 }
 
-/// Commits chunks until the source reports the task's last one.
+fn stopped(signal: &'static str, abandoned: bool) -> LoopError {
+    LoopError::Stopped(crate::shutdown::Stopped { signal, abandoned })
+}
+
+/// Commits chunks until the source reports the task's last one, or the process is asked to stop
+/// ([`crate::shutdown`]).
 pub async fn write_chunks<S: ChunkSink>(
     sink: &mut S,
     rx: &mut Receiver<Msg<S::Data>>,
@@ -203,11 +211,24 @@ pub async fn write_chunks<S: ChunkSink>(
         total_digest: ctx.committed_digest,
     };
     loop {
-        let Some(first) = rows.next().await else {
+        // Between chunks nothing is in flight: a stop asked for now or while waiting for the
+        // source's next rows ends the task here.
+        let first = tokio::select! {
+            biased;
+            signal = crate::shutdown::stop_requested() => return Err(stopped(signal, false).into()),
+            first = rows.next() => first,
+        };
+        let Some(first) = first else {
             return Err(LoopError::ReaderGone.into());
         };
         let bytes_before = rows.bytes;
-        let end = sink.write_chunk(first, &mut rows).await?;
+        // The chunk in flight commits, unless the stop turns urgent first: then it is dropped
+        // uncommitted (rolled back).
+        let end = tokio::select! {
+            biased;
+            end = sink.write_chunk(first, &mut rows) => end?,
+            signal = crate::shutdown::forced() => return Err(stopped(signal, true).into()),
+        };
         rows.total_digest = rows.digest_after(&end);
         rows.total_rows += end.rows as i64;
         if let Some(c) = ctx.committed {
@@ -228,6 +249,9 @@ pub async fn write_chunks<S: ChunkSink>(
         );
         if end.done {
             return Ok(stats);
+        }
+        if let Some(signal) = crate::shutdown::requested() {
+            return Err(stopped(signal, false).into());
         }
         if ctx.fail_after_chunks.is_some_and(|n| stats.chunks >= n) {
             return Err(LoopError::Injected(stats.chunks).into());

@@ -69,6 +69,8 @@ pub enum K8sError {
     },
     #[error("Migration {migration}: verification failed: {mismatches}")]
     VerifyMismatch { migration: String, mismatches: String },
+    #[error(transparent)]
+    Stopped(#[from] crate::shutdown::Stopped),
 }
 
 impl K8sError {
@@ -83,7 +85,7 @@ impl K8sError {
             // A packed Job retries when any of its failed tasks might succeed; only the first's
             // error is kept.
             K8sError::TasksFailed { failed, error, .. } => *failed == 1 && error.is_permanent(),
-            K8sError::Config(_) | K8sError::Api(_) => false,
+            K8sError::Config(_) | K8sError::Api(_) | K8sError::Stopped(_) => false,
         }
     }
 }
@@ -448,7 +450,7 @@ pub async fn copy(
         Ok(results) => results,
         Err(e) => {
             // Nothing was copied (no engine, or no stored plan): each task still says why.
-            let text = bounded_message(&crate::error_text::error_text(&e));
+            let text = bounded_message(&crate::error_text::status_text(&e));
             for task in &todo {
                 let mut status = task.status.clone().unwrap_or_default();
                 status.last_error = Some(text.clone());
@@ -533,6 +535,10 @@ impl CopyStep<'_> {
     ) -> Result<TaskReport, K8sError> {
         let (client, ns, mig) = (self.client, self.ns, self.mig);
         let task_name = task.metadata.name.as_deref().unwrap_or_default();
+        // Asked to stop: a task not begun is left as it is, not counted as an attempt.
+        if let Some(stopped) = crate::shutdown::stopped_at_boundary() {
+            return Err(stopped.into());
+        }
         let mut status = task.status.clone().unwrap_or_default();
         status.attempts += 1;
         status.state = TaskState::Running;
@@ -565,7 +571,12 @@ impl CopyStep<'_> {
                         .await;
                 reporter.abort();
                 if let Err(e) = &copied {
-                    progress.record_failed(&E::task_reports(e));
+                    let reports = E::task_reports(e);
+                    if reports.iter().any(|r| r.taken_over) {
+                        // The task's status is the worker's that took it over.
+                        return copied.map_err(engine_err::<E>(mig));
+                    }
+                    progress.record_failed(&reports);
                 }
                 copied.map_err(engine_err::<E>(mig))
             }
@@ -579,7 +590,7 @@ impl CopyStep<'_> {
             Err(e) => {
                 // The state stays Running: the Job may retry this pod. The operator marks the task Failed
                 // when the Job gives up, with this pod's termination message.
-                status.last_error = Some(bounded_message(&crate::error_text::error_text(e)));
+                status.last_error = Some(bounded_message(&crate::error_text::status_text(e)));
                 status.message = Some(format!("attempt {} failed", status.attempts));
                 status.rows_per_second = 0;
             }
@@ -919,7 +930,7 @@ mod tests {
         } else {
             TaskError::Read(ReadError::Encode {
                 table: "dbo.T".into(),
-                key: "2".into(),
+                key: crate::error_text::RowKey("2".into()),
                 column: "Txt".into(),
                 kind: EncodeErrorKind::Nul,
             })
@@ -942,6 +953,7 @@ mod tests {
                     skipped: false,
                     attempts: 1,
                     error: None,
+                    taken_over: false,
                 },
                 cause,
             })),

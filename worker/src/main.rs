@@ -5,7 +5,7 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use mssql_pg_worker::direction::{self, WithEngine};
 use mssql_pg_worker::engine::{Engine, FinalizedAndVerified, KeysBuilt, Prepared};
-use mssql_pg_worker::error_text::error_text;
+use mssql_pg_worker::error_text::{error_text, status_text};
 use mssql_pg_worker::progress::{Display, Reporter, TaskInfo};
 use mssql_pg_worker::published::{PublishedColumn, PublishedPlan, PublishedTable};
 use mssql_pg_worker::spec::{self, Credentials};
@@ -512,6 +512,12 @@ enum Exit {
     /// Failed in a way no retry gets past: the exit code the Job's pod failure policy fails on at
     /// once ([`mssql_pg_crds::names::EXIT_PERMANENT`]).
     Permanent,
+    /// Stopped by a signal; running the step again resumes
+    /// ([`mssql_pg_crds::names::EXIT_STOPPED`]).
+    Stopped,
+    /// Another worker took over a task this one was copying
+    /// ([`mssql_pg_crds::names::EXIT_TAKEN_OVER`]).
+    TakenOver,
 }
 
 impl Exit {
@@ -531,6 +537,35 @@ impl Exit {
             || e.downcast_ref::<mssql_pg_worker::spec::SpecError>().is_some();
         if permanent { Exit::Permanent } else { Exit::Failure }
     }
+
+    /// What a failed step says about the process: another worker's claim or a stop request
+    /// explains a failure whatever error carried it up (a stopped task reports its failure
+    /// through the step's own error types).
+    fn of_process(self) -> Self {
+        use mssql_pg_worker::{fence, shutdown};
+        match self {
+            Exit::Success => Exit::Success,
+            _ if fence::taken_over_in_this_process() => Exit::TakenOver,
+            _ if shutdown::requested().is_some() => Exit::Stopped,
+            other => other,
+        }
+    }
+
+    fn code(self) -> ExitCode {
+        use mssql_pg_crds::names::{EXIT_PERMANENT, EXIT_STOPPED, EXIT_TAKEN_OVER};
+        match self {
+            Exit::Success => ExitCode::SUCCESS,
+            Exit::Failure => ExitCode::FAILURE,
+            Exit::Permanent => ExitCode::from(EXIT_PERMANENT),
+            Exit::Stopped => ExitCode::from(EXIT_STOPPED),
+            Exit::TakenOver => ExitCode::from(EXIT_TAKEN_OVER),
+        }
+    }
+}
+
+/// Whether a command stops at its chunk boundaries (a copy) rather than at the first signal.
+fn stops_at_boundaries(command: &Command) -> bool {
+    matches!(command, Command::Run(_) | Command::Copy { .. })
 }
 
 /// Runs one Kubernetes step; the outcome goes to stdout and the termination message either way.
@@ -553,7 +588,7 @@ async fn k8s_main(step: K8sStep, cli: &Cli, out: &Out) -> Exit {
         ..StepOutcome::default()
     };
     let interval = std::time::Duration::from_secs_f64(cli.progress_interval.clamp(0.2, 3600.0));
-    let result = async {
+    let work = async {
         let client = k8s::client().await?;
         match &step {
             K8sStep::Plan(ns, n) => k8s::plan(&client, ns, n, &mut outcome).await,
@@ -563,8 +598,10 @@ async fn k8s_main(step: K8sStep, cli: &Cli, out: &Out) -> Exit {
             K8sStep::Finalize(ns, n, verify) => k8s::finalize(&client, ns, n, *verify, &mut outcome).await,
             K8sStep::Verify(ns, n) => k8s::verify(&client, ns, n, &mut outcome).await,
         }
-    }
-    .await;
+    };
+    let result = mssql_pg_worker::shutdown::unless_stopped(work, matches!(step, K8sStep::Copy(..)))
+        .await
+        .unwrap_or_else(|stopped| Err(k8s::K8sError::Stopped(stopped)));
     outcome.peak_memory_bytes = peak_memory_bytes();
     if let Some(bytes) = outcome.peak_memory_bytes {
         mssql_pg_worker::metrics::set_peak_memory(&outcome.migration, bytes);
@@ -576,9 +613,12 @@ async fn k8s_main(step: K8sStep, cli: &Cli, out: &Out) -> Exit {
         }
         Err(e) => {
             let permanent = e.is_permanent();
+            // The log keeps row keys; the outcome becomes the termination message, shown in
+            // Events and the Migration's status to anyone with `view`.
             tracing::error!(step = name, error = %error_text(&e), permanent, "step failed");
-            outcome.error = Some(error_text(&e));
-            if permanent { Exit::Permanent } else { Exit::Failure }
+            outcome.error = Some(status_text(&e));
+            let exit = if permanent { Exit::Permanent } else { Exit::Failure };
+            exit.of_process()
         }
     };
     k8s::write_termination_message(&outcome);
@@ -649,19 +689,24 @@ async fn main() -> ExitCode {
         task = std::env::var("TASK_NAME").unwrap_or_default(),
     );
     mssql_pg_telemetry::adopt_remote_parent(&span);
-    match tracing::Instrument::instrument(main_inner(cli, &out), span).await {
-        Ok(Exit::Success) => ExitCode::SUCCESS,
-        Ok(Exit::Failure) => ExitCode::FAILURE,
-        Ok(Exit::Permanent) => ExitCode::from(mssql_pg_crds::names::EXIT_PERMANENT),
+    // PID 1 of a container ignores signals nobody handles: without this a pod told to stop kept
+    // committing until SIGKILL.
+    if let Err(e) = mssql_pg_worker::shutdown::listen() {
+        eprintln!("SIGTERM/SIGINT handlers not installed: {e}");
+    }
+    let at_boundaries = stops_at_boundaries(&cli.command);
+    let work = tracing::Instrument::instrument(main_inner(cli, &out), span);
+    let result = mssql_pg_worker::shutdown::unless_stopped(work, at_boundaries)
+        .await
+        .unwrap_or_else(|stopped| Err(stopped.into()));
+    match result {
+        Ok(exit) => exit.of_process().code(),
         Err(e) => {
             out.event(
                 &serde_json::json!({"event": "error", "error": error_text(e.as_ref())}),
                 || format!("error: {}\n", error_text(e.as_ref())),
             );
-            match Exit::of_error(&e) {
-                Exit::Permanent => ExitCode::from(mssql_pg_crds::names::EXIT_PERMANENT),
-                _ => ExitCode::FAILURE,
-            }
+            Exit::of_error(&e).of_process().code()
         }
     }
 }

@@ -102,6 +102,10 @@ pub struct Options {
     pub drop_dependents: bool,
     /// Plan only (`dryRun`): read the source and the target's catalog, write nothing.
     pub dry_run: bool,
+    /// The Migration object a run belongs to: its uid in the cluster (and in a file exported from
+    /// there); none for a file written by hand. A run recorded for another object is not resumed
+    /// (a Migration deleted and applied again starts a run of its own).
+    pub run_id: Option<String>,
 }
 
 impl Options {
@@ -134,6 +138,7 @@ impl Default for Options {
             retry: crate::retry::RetryPolicy::default(),
             drop_dependents: false,
             dry_run: false,
+            run_id: None,
         }
     }
 }

@@ -35,6 +35,9 @@ pub struct TaskReport {
     /// Why the task failed, with its causes.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Another worker took the task over ([`crate::fence`]): its status is that worker's to report.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub taken_over: bool,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -129,6 +132,7 @@ where
                 skipped: false,
                 attempts,
                 error: Some(error_text(&cause)),
+                taken_over: false,
             },
             cause,
         }),
@@ -177,6 +181,7 @@ impl Resume {
             skipped: cp.done,
             attempts: 1,
             error: None,
+            taken_over: false,
         };
         if cp.done {
             state.begin(cp.rows);

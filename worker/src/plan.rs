@@ -34,6 +34,8 @@ pub enum PlanError {
     },
     #[error(transparent)]
     Merged(#[from] MergeCollision),
+    #[error(transparent)]
+    StateSchema(#[from] StateSchemaTarget),
 }
 
 /// How a keyset key column is compared when resuming or splitting.
@@ -173,6 +175,10 @@ pub struct Plan {
     pub warnings: Vec<String>,
     /// The source's views translated to PostgreSQL, in the order finalize creates them.
     pub views: Vec<crate::view_plan::ViewPlan>,
+    /// The run of the migration this plan is copied by (its generation in `_mssqlpg.runs`): set by
+    /// prepare and by reading the stored plan, 0 before; a copy task claims its task for it.
+    #[serde(skip)]
+    pub run: i64,
 }
 
 impl Plan {
@@ -340,6 +346,32 @@ pub fn unused_schema_map_warnings<'a>(
         .collect()
 }
 
+/// A source schema whose tables would land in the worker's own schema, where tables named
+/// `runs` or `checkpoints` would replace its state: `source.*.schemas` selected it (by a pattern,
+/// or `identifierCase: lower` folded its name onto it).
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "source schema {source_schema:?} would go to target schema {target:?}, the worker's own schema \
+     (checkpoints and run state): leave it out of source.*.schemas or send it elsewhere with \
+     target.*.schemaMap"
+)]
+pub struct StateSchemaTarget {
+    pub source_schema: String,
+    pub target: String,
+}
+
+/// Refuses a target schema that is the worker's own (compared case-insensitively: SQL Server's
+/// catalog does, and `identifierCase: lower` folds onto it).
+pub fn check_target_schema(source_schema: &str, target: &str) -> Result<(), StateSchemaTarget> {
+    if target.eq_ignore_ascii_case(crate::checkpoint::SCHEMA) {
+        return Err(StateSchemaTarget {
+            source_schema: source_schema.to_string(),
+            target: target.to_string(),
+        });
+    }
+    Ok(())
+}
+
 /// Two source tables that would become one target table because the target's `schemaMap` sends
 /// their schemas to the same target schema.
 #[derive(Debug, thiserror::Error)]
@@ -480,6 +512,7 @@ pub fn build_plan(
     ));
     for t in &selected {
         let schema = target_schema_of(&t.schema, opts);
+        check_target_schema(&t.schema, &schema)?;
         merged.claim((&t.schema, &t.name), (&schema, &target_ident(&t.name, lc)), false)?;
         let relations = namespaces
             .entry(schema.clone())
@@ -617,6 +650,7 @@ pub fn build_plan(
         tasks,
         warnings,
         views: Vec::new(),
+        run: 0,
     })
 }
 

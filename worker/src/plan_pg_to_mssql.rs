@@ -61,6 +61,9 @@ pub struct PgToMssqlPlan {
     pub warnings: Vec<String>,
     /// The source's views translated to SQL Server, in the order finalize creates them.
     pub views: Vec<crate::view_plan::ViewPlan>,
+    /// The run this plan is copied by (see [`crate::plan::Plan::run`]).
+    #[serde(skip)]
+    pub run: i64,
 }
 
 impl PgToMssqlPlan {

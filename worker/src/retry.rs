@@ -155,11 +155,13 @@ pub(crate) fn failed_message(attempts: u32, transient: bool, committed: Option<i
     }
 }
 
-/// What the attempts of one task share: the rows committed when the first began, and the rows
-/// committed now (updated by the writer at each commit).
+/// What the attempts of one task share: the rows committed when the first began, the rows
+/// committed now (updated by the writer at each commit), and the task's claim: made by the first
+/// attempt that reaches the target, and kept by the next ones (a retry is the same writer).
 pub struct AttemptState {
     start: AtomicI64,
     committed: AtomicI64,
+    fence: tokio::sync::OnceCell<crate::fence::Fence>,
 }
 
 impl Default for AttemptState {
@@ -167,11 +169,20 @@ impl Default for AttemptState {
         AttemptState {
             start: AtomicI64::new(-1),
             committed: AtomicI64::new(-1),
+            fence: tokio::sync::OnceCell::new(),
         }
     }
 }
 
 impl AttemptState {
+    /// The task's claim, made with `claim` by the first attempt that gets here.
+    pub async fn claimed<E, Fut>(&self, claim: impl FnOnce() -> Fut) -> Result<&crate::fence::Fence, E>
+    where
+        Fut: std::future::Future<Output = Result<crate::fence::Fence, E>>,
+    {
+        self.fence.get_or_try_init(claim).await
+    }
+
     /// An attempt resumes with `committed` rows in the target.
     pub fn begin(&self, committed: i64) {
         let _ = self

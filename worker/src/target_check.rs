@@ -8,7 +8,7 @@
 //! outcome without acting on it.
 
 use crate::options::Mode;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// A column of a table that already exists in the target.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -21,18 +21,39 @@ pub struct ExistingColumn {
     pub filled_by_server: bool,
 }
 
-/// Something outside the migration that depends on a target table.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// Something outside the migration that depends on a target table, as the catalog names it:
+/// carried as separate identifiers (quoted by the DDL that uses them, never parsed back out of a
+/// display string), since a name may hold any text.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Dependent {
     /// `view`, `materialized view`, `foreign key`.
     pub kind: String,
-    /// `schema.view`, or `constraint on schema.table`.
-    pub name: String,
-    /// Its definition, so a user can recreate what they allowed to be dropped.
+    /// The schema of the view, or of the table holding the foreign key.
+    pub schema: String,
+    /// The view, or the table holding the foreign key.
+    pub relation: String,
+    /// The foreign key's name; none for a view.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub constraint: Option<String>,
+    /// Its definition as the catalog prints it (a view's query; a foreign key's
+    /// `FOREIGN KEY (...) REFERENCES ...` clause, from which the worker recreates it after the load),
+    /// so a user can recreate what they allowed to be dropped.
     pub definition: String,
-    /// The statement that recreates it after the load (foreign keys), when the worker does so.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub recreate: Option<String>,
+}
+
+impl Dependent {
+    /// `schema.view`, or `constraint on schema.table`: for messages only.
+    pub fn display_name(&self) -> String {
+        match &self.constraint {
+            Some(c) => format!("{c} on {}.{}", self.schema, self.relation),
+            None => format!("{}.{}", self.schema, self.relation),
+        }
+    }
+
+    /// A foreign key of another table: dropped for the load and recreated after it.
+    pub fn is_foreign_key(&self) -> bool {
+        self.constraint.is_some()
+    }
 }
 
 /// A target table as its catalog describes it.
@@ -106,7 +127,7 @@ impl TableAction {
                 format!(
                     ", and with it {}",
                     d.iter()
-                        .map(|d| format!("{} {}", d.kind, d.name))
+                        .map(|d| format!("{} {}", d.kind, d.display_name()))
                         .collect::<Vec<_>>()
                         .join(", ")
                 )
@@ -172,7 +193,7 @@ pub fn decide(
     let dependents: Vec<Dependent> = found
         .dependents
         .iter()
-        .filter(|d| mode == Mode::DropRecreate || d.recreate.is_some())
+        .filter(|d| mode == Mode::DropRecreate || d.is_foreign_key())
         .cloned()
         .collect();
     if mode != Mode::Upsert && !dependents.is_empty() && !drop_dependents {
@@ -191,7 +212,7 @@ pub fn decide(
             },
             dependents
                 .iter()
-                .map(|d| format!("{} {}", d.kind, d.name))
+                .map(|d| format!("{} {}", d.kind, d.display_name()))
                 .collect::<Vec<_>>()
                 .join(", ")
         ));
@@ -378,9 +399,10 @@ mod tests {
         let mut t = table(vec![]);
         t.dependents.push(Dependent {
             kind: "view".into(),
-            name: "public.v".into(),
+            schema: "public".into(),
+            relation: "v".into(),
+            constraint: None,
             definition: "SELECT 1".into(),
-            recreate: None,
         });
         let a = decide(Mode::DropRecreate, Some(&t), &[], None, false, |_, _| TypeFit::No);
         assert!(a.refused());

@@ -6,13 +6,20 @@
 //! ends the client's connection, and the task reports [`Stalled`] naming the endpoint. Counting bytes
 //! costs nothing per row, and it covers every await of both clients (tiberius and tokio-postgres)
 //! without wrapping each one in a timer.
+//!
+//! Silence is not always a stall: a long MERGE, a commit, or a statement waiting for a lock another
+//! session holds sends nothing until it ends, and retrying it would only wait again. So when a
+//! clock runs out on a connection that has a [`Probe`], the server is asked first, over a
+//! connection of its own, whether the session is still working; if it is, the clock starts again.
+//! Only a session the server no longer runs (gone behind a dead link or proxy), or a server that
+//! does not answer the question within the limit, is a stall.
 
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
-use std::task::{Context, Poll};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
@@ -87,6 +94,32 @@ pub async fn connect_tcp(host: &str, port: u16, t: &Timeouts) -> io::Result<TcpS
     Ok(tcp)
 }
 
+/// What the server says about a watched session whose connection went silent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Liveness {
+    /// It runs a statement (or waits for a lock): silence is expected.
+    Working,
+    /// The server no longer has the session, or it is not running anything the worker waits for.
+    Gone,
+    /// The server could not tell (the reason, for the message).
+    Unknown(String),
+}
+
+/// Asks the server, over a new connection, about the watched session ([`Liveness`]).
+pub type Probe =
+    Arc<dyn Fn() -> Pin<Box<dyn Future<Output = Liveness> + Send + 'static>> + Send + Sync + 'static>;
+
+/// A name unique to one watched connection, for its session to be found by a [`Probe`]: the
+/// client's application name (PostgreSQL's `application_name`, SQL Server's `program_name`).
+pub fn session_tag() -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    format!(
+        "mssql-pg-worker {}.{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
 struct WatchState {
     /// "SQL Server at host:port", for messages.
     endpoint: String,
@@ -96,6 +129,14 @@ struct WatchState {
     /// Changes at every pause and resume, so a read clock armed before a pause starts afresh.
     epoch: AtomicU64,
     tripped: OnceLock<String>,
+    probe: OnceLock<Probe>,
+    /// Raised each time the probe finds the session working: both clocks start again.
+    reprieves: AtomicU64,
+    probing: AtomicBool,
+    /// Why the probe did not find the session working, once it did not.
+    verdict: OnceLock<String>,
+    /// The task to wake when the probe answers.
+    waker: Mutex<Option<Waker>>,
 }
 
 /// The stall limit of one connection, shared between its socket and the code using it.
@@ -110,7 +151,57 @@ impl StallWatch {
             paused: AtomicBool::new(false),
             epoch: AtomicU64::new(0),
             tripped: OnceLock::new(),
+            probe: OnceLock::new(),
+            reprieves: AtomicU64::new(0),
+            probing: AtomicBool::new(false),
+            verdict: OnceLock::new(),
+            waker: Mutex::new(None),
         }))
+    }
+
+    /// Lets the watch ask the server before judging the connection stalled (see the module doc).
+    pub fn with_probe(self, probe: Probe) -> Self {
+        let _ = self.0.probe.set(probe);
+        self
+    }
+
+    /// Starts the probe unless it runs already; it wakes `waker` when it has answered.
+    fn ask(&self, probe: &Probe, waker: &Waker) {
+        if let Ok(mut w) = self.0.waker.lock() {
+            *w = Some(waker.clone());
+        }
+        if self.0.probing.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let (state, asked, limit) = (self.0.clone(), probe(), self.0.limit);
+        tokio::spawn(async move {
+            let answer = tokio::time::timeout(limit, asked).await.unwrap_or_else(|_| {
+                Liveness::Unknown(format!("the server did not answer within {} s", secs(limit)))
+            });
+            match answer {
+                Liveness::Working => {
+                    tracing::info!(
+                        endpoint = %state.endpoint,
+                        "no reply for the stall limit, but the server still runs the statement: waiting on"
+                    );
+                    state.reprieves.fetch_add(1, Ordering::AcqRel);
+                }
+                Liveness::Gone => {
+                    let _ = state
+                        .verdict
+                        .set("the server no longer runs this session's statement".into());
+                }
+                Liveness::Unknown(why) => {
+                    let _ = state.verdict.set(format!(
+                        "the server could not be asked whether it still works on it: {why}"
+                    ));
+                }
+            }
+            state.probing.store(false, Ordering::Release);
+            if let Some(w) = state.waker.lock().ok().and_then(|mut w| w.take()) {
+                w.wake();
+            }
+        });
     }
 
     /// Runs `work` with the read clock stopped: for a connection whose reply does not come until
@@ -234,23 +325,38 @@ impl<S> Guarded<S> {
             return Poll::Pending;
         };
         let state = &w.0;
+        // A reprieve (the server still works) starts both clocks again.
+        let reprieves = state.reprieves.load(Ordering::Acquire) << 32;
         let expired = if reading {
             if state.paused.load(Ordering::Relaxed) {
                 return Poll::Pending;
             }
             self.read
-                .expired(cx, state.limit, state.epoch.load(Ordering::Relaxed))
+                .expired(cx, state.limit, state.epoch.load(Ordering::Relaxed) ^ reprieves)
         } else {
-            self.write.expired(cx, state.limit, 0)
+            self.write.expired(cx, state.limit, reprieves)
         };
         if !expired {
             return Poll::Pending;
         }
-        let message = if reading {
+        let verdict = match state.probe.get() {
+            Some(probe) => match state.verdict.get() {
+                Some(v) => Some(v.as_str()),
+                None => {
+                    w.ask(probe, cx.waker());
+                    return Poll::Pending;
+                }
+            },
+            None => None,
+        };
+        let mut message = if reading {
             format!("no data from {} for {} s", state.endpoint, secs(state.limit))
         } else {
             format!("{} accepted no data for {} s", state.endpoint, secs(state.limit))
         };
+        if let Some(v) = verdict {
+            message.push_str(&format!(" ({v})"));
+        }
         let _ = state.tripped.set(message.clone());
         Poll::Ready(Err(io::Error::new(io::ErrorKind::TimedOut, message)))
     }
@@ -363,6 +469,66 @@ mod tests {
         assert!(waited.is_err(), "the read should still be pending");
         assert!(watch.tripped().is_none());
         drop(peer);
+    }
+
+    /// A probe that finds the session working `working` times, then gone; how often it was asked.
+    fn probe(working: u32) -> (Probe, Arc<AtomicU64>) {
+        let asked = Arc::new(AtomicU64::new(0));
+        let counter = asked.clone();
+        let probe: Probe = Arc::new(move || {
+            let n = counter.fetch_add(1, Ordering::SeqCst);
+            Box::pin(async move {
+                if n < u64::from(working) {
+                    Liveness::Working
+                } else {
+                    Liveness::Gone
+                }
+            })
+        });
+        (probe, asked)
+    }
+
+    #[tokio::test]
+    async fn silence_while_the_server_still_works_is_no_stall_until_it_stops() {
+        let (a, _b) = tokio::io::duplex(64);
+        let watch = StallWatch::new("SQL Server at h:3", Duration::from_millis(50));
+        let (p, asked) = probe(3);
+        let watch = watch.with_probe(p);
+        let mut g = Guarded::new(a, Some(watch.clone()));
+        let started = Instant::now();
+        let mut buf = [0u8; 8];
+        let e = g.read(&mut buf).await.err().map(|e| e.kind());
+        assert_eq!(e, Some(io::ErrorKind::TimedOut));
+        // Three reprieves of a limit each, then the probe that found it gone.
+        assert!(
+            started.elapsed() >= Duration::from_millis(200),
+            "{:?}",
+            started.elapsed()
+        );
+        assert_eq!(asked.load(Ordering::SeqCst), 4);
+        assert_eq!(
+            watch.tripped(),
+            Some(
+                "no data from SQL Server at h:3 for 1 s (the server no longer runs this session's statement)"
+            )
+        );
+    }
+
+    #[tokio::test]
+    async fn a_server_that_cannot_be_asked_is_a_stall_and_says_why() {
+        let (a, _b) = tokio::io::duplex(64);
+        let probe: Probe = Arc::new(|| Box::pin(async { Liveness::Unknown("no permission".into()) }));
+        let watch = StallWatch::new("SQL Server at h:4", Duration::from_millis(50)).with_probe(probe);
+        let mut g = Guarded::new(a, Some(watch.clone()));
+        let mut buf = [0u8; 8];
+        assert!(g.read(&mut buf).await.is_err());
+        assert_eq!(
+            watch.tripped(),
+            Some(
+                "no data from SQL Server at h:4 for 1 s (the server could not be asked whether it still works \
+                 on it: no permission)"
+            )
+        );
     }
 
     #[tokio::test]

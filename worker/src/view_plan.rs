@@ -13,6 +13,11 @@ pub struct ViewPlan {
     pub source_name: String,
     /// The target's qualified name, quoted as the target quotes.
     pub target: String,
+    /// The target's schema and name, unquoted (the name check compares them with the catalog).
+    #[serde(skip)]
+    pub target_schema: String,
+    #[serde(skip)]
+    pub target_name: String,
     /// The CREATE VIEW statement.
     pub sql: String,
 }
@@ -167,6 +172,8 @@ mod tests {
                     source_schema: v.schema.clone(),
                     source_name: v.name.clone(),
                     target: v.name.clone(),
+                    target_schema: "s".into(),
+                    target_name: v.name.clone(),
                     sql: String::new(),
                 }),
             },

@@ -12,6 +12,7 @@ use crate::pg::ddl::{self, Stmt};
 use crate::pg::view::{Catalog, Naming, Relation, ViewColumn, translate_views};
 use crate::plan::{Plan, target_ident, target_schema_of};
 use crate::plan_pg_to_mssql::PgToMssqlPlan;
+use crate::target_names::Planned;
 use crate::view_plan::{ViewPlan, Views};
 
 /// Splits `modules` into the plan's views and its warnings.
@@ -93,12 +94,14 @@ pub fn create_statements(plan: &Plan) -> Vec<Stmt> {
             what: "previous view".into(),
             sql,
             optional: false,
+            creates: None,
         })
         .collect();
     out.extend(plan.views.iter().map(|v| Stmt {
         what: format!("view {} (translated from {})", v.target, v.qualified_source()),
         sql: v.sql.clone(),
         optional: false,
+        creates: Some(Planned::view(&v.target_schema, &v.target_name)),
     }));
     out
 }
@@ -135,16 +138,15 @@ pub fn plan_views_pg_to_mssql(
     });
 }
 
-/// Whether `schema.name` (as SQL Server's catalog names a view reading a target table) is one of
-/// the plan's own views: a rerun drops and creates those itself.
-pub fn is_own_mssql_view(plan: &PgToMssqlPlan, qualified: &str) -> bool {
-    plan.views.iter().any(|v| {
-        let unquoted = v.target.replace("].[", ".").replace("]]", "]");
-        unquoted
-            .trim_start_matches('[')
-            .trim_end_matches(']')
-            .eq_ignore_ascii_case(qualified)
-    })
+/// Whether view `schema.name` (as SQL Server's catalog names a view reading a target table) is
+/// one of the plan's own views: a rerun drops and creates those itself.
+pub fn is_own_mssql_view(plan: &PgToMssqlPlan, schema: &str, name: &str) -> bool {
+    let target = format!(
+        "{}.{}",
+        crate::mapping::quote_mssql(schema),
+        crate::mapping::quote_mssql(name)
+    );
+    plan.views.iter().any(|v| v.target.eq_ignore_ascii_case(&target))
 }
 
 /// Before the tables are dropped or emptied: the plan's own views in SQL Server, dependents first.
@@ -171,12 +173,14 @@ pub fn mssql_create_statements(plan: &PgToMssqlPlan) -> Vec<MsStmt> {
             what: "previous view".into(),
             sql,
             optional: false,
+            creates: None,
         })
         .collect();
     out.extend(plan.views.iter().map(|v| MsStmt {
         what: format!("view {} (translated from {})", v.target, v.qualified_source()),
         sql: v.sql.clone(),
         optional: true,
+        creates: Some(Planned::view(&v.target_schema, &v.target_name)),
     }));
     out
 }

@@ -423,3 +423,68 @@ async fn a_value_the_target_cannot_hold_exits_3() {
     assert_eq!(code, Some(3));
     drop(server);
 }
+
+/// The worker's own schema is never a target: named as `target.postgres.schema` the file is
+/// refused naming the field, and a source schema that `schemas: ["*"]` selects and
+/// `identifierCase: lower` folds onto it fails the plan naming the source schema; exit code 3 and
+/// nothing written in either case.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_workers_own_schema_is_refused_as_a_target() {
+    let (server, password) = seeded_items(10, 10).await;
+    let mut ms = tds(&server, "sa", &password).await;
+    for sql in [
+        "CREATE SCHEMA [_MSSQLPG]",
+        "CREATE TABLE [_MSSQLPG].[Probe] (Id int NOT NULL PRIMARY KEY)",
+        "INSERT INTO [_MSSQLPG].[Probe] (Id) VALUES (1)",
+    ] {
+        ms.simple_query(sql).await.unwrap().into_results().await.unwrap();
+    }
+    let (pg, schema, file) = migration_file(server.addr().port(), "cli-state-schema").await;
+    let text = std::fs::read_to_string(&file).unwrap();
+
+    std::fs::write(
+        &file,
+        text.replace(&format!("schema: {schema},"), "schema: _MSSQLPG,"),
+    )
+    .unwrap();
+    let (code, events) = worker_exit(&["run", "-f", &file], &password, &[]);
+    let summary = events.iter().find(|e| e["event"] == "summary").unwrap();
+    assert_eq!(code, Some(3), "{summary:#}");
+    let error = summary["error"].as_str().unwrap();
+    assert!(
+        error.contains("spec.target.postgres.schema") && error.contains("worker's own schema"),
+        "{error}"
+    );
+
+    let folded = text
+        .replace(
+            "database: master, schema: dbo,",
+            "database: master, schema: dbo, schemas: ['*'],",
+        )
+        .replace(
+            "  chunkRows: 100",
+            "  schema: {identifierCase: lower}\n  chunkRows: 100",
+        );
+    std::fs::write(&file, folded).unwrap();
+    let (code, events) = worker_exit(&["run", "-f", &file], &password, &[]);
+    let summary = events.iter().find(|e| e["event"] == "summary").unwrap();
+    assert_eq!(code, Some(3), "{summary:#}");
+    let error = summary["error"].as_str().unwrap();
+    assert!(
+        error.contains("source schema \"_MSSQLPG\"") && error.contains("worker's own schema"),
+        "{error}"
+    );
+    let written: bool = pg
+        .query_one(
+            &format!(
+                "SELECT to_regclass('\"_mssqlpg\".\"probe\"') IS NOT NULL \
+                 OR to_regclass('\"{schema}\".\"items\"') IS NOT NULL"
+            ),
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(!written, "nothing may be written");
+    drop(server);
+}

@@ -4,6 +4,10 @@
 //! ends exact (counts, checksums, no duplicates) after retries from the checkpoint, or, when the
 //! fault does not go away, with an error naming the endpoint and the table in bounded time. Every
 //! test is itself bounded, so a regression fails instead of hanging CI.
+//!
+//! Silence that is not a fault is waited for: a statement waiting for a lock another session
+//! holds, longer than the stall limit, ends the first attempt without a retry (the server says
+//! the session still works on it).
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -44,6 +48,9 @@ enum Fault {
     /// Forwarding pauses while the upstream PostgreSQL (data directory given) restarts, then goes
     /// on: the client sees what the server sends on shutdown.
     RestartPostgres(PathBuf),
+    /// As `RestartPostgres`, with an immediate shutdown: the server comes back through crash
+    /// recovery.
+    CrashPostgres(PathBuf),
 }
 
 /// A TCP proxy in front of `upstream`: the first `budget` connections that carry more than
@@ -131,10 +138,15 @@ async fn relay(
                 while client.read(&mut a).await? > 0 {}
                 return Ok(());
             }
-            Fault::RestartPostgres(dir) => {
+            Fault::RestartPostgres(dir) | Fault::CrashPostgres(dir) => {
+                let how = if matches!(fault, Fault::CrashPostgres(_)) {
+                    "crash"
+                } else {
+                    "restart"
+                };
                 let out = tokio::process::Command::new("bash")
                     .arg(script())
-                    .arg("restart")
+                    .arg(how)
                     .arg(dir)
                     .output()
                     .await?;
@@ -355,6 +367,40 @@ async fn a_target_that_stays_stalled_fails_naming_it_and_reports_the_committed_r
     .unwrap();
 }
 
+/// A copy waiting three stall limits for a lock on the PostgreSQL target (held by another session
+/// on its table) succeeds in its first attempt: the server still runs the statement, so it is no
+/// stall (with one attempt allowed, a stall would fail the copy).
+#[tokio::test]
+async fn a_lock_wait_on_the_postgres_target_longer_than_the_stall_limit_is_waited_for() {
+    tokio::time::timeout(BOUND, async {
+        let (_server, source) = start_tds_server();
+        source_table(&source).await;
+        let pg = common::pg_connect().await;
+        let schema = common::fresh_schema(&pg, "f_pg_lock_wait").await;
+        let target = PgEndpoint::from_conn_str(&common::pg_url()).unwrap();
+        let e = forward(&source, target, &schema, 1);
+        let prepared = e.prepare().await.unwrap();
+        let holder = common::pg_connect().await;
+        holder
+            .batch_execute(&format!("BEGIN; LOCK TABLE \"{schema}\".\"Facts\" IN SHARE MODE"))
+            .await
+            .unwrap();
+        let held = 3 * timeouts().stall;
+        let release = tokio::spawn(async move {
+            tokio::time::sleep(held).await;
+            holder.batch_execute("COMMIT").await.unwrap();
+        });
+        let started = std::time::Instant::now();
+        let reports = e.copy_all(&prepared.plan).await.unwrap();
+        release.await.unwrap();
+        assert!(started.elapsed() >= held, "the copy waited for the lock");
+        assert_eq!(reports[0].attempts, 1, "{reports:#?}");
+        assert_exact_in_pg(&pg, &schema).await;
+    })
+    .await
+    .unwrap();
+}
+
 /// A private PostgreSQL (the restart must not disturb other tests), stopped on drop.
 struct PrivatePg {
     dir: String,
@@ -423,6 +469,91 @@ async fn postgres_restart_mid_copy_resumes_from_the_checkpoint_exactly() {
             .unwrap();
         tokio::spawn(conn);
         assert_exact_in_pg(&pg, "public").await;
+    })
+    .await
+    .unwrap();
+    drop(private);
+}
+
+/// `unlogged: true` and a PostgreSQL crash mid-copy: crash recovery empties the UNLOGGED table
+/// while the checkpoints still count its rows. The retry does not resume into it: the copy fails
+/// at once (no retry gets past it) naming the table and what to run, and running the plan step
+/// again copies it over, exactly. A crash after the copy, before finalize, is caught by finalize
+/// before the table is switched to LOGGED.
+#[tokio::test]
+async fn an_unlogged_table_a_postgres_crash_emptied_is_copied_again_never_resumed_into() {
+    let private = PrivatePg::start();
+    tokio::time::timeout(BOUND, async {
+        let (_server, source) = start_tds_server();
+        source_table(&source).await;
+        let target = PgEndpoint::from_conn_str(&private.url).unwrap();
+        let (pg, conn) = tokio_postgres::connect(&private.url, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(conn);
+        let proxy = Proxy::start(
+            pg_addr(&target),
+            Fault::CrashPostgres(PathBuf::from(&private.dir)),
+            300_000,
+            1,
+        )
+        .await;
+        let via = PgEndpoint {
+            port: proxy.addr.port(),
+            ..target.clone()
+        };
+        let mut e = forward(&source, via, "public", 8);
+        e.options.unlogged = true;
+        let prepared = e.prepare().await.unwrap();
+        let err = e.copy_all(&prepared.plan).await.unwrap_err();
+        assert_eq!(proxy.hits(), 1);
+        let text = error_text(&err);
+        assert!(Engine::is_permanent(&err), "{text}");
+        for part in [
+            "public.Facts",
+            "UNLOGGED",
+            "crash recovery",
+            "run the plan step again",
+        ] {
+            assert!(text.contains(part), "{part:?} not in {text}");
+        }
+        let again = e.prepare().await.unwrap();
+        assert!(!again.resumed, "a resume would skip the lost rows");
+        e.copy_all(&again.plan).await.unwrap();
+        e.finalize(&again.plan).await.unwrap();
+        assert!(e.verify(&again.plan).await.unwrap().iter().all(|v| v.ok));
+        drop(pg);
+        let (pg, conn) = tokio_postgres::connect(&private.url, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(conn);
+        assert_exact_in_pg(&pg, "public").await;
+
+        // Copied, then a crash before finalize.
+        let mut e = forward(&source, target.clone(), "after_copy", 8);
+        e.options.unlogged = true;
+        let prepared = e.prepare().await.unwrap();
+        e.copy_all(&prepared.plan).await.unwrap();
+        drop(pg);
+        let out = std::process::Command::new("bash")
+            .arg(script())
+            .arg("crash")
+            .arg(&private.dir)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let err = e.finalize(&prepared.plan).await.unwrap_err();
+        assert!(error_text(&err).contains("after_copy.Facts"), "{err}");
+        let again = e.prepare().await.unwrap();
+        assert!(!again.resumed);
+        e.copy_all(&again.plan).await.unwrap();
+        e.finalize(&again.plan).await.unwrap();
+        assert!(e.verify(&again.plan).await.unwrap().iter().all(|v| v.ok));
+        let (pg, conn) = tokio_postgres::connect(&private.url, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(conn);
+        assert_exact_in_pg(&pg, "after_copy").await;
     })
     .await
     .unwrap();
@@ -545,6 +676,43 @@ async fn a_sql_server_target_that_stays_blackholed_fails_naming_it_in_bounded_ti
         assert_eq!(reports.len(), 1, "{reports:#?}");
         assert_eq!(reports[0].total_rows, committed, "{reports:#?}");
         assert_eq!(reports[0].attempts, 2);
+    })
+    .await
+    .unwrap();
+}
+
+/// The same towards SQL Server: another session of the test server holds its write lock, so the
+/// copy's first write waits three stall limits; the server still has the session, so the first
+/// attempt waits and succeeds.
+#[tokio::test]
+async fn a_lock_wait_on_the_sql_server_target_longer_than_the_stall_limit_is_waited_for() {
+    tokio::time::timeout(BOUND, async {
+        let (_server, target) = start_tds_server();
+        let pg = common::pg_connect().await;
+        let schema = reverse_source_table(&pg, "f_rev_lock_wait").await;
+        let source = PgEndpoint::from_conn_str(&common::pg_url()).unwrap();
+        let e = reverse(source, target.clone(), &schema, 1);
+        let prepared = e.prepare().await.unwrap();
+        let mut holder = target.connect().await.unwrap();
+        ms_exec(&mut holder, "CREATE TABLE dbo.held (x int NOT NULL)").await;
+        ms_exec(
+            &mut holder,
+            "BEGIN TRANSACTION; INSERT INTO dbo.held (x) VALUES (1)",
+        )
+        .await;
+        let held = 3 * timeouts().stall;
+        let release = tokio::spawn(async move {
+            tokio::time::sleep(held).await;
+            ms_exec(&mut holder, "COMMIT TRANSACTION").await;
+        });
+        let started = std::time::Instant::now();
+        let reports = e.copy_all(&prepared.plan).await.unwrap();
+        release.await.unwrap();
+        assert!(started.elapsed() >= held, "the copy waited for the lock");
+        assert_eq!(reports[0].attempts, 1, "{reports:#?}");
+        let mut ms = target.connect().await.unwrap();
+        let rows = common::ms_scalar::<i64>(&mut ms, "SELECT COUNT_BIG(*) FROM dbo.facts").await;
+        assert_eq!(rows, Some(ROWS));
     })
     .await
     .unwrap();

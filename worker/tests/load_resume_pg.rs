@@ -77,6 +77,10 @@ async fn failure_after_n_chunks_then_resume_is_exact() {
     let schema = common::fresh_schema(&client, "load_resume").await;
     checkpoint::ensure_tables(&client).await.unwrap();
     let migration = "test/load_resume";
+    // The task's claim, as a copy task makes it before its first chunk.
+    let fence = mssql_pg_worker::fence::claim_pg(&client, &checkpoint::fences_table(), migration, "dbo.t")
+        .await
+        .unwrap();
     checkpoint::reset(&client, migration).await.unwrap();
     let table = format!("\"{schema}\".t");
     client
@@ -91,6 +95,7 @@ async fn failure_after_n_chunks_then_resume_is_exact() {
     let ctx = WriterCtx {
         migration,
         task: "dbo.t",
+        fence: &fence,
         table: &table,
         copy_sql: &copy_sql,
         committed_rows: 0,
@@ -173,6 +178,10 @@ async fn upsert_inserts_new_updates_changed_and_leaves_identical_rows_alone() {
     let schema = common::fresh_schema(&client, "load_upsert").await;
     checkpoint::ensure_tables(&client).await.unwrap();
     let migration = "test/load_upsert";
+    // The task's claim, as a copy task makes it before its first chunk.
+    let fence = mssql_pg_worker::fence::claim_pg(&client, &checkpoint::fences_table(), migration, "dbo.t")
+        .await
+        .unwrap();
     checkpoint::reset(&client, migration).await.unwrap();
     let table = format!("\"{schema}\".t");
     client
@@ -198,6 +207,7 @@ async fn upsert_inserts_new_updates_changed_and_leaves_identical_rows_alone() {
     let ctx = WriterCtx {
         migration,
         task: "dbo.t",
+        fence: &fence,
         table: &table,
         copy_sql: &copy_sql,
         committed_rows: 0,

@@ -1010,3 +1010,64 @@ async fn long_plp_values_and_scale_above_precision_arrive_exactly() {
         (Some(5), Some(5))
     );
 }
+
+/// Upsert compares values exactly: a change of case only, a trailing blank added, and a trailing
+/// zero byte added reach SQL Server (whose `<>` ignores all three under its default collation),
+/// unchanged rows are not rewritten, and the checksum then passes.
+#[tokio::test]
+async fn upsert_applies_changes_of_case_trailing_blanks_and_trailing_zero_bytes() {
+    let (_server, target) = common::start_tds_server();
+    let pg = common::pg_connect().await;
+    let schema = common::fresh_schema(&pg, "rev_upsert_exact").await;
+    pg_exec(&format!(
+        "CREATE TABLE \"{schema}\".words (id int PRIMARY KEY, w text, code varchar(10), b bytea);
+         INSERT INTO \"{schema}\".words VALUES (1, 'abc', 'x', '\\x01'), (2, 'same', 'y', '\\x02'),
+             (3, NULL, 'z', NULL);"
+    ))
+    .await;
+    let mut ms = target.connect().await.unwrap();
+    rows(
+        &mut ms,
+        "CREATE TABLE dbo.words (id int NOT NULL PRIMARY KEY, w nvarchar(max) NULL, \
+         code nvarchar(10) NULL, b varbinary(max) NULL, rv rowversion)",
+    )
+    .await;
+    let first = engine(&target, &schema, "test/rev_upsert_exact", Mode::Upsert);
+    run(&first).await.unwrap();
+    let versions = |r: &[tiberius::Row]| -> Vec<Vec<u8>> {
+        r.iter().map(|r| r.get::<&[u8], _>(0).unwrap().to_vec()).collect()
+    };
+    let before = versions(&rows(&mut ms, "SELECT rv FROM dbo.words ORDER BY id").await);
+    pg_exec(&format!(
+        "UPDATE \"{schema}\".words SET w = 'ABC', code = 'x ', b = '\\x0100' WHERE id = 1;
+         UPDATE \"{schema}\".words SET w = '' WHERE id = 3;"
+    ))
+    .await;
+    let up = engine(&target, &schema, "test/rev_upsert_exact", Mode::Upsert);
+    let (_, _, _, verification) = run(&up).await.unwrap();
+    assert!(verification.iter().all(|v| v.ok), "{verification:#?}");
+    let r = rows(&mut ms, "SELECT id, w, code, b FROM dbo.words ORDER BY id").await;
+    let got: Vec<(i32, Option<String>, Option<String>, Option<Vec<u8>>)> = r
+        .iter()
+        .map(|r| {
+            (
+                r.get::<i32, _>(0).unwrap(),
+                r.get::<&str, _>(1).map(str::to_string),
+                r.get::<&str, _>(2).map(str::to_string),
+                r.get::<&[u8], _>(3).map(<[u8]>::to_vec),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (1, Some("ABC".into()), Some("x ".into()), Some(vec![1, 0])),
+            (2, Some("same".into()), Some("y".into()), Some(vec![2])),
+            (3, Some(String::new()), Some("z".into()), None),
+        ]
+    );
+    let after = versions(&rows(&mut ms, "SELECT rv FROM dbo.words ORDER BY id").await);
+    assert_ne!(after[0], before[0], "row 1 changed");
+    assert_eq!(after[1], before[1], "unchanged row 2 was rewritten");
+    assert_ne!(after[2], before[2], "row 3 changed from NULL");
+}

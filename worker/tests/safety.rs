@@ -115,7 +115,7 @@ fn with_mode(mut e: Engine, mode: Mode) -> Engine {
 }
 
 /// A SQL Server source with `dbo.Orders` (3 rows) and `dbo.Items` (2 rows).
-async fn orders_source() -> (tds_testserver::TestServer, MssqlEndpoint) {
+async fn orders_source() -> (common::MssqlServer, MssqlEndpoint) {
     let (server, source) = start_tds_server();
     let mut ms = source.connect().await.unwrap();
     ms_exec(
@@ -492,4 +492,399 @@ async fn dropping_a_sql_server_table_others_reference_needs_drop_dependents() {
     )
     .await;
     assert_eq!(fk, vec!["FK_kids_parents"], "the foreign key is recreated");
+}
+
+/// The name of a foreign key outside the migration is an identifier, never SQL: one whose name
+/// reads as statements is dropped for the load and recreated by that exact name in both modes that
+/// drop it, and nothing its name spells is run.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_hostile_foreign_key_name_of_a_dependent_is_quoted_never_run() {
+    let (_server, source) = orders_source().await;
+    let pg = common::pg_connect().await;
+    let schema = common::fresh_schema(&pg, "hfk").await;
+    // 61 bytes: PostgreSQL keeps all of it.
+    let hostile = format!("x on {schema}.c OWNER TO postgres; CREATE TABLE {schema}.pwned();--");
+    assert!(hostile.len() <= 63);
+    let engine = tds_engine(&source, &schema, "test/hostile-fk");
+    let p = engine.prepare().await.unwrap();
+    engine.copy_all(&p.plan).await.unwrap();
+    engine.finalize(&p.plan).await.unwrap();
+    pg.batch_execute(&format!(
+        "CREATE TABLE \"{schema}\".c (order_id int CONSTRAINT \"{}\" REFERENCES \"{schema}\".\"Orders\" (\"Id\")); \
+         INSERT INTO \"{schema}\".c VALUES (2)",
+        hostile.replace('"', "\"\"")
+    ))
+    .await
+    .unwrap();
+    for mode in [Mode::Truncate, Mode::DropRecreate] {
+        let mut allowed = with_mode(tds_engine(&source, &schema, "test/hostile-fk"), mode);
+        allowed.options.drop_dependents = true;
+        let p = allowed.prepare().await.unwrap();
+        allowed.copy_all(&p.plan).await.unwrap();
+        allowed.finalize(&p.plan).await.unwrap();
+        assert!(allowed.verify(&p.plan).await.unwrap().iter().all(|v| v.ok));
+        let pwned: bool = pg
+            .query_one(
+                &format!("SELECT to_regclass('\"{schema}\".pwned') IS NOT NULL"),
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        assert!(!pwned, "{mode:?}: the foreign key's name ran as SQL");
+        let fk: Vec<String> = pg
+            .query(
+                "SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conname = $1 AND contype = 'f' \
+                 AND conrelid = $2::text::regclass",
+                &[&hostile, &format!("\"{schema}\".c")],
+            )
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        assert_eq!(fk.len(), 1, "{mode:?}: recreated by its exact name");
+        assert!(fk[0].contains("\"Orders\"(\"Id\")"), "{mode:?}: {}", fk[0]);
+        let kept: i64 = pg
+            .query_one(&format!("SELECT count(*) FROM \"{schema}\".c"), &[])
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(kept, 1, "{mode:?}: the other table's rows stay");
+    }
+}
+
+/// The SQL Server side carries a dependent's names apart too: a foreign key whose name reads as
+/// T-SQL is dropped and recreated by that name, and a view of another schema is dropped by its own
+/// schema and name.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_hostile_foreign_key_name_is_quoted_in_sql_server_too() {
+    let (_server, target) = start_tds_server();
+    let mut ms = target.connect().await.unwrap();
+    let pg = common::pg_connect().await;
+    let schema = common::fresh_schema(&pg, "hfk_rev").await;
+    pg.batch_execute(&format!(
+        "CREATE TABLE \"{schema}\".parents (id int PRIMARY KEY, v text); \
+         INSERT INTO \"{schema}\".parents VALUES (1, 'a'), (2, 'b')"
+    ))
+    .await
+    .unwrap();
+    let engine = rev_engine(&target, &schema, "test/hostile-fk-rev", Mode::DropRecreate);
+    let p = engine.prepare().await.unwrap();
+    engine.copy_all(&p.plan).await.unwrap();
+    engine.finalize(&p.plan).await.unwrap();
+    let hostile = "x on dbo.kids; CREATE TABLE dbo.pwned (i int);--]";
+    ms_exec(
+        &mut ms,
+        &format!(
+            "CREATE TABLE dbo.kids (id int NOT NULL PRIMARY KEY, parent_id int NULL \
+             CONSTRAINT [{}] REFERENCES dbo.parents (id))",
+            hostile.replace(']', "]]")
+        ),
+    )
+    .await;
+    ms_exec(&mut ms, "INSERT INTO dbo.kids VALUES (1, 2)").await;
+    ms_exec(&mut ms, "CREATE SCHEMA [rep.orts]").await;
+    ms_exec(
+        &mut ms,
+        "CREATE VIEW [rep.orts].[big parents] AS SELECT id FROM dbo.parents WHERE id > 1",
+    )
+    .await;
+    for mode in [Mode::Truncate, Mode::DropRecreate] {
+        let mut allowed = rev_engine(&target, &schema, "test/hostile-fk-rev", mode);
+        Arc::get_mut(&mut allowed).unwrap().options.drop_dependents = true;
+        let p = allowed.prepare().await.unwrap();
+        allowed.copy_all(&p.plan).await.unwrap();
+        allowed.finalize(&p.plan).await.unwrap();
+        assert!(allowed.verify(&p.plan).await.unwrap().iter().all(|v| v.ok));
+        let pwned = ms_rows(&mut ms, "SELECT name FROM sys.tables WHERE name = N'pwned'").await;
+        assert!(pwned.is_empty(), "{mode:?}: the foreign key's name ran as T-SQL");
+        let fk = ms_rows(
+            &mut ms,
+            "SELECT name FROM sys.foreign_keys WHERE parent_object_id = OBJECT_ID(N'dbo.kids')",
+        )
+        .await;
+        assert_eq!(
+            fk,
+            vec![hostile.to_string()],
+            "{mode:?}: recreated by its exact name"
+        );
+        let kids = ms_rows(&mut ms, "SELECT parent_id FROM dbo.kids").await;
+        assert_eq!(kids, vec!["2"], "{mode:?}");
+    }
+    // dropRecreate took the view of the other schema along, by its schema and name.
+    let views = ms_rows(
+        &mut ms,
+        "SELECT SCHEMA_NAME(schema_id) + N'.' + name FROM sys.views",
+    )
+    .await;
+    assert!(views.is_empty(), "{views:?}");
+}
+
+/// Upsert towards PostgreSQL compares values exactly too (`IS DISTINCT FROM`): a change of case
+/// only and a trailing blank added reach the target, and the checksum passes.
+#[tokio::test(flavor = "multi_thread")]
+async fn upsert_applies_changes_of_case_and_trailing_blanks() {
+    let (_server, source) = orders_source().await;
+    let mut ms = source.connect().await.unwrap();
+    ms_exec(&mut ms, "UPDATE dbo.Items SET Name = N'abc' WHERE Id = 1").await;
+    let pg = common::pg_connect().await;
+    let schema = common::fresh_schema(&pg, "upsert_exact").await;
+    let first = with_mode(tds_engine(&source, &schema, "test/upsert-exact"), Mode::Upsert);
+    let p = first.prepare().await.unwrap();
+    first.copy_all(&p.plan).await.unwrap();
+    first.finalize(&p.plan).await.unwrap();
+    ms_exec(&mut ms, "UPDATE dbo.Items SET Name = N'ABC' WHERE Id = 1").await;
+    ms_exec(&mut ms, "UPDATE dbo.Items SET Name = N'b ' WHERE Id = 2").await;
+    let up = with_mode(tds_engine(&source, &schema, "test/upsert-exact"), Mode::Upsert);
+    let p = up.prepare().await.unwrap();
+    up.copy_all(&p.plan).await.unwrap();
+    up.finalize(&p.plan).await.unwrap();
+    assert!(up.verify(&p.plan).await.unwrap().iter().all(|v| v.ok));
+    let names: Vec<String> = pg
+        .query(
+            &format!("SELECT \"Name\" FROM \"{schema}\".\"Items\" ORDER BY \"Id\""),
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(names, ["ABC", "b "]);
+}
+
+/// Counts of `table`'s (a quoted `"schema"."table"`) constraints and indexes in PostgreSQL.
+async fn pg_keys_of(pg: &tokio_postgres::Client, table: &str) -> (i64, i64) {
+    let r = pg
+        .query_one(
+            "SELECT (SELECT count(*) FROM pg_constraint WHERE conrelid = $1::text::regclass AND contype <> 'n'), \
+                    (SELECT count(*) FROM pg_index WHERE indrelid = $1::text::regclass)",
+            &[&table],
+        )
+        .await
+        .unwrap();
+    (r.get(0), r.get(1))
+}
+
+/// A name the plan gives a key, held in the target by an object this migration did not create
+/// (an index of another table), refuses the run naming schema, table and holder: the dry run says
+/// so, prepare writes nothing, and finalize, should the name be taken after prepare, creates
+/// nothing ("already exists" is no longer read as "done"). Once the name is free, finalize creates
+/// the key, and a second finalize reuses what the first created.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_key_name_taken_in_postgres_refuses_the_run_naming_the_holder() {
+    let (_server, source) = orders_source().await;
+    let pg = common::pg_connect().await;
+    let schema = common::fresh_schema(&pg, "taken_fwd").await;
+    let migration = "test/taken-fwd";
+    let engine = tds_engine(&source, &schema, migration);
+    let d = engine.dry_run().await.unwrap();
+    let orders = d
+        .plan
+        .tables
+        .iter()
+        .position(|t| t.target_name == "Orders")
+        .unwrap();
+    let pk = d.plan.tables[orders].pk_name.clone().unwrap();
+    let take = format!(
+        "CREATE TABLE IF NOT EXISTS \"{schema}\".other (x int); \
+         CREATE INDEX \"{pk}\" ON \"{schema}\".other (x)"
+    );
+    pg.batch_execute(&take).await.unwrap();
+    let before = pg_dump(&schema);
+
+    let d = engine.dry_run().await.unwrap();
+    let described = d.actions[orders].describe("Orders");
+    assert!(d.actions[orders].refused(), "{described}");
+    for part in [
+        format!("primary key {pk} of table {schema}.Orders"),
+        format!("index {pk} of table {schema}.other"),
+    ] {
+        assert!(described.contains(&part), "{part:?} not in {described}");
+    }
+    let err = engine.prepare().await.unwrap_err();
+    assert!(matches!(err, EngineError::Refused(_)), "{err}");
+    assert!(
+        err.to_string()
+            .contains(&format!("index {pk} of table {schema}.other")),
+        "{err}"
+    );
+    assert_eq!(pg_dump(&schema), before, "a refused run wrote");
+    assert!(!run_recorded(&pg, migration).await);
+
+    // Taken between prepare and finalize.
+    pg.batch_execute(&format!("DROP INDEX \"{schema}\".\"{pk}\""))
+        .await
+        .unwrap();
+    let p = engine.prepare().await.unwrap();
+    engine.copy_all(&p.plan).await.unwrap();
+    pg.batch_execute(&take).await.unwrap();
+    let err = engine.finalize(&p.plan).await.unwrap_err();
+    assert!(matches!(err, EngineError::NamesTaken(_)), "{err}");
+    assert!(
+        err.to_string()
+            .contains(&format!("index {pk} of table {schema}.other")),
+        "{err}"
+    );
+    let orders_table = format!("\"{schema}\".\"Orders\"");
+    let items_table = format!("\"{schema}\".\"Items\"");
+    assert_eq!(
+        pg_keys_of(&pg, &orders_table).await,
+        (0, 0),
+        "finalize created a key"
+    );
+    assert_eq!(
+        pg_keys_of(&pg, &items_table).await,
+        (0, 0),
+        "finalize created a key"
+    );
+
+    pg.batch_execute(&format!("DROP INDEX \"{schema}\".\"{pk}\""))
+        .await
+        .unwrap();
+    engine.finalize(&p.plan).await.unwrap();
+    let again = engine.finalize(&p.plan).await.unwrap();
+    assert!(!again.iter().any(|w| w.contains("kept as found")), "{again:?}");
+    assert!(engine.verify(&p.plan).await.unwrap().iter().all(|v| v.ok));
+    let name: String = pg
+        .query_one(
+            "SELECT conname::text FROM pg_constraint WHERE conrelid = $1::text::regclass AND contype = 'p'",
+            &[&orders_table],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(name, pk);
+}
+
+/// An existing view with a planned view's name that this migration did not create is neither
+/// dropped nor replaced by `truncate` without `dropDependents`: the run is refused naming it, and
+/// the view keeps its definition. With `dropDependents` it is replaced, with a warning.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_view_name_taken_in_postgres_is_not_replaced_by_truncate() {
+    let (_server, source) = orders_source().await;
+    let mut ms = source.connect().await.unwrap();
+    ms_exec(
+        &mut ms,
+        "CREATE VIEW dbo.BigOrders AS SELECT Id FROM dbo.Orders WHERE Amount > 15",
+    )
+    .await;
+    let pg = common::pg_connect().await;
+    let schema = common::fresh_schema(&pg, "taken_view").await;
+    let first = tds_engine(&source, &schema, "test/taken-view-a");
+    let p = first.prepare().await.unwrap();
+    first.copy_all(&p.plan).await.unwrap();
+    first.finalize(&p.plan).await.unwrap();
+    // Someone else's view of that name, under another migration's run.
+    pg.batch_execute(&format!(
+        "DROP VIEW \"{schema}\".\"BigOrders\"; CREATE VIEW \"{schema}\".\"BigOrders\" AS SELECT 1 AS theirs"
+    ))
+    .await
+    .unwrap();
+    let definition = || async {
+        pg.query_one(
+            "SELECT pg_get_viewdef($1::text::regclass)",
+            &[&format!("\"{schema}\".\"BigOrders\"")],
+        )
+        .await
+        .unwrap()
+        .get::<_, String>(0)
+    };
+    let theirs = definition().await;
+    assert!(theirs.contains("theirs"), "{theirs}");
+
+    let other = with_mode(tds_engine(&source, &schema, "test/taken-view-b"), Mode::Truncate);
+    let err = other.prepare().await.unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, EngineError::Refused(_)), "{text}");
+    assert!(text.contains(&format!("view {schema}.BigOrders")), "{text}");
+    assert!(text.contains("dropDependents"), "{text}");
+    assert_eq!(definition().await, theirs, "the view was replaced");
+
+    let mut allowed = with_mode(tds_engine(&source, &schema, "test/taken-view-b"), Mode::Truncate);
+    allowed.options.drop_dependents = true;
+    let p = allowed.prepare().await.unwrap();
+    allowed.copy_all(&p.plan).await.unwrap();
+    let warnings = allowed.finalize(&p.plan).await.unwrap();
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains(&format!("view {schema}.BigOrders")) && w.contains("replaced")),
+        "{warnings:?}"
+    );
+    assert!(definition().await.contains("Amount"), "the plan's view");
+}
+
+/// SQL Server too: a planned primary key's name held by a constraint of another table refuses the
+/// run (dry run and prepare, nothing written) and stops finalize before it creates anything;
+/// freed, finalize creates the key, and runs again reusing it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_key_name_taken_in_sql_server_refuses_the_run_naming_the_holder() {
+    let (_server, target) = start_tds_server();
+    let mut ms = target.connect().await.unwrap();
+    let pg = common::pg_connect().await;
+    let schema = common::fresh_schema(&pg, "taken_rev").await;
+    pg.batch_execute(&format!(
+        "CREATE TABLE \"{schema}\".parents (id int PRIMARY KEY, v text UNIQUE); \
+         INSERT INTO \"{schema}\".parents VALUES (1, 'a'), (2, 'b')"
+    ))
+    .await
+    .unwrap();
+    let engine = rev_engine(&target, &schema, "test/taken-rev", Mode::DropRecreate);
+    let d = engine.dry_run().await.unwrap();
+    let pk = d.plan.names[0].pk.clone();
+    let take = format!(
+        "CREATE TABLE dbo.other (x int NOT NULL, CONSTRAINT [{}] CHECK (x > 0))",
+        pk.replace(']', "]]")
+    );
+    ms_exec(&mut ms, &take).await;
+    let before = ms_snapshot(&mut ms, "dbo.other").await;
+
+    let d = engine.dry_run().await.unwrap();
+    let described = d.actions[0].describe("parents");
+    assert!(d.actions[0].refused(), "{described}");
+    for part in [
+        format!("primary key {pk} of table dbo.parents"),
+        format!("check constraint {pk} of table dbo.other"),
+    ] {
+        assert!(described.contains(&part), "{part:?} not in {described}");
+    }
+    let err = engine.prepare().await.unwrap_err();
+    assert!(matches!(err, PgToMssqlError::Refused(_)), "{err}");
+    assert_eq!(
+        ms_snapshot(&mut ms, "dbo.other").await,
+        before,
+        "a refused run wrote"
+    );
+
+    ms_exec(&mut ms, "DROP TABLE dbo.other").await;
+    let p = engine.prepare().await.unwrap();
+    engine.copy_all(&p.plan).await.unwrap();
+    ms_exec(&mut ms, &take).await;
+    let err = engine.finalize(&p.plan).await.unwrap_err();
+    assert!(matches!(err, PgToMssqlError::NamesTaken(_)), "{err}");
+    assert!(
+        err.to_string()
+            .contains(&format!("check constraint {pk} of table dbo.other")),
+        "{err}"
+    );
+    let made = ms_rows(
+        &mut ms,
+        "SELECT COUNT(*) FROM sys.objects WHERE parent_object_id = OBJECT_ID(N'dbo.parents')",
+    )
+    .await;
+    assert_eq!(made, vec!["0"], "finalize created a constraint");
+
+    ms_exec(&mut ms, "DROP TABLE dbo.other").await;
+    engine.finalize(&p.plan).await.unwrap();
+    let again = engine.finalize(&p.plan).await.unwrap();
+    assert!(!again.iter().any(|w| w.contains("kept as found")), "{again:?}");
+    assert!(engine.verify(&p.plan).await.unwrap().iter().all(|v| v.ok));
+    let key = ms_rows(
+        &mut ms,
+        "SELECT name FROM sys.key_constraints WHERE parent_object_id = OBJECT_ID(N'dbo.parents') AND type = 'PK'",
+    )
+    .await;
+    assert_eq!(key, vec![pk]);
 }

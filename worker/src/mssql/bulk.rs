@@ -5,6 +5,7 @@
 use crate::chunk_loop::{
     self, BulkRows, ChunkEnd, ChunkRows, ChunkSink, LoopCtx, LoopError, Msg, RowLoad, WriteStats,
 };
+use crate::fence::{Fence, FenceError};
 use crate::mssql::checkpoint::{self, MsCheckpointError};
 use crate::mssql::connect::{TdsClient, TdsStream};
 use tiberius::{BulkLoadRequest, BulkRowEncoder, SqlBulkCopyOption, SqlBulkCopyOptions};
@@ -20,6 +21,10 @@ pub enum BulkError {
     },
     #[error(transparent)]
     Checkpoint(#[from] MsCheckpointError),
+    #[error(transparent)]
+    Fence(#[from] FenceError),
+    #[error(transparent)]
+    Stopped(crate::shutdown::Stopped),
     #[error("the source reader stopped before the task was complete")]
     ReaderGone,
     #[error("bulk load into {table} stored {stored} rows but {sent} were sent")]
@@ -31,6 +36,8 @@ pub enum BulkError {
 pub struct BulkCtx<'a> {
     pub migration: &'a str,
     pub task: &'a str,
+    /// The task's claim, checked in each chunk's transaction ([`crate::fence`]).
+    pub fence: &'a Fence,
     /// `[schema].[table]` the rows are bulk-loaded into (the staging table in upsert mode).
     pub table: &'a str,
     /// `[col]` names, in the reader's order.
@@ -90,6 +97,18 @@ impl From<LoopError> for BulkError {
             LoopError::ReaderGone => BulkError::ReaderGone,
             LoopError::RowCount { table, stored, sent } => BulkError::RowCount { table, stored, sent },
             LoopError::Injected(n) => BulkError::Injected(n),
+            LoopError::Stopped(s) => BulkError::Stopped(s),
+        }
+    }
+}
+
+impl BulkError {
+    /// Whether another worker took the task over (see [`crate::fence`]).
+    pub fn taken_over(&self) -> bool {
+        match self {
+            BulkError::Fence(e) => e.taken_over().is_some(),
+            BulkError::Checkpoint(e) => e.taken_over(),
+            _ => false,
         }
     }
 }
@@ -157,6 +176,8 @@ impl ChunkSink for MssqlSink<'_> {
         {
             batch(self.c, merge, table).await?;
         }
+        // Still this worker's task: else the rows and the checkpoint roll back together.
+        crate::fence::check_mssql(self.c, &checkpoint::fences_table(), self.ctx.fence).await?;
         checkpoint::save(self.c, self.ctx.migration, self.ctx.task, &rows.checkpoint(&end)).await?;
         batch(self.c, "COMMIT TRANSACTION", table).await?;
         Ok(end)

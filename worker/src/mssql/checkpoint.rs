@@ -3,7 +3,8 @@
 //! PostgreSQL-side store of the other direction. The record types are shared
 //! ([`crate::checkpoint::Checkpoint`], [`crate::checkpoint::KeyValue`]).
 
-use crate::checkpoint::{Checkpoint, SCHEMA, StoredDigests};
+use crate::checkpoint::{Checkpoint, RunRecord, SCHEMA, StoredDigests};
+use crate::fence::{self, Fence, FenceError};
 use crate::mssql::connect::TdsClient;
 
 #[derive(Debug, thiserror::Error)]
@@ -20,6 +21,15 @@ pub enum MsCheckpointError {
         #[source]
         source: serde_json::Error,
     },
+    #[error(transparent)]
+    Fence(#[from] FenceError),
+}
+
+impl MsCheckpointError {
+    /// Whether another worker took the task over (see [`crate::fence`]).
+    pub fn taken_over(&self) -> bool {
+        matches!(self, MsCheckpointError::Fence(e) if e.taken_over().is_some())
+    }
 }
 
 fn db(what: &'static str) -> impl Fn(tiberius::error::Error) -> MsCheckpointError {
@@ -41,6 +51,11 @@ pub fn runs_table() -> String {
 
 pub fn recreate_table() -> String {
     format!("[{SCHEMA}].[recreate]")
+}
+
+/// The table of the copy tasks' fences ([`crate::fence`]).
+pub fn fences_table() -> String {
+    format!("[{SCHEMA}].[fences]")
 }
 
 /// Whether the state tables exist: reading a run's state must not create them (a dry run writes
@@ -105,6 +120,10 @@ pub async fn ensure_tables(c: &mut TdsClient) -> Result<(), MsCheckpointError> {
                 recreate_table()
             ),
         ),
+        (
+            fences_table(),
+            fence::mssql_table(&fences_table(), "PK__mssqlpg_fences"),
+        ),
     ];
     for (name, create) in tables {
         create_missing(
@@ -115,7 +134,9 @@ pub async fn ensure_tables(c: &mut TdsClient) -> Result<(), MsCheckpointError> {
         )
         .await?;
     }
-    add_digest_column(c).await
+    add_digest_column(c).await?;
+    add_column(c, &runs_table(), "run_id", "nvarchar(64) NULL").await?;
+    add_column(c, &runs_table(), "generation", "bigint NOT NULL DEFAULT 0").await
 }
 
 /// Runs `ddl` when `lookup` (a query of one scalar) finds nothing; `raced` tells the error of a
@@ -147,16 +168,25 @@ fn column_exists(e: &tiberius::error::Error) -> bool {
 /// A checkpoints table made by a worker from before the verify digest gets its column (NULL for
 /// the checkpoints already there: their tasks are verified by reading the source again).
 async fn add_digest_column(c: &mut TdsClient) -> Result<(), MsCheckpointError> {
-    let table = checkpoints_table();
+    add_column(c, &checkpoints_table(), "digest", "bigint NULL").await
+}
+
+/// Adds column `column` of type `definition` to a state table made by an older worker.
+async fn add_column(
+    c: &mut TdsClient,
+    table: &str,
+    column: &str,
+    definition: &str,
+) -> Result<(), MsCheckpointError> {
     create_missing(
         c,
         (
             &format!(
-                "SELECT MAX(column_id) FROM sys.columns WHERE object_id = OBJECT_ID(N'{table}') AND name = N'digest'"
+                "SELECT MAX(column_id) FROM sys.columns WHERE object_id = OBJECT_ID(N'{table}') AND name = N'{column}'"
             ),
             "column lookup",
         ),
-        (format!("ALTER TABLE {table} ADD digest bigint NULL"), "add digest column"),
+        (format!("ALTER TABLE {table} ADD {column} {definition}"), "add column"),
         column_exists,
     )
     .await
@@ -272,15 +302,15 @@ pub async fn reset(c: &mut TdsClient, migration: &str) -> Result<(), MsCheckpoin
     Ok(())
 }
 
-/// (fingerprint, state, tasks JSON) of a migration's recorded run.
+/// A migration's recorded run and its task list (JSON).
 pub async fn run_state(
     c: &mut TdsClient,
     migration: &str,
-) -> Result<Option<(String, String, Option<String>)>, MsCheckpointError> {
+) -> Result<Option<(RunRecord, Option<String>)>, MsCheckpointError> {
     let row = c
         .query(
             format!(
-                "SELECT fingerprint, state, tasks FROM {} WHERE migration = @P1",
+                "SELECT fingerprint, state, tasks, run_id, generation FROM {} WHERE migration = @P1",
                 runs_table()
             ),
             &[&migration],
@@ -291,14 +321,18 @@ pub async fn run_state(
         .await
         .map_err(db("run state"))?;
     Ok(row.map(|r| {
-        (
-            r.get::<&str, _>(0).unwrap_or_default().to_string(),
-            r.get::<&str, _>(1).unwrap_or_default().to_string(),
-            r.get::<&str, _>(2).map(str::to_string),
-        )
+        let text = |i: usize| r.get::<&str, _>(i).map(str::to_string);
+        let run = RunRecord {
+            fingerprint: text(0).unwrap_or_default(),
+            state: text(1).unwrap_or_default(),
+            run_id: text(3),
+            generation: r.get::<i64, _>(4).unwrap_or(0),
+        };
+        (run, text(2))
     }))
 }
 
+/// Records the state of the current run (started by [`begin_run`]), and its tasks when given.
 pub async fn set_run_state(
     c: &mut TdsClient,
     migration: &str,
@@ -310,9 +344,9 @@ pub async fn set_run_state(
         Some(tasks) => c
             .execute(
                 format!(
-                    "DELETE FROM {t} WHERE migration = @P1; \
-                     INSERT INTO {t} (migration, fingerprint, state, tasks) VALUES (@P1, @P2, @P3, @P4)",
-                    t = runs_table()
+                    "UPDATE {} SET fingerprint = @P2, state = @P3, tasks = @P4, updated_at = SYSUTCDATETIME() \
+                     WHERE migration = @P1",
+                    runs_table()
                 ),
                 &[&migration, &fingerprint, &state, &tasks],
             )
@@ -330,6 +364,81 @@ pub async fn set_run_state(
             .map_err(db("run state"))?,
     };
     Ok(())
+}
+
+/// Starts a new run of `migration` for the Migration object `run_id` before anything of it is
+/// written, raising its generation and every fence of the migration in one transaction (see
+/// [`crate::checkpoint::begin_run`]). Returns the new generation.
+pub async fn begin_run(
+    c: &mut TdsClient,
+    migration: &str,
+    run_id: Option<&str>,
+) -> Result<i64, MsCheckpointError> {
+    let runs = runs_table();
+    let result = async {
+        c.simple_query("BEGIN TRANSACTION")
+            .await
+            .map_err(db("begin run"))?
+            .into_results()
+            .await
+            .map_err(db("begin run"))?;
+        c.execute(
+            format!(
+                "INSERT INTO {runs} (migration, fingerprint, state, generation) SELECT @P1, N'', N'preparing', 0 \
+                 WHERE NOT EXISTS (SELECT 1 FROM {runs} WHERE migration = @P1)"
+            ),
+            &[&migration],
+        )
+        .await
+        .map_err(db("begin run"))?;
+        let generation = c
+            .query(
+                format!(
+                    "UPDATE {runs} SET fingerprint = N'', state = N'preparing', tasks = NULL, run_id = @P2, \
+                     generation = generation + 1, updated_at = SYSUTCDATETIME() OUTPUT inserted.generation \
+                     WHERE migration = @P1"
+                ),
+                &[&migration, &run_id],
+            )
+            .await
+            .map_err(db("begin run"))?
+            .into_row()
+            .await
+            .map_err(db("begin run"))?
+            .and_then(|r| r.get::<i64, _>(0))
+            .unwrap_or(0);
+        fence::bump_mssql(c, &fences_table(), migration).await?;
+        c.simple_query("COMMIT TRANSACTION")
+            .await
+            .map_err(db("begin run"))?
+            .into_results()
+            .await
+            .map_err(db("begin run"))?;
+        Ok::<_, MsCheckpointError>(generation)
+    }
+    .await;
+    if result.is_err() {
+        // Closing the session, as the caller does after an error, rolls back as well.
+        if let Ok(s) = c.simple_query("ROLLBACK TRANSACTION").await {
+            let _ = s.into_results().await;
+        }
+    }
+    result
+}
+
+/// Claims task `task` of `migration` for run `run` (see [`crate::checkpoint::claim`]).
+pub async fn claim(
+    c: &mut TdsClient,
+    migration: &str,
+    task: &str,
+    run: i64,
+) -> Result<Fence, MsCheckpointError> {
+    let fence = fence::claim_mssql(c, &fences_table(), migration, task).await?;
+    let current = run_state(c, migration).await?.map(|(r, _)| r.generation);
+    if current != Some(run) {
+        return Err(fence::run_replaced(&fence).into());
+    }
+    Ok(fence)
 }
 
 /// Remembers statements that recreate foreign keys of tables outside the migration which the

@@ -85,14 +85,15 @@ pub enum ConnectError {
 }
 
 impl MssqlEndpoint {
-    fn config(&self) -> Config {
+    /// The login of a connection whose `program_name` is `app`.
+    fn config(&self, app: &str) -> Config {
         let mut config = Config::new();
         config.host(&self.host);
         config.port(self.port);
         config.database(&self.database);
         config.authentication(AuthMethod::sql_server(&self.user, &self.password));
         config.packet_size(self.packet_size);
-        config.application_name("mssql-pg-worker");
+        config.application_name(app);
         // tiberius drops a connection whose next reply part takes over 30 s by default; building
         // a primary key or index on a large table (and the first rows of a large ordered read)
         // legitimately take longer. A connection the server closes still fails at once.
@@ -121,7 +122,7 @@ impl MssqlEndpoint {
     /// at most the lock limit (`SET LOCK_TIMEOUT`), then the statement fails with error 1222,
     /// which [`crate::retry::is_transient`] counts as transient.
     pub async fn connect_reporting_packet_size(&self) -> Result<(TdsClient, Option<u32>), ConnectError> {
-        let (mut client, size) = self.open(None).await?;
+        let (mut client, size) = self.open(None, "mssql-pg-worker").await?;
         // A batch, not an RPC: a SET inside sp_executesql ends with it.
         let set = async {
             client
@@ -140,15 +141,62 @@ impl MssqlEndpoint {
     /// A connection for a copy task: it fails once it makes no progress for the stall limit
     /// (see [`crate::timeouts`]).
     pub async fn connect_watched(&self) -> Result<(TdsClient, StallWatch), ConnectError> {
+        let tag = crate::timeouts::session_tag();
         let watch = StallWatch::new(
             format!("SQL Server at {}:{}", self.host, self.port),
             self.timeouts.stall,
-        );
-        let (client, _) = self.open(Some(watch.clone())).await?;
+        )
+        .with_probe(self.probe(tag.clone()));
+        let (client, _) = self.open(Some(watch.clone()), &tag).await?;
         Ok((client, watch))
     }
 
-    async fn open(&self, watch: Option<StallWatch>) -> Result<(TdsClient, Option<u32>), ConnectError> {
+    /// Whether the server still has the session named `tag` (its `program_name`): the worker waits
+    /// for that session's reply, so a session the server still has is working on the statement (or
+    /// waiting for a lock). `sys.dm_exec_sessions` shows other sessions only with VIEW SERVER STATE:
+    /// a login that sees no session but its own cannot tell.
+    fn probe(&self, tag: String) -> crate::timeouts::Probe {
+        let endpoint = self.clone();
+        std::sync::Arc::new(move || {
+            let (endpoint, tag) = (endpoint.clone(), tag.clone());
+            Box::pin(async move {
+                use crate::timeouts::Liveness;
+                let mut client = match endpoint.connect().await {
+                    Ok(c) => c,
+                    Err(e) => return Liveness::Unknown(crate::error_text::error_text(&e)),
+                };
+                let names = async {
+                    client
+                        .simple_query("SELECT program_name FROM sys.dm_exec_sessions")
+                        .await?
+                        .into_first_result()
+                        .await
+                };
+                match names.await {
+                    Err(e) => Liveness::Unknown(crate::error_text::error_text(&e)),
+                    Ok(rows) => {
+                        let names: Vec<Option<&str>> = rows.iter().map(|r| r.get::<&str, _>(0)).collect();
+                        if names.contains(&Some(tag.as_str())) {
+                            Liveness::Working
+                        } else if names.len() <= 1 {
+                            Liveness::Unknown(
+                                "the worker's login sees no session but its own (grant it VIEW SERVER STATE)"
+                                    .into(),
+                            )
+                        } else {
+                            Liveness::Gone
+                        }
+                    }
+                }
+            })
+        })
+    }
+
+    async fn open(
+        &self,
+        watch: Option<StallWatch>,
+        app: &str,
+    ) -> Result<(TdsClient, Option<u32>), ConnectError> {
         let addr = format!("{}:{}", self.host, self.port);
         let limit = self.timeouts.connect;
         tokio::time::timeout(limit, async {
@@ -161,14 +209,15 @@ impl MssqlEndpoint {
             // Rows stream in many small packets; Nagle would only add latency.
             let _ = tcp.set_nodelay(true);
             let (tap, granted) = PacketTap::new(Guarded::new(tcp, watch).compat_write());
-            let client = Client::connect(self.config(), tap)
-                .await
-                .map_err(|source| ConnectError::Login {
-                    addr: addr.clone(),
-                    database: self.database.clone(),
-                    user: self.user.clone(),
-                    source,
-                })?;
+            let client =
+                Client::connect(self.config(app), tap)
+                    .await
+                    .map_err(|source| ConnectError::Login {
+                        addr: addr.clone(),
+                        database: self.database.clone(),
+                        user: self.user.clone(),
+                        source,
+                    })?;
             let size = granted.load(Ordering::Relaxed);
             Ok((client, (size > 0).then_some(size)))
         })

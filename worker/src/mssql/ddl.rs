@@ -3,8 +3,10 @@
 //! translated become plan warnings, never silently dropped.
 
 use crate::mapping::quote_mssql;
+use crate::mapping_pg_to_mssql::PgToMssqlColumn;
 use crate::mssql::expr::{self, Ctx};
 use crate::plan_pg_to_mssql::{PgToMssqlPlan, PgToMssqlTablePlan, TableNames};
+use crate::target_names::{ObjectKind, Planned};
 
 /// One DDL statement and what it is for (messages).
 #[derive(Debug, Clone)]
@@ -13,6 +15,13 @@ pub struct MsStmt {
     pub sql: String,
     /// Failure is a warning (a translated expression SQL Server rejected), not an error.
     pub optional: bool,
+    /// The named object it creates, checked against the target before it runs.
+    pub creates: Option<Planned>,
+}
+
+/// `kind` `name` of table `t`, as a statement creates it.
+fn planned(kind: ObjectKind, t: &PgToMssqlTablePlan, name: &str) -> Option<Planned> {
+    Some(Planned::on(kind, &t.target_schema, &t.target_name, name))
 }
 
 pub fn qualified(t: &PgToMssqlTablePlan) -> String {
@@ -103,6 +112,18 @@ pub fn create_alias_type(schema: &str, name: &str, base: crate::mapping_pg_to_ms
         lit(&format!(
             "alias type {schema}.{name} exists over another type than {base}, the type of the domain it stands for"
         ))
+    )
+}
+
+/// Adds foreign key `name` to `schema.table` with `definition` (`FOREIGN KEY (...) REFERENCES
+/// ...`, built with quoted names from the catalog), to recreate one of a table outside the
+/// migration; every identifier quoted, whatever it holds.
+pub fn add_foreign_key(schema: &str, table: &str, name: &str, definition: &str) -> String {
+    format!(
+        "ALTER TABLE {}.{} WITH CHECK ADD CONSTRAINT {} {definition}",
+        quote_mssql(schema),
+        quote_mssql(table),
+        quote_mssql(name)
     )
 }
 
@@ -254,6 +275,7 @@ fn primary_key(t: &PgToMssqlTablePlan, names: &TableNames, warnings: &mut Vec<St
                 quote_mssql(&names.pk)
             ),
             optional: false,
+            creates: planned(ObjectKind::PrimaryKey, t, &names.pk),
         });
     }
     out
@@ -284,6 +306,7 @@ fn unique_constraints(
                         quote_mssql(name)
                     ),
                     optional: false,
+                    creates: planned(ObjectKind::Unique, t, name),
                 });
             } else if referenced.contains(&sorted) {
                 warnings.push(format!(
@@ -298,6 +321,7 @@ fn unique_constraints(
                         quote_mssql(name)
                     ),
                     optional: true,
+                    creates: planned(ObjectKind::Unique, t, name),
                 });
             } else {
                 out.push(MsStmt {
@@ -308,6 +332,7 @@ fn unique_constraints(
                         not_null_filter(t, &nullable)
                     ),
                     optional: false,
+                    creates: planned(ObjectKind::Index, t, name),
                 });
             }
         }
@@ -395,6 +420,7 @@ fn indexes(t: &PgToMssqlTablePlan, warnings: &mut Vec<String>) -> Vec<MsStmt> {
             what: format!("index {} of {tq}", ix.name),
             sql,
             optional: true,
+            creates: planned(ObjectKind::Index, t, &ix.name),
         });
     }
     out
@@ -424,6 +450,7 @@ fn check_constraints(t: &PgToMssqlTablePlan, names: &TableNames, warnings: &mut 
                     quote_mssql(name)
                 ),
                 optional: true,
+                creates: planned(ObjectKind::Check, t, name),
             }),
             Err(e) => warnings.push(format!(
                 "table {tq}: check constraint {} {} not migrated: {e}",
@@ -471,6 +498,7 @@ fn domain_checks(t: &PgToMssqlTablePlan, warnings: &mut Vec<String>) -> Vec<MsSt
                             quote_mssql(&name)
                         ),
                         optional: true,
+                        creates: planned(ObjectKind::Check, t, &name),
                     });
                 }
                 Err(why) => warnings.push(format!(
@@ -497,6 +525,7 @@ fn type_checks(t: &PgToMssqlTablePlan, names: &TableNames) -> Vec<MsStmt> {
                     quote_mssql(name)
                 ),
                 optional: true,
+                creates: planned(ObjectKind::Check, t, name),
             });
         }
     }
@@ -528,6 +557,7 @@ fn defaults(t: &PgToMssqlTablePlan, names: &TableNames, warnings: &mut Vec<Strin
                     quote_mssql(&c.target_name)
                 ),
                 optional: true,
+                creates: planned(ObjectKind::Default, t, name),
             }),
             Err(e) => warnings.push(format!(
                 "table {tq}: default {def} of column {} not migrated: {e}",
@@ -588,6 +618,7 @@ pub fn foreign_keys(plan: &PgToMssqlPlan, warnings: &mut Vec<String>) -> Vec<MsS
                     action(fk.on_update, "UPDATE").unwrap_or_default()
                 ),
                 optional: true,
+                creates: planned(ObjectKind::ForeignKey, t, &name),
             });
         }
     }
@@ -633,12 +664,10 @@ pub fn upsert_merge(t: &PgToMssqlTablePlan, stage: &str, identity: bool) -> Opti
         .map(|k| format!("t.{q} = s.{q}", q = quote_mssql(k)))
         .collect::<Vec<_>>()
         .join(" AND ");
-    let non_key: Vec<&str> = t
+    let non_key: Vec<&PgToMssqlColumn> = t
         .columns
         .iter()
-        .filter(|c| c.computed.is_none())
-        .map(|c| c.target_name.as_str())
-        .filter(|c| !key.contains(c))
+        .filter(|c| c.computed.is_none() && !key.contains(&c.target_name.as_str()))
         .collect();
     let all: Vec<String> = t
         .columns
@@ -656,20 +685,15 @@ pub fn upsert_merge(t: &PgToMssqlTablePlan, stage: &str, identity: bool) -> Opti
         qualified(t)
     ));
     if !non_key.is_empty() {
-        // NULL-safe "differs": unchanged rows are not rewritten.
+        // Unchanged rows are not rewritten; every other difference is a change.
         let differs = non_key
             .iter()
-            .map(|c| {
-                let q = quote_mssql(c);
-                format!(
-                    "(t.{q} <> s.{q} OR (t.{q} IS NULL AND s.{q} IS NOT NULL) OR (t.{q} IS NOT NULL AND s.{q} IS NULL))"
-                )
-            })
+            .map(|c| differs_exactly(c))
             .collect::<Vec<_>>()
             .join(" OR ");
         let set = non_key
             .iter()
-            .map(|c| format!("{q} = s.{q}", q = quote_mssql(c)))
+            .map(|c| format!("{q} = s.{q}", q = quote_mssql(&c.target_name)))
             .collect::<Vec<_>>()
             .join(", ");
         sql.push_str(&format!(" WHEN MATCHED AND ({differs}) THEN UPDATE SET {set}"));
@@ -688,3 +712,28 @@ pub fn upsert_merge(t: &PgToMssqlTablePlan, stage: &str, identity: bool) -> Opti
     sql.push_str(&format!(" DELETE FROM {stage};"));
     Some(sql)
 }
+
+/// Whether column `c` of the target row `t` and the staged row `s` differ as values, NULL-safe.
+///
+/// `<>` alone compares strings under the column's collation, usually case-insensitive, and pads
+/// the shorter with blanks under every collation, binary ones too: PostgreSQL's `'abc'` -> `'ABC'`
+/// and `'x'` -> `'x '` would never reach the target. Strings are therefore compared under a
+/// binary collation (code point by code point) and by `DATALENGTH` (which counts trailing
+/// blanks); binary values by `DATALENGTH` too, since `<>` ignores trailing zero bytes.
+fn differs_exactly(c: &PgToMssqlColumn) -> String {
+    use crate::mapping_pg_to_mssql::MsType;
+    let q = quote_mssql(&c.target_name);
+    let (t, s) = (format!("t.{q}"), format!("s.{q}"));
+    let lengths = format!("DATALENGTH({t}) <> DATALENGTH({s})");
+    let values = match c.ms_type {
+        MsType::NVarChar { .. } | MsType::NChar { .. } | MsType::VarChar { .. } | MsType::Char { .. } => {
+            format!("{t} COLLATE {BINARY_COLLATION} <> {s} COLLATE {BINARY_COLLATION} OR {lengths}")
+        }
+        MsType::VarBinaryMax => format!("{t} <> {s} OR {lengths}"),
+        _ => format!("{t} <> {s}"),
+    };
+    format!("({values} OR ({t} IS NULL AND {s} IS NOT NULL) OR ({t} IS NOT NULL AND {s} IS NULL))")
+}
+
+/// The collation that compares strings by code point (not by case or accent rules).
+const BINARY_COLLATION: &str = "Latin1_General_BIN2";

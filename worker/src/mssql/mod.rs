@@ -12,4 +12,5 @@ pub mod introspect;
 pub mod packet_tap;
 pub mod read;
 pub mod target_catalog;
+pub mod target_names;
 pub mod view;

@@ -5,6 +5,7 @@ use crate::checkpoint::KeyValue;
 use crate::chunk::ChunkLimit;
 use crate::chunk_loop::{ChunkEnd, Msg};
 use crate::copy_binary::{EncodeErrorKind, RawRowError, RowEncoder};
+use crate::error_text::RowKey;
 use crate::mapping::{quote_mssql, select_expr};
 use crate::mssql::connect::TdsClient;
 use crate::plan::{KeyColumn, KeyKind, TablePlan, TaskPlan};
@@ -29,22 +30,22 @@ pub enum ReadError {
     #[error("table {table}, row with key {key}, column {column}: {kind}")]
     Encode {
         table: String,
-        key: String,
+        key: RowKey,
         column: String,
         kind: EncodeErrorKind,
     },
     #[error("table {table}, row with key {key}, column {column}: invalid value from SQL Server: {source}")]
     Decode {
         table: String,
-        key: String,
+        key: RowKey,
         column: String,
         #[source]
         source: Box<tiberius::error::Error>,
     },
     #[error("table {table}: key column value {value} cannot be used for keyset paging")]
-    Key { table: String, value: String },
-    #[error("checkpoint key {0:?} does not match the table's key")]
-    CheckpointKey(Vec<KeyValue>),
+    Key { table: String, value: RowKey },
+    #[error("checkpoint key {0} does not match the table's key")]
+    CheckpointKey(RowKey),
 }
 
 impl ReadError {
@@ -56,6 +57,7 @@ impl ReadError {
 
     /// A row that could not be decoded or encoded, named by its table, key and column.
     fn of_row(table: String, key: String, column: String, e: RawRowError) -> Self {
+        let key = RowKey(key);
         match e {
             RawRowError::Encode(e) => ReadError::Encode {
                 table,
@@ -226,11 +228,11 @@ fn build_query(
     };
     if let Some(after) = after {
         if after.len() != key.len() {
-            return Err(ReadError::CheckpointKey(after.to_vec()));
+            return Err(ReadError::CheckpointKey(RowKey::of(after)));
         }
         let mut first = Vec::new();
         for (k, v) in key.iter().zip(after) {
-            params.push(param_of(k.kind, v).ok_or_else(|| ReadError::CheckpointKey(after.to_vec()))?);
+            params.push(param_of(k.kind, v).ok_or_else(|| ReadError::CheckpointKey(RowKey::of(after)))?);
             first.push(params.len());
         }
         // (k1 > a) OR (k1 = a AND k2 > b) OR ...
@@ -370,7 +372,7 @@ pub async fn read_task(
             if end && key.is_some() && !last_key_ok {
                 return Err(ReadError::Key {
                     table: table.clone(),
-                    value: describe_key(&row, key),
+                    value: RowKey(describe_key(&row, key)),
                 });
             }
             end

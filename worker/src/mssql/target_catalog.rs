@@ -29,9 +29,10 @@ pub async fn existing_tables(
                 .filter(|v| v.table.eq_ignore_ascii_case(&t.name))
                 .map(|v| Dependent {
                     kind: "view".into(),
-                    name: v.view.clone(),
+                    schema: v.schema.clone(),
+                    relation: v.view.clone(),
+                    constraint: None,
                     definition: v.definition.clone(),
-                    recreate: None,
                 });
             let dependents = view_dependents
                 .chain(all.iter().filter(|other| !ours(&other.name)).flat_map(|other| {
@@ -50,9 +51,10 @@ pub async fn existing_tables(
         .collect())
 }
 
-/// A view that reads a table of `schema`: (the table, `schema.view`, its definition).
+/// A view that reads a table of `schema`: the table, the view's schema and name, its definition.
 struct ReferencingView {
     table: String,
+    schema: String,
     view: String,
     definition: String,
 }
@@ -86,31 +88,38 @@ async fn referencing_views(
         .iter()
         .map(|r| ReferencingView {
             table: text(r, 0),
-            view: format!("{}.{}", text(r, 1), text(r, 2)),
+            schema: text(r, 1),
+            view: text(r, 2),
             definition: text(r, 3),
         })
         .collect())
 }
 
 fn foreign_key_dependent(other: &SourceTable, fk: &crate::model::ForeignKeyDef) -> Dependent {
-    let recreate = format!(
-        "ALTER TABLE {}.{} WITH CHECK ADD CONSTRAINT {} FOREIGN KEY ({}) REFERENCES {}.{} ({}) \
-         ON DELETE {} ON UPDATE {}",
-        quote_mssql(&other.schema),
-        quote_mssql(&other.name),
-        quote_mssql(&fk.name),
-        names_list(&fk.columns),
-        quote_mssql(&fk.ref_schema),
-        quote_mssql(&fk.ref_table),
-        names_list(&fk.ref_columns),
-        fk.on_delete.replace('_', " "),
-        fk.on_update.replace('_', " "),
-    );
     Dependent {
         kind: "foreign key".into(),
-        name: format!("{} on {}.{}", fk.name, other.schema, other.name),
-        definition: recreate.clone(),
-        recreate: Some(recreate),
+        schema: other.schema.clone(),
+        relation: other.name.clone(),
+        constraint: Some(fk.name.clone()),
+        definition: format!(
+            "FOREIGN KEY ({}) REFERENCES {}.{} ({}) ON DELETE {} ON UPDATE {}",
+            names_list(&fk.columns),
+            quote_mssql(&fk.ref_schema),
+            quote_mssql(&fk.ref_table),
+            names_list(&fk.ref_columns),
+            referential_action(&fk.on_delete),
+            referential_action(&fk.on_update),
+        ),
+    }
+}
+
+/// `sys.foreign_keys`' action description as T-SQL; anything unexpected as the default.
+fn referential_action(desc: &str) -> &'static str {
+    match desc {
+        "CASCADE" => "CASCADE",
+        "SET_NULL" => "SET NULL",
+        "SET_DEFAULT" => "SET DEFAULT",
+        _ => "NO ACTION",
     }
 }
 

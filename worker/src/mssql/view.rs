@@ -337,16 +337,15 @@ impl Translator<'_> {
                 quote_mssql(&c.name)
             ));
         }
-        let target = format!(
-            "{}.{}",
-            quote_mssql(&target_schema(&v.schema)),
-            quote_mssql(&v.name)
-        );
+        let schema = target_schema(&v.schema);
+        let target = format!("{}.{}", quote_mssql(&schema), quote_mssql(&v.name));
         Ok((
             ViewPlan {
                 source_schema: v.schema.clone(),
                 source_name: v.name.clone(),
                 target: target.clone(),
+                target_schema: schema,
+                target_name: v.name.clone(),
                 sql: format!("CREATE VIEW {target} AS {select}"),
             },
             MsRelation {

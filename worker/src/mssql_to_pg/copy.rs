@@ -15,6 +15,7 @@ use crate::pipeline::{CHANNEL_DEPTH, CopyOptions, Resume, Start, TaskFailure, Ta
 use crate::plan::{TablePlan, TaskPlan};
 use crate::retry::AttemptState;
 use crate::timeouts::{Stalled, stalled};
+use crate::unlogged_loss;
 use tokio::sync::mpsc;
 
 #[derive(Debug, thiserror::Error)]
@@ -33,6 +34,10 @@ pub enum TaskError {
     Join(String),
     #[error("{0}")]
     Stalled(Stalled),
+    #[error(transparent)]
+    UnloggedLost(#[from] unlogged_loss::UnloggedLost),
+    #[error("{0}")]
+    Stopped(crate::shutdown::Stopped),
     /// The task's last attempt failed; its report says what it left committed.
     #[error("{0}")]
     Failed(Box<TaskFailure<TaskError>>),
@@ -45,6 +50,16 @@ impl TaskError {
             TaskError::Stalled(_) => true,
             TaskError::Failed(_) => false,
             other => crate::retry::is_transient(other),
+        }
+    }
+
+    /// Whether another worker took the task over (see [`crate::fence`]).
+    pub fn taken_over(&self) -> bool {
+        match self {
+            TaskError::Load(e) => e.taken_over(),
+            TaskError::Checkpoint(e) => e.taken_over(),
+            TaskError::Failed(f) => f.cause.taken_over(),
+            _ => false,
         }
     }
 
@@ -63,6 +78,7 @@ impl TaskError {
             TaskError::Failed(f) => !f.transient && f.cause.is_permanent(),
             TaskError::Read(e) => e.is_data(),
             TaskError::Stalled(_) => false,
+            TaskError::UnloggedLost(_) => true,
             other => crate::retry::is_data_error(other),
         }
     }
@@ -77,28 +93,54 @@ fn copy_into(table: &str, t: &TablePlan) -> String {
     format!("COPY {table} ({}) FROM STDIN (FORMAT binary)", copied_columns(t))
 }
 
-/// Copies one task, resuming after its checkpoint when there is one, and again from the
-/// checkpoint after a transient fault (see [`crate::pipeline::CopyOptions::retry`]).
+/// Copies one task of run `run` (see [`crate::plan::Plan::run`]), resuming after its checkpoint
+/// when there is one, and again from the checkpoint after a transient fault (see
+/// [`crate::pipeline::CopyOptions::retry`]). The task is claimed first ([`crate::fence`]): once
+/// another worker claims it, this one's next commit fails. `unlogged_tasks` (with
+/// `target.postgres.unlogged`: every task of the table) are checked at each attempt for rows a
+/// PostgreSQL crash emptied ([`unlogged_loss::unlogged_lost`]).
+#[allow(clippy::too_many_arguments)]
 pub async fn copy_task(
     source: &MssqlEndpoint,
     target: &PgEndpoint,
     migration: &str,
+    run: i64,
     t: &TablePlan,
     task: &TaskPlan,
     opts: &CopyOptions,
+    unlogged_tasks: Option<&[String]>,
     pools: &Pools,
 ) -> Result<TaskReport, TaskError> {
+    if let Some(stopped) = crate::shutdown::stopped_at_boundary() {
+        return Err(TaskError::Stopped(stopped));
+    }
     let state = AttemptState::default();
+    let target_run = (migration, run);
     run_task(
         &opts.retry,
         &task.name,
         t.source.qualified(),
         &state,
-        || copy_attempt(source, target, migration, t, task, opts, pools, &state),
+        || {
+            copy_attempt(
+                source,
+                target,
+                target_run,
+                t,
+                task,
+                opts,
+                unlogged_tasks,
+                pools,
+                &state,
+            )
+        },
         TaskError::is_transient,
     )
     .await
-    .map_err(|f| TaskError::Failed(Box::new(f)))
+    .map_err(|mut f| {
+        f.report.taken_over = f.cause.taken_over();
+        TaskError::Failed(Box::new(f))
+    })
 }
 
 /// One attempt of [`copy_task`]. Its connections come from `pools` and go back there only when
@@ -107,15 +149,29 @@ pub async fn copy_task(
 async fn copy_attempt(
     source: &MssqlEndpoint,
     target: &PgEndpoint,
-    migration: &str,
+    (migration, run): (&str, i64),
     t: &TablePlan,
     task: &TaskPlan,
     opts: &CopyOptions,
+    unlogged_tasks: Option<&[String]>,
     pools: &Pools,
     state: &AttemptState,
 ) -> Result<TaskReport, TaskError> {
     let mode = opts.mode;
     let mut pg = pools.pg(target).await?;
+    let fence = state
+        .claimed(|| checkpoint::claim(&pg.client, migration, &task.name, run))
+        .await?;
+    if let Some(tasks) = unlogged_tasks
+        && unlogged_loss::is_unlogged(&pg.client, &qualified(t)).await?
+    {
+        let lost = unlogged_loss::unlogged_lost(&pg.client, migration, tasks).await?;
+        let table = format!("{}.{}", t.target_schema, t.target_name);
+        if let Some(lost) = unlogged_loss::UnloggedLost::of(&table, &lost) {
+            return Err(lost.into());
+        }
+        unlogged_loss::mark_unlogged(&pg.client, migration, &task.name).await?;
+    }
     let cp = checkpoint::load(&pg.client, migration, &task.name)
         .await?
         .unwrap_or_default();
@@ -171,6 +227,7 @@ async fn copy_attempt(
     let ctx = WriterCtx {
         migration,
         task: &task.name,
+        fence,
         table: &table,
         copy_sql: &copy_sql,
         committed_rows,

@@ -17,12 +17,14 @@ use crate::pg::connect::{PgConnectError, PgEndpoint};
 use crate::pg::ddl::Stmt;
 use crate::pipeline::{CopyOptions, TaskReport};
 use crate::plan::{Plan, PlanError, TaskPlan};
+use crate::target_names::Checked;
+use crate::unlogged_loss;
 use crate::verify::{self, VerifyError};
 use tokio_postgres::Client;
-use tokio_postgres::error::SqlState;
 
 mod copy;
 mod finalize;
+mod names;
 mod plan;
 mod prepare;
 
@@ -71,6 +73,11 @@ pub enum MssqlToPgError {
     StoredPlan(String, String),
     #[error("nothing was written: {}", .0.join("; "))]
     Refused(Vec<String>),
+    #[error(transparent)]
+    UnloggedLost(#[from] unlogged_loss::UnloggedLost),
+    /// Finalize found a planned name taken by an object this migration did not create.
+    #[error("finalize created nothing: {}", .0.join("; "))]
+    NamesTaken(Vec<String>),
     #[error("reading the target's catalog for {table}: {source}")]
     TargetCatalog {
         table: String,
@@ -85,7 +92,10 @@ impl MssqlToPgError {
     /// [`crate::retry::is_data_error`]).
     pub fn is_permanent(&self) -> bool {
         match self {
-            MssqlToPgError::Plan(_) | MssqlToPgError::Refused(_) => true,
+            MssqlToPgError::Plan(_)
+            | MssqlToPgError::Refused(_)
+            | MssqlToPgError::UnloggedLost(_)
+            | MssqlToPgError::NamesTaken(_) => true,
             MssqlToPgError::Read(e) => e.is_data(),
             MssqlToPgError::Task { source, .. } => source.is_permanent(),
             MssqlToPgError::Tasks { failed, first, .. } => *failed == 1 && first.is_permanent(),
@@ -111,20 +121,24 @@ pub struct MssqlToPgEngine {
     pub copy: CopyOptions,
 }
 
-/// Statement errors meaning "this was already done", so finalize can be rerun after a crash.
-fn already_done(e: &tokio_postgres::Error) -> bool {
-    matches!(
-        e.code(),
-        Some(c) if *c == SqlState::DUPLICATE_OBJECT || *c == SqlState::DUPLICATE_TABLE || *c == SqlState::INVALID_TABLE_DEFINITION
-    )
-}
-
-async fn exec_stmts(pg: &Client, stmts: Vec<Stmt>, warnings: &mut Vec<String>) -> Result<(), MssqlToPgError> {
+/// Runs `stmts` in order. One that creates a named object runs only where the name check lets
+/// it ([`Checked::runs`]), and is recorded as `migration`'s in the same transaction. "Already
+/// exists" is an error like any other (a warning for an optional statement): the check, not the
+/// error, tells an object of an earlier attempt.
+async fn exec_stmts(
+    pg: &Client,
+    stmts: Vec<Stmt>,
+    names: &Checked,
+    migration: &str,
+    warnings: &mut Vec<String>,
+) -> Result<(), MssqlToPgError> {
     for s in stmts {
-        if let Err(e) = pg.batch_execute(&s.sql).await {
-            if already_done(&e) {
-                continue;
-            }
+        let result = match &s.creates {
+            Some(p) if !names.runs(p) => continue,
+            Some(p) => crate::pg::target_names::create_recorded(pg, migration, p, &s.sql).await,
+            None => pg.batch_execute(&s.sql).await,
+        };
+        if let Err(e) = result {
             if s.optional {
                 let msg = e
                     .as_db_error()
@@ -198,13 +212,22 @@ impl Engine for MssqlToPgEngine {
             digest: self.options.checksum_by_task(),
             ..self.copy.clone()
         };
+        let unlogged_tasks: Option<Vec<String>> = self.options.unlogged.then(|| {
+            plan.tasks
+                .iter()
+                .filter(|k| k.table == task.table)
+                .map(|k| k.name.clone())
+                .collect()
+        });
         copy_task(
             &self.source,
             &self.target,
             &self.options.migration,
+            plan.run,
             t,
             task,
             &copy,
+            unlogged_tasks.as_deref(),
             pools,
         )
         .await

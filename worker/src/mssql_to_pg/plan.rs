@@ -140,7 +140,9 @@ impl MssqlToPgEngine {
         let pg = self.target.connect().await?;
         plan.warnings
             .extend(self.target.plaintext_warning(&pg, "target.postgres").await);
-        let actions = self.target_actions(&pg, &plan).await?;
+        let mut actions = self.target_actions(&pg, &plan).await?;
+        let names = self.check_planned_names(&pg, &plan, &mut actions).await?;
+        plan.warnings.extend(names.warnings());
         Ok(DryRun {
             plan,
             actions,

@@ -8,6 +8,7 @@ use crate::options::Mode;
 use crate::pg::ddl;
 use crate::plan::{Plan, TaskPlan};
 use crate::target_check::{self, TableAction};
+use crate::unlogged_loss;
 use tokio_postgres::Client;
 
 impl MssqlToPgEngine {
@@ -22,16 +23,19 @@ impl MssqlToPgEngine {
         let migration = &self.options.migration;
         let fingerprint = plan.fingerprint();
         if checkpoint::tables_exist(&pg).await?
-            && let Some((fp, state)) = checkpoint::run_state(&pg, migration).await?
-            && fp == fingerprint
+            && let Some(run) = checkpoint::run_state(&pg, migration).await?
+            && run.fingerprint == fingerprint
             // Only an interrupted copy resumes; after finalize (e.g. a verification mismatch) a
             // rerun starts over.
-            && state == "copying"
+            && run.state == "copying"
+            // A Migration deleted and applied again starts a run of its own.
+            && run.belongs_to(self.options.run_id.as_deref())
             && let Some(tasks) = self.stored_tasks(&pg).await?
             && self.all_tables_exist(&pg, &plan).await?
             && !self.unlogged_rows_lost(&pg, &plan, &tasks).await?
         {
             plan.tasks = tasks;
+            plan.run = run.generation;
             return Ok(Prepared {
                 plan,
                 resumed: true,
@@ -39,26 +43,37 @@ impl MssqlToPgEngine {
             });
         }
 
-        let actions = self.target_actions(&pg, &plan).await?;
+        let mut actions = self.target_actions(&pg, &plan).await?;
+        let names = self.check_planned_names(&pg, &plan, &mut actions).await?;
         let refused = target_check::refusals(plan.tables.iter().map(ddl::qualified), &actions);
         if !refused.is_empty() {
             return Err(MssqlToPgError::Refused(refused));
         }
         checkpoint::ensure_tables(&pg).await?;
+        crate::pg::target_names::ensure_table(&pg)
+            .await
+            .map_err(|source| MssqlToPgError::Ddl {
+                what: "the worker's record of the objects it creates".into(),
+                sql: String::new(),
+                source,
+            })?;
+        // Before the first write: no worker of an earlier run commits from here on.
+        plan.run = checkpoint::begin_run(&pg, migration, self.options.run_id.as_deref()).await?;
         let mut warnings = Vec::new();
-        // Foreign keys of other tables the user allowed to drop come back in finalize; views do not.
+        // Foreign keys of other tables the user allowed to drop come back in finalize, by the
+        // names the catalog gave (stored as such, never as SQL text pasted together); views do not.
         let mut recreate = Vec::new();
         let mut cascade = false;
         for (t, a) in plan.tables.iter().zip(&actions) {
             if let TableAction::Drop { dependents, .. } | TableAction::Truncate { dependents, .. } = a {
                 for d in dependents {
-                    match &d.recreate {
-                        Some(sql) => recreate.push(sql.clone()),
+                    match &d.constraint {
+                        Some(_) => recreate.push(serde_json::to_string(d).unwrap_or_default()),
                         None => warnings.push(format!(
                             "table {}: {} {} depended on it and was dropped (dropDependents); its definition: {}",
                             ddl::qualified(t),
                             d.kind,
-                            d.name,
+                            d.display_name(),
                             d.definition
                         )),
                     }
@@ -112,11 +127,8 @@ impl MssqlToPgEngine {
             for (t, a) in plan.tables.iter().zip(&actions) {
                 if let TableAction::Truncate { dependents, .. } = a {
                     for d in dependents {
-                        if let Some((constraint, table)) = d.name.split_once(" on ") {
-                            let sql = format!(
-                                "ALTER TABLE {table} DROP CONSTRAINT {}",
-                                crate::mapping::quote_pg(constraint)
-                            );
+                        if let Some(name) = &d.constraint {
+                            let sql = ddl::drop_constraint(&d.schema, &d.relation, name);
                             pg.batch_execute(&sql).await.map_err(ddl_err(
                                 format!("foreign key referencing {}", ddl::qualified(t)),
                                 &sql,
@@ -144,12 +156,26 @@ impl MssqlToPgEngine {
                     .await
                     .map_err(ddl_err(format!("table {}", t.target_name), &sql))?;
                 if self.options.schema.defaults {
-                    exec_stmts(&pg, ddl::defaults(t, &mut warnings), &mut warnings).await?;
+                    exec_stmts(
+                        &pg,
+                        ddl::defaults(t, &mut warnings),
+                        &names,
+                        migration,
+                        &mut warnings,
+                    )
+                    .await?;
                 }
             }
             if self.options.mode == Mode::Upsert {
                 // ON CONFLICT needs the key before the first chunk; an existing one is kept.
-                exec_stmts(&pg, ddl::primary_key(t).into_iter().collect(), &mut warnings).await?;
+                exec_stmts(
+                    &pg,
+                    ddl::primary_key(t).into_iter().collect(),
+                    &names,
+                    migration,
+                    &mut warnings,
+                )
+                .await?;
             }
         }
         let truncated: Vec<String> = plan
@@ -177,7 +203,8 @@ impl MssqlToPgEngine {
     }
 
     /// Crash recovery empties UNLOGGED tables while the (logged) checkpoints still count their
-    /// rows: resuming would skip them, so such a run starts over instead.
+    /// rows: resuming would skip them, so such a run starts over instead. Lost rows show as a
+    /// task's crash mark gone ([`unlogged_loss::unlogged_lost`]), or as a table emptied by other means.
     async fn unlogged_rows_lost(
         &self,
         pg: &Client,
@@ -193,28 +220,37 @@ impl MssqlToPgEngine {
             source,
         };
         for (i, t) in plan.tables.iter().enumerate() {
-            let row = pg
-                .query_one(
-                    &format!(
-                        "SELECT c.relpersistence = 'u' AND NOT EXISTS (SELECT 1 FROM {}) FROM pg_class c WHERE c.oid = $1::text::regclass",
-                        ddl::qualified(t)
-                    ),
-                    &[&ddl::qualified(t)],
-                )
-                .await
-                .map_err(q)?;
-            if !row.get::<_, bool>(0) {
+            if !unlogged_loss::is_unlogged(pg, &ddl::qualified(t)).await? {
                 continue;
             }
-            for task in tasks.iter().filter(|k| k.table == i) {
-                let cp = checkpoint::load(pg, &self.options.migration, &task.name).await?;
-                if cp.is_some_and(|c| c.rows > 0) {
-                    tracing::warn!(
-                        table = %t.source.qualified(),
-                        "UNLOGGED table lost its committed rows (PostgreSQL crash recovery); starting the copy over"
-                    );
-                    return Ok(true);
+            let names: Vec<String> = tasks
+                .iter()
+                .filter(|k| k.table == i)
+                .map(|k| k.name.clone())
+                .collect();
+            let empty: bool = pg
+                .query_one(
+                    &format!("SELECT NOT EXISTS (SELECT 1 FROM {})", ddl::qualified(t)),
+                    &[],
+                )
+                .await
+                .map_err(q)?
+                .get(0);
+            let mut lost = unlogged_loss::unlogged_lost(pg, &self.options.migration, &names).await?;
+            if empty {
+                for name in &names {
+                    let cp = checkpoint::load(pg, &self.options.migration, name).await?;
+                    if let Some(c) = cp.filter(|c| c.rows > 0) {
+                        lost.push((name.clone(), c.rows));
+                    }
                 }
+            }
+            if !lost.is_empty() {
+                tracing::warn!(
+                    table = %t.source.qualified(),
+                    "UNLOGGED table lost its committed rows (PostgreSQL crash recovery); starting the copy over"
+                );
+                return Ok(true);
             }
         }
         Ok(false)
@@ -278,7 +314,13 @@ impl MssqlToPgEngine {
         let pg = self.target.connect().await?;
         checkpoint::ensure_tables(&pg).await?;
         match checkpoint::run_state(&pg, &self.options.migration).await? {
-            Some((fp, _)) if fp == plan.fingerprint() => {}
+            Some(run) if !run.belongs_to(self.options.run_id.as_deref()) => {
+                return Err(MssqlToPgError::StoredPlan(
+                    self.options.migration.clone(),
+                    checkpoint::another_object(&run),
+                ));
+            }
+            Some(run) if run.fingerprint == plan.fingerprint() => plan.run = run.generation,
             _ => {
                 return Err(MssqlToPgError::StoredPlan(
                     self.options.migration.clone(),

@@ -125,7 +125,7 @@ impl PgEndpoint {
     /// Like [`connect`](Self::connect), but the connection's I/O is left to the caller, to be
     /// polled with [`with_connection_io`] on the task that uses the client.
     pub async fn connect_undriven(&self) -> Result<(Client, ConnectionIo), PgConnectError> {
-        self.open(None).await
+        self.open(None, "mssql-pg-worker").await
     }
 
     /// A connection for a copy task: it fails once it makes no progress for the stall limit
@@ -140,17 +140,60 @@ impl PgEndpoint {
     pub async fn connect_undriven_watched(
         &self,
     ) -> Result<(Client, ConnectionIo, StallWatch), PgConnectError> {
+        let tag = crate::timeouts::session_tag();
         let watch = StallWatch::new(
             format!("PostgreSQL at {}:{}", self.host, self.port),
             self.timeouts.stall,
-        );
-        let (client, io) = self.open(Some(watch.clone())).await?;
+        )
+        .with_probe(self.probe(tag.clone()));
+        let (client, io) = self.open(Some(watch.clone()), &tag).await?;
         Ok((client, io, watch))
     }
 
-    async fn open(&self, watch: Option<StallWatch>) -> Result<(Client, ConnectionIo), PgConnectError> {
+    /// Whether the server still works for the session named `tag`: `pg_stat_activity` shows the
+    /// sessions of the same role, a statement running or waiting for a lock as `active`; one
+    /// waiting for the client (`ClientRead`/`ClientWrite`) or idle is not working for the worker.
+    fn probe(&self, tag: String) -> crate::timeouts::Probe {
+        let endpoint = self.clone();
+        std::sync::Arc::new(move || {
+            let (endpoint, tag) = (endpoint.clone(), tag.clone());
+            Box::pin(async move {
+                use crate::timeouts::Liveness;
+                let client = match endpoint.connect().await {
+                    Ok(c) => c,
+                    Err(e) => return Liveness::Unknown(crate::error_text::error_text(&e)),
+                };
+                let row = client
+                    .query_opt(
+                        "SELECT state, wait_event_type FROM pg_stat_activity WHERE application_name = $1",
+                        &[&tag],
+                    )
+                    .await;
+                match row {
+                    Err(e) => Liveness::Unknown(crate::error_text::error_text(&e)),
+                    Ok(None) => Liveness::Gone,
+                    Ok(Some(r)) => {
+                        let state: Option<String> = r.get(0);
+                        let waits: Option<String> = r.get(1);
+                        if state.as_deref() == Some("active") && waits.as_deref() != Some("Client") {
+                            Liveness::Working
+                        } else {
+                            Liveness::Gone
+                        }
+                    }
+                }
+            })
+        })
+    }
+
+    /// Opens a connection whose `application_name` is `app`.
+    async fn open(
+        &self,
+        watch: Option<StallWatch>,
+        app: &str,
+    ) -> Result<(Client, ConnectionIo), PgConnectError> {
         let limit = self.timeouts.connect;
-        tokio::time::timeout(limit, self.open_unbounded(watch))
+        tokio::time::timeout(limit, self.open_unbounded(watch, app))
             .await
             .map_err(|_| PgConnectError::Tcp {
                 host: self.host.clone(),
@@ -166,6 +209,7 @@ impl PgEndpoint {
     async fn open_unbounded(
         &self,
         watch: Option<StallWatch>,
+        app: &str,
     ) -> Result<(Client, ConnectionIo), PgConnectError> {
         let tcp = crate::timeouts::connect_tcp(&self.host, self.port, &self.timeouts)
             .await
@@ -184,7 +228,7 @@ impl PgEndpoint {
         if !self.password.is_empty() {
             cfg.password(&self.password);
         }
-        cfg.application_name("mssql-pg-worker");
+        cfg.application_name(app);
         let err = |source| PgConnectError::Connect {
             host: self.host.clone(),
             port: self.port,

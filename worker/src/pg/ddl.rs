@@ -6,6 +6,7 @@ use crate::model::IndexDef;
 use crate::options::SchemaOptions;
 use crate::pg::expr;
 use crate::plan::{Plan, TablePlan};
+use crate::target_names::{ObjectKind, Planned};
 
 /// One DDL statement. `optional` statements carry translated T-SQL: if PostgreSQL rejects one,
 /// it becomes a warning instead of failing the migration.
@@ -14,6 +15,8 @@ pub struct Stmt {
     pub what: String,
     pub sql: String,
     pub optional: bool,
+    /// The named object it creates, checked against the target before it runs.
+    pub creates: Option<Planned>,
 }
 
 impl Stmt {
@@ -22,6 +25,7 @@ impl Stmt {
             what: what.into(),
             sql,
             optional: false,
+            creates: None,
         }
     }
 
@@ -30,7 +34,14 @@ impl Stmt {
             what: what.into(),
             sql,
             optional: true,
+            creates: None,
         }
+    }
+
+    /// Names `kind` `name` of table `t` as what it creates.
+    fn creating(mut self, kind: ObjectKind, t: &TablePlan, name: &str) -> Self {
+        self.creates = Some(Planned::on(kind, &t.target_schema, &t.target_name, name));
+        self
     }
 }
 
@@ -66,6 +77,28 @@ pub fn drop_tables(qualified_names: &[String], cascade: bool) -> String {
         "DROP TABLE IF EXISTS {}{}",
         qualified_names.join(", "),
         if cascade { " CASCADE" } else { "" }
+    )
+}
+
+/// Drops foreign key `name` of `schema.table` (a table outside the migration that references one
+/// it empties); every identifier quoted, whatever it holds.
+pub fn drop_constraint(schema: &str, table: &str, name: &str) -> String {
+    format!(
+        "ALTER TABLE {}.{} DROP CONSTRAINT {}",
+        quote_pg(schema),
+        quote_pg(table),
+        quote_pg(name)
+    )
+}
+
+/// Adds constraint `name` to `schema.table` with `definition` as `pg_get_constraintdef` printed
+/// it (PostgreSQL's own rendering, identifiers quoted), to recreate a dropped foreign key.
+pub fn add_constraint(schema: &str, table: &str, name: &str, definition: &str) -> String {
+    format!(
+        "ALTER TABLE {}.{} ADD CONSTRAINT {} {definition}",
+        quote_pg(schema),
+        quote_pg(table),
+        quote_pg(name)
     )
 }
 
@@ -281,16 +314,7 @@ pub fn finalize_table(
 ) -> Vec<Stmt> {
     let q = qualified(t);
     let mut out = Vec::new();
-    if let (Some(pk), Some(name)) = (&t.source.primary_key, &t.pk_name) {
-        out.push(Stmt::required(
-            format!("primary key of {}", t.target_name),
-            format!(
-                "ALTER TABLE {q} ADD CONSTRAINT {} PRIMARY KEY ({})",
-                quote_pg(name),
-                column_list(t, &pk.columns)
-            ),
-        ));
-    }
+    out.extend(primary_key(t));
     {
         for (ix, name) in t.source.indexes.iter().zip(&t.index_names) {
             let cols: Vec<String> = ix.columns.iter().map(|c| c.name.clone()).collect();
@@ -300,15 +324,18 @@ pub fn finalize_table(
                 continue;
             }
             if ix.unique_constraint && ix.filter.is_none() {
-                out.push(Stmt::required(
-                    format!("unique constraint {name}"),
-                    format!(
-                        "ALTER TABLE {q} ADD CONSTRAINT {} UNIQUE{} ({})",
-                        quote_pg(name),
-                        nulls_not_distinct(t, ix, pg_major, warnings),
-                        column_list(t, &cols)
-                    ),
-                ));
+                out.push(
+                    Stmt::required(
+                        format!("unique constraint {name}"),
+                        format!(
+                            "ALTER TABLE {q} ADD CONSTRAINT {} UNIQUE{} ({})",
+                            quote_pg(name),
+                            nulls_not_distinct(t, ix, pg_major, warnings),
+                            column_list(t, &cols)
+                        ),
+                    )
+                    .creating(ObjectKind::Unique, t, name),
+                );
                 continue;
             }
             let keys = ix
@@ -355,6 +382,12 @@ pub fn finalize_table(
                 what: format!("index {name}"),
                 sql,
                 optional,
+                creates: Some(Planned::on(
+                    ObjectKind::Index,
+                    &t.target_schema,
+                    &t.target_name,
+                    name,
+                )),
             });
         }
     }
@@ -364,14 +397,17 @@ pub fn finalize_table(
                 Ok(e) => {
                     // Untrusted (or disabled, which the plan warns about): rows the source holds
                     // may violate it; PostgreSQL then checks only new and updated rows.
-                    out.push(Stmt::optional(
-                        format!("check constraint {name}"),
-                        format!(
-                            "ALTER TABLE {q} ADD CONSTRAINT {} CHECK ({e}){}",
-                            quote_pg(name),
-                            if ck.not_trusted { " NOT VALID" } else { "" }
-                        ),
-                    ))
+                    out.push(
+                        Stmt::optional(
+                            format!("check constraint {name}"),
+                            format!(
+                                "ALTER TABLE {q} ADD CONSTRAINT {} CHECK ({e}){}",
+                                quote_pg(name),
+                                if ck.not_trusted { " NOT VALID" } else { "" }
+                            ),
+                        )
+                        .creating(ObjectKind::Check, t, name),
+                    )
                 }
                 Err(why) => warnings.push(format!(
                     "table {}: check constraint {} not migrated: {}: {why}",
@@ -499,15 +535,18 @@ pub fn upsert_merge(t: &TablePlan) -> String {
 /// The primary key alone (upsert mode needs it before the first chunk).
 pub fn primary_key(t: &TablePlan) -> Option<Stmt> {
     let (pk, name) = (t.source.primary_key.as_ref()?, t.pk_name.as_ref()?);
-    Some(Stmt::required(
-        format!("primary key of {}", t.target_name),
-        format!(
-            "ALTER TABLE {} ADD CONSTRAINT {} PRIMARY KEY ({})",
-            qualified(t),
-            quote_pg(name),
-            column_list(t, &pk.columns)
-        ),
-    ))
+    Some(
+        Stmt::required(
+            format!("primary key of {}", t.target_name),
+            format!(
+                "ALTER TABLE {} ADD CONSTRAINT {} PRIMARY KEY ({})",
+                qualified(t),
+                quote_pg(name),
+                column_list(t, &pk.columns)
+            ),
+        )
+        .creating(ObjectKind::PrimaryKey, t, name),
+    )
 }
 
 fn referential_action(desc: &str) -> &'static str {
@@ -539,7 +578,8 @@ pub fn foreign_keys(plan: &Plan, warnings: &mut Vec<String>) -> Vec<Stmt> {
                 ));
                 continue;
             };
-            out.push(Stmt::required(
+            out.push(
+                Stmt::required(
                 format!("foreign key {name}"),
                 format!(
                     "ALTER TABLE {} ADD CONSTRAINT {} FOREIGN KEY ({}) REFERENCES {} ({}) ON DELETE {} ON UPDATE {}{}",
@@ -552,7 +592,9 @@ pub fn foreign_keys(plan: &Plan, warnings: &mut Vec<String>) -> Vec<Stmt> {
                     referential_action(&fk.on_update),
                     if fk.not_trusted { " NOT VALID" } else { "" }
                 ),
-            ));
+            )
+                .creating(ObjectKind::ForeignKey, t, name),
+            );
         }
     }
     out

@@ -4,6 +4,7 @@
 use crate::checkpoint::{self, CheckpointError};
 use crate::chunk_loop::{self, ChunkEnd, ChunkRows, ChunkSink, LoopCtx, LoopError, Msg, RowLoad, WriteStats};
 use crate::copy_binary::{write_header, write_trailer};
+use crate::fence::{Fence, FenceError};
 use bytes::{Bytes, BytesMut};
 use futures_util::SinkExt;
 use std::pin::Pin;
@@ -20,6 +21,10 @@ pub enum LoadError {
     },
     #[error(transparent)]
     Checkpoint(#[from] CheckpointError),
+    #[error(transparent)]
+    Fence(#[from] FenceError),
+    #[error(transparent)]
+    Stopped(crate::shutdown::Stopped),
     #[error("the source reader stopped before the task was complete")]
     ReaderGone,
     #[error("COPY into {table} stored {stored} rows but {sent} were sent")]
@@ -34,6 +39,18 @@ impl From<LoopError> for LoadError {
             LoopError::ReaderGone => LoadError::ReaderGone,
             LoopError::RowCount { table, stored, sent } => LoadError::RowCount { table, stored, sent },
             LoopError::Injected(n) => LoadError::Injected(n),
+            LoopError::Stopped(s) => LoadError::Stopped(s),
+        }
+    }
+}
+
+impl LoadError {
+    /// Whether another worker took the task over (see [`crate::fence`]).
+    pub fn taken_over(&self) -> bool {
+        match self {
+            LoadError::Fence(e) => e.taken_over().is_some(),
+            LoadError::Checkpoint(e) => e.taken_over(),
+            _ => false,
         }
     }
 }
@@ -41,6 +58,8 @@ impl From<LoopError> for LoadError {
 pub struct WriterCtx<'a> {
     pub migration: &'a str,
     pub task: &'a str,
+    /// The task's claim, checked in each chunk's transaction ([`crate::fence`]).
+    pub fence: &'a Fence,
     /// The quoted target table, for messages.
     pub table: &'a str,
     /// `COPY "s"."t" ("a", "b") FROM STDIN (FORMAT binary)`
@@ -101,6 +120,8 @@ pub struct PgSink<'c> {
     merge_sql: Option<&'c str>,
     migration: &'c str,
     task: &'c str,
+    fence: &'c Fence,
+    fences: String,
 }
 
 impl<'c> PgSink<'c> {
@@ -112,6 +133,8 @@ impl<'c> PgSink<'c> {
             merge_sql: ctx.merge_sql,
             migration: ctx.migration,
             task: ctx.task,
+            fence: ctx.fence,
+            fences: checkpoint::fences_table(),
         }
     }
 }
@@ -152,6 +175,8 @@ impl ChunkSink for PgSink<'_> {
         {
             tx.execute(merge, &[]).await.map_err(copy_err(self.table))?;
         }
+        // Still this worker's task: else the rows and the checkpoint roll back together.
+        crate::fence::check_pg(&tx, &self.fences, self.fence).await?;
         checkpoint::save(&tx, self.migration, self.task, &rows.checkpoint(&end)).await?;
         tx.commit().await.map_err(copy_err(self.table))?;
         Ok(end)

@@ -9,5 +9,6 @@ pub mod introspect;
 pub mod load;
 pub mod read;
 pub mod target_catalog;
+pub mod target_names;
 pub mod tls;
 pub mod view;

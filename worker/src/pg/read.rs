@@ -7,6 +7,7 @@
 use crate::checkpoint::KeyValue;
 use crate::chunk::ChunkLimit;
 use crate::chunk_loop::{BulkRows, ChunkEnd, Msg};
+use crate::error_text::RowKey;
 use crate::mapping::quote_pg;
 use crate::mapping_pg_to_mssql::Decode;
 use crate::plan::TaskPlan;
@@ -42,7 +43,7 @@ pub enum PgReadError {
     #[error("table {table}, key ({key}), column {column}: {message}")]
     Value {
         table: String,
-        key: String,
+        key: RowKey,
         column: String,
         message: String,
     },
@@ -669,7 +670,7 @@ fn value_error(
         .collect();
     PgReadError::Value {
         table: t.source.qualified(),
-        key: key_text(t, &cells),
+        key: RowKey(key_text(t, &cells)),
         column: t.columns[column].source.name.clone(),
         message,
     }
@@ -713,7 +714,7 @@ pub async fn read_task(
     if encoder.columns().len() != bulk_to_col.len() {
         return Err(PgReadError::Value {
             table: table.clone(),
-            key: "no row read".into(),
+            key: RowKey("no row read".into()),
             column: "*".into(),
             message: format!(
                 "the target table has {} bulk-loadable columns, the plan {}",

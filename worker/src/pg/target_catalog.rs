@@ -89,40 +89,47 @@ async fn dependents(
                   AND d.refclassid = 'pg_class'::regclass AND d.classid = 'pg_rewrite'::regclass \
                 JOIN pg_rewrite r ON r.oid = d.objid WHERE r.ev_class <> deps.oid) \
              SELECT CASE c.relkind WHEN 'm' THEN 'materialized view' ELSE 'view' END, \
-                    c.oid::regclass::text, pg_get_viewdef(c.oid) \
+                    n.nspname::text, c.relname::text, pg_get_viewdef(c.oid) \
              FROM (SELECT DISTINCT oid FROM deps) d JOIN pg_class c ON c.oid = d.oid \
+             JOIN pg_namespace n ON n.oid = c.relnamespace \
              WHERE c.oid <> ALL (SELECT to_regclass(m) FROM unnest($2::text[]) AS m \
                                  WHERE to_regclass(m) IS NOT NULL) \
-             ORDER BY 2",
+             ORDER BY 2, 3",
             &[&qualified, &migrated],
         )
         .await?;
+    // With only pg_catalog on the search path, pg_get_constraintdef qualifies the referenced
+    // table: the clause recreates the foreign key whatever the search path of finalize's session.
+    pg.batch_execute("SET search_path = pg_catalog").await?;
     let fks = pg
         .query(
-            "SELECT c.conname || ' on ' || c.conrelid::regclass::text, pg_get_constraintdef(c.oid), \
-                    format('ALTER TABLE %s ADD CONSTRAINT %I %s', c.conrelid::regclass, c.conname, \
-                           pg_get_constraintdef(c.oid)) \
-             FROM pg_constraint c \
+            "SELECT n.nspname::text, r.relname::text, c.conname::text, pg_get_constraintdef(c.oid) \
+             FROM pg_constraint c JOIN pg_class r ON r.oid = c.conrelid \
+             JOIN pg_namespace n ON n.oid = r.relnamespace \
              WHERE c.contype = 'f' AND c.confrelid = $1::text::regclass AND c.conrelid <> c.confrelid \
                AND c.conrelid <> ALL (SELECT to_regclass(m) FROM unnest($2::text[]) AS m \
                                       WHERE to_regclass(m) IS NOT NULL) \
-             ORDER BY 1",
+             ORDER BY 1, 2, 3",
             &[&qualified, &migrated],
         )
-        .await?;
+        .await;
+    pg.batch_execute("RESET search_path").await?;
+    let fks = fks?;
     Ok(views
         .iter()
         .map(|r| Dependent {
             kind: r.get(0),
-            name: r.get(1),
-            definition: r.get(2),
-            recreate: None,
+            schema: r.get(1),
+            relation: r.get(2),
+            constraint: None,
+            definition: r.get(3),
         })
         .chain(fks.iter().map(|r| Dependent {
             kind: "foreign key".into(),
-            name: r.get(0),
-            definition: r.get(1),
-            recreate: Some(r.get(2)),
+            schema: r.get(0),
+            relation: r.get(1),
+            constraint: Some(r.get(2)),
+            definition: r.get(3),
         }))
         .collect())
 }

@@ -227,11 +227,8 @@ impl Translator<'_> {
                 quote_pg(&c.column.target_name)
             ));
         }
-        let target = format!(
-            "{}.{}",
-            quote_pg(&(self.naming.schema)(&v.schema)),
-            quote_pg(&(self.naming.ident)(&v.name))
-        );
+        let (target_schema, target_name) = ((self.naming.schema)(&v.schema), (self.naming.ident)(&v.name));
+        let target = format!("{}.{}", quote_pg(&target_schema), quote_pg(&target_name));
         let list: Vec<String> = cols.iter().map(|c| quote_pg(&c.column.target_name)).collect();
         let sql = format!("CREATE VIEW {target} ({}) AS {select}", list.join(", "));
         Ok((
@@ -239,6 +236,8 @@ impl Translator<'_> {
                 source_schema: v.schema.clone(),
                 source_name: v.name.clone(),
                 target: target.clone(),
+                target_schema,
+                target_name,
                 sql,
             },
             Relation {

@@ -18,31 +18,41 @@ use crate::retry::AttemptState;
 use crate::timeouts::stalled;
 use tokio::sync::mpsc;
 
-/// Copies one task, resuming after its checkpoint when there is one, and again from the
-/// checkpoint after a transient fault (see [`crate::pipeline::CopyOptions::retry`]).
+/// Copies one task of run `run` (see [`crate::plan::Plan::run`]), resuming after its checkpoint
+/// when there is one, and again from the checkpoint after a transient fault (see
+/// [`crate::pipeline::CopyOptions::retry`]). The task is claimed first ([`crate::fence`]): once
+/// another worker claims it, this one's next commit fails.
 pub async fn copy_task(
     engine: &PgToMssqlEngine,
+    run: i64,
     t: &PgToMssqlTablePlan,
     task: &TaskPlan,
     pools: &Pools,
 ) -> Result<TaskReport, PgToMssqlError> {
+    if let Some(stopped) = crate::shutdown::stopped_at_boundary() {
+        return Err(PgToMssqlError::Stopped(stopped));
+    }
     let state = AttemptState::default();
     run_task(
         &engine.copy.retry,
         &task.name,
         t.source.qualified(),
         &state,
-        || copy_attempt(engine, t, task, pools, &state),
+        || copy_attempt(engine, run, t, task, pools, &state),
         PgToMssqlError::is_transient,
     )
     .await
-    .map_err(|f| PgToMssqlError::Failed(Box::new(f)))
+    .map_err(|mut f| {
+        f.report.taken_over = f.cause.taken_over();
+        PgToMssqlError::Failed(Box::new(f))
+    })
 }
 
 /// One attempt of [`copy_task`]. Its connections come from `pools` and go back there only when
 /// it succeeds; an error drops them (closing a connection rolls back its open transaction).
 async fn copy_attempt(
     engine: &PgToMssqlEngine,
+    run: i64,
     t: &PgToMssqlTablePlan,
     task: &TaskPlan,
     pools: &Pools,
@@ -53,6 +63,9 @@ async fn copy_attempt(
         client: mut ms,
         watch: ms_watch,
     } = pools.mssql(&engine.target).await?;
+    let fence = state
+        .claimed(|| mscp::claim(&mut ms, migration, &task.name, run))
+        .await?;
     let cp = mscp::load(&mut ms, migration, &task.name)
         .await?
         .unwrap_or_default();
@@ -90,6 +103,7 @@ async fn copy_attempt(
     let ctx = BulkCtx {
         migration,
         task: &task.name,
+        fence,
         table: &load_table,
         columns: &columns,
         keep_identity: !upsert && identity && t.columns.iter().any(|c| c.identity),

@@ -2,13 +2,14 @@
 //! released to the verification as it is done), then foreign keys, views and the dependents that
 //! `dropDependents` removed.
 
-use super::{PgToMssqlEngine, PgToMssqlError, exec_stmts, ms_batch, scalar_i64, scan_err};
-use crate::engine::{KeysBuilt, largest_tables_first};
+use super::{PgToMssqlEngine, PgToMssqlError, ddl_err, exec_stmts, ms_batch, scalar_i64, scan_err};
+use crate::engine::KeysBuilt;
 use crate::mapping::quote_mssql;
 use crate::mssql::checkpoint as mscp;
 use crate::mssql::connect::TdsClient;
-use crate::mssql::ddl::{self, MsStmt};
+use crate::mssql::ddl;
 use crate::plan_pg_to_mssql::{PgToMssqlPlan, PgToMssqlTablePlan};
+use crate::target_check::Dependent;
 use tokio_postgres::Client;
 
 impl PgToMssqlEngine {
@@ -26,12 +27,29 @@ impl PgToMssqlEngine {
     ) -> Result<Vec<String>, PgToMssqlError> {
         let (mut ms, _) = self.connect_target().await?;
         let pg = self.source.connect().await?;
+        mscp::ensure_tables(&mut ms).await?;
+        crate::mssql::target_names::ensure_table(&mut ms)
+            .await
+            .map_err(ddl_err("the worker's record of the objects it creates", ""))?;
         let mut warnings = Vec::new();
-        for i in largest_tables_first(plan.tables.len(), &plan.tasks) {
-            let (t, names) = (&plan.tables[i], &plan.names[i]);
-            let referenced = ddl::referenced_keys(plan, t);
-            let stmts = ddl::finalize_table(t, &self.options.schema, names, &referenced, &mut warnings);
-            exec_stmts(&mut ms, stmts, &mut warnings).await?;
+        let statements = self.finalize_statements(plan, &mut warnings);
+        // Every name before the first statement: a taken one stops finalize with nothing created.
+        let checked = self
+            .check_names(&mut ms, statements.planned(), Vec::new())
+            .await?;
+        let taken: Vec<String> = checked
+            .refusals()
+            .iter()
+            .map(|(_, why)| why.to_string())
+            .collect();
+        if !taken.is_empty() {
+            return Err(PgToMssqlError::NamesTaken(taken));
+        }
+        warnings.extend(checked.warnings());
+        let migration = &self.options.migration;
+        for (i, stmts) in statements.tables {
+            let t = &plan.tables[i];
+            exec_stmts(&mut ms, stmts, &checked, migration, &mut warnings).await?;
             if self.options.schema.identity {
                 self.reseed(&mut ms, &pg, t).await?;
             }
@@ -41,36 +59,67 @@ impl PgToMssqlEngine {
         // takes the tables' schema-modify lock, which a verification read of either holds up,
         // and holds up the reads in turn: the rest of finalize waits for the verification beside.
         keys.wait_for_verification().await;
-        if self.options.schema.foreign_keys {
-            let fks = ddl::foreign_keys(plan, &mut warnings);
-            exec_stmts(&mut ms, fks, &mut warnings).await?;
-        }
         exec_stmts(
             &mut ms,
-            crate::views::mssql_create_statements(plan),
+            statements.foreign_keys,
+            &checked,
+            migration,
             &mut warnings,
         )
         .await?;
-        let recreate = mscp::recreate_statements(&mut ms, &self.options.migration)
-            .await?
-            .into_iter()
-            .map(|sql| MsStmt {
-                what: "foreign key of a table outside the migration (dropped by dropDependents)".into(),
-                sql,
-                optional: true,
-            })
-            .collect();
-        exec_stmts(&mut ms, recreate, &mut warnings).await?;
-        mscp::clear_recreate(&mut ms, &self.options.migration).await?;
-        mscp::set_run_state(
-            &mut ms,
-            &self.options.migration,
-            &plan.fingerprint(),
-            "finalized",
-            None,
-        )
-        .await?;
+        exec_stmts(&mut ms, statements.views, &checked, migration, &mut warnings).await?;
+        self.recreate_dependents(&mut ms, &mut warnings).await?;
+        mscp::clear_recreate(&mut ms, migration).await?;
+        mscp::set_run_state(&mut ms, migration, &plan.fingerprint(), "finalized", None).await?;
         Ok(warnings)
+    }
+
+    /// The foreign keys of tables outside the migration that prepare dropped (`dropDependents`),
+    /// by the names and definitions the catalog gave: one already there (an earlier attempt of
+    /// finalize recreated it) is left alone; one SQL Server refuses is a warning.
+    async fn recreate_dependents(
+        &self,
+        ms: &mut TdsClient,
+        warnings: &mut Vec<String>,
+    ) -> Result<(), PgToMssqlError> {
+        let what = "foreign key of a table outside the migration (dropped by dropDependents)";
+        for stored in mscp::recreate_statements(ms, &self.options.migration).await? {
+            let sql = match serde_json::from_str::<Dependent>(&stored) {
+                Ok(d) => {
+                    let Some(name) = &d.constraint else { continue };
+                    let table = format!("{}.{}", quote_mssql(&d.schema), quote_mssql(&d.relation));
+                    let found = ms
+                        .query(
+                            "SELECT COUNT(*) FROM sys.foreign_keys WHERE name = @P1 AND parent_object_id = OBJECT_ID(@P2)",
+                            &[&name.as_str(), &table.as_str()],
+                        )
+                        .await
+                        .map_err(ddl_err(what, ""))?
+                        .into_row()
+                        .await
+                        .map_err(ddl_err(what, ""))?
+                        .and_then(|r| r.get::<i32, _>(0))
+                        .unwrap_or(0);
+                    if found > 0 {
+                        continue;
+                    }
+                    ddl::add_foreign_key(&d.schema, &d.relation, name, &d.definition)
+                }
+                // Stored by an older worker: the statement itself.
+                Err(_) => stored,
+            };
+            let r = match ms.simple_query(sql.as_str()).await {
+                Ok(stream) => stream.into_results().await.map(|_| ()),
+                Err(e) => Err(e),
+            };
+            if let Err(e) = r {
+                warnings.push(format!(
+                    "{what} not recreated: SQL Server refused it: {} ({sql})",
+                    super::server_message(&e)
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// Sets the identity past both the copied maximum and the source sequence's last value.

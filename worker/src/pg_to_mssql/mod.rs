@@ -29,11 +29,13 @@ use crate::pg_model::PgTable;
 use crate::pipeline::{CopyOptions, TaskFailure, TaskReport};
 use crate::plan::TaskPlan;
 use crate::plan_pg_to_mssql::PgToMssqlPlan;
+use crate::target_names::Checked;
 
 use crate::timeouts::Stalled;
 
 mod copy;
 mod finalize;
+mod names;
 mod plan;
 mod prepare;
 mod verify;
@@ -65,6 +67,8 @@ pub enum PgToMssqlError {
     UpsertWithoutKey(String),
     #[error(transparent)]
     Merged(#[from] crate::plan::MergeCollision),
+    #[error(transparent)]
+    StateSchema(#[from] crate::plan::StateSchemaTarget),
     #[error(
         "{scope}: {first:?} and {second:?} are the same name under SQL Server's case-insensitive collation; \
          rename one of them"
@@ -128,10 +132,17 @@ pub enum PgToMssqlError {
     Verify { table: String, message: String },
     #[error("nothing was written: {}", .0.join("; "))]
     Refused(Vec<String>),
+    /// Finalize found a planned name taken by an object this migration did not create.
+    #[error("finalize created nothing: {}", .0.join("; "))]
+    NamesTaken(Vec<String>),
+    #[error("reading the target's catalog for the names of keys, indexes, constraints and views: {0}")]
+    NamesCatalog(#[source] Box<tiberius::error::Error>),
     #[error("reading the target's catalog: {0}")]
     TargetCatalog(#[source] Box<crate::mssql::introspect::IntrospectError>),
     #[error("{0}")]
     Stalled(Stalled),
+    #[error(transparent)]
+    Stopped(crate::shutdown::Stopped),
     /// The task's last attempt failed; its report says what it left committed.
     #[error("{0}")]
     Failed(Box<TaskFailure<PgToMssqlError>>),
@@ -157,14 +168,27 @@ impl PgToMssqlError {
             | Pattern(_)
             | UpsertWithoutKey(_)
             | Merged(_)
+            | StateSchema(_)
             | NameCollision { .. }
             | KeyCollision { .. }
-            | Refused(_) => true,
+            | Refused(_)
+            | NamesTaken(_) => true,
             Failed(f) => !f.transient && f.cause.is_permanent(),
             Read(e) => e.is_data(),
             Task { source, .. } => source.is_permanent(),
             Tasks { failed, first, .. } => *failed == 1 && first.is_permanent(),
             other => crate::retry::is_data_error(other),
+        }
+    }
+
+    /// Whether another worker took the task over (see [`crate::fence`]).
+    pub fn taken_over(&self) -> bool {
+        match self {
+            PgToMssqlError::Checkpoint(e) => e.taken_over(),
+            PgToMssqlError::Bulk(e) => e.taken_over(),
+            PgToMssqlError::Failed(f) => f.cause.taken_over(),
+            PgToMssqlError::Task { source, .. } => source.taken_over(),
+            _ => false,
         }
     }
 
@@ -261,12 +285,6 @@ async fn ms_batch(ms: &mut TdsClient, what: &str, sql: &str) -> Result<(), PgToM
     Ok(())
 }
 
-/// "Already there" errors, so finalize can be rerun: object exists, PK exists, index exists,
-/// column already has a default (8110: the test server's code for an existing primary key).
-fn already_done(e: &tiberius::error::Error) -> bool {
-    matches!(e, tiberius::error::Error::Server(t) if matches!(t.code(), 2714 | 1779 | 1913 | 1781 | 8110))
-}
-
 fn server_message(e: &tiberius::error::Error) -> String {
     match e {
         tiberius::error::Error::Server(t) => t.message().to_string(),
@@ -274,19 +292,33 @@ fn server_message(e: &tiberius::error::Error) -> String {
     }
 }
 
+/// Runs `stmts` in order. One that creates a named object runs only where the name check lets
+/// it ([`Checked::runs`]), and is recorded as `migration`'s right after. "Already exists" is an
+/// error like any other (a warning for an optional statement): the check, not the error, tells
+/// an object of an earlier attempt.
 async fn exec_stmts(
     ms: &mut TdsClient,
     stmts: Vec<MsStmt>,
+    names: &Checked,
+    migration: &str,
     warnings: &mut Vec<String>,
 ) -> Result<(), PgToMssqlError> {
     for s in stmts {
+        if s.creates.as_ref().is_some_and(|p| !names.runs(p)) {
+            continue;
+        }
         let r = match ms.simple_query(s.sql.as_str()).await {
             Ok(stream) => stream.into_results().await.map(|_| ()),
             Err(e) => Err(e),
         };
         match r {
-            Ok(()) => {}
-            Err(e) if already_done(&e) => {}
+            Ok(()) => {
+                if let Some(p) = &s.creates {
+                    crate::mssql::target_names::record(ms, migration, p)
+                        .await
+                        .map_err(ddl_err("the worker's record of the objects it creates", &s.sql))?;
+                }
+            }
             Err(e) if s.optional => warnings.push(format!(
                 "{} not migrated: SQL Server rejected the translation: {} ({})",
                 s.what,
@@ -374,7 +406,7 @@ impl Engine for PgToMssqlEngine {
         task: &TaskPlan,
         pools: &Pools,
     ) -> Result<TaskReport, PgToMssqlError> {
-        copy_task(self, &plan.tables[task.table], task, pools).await
+        copy_task(self, plan.run, &plan.tables[task.table], task, pools).await
     }
 
     /// A checksum without upsert checks each task's key range on its own (in parallel), against

@@ -376,6 +376,7 @@ pub async fn build_plan(
     for t in selected {
         let q = t.qualified();
         let target_schema = crate::plan_pg_to_mssql::target_schema_of(&t.schema, opts);
+        crate::plan::check_target_schema(&t.schema, &target_schema)?;
         merged.claim((&t.schema, &t.name), (&target_schema, &t.name), true)?;
         let (table_names, constraints) =
             namespaces.entry(target_schema.to_lowercase()).or_insert_with(|| {
@@ -418,6 +419,7 @@ pub async fn build_plan(
         tasks,
         warnings,
         views: Vec::new(),
+        run: 0,
     })
 }
 

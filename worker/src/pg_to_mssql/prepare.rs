@@ -81,8 +81,9 @@ impl PgToMssqlEngine {
             for (i, mut f) in index.into_iter().zip(found) {
                 // The plan's own views of a previous run are dropped and created again.
                 if let Some(e) = f.as_mut() {
-                    e.dependents
-                        .retain(|d| !(d.kind == "view" && crate::views::is_own_mssql_view(plan, &d.name)));
+                    e.dependents.retain(|d| {
+                        !(d.kind == "view" && crate::views::is_own_mssql_view(plan, &d.schema, &d.relation))
+                    });
                 }
                 existing[i] = f;
             }
@@ -119,9 +120,11 @@ impl PgToMssqlEngine {
 
     /// Plans and says what a run would do to the target, writing nothing.
     pub async fn dry_run(&self) -> Result<DryRun<PgToMssqlPlan>, PgToMssqlError> {
-        let plan = self.plan().await?;
+        let mut plan = self.plan().await?;
         let (mut ms, packet) = self.connect_target().await?;
-        let actions = self.target_actions(&mut ms, &plan).await?;
+        let mut actions = self.target_actions(&mut ms, &plan).await?;
+        let names = self.check_planned_names(&mut ms, &plan, &mut actions).await?;
+        plan.warnings.extend(names.warnings());
         Ok(DryRun {
             plan,
             actions,
@@ -138,9 +141,11 @@ impl PgToMssqlEngine {
         let migration = &self.options.migration;
         let fingerprint = plan.fingerprint();
         if mscp::tables_exist(&mut ms).await?
-            && let Some((fp, state, Some(tasks))) = mscp::run_state(&mut ms, migration).await?
-            && fp == fingerprint
-            && state == "copying"
+            && let Some((run, Some(tasks))) = mscp::run_state(&mut ms, migration).await?
+            && run.fingerprint == fingerprint
+            && run.state == "copying"
+            // A Migration deleted and applied again starts a run of its own.
+            && run.belongs_to(self.options.run_id.as_deref())
             && let Ok(tasks) = serde_json::from_str::<Vec<TaskPlan>>(&tasks)
         {
             let mut all = true;
@@ -151,6 +156,7 @@ impl PgToMssqlEngine {
                 // A resumed run may find the state tables of an older worker.
                 mscp::ensure_tables(&mut ms).await?;
                 plan.tasks = tasks;
+                plan.run = run.generation;
                 return Ok(Prepared {
                     plan,
                     resumed: true,
@@ -158,17 +164,25 @@ impl PgToMssqlEngine {
                 });
             }
         }
-        let actions = self.target_actions(&mut ms, &plan).await?;
+        let mut actions = self.target_actions(&mut ms, &plan).await?;
+        self.check_planned_names(&mut ms, &plan, &mut actions).await?;
         let refused = target_check::refusals(plan.tables.iter().map(ddl::qualified), &actions);
         if !refused.is_empty() {
             return Err(PgToMssqlError::Refused(refused));
         }
         mscp::ensure_tables(&mut ms).await?;
+        // Before the first write: no worker of an earlier run commits from here on.
+        plan.run = mscp::begin_run(&mut ms, migration, self.options.run_id.as_deref()).await?;
         let recreate: Vec<String> = actions
             .iter()
             .flat_map(|a| match a {
                 TableAction::Drop { dependents, .. } | TableAction::Truncate { dependents, .. } => {
-                    dependents.iter().filter_map(|d| d.recreate.clone()).collect()
+                    // By the names the catalog gave, stored as such (never SQL text pasted together).
+                    dependents
+                        .iter()
+                        .filter(|d| d.is_foreign_key())
+                        .map(|d| serde_json::to_string(d).unwrap_or_default())
+                        .collect()
                 }
                 _ => Vec::new(),
             })
@@ -201,13 +215,16 @@ impl PgToMssqlEngine {
                     // Views the user allowed to go (dropDependents): a schema-bound one would
                     // stop the drop, another would be left reading a different table.
                     for d in dependents.iter().filter(|d| d.kind == "view") {
-                        let (vs, vn) = d.name.split_once('.').unwrap_or(("dbo", d.name.as_str()));
-                        let sql = format!("DROP VIEW {}.{}", quote_mssql(vs), quote_mssql(vn));
-                        ms_batch(&mut ms, &format!("view {}", d.name), &sql).await?;
+                        let sql = format!(
+                            "DROP VIEW {}.{}",
+                            quote_mssql(&d.schema),
+                            quote_mssql(&d.relation)
+                        );
+                        ms_batch(&mut ms, &format!("view {}", d.display_name()), &sql).await?;
                         dropped_views.push(format!(
                             "table {}: view {} depended on it and was dropped (dropDependents); its definition: {}",
                             ddl::qualified(t),
-                            d.name,
+                            d.display_name(),
                             d.definition
                         ));
                     }
@@ -239,9 +256,16 @@ impl PgToMssqlEngine {
         let (mut ms, _) = self.connect_target().await?;
         mscp::ensure_tables(&mut ms).await?;
         match mscp::run_state(&mut ms, &self.options.migration).await? {
-            Some((fp, _, Some(tasks))) if fp == plan.fingerprint() => {
+            Some((run, _)) if !run.belongs_to(self.options.run_id.as_deref()) => {
+                Err(PgToMssqlError::StoredPlan(
+                    self.options.migration.clone(),
+                    crate::checkpoint::another_object(&run),
+                ))
+            }
+            Some((run, Some(tasks))) if run.fingerprint == plan.fingerprint() => {
                 plan.tasks = serde_json::from_str(&tasks)
                     .map_err(|e| PgToMssqlError::StoredPlan(self.options.migration.clone(), e.to_string()))?;
+                plan.run = run.generation;
                 Ok(plan)
             }
             _ => Err(PgToMssqlError::StoredPlan(

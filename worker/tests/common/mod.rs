@@ -58,9 +58,60 @@ pub async fn fresh_schema(client: &Client, name: &str) -> String {
     schema
 }
 
-/// A TDS test server (standing in for SQL Server) with its default login, and the worker's settings
-/// to reach it. Keep the server alive for as long as the test uses it.
-pub fn start_tds_server() -> (TestServer, MssqlEndpoint) {
+/// The SQL Server a test runs against, kept alive (or held) for as long as the test uses it: a TDS test server
+/// started for the test, or the external server `MSSQLPG_TEST_MSSQL` names (see [`external_mssql`]).
+pub enum MssqlServer {
+    StandIn(TestServer),
+    /// The external server's test database, wiped for this test; no other test of this process uses it until
+    /// this is dropped.
+    External(std::sync::MutexGuard<'static, ()>),
+}
+
+/// An external SQL Server for the tests, from the environment, instead of the TDS test server:
+///
+/// - `MSSQLPG_TEST_MSSQL=host:port` (e.g. `127.0.0.1:1433`, a SQL Server container)
+/// - `MSSQLPG_TEST_MSSQL_USER` (default `sa`) and `MSSQLPG_TEST_MSSQL_PASSWORD`
+/// - `MSSQLPG_TEST_MSSQL_DATABASE` (default `mssqlpg_test`): created when missing, and emptied of every user
+///   object before each test. Tests that use it run one at a time (they all write `dbo`).
+/// - `MSSQLPG_TEST_MSSQL_TLS=trust`: encrypt, accepting the server's certificate unvalidated (a server that
+///   forces encryption with a self-signed certificate); default: no TLS.
+///
+/// `None` when `MSSQLPG_TEST_MSSQL` is unset. The suites run against it unchanged: whatever a test asserts of
+/// the stand-in it asserts of the real server.
+pub fn external_mssql() -> Option<MssqlEndpoint> {
+    let addr = std::env::var("MSSQLPG_TEST_MSSQL").ok().filter(|a| !a.is_empty())?;
+    let (host, port) = addr
+        .rsplit_once(':')
+        .and_then(|(h, p)| Some((h.trim_matches(['[', ']']).to_string(), p.parse::<u16>().ok()?)))
+        .unwrap_or_else(|| panic!("MSSQLPG_TEST_MSSQL={addr:?}: expected host:port"));
+    let password = std::env::var("MSSQLPG_TEST_MSSQL_PASSWORD")
+        .unwrap_or_else(|_| panic!("MSSQLPG_TEST_MSSQL is set: MSSQLPG_TEST_MSSQL_PASSWORD is needed too"));
+    let tls = match std::env::var("MSSQLPG_TEST_MSSQL_TLS").unwrap_or_default().as_str() {
+        "" | "off" => false,
+        "trust" => true,
+        other => panic!("MSSQLPG_TEST_MSSQL_TLS={other:?}: expected trust or off"),
+    };
+    Some(MssqlEndpoint {
+        host,
+        port,
+        database: std::env::var("MSSQLPG_TEST_MSSQL_DATABASE").unwrap_or_else(|_| "mssqlpg_test".into()),
+        user: std::env::var("MSSQLPG_TEST_MSSQL_USER").unwrap_or_else(|_| "sa".into()),
+        password,
+        encryption: if tls { Encryption::Required } else { Encryption::NotSupported },
+        trust_server_certificate: tls,
+        ca_file: None,
+        packet_size: 32767,
+        timeouts: Default::default(),
+    })
+}
+
+/// A SQL Server with an empty database, and the worker's settings to reach it: the external one when
+/// `MSSQLPG_TEST_MSSQL` is set ([`external_mssql`]), otherwise a TDS test server (standing in for SQL Server)
+/// with its default login. Keep the returned server alive for as long as the test uses it.
+pub fn start_tds_server() -> (MssqlServer, MssqlEndpoint) {
+    if let Some(endpoint) = external_mssql() {
+        return (MssqlServer::External(empty_external_database(&endpoint)), endpoint);
+    }
     let config = ServerConfig::default();
     let (user, password, database) = (
         config.user.clone(),
@@ -81,7 +132,115 @@ pub fn start_tds_server() -> (TestServer, MssqlEndpoint) {
         packet_size: 32767,
         timeouts: Default::default(),
     };
-    (server, source)
+    (MssqlServer::StandIn(server), source)
+}
+
+/// Takes the external database for this test (waiting for the test that has it) and empties it.
+fn empty_external_database(endpoint: &MssqlEndpoint) -> std::sync::MutexGuard<'static, ()> {
+    static EXTERNAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    // A test that failed while holding it leaves the lock poisoned; the next one wipes the database anyway.
+    let guard = EXTERNAL.lock().unwrap_or_else(|e| e.into_inner());
+    let endpoint = endpoint.clone();
+    // Called from inside the tests' runtimes, which cannot block on a future: a thread of its own.
+    std::thread::spawn(move || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(wipe_database(&endpoint))
+    })
+    .join()
+    .unwrap();
+    guard
+}
+
+/// Creates `endpoint.database` when it is missing and drops every user object in it (foreign keys, modules,
+/// tables, types, sequences, synonyms, schemas), so each test starts as on a fresh server. Objects that depend
+/// on each other go in rounds; what is left after them fails the test, naming it.
+pub async fn wipe_database(endpoint: &MssqlEndpoint) {
+    let mut ms = match endpoint.connect().await {
+        Ok(c) => c,
+        Err(_) => {
+            let master = MssqlEndpoint {
+                database: "master".into(),
+                ..endpoint.clone()
+            };
+            let mut m = master
+                .connect()
+                .await
+                .unwrap_or_else(|e| panic!("MSSQLPG_TEST_MSSQL: cannot log in to {}:{}: {e}", master.host, master.port));
+            ms_exec(&mut m, &format!("CREATE DATABASE [{}]", endpoint.database)).await;
+            drop(m);
+            endpoint.connect().await.unwrap()
+        }
+    };
+    let list = "SELECT s.name, o.name, o.type FROM sys.objects o JOIN sys.schemas s ON s.schema_id = o.schema_id \
+                WHERE o.is_ms_shipped = 0 AND o.parent_object_id = 0 AND o.type IN ('U', 'V', 'P', 'FN', 'IF', 'TF', 'SO', 'SN') \
+                UNION ALL SELECT s.name, t.name, 'TY' FROM sys.types t JOIN sys.schemas s ON s.schema_id = t.schema_id \
+                WHERE t.is_user_defined = 1 \
+                UNION ALL SELECT name, name, 'SC' FROM sys.schemas WHERE schema_id > 4 AND schema_id < 16384 \
+                UNION ALL SELECT '', name, 'DT' FROM sys.triggers WHERE parent_class = 0";
+    let fks = "SELECT s.name, t.name, f.name FROM sys.foreign_keys f JOIN sys.tables t ON t.object_id = f.parent_object_id \
+               JOIN sys.schemas s ON s.schema_id = t.schema_id";
+    for (schema, table, fk) in rows3(&mut ms, fks).await {
+        ms_exec(&mut ms, &format!("ALTER TABLE [{schema}].[{table}] DROP CONSTRAINT [{fk}]")).await;
+    }
+    let mut left = Vec::new();
+    for _round in 0..8 {
+        left.clear();
+        let objects = rows3(&mut ms, list).await;
+        if objects.is_empty() {
+            return;
+        }
+        let mut dropped = false;
+        for (schema, name, kind) in objects {
+            let sql = match kind.trim() {
+                "U" => format!("DROP TABLE [{schema}].[{name}]"),
+                "V" => format!("DROP VIEW [{schema}].[{name}]"),
+                "P" => format!("DROP PROCEDURE [{schema}].[{name}]"),
+                "FN" | "IF" | "TF" => format!("DROP FUNCTION [{schema}].[{name}]"),
+                "SO" => format!("DROP SEQUENCE [{schema}].[{name}]"),
+                "SN" => format!("DROP SYNONYM [{schema}].[{name}]"),
+                "TY" => format!("DROP TYPE [{schema}].[{name}]"),
+                "DT" => format!("DROP TRIGGER [{name}] ON DATABASE"),
+                _ => format!("DROP SCHEMA [{name}]"),
+            };
+            // An object others still depend on (a view under a schema-bound one, a type a table uses, a schema
+            // with objects) goes in a later round.
+            match ms.simple_query(sql.as_str()).await {
+                Ok(stream) => match stream.into_results().await {
+                    Ok(_) => dropped = true,
+                    Err(e) => left.push(format!("{sql}: {e}")),
+                },
+                Err(e) => left.push(format!("{sql}: {e}")),
+            }
+        }
+        if !dropped {
+            break;
+        }
+    }
+    assert!(
+        left.is_empty(),
+        "cannot empty the test database {} on the external SQL Server:\n{}",
+        endpoint.database,
+        left.join("\n")
+    );
+}
+
+/// Rows of three string columns.
+async fn rows3(ms: &mut TdsClient, sql: &str) -> Vec<(String, String, String)> {
+    ms.simple_query(sql)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+        .into_first_result()
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+        .iter()
+        .map(|r| {
+            let col = |i| r.get::<&str, _>(i).unwrap_or_default().to_string();
+            (col(0), col(1), col(2))
+        })
+        .collect()
 }
 
 /// Runs `sql` on the TDS server; a failure panics naming the statement.

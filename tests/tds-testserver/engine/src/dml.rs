@@ -3,49 +3,26 @@
 //! conversion and its errors), length-checked, and written row by row with cached prepared
 //! statements, so constraint errors carry SQL Server's numbers, names and key values.
 
-use crate::catalog::{ColumnDef, TableDef};
-use crate::convert::{coerce, format_float};
+use crate::ast::{object_parts, quote};
+use crate::catalog::TableDef;
+use crate::ddl;
 use crate::error::SqlError;
-use crate::exec::{Fail, map_sqlite};
 use crate::meta::TableMeta;
-use crate::session::Session;
-use crate::translate::{Ctx, OutCol, object_parts, quote, sqlite_table_sql};
-use crate::typename::{is_binary, is_unicode};
+use crate::query;
+use crate::results::Fail;
+use crate::results::{ResultSink, StatementKind};
+use crate::state::State;
+use crate::transaction;
+use crate::translate::Translator;
 use crate::types::SqlType;
-use crate::{ResultSink, StatementKind};
+use crate::write::column_values;
+use crate::write::constraints;
+use crate::write::constraints::Verb;
 use rusqlite::types::{Value as Stored, ValueRef};
 use sqlparser::ast::{
     Delete, FromTable, Insert, Merge, MergeAction, MergeClauseKind, MergeInsertKind, Query, SelectItem,
     SetExpr, TableFactor, TableObject, Update, UpdateTableFromKind,
 };
-
-/// Which statement a constraint error is reported for.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub enum Verb {
-    Insert,
-    Update,
-    Delete,
-}
-
-impl Verb {
-    fn word(self) -> &'static str {
-        match self {
-            Verb::Insert => "INSERT",
-            Verb::Update => "UPDATE",
-            Verb::Delete => "DELETE",
-        }
-    }
-}
-
-fn display_value(v: &Stored) -> String {
-    match v {
-        Stored::Null => "<NULL>".to_string(),
-        Stored::Integer(i) => i.to_string(),
-        Stored::Real(f) => format_float(*f),
-        Stored::Text(t) => t.clone(),
-        Stored::Blob(b) => format!("0x{}", b.iter().map(|x| format!("{x:02X}")).collect::<String>()),
-    }
-}
 
 fn parse_query(sql: &str) -> Result<Query, SqlError> {
     let dialect = sqlparser::dialect::MsSqlDialect {};
@@ -71,1164 +48,856 @@ fn parse_query(sql: &str) -> Result<Query, SqlError> {
         })
 }
 
-impl Session {
-    /// Runs a query and returns its raw SQLite values (no conversion) with the output types.
-    pub(crate) fn query_rows(&mut self, q: &mut Query) -> Result<(Vec<OutCol>, Vec<Vec<Stored>>), Fail> {
-        let tables = self.engine.tables();
-        let vt = self.var_types();
-        let (cols, uses_views, row_counts, sizes) = {
-            let mut ctx = Ctx {
-                tables: &tables,
-                temp: &self.temp,
-                vars: &vt,
-                globals: &self.globals,
-                ctes: Vec::new(),
-                uses_views: false,
-                row_counts: false,
-                sizes: false,
-            };
-            let c = ctx.query(q, None)?;
-            (c, ctx.uses_views, ctx.row_counts, ctx.sizes)
-        };
-        if uses_views {
-            self.refresh_views(row_counts, sizes)?;
-        }
-        let sql = q.to_string();
-        let mut stmt = self.conn.prepare_cached(&sql)?;
-        self.bind_vars(&mut stmt)?;
-        let n = cols.len();
-        let mut rows = stmt.raw_query();
-        let mut out = Vec::new();
-        while let Some(r) = rows.next()? {
-            let mut row = Vec::with_capacity(n);
-            for i in 0..n {
-                row.push(crate::exec::owned(r.get_ref(i)?));
-            }
-            out.push(row);
-        }
-        Ok((cols, out))
-    }
+pub(crate) fn table_meta(cx: &State, name: &sqlparser::ast::ObjectName) -> Result<TableMeta, SqlError> {
+    let tables = cx.engine.tables();
+    let vt = std::collections::HashMap::new();
+    let ctx = Translator::new(&tables, &cx.temp, &vt, cx.globals);
+    ctx.lookup_name(name).cloned()
+}
 
-    pub(crate) fn table_meta(&self, name: &sqlparser::ast::ObjectName) -> Result<TableMeta, SqlError> {
-        let tables = self.engine.tables();
-        let vt = std::collections::HashMap::new();
-        let ctx = Ctx {
-            tables: &tables,
-            temp: &self.temp,
-            vars: &vt,
-            globals: &self.globals,
-            ctes: Vec::new(),
-            uses_views: false,
-            row_counts: false,
-            sizes: false,
-        };
-        ctx.lookup_name(name).cloned()
-    }
+fn next_identity(cx: &State, meta: &TableMeta) -> Option<i64> {
+    cx.engine.with_catalog(|c| c.identity_next(meta.object_id))
+}
 
-    fn full_name(&self, meta: &TableMeta) -> String {
-        if meta.def.temporary {
-            format!("tempdb.dbo.{}", meta.def.name)
-        } else {
-            format!("{}.{}.{}", self.database, meta.def.schema, meta.def.name)
-        }
-    }
+fn note_identity(cx: &State, meta: &TableMeta, v: i64) {
+    cx.engine.with_catalog(|c| c.identity_observe(meta.object_id, v));
+}
 
-    /// Converts a value for a column and enforces its declared length (error 2628).
-    pub(crate) fn column_value(
-        &self,
-        meta: &TableMeta,
-        col: &ColumnDef,
-        v: ValueRef<'_>,
-    ) -> Result<Stored, SqlError> {
-        // A string written to a hierarchyid or geography column is parsed, as SQL Server's
-        // implicit conversion does.
-        if let ValueRef::Text(t) = v
-            && let Some(clr) = col
-                .user_type
-                .as_deref()
-                .and_then(crate::clr_parse::ClrType::from_name)
-        {
-            return Ok(Stored::Blob(clr.parse(&String::from_utf8_lossy(t))?));
-        }
-        let stored = coerce(v, col.ty)?;
-        self.check_length(meta, col, stored)
+/// Inserts rows into `meta`: `cols` are the table column indexes the row values are for.
+/// Returns the number of rows and the last identity value.
+pub(crate) fn insert_rows(
+    cx: &mut State,
+    meta: &TableMeta,
+    cols: &[usize],
+    rows: impl IntoIterator<Item = Vec<Stored>>,
+) -> Result<(u64, Option<i64>), Fail> {
+    cx.last_rowids.clear();
+    let ident = meta.identity_column().map(|(i, _)| i);
+    let auto_ident = ident.filter(|i| !cols.contains(i));
+    let mut all_cols: Vec<usize> = cols.to_vec();
+    if let Some(i) = auto_ident {
+        all_cols.push(i);
     }
-
-    /// Enforces the column's declared length (error 2628) on a converted value.
-    pub(crate) fn check_length(
-        &self,
-        meta: &TableMeta,
-        col: &ColumnDef,
-        stored: Stored,
-    ) -> Result<Stored, SqlError> {
-        let Some(limit) = length_limit(col.ty) else {
-            return Ok(stored);
-        };
-        match stored {
-            // UTF-8 never has fewer bytes than the text has UTF-16 units or characters.
-            Stored::Text(t) if t.len() <= limit => Ok(Stored::Text(t)),
-            Stored::Text(t) => {
-                let width = if is_unicode(col.ty) {
-                    t.encode_utf16().count()
-                } else {
-                    t.chars().count()
-                };
-                if width <= limit {
-                    return Ok(Stored::Text(t));
-                }
-                // Trailing blanks beyond the length are dropped silently, as in SQL Server.
-                let kept: String = t.chars().take(limit).collect();
-                if t[kept.len()..].chars().all(|c| c == ' ') {
-                    return Ok(Stored::Text(kept));
-                }
-                Err(self.truncation(meta, col, &kept))
-            }
-            Stored::Blob(b) if is_binary(col.ty) => {
-                if b.len() <= limit {
-                    Ok(Stored::Blob(b))
-                } else {
-                    Err(self.truncation(meta, col, ""))
-                }
-            }
-            other => Ok(other),
-        }
+    let rv = meta
+        .def
+        .columns
+        .iter()
+        .position(|c| c.ty == SqlType::RowVersion)
+        .filter(|i| !cols.contains(i));
+    if let Some(i) = rv {
+        all_cols.push(i);
     }
-
-    fn truncation(&self, meta: &TableMeta, col: &ColumnDef, kept: &str) -> SqlError {
-        SqlError::new(
-            2628,
-            16,
-            format!(
-                "String or binary data would be truncated in table '{}', column '{}'. Truncated value: '{}'.",
-                self.full_name(meta),
-                col.name,
-                kept
-            ),
-        )
-    }
-
-    /// SQLite gives a NULL (or, on INSERT, a missing) rowid key a fresh rowid instead of
-    /// failing: SQL Server's 515, checked before the row is written. `cols` and `values` are
-    /// aligned.
-    pub(crate) fn check_rowid_key(
-        &self,
-        meta: &TableMeta,
-        cols: &[usize],
-        values: &[Stored],
-        verb: Verb,
-    ) -> Result<(), SqlError> {
-        let Some(rc) = meta.rowid_column() else {
-            return Ok(());
-        };
-        let col = &meta.def.columns[rc];
-        let null = match cols.iter().position(|c| *c == rc) {
-            Some(p) => matches!(values.get(p), Some(Stored::Null)),
-            None => verb == Verb::Insert && col.default.is_none() && col.identity.is_none(),
-        };
-        if !null {
-            return Ok(());
-        }
-        let e = rusqlite::Error::SqliteFailure(
-            rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_CONSTRAINT_NOTNULL),
-            Some(format!(
-                "NOT NULL constraint failed: {}.{}",
-                meta.sqlite_name, col.name
-            )),
-        );
-        Err(self.constraint_error(meta, &e, cols, values, verb))
-    }
-
-    /// Maps a SQLite constraint failure on `meta` to SQL Server's error.
-    pub(crate) fn constraint_error(
-        &self,
-        meta: &TableMeta,
-        e: &rusqlite::Error,
-        cols: &[usize],
-        values: &[Stored],
-        verb: Verb,
-    ) -> SqlError {
-        self.constraint_error_at(meta, e, cols, values, verb, None)
-    }
-
-    /// [`Self::constraint_error`] for a write to the existing row `rowid` (UPDATE, DELETE),
-    /// which a REFERENCE conflict names the referencing foreign key by.
-    pub(crate) fn constraint_error_at(
-        &self,
-        meta: &TableMeta,
-        e: &rusqlite::Error,
-        cols: &[usize],
-        values: &[Stored],
-        verb: Verb,
-        rowid: Option<i64>,
-    ) -> SqlError {
-        let msg = e.to_string();
-        let table = meta.display_name();
-        let db = &self.database;
-        if let Some(rest) = msg.strip_prefix("UNIQUE constraint failed: ") {
-            let names: Vec<String> = rest
-                .split(", ")
-                .map(|c| c.rsplit('.').next().unwrap_or(c).to_string())
-                .collect();
-            let pos = meta
-                .def
-                .indexes
-                .iter()
-                .position(|ix| {
-                    ix.unique
-                        && ix.keys.len() == names.len()
-                        && ix
-                            .keys
-                            .iter()
-                            .all(|k| names.iter().any(|n| n.eq_ignore_ascii_case(&k.column)))
-                })
-                .or_else(|| {
-                    rest.strip_prefix("index '")
-                        .and_then(|r| r.strip_suffix('\''))
-                        .and_then(|iname| {
-                            meta.index_names
-                                .iter()
-                                .position(|n| iname.ends_with(&format!(".{n}")))
-                        })
-                });
-            let Some(pos) = pos else {
-                return SqlError::new(
-                    2627,
-                    14,
-                    format!(
-                        "Violation of UNIQUE KEY constraint. Cannot insert duplicate key in object '{table}'."
-                    ),
-                );
-            };
-            let ix = &meta.def.indexes[pos];
-            let name = &meta.index_names[pos];
-            let vals: Vec<String> = ix
-                .keys
-                .iter()
-                .map(|k| {
-                    meta.column(&k.column)
-                        .and_then(|(ci, _)| cols.iter().position(|c| *c == ci))
-                        .and_then(|p| values.get(p))
-                        .map_or_else(|| "?".to_string(), display_value)
-                })
-                .collect();
-            let vals = vals.join(", ");
-            return if ix.primary_key {
-                SqlError::new(
-                    2627,
-                    14,
-                    format!(
-                        "Violation of PRIMARY KEY constraint '{name}'. Cannot insert duplicate key in object '{table}'. The duplicate key value is ({vals})."
-                    ),
-                )
-            } else if ix.unique_constraint {
-                SqlError::new(
-                    2627,
-                    14,
-                    format!(
-                        "Violation of UNIQUE KEY constraint '{name}'. Cannot insert duplicate key in object '{table}'. The duplicate key value is ({vals})."
-                    ),
-                )
-            } else {
-                SqlError::new(
-                    2601,
-                    14,
-                    format!(
-                        "Cannot insert duplicate key row in object '{table}' with unique index '{name}'. The duplicate key value is ({vals})."
-                    ),
-                )
-            };
-        }
-        if let Some(rest) = msg.strip_prefix("NOT NULL constraint failed: ") {
-            let col = rest.rsplit('.').next().unwrap_or(rest);
-            return SqlError::new(
-                515,
-                16,
-                format!(
-                    "Cannot insert the value NULL into column '{col}', table '{}'; column does not allow nulls. {} fails.",
-                    self.full_name(meta),
-                    verb.word()
-                ),
-            );
-        }
-        if let Some(rest) = msg.strip_prefix("CHECK constraint failed: ") {
-            let name = rest.trim();
-            let column = meta
-                .check_names
-                .iter()
-                .position(|n| n.eq_ignore_ascii_case(name))
-                .and_then(|i| crate::conflicts::check_column(meta, i));
-            let col_part = column.map(|c| format!(", column '{c}'")).unwrap_or_default();
-            return SqlError::new(
-                547,
-                16,
-                format!(
-                    "The {} statement conflicted with the CHECK constraint \"{name}\". The conflict occurred in database \"{db}\", table \"{table}\"{col_part}.",
-                    verb.word()
-                ),
-            );
-        }
-        if msg.contains("FOREIGN KEY constraint failed") {
-            // The row's own key first (INSERT, UPDATE), then rows that reference it
-            // (DELETE, UPDATE of a referenced key).
-            let own = if verb == Verb::Delete {
-                None
-            } else {
-                self.broken_foreign_key(meta, cols, values)
-            };
-            let referencing = match (own, rowid) {
-                (None, Some(id)) => self.referencing_foreign_key(meta, id),
-                _ => None,
-            };
-            if let Some((child, i)) = referencing {
-                let fk = &child.def.foreign_keys[i];
-                return SqlError::new(
-                    547,
-                    16,
-                    format!(
-                        "The {} statement conflicted with the REFERENCE constraint \"{}\". The conflict occurred in database \"{db}\", table \"{}\", column '{}'.",
-                        verb.word(),
-                        child.fk_names[i],
-                        child.display_name(),
-                        fk.columns.first().cloned().unwrap_or_default()
-                    ),
-                );
-            }
-            if let Some(i) = own.or(if meta.def.foreign_keys.is_empty() {
-                None
-            } else {
-                Some(0)
-            }) {
-                let fk = &meta.def.foreign_keys[i];
-                return SqlError::new(
-                    547,
-                    16,
-                    format!(
-                        "The {} statement conflicted with the FOREIGN KEY constraint \"{}\". The conflict occurred in database \"{db}\", table \"{}.{}\", column '{}'.",
-                        verb.word(),
-                        meta.fk_names[i],
-                        fk.referenced_schema,
-                        fk.referenced_table,
-                        fk.referenced_columns.first().cloned().unwrap_or_default()
-                    ),
-                );
-            }
-        }
-        map_sqlite(e)
-    }
-
-    fn next_identity(&self, meta: &TableMeta) -> Option<i64> {
-        self.engine.with_catalog(|c| c.identity_next(meta.object_id))
-    }
-
-    fn note_identity(&self, meta: &TableMeta, v: i64) {
-        self.engine
-            .with_catalog(|c| c.identity_observe(meta.object_id, v));
-    }
-
-    /// Inserts rows into `meta`: `cols` are the table column indexes the row values are for.
-    /// Returns the number of rows and the last identity value.
-    pub(crate) fn insert_rows(
-        &mut self,
-        meta: &TableMeta,
-        cols: &[usize],
-        rows: impl IntoIterator<Item = Vec<Stored>>,
-    ) -> Result<(u64, Option<i64>), Fail> {
-        self.last_rowids.clear();
-        let ident = meta.identity_column().map(|(i, _)| i);
-        let auto_ident = ident.filter(|i| !cols.contains(i));
-        let mut all_cols: Vec<usize> = cols.to_vec();
-        if let Some(i) = auto_ident {
-            all_cols.push(i);
-        }
-        let rv = meta
-            .def
-            .columns
+    let sql = format!(
+        "INSERT INTO {} ({}) VALUES ({})",
+        meta.sqlite_sql(),
+        all_cols
             .iter()
-            .position(|c| c.ty == SqlType::RowVersion)
-            .filter(|i| !cols.contains(i));
-        if let Some(i) = rv {
-            all_cols.push(i);
+            .map(|i| quote(&meta.def.columns[*i].name))
+            .collect::<Vec<_>>()
+            .join(", "),
+        (1..=all_cols.len())
+            .map(|i| format!("?{i}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let mut count = 0u64;
+    let mut last_identity = None;
+    let mut values: Vec<Stored> = Vec::with_capacity(all_cols.len());
+    for row in rows {
+        values.clear();
+        for (v, ci) in row.iter().zip(cols.iter()) {
+            values.push(column_values::column_value(
+                cx,
+                meta,
+                &meta.def.columns[*ci],
+                ValueRef::from(v),
+            )?);
         }
-        let sql = format!(
-            "INSERT INTO {} ({}) VALUES ({})",
-            sqlite_table_sql(meta),
-            all_cols
-                .iter()
-                .map(|i| quote(&meta.def.columns[*i].name))
-                .collect::<Vec<_>>()
-                .join(", "),
-            (1..=all_cols.len())
-                .map(|i| format!("?{i}"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
-        let mut count = 0u64;
-        let mut last_identity = None;
-        let mut values: Vec<Stored> = Vec::with_capacity(all_cols.len());
-        for row in rows {
-            values.clear();
-            for (v, ci) in row.iter().zip(cols.iter()) {
-                values.push(self.column_value(meta, &meta.def.columns[*ci], ValueRef::from(v))?);
+        if let Some(i) = ident {
+            if auto_ident.is_some() {
+                let v = next_identity(cx, meta).unwrap_or(1);
+                values.push(Stored::Integer(v));
+                last_identity = Some(v);
+            } else if let Some(p) = cols.iter().position(|c| *c == i)
+                && let Stored::Integer(v) = values[p]
+            {
+                note_identity(cx, meta, v);
+                last_identity = Some(v);
             }
-            if let Some(i) = ident {
-                if auto_ident.is_some() {
-                    let v = self.next_identity(meta).unwrap_or(1);
-                    values.push(Stored::Integer(v));
-                    last_identity = Some(v);
-                } else if let Some(p) = cols.iter().position(|c| *c == i)
-                    && let Stored::Integer(v) = values[p]
-                {
-                    self.note_identity(meta, v);
-                    last_identity = Some(v);
-                }
-            }
-            if rv.is_some() {
-                values.push(Stored::Blob(self.engine.next_rowversion()));
-            }
-            self.check_rowid_key(meta, &all_cols, &values, Verb::Insert)?;
-            let mut stmt = self.conn.prepare_cached(&sql)?;
-            for (i, v) in values.iter().enumerate() {
-                stmt.raw_bind_parameter(i + 1, v)?;
-            }
-            if let Err(e) = stmt.raw_execute() {
-                return Err(self
-                    .constraint_error(meta, &e, &all_cols, &values, Verb::Insert)
-                    .into());
-            }
-            self.last_rowids.push(self.conn.last_insert_rowid());
-            count += 1;
         }
-        Ok((count, last_identity))
+        if rv.is_some() {
+            values.push(Stored::Blob(cx.engine.next_rowversion()));
+        }
+        constraints::check_rowid_key(cx, meta, &all_cols, &values, Verb::Insert)?;
+        let mut stmt = cx.conn.prepare_cached(&sql)?;
+        for (i, v) in values.iter().enumerate() {
+            stmt.raw_bind_parameter(i + 1, v)?;
+        }
+        if let Err(e) = stmt.raw_execute() {
+            return Err(constraints::constraint_error(cx, meta, &e, &all_cols, &values, Verb::Insert).into());
+        }
+        cx.last_rowids.push(cx.conn.last_insert_rowid());
+        count += 1;
     }
+    Ok((count, last_identity))
+}
 
-    pub(crate) fn insert(&mut self, ins: &mut Insert, sink: &mut dyn ResultSink) -> Result<(), Fail> {
-        let TableObject::TableName(name) = &ins.table else {
-            return Err(crate::parse::syntax_error("INSERT").into());
-        };
-        let output_items = match &ins.output {
-            Some(sqlparser::ast::OutputClause::Output {
-                select_items,
-                into_table: None,
-                ..
-            }) => Some(select_items.clone()),
-            None if ins.returning.is_none() => None,
-            _ => {
-                return Err(SqlError::new(
-                    102,
-                    15,
-                    "Incorrect syntax near 'OUTPUT'. (OUTPUT INTO / RETURNING are not supported by the test server)",
-                )
-                .into())
-            }
-        };
-        let meta = self.table_meta(name)?;
-        self.refuse_triggered(&meta, "INSERT")?;
-        let ident_on = self.identity_insert.as_ref().is_some_and(|(s, n)| {
-            s.eq_ignore_ascii_case(&meta.def.schema) && n.eq_ignore_ascii_case(&meta.def.name)
-        });
-        let mut cols: Vec<usize> = Vec::new();
-        if ins.columns.is_empty() {
-            for (i, c) in meta.def.columns.iter().enumerate() {
-                let writable =
-                    c.computed.is_none() && c.ty != SqlType::RowVersion && (c.identity.is_none() || ident_on);
-                if writable {
-                    cols.push(i);
-                }
-            }
-        } else {
-            for n in &ins.columns {
-                let cname = object_parts(n).last().cloned().unwrap_or_default();
-                let (i, c) = meta
-                    .column(&cname)
-                    .ok_or_else(|| SqlError::new(207, 16, format!("Invalid column name '{cname}'.")))?;
-                if c.computed.is_some() || c.ty == SqlType::RowVersion {
-                    return Err(SqlError::new(271, 16, format!("The column \"{}\" cannot be modified because it is either a computed column or is the result of a UNION operator.", c.name)).into());
-                }
-                if c.identity.is_some() && !ident_on {
-                    return Err(SqlError::new(544, 16, format!("Cannot insert explicit value for identity column in table '{}' when IDENTITY_INSERT is set to OFF.", meta.def.name)).into());
-                }
+pub(crate) fn insert(cx: &mut State, ins: &mut Insert, sink: &mut dyn ResultSink) -> Result<(), Fail> {
+    let TableObject::TableName(name) = &ins.table else {
+        return Err(crate::error::syntax_error("INSERT").into());
+    };
+    let output_items = match &ins.output {
+        Some(sqlparser::ast::OutputClause::Output {
+            select_items,
+            into_table: None,
+            ..
+        }) => Some(select_items.clone()),
+        None if ins.returning.is_none() => None,
+        _ => return Err(SqlError::new(
+            102,
+            15,
+            "Incorrect syntax near 'OUTPUT'. (OUTPUT INTO / RETURNING are not supported by the test server)",
+        )
+        .into()),
+    };
+    let meta = table_meta(cx, name)?;
+    refuse_triggered(cx, &meta, "INSERT")?;
+    let ident_on = cx.identity_insert.as_ref().is_some_and(|(s, n)| {
+        s.eq_ignore_ascii_case(&meta.def.schema) && n.eq_ignore_ascii_case(&meta.def.name)
+    });
+    let mut cols: Vec<usize> = Vec::new();
+    if ins.columns.is_empty() {
+        for (i, c) in meta.def.columns.iter().enumerate() {
+            let writable =
+                c.computed.is_none() && c.ty != SqlType::RowVersion && (c.identity.is_none() || ident_on);
+            if writable {
                 cols.push(i);
             }
         }
-        if ident_on
-            && let Some((i, _)) = meta.identity_column()
-            && !cols.contains(&i)
-        {
-            return Err(SqlError::new(545, 16, format!("Explicit value must be specified for identity column in table '{}' either when IDENTITY_INSERT is set to ON or when a replication user is inserting into a NOT FOR REPLICATION identity column.", meta.def.name)).into());
-        }
-        let rows = match &mut ins.source {
-            None => {
-                cols.clear();
-                vec![Vec::new()]
-            }
-            Some(q) => {
-                // VALUES (DEFAULT, ...): the column's default definition, or NULL.
-                if let SetExpr::Values(v) = &mut *q.body {
-                    for row in &mut v.rows {
-                        for (k, e) in row.content.iter_mut().enumerate() {
-                            let is_default = matches!(e, sqlparser::ast::Expr::Identifier(i)
-                                if i.quote_style.is_none() && i.value.eq_ignore_ascii_case("DEFAULT"));
-                            if !is_default {
-                                continue;
-                            }
-                            let def = cols
-                                .get(k)
-                                .and_then(|c| meta.def.columns[*c].default.as_ref())
-                                .map(|d| d.definition.clone());
-                            *e = match def {
-                                Some(text) => {
-                                    let dialect = sqlparser::dialect::MsSqlDialect {};
-                                    sqlparser::parser::Parser::new(&dialect)
-                                        .try_with_sql(&text)
-                                        .and_then(|mut p| p.parse_expr())
-                                        .map_err(|_| crate::parse::syntax_error(&text))?
-                                }
-                                None => crate::translate::null(),
-                            };
-                        }
-                    }
-                }
-                let (src_cols, rows) = self.query_rows(q)?;
-                if src_cols.len() != cols.len() {
-                    let values = matches!(&*q.body, SetExpr::Values(_));
-                    return Err(if src_cols.len() > cols.len() {
-                        if values {
-                            SqlError::new(110, 15, "There are fewer columns in the INSERT statement than values specified in the VALUES clause. The number of values in the VALUES clause must match the number of columns specified in the INSERT statement.")
-                        } else {
-                            SqlError::new(121, 15, "The select list for the INSERT statement contains more items than the insert list. The number of SELECT values must match the number of INSERT columns.")
-                        }
-                    } else if values {
-                        SqlError::new(109, 15, "There are more columns in the INSERT statement than values specified in the VALUES clause. The number of values in the VALUES clause must match the number of columns specified in the INSERT statement.")
-                    } else {
-                        SqlError::new(120, 15, "The select list for the INSERT statement contains fewer items than the insert list. The number of SELECT values must match the number of INSERT columns.")
-                    }
-                    .into());
-                }
-                rows
-            }
-        };
-        let (count, ident) = self.atomic(|s| s.insert_rows(&meta, &cols, rows))?;
-        if ident.is_some() {
-            self.globals.identity = ident;
-            self.globals.scope_identity = ident;
-        }
-        if let Some(items) = output_items {
-            // OUTPUT INSERTED.x: the inserted rows, read back by rowid, as a result set.
-            let ids = std::mem::take(&mut self.last_rowids);
-            let list = items.iter().map(|i| i.to_string()).collect::<Vec<_>>().join(", ");
-            let in_list = if ids.is_empty() {
-                "NULL".to_string()
-            } else {
-                ids.iter().map(|i| i.to_string()).collect::<Vec<_>>().join(", ")
-            };
-            let sql = format!(
-                "SELECT {list} FROM {name} AS [inserted] WHERE [inserted].[__rowid] IN ({in_list}) ORDER BY [inserted].[__rowid]"
-            );
-            let mut q = parse_query(&sql)?;
-            let mut inner = NoDone(sink);
-            self.run_query(&mut q, &mut inner, true)?;
-        }
-        self.globals.rowcount = count as i64;
-        self.done(sink, StatementKind::Insert, Some(count))?;
-        Ok(())
-    }
-
-    /// SQL Server would run the table's trigger for this statement; the test server stores
-    /// triggers without running them, so the statement is refused rather than run without it.
-    pub(crate) fn refuse_triggered(&self, meta: &TableMeta, event: &str) -> Result<(), SqlError> {
-        let trigger = self
-            .engine
-            .read_catalog(|c| c.enabled_trigger(meta.object_id, event).map(|m| m.name.clone()));
-        match trigger {
-            Some(name) => Err(SqlError::new(
-                102,
-                15,
-                format!(
-                    "Incorrect syntax near '{event}'. (the test server does not run triggers: table '{}' has {event} trigger '{name}'; DISABLE TRIGGER it to write to the table)",
-                    meta.display_name()
-                ),
-            )),
-            None => Ok(()),
-        }
-    }
-
-    /// The FROM text and target qualifier of an UPDATE/DELETE.
-    fn dml_source(
-        &self,
-        target: &TableFactor,
-        from: &[sqlparser::ast::TableWithJoins],
-    ) -> Result<(String, String, TableMeta), SqlError> {
-        let TableFactor::Table { name, alias, .. } = target else {
-            return Err(crate::parse::syntax_error(&target.to_string()));
-        };
-        let parts = object_parts(name);
-        let last = parts.last().cloned().unwrap_or_default();
-        if !from.is_empty() {
-            // UPDATE alias SET ... FROM t alias JOIN ...: the target is one of the FROM items.
-            if parts.len() == 1 && alias.is_none() {
-                let mut found: Option<(String, sqlparser::ast::ObjectName)> = None;
-                for twj in from {
-                    let mut factors = vec![&twj.relation];
-                    factors.extend(twj.joins.iter().map(|j| &j.relation));
-                    for f in factors {
-                        if let TableFactor::Table {
-                            name: n, alias: a, ..
-                        } = f
-                        {
-                            let q = a.as_ref().map_or_else(
-                                || object_parts(n).last().cloned().unwrap_or_default(),
-                                |a| a.name.value.clone(),
-                            );
-                            if q.eq_ignore_ascii_case(&last) && found.is_none() {
-                                found = Some((q, n.clone()));
-                            }
-                        }
-                    }
-                }
-                if let Some((q, n)) = found {
-                    let meta = self.table_meta(&n)?;
-                    let text = from.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", ");
-                    return Ok((text, q, meta));
-                }
-            }
-            let meta = self.table_meta(name)?;
-            let q = alias.as_ref().map_or(last, |a| a.name.value.clone());
-            let text = format!(
-                "{target}, {}",
-                from.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", ")
-            );
-            return Ok((text, q, meta));
-        }
-        let meta = self.table_meta(name)?;
-        let q = alias.as_ref().map_or(last, |a| a.name.value.clone());
-        Ok((target.to_string(), q, meta))
-    }
-
-    pub(crate) fn update(
-        &mut self,
-        up: &mut Update,
-        top: Option<String>,
-        sink: &mut dyn ResultSink,
-    ) -> Result<(), Fail> {
-        let output = output_list(up.output.as_ref(), up.returning.is_some())?;
-        let from: Vec<sqlparser::ast::TableWithJoins> = match &up.from {
-            Some(UpdateTableFromKind::AfterSet(f) | UpdateTableFromKind::BeforeSet(f)) => f.clone(),
-            None => Vec::new(),
-        };
-        let mut target_factor = up.table.relation.clone();
-        let mut from_all = from.clone();
-        if !up.table.joins.is_empty() {
-            let mut t = up.table.clone();
-            target_factor = t.relation.clone();
-            t.joins.clear();
-            from_all = vec![up.table.clone()];
-            from_all.extend(from);
-        }
-        let (from_text, q, meta) = self.dml_source(&target_factor, &from_all)?;
-        self.refuse_triggered(&meta, "UPDATE")?;
-        let mut cols = Vec::new();
-        let mut exprs = Vec::new();
-        for a in &up.assignments {
-            let name = match &a.target {
-                sqlparser::ast::AssignmentTarget::ColumnName(n) => {
-                    object_parts(n).last().cloned().unwrap_or_default()
-                }
-                other => return Err(crate::parse::syntax_error(&other.to_string()).into()),
-            };
+    } else {
+        for n in &ins.columns {
+            let cname = object_parts(n).last().cloned().unwrap_or_default();
             let (i, c) = meta
-                .column(&name)
-                .ok_or_else(|| SqlError::new(207, 16, format!("Invalid column name '{name}'.")))?;
-            if c.identity.is_some() {
-                return Err(
-                    SqlError::new(8102, 16, format!("Cannot update identity column '{}'.", c.name)).into(),
-                );
-            }
+                .column(&cname)
+                .ok_or_else(|| SqlError::new(207, 16, format!("Invalid column name '{cname}'.")))?;
             if c.computed.is_some() || c.ty == SqlType::RowVersion {
                 return Err(SqlError::new(271, 16, format!("The column \"{}\" cannot be modified because it is either a computed column or is the result of a UNION operator.", c.name)).into());
             }
+            if c.identity.is_some() && !ident_on {
+                return Err(SqlError::new(544, 16, format!("Cannot insert explicit value for identity column in table '{}' when IDENTITY_INSERT is set to OFF.", meta.def.name)).into());
+            }
             cols.push(i);
-            // SET col = DEFAULT: the column's default definition, or NULL when it has none.
-            let is_default = matches!(&a.value, sqlparser::ast::Expr::Identifier(id)
-                if id.quote_style.is_none() && id.value.eq_ignore_ascii_case("DEFAULT"));
-            exprs.push(match (&c.default, is_default) {
-                (Some(d), true) => d.definition.clone(),
-                (None, true) => "NULL".to_string(),
-                (_, false) => a.value.to_string(),
-            });
         }
-        let top_text = top.map(|t| format!("TOP ({t}) ")).unwrap_or_default();
-        let where_text = up
-            .selection
-            .as_ref()
-            .map(|w| format!(" WHERE {w}"))
-            .unwrap_or_default();
-        let sql = format!(
-            "SELECT {top_text}[{}].[__rowid], {} FROM {from_text}{where_text}",
-            q.replace(']', "]]"),
-            exprs.join(", ")
-        );
-        let mut query = parse_query(&sql)?;
-        let (_, rows) = self.query_rows(&mut query)?;
-        let Some(list) = output else {
-            let count = self.atomic(|s| s.update_rows(&meta, &cols, rows))?;
-            self.globals.rowcount = count as i64;
-            self.done(sink, StatementKind::Update, Some(count))?;
-            return Ok(());
-        };
-        // OUTPUT inserted.x, deleted.y: the rows before the update go to a #temp snapshot
-        // (keyed by rowid), the rows after are read back from the table, joined on rowid.
-        let ids = rowid_list(rows.iter().filter_map(|r| match r.first() {
-            Some(Stored::Integer(i)) => Some(*i),
-            _ => None,
-        }));
-        let target = output_target(&meta);
-        let snapshot = "[#__output_deleted]";
-        let uses_deleted = list.to_ascii_lowercase().contains("deleted");
-        if uses_deleted {
-            let q = parse_query(&format!(
-                "SELECT [d].[__rowid] AS [__output_rowid], [d].* INTO {snapshot} FROM {target} AS [d] WHERE [d].[__rowid] IN ({ids})"
-            ))?;
-            self.select_into(q, &mut NoDone(&mut Buffered::default()))?;
-        }
-        let result = (|| -> Result<(u64, Buffered), Fail> {
-            let count = self.atomic(|s| s.update_rows(&meta, &cols, rows))?;
-            let sql = if uses_deleted {
-                format!(
-                    "SELECT {list} FROM {target} AS [inserted] JOIN {snapshot} AS [deleted] ON [deleted].[__output_rowid] = [inserted].[__rowid] ORDER BY [inserted].[__rowid]"
-                )
-            } else {
-                format!(
-                    "SELECT {list} FROM {target} AS [inserted] WHERE [inserted].[__rowid] IN ({ids}) ORDER BY [inserted].[__rowid]"
-                )
-            };
-            let mut buffered = Buffered::default();
-            self.run_query(&mut parse_query(&sql)?, &mut buffered, false)?;
-            Ok((count, buffered))
-        })();
-        if uses_deleted {
-            self.drop_output_snapshot(snapshot)?;
-        }
-        let (count, buffered) = result?;
-        buffered.replay(sink)?;
-        self.globals.rowcount = count as i64;
-        self.done(sink, StatementKind::Update, Some(count))?;
-        Ok(())
     }
-
-    fn drop_output_snapshot(&mut self, name: &str) -> Result<(), Fail> {
-        let dialect = sqlparser::dialect::MsSqlDialect {};
-        let stmts = sqlparser::parser::Parser::parse_sql(&dialect, &format!("DROP TABLE {name}"))
-            .map_err(|e| SqlError::new(102, 15, e.to_string()))?;
-        for st in stmts {
-            self.exec_sql(
-                st,
-                &std::collections::HashMap::new(),
-                &mut NoDone(&mut Buffered::default()),
-            )?;
-        }
-        Ok(())
+    if ident_on
+        && let Some((i, _)) = meta.identity_column()
+        && !cols.contains(&i)
+    {
+        return Err(SqlError::new(545, 16, format!("Explicit value must be specified for identity column in table '{}' either when IDENTITY_INSERT is set to ON or when a replication user is inserting into a NOT FOR REPLICATION identity column.", meta.def.name)).into());
     }
-
-    /// Applies updates: each row is [rowid, values for `cols`...].
-    fn update_rows(&mut self, meta: &TableMeta, cols: &[usize], rows: Vec<Vec<Stored>>) -> Result<u64, Fail> {
-        let rv = meta.def.columns.iter().find(|c| c.ty == SqlType::RowVersion);
-        let rv_set = rv
-            .map(|c| format!(", {} = ?{}", quote(&c.name), cols.len() + 2))
-            .unwrap_or_default();
-        let sql = format!(
-            "UPDATE {} SET {}{rv_set} WHERE rowid = ?{}",
-            sqlite_table_sql(meta),
-            cols.iter()
-                .enumerate()
-                .map(|(k, i)| format!("{} = ?{}", quote(&meta.def.columns[*i].name), k + 1))
-                .collect::<Vec<_>>()
-                .join(", "),
-            cols.len() + 1
-        );
-        let mut seen = std::collections::HashSet::new();
-        let mut count = 0u64;
-        for row in rows {
-            let Some(Stored::Integer(rowid)) = row.first().cloned() else {
-                continue;
-            };
-            if !seen.insert(rowid) {
-                continue;
-            }
-            let mut values = Vec::with_capacity(cols.len());
-            for (v, ci) in row[1..].iter().zip(cols.iter()) {
-                values.push(self.column_value(meta, &meta.def.columns[*ci], ValueRef::from(v))?);
-            }
-            self.check_rowid_key(meta, cols, &values, Verb::Update)?;
-            let mut stmt = self.conn.prepare_cached(&sql)?;
-            for (i, v) in values.iter().enumerate() {
-                stmt.raw_bind_parameter(i + 1, v)?;
-            }
-            stmt.raw_bind_parameter(cols.len() + 1, rowid)?;
-            if rv.is_some() {
-                stmt.raw_bind_parameter(cols.len() + 2, self.engine.next_rowversion())?;
-            }
-            if let Err(e) = stmt.raw_execute() {
-                drop(stmt);
-                return Err(self
-                    .constraint_error_at(meta, &e, cols, &values, Verb::Update, Some(rowid))
-                    .into());
-            }
-            count += 1;
+    let rows = match &mut ins.source {
+        None => {
+            cols.clear();
+            vec![Vec::new()]
         }
-        Ok(count)
-    }
-
-    fn delete_rowids(&mut self, meta: &TableMeta, rowids: &[i64]) -> Result<u64, Fail> {
-        let sql = format!("DELETE FROM {} WHERE rowid = ?1", sqlite_table_sql(meta));
-        let mut count = 0u64;
-        for id in rowids {
-            let mut stmt = self.conn.prepare_cached(&sql)?;
-            stmt.raw_bind_parameter(1, id)?;
-            match stmt.raw_execute() {
-                Ok(n) => count += n as u64,
-                Err(e) => {
-                    drop(stmt);
-                    return Err(self
-                        .constraint_error_at(meta, &e, &[], &[], Verb::Delete, Some(*id))
-                        .into());
+        Some(q) => {
+            // VALUES (DEFAULT, ...): the column's default definition, or NULL.
+            if let SetExpr::Values(v) = &mut *q.body {
+                for row in &mut v.rows {
+                    for (k, e) in row.content.iter_mut().enumerate() {
+                        let is_default = matches!(e, sqlparser::ast::Expr::Identifier(i)
+                            if i.quote_style.is_none() && i.value.eq_ignore_ascii_case("DEFAULT"));
+                        if !is_default {
+                            continue;
+                        }
+                        let def = cols
+                            .get(k)
+                            .and_then(|c| meta.def.columns[*c].default.as_ref())
+                            .map(|d| d.definition.clone());
+                        *e = match def {
+                            Some(text) => {
+                                let dialect = sqlparser::dialect::MsSqlDialect {};
+                                sqlparser::parser::Parser::new(&dialect)
+                                    .try_with_sql(&text)
+                                    .and_then(|mut p| p.parse_expr())
+                                    .map_err(|_| crate::error::syntax_error(&text))?
+                            }
+                            None => crate::ast::null(),
+                        };
+                    }
                 }
             }
-        }
-        Ok(count)
-    }
-
-    pub(crate) fn delete(
-        &mut self,
-        del: &mut Delete,
-        top: Option<String>,
-        sink: &mut dyn ResultSink,
-    ) -> Result<(), Fail> {
-        let output = output_list(del.output.as_ref(), del.returning.is_some())?;
-        let from = match &del.from {
-            FromTable::WithFromKeyword(f) | FromTable::WithoutKeyword(f) => f.clone(),
-        };
-        let (target, rest): (TableFactor, Vec<sqlparser::ast::TableWithJoins>) =
-            if let Some(t) = del.tables.first() {
-                (
-                    TableFactor::Table {
-                        name: t.clone(),
-                        alias: None,
-                        args: None,
-                        with_hints: Vec::new(),
-                        version: None,
-                        with_ordinality: false,
-                        partitions: Vec::new(),
-                        json_path: None,
-                        sample: None,
-                        index_hints: Vec::new(),
-                    },
-                    from.clone(),
-                )
-            } else {
-                let Some(first) = from.first() else {
-                    return Err(crate::parse::syntax_error("DELETE").into());
-                };
-                if first.joins.is_empty() && from.len() == 1 {
-                    (first.relation.clone(), Vec::new())
+            let (src_cols, rows) = query::query_rows(cx, q)?;
+            if src_cols.len() != cols.len() {
+                let values = matches!(&*q.body, SetExpr::Values(_));
+                return Err(if src_cols.len() > cols.len() {
+                    if values {
+                        SqlError::new(110, 15, "There are fewer columns in the INSERT statement than values specified in the VALUES clause. The number of values in the VALUES clause must match the number of columns specified in the INSERT statement.")
+                    } else {
+                        SqlError::new(121, 15, "The select list for the INSERT statement contains more items than the insert list. The number of SELECT values must match the number of INSERT columns.")
+                    }
+                } else if values {
+                    SqlError::new(109, 15, "There are more columns in the INSERT statement than values specified in the VALUES clause. The number of values in the VALUES clause must match the number of columns specified in the INSERT statement.")
                 } else {
-                    (first.relation.clone(), from.clone())
+                    SqlError::new(120, 15, "The select list for the INSERT statement contains fewer items than the insert list. The number of SELECT values must match the number of INSERT columns.")
                 }
-            };
-        let (from_text, q, meta) = if rest.is_empty() {
-            self.dml_source(&target, &[])?
-        } else {
-            let (mut text, q, meta) = self.dml_source(&target, &rest)?;
-            if del.tables.is_empty() {
-                text = rest.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", ");
+                .into());
             }
-            (text, q, meta)
-        };
-        self.refuse_triggered(&meta, "DELETE")?;
-        let top_text = top.map(|t| format!("TOP ({t}) ")).unwrap_or_default();
-        let where_text = del
-            .selection
-            .as_ref()
-            .map(|w| format!(" WHERE {w}"))
-            .unwrap_or_default();
-        let sql = format!(
-            "SELECT {top_text}[{}].[__rowid] FROM {from_text}{where_text}",
-            q.replace(']', "]]")
-        );
-        let mut query = parse_query(&sql)?;
-        let (_, rows) = self.query_rows(&mut query)?;
-        let mut ids: Vec<i64> = rows
-            .into_iter()
-            .filter_map(|r| match r.first() {
-                Some(Stored::Integer(i)) => Some(*i),
-                _ => None,
-            })
-            .collect();
-        ids.sort_unstable();
-        ids.dedup();
-        // OUTPUT deleted.x: read before the rows go, sent once the delete succeeded.
-        let mut buffered = Buffered::default();
-        if let Some(list) = &output {
-            let sql = format!(
-                "SELECT {list} FROM {} AS [deleted] WHERE [deleted].[__rowid] IN ({}) ORDER BY [deleted].[__rowid]",
-                output_target(&meta),
-                rowid_list(ids.iter().copied())
-            );
-            self.run_query(&mut parse_query(&sql)?, &mut buffered, false)?;
+            rows
         }
-        let count = self.atomic(|s| s.delete_rowids(&meta, &ids))?;
-        if output.is_some() {
-            buffered.replay(sink)?;
-        }
-        self.globals.rowcount = count as i64;
-        self.done(sink, StatementKind::Delete, Some(count))?;
-        Ok(())
+    };
+    let (count, ident) = transaction::atomic(cx, |s| insert_rows(s, &meta, &cols, rows))?;
+    if ident.is_some() {
+        cx.globals.identity = ident;
+        cx.globals.scope_identity = ident;
     }
+    if let Some(items) = output_items {
+        // OUTPUT INSERTED.x: the inserted rows, read back by rowid, as a result set.
+        let ids = std::mem::take(&mut cx.last_rowids);
+        let list = items.iter().map(|i| i.to_string()).collect::<Vec<_>>().join(", ");
+        let in_list = if ids.is_empty() {
+            "NULL".to_string()
+        } else {
+            ids.iter().map(|i| i.to_string()).collect::<Vec<_>>().join(", ")
+        };
+        let sql = format!(
+            "SELECT {list} FROM {name} AS [inserted] WHERE [inserted].[__rowid] IN ({in_list}) ORDER BY [inserted].[__rowid]"
+        );
+        let mut q = parse_query(&sql)?;
+        let mut inner = NoDone(sink);
+        query::run_query(cx, &mut q, &mut inner, true)?;
+    }
+    cx.globals.rowcount = count as i64;
+    query::done(cx, sink, StatementKind::Insert, Some(count))?;
+    Ok(())
+}
 
-    pub(crate) fn merge(&mut self, m: &mut Merge, sink: &mut dyn ResultSink) -> Result<(), Fail> {
-        if m.output.is_some() {
-            return Err(SqlError::new(
-                102,
-                15,
-                "Incorrect syntax near 'OUTPUT'. (OUTPUT is not supported by the test server)",
+/// SQL Server would run the table's trigger for this statement; the test server stores
+/// triggers without running them, so the statement is refused rather than run without it.
+pub(crate) fn refuse_triggered(cx: &State, meta: &TableMeta, event: &str) -> Result<(), SqlError> {
+    let trigger = cx
+        .engine
+        .read_catalog(|c| c.enabled_trigger(meta.object_id, event).map(|m| m.name.clone()));
+    match trigger {
+        Some(name) => Err(SqlError::new(
+            102,
+            15,
+            format!(
+                "Incorrect syntax near '{event}'. (the test server does not run triggers: table '{}' has {event} trigger '{name}'; DISABLE TRIGGER it to write to the table)",
+                meta.display_name()
+            ),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// The FROM text and target qualifier of an UPDATE/DELETE.
+fn dml_source(
+    cx: &State,
+    target: &TableFactor,
+    from: &[sqlparser::ast::TableWithJoins],
+) -> Result<(String, String, TableMeta), SqlError> {
+    let TableFactor::Table { name, alias, .. } = target else {
+        return Err(crate::error::syntax_error(&target.to_string()));
+    };
+    let parts = object_parts(name);
+    let last = parts.last().cloned().unwrap_or_default();
+    if !from.is_empty() {
+        // UPDATE alias SET ... FROM t alias JOIN ...: the target is one of the FROM items.
+        if parts.len() == 1 && alias.is_none() {
+            let mut found: Option<(String, sqlparser::ast::ObjectName)> = None;
+            for twj in from {
+                let mut factors = vec![&twj.relation];
+                factors.extend(twj.joins.iter().map(|j| &j.relation));
+                for f in factors {
+                    if let TableFactor::Table {
+                        name: n, alias: a, ..
+                    } = f
+                    {
+                        let q = a.as_ref().map_or_else(
+                            || object_parts(n).last().cloned().unwrap_or_default(),
+                            |a| a.name.value.clone(),
+                        );
+                        if q.eq_ignore_ascii_case(&last) && found.is_none() {
+                            found = Some((q, n.clone()));
+                        }
+                    }
+                }
+            }
+            if let Some((q, n)) = found {
+                let meta = table_meta(cx, &n)?;
+                let text = from.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", ");
+                return Ok((text, q, meta));
+            }
+        }
+        let meta = table_meta(cx, name)?;
+        let q = alias.as_ref().map_or(last, |a| a.name.value.clone());
+        let text = format!(
+            "{target}, {}",
+            from.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", ")
+        );
+        return Ok((text, q, meta));
+    }
+    let meta = table_meta(cx, name)?;
+    let q = alias.as_ref().map_or(last, |a| a.name.value.clone());
+    Ok((target.to_string(), q, meta))
+}
+
+pub(crate) fn update(
+    cx: &mut State,
+    up: &mut Update,
+    top: Option<String>,
+    sink: &mut dyn ResultSink,
+) -> Result<(), Fail> {
+    let output = output_list(up.output.as_ref(), up.returning.is_some())?;
+    let from: Vec<sqlparser::ast::TableWithJoins> = match &up.from {
+        Some(UpdateTableFromKind::AfterSet(f) | UpdateTableFromKind::BeforeSet(f)) => f.clone(),
+        None => Vec::new(),
+    };
+    let mut target_factor = up.table.relation.clone();
+    let mut from_all = from.clone();
+    if !up.table.joins.is_empty() {
+        let mut t = up.table.clone();
+        target_factor = t.relation.clone();
+        t.joins.clear();
+        from_all = vec![up.table.clone()];
+        from_all.extend(from);
+    }
+    let (from_text, q, meta) = dml_source(cx, &target_factor, &from_all)?;
+    refuse_triggered(cx, &meta, "UPDATE")?;
+    let mut cols = Vec::new();
+    let mut exprs = Vec::new();
+    for a in &up.assignments {
+        let name = match &a.target {
+            sqlparser::ast::AssignmentTarget::ColumnName(n) => {
+                object_parts(n).last().cloned().unwrap_or_default()
+            }
+            other => return Err(crate::error::syntax_error(&other.to_string()).into()),
+        };
+        let (i, c) = meta
+            .column(&name)
+            .ok_or_else(|| SqlError::new(207, 16, format!("Invalid column name '{name}'.")))?;
+        if c.identity.is_some() {
+            return Err(
+                SqlError::new(8102, 16, format!("Cannot update identity column '{}'.", c.name)).into(),
+            );
+        }
+        if c.computed.is_some() || c.ty == SqlType::RowVersion {
+            return Err(SqlError::new(271, 16, format!("The column \"{}\" cannot be modified because it is either a computed column or is the result of a UNION operator.", c.name)).into());
+        }
+        cols.push(i);
+        // SET col = DEFAULT: the column's default definition, or NULL when it has none.
+        let is_default = matches!(&a.value, sqlparser::ast::Expr::Identifier(id)
+            if id.quote_style.is_none() && id.value.eq_ignore_ascii_case("DEFAULT"));
+        exprs.push(match (&c.default, is_default) {
+            (Some(d), true) => d.definition.clone(),
+            (None, true) => "NULL".to_string(),
+            (_, false) => a.value.to_string(),
+        });
+    }
+    let top_text = top.map(|t| format!("TOP ({t}) ")).unwrap_or_default();
+    let where_text = up
+        .selection
+        .as_ref()
+        .map(|w| format!(" WHERE {w}"))
+        .unwrap_or_default();
+    let sql = format!(
+        "SELECT {top_text}[{}].[__rowid], {} FROM {from_text}{where_text}",
+        q.replace(']', "]]"),
+        exprs.join(", ")
+    );
+    let mut query = parse_query(&sql)?;
+    let (_, rows) = query::query_rows(cx, &mut query)?;
+    let Some(list) = output else {
+        let count = transaction::atomic(cx, |s| update_rows(s, &meta, &cols, rows))?;
+        cx.globals.rowcount = count as i64;
+        query::done(cx, sink, StatementKind::Update, Some(count))?;
+        return Ok(());
+    };
+    // OUTPUT inserted.x, deleted.y: the rows before the update go to a #temp snapshot
+    // (keyed by rowid), the rows after are read back from the table, joined on rowid.
+    let ids = rowid_list(rows.iter().filter_map(|r| match r.first() {
+        Some(Stored::Integer(i)) => Some(*i),
+        _ => None,
+    }));
+    let target = output_target(&meta);
+    let snapshot = "[#__output_deleted]";
+    let uses_deleted = list.to_ascii_lowercase().contains("deleted");
+    if uses_deleted {
+        let q = parse_query(&format!(
+            "SELECT [d].[__rowid] AS [__output_rowid], [d].* INTO {snapshot} FROM {target} AS [d] WHERE [d].[__rowid] IN ({ids})"
+        ))?;
+        select_into(cx, q, &mut NoDone(&mut Buffered::default()))?;
+    }
+    let result = (|| -> Result<(u64, Buffered), Fail> {
+        let count = transaction::atomic(cx, |s| update_rows(s, &meta, &cols, rows))?;
+        let sql = if uses_deleted {
+            format!(
+                "SELECT {list} FROM {target} AS [inserted] JOIN {snapshot} AS [deleted] ON [deleted].[__output_rowid] = [inserted].[__rowid] ORDER BY [inserted].[__rowid]"
+            )
+        } else {
+            format!(
+                "SELECT {list} FROM {target} AS [inserted] WHERE [inserted].[__rowid] IN ({ids}) ORDER BY [inserted].[__rowid]"
+            )
+        };
+        let mut buffered = Buffered::default();
+        query::run_query(cx, &mut parse_query(&sql)?, &mut buffered, false)?;
+        Ok((count, buffered))
+    })();
+    if uses_deleted {
+        drop_output_snapshot(cx, snapshot)?;
+    }
+    let (count, buffered) = result?;
+    buffered.replay(sink)?;
+    cx.globals.rowcount = count as i64;
+    query::done(cx, sink, StatementKind::Update, Some(count))?;
+    Ok(())
+}
+
+fn drop_output_snapshot(cx: &mut State, name: &str) -> Result<(), Fail> {
+    let dialect = sqlparser::dialect::MsSqlDialect {};
+    let stmts = sqlparser::parser::Parser::parse_sql(&dialect, &format!("DROP TABLE {name}"))
+        .map_err(|e| SqlError::new(102, 15, e.to_string()))?;
+    for st in stmts {
+        if let sqlparser::ast::Statement::Drop {
+            object_type,
+            if_exists,
+            names,
+            table,
+            ..
+        } = st
+        {
+            let mut quiet = NoDone(&mut Buffered::default());
+            ddl::drop_objects(cx, object_type, if_exists, &names, table.as_ref(), &mut quiet)?;
+        }
+    }
+    Ok(())
+}
+
+/// Applies updates: each row is [rowid, values for `cols`...].
+fn update_rows(
+    cx: &mut State,
+    meta: &TableMeta,
+    cols: &[usize],
+    rows: Vec<Vec<Stored>>,
+) -> Result<u64, Fail> {
+    let rv = meta.def.columns.iter().find(|c| c.ty == SqlType::RowVersion);
+    let rv_set = rv
+        .map(|c| format!(", {} = ?{}", quote(&c.name), cols.len() + 2))
+        .unwrap_or_default();
+    let sql = format!(
+        "UPDATE {} SET {}{rv_set} WHERE rowid = ?{}",
+        meta.sqlite_sql(),
+        cols.iter()
+            .enumerate()
+            .map(|(k, i)| format!("{} = ?{}", quote(&meta.def.columns[*i].name), k + 1))
+            .collect::<Vec<_>>()
+            .join(", "),
+        cols.len() + 1
+    );
+    let mut seen = std::collections::HashSet::new();
+    let mut count = 0u64;
+    for row in rows {
+        let Some(Stored::Integer(rowid)) = row.first().cloned() else {
+            continue;
+        };
+        if !seen.insert(rowid) {
+            continue;
+        }
+        let mut values = Vec::with_capacity(cols.len());
+        for (v, ci) in row[1..].iter().zip(cols.iter()) {
+            values.push(column_values::column_value(
+                cx,
+                meta,
+                &meta.def.columns[*ci],
+                ValueRef::from(v),
+            )?);
+        }
+        constraints::check_rowid_key(cx, meta, cols, &values, Verb::Update)?;
+        let mut stmt = cx.conn.prepare_cached(&sql)?;
+        for (i, v) in values.iter().enumerate() {
+            stmt.raw_bind_parameter(i + 1, v)?;
+        }
+        stmt.raw_bind_parameter(cols.len() + 1, rowid)?;
+        if rv.is_some() {
+            stmt.raw_bind_parameter(cols.len() + 2, cx.engine.next_rowversion())?;
+        }
+        if let Err(e) = stmt.raw_execute() {
+            drop(stmt);
+            return Err(constraints::constraint_error_at(
+                cx,
+                meta,
+                &e,
+                cols,
+                &values,
+                Verb::Update,
+                Some(rowid),
             )
             .into());
         }
-        let TableFactor::Table { name, alias, .. } = &m.table else {
-            return Err(crate::parse::syntax_error("MERGE").into());
-        };
-        let meta = self.table_meta(name)?;
-        for event in ["INSERT", "UPDATE", "DELETE"] {
-            self.refuse_triggered(&meta, event)?;
-        }
-        let tq = alias.as_ref().map_or_else(
-            || object_parts(name).last().cloned().unwrap_or_default(),
-            |a| a.name.value.clone(),
-        );
-        let target_text = m.table.to_string();
-        let source_text = m.source.to_string();
-        let on = m.on.to_string();
-        let rid = format!("[{}].[__rowid]", tq.replace(']', "]]"));
-        // Each clause's predicate, evaluated per candidate row.
-        let pred = |p: &Option<sqlparser::ast::Expr>| {
-            p.as_ref()
-                .map_or("1".to_string(), |p| format!("CASE WHEN {p} THEN 1 ELSE 0 END"))
-        };
-        enum Plan {
-            Update(Vec<usize>),
-            Delete,
-            Insert(Vec<usize>),
-        }
-        type Clauses = Vec<(String, Plan, Vec<String>)>;
-        let mut matched: Vec<(String, Plan, Vec<String>)> = Vec::new();
-        let mut not_matched: Vec<(String, Plan, Vec<String>)> = Vec::new();
-        let mut by_source: Vec<(String, Plan, Vec<String>)> = Vec::new();
-        for c in &m.clauses {
-            let (plan, exprs) = match &c.action {
-                MergeAction::Update(u) => {
-                    let mut cols = Vec::new();
-                    let mut exprs = Vec::new();
-                    let sqlparser::ast::MergeUpdateKind::Set(assignments) = &u.kind else {
-                        return Err(crate::parse::syntax_error("*").into());
-                    };
-                    for a in assignments {
-                        let n = match &a.target {
-                            sqlparser::ast::AssignmentTarget::ColumnName(n) => {
-                                object_parts(n).last().cloned().unwrap_or_default()
-                            }
-                            other => return Err(crate::parse::syntax_error(&other.to_string()).into()),
-                        };
-                        let (i, _) = meta
-                            .column(&n)
-                            .ok_or_else(|| SqlError::new(207, 16, format!("Invalid column name '{n}'.")))?;
-                        cols.push(i);
-                        exprs.push(a.value.to_string());
-                    }
-                    (Plan::Update(cols), exprs)
-                }
-                MergeAction::Delete { .. } => (Plan::Delete, Vec::new()),
-                MergeAction::DoNothing { .. } => continue,
-                MergeAction::Insert(ins) => {
-                    let cols: Vec<usize> = if ins.columns.is_empty() {
-                        meta.def
-                            .columns
-                            .iter()
-                            .enumerate()
-                            .filter(|(_, c)| c.identity.is_none() && c.computed.is_none())
-                            .map(|(i, _)| i)
-                            .collect()
-                    } else {
-                        ins.columns
-                            .iter()
-                            .map(|n| {
-                                let n = object_parts(n).last().cloned().unwrap_or_default();
-                                meta.column(&n).map(|(i, _)| i).ok_or_else(|| {
-                                    SqlError::new(207, 16, format!("Invalid column name '{n}'."))
-                                })
-                            })
-                            .collect::<Result<_, _>>()?
-                    };
-                    let exprs = match &ins.kind {
-                        MergeInsertKind::Values(v) => v
-                            .rows
-                            .first()
-                            .map(|r| r.content.iter().map(|e| e.to_string()).collect())
-                            .unwrap_or_default(),
-                        _ => return Err(crate::parse::syntax_error("ROW").into()),
-                    };
-                    (Plan::Insert(cols), exprs)
-                }
-            };
-            let entry = (pred(&c.predicate), plan, exprs);
-            match c.clause_kind {
-                MergeClauseKind::Matched => matched.push(entry),
-                MergeClauseKind::NotMatched | MergeClauseKind::NotMatchedByTarget => not_matched.push(entry),
-                MergeClauseKind::NotMatchedBySource => by_source.push(entry),
-            }
-        }
-        // Evaluate everything against the state before the MERGE, then apply.
-        let select = |items: &[&(String, Plan, Vec<String>)], head: &str| -> String {
-            let mut list = vec![head.to_string()];
-            for (p, _, exprs) in items {
-                list.push(p.clone());
-                list.extend(exprs.iter().cloned());
-            }
-            list.join(", ")
-        };
-        let mut actions: Vec<(usize, Vec<Vec<Stored>>)> = Vec::new();
-        let groups: [(&Clauses, String); 3] = [
-            (&matched, format!("FROM {target_text} JOIN {source_text} ON {on}")),
-            (
-                &not_matched,
-                format!("FROM {source_text} WHERE NOT EXISTS (SELECT 1 FROM {target_text} WHERE {on})"),
-            ),
-            (
-                &by_source,
-                format!("FROM {target_text} WHERE NOT EXISTS (SELECT 1 FROM {source_text} WHERE {on})"),
-            ),
-        ];
-        for (g, (clauses, from)) in groups.iter().enumerate() {
-            if clauses.is_empty() {
-                continue;
-            }
-            let items: Vec<&(String, Plan, Vec<String>)> = clauses.iter().collect();
-            let head = if g == 1 { "1".to_string() } else { rid.clone() };
-            let sql = format!("SELECT {} {from}", select(&items, &head));
-            let mut q = parse_query(&sql)?;
-            let (_, rows) = self.query_rows(&mut q)?;
-            actions.push((g, rows));
-        }
-        let count = self.atomic(|s| {
-            let mut count = 0u64;
-            let mut touched = std::collections::HashSet::new();
-            for (g, rows) in actions {
-                let clauses = match g {
-                    0 => &matched,
-                    1 => &not_matched,
-                    _ => &by_source,
-                };
-                for row in rows {
-                    let mut pos = 1;
-                    for (_, plan, exprs) in clauses.iter() {
-                        let hit = matches!(row.get(pos), Some(Stored::Integer(1)));
-                        let vals: Vec<Stored> = row[pos + 1..pos + 1 + exprs.len()].to_vec();
-                        pos += 1 + exprs.len();
-                        if !hit {
-                            continue;
-                        }
-                        let rowid = row.first().cloned().unwrap_or(Stored::Null);
-                        if g != 1
-                            && let Stored::Integer(r) = rowid
-                                && !touched.insert(r) {
-                                    return Err(SqlError::new(8672, 16, "The MERGE statement attempted to UPDATE or DELETE the same row more than once. This happens when a target row matches more than one source row. A MERGE statement cannot UPDATE/DELETE the same row of the target table multiple times. Refine the ON clause to ensure a target row matches at most one source row, or use the GROUP BY clause to group the source rows.").into());
-                                }
-                        count += match plan {
-                            Plan::Update(cols) => {
-                                let mut r = vec![rowid];
-                                r.extend(vals);
-                                s.update_rows(&meta, cols, vec![r])?
-                            }
-                            Plan::Delete => match rowid {
-                                Stored::Integer(r) => s.delete_rowids(&meta, &[r])?,
-                                _ => 0,
-                            },
-                            Plan::Insert(cols) => {
-                                let (n, ident) = s.insert_rows(&meta, cols, vec![vals])?;
-                                if ident.is_some() {
-                                    s.globals.identity = ident;
-                                    s.globals.scope_identity = ident;
-                                }
-                                n
-                            }
-                        };
-                        break;
-                    }
-                }
-            }
-            Ok(count)
-        })?;
-        self.globals.rowcount = count as i64;
-        self.done(sink, StatementKind::Merge, Some(count))?;
-        Ok(())
+        count += 1;
     }
+    Ok(count)
+}
 
-    pub(crate) fn select_into(&mut self, mut q: Query, sink: &mut dyn ResultSink) -> Result<(), Fail> {
-        let target = match &mut *q.body {
-            SetExpr::Select(s) => s.into.take(),
-            _ => None,
-        };
-        let Some(target) = target.and_then(|t| t.targets.into_iter().next()) else {
-            return Err(crate::parse::syntax_error("INTO").into());
-        };
-        let (cols, rows) = self.query_rows(&mut q)?;
-        let name_sql = format!("CREATE TABLE {} (x INT)", target);
-        let dialect = sqlparser::dialect::MsSqlDialect {};
-        let stmt = sqlparser::parser::Parser::new(&dialect)
-            .try_with_sql(&name_sql)
-            .and_then(|mut p| p.parse_statement())
-            .map_err(|_| crate::parse::syntax_error(&target.to_string()))?;
-        let sqlparser::ast::Statement::CreateTable(mut ct) = stmt else {
-            return Err(crate::parse::syntax_error("INTO").into());
-        };
-        // Column definitions from the query's output types.
-        ct.columns.clear();
-        let mut defs = Vec::new();
-        for (i, c) in cols.iter().enumerate() {
-            let ty = c.ty.ty.unwrap_or(SqlType::NVarChar { len: Some(4000) });
-            let name = if c.name.is_empty() {
-                return Err(SqlError::new(1038, 15, format!("An object or column name is missing or empty. For SELECT INTO statements, verify each column has a name. (column {})", i + 1)).into());
-            } else {
-                c.name.clone()
-            };
-            defs.push(format!(
-                "[{}] {}{}",
-                name.replace(']', "]]"),
-                crate::typename::type_decl(ty),
-                if c.ty.nullable { " NULL" } else { " NOT NULL" }
-            ));
+fn delete_rowids(cx: &mut State, meta: &TableMeta, rowids: &[i64]) -> Result<u64, Fail> {
+    let sql = format!("DELETE FROM {} WHERE rowid = ?1", meta.sqlite_sql());
+    let mut count = 0u64;
+    for id in rowids {
+        let mut stmt = cx.conn.prepare_cached(&sql)?;
+        stmt.raw_bind_parameter(1, id)?;
+        match stmt.raw_execute() {
+            Ok(n) => count += n as u64,
+            Err(e) => {
+                drop(stmt);
+                return Err(constraints::constraint_error_at(
+                    cx,
+                    meta,
+                    &e,
+                    &[],
+                    &[],
+                    Verb::Delete,
+                    Some(*id),
+                )
+                .into());
+            }
         }
-        let create = format!("CREATE TABLE {} ({})", target, defs.join(", "));
-        let stmt = sqlparser::parser::Parser::new(&dialect)
-            .try_with_sql(&create)
-            .and_then(|mut p| p.parse_statement())
-            .map_err(|e| SqlError::new(102, 15, format!("SELECT INTO: {e}")))?;
-        let sqlparser::ast::Statement::CreateTable(ct2) = stmt else {
-            return Err(crate::parse::syntax_error("INTO").into());
-        };
-        let mut quiet = crate::exec::Collect::default();
-        self.create_table(ct2, &mut quiet)?;
-        let tname = match &target {
-            sqlparser::ast::Expr::Identifier(i) => sqlparser::ast::ObjectName::from(vec![i.clone()]),
-            sqlparser::ast::Expr::CompoundIdentifier(p) => sqlparser::ast::ObjectName::from(p.clone()),
-            other => return Err(crate::parse::syntax_error(&other.to_string()).into()),
-        };
-        let meta = self.table_meta(&tname)?;
-        let idx: Vec<usize> = (0..cols.len()).collect();
-        let (count, _) = self.atomic(|s| s.insert_rows(&meta, &idx, rows))?;
-        let _ = ct;
-        self.globals.rowcount = count as i64;
-        self.done(sink, StatementKind::Select, Some(count))?;
-        Ok(())
     }
+    Ok(count)
+}
+
+pub(crate) fn delete(
+    cx: &mut State,
+    del: &mut Delete,
+    top: Option<String>,
+    sink: &mut dyn ResultSink,
+) -> Result<(), Fail> {
+    let output = output_list(del.output.as_ref(), del.returning.is_some())?;
+    let from = match &del.from {
+        FromTable::WithFromKeyword(f) | FromTable::WithoutKeyword(f) => f.clone(),
+    };
+    let (target, rest): (TableFactor, Vec<sqlparser::ast::TableWithJoins>) =
+        if let Some(t) = del.tables.first() {
+            (
+                TableFactor::Table {
+                    name: t.clone(),
+                    alias: None,
+                    args: None,
+                    with_hints: Vec::new(),
+                    version: None,
+                    with_ordinality: false,
+                    partitions: Vec::new(),
+                    json_path: None,
+                    sample: None,
+                    index_hints: Vec::new(),
+                },
+                from.clone(),
+            )
+        } else {
+            let Some(first) = from.first() else {
+                return Err(crate::error::syntax_error("DELETE").into());
+            };
+            if first.joins.is_empty() && from.len() == 1 {
+                (first.relation.clone(), Vec::new())
+            } else {
+                (first.relation.clone(), from.clone())
+            }
+        };
+    let (from_text, q, meta) = if rest.is_empty() {
+        dml_source(cx, &target, &[])?
+    } else {
+        let (mut text, q, meta) = dml_source(cx, &target, &rest)?;
+        if del.tables.is_empty() {
+            text = rest.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", ");
+        }
+        (text, q, meta)
+    };
+    refuse_triggered(cx, &meta, "DELETE")?;
+    let top_text = top.map(|t| format!("TOP ({t}) ")).unwrap_or_default();
+    let where_text = del
+        .selection
+        .as_ref()
+        .map(|w| format!(" WHERE {w}"))
+        .unwrap_or_default();
+    let sql = format!(
+        "SELECT {top_text}[{}].[__rowid] FROM {from_text}{where_text}",
+        q.replace(']', "]]")
+    );
+    let mut query = parse_query(&sql)?;
+    let (_, rows) = query::query_rows(cx, &mut query)?;
+    let mut ids: Vec<i64> = rows
+        .into_iter()
+        .filter_map(|r| match r.first() {
+            Some(Stored::Integer(i)) => Some(*i),
+            _ => None,
+        })
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    // OUTPUT deleted.x: read before the rows go, sent once the delete succeeded.
+    let mut buffered = Buffered::default();
+    if let Some(list) = &output {
+        let sql = format!(
+            "SELECT {list} FROM {} AS [deleted] WHERE [deleted].[__rowid] IN ({}) ORDER BY [deleted].[__rowid]",
+            output_target(&meta),
+            rowid_list(ids.iter().copied())
+        );
+        query::run_query(cx, &mut parse_query(&sql)?, &mut buffered, false)?;
+    }
+    let count = transaction::atomic(cx, |s| delete_rowids(s, &meta, &ids))?;
+    if output.is_some() {
+        buffered.replay(sink)?;
+    }
+    cx.globals.rowcount = count as i64;
+    query::done(cx, sink, StatementKind::Delete, Some(count))?;
+    Ok(())
+}
+
+pub(crate) fn merge(cx: &mut State, m: &mut Merge, sink: &mut dyn ResultSink) -> Result<(), Fail> {
+    if m.output.is_some() {
+        return Err(SqlError::new(
+            102,
+            15,
+            "Incorrect syntax near 'OUTPUT'. (OUTPUT is not supported by the test server)",
+        )
+        .into());
+    }
+    let TableFactor::Table { name, alias, .. } = &m.table else {
+        return Err(crate::error::syntax_error("MERGE").into());
+    };
+    let meta = table_meta(cx, name)?;
+    for event in ["INSERT", "UPDATE", "DELETE"] {
+        refuse_triggered(cx, &meta, event)?;
+    }
+    let tq = alias.as_ref().map_or_else(
+        || object_parts(name).last().cloned().unwrap_or_default(),
+        |a| a.name.value.clone(),
+    );
+    let target_text = m.table.to_string();
+    let source_text = m.source.to_string();
+    let on = m.on.to_string();
+    let rid = format!("[{}].[__rowid]", tq.replace(']', "]]"));
+    // Each clause's predicate, evaluated per candidate row.
+    let pred = |p: &Option<sqlparser::ast::Expr>| {
+        p.as_ref()
+            .map_or("1".to_string(), |p| format!("CASE WHEN {p} THEN 1 ELSE 0 END"))
+    };
+    enum Plan {
+        Update(Vec<usize>),
+        Delete,
+        Insert(Vec<usize>),
+    }
+    type Clauses = Vec<(String, Plan, Vec<String>)>;
+    let mut matched: Vec<(String, Plan, Vec<String>)> = Vec::new();
+    let mut not_matched: Vec<(String, Plan, Vec<String>)> = Vec::new();
+    let mut by_source: Vec<(String, Plan, Vec<String>)> = Vec::new();
+    for c in &m.clauses {
+        let (plan, exprs) = match &c.action {
+            MergeAction::Update(u) => {
+                let mut cols = Vec::new();
+                let mut exprs = Vec::new();
+                let sqlparser::ast::MergeUpdateKind::Set(assignments) = &u.kind else {
+                    return Err(crate::error::syntax_error("*").into());
+                };
+                for a in assignments {
+                    let n = match &a.target {
+                        sqlparser::ast::AssignmentTarget::ColumnName(n) => {
+                            object_parts(n).last().cloned().unwrap_or_default()
+                        }
+                        other => return Err(crate::error::syntax_error(&other.to_string()).into()),
+                    };
+                    let (i, _) = meta
+                        .column(&n)
+                        .ok_or_else(|| SqlError::new(207, 16, format!("Invalid column name '{n}'.")))?;
+                    cols.push(i);
+                    exprs.push(a.value.to_string());
+                }
+                (Plan::Update(cols), exprs)
+            }
+            MergeAction::Delete { .. } => (Plan::Delete, Vec::new()),
+            MergeAction::DoNothing { .. } => continue,
+            MergeAction::Insert(ins) => {
+                let cols: Vec<usize> = if ins.columns.is_empty() {
+                    meta.def
+                        .columns
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, c)| c.identity.is_none() && c.computed.is_none())
+                        .map(|(i, _)| i)
+                        .collect()
+                } else {
+                    ins.columns
+                        .iter()
+                        .map(|n| {
+                            let n = object_parts(n).last().cloned().unwrap_or_default();
+                            meta.column(&n)
+                                .map(|(i, _)| i)
+                                .ok_or_else(|| SqlError::new(207, 16, format!("Invalid column name '{n}'.")))
+                        })
+                        .collect::<Result<_, _>>()?
+                };
+                let exprs = match &ins.kind {
+                    MergeInsertKind::Values(v) => v
+                        .rows
+                        .first()
+                        .map(|r| r.content.iter().map(|e| e.to_string()).collect())
+                        .unwrap_or_default(),
+                    _ => return Err(crate::error::syntax_error("ROW").into()),
+                };
+                (Plan::Insert(cols), exprs)
+            }
+        };
+        let entry = (pred(&c.predicate), plan, exprs);
+        match c.clause_kind {
+            MergeClauseKind::Matched => matched.push(entry),
+            MergeClauseKind::NotMatched | MergeClauseKind::NotMatchedByTarget => not_matched.push(entry),
+            MergeClauseKind::NotMatchedBySource => by_source.push(entry),
+        }
+    }
+    // Evaluate everything against the state before the MERGE, then apply.
+    let select = |items: &[&(String, Plan, Vec<String>)], head: &str| -> String {
+        let mut list = vec![head.to_string()];
+        for (p, _, exprs) in items {
+            list.push(p.clone());
+            list.extend(exprs.iter().cloned());
+        }
+        list.join(", ")
+    };
+    let mut actions: Vec<(usize, Vec<Vec<Stored>>)> = Vec::new();
+    let groups: [(&Clauses, String); 3] = [
+        (&matched, format!("FROM {target_text} JOIN {source_text} ON {on}")),
+        (
+            &not_matched,
+            format!("FROM {source_text} WHERE NOT EXISTS (SELECT 1 FROM {target_text} WHERE {on})"),
+        ),
+        (
+            &by_source,
+            format!("FROM {target_text} WHERE NOT EXISTS (SELECT 1 FROM {source_text} WHERE {on})"),
+        ),
+    ];
+    for (g, (clauses, from)) in groups.iter().enumerate() {
+        if clauses.is_empty() {
+            continue;
+        }
+        let items: Vec<&(String, Plan, Vec<String>)> = clauses.iter().collect();
+        let head = if g == 1 { "1".to_string() } else { rid.clone() };
+        let sql = format!("SELECT {} {from}", select(&items, &head));
+        let mut q = parse_query(&sql)?;
+        let (_, rows) = query::query_rows(cx, &mut q)?;
+        actions.push((g, rows));
+    }
+    let count = transaction::atomic(cx, |s| {
+        let mut count = 0u64;
+        let mut touched = std::collections::HashSet::new();
+        for (g, rows) in actions {
+            let clauses = match g {
+                0 => &matched,
+                1 => &not_matched,
+                _ => &by_source,
+            };
+            for row in rows {
+                let mut pos = 1;
+                for (_, plan, exprs) in clauses.iter() {
+                    let hit = matches!(row.get(pos), Some(Stored::Integer(1)));
+                    let vals: Vec<Stored> = row[pos + 1..pos + 1 + exprs.len()].to_vec();
+                    pos += 1 + exprs.len();
+                    if !hit {
+                        continue;
+                    }
+                    let rowid = row.first().cloned().unwrap_or(Stored::Null);
+                    if g != 1
+                        && let Stored::Integer(r) = rowid
+                        && !touched.insert(r)
+                    {
+                        return Err(SqlError::new(8672, 16, "The MERGE statement attempted to UPDATE or DELETE the same row more than once. This happens when a target row matches more than one source row. A MERGE statement cannot UPDATE/DELETE the same row of the target table multiple times. Refine the ON clause to ensure a target row matches at most one source row, or use the GROUP BY clause to group the source rows.").into());
+                    }
+                    count += match plan {
+                        Plan::Update(cols) => {
+                            let mut r = vec![rowid];
+                            r.extend(vals);
+                            update_rows(s, &meta, cols, vec![r])?
+                        }
+                        Plan::Delete => match rowid {
+                            Stored::Integer(r) => delete_rowids(s, &meta, &[r])?,
+                            _ => 0,
+                        },
+                        Plan::Insert(cols) => {
+                            let (n, ident) = insert_rows(s, &meta, cols, vec![vals])?;
+                            if ident.is_some() {
+                                s.globals.identity = ident;
+                                s.globals.scope_identity = ident;
+                            }
+                            n
+                        }
+                    };
+                    break;
+                }
+            }
+        }
+        Ok(count)
+    })?;
+    cx.globals.rowcount = count as i64;
+    query::done(cx, sink, StatementKind::Merge, Some(count))?;
+    Ok(())
+}
+
+pub(crate) fn select_into(cx: &mut State, mut q: Query, sink: &mut dyn ResultSink) -> Result<(), Fail> {
+    let target = match &mut *q.body {
+        SetExpr::Select(s) => s.into.take(),
+        _ => None,
+    };
+    let Some(target) = target.and_then(|t| t.targets.into_iter().next()) else {
+        return Err(crate::error::syntax_error("INTO").into());
+    };
+    let (cols, rows) = query::query_rows(cx, &mut q)?;
+    let name_sql = format!("CREATE TABLE {} (x INT)", target);
+    let dialect = sqlparser::dialect::MsSqlDialect {};
+    let stmt = sqlparser::parser::Parser::new(&dialect)
+        .try_with_sql(&name_sql)
+        .and_then(|mut p| p.parse_statement())
+        .map_err(|_| crate::error::syntax_error(&target.to_string()))?;
+    let sqlparser::ast::Statement::CreateTable(mut ct) = stmt else {
+        return Err(crate::error::syntax_error("INTO").into());
+    };
+    // Column definitions from the query's output types.
+    ct.columns.clear();
+    let mut defs = Vec::new();
+    for (i, c) in cols.iter().enumerate() {
+        let ty = c.ty.ty.unwrap_or(SqlType::NVarChar { len: Some(4000) });
+        let name = if c.name.is_empty() {
+            return Err(SqlError::new(1038, 15, format!("An object or column name is missing or empty. For SELECT INTO statements, verify each column has a name. (column {})", i + 1)).into());
+        } else {
+            c.name.clone()
+        };
+        defs.push(format!(
+            "[{}] {}{}",
+            name.replace(']', "]]"),
+            crate::types::names::type_decl(ty),
+            if c.ty.nullable { " NULL" } else { " NOT NULL" }
+        ));
+    }
+    let create = format!("CREATE TABLE {} ({})", target, defs.join(", "));
+    let stmt = sqlparser::parser::Parser::new(&dialect)
+        .try_with_sql(&create)
+        .and_then(|mut p| p.parse_statement())
+        .map_err(|e| SqlError::new(102, 15, format!("SELECT INTO: {e}")))?;
+    let sqlparser::ast::Statement::CreateTable(ct2) = stmt else {
+        return Err(crate::error::syntax_error("INTO").into());
+    };
+    let mut quiet = query::Collect::default();
+    ddl::create_table(cx, ct2, &mut quiet)?;
+    let tname = match &target {
+        sqlparser::ast::Expr::Identifier(i) => sqlparser::ast::ObjectName::from(vec![i.clone()]),
+        sqlparser::ast::Expr::CompoundIdentifier(p) => sqlparser::ast::ObjectName::from(p.clone()),
+        other => return Err(crate::error::syntax_error(&other.to_string()).into()),
+    };
+    let meta = table_meta(cx, &tname)?;
+    let idx: Vec<usize> = (0..cols.len()).collect();
+    let (count, _) = transaction::atomic(cx, |s| insert_rows(s, &meta, &idx, rows))?;
+    let _ = ct;
+    cx.globals.rowcount = count as i64;
+    query::done(cx, sink, StatementKind::Select, Some(count))?;
+    Ok(())
 }
 
 #[allow(dead_code)]
@@ -1284,7 +953,7 @@ struct Buffered {
 }
 
 impl Buffered {
-    fn replay(self, sink: &mut dyn ResultSink) -> Result<(), crate::Interrupt> {
+    fn replay(self, sink: &mut dyn ResultSink) -> Result<(), crate::results::Interrupt> {
         sink.columns(&self.columns)?;
         for r in &self.rows {
             sink.row(r)?;
@@ -1294,24 +963,24 @@ impl Buffered {
 }
 
 impl ResultSink for Buffered {
-    fn columns(&mut self, columns: &[crate::types::ColumnMeta]) -> Result<(), crate::Interrupt> {
+    fn columns(&mut self, columns: &[crate::types::ColumnMeta]) -> Result<(), crate::results::Interrupt> {
         self.columns = columns.to_vec();
         Ok(())
     }
-    fn row(&mut self, row: &[crate::types::Value]) -> Result<(), crate::Interrupt> {
+    fn row(&mut self, row: &[crate::types::Value]) -> Result<(), crate::results::Interrupt> {
         self.rows.push(row.to_vec());
         Ok(())
     }
-    fn done(&mut self, _done: crate::Done) -> Result<(), crate::Interrupt> {
+    fn done(&mut self, _done: crate::results::Done) -> Result<(), crate::results::Interrupt> {
         Ok(())
     }
-    fn error(&mut self, _error: &SqlError) -> Result<(), crate::Interrupt> {
+    fn error(&mut self, _error: &SqlError) -> Result<(), crate::results::Interrupt> {
         Ok(())
     }
-    fn info(&mut self, _number: i32, _message: &str) -> Result<(), crate::Interrupt> {
+    fn info(&mut self, _number: i32, _message: &str) -> Result<(), crate::results::Interrupt> {
         Ok(())
     }
-    fn env_change(&mut self, _change: crate::EnvChange) -> Result<(), crate::Interrupt> {
+    fn env_change(&mut self, _change: crate::results::EnvChange) -> Result<(), crate::results::Interrupt> {
         Ok(())
     }
 }
@@ -1320,33 +989,22 @@ impl ResultSink for Buffered {
 struct NoDone<'a>(&'a mut dyn ResultSink);
 
 impl ResultSink for NoDone<'_> {
-    fn columns(&mut self, columns: &[crate::types::ColumnMeta]) -> Result<(), crate::Interrupt> {
+    fn columns(&mut self, columns: &[crate::types::ColumnMeta]) -> Result<(), crate::results::Interrupt> {
         self.0.columns(columns)
     }
-    fn row(&mut self, row: &[crate::types::Value]) -> Result<(), crate::Interrupt> {
+    fn row(&mut self, row: &[crate::types::Value]) -> Result<(), crate::results::Interrupt> {
         self.0.row(row)
     }
-    fn done(&mut self, _done: crate::Done) -> Result<(), crate::Interrupt> {
+    fn done(&mut self, _done: crate::results::Done) -> Result<(), crate::results::Interrupt> {
         Ok(())
     }
-    fn error(&mut self, error: &SqlError) -> Result<(), crate::Interrupt> {
+    fn error(&mut self, error: &SqlError) -> Result<(), crate::results::Interrupt> {
         self.0.error(error)
     }
-    fn info(&mut self, number: i32, message: &str) -> Result<(), crate::Interrupt> {
+    fn info(&mut self, number: i32, message: &str) -> Result<(), crate::results::Interrupt> {
         self.0.info(number, message)
     }
-    fn env_change(&mut self, change: crate::EnvChange) -> Result<(), crate::Interrupt> {
+    fn env_change(&mut self, change: crate::results::EnvChange) -> Result<(), crate::results::Interrupt> {
         self.0.env_change(change)
-    }
-}
-
-/// A column type's declared length (characters or bytes), if it has one.
-pub(crate) fn length_limit(ty: SqlType) -> Option<usize> {
-    match ty {
-        SqlType::Char { len } | SqlType::NChar { len } | SqlType::Binary { len } => Some(usize::from(len)),
-        SqlType::VarChar { len: Some(n) }
-        | SqlType::NVarChar { len: Some(n) }
-        | SqlType::VarBinary { len: Some(n) } => Some(usize::from(n)),
-        _ => None,
     }
 }

@@ -56,3 +56,13 @@ impl fmt::Display for SqlError {
 }
 
 impl std::error::Error for SqlError {}
+
+/// Error 208, an object that does not exist (or a view of a name the test server lacks).
+pub fn invalid_object(name: &str) -> SqlError {
+    SqlError::new(208, 16, format!("Invalid object name '{name}'."))
+}
+
+/// Error 102, T-SQL the parser (or the test server) does not take, near `near`.
+pub fn syntax_error(near: &str) -> SqlError {
+    SqlError::new(102, 15, format!("Incorrect syntax near '{near}'."))
+}

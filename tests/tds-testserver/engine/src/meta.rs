@@ -2,7 +2,9 @@
 //! every table, keyed by schema and name (case-insensitively, as in SQL Server's default
 //! collation). The SQLite schema is derived from it.
 
+use crate::ast::{ident, quote};
 use crate::catalog::TableDef;
+use sqlparser::ast::{Ident, ObjectName};
 
 use std::collections::HashMap;
 
@@ -78,6 +80,24 @@ impl TableMeta {
             .iter()
             .enumerate()
             .find(|(_, c)| c.identity.is_some())
+    }
+
+    /// The table in SQLite SQL: `"temp"."#t"` or `"dbo.t"`.
+    pub fn sqlite_sql(&self) -> String {
+        if self.def.temporary {
+            format!("temp.{}", quote(&self.sqlite_name))
+        } else {
+            quote(&self.sqlite_name)
+        }
+    }
+
+    /// [`Self::sqlite_sql`] as a name in a query's AST.
+    pub fn sqlite_object_name(&self) -> ObjectName {
+        if self.def.temporary {
+            ObjectName::from(vec![Ident::new("temp"), ident(&self.sqlite_name)])
+        } else {
+            ObjectName::from(vec![ident(&self.sqlite_name)])
+        }
     }
 
     /// `schema.name` as SQL Server prints it in messages.

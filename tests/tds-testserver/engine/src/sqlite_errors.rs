@@ -5,6 +5,95 @@
 
 use crate::error::SqlError;
 
+/// SQLite's error to SQL Server's, for errors not tied to a constraint of a known table.
+pub fn map_sqlite(e: &rusqlite::Error) -> SqlError {
+    let msg = e.to_string();
+    if let Some(err) = decode_error(&msg) {
+        return err;
+    }
+    if let Some(rest) = msg.strip_prefix("no such table: ") {
+        return SqlError::new(
+            208,
+            16,
+            format!("Invalid object name '{}'.", rest.trim_start_matches("temp.")),
+        );
+    }
+    if let Some(rest) = msg.strip_prefix("no such column: ") {
+        return SqlError::new(
+            207,
+            16,
+            format!(
+                "Invalid column name '{}'.",
+                rest.rsplit('.').next().unwrap_or(rest)
+            ),
+        );
+    }
+    if let Some(rest) = msg.strip_prefix("ambiguous column name: ") {
+        return SqlError::new(
+            209,
+            16,
+            format!(
+                "Ambiguous column name '{}'.",
+                rest.rsplit('.').next().unwrap_or(rest)
+            ),
+        );
+    }
+    if msg.contains("database is locked") || msg.contains("database table is locked") {
+        return SqlError::new(1222, 16, "Lock request time out period exceeded.");
+    }
+    // SQLite's messages can quote the SQL the engine translated to; a client sees only what
+    // SQL Server would say.
+    if msg.contains("syntax error") {
+        let near = msg
+            .split("near \"")
+            .nth(1)
+            .and_then(|r| r.split('"').next())
+            .unwrap_or("");
+        return SqlError::new(102, 15, format!("Incorrect syntax near '{near}'."));
+    }
+    if msg.contains("FOREIGN KEY constraint failed") {
+        return SqlError::new(547, 16, "The statement conflicted with a FOREIGN KEY constraint.");
+    }
+    if msg.contains("interrupted") {
+        return SqlError::new(3617, 25, "Query was cancelled.");
+    }
+    if let Some(e) = map_message(&msg) {
+        return e;
+    }
+    // What SQLite said can quote the translated SQL: it goes to the server log only.
+    tracing::warn!(sqlite = %msg, "SQLite error without a SQL Server equivalent");
+    no_plan()
+}
+
+const PREFIX: &str = "\u{1}MSSQL|";
+
+#[derive(Debug)]
+struct UdfError(String);
+impl std::fmt::Display for UdfError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+impl std::error::Error for UdfError {}
+
+/// A SQL Server error raised inside a SQLite function (a conversion, a divide by zero),
+/// carried through SQLite in its error message; [`map_sqlite`] turns it back.
+pub fn encode_error(e: &SqlError) -> rusqlite::Error {
+    rusqlite::Error::UserFunctionError(Box::new(UdfError(format!(
+        "{PREFIX}{}|{}|{}",
+        e.number, e.class, e.message
+    ))))
+}
+
+/// A SQL Server error that a UDF raised, if this SQLite message carries one.
+pub fn decode_error(msg: &str) -> Option<SqlError> {
+    let rest = &msg[msg.find(PREFIX)? + PREFIX.len()..];
+    let mut it = rest.splitn(3, '|');
+    let number = it.next()?.parse().ok()?;
+    let class = it.next()?.parse().ok()?;
+    Some(SqlError::new(number, class, it.next()?.to_string()))
+}
+
 /// SQL Server's error for a statement the engine could not run, without SQLite's words.
 pub fn no_plan() -> SqlError {
     SqlError::new(

@@ -11,6 +11,9 @@ use rusqlite::functions::{Context, FunctionFlags};
 use rusqlite::types::{Value as Stored, ValueRef};
 use std::sync::{Arc, RwLock};
 
+/// @@VERSION.
+pub const VERSION: &str =
+    "Microsoft SQL Server 2022 (RTM) - 16.0.4000.0 (X64) \n\tDeveloper Edition (64-bit) (TDS test server)";
 /// SERVERPROPERTY('ProductVersion'): SQL Server 2022 CU.
 pub const PRODUCT_VERSION: &str = "16.0.4000.0";
 pub const EDITION: &str = "Developer Edition (64-bit)";

@@ -42,42 +42,6 @@ pub fn system_type_id(ty: SqlType) -> i64 {
     }
 }
 
-/// The type's name as `sys.types` and `INFORMATION_SCHEMA.COLUMNS.DATA_TYPE` spell it.
-pub fn type_name(ty: SqlType) -> &'static str {
-    match ty {
-        SqlType::Bit => "bit",
-        SqlType::TinyInt => "tinyint",
-        SqlType::SmallInt => "smallint",
-        SqlType::Int => "int",
-        SqlType::BigInt => "bigint",
-        SqlType::Real => "real",
-        SqlType::Float => "float",
-        SqlType::Decimal { .. } => "decimal",
-        SqlType::Numeric { .. } => "numeric",
-        SqlType::Money => "money",
-        SqlType::SmallMoney => "smallmoney",
-        SqlType::Date => "date",
-        SqlType::Time { .. } => "time",
-        SqlType::DateTime => "datetime",
-        SqlType::SmallDateTime => "smalldatetime",
-        SqlType::DateTime2 { .. } => "datetime2",
-        SqlType::DateTimeOffset { .. } => "datetimeoffset",
-        SqlType::UniqueIdentifier => "uniqueidentifier",
-        SqlType::Char { .. } => "char",
-        SqlType::VarChar { .. } => "varchar",
-        SqlType::NChar { .. } => "nchar",
-        SqlType::NVarChar { .. } => "nvarchar",
-        SqlType::Text => "text",
-        SqlType::NText => "ntext",
-        SqlType::Binary { .. } => "binary",
-        SqlType::VarBinary { .. } => "varbinary",
-        SqlType::Image => "image",
-        SqlType::Xml => "xml",
-        SqlType::RowVersion => "timestamp",
-        SqlType::SqlVariant => "sql_variant",
-    }
-}
-
 /// Bytes of a decimal/numeric of this precision.
 fn decimal_bytes(precision: u8) -> i64 {
     match precision {
@@ -158,27 +122,6 @@ pub fn has_collation(ty: SqlType) -> bool {
             | SqlType::NVarChar { .. }
             | SqlType::Text
             | SqlType::NText
-    )
-}
-
-pub fn is_unicode(ty: SqlType) -> bool {
-    matches!(
-        ty,
-        SqlType::NChar { .. } | SqlType::NVarChar { .. } | SqlType::NText
-    )
-}
-
-/// Stored off-row (sys.tables.lob_data_space_id is 1 when a table has one).
-pub fn is_lob(ty: SqlType) -> bool {
-    matches!(
-        ty,
-        SqlType::VarChar { len: None }
-            | SqlType::NVarChar { len: None }
-            | SqlType::VarBinary { len: None }
-            | SqlType::Text
-            | SqlType::NText
-            | SqlType::Image
-            | SqlType::Xml
     )
 }
 
@@ -338,6 +281,7 @@ pub const SYS_TYPES: &[SysType] = &[
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::types::names::base_name;
 
     #[test]
     fn max_length_is_in_bytes() {
@@ -387,7 +331,7 @@ mod tests {
                 .find(|t| t.name == name)
                 .map(|t| t.system_type_id);
             assert_eq!(row, Some(system_type_id(ty)), "{name}");
-            assert_eq!(type_name(ty), name);
+            assert_eq!(base_name(ty), name);
         }
     }
 }

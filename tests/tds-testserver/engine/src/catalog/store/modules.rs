@@ -71,6 +71,8 @@ pub struct Module {
     pub events: Vec<String>,
     /// A view's SELECT, as written after `AS` (what SELECT from the view runs).
     pub view_select: Option<String>,
+    /// The tables and views a view's SELECT names, as (schema as written, name), each once.
+    pub references: Vec<(Option<String>, String)>,
     pub create_date: String,
     pub modify_date: String,
 }
@@ -131,6 +133,8 @@ pub struct NewModule {
     /// A DML trigger's statements (`INSERT`, `UPDATE`, `DELETE`).
     pub events: Vec<String>,
     pub view_select: Option<String>,
+    /// The tables and views a view's SELECT names, as (schema as written, name), each once.
+    pub references: Vec<(Option<String>, String)>,
     /// CREATE OR ALTER / ALTER: replaces an existing module of the same name.
     pub replace: bool,
 }
@@ -199,6 +203,7 @@ impl Catalog {
                 is_disabled: false,
                 events: m.events,
                 view_select: m.view_select,
+                references: m.references,
                 create_date,
                 modify_date: now,
             },
@@ -353,7 +358,7 @@ impl Catalog {
         nullable: bool,
     ) -> Result<(), SqlError> {
         let schema_id = self.schema_id(schema).ok_or_else(|| missing_schema(schema))?;
-        if self.alias_type(schema, name).is_some() || crate::typename::parse_type_name(name).is_some() {
+        if self.alias_type(schema, name).is_some() || crate::types::names::parse_type_name(name).is_some() {
             return Err(err(
                 219,
                 format!("The type '{name}' already exists, or you do not have permission to create it."),

@@ -146,7 +146,7 @@ pub(super) fn build(ctx: &Ctx<'_>, view: &str, rows: &mut Vec<Row>, sizes: &dyn 
         }
         "sys.sql_expression_dependencies" => {
             for m in plain().filter(|m| m.kind == ModuleKind::View) {
-                for (schema, entity) in view_references(m) {
+                for (schema, entity) in m.references.iter().cloned() {
                     let schema_or_dbo = schema.clone().unwrap_or_else(|| "dbo".to_string());
                     let referenced = cat.find_object(&schema_or_dbo, &entity, 0).map(|o| o.object_id);
                     rows.push(vec![
@@ -174,7 +174,7 @@ pub(super) fn build(ctx: &Ctx<'_>, view: &str, rows: &mut Vec<Row>, sizes: &dyn 
         }
         "INFORMATION_SCHEMA.VIEW_TABLE_USAGE" => {
             for m in plain().filter(|m| m.kind == ModuleKind::View) {
-                for (schema, entity) in view_references(m) {
+                for (schema, entity) in m.references.iter().cloned() {
                     let schema = schema.unwrap_or_else(|| "dbo".to_string());
                     let Some(o) = cat.find_object(&schema, &entity, 0) else {
                         continue;
@@ -339,36 +339,4 @@ fn returns_type(definition: &str) -> String {
                 .collect()
         })
         .unwrap_or_default()
-}
-
-/// The tables and views a view's SELECT names, as (schema as written, name), each once.
-fn view_references(m: &Module) -> Vec<(Option<String>, String)> {
-    use std::ops::ControlFlow;
-    let mut out: Vec<(Option<String>, String)> = Vec::new();
-    let Some(select) = &m.view_select else {
-        return out;
-    };
-    let Ok(batch) = crate::parse::parse_batch(select, &|_| None) else {
-        return out;
-    };
-    for p in &batch.stmts {
-        let crate::parse::Stmt::Sql(stmt) = &p.stmt else {
-            continue;
-        };
-        let _ = sqlparser::ast::visit_relations(&**stmt, |name| {
-            let parts = crate::translate::object_parts(name);
-            let entity = parts.last().cloned().unwrap_or_default();
-            let schema = (parts.len() > 1).then(|| parts[parts.len() - 2].clone());
-            // CTE names and the view's own derived-table alias are not objects.
-            if !entity.starts_with("__")
-                && !out
-                    .iter()
-                    .any(|(s, e)| s == &schema && e.eq_ignore_ascii_case(&entity))
-            {
-                out.push((schema, entity));
-            }
-            ControlFlow::<()>::Continue(())
-        });
-    }
-    out
 }

@@ -170,7 +170,8 @@ pub(super) fn build_rows(ctx: &Ctx<'_>, view: &str, sizes: &dyn super::TableSize
                     create_date: t.create_date.clone(),
                     modify_date: t.modify_date.clone(),
                 });
-                let has_lob = t.columns.iter().any(|c| typeinfo::is_lob(c.ty));
+                // (max) types and xml are stored off-row.
+                let has_lob = t.columns.iter().any(|c| crate::types::names::is_max(c.ty));
                 row.extend([
                     ("lob_data_space_id", int(i64::from(has_lob))),
                     ("max_column_id_used", int(t.max_column_id_used)),
@@ -550,7 +551,7 @@ pub(super) fn build_rows(ctx: &Ctx<'_>, view: &str, sizes: &dyn super::TableSize
                     let (precision, radix, scale) = typeinfo::numeric_info(c.ty);
                     let charset = if !typeinfo::has_collation(c.ty) {
                         None
-                    } else if typeinfo::is_unicode(c.ty) {
+                    } else if crate::types::names::is_unicode(c.ty) {
                         Some("UNICODE")
                     } else {
                         Some("iso_1")
@@ -579,7 +580,10 @@ pub(super) fn build_rows(ctx: &Ctx<'_>, view: &str, sizes: &dyn super::TableSize
                             opt_text(c.default.as_ref().map(|d| d.definition.as_str())),
                         ),
                         ("IS_NULLABLE", text(if c.nullable { "YES" } else { "NO" })),
-                        ("DATA_TYPE", text(clr.unwrap_or(typeinfo::type_name(c.ty)))),
+                        (
+                            "DATA_TYPE",
+                            text(clr.unwrap_or(crate::types::names::base_name(c.ty))),
+                        ),
                         (
                             "CHARACTER_MAXIMUM_LENGTH",
                             opt_int(typeinfo::char_max_length(c.ty)),

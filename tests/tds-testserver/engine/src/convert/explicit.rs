@@ -1,0 +1,202 @@
+//! CAST and CONVERT: explicit conversion, with CONVERT's date/time and binary styles and the
+//! truncation to the target's length that an explicit conversion does silently.
+
+use super::calendar::civil_from_days;
+use super::datetime::{format_date, format_time, parse_datetime};
+use super::decimal::{format_decimal, parse_decimal, rescale};
+use super::storage::coerce;
+use crate::error::SqlError;
+use crate::types::SqlType;
+use crate::types::names::{is_binary, is_string};
+use rusqlite::types::{Value as Stored, ValueRef};
+
+pub fn cast_value(
+    v: ValueRef<'_>,
+    source: Option<SqlType>,
+    target: SqlType,
+    style: Option<i64>,
+) -> Result<Stored, SqlError> {
+    if let ValueRef::Null = v {
+        return Ok(Stored::Null);
+    }
+    let src_is_date = source.is_some_and(|s| {
+        matches!(
+            s,
+            SqlType::Date
+                | SqlType::Time { .. }
+                | SqlType::DateTime
+                | SqlType::SmallDateTime
+                | SqlType::DateTime2 { .. }
+                | SqlType::DateTimeOffset { .. }
+        )
+    });
+    // Dates to strings: styles 120/121/23/126/112/108 and the default.
+    if is_string(target) && src_is_date {
+        let s = match v {
+            ValueRef::Text(t) => String::from_utf8_lossy(t).into_owned(),
+            _ => String::new(),
+        };
+        let p = parse_datetime(&s).ok_or_else(|| {
+            SqlError::new(
+                241,
+                16,
+                "Conversion failed when converting date and/or time from character string.",
+            )
+        })?;
+        let src = source.unwrap_or(SqlType::DateTime2 { scale: 7 });
+        let (yy, mm, dd) = civil_from_days(p.days);
+        let digits = match src {
+            SqlType::DateTime => 3,
+            SqlType::SmallDateTime => 0,
+            SqlType::DateTime2 { scale } | SqlType::Time { scale } | SqlType::DateTimeOffset { scale } => {
+                usize::from(scale)
+            }
+            _ => 0,
+        };
+        let text = match style {
+            Some(23) => format_date(p.days),
+            Some(112) => format!("{yy:04}{mm:02}{dd:02}"),
+            Some(108) | Some(8) => format_time(p.time, 0),
+            Some(120) | Some(20) => format!("{} {}", format_date(p.days), format_time(p.time, 0)),
+            Some(126) | Some(127) => format!("{}T{}", format_date(p.days), format_time(p.time, digits)),
+            Some(101) => format!("{mm:02}/{dd:02}/{yy:04}"),
+            Some(103) => format!("{dd:02}/{mm:02}/{yy:04}"),
+            Some(0) | Some(100) => style_100(yy, mm, dd, p.time),
+            Some(121) | Some(21) | Some(25) => {
+                format!("{} {}", format_date(p.days), format_time(p.time, digits))
+            }
+            Some(102) => format!("{yy:04}.{mm:02}.{dd:02}"),
+            Some(104) => format!("{dd:02}.{mm:02}.{yy:04}"),
+            Some(105) => format!("{dd:02}-{mm:02}-{yy:04}"),
+            Some(110) => format!("{mm:02}-{dd:02}-{yy:04}"),
+            Some(111) => format!("{yy:04}/{mm:02}/{dd:02}"),
+            Some(106) => format!("{dd:02} {} {yy:04}", month_abbrev(mm)),
+            Some(107) => format!("{} {dd:02}, {yy:04}", month_abbrev(mm)),
+            _ => match src {
+                // datetime and smalldatetime default to style 0: 'Jan  5 2020 10:30PM'.
+                SqlType::DateTime | SqlType::SmallDateTime => style_100(yy, mm, dd, p.time),
+                SqlType::Date => format_date(p.days),
+                SqlType::Time { .. } => format_time(p.time, digits),
+                SqlType::DateTimeOffset { .. } => s.clone(),
+                _ => format!("{} {}", format_date(p.days), format_time(p.time, digits)),
+            },
+        };
+        return truncate_string(Stored::Text(text), target);
+    }
+    if is_string(target) {
+        // Binary to string with style 1/2 is hex; money/decimal keep their scale.
+        if let ValueRef::Blob(b) = v {
+            let hex: String = b.iter().map(|x| format!("{x:02X}")).collect();
+            let text = match style {
+                Some(1) => format!("0x{hex}"),
+                Some(2) => hex,
+                _ => String::from_utf8_lossy(b).into_owned(),
+            };
+            return truncate_string(Stored::Text(text), target);
+        }
+        if source == Some(SqlType::UniqueIdentifier)
+            && let ValueRef::Text(t) = v
+        {
+            return truncate_string(Stored::Text(String::from_utf8_lossy(t).into_owned()), target);
+        }
+        if matches!(source, Some(SqlType::Money | SqlType::SmallMoney))
+            && let Some((m, s)) = match v {
+                ValueRef::Text(t) => parse_decimal(&String::from_utf8_lossy(t)),
+                _ => None,
+            }
+        {
+            let m2 = rescale(m, s, 2).unwrap_or(m);
+            return truncate_string(Stored::Text(format_decimal(m2, 2)), target);
+        }
+        let s = coerce(v, SqlType::NVarChar { len: None })?;
+        return truncate_string(s, target);
+    }
+    if is_binary(target) {
+        if let ValueRef::Text(t) = v {
+            let s = String::from_utf8_lossy(t);
+            if style == Some(1) || style == Some(2) {
+                return coerce(ValueRef::Text(s.as_bytes()), target);
+            }
+            return truncate_binary(Stored::Blob(t.to_vec()), target);
+        }
+        return truncate_binary(coerce(v, target)?, target);
+    }
+    // Numbers from floats to ints truncate; to decimals round.
+    match (target, v) {
+        (SqlType::Date, ValueRef::Text(t)) => {
+            let s = String::from_utf8_lossy(t);
+            let p = parse_datetime(&s).ok_or_else(|| {
+                SqlError::new(
+                    241,
+                    16,
+                    "Conversion failed when converting date and/or time from character string.",
+                )
+            })?;
+            Ok(Stored::Text(format_date(p.days)))
+        }
+        (SqlType::Time { .. }, ValueRef::Text(t)) => {
+            let s = String::from_utf8_lossy(t);
+            let p = parse_datetime(&s).ok_or_else(|| {
+                SqlError::new(
+                    241,
+                    16,
+                    "Conversion failed when converting date and/or time from character string.",
+                )
+            })?;
+            coerce(ValueRef::Text(format_time(p.time, 7).as_bytes()), target)
+        }
+        (SqlType::UniqueIdentifier, ValueRef::Text(t)) if t.len() > 36 => {
+            coerce(ValueRef::Text(&t[..36]), target)
+        }
+        _ => coerce(v, target),
+    }
+}
+
+fn truncate_string(s: Stored, target: SqlType) -> Result<Stored, SqlError> {
+    let limit = match target {
+        SqlType::VarChar { len: Some(n) } | SqlType::NVarChar { len: Some(n) } => Some(usize::from(n)),
+        SqlType::Char { len } | SqlType::NChar { len } => Some(usize::from(len)),
+        _ => None,
+    };
+    match (s, limit) {
+        (Stored::Text(t), Some(n)) => {
+            let mut out: String = t.chars().take(n).collect();
+            if matches!(target, SqlType::Char { .. } | SqlType::NChar { .. }) {
+                let c = out.chars().count();
+                out.extend(std::iter::repeat_n(' ', n.saturating_sub(c)));
+            }
+            Ok(Stored::Text(out))
+        }
+        (s, _) => Ok(s),
+    }
+}
+
+fn truncate_binary(s: Stored, target: SqlType) -> Result<Stored, SqlError> {
+    match (s, target) {
+        (Stored::Blob(mut b), SqlType::VarBinary { len: Some(n) } | SqlType::Binary { len: n }) => {
+            b.truncate(usize::from(n));
+            if matches!(target, SqlType::Binary { .. }) {
+                b.resize(usize::from(n), 0);
+            }
+            Ok(Stored::Blob(b))
+        }
+        (s, _) => Ok(s),
+    }
+}
+
+fn month_abbrev(mm: u32) -> &'static str {
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    MONTHS[(mm.clamp(1, 12) - 1) as usize]
+}
+
+/// Style 0/100, `mon dd yyyy hh:miAM`, day and hour padded with a space to two places.
+fn style_100(yy: i64, mm: u32, dd: u32, time: u64) -> String {
+    let minutes = time / 600_000_000;
+    let (h, mi) = (minutes / 60, minutes % 60);
+    let h12 = if h % 12 == 0 { 12 } else { h % 12 };
+    let ampm = if h < 12 { "AM" } else { "PM" };
+    let month = month_abbrev(mm);
+    format!("{month} {dd:>2} {yy:04} {h12:>2}:{mi:02}{ampm}")
+}
