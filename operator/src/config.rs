@@ -4,6 +4,8 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ResourceRequirements;
 
+use crate::endpoints::EndpointAllowlist;
+
 /// Defaults applied to worker Jobs and reconcile pacing.
 #[derive(Clone, Debug)]
 pub struct OperatorConfig {
@@ -21,6 +23,11 @@ pub struct OperatorConfig {
     /// Service accounts a Migration may name in `spec.worker.serviceAccountName` besides
     /// `worker_service_account`; empty: no override allowed.
     pub allowed_worker_service_accounts: Vec<String>,
+    /// Database hosts and ports a Migration's endpoints may name (see [`crate::endpoints`]); the default is
+    /// any host on 1433 and 5432.
+    pub allowed_endpoints: EndpointAllowlist,
+    /// Namespaces whose Migrations the operator runs (where it may create Jobs); empty: every namespace.
+    pub migration_namespaces: Vec<String>,
     /// Workers log one JSON object per line (`LOG_FORMAT=json`), set when the operator's own logs are JSON.
     pub worker_log_json: bool,
     /// Compute resources of worker containers when a Migration does not set `spec.worker.resources`.
@@ -42,12 +49,21 @@ impl Default for OperatorConfig {
             worker_log: "info".to_string(),
             allowed_worker_images: Vec::new(),
             allowed_worker_service_accounts: Vec::new(),
+            allowed_endpoints: EndpointAllowlist::default(),
+            migration_namespaces: Vec::new(),
             worker_log_json: false,
             worker_resources: None,
             otlp_endpoint: None,
             requeue_active: Duration::from_secs(30),
             requeue_idle: Duration::from_secs(300),
         }
+    }
+}
+
+impl OperatorConfig {
+    /// Whether Migrations of `namespace` may run (see [`crate::tenancy::check_namespace`]).
+    pub fn allows_namespace(&self, namespace: &str) -> bool {
+        self.migration_namespaces.is_empty() || self.migration_namespaces.iter().any(|n| n == namespace)
     }
 }
 

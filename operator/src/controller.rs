@@ -228,11 +228,14 @@ async fn cleanup(mig: Arc<Migration>, ctx: &Context) -> Result<Action> {
     let selector = ListParams::default().labels(&format!("{LABEL_MIGRATION}={name}"));
     let jobs_api: Api<Job> = Api::namespaced(ctx.client.clone(), &ns);
     let tasks_api: Api<MigrationTask> = Api::namespaced(ctx.client.clone(), &ns);
-    // Background propagation deletes the Jobs' pods too, so running workers stop.
-    jobs_api
-        .delete_collection(&DeleteParams::background(), &selector)
-        .await
-        .map_err(kube_err("Job", &name))?;
+    // Background propagation deletes the Jobs' pods too, so running workers stop. In a namespace the operator
+    // does not run Migrations in it made no Job, and has no right to delete any.
+    if ctx.config.allows_namespace(&ns) {
+        jobs_api
+            .delete_collection(&DeleteParams::background(), &selector)
+            .await
+            .map_err(kube_err("Job", &name))?;
+    }
     tasks_api
         .delete_collection(&DeleteParams::default(), &selector)
         .await

@@ -22,7 +22,7 @@ use crate::jobs::{copy_job, finalize_job, plan_job, verify_job};
 use crate::observe::{
     FailureDetails, JobOutcome, Step, describe_failure, job_outcome, job_step, step_job, verifies_beside,
 };
-use crate::tenancy::check_worker_overrides;
+use crate::tenancy::check_migration;
 
 /// What the reconcile should do.
 #[derive(Clone, Debug)]
@@ -268,14 +268,9 @@ fn advance(
         b.status.last_error = Some(bounded_message(&message));
         return Ok((MigrationPhase::Failed, message));
     }
-    if let Err(refusal) = check_worker_overrides(&b.mig.spec.worker, b.cfg) {
+    if let Err(refusal) = check_migration(b.mig, b.cfg) {
         let message = format!("refused: {refusal}");
-        b.set(
-            ConditionType::Validated,
-            false,
-            "WorkerOverrideNotAllowed",
-            &message,
-        );
+        b.set(ConditionType::Validated, false, refusal.kind.reason(), &message);
         b.status.last_error = Some(bounded_message(&message));
         return Ok((MigrationPhase::Failed, message));
     }

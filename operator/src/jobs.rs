@@ -27,7 +27,7 @@ use mssql_pg_crds::{Endpoint, Migration, MigrationTask, VerifyMode};
 use crate::config::OperatorConfig;
 use crate::error::{Error, Result};
 use crate::observe::{ANNOTATION_TASKS, ANNOTATION_VERIFIES, Step};
-use crate::tenancy::check_worker_overrides;
+use crate::tenancy::check_migration;
 
 /// UID/GID the worker runs as (the distroless "nonroot" user).
 pub const WORKER_UID: i64 = 65532;
@@ -181,7 +181,7 @@ fn worker_job(
     let owner = mig.controller_owner_ref(&()).ok_or_else(|| missing(mig, "uid"))?;
     let spec = &mig.spec;
     // decide() refuses such a Migration before asking for Jobs; this keeps every path to a pod behind the check.
-    check_worker_overrides(&spec.worker, cfg).map_err(|refusal| Error::NotAllowed {
+    check_migration(mig, cfg).map_err(|refusal| Error::NotAllowed {
         name: name.clone(),
         refusal,
     })?;

@@ -8,6 +8,7 @@ pub mod aggregate;
 pub mod config;
 pub mod controller;
 pub mod decide;
+pub mod endpoints;
 pub mod error;
 pub mod jobs;
 pub mod leader;

@@ -10,6 +10,7 @@ use anyhow::Context as _;
 use clap::Parser;
 use clap::builder::BoolishValueParser;
 use mssql_pg_operator::config::OperatorConfig;
+use mssql_pg_operator::endpoints::EndpointAllowlist;
 use mssql_pg_operator::leader::{self, Leadership};
 use mssql_pg_operator::metrics::Metrics;
 use mssql_pg_operator::server::{ServerState, router};
@@ -59,6 +60,21 @@ struct Args {
         default_value = ""
     )]
     allowed_worker_service_accounts: Vec<String>,
+    /// Database servers a Migration's source and target may name, as JSON:
+    /// `[{"hosts": ["*.db.example", "pg.example"], "cidrs": ["10.20.0.0/16"], "ports": [1433, 5432]}]`. An
+    /// endpoint passes when one entry holds its port and its host (by name: exact, or below a `*.domain`; an
+    /// IP address: in one of the cidrs; `*`: any host). `[]` allows nothing. Unset: any host on 1433 and 5432.
+    #[arg(long, env = "MSSQLPG_ALLOWED_ENDPOINTS")]
+    allowed_endpoints: Option<String>,
+    /// Namespaces whose Migrations are run (comma-separated): where the operator may create Jobs. Migrations
+    /// elsewhere fail Validated. Empty: every namespace.
+    #[arg(
+        long,
+        env = "MSSQLPG_MIGRATION_NAMESPACES",
+        value_delimiter = ',',
+        default_value = ""
+    )]
+    migration_namespaces: Vec<String>,
     /// Program (and leading arguments, space-separated) worker containers run; the step follows.
     #[arg(long, env = "MSSQLPG_WORKER_COMMAND", default_value = "mssql-pg-worker")]
     worker_command: String,
@@ -128,12 +144,26 @@ async fn main() -> anyhow::Result<()> {
         return selftest(readyz_url, *attempts).await;
     }
     let _telemetry = telemetry::init(args.log_json).context("setting up logging and tracing")?;
+    let allowed_endpoints = match args.allowed_endpoints.as_deref() {
+        Some(json) => EndpointAllowlist::from_json(json)
+            .map_err(|e| anyhow::anyhow!("MSSQLPG_ALLOWED_ENDPOINTS (--allowed-endpoints): {e}"))?,
+        None => EndpointAllowlist::default(),
+    };
+    if allowed_endpoints.allows_any_host() {
+        tracing::warn!(
+            "the endpoint allowlist lets Migrations name any host: whoever may create a Migration can have \
+             worker pods send the credentials it names to a server of their choosing; list the database servers \
+             (chart value worker.allowedEndpoints) before granting Migration rights to tenants"
+        );
+    }
     let config = OperatorConfig {
         worker_image: args.worker_image,
         worker_service_account: Some(args.worker_service_account).filter(|s| !s.is_empty()),
         worker_log: args.worker_log,
         allowed_worker_images: non_empty(args.allowed_worker_images),
         allowed_worker_service_accounts: non_empty(args.allowed_worker_service_accounts),
+        allowed_endpoints,
+        migration_namespaces: non_empty(args.migration_namespaces),
         worker_log_json: args.log_json,
         worker_resources: mssql_pg_operator::config::parse_worker_resources(&args.worker_resources)
             .map_err(anyhow::Error::msg)?,

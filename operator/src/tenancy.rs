@@ -1,29 +1,131 @@
 //! What a Migration's author may choose about the pods the operator creates for them.
 //!
-//! Whoever may create a Migration makes the operator create worker pods in that namespace. Left open,
-//! `spec.worker.image` and `spec.worker.serviceAccountName` would let them run any image under any service
-//! account of the namespace, with the keys of the Secrets the spec names injected: more than the right to
-//! create a Migration should give. So both overrides are refused unless the operator was started with an
-//! allowlist naming the value (`--allowed-worker-images`, `--allowed-worker-service-accounts`; the chart's
-//! `worker.allowedImages` and `worker.allowedServiceAccounts`). The operator's own defaults are always allowed.
+//! Whoever may create a Migration makes the operator create worker pods in that namespace, which receive the keys
+//! of the Secrets the spec names and connect where the spec says. Left open, `spec.worker.image` and
+//! `spec.worker.serviceAccountName` would let them run any image under any service account of the namespace,
+//! and the endpoints would let them send those keys to any server: more than the right to create a Migration
+//! should give. So the operator runs a Migration only
+//! - in a namespace it was given (`--migration-namespaces`; the chart's worker namespaces), where it holds the
+//!   right to create Jobs;
+//! - with the default worker image and service account, or ones on its allowlists (`--allowed-worker-images`,
+//!   `--allowed-worker-service-accounts`; the chart's `worker.allowedImages` and
+//!   `worker.allowedServiceAccounts`);
+//! - with both endpoints' hosts and ports on its endpoint allowlist (`--allowed-endpoints`; the chart's
+//!   `worker.allowedEndpoints`, see [`crate::endpoints`]).
 
-use mssql_pg_crds::WorkerSpec;
+use mssql_pg_crds::{Endpoint, EndpointRef, Migration, WorkerSpec};
 
 use crate::config::OperatorConfig;
+use crate::endpoints::EndpointRefusal;
 
 /// Chart value that fills [`OperatorConfig::allowed_worker_images`] (named in refusals).
 pub const IMAGES_VALUE: &str = "worker.allowedImages";
 /// Chart value that fills [`OperatorConfig::allowed_worker_service_accounts`] (named in refusals).
 pub const SERVICE_ACCOUNTS_VALUE: &str = "worker.allowedServiceAccounts";
+/// Chart value that fills [`OperatorConfig::allowed_endpoints`] (named in refusals).
+pub const ENDPOINTS_VALUE: &str = "worker.allowedEndpoints";
+/// Chart value that fills [`OperatorConfig::migration_namespaces`] (named in refusals).
+pub const NAMESPACES_VALUE: &str = "worker.serviceAccount.namespaces";
 
-/// Why a Migration's worker settings were refused: the field, the value, and what would allow it.
+/// Which rule refused a Migration; each is the `Validated` condition's reason.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RefusalKind {
+    Namespace,
+    WorkerOverride,
+    Endpoint,
+}
+
+impl RefusalKind {
+    pub fn reason(self) -> &'static str {
+        match self {
+            RefusalKind::Namespace => "NamespaceNotAllowed",
+            RefusalKind::WorkerOverride => "WorkerOverrideNotAllowed",
+            RefusalKind::Endpoint => "EndpointNotAllowed",
+        }
+    }
+}
+
+/// Why a Migration was refused: the field, the value, and what would allow it.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{field} {value:?} is not allowed: {reason}")]
+#[error("{field} {value} is not allowed: {reason}")]
 pub struct Refusal {
-    /// Path of the refused field, e.g. `spec.worker.serviceAccountName`.
-    pub field: &'static str,
+    pub kind: RefusalKind,
+    /// Path of the refused field, e.g. `spec.worker.serviceAccountName`, `spec.source.mssql.port`.
+    pub field: String,
+    /// The value as it reads in the message: strings quoted, numbers bare.
     pub value: String,
     pub reason: String,
+}
+
+/// `Ok` when the operator may run the Migration: its namespace, worker overrides and endpoints are allowed.
+/// Otherwise the first refusal, in that order.
+pub fn check_migration(mig: &Migration, cfg: &OperatorConfig) -> Result<(), Refusal> {
+    check_namespace(mig.metadata.namespace.as_deref().unwrap_or_default(), cfg)?;
+    check_worker_overrides(&mig.spec.worker, cfg)?;
+    check_endpoints(&mig.spec.source, &mig.spec.target, cfg)
+}
+
+/// `Ok` when Migrations of `namespace` may run: the operator was given no namespace list (it may create Jobs
+/// everywhere), or the list holds it.
+pub fn check_namespace(namespace: &str, cfg: &OperatorConfig) -> Result<(), Refusal> {
+    if cfg.allows_namespace(namespace) {
+        return Ok(());
+    }
+    Err(Refusal {
+        kind: RefusalKind::Namespace,
+        field: "metadata.namespace".to_string(),
+        value: format!("{namespace:?}"),
+        reason: format!(
+            "the operator runs Migrations only in {} (chart value {NAMESPACES_VALUE}, --migration-namespaces; \
+             or rbac.jobsInAllNamespaces)",
+            cfg.migration_namespaces.join(", ")
+        ),
+    })
+}
+
+/// `Ok` when both endpoints' hosts and ports are on the operator's endpoint allowlist.
+pub fn check_endpoints(source: &Endpoint, target: &Endpoint, cfg: &OperatorConfig) -> Result<(), Refusal> {
+    for (side, endpoint) in [("source", source), ("target", target)] {
+        // An endpoint with no engine or both is an invalid spec, refused before this.
+        let Some(endpoint) = endpoint.get() else {
+            continue;
+        };
+        check_endpoint(side, endpoint, cfg)?;
+    }
+    Ok(())
+}
+
+fn check_endpoint(side: &str, endpoint: EndpointRef<'_>, cfg: &OperatorConfig) -> Result<(), Refusal> {
+    let path = format!("spec.{side}.{}", endpoint.engine());
+    let (host, port) = (endpoint.host(), endpoint.port());
+    let refusal = |part: &str, value: String, reason: String| Refusal {
+        kind: RefusalKind::Endpoint,
+        field: format!("{path}.{part}"),
+        value,
+        reason,
+    };
+    let allowlist = format!("chart value {ENDPOINTS_VALUE}, --allowed-endpoints");
+    match cfg.allowed_endpoints.check(host, port) {
+        Ok(()) => Ok(()),
+        Err(EndpointRefusal::NotAHost) => Err(refusal(
+            "host",
+            format!("{host:?}"),
+            "not a DNS name or an IP address (workers connect over TCP to the host as written)".to_string(),
+        )),
+        Err(EndpointRefusal::Host(allowed)) => Err(refusal(
+            "host",
+            format!("{host:?}"),
+            format!("the operator lets workers reach only {allowed} ({allowlist})"),
+        )),
+        Err(EndpointRefusal::Port(ports)) => Err(refusal(
+            "port",
+            port.to_string(),
+            format!(
+                "the operator lets workers reach {host:?} only on port {} ({allowlist})",
+                ports.iter().map(u16::to_string).collect::<Vec<_>>().join(", ")
+            ),
+        )),
+    }
 }
 
 /// `Ok` when every worker override of the spec is the operator's default or on its allowlist; else the
@@ -34,8 +136,9 @@ pub fn check_worker_overrides(worker: &WorkerSpec, cfg: &OperatorConfig) -> Resu
         && !cfg.allowed_worker_images.iter().any(|p| image_matches(p, image))
     {
         return Err(Refusal {
-            field: "spec.worker.image",
-            value: image.to_string(),
+            kind: RefusalKind::WorkerOverride,
+            field: "spec.worker.image".to_string(),
+            value: format!("{image:?}"),
             reason: allowlist_reason(
                 "worker image",
                 &cfg.allowed_worker_images,
@@ -49,8 +152,9 @@ pub fn check_worker_overrides(worker: &WorkerSpec, cfg: &OperatorConfig) -> Resu
         && !cfg.allowed_worker_service_accounts.iter().any(|a| a == account)
     {
         return Err(Refusal {
-            field: "spec.worker.serviceAccountName",
-            value: account.to_string(),
+            kind: RefusalKind::WorkerOverride,
+            field: "spec.worker.serviceAccountName".to_string(),
+            value: format!("{account:?}"),
             reason: allowlist_reason(
                 "worker service account",
                 &cfg.allowed_worker_service_accounts,

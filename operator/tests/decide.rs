@@ -7,6 +7,7 @@ use common::*;
 use mssql_pg_crds::conditions::{ConditionType, condition_status};
 use mssql_pg_crds::{MigrationPhase, MigrationStatus, PlanSummary, TaskState, VerifyMode};
 use mssql_pg_operator::decide::{Decision, condition, decide};
+use mssql_pg_operator::endpoints::EndpointAllowlist;
 
 fn run(
     m: &mssql_pg_crds::Migration,
@@ -612,6 +613,117 @@ fn a_service_account_outside_the_allowlist_creates_no_job() {
     let pod = d.create_jobs[0].spec.clone().unwrap().template.spec.unwrap();
     assert_eq!(pod.service_account_name.as_deref(), Some("etl"));
     assert_eq!(d.status.phase, Some(MigrationPhase::Planning));
+}
+
+/// Issue 28 item 15: an endpoint outside the operator's allowlist (a host of someone else's, DNS's port) would
+/// have a worker send the named Secret's keys there. Refused at validation, naming the field, before any Job.
+#[test]
+fn an_endpoint_outside_the_allowlist_is_refused_naming_the_field_and_creates_no_job() {
+    let mut config = cfg();
+    config.allowed_endpoints = EndpointAllowlist::from_json(
+        r#"[{"hosts": ["*.db.example", "pg.example"], "ports": [1433, 5432]},
+            {"cidrs": ["10.20.0.0/16"], "ports": [5432]}]"#,
+    )
+    .unwrap();
+    let decide_with = |m: &mssql_pg_crds::Migration, tasks: &[mssql_pg_crds::MigrationTask]| {
+        decide(m, tasks, &[], &Default::default(), &config, &at(100)).unwrap()
+    };
+    let refused = |m: &mssql_pg_crds::Migration, want: &str| {
+        let d = decide_with(m, &[]);
+        assert!(d.create_jobs.is_empty(), "{want}: {:?}", created(&d));
+        assert_eq!(d.status.phase, Some(MigrationPhase::Failed), "{want}");
+        let v = condition(&d.status.conditions, ConditionType::Validated).unwrap();
+        assert_eq!(
+            (v.status.as_str(), v.reason.as_str()),
+            ("False", "EndpointNotAllowed")
+        );
+        assert!(v.message.contains(want), "{}", v.message);
+        // What would allow it, unless nothing would.
+        assert!(
+            v.message
+                .contains("(chart value worker.allowedEndpoints, --allowed-endpoints)")
+                || v.message.contains("not a DNS name"),
+            "{}",
+            v.message
+        );
+        assert_eq!(d.status.last_error.as_deref(), Some(v.message.as_str()));
+        v.message.clone()
+    };
+    let with = |edit: &dyn Fn(&mut mssql_pg_crds::MigrationSpec)| {
+        let mut m = migration();
+        m.spec.source.mssql.as_mut().unwrap().host = "orders.db.example".into();
+        edit(&mut m.spec);
+        m
+    };
+
+    // The issue's probe: another host, DNS's port.
+    let m = with(&|s| {
+        let src = s.source.mssql.as_mut().unwrap();
+        src.host = "someone.else".into();
+        src.port = 53;
+    });
+    let message = refused(
+        &m,
+        "refused: spec.source.mssql.host \"someone.else\" is not allowed",
+    );
+    assert!(
+        message.contains("*.db.example, pg.example, 10.20.0.0/16"),
+        "{message}"
+    );
+    // An allowed host on a port its entry does not list: the port is named, with the ports that would do.
+    let m = with(&|s| s.source.mssql.as_mut().unwrap().port = 53);
+    refused(
+        &m,
+        "spec.source.mssql.port 53 is not allowed: the operator lets workers reach \"orders.db.example\" only on port 1433, 5432",
+    );
+    // The target side, by address: in the CIDR but on a port only the name entry has.
+    let m = with(&|s| {
+        let dst = s.target.postgres.as_mut().unwrap();
+        dst.host = "10.20.0.7".into();
+        dst.port = 1433;
+    });
+    refused(&m, "spec.target.postgres.port 1433 is not allowed");
+    let m = with(&|s| s.target.postgres.as_mut().unwrap().host = "10.21.0.7".into());
+    refused(&m, "spec.target.postgres.host \"10.21.0.7\" is not allowed");
+    // A port inside the host would pass a name check by its name part.
+    let m = with(&|s| s.target.postgres.as_mut().unwrap().host = "pg.example:53".into());
+    refused(
+        &m,
+        "spec.target.postgres.host \"pg.example:53\" is not allowed: not a DNS name",
+    );
+    // Planned before the allowlist changed: no copy Job either.
+    let mut m = planned(&with(&|_| {}), 2);
+    m.spec.source.mssql.as_mut().unwrap().port = 53;
+    let d = decide_with(&m, &[task("A", 0, 1, 10, None)]);
+    assert!(d.create_jobs.is_empty(), "{:?}", created(&d));
+
+    // Both endpoints on the list: the plan Job starts.
+    let m = with(&|s| s.target.postgres.as_mut().unwrap().host = "10.20.0.7".into());
+    let d = decide_with(&m, &[]);
+    assert_eq!(created(&d), vec![format!("{NAME}-plan")]);
+    assert_eq!(cond(&d, ConditionType::Validated), Some(true));
+}
+
+/// The operator may create Jobs only in its worker namespaces: a Migration elsewhere is refused by name, not
+/// left to fail on a Forbidden answer at every reconcile.
+#[test]
+fn a_migration_outside_the_operators_namespaces_is_refused() {
+    let mut config = cfg();
+    config.migration_namespaces = vec!["migrations".into(), "team-b".into()];
+    let d = decide(&migration(), &[], &[], &Default::default(), &config, &at(100)).unwrap();
+    assert!(d.create_jobs.is_empty(), "{:?}", created(&d));
+    let v = condition(&d.status.conditions, ConditionType::Validated).unwrap();
+    assert_eq!(v.reason, "NamespaceNotAllowed");
+    assert!(
+        v.message.contains(&format!(
+            "metadata.namespace \"{NS}\" is not allowed: the operator runs Migrations only in migrations, team-b"
+        )),
+        "{}",
+        v.message
+    );
+    config.migration_namespaces.push(NS.into());
+    let d = decide(&migration(), &[], &[], &Default::default(), &config, &at(100)).unwrap();
+    assert_eq!(created(&d), vec![format!("{NAME}-plan")]);
 }
 
 /// Tasks shorter than the worker's progress interval never report a current rate of their own; the

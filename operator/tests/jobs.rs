@@ -403,6 +403,25 @@ fn worker_image_and_service_account_overrides_need_the_operators_allowlist() {
     assert!(copy_job(&m, &[&t], &config).is_err());
 }
 
+/// Every path to a pod checks the endpoints and the namespace too, not only decide().
+#[test]
+fn jobs_are_not_built_for_endpoints_or_namespaces_the_operator_does_not_allow() {
+    let t = task("Posts", 0, 1, 10, None);
+    let mut m = migration();
+    m.spec.target.postgres.as_mut().unwrap().port = 53;
+    let err = plan_job(&m, &cfg()).unwrap_err().to_string();
+    assert!(
+        err.contains("spec.target.postgres.port 53 is not allowed"),
+        "{err}"
+    );
+    assert!(copy_job(&m, &[&t], &cfg()).is_err());
+
+    let mut config = cfg();
+    config.migration_namespaces = vec!["elsewhere".into()];
+    let err = copy_job(&migration(), &[&t], &config).unwrap_err().to_string();
+    assert!(err.contains("metadata.namespace"), "{err}");
+}
+
 #[test]
 fn workers_log_json_when_the_operator_does_and_export_to_its_otlp_endpoint() {
     let m = migration();

@@ -8,7 +8,9 @@
 //! - the operator is killed while copy Jobs run, and a new one carries on;
 //! - a Migration deleted while its copy Jobs run leaves no Jobs or tasks behind;
 //! - wrong source credentials fail the Migration with a condition naming the login failure, never the
-//!   password.
+//!   password;
+//! - the operator runs with an endpoint allowlist of the two test servers: a Migration naming another host or
+//!   port fails Validated naming the field, and no Job is made.
 //! - PostgreSQL -> SQL Server (the TDS test server as the target): a Migration suspended while copying starts
 //!   no new copy Job, resumes when unsuspended, every first copy attempt crashes and resumes from the checkpoint
 //!   stored in SQL Server, and SQL Server (read back through tiberius) holds exactly the source's rows.
@@ -270,6 +272,19 @@ impl E2e {
             ],
             None,
         );
+        // Starting pods is granted per namespace, as the chart does in each worker namespace.
+        cluster.must(
+            &[
+                "create",
+                "rolebinding",
+                "mssql-pg-operator-e2e-jobs",
+                "-n",
+                &cluster.ns,
+                "--clusterrole=mssql-pg-operator-e2e-jobs",
+                "--user=tester",
+            ],
+            None,
+        );
         let op_kubeconfig = if dir.join("kubeconfig-tester").exists() {
             dir.join("kubeconfig-tester")
         } else {
@@ -292,8 +307,24 @@ impl E2e {
 
     /// Starts an operator watching the namespace, appending to the logs (a restarted one continues them).
     /// Every copy's first attempt crashes after 2 committed chunks (the worker's hidden hook); progress is
-    /// patched every second; worker pods share the host network here, so they do not serve /metrics.
+    /// patched every second; worker pods share the host network here, so they do not serve /metrics. Workers
+    /// may reach the TDS test server and PostgreSQL only (the endpoint allowlist).
     fn start_operator(&self, metrics_addr: &str) -> Operator {
+        self.start_operator_reaching(metrics_addr, &[])
+    }
+
+    /// [`Self::start_operator`], the allowlist also holding `more_ports` (a test's own servers).
+    fn start_operator_reaching(&self, metrics_addr: &str, more_ports: &[u16]) -> Operator {
+        let (pg_host, pg_port, _) = pg_endpoint(&self.pg_cfg);
+        let ports: Vec<String> = [self.mssql.port, pg_port]
+            .iter()
+            .chain(more_ports)
+            .map(u16::to_string)
+            .collect();
+        let allowlist = format!(
+            r#"[{{"hosts": ["{pg_host}"], "cidrs": ["127.0.0.0/8"], "ports": [{}]}}]"#,
+            ports.join(", ")
+        );
         let append = |path: &Path| {
             std::fs::OpenOptions::new()
                 .create(true)
@@ -312,6 +343,7 @@ impl E2e {
                      mssql-pg-worker",
                 )
                 .env("MSSQLPG_WORKER_LOG", "info")
+                .env("MSSQLPG_ALLOWED_ENDPOINTS", &allowlist)
                 .env("MSSQLPG_REQUEUE_SECONDS", "2")
                 .env("RUST_LOG", "info,mssql_pg_operator=debug")
                 .stdout(append(&self.operator_log))
@@ -906,6 +938,64 @@ stringData: {{username: {pg_user}, password: unused-with-trust}}
         .get(0);
     assert_eq!(kept, 42);
     assert_eq!(runs(format!("{}/dry", cluster.ns)).await, 0, "a run was recorded");
+
+    // Endpoints outside the operator's allowlist: refused at validation, the field named, no Job made.
+    let port = e2e.mssql.port;
+    for (name, from, to, field) in [
+        (
+            "port-53",
+            format!("port: {port}"),
+            "port: 53".to_string(),
+            "spec.source.mssql.port 53",
+        ),
+        (
+            "elsewhere",
+            "host: 127.0.0.1".to_string(),
+            "host: someone.else".to_string(),
+            "spec.source.mssql.host \"someone.else\"",
+        ),
+    ] {
+        let yaml = migration_yaml(name, "src-creds", port, pg_cfg, &schema, 1).replacen(&from, &to, 1);
+        assert!(yaml.contains(&to), "{yaml}");
+        cluster.apply(&yaml);
+        assert_eq!(
+            cluster.wait_terminal(name, Duration::from_secs(60)),
+            "Failed",
+            "{}",
+            e2e.diag()
+        );
+        let validated = |what: &str| {
+            cluster.get(
+                "migration",
+                name,
+                &format!(".status.conditions[?(@.type==\"Validated\")].{what}"),
+            )
+        };
+        assert_eq!(validated("reason"), "EndpointNotAllowed");
+        let message = validated("message");
+        assert!(
+            message.contains(&format!("{field} is not allowed"))
+                && message.contains("worker.allowedEndpoints"),
+            "{message}"
+        );
+        let jobs = cluster.must(
+            &[
+                "get",
+                "jobs",
+                "-n",
+                &cluster.ns,
+                "-l",
+                &format!("mssqlpg.dev/migration={name}"),
+                "-o",
+                "name",
+            ],
+            None,
+        );
+        assert!(
+            jobs.trim().is_empty(),
+            "{name}: a refused Migration made Jobs: {jobs}"
+        );
+    }
     pg.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
         .await
         .unwrap();
@@ -987,7 +1077,7 @@ stringData: {{username: {pg_user}, password: unused-with-trust}}
     ] {
         pg.batch_execute(&sql).await.unwrap();
     }
-    let _operator = e2e.start_operator("127.0.0.1:0");
+    let _operator = e2e.start_operator_reaching("127.0.0.1:0", &[source.port]);
     let (host, port, _) = pg_endpoint(pg_cfg);
     cluster.apply(&format!(
         "apiVersion: mssqlpg.dev/v1alpha1

@@ -4,11 +4,18 @@
   check_render.py default RENDERED.yaml       the default values
   check_render.py full RENDERED.yaml          tests/helm/values-full.yaml (2 replicas, monitors, NetworkPolicy, ...)
   check_render.py namespaced RENDERED.yaml    watchNamespace set: a Role instead of the ClusterRole; crds.install=false
+  check_render.py clusterwide RENDERED.yaml   rbac.jobsInAllNamespaces: Jobs everywhere, no namespace list
 
-Every mode also checks the aggregated user ClusterRoles, the `helm test` pod and the worker NetworkPolicy (full).
+Every mode also checks the aggregated user ClusterRoles, the `helm test` pod and the tenancy settings; full also the
+NetworkPolicies and the ValidatingAdmissionPolicy.
 
 The operator's RBAC must be exactly operator/tests/e2e/operator-rbac.yaml (the documented least privilege, which
-the operator e2e proves sufficient), the worker's exactly deploy/examples/worker-rbac.yaml.
+the operator e2e proves sufficient): its first ClusterRole cluster-wide, its -jobs ClusterRole (creating Jobs,
+reading pods) bound only in the worker namespaces unless rbac.jobsInAllNamespaces; the worker's exactly
+deploy/examples/worker-rbac.yaml.
+
+The NetworkPolicies are checked here by content only: the loopback control plane's node agent runs pods as local
+processes, so no CNI enforces them there.
 """
 import json
 import pathlib
@@ -48,11 +55,13 @@ def norm(rules):
 
 
 def reference_rules():
+    """(cluster-wide rules, lease rules, rules that start pods) of operator-rbac.yaml."""
     docs = load(ROOT / "operator/tests/e2e/operator-rbac.yaml")
-    rules = one(docs, "ClusterRole")["rules"]
+    rules = one(docs, "ClusterRole", "mssql-pg-operator-e2e")["rules"]
+    jobs = one(docs, "ClusterRole", "mssql-pg-operator-e2e-jobs")["rules"]
     # Leases are only needed with leader election; the chart grants them in a namespaced Role then.
     lease = [r for r in rules if r["resources"] == ["leases"]]
-    return [r for r in rules if r["resources"] != ["leases"]], lease
+    return [r for r in rules if r["resources"] != ["leases"]], lease, jobs
 
 
 def worker_reference_rules():
@@ -91,14 +100,41 @@ def check_deployment(docs, replicas, leader):
     return dep, c, env
 
 
-def check_operator_rbac(docs, namespaced, leader):
-    rules, lease = reference_rules()
+OPERATOR_SA = [{"kind": "ServiceAccount", "name": "mssql-pg-operator", "namespace": "mssql-pg-operator"}]
+
+
+def check_operator_rbac(docs, namespaced, leader, job_namespaces=(), cluster_wide_jobs=False):
+    """The operator's rules; `job_namespaces`: where it may start pods (RoleBindings of its -jobs ClusterRole)."""
+    rules, lease, jobs = reference_rules()
     kind = "Role" if namespaced else "ClusterRole"
     role = one(docs, kind, "mssql-pg-operator")
-    check(norm(role.get("rules", [])) == norm(rules), f"operator {kind} rules differ from operator-rbac.yaml")
+    want = rules + jobs if namespaced else rules
+    check(norm(role.get("rules", [])) == norm(want), f"operator {kind} rules differ from operator-rbac.yaml")
     binding = one(docs, kind + "Binding", "mssql-pg-operator")
-    check(binding.get("subjects") == [{"kind": "ServiceAccount", "name": "mssql-pg-operator",
-                                       "namespace": "mssql-pg-operator"}], "operator binding subject")
+    check(binding.get("subjects") == OPERATOR_SA, "operator binding subject")
+    jobs_roles = find(docs, "ClusterRole", "mssql-pg-operator-jobs")
+    jobs_crb = find(docs, "ClusterRoleBinding", "mssql-pg-operator-jobs")
+    jobs_rbs = find(docs, "RoleBinding", "mssql-pg-operator-jobs")
+    if namespaced:
+        check(not (jobs_roles or jobs_crb or jobs_rbs), "watchNamespace: Jobs rights outside the one Role")
+    else:
+        check(len(jobs_roles) == 1 and norm(jobs_roles[0]["rules"]) == norm(jobs),
+              "the -jobs ClusterRole differs from operator-rbac.yaml's mssql-pg-operator-e2e-jobs")
+        check(len(jobs_crb) == (1 if cluster_wide_jobs else 0),
+              f"-jobs ClusterRoleBinding present={bool(jobs_crb)}, rbac.jobsInAllNamespaces={cluster_wide_jobs}")
+        check(sorted(b["metadata"]["namespace"] for b in jobs_rbs) == sorted(job_namespaces),
+              f"-jobs RoleBindings in {[b['metadata']['namespace'] for b in jobs_rbs]}, expected {job_namespaces}")
+        for b in jobs_crb + jobs_rbs:
+            check(b["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                                   "name": "mssql-pg-operator-jobs"} and b["subjects"] == OPERATOR_SA,
+                  f"{b['kind']} mssql-pg-operator-jobs binds {b['roleRef']} to {b['subjects']}")
+    # Only the -jobs ClusterRole (or the watchNamespace Role) lets anything create Jobs.
+    for d in find(docs, "ClusterRole") + find(docs, "Role"):
+        if d["metadata"]["name"] in ("mssql-pg-operator-jobs",) or (namespaced and d is role):
+            continue
+        for r in d.get("rules", []):
+            check(not ("jobs" in r["resources"] and "create" in r["verbs"]),
+                  f"{d['kind']} {d['metadata']['name']} creates Jobs")
     check(not find(docs, "ClusterRole" if namespaced else "Role", "mssql-pg-operator"), "both Role and ClusterRole")
     le = find(docs, "Role", "mssql-pg-operator-leader-election")
     check(bool(le) == leader, f"leader election Role present={bool(le)}, expected {leader}")
@@ -193,9 +229,37 @@ def check_selftest(docs, image, url):
     check(spec.get("securityContext", {}).get("runAsNonRoot") is True, "selftest pod non-root")
 
 
-def check_worker_network_policy(docs, namespaces):
-    """Worker pods: ingress only to their metrics port, egress only to DNS, the API server, the two databases
-    of values-full.yaml and the OTLP collector."""
+KUBE_DNS = [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+             "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}]
+OTLP_PEERS = [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "observability"}}}]
+
+
+def egress_rules(spec):
+    """Each egress rule as (peers, [(protocol, port)]): every rule of both policies names its peers."""
+    out = []
+    for r in spec["egress"]:
+        check("to" in r and r["to"], f"egress rule without peers (any destination): {r}")
+        out.append((r.get("to", []), sorted((p["protocol"], p["port"]) for p in r["ports"])))
+    return out
+
+
+def check_shared_egress(rules, what):
+    """DNS only to kube-dns, the API server only at values-full.yaml's CIDRs, OTLP only to its namespace."""
+    tcp = lambda *ports: sorted(("TCP", p) for p in ports)
+    check(rules[0] == (KUBE_DNS, sorted([("TCP", 53), ("UDP", 53)])), f"{what} DNS egress {rules[0]}")
+    api = [{"ipBlock": {"cidr": c}} for c in ("10.0.0.1/32", "192.168.10.0/24")]
+    check(rules[1] == (api, tcp(443, 6443)), f"{what} API server egress {rules[1]}")
+    check(rules[-1] == (OTLP_PEERS, tcp(4317)), f"{what} OTLP egress {rules[-1]}")
+
+
+def check_network_policies(docs, namespaces):
+    """The operator: ingress to its metrics port, egress to DNS, the API server and OTLP. Worker pods: ingress only
+    to their metrics port, egress besides only to the CIDRs and ports of values-full.yaml's allowedEndpoints."""
+    np_ = one(docs, "NetworkPolicy", "mssql-pg-operator")
+    check(np_.get("spec", {}).get("policyTypes") == ["Ingress", "Egress"], "NetworkPolicy types")
+    rules = egress_rules(np_["spec"])
+    check(len(rules) == 3, f"operator egress: DNS, API server, OTLP; found {rules}")
+    check_shared_egress(rules, "operator")
     nps = [d for d in find(docs, "NetworkPolicy", "mssql-pg-operator-workers")]
     check(sorted(n["metadata"]["namespace"] for n in nps) == sorted(namespaces), f"worker NetworkPolicies in {namespaces}")
     for np_ in nps:
@@ -204,10 +268,32 @@ def check_worker_network_policy(docs, namespaces):
               "worker NetworkPolicy selects worker pods")
         check(spec["policyTypes"] == ["Ingress", "Egress"], "worker NetworkPolicy types")
         check([p["port"] for r in spec["ingress"] for p in r["ports"]] == [9090], "worker ingress: metrics port only")
-        rules = [(sorted(b["ipBlock"]["cidr"] for b in r.get("to", [])), sorted(p["port"] for p in r["ports"]))
-                 for r in spec["egress"]]
-        check(rules == [([], [53, 53]), ([], [443, 6443]), (["10.20.0.0/16"], [1433]),
-                        (["10.30.0.5/32"], [5432]), ([], [4317])], f"worker egress {rules}")
+        rules = egress_rules(spec)
+        check(len(rules) == 5, f"worker egress: DNS, API server, two databases, OTLP; found {rules}")
+        check_shared_egress(rules, "worker")
+        check(rules[2:4] == [([{"ipBlock": {"cidr": "10.20.0.0/16"}}], [("TCP", 1433)]),
+                             ([{"ipBlock": {"cidr": "10.30.0.5/32"}}, {"ipBlock": {"cidr": "10.30.0.6/32"}}],
+                              [("TCP", 5432)])], f"worker database egress {rules[2:4]}")
+
+
+def check_admission_policy(docs, image, images, accounts, command):
+    """Jobs of the operator's service account pinned to the worker image(s), service account(s) and command."""
+    vap = one(docs, "ValidatingAdmissionPolicy", "mssql-pg-operator-worker-jobs")
+    spec = vap.get("spec", {})
+    check(spec.get("failurePolicy") == "Fail", "admission policy fails closed")
+    check(spec.get("matchConstraints", {}).get("resourceRules") == [
+        {"apiGroups": ["batch"], "apiVersions": ["*"], "operations": ["CREATE", "UPDATE"], "resources": ["jobs"]}],
+        "admission policy matches Job writes")
+    check([c["expression"] for c in spec.get("matchConditions", [])] == [
+        "request.userInfo.username == 'system:serviceaccount:mssql-pg-operator:mssql-pg-operator'"],
+        "admission policy applies to the operator's service account only")
+    var = {v["name"]: v["expression"] for v in spec.get("variables", [])}
+    check(json.loads(var.get("images", "null")) == [image] + images, f"pinned images {var.get('images')}")
+    check(json.loads(var.get("accounts", "null")) == accounts, f"pinned service accounts {var.get('accounts')}")
+    check(json.loads(var.get("command", "null")) == command, f"pinned command {var.get('command')}")
+    binding = one(docs, "ValidatingAdmissionPolicyBinding", "mssql-pg-operator-worker-jobs")
+    check(binding.get("spec") == {"policyName": "mssql-pg-operator-worker-jobs", "validationActions": ["Deny"]},
+          f"admission policy binding {binding.get('spec')}")
 
 
 def main():
@@ -216,9 +302,16 @@ def main():
     kinds = sorted({d["kind"] for d in docs})
     if mode == "default":
         check_deployment(docs, 1, leader=False)
-        check_operator_rbac(docs, namespaced=False, leader=False)
+        check_operator_rbac(docs, namespaced=False, leader=False, job_namespaces=["mssql-pg-operator"])
         check_worker_rbac(docs, ["mssql-pg-operator"])
-        for k in ("ServiceMonitor", "PodMonitor", "PrometheusRule", "NetworkPolicy", "ConfigMap"):
+        # The plain manifests' users bind the operator's -jobs ClusterRole in each further namespace with the
+        # example; it must bind what the chart binds.
+        example = one(load(ROOT / "deploy/examples/worker-rbac.yaml"), "RoleBinding", "mssql-pg-operator-jobs")
+        chart = one(docs, "RoleBinding", "mssql-pg-operator-jobs")
+        check((example["roleRef"], example["subjects"]) == (chart["roleRef"], chart["subjects"]),
+              "deploy/examples/worker-rbac.yaml binds the operator's -jobs role otherwise than the chart")
+        for k in ("ServiceMonitor", "PodMonitor", "PrometheusRule", "NetworkPolicy", "ConfigMap",
+                  "ValidatingAdmissionPolicy"):
             check(k not in kinds, f"{k} rendered by default (kinds: {kinds})")
         check_crds(docs)
         check_pdb(docs, None)
@@ -229,12 +322,25 @@ def main():
         check(env.get("MSSQLPG_ALLOWED_WORKER_IMAGES") == "" and env.get("MSSQLPG_ALLOWED_WORKER_SERVICE_ACCOUNTS") == "",
               "no worker override allowed by default")
         check(env.get("MSSQLPG_WORKER_IMAGE") == "ghcr.io/mssql-pg-operator/mssql-pg-operator:0.1.0", "worker image")
+        # Any host, on SQL Server's and PostgreSQL's ports only (the documented default; NOTES.txt warns).
+        check(json.loads(env.get("MSSQLPG_ALLOWED_ENDPOINTS", "null")) == [{"hosts": ["*"], "ports": [1433, 5432]}],
+              f"default endpoint allowlist {env.get('MSSQLPG_ALLOWED_ENDPOINTS')}")
+        check(env.get("MSSQLPG_MIGRATION_NAMESPACES") == "mssql-pg-operator", "Migrations only in the worker namespaces")
         svc = one(docs, "Service", "mssql-pg-operator-metrics")
         check(svc.get("spec", {}).get("ports", [{}])[0].get("targetPort") == "metrics", "metrics Service port")
     elif mode == "full":
         dep, c, env = check_deployment(docs, 2, leader=True)
-        check_operator_rbac(docs, namespaced=False, leader=True)
-        check_worker_rbac(docs, ["mssql-pg-operator", "migrations", "team-a"])
+        worker_namespaces = ["mssql-pg-operator", "migrations", "team-a"]
+        check_operator_rbac(docs, namespaced=False, leader=True, job_namespaces=worker_namespaces)
+        check_worker_rbac(docs, worker_namespaces)
+        check(env.get("MSSQLPG_MIGRATION_NAMESPACES") == ",".join(worker_namespaces), "MSSQLPG_MIGRATION_NAMESPACES")
+        check(json.loads(env.get("MSSQLPG_ALLOWED_ENDPOINTS", "null")) == [
+            {"hosts": ["*.db.example.com"], "cidrs": ["10.20.0.0/16"], "ports": [1433]},
+            {"hosts": ["pg.example.com"], "cidrs": ["10.30.0.5/32", "10.30.0.6/32"], "ports": [5432]}],
+            f"endpoint allowlist {env.get('MSSQLPG_ALLOWED_ENDPOINTS')}")
+        check_admission_policy(docs, "registry.example/mssqlpg/worker:9.9.9",
+                               ["registry.example/mssqlpg/*", "registry.example/other/w:1"],
+                               ["mssql-pg-worker", "etl-reader"], ["mssql-pg-worker"])
         check(env.get("OTEL_EXPORTER_OTLP_ENDPOINT") == "http://otel-collector.observability:4317", "OTLP env")
         check(env.get("RUST_LOG") == "debug", "log level")
         # The operator's digest pins its own image; the worker's own repository keeps the tag.
@@ -245,7 +351,7 @@ def main():
         check(env.get("LOG_JSON") == "true", "JSON logs (handed to workers as LOG_FORMAT by the operator)")
         check_user_roles(docs)
         check_selftest(docs, DIGEST_IMAGE, "http://127.0.0.1:18080/readyz")
-        check_worker_network_policy(docs, ["mssql-pg-operator", "migrations", "team-a"])
+        check_network_policies(docs, worker_namespaces)
         check(json.loads(env.get("MSSQLPG_WORKER_RESOURCES", "{}")) == {"requests": {"cpu": "1", "memory": "512Mi"},
                                                                        "limits": {"memory": "2Gi"}}, "worker resources")
         check(c["image"] == DIGEST_IMAGE, f"operator image pinned by digest: {c['image']}")
@@ -272,10 +378,6 @@ def main():
         check(stalled and stalled[0]["for"] == "5m" and stalled[0]["expr"].count("[20m]") == 2, "stalledMinutes applied")
         check_crds(docs)
         check_pdb(docs, 1)
-        np_ = one(docs, "NetworkPolicy", "mssql-pg-operator")
-        check(np_.get("spec", {}).get("policyTypes") == ["Ingress", "Egress"], "NetworkPolicy types")
-        egress_ports = sorted(p["port"] for e in np_["spec"]["egress"] for p in e.get("ports", []))
-        check(egress_ports == [53, 53, 443, 4317, 6443], f"NetworkPolicy egress ports {egress_ports}")
         cm = one(docs, "ConfigMap", "mssql-pg-operator-dashboard")
         check(cm.get("metadata", {}).get("labels", {}).get("grafana_dashboard") == "1", "dashboard sidecar label")
         check(cm.get("metadata", {}).get("namespace") == "monitoring", "dashboard namespace")
@@ -288,10 +390,15 @@ def main():
         check_user_roles(docs)
         role = one(docs, "Role", "mssql-pg-operator")
         check(role.get("metadata", {}).get("namespace") == "migrations", "operator Role in the watched namespace")
-        dep = one(docs, "Deployment")
-        check(env_of(dep["spec"]["template"]["spec"]["containers"][0]).get("WATCH_NAMESPACE") == "migrations",
-              "WATCH_NAMESPACE")
+        env = env_of(one(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0])
+        check(env.get("WATCH_NAMESPACE") == "migrations", "WATCH_NAMESPACE")
+        check(env.get("MSSQLPG_MIGRATION_NAMESPACES") == "", "watchNamespace: no namespace list")
         check("CustomResourceDefinition" not in kinds, "CRDs rendered with crds.install=false")
+    elif mode == "clusterwide":
+        check_deployment(docs, 1, leader=False)
+        check_operator_rbac(docs, namespaced=False, leader=False, cluster_wide_jobs=True)
+        env = env_of(one(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0])
+        check(env.get("MSSQLPG_MIGRATION_NAMESPACES") == "", "rbac.jobsInAllNamespaces: Migrations in every namespace")
     else:
         problems.append(f"unknown mode {mode}")
     for p in problems:

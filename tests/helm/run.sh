@@ -8,7 +8,9 @@
 # 2. helm lint (default and non-default values), values.schema.json refusals, helm template +
 #    tests/helm/check_render.py on the objects
 #    (security context, probes, RBAC exactly as operator/tests/e2e/operator-rbac.yaml and
-#    deploy/examples/worker-rbac.yaml, leader election with 2 replicas, monitors, NetworkPolicy, dashboard)
+#    deploy/examples/worker-rbac.yaml, leader election with 2 replicas, monitors, NetworkPolicies and the
+#    admission policy by content (the node agent runs pods as processes: no CNI enforces NetworkPolicy here),
+#    dashboard)
 # 3. deploy/generate.sh --check (plain manifests, dashboard, alerts are what the chart renders); promtool check
 #    rules and promtool test rules with tests/helm/alerts/ALERT.test.yaml, one file per alert
 # 4. tests/helm/check_metrics.py: every metric the dashboard and the alerts query is exported (sources + a scrape
@@ -23,7 +25,10 @@
 #    election on, so the Lease Role is exercised) and run a Migration to Succeeded, its worker Jobs running
 #    as the chart's worker service account (operator/tests/e2e/fake-worker.sh stands in for the worker's
 #    database work). helm test (the selftest pod), the aggregated user roles, and tenant safety: a user with only
-#    Migration rights names a service account outside the allowlist and gets a Failed Migration and no Job.
+#    Migration rights names a service account, a host or a port outside the allowlists and gets a Failed
+#    Migration naming the field and no Job; a Migration outside the worker namespaces is refused (and deletes
+#    cleanly); the admission policy turns away Jobs the operator's service account makes with another image or
+#    service account.
 #    Then helm upgrade (JSON logs, which the workers must follow), a real Migration, helm uninstall: the CRDs (kept
 #    by their resource policy) and the Migrations stay.
 # 7. A real Prometheus (loopback, one-second scrapes, file-based service discovery of the operator and of every
@@ -110,6 +115,7 @@ render_check() {
 step "render: default values" render_check default
 step "render: 2 replicas, monitors, NetworkPolicy, dashboard, worker namespaces" render_check full -f "$HERE/values-full.yaml"
 step "render: watchNamespace -> namespaced Role, crds.install=false -> no CRDs" render_check namespaced --set watchNamespace=migrations --set crds.install=false
+step "render: rbac.jobsInAllNamespaces -> Jobs everywhere" render_check clusterwide --set rbac.jobsInAllNamespaces=true
 # values.schema.json: a wrong value fails at lint/template/install time instead of rendering something else.
 rejected() {
     local expect="$1"
@@ -125,7 +131,13 @@ schema_rejects() {
         rejected "metricsPort" helm template x "$CHART" --set metricsPort=70000 &&
         rejected "enabled" helm template x "$CHART" --set networkPolicy.worker.enabled=yes &&
         rejected "allowedServiceAccounts" helm template x "$CHART" --set 'worker.allowedServiceAccounts={Not_A_Name}' &&
-        rejected "networkPolicy.worker.databases" helm template x "$CHART" --set networkPolicy.worker.enabled=true &&
+        rejected "has no cidrs" helm template x "$CHART" --set networkPolicy.worker.enabled=true \
+            --set 'networkPolicy.apiServerCIDRs={10.0.0.1/32}' &&
+        rejected "networkPolicy.apiServerCIDRs" helm template x "$CHART" --set networkPolicy.enabled=true &&
+        rejected "allowedEndpoints" helm template x "$CHART" --set-json 'worker.allowedEndpoints=[{"hosts":["a b"],"ports":[1433]}]' &&
+        rejected "allowedEndpoints" helm template x "$CHART" --set-json 'worker.allowedEndpoints=[{"ports":[1433]}]' &&
+        rejected "allowedEndpoints" helm template x "$CHART" --set-json 'worker.allowedEndpoints=[{"cidrs":["10.0.0.0"],"ports":[1433]}]' &&
+        rejected "databases" helm template x "$CHART" --set 'networkPolicy.worker.databases[0].cidr=10.0.0.0/8' &&
         helm template x "$CHART" --set image.digest="sha256:$(printf 'ab%.0s' $(seq 32))" --set replicaCount=3 >/dev/null
 }
 step "values.schema.json refuses wrong types, enums, unknown keys and bad digests" schema_rejects
@@ -235,7 +247,9 @@ YAML
 step "helm install of the previous chart ($PREV_REF) and a Migration" install_previous
 upgrade_from_previous() {
     adopt_crds &&
-        helm upgrade mssql-pg-operator "$CHART" --namespace "$RELEASE_NS" --reuse-values --wait --timeout 120s &&
+        helm upgrade mssql-pg-operator "$CHART" --namespace "$RELEASE_NS" --reuse-values \
+            --set-json 'worker.allowedEndpoints=[{"hosts":["*.invalid"],"ports":[1433,5432]}]' \
+            --set admissionPolicy.enabled=true --wait --timeout 120s &&
         uids >"$WORK/uids-after" || return 1
     diff "$WORK/uids-before" "$WORK/uids-after" || { echo "objects recreated or gone (UIDs above)"; return 1; }
     kubectl get crd "${CRDS[@]}" -o json >"$WORK/crds-after.json" &&
@@ -287,6 +301,10 @@ WSA="system:serviceaccount:$MIG_NS:mssql-pg-worker"
 rbac() {
     kubectl auth can-i watch migrations.mssqlpg.dev -A --as "$SA" &&
         kubectl auth can-i create jobs.batch -n "$MIG_NS" --as "$SA" &&
+        kubectl auth can-i list pods -n "$MIG_NS" --as "$SA" &&
+        ! kubectl auth can-i create jobs.batch -n default --as "$SA" &&
+        ! kubectl auth can-i list pods -n default --as "$SA" &&
+        kubectl auth can-i watch jobs.batch -A --as "$SA" &&
         kubectl auth can-i update leases.coordination.k8s.io -n "$RELEASE_NS" --as "$SA" &&
         ! kubectl auth can-i update leases.coordination.k8s.io -n "$MIG_NS" --as "$SA" &&
         ! kubectl auth can-i get secrets -n "$MIG_NS" --as "$SA" &&
@@ -296,7 +314,7 @@ rbac() {
         ! kubectl auth can-i get secrets -n "$MIG_NS" --as "$WSA" &&
         ! kubectl auth can-i delete migrationtasks.mssqlpg.dev -n "$MIG_NS" --as "$WSA"
 }
-step "RBAC: operator and worker can what they need and no more (no Secrets)" rbac
+step "RBAC: operator and worker can what they need and no more (no Secrets, Jobs only in worker namespaces)" rbac
 lease() {
     for _ in $(seq 1 60); do
         holder="$(kubectl -n "$RELEASE_NS" get lease mssql-pg-operator -o jsonpath='{.spec.holderIdentity}' 2>/dev/null)"
@@ -373,6 +391,101 @@ YAML
         [ -z "$jobs" ] && kubectl delete mig helm-sa -n "$MIG_NS" --wait=false >/dev/null
 }
 step "tenant safety: a Migration naming a service account outside the allowlist fails and creates no Job" refused_sa
+# refused NAME NS REASON MESSAGE-GLOB: Migration NAME (applied already) fails Validated with REASON and a message
+# matching the glob, and has no Job or pod.
+refused() {
+    local name="$1" ns="$2" reason="$3" want="$4" phase="" got message jobs
+    for _ in $(seq 1 120); do
+        phase="$(kubectl get mig "$name" -n "$ns" -o jsonpath='{.status.phase}')"
+        [ "$phase" = Failed ] && break
+        sleep 0.5
+    done
+    got="$(kubectl get mig "$name" -n "$ns" -o jsonpath='{.status.conditions[?(@.type=="Validated")].reason}')"
+    message="$(kubectl get mig "$name" -n "$ns" -o jsonpath='{.status.conditions[?(@.type=="Validated")].message}')"
+    jobs="$(kubectl get jobs,pods -n "$ns" -l "mssqlpg.dev/migration=$name" -o name)"
+    echo "$name: phase $phase, Validated $got: $message; jobs/pods: ${jobs:-none}"
+    # shellcheck disable=SC2053
+    [ "$phase" = Failed ] && [ "$got" = "$reason" ] && [[ "$message" == $want ]] && [ -z "$jobs" ]
+}
+refused_endpoints() {
+    # The install allows *.invalid on 1433 and 5432; the user with only Migration rights tries DNS's port, then a
+    # host of the cluster.
+    kubectl apply --as migration-author -n "$MIG_NS" -f - <<YAML || return 1
+apiVersion: mssqlpg.dev/v1alpha1
+kind: Migration
+metadata: {name: helm-port}
+spec:
+  source: {mssql: {host: sql.invalid, port: 53, database: db, credentialsSecret: src-creds}}
+  target: {postgres: {host: pg.invalid, database: db, credentialsSecret: dst-creds}}
+---
+apiVersion: mssqlpg.dev/v1alpha1
+kind: Migration
+metadata: {name: helm-host}
+spec:
+  source: {mssql: {host: sql.invalid, database: db, credentialsSecret: src-creds}}
+  target: {postgres: {host: kubernetes.default.svc.cluster.local, database: db, credentialsSecret: dst-creds}}
+YAML
+    refused helm-port "$MIG_NS" EndpointNotAllowed \
+        '*spec.source.mssql.port 53 is not allowed: the operator lets workers reach "sql.invalid" only on port 1433, 5432 (chart value worker.allowedEndpoints*' &&
+        refused helm-host "$MIG_NS" EndpointNotAllowed \
+            '*spec.target.postgres.host "kubernetes.default.svc.cluster.local" is not allowed: the operator lets workers reach only *.invalid (*' &&
+        kubectl delete mig helm-port helm-host -n "$MIG_NS" --wait=false >/dev/null
+}
+step "tenant safety: Migrations naming a host or port outside worker.allowedEndpoints fail naming the field, no Job" refused_endpoints
+refused_namespace() {
+    # team-a holds no worker RBAC and is not a worker namespace of this release: the operator may not start pods
+    # there. Deleting the Migration must not wait on Jobs the operator may not delete.
+    kubectl apply -n team-a -f - <<YAML || return 1
+apiVersion: mssqlpg.dev/v1alpha1
+kind: Migration
+metadata: {name: helm-elsewhere}
+spec:
+  source: {mssql: {host: sql.invalid, database: db, credentialsSecret: src-creds}}
+  target: {postgres: {host: pg.invalid, database: db, credentialsSecret: dst-creds}}
+YAML
+    refused helm-elsewhere team-a NamespaceNotAllowed \
+        "*metadata.namespace \"team-a\" is not allowed: the operator runs Migrations only in $RELEASE_NS, $MIG_NS *" &&
+        kubectl delete mig helm-elsewhere -n team-a --timeout=60s >/dev/null
+}
+step "tenant safety: a Migration outside the worker namespaces fails without a Job and deletes cleanly" refused_namespace
+admission_policy() {
+    # As the operator's service account (which may create Jobs in $MIG_NS): another image, and the worker image
+    # under another service account, are turned away by the ValidatingAdmissionPolicy.
+    local out
+    for _ in $(seq 1 30); do
+        kubectl get validatingadmissionpolicybinding mssql-pg-operator-worker-jobs >/dev/null 2>&1 && break
+        sleep 0.5
+    done
+    job() {
+        cat <<YAML
+apiVersion: batch/v1
+kind: Job
+metadata: {name: $1, namespace: $MIG_NS}
+spec:
+  template:
+    spec:
+      restartPolicy: Never
+      serviceAccountName: $3
+      containers: [{name: worker, image: "$2", command: ["$FAKE_WORKER"]}]
+YAML
+    }
+    # A policy takes a moment to reach the admission chain after it is created.
+    for _ in $(seq 1 30); do
+        out="$(job vap-image busybox:1 mssql-pg-worker | kubectl create --as "$SA" -f - 2>&1)" && break
+        [[ "$out" == *ValidatingAdmissionPolicy* ]] && break
+        kubectl delete job vap-image -n "$MIG_NS" >/dev/null 2>&1
+        sleep 1
+    done
+    echo "another image: $out"
+    [[ "$out" == *"mssql-pg-operator-worker-jobs"*"denied request"*"not busybox:1"* ]] || return 1
+    out="$(job vap-sa ghcr.io/mssql-pg-operator/mssql-pg-operator:0.1.0 default | kubectl create --as "$SA" -f - 2>&1)"
+    echo "another service account: $out"
+    [[ "$out" == *"denied request"*"not default"* ]] || return 1
+    # The admission policy applies to the operator's identity only.
+    job vap-admin busybox:1 default | kubectl create --dry-run=server -f - >/dev/null &&
+        [ -z "$(kubectl get jobs -n "$MIG_NS" -o name | grep vap-)" ]
+}
+step "admission policy: Jobs of the operator's service account run only the worker image and service account" admission_policy
 
 kubectl apply -n "$MIG_NS" -f - >/dev/null <<YAML
 apiVersion: v1
@@ -430,10 +543,21 @@ no_secrets_logged() {
 }
 step "no Secret value in the operator log" no_secrets_logged
 
-# From here on the workers are the real mssql-pg-worker (the chart's default worker command).
+# From here on the workers are the real mssql-pg-worker (the chart's default worker command), and they may reach
+# only the TDS test server and PostgreSQL of the steps below (worker.allowedEndpoints: their loopback ports).
+if [ -z "${MSSQLPG_TEST_PG_PORT:-}" ]; then
+    eval "$(tests/scripts/postgres.sh start)"
+    OWN_PG="$MSSQLPG_TEST_PG_DIR"
+fi
+TDS_PORT="$(free_port)"
+loopback_endpoints() {
+    local IFS=,
+    printf '[{"hosts":["127.0.0.1"],"cidrs":["127.0.0.0/8"],"ports":[%s]}]' "$*"
+}
 upgrade() {
     helm upgrade mssql-pg-operator "$CHART" --namespace "$RELEASE_NS" --reuse-values --set logJson=true --set otlpEndpoint= \
-        --set worker.command=mssql-pg-worker --wait --timeout 120s &&
+        --set worker.command=mssql-pg-worker \
+        --set-json "worker.allowedEndpoints=$(loopback_endpoints "$TDS_PORT" "$MSSQLPG_TEST_PG_PORT")" --wait --timeout 120s &&
         kubectl -n "$RELEASE_NS" rollout status deploy/mssql-pg-operator --timeout=120s &&
         [ "$(kubectl -n "$RELEASE_NS" get deploy mssql-pg-operator -o jsonpath='{.spec.template.spec.containers[0].env[?(@.name=="LOG_JSON")].value}')" = true ] &&
         for _ in $(seq 1 120); do
@@ -446,8 +570,7 @@ step "helm upgrade --reuse-values (JSON logs, the real worker), the new pod read
 # A real migration: the TDS test server seeded by the bench generator -> PostgreSQL, planned, copied, finalized
 # and checksum-verified by mssql-pg-worker pods running as the chart's worker service account.
 real_migration() {
-    local tds_port pw pg_port psql expected phase
-    tds_port="$(free_port)"
+    local tds_port="$TDS_PORT" pw pg_port psql expected phase
     pw="Helm-$(openssl rand -hex 6)"
     "$NODE_BIN/tds-testserver" --listen "127.0.0.1:$tds_port" --user sa --password "$pw" --database Src \
         >"$WORK/tds.log" 2>&1 &
@@ -456,10 +579,6 @@ real_migration() {
     MSSQL_USER=sa MSSQL_PASSWORD="$pw" "$NODE_BIN/bench" load --scale 0.001 --tables Users,Badges,PostTypes \
         --mssql "127.0.0.1:$tds_port" --mssql-no-tls --mssql-database Src || return 1
     expected="$("$NODE_BIN/bench" counts --scale 0.001 | awk '$1=="Users"||$1=="Badges"||$1=="PostTypes"{n+=$2} END{print n}')"
-    if [ -z "${MSSQLPG_TEST_PG_PORT:-}" ]; then
-        eval "$(tests/scripts/postgres.sh start)"
-        OWN_PG="$MSSQLPG_TEST_PG_DIR"
-    fi
     pg_port="$MSSQLPG_TEST_PG_PORT"
     psql="$(ls /usr/lib/postgresql/*/bin/psql | head -n 1)"
     "$psql" -q -h 127.0.0.1 -p "$pg_port" -U postgres -d postgres -c "DROP DATABASE IF EXISTS helm_real" -c "CREATE DATABASE helm_real"
@@ -530,17 +649,6 @@ prometheus_dashboard() {
     [ -n "$REAL_TDS" ] || { echo "needs the servers of the real Migration step"; return 1; }
     local prom_dir="$WORK/prometheus" psql
     mkdir -p "$prom_dir/targets"
-    helm upgrade mssql-pg-operator "$CHART" --namespace "$RELEASE_NS" --reuse-values \
-        --set worker.command="$HERE/prom_worker.sh $prom_dir/targets" --wait --timeout 120s &&
-        kubectl -n "$RELEASE_NS" rollout status deploy/mssql-pg-operator --timeout=120s || return 1
-    for _ in $(seq 1 120); do
-        curl -fsS "http://127.0.0.1:$PORT/readyz" >/dev/null 2>&1 && break
-        sleep 0.5
-    done
-    MSSQL_USER=sa MSSQL_PASSWORD="$REAL_PW" "$NODE_BIN/bench" load --scale 0.02 --tables Votes,Comments \
-        --mssql "127.0.0.1:$REAL_TDS" --mssql-no-tls --mssql-database Src || return 1
-    psql="$(ls /usr/lib/postgresql/*/bin/psql | head -n 1)"
-    "$psql" -q -h 127.0.0.1 -p "$REAL_PG" -U postgres -d postgres -c "DROP DATABASE IF EXISTS helm_prom" -c "CREATE DATABASE helm_prom"
     # The workers read the source through a link of 500 kB/s per connection, so every worker pod copies for
     # several one-second scrapes however fast the machine or the build is (~30 s for the whole copy).
     rm -f "$prom_dir/proxy-port"
@@ -552,6 +660,19 @@ prometheus_dashboard() {
         sleep 0.1
     done
     slow_tds="$(cat "$prom_dir/proxy-port" 2>/dev/null)" || { kill "$proxy_pid"; return 1; }
+    # The proxy's port joins the allowlist.
+    helm upgrade mssql-pg-operator "$CHART" --namespace "$RELEASE_NS" --reuse-values \
+        --set worker.command="$HERE/prom_worker.sh $prom_dir/targets" \
+        --set-json "worker.allowedEndpoints=$(loopback_endpoints "$REAL_TDS" "$REAL_PG" "$slow_tds")" --wait --timeout 120s &&
+        kubectl -n "$RELEASE_NS" rollout status deploy/mssql-pg-operator --timeout=120s || { kill "$proxy_pid"; return 1; }
+    for _ in $(seq 1 120); do
+        curl -fsS "http://127.0.0.1:$PORT/readyz" >/dev/null 2>&1 && break
+        sleep 0.5
+    done
+    MSSQL_USER=sa MSSQL_PASSWORD="$REAL_PW" "$NODE_BIN/bench" load --scale 0.02 --tables Votes,Comments \
+        --mssql "127.0.0.1:$REAL_TDS" --mssql-no-tls --mssql-database Src || { kill "$proxy_pid"; return 1; }
+    psql="$(ls /usr/lib/postgresql/*/bin/psql | head -n 1)"
+    "$psql" -q -h 127.0.0.1 -p "$REAL_PG" -U postgres -d postgres -c "DROP DATABASE IF EXISTS helm_prom" -c "CREATE DATABASE helm_prom"
     cat >"$WORK/prom-mig.yaml" <<YAML
 apiVersion: mssqlpg.dev/v1alpha1
 kind: Migration

@@ -66,6 +66,7 @@ YAML
 
 # The operator runs as the non-admin identity with exactly the documented RBAC (when the control plane has one).
 kubectl apply -f "$HERE/operator-rbac.yaml" >/dev/null
+kubectl create rolebinding mssql-pg-operator-e2e-jobs -n "$NS" --clusterrole=mssql-pg-operator-e2e-jobs --user=tester >/dev/null
 OP_KUBECONFIG="$KUBECONFIG"
 if [ -f "$MSSQLPG_K8S_DIR/kubeconfig-tester" ]; then
     OP_KUBECONFIG="$MSSQLPG_K8S_DIR/kubeconfig-tester"
