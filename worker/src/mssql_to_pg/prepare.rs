@@ -209,6 +209,8 @@ impl MssqlToPgEngine {
         if !self.options.unlogged {
             return Ok(false);
         }
+        // A run an older worker started has no crash marks: its unlogged tables are copied again.
+        checkpoint::ensure_tables(pg).await?;
         let q = |source| MssqlToPgError::Ddl {
             what: "unlogged table check".into(),
             sql: String::new(),
