@@ -46,6 +46,8 @@ impl MssqlToPgEngine {
         if !refused.is_empty() {
             return Err(MssqlToPgError::Refused(refused));
         }
+        // Said here: prepare may drop such a view already, before finalize would see it.
+        plan.warnings.extend(names.replace_warnings());
         checkpoint::ensure_tables(&pg).await?;
         crate::pg::target_names::ensure_table(&pg)
             .await
