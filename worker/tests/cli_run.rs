@@ -424,6 +424,14 @@ async fn a_value_the_target_cannot_hold_exits_3() {
     drop(server);
 }
 
+/// The event that reports a run's failure: its summary, or the error that ended it before one.
+fn failure(events: &[serde_json::Value]) -> &serde_json::Value {
+    events
+        .iter()
+        .find(|e| e["event"] == "summary" || e["event"] == "error")
+        .unwrap_or_else(|| panic!("no summary or error event: {events:?}"))
+}
+
 /// The worker's own schema is never a target: named as `target.postgres.schema` the file is
 /// refused naming the field, and a source schema that `schemas: ["*"]` selects and
 /// `identifierCase: lower` folds onto it fails the plan naming the source schema; exit code 3 and
@@ -448,7 +456,7 @@ async fn the_workers_own_schema_is_refused_as_a_target() {
     )
     .unwrap();
     let (code, events) = worker_exit(&["run", "-f", &file], &password, &[]);
-    let summary = events.iter().find(|e| e["event"] == "summary").unwrap();
+    let summary = failure(&events);
     assert_eq!(code, Some(3), "{summary:#}");
     let error = summary["error"].as_str().unwrap();
     assert!(
@@ -467,7 +475,7 @@ async fn the_workers_own_schema_is_refused_as_a_target() {
         );
     std::fs::write(&file, folded).unwrap();
     let (code, events) = worker_exit(&["run", "-f", &file], &password, &[]);
-    let summary = events.iter().find(|e| e["event"] == "summary").unwrap();
+    let summary = failure(&events);
     assert_eq!(code, Some(3), "{summary:#}");
     let error = summary["error"].as_str().unwrap();
     assert!(

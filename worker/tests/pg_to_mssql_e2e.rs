@@ -1047,7 +1047,8 @@ async fn upsert_applies_changes_of_case_trailing_blanks_and_trailing_zero_bytes(
     let (_, _, _, verification) = run(&up).await.unwrap();
     assert!(verification.iter().all(|v| v.ok), "{verification:#?}");
     let r = rows(&mut ms, "SELECT id, w, code, b FROM dbo.words ORDER BY id").await;
-    let got: Vec<(i32, Option<String>, Option<String>, Option<Vec<u8>>)> = r
+    type Row = (i32, Option<String>, Option<String>, Option<Vec<u8>>);
+    let got: Vec<Row> = r
         .iter()
         .map(|r| {
             (

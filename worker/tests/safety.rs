@@ -677,7 +677,8 @@ async fn a_key_name_taken_in_postgres_refuses_the_run_naming_the_holder() {
     let (_server, source) = orders_source().await;
     let pg = common::pg_connect().await;
     let schema = common::fresh_schema(&pg, "taken_fwd").await;
-    let migration = "test/taken-fwd";
+    // Per process: a rerun against the same PostgreSQL starts without this run's state.
+    let migration = &format!("test/taken-fwd-{}", std::process::id());
     let engine = tds_engine(&source, &schema, migration);
     let d = engine.dry_run().await.unwrap();
     let orders = d
@@ -772,7 +773,11 @@ async fn a_view_name_taken_in_postgres_is_not_replaced_by_truncate() {
     .await;
     let pg = common::pg_connect().await;
     let schema = common::fresh_schema(&pg, "taken_view").await;
-    let first = tds_engine(&source, &schema, "test/taken-view-a");
+    let (a, b) = (
+        format!("test/taken-view-a-{}", std::process::id()),
+        format!("test/taken-view-b-{}", std::process::id()),
+    );
+    let first = tds_engine(&source, &schema, &a);
     let p = first.prepare().await.unwrap();
     first.copy_all(&p.plan).await.unwrap();
     first.finalize(&p.plan).await.unwrap();
@@ -794,7 +799,7 @@ async fn a_view_name_taken_in_postgres_is_not_replaced_by_truncate() {
     let theirs = definition().await;
     assert!(theirs.contains("theirs"), "{theirs}");
 
-    let other = with_mode(tds_engine(&source, &schema, "test/taken-view-b"), Mode::Truncate);
+    let other = with_mode(tds_engine(&source, &schema, &b), Mode::Truncate);
     let err = other.prepare().await.unwrap_err();
     let text = err.to_string();
     assert!(matches!(err, EngineError::Refused(_)), "{text}");
@@ -802,17 +807,19 @@ async fn a_view_name_taken_in_postgres_is_not_replaced_by_truncate() {
     assert!(text.contains("dropDependents"), "{text}");
     assert_eq!(definition().await, theirs, "the view was replaced");
 
-    let mut allowed = with_mode(tds_engine(&source, &schema, "test/taken-view-b"), Mode::Truncate);
+    let mut allowed = with_mode(tds_engine(&source, &schema, &b), Mode::Truncate);
     allowed.options.drop_dependents = true;
     let p = allowed.prepare().await.unwrap();
-    allowed.copy_all(&p.plan).await.unwrap();
-    let warnings = allowed.finalize(&p.plan).await.unwrap();
     assert!(
-        warnings
+        p.plan
+            .warnings
             .iter()
             .any(|w| w.contains(&format!("view {schema}.BigOrders")) && w.contains("replaced")),
-        "{warnings:?}"
+        "{:?}",
+        p.plan.warnings
     );
+    allowed.copy_all(&p.plan).await.unwrap();
+    allowed.finalize(&p.plan).await.unwrap();
     assert!(definition().await.contains("Amount"), "the plan's view");
 }
 
@@ -887,4 +894,60 @@ async fn a_key_name_taken_in_sql_server_refuses_the_run_naming_the_holder() {
     )
     .await;
     assert_eq!(key, vec![pk]);
+}
+
+/// SQL Server too: `truncate` neither drops nor replaces a view of a planned view's name that this
+/// migration did not create, unless `dropDependents` allows it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_view_name_taken_in_sql_server_is_not_replaced_by_truncate() {
+    let (_server, target) = start_tds_server();
+    let mut ms = target.connect().await.unwrap();
+    let pg = common::pg_connect().await;
+    let schema = common::fresh_schema(&pg, "taken_view_rev").await;
+    pg.batch_execute(&format!(
+        "CREATE TABLE \"{schema}\".parents (id int PRIMARY KEY, v text); \
+         INSERT INTO \"{schema}\".parents VALUES (1, 'a'), (2, 'b'); \
+         CREATE VIEW \"{schema}\".big_parents AS SELECT id FROM \"{schema}\".parents WHERE id > 1"
+    ))
+    .await
+    .unwrap();
+    let first = rev_engine(&target, &schema, "test/taken-view-rev-a", Mode::DropRecreate);
+    let p = first.prepare().await.unwrap();
+    first.copy_all(&p.plan).await.unwrap();
+    first.finalize(&p.plan).await.unwrap();
+    ms_exec(&mut ms, "DROP VIEW dbo.big_parents").await;
+    ms_exec(&mut ms, "CREATE VIEW dbo.big_parents AS SELECT 1 AS theirs").await;
+    let definition = "SELECT definition FROM sys.sql_modules WHERE object_id = OBJECT_ID(N'dbo.big_parents')";
+    let theirs = ms_rows(&mut ms, definition).await;
+    assert!(theirs[0].contains("theirs"), "{theirs:?}");
+
+    let other = rev_engine(&target, &schema, "test/taken-view-rev-b", Mode::Truncate);
+    let err = other.prepare().await.unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, PgToMssqlError::Refused(_)), "{text}");
+    assert!(text.contains("view dbo.big_parents"), "{text}");
+    assert_eq!(
+        ms_rows(&mut ms, definition).await,
+        theirs,
+        "the view was replaced"
+    );
+
+    let mut allowed = rev_engine(&target, &schema, "test/taken-view-rev-b", Mode::Truncate);
+    Arc::get_mut(&mut allowed).unwrap().options.drop_dependents = true;
+    let p = allowed.prepare().await.unwrap();
+    assert!(
+        p.plan
+            .warnings
+            .iter()
+            .any(|w| w.contains("view dbo.big_parents") && w.contains("replaced")),
+        "{:?}",
+        p.plan.warnings
+    );
+    allowed.copy_all(&p.plan).await.unwrap();
+    allowed.finalize(&p.plan).await.unwrap();
+    let ours = ms_rows(&mut ms, definition).await;
+    assert!(
+        ours[0].contains("id > 1") || ours[0].contains("[id] > 1"),
+        "{ours:?}"
+    );
 }

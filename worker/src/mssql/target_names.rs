@@ -4,7 +4,7 @@
 
 use crate::checkpoint::SCHEMA;
 use crate::mssql::connect::TdsClient;
-use crate::target_names::{Catalog, Holder, ObjectKind, Planned, Scope};
+use crate::target_names::{Catalog, Holder, ObjectKind, Planned, Recorded, Scope};
 
 type R<T> = Result<T, tiberius::error::Error>;
 
@@ -42,7 +42,7 @@ pub async fn read(ms: &mut TdsClient, planned: &[Planned], migration: &str) -> R
     let mut holders = Vec::new();
     // Schema-scoped: tables, views, constraints (keys, checks, foreign keys, defaults), modules.
     let sql = format!(
-        "SELECT s.name, o.name, o.type, OBJECT_NAME(o.parent_object_id) \
+        "SELECT s.name, o.name, o.type, OBJECT_NAME(o.parent_object_id), CAST(o.object_id AS bigint) \
          FROM sys.objects o JOIN sys.schemas s ON s.schema_id = o.schema_id \
          WHERE s.name IN {schemas} AND o.name IN {names}"
     );
@@ -71,11 +71,13 @@ pub async fn read(ms: &mut TdsClient, planned: &[Planned], migration: &str) -> R
             kind,
             what: what.into(),
             table: parent,
+            id: r.get::<i64, _>(4).unwrap_or_default(),
         });
     }
     // Table-scoped: indexes (a key's or unique constraint's among them).
     let sql = format!(
-        "SELECT s.name, t.name, i.name, i.is_primary_key, i.is_unique_constraint \
+        "SELECT s.name, t.name, i.name, i.is_primary_key, i.is_unique_constraint, \
+                CAST(t.object_id AS bigint) * 65536 + i.index_id \
          FROM sys.indexes i JOIN sys.objects t ON t.object_id = i.object_id \
          JOIN sys.schemas s ON s.schema_id = t.schema_id \
          WHERE s.name IN {schemas} AND i.name IN {names} AND t.name IN {tables}"
@@ -100,6 +102,7 @@ pub async fn read(ms: &mut TdsClient, planned: &[Planned], migration: &str) -> R
             kind: Some(kind),
             what: what.into(),
             table: Some(table),
+            id: r.get::<i64, _>(5).unwrap_or_default(),
         });
     }
     let sql = format!(
@@ -131,14 +134,14 @@ async fn table_exists(ms: &mut TdsClient) -> R<bool> {
 }
 
 /// What `migration` recorded creating; nothing before the record table exists.
-async fn recorded(ms: &mut TdsClient, migration: &str) -> R<Vec<Planned>> {
+async fn recorded(ms: &mut TdsClient, migration: &str) -> R<Vec<Recorded>> {
     if !table_exists(ms).await? {
         return Ok(Vec::new());
     }
     let rows = ms
         .query(
             format!(
-                "SELECT kind, schema_name, table_name, object_name FROM {} WHERE migration = @P1",
+                "SELECT kind, schema_name, table_name, object_name, object_id FROM {} WHERE migration = @P1",
                 objects_table()
             ),
             &[&migration],
@@ -150,11 +153,14 @@ async fn recorded(ms: &mut TdsClient, migration: &str) -> R<Vec<Planned>> {
         .iter()
         .filter_map(|r| {
             let table = text(r, 2);
-            Some(Planned {
-                kind: ObjectKind::from_code(r.get::<&str, _>(0)?)?,
-                schema: text(r, 1),
-                table: (!table.is_empty()).then_some(table),
-                name: text(r, 3),
+            Some(Recorded {
+                object: Planned {
+                    kind: ObjectKind::from_code(r.get::<&str, _>(0)?)?,
+                    schema: text(r, 1),
+                    table: (!table.is_empty()).then_some(table),
+                    name: text(r, 3),
+                },
+                id: r.get::<i64, _>(4)?,
             })
         })
         .collect())
@@ -169,7 +175,7 @@ pub async fn ensure_table(ms: &mut TdsClient) -> R<()> {
     let sql = format!(
         "CREATE TABLE {} (migration nvarchar(400) NOT NULL, kind nvarchar(16) NOT NULL, \
          schema_name nvarchar(128) NOT NULL, table_name nvarchar(128) NOT NULL, \
-         object_name nvarchar(128) NOT NULL, created_at datetime2(3) NOT NULL DEFAULT SYSUTCDATETIME())",
+         object_name nvarchar(128) NOT NULL, object_id bigint NOT NULL, created_at datetime2(3) NOT NULL DEFAULT SYSUTCDATETIME())",
         objects_table()
     );
     match ms.simple_query(sql).await {
@@ -184,12 +190,34 @@ pub async fn ensure_table(ms: &mut TdsClient) -> R<()> {
 /// between leaves it unrecorded, then kept as found with a warning).
 pub async fn record(ms: &mut TdsClient, migration: &str, p: &Planned) -> R<()> {
     let table = p.table.as_deref().unwrap_or_default();
+    // The catalog's id of what was just created (see [`Recorded::id`]).
+    let found = if p.kind == ObjectKind::Index {
+        ms.query(
+            "SELECT CAST(t.object_id AS bigint) * 65536 + i.index_id FROM sys.indexes i \
+             JOIN sys.objects t ON t.object_id = i.object_id JOIN sys.schemas s ON s.schema_id = t.schema_id \
+             WHERE s.name = @P1 AND t.name = @P2 AND i.name = @P3",
+            &[&p.schema.as_str(), &table, &p.name.as_str()],
+        )
+        .await?
+        .into_row()
+        .await?
+    } else {
+        ms.query(
+            "SELECT CAST(o.object_id AS bigint) FROM sys.objects o \
+             JOIN sys.schemas s ON s.schema_id = o.schema_id WHERE s.name = @P1 AND o.name = @P2",
+            &[&p.schema.as_str(), &p.name.as_str()],
+        )
+        .await?
+        .into_row()
+        .await?
+    };
+    let id = found.and_then(|r| r.get::<i64, _>(0)).unwrap_or_default();
     ms.execute(
         format!(
             "DELETE FROM {t} WHERE migration = @P1 AND kind = @P2 AND schema_name = @P3 \
              AND table_name = @P4 AND object_name = @P5; \
-             INSERT INTO {t} (migration, kind, schema_name, table_name, object_name) \
-             VALUES (@P1, @P2, @P3, @P4, @P5)",
+             INSERT INTO {t} (migration, kind, schema_name, table_name, object_name, object_id) \
+             VALUES (@P1, @P2, @P3, @P4, @P5, @P6)",
             t = objects_table()
         ),
         &[
@@ -198,6 +226,7 @@ pub async fn record(ms: &mut TdsClient, migration: &str, p: &Planned) -> R<()> {
             &p.schema.as_str(),
             &table,
             &p.name.as_str(),
+            &id,
         ],
     )
     .await?;

@@ -45,7 +45,7 @@ impl MssqlToPgEngine {
         if !taken.is_empty() {
             return Err(MssqlToPgError::NamesTaken(taken));
         }
-        warnings.extend(checked.warnings());
+        warnings.extend(checked.found_warnings());
         let migration = &self.options.migration;
         if self.options.unlogged {
             // Before any foreign key: PostgreSQL refuses one between a logged and an unlogged

@@ -142,7 +142,8 @@ impl MssqlToPgEngine {
             .extend(self.target.plaintext_warning(&pg, "target.postgres").await);
         let mut actions = self.target_actions(&pg, &plan).await?;
         let names = self.check_planned_names(&pg, &plan, &mut actions).await?;
-        plan.warnings.extend(names.warnings());
+        plan.warnings.extend(names.replace_warnings());
+        plan.warnings.extend(names.found_warnings());
         Ok(DryRun {
             plan,
             actions,

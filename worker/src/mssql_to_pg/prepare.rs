@@ -49,6 +49,8 @@ impl MssqlToPgEngine {
         if !refused.is_empty() {
             return Err(MssqlToPgError::Refused(refused));
         }
+        // Said here: prepare may drop such a view already, before finalize would see it.
+        plan.warnings.extend(names.replace_warnings());
         checkpoint::ensure_tables(&pg).await?;
         crate::pg::target_names::ensure_table(&pg)
             .await
@@ -214,6 +216,8 @@ impl MssqlToPgEngine {
         if !self.options.unlogged {
             return Ok(false);
         }
+        // A run an older worker started has no crash marks: its unlogged tables are copied again.
+        checkpoint::ensure_tables(pg).await?;
         let q = |source| MssqlToPgError::Ddl {
             what: "unlogged table check".into(),
             sql: String::new(),

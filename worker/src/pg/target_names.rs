@@ -3,7 +3,8 @@
 //! the record table (a dry run writes nothing).
 
 use crate::checkpoint::SCHEMA;
-use crate::target_names::{Catalog, Holder, ObjectKind, Planned, Scope};
+use crate::mapping::quote_pg;
+use crate::target_names::{Catalog, Holder, ObjectKind, Planned, Recorded, Scope};
 use tokio_postgres::{Client, GenericClient};
 
 /// The record table, created on the first record.
@@ -25,7 +26,8 @@ pub async fn read(
     // Relations: tables, indexes (a key's or a unique constraint's among them), views, sequences.
     for r in pg
         .query(
-            "SELECT n.nspname::text, c.relname::text, c.relkind::text, t.relname::text, k.contype::text \
+            "SELECT n.nspname::text, c.relname::text, c.relkind::text, t.relname::text, k.contype::text, \
+                    c.oid::bigint \
              FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
              LEFT JOIN pg_index i ON i.indexrelid = c.oid \
              LEFT JOIN pg_class t ON t.oid = i.indrelid \
@@ -58,12 +60,13 @@ pub async fn read(
             kind,
             what: what.into(),
             table,
+            id: r.get(5),
         });
     }
     // Constraints, each unique by name on its table.
     for r in pg
         .query(
-            "SELECT n.nspname::text, c.conname::text, c.contype::text, t.relname::text \
+            "SELECT n.nspname::text, c.conname::text, c.contype::text, t.relname::text, c.oid::bigint \
              FROM pg_constraint c JOIN pg_class t ON t.oid = c.conrelid \
              JOIN pg_namespace n ON n.oid = t.relnamespace \
              WHERE n.nspname = ANY($1) AND c.conname = ANY($2) AND t.relname = ANY($3)",
@@ -90,6 +93,7 @@ pub async fn read(
             kind,
             what: what.into(),
             table: Some(table),
+            id: r.get(4),
         });
     }
     let primary_keys = pg
@@ -112,7 +116,7 @@ pub async fn read(
 }
 
 /// What `migration` recorded creating; nothing before the record table exists.
-async fn recorded(pg: &Client, migration: &str) -> Result<Vec<Planned>, tokio_postgres::Error> {
+async fn recorded(pg: &Client, migration: &str) -> Result<Vec<Recorded>, tokio_postgres::Error> {
     let exists: bool = pg
         .query_one("SELECT to_regclass($1) IS NOT NULL", &[&objects_table()])
         .await?
@@ -123,7 +127,7 @@ async fn recorded(pg: &Client, migration: &str) -> Result<Vec<Planned>, tokio_po
     Ok(pg
         .query(
             &format!(
-                "SELECT kind, schema_name, table_name, object_name FROM {} WHERE migration = $1",
+                "SELECT kind, schema_name, table_name, object_name, object_id FROM {} WHERE migration = $1",
                 objects_table()
             ),
             &[&migration],
@@ -131,11 +135,14 @@ async fn recorded(pg: &Client, migration: &str) -> Result<Vec<Planned>, tokio_po
         .await?
         .iter()
         .filter_map(|r| {
-            Some(Planned {
-                kind: ObjectKind::from_code(r.get(0))?,
-                schema: r.get(1),
-                table: r.get(2),
-                name: r.get(3),
+            Some(Recorded {
+                object: Planned {
+                    kind: ObjectKind::from_code(r.get(0))?,
+                    schema: r.get(1),
+                    table: r.get(2),
+                    name: r.get(3),
+                },
+                id: r.get(4),
             })
         })
         .collect())
@@ -151,6 +158,7 @@ pub async fn ensure_table(pg: &Client) -> Result<(), tokio_postgres::Error> {
             schema_name text NOT NULL,
             table_name text,
             object_name text NOT NULL,
+            object_id bigint NOT NULL,
             created_at timestamptz NOT NULL DEFAULT now())",
         objects_table()
     ))
@@ -180,6 +188,24 @@ pub async fn create_recorded(
 }
 
 async fn record<C: GenericClient>(pg: &C, migration: &str, p: &Planned) -> Result<(), tokio_postgres::Error> {
+    // The catalog's id of what was just created: a key's or constraint's oid, an index's or view's.
+    let id: i64 = match (p.kind, &p.table) {
+        (ObjectKind::Index | ObjectKind::View, _) | (_, None) => {
+            let qualified = format!("{}.{}", quote_pg(&p.schema), quote_pg(&p.name));
+            pg.query_one("SELECT to_regclass($1)::oid::bigint", &[&qualified])
+                .await?
+                .get(0)
+        }
+        (_, Some(table)) => pg
+            .query_one(
+                "SELECT c.oid::bigint FROM pg_constraint c JOIN pg_class t ON t.oid = c.conrelid \
+                 JOIN pg_namespace n ON n.oid = t.relnamespace \
+                 WHERE n.nspname = $1 AND t.relname = $2 AND c.conname = $3",
+                &[&p.schema, table, &p.name],
+            )
+            .await?
+            .get(0),
+    };
     pg.execute(
         &format!(
             "DELETE FROM {} WHERE migration = $1 AND kind = $2 AND schema_name = $3 \
@@ -191,10 +217,11 @@ async fn record<C: GenericClient>(pg: &C, migration: &str, p: &Planned) -> Resul
     .await?;
     pg.execute(
         &format!(
-            "INSERT INTO {} (migration, kind, schema_name, table_name, object_name) VALUES ($1, $2, $3, $4, $5)",
+            "INSERT INTO {} (migration, kind, schema_name, table_name, object_name, object_id) \
+             VALUES ($1, $2, $3, $4, $5, $6)",
             objects_table()
         ),
-        &[&migration, &p.kind.code(), &p.schema, &p.table, &p.name],
+        &[&migration, &p.kind.code(), &p.schema, &p.table, &p.name, &id],
     )
     .await?;
     Ok(())

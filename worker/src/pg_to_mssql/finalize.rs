@@ -45,7 +45,7 @@ impl PgToMssqlEngine {
         if !taken.is_empty() {
             return Err(PgToMssqlError::NamesTaken(taken));
         }
-        warnings.extend(checked.warnings());
+        warnings.extend(checked.found_warnings());
         let migration = &self.options.migration;
         for (i, stmts) in statements.tables {
             let t = &plan.tables[i];

@@ -124,7 +124,8 @@ impl PgToMssqlEngine {
         let (mut ms, packet) = self.connect_target().await?;
         let mut actions = self.target_actions(&mut ms, &plan).await?;
         let names = self.check_planned_names(&mut ms, &plan, &mut actions).await?;
-        plan.warnings.extend(names.warnings());
+        plan.warnings.extend(names.replace_warnings());
+        plan.warnings.extend(names.found_warnings());
         Ok(DryRun {
             plan,
             actions,
@@ -165,11 +166,13 @@ impl PgToMssqlEngine {
             }
         }
         let mut actions = self.target_actions(&mut ms, &plan).await?;
-        self.check_planned_names(&mut ms, &plan, &mut actions).await?;
+        let names = self.check_planned_names(&mut ms, &plan, &mut actions).await?;
         let refused = target_check::refusals(plan.tables.iter().map(ddl::qualified), &actions);
         if !refused.is_empty() {
             return Err(PgToMssqlError::Refused(refused));
         }
+        // Said here: prepare may drop such a view already, before finalize would see it.
+        plan.warnings.extend(names.replace_warnings());
         mscp::ensure_tables(&mut ms).await?;
         // Before the first write: no worker of an earlier run commits from here on.
         plan.run = mscp::begin_run(&mut ms, migration, self.options.run_id.as_deref()).await?;
