@@ -102,6 +102,9 @@ pub struct Options {
     pub drop_dependents: bool,
     /// Plan only (`dryRun`): read the source and the target's catalog, write nothing.
     pub dry_run: bool,
+    /// `online.enabled`: the source keeps changing during the copy and its changes are streamed
+    /// after it, so every table needs a primary key and the copy's source digests go stale.
+    pub online: bool,
 }
 
 impl Options {
@@ -109,7 +112,7 @@ impl Options {
     /// them, and verify checks each task's range against that sum. An upsert's verify keeps
     /// every row's hash instead, reading the source again, table by table.
     pub fn checksum_by_task(&self) -> bool {
-        self.verify == VerifyMode::Checksum && self.mode != Mode::Upsert
+        self.verify == VerifyMode::Checksum && self.mode != Mode::Upsert && !self.online
     }
 }
 
@@ -134,6 +137,7 @@ impl Default for Options {
             retry: crate::retry::RetryPolicy::default(),
             drop_dependents: false,
             dry_run: false,
+            online: false,
         }
     }
 }

@@ -413,6 +413,7 @@ pub fn resolve(m: &Migration, creds: Credentials) -> Result<(MssqlEndpoint, PgEn
         retry: retry_policy(&spec.retries)?,
         drop_dependents: dst.drop_dependents,
         dry_run: spec.dry_run,
+        online: spec.online.enabled,
     };
     Ok((source, target, options))
 }
