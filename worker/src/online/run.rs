@@ -135,7 +135,7 @@ pub async fn run_pg_to_mssql(
             Err(e)
                 if attempt < engine.options.retry.attempts
                     && !matches!(e, OnlineError::Fenced { .. })
-                    && crate::retry::is_transient(&e) =>
+                    && (crate::retry::is_transient(&e) || slot_in_use(&e)) =>
             {
                 let wait = engine.options.retry.backoff_after(attempt);
                 tracing::warn!(error = %crate::error_text::error_text(&e), attempt, ?wait, "streaming failed; resuming from the stored position");
@@ -145,6 +145,13 @@ pub async fn run_pg_to_mssql(
             Err(e) => return Err(e),
         }
     }
+}
+
+/// The slot is still held by the backend of a process that died mid-read: it lets go once it
+/// notices.
+fn slot_in_use(e: &OnlineError) -> bool {
+    matches!(e, OnlineError::Source { source, .. }
+        if source.code() == Some(&tokio_postgres::error::SqlState::OBJECT_IN_USE))
 }
 
 /// One streaming attempt: claims the stream (a previous process's epoch is over), then streams

@@ -60,8 +60,11 @@ struct Cutover {
     started: Instant,
     /// Where the fence's transaction ends, once the stream carried it.
     fence_end: Option<Position>,
-    /// Polls that ended with the fence applied.
-    polls_after: u32,
+    /// A second marker written once the fence is applied, and where its transaction ends: every
+    /// transaction committed before it was durable before it, so the stream has carried them all
+    /// once it carries the marker (a commit without a WAL flush, `synchronous_commit = off`,
+    /// reaches the decoder only later).
+    check: Option<(String, Option<Position>)>,
     /// Changes per table in transactions committed after the fence.
     after: BTreeMap<usize, u64>,
 }
@@ -119,7 +122,7 @@ where
                 fence,
                 started: Instant::now(),
                 fence_end: None,
-                polls_after: 0,
+                check: None,
                 after: BTreeMap::new(),
             });
         }
@@ -168,10 +171,16 @@ where
         if let Some(c) = cut.as_mut()
             && c.fence_end.is_some_and(|end| l.applied >= end)
         {
-            c.polls_after += 1;
-            // The poll that applied the fence, then one more to the source's end: a change
-            // committed after the fence shows in one of them.
-            if c.polls_after >= 2 {
+            let checked = match &c.check {
+                None => {
+                    let id = format!("{}-check", c.id);
+                    capture.fence(&id).await?;
+                    c.check = Some((id, None));
+                    false
+                }
+                Some((_, end)) => end.is_some_and(|end| l.applied >= end),
+            };
+            if checked {
                 let Some(c) = cut.take() else { continue };
                 if !c.after.is_empty() {
                     let changed = c
@@ -305,7 +314,10 @@ async fn consume<R: Image, A: Apply<R>>(
                 if std::mem::take(&mut fence_in_transaction)
                     && let Some(c) = cut.as_deref_mut()
                 {
-                    c.fence_end = Some(end);
+                    match &mut c.check {
+                        Some((_, check_end)) if c.fence_end.is_some() => *check_end = Some(end),
+                        _ => c.fence_end = Some(end),
+                    }
                 }
                 if l.batch.full(&options.limits) || l.batch.due(&options.limits) {
                     flush(l, apply, source_position).await?;
@@ -334,7 +346,9 @@ async fn consume<R: Image, A: Apply<R>>(
                 }
             }
             Event::Fence { id } => {
-                fence_in_transaction = cut.as_deref().is_some_and(|c| c.id == id);
+                fence_in_transaction = cut
+                    .as_deref()
+                    .is_some_and(|c| c.id == id || c.check.as_ref().is_some_and(|(check, _)| *check == id));
             }
             Event::Heartbeat {
                 position,
