@@ -103,12 +103,14 @@ impl Running {
             .cloned()
     }
 
-    /// Waits until the stream applied at least `changes` changes (or panics after `limit`).
+    /// Waits until the stream applied at least `changes` changes and a heartbeat (or panics
+    /// after `limit`).
     async fn wait_streaming(&mut self, changes: u64, limit: Duration) -> serde_json::Value {
         let started = Instant::now();
         loop {
             if let Some(s) = self.last("streaming")
                 && s["changes_applied"].as_u64().unwrap_or(0) >= changes
+                && s["lag_seconds"].is_number()
             {
                 return s;
             }
@@ -143,6 +145,13 @@ impl Running {
         if let Some(r) = self.reader.take() {
             r.join().unwrap();
         }
+    }
+}
+
+impl Drop for Running {
+    /// A test that fails leaves no streaming process behind.
+    fn drop(&mut self) {
+        let _ = self.child.kill();
     }
 }
 

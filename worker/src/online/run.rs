@@ -6,7 +6,7 @@ use super::apply_mssql::MssqlApply;
 use super::capture_pg::{self, CaptureTable, PgCapture, PgConverter, SlotNames};
 use super::pgoutput::lsn_text;
 use super::stream::{self, CutoverReport, Finish, StreamStatus};
-use super::{CutoverState, OnlineError, OnlineOptions, state_mssql};
+use super::{CutoverState, OnlineError, OnlineOptions, Phase, state_mssql};
 use crate::engine::Engine;
 use crate::pg_to_mssql::PgToMssqlEngine;
 use crate::plan_pg_to_mssql::PgToMssqlPlan;
@@ -118,11 +118,15 @@ pub async fn run_pg_to_mssql(
         serde_json::json!({"event": "copied", "rows": rows, "seconds": seconds}),
         format!("copied {rows} rows in {seconds:.1}s\n"),
     );
-    let warnings = engine.finalize_keys(plan).await?;
-    events.event(
-        serde_json::json!({"event": "keys", "warnings": warnings}),
-        "keys and indexes built; streaming changes (request the cutover with `cutover -f FILE`)\n".into(),
-    );
+    // A stream that ran before (a rerun after a crash) has its keys.
+    let streamed_before = anchored && row.as_ref().is_some_and(|r| r.phase != Phase::Copying.as_str());
+    if !streamed_before {
+        let warnings = engine.finalize_keys(plan).await?;
+        events.event(
+            serde_json::json!({"event": "keys", "warnings": warnings}),
+            "keys and indexes built; streaming changes (request the cutover with `cutover -f FILE`)\n".into(),
+        );
+    }
 
     let mut attempt = 0u32;
     loop {
