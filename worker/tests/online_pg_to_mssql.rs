@@ -10,12 +10,12 @@
 
 mod common;
 
+use mssql_pg_worker::mssql::connect::{Encryption, MssqlEndpoint, TdsClient};
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use mssql_pg_worker::mssql::connect::{Encryption, MssqlEndpoint, TdsClient};
 use tds_testserver::{ServerConfig, TestServer};
 
 fn pg_port() -> String {
@@ -115,15 +115,18 @@ impl Running {
                 return s;
             }
             if let Ok(Some(status)) = self.child.try_wait() {
-                panic!(
-                    "run exited early ({status}): {:#?}",
-                    self.lines.lock().unwrap()
-                );
+                panic!("run exited early ({status}): {:#?}", self.lines.lock().unwrap());
             }
             assert!(
                 started.elapsed() < limit,
                 "no streaming with {changes} changes after {limit:?}: {:#?}",
-                self.lines.lock().unwrap().iter().rev().take(5).collect::<Vec<_>>()
+                self.lines
+                    .lock()
+                    .unwrap()
+                    .iter()
+                    .rev()
+                    .take(5)
+                    .collect::<Vec<_>>()
             );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
@@ -163,8 +166,8 @@ fn cutover(file: &str, password: &str) -> (bool, serde_json::Value) {
     let stdout = String::from_utf8_lossy(&out.stdout);
     let answer = stdout
         .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .last()
+        .rev()
+        .find_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
         .unwrap_or_else(|| panic!("no answer: {stdout} {}", String::from_utf8_lossy(&out.stderr)));
     (out.status.success(), answer)
 }
@@ -193,7 +196,14 @@ impl Rng {
     }
 
     fn name(&mut self) -> Option<String> {
-        const NAMES: [&str; 6] = ["Zoë", "日本語のテキスト", "emoji 🎉 outside the BMP", "plain", "O'Brien \"q\" \\", ""];
+        const NAMES: [&str; 6] = [
+            "Zoë",
+            "日本語のテキスト",
+            "emoji 🎉 outside the BMP",
+            "plain",
+            "O'Brien \"q\" \\",
+            "",
+        ];
         match self.below(7) {
             6 => None,
             i => Some(format!("{} {}", NAMES[i as usize], self.below(1000))),
@@ -270,9 +280,12 @@ async fn workload(schema: String, seed: u64, stop: Arc<AtomicBool>, committed: A
                     .unwrap();
                 }
                 4 => {
-                    tx.execute("UPDATE acct SET big = $1 WHERE id = $2", &[&rng.noise(5000), &existing])
-                        .await
-                        .unwrap();
+                    tx.execute(
+                        "UPDATE acct SET big = $1 WHERE id = $2",
+                        &[&rng.noise(5000), &existing],
+                    )
+                    .await
+                    .unwrap();
                 }
                 // A key update, the TOASTed value left as it was.
                 5 => {
@@ -298,23 +311,26 @@ async fn workload(schema: String, seed: u64, stop: Arc<AtomicBool>, committed: A
                 }
                 8 => {
                     let a = rng.below(100) as i32;
+                    tx.execute("UPDATE pair SET b = b || 'x', a = a + 1000 WHERE a = $1", &[&a])
+                        .await
+                        .unwrap();
+                }
+                _ => {
                     tx.execute(
-                        "UPDATE pair SET b = b || 'x', a = a + 1000 WHERE a = $1",
-                        &[&a],
+                        "DELETE FROM pair WHERE a = $1 AND b LIKE 'k1%'",
+                        &[&(rng.below(100) as i32)],
                     )
                     .await
                     .unwrap();
-                }
-                _ => {
-                    tx.execute("DELETE FROM pair WHERE a = $1 AND b LIKE 'k1%'", &[&(rng.below(100) as i32)])
-                        .await
-                        .unwrap();
                     tx.execute("INSERT INTO ident (v) VALUES ($1)", &[&rng.name()])
                         .await
                         .unwrap();
-                    tx.execute("UPDATE ident SET v = NULL WHERE id = $1", &[&(existing as i32 % 100)])
-                        .await
-                        .unwrap();
+                    tx.execute(
+                        "UPDATE ident SET v = NULL WHERE id = $1",
+                        &[&(existing as i32 % 100)],
+                    )
+                    .await
+                    .unwrap();
                 }
             }
         }
@@ -451,7 +467,11 @@ async fn assert_same(pg: &tokio_postgres::Client, schema: &str, server: &TestSer
             assert_eq!(rs, rt, "table {i}: first differing row");
         }
     }
-    assert!(source[0].iter().any(|r| r[6].as_ref().is_some_and(|b| b.len() >= 5000)));
+    assert!(
+        source[0]
+            .iter()
+            .any(|r| r[6].as_ref().is_some_and(|b| b.len() >= 5000))
+    );
 }
 
 /// (slot exists, publication exists) of a migration's stream.
@@ -497,7 +517,12 @@ async fn a_random_workload_streams_and_cuts_over_exactly() {
 
     let stop = Arc::new(AtomicBool::new(false));
     let committed = Arc::new(AtomicU64::new(0));
-    let writer = tokio::spawn(workload(schema.clone(), 0x5eed_0001, stop.clone(), committed.clone()));
+    let writer = tokio::spawn(workload(
+        schema.clone(),
+        0x5eed_0001,
+        stop.clone(),
+        committed.clone(),
+    ));
     let mut run = Running::start(&file, &password);
     let streaming = run.wait_streaming(200, Duration::from_secs(300)).await;
     assert!(streaming["lag_seconds"].is_number(), "{streaming}");
@@ -505,7 +530,11 @@ async fn a_random_workload_streams_and_cuts_over_exactly() {
     let status = worker_cmd(&["status", "-f", &file, "--output", "json"], &password)
         .output()
         .unwrap();
-    assert!(status.status.success(), "{}", String::from_utf8_lossy(&status.stderr));
+    assert!(
+        status.status.success(),
+        "{}",
+        String::from_utf8_lossy(&status.stderr)
+    );
     let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
     assert!(
         ["Streaming", "CatchingUp"].contains(&status["phase"].as_str().unwrap()),
@@ -519,11 +548,17 @@ async fn a_random_workload_streams_and_cuts_over_exactly() {
     assert!(!ok, "{answer}");
     let message = answer["message"].as_str().unwrap();
     assert!(message.contains("still changed after the fence"), "{message}");
-    assert!(message.contains(&format!("{schema}.")) && message.contains("change"), "{message}");
+    assert!(
+        message.contains(&format!("{schema}.")) && message.contains("change"),
+        "{message}"
+    );
 
     stop.store(true, Ordering::Relaxed);
     writer.await.unwrap();
-    assert!(committed.load(Ordering::Relaxed) > 40, "the large transaction ran");
+    assert!(
+        committed.load(Ordering::Relaxed) > 40,
+        "the large transaction ran"
+    );
     let (ok, answer) = cutover(&file, &password);
     assert!(ok, "{answer}");
     assert!(answer["downtime_seconds"].as_f64().unwrap() > 0.0, "{answer}");
@@ -540,7 +575,10 @@ async fn a_random_workload_streams_and_cuts_over_exactly() {
     );
     assert_same(&pg, &schema, &server, &password).await;
     // cleanup: true (the default) dropped the slot and the publication.
-    assert_eq!(stream_objects(&pg, &format!("tests/{name}")).await, (false, false));
+    assert_eq!(
+        stream_objects(&pg, &format!("tests/{name}")).await,
+        (false, false)
+    );
     // Identity values follow the copied maximum at the cutover.
     let mut ms = tds_client(&server, &password).await;
     common::ms_exec(&mut ms, "INSERT INTO dbo.ident (v) VALUES (N'after')").await;
@@ -566,7 +604,12 @@ async fn a_killed_stream_resumes_and_applies_every_change_once() {
 
     let stop = Arc::new(AtomicBool::new(false));
     let committed = Arc::new(AtomicU64::new(0));
-    let writer = tokio::spawn(workload(schema.clone(), 0x5eed_0002, stop.clone(), committed.clone()));
+    let writer = tokio::spawn(workload(
+        schema.clone(),
+        0x5eed_0002,
+        stop.clone(),
+        committed.clone(),
+    ));
     let mut run = Running::start(&file, &password);
     run.wait_streaming(100, Duration::from_secs(300)).await;
     // Mid-stream, the writer still writing (the large transaction among what is in flight).
@@ -613,7 +656,12 @@ async fn a_table_without_a_primary_key_is_refused_before_anything_is_written() {
     let name = "online-keyless";
     let file = migration_file(name, server.addr().port(), &schema);
     let out = worker_cmd(&["run", "-f", &file], &password).output().unwrap();
-    assert_eq!(out.status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stdout));
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("primary key"), "{stdout}");
     assert!(
@@ -621,11 +669,108 @@ async fn a_table_without_a_primary_key_is_refused_before_anything_is_written() {
         "{stdout}"
     );
     assert!(!stdout.contains(&format!("{schema}.keyed")), "{stdout}");
-    assert_eq!(stream_objects(&pg, &format!("tests/{name}")).await, (false, false));
+    assert_eq!(
+        stream_objects(&pg, &format!("tests/{name}")).await,
+        (false, false)
+    );
     let mut ms = tds_client(&server, &password).await;
     assert_eq!(
         common::ms_scalar::<i32>(&mut ms, "SELECT COUNT(*) FROM sys.tables WHERE name = N'keyed'").await,
         Some(0),
         "nothing was created in the target"
+    );
+}
+
+/// Figures of the online path (not a test of behaviour: run it by name, `--ignored`):
+/// `MSSQLPG_ONLINE_ROWS` rows (default 100,000) are updated in transactions of 100 rows while
+/// the stream runs, then all of them in one transaction, then the cutover. Prints the apply rate,
+/// the lag sampled while writing, the cutover's downtime and the streaming process's peak memory.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "a measurement; run by name with --ignored"]
+async fn measure_online_apply() {
+    let rows: i64 = std::env::var("MSSQLPG_ONLINE_ROWS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100_000);
+    let config = ServerConfig::default();
+    let password = config.password.clone();
+    let server = TestServer::start(config).unwrap();
+    let pg = common::pg_connect().await;
+    let schema = common::fresh_schema(&pg, "online_measure").await;
+    pg.batch_execute(&format!(
+        "CREATE TABLE \"{schema}\".m (id bigint PRIMARY KEY, v text NOT NULL, n int NOT NULL);
+         INSERT INTO \"{schema}\".m SELECT g, md5(g::text), 0 FROM generate_series(1, {rows}) g;"
+    ))
+    .await
+    .unwrap();
+    let name = "online-measure";
+    let dir = std::env::temp_dir().join(format!("mssqlpg-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("migration.yaml").to_string_lossy().into_owned();
+    let text = yaml(name, server.addr().port(), &schema)
+        .replace("  chunkRows: 500\n", "")
+        .replace("    maxBatchChanges: 300\n", "    maxBatchChanges: 10000\n");
+    std::fs::write(&file, text).unwrap();
+    let mut run = Running::start(&file, &password);
+    run.wait_streaming(0, Duration::from_secs(1800)).await;
+
+    // Transactions of 100 updated rows, as fast as one connection writes them.
+    let started = Instant::now();
+    let mut writer = common::pg_connect().await;
+    let mut lags = Vec::new();
+    let mut last_sample = Instant::now();
+    for first in (1..=rows).step_by(100) {
+        let tx = writer.transaction().await.unwrap();
+        tx.execute(
+            &format!("UPDATE \"{schema}\".m SET n = n + 1 WHERE id BETWEEN $1 AND $1 + 99"),
+            &[&first],
+        )
+        .await
+        .unwrap();
+        tx.commit().await.unwrap();
+        if last_sample.elapsed() >= Duration::from_secs(1)
+            && let Some(s) = run.last("streaming")
+            && let Some(l) = s["lag_seconds"].as_f64()
+        {
+            lags.push(l);
+            last_sample = Instant::now();
+        }
+    }
+    let written = started.elapsed().as_secs_f64();
+    let s = run.wait_streaming(rows as u64, Duration::from_secs(3600)).await;
+    let applied = started.elapsed().as_secs_f64();
+    // One transaction of every row.
+    let big_started = Instant::now();
+    writer
+        .execute(&format!("UPDATE \"{schema}\".m SET n = n + 1"), &[])
+        .await
+        .unwrap();
+    run.wait_streaming(2 * rows as u64, Duration::from_secs(3600))
+        .await;
+    let big_applied = big_started.elapsed().as_secs_f64();
+    let (ok, answer) = cutover(&file, &password);
+    assert!(ok, "{answer}");
+    let (status, lines) = run.wait();
+    assert!(status.success());
+    let report = lines.iter().find(|l| l["event"] == "cutover").unwrap().clone();
+    let summary = lines.iter().find(|l| l["event"] == "summary").unwrap().clone();
+    lags.sort_by(f64::total_cmp);
+    let pct = |p: f64| {
+        lags.get(((lags.len() as f64 - 1.0) * p).round() as usize)
+            .copied()
+    };
+    println!(
+        "{}",
+        serde_json::json!({
+            "rows": rows,
+            "updates_in_100_row_transactions": {"write_seconds": written, "applied_seconds": applied,
+                "changes_per_second": rows as f64 / applied, "stream": s},
+            "lag_seconds_while_writing": {"samples": lags.len(), "median": pct(0.5), "p99": pct(0.99)},
+            "one_transaction_of_every_row": {"applied_seconds": big_applied,
+                "changes_per_second": rows as f64 / big_applied},
+            "cutover": {"downtime_seconds": report["downtime_seconds"], "drain_seconds": report["drain_seconds"],
+                "finalize_seconds": report["finalize_seconds"], "verify_seconds": report["verify_seconds"]},
+            "peak_memory_bytes": summary["peak_memory_bytes"],
+        })
     );
 }

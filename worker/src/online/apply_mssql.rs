@@ -98,7 +98,7 @@ pub fn merge_sql(t: &PgToMssqlTablePlan, stage: &str, key: &[usize], identity: b
     // SQL Server cannot update an identity column; a key never changes in place here.
     let set = loaded
         .iter()
-        .filter(|(i, _)| !key.contains(i) && !(identity && t.columns[*i].identity))
+        .filter(|(i, _)| !(key.contains(i) || identity && t.columns[*i].identity))
         .map(|(_, c)| format!("{c} = s.{c}"))
         .collect::<Vec<_>>()
         .join(", ");

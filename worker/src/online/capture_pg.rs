@@ -667,7 +667,7 @@ impl PgConverter {
             }
             record_literal(&t.attributes, row, &mut literal)?;
             ops.push(code);
-            let mask = row.0.iter().any(|f| *f == Field::Unchanged).then(|| {
+            let mask = row.0.contains(&Field::Unchanged).then(|| {
                 row.0
                     .iter()
                     .map(|f| if *f == Field::Unchanged { '1' } else { '0' })
