@@ -263,6 +263,9 @@ impl OnlineError {
         match self {
             OnlineError::Setup(_) | OnlineError::Value { .. } | OnlineError::Decode(_) => true,
             OnlineError::Engine(e) => e.is_permanent(),
+            // The target refusing the rows themselves (a duplicate key, a value it cannot hold):
+            // the same batch meets it again.
+            OnlineError::Target { .. } => crate::retry::is_data_error(self),
             _ => false,
         }
     }

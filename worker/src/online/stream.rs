@@ -404,3 +404,256 @@ async fn flush<R: Image, A: Apply<R>>(
 
 /// How long `cutover` waits for the streaming process by default.
 pub const DEFAULT_CUTOVER_WAIT: Duration = Duration::from_secs(600);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::online::batch::{Drained, Limits, Op};
+    use crate::online::{Apply, Control, CutoverState};
+    use std::collections::VecDeque;
+
+    #[derive(Debug, Clone, PartialEq)]
+    struct Row(u32);
+
+    impl Image for Row {
+        fn size(&self) -> usize {
+            8
+        }
+        fn over(self, _: Self) -> Self {
+            self
+        }
+    }
+
+    /// A scripted source: each poll sends what was written since (fences), then its script.
+    struct Script {
+        polls: VecDeque<Vec<Event<Row>>>,
+        written: Vec<Event<Row>>,
+        next: Position,
+        acknowledged: Vec<Position>,
+    }
+
+    impl Capture for Script {
+        type Row = Row;
+        async fn poll(&mut self, tx: tokio::sync::mpsc::Sender<Event<Row>>) -> Result<bool, OnlineError> {
+            let events: Vec<Event<Row>> = self
+                .written
+                .drain(..)
+                .chain(self.polls.pop_front().unwrap_or_default())
+                .collect();
+            for e in events {
+                let _ = tx.send(e).await;
+            }
+            Ok(self.polls.is_empty())
+        }
+        async fn acknowledge(&mut self, applied: Position) -> Result<(), OnlineError> {
+            self.acknowledged.push(applied);
+            Ok(())
+        }
+        async fn heartbeat(&mut self, _: i64) -> Result<(), OnlineError> {
+            Ok(())
+        }
+        async fn fence(&mut self, id: &str) -> Result<Position, OnlineError> {
+            let at = self.next;
+            self.next += 10;
+            self.written.extend([
+                Event::Begin { commit: at + 1 },
+                Event::Fence { id: id.to_string() },
+                Event::Commit { end: at + 2 },
+            ]);
+            Ok(at)
+        }
+        async fn source_position(&mut self) -> Result<Position, OnlineError> {
+            Ok(self.next)
+        }
+        async fn cleanup(&mut self) -> Result<(), OnlineError> {
+            Ok(())
+        }
+        fn position_text(p: Position) -> String {
+            p.to_string()
+        }
+    }
+
+    /// The target: what each batch held, with the position it recorded.
+    #[derive(Default)]
+    struct Target {
+        batches: Vec<(Vec<(usize, Vec<u32>)>, Position)>,
+        controls: u32,
+        /// The control reads at which a cutover is asked for.
+        request_at: Vec<u32>,
+        requested: bool,
+        records: Vec<Record>,
+    }
+
+    impl Apply<Row> for Target {
+        async fn apply(&mut self, batch: Drained<Row>, progress: &Progress) -> Result<(), OnlineError> {
+            let tables = batch
+                .tables
+                .into_iter()
+                .map(|(t, c)| {
+                    let mut rows: Vec<u32> = c
+                        .rows
+                        .into_values()
+                        .map(|op| match op {
+                            Op::Upsert(r) | Op::Delete(r) => r.0,
+                        })
+                        .collect();
+                    rows.sort();
+                    (t, rows)
+                })
+                .collect();
+            self.batches.push((tables, progress.applied));
+            Ok(())
+        }
+        async fn control(&mut self) -> Result<Control, OnlineError> {
+            self.controls += 1;
+            if self.request_at.contains(&self.controls) {
+                self.requested = true;
+            }
+            Ok(Control {
+                cutover_requested: self.requested,
+            })
+        }
+        async fn record(&mut self, record: &Record) -> Result<(), OnlineError> {
+            if record.cutover.is_some() {
+                self.requested = false;
+            }
+            self.records.push(record.clone());
+            Ok(())
+        }
+    }
+
+    struct Done;
+
+    impl Finish for Done {
+        async fn finalize(&mut self) -> Result<Vec<String>, OnlineError> {
+            Ok(Vec::new())
+        }
+        async fn verify(&mut self) -> Result<Vec<TableVerification>, OnlineError> {
+            Ok(Vec::new())
+        }
+    }
+
+    fn change(table: usize, k: u32) -> Event<Row> {
+        Event::Change {
+            table,
+            key: k.to_be_bytes().to_vec(),
+            op: Op::Upsert(Row(k)),
+            kind: Some(crate::online::ChangeKind::Insert),
+        }
+    }
+
+    fn options() -> OnlineOptions {
+        OnlineOptions {
+            poll_interval: Duration::from_millis(1),
+            heartbeat: Duration::from_secs(3600),
+            limits: Limits {
+                changes: 2,
+                bytes: 1 << 20,
+                delay: Duration::from_secs(3600),
+            },
+            cleanup: true,
+        }
+    }
+
+    async fn run(
+        script: Vec<Vec<Event<Row>>>,
+        target: &mut Target,
+        applied: Position,
+    ) -> (CutoverReport, Script) {
+        let mut capture = Script {
+            polls: script.into(),
+            written: Vec::new(),
+            next: 1000,
+            acknowledged: Vec::new(),
+        };
+        let report = stream(
+            &mut capture,
+            target,
+            &mut Done,
+            &options(),
+            &["s.t0".into(), "s.t1".into()],
+            applied,
+            &mut |_| {},
+        )
+        .await
+        .unwrap();
+        (report, capture)
+    }
+
+    #[tokio::test]
+    async fn applied_transactions_are_skipped_and_a_split_one_keeps_the_position() {
+        let mut target = Target {
+            request_at: vec![2],
+            ..Target::default()
+        };
+        let script = vec![vec![
+            // Applied before a restart: its commit lies below the stored position.
+            Event::Begin { commit: 50 },
+            change(0, 1),
+            Event::Commit { end: 60 },
+            // Five changes, two per batch: applied across three target transactions.
+            Event::Begin { commit: 150 },
+            change(0, 2),
+            change(0, 3),
+            change(1, 4),
+            change(1, 5),
+            change(0, 6),
+            Event::Commit { end: 160 },
+        ]];
+        let (report, capture) = run(script, &mut target, 100).await;
+        assert!(report.ok);
+        let rows: Vec<_> = target.batches.iter().filter(|(t, _)| !t.is_empty()).collect();
+        assert_eq!(
+            rows.iter().map(|(t, p)| (t.clone(), *p)).collect::<Vec<_>>(),
+            vec![
+                (vec![(0, vec![2, 3])], 100),
+                (vec![(1, vec![4, 5])], 100),
+                (vec![(0, vec![6])], 160),
+            ],
+            "the position passes the transaction only with its last change"
+        );
+        assert!(capture.acknowledged.iter().all(|&a| a == 100 || a >= 160));
+        assert_eq!(report.changes_applied, 5);
+        let last = target.records.last().unwrap();
+        assert_eq!(last.phase, Phase::Succeeded);
+        assert_eq!(last.cutover.as_ref().unwrap().0, CutoverState::Done);
+    }
+
+    #[tokio::test]
+    async fn a_change_after_the_fence_refuses_the_cutover_naming_the_table() {
+        let mut target = Target {
+            request_at: vec![1, 6],
+            ..Target::default()
+        };
+        let script = vec![
+            // After the fence (written before this poll's script).
+            vec![
+                Event::Begin { commit: 2000 },
+                change(1, 7),
+                Event::Commit { end: 2001 },
+            ],
+            vec![],
+            vec![],
+            vec![],
+            vec![],
+            vec![],
+        ];
+        let (report, _) = run(script, &mut target, 100).await;
+        assert!(report.ok);
+        let failed: Vec<&str> = target
+            .records
+            .iter()
+            .filter_map(|r| match &r.cutover {
+                Some((CutoverState::Failed, m)) => Some(m.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(failed.len(), 1, "{:?}", target.records);
+        assert!(failed[0].contains("s.t1 (1 change)"), "{}", failed[0]);
+        assert!(
+            target.batches.iter().any(|(t, _)| t == &vec![(1, vec![7])]),
+            "the change is applied all the same"
+        );
+        assert_eq!(target.records.last().unwrap().phase, Phase::Succeeded);
+    }
+}
