@@ -9,6 +9,7 @@ pub mod generate;
 pub mod glob;
 pub mod migration;
 pub mod names;
+pub mod online;
 pub mod quantity;
 pub mod schema;
 pub mod status;
@@ -26,6 +27,7 @@ pub use migration::{
     CopyJobs, CopyMode, IdentifierCase, ImagePullPolicy, Migration, MigrationSpec, Partitioning,
     SchemaOptions, TableSelection, VerifyMode, WorkerSpec,
 };
+pub use online::{OnlineSpec, Reinitialize};
 pub use status::{MigrationPhase, MigrationStatus, PlanSummary, PlannedTable, TableSummary};
 pub use task::{
     ColumnMapping, MigrationTask, MigrationTaskSpec, MigrationTaskStatus, PartitionSpec, TableRef, TaskState,

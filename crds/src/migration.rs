@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::endpoint::Endpoint;
 use crate::faults::{Retries, Timeouts};
+use crate::online::OnlineSpec;
 use crate::status::MigrationStatus;
 
 /// Moves a whole database between SQL Server and PostgreSQL, in either direction.
@@ -52,7 +53,7 @@ use crate::status::MigrationStatus;
         // A running migration's tasks, checkpoints and target tables were planned from these fields;
         // changing them underneath would mix two plans. suspend, parallelism, copyJobs and worker stay
         // editable (they only shape the Jobs still to start).
-        "rule": "self.source == oldSelf.source && self.target == oldSelf.target && self.tables == oldSelf.tables && self.mode == oldSelf.mode && self.schema == oldSelf.schema && self.partitioning == oldSelf.partitioning && has(self.chunkRows) == has(oldSelf.chunkRows) && (!has(self.chunkRows) || self.chunkRows == oldSelf.chunkRows) && self.chunkBytes == oldSelf.chunkBytes && self.verify == oldSelf.verify && self.dryRun == oldSelf.dryRun",
+        "rule": "self.source == oldSelf.source && self.target == oldSelf.target && self.tables == oldSelf.tables && self.mode == oldSelf.mode && self.schema == oldSelf.schema && self.partitioning == oldSelf.partitioning && has(self.chunkRows) == has(oldSelf.chunkRows) && (!has(self.chunkRows) || self.chunkRows == oldSelf.chunkRows) && self.chunkBytes == oldSelf.chunkBytes && self.verify == oldSelf.verify && self.dryRun == oldSelf.dryRun && self.online == oldSelf.online",
         "message": "only spec.suspend, spec.parallelism, spec.copyJobs and spec.worker can change after a Migration is created; delete it and create a new one to change the rest"
     }
 ]))]
@@ -111,6 +112,9 @@ pub struct MigrationSpec {
     /// Retries of copy tasks after transient faults, inside the worker.
     #[serde(default)]
     pub retries: Retries,
+    /// Copy while the source stays in use, then stream its changes until the cutover.
+    #[serde(default)]
+    pub online: OnlineSpec,
 }
 
 /// Table selection by glob, `schema.table` or `table` (a bare `table` means the source endpoint's schema).
@@ -305,7 +309,7 @@ fn default_parallelism() -> i32 {
 /// An integer or a quantity string, never null (structural schemas refuse null unless `nullable`).
 /// No explicit `nullable: false`: the API server drops it, and an applied CRD that differs from
 /// the stored one inside the atomic `spec.versions` list conflicts with its other appliers.
-fn byte_quantity_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+pub(crate) fn byte_quantity_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({ "x-kubernetes-int-or-string": true })
 }
 
@@ -417,6 +421,7 @@ impl MigrationSpec {
             worker: WorkerSpec::default(),
             timeouts: Timeouts::default(),
             retries: Retries::default(),
+            online: OnlineSpec::default(),
         }
     }
 }

@@ -15,7 +15,7 @@ pub struct FieldError {
 }
 
 impl FieldError {
-    fn new(path: impl Into<String>, message: impl Into<String>) -> Self {
+    pub(crate) fn new(path: impl Into<String>, message: impl Into<String>) -> Self {
         Self {
             path: path.into(),
             message: message.into(),
@@ -196,6 +196,7 @@ impl MigrationSpec {
             self.worker.active_deadline_seconds,
             errors,
         );
+        self.online.collect_errors(self.source.mssql.is_some(), errors);
         if let Some(image) = &self.worker.image
             && (image.is_empty() || image.chars().any(char::is_whitespace))
         {
@@ -528,7 +529,7 @@ impl MigrationSpec {
     }
 }
 
-fn in_range(errors: &mut Vec<FieldError>, path: &str, value: i64, min: i64, max: i64) {
+pub(crate) fn in_range(errors: &mut Vec<FieldError>, path: &str, value: i64, min: i64, max: i64) {
     if value < min {
         errors.push(FieldError::new(path, format!("must be at least {min}")));
     } else if value > max {

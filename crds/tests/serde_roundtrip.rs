@@ -37,6 +37,10 @@ fn full_migration_round_trips_exactly() {
     assert_eq!(mig.spec.mode, CopyMode::Upsert);
     assert_eq!(mig.spec.schema.identifier_case, IdentifierCase::Lower);
     assert_eq!(mig.spec.verify, VerifyMode::Count);
+    assert!(mig.spec.online.enabled);
+    assert_eq!(mig.spec.online.reinitialize, Reinitialize::Auto);
+    assert_eq!(mig.spec.online.poll_interval_ms(), Ok(250));
+    assert_eq!(mig.spec.online.max_batch_bytes(), Ok(8 << 20));
     assert_eq!(
         (mig.spec.chunk_rows, mig.spec.chunk_bytes()),
         (Some(20_000), Ok(32 << 20))

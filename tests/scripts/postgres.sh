@@ -44,6 +44,10 @@ fsync = off
 synchronous_commit = off
 full_page_writes = off
 max_wal_size = 4GB
+# Online migrations read the source by logical decoding (a publication and a replication slot).
+wal_level = logical
+max_replication_slots = 32
+max_wal_senders = 32
 CONF
     "${run_as[@]}" "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start >/dev/null \
       || { cat "$dir/server.log" >&2; exit 1; }

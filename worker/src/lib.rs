@@ -18,6 +18,7 @@ pub mod metrics;
 pub mod model;
 pub mod mssql;
 pub mod mssql_to_pg;
+pub mod online;
 pub mod options;
 pub mod pg;
 pub mod pg_model;

@@ -78,8 +78,26 @@ enum Command {
     },
     /// Compare row counts / checksums on both sides.
     Verify(Common),
-    /// All phases in this process.
+    /// All phases in this process. With `online.enabled`: copy, build keys, then stream the
+    /// source's changes until a cutover is requested (`cutover`), cut over, verify, and exit.
     Run(Common),
+    /// Online migration: ask the running `run` for the cutover and wait for it. Exits 0 when the
+    /// target is cut over and verified, non-zero with the reason otherwise.
+    Cutover {
+        #[command(flatten)]
+        common: Common,
+        /// Seconds to wait for the streaming process's answer.
+        #[arg(long, default_value_t = 600)]
+        wait_seconds: u64,
+    },
+    /// Online migration: where it stands (phase, lag, positions, changes applied).
+    Status {
+        #[command(flatten)]
+        common: Common,
+        /// `text` or `json`.
+        #[arg(long, default_value = "text", value_parser = ["text", "json"])]
+        output: String,
+    },
 }
 
 struct Out {
@@ -125,10 +143,114 @@ async fn local(common: &Common, step: Step<'_>, out: &Out) -> anyhow::Result<Exi
         .as_deref()
         .context("one of -f FILE (local mode) or --migration NAMESPACE/NAME (Kubernetes mode) is required")?;
     let doc = spec::load(file)?;
+    if doc.spec.online.enabled && matches!(step, Step::Run) && !doc.spec.dry_run {
+        return local_online(common, OnlineStep::Run, out).await;
+    }
     let creds = Credentials::from_env()?;
     direction::with_engine(&doc, creds, common.fail_after_chunks, LocalStep { step, out })
         .await
         .context("migration spec")?
+}
+
+/// A step of an online migration in local mode.
+enum OnlineStep {
+    Run,
+    Cutover { wait: std::time::Duration },
+    Status { json: bool },
+}
+
+/// The output of the online commands.
+struct OutEvents<'a>(&'a Out);
+
+impl mssql_pg_worker::online::run::Events for OutEvents<'_> {
+    fn event(&mut self, value: serde_json::Value, human: String) {
+        self.0.event(&value, || human);
+    }
+}
+
+/// `run` of an online migration, `cutover` and `status` (PostgreSQL -> SQL Server: the
+/// SQL Server capture, Change Tracking, is not built yet).
+async fn local_online(common: &Common, step: OnlineStep, out: &Out) -> anyhow::Result<Exit> {
+    use mssql_pg_worker::online::{OnlineOptions, run as online_run};
+    let file = common
+        .file
+        .as_deref()
+        .context("-f FILE is required (the online commands run locally)")?;
+    let doc = spec::load(file)?;
+    if !doc.spec.online.enabled {
+        anyhow::bail!("{file}: spec.online.enabled is not true: this migration does not stream changes");
+    }
+    if !spec::is_pg_to_mssql(&doc) {
+        anyhow::bail!(
+            "an online migration from SQL Server (its Change Tracking capture) is not built yet; \
+             PostgreSQL -> SQL Server is"
+        );
+    }
+    let online =
+        OnlineOptions::from_spec(&doc.spec.online).map_err(|e| spec::SpecError::Invalid(e.to_string()))?;
+    let (source, target, options) = spec::resolve_pg_to_mssql(&doc, Credentials::from_env()?)?;
+    let copy = mssql_pg_worker::pipeline::CopyOptions::new(&options, common.fail_after_chunks);
+    let engine = mssql_pg_worker::pg_to_mssql::PgToMssqlEngine {
+        source,
+        target,
+        options,
+        copy,
+    };
+    match step {
+        OnlineStep::Run => {
+            let display = if out.json {
+                Display::JsonLines {
+                    every: out.progress_every,
+                }
+            } else {
+                Display::Bars
+            };
+            let started = Instant::now();
+            let result = online_run::run_pg_to_mssql(&engine, &online, display, &mut OutEvents(out)).await;
+            let peak = peak_memory_bytes();
+            match result {
+                Ok(report) => {
+                    out.event(
+                        &serde_json::json!({"event": "summary", "ok": true, "online": true,
+                            "seconds": started.elapsed().as_secs_f64(), "peak_memory_bytes": peak,
+                            "downtime_seconds": report.downtime_seconds}),
+                        || "done: cut over and verified\n".into(),
+                    );
+                    Ok(Exit::Success)
+                }
+                Err(e) => {
+                    let text = error_text(&e);
+                    let permanent = e.is_permanent();
+                    out.event(
+                        &serde_json::json!({"event": "summary", "ok": false, "online": true, "error": text,
+                            "permanent": permanent, "peak_memory_bytes": peak}),
+                        || format!("error: {text}\n"),
+                    );
+                    Ok(if permanent { Exit::Permanent } else { Exit::Failure })
+                }
+            }
+        }
+        OnlineStep::Cutover { wait } => {
+            let answer = online_run::cutover_pg_to_mssql(&engine, wait).await?;
+            out.event(&answer, || match (&answer.ok, &answer.message) {
+                (true, _) => format!(
+                    "cut over and verified; downtime {:.1}s\n",
+                    answer.downtime_seconds.unwrap_or_default()
+                ),
+                (false, m) => format!("cutover failed: {}\n", m.as_deref().unwrap_or("no reason given")),
+            });
+            Ok(if answer.ok { Exit::Success } else { Exit::Failure })
+        }
+        OnlineStep::Status { json } => {
+            let status = online_run::status_pg_to_mssql(&engine).await?;
+            if json {
+                println!("{}", serde_json::to_string(&status).unwrap_or_default());
+            } else {
+                print!("{}", status.human());
+            }
+            Ok(Exit::Success)
+        }
+    }
 }
 
 struct LocalStep<'a> {
@@ -474,6 +596,10 @@ fn k8s_step(command: &Command) -> anyhow::Result<Option<K8sStep>> {
             migration(common)?.map(|(ns, n)| K8sStep::Finalize(ns, n, *verify))
         }
         Command::Verify(c) => migration(c)?.map(|(ns, n)| K8sStep::Verify(ns, n)),
+        Command::Cutover { common, .. } | Command::Status { common, .. } if common.migration.is_some() => {
+            anyhow::bail!("cutover and status are local only for now: use -f FILE")
+        }
+        Command::Cutover { .. } | Command::Status { .. } => None,
         Command::Copy { common, .. } if common.file.is_some() => None,
         Command::Copy {
             common,
@@ -534,7 +660,9 @@ impl Exit {
             .is_some_and(MssqlToPgError::is_permanent)
             || e.downcast_ref::<PgToMssqlError>()
                 .is_some_and(PgToMssqlError::is_permanent)
-            || e.downcast_ref::<mssql_pg_worker::spec::SpecError>().is_some();
+            || e.downcast_ref::<mssql_pg_worker::spec::SpecError>().is_some()
+            || e.downcast_ref::<mssql_pg_worker::online::OnlineError>()
+                .is_some_and(mssql_pg_worker::online::OnlineError::is_permanent);
         if permanent { Exit::Permanent } else { Exit::Failure }
     }
 
@@ -638,6 +766,20 @@ async fn main_inner(cli: Cli, out: &Out) -> anyhow::Result<Exit> {
         Command::Copy { common, task, .. } => local(common, Step::Copy(task), out).await,
         Command::Finalize { common, verify } => local(common, Step::Finalize { verify: *verify }, out).await,
         Command::Verify(common) => local(common, Step::Verify, out).await,
+        Command::Cutover { common, wait_seconds } => {
+            let wait = std::time::Duration::from_secs(*wait_seconds);
+            local_online(common, OnlineStep::Cutover { wait }, out).await
+        }
+        Command::Status { common, output } => {
+            local_online(
+                common,
+                OnlineStep::Status {
+                    json: output == "json",
+                },
+                out,
+            )
+            .await
+        }
     }
 }
 
@@ -663,6 +805,8 @@ async fn main() -> ExitCode {
     let metrics_addr = cli.metrics_addr.clone().unwrap_or_else(|| {
         match &cli.command {
             Command::Run(_) => "127.0.0.1:9090",
+            // Short commands beside a running `run`: nothing to scrape.
+            Command::Cutover { .. } | Command::Status { .. } => "off",
             _ => "0.0.0.0:9090",
         }
         .to_string()

@@ -106,6 +106,9 @@ pub struct Options {
     /// there); none for a file written by hand. A run recorded for another object is not resumed
     /// (a Migration deleted and applied again starts a run of its own).
     pub run_id: Option<String>,
+    /// `online.enabled`: the source keeps changing during the copy and its changes are streamed
+    /// after it, so every table needs a primary key and the copy's source digests go stale.
+    pub online: bool,
 }
 
 impl Options {
@@ -113,7 +116,7 @@ impl Options {
     /// them, and verify checks each task's range against that sum. An upsert's verify keeps
     /// every row's hash instead, reading the source again, table by table.
     pub fn checksum_by_task(&self) -> bool {
-        self.verify == VerifyMode::Checksum && self.mode != Mode::Upsert
+        self.verify == VerifyMode::Checksum && self.mode != Mode::Upsert && !self.online
     }
 }
 
@@ -139,6 +142,7 @@ impl Default for Options {
             drop_dependents: false,
             dry_run: false,
             run_id: None,
+            online: false,
         }
     }
 }

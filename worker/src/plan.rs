@@ -36,6 +36,18 @@ pub enum PlanError {
     Merged(#[from] MergeCollision),
     #[error(transparent)]
     StateSchema(#[from] StateSchemaTarget),
+    #[error("{}", online_without_key(.0))]
+    OnlineWithoutKey(Vec<String>),
+}
+
+/// The refusal of tables an online migration cannot stream: their changes are matched to target
+/// rows by primary key.
+pub fn online_without_key(tables: &[String]) -> String {
+    format!(
+        "an online migration streams changes by primary key, and these tables have none: {}; add a \
+         primary key or leave them out with spec.tables.exclude",
+        tables.join(", ")
+    )
 }
 
 /// How a keyset key column is compared when resuming or splitting.
@@ -638,6 +650,16 @@ pub fn build_plan(
             fk_names,
             check_names,
         });
+    }
+    if opts.online {
+        let keyless: Vec<String> = tables
+            .iter()
+            .filter(|t| t.source.primary_key.is_none())
+            .map(|t| t.source.qualified())
+            .collect();
+        if !keyless.is_empty() {
+            return Err(PlanError::OnlineWithoutKey(keyless));
+        }
     }
 
     let tasks = whole_table_tasks(

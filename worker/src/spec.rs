@@ -414,6 +414,7 @@ pub fn resolve(m: &Migration, creds: Credentials) -> Result<(MssqlEndpoint, PgEn
         drop_dependents: dst.drop_dependents,
         dry_run: spec.dry_run,
         run_id: m.metadata.uid.clone(),
+        online: spec.online.enabled,
     };
     Ok((source, target, options))
 }

@@ -12,6 +12,14 @@ use crate::plan_pg_to_mssql::{PgToMssqlPlan, PgToMssqlTablePlan};
 use crate::target_check::Dependent;
 use tokio_postgres::Client;
 
+/// Which part of finalize runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FinalizeSteps {
+    All,
+    Keys,
+    Cutover,
+}
+
 impl PgToMssqlEngine {
     /// Keys, indexes, checks, defaults and identity per table, then foreign keys. Safe to rerun.
     /// Nobody waits for the tables' keys ([`Self::finalize_reporting`]).
@@ -24,6 +32,31 @@ impl PgToMssqlEngine {
         &self,
         plan: &PgToMssqlPlan,
         keys: &KeysBuilt,
+    ) -> Result<Vec<String>, PgToMssqlError> {
+        self.finalize_steps(plan, keys, FinalizeSteps::All).await
+    }
+
+    /// What an online migration builds right after the copy: each table's keys, indexes, checks
+    /// and defaults (its changes are applied by key). Identity values and foreign keys wait for
+    /// the cutover ([`Self::finalize_at_cutover`]): while changes stream, the target passes
+    /// through states the source never had.
+    pub async fn finalize_keys(&self, plan: &PgToMssqlPlan) -> Result<Vec<String>, PgToMssqlError> {
+        self.finalize_steps(plan, &KeysBuilt::all_built(), FinalizeSteps::Keys)
+            .await
+    }
+
+    /// The rest of finalize, at an online migration's cutover: identity values, foreign keys,
+    /// views and the dependents `dropDependents` removed.
+    pub async fn finalize_at_cutover(&self, plan: &PgToMssqlPlan) -> Result<Vec<String>, PgToMssqlError> {
+        self.finalize_steps(plan, &KeysBuilt::all_built(), FinalizeSteps::Cutover)
+            .await
+    }
+
+    async fn finalize_steps(
+        &self,
+        plan: &PgToMssqlPlan,
+        keys: &KeysBuilt,
+        steps: FinalizeSteps,
     ) -> Result<Vec<String>, PgToMssqlError> {
         let (mut ms, _) = self.connect_target().await?;
         let pg = self.source.connect().await?;
@@ -49,11 +82,16 @@ impl PgToMssqlEngine {
         let migration = &self.options.migration;
         for (i, stmts) in statements.tables {
             let t = &plan.tables[i];
-            exec_stmts(&mut ms, stmts, &checked, migration, &mut warnings).await?;
-            if self.options.schema.identity {
+            if steps != FinalizeSteps::Cutover {
+                exec_stmts(&mut ms, stmts, &checked, migration, &mut warnings).await?;
+            }
+            if steps != FinalizeSteps::Keys && self.options.schema.identity {
                 self.reseed(&mut ms, &pg, t).await?;
             }
             keys.table(i);
+        }
+        if steps == FinalizeSteps::Keys {
+            return Ok(warnings);
         }
         // Adding a foreign key (ours, or one of a table outside the migration recreated below)
         // takes the tables' schema-modify lock, which a verification read of either holds up,

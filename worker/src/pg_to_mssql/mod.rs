@@ -65,6 +65,8 @@ pub enum PgToMssqlError {
     Pattern(String),
     #[error("table {0}: upsert needs a primary key to match rows on")]
     UpsertWithoutKey(String),
+    #[error("{}", crate::plan::online_without_key(.0))]
+    OnlineWithoutKey(Vec<String>),
     #[error(transparent)]
     Merged(#[from] crate::plan::MergeCollision),
     #[error(transparent)]
@@ -167,6 +169,7 @@ impl PgToMssqlError {
             Mapping { .. }
             | Pattern(_)
             | UpsertWithoutKey(_)
+            | OnlineWithoutKey(_)
             | Merged(_)
             | StateSchema(_)
             | NameCollision { .. }

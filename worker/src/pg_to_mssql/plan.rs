@@ -354,6 +354,36 @@ fn constraint_names(
     n
 }
 
+/// Refuses, all named at once, the tables an online migration cannot stream: without a primary
+/// key, or with `REPLICA IDENTITY NOTHING` (PostgreSQL then refuses the applications' UPDATEs and
+/// DELETEs of a table once it is in a publication).
+async fn online_keys(pg: &Client, tables: &[PgToMssqlTablePlan]) -> Result<(), PgToMssqlError> {
+    let mut refused = Vec::new();
+    for t in tables {
+        let q = t.source.qualified();
+        if t.source.primary_key.is_none() {
+            refused.push(q);
+            continue;
+        }
+        let identity: String = pg
+            .query_one(
+                "SELECT relreplident::text FROM pg_class WHERE oid = $1::text::regclass",
+                &[&pg_table(&t.source)],
+            )
+            .await
+            .map_err(scan_err(&t.source, "(replica identity)"))?
+            .get(0);
+        if identity == "n" {
+            refused.push(format!("{q} (REPLICA IDENTITY NOTHING)"));
+        }
+    }
+    if refused.is_empty() {
+        Ok(())
+    } else {
+        Err(PgToMssqlError::OnlineWithoutKey(refused))
+    }
+}
+
 /// Selects, maps and names the tables; scans the data where the mapping depends on it.
 pub async fn build_plan(
     pg: &Client,
@@ -407,6 +437,9 @@ pub async fn build_plan(
             columns,
             key,
         });
+    }
+    if opts.online {
+        online_keys(pg, &tables).await?;
     }
     let tasks = crate::plan::whole_table_tasks(
         tables

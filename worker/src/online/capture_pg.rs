@@ -1,0 +1,832 @@
+//! PostgreSQL as an online source: a publication of the migrated tables and a logical
+//! replication slot (`pgoutput`), read with `pg_logical_slot_peek_binary_changes` over an ordinary
+//! connection and advanced with `pg_replication_slot_advance` only after the target committed.
+//!
+//! The slot is created before the copy reads a row and its consistent point is the stream's
+//! anchor: a change committed after it is in the stream; the copy, reading later snapshots, may
+//! hold some of those changes already, which is harmless because applying them again leaves each
+//! key with its last image.
+//!
+//! Row images stay in PostgreSQL's text form until a batch is applied; then [`PgConverter`] asks
+//! PostgreSQL to turn them into the copy's own form (each column's read expression, in binary),
+//! so a streamed value reaches the target through exactly the conversion a copied one takes.
+
+use super::batch::{ChangeKind, Image, Op};
+use super::pgoutput::{self, Datum, Message, OldKind};
+use super::{Capture, Event, OnlineError, Position};
+use crate::mapping::quote_pg;
+use crate::pg::connect::PgEndpoint;
+use crate::plan_pg_to_mssql::PgToMssqlTablePlan;
+use futures_util::TryStreamExt;
+use std::collections::HashMap;
+use tokio_postgres::Client;
+use tokio_postgres::types::{FromSql, ToSql, Type};
+
+/// The prefix of the cutover's fence message.
+pub const FENCE_PREFIX: &str = "mssqlpg_fence";
+/// The prefix of heartbeat messages.
+pub const HEARTBEAT_PREFIX: &str = "mssqlpg_heartbeat";
+
+/// Session settings of both the reading and the converting connection: the text forms the
+/// output functions write and the input functions read back must agree (and round-trip floats).
+const SESSION: &str = "SET intervalstyle = 'iso_8601'; SET TimeZone = 'UTC'; \
+     SET standard_conforming_strings = on; SET extra_float_digits = 3; SET DateStyle = 'ISO, YMD'; \
+     SET bytea_output = 'hex'; SET synchronous_commit = on";
+
+/// The slot and publication of a migration: `mssqlpg_` and the migration's name reduced to
+/// what an unquoted PostgreSQL identifier holds, with a hash that keeps distinct names apart.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SlotNames {
+    pub slot: String,
+    pub publication: String,
+}
+
+impl SlotNames {
+    pub fn of(migration: &str) -> Self {
+        use sha2::Digest;
+        let clean: String = migration
+            .chars()
+            .map(|c| match c.to_ascii_lowercase() {
+                c @ ('a'..='z' | '0'..='9') => c,
+                _ => '_',
+            })
+            .take(40)
+            .collect();
+        let hash = sha2::Sha256::digest(migration.as_bytes());
+        let name = format!(
+            "mssqlpg_{clean}_{:02x}{:02x}{:02x}{:02x}",
+            hash[0], hash[1], hash[2], hash[3]
+        );
+        SlotNames {
+            slot: name.clone(),
+            publication: name,
+        }
+    }
+}
+
+/// A migrated table as the capture needs it.
+#[derive(Debug, Clone)]
+pub struct CaptureTable {
+    pub schema: String,
+    pub name: String,
+    /// The plan's columns (source names), in the plan's order.
+    pub columns: Vec<String>,
+    /// Columns the target computes itself (never loaded, sent as NULL).
+    pub computed: Vec<bool>,
+    /// Indexes into `columns` of the primary key.
+    pub key: Vec<usize>,
+}
+
+impl CaptureTable {
+    pub fn of(t: &PgToMssqlTablePlan) -> Result<Self, OnlineError> {
+        let columns: Vec<String> = t.columns.iter().map(|c| c.source.name.clone()).collect();
+        let pk =
+            t.source.primary_key.as_ref().ok_or_else(|| {
+                OnlineError::Setup(crate::plan::online_without_key(&[t.source.qualified()]))
+            })?;
+        let key = pk
+            .columns
+            .iter()
+            .map(|k| {
+                columns.iter().position(|c| c == k).ok_or_else(|| {
+                    OnlineError::Setup(format!(
+                        "table {}: primary key column {k} is not among the migrated columns",
+                        t.source.qualified()
+                    ))
+                })
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(CaptureTable {
+            schema: t.source.schema.clone(),
+            name: t.source.name.clone(),
+            computed: t.columns.iter().map(|c| c.computed.is_some()).collect(),
+            columns,
+            key,
+        })
+    }
+
+    fn qualified(&self) -> String {
+        format!("{}.{}", quote_pg(&self.schema), quote_pg(&self.name))
+    }
+}
+
+/// A value of a row image.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Field {
+    Null,
+    /// Not sent: an unchanged TOASTed value, or a column the stream does not carry (a stored
+    /// generated column); the value the row holds at the source is used, or the target's kept.
+    Unchanged,
+    /// The value's text form.
+    Text(Box<[u8]>),
+}
+
+/// A row image in the plan's column order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PgRow(pub Vec<Field>);
+
+impl Image for PgRow {
+    fn size(&self) -> usize {
+        self.0
+            .iter()
+            .map(|f| match f {
+                Field::Text(t) => t.len() + 24,
+                _ => 24,
+            })
+            .sum::<usize>()
+            + 24
+    }
+
+    fn over(self, earlier: Self) -> Self {
+        PgRow(
+            self.0
+                .into_iter()
+                .zip(earlier.0)
+                .map(|(later, earlier)| match later {
+                    Field::Unchanged => earlier,
+                    v => v,
+                })
+                .collect(),
+        )
+    }
+}
+
+fn pg(what: &'static str) -> impl FnOnce(tokio_postgres::Error) -> OnlineError {
+    OnlineError::source(what)
+}
+
+/// Refuses a source that cannot be read by logical decoding, saying what to change.
+pub async fn check_source(pg_client: &Client) -> Result<(), OnlineError> {
+    let row = pg_client
+        .query_one(
+            "SELECT current_setting('wal_level'), \
+             (SELECT rolreplication OR rolsuper FROM pg_roles WHERE rolname = current_user)",
+            &[],
+        )
+        .await
+        .map_err(pg("check logical decoding"))?;
+    let wal_level: String = row.get(0);
+    let can: Option<bool> = row.get(1);
+    let mut problems = Vec::new();
+    if wal_level != "logical" {
+        problems.push(format!(
+            "wal_level is {wal_level}: set wal_level = logical (ALTER SYSTEM SET wal_level = logical, then restart)"
+        ));
+    }
+    if can != Some(true) {
+        problems.push(
+            "the source user may not use replication slots: ALTER ROLE ... WITH REPLICATION".to_string(),
+        );
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(OnlineError::Setup(format!(
+            "an online migration reads PostgreSQL by logical decoding: {}",
+            problems.join("; ")
+        )))
+    }
+}
+
+/// The slot's confirmed position, when it exists.
+pub async fn slot_position(pg_client: &Client, slot: &str) -> Result<Option<Position>, OnlineError> {
+    let row = pg_client
+        .query_opt(
+            "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1",
+            &[&slot],
+        )
+        .await
+        .map_err(pg("look up the replication slot"))?;
+    Ok(row
+        .and_then(|r| r.get::<_, Option<String>>(0))
+        .and_then(|t| pgoutput::parse_lsn(&t)))
+}
+
+/// Drops the slot and the publication, when they exist.
+pub async fn drop_stream(pg_client: &Client, names: &SlotNames) -> Result<(), OnlineError> {
+    pg_client
+        .execute(
+            "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1",
+            &[&names.slot],
+        )
+        .await
+        .map_err(pg("drop the replication slot"))?;
+    pg_client
+        .batch_execute(&format!(
+            "DROP PUBLICATION IF EXISTS {}",
+            quote_pg(&names.publication)
+        ))
+        .await
+        .map_err(pg("drop the publication"))?;
+    Ok(())
+}
+
+/// A new stream for `tables`: the publication first (pgoutput reads it as of each change), then
+/// the slot, whose consistent point is returned: the anchor. Any earlier slot and publication of
+/// the migration go first.
+pub async fn create_stream(
+    pg_client: &Client,
+    names: &SlotNames,
+    tables: &[CaptureTable],
+) -> Result<Position, OnlineError> {
+    drop_stream(pg_client, names).await?;
+    let list = tables
+        .iter()
+        .map(CaptureTable::qualified)
+        .collect::<Vec<_>>()
+        .join(", ");
+    pg_client
+        .batch_execute(&format!(
+            "CREATE PUBLICATION {} FOR TABLE {list} WITH (publish = 'insert, update, delete, truncate', \
+             publish_via_partition_root = true)",
+            quote_pg(&names.publication)
+        ))
+        .await
+        .map_err(pg("create the publication"))?;
+    let row = pg_client
+        .query_one(
+            "SELECT lsn::text FROM pg_create_logical_replication_slot($1, 'pgoutput')",
+            &[&names.slot],
+        )
+        .await
+        .map_err(pg("create the replication slot"))?;
+    let lsn: String = row.get(0);
+    pgoutput::parse_lsn(&lsn)
+        .ok_or_else(|| OnlineError::Setup(format!("the slot's consistent point {lsn:?} is not an LSN")))
+}
+
+/// How a relation of the stream maps to a plan table.
+struct RelationMap {
+    table: usize,
+    /// Per plan column, its position in the relation's tuples.
+    from: Vec<Option<usize>>,
+}
+
+/// Reads the slot.
+pub struct PgCapture {
+    client: Client,
+    names: SlotNames,
+    tables: Vec<CaptureTable>,
+    relations: HashMap<u32, RelationMap>,
+    /// Rows per peek: decoding stops at the first transaction end past it.
+    peek_rows: i32,
+}
+
+impl PgCapture {
+    pub async fn connect(
+        endpoint: &PgEndpoint,
+        names: SlotNames,
+        tables: Vec<CaptureTable>,
+        peek_rows: usize,
+    ) -> Result<Self, OnlineError> {
+        let client = endpoint.connect().await?;
+        client
+            .batch_execute(SESSION)
+            .await
+            .map_err(pg("session settings"))?;
+        Ok(PgCapture {
+            client,
+            names,
+            tables,
+            relations: HashMap::new(),
+            peek_rows: i32::try_from(peek_rows.max(1)).unwrap_or(i32::MAX),
+        })
+    }
+
+    fn relation(&mut self, r: pgoutput::Relation) {
+        let namespace = if r.namespace.is_empty() {
+            "pg_catalog"
+        } else {
+            r.namespace.as_str()
+        };
+        let Some(table) = self
+            .tables
+            .iter()
+            .position(|t| t.schema == namespace && t.name == r.name)
+        else {
+            self.relations.remove(&r.id);
+            return;
+        };
+        let from = self.tables[table]
+            .columns
+            .iter()
+            .map(|c| r.columns.iter().position(|rc| &rc.name == c))
+            .collect();
+        self.relations.insert(r.id, RelationMap { table, from });
+    }
+
+    /// A tuple in the plan's column order.
+    fn row(&self, map: &RelationMap, tuple: &[Datum<'_>]) -> Result<PgRow, OnlineError> {
+        let t = &self.tables[map.table];
+        map.from
+            .iter()
+            .enumerate()
+            .map(|(i, at)| match at {
+                None if t.computed[i] => Ok(Field::Null),
+                None => Ok(Field::Unchanged),
+                Some(at) => match tuple.get(*at) {
+                    Some(Datum::Null) => Ok(Field::Null),
+                    Some(Datum::Unchanged) => Ok(Field::Unchanged),
+                    Some(Datum::Text(v)) => Ok(Field::Text((*v).into())),
+                    Some(Datum::Binary(_)) | None => Err(OnlineError::Setup(format!(
+                        "table {}.{}: the change stream's tuple does not match its relation",
+                        t.schema, t.name
+                    ))),
+                },
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(PgRow)
+    }
+
+    /// The key of a row image, or `None` when a key column is not in it.
+    fn key(&self, table: usize, row: &PgRow) -> Option<Vec<u8>> {
+        let mut key = Vec::new();
+        for &k in &self.tables[table].key {
+            let Field::Text(v) = &row.0[k] else {
+                return None;
+            };
+            key.extend_from_slice(&(v.len() as u32).to_be_bytes());
+            key.extend_from_slice(v);
+        }
+        Some(key)
+    }
+
+    fn key_error(&self, table: usize) -> OnlineError {
+        let t = &self.tables[table];
+        OnlineError::Setup(format!(
+            "table {}.{}: a change arrived without its primary key values",
+            t.schema, t.name
+        ))
+    }
+
+    /// The events of one decoded message.
+    fn events(&mut self, m: Message<'_>, out: &mut Vec<Event<PgRow>>) -> Result<(), OnlineError> {
+        match m {
+            Message::Begin { final_lsn, .. } => out.push(Event::Begin { commit: final_lsn }),
+            Message::Commit { end_lsn, .. } => out.push(Event::Commit { end: end_lsn }),
+            Message::Relation(r) => self.relation(r),
+            Message::Origin | Message::Type => {}
+            Message::Insert { relation, new } => {
+                let Some(map) = self.relations.get(&relation) else {
+                    return Ok(());
+                };
+                let row = self.row(map, &new)?;
+                let table = map.table;
+                let key = self.key(table, &row).ok_or_else(|| self.key_error(table))?;
+                out.push(Event::Change {
+                    table,
+                    key,
+                    op: Op::Upsert(row),
+                    kind: Some(ChangeKind::Insert),
+                });
+            }
+            Message::Update { relation, old, new } => {
+                let Some(map) = self.relations.get(&relation) else {
+                    return Ok(());
+                };
+                let table = map.table;
+                let mut row = self.row(map, &new)?;
+                let old = old.map(|(_, t)| self.row(map, &t)).transpose()?;
+                // A key column left unchanged (TOASTed) comes with the old key.
+                if let Some(old) = &old {
+                    for &k in &self.tables[table].key {
+                        if row.0[k] == Field::Unchanged {
+                            row.0[k] = old.0[k].clone();
+                        }
+                    }
+                }
+                let key = self.key(table, &row).ok_or_else(|| self.key_error(table))?;
+                if let Some(old) = old
+                    && let Some(old_key) = self.key(table, &old)
+                    && old_key != key
+                {
+                    out.push(Event::Change {
+                        table,
+                        key: old_key,
+                        op: Op::Delete(old),
+                        kind: None,
+                    });
+                }
+                out.push(Event::Change {
+                    table,
+                    key,
+                    op: Op::Upsert(row),
+                    kind: Some(ChangeKind::Update),
+                });
+            }
+            Message::Delete { relation, old } => {
+                let Some(map) = self.relations.get(&relation) else {
+                    return Ok(());
+                };
+                let table = map.table;
+                let (kind, tuple) = old;
+                let mut row = self.row(map, &tuple)?;
+                if kind == OldKind::Key {
+                    // Only the key is sent; the rest is no value of the row.
+                    for f in &mut row.0 {
+                        if *f == Field::Unchanged {
+                            *f = Field::Null;
+                        }
+                    }
+                }
+                let key = self.key(table, &row).ok_or_else(|| self.key_error(table))?;
+                out.push(Event::Change {
+                    table,
+                    key,
+                    op: Op::Delete(row),
+                    kind: Some(ChangeKind::Delete),
+                });
+            }
+            Message::Truncate { relations } => {
+                let tables: Vec<usize> = relations
+                    .iter()
+                    .filter_map(|r| self.relations.get(r).map(|m| m.table))
+                    .collect();
+                if !tables.is_empty() {
+                    out.push(Event::Truncate { tables });
+                }
+            }
+            Message::Message {
+                lsn, prefix, content, ..
+            } => match prefix {
+                FENCE_PREFIX => out.push(Event::Fence {
+                    id: String::from_utf8_lossy(content).into_owned(),
+                }),
+                HEARTBEAT_PREFIX => {
+                    if let Some(sent) = std::str::from_utf8(content)
+                        .ok()
+                        .and_then(|s| s.parse::<i64>().ok())
+                    {
+                        out.push(Event::Heartbeat {
+                            position: lsn,
+                            sent_micros: sent,
+                        });
+                    }
+                }
+                _ => {}
+            },
+        }
+        Ok(())
+    }
+}
+
+impl Capture for PgCapture {
+    type Row = PgRow;
+
+    async fn poll(&mut self, tx: tokio::sync::mpsc::Sender<Event<PgRow>>) -> Result<bool, OnlineError> {
+        let params: [&(dyn ToSql + Sync); 3] = [&self.names.slot, &self.peek_rows, &self.names.publication];
+        let rows = self
+            .client
+            .query_raw(
+                "SELECT data FROM pg_logical_slot_peek_binary_changes($1, NULL, $2, 'proto_version', '1', \
+                 'publication_names', $3, 'messages', 'true')",
+                params,
+            )
+            .await
+            .map_err(pg("read the replication slot"))?;
+        futures_util::pin_mut!(rows);
+        let mut events = Vec::new();
+        let mut n: i64 = 0;
+        while let Some(row) = rows.try_next().await.map_err(pg("read the replication slot"))? {
+            n += 1;
+            let data: &[u8] = row.try_get(0).map_err(pg("read the replication slot"))?;
+            self.events(pgoutput::decode(data)?, &mut events)?;
+            for e in events.drain(..) {
+                if tx.send(e).await.is_err() {
+                    return Ok(false);
+                }
+            }
+        }
+        Ok(n < i64::from(self.peek_rows))
+    }
+
+    async fn acknowledge(&mut self, applied: Position) -> Result<(), OnlineError> {
+        let lsn = pgoutput::lsn_text(applied);
+        self.client
+            .execute(
+                "SELECT pg_replication_slot_advance(slot_name, $2::text::pg_lsn) FROM pg_replication_slots \
+                 WHERE slot_name = $1 AND confirmed_flush_lsn < $2::text::pg_lsn",
+                &[&self.names.slot, &lsn],
+            )
+            .await
+            .map_err(pg("advance the replication slot"))?;
+        Ok(())
+    }
+
+    async fn heartbeat(&mut self, sent_micros: i64) -> Result<(), OnlineError> {
+        // Transactional, so its commit flushes the WAL (an idle server's non-transactional
+        // message can wait in the WAL buffers, out of the decoder's reach).
+        self.client
+            .execute(
+                "SELECT pg_logical_emit_message(true, $1, $2)",
+                &[&HEARTBEAT_PREFIX, &sent_micros.to_string()],
+            )
+            .await
+            .map_err(pg("write a heartbeat"))?;
+        Ok(())
+    }
+
+    async fn fence(&mut self, id: &str) -> Result<Position, OnlineError> {
+        let row = self
+            .client
+            .query_one(
+                "SELECT pg_logical_emit_message(true, $1, $2)::text",
+                &[&FENCE_PREFIX, &id],
+            )
+            .await
+            .map_err(pg("write the cutover fence"))?;
+        let lsn: String = row.get(0);
+        pgoutput::parse_lsn(&lsn).ok_or_else(|| OnlineError::Setup(format!("fence LSN {lsn:?}")))
+    }
+
+    async fn source_position(&mut self) -> Result<Position, OnlineError> {
+        let row = self
+            .client
+            .query_one("SELECT pg_current_wal_lsn()::text", &[])
+            .await
+            .map_err(pg("read the source's position"))?;
+        let lsn: String = row.get(0);
+        pgoutput::parse_lsn(&lsn).ok_or_else(|| OnlineError::Setup(format!("source LSN {lsn:?}")))
+    }
+
+    async fn cleanup(&mut self) -> Result<(), OnlineError> {
+        drop_stream(&self.client, &self.names).await
+    }
+
+    fn position_text(p: Position) -> String {
+        pgoutput::lsn_text(p)
+    }
+}
+
+/// A field of a result row as PostgreSQL sent it (binary), whatever its type.
+struct Raw<'a>(Option<&'a [u8]>);
+
+impl<'a> FromSql<'a> for Raw<'a> {
+    fn from_sql(_: &Type, raw: &'a [u8]) -> Result<Self, Box<dyn std::error::Error + Sync + Send>> {
+        Ok(Raw(Some(raw)))
+    }
+
+    fn from_sql_null(_: &Type) -> Result<Self, Box<dyn std::error::Error + Sync + Send>> {
+        Ok(Raw(None))
+    }
+
+    fn accepts(_: &Type) -> bool {
+        true
+    }
+}
+
+/// A table's conversion statements.
+struct ConvertTable {
+    /// Per attribute of the table's row type (its column order), the plan column it holds.
+    attributes: Vec<Option<usize>>,
+    /// Every row complete.
+    full: tokio_postgres::Statement,
+    /// Some rows with values not sent: filled from the source's current row.
+    partial: tokio_postgres::Statement,
+}
+
+/// Turns row images into the copy's form: PostgreSQL casts each text value to its column's type
+/// and evaluates the column's read expression, and the result arrives in binary, as the copy's
+/// `COPY ... (FORMAT binary)` sends it. A value the stream did not carry (unchanged TOAST, a
+/// stored generated column) is taken from the source's current row; a row no longer there is
+/// left out (the stream carries its delete later). That is exact: any later change of the value
+/// is in the stream after this one.
+pub struct PgConverter {
+    client: Client,
+    tables: Vec<ConvertTable>,
+}
+
+impl PgConverter {
+    pub async fn connect(endpoint: &PgEndpoint, plan: &[PgToMssqlTablePlan]) -> Result<Self, OnlineError> {
+        let client = endpoint.connect().await?;
+        client
+            .batch_execute(SESSION)
+            .await
+            .map_err(pg("session settings"))?;
+        let mut tables = Vec::with_capacity(plan.len());
+        for t in plan {
+            tables.push(Self::prepare(&client, t).await?);
+        }
+        Ok(PgConverter { client, tables })
+    }
+
+    async fn prepare(client: &Client, t: &PgToMssqlTablePlan) -> Result<ConvertTable, OnlineError> {
+        let table = format!("{}.{}", quote_pg(&t.source.schema), quote_pg(&t.source.name));
+        let attnames: Vec<String> = client
+            .query(
+                "SELECT attname::text FROM pg_attribute WHERE attrelid = $1::text::regclass AND attnum > 0 \
+                 AND NOT attisdropped ORDER BY attnum",
+                &[&table],
+            )
+            .await
+            .map_err(pg("read the table's columns"))?
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        let attributes: Vec<Option<usize>> = attnames
+            .iter()
+            .map(|a| t.columns.iter().position(|c| &c.source.name == a))
+            .collect();
+        let captured = CaptureTable::of(t)?;
+        let sql = convert_sql(t, &table, &attnames, &captured.key);
+        let full = client
+            .prepare(&sql.0)
+            .await
+            .map_err(pg("prepare the conversion of changes"))?;
+        let partial = client
+            .prepare(&sql.1)
+            .await
+            .map_err(pg("prepare the conversion of changes"))?;
+        Ok(ConvertTable {
+            attributes,
+            full,
+            partial,
+        })
+    }
+
+    /// Converts `rows` of plan table `table`; `f` gets each one's fields in the copy's form
+    /// (the plan's columns in order) and whether it is a delete. Returns how many rows.
+    pub async fn convert<'r>(
+        &self,
+        table: usize,
+        rows: impl Iterator<Item = &'r Op<PgRow>>,
+        mut f: impl FnMut(bool, &[Option<&[u8]>]) -> Result<(), OnlineError>,
+    ) -> Result<usize, OnlineError> {
+        let t = &self.tables[table];
+        let mut literal = String::from("{");
+        let mut ops: Vec<&str> = Vec::new();
+        let mut masks: Vec<Option<String>> = Vec::new();
+        let mut partial = false;
+        for (i, op) in rows.enumerate() {
+            let (code, row) = match op {
+                Op::Upsert(r) => ("U", r),
+                Op::Delete(r) => ("D", r),
+            };
+            if i > 0 {
+                literal.push(',');
+            }
+            record_literal(&t.attributes, row, &mut literal)?;
+            ops.push(code);
+            let mask = row.0.contains(&Field::Unchanged).then(|| {
+                row.0
+                    .iter()
+                    .map(|f| if *f == Field::Unchanged { '1' } else { '0' })
+                    .collect::<String>()
+            });
+            partial |= mask.is_some();
+            masks.push(mask);
+        }
+        literal.push('}');
+        if ops.is_empty() {
+            return Ok(0);
+        }
+        let statement = if partial { &t.partial } else { &t.full };
+        let params: [&(dyn ToSql + Sync); 3] = [&literal, &ops, &masks];
+        let rows = self
+            .client
+            .query_raw(statement, params)
+            .await
+            .map_err(pg("convert changes"))?;
+        futures_util::pin_mut!(rows);
+        let mut n = 0usize;
+        while let Some(row) = rows.try_next().await.map_err(pg("convert changes"))? {
+            let mut fields: Vec<Option<&[u8]>> = Vec::with_capacity(row.len());
+            for i in 0..row.len() {
+                let Raw(v) = row.try_get(i).map_err(pg("convert changes"))?;
+                fields.push(v);
+            }
+            let delete = fields.first().copied().flatten() == Some(b"D".as_slice());
+            f(delete, &fields[1..])?;
+            n += 1;
+        }
+        Ok(n)
+    }
+}
+
+/// The conversion statements of a table (every row complete; some rows partial). `$1` is an
+/// array literal of the table's row type, `$2` each row's operation, `$3` each row's mask of
+/// values not sent.
+fn convert_sql(t: &PgToMssqlTablePlan, table: &str, attnames: &[String], key: &[usize]) -> (String, String) {
+    let aliases = attnames
+        .iter()
+        .map(|a| quote_pg(a))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let source = format!(
+        "ROWS FROM (unnest($1::text::{table}[]), unnest($2::text[]), unnest($3::text[])) \
+         AS v({aliases}, \"_mssqlpg_op\", \"_mssqlpg_m\")"
+    );
+    let reads = t
+        .columns
+        .iter()
+        .map(|c| c.read_expr.as_str())
+        .collect::<Vec<_>>()
+        .join(", ");
+    let full = format!("SELECT \"_mssqlpg_op\", {reads} FROM {source}");
+    let filled = t
+        .columns
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let q = quote_pg(&c.source.name);
+            format!(
+                "CASE WHEN substr(v.\"_mssqlpg_m\", {}, 1) = '1' THEN cur.{q} ELSE v.{q} END AS {q}",
+                i + 1
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
+    let on = key
+        .iter()
+        .map(|&k| {
+            let q = quote_pg(&t.columns[k].source.name);
+            format!("cur.{q} = v.{q}")
+        })
+        .collect::<Vec<_>>()
+        .join(" AND ");
+    let first_key = key
+        .first()
+        .map(|&k| quote_pg(&t.columns[k].source.name))
+        .unwrap_or_default();
+    let partial = format!(
+        "SELECT s.\"_mssqlpg_op\", {reads} FROM (SELECT v.\"_mssqlpg_op\", {filled} FROM {source} \
+         LEFT JOIN {table} AS cur ON v.\"_mssqlpg_m\" IS NOT NULL AND {on} \
+         WHERE v.\"_mssqlpg_m\" IS NULL OR cur.{first_key} IS NOT NULL) AS s"
+    );
+    (full, partial)
+}
+
+/// Appends one row as an element of an array literal of the table's row type: the record
+/// literal (each value quoted, a NULL empty), quoted again as an array element.
+fn record_literal(attributes: &[Option<usize>], row: &PgRow, out: &mut String) -> Result<(), OnlineError> {
+    let mut record = String::from("(");
+    for (i, at) in attributes.iter().enumerate() {
+        if i > 0 {
+            record.push(',');
+        }
+        if let Some(Field::Text(v)) = at.and_then(|c| row.0.get(c)) {
+            let text = std::str::from_utf8(v).map_err(|_| {
+                OnlineError::Setup(
+                    "a changed value is not valid UTF-8 (the source database's encoding must be UTF8)".into(),
+                )
+            })?;
+            record.push('"');
+            escape_into(text, &mut record);
+            record.push('"');
+        }
+    }
+    record.push(')');
+    out.push('"');
+    escape_into(&record, out);
+    out.push('"');
+    Ok(())
+}
+
+/// Backslash-escapes `"` and `\` (the quoting of both record and array literals).
+fn escape_into(s: &str, out: &mut String) {
+    for c in s.chars() {
+        if c == '"' || c == '\\' {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_fit_postgres_and_keep_migrations_apart() {
+        let a = SlotNames::of("tests/Orders-Online");
+        assert!(a.slot.starts_with("mssqlpg_tests_orders_online_"), "{}", a.slot);
+        assert!(a.slot.len() <= 63);
+        assert_ne!(a, SlotNames::of("tests/orders-online"));
+        let long = SlotNames::of(&"x".repeat(300));
+        assert!(long.slot.len() <= 63, "{}", long.slot);
+    }
+
+    #[test]
+    fn record_literals_quote_every_value_and_leave_nulls_empty() {
+        let row = PgRow(vec![
+            Field::Text(b"1".as_slice().into()),
+            Field::Null,
+            Field::Text(br#"a "quoted" \ back, (paren)"#.as_slice().into()),
+            Field::Text(b"".as_slice().into()),
+        ]);
+        let mut out = String::new();
+        // The row type has a column the plan does not hold (third attribute), written as NULL.
+        record_literal(&[Some(0), Some(1), None, Some(2), Some(3)], &row, &mut out).unwrap();
+        assert_eq!(out, r#""(\"1\",,,\"a \\\"quoted\\\" \\\\ back, (paren)\",\"\")""#);
+    }
+
+    #[test]
+    fn a_later_image_keeps_the_earlier_value_of_an_unchanged_field() {
+        let earlier = PgRow(vec![
+            Field::Text(b"1".as_slice().into()),
+            Field::Text(b"big".as_slice().into()),
+        ]);
+        let later = PgRow(vec![Field::Text(b"1".as_slice().into()), Field::Unchanged]);
+        assert_eq!(later.over(earlier.clone()), earlier);
+    }
+}

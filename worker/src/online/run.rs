@@ -1,0 +1,420 @@
+//! The commands of an online migration, PostgreSQL -> SQL Server: `run` (anchor the stream,
+//! copy, build keys, stream until the cutover), `cutover` (ask for it and wait for the answer) and
+//! `status` (where the migration stands).
+
+use super::apply_mssql::MssqlApply;
+use super::capture_pg::{self, CaptureTable, PgCapture, PgConverter, SlotNames};
+use super::pgoutput::lsn_text;
+use super::stream::{self, CutoverReport, Finish, StreamStatus};
+use super::{CutoverState, OnlineError, OnlineOptions, Phase, state_mssql};
+use crate::engine::Engine;
+use crate::pg_to_mssql::PgToMssqlEngine;
+use crate::plan_pg_to_mssql::PgToMssqlPlan;
+use crate::progress::{Display, Reporter, TaskInfo};
+use crate::verify::TableVerification;
+use serde::Serialize;
+use std::time::{Duration, Instant};
+
+/// Where the commands' output goes: a JSON value and its human form.
+pub trait Events {
+    fn event(&mut self, value: serde_json::Value, human: String);
+}
+
+/// The cutover's part of finalize and the verification, PostgreSQL -> SQL Server.
+struct PgToMssqlFinish<'a> {
+    engine: &'a PgToMssqlEngine,
+    plan: &'a PgToMssqlPlan,
+}
+
+impl Finish for PgToMssqlFinish<'_> {
+    async fn finalize(&mut self) -> Result<Vec<String>, OnlineError> {
+        Ok(self.engine.finalize_at_cutover(self.plan).await?)
+    }
+
+    async fn verify(&mut self) -> Result<Vec<TableVerification>, OnlineError> {
+        Ok(Engine::verify(self.engine, self.plan).await?)
+    }
+}
+
+/// Whether any copy chunk of `migration` committed rows.
+async fn copied_anything(
+    ms: &mut crate::mssql::connect::TdsClient,
+    migration: &str,
+) -> Result<bool, OnlineError> {
+    let stored = crate::mssql::checkpoint::load_digests(ms, migration).await?;
+    Ok(stored.values().any(|(rows, done, _)| *rows > 0 || *done))
+}
+
+/// `run` with `online.enabled`: checks the source, plans and prepares the target, anchors the
+/// stream (slot created before the copy reads a row), copies, builds keys, then streams until a
+/// cutover succeeds. A rerun after a crash resumes each step where it stopped: copy tasks from
+/// their checkpoints, the stream from the position the target stores.
+pub async fn run_pg_to_mssql(
+    engine: &PgToMssqlEngine,
+    online: &OnlineOptions,
+    display: Display,
+    events: &mut dyn Events,
+) -> Result<CutoverReport, OnlineError> {
+    let migration = engine.options.migration.clone();
+    let pg = engine.source.connect().await?;
+    capture_pg::check_source(&pg).await?;
+    let prepared = engine.prepare().await?;
+    let plan = &prepared.plan;
+    events.event(
+        serde_json::json!({
+            "event": "plan",
+            "direction": PgToMssqlEngine::DIRECTION,
+            "online": true,
+            "resumed": prepared.resumed,
+            "tables": plan.tables.iter().map(|t| t.source.qualified()).collect::<Vec<_>>(),
+            "tasks": plan.tasks.len(),
+            "warnings": plan.warnings,
+        }),
+        format!(
+            "plan: {} tables, {} tasks{}\n",
+            plan.tables.len(),
+            plan.tasks.len(),
+            if prepared.resumed { " (resuming)" } else { "" }
+        ),
+    );
+    let captured: Vec<CaptureTable> = plan
+        .tables
+        .iter()
+        .map(CaptureTable::of)
+        .collect::<Result<_, _>>()?;
+    let names = SlotNames::of(&migration);
+    let mut ms = engine.target.connect().await?;
+    state_mssql::ensure(&mut ms).await?;
+    let row = state_mssql::load(&mut ms, &migration).await?;
+    let slot = capture_pg::slot_position(&pg, &names.slot).await?;
+    let anchored = prepared.resumed && slot.is_some() && row.as_ref().is_some_and(|r| r.slot == names.slot);
+    if !anchored {
+        // A stream anchored now misses what changed since an earlier copy read its rows.
+        if prepared.resumed && copied_anything(&mut ms, &migration).await? {
+            return Err(OnlineError::Setup(format!(
+                "migration {migration}: the copy already started, but the replication slot {} that anchors \
+                 its stream is gone, so changes made since are lost; start the migration afresh (drop its \
+                 target tables, or delete its rows from _mssqlpg.runs in the target)",
+                names.slot
+            )));
+        }
+        let anchor = capture_pg::create_stream(&pg, &names, &captured).await?;
+        state_mssql::init(&mut ms, &migration, &names.slot, anchor).await?;
+        events.event(
+            serde_json::json!({"event": "anchored", "slot": names.slot, "position": lsn_text(anchor)}),
+            format!("stream anchored: slot {} at {}\n", names.slot, lsn_text(anchor)),
+        );
+    }
+    drop(pg);
+
+    let copy_started = Instant::now();
+    let reporter = Reporter::start(TaskInfo::from_plan(plan), display);
+    let copied = engine.copy_all(plan).await;
+    reporter.finish().await;
+    let reports = copied?;
+    let rows: u64 = reports.iter().map(|r| r.rows).sum();
+    let seconds = copy_started.elapsed().as_secs_f64();
+    events.event(
+        serde_json::json!({"event": "copied", "rows": rows, "seconds": seconds}),
+        format!("copied {rows} rows in {seconds:.1}s\n"),
+    );
+    // A stream that ran before (a rerun after a crash) has its keys.
+    let streamed_before = anchored && row.as_ref().is_some_and(|r| r.phase != Phase::Copying.as_str());
+    if !streamed_before {
+        let warnings = engine.finalize_keys(plan).await?;
+        events.event(
+            serde_json::json!({"event": "keys", "warnings": warnings}),
+            "keys and indexes built; streaming changes (request the cutover with `cutover -f FILE`)\n".into(),
+        );
+    }
+
+    let mut attempt = 0u32;
+    loop {
+        attempt += 1;
+        match stream_once(engine, online, plan, &captured, &names, &mut ms, events).await {
+            Ok(report) => {
+                engine.mark_succeeded(plan).await?;
+                return Ok(report);
+            }
+            Err(e)
+                if attempt < engine.options.retry.attempts
+                    && !matches!(e, OnlineError::Fenced { .. })
+                    && (crate::retry::is_transient(&e) || slot_in_use(&e)) =>
+            {
+                let wait = engine.options.retry.backoff_after(attempt);
+                tracing::warn!(error = %crate::error_text::error_text(&e), attempt, ?wait, "streaming failed; resuming from the stored position");
+                tokio::time::sleep(wait).await;
+                ms = engine.target.connect().await?;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// The slot is still held by the backend of a process that died mid-read: it lets go once it
+/// notices.
+fn slot_in_use(e: &OnlineError) -> bool {
+    matches!(e, OnlineError::Source { source, .. }
+        if source.code() == Some(&tokio_postgres::error::SqlState::OBJECT_IN_USE))
+}
+
+/// One streaming attempt: claims the stream (a previous process's epoch is over), then streams
+/// from the stored position until a cutover succeeds.
+async fn stream_once(
+    engine: &PgToMssqlEngine,
+    online: &OnlineOptions,
+    plan: &PgToMssqlPlan,
+    captured: &[CaptureTable],
+    names: &SlotNames,
+    ms: &mut crate::mssql::connect::TdsClient,
+    events: &mut dyn Events,
+) -> Result<CutoverReport, OnlineError> {
+    let migration = &engine.options.migration;
+    let (epoch, applied) = state_mssql::claim(ms, migration).await?;
+    tracing::info!(epoch, applied = %lsn_text(applied), "streaming");
+    let converter = PgConverter::connect(&engine.source, &plan.tables).await?;
+    let apply_conn = engine.target.connect().await?;
+    let mut apply = MssqlApply::new(
+        apply_conn,
+        converter,
+        &plan.tables,
+        migration,
+        epoch,
+        engine.options.schema.identity,
+    )
+    .await?;
+    let mut capture = PgCapture::connect(
+        &engine.source,
+        names.clone(),
+        captured.to_vec(),
+        online.limits.changes,
+    )
+    .await?;
+    let mut finish = PgToMssqlFinish { engine, plan };
+    let tables: Vec<String> = plan.tables.iter().map(|t| t.source.qualified()).collect();
+    let every = Duration::from_secs(1);
+    let mut last: Option<Instant> = None;
+    let report = stream::stream(
+        &mut capture,
+        &mut apply,
+        &mut finish,
+        online,
+        &tables,
+        applied,
+        &mut |s: &StreamStatus| {
+            if last.is_none_or(|t| t.elapsed() >= every) {
+                last = Some(Instant::now());
+                events.event(
+                    serde_json::to_value(s).unwrap_or_default(),
+                    format!(
+                        "{}: lag {} applied {} changes {} ({:.0}/s)\n",
+                        s.phase.as_str(),
+                        s.lag_seconds
+                            .map_or_else(|| "-".to_string(), |l| format!("{l:.1}s")),
+                        s.applied_position,
+                        s.changes_applied,
+                        s.changes_per_second
+                    ),
+                );
+            }
+        },
+    )
+    .await?;
+    events.event(
+        serde_json::to_value(&report).unwrap_or_default(),
+        format!(
+            "cut over at {}: downtime {:.1}s (drain {:.1}s, finalize {:.1}s, verify {:.1}s), {} changes streamed\n",
+            report.fence_position,
+            report.downtime_seconds,
+            report.drain_seconds,
+            report.finalize_seconds,
+            report.verify_seconds,
+            report.changes_applied
+        ),
+    );
+    Ok(report)
+}
+
+/// What `cutover` found.
+#[derive(Debug, Clone, Serialize)]
+pub struct CutoverAnswer {
+    pub event: &'static str,
+    pub ok: bool,
+    pub message: Option<String>,
+    pub downtime_seconds: Option<f64>,
+    pub fence_position: Option<String>,
+}
+
+/// `cutover`: asks the streaming process for the cutover through the target's state and waits
+/// up to `wait` for its answer.
+pub async fn cutover_pg_to_mssql(
+    engine: &PgToMssqlEngine,
+    wait: Duration,
+) -> Result<CutoverAnswer, OnlineError> {
+    let migration = &engine.options.migration;
+    let mut ms = engine.target.connect().await?;
+    state_mssql::request_cutover(&mut ms, migration).await?;
+    let started = Instant::now();
+    loop {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let Some(row) = state_mssql::load(&mut ms, migration).await? else {
+            return Err(OnlineError::Setup(format!(
+                "migration {migration}: its online state is gone"
+            )));
+        };
+        let answer = |ok: bool| CutoverAnswer {
+            event: "cutover",
+            ok,
+            message: row.cutover_message.clone().filter(|m| !m.is_empty()),
+            downtime_seconds: row.downtime_seconds,
+            fence_position: row.fence.map(lsn_text),
+        };
+        match row.cutover_state.as_deref() {
+            Some(s) if s == CutoverState::Done.as_str() => return Ok(answer(true)),
+            Some(s) if s == CutoverState::Failed.as_str() => return Ok(answer(false)),
+            _ if started.elapsed() >= wait => {
+                return Ok(CutoverAnswer {
+                    message: Some(format!(
+                        "no streaming process answered within {}s (phase {}, last update {}s ago): is \
+                         `run -f FILE` running? The request stays; a streaming process that starts takes it up",
+                        wait.as_secs(),
+                        row.phase,
+                        row.seconds_since_update
+                            .map_or_else(|| "?".into(), |s| s.to_string())
+                    )),
+                    ..answer(false)
+                });
+            }
+            _ => {}
+        }
+    }
+}
+
+/// What `status` shows.
+#[derive(Debug, Clone, Serialize)]
+pub struct Status {
+    pub event: &'static str,
+    pub migration: String,
+    pub phase: String,
+    /// Now minus when the last applied heartbeat was sent: zero-ish on an idle source, growing
+    /// when the stream falls behind or stops.
+    pub lag_seconds: Option<f64>,
+    pub applied_position: String,
+    pub source_position: Option<String>,
+    /// WAL bytes between the source's position and the applied one.
+    pub position_lag_bytes: Option<u64>,
+    pub anchor_position: String,
+    pub slot: String,
+    /// WAL the slot keeps on the source.
+    pub slot_retained_bytes: Option<i64>,
+    pub changes_applied: i64,
+    pub inserts: i64,
+    pub updates: i64,
+    pub deletes: i64,
+    pub truncates: i64,
+    pub epoch: i64,
+    pub cutover: Option<String>,
+    pub cutover_message: Option<String>,
+    pub fence_position: Option<String>,
+    pub downtime_seconds: Option<f64>,
+    pub seconds_since_update: Option<i64>,
+}
+
+impl Status {
+    pub fn human(&self) -> String {
+        let opt = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
+        let mut s = format!(
+            "migration {}: {}\n  lag: {}\n  applied: {}  source: {}  behind: {} bytes\n  slot: {} (retains {} bytes of WAL)\n  \
+             changes applied: {} (inserts {}, updates {}, deletes {}, truncates {})\n",
+            self.migration,
+            self.phase,
+            self.lag_seconds
+                .map_or_else(|| "-".into(), |l| format!("{l:.1}s")),
+            self.applied_position,
+            opt(&self.source_position),
+            self.position_lag_bytes
+                .map_or_else(|| "-".into(), |b| b.to_string()),
+            self.slot,
+            self.slot_retained_bytes
+                .map_or_else(|| "-".into(), |b| b.to_string()),
+            self.changes_applied,
+            self.inserts,
+            self.updates,
+            self.deletes,
+            self.truncates
+        );
+        if let Some(c) = &self.cutover {
+            s.push_str(&format!(
+                "  cutover: {c}{}{}\n",
+                self.cutover_message
+                    .as_deref()
+                    .filter(|m| !m.is_empty())
+                    .map(|m| format!(": {m}"))
+                    .unwrap_or_default(),
+                self.downtime_seconds
+                    .map(|d| format!(" (downtime {d:.1}s)"))
+                    .unwrap_or_default()
+            ));
+        }
+        s
+    }
+}
+
+/// `status`: the target's state row, and the source's position and slot when it answers.
+pub async fn status_pg_to_mssql(engine: &PgToMssqlEngine) -> Result<Status, OnlineError> {
+    let migration = &engine.options.migration;
+    let mut ms = engine.target.connect().await?;
+    let Some(row) = state_mssql::load(&mut ms, migration).await? else {
+        return Err(OnlineError::Setup(format!(
+            "migration {migration} has no online state in the target (not started with online.enabled)"
+        )));
+    };
+    let mut source_position = None;
+    let mut retained = None;
+    match engine.source.connect().await {
+        Ok(pg) => {
+            if let Ok(r) = pg
+                .query_one(
+                    "SELECT pg_current_wal_lsn()::text, (SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), \
+                     restart_lsn)::bigint FROM pg_replication_slots WHERE slot_name = $1)",
+                    &[&row.slot],
+                )
+                .await
+            {
+                source_position = super::pgoutput::parse_lsn(&r.get::<_, String>(0));
+                retained = r.get::<_, Option<i64>>(1);
+            }
+        }
+        Err(e) => tracing::warn!(error = %e, "status: the source does not answer"),
+    }
+    let source_position = source_position.or(row.source_position);
+    let lag_seconds = match row.phase.as_str() {
+        "Copying" | "Succeeded" => None,
+        _ => row
+            .heartbeat_micros
+            .map(|sent| (super::now_micros() - sent).max(0) as f64 / 1e6),
+    };
+    Ok(Status {
+        event: "status",
+        migration: migration.clone(),
+        phase: row.phase.clone(),
+        lag_seconds,
+        applied_position: lsn_text(row.applied),
+        source_position: source_position.map(lsn_text),
+        position_lag_bytes: source_position.map(|s| s.saturating_sub(row.applied)),
+        anchor_position: lsn_text(row.anchor),
+        slot: row.slot.clone(),
+        slot_retained_bytes: retained,
+        changes_applied: row.changes,
+        inserts: row.inserts,
+        updates: row.updates,
+        deletes: row.deletes,
+        truncates: row.truncates,
+        epoch: row.epoch,
+        cutover: row.cutover_state.clone(),
+        cutover_message: row.cutover_message.clone(),
+        fence_position: row.fence.map(lsn_text),
+        downtime_seconds: row.downtime_seconds,
+        seconds_since_update: row.seconds_since_update,
+    })
+}
