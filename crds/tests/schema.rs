@@ -250,13 +250,22 @@ fn committed_files_match_the_types() {
     // The same check as crds/check-generated.sh, so `cargo test` alone catches a stale CRD.
     let root = env!("CARGO_MANIFEST_DIR");
     for (file, crd) in generate::all() {
-        let chart = format!("{root}/../charts/mssql-pg-operator/{}/{file}", generate::CHART_TEMPLATE_DIR);
+        let chart = format!(
+            "{root}/../charts/mssql-pg-operator/{}/{file}",
+            generate::CHART_TEMPLATE_DIR
+        );
         for (path, want) in [
-            (format!("{root}/generated/{file}"), generate::to_yaml(&crd).unwrap()),
+            (
+                format!("{root}/generated/{file}"),
+                generate::to_yaml(&crd).unwrap(),
+            ),
             (chart, generate::to_chart_template(&crd).unwrap()),
         ] {
             let have = std::fs::read_to_string(&path).unwrap_or_default();
-            assert!(have == want, "{path} is stale: run `make crds` and commit the result");
+            assert!(
+                have == want,
+                "{path} is stale: run `make crds` and commit the result"
+            );
         }
     }
 }
@@ -265,7 +274,10 @@ fn committed_files_match_the_types() {
 fn chart_templates_keep_the_crds_and_quote_template_braces() {
     let (_, mut crd) = generate::all().into_iter().next().unwrap();
     let template = generate::to_chart_template(&crd).unwrap();
-    assert!(template.contains("    helm.sh/resource-policy: keep\n"), "{template}");
+    assert!(
+        template.contains("    helm.sh/resource-policy: keep\n"),
+        "{template}"
+    );
     assert!(template.contains("{{- if (.Values.crds | default (dict \"install\" true)).install }}\n"));
     assert!(template.ends_with("{{- end }}\n"));
     crd.spec.names.kind = "Has{{Braces}}".into();

@@ -69,7 +69,10 @@ async fn loaded_server() -> (common::MssqlServer, MssqlEndpoint) {
     let path = format!("{}/", server_dir.display());
     let mut failed = Vec::new();
     // The script drops and creates its database: the one the endpoint names.
-    let vars = [("SqlSamplesSourceDataPath", path.as_str()), ("DatabaseName", source.database.as_str())];
+    let vars = [
+        ("SqlSamplesSourceDataPath", path.as_str()),
+        ("DatabaseName", source.database.as_str()),
+    ];
     for b in sqlcmd::batches(&script, &vars) {
         let r = match ms.simple_query(b.sql.as_str()).await {
             Ok(stream) => stream.into_results().await.map(|_| ()),

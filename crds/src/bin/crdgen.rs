@@ -30,7 +30,8 @@ fn main() -> anyhow::Result<()> {
     if args.out_dirs.is_empty() && args.chart_dirs.is_empty() {
         let crate_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
         args.out_dirs.push(crate_dir.join("generated"));
-        args.chart_dirs.push(crate_dir.join("../charts/mssql-pg-operator"));
+        args.chart_dirs
+            .push(crate_dir.join("../charts/mssql-pg-operator"));
     }
     for (file, crd) in mssql_pg_crds::generate::all() {
         let yaml = mssql_pg_crds::generate::to_yaml(&crd).with_context(|| format!("rendering {file}"))?;
@@ -40,7 +41,11 @@ fn main() -> anyhow::Result<()> {
         let template =
             mssql_pg_crds::generate::to_chart_template(&crd).with_context(|| format!("rendering {file}"))?;
         for chart in &args.chart_dirs {
-            write(&chart.join(mssql_pg_crds::generate::CHART_TEMPLATE_DIR), &file, &template)?;
+            write(
+                &chart.join(mssql_pg_crds::generate::CHART_TEMPLATE_DIR),
+                &file,
+                &template,
+            )?;
         }
     }
     Ok(())

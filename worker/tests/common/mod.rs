@@ -79,14 +79,19 @@ pub enum MssqlServer {
 /// `None` when `MSSQLPG_TEST_MSSQL` is unset. The suites run against it unchanged: whatever a test asserts of
 /// the stand-in it asserts of the real server.
 pub fn external_mssql() -> Option<MssqlEndpoint> {
-    let addr = std::env::var("MSSQLPG_TEST_MSSQL").ok().filter(|a| !a.is_empty())?;
+    let addr = std::env::var("MSSQLPG_TEST_MSSQL")
+        .ok()
+        .filter(|a| !a.is_empty())?;
     let (host, port) = addr
         .rsplit_once(':')
         .and_then(|(h, p)| Some((h.trim_matches(['[', ']']).to_string(), p.parse::<u16>().ok()?)))
         .unwrap_or_else(|| panic!("MSSQLPG_TEST_MSSQL={addr:?}: expected host:port"));
     let password = std::env::var("MSSQLPG_TEST_MSSQL_PASSWORD")
         .unwrap_or_else(|_| panic!("MSSQLPG_TEST_MSSQL is set: MSSQLPG_TEST_MSSQL_PASSWORD is needed too"));
-    let tls = match std::env::var("MSSQLPG_TEST_MSSQL_TLS").unwrap_or_default().as_str() {
+    let tls = match std::env::var("MSSQLPG_TEST_MSSQL_TLS")
+        .unwrap_or_default()
+        .as_str()
+    {
         "" | "off" => false,
         "trust" => true,
         other => panic!("MSSQLPG_TEST_MSSQL_TLS={other:?}: expected trust or off"),
@@ -97,7 +102,11 @@ pub fn external_mssql() -> Option<MssqlEndpoint> {
         database: std::env::var("MSSQLPG_TEST_MSSQL_DATABASE").unwrap_or_else(|_| "mssqlpg_test".into()),
         user: std::env::var("MSSQLPG_TEST_MSSQL_USER").unwrap_or_else(|_| "sa".into()),
         password,
-        encryption: if tls { Encryption::Required } else { Encryption::NotSupported },
+        encryption: if tls {
+            Encryption::Required
+        } else {
+            Encryption::NotSupported
+        },
         trust_server_certificate: tls,
         ca_file: None,
         packet_size: 32767,
@@ -110,7 +119,10 @@ pub fn external_mssql() -> Option<MssqlEndpoint> {
 /// with its default login. Keep the returned server alive for as long as the test uses it.
 pub fn start_tds_server() -> (MssqlServer, MssqlEndpoint) {
     if let Some(endpoint) = external_mssql() {
-        return (MssqlServer::External(empty_external_database(&endpoint)), endpoint);
+        return (
+            MssqlServer::External(empty_external_database(&endpoint)),
+            endpoint,
+        );
     }
     let config = ServerConfig::default();
     let (user, password, database) = (
@@ -165,10 +177,12 @@ pub async fn wipe_database(endpoint: &MssqlEndpoint) {
                 database: "master".into(),
                 ..endpoint.clone()
             };
-            let mut m = master
-                .connect()
-                .await
-                .unwrap_or_else(|e| panic!("MSSQLPG_TEST_MSSQL: cannot log in to {}:{}: {e}", master.host, master.port));
+            let mut m = master.connect().await.unwrap_or_else(|e| {
+                panic!(
+                    "MSSQLPG_TEST_MSSQL: cannot log in to {}:{}: {e}",
+                    master.host, master.port
+                )
+            });
             ms_exec(&mut m, &format!("CREATE DATABASE [{}]", endpoint.database)).await;
             drop(m);
             endpoint.connect().await.unwrap()
@@ -183,7 +197,11 @@ pub async fn wipe_database(endpoint: &MssqlEndpoint) {
     let fks = "SELECT s.name, t.name, f.name FROM sys.foreign_keys f JOIN sys.tables t ON t.object_id = f.parent_object_id \
                JOIN sys.schemas s ON s.schema_id = t.schema_id";
     for (schema, table, fk) in rows3(&mut ms, fks).await {
-        ms_exec(&mut ms, &format!("ALTER TABLE [{schema}].[{table}] DROP CONSTRAINT [{fk}]")).await;
+        ms_exec(
+            &mut ms,
+            &format!("ALTER TABLE [{schema}].[{table}] DROP CONSTRAINT [{fk}]"),
+        )
+        .await;
     }
     let mut left = Vec::new();
     for _round in 0..8 {
