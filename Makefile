@@ -18,7 +18,7 @@ help:
 	@echo "make crds   regenerate the CRD YAML"
 	@echo "make bench  run the benchmarks (release)"
 	@echo "make demo   a real migration end to end on a local control plane (make demo-down stops leftovers)"
-	@echo "make manifests  regenerate deploy/manifests, dashboards, alerts from the chart"
+	@echo "make manifests  regenerate deploy/manifests, dashboards, alerts and the chart README from the chart"
 
 deps:
 	@tests/scripts/install-deps.sh
@@ -72,7 +72,7 @@ demo:
 demo-down:
 	demo/down.sh
 
-# Plain manifests, the dashboard and the alert rules, rendered from the chart (helm from the control plane's bin dir).
+# Plain manifests, the dashboard, the alert rules and the chart README, from the chart (helm from the control plane's bin dir).
 manifests:
 	PATH="$$(tests/control-plane/build.sh):$$PATH" deploy/generate.sh
 

@@ -14,6 +14,10 @@
 #      and defaults with PostgreSQL's, the same way.
 # Needs MSSQLPG_TEST_PG_PORT (tests/scripts/postgres.sh start; run-tests.sh provides it), the venv
 # with pytds (make deps) and the sample at ../shared/sample-databases (or AW_DIR).
+# With MSSQLPG_TEST_MSSQL=host:port (and MSSQLPG_TEST_MSSQL_PASSWORD, _USER, _DATABASE, _AW_DIR as the worker's
+# tests read them: README, "Against a real SQL Server") the SQL Server sides are that server instead of test
+# servers: the sample goes into its test database (recreated by the install script; _AW_DIR is the sample's folder
+# as the server sees it) and the way back into <database>_back (dropped and created here).
 #   tests/adventure_works/run.sh            all of it
 #   AW_SKIP_BACK=1 tests/adventure_works/run.sh   without step 6
 # Python's output is unbuffered so that the steps' lines interleave in order.
@@ -29,6 +33,14 @@ psql_bin=$(command -v psql || ls /usr/lib/postgresql/*/bin/psql | tail -n 1)
 pg_host=127.0.0.1
 pg_port=$MSSQLPG_TEST_PG_PORT
 password="Aw-$(od -An -N6 -tx1 /dev/urandom | tr -d ' \n')"
+ms_host=127.0.0.1 ms_user=sa ms_dir=$AW_DIR
+src_db=AdventureWorks back_db=AdventureWorksBack
+external=${MSSQLPG_TEST_MSSQL:-}
+if [ -n "$external" ]; then
+  ms_host=${external%:*} ms_user=${MSSQLPG_TEST_MSSQL_USER:-sa} ms_dir=${MSSQLPG_TEST_MSSQL_AW_DIR:-$AW_DIR}
+  password=${MSSQLPG_TEST_MSSQL_PASSWORD:?MSSQLPG_TEST_MSSQL is set: MSSQLPG_TEST_MSSQL_PASSWORD is needed too}
+  src_db=${MSSQLPG_TEST_MSSQL_DATABASE:-mssqlpg_test} back_db=${MSSQLPG_TEST_MSSQL_DATABASE:-mssqlpg_test}_back
+fi
 db=aw_compare_$$
 work=$(mktemp -d /tmp/mssqlpg-aw.XXXXXX)
 pids=()
@@ -51,9 +63,26 @@ cargo build -q --locked -p mssql-pg-worker -p tds-testserver --bins
 bin=${CARGO_TARGET_DIR:-$repo/target}/debug
 
 # Starts a test server for DATABASE on a free port and sets $port (not in a subshell: its pid
-# must reach the cleanup).
+# must reach the cleanup). With an external server: sets its $port, and for the way back makes DATABASE
+# empty there (the install script recreates the source's itself).
 start_server() {
   local name=$1 database=$2; shift 2
+  if [ -n "$external" ]; then
+    port=${external##*:}
+    [ "$name" = source ] && return 0
+    "$py" - "$ms_host" "$port" "$ms_user" "$password" "$database" <<'PY'
+import sys
+
+import pytds
+
+host, port, user, password, database = sys.argv[1:]
+with pytds.connect(server=host, port=int(port), user=user, password=password, database="master",
+                   autocommit=True) as conn, conn.cursor() as cur:
+    cur.execute(f"IF DB_ID(N'{database}') IS NOT NULL DROP DATABASE [{database}]")
+    cur.execute(f"CREATE DATABASE [{database}]")
+PY
+    return 0
+  fi
   : >"$work/$name.log"
   "$bin/tds-testserver" --listen 127.0.0.1:0 --user sa --password "$password" --database "$database" "$@" \
     >"$work/$name.log" 2>&1 &
@@ -77,11 +106,12 @@ run_worker() {
   fi
 }
 
-say "loading AdventureWorks into the TDS test server (instawdb.sql, batch by batch)"
-start_server source AdventureWorks --bulk-insert-dir "$AW_DIR"
+say "loading AdventureWorks into ${external:-the TDS test server} (instawdb.sql, batch by batch)"
+start_server source "$src_db" --bulk-insert-dir "$AW_DIR"
 src_port=$port
-"$py" demo/load_script.py 127.0.0.1 "$src_port" sa "$password" AdventureWorks "$AW_DIR/instawdb.sql" \
-  "SqlSamplesSourceDataPath=$AW_DIR/" >"$work/load.out"
+# From master: the script drops and creates its database.
+"$py" demo/load_script.py "$ms_host" "$src_port" "$ms_user" "$password" master "$AW_DIR/instawdb.sql" \
+  "SqlSamplesSourceDataPath=$ms_dir/" "DatabaseName=$src_db" >"$work/load.out"
 head -n 1 "$work/load.out"
 # The exact list of refused batches is the test server's own test; here a load that mostly failed stops the run.
 ran=$(sed -n 's/^\([0-9]*\) batches run.*/\1/p' "$work/load.out")
@@ -95,15 +125,15 @@ kind: Migration
 metadata: {name: aw-forward, namespace: tests}
 spec:
   source:
-    mssql: {host: 127.0.0.1, port: $src_port, database: AdventureWorks, schema: dbo, schemas: ["*"], encryption: NotSupported}
+    mssql: {host: $ms_host, port: $src_port, database: $src_db, schema: dbo, schemas: ["*"], encryption: NotSupported}
   target:
     postgres: {host: $pg_host, port: $pg_port, database: $db, schema: public, sslMode: disable}
   verify: checksum
 YAML
-SOURCE_USERNAME=sa SOURCE_PASSWORD=$password TARGET_USERNAME=postgres TARGET_PASSWORD='' RUST_LOG=warn \
+SOURCE_USERNAME=$ms_user SOURCE_PASSWORD=$password TARGET_USERNAME=postgres TARGET_PASSWORD='' RUST_LOG=warn \
   run_worker forward
 
-src_url="mssql://sa:$password@127.0.0.1:$src_port/AdventureWorks"
+src_url="mssql://$ms_user:$password@$ms_host:$src_port/$src_db"
 pg_url="postgres://postgres@$pg_host:$pg_port/$db"
 failed=()
 
@@ -111,7 +141,7 @@ failed=()
 back=0
 if [ "${AW_SKIP_BACK:-0}" != 1 ]; then
   back=1
-  start_server back AdventureWorksBack
+  start_server back "$back_db"
   back_port=$port
   cat >"$work/back.yaml" <<YAML
 apiVersion: mssqlpg.dev/v1alpha1
@@ -121,11 +151,11 @@ spec:
   source:
     postgres: {host: $pg_host, port: $pg_port, database: $db, schema: public, schemas: ["*"], sslMode: disable}
   target:
-    mssql: {host: 127.0.0.1, port: $back_port, database: AdventureWorksBack, schema: dbo, encryption: NotSupported}
+    mssql: {host: $ms_host, port: $back_port, database: $back_db, schema: dbo, encryption: NotSupported}
   verify: checksum
 YAML
   say "PostgreSQL -> a fresh SQL Server: mssql-pg-worker run -f (every schema), in the background"
-  (SOURCE_USERNAME=postgres SOURCE_PASSWORD='' TARGET_USERNAME=sa TARGET_PASSWORD=$password RUST_LOG=warn \
+  (SOURCE_USERNAME=postgres SOURCE_PASSWORD='' TARGET_USERNAME=$ms_user TARGET_PASSWORD=$password RUST_LOG=warn \
     run_worker back) &
   back_pid=$!
   pids+=("$back_pid")
@@ -143,7 +173,7 @@ say "every FK, unique key and default enforces and gives the same, SQL Server vs
 
 if [ $back = 1 ]; then
   wait "$back_pid" || { echo "run.sh: the way back failed" >&2; exit 1; }
-  back_url="mssql://sa:$password@127.0.0.1:$back_port/AdventureWorksBack"
+  back_url="mssql://$ms_user:$password@$ms_host:$back_port/$back_db"
   say "every value, PostgreSQL (psql) vs the SQL Server it was migrated into (pytds); the original vs it"
   # Two readers at once: each mostly waits on its servers.
   "$py" compare_values.py "$src_url" "$back_url" >"$work/roundtrip.txt" 2>&1 &

@@ -106,7 +106,11 @@ step "Dockerfile builds both release binaries (--locked), stripped, into a non-r
 # --- 2. lint and render ----------------------------------------------------------------------------------
 step "helm lint (default values)" helm lint --strict "$CHART"
 step "helm lint (tests/helm/values-full.yaml)" helm lint --strict "$CHART" -f "$HERE/values-full.yaml"
-render() { helm template mssql-pg-operator "$CHART" --namespace mssql-pg-operator "$@"; }
+# The chart's kubeVersion is checked against --kube-version; without it helm assumes the Kubernetes its build names
+# (1.20 for one built from source, as tests/control-plane/build.sh does). The control plane's version, then.
+KUBE_VERSION="$(sed -n 's/^K8S_VERSION=//p' tests/control-plane/build.sh)"
+template() { helm template "$@" --kube-version "$KUBE_VERSION"; }
+render() { template mssql-pg-operator "$CHART" --namespace mssql-pg-operator "$@"; }
 render_check() {
     local mode="$1"
     shift
@@ -125,22 +129,23 @@ rejected() {
 }
 schema_rejects() {
     rejected "replicaCount" helm lint --strict "$CHART" --set replicaCount=two &&
-        rejected "pullPolicy" helm template x "$CHART" --set image.pullPolicy=Sometimes &&
-        rejected "imagee" helm template x "$CHART" --set imagee.tag=1.0 &&
-        rejected "digest" helm template x "$CHART" --set image.digest=sha256:abc &&
-        rejected "metricsPort" helm template x "$CHART" --set metricsPort=70000 &&
-        rejected "enabled" helm template x "$CHART" --set networkPolicy.worker.enabled=yes &&
-        rejected "allowedServiceAccounts" helm template x "$CHART" --set 'worker.allowedServiceAccounts={Not_A_Name}' &&
-        rejected "has no cidrs" helm template x "$CHART" --set networkPolicy.worker.enabled=true \
+        rejected "pullPolicy" template x "$CHART" --set image.pullPolicy=Sometimes &&
+        rejected "imagee" template x "$CHART" --set imagee.tag=1.0 &&
+        rejected "digest" template x "$CHART" --set image.digest=sha256:abc &&
+        rejected "metricsPort" template x "$CHART" --set metricsPort=70000 &&
+        rejected "enabled" template x "$CHART" --set networkPolicy.worker.enabled=yes &&
+        rejected "allowedServiceAccounts" template x "$CHART" --set 'worker.allowedServiceAccounts={Not_A_Name}' &&
+        rejected "has no cidrs" template x "$CHART" --set networkPolicy.worker.enabled=true \
             --set 'networkPolicy.apiServerCIDRs={10.0.0.1/32}' &&
-        rejected "networkPolicy.apiServerCIDRs" helm template x "$CHART" --set networkPolicy.enabled=true &&
-        rejected "allowedEndpoints" helm template x "$CHART" --set-json 'worker.allowedEndpoints=[{"hosts":["a b"],"ports":[1433]}]' &&
-        rejected "allowedEndpoints" helm template x "$CHART" --set-json 'worker.allowedEndpoints=[{"ports":[1433]}]' &&
-        rejected "allowedEndpoints" helm template x "$CHART" --set-json 'worker.allowedEndpoints=[{"cidrs":["10.0.0.0"],"ports":[1433]}]' &&
-        rejected "databases" helm template x "$CHART" --set 'networkPolicy.worker.databases[0].cidr=10.0.0.0/8' &&
-        helm template x "$CHART" --set image.digest="sha256:$(printf 'ab%.0s' $(seq 32))" --set replicaCount=3 >/dev/null
+        rejected "networkPolicy.apiServerCIDRs" template x "$CHART" --set networkPolicy.enabled=true &&
+        rejected "allowedEndpoints" template x "$CHART" --set-json 'worker.allowedEndpoints=[{"hosts":["a b"],"ports":[1433]}]' &&
+        rejected "allowedEndpoints" template x "$CHART" --set-json 'worker.allowedEndpoints=[{"ports":[1433]}]' &&
+        rejected "allowedEndpoints" template x "$CHART" --set-json 'worker.allowedEndpoints=[{"cidrs":["10.0.0.0"],"ports":[1433]}]' &&
+        rejected "databases" template x "$CHART" --set 'networkPolicy.worker.databases[0].cidr=10.0.0.0/8' &&
+        rejected "incompatible with Kubernetes v1.29" helm template x "$CHART" --kube-version 1.29.9 &&
+        template x "$CHART" --set image.digest="sha256:$(printf 'ab%.0s' $(seq 32))" --set replicaCount=3 >/dev/null
 }
-step "values.schema.json refuses wrong types, enums, unknown keys and bad digests" schema_rejects
+step "values.schema.json refuses wrong types, enums, unknown keys and bad digests; kubeVersion a 1.29 cluster" schema_rejects
 
 # --- 3. generated deploy assets --------------------------------------------------------------------------
 step "deploy/ assets match the chart (deploy/generate.sh --check)" deploy/generate.sh --check

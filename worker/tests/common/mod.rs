@@ -167,7 +167,7 @@ fn empty_external_database(endpoint: &MssqlEndpoint) -> std::sync::MutexGuard<'s
 }
 
 /// Creates `endpoint.database` when it is missing and drops every user object in it (foreign keys, modules,
-/// tables, types, sequences, synonyms, schemas), so each test starts as on a fresh server. Objects that depend
+/// tables, types, sequences, synonyms, XML schema collections, DDL triggers, schemas), so each test starts as on a fresh server. Objects that depend
 /// on each other go in rounds; what is left after them fails the test, naming it.
 pub async fn wipe_database(endpoint: &MssqlEndpoint) {
     let mut ms = match endpoint.connect().await {
@@ -188,12 +188,17 @@ pub async fn wipe_database(endpoint: &MssqlEndpoint) {
             endpoint.connect().await.unwrap()
         }
     };
-    let list = "SELECT s.name, o.name, o.type FROM sys.objects o JOIN sys.schemas s ON s.schema_id = o.schema_id \
-                WHERE o.is_ms_shipped = 0 AND o.parent_object_id = 0 AND o.type IN ('U', 'V', 'P', 'FN', 'IF', 'TF', 'SO', 'SN') \
-                UNION ALL SELECT s.name, t.name, 'TY' FROM sys.types t JOIN sys.schemas s ON s.schema_id = t.schema_id \
-                WHERE t.is_user_defined = 1 \
-                UNION ALL SELECT name, name, 'SC' FROM sys.schemas WHERE schema_id > 4 AND schema_id < 16384 \
-                UNION ALL SELECT '', name, 'DT' FROM sys.triggers WHERE parent_class = 0";
+    // One query per kind, not a UNION: catalog views' columns need not share a collation on a real server.
+    let lists = [
+        "SELECT s.name, o.name, o.type FROM sys.objects o JOIN sys.schemas s ON s.schema_id = o.schema_id \
+         WHERE o.is_ms_shipped = 0 AND o.parent_object_id = 0 AND o.type IN ('U', 'V', 'P', 'FN', 'IF', 'TF', 'SO', 'SN')",
+        "SELECT s.name, t.name, 'TY' FROM sys.types t JOIN sys.schemas s ON s.schema_id = t.schema_id \
+         WHERE t.is_user_defined = 1",
+        "SELECT s.name, x.name, 'XC' FROM sys.xml_schema_collections x JOIN sys.schemas s ON s.schema_id = x.schema_id \
+         WHERE x.schema_id <> 4",
+        "SELECT '', name, 'DT' FROM sys.triggers WHERE parent_class = 0",
+        "SELECT name, name, 'SC' FROM sys.schemas WHERE schema_id > 4 AND schema_id < 16384",
+    ];
     let fks = "SELECT s.name, t.name, f.name FROM sys.foreign_keys f JOIN sys.tables t ON t.object_id = f.parent_object_id \
                JOIN sys.schemas s ON s.schema_id = t.schema_id";
     for (schema, table, fk) in rows3(&mut ms, fks).await {
@@ -206,7 +211,10 @@ pub async fn wipe_database(endpoint: &MssqlEndpoint) {
     let mut left = Vec::new();
     for _round in 0..8 {
         left.clear();
-        let objects = rows3(&mut ms, list).await;
+        let mut objects = Vec::new();
+        for list in lists {
+            objects.extend(rows3(&mut ms, list).await);
+        }
         if objects.is_empty() {
             return;
         }
@@ -221,6 +229,7 @@ pub async fn wipe_database(endpoint: &MssqlEndpoint) {
                 "SN" => format!("DROP SYNONYM [{schema}].[{name}]"),
                 "TY" => format!("DROP TYPE [{schema}].[{name}]"),
                 "DT" => format!("DROP TRIGGER [{name}] ON DATABASE"),
+                "XC" => format!("DROP XML SCHEMA COLLECTION [{schema}].[{name}]"),
                 _ => format!("DROP SCHEMA [{name}]"),
             };
             // An object others still depend on (a view under a schema-bound one, a type a table uses, a schema
