@@ -15,7 +15,7 @@ use crate::transaction;
 use rusqlite::types::Value as Stored;
 use sqlparser::ast::Expr;
 
-/// Runs one of the statements [`crate::parse_objects`] parses.
+/// Runs one of the object statements [`crate::parse`] parses itself.
 pub(crate) fn exec_object_stmt(cx: &mut State, stmt: Stmt, sink: &mut dyn ResultSink) -> Result<(), Fail> {
     match stmt {
         Stmt::CreateModule {
@@ -65,6 +65,24 @@ pub(crate) fn exec_object_stmt(cx: &mut State, stmt: Stmt, sink: &mut dyn Result
             disable,
             alter_table,
         } => enable_triggers(cx, triggers, table, disable, alter_table)?,
+        Stmt::XmlIndex(table) => {
+            if table_exists(cx, &table).is_none() {
+                return Err(SqlError::new(
+                    1088,
+                    16,
+                    format!(
+                        "Cannot find the object \"{}\" because it does not exist or you do not have permissions.",
+                        table.join(".")
+                    ),
+                )
+                .into());
+            }
+        }
+        Stmt::UpdateStatistics(table) => {
+            if table_exists(cx, &table).is_none() {
+                return Err(crate::error::invalid_object(&table.join(".")).into());
+            }
+        }
         Stmt::Refused(e) => return Err(e.into()),
         _ => {}
     }
@@ -480,4 +498,12 @@ pub(crate) fn drop_object(
         }
     }
     Ok(())
+}
+
+/// `Some(())` when the table `parts` names exists (XML indexes and statistics only speed up
+/// SQL Server's reads: there is nothing to build, but the table must be there).
+fn table_exists(cx: &State, parts: &[String]) -> Option<()> {
+    let tables = cx.engine.tables();
+    let vt = std::collections::HashMap::new();
+    query::ctx(cx, &tables, &vt).lookup(parts).map(|_| ())
 }
