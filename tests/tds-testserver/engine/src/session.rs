@@ -49,9 +49,6 @@ impl Engine {
         )
         .map_err(open_err)?;
         crate::sqlfn::register(&conn).map_err(open_err)?;
-        crate::sqlfn::division::register(&conn).map_err(open_err)?;
-        crate::sqlfn::modulo::register(&conn).map_err(open_err)?;
-        crate::sqlfn::decimal::register(&conn).map_err(open_err)?;
         conn.set_prepared_statement_cache_capacity(256);
         let spid = self.next_spid.fetch_add(1, Ordering::Relaxed);
         crate::catalog::functions::register(
