@@ -65,23 +65,19 @@ pub(crate) fn exec_object_stmt(cx: &mut State, stmt: Stmt, sink: &mut dyn Result
             disable,
             alter_table,
         } => enable_triggers(cx, triggers, table, disable, alter_table)?,
-        Stmt::XmlIndex(table) => {
-            if table_exists(cx, &table).is_none() {
-                return Err(SqlError::new(
-                    1088,
-                    16,
-                    format!(
-                        "Cannot find the object \"{}\" because it does not exist or you do not have permissions.",
-                        table.join(".")
-                    ),
-                )
-                .into());
-            }
+        Stmt::XmlIndex(table) if !table_exists(cx, &table) => {
+            return Err(SqlError::new(
+                1088,
+                16,
+                format!(
+                    "Cannot find the object \"{}\" because it does not exist or you do not have permissions.",
+                    table.join(".")
+                ),
+            )
+            .into());
         }
-        Stmt::UpdateStatistics(table) => {
-            if table_exists(cx, &table).is_none() {
-                return Err(crate::error::invalid_object(&table.join(".")).into());
-            }
+        Stmt::UpdateStatistics(table) if !table_exists(cx, &table) => {
+            return Err(crate::error::invalid_object(&table.join(".")).into());
         }
         Stmt::Refused(e) => return Err(e.into()),
         _ => {}
@@ -500,10 +496,10 @@ pub(crate) fn drop_object(
     Ok(())
 }
 
-/// `Some(())` when the table `parts` names exists (XML indexes and statistics only speed up
-/// SQL Server's reads: there is nothing to build, but the table must be there).
-fn table_exists(cx: &State, parts: &[String]) -> Option<()> {
+/// Whether the table `parts` names exists (XML indexes and statistics only speed up SQL
+/// Server's reads: there is nothing to build, but the table must be there).
+fn table_exists(cx: &State, parts: &[String]) -> bool {
     let tables = cx.engine.tables();
     let vt = std::collections::HashMap::new();
-    query::ctx(cx, &tables, &vt).lookup(parts).map(|_| ())
+    query::ctx(cx, &tables, &vt).lookup(parts).is_some()
 }
