@@ -656,33 +656,13 @@ fn column_from_ast(
             }
             ColumnOption::PrimaryKey(pk) => {
                 col.nullable = false;
-                def.indexes.push(IndexDef {
-                    name: cname.or_else(|| pk.name.as_ref().map(|n| n.value.clone())),
-                    clustered: true,
-                    unique: true,
-                    primary_key: true,
-                    unique_constraint: false,
-                    keys: vec![IndexKeyDef {
-                        column: col.name.clone(),
-                        descending: false,
-                    }],
-                    included: Vec::new(),
-                    filter: None,
-                });
+                let name = cname.or_else(|| pk.name.as_ref().map(|n| n.value.clone()));
+                def.indexes.push(column_key(name, &col.name, true));
             }
-            ColumnOption::Unique(u) => def.indexes.push(IndexDef {
-                name: cname.or_else(|| u.name.as_ref().map(|n| n.value.clone())),
-                clustered: false,
-                unique: true,
-                primary_key: false,
-                unique_constraint: true,
-                keys: vec![IndexKeyDef {
-                    column: col.name.clone(),
-                    descending: false,
-                }],
-                included: Vec::new(),
-                filter: None,
-            }),
+            ColumnOption::Unique(u) => {
+                let name = cname.or_else(|| u.name.as_ref().map(|n| n.value.clone()));
+                def.indexes.push(column_key(name, &col.name, false));
+            }
             ColumnOption::ForeignKey(fk) => {
                 let (schema, table, _) = split_name(&fk.foreign_table);
                 def.foreign_keys.push(ForeignKeyDef {
@@ -707,35 +687,7 @@ fn column_from_ast(
             ColumnOption::Identity(
                 IdentityPropertyKind::Identity(p) | IdentityPropertyKind::Autoincrement(p),
             ) => {
-                let (seed, increment) = match &p.parameters {
-                    Some(
-                        IdentityPropertyFormatKind::FunctionCall(a)
-                        | IdentityPropertyFormatKind::StartAndIncrement(a),
-                    ) => (
-                        const_i64(&a.seed).unwrap_or(1),
-                        const_i64(&a.increment).unwrap_or(1),
-                    ),
-                    None => (1, 1),
-                };
-                if !matches!(
-                    ty,
-                    SqlType::TinyInt
-                        | SqlType::SmallInt
-                        | SqlType::Int
-                        | SqlType::BigInt
-                        | SqlType::Decimal { scale: 0, .. }
-                        | SqlType::Numeric { scale: 0, .. }
-                ) {
-                    return Err(SqlError::new(
-                        2749,
-                        16,
-                        format!(
-                            "Identity column '{}' must be of data type int, bigint, smallint, tinyint, or decimal or numeric with a scale of 0, and constrained to be nonnullable.",
-                            col.name
-                        ),
-                    ));
-                }
-                col.identity = Some(IdentitySpec { seed, increment });
+                col.identity = Some(identity_spec(p, ty, &col.name)?);
                 col.nullable = false;
             }
             ColumnOption::Generated {
@@ -760,6 +712,59 @@ fn column_from_ast(
     }
     let _ = id;
     Ok(col)
+}
+
+/// A PRIMARY KEY (clustered) or UNIQUE constraint declared on one column.
+fn column_key(name: Option<String>, column: &str, primary_key: bool) -> IndexDef {
+    IndexDef {
+        name,
+        clustered: primary_key,
+        unique: true,
+        primary_key,
+        unique_constraint: !primary_key,
+        keys: vec![IndexKeyDef {
+            column: column.to_string(),
+            descending: false,
+        }],
+        included: Vec::new(),
+        filter: None,
+    }
+}
+
+/// IDENTITY[(seed, increment)] of a column of type `ty` (error 2749 for a type that cannot
+/// hold one).
+fn identity_spec(
+    p: &sqlparser::ast::IdentityProperty,
+    ty: SqlType,
+    column: &str,
+) -> Result<IdentitySpec, SqlError> {
+    let (seed, increment) = match &p.parameters {
+        Some(
+            IdentityPropertyFormatKind::FunctionCall(a) | IdentityPropertyFormatKind::StartAndIncrement(a),
+        ) => (
+            const_i64(&a.seed).unwrap_or(1),
+            const_i64(&a.increment).unwrap_or(1),
+        ),
+        None => (1, 1),
+    };
+    if !matches!(
+        ty,
+        SqlType::TinyInt
+            | SqlType::SmallInt
+            | SqlType::Int
+            | SqlType::BigInt
+            | SqlType::Decimal { scale: 0, .. }
+            | SqlType::Numeric { scale: 0, .. }
+    ) {
+        return Err(SqlError::new(
+            2749,
+            16,
+            format!(
+                "Identity column '{column}' must be of data type int, bigint, smallint, tinyint, or decimal or numeric with a scale of 0, and constrained to be nonnullable."
+            ),
+        ));
+    }
+    Ok(IdentitySpec { seed, increment })
 }
 
 fn table_constraint(tc: &TableConstraint, def: &mut TableDef) -> Result<(), SqlError> {
@@ -1439,53 +1444,8 @@ fn rebuild(cx: &mut State, old: &TableMeta, mut new: TableMeta) -> Result<(), Fa
     let mut tmp_meta = new.clone();
     tmp_meta.sqlite_name = tmp.clone();
     let ddl = sqlite_ddl(cx, &new, &format!("{prefix}{}", quote(&tmp)))?;
-    let common: Vec<String> = new
-        .def
-        .columns
-        .iter()
-        .filter(|c| c.computed.is_none() && old.column(&c.name).is_some_and(|(_, o)| o.computed.is_none()))
-        .map(|c| quote(&c.name))
-        .collect();
-    let converted: Vec<String> = new
-        .def
-        .columns
-        .iter()
-        .filter(|c| c.computed.is_none() && old.column(&c.name).is_some_and(|(_, o)| o.computed.is_none()))
-        .map(|c| match old.column(&c.name) {
-            // Same type: the stored form is already right; a UDF call per cell would
-            // dominate rebuilding a large table (ADD CHECK / FOREIGN KEY after a load).
-            Some((_, o)) if o.ty == c.ty => quote(&c.name),
-            o => format!(
-                "tsql_cast({}, '{}', '{}', NULL, 0)",
-                quote(&c.name),
-                type_decl(c.ty),
-                o.map(|(_, o)| type_decl(o.ty)).unwrap_or_default()
-            ),
-        })
-        .collect();
+    let (common, converted) = copied_columns(cx, old, &new)?;
     let old_sql = old.sqlite_sql();
-    let (mut common, mut converted) = (common, converted);
-    // A rowversion column added to a table with rows: each row gets the next value of the
-    // database counter, as SQL Server fills it.
-    if let Some(rv) = new
-        .def
-        .columns
-        .iter()
-        .find(|c| c.ty == SqlType::RowVersion && old.column(&c.name).is_none())
-    {
-        let count: i64 = cx
-            .conn
-            .query_row(&format!("SELECT COUNT(*) FROM {old_sql}"), [], |r| r.get(0))?;
-        let base = cx
-            .engine
-            .rowversion
-            .fetch_add(count.max(0) as u64, std::sync::atomic::Ordering::Relaxed);
-        common.push(quote(&rv.name));
-        converted.push(format!(
-            "unhex(printf('%016X', {} + ROW_NUMBER() OVER ()))",
-            i64::try_from(base).unwrap_or(i64::MAX) - 1
-        ));
-    }
     let fk_off = cx.trancount == 0;
     if fk_off {
         cx.conn.execute_batch("PRAGMA foreign_keys=OFF")?;
@@ -1541,6 +1501,60 @@ fn rebuild(cx: &mut State, old: &TableMeta, mut new: TableMeta) -> Result<(), Fa
     r?;
     store_meta(cx, new);
     Ok(())
+}
+
+/// The columns a rebuild copies from `old` into `new` (the INSERT's list) and what it copies
+/// into each (the SELECT's list): stored forms converted where the type changed, and the
+/// next rowversion values for a rowversion column added to a table with rows.
+fn copied_columns(cx: &State, old: &TableMeta, new: &TableMeta) -> Result<(Vec<String>, Vec<String>), Fail> {
+    let mut common: Vec<String> = new
+        .def
+        .columns
+        .iter()
+        .filter(|c| c.computed.is_none() && old.column(&c.name).is_some_and(|(_, o)| o.computed.is_none()))
+        .map(|c| quote(&c.name))
+        .collect();
+    let mut converted: Vec<String> = new
+        .def
+        .columns
+        .iter()
+        .filter(|c| c.computed.is_none() && old.column(&c.name).is_some_and(|(_, o)| o.computed.is_none()))
+        .map(|c| match old.column(&c.name) {
+            // Same type: the stored form is already right; a UDF call per cell would
+            // dominate rebuilding a large table (ADD CHECK / FOREIGN KEY after a load).
+            Some((_, o)) if o.ty == c.ty => quote(&c.name),
+            o => format!(
+                "tsql_cast({}, '{}', '{}', NULL, 0)",
+                quote(&c.name),
+                type_decl(c.ty),
+                o.map(|(_, o)| type_decl(o.ty)).unwrap_or_default()
+            ),
+        })
+        .collect();
+    // A rowversion column added to a table with rows: each row gets the next value of the
+    // database counter, as SQL Server fills it.
+    if let Some(rv) = new
+        .def
+        .columns
+        .iter()
+        .find(|c| c.ty == SqlType::RowVersion && old.column(&c.name).is_none())
+    {
+        let count: i64 =
+            cx.conn
+                .query_row(&format!("SELECT COUNT(*) FROM {}", old.sqlite_sql()), [], |r| {
+                    r.get(0)
+                })?;
+        let base = cx
+            .engine
+            .rowversion
+            .fetch_add(count.max(0) as u64, std::sync::atomic::Ordering::Relaxed);
+        common.push(quote(&rv.name));
+        converted.push(format!(
+            "unhex(printf('%016X', {} + ROW_NUMBER() OVER ()))",
+            i64::try_from(base).unwrap_or(i64::MAX) - 1
+        ));
+    }
+    Ok((common, converted))
 }
 
 /// Replaces a table's stored CREATE statement (SQLite's procedure for changing defaults:
