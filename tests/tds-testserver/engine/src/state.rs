@@ -1,7 +1,7 @@
 //! One session's state, which every statement reads and writes.
 
-use crate::bulk::target::PendingBulk;
 use crate::engine::Engine;
+use crate::meta::TableMeta;
 use crate::meta::Tables;
 use crate::translate::Globals;
 use crate::types::SqlType;
@@ -67,4 +67,14 @@ impl Drop for State {
         }
         self.engine.with_catalog(|c| c.drop_session(self.session_id));
     }
+}
+
+/// The target an INSERT BULK statement prepared for the BULK_LOAD message that follows: the
+/// table and, per INSERT BULK column, the table column index.
+#[derive(Debug)]
+pub struct PendingBulk {
+    pub(crate) meta: TableMeta,
+    pub(crate) cols: Vec<usize>,
+    pub(crate) keep_nulls: bool,
+    pub(crate) check_constraints: bool,
 }

@@ -3,13 +3,13 @@
 //! buffered, and inserted at the end inside a savepoint (or the load's own transaction) so
 //! that all rows land or none.
 
-use super::target::PendingBulk;
 use crate::ast::quote;
 use crate::convert::row_buffer::RowBuffer;
 use crate::convert::{fast_storage_into, value_to_stored};
 use crate::error::SqlError;
 use crate::meta::TableMeta;
 use crate::results::{Done, Interrupt, ResultSink, StatementKind};
+use crate::state::PendingBulk;
 use crate::state::State;
 use crate::transaction;
 use crate::types::names::is_string;
