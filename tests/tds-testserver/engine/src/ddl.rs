@@ -361,6 +361,7 @@ fn duplicate_key_error(cx: &State, meta: &TableMeta, ix: &IndexDef, name: &str) 
         conds.join(" AND ")
     );
     let value = cx
+        .db
         .conn
         .query_row(&sql, [], |r| {
             let mut parts = Vec::with_capacity(keys.len());
@@ -388,7 +389,7 @@ fn duplicate_key_error(cx: &State, meta: &TableMeta, ix: &IndexDef, name: &str) 
 
 /// Runs one index's DDL; a unique index over duplicate keys is SQL Server's 1505.
 fn build_index(cx: &State, meta: &TableMeta, ix: &IndexDef, name: &str, ddl: &str) -> Result<(), Fail> {
-    match cx.conn.execute_batch(ddl) {
+    match cx.db.conn.execute_batch(ddl) {
         Ok(()) => Ok(()),
         Err(e) if ix.unique && e.to_string().contains("UNIQUE constraint failed") => {
             Err(duplicate_key_error(cx, meta, ix, name).into())
@@ -408,7 +409,7 @@ fn table_expr(
         .try_with_sql(definition)
         .and_then(|mut p| p.parse_expr())
         .map_err(|_| crate::error::syntax_error(definition))?;
-    let tables = cx.engine.tables();
+    let tables = cx.db.engine.tables();
     let vt = std::collections::HashMap::new();
     let mut ctx = query::ctx(cx, &tables, &vt);
     let mut scope = Scope::default();
@@ -462,7 +463,7 @@ fn sqlite_ddl(cx: &State, meta: &TableMeta, name_sql: &str) -> Result<Vec<String
     }
     if !meta.def.temporary {
         for fk in meta.def.foreign_keys.iter().filter(|f| !f.disabled) {
-            let tables = cx.engine.tables();
+            let tables = cx.db.engine.tables();
             let target = if fk.referenced_table.eq_ignore_ascii_case(&meta.def.name)
                 && fk.referenced_schema.eq_ignore_ascii_case(&meta.def.schema)
             {
@@ -545,7 +546,7 @@ fn one_index_ddl(cx: &State, meta: &TableMeta, ix: &IndexDef, name: &str) -> Res
 }
 
 fn lookup_meta(cx: &State, name: &ObjectName) -> Result<TableMeta, SqlError> {
-    let tables = cx.engine.tables();
+    let tables = cx.db.engine.tables();
     let vt = std::collections::HashMap::new();
     let ctx = query::ctx(cx, &tables, &vt);
     ctx.lookup_name(name).cloned()
@@ -553,9 +554,9 @@ fn lookup_meta(cx: &State, name: &ObjectName) -> Result<TableMeta, SqlError> {
 
 fn store_meta(cx: &mut State, meta: TableMeta) {
     if meta.def.temporary {
-        cx.temp.insert(meta);
+        cx.db.temp.insert(meta);
     } else {
-        cx.engine.update_tables(|t| t.insert(meta));
+        cx.db.engine.update_tables(|t| t.insert(meta));
     }
 }
 
@@ -592,7 +593,7 @@ pub(crate) fn declared_type(cx: &State, type_text: &str) -> Option<(SqlType, Str
     if schema.eq_ignore_ascii_case("sys") || parse_type_name(&name).is_some() && schema.is_empty() {
         return None;
     }
-    cx.engine.read_catalog(|c| {
+    cx.db.engine.read_catalog(|c| {
         c.alias_type(&schema, &name)
             .map(|a| (a.base, a.name.clone(), Some(a.nullable)))
     })
@@ -632,6 +633,7 @@ fn column_from_ast(
         default: None,
         collation: None,
         rowguidcol: cx
+            .batch
             .rowguidcols
             .contains(&(c.name.span.start.line, c.name.span.start.column)),
         user_type: declared.as_ref().map(|(_, name, _)| name.clone()),
@@ -928,7 +930,7 @@ fn finish_meta(cx: &State, meta: &mut TableMeta) -> Result<(), SqlError> {
 
 /// Takes the constraint names the catalog chose (system names for unnamed ones).
 fn names_from_catalog(cx: &State, meta: &mut TableMeta) {
-    cx.engine.read_catalog(|c| {
+    cx.db.engine.read_catalog(|c| {
         let Some(t) = c.table(meta.object_id) else { return };
         let keyed: Vec<&crate::catalog::store::Index> =
             t.indexes.iter().filter(|i| !i.keys.is_empty()).collect();
@@ -961,12 +963,12 @@ fn names_from_catalog(cx: &State, meta: &mut TableMeta) {
 }
 
 pub(crate) fn create_table(cx: &mut State, ct: CreateTable, sink: &mut dyn ResultSink) -> Result<(), Fail> {
-    transaction::before_ddl(cx);
+    transaction::before_ddl(&cx.db, &mut cx.tran);
     let (schema, name, temporary) = split_name(&ct.name);
     let exists = if temporary {
-        cx.temp.get("", &name).is_some()
+        cx.db.temp.get("", &name).is_some()
     } else {
-        cx.engine.tables().get(&schema, &name).is_some()
+        cx.db.engine.tables().get(&schema, &name).is_some()
     };
     if exists {
         return Err(SqlError::new(
@@ -1021,8 +1023,8 @@ pub(crate) fn create_table(cx: &mut State, ct: CreateTable, sink: &mut dyn Resul
     meta.rowid_pk = crate::meta::rowid_key_candidate(&meta.def).is_some();
     // The catalog assigns the object id and system constraint names, and validates.
     let def = meta.def.clone();
-    let sid = cx.session_id;
-    let id = cx.engine.with_catalog(|c| c.create_table(def, sid))?;
+    let sid = cx.db.session_id;
+    let id = cx.db.engine.with_catalog(|c| c.create_table(def, sid))?;
     meta.object_id = id;
     names_from_catalog(cx, &mut meta);
     let r = sqlite_ddl(cx, &meta, &meta.sqlite_sql())
@@ -1030,17 +1032,17 @@ pub(crate) fn create_table(cx: &mut State, ct: CreateTable, sink: &mut dyn Resul
         .and_then(|stmts| {
             transaction::atomic(cx, |s| {
                 for st in &stmts {
-                    s.conn.execute_batch(st)?;
+                    s.db.conn.execute_batch(st)?;
                 }
                 Ok(())
             })
         });
     if let Err(e) = r {
-        let _ = cx.engine.with_catalog(|c| c.drop_table(id));
+        let _ = cx.db.engine.with_catalog(|c| c.drop_table(id));
         return Err(e);
     }
     store_meta(cx, meta);
-    query::done(cx, sink, StatementKind::Other, None)?;
+    cx.done(sink, StatementKind::Other, None)?;
     Ok(())
 }
 
@@ -1052,7 +1054,7 @@ pub(crate) fn drop_objects(
     table: Option<&ObjectName>,
     sink: &mut dyn ResultSink,
 ) -> Result<(), Fail> {
-    transaction::before_ddl(cx);
+    transaction::before_ddl(&cx.db, &mut cx.tran);
     match kind {
         ObjectType::Table => {
             for n in names {
@@ -1063,7 +1065,7 @@ pub(crate) fn drop_objects(
                         return Err(SqlError::new(3701, 11, format!("Cannot drop the table '{}', because it does not exist or you do not have permission.", object_parts(n).join("."))).into())
                     }
                 };
-                let tables = cx.engine.tables();
+                let tables = cx.db.engine.tables();
                 if let Some((child, fk)) = tables.all().find_map(|t| {
                     if t.object_id == meta.object_id {
                         return None;
@@ -1080,16 +1082,17 @@ pub(crate) fn drop_objects(
                     return Err(SqlError::new(3726, 16, format!("Could not drop object '{}' because it is referenced by a FOREIGN KEY constraint. ({fk} on {child})", meta.display_name())).into());
                 }
                 let oid = meta.object_id;
-                cx.engine.with_catalog(|c| c.drop_table(oid))?;
+                cx.db.engine.with_catalog(|c| c.drop_table(oid))?;
                 let sql = format!("DROP TABLE {}", meta.sqlite_sql());
                 transaction::atomic(cx, |s| {
-                    s.conn.execute_batch(&sql)?;
+                    s.db.conn.execute_batch(&sql)?;
                     Ok(())
                 })?;
                 if meta.def.temporary {
-                    cx.temp.remove("", &meta.def.name);
+                    cx.db.temp.remove("", &meta.def.name);
                 } else {
-                    cx.engine
+                    cx.db
+                        .engine
                         .update_tables(|t| t.remove(&meta.def.schema, &meta.def.name));
                 }
             }
@@ -1137,11 +1140,11 @@ pub(crate) fn drop_objects(
                     quote(&format!("{}.{}", meta.sqlite_name, meta.index_names[pos]))
                 );
                 transaction::atomic(cx, |s| {
-                    s.conn.execute_batch(&sql)?;
+                    s.db.conn.execute_batch(&sql)?;
                     Ok(())
                 })?;
                 let (oid, iname) = (meta.object_id, meta.index_names[pos].clone());
-                cx.engine.with_catalog(|c| c.drop_index(oid, &iname))?;
+                cx.db.engine.with_catalog(|c| c.drop_index(oid, &iname))?;
                 meta.def.indexes.remove(pos);
                 meta.index_names.remove(pos);
                 store_meta(cx, meta);
@@ -1150,7 +1153,7 @@ pub(crate) fn drop_objects(
         ObjectType::Database => {
             for n in names {
                 let name = object_parts(n).join(".");
-                let exists = name.eq_ignore_ascii_case(cx.engine.database()) && !cx.engine.is_dropped();
+                let exists = name.eq_ignore_ascii_case(cx.db.engine.database()) && !cx.db.engine.is_dropped();
                 if if_exists && !exists {
                     continue;
                 }
@@ -1171,10 +1174,11 @@ pub(crate) fn drop_objects(
                 let parts = object_parts(n);
                 let (schema, name) = crate::ast::schema_and_name(&parts);
                 let dropped = cx
+                    .db
                     .engine
                     .with_catalog(|c| c.drop_module("view", &schema, &name))?;
                 if dropped {
-                    cx.engine.update_tables(|t| t.set_module(&schema, &name, None));
+                    cx.db.engine.update_tables(|t| t.set_module(&schema, &name, None));
                 } else if !if_exists {
                     return Err(SqlError::new(3701, 11, format!("Cannot drop the view '{}', because it does not exist or you do not have permission.", parts.join("."))).into());
                 }
@@ -1186,14 +1190,14 @@ pub(crate) fn drop_objects(
             }
         }
     }
-    query::done(cx, sink, StatementKind::Other, None)?;
+    cx.done(sink, StatementKind::Other, None)?;
     Ok(())
 }
 
 pub(crate) fn truncate(cx: &mut State, t: &Truncate, sink: &mut dyn ResultSink) -> Result<(), Fail> {
     for target in &t.table_names {
         let meta = lookup_meta(cx, &target.name)?;
-        let tables = cx.engine.tables();
+        let tables = cx.db.engine.tables();
         if tables.all().any(|o| {
             o.object_id != meta.object_id
                 && o.def.foreign_keys.iter().any(|fk| {
@@ -1213,12 +1217,12 @@ pub(crate) fn truncate(cx: &mut State, t: &Truncate, sink: &mut dyn ResultSink) 
         }
         let sql = format!("DELETE FROM {}", meta.sqlite_sql());
         transaction::atomic(cx, |s| {
-            s.conn.execute_batch(&sql)?;
+            s.db.conn.execute_batch(&sql)?;
             Ok(())
         })?;
-        cx.engine.with_catalog(|c| c.truncate(meta.object_id));
+        cx.db.engine.with_catalog(|c| c.truncate(meta.object_id));
     }
-    query::done(cx, sink, StatementKind::Other, None)?;
+    cx.done(sink, StatementKind::Other, None)?;
     Ok(())
 }
 
@@ -1228,12 +1232,13 @@ pub(crate) fn create_index(cx: &mut State, ci: CreateIndex, sink: &mut dyn Resul
     let parts = object_parts(&ci.table_name);
     let (vschema, vname) = crate::ast::schema_and_name(&parts);
     if cx
+        .db
         .engine
         .tables()
         .module(&vschema, &vname)
         .is_some_and(|m| m.view_select.is_some())
     {
-        query::done(cx, sink, StatementKind::Other, None)?;
+        cx.done(sink, StatementKind::Other, None)?;
         return Ok(());
     }
     let mut meta = lookup_meta(cx, &ci.table_name)?;
@@ -1266,13 +1271,13 @@ pub(crate) fn create_index(cx: &mut State, ci: CreateIndex, sink: &mut dyn Resul
         }
     }
     let sql = one_index_ddl(cx, &meta, &ix, &name)?;
-    transaction::before_ddl(cx);
+    transaction::before_ddl(&cx.db, &mut cx.tran);
     let (oid, ix_cat) = (meta.object_id, ix.clone());
-    cx.engine.with_catalog(|c| c.add_index(oid, ix_cat))?;
+    cx.db.engine.with_catalog(|c| c.add_index(oid, ix_cat))?;
     let r = transaction::atomic(cx, |s| build_index(s, &meta, &ix, &name, &sql));
     if r.is_err() {
         // The catalog already lists the index: take it out again.
-        cx.engine.with_catalog(|c| c.drop_index(oid, &name)).ok();
+        cx.db.engine.with_catalog(|c| c.drop_index(oid, &name)).ok();
     }
     r?;
     meta.def.indexes.push(ix);
@@ -1282,7 +1287,7 @@ pub(crate) fn create_index(cx: &mut State, ci: CreateIndex, sink: &mut dyn Resul
             .unwrap_or_default(),
     );
     store_meta(cx, meta);
-    query::done(cx, sink, StatementKind::Other, None)?;
+    cx.done(sink, StatementKind::Other, None)?;
     Ok(())
 }
 
@@ -1291,8 +1296,8 @@ pub(crate) fn create_index(cx: &mut State, ci: CreateIndex, sink: &mut dyn Resul
 /// nothing.
 fn mirror_alter(cx: &State, old: &TableMeta, new: &TableMeta) -> Result<(), SqlError> {
     let oid = old.object_id;
-    let sid = cx.session_id;
-    cx.engine.with_catalog(|c| {
+    let sid = cx.db.session_id;
+    cx.db.engine.with_catalog(|c| {
         let snap = c.clone();
         let r = (|| -> Result<(), SqlError> {
             let cur_defaults: Vec<(String, String)> = c
@@ -1418,8 +1423,8 @@ fn rebuild(cx: &mut State, old: &TableMeta, mut new: TableMeta) -> Result<(), Fa
     // SQL Server checks the rows only against the CHECKs this ALTER adds (unless WITH
     // NOCHECK) or re-enables WITH CHECK; checks already there, trusted or not, are not
     // re-run, so the copy ignores them all and the ones to check are checked by name.
-    let mut verify: Vec<String> = std::mem::take(&mut cx.recheck);
-    if !cx.ignore_checks {
+    let mut verify: Vec<String> = std::mem::take(&mut cx.batch.recheck);
+    if !cx.batch.ignore_checks {
         verify.extend(
             new.check_names
                 .iter()
@@ -1446,21 +1451,21 @@ fn rebuild(cx: &mut State, old: &TableMeta, mut new: TableMeta) -> Result<(), Fa
     let ddl = sqlite_ddl(cx, &new, &format!("{prefix}{}", quote(&tmp)))?;
     let (common, converted) = copied_columns(cx, old, &new)?;
     let old_sql = old.sqlite_sql();
-    let fk_off = cx.trancount == 0;
+    let fk_off = cx.tran.count == 0;
     if fk_off {
-        cx.conn.execute_batch("PRAGMA foreign_keys=OFF")?;
+        cx.db.conn.execute_batch("PRAGMA foreign_keys=OFF")?;
     }
-    cx.conn.execute_batch("PRAGMA ignore_check_constraints=ON")?;
+    cx.db.conn.execute_batch("PRAGMA ignore_check_constraints=ON")?;
     let r = transaction::atomic(cx, |s| {
         // The first statement creates the table; index statements need the final name.
-        s.conn.execute_batch(&ddl[0])?;
+        s.db.conn.execute_batch(&ddl[0])?;
         let copy = format!(
             "INSERT INTO {prefix}{} ({}) SELECT {} FROM {old_sql}",
             quote(&tmp),
             common.join(", "),
             converted.join(", ")
         );
-        let copied = s.conn.execute_batch(&copy);
+        let copied = s.db.conn.execute_batch(&copy);
         if copied.is_ok() {
             verify_checks(s, &new, &format!("{prefix}{}", quote(&tmp)), &verify)?;
         }
@@ -1479,8 +1484,8 @@ fn rebuild(cx: &mut State, old: &TableMeta, mut new: TableMeta) -> Result<(), Fa
                 _ => e.into(),
             });
         }
-        s.conn.execute_batch(&format!("DROP TABLE {old_sql}"))?;
-        s.conn.execute_batch(&format!(
+        s.db.conn.execute_batch(&format!("DROP TABLE {old_sql}"))?;
+        s.db.conn.execute_batch(&format!(
             "ALTER TABLE {prefix}{} RENAME TO {}",
             quote(&tmp),
             quote(&new.sqlite_name)
@@ -1495,9 +1500,9 @@ fn rebuild(cx: &mut State, old: &TableMeta, mut new: TableMeta) -> Result<(), Fa
         Ok(())
     });
     if fk_off {
-        cx.conn.execute_batch("PRAGMA foreign_keys=ON")?;
+        cx.db.conn.execute_batch("PRAGMA foreign_keys=ON")?;
     }
-    cx.conn.execute_batch("PRAGMA ignore_check_constraints=OFF")?;
+    cx.db.conn.execute_batch("PRAGMA ignore_check_constraints=OFF")?;
     r?;
     store_meta(cx, new);
     Ok(())
@@ -1540,11 +1545,13 @@ fn copied_columns(cx: &State, old: &TableMeta, new: &TableMeta) -> Result<(Vec<S
         .find(|c| c.ty == SqlType::RowVersion && old.column(&c.name).is_none())
     {
         let count: i64 =
-            cx.conn
+            cx.db
+                .conn
                 .query_row(&format!("SELECT COUNT(*) FROM {}", old.sqlite_sql()), [], |r| {
                     r.get(0)
                 })?;
         let base = cx
+            .db
             .engine
             .rowversion
             .fetch_add(count.max(0) as u64, std::sync::atomic::Ordering::Relaxed);
@@ -1560,16 +1567,17 @@ fn copied_columns(cx: &State, old: &TableMeta, new: &TableMeta) -> Result<(Vec<S
 /// Replaces a table's stored CREATE statement (SQLite's procedure for changing defaults:
 /// writable_schema, then a new schema_version so every connection re-reads the schema).
 fn rewrite_table_sql(cx: &mut State, sqlite_name: &str, create: &str) -> Result<(), Fail> {
-    let version: i64 = cx.conn.query_row("PRAGMA schema_version", [], |r| r.get(0))?;
-    cx.conn.execute_batch("PRAGMA writable_schema=ON")?;
-    let updated = cx.conn.execute(
+    let version: i64 = cx.db.conn.query_row("PRAGMA schema_version", [], |r| r.get(0))?;
+    cx.db.conn.execute_batch("PRAGMA writable_schema=ON")?;
+    let updated = cx.db.conn.execute(
         "UPDATE sqlite_schema SET sql = ?1 WHERE type = 'table' AND name = ?2",
         rusqlite::params![create, sqlite_name],
     );
     let bumped = cx
+        .db
         .conn
         .execute_batch(&format!("PRAGMA schema_version={}", version + 1));
-    cx.conn.execute_batch("PRAGMA writable_schema=OFF")?;
+    cx.db.conn.execute_batch("PRAGMA writable_schema=OFF")?;
     bumped?;
     match updated? {
         1 => Ok(()),
@@ -1595,7 +1603,7 @@ fn verify_checks(cx: &State, meta: &TableMeta, table: &str, names: &[String]) ->
         let (expr, _) = table_expr(cx, meta, &meta.def.checks[i].definition)?;
         // NOT(NULL) is NULL: as for the constraint itself, unknown passes.
         let sql = format!("SELECT EXISTS (SELECT 1 FROM {table} WHERE NOT ({expr}))");
-        let broken: bool = cx.conn.query_row(&sql, [], |r| r.get(0))?;
+        let broken: bool = cx.db.conn.query_row(&sql, [], |r| r.get(0))?;
         if broken {
             let col_part = crate::write::conflicts::check_column(meta, i)
                 .map(|c| format!(", column '{c}'"))
@@ -1606,7 +1614,7 @@ fn verify_checks(cx: &State, meta: &TableMeta, table: &str, names: &[String]) ->
                 format!(
                     "The ALTER TABLE statement conflicted with the CHECK constraint \"{}\". The conflict occurred in database \"{}\", table \"{}\"{col_part}.",
                     meta.check_names[i],
-                    cx.database,
+                    cx.db.database,
                     meta.display_name()
                 ),
             )
@@ -1619,12 +1627,11 @@ fn verify_checks(cx: &State, meta: &TableMeta, table: &str, names: &[String]) ->
 pub(crate) fn alter_table(cx: &mut State, at: AlterTable, sink: &mut dyn ResultSink) -> Result<(), Fail> {
     let old = lookup_meta(cx, &at.name)?;
     let mut new = old.clone();
-    let nocheck = at
-        .name
-        .0
-        .last()
-        .and_then(|p| p.as_ident())
-        .is_some_and(|i| cx.nocheck.contains(&(i.span.start.line, i.span.start.column)));
+    let nocheck = at.name.0.last().and_then(|p| p.as_ident()).is_some_and(|i| {
+        cx.batch
+            .nocheck
+            .contains(&(i.span.start.line, i.span.start.column))
+    });
     for op in &at.operations {
         match op {
             AlterTableOperation::AddColumn { column_def, .. } => {
@@ -1637,7 +1644,7 @@ pub(crate) fn alter_table(cx: &mut State, at: AlterTable, sink: &mut dyn ResultS
                 }
                 // A rowversion column is filled for existing rows (in `rebuild`), as SQL Server does.
                 if !col.nullable && col.default.is_none() && col.identity.is_none() && col.computed.is_none() && col.ty != SqlType::RowVersion {
-                    let count: i64 = cx.conn.query_row(&format!("SELECT COUNT(*) FROM {}", old.sqlite_sql()), [], |r| r.get(0))?;
+                    let count: i64 = cx.db.conn.query_row(&format!("SELECT COUNT(*) FROM {}", old.sqlite_sql()), [], |r| r.get(0))?;
                     if count > 0 {
                         return Err(SqlError::new(4901, 16, format!("ALTER TABLE only allows columns to be added that can contain nulls, or have a DEFAULT definition specified, or the column being added is an identity or timestamp column, or alternatively if none of the previous conditions are satisfied the table must be empty to allow addition of this column. Column '{}' cannot be added to non-empty table '{}' because it does not satisfy these conditions.", col.name, new.def.name)).into());
                     }
@@ -1760,15 +1767,15 @@ pub(crate) fn alter_table(cx: &mut State, at: AlterTable, sink: &mut dyn ResultS
             .to_vec();
         check_foreign_keys(cx, &old, &added)?;
     }
-    cx.ignore_checks = nocheck;
+    cx.batch.ignore_checks = nocheck;
     let r = apply_alter(cx, old, new, sink);
-    cx.ignore_checks = false;
+    cx.batch.ignore_checks = false;
     r
 }
 
 /// Rows of `meta` that break one of `fks` (NULL keys never do): error 547.
 fn check_foreign_keys(cx: &State, meta: &TableMeta, fks: &[ForeignKeyDef]) -> Result<(), SqlError> {
-    let tables = cx.engine.tables();
+    let tables = cx.db.engine.tables();
     for fk in fks {
         let parent = if fk.referenced_table.eq_ignore_ascii_case(&meta.def.name)
             && fk.referenced_schema.eq_ignore_ascii_case(&meta.def.schema)
@@ -1799,6 +1806,7 @@ fn check_foreign_keys(cx: &State, meta: &TableMeta, fks: &[ForeignKeyDef]) -> Re
             join.join(" AND ")
         );
         let bad = cx
+            .db
             .conn
             .query_row(&sql, [], |_| Ok(()))
             .map(|()| true)
@@ -1813,7 +1821,7 @@ fn check_foreign_keys(cx: &State, meta: &TableMeta, fks: &[ForeignKeyDef]) -> Re
                 format!(
                     "The ALTER TABLE statement conflicted with the FOREIGN KEY constraint \"{}\". The conflict occurred in database \"{}\", table \"{}.{}\", column '{}'.",
                     fk.name.clone().unwrap_or_default(),
-                    cx.database,
+                    cx.db.database,
                     fk.referenced_schema,
                     fk.referenced_table,
                     fk.referenced_columns.first().cloned().unwrap_or_default()
@@ -1834,7 +1842,7 @@ pub(crate) fn constraint_state(
     sink: &mut dyn ResultSink,
 ) -> Result<(), Fail> {
     let old = {
-        let tables = cx.engine.tables();
+        let tables = cx.db.engine.tables();
         let vt = std::collections::HashMap::new();
         query::ctx(cx, &tables, &vt)
             .lookup(table)
@@ -1887,12 +1895,12 @@ pub(crate) fn constraint_state(
         }
     }
     check_foreign_keys(cx, &old, &to_check)?;
-    cx.recheck = recheck;
+    cx.batch.recheck = recheck;
     let oid = old.object_id;
     let r = apply_alter(cx, old, new, sink);
-    cx.recheck.clear();
+    cx.batch.recheck.clear();
     r?;
-    cx.engine.with_catalog(|c| {
+    cx.db.engine.with_catalog(|c| {
         for (name, disabled, not_trusted) in &changed {
             c.set_constraint_state(oid, name, *disabled, *not_trusted);
         }
@@ -1908,8 +1916,8 @@ fn apply_alter(
     sink: &mut dyn ResultSink,
 ) -> Result<(), Fail> {
     let display = new.display_name();
-    transaction::before_ddl(cx);
-    let snapshot = cx.engine.read_catalog(|c| c.clone());
+    transaction::before_ddl(&cx.db, &mut cx.tran);
+    let snapshot = cx.db.engine.read_catalog(|c| c.clone());
     finish_meta(cx, &mut new)?;
     mirror_alter(cx, &old, &new)?;
     names_from_catalog(cx, &mut new);
@@ -1924,17 +1932,17 @@ fn apply_alter(
     }
     let rebuilt = rebuild(cx, &old, new);
     if rebuilt.is_err() {
-        cx.engine.with_catalog(|c| c.restore(snapshot));
+        cx.db.engine.with_catalog(|c| c.restore(snapshot));
     }
     rebuilt.map_err(|f| match f {
         Fail::Sql(e) if e.number != 1505 && e.number != 547 && (e.message.contains("constraint failed") || e.message.contains("CHECK")) => Fail::Sql(SqlError::new(
             547,
             16,
-            format!("The ALTER TABLE statement conflicted with a constraint. The conflict occurred in database \"{}\", table \"{display}\".", cx.database),
+            format!("The ALTER TABLE statement conflicted with a constraint. The conflict occurred in database \"{}\", table \"{display}\".", cx.db.database),
         )),
         other => other,
     })?;
-    query::done(cx, sink, StatementKind::Other, None)?;
+    cx.done(sink, StatementKind::Other, None)?;
     Ok(())
 }
 
@@ -1948,7 +1956,7 @@ pub(crate) fn check_ident(
         .split('.')
         .map(|p| p.trim_matches(['[', ']', '"']).to_string())
         .collect();
-    let tables = cx.engine.tables();
+    let tables = cx.db.engine.tables();
     let vt = std::collections::HashMap::new();
     let meta = query::ctx(cx, &tables, &vt)
         .lookup(&parts)
@@ -1968,12 +1976,12 @@ pub(crate) fn check_ident(
         )
         .into());
     };
-    let current = cx.engine.read_catalog(|c| {
+    let current = cx.db.engine.read_catalog(|c| {
         c.table(meta.object_id)
             .and_then(|t| t.identity.as_ref())
             .and_then(|i| i.last)
     });
-    let max: Option<i64> = cx.conn.query_row(
+    let max: Option<i64> = cx.db.conn.query_row(
         &format!("SELECT MAX({}) FROM {}", quote(&col.name), meta.sqlite_sql()),
         [],
         |r| r.get(0),
@@ -1981,15 +1989,15 @@ pub(crate) fn check_ident(
     let shown = current.map_or("NULL".to_string(), |c| c.to_string());
     let oid = meta.object_id;
     match reseed {
-        Some(Some(v)) => cx.engine.with_catalog(|c| c.identity_reseed(oid, Some(v))),
+        Some(Some(v)) => cx.db.engine.with_catalog(|c| c.identity_reseed(oid, Some(v))),
         Some(None) => {
             if let Some(m) = max {
-                cx.engine.with_catalog(|c| c.identity_reseed(oid, Some(m)));
+                cx.db.engine.with_catalog(|c| c.identity_reseed(oid, Some(m)));
             }
         }
         None => {
             if let Some(m) = max {
-                cx.engine.with_catalog(|c| c.identity_observe(oid, m));
+                cx.db.engine.with_catalog(|c| c.identity_observe(oid, m));
             }
         }
     }
@@ -2004,6 +2012,6 @@ pub(crate) fn check_ident(
         2528,
         "DBCC execution completed. If DBCC printed error messages, contact your system administrator.",
     )?;
-    query::done(cx, sink, StatementKind::Other, None)?;
+    cx.done(sink, StatementKind::Other, None)?;
     Ok(())
 }

@@ -49,18 +49,20 @@ fn parse_query(sql: &str) -> Result<Query, SqlError> {
 }
 
 pub(crate) fn table_meta(cx: &State, name: &sqlparser::ast::ObjectName) -> Result<TableMeta, SqlError> {
-    let tables = cx.engine.tables();
+    let tables = cx.db.engine.tables();
     let vt = std::collections::HashMap::new();
-    let ctx = Translator::new(&tables, &cx.temp, &vt, cx.globals);
+    let ctx = Translator::new(&tables, &cx.db.temp, &vt, cx.globals());
     ctx.lookup_name(name).cloned()
 }
 
 fn next_identity(cx: &State, meta: &TableMeta) -> Option<i64> {
-    cx.engine.with_catalog(|c| c.identity_next(meta.object_id))
+    cx.db.engine.with_catalog(|c| c.identity_next(meta.object_id))
 }
 
 fn note_identity(cx: &State, meta: &TableMeta, v: i64) {
-    cx.engine.with_catalog(|c| c.identity_observe(meta.object_id, v));
+    cx.db
+        .engine
+        .with_catalog(|c| c.identity_observe(meta.object_id, v));
 }
 
 /// Inserts rows into `meta`: `cols` are the table column indexes the row values are for.
@@ -71,7 +73,7 @@ pub(crate) fn insert_rows(
     cols: &[usize],
     rows: impl IntoIterator<Item = Vec<Stored>>,
 ) -> Result<(u64, Option<i64>), Fail> {
-    cx.last_rowids.clear();
+    cx.batch.last_rowids.clear();
     let ident = meta.identity_column().map(|(i, _)| i);
     let auto_ident = ident.filter(|i| !cols.contains(i));
     let mut all_cols: Vec<usize> = cols.to_vec();
@@ -107,7 +109,7 @@ pub(crate) fn insert_rows(
         values.clear();
         for (v, ci) in row.iter().zip(cols.iter()) {
             values.push(column_values::column_value(
-                cx,
+                &cx.db,
                 meta,
                 &meta.def.columns[*ci],
                 ValueRef::from(v),
@@ -126,17 +128,19 @@ pub(crate) fn insert_rows(
             }
         }
         if rv.is_some() {
-            values.push(Stored::Blob(cx.engine.next_rowversion()));
+            values.push(Stored::Blob(cx.db.engine.next_rowversion()));
         }
-        constraints::check_rowid_key(cx, meta, &all_cols, &values, Verb::Insert)?;
-        let mut stmt = cx.conn.prepare_cached(&sql)?;
+        constraints::check_rowid_key(&cx.db, meta, &all_cols, &values, Verb::Insert)?;
+        let mut stmt = cx.db.conn.prepare_cached(&sql)?;
         for (i, v) in values.iter().enumerate() {
             stmt.raw_bind_parameter(i + 1, v)?;
         }
         if let Err(e) = stmt.raw_execute() {
-            return Err(constraints::constraint_error(cx, meta, &e, &all_cols, &values, Verb::Insert).into());
+            return Err(
+                constraints::constraint_error(&cx.db, meta, &e, &all_cols, &values, Verb::Insert).into(),
+            );
         }
-        cx.last_rowids.push(cx.conn.last_insert_rowid());
+        cx.batch.last_rowids.push(cx.db.conn.last_insert_rowid());
         count += 1;
     }
     Ok((count, last_identity))
@@ -162,7 +166,7 @@ pub(crate) fn insert(cx: &mut State, ins: &mut Insert, sink: &mut dyn ResultSink
     };
     let meta = table_meta(cx, name)?;
     refuse_triggered(cx, &meta, "INSERT")?;
-    let ident_on = cx.identity_insert.as_ref().is_some_and(|(s, n)| {
+    let ident_on = cx.opts.identity_insert.as_ref().is_some_and(|(s, n)| {
         s.eq_ignore_ascii_case(&meta.def.schema) && n.eq_ignore_ascii_case(&meta.def.name)
     });
     let mut cols: Vec<usize> = Vec::new();
@@ -248,12 +252,12 @@ pub(crate) fn insert(cx: &mut State, ins: &mut Insert, sink: &mut dyn ResultSink
     };
     let (count, ident) = transaction::atomic(cx, |s| insert_rows(s, &meta, &cols, rows))?;
     if ident.is_some() {
-        cx.globals.identity = ident;
-        cx.globals.scope_identity = ident;
+        cx.vars.globals.identity = ident;
+        cx.vars.globals.scope_identity = ident;
     }
     if let Some(items) = output_items {
         // OUTPUT INSERTED.x: the inserted rows, read back by rowid, as a result set.
-        let ids = std::mem::take(&mut cx.last_rowids);
+        let ids = std::mem::take(&mut cx.batch.last_rowids);
         let list = items.iter().map(|i| i.to_string()).collect::<Vec<_>>().join(", ");
         let in_list = if ids.is_empty() {
             "NULL".to_string()
@@ -267,8 +271,8 @@ pub(crate) fn insert(cx: &mut State, ins: &mut Insert, sink: &mut dyn ResultSink
         let mut inner = NoDone(sink);
         query::run_query(cx, &mut q, &mut inner, true)?;
     }
-    cx.globals.rowcount = count as i64;
-    query::done(cx, sink, StatementKind::Insert, Some(count))?;
+    cx.vars.globals.rowcount = count as i64;
+    cx.done(sink, StatementKind::Insert, Some(count))?;
     Ok(())
 }
 
@@ -276,6 +280,7 @@ pub(crate) fn insert(cx: &mut State, ins: &mut Insert, sink: &mut dyn ResultSink
 /// triggers without running them, so the statement is refused rather than run without it.
 pub(crate) fn refuse_triggered(cx: &State, meta: &TableMeta, event: &str) -> Result<(), SqlError> {
     let trigger = cx
+        .db
         .engine
         .read_catalog(|c| c.enabled_trigger(meta.object_id, event).map(|m| m.name.clone()));
     match trigger {
@@ -410,8 +415,8 @@ pub(crate) fn update(
     let (_, rows) = query::query_rows(cx, &mut query)?;
     let Some(list) = output else {
         let count = transaction::atomic(cx, |s| update_rows(s, &meta, &cols, rows))?;
-        cx.globals.rowcount = count as i64;
-        query::done(cx, sink, StatementKind::Update, Some(count))?;
+        cx.vars.globals.rowcount = count as i64;
+        cx.done(sink, StatementKind::Update, Some(count))?;
         return Ok(());
     };
     // OUTPUT inserted.x, deleted.y: the rows before the update go to a #temp snapshot
@@ -449,8 +454,8 @@ pub(crate) fn update(
     }
     let (count, buffered) = result?;
     buffered.replay(sink)?;
-    cx.globals.rowcount = count as i64;
-    query::done(cx, sink, StatementKind::Update, Some(count))?;
+    cx.vars.globals.rowcount = count as i64;
+    cx.done(sink, StatementKind::Update, Some(count))?;
     Ok(())
 }
 
@@ -507,25 +512,25 @@ fn update_rows(
         let mut values = Vec::with_capacity(cols.len());
         for (v, ci) in row[1..].iter().zip(cols.iter()) {
             values.push(column_values::column_value(
-                cx,
+                &cx.db,
                 meta,
                 &meta.def.columns[*ci],
                 ValueRef::from(v),
             )?);
         }
-        constraints::check_rowid_key(cx, meta, cols, &values, Verb::Update)?;
-        let mut stmt = cx.conn.prepare_cached(&sql)?;
+        constraints::check_rowid_key(&cx.db, meta, cols, &values, Verb::Update)?;
+        let mut stmt = cx.db.conn.prepare_cached(&sql)?;
         for (i, v) in values.iter().enumerate() {
             stmt.raw_bind_parameter(i + 1, v)?;
         }
         stmt.raw_bind_parameter(cols.len() + 1, rowid)?;
         if rv.is_some() {
-            stmt.raw_bind_parameter(cols.len() + 2, cx.engine.next_rowversion())?;
+            stmt.raw_bind_parameter(cols.len() + 2, cx.db.engine.next_rowversion())?;
         }
         if let Err(e) = stmt.raw_execute() {
             drop(stmt);
             return Err(constraints::constraint_error_at(
-                cx,
+                &cx.db,
                 meta,
                 &e,
                 cols,
@@ -544,14 +549,14 @@ fn delete_rowids(cx: &mut State, meta: &TableMeta, rowids: &[i64]) -> Result<u64
     let sql = format!("DELETE FROM {} WHERE rowid = ?1", meta.sqlite_sql());
     let mut count = 0u64;
     for id in rowids {
-        let mut stmt = cx.conn.prepare_cached(&sql)?;
+        let mut stmt = cx.db.conn.prepare_cached(&sql)?;
         stmt.raw_bind_parameter(1, id)?;
         match stmt.raw_execute() {
             Ok(n) => count += n as u64,
             Err(e) => {
                 drop(stmt);
                 return Err(constraints::constraint_error_at(
-                    cx,
+                    &cx.db,
                     meta,
                     &e,
                     &[],
@@ -648,8 +653,8 @@ pub(crate) fn delete(
     if output.is_some() {
         buffered.replay(sink)?;
     }
-    cx.globals.rowcount = count as i64;
-    query::done(cx, sink, StatementKind::Delete, Some(count))?;
+    cx.vars.globals.rowcount = count as i64;
+    cx.done(sink, StatementKind::Delete, Some(count))?;
     Ok(())
 }
 
@@ -740,8 +745,8 @@ pub(crate) fn merge(cx: &mut State, m: &mut Merge, sink: &mut dyn ResultSink) ->
     }
     let clauses = [&matched, &not_matched, &by_source];
     let count = transaction::atomic(cx, |s| apply_merge(s, &meta, actions, clauses))?;
-    cx.globals.rowcount = count as i64;
-    query::done(cx, sink, StatementKind::Merge, Some(count))?;
+    cx.vars.globals.rowcount = count as i64;
+    cx.done(sink, StatementKind::Merge, Some(count))?;
     Ok(())
 }
 
@@ -848,8 +853,8 @@ fn apply_merge(
                     MergePlan::Insert(cols) => {
                         let (n, ident) = insert_rows(s, meta, cols, vec![vals])?;
                         if ident.is_some() {
-                            s.globals.identity = ident;
-                            s.globals.scope_identity = ident;
+                            s.vars.globals.identity = ident;
+                            s.vars.globals.scope_identity = ident;
                         }
                         n
                     }
@@ -915,8 +920,8 @@ pub(crate) fn select_into(cx: &mut State, mut q: Query, sink: &mut dyn ResultSin
     let idx: Vec<usize> = (0..cols.len()).collect();
     let (count, _) = transaction::atomic(cx, |s| insert_rows(s, &meta, &idx, rows))?;
     let _ = ct;
-    cx.globals.rowcount = count as i64;
-    query::done(cx, sink, StatementKind::Select, Some(count))?;
+    cx.vars.globals.rowcount = count as i64;
+    cx.done(sink, StatementKind::Select, Some(count))?;
     Ok(())
 }
 

@@ -75,7 +75,7 @@ fn stmt_kind(s: &Stmt) -> StatementKind {
 
 /// A variable's value as a number literal (for FETCH NEXT @p).
 fn var_literal(cx: &State, name: &str) -> Option<String> {
-    match cx.vars.get(&name.to_lowercase())? {
+    match cx.vars.values.get(&name.to_lowercase())? {
         (_, Stored::Integer(i)) => Some(i.to_string()),
         (_, Stored::Text(t)) if t.parse::<i64>().is_ok() => Some(t.clone()),
         _ => None,
@@ -96,7 +96,7 @@ pub(crate) fn run_batch(cx: &mut State, sql: &str, sink: &mut dyn ResultSink) ->
         }
     };
     if batch.stmts.is_empty() {
-        return query::done(cx, sink, StatementKind::Other, None);
+        return cx.done(sink, StatementKind::Other, None);
     }
     run_stmts(cx, batch, sink).map(|_| ())
 }
@@ -109,12 +109,12 @@ fn run_stmts(cx: &mut State, batch: Batch, sink: &mut dyn ResultSink) -> Result<
         rowguidcols,
         nocheck,
     } = batch;
-    cx.rowguidcols = rowguidcols;
-    cx.nocheck = nocheck;
-    cx.returning = false;
+    cx.batch.rowguidcols = rowguidcols;
+    cx.batch.nocheck = nocheck;
+    cx.batch.returning = false;
     for p in stmts {
-        if cx.returning {
-            cx.returning = false;
+        if cx.batch.returning {
+            cx.batch.returning = false;
             break;
         }
         let kind = stmt_kind(&p.stmt);
@@ -129,9 +129,9 @@ fn run_stmts(cx: &mut State, batch: Batch, sink: &mut dyn ResultSink) -> Result<
             Err(Fail::Sql(mut e)) => {
                 e.at_line(p.line);
                 sink.error(&e)?;
-                let xact = cx.xact_abort && cx.trancount > 0;
+                let xact = cx.opts.xact_abort && cx.tran.count > 0;
                 if xact {
-                    let _ = transaction::rollback_tran(cx, None, sink);
+                    let _ = transaction::rollback(&mut cx.db, &mut cx.tran, None, sink);
                 }
                 sink.done(Done {
                     kind,
@@ -141,7 +141,7 @@ fn run_stmts(cx: &mut State, batch: Batch, sink: &mut dyn ResultSink) -> Result<
                 })?;
                 let aborts = match raise {
                     Some(throw) => throw,
-                    None => std::mem::take(&mut cx.thrown) || aborts_batch(e.number),
+                    None => std::mem::take(&mut cx.batch.thrown) || aborts_batch(e.number),
                 };
                 if xact || aborts {
                     return Ok(false);
@@ -149,7 +149,7 @@ fn run_stmts(cx: &mut State, batch: Batch, sink: &mut dyn ResultSink) -> Result<
             }
         }
     }
-    cx.returning = false;
+    cx.batch.returning = false;
     Ok(true)
 }
 
@@ -159,7 +159,7 @@ fn exec_stmt(
     tops: &HashMap<(u64, u64), String>,
     sink: &mut dyn ResultSink,
 ) -> Result<(), Fail> {
-    if cx.fmtonly {
+    if cx.opts.fmtonly {
         // FMTONLY: SELECTs return metadata only; nothing else runs except SET.
         match &stmt {
             Stmt::Sql(s) if matches!(**s, Statement::Query(_) | Statement::Set(_)) => {}
@@ -172,28 +172,28 @@ fn exec_stmt(
         stmt,
         Stmt::InsertBulk(_) | Stmt::BeginTran | Stmt::CommitTran | Stmt::RollbackTran(_)
     ) {
-        transaction::ensure_sqlite_tran(cx)?;
+        transaction::ensure_sqlite_tran(&cx.db, &cx.tran)?;
     }
     match stmt {
         Stmt::Sql(s) => exec_sql(cx, *s, tops, sink),
         Stmt::InsertBulk(t) => {
-            cx.pending_bulk = Some(target::prepare(&cx.engine.tables(), &cx.temp, t)?);
+            cx.pending_bulk = Some(target::prepare(&cx.db.engine.tables(), &cx.db.temp, t)?);
             done(cx, sink)
         }
         Stmt::BeginTran => {
-            transaction::begin_tran(cx, None, sink)?;
+            transaction::begin(&cx.db, &mut cx.tran, sink)?;
             done(cx, sink)
         }
         Stmt::CommitTran => {
-            transaction::commit_tran(cx, sink)?;
+            transaction::commit(&cx.db, &mut cx.tran, sink)?;
             done(cx, sink)
         }
         Stmt::RollbackTran(name) => {
-            transaction::rollback_tran(cx, name.as_deref(), sink)?;
+            transaction::rollback(&mut cx.db, &mut cx.tran, name.as_deref(), sink)?;
             done(cx, sink)
         }
         Stmt::SaveTran(name) => {
-            transaction::save_tran(cx, &name)?;
+            transaction::save(&cx.db, &cx.tran, &name)?;
             done(cx, sink)
         }
         Stmt::If {
@@ -247,7 +247,7 @@ pub(crate) fn exec_sql(
     match stmt {
         Statement::Query(q) => select(cx, q, sink),
         Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_) | Statement::Merge(_)
-            if cx.rowcount_limit > 0 =>
+            if cx.opts.rowcount_limit > 0 =>
         {
             Err(SqlError::new(
                 102,
@@ -278,8 +278,8 @@ pub(crate) fn exec_sql(
             ..
         } => {
             let name = crate::ast::object_parts(&name).join(".");
-            transaction::before_ddl(cx);
-            cx.engine.with_catalog(|c| c.create_schema(&name))?;
+            transaction::before_ddl(&cx.db, &mut cx.tran);
+            cx.db.engine.with_catalog(|c| c.create_schema(&name))?;
             done(cx, sink)
         }
         Statement::Drop {
@@ -298,15 +298,15 @@ pub(crate) fn exec_sql(
         Statement::Print(p) => messages::print(cx, p, sink),
         Statement::Use(u) => session_options::use_database(cx, u, sink),
         Statement::StartTransaction { .. } => {
-            transaction::begin_tran(cx, None, sink)?;
+            transaction::begin(&cx.db, &mut cx.tran, sink)?;
             done(cx, sink)
         }
         Statement::Commit { .. } => {
-            transaction::commit_tran(cx, sink)?;
+            transaction::commit(&cx.db, &mut cx.tran, sink)?;
             done(cx, sink)
         }
         Statement::Rollback { savepoint, .. } => {
-            transaction::rollback_tran(cx, savepoint.as_ref().map(|s| s.value.as_str()), sink)?;
+            transaction::rollback(&mut cx.db, &mut cx.tran, savepoint.as_ref().map(|s| s.value.as_str()), sink)?;
             done(cx, sink)
         }
         Statement::RaisError {
@@ -348,7 +348,7 @@ pub(crate) fn exec_sql(
                 )
                 .into());
             }
-            cx.returning = true;
+            cx.batch.returning = true;
             Ok(())
         }
         Statement::Execute { name, parameters, .. }
@@ -378,7 +378,7 @@ fn run_block(
         ConditionalStatements::BeginEnd(b) => b.statements,
     };
     for s in stmts {
-        if cx.returning {
+        if cx.batch.returning {
             break;
         }
         exec_stmt(cx, Stmt::Sql(Box::new(s)), tops, sink)?;
@@ -390,7 +390,7 @@ fn run_block(
 
 /// The DONE of a statement that reports no rows.
 fn done(cx: &State, sink: &mut dyn ResultSink) -> Result<(), Fail> {
-    query::done(cx, sink, StatementKind::Other, None)?;
+    cx.done(sink, StatementKind::Other, None)?;
     Ok(())
 }
 
@@ -410,12 +410,12 @@ fn run_if(
         otherwise
     };
     for p in branch {
-        if cx.returning {
+        if cx.batch.returning {
             break;
         }
         let throw = matches!(p.stmt, Stmt::Raise { throw: true, .. });
         if let Err(e) = exec_stmt(cx, p.stmt, tops, sink) {
-            cx.thrown |= throw;
+            cx.batch.thrown |= throw;
             return Err(e);
         }
     }
@@ -469,14 +469,14 @@ fn exec_string(cx: &mut State, parameters: Vec<Expr>, sink: &mut dyn ResultSink)
             other => sql.push_str(&format!("{other:?}")),
         }
     }
-    let vars = std::mem::take(&mut cx.vars);
+    let vars = std::mem::take(&mut cx.vars.values);
     let r = match parse_batch(&sql, &|_| None) {
         Ok(batch) => run_stmts(cx, batch, sink).map(|_| ()),
         Err(e) => {
-            cx.vars = vars;
+            cx.vars.values = vars;
             return Err(e.into());
         }
     };
-    cx.vars = vars;
+    cx.vars.values = vars;
     r.map_err(Fail::Interrupt)
 }

@@ -43,6 +43,7 @@ pub(crate) fn execute(
     let parts: Vec<String> = n.split('.').map(str::to_string).collect();
     let (schema, proc_name) = crate::ast::schema_and_name(&parts);
     if cx
+        .db
         .engine
         .tables()
         .module(&schema, &proc_name)
@@ -129,9 +130,9 @@ fn sp_rename(cx: &mut State, args: &[String], sink: &mut dyn ResultSink) -> Resu
         )
         .into());
     };
-    let tables = cx.engine.tables();
+    let tables = cx.db.engine.tables();
     let vt = std::collections::HashMap::new();
-    let ctx = Translator::new(&tables, &cx.temp, &vt, cx.globals);
+    let ctx = Translator::new(&tables, &cx.db.temp, &vt, cx.globals());
     let mut meta = ctx.lookup(&table_parts).cloned().ok_or_else(|| {
         SqlError::new(
             15248,
@@ -140,26 +141,26 @@ fn sp_rename(cx: &mut State, args: &[String], sink: &mut dyn ResultSink) -> Resu
         )
     })?;
     drop(tables);
-    transaction::before_ddl(cx);
+    transaction::before_ddl(&cx.db, &mut cx.tran);
     let old_sql = meta.sqlite_sql();
-    let (oid, sid) = (meta.object_id, cx.session_id);
+    let (oid, sid) = (meta.object_id, cx.db.session_id);
     match column {
         Some(col) => {
             let (_, c) = meta.column(&col).ok_or_else(|| SqlError::new(15248, 11, format!("Either the parameter @objname is ambiguous or the claimed @objtype ({kind}) is wrong.")))?;
             let cname = c.name.clone();
-            cx.engine.with_catalog(|c| c.rename_column(oid, &cname, new))?;
+            cx.db.engine.with_catalog(|c| c.rename_column(oid, &cname, new))?;
             let sql = format!(
                 "ALTER TABLE {old_sql} RENAME COLUMN {} TO {}",
                 crate::ast::quote(&cname),
                 crate::ast::quote(new)
             );
             transaction::atomic(cx, |s| {
-                s.conn.execute_batch(&sql)?;
+                s.db.conn.execute_batch(&sql)?;
                 Ok(())
             })?;
         }
         None => {
-            cx.engine.with_catalog(|c| c.rename_object(oid, new, sid))?;
+            cx.db.engine.with_catalog(|c| c.rename_object(oid, new, sid))?;
             let new_sqlite = if meta.def.temporary {
                 new.clone()
             } else {
@@ -187,34 +188,34 @@ fn sp_rename(cx: &mut State, args: &[String], sink: &mut dyn ResultSink) -> Resu
             renamed.sqlite_name = new_sqlite.clone();
             let creates = ddl::index_ddl(cx, &renamed)?;
             transaction::atomic(cx, |s| {
-                s.conn.execute_batch(&sql)?;
+                s.db.conn.execute_batch(&sql)?;
                 for d in drops.iter().chain(creates.iter()) {
-                    s.conn.execute_batch(d)?;
+                    s.db.conn.execute_batch(d)?;
                 }
                 Ok(())
             })?;
             if meta.def.temporary {
-                cx.temp.remove("", &meta.def.name);
+                cx.db.temp.remove("", &meta.def.name);
             } else {
                 let (sc, nm) = (meta.def.schema.clone(), meta.def.name.clone());
-                cx.engine.update_tables(|t| t.remove(&sc, &nm));
+                cx.db.engine.update_tables(|t| t.remove(&sc, &nm));
             }
             meta.sqlite_name = new_sqlite;
         }
     }
     // The catalog rewrote names and definitions; take them over.
-    if let Some(def) = cx.engine.read_catalog(|c| c.table_def(oid)) {
+    if let Some(def) = cx.db.engine.read_catalog(|c| c.table_def(oid)) {
         meta.def = def;
     }
     if meta.def.temporary {
-        cx.temp.insert(meta);
+        cx.db.temp.insert(meta);
     } else {
-        cx.engine.update_tables(|t| t.insert(meta));
+        cx.db.engine.update_tables(|t| t.insert(meta));
     }
     sink.info(
         15477,
         "Caution: Changing any part of an object name could break scripts and stored procedures.",
     )?;
-    query::done(cx, sink, StatementKind::Other, None)?;
+    cx.done(sink, StatementKind::Other, None)?;
     Ok(())
 }

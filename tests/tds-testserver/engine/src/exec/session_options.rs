@@ -21,7 +21,7 @@ pub(crate) fn use_database(cx: &mut State, u: Use, sink: &mut dyn ResultSink) ->
         }
         other => other.to_string(),
     };
-    if !crate::engine::known_database(&cx.engine.config.database, &name) {
+    if !crate::engine::known_database(&cx.db.engine.config.database, &name) {
         return Err(SqlError::new(
             911,
             16,
@@ -29,15 +29,15 @@ pub(crate) fn use_database(cx: &mut State, u: Use, sink: &mut dyn ResultSink) ->
         )
         .into());
     }
-    if !name.eq_ignore_ascii_case(&cx.database) {
-        let old = std::mem::replace(&mut cx.database, name.clone());
+    if !name.eq_ignore_ascii_case(&cx.db.database) {
+        let old = std::mem::replace(&mut cx.db.database, name.clone());
         sink.env_change(EnvChange::Database {
             new: name.clone(),
             old,
         })?;
         sink.info(5701, &format!("Changed database context to '{name}'."))?;
     }
-    query::done(cx, sink, StatementKind::Other, None)?;
+    cx.done(sink, StatementKind::Other, None)?;
     Ok(())
 }
 
@@ -51,7 +51,7 @@ pub(crate) fn set_rowcount(cx: &mut State, e: Expr) -> Result<(), Fail> {
     if n < 0 {
         return Err(SqlError::new(2524, 16, "SET ROWCOUNT: the number of rows must be 0 or more.").into());
     }
-    cx.rowcount_limit = n as u64;
+    cx.opts.rowcount_limit = n as u64;
     Ok(())
 }
 
@@ -61,10 +61,10 @@ pub(crate) fn set_option(cx: &mut State, set: Set, sink: &mut dyn ResultSink) ->
             let on = g.value.eq_ignore_ascii_case("ON");
             for n in &g.names {
                 match n.to_ascii_uppercase().as_str() {
-                    "NOCOUNT" => cx.nocount = on,
-                    "XACT_ABORT" => cx.xact_abort = on,
+                    "NOCOUNT" => cx.opts.nocount = on,
+                    "XACT_ABORT" => cx.opts.xact_abort = on,
                     "LOCK_TIMEOUT" => {
-                        cx.globals.lock_timeout = g
+                        cx.vars.globals.lock_timeout = g
                             .value
                             .trim()
                             .parse::<i64>()
@@ -74,7 +74,7 @@ pub(crate) fn set_option(cx: &mut State, set: Set, sink: &mut dyn ResultSink) ->
                                 SqlError::new(102, 15, format!("Incorrect syntax near '{}'.", g.value))
                             })?;
                     }
-                    "FMTONLY" => cx.fmtonly = on,
+                    "FMTONLY" => cx.opts.fmtonly = on,
                     // Date literals are read month first (mdy), SQL Server's default for
                     // us_english; another order would change what they mean.
                     "DATEFORMAT" if !g.value.eq_ignore_ascii_case("mdy") => {
@@ -95,9 +95,9 @@ pub(crate) fn set_option(cx: &mut State, set: Set, sink: &mut dyn ResultSink) ->
         }
         Set::SetSessionParam(SetSessionParamKind::IdentityInsert(ii)) => {
             let parts = crate::ast::object_parts(&ii.obj);
-            let tables = cx.engine.tables();
-            let vt = query::var_types(cx);
-            let ctx = Translator::new(&tables, &cx.temp, &vt, cx.globals);
+            let tables = cx.db.engine.tables();
+            let vt = cx.vars.types();
+            let ctx = Translator::new(&tables, &cx.db.temp, &vt, cx.globals());
             let t = ctx
                 .lookup(&parts)
                 .ok_or_else(|| crate::error::invalid_object(&parts.join(".")))?;
@@ -115,21 +115,21 @@ pub(crate) fn set_option(cx: &mut State, set: Set, sink: &mut dyn ResultSink) ->
             let key = (t.def.schema.clone(), t.def.name.clone());
             let on = ii.value.to_string().eq_ignore_ascii_case("ON");
             if on {
-                if let Some(cur) = &cx.identity_insert
+                if let Some(cur) = &cx.opts.identity_insert
                     && cur != &key
                 {
-                    return Err(SqlError::new(8107, 16, format!("IDENTITY_INSERT is already ON for table '{}.{}.{}'. Cannot perform SET operation for table '{}'.", cx.database, cur.0, cur.1, t.display_name())).into());
+                    return Err(SqlError::new(8107, 16, format!("IDENTITY_INSERT is already ON for table '{}.{}.{}'. Cannot perform SET operation for table '{}'.", cx.db.database, cur.0, cur.1, t.display_name())).into());
                 }
-                cx.identity_insert = Some(key);
-            } else if cx.identity_insert.as_ref() == Some(&key) {
-                cx.identity_insert = None;
+                cx.opts.identity_insert = Some(key);
+            } else if cx.opts.identity_insert.as_ref() == Some(&key) {
+                cx.opts.identity_insert = None;
             }
             Ok(())
         }
         Set::SingleAssignment { variable, values, .. } => {
             let name = crate::ast::object_parts(&variable).join(".");
             let key = name.to_lowercase();
-            let ty = match cx.vars.get(&key) {
+            let ty = match cx.vars.values.get(&key) {
                 Some((t, _)) => *t,
                 None => {
                     return Err(SqlError::new(
@@ -143,7 +143,7 @@ pub(crate) fn set_option(cx: &mut State, set: Set, sink: &mut dyn ResultSink) ->
             let e = values.into_iter().next().unwrap_or(crate::ast::null());
             let v = query::eval_scalar(cx, e)?;
             let v = coerce(ValueRef::from(&v), ty)?;
-            cx.vars.insert(key, (ty, v));
+            cx.vars.values.insert(key, (ty, v));
             let _ = sink;
             Ok(())
         }

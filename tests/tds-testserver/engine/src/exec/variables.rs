@@ -23,7 +23,7 @@ pub(crate) fn declare(cx: &mut State, stmts: Vec<sqlparser::ast::Declare>) -> Re
             )
         })?;
         for n in &d.names {
-            cx.vars.insert(n.value.to_lowercase(), (ty, Stored::Null));
+            cx.vars.values.insert(n.value.to_lowercase(), (ty, Stored::Null));
             if let Some(
                 DeclareAssignment::Expr(e)
                 | DeclareAssignment::Default(e)
@@ -32,7 +32,7 @@ pub(crate) fn declare(cx: &mut State, stmts: Vec<sqlparser::ast::Declare>) -> Re
             {
                 let v = query::eval_scalar(cx, (**e).clone())?;
                 let v = coerce(ValueRef::from(&v), ty)?;
-                cx.vars.insert(n.value.to_lowercase(), (ty, v));
+                cx.vars.values.insert(n.value.to_lowercase(), (ty, v));
             }
         }
     }
@@ -43,7 +43,7 @@ pub(crate) fn declare(cx: &mut State, stmts: Vec<sqlparser::ast::Declare>) -> Re
 /// there is no row).
 pub(crate) fn select_assign(cx: &mut State, q: &mut Query, targets: &[String]) -> Result<(), Fail> {
     for t in targets {
-        if !cx.vars.contains_key(&t.to_lowercase()) {
+        if !cx.vars.values.contains_key(&t.to_lowercase()) {
             return Err(SqlError::new(137, 15, format!("Must declare the scalar variable \"{t}\".")).into());
         }
     }
@@ -51,12 +51,17 @@ pub(crate) fn select_assign(cx: &mut State, q: &mut Query, targets: &[String]) -
     if let Some(last) = rows.last() {
         for (t, v) in targets.iter().zip(last.iter()) {
             let key = t.to_lowercase();
-            let ty = cx.vars.get(&key).map(|(ty, _)| *ty).unwrap_or(SqlType::Int);
+            let ty = cx
+                .vars
+                .values
+                .get(&key)
+                .map(|(ty, _)| *ty)
+                .unwrap_or(SqlType::Int);
             let v = coerce(ValueRef::from(v), ty)?;
-            cx.vars.insert(key, (ty, v));
+            cx.vars.values.insert(key, (ty, v));
         }
     }
-    cx.globals.rowcount = rows.len() as i64;
+    cx.vars.globals.rowcount = rows.len() as i64;
     Ok(())
 }
 

@@ -4,7 +4,7 @@ use crate::convert::format_float;
 use crate::error::SqlError;
 use crate::meta::TableMeta;
 use crate::sqlite_errors::map_sqlite;
-use crate::state::State;
+use crate::state::Db;
 use crate::write::column_values::full_name;
 use crate::write::conflicts;
 use rusqlite::types::Value as Stored;
@@ -41,7 +41,7 @@ fn display_value(v: &Stored) -> String {
 /// failing: SQL Server's 515, checked before the row is written. `cols` and `values` are
 /// aligned.
 pub(crate) fn check_rowid_key(
-    cx: &State,
+    db: &Db,
     meta: &TableMeta,
     cols: &[usize],
     values: &[Stored],
@@ -65,25 +65,25 @@ pub(crate) fn check_rowid_key(
             meta.sqlite_name, col.name
         )),
     );
-    Err(constraint_error(cx, meta, &e, cols, values, verb))
+    Err(constraint_error(db, meta, &e, cols, values, verb))
 }
 
 /// Maps a SQLite constraint failure on `meta` to SQL Server's error.
 pub(crate) fn constraint_error(
-    cx: &State,
+    db: &Db,
     meta: &TableMeta,
     e: &rusqlite::Error,
     cols: &[usize],
     values: &[Stored],
     verb: Verb,
 ) -> SqlError {
-    constraint_error_at(cx, meta, e, cols, values, verb, None)
+    constraint_error_at(db, meta, e, cols, values, verb, None)
 }
 
 /// [`Self::constraint_error`] for a write to the existing row `rowid` (UPDATE, DELETE),
 /// which a REFERENCE conflict names the referencing foreign key by.
 pub(crate) fn constraint_error_at(
-    cx: &State,
+    db: &Db,
     meta: &TableMeta,
     e: &rusqlite::Error,
     cols: &[usize],
@@ -93,7 +93,7 @@ pub(crate) fn constraint_error_at(
 ) -> SqlError {
     let msg = e.to_string();
     let table = meta.display_name();
-    let db = &cx.database;
+    let db_name = &db.database;
     if let Some(rest) = msg.strip_prefix("UNIQUE constraint failed: ") {
         return unique_violation(meta, rest, cols, values);
     }
@@ -104,7 +104,7 @@ pub(crate) fn constraint_error_at(
             16,
             format!(
                 "Cannot insert the value NULL into column '{col}', table '{}'; column does not allow nulls. {} fails.",
-                full_name(cx, meta),
+                full_name(db, meta),
                 verb.word()
             ),
         );
@@ -121,13 +121,13 @@ pub(crate) fn constraint_error_at(
             547,
             16,
             format!(
-                "The {} statement conflicted with the CHECK constraint \"{name}\". The conflict occurred in database \"{db}\", table \"{table}\"{col_part}.",
+                "The {} statement conflicted with the CHECK constraint \"{name}\". The conflict occurred in database \"{db_name}\", table \"{table}\"{col_part}.",
                 verb.word()
             ),
         );
     }
     if msg.contains("FOREIGN KEY constraint failed")
-        && let Some(e) = foreign_key_violation(cx, meta, cols, values, verb, rowid)
+        && let Some(e) = foreign_key_violation(db, meta, cols, values, verb, rowid)
     {
         return e;
     }
@@ -214,23 +214,23 @@ fn unique_violation(meta: &TableMeta, rest: &str, cols: &[usize], values: &[Stor
 /// written (DELETE, UPDATE of a referenced key), a FOREIGN KEY conflict when the row's own
 /// key has no parent; `None` when neither can be told.
 fn foreign_key_violation(
-    cx: &State,
+    db: &Db,
     meta: &TableMeta,
     cols: &[usize],
     values: &[Stored],
     verb: Verb,
     rowid: Option<i64>,
 ) -> Option<SqlError> {
-    let db = &cx.database;
+    let db_name = &db.database;
     // The row's own key first (INSERT, UPDATE), then rows that reference it
     // (DELETE, UPDATE of a referenced key).
     let own = if verb == Verb::Delete {
         None
     } else {
-        conflicts::broken_foreign_key(cx, meta, cols, values)
+        conflicts::broken_foreign_key(db, meta, cols, values)
     };
     let referencing = match (own, rowid) {
-        (None, Some(id)) => conflicts::referencing_foreign_key(cx, meta, id),
+        (None, Some(id)) => conflicts::referencing_foreign_key(db, meta, id),
         _ => None,
     };
     if let Some((child, i)) = referencing {
@@ -239,7 +239,7 @@ fn foreign_key_violation(
             547,
             16,
             format!(
-                "The {} statement conflicted with the REFERENCE constraint \"{}\". The conflict occurred in database \"{db}\", table \"{}\", column '{}'.",
+                "The {} statement conflicted with the REFERENCE constraint \"{}\". The conflict occurred in database \"{db_name}\", table \"{}\", column '{}'.",
                 verb.word(),
                 child.fk_names[i],
                 child.display_name(),
@@ -257,7 +257,7 @@ fn foreign_key_violation(
             547,
             16,
             format!(
-                "The {} statement conflicted with the FOREIGN KEY constraint \"{}\". The conflict occurred in database \"{db}\", table \"{}.{}\", column '{}'.",
+                "The {} statement conflicted with the FOREIGN KEY constraint \"{}\". The conflict occurred in database \"{db_name}\", table \"{}.{}\", column '{}'.",
                 verb.word(),
                 meta.fk_names[i],
                 fk.referenced_schema,
