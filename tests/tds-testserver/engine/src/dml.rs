@@ -49,18 +49,20 @@ fn parse_query(sql: &str) -> Result<Query, SqlError> {
 }
 
 pub(crate) fn table_meta(cx: &State, name: &sqlparser::ast::ObjectName) -> Result<TableMeta, SqlError> {
-    let tables = cx.engine.tables();
+    let tables = cx.db.engine.tables();
     let vt = std::collections::HashMap::new();
-    let ctx = Translator::new(&tables, &cx.temp, &vt, cx.globals);
+    let ctx = Translator::new(&tables, &cx.db.temp, &vt, cx.globals());
     ctx.lookup_name(name).cloned()
 }
 
 fn next_identity(cx: &State, meta: &TableMeta) -> Option<i64> {
-    cx.engine.with_catalog(|c| c.identity_next(meta.object_id))
+    cx.db.engine.with_catalog(|c| c.identity_next(meta.object_id))
 }
 
 fn note_identity(cx: &State, meta: &TableMeta, v: i64) {
-    cx.engine.with_catalog(|c| c.identity_observe(meta.object_id, v));
+    cx.db
+        .engine
+        .with_catalog(|c| c.identity_observe(meta.object_id, v));
 }
 
 /// Inserts rows into `meta`: `cols` are the table column indexes the row values are for.
@@ -71,7 +73,7 @@ pub(crate) fn insert_rows(
     cols: &[usize],
     rows: impl IntoIterator<Item = Vec<Stored>>,
 ) -> Result<(u64, Option<i64>), Fail> {
-    cx.last_rowids.clear();
+    cx.batch.last_rowids.clear();
     let ident = meta.identity_column().map(|(i, _)| i);
     let auto_ident = ident.filter(|i| !cols.contains(i));
     let mut all_cols: Vec<usize> = cols.to_vec();
@@ -107,7 +109,7 @@ pub(crate) fn insert_rows(
         values.clear();
         for (v, ci) in row.iter().zip(cols.iter()) {
             values.push(column_values::column_value(
-                cx,
+                &cx.db,
                 meta,
                 &meta.def.columns[*ci],
                 ValueRef::from(v),
@@ -126,17 +128,19 @@ pub(crate) fn insert_rows(
             }
         }
         if rv.is_some() {
-            values.push(Stored::Blob(cx.engine.next_rowversion()));
+            values.push(Stored::Blob(cx.db.engine.next_rowversion()));
         }
-        constraints::check_rowid_key(cx, meta, &all_cols, &values, Verb::Insert)?;
-        let mut stmt = cx.conn.prepare_cached(&sql)?;
+        constraints::check_rowid_key(&cx.db, meta, &all_cols, &values, Verb::Insert)?;
+        let mut stmt = cx.db.conn.prepare_cached(&sql)?;
         for (i, v) in values.iter().enumerate() {
             stmt.raw_bind_parameter(i + 1, v)?;
         }
         if let Err(e) = stmt.raw_execute() {
-            return Err(constraints::constraint_error(cx, meta, &e, &all_cols, &values, Verb::Insert).into());
+            return Err(
+                constraints::constraint_error(&cx.db, meta, &e, &all_cols, &values, Verb::Insert).into(),
+            );
         }
-        cx.last_rowids.push(cx.conn.last_insert_rowid());
+        cx.batch.last_rowids.push(cx.db.conn.last_insert_rowid());
         count += 1;
     }
     Ok((count, last_identity))
@@ -162,7 +166,7 @@ pub(crate) fn insert(cx: &mut State, ins: &mut Insert, sink: &mut dyn ResultSink
     };
     let meta = table_meta(cx, name)?;
     refuse_triggered(cx, &meta, "INSERT")?;
-    let ident_on = cx.identity_insert.as_ref().is_some_and(|(s, n)| {
+    let ident_on = cx.opts.identity_insert.as_ref().is_some_and(|(s, n)| {
         s.eq_ignore_ascii_case(&meta.def.schema) && n.eq_ignore_ascii_case(&meta.def.name)
     });
     let mut cols: Vec<usize> = Vec::new();
@@ -248,12 +252,12 @@ pub(crate) fn insert(cx: &mut State, ins: &mut Insert, sink: &mut dyn ResultSink
     };
     let (count, ident) = transaction::atomic(cx, |s| insert_rows(s, &meta, &cols, rows))?;
     if ident.is_some() {
-        cx.globals.identity = ident;
-        cx.globals.scope_identity = ident;
+        cx.vars.globals.identity = ident;
+        cx.vars.globals.scope_identity = ident;
     }
     if let Some(items) = output_items {
         // OUTPUT INSERTED.x: the inserted rows, read back by rowid, as a result set.
-        let ids = std::mem::take(&mut cx.last_rowids);
+        let ids = std::mem::take(&mut cx.batch.last_rowids);
         let list = items.iter().map(|i| i.to_string()).collect::<Vec<_>>().join(", ");
         let in_list = if ids.is_empty() {
             "NULL".to_string()
@@ -267,8 +271,8 @@ pub(crate) fn insert(cx: &mut State, ins: &mut Insert, sink: &mut dyn ResultSink
         let mut inner = NoDone(sink);
         query::run_query(cx, &mut q, &mut inner, true)?;
     }
-    cx.globals.rowcount = count as i64;
-    query::done(cx, sink, StatementKind::Insert, Some(count))?;
+    cx.vars.globals.rowcount = count as i64;
+    cx.done(sink, StatementKind::Insert, Some(count))?;
     Ok(())
 }
 
@@ -276,6 +280,7 @@ pub(crate) fn insert(cx: &mut State, ins: &mut Insert, sink: &mut dyn ResultSink
 /// triggers without running them, so the statement is refused rather than run without it.
 pub(crate) fn refuse_triggered(cx: &State, meta: &TableMeta, event: &str) -> Result<(), SqlError> {
     let trigger = cx
+        .db
         .engine
         .read_catalog(|c| c.enabled_trigger(meta.object_id, event).map(|m| m.name.clone()));
     match trigger {
@@ -410,8 +415,8 @@ pub(crate) fn update(
     let (_, rows) = query::query_rows(cx, &mut query)?;
     let Some(list) = output else {
         let count = transaction::atomic(cx, |s| update_rows(s, &meta, &cols, rows))?;
-        cx.globals.rowcount = count as i64;
-        query::done(cx, sink, StatementKind::Update, Some(count))?;
+        cx.vars.globals.rowcount = count as i64;
+        cx.done(sink, StatementKind::Update, Some(count))?;
         return Ok(());
     };
     // OUTPUT inserted.x, deleted.y: the rows before the update go to a #temp snapshot
@@ -449,8 +454,8 @@ pub(crate) fn update(
     }
     let (count, buffered) = result?;
     buffered.replay(sink)?;
-    cx.globals.rowcount = count as i64;
-    query::done(cx, sink, StatementKind::Update, Some(count))?;
+    cx.vars.globals.rowcount = count as i64;
+    cx.done(sink, StatementKind::Update, Some(count))?;
     Ok(())
 }
 
@@ -507,25 +512,25 @@ fn update_rows(
         let mut values = Vec::with_capacity(cols.len());
         for (v, ci) in row[1..].iter().zip(cols.iter()) {
             values.push(column_values::column_value(
-                cx,
+                &cx.db,
                 meta,
                 &meta.def.columns[*ci],
                 ValueRef::from(v),
             )?);
         }
-        constraints::check_rowid_key(cx, meta, cols, &values, Verb::Update)?;
-        let mut stmt = cx.conn.prepare_cached(&sql)?;
+        constraints::check_rowid_key(&cx.db, meta, cols, &values, Verb::Update)?;
+        let mut stmt = cx.db.conn.prepare_cached(&sql)?;
         for (i, v) in values.iter().enumerate() {
             stmt.raw_bind_parameter(i + 1, v)?;
         }
         stmt.raw_bind_parameter(cols.len() + 1, rowid)?;
         if rv.is_some() {
-            stmt.raw_bind_parameter(cols.len() + 2, cx.engine.next_rowversion())?;
+            stmt.raw_bind_parameter(cols.len() + 2, cx.db.engine.next_rowversion())?;
         }
         if let Err(e) = stmt.raw_execute() {
             drop(stmt);
             return Err(constraints::constraint_error_at(
-                cx,
+                &cx.db,
                 meta,
                 &e,
                 cols,
@@ -544,14 +549,14 @@ fn delete_rowids(cx: &mut State, meta: &TableMeta, rowids: &[i64]) -> Result<u64
     let sql = format!("DELETE FROM {} WHERE rowid = ?1", meta.sqlite_sql());
     let mut count = 0u64;
     for id in rowids {
-        let mut stmt = cx.conn.prepare_cached(&sql)?;
+        let mut stmt = cx.db.conn.prepare_cached(&sql)?;
         stmt.raw_bind_parameter(1, id)?;
         match stmt.raw_execute() {
             Ok(n) => count += n as u64,
             Err(e) => {
                 drop(stmt);
                 return Err(constraints::constraint_error_at(
-                    cx,
+                    &cx.db,
                     meta,
                     &e,
                     &[],
@@ -648,10 +653,20 @@ pub(crate) fn delete(
     if output.is_some() {
         buffered.replay(sink)?;
     }
-    cx.globals.rowcount = count as i64;
-    query::done(cx, sink, StatementKind::Delete, Some(count))?;
+    cx.vars.globals.rowcount = count as i64;
+    cx.done(sink, StatementKind::Delete, Some(count))?;
     Ok(())
 }
+
+/// What a MERGE clause does to a row.
+enum MergePlan {
+    Update(Vec<usize>),
+    Delete,
+    Insert(Vec<usize>),
+}
+
+/// A MERGE clause: its predicate (as a 0/1 expression), plan and value expressions.
+type MergeClause = (String, MergePlan, Vec<String>);
 
 pub(crate) fn merge(cx: &mut State, m: &mut Merge, sink: &mut dyn ResultSink) -> Result<(), Fail> {
     if m.output.is_some() {
@@ -682,70 +697,12 @@ pub(crate) fn merge(cx: &mut State, m: &mut Merge, sink: &mut dyn ResultSink) ->
         p.as_ref()
             .map_or("1".to_string(), |p| format!("CASE WHEN {p} THEN 1 ELSE 0 END"))
     };
-    enum Plan {
-        Update(Vec<usize>),
-        Delete,
-        Insert(Vec<usize>),
-    }
-    type Clauses = Vec<(String, Plan, Vec<String>)>;
-    let mut matched: Vec<(String, Plan, Vec<String>)> = Vec::new();
-    let mut not_matched: Vec<(String, Plan, Vec<String>)> = Vec::new();
-    let mut by_source: Vec<(String, Plan, Vec<String>)> = Vec::new();
+    let mut matched: Vec<MergeClause> = Vec::new();
+    let mut not_matched: Vec<MergeClause> = Vec::new();
+    let mut by_source: Vec<MergeClause> = Vec::new();
     for c in &m.clauses {
-        let (plan, exprs) = match &c.action {
-            MergeAction::Update(u) => {
-                let mut cols = Vec::new();
-                let mut exprs = Vec::new();
-                let sqlparser::ast::MergeUpdateKind::Set(assignments) = &u.kind else {
-                    return Err(crate::error::syntax_error("*").into());
-                };
-                for a in assignments {
-                    let n = match &a.target {
-                        sqlparser::ast::AssignmentTarget::ColumnName(n) => {
-                            object_parts(n).last().cloned().unwrap_or_default()
-                        }
-                        other => return Err(crate::error::syntax_error(&other.to_string()).into()),
-                    };
-                    let (i, _) = meta
-                        .column(&n)
-                        .ok_or_else(|| SqlError::new(207, 16, format!("Invalid column name '{n}'.")))?;
-                    cols.push(i);
-                    exprs.push(a.value.to_string());
-                }
-                (Plan::Update(cols), exprs)
-            }
-            MergeAction::Delete { .. } => (Plan::Delete, Vec::new()),
-            MergeAction::DoNothing { .. } => continue,
-            MergeAction::Insert(ins) => {
-                let cols: Vec<usize> = if ins.columns.is_empty() {
-                    meta.def
-                        .columns
-                        .iter()
-                        .enumerate()
-                        .filter(|(_, c)| c.identity.is_none() && c.computed.is_none())
-                        .map(|(i, _)| i)
-                        .collect()
-                } else {
-                    ins.columns
-                        .iter()
-                        .map(|n| {
-                            let n = object_parts(n).last().cloned().unwrap_or_default();
-                            meta.column(&n)
-                                .map(|(i, _)| i)
-                                .ok_or_else(|| SqlError::new(207, 16, format!("Invalid column name '{n}'.")))
-                        })
-                        .collect::<Result<_, _>>()?
-                };
-                let exprs = match &ins.kind {
-                    MergeInsertKind::Values(v) => v
-                        .rows
-                        .first()
-                        .map(|r| r.content.iter().map(|e| e.to_string()).collect())
-                        .unwrap_or_default(),
-                    _ => return Err(crate::error::syntax_error("ROW").into()),
-                };
-                (Plan::Insert(cols), exprs)
-            }
+        let Some((plan, exprs)) = merge_action(&meta, &c.action)? else {
+            continue;
         };
         let entry = (pred(&c.predicate), plan, exprs);
         match c.clause_kind {
@@ -755,7 +712,7 @@ pub(crate) fn merge(cx: &mut State, m: &mut Merge, sink: &mut dyn ResultSink) ->
         }
     }
     // Evaluate everything against the state before the MERGE, then apply.
-    let select = |items: &[&(String, Plan, Vec<String>)], head: &str| -> String {
+    let select = |items: &[&MergeClause], head: &str| -> String {
         let mut list = vec![head.to_string()];
         for (p, _, exprs) in items {
             list.push(p.clone());
@@ -764,7 +721,7 @@ pub(crate) fn merge(cx: &mut State, m: &mut Merge, sink: &mut dyn ResultSink) ->
         list.join(", ")
     };
     let mut actions: Vec<(usize, Vec<Vec<Stored>>)> = Vec::new();
-    let groups: [(&Clauses, String); 3] = [
+    let groups: [(&Vec<MergeClause>, String); 3] = [
         (&matched, format!("FROM {target_text} JOIN {source_text} ON {on}")),
         (
             &not_matched,
@@ -779,66 +736,134 @@ pub(crate) fn merge(cx: &mut State, m: &mut Merge, sink: &mut dyn ResultSink) ->
         if clauses.is_empty() {
             continue;
         }
-        let items: Vec<&(String, Plan, Vec<String>)> = clauses.iter().collect();
+        let items: Vec<&MergeClause> = clauses.iter().collect();
         let head = if g == 1 { "1".to_string() } else { rid.clone() };
         let sql = format!("SELECT {} {from}", select(&items, &head));
         let mut q = parse_query(&sql)?;
         let (_, rows) = query::query_rows(cx, &mut q)?;
         actions.push((g, rows));
     }
-    let count = transaction::atomic(cx, |s| {
-        let mut count = 0u64;
-        let mut touched = std::collections::HashSet::new();
-        for (g, rows) in actions {
-            let clauses = match g {
-                0 => &matched,
-                1 => &not_matched,
-                _ => &by_source,
+    let clauses = [&matched, &not_matched, &by_source];
+    let count = transaction::atomic(cx, |s| apply_merge(s, &meta, actions, clauses))?;
+    cx.vars.globals.rowcount = count as i64;
+    cx.done(sink, StatementKind::Merge, Some(count))?;
+    Ok(())
+}
+
+/// What a MERGE clause's action does: the plan, with the value expressions it computes;
+/// `None` for DO NOTHING.
+fn merge_action(meta: &TableMeta, action: &MergeAction) -> Result<Option<(MergePlan, Vec<String>)>, Fail> {
+    let plan = match action {
+        MergeAction::Update(u) => {
+            let mut cols = Vec::new();
+            let mut exprs = Vec::new();
+            let sqlparser::ast::MergeUpdateKind::Set(assignments) = &u.kind else {
+                return Err(crate::error::syntax_error("*").into());
             };
-            for row in rows {
-                let mut pos = 1;
-                for (_, plan, exprs) in clauses.iter() {
-                    let hit = matches!(row.get(pos), Some(Stored::Integer(1)));
-                    let vals: Vec<Stored> = row[pos + 1..pos + 1 + exprs.len()].to_vec();
-                    pos += 1 + exprs.len();
-                    if !hit {
-                        continue;
+            for a in assignments {
+                let n = match &a.target {
+                    sqlparser::ast::AssignmentTarget::ColumnName(n) => {
+                        object_parts(n).last().cloned().unwrap_or_default()
                     }
-                    let rowid = row.first().cloned().unwrap_or(Stored::Null);
-                    if g != 1
-                        && let Stored::Integer(r) = rowid
-                        && !touched.insert(r)
-                    {
-                        return Err(SqlError::new(8672, 16, "The MERGE statement attempted to UPDATE or DELETE the same row more than once. This happens when a target row matches more than one source row. A MERGE statement cannot UPDATE/DELETE the same row of the target table multiple times. Refine the ON clause to ensure a target row matches at most one source row, or use the GROUP BY clause to group the source rows.").into());
-                    }
-                    count += match plan {
-                        Plan::Update(cols) => {
-                            let mut r = vec![rowid];
-                            r.extend(vals);
-                            update_rows(s, &meta, cols, vec![r])?
-                        }
-                        Plan::Delete => match rowid {
-                            Stored::Integer(r) => delete_rowids(s, &meta, &[r])?,
-                            _ => 0,
-                        },
-                        Plan::Insert(cols) => {
-                            let (n, ident) = insert_rows(s, &meta, cols, vec![vals])?;
-                            if ident.is_some() {
-                                s.globals.identity = ident;
-                                s.globals.scope_identity = ident;
-                            }
-                            n
-                        }
-                    };
-                    break;
+                    other => return Err(crate::error::syntax_error(&other.to_string()).into()),
+                };
+                let (i, _) = meta
+                    .column(&n)
+                    .ok_or_else(|| SqlError::new(207, 16, format!("Invalid column name '{n}'.")))?;
+                cols.push(i);
+                exprs.push(a.value.to_string());
+            }
+            (MergePlan::Update(cols), exprs)
+        }
+        MergeAction::Delete { .. } => (MergePlan::Delete, Vec::new()),
+        MergeAction::DoNothing { .. } => return Ok(None),
+        MergeAction::Insert(ins) => {
+            let cols: Vec<usize> = if ins.columns.is_empty() {
+                meta.def
+                    .columns
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, c)| c.identity.is_none() && c.computed.is_none())
+                    .map(|(i, _)| i)
+                    .collect()
+            } else {
+                ins.columns
+                    .iter()
+                    .map(|n| {
+                        let n = object_parts(n).last().cloned().unwrap_or_default();
+                        meta.column(&n)
+                            .map(|(i, _)| i)
+                            .ok_or_else(|| SqlError::new(207, 16, format!("Invalid column name '{n}'.")))
+                    })
+                    .collect::<Result<_, _>>()?
+            };
+            let exprs = match &ins.kind {
+                MergeInsertKind::Values(v) => v
+                    .rows
+                    .first()
+                    .map(|r| r.content.iter().map(|e| e.to_string()).collect())
+                    .unwrap_or_default(),
+                _ => return Err(crate::error::syntax_error("ROW").into()),
+            };
+            (MergePlan::Insert(cols), exprs)
+        }
+    };
+    Ok(Some(plan))
+}
+
+/// Applies a MERGE: `actions` are, per clause group (0 matched, 1 not matched by target,
+/// 2 not matched by source), the rows the group's SELECT returned: the target's rowid, then
+/// each clause's predicate and values.
+fn apply_merge(
+    s: &mut State,
+    meta: &TableMeta,
+    actions: Vec<(usize, Vec<Vec<Stored>>)>,
+    groups: [&Vec<MergeClause>; 3],
+) -> Result<u64, Fail> {
+    let mut count = 0u64;
+    let mut touched = std::collections::HashSet::new();
+    for (g, rows) in actions {
+        let clauses = groups[g];
+        for row in rows {
+            let mut pos = 1;
+            for (_, plan, exprs) in clauses.iter() {
+                let hit = matches!(row.get(pos), Some(Stored::Integer(1)));
+                let vals: Vec<Stored> = row[pos + 1..pos + 1 + exprs.len()].to_vec();
+                pos += 1 + exprs.len();
+                if !hit {
+                    continue;
                 }
+                let rowid = row.first().cloned().unwrap_or(Stored::Null);
+                if g != 1
+                    && let Stored::Integer(r) = rowid
+                    && !touched.insert(r)
+                {
+                    return Err(SqlError::new(8672, 16, "The MERGE statement attempted to UPDATE or DELETE the same row more than once. This happens when a target row matches more than one source row. A MERGE statement cannot UPDATE/DELETE the same row of the target table multiple times. Refine the ON clause to ensure a target row matches at most one source row, or use the GROUP BY clause to group the source rows.").into());
+                }
+                count += match plan {
+                    MergePlan::Update(cols) => {
+                        let mut r = vec![rowid];
+                        r.extend(vals);
+                        update_rows(s, meta, cols, vec![r])?
+                    }
+                    MergePlan::Delete => match rowid {
+                        Stored::Integer(r) => delete_rowids(s, meta, &[r])?,
+                        _ => 0,
+                    },
+                    MergePlan::Insert(cols) => {
+                        let (n, ident) = insert_rows(s, meta, cols, vec![vals])?;
+                        if ident.is_some() {
+                            s.vars.globals.identity = ident;
+                            s.vars.globals.scope_identity = ident;
+                        }
+                        n
+                    }
+                };
+                break;
             }
         }
-        Ok(count)
-    })?;
-    cx.globals.rowcount = count as i64;
-    query::done(cx, sink, StatementKind::Merge, Some(count))?;
-    Ok(())
+    }
+    Ok(count)
 }
 
 pub(crate) fn select_into(cx: &mut State, mut q: Query, sink: &mut dyn ResultSink) -> Result<(), Fail> {
@@ -895,8 +920,8 @@ pub(crate) fn select_into(cx: &mut State, mut q: Query, sink: &mut dyn ResultSin
     let idx: Vec<usize> = (0..cols.len()).collect();
     let (count, _) = transaction::atomic(cx, |s| insert_rows(s, &meta, &idx, rows))?;
     let _ = ct;
-    cx.globals.rowcount = count as i64;
-    query::done(cx, sink, StatementKind::Select, Some(count))?;
+    cx.vars.globals.rowcount = count as i64;
+    cx.done(sink, StatementKind::Select, Some(count))?;
     Ok(())
 }
 

@@ -15,7 +15,7 @@ use crate::transaction;
 use rusqlite::types::Value as Stored;
 use sqlparser::ast::Expr;
 
-/// Runs one of the statements [`crate::parse_objects`] parses.
+/// Runs one of the object statements [`crate::parse`] parses itself.
 pub(crate) fn exec_object_stmt(cx: &mut State, stmt: Stmt, sink: &mut dyn ResultSink) -> Result<(), Fail> {
     match stmt {
         Stmt::CreateModule {
@@ -27,17 +27,19 @@ pub(crate) fn exec_object_stmt(cx: &mut State, stmt: Stmt, sink: &mut dyn Result
                 check_view_select(cx, select)?;
                 module.references = crate::parse::relations(select);
             }
-            transaction::before_ddl(cx);
+            transaction::before_ddl(&cx.db, &mut cx.tran);
             let text = crate::meta::ModuleText {
                 kind: module.kind,
                 definition: module.definition.clone(),
                 view_select: module.view_select.clone(),
             };
             let database_trigger = module.database_trigger;
-            cx.engine
+            cx.db
+                .engine
                 .with_catalog(|c| c.create_module(&schema, &name, module))?;
             if !database_trigger {
-                cx.engine
+                cx.db
+                    .engine
                     .update_tables(|t| t.set_module(&schema, &name, Some(text)));
             }
         }
@@ -53,8 +55,9 @@ pub(crate) fn exec_object_stmt(cx: &mut State, stmt: Stmt, sink: &mut dyn Result
             content,
             add,
         } => {
-            transaction::before_ddl(cx);
-            cx.engine
+            transaction::before_ddl(&cx.db, &mut cx.tran);
+            cx.db
+                .engine
                 .with_catalog(|c| c.xml_schema_collection(&schema, &name, content, add))?;
         }
         Stmt::BulkInsert(spec) => return file::bulk_insert_file(cx, spec, sink),
@@ -65,10 +68,24 @@ pub(crate) fn exec_object_stmt(cx: &mut State, stmt: Stmt, sink: &mut dyn Result
             disable,
             alter_table,
         } => enable_triggers(cx, triggers, table, disable, alter_table)?,
+        Stmt::XmlIndex(table) if !table_exists(cx, &table) => {
+            return Err(SqlError::new(
+                1088,
+                16,
+                format!(
+                    "Cannot find the object \"{}\" because it does not exist or you do not have permissions.",
+                    table.join(".")
+                ),
+            )
+            .into());
+        }
+        Stmt::UpdateStatistics(table) if !table_exists(cx, &table) => {
+            return Err(crate::error::invalid_object(&table.join(".")).into());
+        }
         Stmt::Refused(e) => return Err(e.into()),
         _ => {}
     }
-    query::done(cx, sink, StatementKind::Other, None)?;
+    cx.done(sink, StatementKind::Other, None)?;
     Ok(())
 }
 
@@ -85,7 +102,7 @@ fn enable_triggers(
     let target = match &table {
         None => None,
         Some(parts) => {
-            let tables = cx.engine.tables();
+            let tables = cx.db.engine.tables();
             let vt = std::collections::HashMap::new();
             let meta = query::ctx(cx, &tables, &vt).lookup(parts).ok_or_else(|| {
                 let (number, name) = if alter_table {
@@ -112,8 +129,8 @@ fn enable_triggers(
             })
             .collect()
     });
-    transaction::before_ddl(cx);
-    cx.engine.with_catalog(|c| {
+    transaction::before_ddl(&cx.db, &mut cx.tran);
+    cx.db.engine.with_catalog(|c| {
         c.set_triggers_disabled(target.as_ref().map(|(id, _)| *id), names.as_deref(), disable)
             .map_err(|missing| match (&target, alter_table) {
                 (Some((_, table)), true) => SqlError::new(
@@ -143,8 +160,9 @@ fn create_alias_type(
     let ty = crate::types::names::parse_type_name(base)
         .filter(|t| !matches!(t, crate::types::SqlType::RowVersion))
         .ok_or_else(|| SqlError::new(243, 16, format!("Type {base} is not a defined system type.")))?;
-    transaction::before_ddl(cx);
-    cx.engine
+    transaction::before_ddl(&cx.db, &mut cx.tran);
+    cx.db
+        .engine
         .with_catalog(|c| c.create_alias_type(schema, name, ty, nullable))?;
     Ok(())
 }
@@ -168,11 +186,11 @@ fn check_view_select(cx: &mut State, select: &str) -> Result<(), Fail> {
         return Ok(());
     };
     let mut q = (**q).clone();
-    let was = cx.fmtonly;
-    cx.fmtonly = true;
+    let was = cx.opts.fmtonly;
+    cx.opts.fmtonly = true;
     let mut sink = query::Collect::default();
     let r = query::run_query(cx, &mut q, &mut sink, false);
-    cx.fmtonly = was;
+    cx.opts.fmtonly = was;
     match r {
         Err(Fail::Sql(e)) if matches!(e.number, 207..=209) => Err(e.into()),
         Err(Fail::Interrupt(i)) => Err(i.into()),
@@ -185,13 +203,13 @@ fn check_view_select(cx: &mut State, select: &str) -> Result<(), Fail> {
 /// script's "drop if it exists" on a fresh server) and CREATE DATABASE brings it back;
 /// ALTER DATABASE ... SET options are accepted and change nothing here.
 pub(crate) fn database_statement(cx: &mut State, action: DbAction, name: &str) -> Result<(), Fail> {
-    let ours = name.eq_ignore_ascii_case(cx.engine.database());
+    let ours = name.eq_ignore_ascii_case(cx.db.engine.database());
     let system = ["master", "tempdb", "model", "msdb"]
         .iter()
         .any(|d| d.eq_ignore_ascii_case(name));
     match action {
-        DbAction::Create if ours && cx.engine.is_dropped() => {
-            cx.engine.set_dropped(false);
+        DbAction::Create if ours && cx.db.engine.is_dropped() => {
+            cx.db.engine.set_dropped(false);
             Ok(())
         }
         DbAction::Create if ours || system => Err(SqlError::new(
@@ -212,11 +230,11 @@ pub(crate) fn database_statement(cx: &mut State, action: DbAction, name: &str) -
             format!("Cannot drop the database '{name}' because it is a system database."),
         )
         .into()),
-        DbAction::Drop if ours && !cx.engine.is_dropped() => {
+        DbAction::Drop if ours && !cx.db.engine.is_dropped() => {
             let empty = cx
-                .engine
+                .db.engine
                 .read_catalog(|c| c.tables().next().is_none() && c.modules().next().is_none());
-            if !empty || cx.database.eq_ignore_ascii_case(name) {
+            if !empty || cx.db.database.eq_ignore_ascii_case(name) {
                 return Err(SqlError::new(
                     3702,
                     16,
@@ -224,7 +242,7 @@ pub(crate) fn database_statement(cx: &mut State, action: DbAction, name: &str) -
                 )
                 .into());
             }
-            cx.engine.set_dropped(true);
+            cx.db.engine.set_dropped(true);
             Ok(())
         }
         DbAction::Drop => Err(SqlError::new(
@@ -233,7 +251,7 @@ pub(crate) fn database_statement(cx: &mut State, action: DbAction, name: &str) -
             format!("Cannot drop the database '{name}', because it does not exist or you do not have permission."),
         )
         .into()),
-        DbAction::Alter if (ours && !cx.engine.is_dropped()) || system => Ok(()),
+        DbAction::Alter if (ours && !cx.db.engine.is_dropped()) || system => Ok(()),
         DbAction::Alter => Err(SqlError::new(
             5011,
             14,
@@ -257,7 +275,7 @@ pub(crate) fn system_procedure(
         _ => return None,
     };
     Some(r.and_then(|()| {
-        query::done(cx, sink, StatementKind::Other, None)?;
+        cx.done(sink, StatementKind::Other, None)?;
         Ok(())
     }))
 }
@@ -349,15 +367,15 @@ fn sp_addextendedproperty(cx: &mut State, args: &[Expr]) -> Result<(), Fail> {
         (None, _, _) => (0, 0, 0),
         (Some("SCHEMA"), level1, level2) => {
             let schema = texts[3].clone().unwrap_or_default();
-            let Some(schema_id) = cx.engine.read_catalog(|c| c.schema_id(&schema)) else {
+            let Some(schema_id) = cx.db.engine.read_catalog(|c| c.schema_id(&schema)) else {
                 return Err(invalid().into());
             };
             match level1 {
                 None => (3, schema_id, 0),
                 Some(_) => {
                     let object = texts[5].clone().unwrap_or_default();
-                    let found = cx.engine.read_catalog(|c| {
-                        let o = c.find_object(&schema, &object, cx.session_id)?;
+                    let found = cx.db.engine.read_catalog(|c| {
+                        let o = c.find_object(&schema, &object, cx.db.session_id)?;
                         let minor = match (level2, &texts[7]) {
                             (Some("COLUMN"), Some(col)) => {
                                 c.table(o.object_id)?.column(col).map(|x| x.column_id)?
@@ -367,7 +385,7 @@ fn sp_addextendedproperty(cx: &mut State, args: &[Expr]) -> Result<(), Fail> {
                             }
                             (Some("CONSTRAINT" | "TRIGGER"), Some(child)) => {
                                 return c
-                                    .find_object(&schema, child, cx.session_id)
+                                    .find_object(&schema, child, cx.db.session_id)
                                     .map(|x| (x.object_id, 0));
                             }
                             (Some("PARAMETER"), Some(_)) | (None, _) => 0,
@@ -386,7 +404,7 @@ fn sp_addextendedproperty(cx: &mut State, args: &[Expr]) -> Result<(), Fail> {
         (Some("FILEGROUP"), _, _) => (20, 1, 0),
         (Some("TRIGGER"), _, _) => {
             let trigger = texts[3].clone().unwrap_or_default();
-            let id = cx.engine.read_catalog(|c| {
+            let id = cx.db.engine.read_catalog(|c| {
                 c.modules()
                     .find(|m| m.database_trigger && m.name.eq_ignore_ascii_case(&trigger))
                     .map(|m| m.object_id)
@@ -398,8 +416,8 @@ fn sp_addextendedproperty(cx: &mut State, args: &[Expr]) -> Result<(), Fail> {
         }
         _ => return Err(invalid().into()),
     };
-    transaction::before_ddl(cx);
-    cx.engine.with_catalog(|c| {
+    transaction::before_ddl(&cx.db, &mut cx.tran);
+    cx.db.engine.with_catalog(|c| {
         c.add_extended_property(ExtendedProperty {
             class,
             major_id,
@@ -419,7 +437,7 @@ pub(crate) fn drop_object(
     names: &[Vec<String>],
     on_database: bool,
 ) -> Result<(), Fail> {
-    transaction::before_ddl(cx);
+    transaction::before_ddl(&cx.db, &mut cx.tran);
     for parts in names {
         let (schema, name) = crate::ast::schema_and_name(parts);
         let shown = parts.join(".");
@@ -434,7 +452,7 @@ pub(crate) fn drop_object(
         };
         match kind {
             "TRIGGER" if on_database => {
-                if !cx.engine.with_catalog(|c| c.drop_database_trigger(&name)) && !if_exists {
+                if !cx.db.engine.with_catalog(|c| c.drop_database_trigger(&name)) && !if_exists {
                     return Err(missing("trigger").into());
                 }
             }
@@ -442,7 +460,8 @@ pub(crate) fn drop_object(
                 let noun = kind.to_ascii_lowercase();
                 // A trigger's schema is its table's; a bare name finds it in any schema.
                 let schema = if kind == "TRIGGER" && parts.len() == 1 {
-                    cx.engine
+                    cx.db
+                        .engine
                         .read_catalog(|c| {
                             c.modules()
                                 .find(|m| {
@@ -456,22 +475,25 @@ pub(crate) fn drop_object(
                 } else {
                     schema
                 };
-                let dropped = cx.engine.with_catalog(|c| c.drop_module(&noun, &schema, &name))?;
+                let dropped = cx
+                    .db
+                    .engine
+                    .with_catalog(|c| c.drop_module(&noun, &schema, &name))?;
                 if dropped {
-                    cx.engine.update_tables(|t| t.set_module(&schema, &name, None));
+                    cx.db.engine.update_tables(|t| t.set_module(&schema, &name, None));
                 } else if !if_exists {
                     return Err(missing(&noun).into());
                 }
             }
             "TYPE" => {
-                let r = cx.engine.with_catalog(|c| c.drop_alias_type(&schema, &name));
+                let r = cx.db.engine.with_catalog(|c| c.drop_alias_type(&schema, &name));
                 match r {
                     Err(e) if e.number == 218 && if_exists => {}
                     other => other?,
                 }
             }
             _ => {
-                let r = cx.engine.with_catalog(|c| c.drop_schema(&name));
+                let r = cx.db.engine.with_catalog(|c| c.drop_schema(&name));
                 match r {
                     Err(e) if e.number == 15151 && if_exists => {}
                     other => other?,
@@ -480,4 +502,12 @@ pub(crate) fn drop_object(
         }
     }
     Ok(())
+}
+
+/// Whether the table `parts` names exists (XML indexes and statistics only speed up SQL
+/// Server's reads: there is nothing to build, but the table must be there).
+fn table_exists(cx: &State, parts: &[String]) -> bool {
+    let tables = cx.db.engine.tables();
+    let vt = std::collections::HashMap::new();
+    query::ctx(cx, &tables, &vt).lookup(parts).is_some()
 }

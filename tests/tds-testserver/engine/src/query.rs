@@ -12,25 +12,6 @@ use crate::translate::{OutCol, Translator};
 use crate::types::{ColumnMeta, SqlType, Value};
 use rusqlite::types::{Value as Stored, ValueRef};
 use sqlparser::ast::{Expr, Query};
-use std::collections::HashMap;
-
-pub(crate) fn var_types(cx: &State) -> HashMap<String, SqlType> {
-    cx.vars.iter().map(|(k, (t, _))| (k.clone(), *t)).collect()
-}
-
-pub(crate) fn done(
-    cx: &State,
-    sink: &mut dyn ResultSink,
-    kind: StatementKind,
-    rows: Option<u64>,
-) -> Result<(), Interrupt> {
-    sink.done(Done {
-        kind,
-        rows: if cx.nocount { None } else { rows },
-        error: false,
-        in_transaction: cx.in_transaction(),
-    })
-}
 
 /// Evaluates one scalar expression (DECLARE/SET/PRINT/IF).
 pub(crate) fn eval_scalar(cx: &mut State, e: Expr) -> Result<Stored, Fail> {
@@ -60,6 +41,7 @@ pub(crate) fn bind_vars(cx: &State, stmt: &mut rusqlite::CachedStatement<'_>) ->
         if let Some(name) = stmt.parameter_name(i) {
             let v = cx
                 .vars
+                .values
                 .get(&name.to_lowercase())
                 .map(|(_, v)| v.clone())
                 .unwrap_or(Stored::Null);
@@ -77,10 +59,10 @@ pub(crate) fn run_query(
     sink: &mut dyn ResultSink,
     to_client: bool,
 ) -> Result<u64, Fail> {
-    let tables = cx.engine.tables();
-    let vt = var_types(cx);
+    let tables = cx.db.engine.tables();
+    let vt = cx.vars.types();
     let (cols, uses_views, row_counts, sizes) = {
-        let mut ctx = Translator::new(&tables, &cx.temp, &vt, cx.globals);
+        let mut ctx = Translator::new(&tables, &cx.db.temp, &vt, cx.globals());
         let c = ctx.query(q, None)?;
         (c, ctx.uses_views, ctx.row_counts, ctx.sizes)
     };
@@ -89,7 +71,7 @@ pub(crate) fn run_query(
     }
     let sql = q.to_string();
     tracing::trace!(%sql, "query");
-    let mut stmt = cx.conn.prepare_cached(&sql)?;
+    let mut stmt = cx.db.conn.prepare_cached(&sql)?;
     bind_vars(cx, &mut stmt)?;
     let mut rows = stmt.raw_query();
     let first = rows.next()?;
@@ -100,17 +82,17 @@ pub(crate) fn run_query(
         .collect();
     let types: Vec<SqlType> = metas.iter().map(|m| m.ty).collect();
     sink.columns(&metas)?;
-    if cx.fmtonly && to_client {
+    if cx.opts.fmtonly && to_client {
         drop(rows);
-        done_rows(cx, sink, StatementKind::Select, None)?;
+        cx.done(sink, StatementKind::Select, None)?;
         return Ok(0);
     }
     let mut count = 0u64;
     let mut decoder = RowDecoder::new(types);
     let mut current = first;
     // SET ROWCOUNT n: the client gets the first n rows.
-    let limit = if to_client && cx.rowcount_limit > 0 {
-        cx.rowcount_limit
+    let limit = if to_client && cx.opts.rowcount_limit > 0 {
+        cx.opts.rowcount_limit
     } else {
         u64::MAX
     };
@@ -128,36 +110,22 @@ pub(crate) fn run_query(
     }
     drop(rows);
     if to_client {
-        cx.globals.rowcount = count as i64;
-        done_rows(cx, sink, StatementKind::Select, Some(count))?;
+        cx.vars.globals.rowcount = count as i64;
+        cx.done(sink, StatementKind::Select, Some(count))?;
     }
     Ok(count)
-}
-
-fn done_rows(
-    cx: &State,
-    sink: &mut dyn ResultSink,
-    kind: StatementKind,
-    rows: Option<u64>,
-) -> Result<(), Interrupt> {
-    sink.done(Done {
-        kind,
-        rows: if cx.nocount { None } else { rows },
-        error: false,
-        in_transaction: cx.in_transaction(),
-    })
 }
 
 /// Re-materialises the system views when the catalog changed (or row counts are read);
 /// `sizes`: measure the tables' bytes too (a walk over their pages).
 pub(crate) fn refresh_views(cx: &mut State, row_counts: bool, sizes: bool) -> Result<(), Fail> {
-    let version = cx.engine.read_catalog(|c| c.version());
-    if cx.views_version == Some(version) && !row_counts {
+    let version = cx.db.engine.read_catalog(|c| c.version());
+    if cx.db.views_version == Some(version) && !row_counts {
         return Ok(());
     }
-    let conn = &cx.conn;
-    let sid = cx.session_id;
-    let r = cx.engine.read_catalog(|c| {
+    let conn = &cx.db.conn;
+    let sid = cx.db.session_id;
+    let r = cx.db.engine.read_catalog(|c| {
         crate::catalog::views::refresh(
             conn,
             c,
@@ -174,7 +142,7 @@ pub(crate) fn refresh_views(cx: &mut State, row_counts: bool, sizes: bool) -> Re
         tracing::error!(error = %e, "catalog views could not be refreshed");
         crate::sqlite_errors::no_plan()
     })?;
-    cx.views_version = Some(version);
+    cx.db.views_version = Some(version);
     Ok(())
 }
 
@@ -303,10 +271,10 @@ impl crate::catalog::views::TableSizes for SqliteSizes<'_> {
 
 /// Runs a query and returns its raw SQLite values (no conversion) with the output types.
 pub(crate) fn query_rows(cx: &mut State, q: &mut Query) -> Result<(Vec<OutCol>, Vec<Vec<Stored>>), Fail> {
-    let tables = cx.engine.tables();
-    let vt = var_types(cx);
+    let tables = cx.db.engine.tables();
+    let vt = cx.vars.types();
     let (cols, uses_views, row_counts, sizes) = {
-        let mut ctx = Translator::new(&tables, &cx.temp, &vt, cx.globals);
+        let mut ctx = Translator::new(&tables, &cx.db.temp, &vt, cx.globals());
         let c = ctx.query(q, None)?;
         (c, ctx.uses_views, ctx.row_counts, ctx.sizes)
     };
@@ -314,7 +282,7 @@ pub(crate) fn query_rows(cx: &mut State, q: &mut Query) -> Result<(Vec<OutCol>, 
         refresh_views(cx, row_counts, sizes)?;
     }
     let sql = q.to_string();
-    let mut stmt = cx.conn.prepare_cached(&sql)?;
+    let mut stmt = cx.db.conn.prepare_cached(&sql)?;
     bind_vars(cx, &mut stmt)?;
     let n = cols.len();
     let mut rows = stmt.raw_query();
@@ -334,5 +302,5 @@ pub(crate) fn ctx<'a>(
     tables: &'a Tables,
     vt: &'a std::collections::HashMap<String, SqlType>,
 ) -> Translator<'a> {
-    Translator::new(tables, &cx.temp, vt, cx.globals)
+    Translator::new(tables, &cx.db.temp, vt, cx.globals())
 }

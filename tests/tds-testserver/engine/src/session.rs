@@ -7,13 +7,11 @@ use crate::error::SqlError;
 use crate::exec;
 use crate::meta::Tables;
 use crate::results::{Done, Interrupt, ResultSink, StatementKind};
-use crate::state::State;
+use crate::state::{Db, State};
 use crate::transaction;
-use crate::translate::Globals;
 use crate::types::{ColumnMeta, SqlType, Value};
 use rusqlite::Connection;
 use rusqlite::types::Value as Stored;
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -49,9 +47,6 @@ impl Engine {
         )
         .map_err(open_err)?;
         crate::sqlfn::register(&conn).map_err(open_err)?;
-        crate::sqlfn::division::register(&conn).map_err(open_err)?;
-        crate::sqlfn::modulo::register(&conn).map_err(open_err)?;
-        crate::sqlfn::decimal::register(&conn).map_err(open_err)?;
         conn.set_prepared_statement_cache_capacity(256);
         let spid = self.next_spid.fetch_add(1, Ordering::Relaxed);
         crate::catalog::functions::register(
@@ -64,36 +59,17 @@ impl Engine {
         )
         .map_err(open_err)?;
         Ok(Session {
-            state: State {
-                engine: Arc::clone(self),
-                database: current.clone(),
-                conn,
-                temp: Tables::new(),
-                vars: HashMap::new(),
-                globals: Globals {
-                    spid,
-                    lock_timeout: -1,
-                    ..Globals::default()
+            state: State::new(
+                Db {
+                    engine: Arc::clone(self),
+                    conn,
+                    database: current.clone(),
+                    session_id: spid as u64,
+                    temp: Tables::new(),
+                    views_version: None,
                 },
-                nocount: false,
-                fmtonly: false,
-                xact_abort: false,
-                identity_insert: None,
-                trancount: 0,
-                descriptor: 0,
-                pending_bulk: None,
-                session_id: spid as u64,
-                views_version: None,
-                tran_snapshot: None,
-                last_rowids: Vec::new(),
-                rowguidcols: Default::default(),
-                nocheck: Default::default(),
-                ignore_checks: false,
-                recheck: Vec::new(),
-                returning: false,
-                thrown: false,
-                rowcount_limit: 0,
-            },
+                spid,
+            ),
             bulk: BulkLoad::default(),
         })
     }
@@ -102,7 +78,7 @@ impl Engine {
 impl Session {
     /// The session's current database name.
     pub fn database(&self) -> &str {
-        &self.state.database
+        &self.state.db.database
     }
 
     /// Whether a transaction is open (DONE's INXACT bit, and the descriptor in ALL_HEADERS).
@@ -154,7 +130,7 @@ impl Session {
             .zip(converted)
             .map(|(p, stored)| {
                 let key = p.name.to_lowercase();
-                let old = self.state.vars.insert(key.clone(), (p.ty, stored));
+                let old = self.state.vars.values.insert(key.clone(), (p.ty, stored));
                 (key, old)
             })
             .collect();
@@ -162,10 +138,10 @@ impl Session {
         for (k, old) in saved {
             match old {
                 Some(v) => {
-                    self.state.vars.insert(k, v);
+                    self.state.vars.values.insert(k, v);
                 }
                 None => {
-                    self.state.vars.remove(&k);
+                    self.state.vars.values.remove(&k);
                 }
             }
         }
@@ -179,24 +155,24 @@ impl Session {
         sink: &mut dyn ResultSink,
     ) -> Result<(), Interrupt> {
         let r = match request {
-            TransactionRequest::Begin { name } => {
-                transaction::begin_tran(&mut self.state, name.as_deref(), sink)
+            TransactionRequest::Begin { name: _ } => {
+                transaction::begin(&self.state.db, &mut self.state.tran, sink)
             }
             TransactionRequest::Commit { begin_new } => {
-                let r = transaction::commit_all(&mut self.state, sink);
+                let r = transaction::commit_all(&self.state.db, &mut self.state.tran, sink);
                 match r {
-                    Ok(()) if begin_new => transaction::begin_tran(&mut self.state, None, sink),
+                    Ok(()) if begin_new => transaction::begin(&self.state.db, &mut self.state.tran, sink),
                     other => other,
                 }
             }
             TransactionRequest::Rollback { begin_new } => {
-                let r = transaction::rollback_tran(&mut self.state, None, sink);
+                let r = transaction::rollback(&mut self.state.db, &mut self.state.tran, None, sink);
                 match r {
-                    Ok(()) if begin_new => transaction::begin_tran(&mut self.state, None, sink),
+                    Ok(()) if begin_new => transaction::begin(&self.state.db, &mut self.state.tran, sink),
                     other => other,
                 }
             }
-            TransactionRequest::Save { name } => transaction::save_tran(&mut self.state, &name),
+            TransactionRequest::Save { name } => transaction::save(&self.state.db, &self.state.tran, &name),
         };
         let error = match r {
             Ok(()) => false,
@@ -218,14 +194,14 @@ impl Session {
     /// client's COLMETADATA (names must match the INSERT BULK column list).
     pub fn bulk_start(&mut self, columns: &[ColumnMeta]) -> Result<(), SqlError> {
         let pending = self.state.pending_bulk.take();
-        load::bulk_begin(&mut self.state, &mut self.bulk, pending, columns)
+        load::bulk_begin(&self.state.db, &mut self.bulk, pending, columns)
     }
 
     /// One bulk row, a value per client column. The first failing row's error is kept and
     /// reported by [`Session::bulk_finish`]; later rows are ignored.
     /// Values are copied (into the load's buffer), so the caller may reuse the row's strings.
     pub fn bulk_row(&mut self, row: &[Value]) {
-        load::bulk_add(&mut self.state, &mut self.bulk, row);
+        load::bulk_add(&self.state.db, &self.state.tran, &mut self.bulk, row);
     }
 
     /// Ends the bulk load: all rows land, or none and the error is sent.
@@ -236,15 +212,17 @@ impl Session {
     /// The wire layer finished the login: list this connection (negotiated packet size, peer,
     /// login and program names) in sys.dm_exec_connections/sys.dm_exec_sessions.
     pub fn register_connection(&mut self, info: crate::catalog::ConnectionInfo) {
-        let id = self.state.session_id;
+        let id = self.state.db.session_id;
         self.state
+            .db
             .engine
             .with_catalog(|c| c.register_connection(id, info));
     }
 
     /// Abandons a bulk load (the client cancelled or disconnected): nothing lands.
     pub fn bulk_abort(&mut self) {
-        load::bulk_cancel(&mut self.state, &mut self.bulk);
+        load::bulk_cancel(&self.state.db, &mut self.bulk);
+        self.state.pending_bulk = None;
     }
 }
 

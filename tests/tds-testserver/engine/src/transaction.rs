@@ -1,30 +1,31 @@
 //! Transactions: BEGIN/COMMIT/ROLLBACK/SAVE TRANSACTION, the SQLite transaction an open one
 //! starts lazily, and the atomic unit (savepoint or own transaction) each write runs in.
 
+use crate::ast::quote;
 use crate::error::SqlError;
 use crate::results::Fail;
 use crate::results::{EnvChange, ResultSink};
-use crate::state::State;
+use crate::state::{Db, State, Tran};
 
-pub(crate) fn begin_tran(cx: &mut State, _name: Option<&str>, sink: &mut dyn ResultSink) -> Result<(), Fail> {
-    if cx.trancount == 0 {
+/// BEGIN TRANSACTION; nested ones only count.
+pub(crate) fn begin(db: &Db, tran: &mut Tran, sink: &mut dyn ResultSink) -> Result<(), Fail> {
+    if tran.count == 0 {
         // No SQLite transaction yet: ensure_sqlite_tran opens it at the first statement.
-        cx.descriptor = cx
+        tran.descriptor = db
             .engine
             .next_descriptor
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        cx.trancount = 1;
-        cx.globals.trancount = 1;
-        sink.env_change(EnvChange::BeginTransaction(cx.descriptor))?;
+        tran.count = 1;
+        sink.env_change(EnvChange::BeginTransaction(tran.descriptor))?;
     } else {
-        cx.trancount += 1;
-        cx.globals.trancount = i64::from(cx.trancount);
+        tran.count += 1;
     }
     Ok(())
 }
 
-pub(crate) fn commit_tran(cx: &mut State, sink: &mut dyn ResultSink) -> Result<(), Fail> {
-    if cx.trancount == 0 {
+/// COMMIT TRANSACTION: the outermost one commits.
+pub(crate) fn commit(db: &Db, tran: &mut Tran, sink: &mut dyn ResultSink) -> Result<(), Fail> {
+    if tran.count == 0 {
         return Err(SqlError::new(
             3902,
             16,
@@ -32,32 +33,34 @@ pub(crate) fn commit_tran(cx: &mut State, sink: &mut dyn ResultSink) -> Result<(
         )
         .into());
     }
-    if cx.trancount == 1 {
-        if !cx.conn.is_autocommit() {
-            cx.conn.execute_batch("COMMIT")?;
+    if tran.count == 1 {
+        if !db.conn.is_autocommit() {
+            db.conn.execute_batch("COMMIT")?;
         }
-        cx.tran_snapshot = None;
-        sink.env_change(EnvChange::CommitTransaction(cx.descriptor))?;
+        tran.snapshot = None;
+        sink.env_change(EnvChange::CommitTransaction(tran.descriptor))?;
     }
-    cx.trancount -= 1;
-    cx.globals.trancount = i64::from(cx.trancount);
+    tran.count -= 1;
     Ok(())
 }
 
 /// COMMIT of a transaction-manager request: ends the transaction whatever the nesting.
-pub(crate) fn commit_all(cx: &mut State, sink: &mut dyn ResultSink) -> Result<(), Fail> {
-    if cx.trancount > 1 {
-        cx.trancount = 1;
+pub(crate) fn commit_all(db: &Db, tran: &mut Tran, sink: &mut dyn ResultSink) -> Result<(), Fail> {
+    if tran.count > 1 {
+        tran.count = 1;
     }
-    commit_tran(cx, sink)
+    commit(db, tran, sink)
 }
 
-pub(crate) fn rollback_tran(
-    cx: &mut State,
+/// ROLLBACK [TRANSACTION [savepoint]]: to the savepoint, or the whole transaction with the
+/// catalog, table metadata and temp tables as they were before its first DDL.
+pub(crate) fn rollback(
+    db: &mut Db,
+    tran: &mut Tran,
     name: Option<&str>,
     sink: &mut dyn ResultSink,
 ) -> Result<(), Fail> {
-    if cx.trancount == 0 {
+    if tran.count == 0 {
         return Err(SqlError::new(
             3903,
             16,
@@ -66,34 +69,34 @@ pub(crate) fn rollback_tran(
         .into());
     }
     if let Some(n) = name
-        && !cx.conn.is_autocommit()
+        && !db.conn.is_autocommit()
     {
         let sp = format!("sp_{}", n.to_lowercase());
-        if cx
+        if db
             .conn
-            .execute_batch(&format!("ROLLBACK TO {}", crate::ast::quote(&sp)))
+            .execute_batch(&format!("ROLLBACK TO {}", quote(&sp)))
             .is_ok()
         {
             return Ok(());
         }
     }
-    if !cx.conn.is_autocommit() {
-        cx.conn.execute_batch("ROLLBACK")?;
+    if !db.conn.is_autocommit() {
+        db.conn.execute_batch("ROLLBACK")?;
     }
-    if let Some((cat, tables, temp)) = cx.tran_snapshot.take() {
-        let sid = cx.session_id;
-        cx.engine.with_catalog(|c| c.rollback_to(cat, sid));
-        cx.engine.restore_tables(tables);
-        cx.temp = temp;
+    if let Some((cat, tables, temp)) = tran.snapshot.take() {
+        let sid = db.session_id;
+        db.engine.with_catalog(|c| c.rollback_to(cat, sid));
+        db.engine.restore_tables(tables);
+        db.temp = temp;
     }
-    cx.trancount = 0;
-    cx.globals.trancount = 0;
-    sink.env_change(EnvChange::RollbackTransaction(cx.descriptor))?;
+    tran.count = 0;
+    sink.env_change(EnvChange::RollbackTransaction(tran.descriptor))?;
     Ok(())
 }
 
-pub(crate) fn save_tran(cx: &mut State, name: &str) -> Result<(), Fail> {
-    if cx.trancount == 0 {
+/// SAVE TRANSACTION name.
+pub(crate) fn save(db: &Db, tran: &Tran, name: &str) -> Result<(), Fail> {
+    if tran.count == 0 {
         return Err(SqlError::new(
             628,
             16,
@@ -101,22 +104,22 @@ pub(crate) fn save_tran(cx: &mut State, name: &str) -> Result<(), Fail> {
         )
         .into());
     }
-    ensure_sqlite_tran(cx)?;
+    ensure_sqlite_tran(db, tran)?;
     let sp = format!("sp_{}", name.to_lowercase());
-    cx.conn
-        .execute_batch(&format!("SAVEPOINT {}", crate::ast::quote(&sp)))?;
+    db.conn.execute_batch(&format!("SAVEPOINT {}", quote(&sp)))?;
     Ok(())
 }
 
 /// Opens the SQLite transaction of an open `BEGIN TRANSACTION` that has not touched the
 /// database yet. `BEGIN TRANSACTION` opens it lazily, at the first statement that reads or
 /// writes (as SQL Server takes its locks only then), so that a bulk load's rows can be
-/// received and converted while other sessions write. `BEGIN IMMEDIATE` takes the one write lock at once: a deferred
-/// transaction that read first could fail to upgrade (SQLITE_BUSY_SNAPSHOT) when another
-/// session committed in between, where SQL Server would simply have waited.
-pub(crate) fn ensure_sqlite_tran(cx: &mut State) -> Result<(), rusqlite::Error> {
-    if cx.trancount > 0 && cx.conn.is_autocommit() {
-        cx.conn.execute_batch("BEGIN IMMEDIATE")?;
+/// received and converted while other sessions write. `BEGIN IMMEDIATE` takes the one write
+/// lock at once: a deferred transaction that read first could fail to upgrade
+/// (SQLITE_BUSY_SNAPSHOT) when another session committed in between, where SQL Server would
+/// simply have waited.
+pub(crate) fn ensure_sqlite_tran(db: &Db, tran: &Tran) -> Result<(), rusqlite::Error> {
+    if tran.count > 0 && db.conn.is_autocommit() {
+        db.conn.execute_batch("BEGIN IMMEDIATE")?;
     }
     Ok(())
 }
@@ -124,33 +127,34 @@ pub(crate) fn ensure_sqlite_tran(cx: &mut State) -> Result<(), rusqlite::Error> 
 /// Runs `f` atomically: all its changes land or none (a savepoint inside a transaction,
 /// or its own write transaction otherwise).
 pub(crate) fn atomic<R>(cx: &mut State, f: impl FnOnce(&mut State) -> Result<R, Fail>) -> Result<R, Fail> {
-    ensure_sqlite_tran(cx)?;
-    let nested = cx.trancount > 0;
+    ensure_sqlite_tran(&cx.db, &cx.tran)?;
+    let nested = cx.tran.count > 0;
     if nested {
-        cx.conn.execute_batch("SAVEPOINT __stmt")?;
+        cx.db.conn.execute_batch("SAVEPOINT __stmt")?;
     } else {
-        cx.conn.execute_batch("BEGIN IMMEDIATE")?;
+        cx.db.conn.execute_batch("BEGIN IMMEDIATE")?;
     }
     let r = f(cx);
+    let conn = &cx.db.conn;
     match (&r, nested) {
-        (Ok(_), true) => cx.conn.execute_batch("RELEASE __stmt")?,
+        (Ok(_), true) => conn.execute_batch("RELEASE __stmt")?,
         (Ok(_), false) => {
-            if let Err(e) = cx.conn.execute_batch("COMMIT") {
-                let _ = cx.conn.execute_batch("ROLLBACK");
+            if let Err(e) = conn.execute_batch("COMMIT") {
+                let _ = conn.execute_batch("ROLLBACK");
                 return Err(e.into());
             }
         }
-        (Err(_), true) => cx.conn.execute_batch("ROLLBACK TO __stmt; RELEASE __stmt")?,
-        (Err(_), false) => cx.conn.execute_batch("ROLLBACK")?,
+        (Err(_), true) => conn.execute_batch("ROLLBACK TO __stmt; RELEASE __stmt")?,
+        (Err(_), false) => conn.execute_batch("ROLLBACK")?,
     }
     r
 }
 
 /// Inside a transaction, remembers the catalog and table metadata before the first DDL so
 /// a ROLLBACK can undo it.
-pub(crate) fn before_ddl(cx: &mut State) {
-    if cx.trancount > 0 && cx.tran_snapshot.is_none() {
-        let cat = cx.engine.read_catalog(|c| c.clone());
-        cx.tran_snapshot = Some((cat, cx.engine.tables(), cx.temp.clone()));
+pub(crate) fn before_ddl(db: &Db, tran: &mut Tran) {
+    if tran.count > 0 && tran.snapshot.is_none() {
+        let cat = db.engine.read_catalog(|c| c.clone());
+        tran.snapshot = Some((cat, db.engine.tables(), db.temp.clone()));
     }
 }

@@ -282,7 +282,7 @@ pub(crate) fn bulk_insert_file(
     sink: &mut dyn ResultSink,
 ) -> Result<(), Fail> {
     let opts = options(&spec)?;
-    let path = allowed_path(cx.engine.config.bulk_insert_dir.as_deref(), &spec.file)?;
+    let path = allowed_path(cx.db.engine.config.bulk_insert_dir.as_deref(), &spec.file)?;
     let data = std::fs::read(&path).map_err(|e| {
         SqlError::new(
             4861,
@@ -294,7 +294,7 @@ pub(crate) fn bulk_insert_file(
         )
     })?;
     let meta = {
-        let tables = cx.engine.tables();
+        let tables = cx.db.engine.tables();
         let vt = std::collections::HashMap::new();
         let ctx = query::ctx(cx, &tables, &vt);
         ctx.lookup(&spec.table)
@@ -319,8 +319,8 @@ pub(crate) fn bulk_insert_file(
         options.push("CHECK_CONSTRAINTS".to_string());
     }
     let pending = target::prepare(
-        &cx.engine.tables(),
-        &cx.temp,
+        &cx.db.engine.tables(),
+        &cx.db.temp,
         BulkTarget {
             name: spec.table.clone(),
             columns: loaded
@@ -345,7 +345,7 @@ pub(crate) fn bulk_insert_file(
         })
         .collect();
     let mut load = BulkLoad::default();
-    load::bulk_begin(cx, &mut load, Some(pending), &metas)?;
+    load::bulk_begin(&cx.db, &mut load, Some(pending), &metas)?;
     let types: Vec<SqlType> = columns.iter().map(|c| c.ty).collect();
     let result = read_rows(&data, &opts, columns.len(), |row_no, fields| {
         let mut row = Vec::with_capacity(loaded.len());
@@ -363,7 +363,7 @@ pub(crate) fn bulk_insert_file(
                 )
             })?);
         }
-        load::bulk_add(cx, &mut load, &row);
+        load::bulk_add(&cx.db, &cx.tran, &mut load, &row);
         Ok(())
     });
     match result {
@@ -390,12 +390,12 @@ pub(crate) fn bulk_insert_file(
                     .map(|f| f.disabled)
                     .chain(meta.def.checks.iter().map(|c| c.disabled))
                     .collect();
-                cx.engine.with_catalog(|c| {
+                cx.db.engine.with_catalog(|c| {
                     for (name, disabled) in names.iter().zip(disabled) {
                         c.set_constraint_state(oid, name, disabled, true);
                     }
                 });
-                cx.engine.update_tables(|t| {
+                cx.db.engine.update_tables(|t| {
                     if let Some(m) = t.get_mut(&meta.def.schema, &meta.def.name) {
                         m.def.foreign_keys.iter_mut().for_each(|f| f.not_trusted = true);
                         m.def.checks.iter_mut().for_each(|c| c.not_trusted = true);
@@ -405,7 +405,8 @@ pub(crate) fn bulk_insert_file(
             Ok(())
         }
         Err(e) => {
-            load::bulk_cancel(cx, &mut load);
+            load::bulk_cancel(&cx.db, &mut load);
+            cx.pending_bulk = None;
             Err(e.into())
         }
     }

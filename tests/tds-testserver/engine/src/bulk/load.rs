@@ -3,14 +3,14 @@
 //! buffered, and inserted at the end inside a savepoint (or the load's own transaction) so
 //! that all rows land or none.
 
-use super::target::PendingBulk;
 use crate::ast::quote;
 use crate::convert::row_buffer::RowBuffer;
 use crate::convert::{fast_storage_into, value_to_stored};
 use crate::error::SqlError;
 use crate::meta::TableMeta;
 use crate::results::{Done, Interrupt, ResultSink, StatementKind};
-use crate::state::State;
+use crate::state::PendingBulk;
+use crate::state::{Db, State, Tran};
 use crate::transaction;
 use crate::types::names::is_string;
 use crate::types::{ColumnMeta, SqlType, Value};
@@ -102,7 +102,7 @@ const ROWS_PER_INSERT: usize = 64;
 const MAX_PARAMETERS: usize = 32_766;
 
 pub(crate) fn bulk_begin(
-    cx: &mut State,
+    db: &Db,
     load: &mut BulkLoad,
     pending: Option<PendingBulk>,
     columns: &[ColumnMeta],
@@ -165,17 +165,17 @@ pub(crate) fn bulk_begin(
         rows_per_insert,
         rowversion,
         buffer,
-        _counted: CountedLoad::new(&cx.engine),
+        _counted: CountedLoad::new(&db.engine),
         columns: all,
         omitted: Vec::new(),
     }));
     Ok(())
 }
 
-pub(crate) fn bulk_add(cx: &mut State, load: &mut BulkLoad, row: &[Value]) {
+pub(crate) fn bulk_add(db: &Db, tran: &Tran, load: &mut BulkLoad, row: &[Value]) {
     let Some(mut st) = load.current.take() else { return };
     if st.error.is_none()
-        && let Err(e) = bulk_accept(cx, &mut st, row)
+        && let Err(e) = bulk_accept(db, tran, &mut st, row)
     {
         st.error = Some(e);
     }
@@ -183,10 +183,10 @@ pub(crate) fn bulk_add(cx: &mut State, load: &mut BulkLoad, row: &[Value]) {
 }
 
 /// Converts a row into the buffer; writes the buffer when it is full.
-fn bulk_accept(cx: &mut State, st: &mut BulkState, row: &[Value]) -> Result<(), SqlError> {
+fn bulk_accept(db: &Db, tran: &Tran, st: &mut BulkState, row: &[Value]) -> Result<(), SqlError> {
     let width = st.columns.len();
     let start = st.buffer.len();
-    let omitted = bulk_convert(cx, st, row)?;
+    let omitted = bulk_convert(db, st, row)?;
     if st.buffer.len() - start != width {
         return Err(SqlError::new(
             4815,
@@ -209,24 +209,24 @@ fn bulk_accept(cx: &mut State, st: &mut BulkState, row: &[Value]) -> Result<(), 
             // client's sending (buffering everything stalled a single stream for the whole
             // write); loads side by side buffer, so that none holds the one write lock while
             // it waits on its client.
-            let alone = cx.engine.bulk_loads.load(std::sync::atomic::Ordering::Relaxed) == 1;
+            let alone = db.engine.bulk_loads.load(std::sync::atomic::Ordering::Relaxed) == 1;
             st.buffer.bytes() > BUFFER_BYTES
-                || (alone && buffered_rows.is_multiple_of(WRITE_BATCH) && bulk_try_open(cx, st)?)
+                || (alone && buffered_rows.is_multiple_of(WRITE_BATCH) && bulk_try_open(db, tran, st)?)
         }
     };
     if write {
-        bulk_flush(cx, st)?;
+        bulk_flush(db, tran, st)?;
     }
     Ok(())
 }
 
 /// Opens the load's transaction if SQLite's write lock is free now; `false` when another
 /// session holds it.
-fn bulk_try_open(cx: &mut State, st: &mut BulkState) -> Result<bool, SqlError> {
+fn bulk_try_open(db: &Db, tran: &Tran, st: &mut BulkState) -> Result<bool, SqlError> {
     let map = |e: rusqlite::Error| crate::sqlite_errors::map_sqlite(&e);
-    cx.conn.busy_timeout(std::time::Duration::ZERO).map_err(map)?;
-    let opened = bulk_open(cx, st);
-    cx.conn.busy_timeout(crate::engine::LOCK_TIMEOUT).map_err(map)?;
+    db.conn.busy_timeout(std::time::Duration::ZERO).map_err(map)?;
+    let opened = bulk_open(db, tran, st);
+    db.conn.busy_timeout(crate::engine::LOCK_TIMEOUT).map_err(map)?;
     match opened {
         Ok(()) => Ok(true),
         // 1222: "Lock request time out period exceeded", SQLite's SQLITE_BUSY.
@@ -236,16 +236,16 @@ fn bulk_try_open(cx: &mut State, st: &mut BulkState) -> Result<bool, SqlError> {
 }
 
 /// Opens the load's transaction (or savepoint) if needed and writes the buffered rows.
-fn bulk_flush(cx: &mut State, st: &mut BulkState) -> Result<(), SqlError> {
+fn bulk_flush(db: &Db, tran: &Tran, st: &mut BulkState) -> Result<(), SqlError> {
     if st.open.is_none() {
-        bulk_open(cx, st)?;
+        bulk_open(db, tran, st)?;
     }
     let map = |e: rusqlite::Error| crate::sqlite_errors::map_sqlite(&e);
     let meta = &st.pending.meta;
     let width = st.columns.len().max(1);
     let total = st.buffer.len() / width;
-    let mut multi = cx.conn.prepare_cached(&st.sql_multi).map_err(map)?;
-    let mut single = cx.conn.prepare_cached(&st.sql_all).map_err(map)?;
+    let mut multi = db.conn.prepare_cached(&st.sql_multi).map_err(map)?;
+    let mut single = db.conn.prepare_cached(&st.sql_all).map_err(map)?;
     let mut next_omitted = 0;
     let mut n = 0;
     while n < total {
@@ -276,7 +276,7 @@ fn bulk_flush(cx: &mut State, st: &mut BulkState) -> Result<(), SqlError> {
                 .map(|(_, skip)| skip);
             let result = match skip {
                 Some(skip) if !st.rowversion => {
-                    insert_without(cx, meta, &st.columns, &st.buffer.to_stored(row.clone()), skip)
+                    insert_without(db, meta, &st.columns, &st.buffer.to_stored(row.clone()), skip)
                 }
                 _ => {
                     for (i, v) in row.clone().enumerate() {
@@ -290,7 +290,7 @@ fn bulk_flush(cx: &mut State, st: &mut BulkState) -> Result<(), SqlError> {
             if let Err(e) = result {
                 let row = st.buffer.to_stored(row);
                 return Err(constraints::constraint_error(
-                    cx,
+                    db,
                     meta,
                     &e,
                     &st.columns,
@@ -311,7 +311,7 @@ fn bulk_flush(cx: &mut State, st: &mut BulkState) -> Result<(), SqlError> {
 
 /// Inserts a row leaving out the columns at `skip` (their defaults apply).
 fn insert_without(
-    cx: &State,
+    db: &Db,
     meta: &TableMeta,
     columns: &[usize],
     values: &[Stored],
@@ -325,26 +325,26 @@ fn insert_without(
             vals.push(v);
         }
     }
-    let mut stmt = cx.conn.prepare_cached(&insert_sql(meta, &cols))?;
+    let mut stmt = db.conn.prepare_cached(&insert_sql(meta, &cols))?;
     for (i, v) in vals.iter().enumerate() {
         stmt.raw_bind_parameter(i + 1, *v)?;
     }
     stmt.raw_execute()
 }
 
-fn bulk_open(cx: &mut State, st: &mut BulkState) -> Result<(), SqlError> {
+fn bulk_open(db: &Db, tran: &Tran, st: &mut BulkState) -> Result<(), SqlError> {
     let map = |e: rusqlite::Error| crate::sqlite_errors::map_sqlite(&e);
-    let nested = cx.trancount > 0;
+    let nested = tran.count > 0;
     if nested {
-        transaction::ensure_sqlite_tran(cx).map_err(map)?;
-        cx.conn.execute_batch("SAVEPOINT __bulk").map_err(map)?;
+        transaction::ensure_sqlite_tran(db, tran).map_err(map)?;
+        db.conn.execute_batch("SAVEPOINT __bulk").map_err(map)?;
     } else {
-        cx.conn.execute_batch("BEGIN IMMEDIATE").map_err(map)?;
+        db.conn.execute_batch("BEGIN IMMEDIATE").map_err(map)?;
     }
     st.open = Some(nested);
     if !st.pending.check_constraints {
         // SQL Server's bulk load skips CHECK constraints unless CHECK_CONSTRAINTS is given.
-        cx.conn
+        db.conn
             .execute_batch("PRAGMA ignore_check_constraints=ON")
             .map_err(map)?;
     }
@@ -354,7 +354,7 @@ fn bulk_open(cx: &mut State, st: &mut BulkState) -> Result<(), SqlError> {
 /// Appends one client row to the buffer in the table's storage forms, with identity and
 /// rowversion values filled; nothing is written. Returns the positions of NULLs the
 /// column default replaces.
-fn bulk_convert(cx: &mut State, st: &mut BulkState, row: &[Value]) -> Result<Vec<usize>, SqlError> {
+fn bulk_convert(db: &Db, st: &mut BulkState, row: &[Value]) -> Result<Vec<usize>, SqlError> {
     let meta = &st.pending.meta;
     let start = st.buffer.len();
     let values = &mut st.buffer;
@@ -376,7 +376,7 @@ fn bulk_convert(cx: &mut State, st: &mut BulkState, row: &[Value]) -> Result<Vec
                     values.push_text(s);
                 } else {
                     values.push_stored(&column_values::check_length(
-                        cx,
+                        db,
                         meta,
                         col,
                         Stored::Text(s.clone()),
@@ -389,7 +389,7 @@ fn bulk_convert(cx: &mut State, st: &mut BulkState, row: &[Value]) -> Result<Vec
                     values.push_blob(b);
                 } else {
                     values.push_stored(&column_values::check_length(
-                        cx,
+                        db,
                         meta,
                         col,
                         Stored::Blob(b.clone()),
@@ -405,7 +405,7 @@ fn bulk_convert(cx: &mut State, st: &mut BulkState, row: &[Value]) -> Result<Vec
             None => {
                 let stored = value_to_stored(v);
                 values.push_stored(&column_values::column_value(
-                    cx,
+                    db,
                     meta,
                     col,
                     ValueRef::from(&stored),
@@ -416,7 +416,7 @@ fn bulk_convert(cx: &mut State, st: &mut BulkState, row: &[Value]) -> Result<Vec
     let ident = meta.identity_column().map(|(i, _)| i);
     let auto_ident = ident.filter(|i| !st.order.contains(i));
     if auto_ident.is_some() {
-        let v = bulk_next_identity(cx, meta);
+        let v = bulk_next_identity(db, meta);
         values.push_integer(v);
         st.last_identity = Some(v);
     } else if let Some((i, col)) = meta.identity_column()
@@ -433,7 +433,7 @@ fn bulk_convert(cx: &mut State, st: &mut BulkState, row: &[Value]) -> Result<Vec
         });
     }
     if st.rowversion {
-        values.push_blob(&cx.engine.next_rowversion());
+        values.push_blob(&db.engine.next_rowversion());
     }
     if let Some(rc) = meta.rowid_column() {
         // Checked here because SQLite would give a NULL key a fresh rowid.
@@ -446,32 +446,32 @@ fn bulk_convert(cx: &mut State, st: &mut BulkState, row: &[Value]) -> Result<Vec
             let mut cols = st.order.clone();
             cols.extend(auto_ident);
             let row = values.to_stored(start..values.len());
-            constraints::check_rowid_key(cx, meta, &cols, &row, constraints::Verb::Insert)?;
+            constraints::check_rowid_key(db, meta, &cols, &row, constraints::Verb::Insert)?;
         }
     }
     Ok(omitted)
 }
 
-fn bulk_next_identity(cx: &State, meta: &TableMeta) -> i64 {
-    cx.engine
+fn bulk_next_identity(db: &Db, meta: &TableMeta) -> i64 {
+    db.engine
         .with_catalog(|c| c.identity_next(meta.object_id))
         .unwrap_or(1)
 }
 
 /// Ends the load's transaction or savepoint, if the load got as far as opening it.
-fn bulk_close(cx: &mut State, st: &mut BulkState, ok: bool) -> Result<(), SqlError> {
+fn bulk_close(db: &Db, st: &mut BulkState, ok: bool) -> Result<(), SqlError> {
     let Some(nested) = st.open.take() else {
         return Ok(());
     };
     let map = |e: rusqlite::Error| crate::sqlite_errors::map_sqlite(&e);
-    let _ = cx.conn.execute_batch("PRAGMA ignore_check_constraints=OFF");
+    let _ = db.conn.execute_batch("PRAGMA ignore_check_constraints=OFF");
     let sql = match (nested, ok) {
         (true, true) => "RELEASE __bulk",
         (true, false) => "ROLLBACK TO __bulk; RELEASE __bulk",
         (false, true) => "COMMIT",
         (false, false) => "ROLLBACK",
     };
-    cx.conn.execute_batch(sql).map_err(map)
+    db.conn.execute_batch(sql).map_err(map)
 }
 
 pub(crate) fn bulk_end(
@@ -494,16 +494,16 @@ pub(crate) fn bulk_end(
         });
     };
     if st.error.is_none()
-        && let Err(e) = bulk_flush(cx, &mut st)
+        && let Err(e) = bulk_flush(&cx.db, &cx.tran, &mut st)
     {
         st.error = Some(e);
     }
     let mut error = st.error.clone();
     let open = st.open;
-    let close = bulk_close(cx, &mut st, error.is_none());
+    let close = bulk_close(&cx.db, &mut st, error.is_none());
     if let (Err(e), None) = (close, &error) {
         st.open = open;
-        let _ = bulk_close(cx, &mut st, false);
+        let _ = bulk_close(&cx.db, &mut st, false);
         error = Some(e);
     }
     keep_buffer(load, &mut st);
@@ -520,10 +520,10 @@ pub(crate) fn bulk_end(
         None => {
             if let Some(id) = st.last_identity {
                 let oid = st.pending.meta.object_id;
-                cx.engine.with_catalog(|c| c.identity_observe(oid, id));
-                cx.globals.identity = Some(id);
+                cx.db.engine.with_catalog(|c| c.identity_observe(oid, id));
+                cx.vars.globals.identity = Some(id);
             }
-            cx.globals.rowcount = st.rows as i64;
+            cx.vars.globals.rowcount = st.rows as i64;
             sink.done(Done {
                 kind: StatementKind::Insert,
                 rows: Some(st.rows),
@@ -534,12 +534,11 @@ pub(crate) fn bulk_end(
     }
 }
 
-pub(crate) fn bulk_cancel(cx: &mut State, load: &mut BulkLoad) {
+pub(crate) fn bulk_cancel(db: &Db, load: &mut BulkLoad) {
     if let Some(mut st) = load.current.take() {
-        let _ = bulk_close(cx, &mut st, false);
+        let _ = bulk_close(db, &mut st, false);
         keep_buffer(load, &mut st);
     }
-    cx.pending_bulk = None;
 }
 
 /// Keeps the load's buffer for the next load (a chunk a second, each allocating and

@@ -2,19 +2,11 @@
 //! BULK_LOAD message comes.
 
 use crate::error::SqlError;
-use crate::meta::{TableMeta, Tables};
+use crate::meta::Tables;
 use crate::parse::BulkTarget;
 use crate::results::Fail;
+use crate::state::PendingBulk;
 use crate::translate::{Globals, Translator};
-
-/// A prepared target: the table and, per INSERT BULK column, the table column index.
-#[derive(Debug)]
-pub struct PendingBulk {
-    pub(super) meta: TableMeta,
-    pub(super) cols: Vec<usize>,
-    pub(super) keep_nulls: bool,
-    pub(super) check_constraints: bool,
-}
 
 /// Checks an INSERT BULK statement's table and columns against `tables` and the session's
 /// `temp` tables.

@@ -318,9 +318,19 @@ pub fn register(conn: &rusqlite::Connection, ctx: FunctionContext) -> rusqlite::
     // Results change with DDL, so none of these may be treated as deterministic.
     let flags = FunctionFlags::SQLITE_UTF8;
     let ctx = Arc::new(ctx);
+    register_names(conn, flags, &ctx)?;
+    register_properties(conn, flags, &ctx)
+}
 
+/// OBJECT_ID, OBJECT_NAME, SCHEMA_NAME and the other functions that turn names into ids and
+/// back.
+fn register_names(
+    conn: &rusqlite::Connection,
+    flags: FunctionFlags,
+    ctx: &Arc<FunctionContext>,
+) -> rusqlite::Result<()> {
     for n_arg in [1, 2] {
-        let c = Arc::clone(&ctx);
+        let c = Arc::clone(ctx);
         conn.create_scalar_function("object_id", n_arg, flags, move |f| {
             let Some(name) = arg_text(f, 0) else {
                 return Ok(None);
@@ -334,12 +344,12 @@ pub fn register(conn: &rusqlite::Connection, ctx: FunctionContext) -> rusqlite::
                 }
             }))
         })?;
-        let c = Arc::clone(&ctx);
+        let c = Arc::clone(ctx);
         conn.create_scalar_function("object_name", n_arg, flags, move |f| {
             let Some(id) = arg_id(f, 0) else { return Ok(None) };
             Ok(c.with_catalog(|cat| cat.object(id, c.session_id).map(|o| o.name)))
         })?;
-        let c = Arc::clone(&ctx);
+        let c = Arc::clone(ctx);
         conn.create_scalar_function("object_schema_name", n_arg, flags, move |f| {
             let Some(id) = arg_id(f, 0) else { return Ok(None) };
             Ok(c.with_catalog(|cat| {
@@ -350,7 +360,7 @@ pub fn register(conn: &rusqlite::Connection, ctx: FunctionContext) -> rusqlite::
     }
 
     for n_arg in [0, 1] {
-        let c = Arc::clone(&ctx);
+        let c = Arc::clone(ctx);
         conn.create_scalar_function("schema_name", n_arg, flags, move |f| {
             let id = if f.is_empty() {
                 Some(i64::from(super::SCHEMA_DBO))
@@ -362,7 +372,7 @@ pub fn register(conn: &rusqlite::Connection, ctx: FunctionContext) -> rusqlite::
             };
             Ok(c.with_catalog(|cat| cat.schema_name(id).map(str::to_string)))
         })?;
-        let c = Arc::clone(&ctx);
+        let c = Arc::clone(ctx);
         conn.create_scalar_function("schema_id", n_arg, flags, move |f| {
             if f.is_empty() {
                 return Ok(Some(i64::from(super::SCHEMA_DBO)));
@@ -372,14 +382,14 @@ pub fn register(conn: &rusqlite::Connection, ctx: FunctionContext) -> rusqlite::
             };
             Ok(c.with_catalog(|cat| cat.schema_id(&name).map(i64::from)))
         })?;
-        let c = Arc::clone(&ctx);
+        let c = Arc::clone(ctx);
         conn.create_scalar_function("db_name", n_arg, flags, move |f| {
             if f.is_empty() {
                 return Ok(Some(c.database.clone()));
             }
             Ok(arg_int(f, 0).and_then(|id| db_name(id, &c.database)))
         })?;
-        let c = Arc::clone(&ctx);
+        let c = Arc::clone(ctx);
         conn.create_scalar_function("db_id", n_arg, flags, move |f| {
             if f.is_empty() {
                 return Ok(db_id(&c.database, &c.database));
@@ -388,7 +398,7 @@ pub fn register(conn: &rusqlite::Connection, ctx: FunctionContext) -> rusqlite::
         })?;
     }
 
-    let c = Arc::clone(&ctx);
+    let c = Arc::clone(ctx);
     conn.create_scalar_function("type_name", 1, flags, move |f| {
         let Some(id) = arg_int(f, 0) else { return Ok(None) };
         if let Some(t) = typeinfo::SYS_TYPES.iter().find(|t| t.user_type_id == id) {
@@ -405,7 +415,7 @@ pub fn register(conn: &rusqlite::Connection, ctx: FunctionContext) -> rusqlite::
         Ok(arg_text(f, 0).and_then(|n| sys_type(&n)).map(|t| t.user_type_id))
     })?;
 
-    let c = Arc::clone(&ctx);
+    let c = Arc::clone(ctx);
     conn.create_scalar_function("col_name", 2, flags, move |f| {
         let (Some(id), Some(column_id)) = (arg_id(f, 0), arg_int(f, 1)) else {
             return Ok(None);
@@ -422,7 +432,17 @@ pub fn register(conn: &rusqlite::Connection, ctx: FunctionContext) -> rusqlite::
                 .map(|col| col.name.clone())
         }))
     })?;
-    let c = Arc::clone(&ctx);
+    Ok(())
+}
+
+/// COLUMNPROPERTY, OBJECTPROPERTY, INDEXPROPERTY, OBJECT_DEFINITION, the IDENT_* functions and
+/// SERVERPROPERTY.
+fn register_properties(
+    conn: &rusqlite::Connection,
+    flags: FunctionFlags,
+    ctx: &Arc<FunctionContext>,
+) -> rusqlite::Result<()> {
+    let c = Arc::clone(ctx);
     conn.create_scalar_function("columnproperty", 3, flags, move |f| {
         let (Some(id), Some(column), Some(property)) = (arg_id(f, 0), arg_text(f, 1), arg_text(f, 2)) else {
             return Ok(None);
@@ -436,7 +456,7 @@ pub fn register(conn: &rusqlite::Connection, ctx: FunctionContext) -> rusqlite::
         }))
     })?;
 
-    let c = Arc::clone(&ctx);
+    let c = Arc::clone(ctx);
     conn.create_scalar_function("objectproperty", 2, flags, move |f| {
         let (Some(id), Some(property)) = (arg_id(f, 0), arg_text(f, 1)) else {
             return Ok(None);
@@ -447,7 +467,7 @@ pub fn register(conn: &rusqlite::Connection, ctx: FunctionContext) -> rusqlite::
         }))
     })?;
     // OBJECT_DEFINITION(id): a module's text, or a check's or default's normal form.
-    let c = Arc::clone(&ctx);
+    let c = Arc::clone(ctx);
     conn.create_scalar_function("object_definition", 1, flags, move |f| {
         let Some(id) = arg_id(f, 0) else { return Ok(None) };
         Ok(c.with_catalog(|cat| {
@@ -470,7 +490,7 @@ pub fn register(conn: &rusqlite::Connection, ctx: FunctionContext) -> rusqlite::
         }))
     })?;
 
-    let c = Arc::clone(&ctx);
+    let c = Arc::clone(ctx);
     conn.create_scalar_function("indexproperty", 3, flags, move |f| {
         let (Some(id), Some(index), Some(property)) = (arg_id(f, 0), arg_text(f, 1), arg_text(f, 2)) else {
             return Ok(None);
@@ -491,7 +511,7 @@ pub fn register(conn: &rusqlite::Connection, ctx: FunctionContext) -> rusqlite::
         ("ident_current", |cat, t| cat.identity_current(t.object_id)),
     ];
     for (name, get) in ident {
-        let c = Arc::clone(&ctx);
+        let c = Arc::clone(ctx);
         conn.create_scalar_function(name, 1, flags, move |f| {
             let Some(table) = arg_text(f, 0) else {
                 return Ok(None);

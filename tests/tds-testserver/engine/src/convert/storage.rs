@@ -89,55 +89,7 @@ pub fn coerce(v: ValueRef<'_>, ty: SqlType) -> Result<Stored, SqlError> {
     };
     match ty {
         SqlType::Bit | SqlType::TinyInt | SqlType::SmallInt | SqlType::Int | SqlType::BigInt => {
-            let i = match v {
-                ValueRef::Integer(i) => i,
-                ValueRef::Real(f) => {
-                    let t = f.trunc();
-                    if !(-9.3e18..=9.3e18).contains(&t) {
-                        return Err(overflow(ty));
-                    }
-                    t as i64
-                }
-                ValueRef::Text(t) => {
-                    let s = String::from_utf8_lossy(t);
-                    let st = s.trim();
-                    if ty == SqlType::Bit {
-                        if st.eq_ignore_ascii_case("true") {
-                            return Ok(Stored::Integer(1));
-                        }
-                        if st.eq_ignore_ascii_case("false") {
-                            return Ok(Stored::Integer(0));
-                        }
-                    }
-                    match st.parse::<i64>() {
-                        Ok(i) => i,
-                        Err(_) => {
-                            if st.bytes().all(|b| b.is_ascii_digit() || b == b'-' || b == b'+')
-                                && !st.is_empty()
-                            {
-                                return Err(overflow(ty));
-                            }
-                            return Err(conv_error("varchar", &s, ty));
-                        }
-                    }
-                }
-                ValueRef::Blob(b) => {
-                    let mut x: i64 = 0;
-                    for byte in b.iter().rev().take(8).rev() {
-                        x = (x << 8) | i64::from(*byte);
-                    }
-                    x
-                }
-                ValueRef::Null => return Ok(Stored::Null),
-            };
-            if ty == SqlType::Bit {
-                return Ok(Stored::Integer(i64::from(i != 0)));
-            }
-            let (lo, hi) = int_range(ty);
-            if i < lo || i > hi {
-                return Err(overflow(ty));
-            }
-            Ok(Stored::Integer(i))
+            coerce_integer(v, ty)
         }
         SqlType::Real | SqlType::Float => {
             let f = match v {
@@ -183,33 +135,7 @@ pub fn coerce(v: ValueRef<'_>, ty: SqlType) -> Result<Stored, SqlError> {
         | SqlType::DateTime
         | SqlType::SmallDateTime
         | SqlType::DateTime2 { .. }
-        | SqlType::DateTimeOffset { .. } => {
-            let parts = match v {
-                ValueRef::Text(t) => {
-                    let s = String::from_utf8_lossy(t);
-                    parse_datetime(&s).ok_or_else(|| conv_error("varchar", &s, ty))?
-                }
-                ValueRef::Integer(i) if matches!(ty, SqlType::DateTime | SqlType::SmallDateTime) => {
-                    DateTimeParts {
-                        days: DAYS_TO_1900 + i,
-                        time: 0,
-                        offset: None,
-                        has_date: true,
-                    }
-                }
-                ValueRef::Real(f) if matches!(ty, SqlType::DateTime | SqlType::SmallDateTime) => {
-                    let days = f.floor();
-                    DateTimeParts {
-                        days: DAYS_TO_1900 + days as i64,
-                        time: ((f - days) * T100_PER_DAY as f64).round() as u64,
-                        offset: None,
-                        has_date: true,
-                    }
-                }
-                other => return Err(clash(class_name(&other), ty)),
-            };
-            Ok(Stored::Text(format_datetime_parts(parts, ty)?))
-        }
+        | SqlType::DateTimeOffset { .. } => coerce_datetime(v, ty),
         SqlType::UniqueIdentifier => match v {
             ValueRef::Text(t) => {
                 let s = String::from_utf8_lossy(t);
@@ -385,4 +311,83 @@ pub fn value_to_storage(v: &Value, ty: SqlType) -> Result<Stored, SqlError> {
             coerce(ValueRef::from(&natural), ty)
         }
     }
+}
+
+/// [`coerce`] to bit and the integer types, with their range checks.
+fn coerce_integer(v: ValueRef<'_>, ty: SqlType) -> Result<Stored, SqlError> {
+    let i = match v {
+        ValueRef::Integer(i) => i,
+        ValueRef::Real(f) => {
+            let t = f.trunc();
+            if !(-9.3e18..=9.3e18).contains(&t) {
+                return Err(overflow(ty));
+            }
+            t as i64
+        }
+        ValueRef::Text(t) => {
+            let s = String::from_utf8_lossy(t);
+            let st = s.trim();
+            if ty == SqlType::Bit {
+                if st.eq_ignore_ascii_case("true") {
+                    return Ok(Stored::Integer(1));
+                }
+                if st.eq_ignore_ascii_case("false") {
+                    return Ok(Stored::Integer(0));
+                }
+            }
+            match st.parse::<i64>() {
+                Ok(i) => i,
+                Err(_) => {
+                    if st.bytes().all(|b| b.is_ascii_digit() || b == b'-' || b == b'+') && !st.is_empty() {
+                        return Err(overflow(ty));
+                    }
+                    return Err(conv_error("varchar", &s, ty));
+                }
+            }
+        }
+        ValueRef::Blob(b) => {
+            let mut x: i64 = 0;
+            for byte in b.iter().rev().take(8).rev() {
+                x = (x << 8) | i64::from(*byte);
+            }
+            x
+        }
+        ValueRef::Null => return Ok(Stored::Null),
+    };
+    if ty == SqlType::Bit {
+        return Ok(Stored::Integer(i64::from(i != 0)));
+    }
+    let (lo, hi) = int_range(ty);
+    if i < lo || i > hi {
+        return Err(overflow(ty));
+    }
+    Ok(Stored::Integer(i))
+}
+
+/// [`coerce`] to the date and time types; datetime and smalldatetime also take a number of
+/// days since 1900-01-01.
+fn coerce_datetime(v: ValueRef<'_>, ty: SqlType) -> Result<Stored, SqlError> {
+    let parts = match v {
+        ValueRef::Text(t) => {
+            let s = String::from_utf8_lossy(t);
+            parse_datetime(&s).ok_or_else(|| conv_error("varchar", &s, ty))?
+        }
+        ValueRef::Integer(i) if matches!(ty, SqlType::DateTime | SqlType::SmallDateTime) => DateTimeParts {
+            days: DAYS_TO_1900 + i,
+            time: 0,
+            offset: None,
+            has_date: true,
+        },
+        ValueRef::Real(f) if matches!(ty, SqlType::DateTime | SqlType::SmallDateTime) => {
+            let days = f.floor();
+            DateTimeParts {
+                days: DAYS_TO_1900 + days as i64,
+                time: ((f - days) * T100_PER_DAY as f64).round() as u64,
+                offset: None,
+                has_date: true,
+            }
+        }
+        other => return Err(clash(class_name(&other), ty)),
+    };
+    Ok(Stored::Text(format_datetime_parts(parts, ty)?))
 }

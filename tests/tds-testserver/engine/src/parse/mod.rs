@@ -5,7 +5,7 @@ mod objects;
 mod relations;
 mod rewrite;
 mod statements;
-mod stmt;
+pub(crate) mod stmt;
 mod tokens;
 
 pub use batch::parse_batch;

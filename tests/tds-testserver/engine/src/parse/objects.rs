@@ -645,50 +645,7 @@ fn parse_module(
     match kind_word {
         "VIEW" => {
             module.kind = ModuleKind::View;
-            // Optional column list and WITH options, then AS and the SELECT.
-            let mut columns: Vec<String> = Vec::new();
-            loop {
-                let t = p.next_token();
-                match &t.token {
-                    Token::EOF => return Err(syntax_error(&name)),
-                    Token::LParen => {
-                        let mut depth = 1;
-                        while depth > 0 {
-                            match p.next_token().token {
-                                Token::LParen => depth += 1,
-                                Token::RParen => depth -= 1,
-                                Token::Word(w) if depth == 1 => columns.push(w.value),
-                                Token::EOF => return Err(syntax_error(&name)),
-                                _ => {}
-                            }
-                        }
-                    }
-                    tk if upper(tk) == "AS" => {
-                        let from = p.peek_token().span.start;
-                        let mut text = sql[offset(sql, from)..].trim().trim_end_matches(';').trim_end();
-                        // WITH CHECK OPTION only restricts writes through the view.
-                        let lower = text.to_ascii_lowercase();
-                        if let Some(cut) = lower.strip_suffix("check option").map(str::trim_end)
-                            && let Some(cut) = cut.strip_suffix("with")
-                        {
-                            text = text[..cut.len()].trim_end();
-                        }
-                        // A column list names the SELECT's columns.
-                        let select = if columns.is_empty() {
-                            text.to_string()
-                        } else {
-                            let list: Vec<String> = columns
-                                .iter()
-                                .map(|c| format!("[{}]", c.replace(']', "]]")))
-                                .collect();
-                            format!("SELECT * FROM ({text}) AS [__view] ({})", list.join(", "))
-                        };
-                        module.view_select = Some(select);
-                        break;
-                    }
-                    _ => {}
-                }
-            }
+            module.view_select = Some(view_select(p, sql, &name)?);
         }
         "PROC" | "PROCEDURE" => module.kind = ModuleKind::Procedure,
         "FUNCTION" => {
@@ -771,4 +728,52 @@ fn parse_module(
     }
     skip_to_end(p);
     Ok(Stmt::CreateModule { schema, name, module })
+}
+
+/// A view's SELECT after its optional column list and WITH options: the text after AS
+/// (without WITH CHECK OPTION), its columns renamed when a list names them.
+fn view_select(p: &mut Parser<'_>, sql: &str, name: &str) -> Result<String, SqlError> {
+    // Optional column list and WITH options, then AS and the SELECT.
+    let mut columns: Vec<String> = Vec::new();
+    loop {
+        let t = p.next_token();
+        match &t.token {
+            Token::EOF => return Err(syntax_error(name)),
+            Token::LParen => {
+                let mut depth = 1;
+                while depth > 0 {
+                    match p.next_token().token {
+                        Token::LParen => depth += 1,
+                        Token::RParen => depth -= 1,
+                        Token::Word(w) if depth == 1 => columns.push(w.value),
+                        Token::EOF => return Err(syntax_error(name)),
+                        _ => {}
+                    }
+                }
+            }
+            tk if upper(tk) == "AS" => {
+                let from = p.peek_token().span.start;
+                let mut text = sql[offset(sql, from)..].trim().trim_end_matches(';').trim_end();
+                // WITH CHECK OPTION only restricts writes through the view.
+                let lower = text.to_ascii_lowercase();
+                if let Some(cut) = lower.strip_suffix("check option").map(str::trim_end)
+                    && let Some(cut) = cut.strip_suffix("with")
+                {
+                    text = text[..cut.len()].trim_end();
+                }
+                // A column list names the SELECT's columns.
+                let select = if columns.is_empty() {
+                    text.to_string()
+                } else {
+                    let list: Vec<String> = columns
+                        .iter()
+                        .map(|c| format!("[{}]", c.replace(']', "]]")))
+                        .collect();
+                    format!("SELECT * FROM ({text}) AS [__view] ({})", list.join(", "))
+                };
+                return Ok(select);
+            }
+            _ => {}
+        }
+    }
 }

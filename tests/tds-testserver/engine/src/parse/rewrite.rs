@@ -6,6 +6,7 @@ use super::tokens::{close_paren, is_statement_start, is_word, new_word, next_sig
 use sqlparser::keywords::Keyword;
 use sqlparser::tokenizer::{Location, Token, TokenWithSpan, Word};
 
+/// `ADD [CONSTRAINT name] DEFAULT <expr> FOR <col>` starting at `add`: the replacement tokens
 /// and the index after the column name.
 fn add_default_for(toks: &[TokenWithSpan], add: usize) -> Option<(Vec<TokenWithSpan>, usize)> {
     let mut j = next_sig(toks, add + 1);

@@ -50,8 +50,6 @@ pub(super) fn tok(t: Token) -> TokenWithSpan {
     TokenWithSpan::new(t, Span::new(Location::new(0, 0), Location::new(0, 0)))
 }
 
-/// `ADD [CONSTRAINT name] DEFAULT <expr> FOR <col>` starting at `add`: the replacement tokens
-
 /// Index of the next non-whitespace token at or after `i`.
 pub(super) fn next_sig(toks: &[TokenWithSpan], mut i: usize) -> usize {
     while i < toks.len() && matches!(toks[i].token, Token::Whitespace(_)) {

@@ -4,7 +4,7 @@ use crate::catalog::ColumnDef;
 use crate::convert::coerce;
 use crate::error::SqlError;
 use crate::meta::TableMeta;
-use crate::state::State;
+use crate::state::Db;
 use crate::types::SqlType;
 use crate::types::names::is_binary;
 use crate::types::names::is_unicode;
@@ -13,7 +13,7 @@ use rusqlite::types::ValueRef;
 
 /// Converts a value for a column and enforces its declared length (error 2628).
 pub(crate) fn column_value(
-    cx: &State,
+    db: &Db,
     meta: &TableMeta,
     col: &ColumnDef,
     v: ValueRef<'_>,
@@ -29,12 +29,12 @@ pub(crate) fn column_value(
         return Ok(Stored::Blob(clr.parse(&String::from_utf8_lossy(t))?));
     }
     let stored = coerce(v, col.ty)?;
-    check_length(cx, meta, col, stored)
+    check_length(db, meta, col, stored)
 }
 
 /// Enforces the column's declared length (error 2628) on a converted value.
 pub(crate) fn check_length(
-    cx: &State,
+    db: &Db,
     meta: &TableMeta,
     col: &ColumnDef,
     stored: Stored,
@@ -59,37 +59,37 @@ pub(crate) fn check_length(
             if t[kept.len()..].chars().all(|c| c == ' ') {
                 return Ok(Stored::Text(kept));
             }
-            Err(truncation(cx, meta, col, &kept))
+            Err(truncation(db, meta, col, &kept))
         }
         Stored::Blob(b) if is_binary(col.ty) => {
             if b.len() <= limit {
                 Ok(Stored::Blob(b))
             } else {
-                Err(truncation(cx, meta, col, ""))
+                Err(truncation(db, meta, col, ""))
             }
         }
         other => Ok(other),
     }
 }
 
-fn truncation(cx: &State, meta: &TableMeta, col: &ColumnDef, kept: &str) -> SqlError {
+fn truncation(db: &Db, meta: &TableMeta, col: &ColumnDef, kept: &str) -> SqlError {
     SqlError::new(
         2628,
         16,
         format!(
             "String or binary data would be truncated in table '{}', column '{}'. Truncated value: '{}'.",
-            full_name(cx, meta),
+            full_name(db, meta),
             col.name,
             kept
         ),
     )
 }
 
-pub(crate) fn full_name(cx: &State, meta: &TableMeta) -> String {
+pub(crate) fn full_name(db: &Db, meta: &TableMeta) -> String {
     if meta.def.temporary {
         format!("tempdb.dbo.{}", meta.def.name)
     } else {
-        format!("{}.{}.{}", cx.database, meta.def.schema, meta.def.name)
+        format!("{}.{}.{}", db.database, meta.def.schema, meta.def.name)
     }
 }
 

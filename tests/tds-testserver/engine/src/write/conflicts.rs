@@ -4,7 +4,7 @@
 
 use crate::ast::quote;
 use crate::meta::TableMeta;
-use crate::state::State;
+use crate::state::Db;
 use rusqlite::types::Value as Stored;
 use sqlparser::dialect::MsSqlDialect;
 use sqlparser::tokenizer::{Token, Tokenizer};
@@ -45,12 +45,12 @@ pub(crate) fn check_column(meta: &TableMeta, index: usize) -> Option<String> {
 /// The foreign key of `meta` whose parent has no row for the written key (`cols` are the
 /// column indexes `values` are for). Keys with a NULL part never break one.
 pub(crate) fn broken_foreign_key(
-    cx: &State,
+    db: &Db,
     meta: &TableMeta,
     cols: &[usize],
     values: &[Stored],
 ) -> Option<usize> {
-    let tables = cx.engine.tables();
+    let tables = db.engine.tables();
     meta.def.foreign_keys.iter().enumerate().find_map(|(i, fk)| {
         if fk.disabled {
             return None;
@@ -85,7 +85,7 @@ pub(crate) fn broken_foreign_key(
             "SELECT EXISTS (SELECT 1 FROM {parent} WHERE {})",
             cond.join(" AND ")
         );
-        let found: bool = cx
+        let found: bool = db
             .conn
             .query_row(&sql, rusqlite::params_from_iter(key), |r| r.get(0))
             .ok()?;
@@ -95,12 +95,8 @@ pub(crate) fn broken_foreign_key(
 
 /// The foreign key of another table (or `meta` itself) with rows that still reference
 /// the row `rowid` of `meta`: (child table, index of its foreign key).
-pub(crate) fn referencing_foreign_key(
-    cx: &State,
-    meta: &TableMeta,
-    rowid: i64,
-) -> Option<(TableMeta, usize)> {
-    let tables = cx.engine.tables();
+pub(crate) fn referencing_foreign_key(db: &Db, meta: &TableMeta, rowid: i64) -> Option<(TableMeta, usize)> {
+    let tables = db.engine.tables();
     let parent = meta.sqlite_sql();
     for child in tables.all() {
         for (i, fk) in child.def.foreign_keys.iter().enumerate() {
@@ -121,7 +117,7 @@ pub(crate) fn referencing_foreign_key(
                 child.sqlite_sql(),
                 cond.join(" AND ")
             );
-            if cx
+            if db
                 .conn
                 .query_row(&sql, [rowid], |r| r.get::<_, bool>(0))
                 .unwrap_or(false)

@@ -4,7 +4,7 @@ use crate::convert::format_float;
 use crate::error::SqlError;
 use crate::meta::TableMeta;
 use crate::sqlite_errors::map_sqlite;
-use crate::state::State;
+use crate::state::Db;
 use crate::write::column_values::full_name;
 use crate::write::conflicts;
 use rusqlite::types::Value as Stored;
@@ -41,7 +41,7 @@ fn display_value(v: &Stored) -> String {
 /// failing: SQL Server's 515, checked before the row is written. `cols` and `values` are
 /// aligned.
 pub(crate) fn check_rowid_key(
-    cx: &State,
+    db: &Db,
     meta: &TableMeta,
     cols: &[usize],
     values: &[Stored],
@@ -65,25 +65,25 @@ pub(crate) fn check_rowid_key(
             meta.sqlite_name, col.name
         )),
     );
-    Err(constraint_error(cx, meta, &e, cols, values, verb))
+    Err(constraint_error(db, meta, &e, cols, values, verb))
 }
 
 /// Maps a SQLite constraint failure on `meta` to SQL Server's error.
 pub(crate) fn constraint_error(
-    cx: &State,
+    db: &Db,
     meta: &TableMeta,
     e: &rusqlite::Error,
     cols: &[usize],
     values: &[Stored],
     verb: Verb,
 ) -> SqlError {
-    constraint_error_at(cx, meta, e, cols, values, verb, None)
+    constraint_error_at(db, meta, e, cols, values, verb, None)
 }
 
 /// [`Self::constraint_error`] for a write to the existing row `rowid` (UPDATE, DELETE),
 /// which a REFERENCE conflict names the referencing foreign key by.
 pub(crate) fn constraint_error_at(
-    cx: &State,
+    db: &Db,
     meta: &TableMeta,
     e: &rusqlite::Error,
     cols: &[usize],
@@ -93,80 +93,9 @@ pub(crate) fn constraint_error_at(
 ) -> SqlError {
     let msg = e.to_string();
     let table = meta.display_name();
-    let db = &cx.database;
+    let db_name = &db.database;
     if let Some(rest) = msg.strip_prefix("UNIQUE constraint failed: ") {
-        let names: Vec<String> = rest
-            .split(", ")
-            .map(|c| c.rsplit('.').next().unwrap_or(c).to_string())
-            .collect();
-        let pos = meta
-            .def
-            .indexes
-            .iter()
-            .position(|ix| {
-                ix.unique
-                    && ix.keys.len() == names.len()
-                    && ix
-                        .keys
-                        .iter()
-                        .all(|k| names.iter().any(|n| n.eq_ignore_ascii_case(&k.column)))
-            })
-            .or_else(|| {
-                rest.strip_prefix("index '")
-                    .and_then(|r| r.strip_suffix('\''))
-                    .and_then(|iname| {
-                        meta.index_names
-                            .iter()
-                            .position(|n| iname.ends_with(&format!(".{n}")))
-                    })
-            });
-        let Some(pos) = pos else {
-            return SqlError::new(
-                2627,
-                14,
-                format!(
-                    "Violation of UNIQUE KEY constraint. Cannot insert duplicate key in object '{table}'."
-                ),
-            );
-        };
-        let ix = &meta.def.indexes[pos];
-        let name = &meta.index_names[pos];
-        let vals: Vec<String> = ix
-            .keys
-            .iter()
-            .map(|k| {
-                meta.column(&k.column)
-                    .and_then(|(ci, _)| cols.iter().position(|c| *c == ci))
-                    .and_then(|p| values.get(p))
-                    .map_or_else(|| "?".to_string(), display_value)
-            })
-            .collect();
-        let vals = vals.join(", ");
-        return if ix.primary_key {
-            SqlError::new(
-                2627,
-                14,
-                format!(
-                    "Violation of PRIMARY KEY constraint '{name}'. Cannot insert duplicate key in object '{table}'. The duplicate key value is ({vals})."
-                ),
-            )
-        } else if ix.unique_constraint {
-            SqlError::new(
-                2627,
-                14,
-                format!(
-                    "Violation of UNIQUE KEY constraint '{name}'. Cannot insert duplicate key in object '{table}'. The duplicate key value is ({vals})."
-                ),
-            )
-        } else {
-            SqlError::new(
-                2601,
-                14,
-                format!(
-                    "Cannot insert duplicate key row in object '{table}' with unique index '{name}'. The duplicate key value is ({vals})."
-                ),
-            )
-        };
+        return unique_violation(meta, rest, cols, values);
     }
     if let Some(rest) = msg.strip_prefix("NOT NULL constraint failed: ") {
         let col = rest.rsplit('.').next().unwrap_or(rest);
@@ -175,7 +104,7 @@ pub(crate) fn constraint_error_at(
             16,
             format!(
                 "Cannot insert the value NULL into column '{col}', table '{}'; column does not allow nulls. {} fails.",
-                full_name(cx, meta),
+                full_name(db, meta),
                 verb.word()
             ),
         );
@@ -192,56 +121,150 @@ pub(crate) fn constraint_error_at(
             547,
             16,
             format!(
-                "The {} statement conflicted with the CHECK constraint \"{name}\". The conflict occurred in database \"{db}\", table \"{table}\"{col_part}.",
+                "The {} statement conflicted with the CHECK constraint \"{name}\". The conflict occurred in database \"{db_name}\", table \"{table}\"{col_part}.",
                 verb.word()
             ),
         );
     }
-    if msg.contains("FOREIGN KEY constraint failed") {
-        // The row's own key first (INSERT, UPDATE), then rows that reference it
-        // (DELETE, UPDATE of a referenced key).
-        let own = if verb == Verb::Delete {
-            None
-        } else {
-            conflicts::broken_foreign_key(cx, meta, cols, values)
-        };
-        let referencing = match (own, rowid) {
-            (None, Some(id)) => conflicts::referencing_foreign_key(cx, meta, id),
-            _ => None,
-        };
-        if let Some((child, i)) = referencing {
-            let fk = &child.def.foreign_keys[i];
-            return SqlError::new(
-                547,
-                16,
-                format!(
-                    "The {} statement conflicted with the REFERENCE constraint \"{}\". The conflict occurred in database \"{db}\", table \"{}\", column '{}'.",
-                    verb.word(),
-                    child.fk_names[i],
-                    child.display_name(),
-                    fk.columns.first().cloned().unwrap_or_default()
-                ),
-            );
-        }
-        if let Some(i) = own.or(if meta.def.foreign_keys.is_empty() {
-            None
-        } else {
-            Some(0)
-        }) {
-            let fk = &meta.def.foreign_keys[i];
-            return SqlError::new(
-                547,
-                16,
-                format!(
-                    "The {} statement conflicted with the FOREIGN KEY constraint \"{}\". The conflict occurred in database \"{db}\", table \"{}.{}\", column '{}'.",
-                    verb.word(),
-                    meta.fk_names[i],
-                    fk.referenced_schema,
-                    fk.referenced_table,
-                    fk.referenced_columns.first().cloned().unwrap_or_default()
-                ),
-            );
-        }
+    if msg.contains("FOREIGN KEY constraint failed")
+        && let Some(e) = foreign_key_violation(db, meta, cols, values, verb, rowid)
+    {
+        return e;
     }
     map_sqlite(e)
+}
+
+/// Error 2627 or 2601 for the unique index whose columns `rest` (SQLite's message after
+/// "UNIQUE constraint failed: ") names, with the duplicate key value.
+fn unique_violation(meta: &TableMeta, rest: &str, cols: &[usize], values: &[Stored]) -> SqlError {
+    let table = meta.display_name();
+    let names: Vec<String> = rest
+        .split(", ")
+        .map(|c| c.rsplit('.').next().unwrap_or(c).to_string())
+        .collect();
+    let pos = meta
+        .def
+        .indexes
+        .iter()
+        .position(|ix| {
+            ix.unique
+                && ix.keys.len() == names.len()
+                && ix
+                    .keys
+                    .iter()
+                    .all(|k| names.iter().any(|n| n.eq_ignore_ascii_case(&k.column)))
+        })
+        .or_else(|| {
+            rest.strip_prefix("index '")
+                .and_then(|r| r.strip_suffix('\''))
+                .and_then(|iname| {
+                    meta.index_names
+                        .iter()
+                        .position(|n| iname.ends_with(&format!(".{n}")))
+                })
+        });
+    let Some(pos) = pos else {
+        return SqlError::new(
+            2627,
+            14,
+            format!("Violation of UNIQUE KEY constraint. Cannot insert duplicate key in object '{table}'."),
+        );
+    };
+    let ix = &meta.def.indexes[pos];
+    let name = &meta.index_names[pos];
+    let vals: Vec<String> = ix
+        .keys
+        .iter()
+        .map(|k| {
+            meta.column(&k.column)
+                .and_then(|(ci, _)| cols.iter().position(|c| *c == ci))
+                .and_then(|p| values.get(p))
+                .map_or_else(|| "?".to_string(), display_value)
+        })
+        .collect();
+    let vals = vals.join(", ");
+    if ix.primary_key {
+        SqlError::new(
+            2627,
+            14,
+            format!(
+                "Violation of PRIMARY KEY constraint '{name}'. Cannot insert duplicate key in object '{table}'. The duplicate key value is ({vals})."
+            ),
+        )
+    } else if ix.unique_constraint {
+        SqlError::new(
+            2627,
+            14,
+            format!(
+                "Violation of UNIQUE KEY constraint '{name}'. Cannot insert duplicate key in object '{table}'. The duplicate key value is ({vals})."
+            ),
+        )
+    } else {
+        SqlError::new(
+            2601,
+            14,
+            format!(
+                "Cannot insert duplicate key row in object '{table}' with unique index '{name}'. The duplicate key value is ({vals})."
+            ),
+        )
+    }
+}
+
+/// Error 547 for a failed foreign key: a REFERENCE conflict when rows refer to the one
+/// written (DELETE, UPDATE of a referenced key), a FOREIGN KEY conflict when the row's own
+/// key has no parent; `None` when neither can be told.
+fn foreign_key_violation(
+    db: &Db,
+    meta: &TableMeta,
+    cols: &[usize],
+    values: &[Stored],
+    verb: Verb,
+    rowid: Option<i64>,
+) -> Option<SqlError> {
+    let db_name = &db.database;
+    // The row's own key first (INSERT, UPDATE), then rows that reference it
+    // (DELETE, UPDATE of a referenced key).
+    let own = if verb == Verb::Delete {
+        None
+    } else {
+        conflicts::broken_foreign_key(db, meta, cols, values)
+    };
+    let referencing = match (own, rowid) {
+        (None, Some(id)) => conflicts::referencing_foreign_key(db, meta, id),
+        _ => None,
+    };
+    if let Some((child, i)) = referencing {
+        let fk = &child.def.foreign_keys[i];
+        return Some(SqlError::new(
+            547,
+            16,
+            format!(
+                "The {} statement conflicted with the REFERENCE constraint \"{}\". The conflict occurred in database \"{db_name}\", table \"{}\", column '{}'.",
+                verb.word(),
+                child.fk_names[i],
+                child.display_name(),
+                fk.columns.first().cloned().unwrap_or_default()
+            ),
+        ));
+    }
+    if let Some(i) = own.or(if meta.def.foreign_keys.is_empty() {
+        None
+    } else {
+        Some(0)
+    }) {
+        let fk = &meta.def.foreign_keys[i];
+        return Some(SqlError::new(
+            547,
+            16,
+            format!(
+                "The {} statement conflicted with the FOREIGN KEY constraint \"{}\". The conflict occurred in database \"{db_name}\", table \"{}.{}\", column '{}'.",
+                verb.word(),
+                meta.fk_names[i],
+                fk.referenced_schema,
+                fk.referenced_table,
+                fk.referenced_columns.first().cloned().unwrap_or_default()
+            ),
+        ));
+    }
+    None
 }
