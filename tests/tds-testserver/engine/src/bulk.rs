@@ -554,6 +554,8 @@ impl Session {
                     self.globals.identity = Some(id);
                 }
                 self.globals.rowcount = st.rows as i64;
+                let oid = st.pending.meta.object_id;
+                self.engine.read_catalog(|c| c.usage().updated(oid));
                 sink.done(Done {
                     kind: StatementKind::Insert,
                     rows: Some(st.rows),

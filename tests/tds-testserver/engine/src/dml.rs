@@ -629,8 +629,14 @@ impl Session {
             self.run_query(&mut q, &mut inner, true)?;
         }
         self.globals.rowcount = count as i64;
+        self.note_write(&meta);
         self.done(sink, StatementKind::Insert, Some(count))?;
         Ok(())
+    }
+
+    /// A statement wrote `meta`'s table (for sys.dm_db_index_usage_stats; once per statement).
+    fn note_write(&self, meta: &TableMeta) {
+        self.engine.read_catalog(|c| c.usage().updated(meta.object_id));
     }
 
     /// SQL Server would run the table's trigger for this statement; the test server stores
@@ -772,6 +778,7 @@ impl Session {
         let Some(list) = output else {
             let count = self.atomic(|s| s.update_rows(&meta, &cols, rows))?;
             self.globals.rowcount = count as i64;
+            self.note_write(&meta);
             self.done(sink, StatementKind::Update, Some(count))?;
             return Ok(());
         };
@@ -811,6 +818,7 @@ impl Session {
         let (count, buffered) = result?;
         buffered.replay(sink)?;
         self.globals.rowcount = count as i64;
+        self.note_write(&meta);
         self.done(sink, StatementKind::Update, Some(count))?;
         Ok(())
     }
@@ -980,6 +988,7 @@ impl Session {
             buffered.replay(sink)?;
         }
         self.globals.rowcount = count as i64;
+        self.note_write(&meta);
         self.done(sink, StatementKind::Delete, Some(count))?;
         Ok(())
     }
@@ -1167,6 +1176,7 @@ impl Session {
             Ok(count)
         })?;
         self.globals.rowcount = count as i64;
+        self.note_write(&meta);
         self.done(sink, StatementKind::Merge, Some(count))?;
         Ok(())
     }

@@ -1128,6 +1128,9 @@ impl Session {
         if uses_views {
             self.refresh_views(row_counts, sizes)?;
         }
+        let read = crate::usage_reads::tables_read(q, &tables);
+        self.engine
+            .read_catalog(|c| read.iter().for_each(|&id| c.usage().read(id)));
         let sql = q.to_string();
         tracing::trace!(%sql, "query");
         let mut stmt = self.conn.prepare_cached(&sql)?;

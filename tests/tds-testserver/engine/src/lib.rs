@@ -40,6 +40,7 @@ mod temporal_compare;
 mod translate;
 pub mod typename;
 pub mod types;
+mod usage_reads;
 
 pub use error::SqlError;
 pub use types::{ColumnMeta, SqlType, Value};

@@ -36,6 +36,7 @@ use crate::types::SqlType;
 pub mod functions;
 pub mod store;
 pub mod typeinfo;
+pub mod usage;
 pub mod views;
 
 pub use store::{

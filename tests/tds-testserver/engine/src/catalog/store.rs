@@ -328,7 +328,7 @@ fn already_exists(name: &str) -> SqlError {
 }
 
 /// The current time in datetime's text form (`YYYY-MM-DD HH:MM:SS.fff`, 1/300 s resolution).
-fn now_datetime() -> String {
+pub(crate) fn now_datetime() -> String {
     let since = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();
@@ -447,6 +447,8 @@ pub struct Catalog {
     alias_types: Vec<AliasType>,
     xml_collections: Vec<XmlSchemaCollection>,
     extended_properties: Vec<ExtendedProperty>,
+    /// sys.dm_db_index_usage_stats: shared by the catalog's snapshots, so a rollback keeps it.
+    usage: std::sync::Arc<super::usage::IndexUsage>,
 }
 
 impl Catalog {
@@ -470,7 +472,13 @@ impl Catalog {
             alias_types: Vec::new(),
             xml_collections: Vec::new(),
             extended_properties: Vec::new(),
+            usage: Default::default(),
         }
+    }
+
+    /// Which statements used each table (sys.dm_db_index_usage_stats).
+    pub fn usage(&self) -> &super::usage::IndexUsage {
+        &self.usage
     }
 
     pub fn database(&self) -> &str {

@@ -89,13 +89,14 @@ pub fn view_columns(name: &str) -> Option<&'static [ViewColumn]> {
     view(name).map(|v| v.columns.as_slice())
 }
 
-/// Views whose row counts (or sizes) come from [`TableSizes`] (refresh them before statements
-/// that read them; see [`refresh_row_counts`]).
+/// Views whose row counts (or sizes) come from [`TableSizes`], and the index usage counters:
+/// rebuilt before every statement that reads them (see [`refresh_row_counts`]).
 pub const ROW_COUNT_VIEWS: &[&str] = &[
     "sys.partitions",
     "sys.dm_db_partition_stats",
     "sys.sysindexes",
     "sys.allocation_units",
+    "sys.dm_db_index_usage_stats",
 ];
 
 /// Views that report the bytes a table takes ([`TableSizes::bytes`]): measuring walks the table's

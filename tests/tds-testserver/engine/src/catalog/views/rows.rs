@@ -534,6 +534,23 @@ pub(super) fn build_rows(ctx: &Ctx<'_>, view: &str, sizes: &dyn super::TableSize
                 }
             }
         }
+        "sys.dm_db_index_usage_stats" => {
+            for t in ctx.tables() {
+                let Some(u) = ctx.catalog.usage().get(t.object_id) else {
+                    continue;
+                };
+                let base = if t.clustered_index().is_some() { 1 } else { 0 };
+                rows.push(vec![
+                    ("database_id", int(crate::catalog::functions::USER_DATABASE_ID)),
+                    ("object_id", int(t.object_id)),
+                    ("index_id", int(base)),
+                    ("user_scans", int(u.user_scans)),
+                    ("user_updates", int(u.user_updates)),
+                    ("last_user_scan", opt_text(u.last_user_scan.as_deref())),
+                    ("last_user_update", opt_text(u.last_user_update.as_deref())),
+                ]);
+            }
+        }
         "INFORMATION_SCHEMA.TABLES" => {
             for t in ctx.tables() {
                 rows.push(vec![
