@@ -555,7 +555,10 @@ impl Session {
                 }
                 self.globals.rowcount = st.rows as i64;
                 let oid = st.pending.meta.object_id;
-                self.engine.read_catalog(|c| c.usage().updated(oid));
+                self.engine.read_catalog(|c| {
+                    c.usage().updated(oid);
+                    c.record_rows(oid, crate::catalog::RowWriteByName::Inserted(st.rows));
+                });
                 sink.done(Done {
                     kind: StatementKind::Insert,
                     rows: Some(st.rows),

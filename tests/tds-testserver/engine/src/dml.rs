@@ -3,7 +3,7 @@
 //! conversion and its errors), length-checked, and written row by row with cached prepared
 //! statements, so constraint errors carry SQL Server's numbers, names and key values.
 
-use crate::catalog::{ColumnDef, TableDef};
+use crate::catalog::{ColumnDef, RowWriteByName, TableDef};
 use crate::convert::{coerce, format_float};
 use crate::error::SqlError;
 use crate::exec::{Fail, map_sqlite};
@@ -498,6 +498,7 @@ impl Session {
             self.last_rowids.push(self.conn.last_insert_rowid());
             count += 1;
         }
+        self.note_rows(meta, RowWriteByName::Inserted(count));
         Ok((count, last_identity))
     }
 
@@ -637,6 +638,11 @@ impl Session {
     /// A statement wrote `meta`'s table (for sys.dm_db_index_usage_stats; once per statement).
     fn note_write(&self, meta: &TableMeta) {
         self.engine.read_catalog(|c| c.usage().updated(meta.object_id));
+    }
+
+    /// Rows a statement wrote to `meta`'s table (for sys.dm_db_index_operational_stats).
+    pub(crate) fn note_rows(&self, meta: &TableMeta, write: RowWriteByName<'_>) {
+        self.engine.read_catalog(|c| c.record_rows(meta.object_id, write));
     }
 
     /// SQL Server would run the table's trigger for this statement; the test server stores
@@ -883,6 +889,14 @@ impl Session {
             }
             count += 1;
         }
+        let names: Vec<&str> = cols.iter().map(|i| meta.def.columns[*i].name.as_str()).collect();
+        self.note_rows(
+            meta,
+            RowWriteByName::Updated {
+                rows: count,
+                columns: &names,
+            },
+        );
         Ok(count)
     }
 
@@ -902,6 +916,7 @@ impl Session {
                 }
             }
         }
+        self.note_rows(meta, RowWriteByName::Deleted(count));
         Ok(count)
     }
 

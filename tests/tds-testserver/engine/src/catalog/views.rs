@@ -97,7 +97,21 @@ pub const ROW_COUNT_VIEWS: &[&str] = &[
     "sys.sysindexes",
     "sys.allocation_units",
     "sys.dm_db_index_usage_stats",
+    "sys.dm_db_index_operational_stats",
 ];
+
+/// System views that are table-valued functions in SQL Server, with their parameters in order
+/// and, per parameter, the column it filters and the values that mean "every one" (besides
+/// NULL and DEFAULT).
+pub const FUNCTION_VIEWS: &[(&str, &[(&str, i64)])] = &[(
+    "sys.dm_db_index_operational_stats",
+    &[
+        ("database_id", 0),
+        ("object_id", 0),
+        ("index_id", -1),
+        ("partition_number", 0),
+    ],
+)];
 
 /// Views that report the bytes a table takes ([`TableSizes::bytes`]): measuring walks the table's
 /// pages, so only statements that read one of these ask for it.

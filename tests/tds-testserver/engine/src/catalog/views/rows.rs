@@ -551,6 +551,29 @@ pub(super) fn build_rows(ctx: &Ctx<'_>, view: &str, sizes: &dyn super::TableSize
                 ]);
             }
         }
+        "sys.dm_db_index_operational_stats" => {
+            for t in ctx.tables() {
+                let base = if t.clustered_index().is_some() {
+                    None
+                } else {
+                    Some(0)
+                };
+                let ids = base.into_iter().chain(t.indexes.iter().map(|i| i.index_id));
+                for index_id in ids {
+                    let c = ctx.catalog.operations().get(t.object_id, index_id);
+                    rows.push(vec![
+                        ("database_id", int(crate::catalog::functions::USER_DATABASE_ID)),
+                        ("object_id", int(t.object_id)),
+                        ("index_id", int(index_id)),
+                        ("partition_number", int(1)),
+                        ("leaf_insert_count", int(c.insert)),
+                        ("leaf_delete_count", int(c.delete)),
+                        ("leaf_update_count", int(c.update)),
+                        ("leaf_ghost_count", int(c.ghost)),
+                    ]);
+                }
+            }
+        }
         "INFORMATION_SCHEMA.TABLES" => {
             for t in ctx.tables() {
                 rows.push(vec![
