@@ -329,7 +329,7 @@ pub trait Engine: Clone + Send + Sync + 'static {
                         table,
                         &source,
                         &target,
-                        mode == VerifyMode::Checksum,
+                        matches!(mode, VerifyMode::Checksum | VerifyMode::Full),
                         upsert,
                     );
                     v.ok &= parts_ok;
@@ -478,6 +478,11 @@ impl VerifyPart {
             .collect()
     }
 
+    /// Every task of the first `tables` tables as a part of its own, the source computed again.
+    pub fn every_task(tables: usize, tasks: &[TaskPlan]) -> Vec<VerifyPart> {
+        (0..tables).flat_map(|i| VerifyPart::per_task(i, tasks)).collect()
+    }
+
     /// The size the plan expects of the part ([`TaskPlan::size`]).
     pub fn size(&self, tasks: &[TaskPlan]) -> (i64, i64) {
         match &self.task {
@@ -541,6 +546,7 @@ mod tests {
             upper: None,
             estimated_rows,
             estimated_bytes,
+            source_mark: None,
         }
     }
 

@@ -28,6 +28,7 @@ pub mod progress;
 pub mod published;
 pub mod retry;
 pub mod row_hash;
+pub mod source_mark;
 pub mod spec;
 mod sql_lex;
 pub mod summary;

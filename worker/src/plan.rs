@@ -156,6 +156,10 @@ pub struct TaskPlan {
     /// The source bytes the task reads, estimated from the table's size (0: unknown).
     #[serde(default)]
     pub estimated_bytes: i64,
+    /// Where the source table's writes stood when the copy started (set by prepare; `None`
+    /// where the source does not say, or for a run stored by an older worker).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_mark: Option<crate::source_mark::SourceMark>,
 }
 
 impl TaskPlan {
@@ -451,6 +455,7 @@ pub fn whole_table_tasks(tables: impl Iterator<Item = (String, i64, i64)>) -> Ve
             upper: None,
             estimated_rows,
             estimated_bytes,
+            source_mark: None,
         })
         .collect()
 }
@@ -659,6 +664,7 @@ pub fn split_task_list(
                         upper,
                         estimated_rows: rows / parts as i64,
                         estimated_bytes: task.estimated_bytes / parts as i64,
+                        source_mark: task.source_mark,
                     });
                     lower = upper;
                 }

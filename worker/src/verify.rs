@@ -15,6 +15,7 @@ use crate::pg::ddl::qualified;
 use crate::pg::read::PgReadError;
 use crate::plan::{TablePlan, TaskPlan};
 pub use crate::row_hash::{RowHasher, pg_oid, pg_row_hash};
+use crate::source_mark::SourceMark;
 use serde::Serialize;
 use tokio_postgres::Client;
 
@@ -24,8 +25,6 @@ pub enum VerifyError {
     Read(#[from] ReadError),
     #[error(transparent)]
     Target(#[from] PgReadError),
-    #[error("table {0}: neither a stored source digest nor a SQL Server connection")]
-    NoSource(String),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Default)]
@@ -173,43 +172,48 @@ impl TableVerification {
     }
 }
 
-/// Row counts on both sides.
-pub async fn count(
+/// Row counts of one part (a copy task's key range, or the whole table) on both sides.
+pub async fn count_part(
     mssql: &mut TdsClient,
     pg: &Client,
     t: &TablePlan,
+    task: Option<&TaskPlan>,
 ) -> Result<(Digest, Digest), VerifyError> {
-    let whole = TaskPlan {
-        name: String::new(),
-        table: 0,
-        lower: None,
-        upper: None,
-        estimated_rows: 0,
-        estimated_bytes: 0,
+    let key = t.int_key().map(|k| quote_pg(&t.columns[k].target_name));
+    let filter = range_condition(key.as_deref(), task)
+        .map(|f| format!(" WHERE {f}"))
+        .unwrap_or_default();
+    let target = async {
+        pg.query_one(&format!("SELECT count(*) FROM {}{filter}", qualified(t)), &[])
+            .await
+            .map(|r| r.get::<_, i64>(0))
+            .map_err(|source| PgReadError::Copy {
+                table: qualified(t),
+                source,
+            })
     };
-    let source_rows = count_rows(mssql, t, &whole).await?;
-    let row = pg
-        .query_one(&format!("SELECT count(*) FROM {}", qualified(t)), &[])
-        .await
-        .map_err(|source| PgReadError::Copy {
-            table: qualified(t),
-            source,
-        })?;
-    let target_rows: i64 = row.get(0);
+    let source_filter = range_condition(source_key(t).as_deref(), task);
+    let (source_rows, target_rows) = tokio::join!(count_rows(mssql, t, source_filter.as_deref()), target);
     let rows = |rows| Digest {
         rows,
         ..Digest::default()
     };
-    Ok((rows(source_rows), rows(target_rows)))
+    Ok((rows(source_rows?), rows(target_rows?)))
 }
 
 /// Counts and checksums one part of a table (a copy task's key range, or the whole table) on
-/// both sides. `stored` is the source digest the copy computed over the copied columns; without
-/// it the source is read again (every column, generated ones too: SQL Server's computed values
-/// against PostgreSQL's, which checks the translated expression on every row). The target side
-/// is the rows as PostgreSQL sends them, hashed as they arrive ([`pg_digest`]).
+/// both sides. The target side is the rows as PostgreSQL sends them, hashed as they arrive
+/// ([`pg_digest`]).
+///
+/// `stored` is the source digest the copy computed over the copied columns as it read them: it
+/// stands for the source when SQL Server says nobody wrote the table since the copy started
+/// (its write counters equal the mark the task carries, [`crate::mssql::write_counters`]) and
+/// the range still holds as many rows; the range is counted while the target is read. Else, and
+/// without a stored digest, the source is read again (every column, generated ones too: SQL
+/// Server's computed values against PostgreSQL's, which checks the translated expression on
+/// every row).
 pub async fn checksum_part(
-    mssql: Option<&mut TdsClient>,
+    mssql: &mut TdsClient,
     pg: &Client,
     t: &TablePlan,
     task: Option<&TaskPlan>,
@@ -232,14 +236,65 @@ pub async fn checksum_part(
             .await
             .map_err(VerifyError::from)
     };
-    match (stored, mssql) {
-        (Some(source), _) => Ok((source, target.await?)),
-        (None, Some(mssql)) => {
-            let (source, target) = tokio::join!(source_digest(mssql, t, task, upsert), target);
-            Ok((source?, target?))
-        }
-        (None, None) => Err(VerifyError::NoSource(t.source.qualified())),
+    let Some(stored) = stored else {
+        let (source, target) = tokio::join!(source_digest(mssql, t, task, upsert), target);
+        return Ok((source?, target?));
+    };
+    let (unchanged, target) = tokio::join!(source_unchanged(mssql, t, task, &stored), target);
+    let target = target?;
+    if unchanged? {
+        return Ok((stored, target));
     }
+    Ok((source_digest(mssql, t, task, upsert).await?, target))
+}
+
+/// Whether the source part still holds what the copy read: SQL Server's write counters of the
+/// table equal the task's mark, and the range counts the stored digest's rows.
+async fn source_unchanged(
+    mssql: &mut TdsClient,
+    t: &TablePlan,
+    task: Option<&TaskPlan>,
+    stored: &Digest,
+) -> Result<bool, VerifyError> {
+    let name = t.source.qualified();
+    let quoted = format!(
+        "{}.{}",
+        crate::mapping::quote_mssql(&t.source.schema),
+        crate::mapping::quote_mssql(&t.source.name)
+    );
+    let now = crate::mssql::write_counters::table_writes(mssql, Some(&quoted))
+        .await
+        .map_err(|source| ReadError::Query {
+            table: name.clone(),
+            source,
+        })?
+        .and_then(|w| w.get(&(t.source.schema.clone(), t.source.name.clone())).copied());
+    let mark = task.and_then(|k| k.source_mark);
+    let part = task.map_or("(whole table)", |k| k.name.as_str());
+    let written = match (mark, now) {
+        (Some(SourceMark::LeafWrites(then)), Some(now)) if now == then => false,
+        (Some(SourceMark::LeafWrites(then)), Some(now)) => {
+            tracing::info!(table = %name, task = part, then, now, "verify: the source was written since the copy started; reading it again");
+            true
+        }
+        _ => {
+            tracing::info!(table = %name, task = part, "verify: no write counters to compare; reading the source again");
+            true
+        }
+    };
+    if written {
+        return Ok(false);
+    }
+    let rows = count_rows(
+        mssql,
+        t,
+        range_condition(source_key(t).as_deref(), task).as_deref(),
+    )
+    .await?;
+    if rows != stored.rows {
+        tracing::info!(table = %name, task = part, copied = stored.rows, now = rows, "verify: the source range's row count moved since the copy; reading it again");
+    }
+    Ok(rows == stored.rows)
 }
 
 /// A target column cast to the planned type without its length or precision (which would cut
@@ -263,10 +318,7 @@ async fn source_digest(
         .map(crate::mapping::select_expr)
         .collect::<Vec<_>>()
         .join(", ");
-    let key = t
-        .int_key()
-        .map(|k| crate::mapping::quote_mssql(&t.columns[k].source.name));
-    let filter = range_condition(key.as_deref(), task)
+    let filter = range_condition(source_key(t).as_deref(), task)
         .map(|f| format!(" WHERE {f}"))
         .unwrap_or_default();
     let sql = format!(
@@ -279,4 +331,10 @@ async fn source_digest(
     let mut digest = Digest::keeping_rows(keep);
     hash_rows(mssql, &table, sql, &encoder, &mut hasher, |h| digest.add(h)).await?;
     Ok(digest)
+}
+
+/// The source's integer key column, quoted for T-SQL, that task ranges cut.
+fn source_key(t: &TablePlan) -> Option<String> {
+    t.int_key()
+        .map(|k| crate::mapping::quote_mssql(&t.columns[k].source.name))
 }

@@ -13,3 +13,4 @@ pub mod packet_tap;
 pub mod read;
 pub mod target_catalog;
 pub mod view;
+pub mod write_counters;

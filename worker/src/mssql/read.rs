@@ -445,27 +445,19 @@ pub async fn hash_rows(
     Ok(())
 }
 
-/// Exact `COUNT_BIG(*)` of a task's rows on the source.
-pub async fn count_rows(client: &mut TdsClient, t: &TablePlan, task: &TaskPlan) -> Result<i64, ReadError> {
+/// Exact `COUNT_BIG(*)` of the source table's rows matching `filter` (a T-SQL condition).
+pub async fn count_rows(
+    client: &mut TdsClient,
+    t: &TablePlan,
+    filter: Option<&str>,
+) -> Result<i64, ReadError> {
     let table = t.source.qualified();
-    let mut sql = format!(
-        "SELECT COUNT_BIG(*) FROM {}.{}",
+    let filter = filter.map(|f| format!(" WHERE {f}")).unwrap_or_default();
+    let sql = format!(
+        "SELECT COUNT_BIG(*) FROM {}.{}{filter}",
         quote_mssql(&t.source.schema),
         quote_mssql(&t.source.name)
     );
-    let mut conds = Vec::new();
-    if let (Some(k), true) = (t.int_key(), task.lower.is_some() || task.upper.is_some()) {
-        let col = quote_mssql(&t.columns[k].source.name);
-        if let Some(lo) = task.lower {
-            conds.push(format!("{col} > {lo}"));
-        }
-        if let Some(hi) = task.upper {
-            conds.push(format!("{col} <= {hi}"));
-        }
-    }
-    if !conds.is_empty() {
-        sql.push_str(&format!(" WHERE {}", conds.join(" AND ")));
-    }
     let qerr = |source| ReadError::Query {
         table: table.clone(),
         source,

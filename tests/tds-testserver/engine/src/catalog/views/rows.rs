@@ -535,13 +535,14 @@ pub(super) fn build_rows(ctx: &Ctx<'_>, view: &str, sizes: &dyn super::TableSize
             }
         }
         "sys.dm_db_index_usage_stats" => {
+            let own_db = crate::catalog::functions::catalog_database_id(ctx.catalog.database());
             for t in ctx.tables() {
                 let Some(u) = ctx.catalog.usage().get(t.object_id) else {
                     continue;
                 };
                 let base = if t.clustered_index().is_some() { 1 } else { 0 };
                 rows.push(vec![
-                    ("database_id", int(crate::catalog::functions::USER_DATABASE_ID)),
+                    ("database_id", int(own_db)),
                     ("object_id", int(t.object_id)),
                     ("index_id", int(base)),
                     ("user_scans", int(u.user_scans)),
@@ -552,6 +553,7 @@ pub(super) fn build_rows(ctx: &Ctx<'_>, view: &str, sizes: &dyn super::TableSize
             }
         }
         "sys.dm_db_index_operational_stats" => {
+            let own_db = crate::catalog::functions::catalog_database_id(ctx.catalog.database());
             for t in ctx.tables() {
                 let base = if t.clustered_index().is_some() {
                     None
@@ -562,7 +564,7 @@ pub(super) fn build_rows(ctx: &Ctx<'_>, view: &str, sizes: &dyn super::TableSize
                 for index_id in ids {
                     let c = ctx.catalog.operations().get(t.object_id, index_id);
                     rows.push(vec![
-                        ("database_id", int(crate::catalog::functions::USER_DATABASE_ID)),
+                        ("database_id", int(own_db)),
                         ("object_id", int(t.object_id)),
                         ("index_id", int(index_id)),
                         ("partition_number", int(1)),
