@@ -547,6 +547,7 @@ mod tests {
             estimated_rows,
             estimated_bytes,
             source_mark: None,
+            table_identity: String::new(),
         }
     }
 

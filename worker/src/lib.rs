@@ -23,6 +23,7 @@ pub mod pg_model;
 pub mod pg_to_mssql;
 pub mod pipeline;
 pub mod plan;
+pub mod plan_identity;
 pub mod plan_pg_to_mssql;
 pub mod progress;
 pub mod published;

@@ -167,6 +167,7 @@ impl MssqlToPgEngine {
         }
         plan.warnings.extend(warnings);
         self.mark_sources(&mut plan).await?;
+        plan.stamp_tasks();
         checkpoint::reset(&pg, migration).await?;
         checkpoint::set_run_state(&pg, migration, &fingerprint, "copying").await?;
         self.store_tasks(&pg, &plan.tasks).await?;
@@ -304,7 +305,14 @@ impl MssqlToPgEngine {
         checkpoint::ensure_tables(&pg).await?;
         match checkpoint::run_state(&pg, &self.options.migration).await? {
             Some((fp, _)) if fp == plan.fingerprint() => {}
-            _ => {
+            Some(_) => {
+                let stored = self.stored_tasks(&pg).await?.unwrap_or_default();
+                return Err(MssqlToPgError::StoredPlan(
+                    self.options.migration.clone(),
+                    crate::plan_identity::mismatch(&plan.table_identities(), &stored),
+                ));
+            }
+            None => {
                 return Err(MssqlToPgError::StoredPlan(
                     self.options.migration.clone(),
                     "no prepared run with the current source schema; run `plan` first".into(),

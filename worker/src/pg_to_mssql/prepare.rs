@@ -237,6 +237,7 @@ impl PgToMssqlEngine {
                 task.source_mark = Some(crate::source_mark::SourceMark::Xmin(mark));
             }
         }
+        plan.stamp_tasks();
         let tasks = serde_json::to_string(&plan.tasks).unwrap_or_default();
         mscp::set_run_state(&mut ms, migration, &fingerprint, "copying", Some(&tasks)).await?;
         Ok(Prepared {
@@ -257,7 +258,16 @@ impl PgToMssqlEngine {
                     .map_err(|e| PgToMssqlError::StoredPlan(self.options.migration.clone(), e.to_string()))?;
                 Ok(plan)
             }
-            _ => Err(PgToMssqlError::StoredPlan(
+            Some((_, _, tasks)) => {
+                let stored: Vec<TaskPlan> = tasks
+                    .and_then(|t| serde_json::from_str(&t).ok())
+                    .unwrap_or_default();
+                Err(PgToMssqlError::StoredPlan(
+                    self.options.migration.clone(),
+                    crate::plan_identity::mismatch(&plan.table_identities(), &stored),
+                ))
+            }
+            None => Err(PgToMssqlError::StoredPlan(
                 self.options.migration.clone(),
                 "no prepared run with the current source schema; run `plan` first".into(),
             )),
