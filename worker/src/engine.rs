@@ -310,14 +310,9 @@ pub trait Engine: Clone + Send + Sync + 'static {
                         "verify: the target differs from the source"
                     );
                 }
-                let keep = upsert.then(Vec::new);
-                let e = tables.entry(i).or_insert_with(|| {
-                    let empty = || Digest {
-                        hashes: keep.clone(),
-                        ..Digest::default()
-                    };
-                    (d.table.clone(), empty(), empty(), true)
-                });
+                let e = tables
+                    .entry(i)
+                    .or_insert_with(|| (d.table.clone(), Digest::default(), Digest::default(), true));
                 e.1.merge(d.source);
                 e.2.merge(d.target);
                 e.3 &= part_ok;
@@ -456,7 +451,7 @@ impl VerifyPart {
                     stored: Some(Digest {
                         rows,
                         sum,
-                        hashes: None,
+                        matched: None,
                     }),
                 }),
                 _ => None,

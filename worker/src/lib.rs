@@ -35,6 +35,7 @@ mod sql_lex;
 pub mod summary;
 pub mod target_check;
 pub mod timeouts;
+pub mod upsert_match;
 pub mod verify;
 pub mod view_plan;
 pub mod views;

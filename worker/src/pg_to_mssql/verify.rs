@@ -5,6 +5,7 @@ use crate::copy_binary::RowEncoder;
 
 use super::{PgToMssqlError, pg_table, scalar_i64};
 use crate::mapping::{quote_mssql, quote_pg};
+use crate::mapping_pg_to_mssql::{Decode, PgToMssqlColumn};
 use crate::mssql::connect::TdsClient;
 use crate::mssql::ddl;
 use crate::mssql::read::hash_rows;
@@ -73,6 +74,43 @@ pub async fn verify_part(
         .await
         .map_err(|e| verr(e.to_string()))?;
     let VerifyColumns { exprs, oids } = verify_columns(pg, t).await.map_err(|e| verr(e.to_string()))?;
+    if upsert {
+        // Both sides whole, in the key's order when it is integers.
+        let key: Option<Vec<usize>> = t.key.clone().filter(|k| {
+            k.iter()
+                .all(|&i| matches!(t.columns[i].decode, Decode::Int2 | Decode::Int4 | Decode::Int8))
+        });
+        let order = |name: fn(&PgToMssqlColumn) -> String| {
+            key.as_ref().map(|k| {
+                k.iter()
+                    .map(|&i| name(&t.columns[i]))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            })
+        };
+        let source_order = order(|c| quote_pg(&c.source.name));
+        let target_oids = oids.clone();
+        let target_order = order(|c| quote_mssql(&c.target_name));
+        let compared = crate::verify::upsert_part(
+            &table,
+            key.clone(),
+            |mut sink| async {
+                let order = source_order.as_deref().filter(|_| sink.ordered());
+                let hasher = RowHasher::new(oids.clone());
+                crate::verify::pg_rows(pg, &exprs, hasher, &from, None, order, &mut sink)
+                    .await
+                    .map_err(|e| verr(e.to_string()))?;
+                Ok::<_, PgToMssqlError>(sink)
+            },
+            |mut sink| async move {
+                let order = target_order.as_deref().filter(|_| sink.ordered());
+                mssql_rows(ms, t, None, order, target_oids, &mut sink).await?;
+                Ok(sink)
+            },
+        )
+        .await?;
+        return compared.map_err(verr);
+    }
     let reread = || async {
         crate::verify::pg_digest(
             pg,
@@ -80,12 +118,11 @@ pub async fn verify_part(
             RowHasher::new(oids.clone()),
             &from,
             pg_filter.as_deref(),
-            upsert,
         )
         .await
         .map_err(|e| verr(e.to_string()))
     };
-    let target = mssql_digest(ms, t, ms_filter.as_deref(), oids.clone(), upsert);
+    let target = mssql_digest(ms, t, ms_filter.as_deref(), oids.clone());
     let Some(stored) = stored else {
         let (source, target) = tokio::join!(reread(), target);
         return Ok((source?, target?));
@@ -120,8 +157,21 @@ async fn mssql_digest(
     t: &PgToMssqlTablePlan,
     filter: Option<&str>,
     oids: Vec<u32>,
-    keep: bool,
 ) -> Result<Digest, PgToMssqlError> {
+    let mut digest = Digest::default();
+    mssql_rows(ms, t, filter, None, oids, &mut digest).await?;
+    Ok(digest)
+}
+
+/// [`mssql_digest`]'s rows into `sink`, `ORDER BY order` when given.
+async fn mssql_rows(
+    ms: &mut TdsClient,
+    t: &PgToMssqlTablePlan,
+    filter: Option<&str>,
+    order: Option<&str>,
+    oids: Vec<u32>,
+    sink: &mut impl crate::row_hash::RowSink,
+) -> Result<(), PgToMssqlError> {
     let table = t.source.qualified();
     let cols = t
         .columns
@@ -130,15 +180,14 @@ async fn mssql_digest(
         .collect::<Vec<_>>()
         .join(", ");
     let filter = filter.map(|f| format!(" WHERE {f}")).unwrap_or_default();
-    let sql = format!("SELECT {cols} FROM {}{filter}", ddl::qualified(t));
+    let order = order.map(|o| format!(" ORDER BY {o}")).unwrap_or_default();
+    let sql = format!("SELECT {cols} FROM {}{filter}{order}", ddl::qualified(t));
     let encoder = RowEncoder::new(t.columns.iter().map(|c| c.canonical).collect());
     let mut hasher = RowHasher::new(oids);
-    let mut digest = Digest::keeping_rows(keep);
-    hash_rows(ms, &table, sql, &encoder, &mut hasher, |h| digest.add(h))
+    hash_rows(ms, &table, sql, &encoder, &mut hasher, sink)
         .await
         .map_err(|e| PgToMssqlError::Verify {
             table: table.clone(),
             message: crate::error_text::error_text(&e),
-        })?;
-    Ok(digest)
+        })
 }
