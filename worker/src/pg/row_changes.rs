@@ -18,7 +18,8 @@ pub async fn xmin_mark(pg: &Client) -> Result<i64, tokio_postgres::Error> {
         .get(0))
 }
 
-/// The rows of `from` (a quoted table) matching `filter`, and how many of them a transaction at
+/// The rows of `from` (a quoted table) matching `filter` (over its own columns, unqualified: the
+/// helper row's one column has a name no table's is expected to have), and how many of them a transaction at
 /// or after `mark` wrote. A row's 32-bit `xmin` is placed in the 64-bit sequence by its distance
 /// back from the next id; a row older than 2^32 transactions (frozen long ago) may count as
 /// changed, which only makes the verification read the range again.
@@ -30,9 +31,10 @@ pub async fn rows_and_changed(
 ) -> Result<(i64, i64), tokio_postgres::Error> {
     let filter = filter.map(|f| format!(" WHERE {f}")).unwrap_or_default();
     let sql = format!(
-        "WITH h AS (SELECT txid_snapshot_xmax(txid_current_snapshot())::text::bigint AS next) \
+        "WITH h AS (SELECT txid_snapshot_xmax(txid_current_snapshot())::text::bigint AS _mssqlpg_next) \
          SELECT count(*), count(*) FILTER (WHERE \
-           ((h.next % 4294967296) - t.xmin::text::bigint + 4294967296) % 4294967296 <= h.next - $1) \
+           ((h._mssqlpg_next % 4294967296) - t.xmin::text::bigint + 4294967296) % 4294967296 \
+             <= h._mssqlpg_next - $1) \
          FROM h, {from} AS t{filter}"
     );
     let row = pg.query_one(&sql, &[&mark]).await?;
