@@ -221,11 +221,16 @@ pub struct CopyJobs {
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum VerifyMode {
-    /// Row counts per task on both sides.
+    /// Row counts per task, both sides counted afresh.
     Count,
-    /// Row counts plus an order-independent checksum of every value, computed the same way on both sides.
+    /// Every target row hashed against the source rows the copy read and hashed, with the source
+    /// counted afresh per task and checked for writes since the copy started (SQL Server's
+    /// index write counters, PostgreSQL's row xmin); a source that changed is read again.
     #[default]
     Checksum,
+    /// Every row of both sides read again and hashed (the source not trusted to be as the copy
+    /// read it, even without a recorded write).
+    Full,
     /// No verification.
     None,
 }

@@ -182,3 +182,32 @@ def test_bulk_copy_failure_loads_nothing(server, unique):
         cur.execute(f"SELECT COUNT(*) FROM {table}")
         assert cur.fetchone()[0] == 0
         cur.execute(f"DROP TABLE {table}")
+
+
+def test_index_usage_stats_count_statements_of_every_kind(server, unique):
+    """sys.dm_db_index_usage_stats as a change detector reads it: one user_updates per writing
+    statement (a bulk load and a rolled-back DELETE included), reads in seeks + scans + lookups,
+    and last_user_update moving with each write."""
+    table = f"t_usage_{unique}"
+    usage = (
+        "SELECT user_seeks + user_scans + user_lookups, user_updates, last_user_update "
+        f"FROM sys.dm_db_index_usage_stats WHERE database_id = DB_ID() AND object_id = OBJECT_ID(N'dbo.{table}')"
+    )
+    with server.connect() as conn, conn.cursor() as cur:
+        cur.execute(f"CREATE TABLE {table} (id int NOT NULL PRIMARY KEY, v nvarchar(10) NULL)")
+        cur.execute(usage)
+        assert cur.fetchall() == []
+        # Columns named: without them pytds first reads `select top 1 * ... where 1<>1`, which
+        # SQL Server answers without touching the table and the stand-in counts as a read.
+        cur.copy_to(table_or_view=table, data=[("1", "a"), ("2", "b")], columns=["id", "v"])
+        cur.execute(usage)
+        reads, updates, first = cur.fetchone()
+        assert (reads, updates) == (0, 1) and isinstance(first, dt.datetime)
+        cur.execute(f"SELECT v FROM {table} WHERE id = %s", (2,))
+        assert cur.fetchone()[0] == "b"
+        cur.execute(f"UPDATE {table} SET v = N'c' WHERE id = 2")
+        cur.execute(f"BEGIN TRANSACTION; DELETE FROM {table}; ROLLBACK")
+        cur.execute(usage)
+        reads, updates, last = cur.fetchone()
+        assert (reads, updates) == (1, 3) and last >= first
+        cur.execute(f"DROP TABLE {table}")

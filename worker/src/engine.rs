@@ -310,14 +310,9 @@ pub trait Engine: Clone + Send + Sync + 'static {
                         "verify: the target differs from the source"
                     );
                 }
-                let keep = upsert.then(Vec::new);
-                let e = tables.entry(i).or_insert_with(|| {
-                    let empty = || Digest {
-                        hashes: keep.clone(),
-                        ..Digest::default()
-                    };
-                    (d.table.clone(), empty(), empty(), true)
-                });
+                let e = tables
+                    .entry(i)
+                    .or_insert_with(|| (d.table.clone(), Digest::default(), Digest::default(), true));
                 e.1.merge(d.source);
                 e.2.merge(d.target);
                 e.3 &= part_ok;
@@ -329,7 +324,7 @@ pub trait Engine: Clone + Send + Sync + 'static {
                         table,
                         &source,
                         &target,
-                        mode == VerifyMode::Checksum,
+                        matches!(mode, VerifyMode::Checksum | VerifyMode::Full),
                         upsert,
                     );
                     v.ok &= parts_ok;
@@ -456,7 +451,7 @@ impl VerifyPart {
                     stored: Some(Digest {
                         rows,
                         sum,
-                        hashes: None,
+                        matched: None,
                     }),
                 }),
                 _ => None,
@@ -476,6 +471,11 @@ impl VerifyPart {
                 stored: None,
             })
             .collect()
+    }
+
+    /// Every task of the first `tables` tables as a part of its own, the source computed again.
+    pub fn every_task(tables: usize, tasks: &[TaskPlan]) -> Vec<VerifyPart> {
+        (0..tables).flat_map(|i| VerifyPart::per_task(i, tasks)).collect()
     }
 
     /// The size the plan expects of the part ([`TaskPlan::size`]).
@@ -541,6 +541,8 @@ mod tests {
             upper: None,
             estimated_rows,
             estimated_bytes,
+            source_mark: None,
+            table_identity: String::new(),
         }
     }
 

@@ -15,12 +15,19 @@ pub enum Mode {
     Upsert,
 }
 
+/// What verification reads (`spec.verify`; the README's "Verification" says what each finds).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
 pub enum VerifyMode {
     None,
+    /// Both sides' rows counted afresh, per copy task.
     Count,
+    /// The target read and hashed whole; the source counted per task and checked for writes
+    /// since the copy started by its own bookkeeping, and read again only where something
+    /// changed: what the copy read stands for it otherwise.
     #[default]
     Checksum,
+    /// Both sides read and hashed whole.
+    Full,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

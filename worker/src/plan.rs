@@ -138,6 +138,38 @@ impl TablePlan {
     }
 
     /// Copied and generated columns.
+    /// What the target table is made for ([`crate::plan_identity::table_identity`]).
+    pub fn identity(&self) -> String {
+        use crate::plan_identity::{ColumnShape, TableShape, table_identity};
+        fn column<'a>(c: &'a ColumnMapping, generated: Option<&'a str>) -> ColumnShape<'a> {
+            ColumnShape {
+                source: &c.source.name,
+                target: &c.target_name,
+                target_type: c.domain.clone().unwrap_or_else(|| c.pg_type.to_string()),
+                nullable: c.source.nullable,
+                identity: c.source.identity.is_some(),
+                generated,
+            }
+        }
+        let mut columns: Vec<ColumnShape<'_>> = self.columns.iter().map(|c| column(c, None)).collect();
+        columns.extend(
+            self.generated
+                .iter()
+                .map(|g| column(&g.column, Some(g.expression.as_str()))),
+        );
+        table_identity(&TableShape {
+            source: self.source.qualified(),
+            target: format!("{}.{}", self.target_schema, self.target_name),
+            columns,
+            key: self
+                .keyset
+                .iter()
+                .flatten()
+                .filter_map(|k| self.columns.get(k.index).map(|c| c.target_name.as_str()))
+                .collect(),
+        })
+    }
+
     pub fn all_columns(&self) -> impl Iterator<Item = &ColumnMapping> {
         self.columns
             .iter()
@@ -170,6 +202,14 @@ pub struct TaskPlan {
     /// The source bytes the task reads, estimated from the table's size (0: unknown).
     #[serde(default)]
     pub estimated_bytes: i64,
+    /// Where the source table's writes stood when the copy started (set by prepare; `None`
+    /// where the source does not say, or for a run stored by an older worker).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_mark: Option<crate::source_mark::SourceMark>,
+    /// The identity of the task's table's plan when prepare stored the run
+    /// ([`crate::plan_identity`]); empty in a plan not yet stored.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub table_identity: String,
 }
 
 impl TaskPlan {
@@ -194,25 +234,27 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// A fingerprint of the tables' structure and mapping (not of row counts or task ranges, which
-    /// move with the data): a rerun resumes only if it is unchanged.
+    /// The plan's identity ([`crate::plan_identity`]): a rerun resumes, and the later steps go
+    /// on, only while it is unchanged.
     pub fn fingerprint(&self) -> String {
-        use std::hash::{DefaultHasher, Hash, Hasher};
-        let mut h = DefaultHasher::new();
-        let tables: Vec<TablePlan> = self
-            .tables
+        let ids: Vec<String> = self.tables.iter().map(TablePlan::identity).collect();
+        crate::plan_identity::fingerprint(ids.iter().map(String::as_str))
+    }
+
+    /// Each table's (source name, identity), in plan order.
+    pub fn table_identities(&self) -> Vec<(String, String)> {
+        self.tables
             .iter()
-            .cloned()
-            .map(|mut t| {
-                t.source.row_count = 0;
-                t.source.size_bytes = 0;
-                t.source.identity_last_value = None;
-                t
-            })
-            .collect();
-        let json = serde_json::to_string(&tables).unwrap_or_default();
-        json.hash(&mut h);
-        format!("{:016x}", h.finish())
+            .map(|t| (t.source.qualified(), t.identity()))
+            .collect()
+    }
+
+    /// Gives every task its table's identity, for a later step to tell which tables changed.
+    pub fn stamp_tasks(&mut self) {
+        let ids: Vec<String> = self.tables.iter().map(TablePlan::identity).collect();
+        for task in &mut self.tasks {
+            task.table_identity = ids.get(task.table).cloned().unwrap_or_default();
+        }
     }
 }
 
@@ -495,6 +537,8 @@ pub fn whole_table_tasks(tables: impl Iterator<Item = (String, i64, i64)>) -> Ve
             upper: None,
             estimated_rows,
             estimated_bytes,
+            source_mark: None,
+            table_identity: String::new(),
         })
         .collect()
 }
@@ -715,6 +759,8 @@ pub fn split_task_list(
                         upper,
                         estimated_rows: rows / parts as i64,
                         estimated_bytes: task.estimated_bytes / parts as i64,
+                        source_mark: task.source_mark,
+                        table_identity: task.table_identity.clone(),
                     });
                     lower = upper;
                 }

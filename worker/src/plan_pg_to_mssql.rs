@@ -36,6 +36,33 @@ impl PgToMssqlTablePlan {
         self.source.qualified()
     }
 
+    /// What the target table is made for ([`crate::plan_identity::table_identity`]).
+    pub fn identity(&self) -> String {
+        use crate::plan_identity::{ColumnShape, TableShape, table_identity};
+        table_identity(&TableShape {
+            source: self.source.qualified(),
+            target: format!("{}.{}", self.target_schema, self.target_name),
+            columns: self
+                .columns
+                .iter()
+                .map(|c| ColumnShape {
+                    source: &c.source.name,
+                    target: &c.target_name,
+                    target_type: c.ms_type.to_string(),
+                    nullable: c.source.nullable,
+                    identity: c.identity,
+                    generated: c.computed.as_deref(),
+                })
+                .collect(),
+            key: self
+                .key
+                .iter()
+                .flatten()
+                .filter_map(|&k| self.columns.get(k).map(|c| c.target_name.as_str()))
+                .collect(),
+        })
+    }
+
     /// A single integer key column allows range partitioning.
     pub fn int_key(&self) -> Option<usize> {
         match self.key.as_deref() {
@@ -67,22 +94,27 @@ pub struct PgToMssqlPlan {
 }
 
 impl PgToMssqlPlan {
-    /// A fingerprint of the tables' structure and mapping (not of row counts or task ranges).
+    /// The plan's identity ([`crate::plan_identity`]): a rerun resumes, and the later steps go
+    /// on, only while it is unchanged.
     pub fn fingerprint(&self) -> String {
-        use std::hash::{DefaultHasher, Hash, Hasher};
-        let tables: Vec<PgToMssqlTablePlan> = self
-            .tables
+        let ids: Vec<String> = self.tables.iter().map(PgToMssqlTablePlan::identity).collect();
+        crate::plan_identity::fingerprint(ids.iter().map(String::as_str))
+    }
+
+    /// Each table's (source name, identity), in plan order.
+    pub fn table_identities(&self) -> Vec<(String, String)> {
+        self.tables
             .iter()
-            .cloned()
-            .map(|mut t| {
-                t.source.row_count = 0;
-                t.source.size_bytes = 0;
-                t
-            })
-            .collect();
-        let mut h = DefaultHasher::new();
-        serde_json::to_string(&tables).unwrap_or_default().hash(&mut h);
-        format!("{:016x}", h.finish())
+            .map(|t| (t.source.qualified(), t.identity()))
+            .collect()
+    }
+
+    /// Gives every task its table's identity, for a later step to tell which tables changed.
+    pub fn stamp_tasks(&mut self) {
+        let ids: Vec<String> = self.tables.iter().map(PgToMssqlTablePlan::identity).collect();
+        for task in &mut self.tasks {
+            task.table_identity = ids.get(task.table).cloned().unwrap_or_default();
+        }
     }
 }
 

@@ -96,6 +96,52 @@ impl RowHasher {
     }
 }
 
+/// One row's fields as a reader that hashes rows has them: already split (PostgreSQL's binary
+/// COPY, as [`crate::pg::read::CopyParser`] splits it), or a whole binary COPY row (our encoder's).
+#[derive(Debug, Clone, Copy)]
+pub enum RowFields<'a> {
+    Split(&'a [Option<&'a [u8]>]),
+    Row(&'a [u8]),
+}
+
+impl<'a> RowFields<'a> {
+    /// Field `i`'s bytes, `None` for NULL or a field the row does not have.
+    pub fn get(&self, i: usize) -> Option<&'a [u8]> {
+        match *self {
+            RowFields::Split(fields) => fields.get(i).copied().flatten(),
+            RowFields::Row(row) => {
+                let mut at = 2usize;
+                for k in 0..=i {
+                    let len = i32::from_be_bytes(row.get(at..at + 4)?.try_into().ok()?);
+                    at += 4;
+                    if k == i {
+                        return if len < 0 {
+                            None
+                        } else {
+                            row.get(at..at + len as usize)
+                        };
+                    }
+                    at += len.max(0) as usize;
+                }
+                None
+            }
+        }
+    }
+}
+
+/// Where a reader that hashes rows puts each one: a digest summing them, or a stream handing
+/// them on ([`crate::upsert_match`]).
+pub trait RowSink: Send {
+    /// One row: its hash and its fields.
+    fn row(&mut self, hash: u64, fields: RowFields<'_>);
+
+    /// Called between the reads of a stream: a sink handing rows on waits here for room, which
+    /// holds the reader (and the database's stream behind it) back.
+    fn pause(&mut self) -> impl Future<Output = ()> + Send {
+        async {}
+    }
+}
+
 fn hash_bytes(b: &[u8]) -> u64 {
     use sha2::Digest as _;
     let d = sha2::Sha256::digest(b);

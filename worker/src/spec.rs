@@ -406,6 +406,7 @@ pub fn resolve(m: &Migration, creds: Credentials) -> Result<(MssqlEndpoint, PgEn
         verify: match spec.verify {
             SpecVerify::Count => VerifyMode::Count,
             SpecVerify::Checksum => VerifyMode::Checksum,
+            SpecVerify::Full => VerifyMode::Full,
             SpecVerify::None => VerifyMode::None,
         },
         lowercase_identifiers: s.identifier_case == IdentifierCase::Lower,

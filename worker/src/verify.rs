@@ -14,7 +14,10 @@ use crate::mssql::read::{ReadError, count_rows, hash_rows};
 use crate::pg::ddl::qualified;
 use crate::pg::read::PgReadError;
 use crate::plan::{TablePlan, TaskPlan};
+use crate::row_hash::{RowFields, RowSink};
 pub use crate::row_hash::{RowHasher, pg_oid, pg_row_hash};
+use crate::source_mark::SourceMark;
+use crate::upsert_match::{Hashes, KeyedSink, UpsertMatch};
 use serde::Serialize;
 use tokio_postgres::Client;
 
@@ -24,8 +27,8 @@ pub enum VerifyError {
     Read(#[from] ReadError),
     #[error(transparent)]
     Target(#[from] PgReadError),
-    #[error("table {0}: neither a stored source digest nor a SQL Server connection")]
-    NoSource(String),
+    #[error("{0}")]
+    Upsert(String),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Default)]
@@ -33,38 +36,27 @@ pub struct Digest {
     pub rows: i64,
     /// Sum of the per-row hashes ([`RowHasher`]), wrapping.
     pub sum: u64,
-    /// Every row's hash, kept only to verify an upsert (16 bytes a row on both sides together),
-    /// where the target may hold rows the source does not.
+    /// An upsert's target side: its rows equal to a source row ([`crate::upsert_match`]), the
+    /// target may hold rows the source does not.
     #[serde(skip)]
-    pub hashes: Option<Vec<u64>>,
+    pub matched: Option<i64>,
 }
 
 impl Digest {
-    /// A digest that also keeps each row's hash (for [`Digest::upsert_match`]).
-    pub fn keeping_rows(keep: bool) -> Self {
-        Digest {
-            hashes: keep.then(Vec::new),
-            ..Digest::default()
-        }
-    }
-
     /// Counts one row with hash `hash` (from [`RowHasher::hash`] or [`pg_row_hash`]).
     pub fn add(&mut self, hash: u64) {
         self.rows += 1;
         self.sum = self.sum.wrapping_add(hash);
-        if let Some(hashes) = &mut self.hashes {
-            hashes.push(hash);
-        }
     }
 
     /// Adds another part of the same table (another task's key range).
     pub fn merge(&mut self, other: Digest) {
         self.rows += other.rows;
         self.sum = self.sum.wrapping_add(other.sum);
-        match (&mut self.hashes, other.hashes) {
-            (Some(mine), Some(theirs)) => mine.extend(theirs),
-            (mine, _) => *mine = None,
-        }
+        self.matched = match (self.matched, other.matched) {
+            (Some(a), Some(b)) => Some(a + b),
+            (a, b) => a.or(b),
+        };
     }
 
     /// Same rows, same values (order aside).
@@ -72,25 +64,20 @@ impl Digest {
         self.rows == other.rows && self.sum == other.sum
     }
 
-    /// For an upsert: how many source rows are in the target with equal values, and how many
-    /// target rows match no source row. Both digests must keep their rows.
-    pub fn upsert_match(&self, target: &Digest) -> Option<(i64, i64)> {
-        let (mut s, mut t) = (self.hashes.clone()?, target.hashes.clone()?);
-        s.sort_unstable();
-        t.sort_unstable();
-        let (mut i, mut j, mut matched) = (0, 0, 0i64);
-        while i < s.len() && j < t.len() {
-            match s[i].cmp(&t[j]) {
-                std::cmp::Ordering::Less => i += 1,
-                std::cmp::Ordering::Greater => j += 1,
-                std::cmp::Ordering::Equal => {
-                    matched += 1;
-                    i += 1;
-                    j += 1;
-                }
-            }
-        }
-        Some((matched, target.rows - matched))
+    /// Both sides of an upsert's comparison.
+    pub fn upsert(m: UpsertMatch) -> (Digest, Digest) {
+        let side = |s: crate::upsert_match::Sum, matched| Digest {
+            rows: s.rows,
+            sum: s.sum,
+            matched,
+        };
+        (side(m.source, None), side(m.target, Some(m.matched)))
+    }
+}
+
+impl RowSink for Digest {
+    fn row(&mut self, hash: u64, _: RowFields<'_>) {
+        self.add(hash);
     }
 }
 
@@ -115,22 +102,116 @@ pub fn range_condition(key: Option<&str>, task: Option<&TaskPlan>) -> Option<Str
 
 /// The digest of `SELECT exprs FROM from [WHERE filter]`: PostgreSQL sends the rows in binary
 /// COPY form (its send functions: the values as it returns them) and the worker hashes each one
-/// with `hasher` (the expressions' type OIDs) as it arrives; to `keep` them for an upsert, every
-/// row's hash is kept. The same digest as summing [`pg_row_hash`] in SQL, at a third of the
-/// server's CPU.
+/// with `hasher` (the expressions' type OIDs) as it arrives. The same digest as summing
+/// [`pg_row_hash`] in SQL, at a third of the server's CPU.
 pub async fn pg_digest(
+    pg: &Client,
+    exprs: &[String],
+    hasher: RowHasher,
+    from: &str,
+    filter: Option<&str>,
+) -> Result<Digest, PgReadError> {
+    let mut digest = Digest::default();
+    pg_rows(pg, exprs, hasher, from, filter, None, &mut digest).await?;
+    Ok(digest)
+}
+
+/// The rows of `SELECT exprs FROM from [WHERE filter] [ORDER BY order]` hashed into `sink`, as
+/// [`pg_digest`] reads them.
+pub async fn pg_rows(
     pg: &Client,
     exprs: &[String],
     mut hasher: RowHasher,
     from: &str,
     filter: Option<&str>,
-    keep: bool,
-) -> Result<Digest, PgReadError> {
+    order: Option<&str>,
+    sink: &mut impl RowSink,
+) -> Result<(), PgReadError> {
     let filter = filter.map(|f| format!(" WHERE {f}")).unwrap_or_default();
-    let query = format!("SELECT {} FROM {from}{filter}", exprs.join(", "));
-    let mut digest = Digest::keeping_rows(keep);
-    crate::pg::read::hash_rows(pg, from, &query, &mut hasher, |h| digest.add(h)).await?;
-    Ok(digest)
+    let order = order.map(|o| format!(" ORDER BY {o}")).unwrap_or_default();
+    let query = format!("SELECT {} FROM {from}{filter}{order}", exprs.join(", "));
+    crate::pg::read::hash_rows(pg, from, &query, &mut hasher, sink).await
+}
+
+/// An upsert's rows, compared in flat memory when the key is made of integer columns (at
+/// `key`'s field indexes, both sides' rows in the key's order, `ORDER BY` the given lists), else
+/// by both sides' hashes held ([`crate::upsert_match`]). `source` and `target` read their side
+/// into the sink given them, in key order when asked to.
+pub async fn upsert_part<E, FS, FT>(
+    table: &str,
+    key: Option<Vec<usize>>,
+    source: impl FnOnce(UpsertSink) -> FS,
+    target: impl FnOnce(UpsertSink) -> FT,
+) -> Result<Result<(Digest, Digest), String>, E>
+where
+    FS: Future<Output = Result<UpsertSink, E>>,
+    FT: Future<Output = Result<UpsertSink, E>>,
+{
+    if let Some(key) = key {
+        let m = crate::upsert_match::merge(
+            key,
+            |sink| async move {
+                match source(UpsertSink::Keyed(sink)).await? {
+                    UpsertSink::Keyed(sink) => Ok(sink.finish().await),
+                    UpsertSink::Hashes(_) => Ok(None),
+                }
+            },
+            |sink| async move {
+                match target(UpsertSink::Keyed(sink)).await? {
+                    UpsertSink::Keyed(sink) => Ok(sink.finish().await),
+                    UpsertSink::Hashes(_) => Ok(None),
+                }
+            },
+        )
+        .await?;
+        return Ok(m
+            .map(Digest::upsert)
+            .map_err(|why| format!("table {table}: the upsert's rows could not be compared: {why}")));
+    }
+    let (s, t) = tokio::join!(
+        source(UpsertSink::Hashes(Hashes::default())),
+        target(UpsertSink::Hashes(Hashes::default()))
+    );
+    let (UpsertSink::Hashes(s), UpsertSink::Hashes(t)) = (s?, t?) else {
+        return Ok(Err(format!(
+            "table {table}: the upsert's rows could not be compared"
+        )));
+    };
+    let matched = crate::upsert_match::matched(s.list, t.list);
+    Ok(Ok(Digest::upsert(UpsertMatch {
+        source: s.sum,
+        target: t.sum,
+        matched,
+    })))
+}
+
+/// Where an upsert's reader puts its rows ([`upsert_part`]): in key order to the merge, or all
+/// of them held.
+pub enum UpsertSink {
+    Keyed(KeyedSink),
+    Hashes(Hashes),
+}
+
+impl UpsertSink {
+    /// Whether the reader must send its rows in key order.
+    pub fn ordered(&self) -> bool {
+        matches!(self, UpsertSink::Keyed(_))
+    }
+}
+
+impl RowSink for UpsertSink {
+    fn row(&mut self, hash: u64, fields: RowFields<'_>) {
+        match self {
+            UpsertSink::Keyed(k) => k.row(hash, fields),
+            UpsertSink::Hashes(h) => h.row(hash, fields),
+        }
+    }
+
+    async fn pause(&mut self) {
+        if let UpsertSink::Keyed(k) = self {
+            k.pause().await;
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -153,8 +234,8 @@ impl TableVerification {
     pub fn compare(table: String, source: &Digest, target: &Digest, checksum: bool, upsert: bool) -> Self {
         let (ok, target_only) = if !upsert {
             (source.same_rows(target), None)
-        } else if let Some((matched, extra)) = source.upsert_match(target) {
-            (matched == source.rows, Some(extra))
+        } else if let Some(matched) = target.matched {
+            (matched == source.rows, Some(target.rows - matched))
         } else {
             (
                 target.rows >= source.rows,
@@ -173,43 +254,48 @@ impl TableVerification {
     }
 }
 
-/// Row counts on both sides.
-pub async fn count(
+/// Row counts of one part (a copy task's key range, or the whole table) on both sides.
+pub async fn count_part(
     mssql: &mut TdsClient,
     pg: &Client,
     t: &TablePlan,
+    task: Option<&TaskPlan>,
 ) -> Result<(Digest, Digest), VerifyError> {
-    let whole = TaskPlan {
-        name: String::new(),
-        table: 0,
-        lower: None,
-        upper: None,
-        estimated_rows: 0,
-        estimated_bytes: 0,
+    let key = t.int_key().map(|k| quote_pg(&t.columns[k].target_name));
+    let filter = range_condition(key.as_deref(), task)
+        .map(|f| format!(" WHERE {f}"))
+        .unwrap_or_default();
+    let target = async {
+        pg.query_one(&format!("SELECT count(*) FROM {}{filter}", qualified(t)), &[])
+            .await
+            .map(|r| r.get::<_, i64>(0))
+            .map_err(|source| PgReadError::Copy {
+                table: qualified(t),
+                source,
+            })
     };
-    let source_rows = count_rows(mssql, t, &whole).await?;
-    let row = pg
-        .query_one(&format!("SELECT count(*) FROM {}", qualified(t)), &[])
-        .await
-        .map_err(|source| PgReadError::Copy {
-            table: qualified(t),
-            source,
-        })?;
-    let target_rows: i64 = row.get(0);
+    let source_filter = range_condition(source_key(t).as_deref(), task);
+    let (source_rows, target_rows) = tokio::join!(count_rows(mssql, t, source_filter.as_deref()), target);
     let rows = |rows| Digest {
         rows,
         ..Digest::default()
     };
-    Ok((rows(source_rows), rows(target_rows)))
+    Ok((rows(source_rows?), rows(target_rows?)))
 }
 
 /// Counts and checksums one part of a table (a copy task's key range, or the whole table) on
-/// both sides. `stored` is the source digest the copy computed over the copied columns; without
-/// it the source is read again (every column, generated ones too: SQL Server's computed values
-/// against PostgreSQL's, which checks the translated expression on every row). The target side
-/// is the rows as PostgreSQL sends them, hashed as they arrive ([`pg_digest`]).
+/// both sides. The target side is the rows as PostgreSQL sends them, hashed as they arrive
+/// ([`pg_digest`]).
+///
+/// `stored` is the source digest the copy computed over the copied columns as it read them: it
+/// stands for the source when SQL Server says nobody wrote the table since the copy started
+/// (its write counters equal the mark the task carries, [`crate::mssql::write_counters`]) and
+/// the range still holds as many rows; the range is counted while the target is read. Else, and
+/// without a stored digest, the source is read again (every column, generated ones too: SQL
+/// Server's computed values against PostgreSQL's, which checks the translated expression on
+/// every row).
 pub async fn checksum_part(
-    mssql: Option<&mut TdsClient>,
+    mssql: &mut TdsClient,
     pg: &Client,
     t: &TablePlan,
     task: Option<&TaskPlan>,
@@ -227,19 +313,104 @@ pub async fn checksum_part(
     let exprs: Vec<String> = columns.iter().map(|c| pg_cast(c)).collect();
     let hasher = RowHasher::for_types(columns.iter().map(|c| c.pg_type));
     let table = qualified(t);
+    if upsert {
+        // Both sides whole, in the key's order when it is integers.
+        let key: Option<Vec<usize>> = t
+            .keyset
+            .as_ref()
+            .filter(|k| k.iter().all(|c| c.kind == crate::plan::KeyKind::Int))
+            .map(|k| k.iter().map(|c| c.index).collect());
+        let order = |name: fn(&crate::mapping::ColumnMapping) -> String| {
+            key.as_ref().map(|k| {
+                k.iter()
+                    .map(|&i| name(&t.columns[i]))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            })
+        };
+        let source_order = order(|c| crate::mapping::quote_mssql(&c.source.name));
+        let target_order = order(|c| quote_pg(&c.target_name));
+        let compared = upsert_part(
+            &t.source.qualified(),
+            key.clone(),
+            |mut sink| async move {
+                let order = source_order.as_deref().filter(|_| sink.ordered());
+                source_rows(mssql, t, None, order, &mut sink).await?;
+                Ok::<_, VerifyError>(sink)
+            },
+            |mut sink| async {
+                let order = target_order.as_deref().filter(|_| sink.ordered());
+                pg_rows(pg, &exprs, hasher, &table, None, order, &mut sink).await?;
+                Ok(sink)
+            },
+        )
+        .await?;
+        return compared.map_err(VerifyError::Upsert);
+    }
     let target = async {
-        pg_digest(pg, &exprs, hasher, &table, filter.as_deref(), upsert)
+        pg_digest(pg, &exprs, hasher, &table, filter.as_deref())
             .await
             .map_err(VerifyError::from)
     };
-    match (stored, mssql) {
-        (Some(source), _) => Ok((source, target.await?)),
-        (None, Some(mssql)) => {
-            let (source, target) = tokio::join!(source_digest(mssql, t, task, upsert), target);
-            Ok((source?, target?))
-        }
-        (None, None) => Err(VerifyError::NoSource(t.source.qualified())),
+    let Some(stored) = stored else {
+        let (source, target) = tokio::join!(source_digest(mssql, t, task), target);
+        return Ok((source?, target?));
+    };
+    let (unchanged, target) = tokio::join!(source_unchanged(mssql, t, task, &stored), target);
+    let target = target?;
+    if unchanged? {
+        return Ok((stored, target));
     }
+    Ok((source_digest(mssql, t, task).await?, target))
+}
+
+/// Whether the source part still holds what the copy read: SQL Server's write counters of the
+/// table equal the task's mark, and the range counts the stored digest's rows.
+async fn source_unchanged(
+    mssql: &mut TdsClient,
+    t: &TablePlan,
+    task: Option<&TaskPlan>,
+    stored: &Digest,
+) -> Result<bool, VerifyError> {
+    let name = t.source.qualified();
+    let quoted = format!(
+        "{}.{}",
+        crate::mapping::quote_mssql(&t.source.schema),
+        crate::mapping::quote_mssql(&t.source.name)
+    );
+    let now = crate::mssql::write_counters::table_writes(mssql, Some(&quoted))
+        .await
+        .map_err(|source| ReadError::Query {
+            table: name.clone(),
+            source,
+        })?
+        .and_then(|w| w.get(&(t.source.schema.clone(), t.source.name.clone())).copied());
+    let mark = task.and_then(|k| k.source_mark);
+    let part = task.map_or("(whole table)", |k| k.name.as_str());
+    let written = match (mark, now) {
+        (Some(SourceMark::LeafWrites(then)), Some(now)) if now == then => false,
+        (Some(SourceMark::LeafWrites(then)), Some(now)) => {
+            tracing::info!(table = %name, task = part, then, now, "verify: the source was written since the copy started; reading it again");
+            true
+        }
+        _ => {
+            tracing::info!(table = %name, task = part, "verify: no write counters to compare; reading the source again");
+            true
+        }
+    };
+    if written {
+        return Ok(false);
+    }
+    let rows = count_rows(
+        mssql,
+        t,
+        range_condition(source_key(t).as_deref(), task).as_deref(),
+    )
+    .await?;
+    if rows != stored.rows {
+        tracing::info!(table = %name, task = part, copied = stored.rows, now = rows, "verify: the source range's row count moved since the copy; reading it again");
+    }
+    Ok(rows == stored.rows)
 }
 
 /// A target column cast to the planned type without its length or precision (which would cut
@@ -255,28 +426,44 @@ async fn source_digest(
     mssql: &mut TdsClient,
     t: &TablePlan,
     task: Option<&TaskPlan>,
-    keep: bool,
 ) -> Result<Digest, VerifyError> {
+    let mut digest = Digest::default();
+    source_rows(mssql, t, task, None, &mut digest).await?;
+    Ok(digest)
+}
+
+/// The source rows of the part (every column, generated ones too) read through our encoder,
+/// hashed into `sink`, `ORDER BY order` when given.
+async fn source_rows(
+    mssql: &mut TdsClient,
+    t: &TablePlan,
+    task: Option<&TaskPlan>,
+    order: Option<&str>,
+    sink: &mut impl RowSink,
+) -> Result<(), VerifyError> {
     let table = t.source.qualified();
     let cols = t
         .all_columns()
         .map(crate::mapping::select_expr)
         .collect::<Vec<_>>()
         .join(", ");
-    let key = t
-        .int_key()
-        .map(|k| crate::mapping::quote_mssql(&t.columns[k].source.name));
-    let filter = range_condition(key.as_deref(), task)
+    let filter = range_condition(source_key(t).as_deref(), task)
         .map(|f| format!(" WHERE {f}"))
         .unwrap_or_default();
+    let order = order.map(|o| format!(" ORDER BY {o}")).unwrap_or_default();
     let sql = format!(
-        "SELECT {cols} FROM {}.{}{filter}",
+        "SELECT {cols} FROM {}.{}{filter}{order}",
         crate::mapping::quote_mssql(&t.source.schema),
         crate::mapping::quote_mssql(&t.source.name)
     );
     let encoder = RowEncoder::new(t.all_columns().map(|c| c.pg_type).collect());
     let mut hasher = RowHasher::for_types(t.all_columns().map(|c| c.pg_type));
-    let mut digest = Digest::keeping_rows(keep);
-    hash_rows(mssql, &table, sql, &encoder, &mut hasher, |h| digest.add(h)).await?;
-    Ok(digest)
+    hash_rows(mssql, &table, sql, &encoder, &mut hasher, sink).await?;
+    Ok(())
+}
+
+/// The source's integer key column, quoted for T-SQL, that task ranges cut.
+fn source_key(t: &TablePlan) -> Option<String> {
+    t.int_key()
+        .map(|k| crate::mapping::quote_mssql(&t.columns[k].source.name))
 }

@@ -676,6 +676,21 @@ async fn upsert_inserts_new_rows_and_updates_only_changed_ones() {
     );
     let verification = up.verify(&prepared.plan).await.unwrap();
     assert!(verification.iter().all(|v| v.ok), "{verification:#?}");
+    // Rows only the target has, before and after the source's keys, are the upsert's own; a
+    // source row changed in the target is a failure (case only: compared exactly).
+    rows(
+        &mut ms,
+        "INSERT INTO dbo.items (id, name, price) VALUES (0, N'only here', NULL), (10, N'only here', NULL)",
+    )
+    .await;
+    let v = up.verify(&prepared.plan).await.unwrap();
+    assert!(
+        v[0].ok && v[0].target_only_rows == Some(2) && v[0].target_rows == 6,
+        "{v:#?}"
+    );
+    rows(&mut ms, "UPDATE dbo.items SET name = N'A' WHERE id = 1").await;
+    let v = up.verify(&prepared.plan).await.unwrap();
+    assert!(!v[0].ok && v[0].target_only_rows == Some(3), "{v:#?}");
 }
 
 async fn run_err(schema_sql: &str, name: &str) -> String {
@@ -1071,4 +1086,28 @@ async fn upsert_applies_changes_of_case_trailing_blanks_and_trailing_zero_bytes(
     assert_ne!(after[0], before[0], "row 1 changed");
     assert_eq!(after[1], before[1], "unchanged row 2 was rewritten");
     assert_ne!(after[2], before[2], "row 3 changed from NULL");
+}
+
+/// A key the merge cannot follow in order (text) is compared by both sides' hashes held.
+#[tokio::test(flavor = "multi_thread")]
+async fn upsert_of_a_text_key_verifies_by_held_hashes() {
+    let (_server, target) = common::start_tds_server();
+    let pg = common::pg_connect().await;
+    let schema = common::fresh_schema(&pg, "rev_upsert_text").await;
+    pg_exec(&format!(
+        "CREATE TABLE \"{schema}\".codes (code text PRIMARY KEY, n int);
+         INSERT INTO \"{schema}\".codes VALUES ('b', 1), ('a', 2), ('c', 3);"
+    ))
+    .await;
+    let up = engine(&target, &schema, "test/rev_upsert_text", Mode::Upsert);
+    let prepared = up.prepare().await.unwrap();
+    up.copy_all(&prepared.plan).await.unwrap();
+    up.finalize(&prepared.plan).await.unwrap();
+    let mut ms = target.connect().await.unwrap();
+    rows(&mut ms, "INSERT INTO dbo.codes VALUES (N'zz', 9)").await;
+    let v = up.verify(&prepared.plan).await.unwrap();
+    assert!(v[0].ok && v[0].target_only_rows == Some(1), "{v:#?}");
+    rows(&mut ms, "UPDATE dbo.codes SET n = 5 WHERE code = N'a'").await;
+    let v = up.verify(&prepared.plan).await.unwrap();
+    assert!(!v[0].ok, "{v:#?}");
 }

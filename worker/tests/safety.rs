@@ -338,13 +338,13 @@ async fn upsert_verification_counts_rows_only_the_target_has() {
     first.finalize(&p.plan).await.unwrap();
     assert!(first.verify(&p.plan).await.unwrap().iter().all(|v| v.ok));
     pg.batch_execute(&format!(
-        "INSERT INTO \"{schema}\".\"Orders\" VALUES (100, 1, '2020-01-01'), (101, 2, '2020-01-01'); \
+        "INSERT INTO \"{schema}\".\"Orders\" VALUES (-5, 1, '2020-01-01'), (100, 1, '2020-01-01'), (101, 2, '2020-01-01'); \
          UPDATE \"{schema}\".\"Orders\" SET \"Amount\" = 99 WHERE \"Id\" = 1"
     ))
     .await
     .unwrap();
 
-    for verify in [VerifyMode::Checksum, VerifyMode::Count] {
+    for verify in [VerifyMode::Checksum, VerifyMode::Full, VerifyMode::Count] {
         let mut engine = with_mode(tds_engine(&source, &schema, "test/safety-upsert"), Mode::Upsert);
         engine.options.verify = verify;
         let p = engine.prepare().await.unwrap();
@@ -353,9 +353,9 @@ async fn upsert_verification_counts_rows_only_the_target_has() {
         let v = engine.verify(&p.plan).await.unwrap();
         let orders = v.iter().find(|t| t.table == "dbo.Orders").unwrap();
         assert!(orders.ok, "{verify:?}: {orders:?}");
-        assert_eq!(orders.target_only_rows, Some(2), "{verify:?}: {orders:?}");
+        assert_eq!(orders.target_only_rows, Some(3), "{verify:?}: {orders:?}");
         assert_eq!(orders.source_rows, 3);
-        assert_eq!(orders.target_rows, 5);
+        assert_eq!(orders.target_rows, 6);
     }
     // A source row changed in the target after the upsert is a failure.
     pg.batch_execute(&format!(

@@ -170,16 +170,9 @@ async fn copy_digest_equals_postgresql_hash_for_every_mapped_type() {
     assert_eq!(stored.rows, 300);
     // Verify's own reading of PostgreSQL's side (binary COPY, hashed by the worker) gives the
     // digest PostgreSQL computes in SQL.
-    let read_back = pg_digest(
-        &pg,
-        &cols.exprs,
-        RowHasher::new(cols.oids.clone()),
-        &from,
-        None,
-        false,
-    )
-    .await
-    .unwrap();
+    let read_back = pg_digest(&pg, &cols.exprs, RowHasher::new(cols.oids.clone()), &from, None)
+        .await
+        .unwrap();
     assert_eq!((read_back.rows, read_back.sum), in_sql);
 
     let v = e.verify(&prepared.plan).await.unwrap();

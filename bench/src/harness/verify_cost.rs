@@ -1,7 +1,8 @@
-//! `bench verify-cost`: what `verify: checksum` costs over an unverified migration (issue 18's
-//! "verification that costs little": at most 1.3×), both directions, on the StackOverflow-shaped
-//! tables (`--scale`) or one of issue 3's shapes (`--shape`, `--rows`). Runs alternate (none,
-//! checksum, then checksum, none the next round, each direction), so both modes see the same
+//! `bench verify-cost`: what a verification level (`--level`, the default `checksum` unless told)
+//! costs over an unverified migration (issue 18's "verification that costs little": at most
+//! 1.3×), both directions, on the StackOverflow-shaped tables (`--scale`) or one of issue 3's
+//! shapes (`--shape`, `--rows`). Runs alternate (none, the level, then the level, none the next
+//! round, each direction), so both modes see the same
 //! machine; the ratio is of whole-run wall times, medians over `--runs` rounds. Beside it, the same
 //! ratio of CPU seconds (worker, test server and PostgreSQL), which the two shared cores of a busy
 //! machine move far less than wall time.
@@ -40,6 +41,9 @@ pub struct VerifyCostArgs {
     /// that verifies beside (`finalize --verify`) against a finalize and then a verify.
     #[arg(long)]
     pub steps: bool,
+    /// The level set against `verify: none`.
+    #[arg(long, default_value = "checksum", value_parser = ["count", "checksum", "full"])]
+    pub level: String,
     #[command(flatten)]
     pub setup: Setup,
 }
@@ -123,7 +127,12 @@ pub async fn run(args: VerifyCostArgs, command: String) -> Result<()> {
     let mut cpu: PerMode = Default::default();
     let postmaster = pg.postmaster_pid().await;
     let pg_cpu = || postmaster.and_then(super::pg_cpu::server_seconds);
-    let modes = ["none", "checksum"];
+    let level: &'static str = match args.level.as_str() {
+        "count" => "count",
+        "full" => "full",
+        _ => "checksum",
+    };
+    let modes = ["none", level];
     for round in 0..args.runs.max(1) {
         for (d, (c, server)) in [(&forward, &source), (&reverse, &target)].into_iter().enumerate() {
             let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
@@ -158,8 +167,8 @@ pub async fn run(args: VerifyCostArgs, command: String) -> Result<()> {
     let _ = writeln!(
         md,
         "- Method: parallelism {DEFAULT_PARALLELISM}, dropRecreate; an untimed warm-up run per direction, then \
-         {} rounds, each running `verify: none` and `verify: checksum` in turn (order alternating) in both \
-         directions; whole-run wall time (plan, copy, finalize, verify). The ratio is checksum over none, \
+         {} rounds, each running `verify: none` and `verify: {level}` in turn (order alternating) in both \
+         directions; whole-run wall time (plan, copy, finalize, verify). The ratio is {level} over none, \
          the median of the rounds' ratios.",
         args.runs.max(1)
     );
@@ -168,14 +177,14 @@ pub async fn run(args: VerifyCostArgs, command: String) -> Result<()> {
     }
     let _ = writeln!(
         md,
-        "\n| direction | verify none, s | verify checksum, s | checksum / none |\n|---|---|---|---|"
+        "\n| direction | verify none, s | verify {level}, s | {level} / none |\n|---|---|---|---|"
     );
     ratio_rows(&mut md, &secs);
     let _ = writeln!(
         md,
         "\nCPU seconds of a run, which the shared cores distort less than wall time: the worker, the \
          TDS test server{} (user + system):\n\n\
-         | direction | verify none, CPU s | verify checksum, CPU s | checksum / none |\n|---|---|---|---|",
+         | direction | verify none, CPU s | verify {level}, CPU s | {level} / none |\n|---|---|---|---|",
         if postmaster.is_some() {
             " and PostgreSQL (the postmaster and its children)"
         } else {
@@ -278,7 +287,7 @@ fn ratio_rows(md: &mut String, values: &PerMode) {
 
 /// A run that failed (or whose checksum did not verify) is no measurement.
 fn checked(r: RunResult) -> Result<RunResult> {
-    if !r.ok || (r.config.verify == "checksum" && !r.verified) {
+    if !r.ok || (r.config.verify != "none" && !r.verified) {
         bail!(
             "{} verify {}: {}",
             r.config.direction,

@@ -14,3 +14,4 @@ pub mod read;
 pub mod target_catalog;
 pub mod target_names;
 pub mod view;
+pub mod write_counters;

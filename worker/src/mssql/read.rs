@@ -9,7 +9,7 @@ use crate::error_text::RowKey;
 use crate::mapping::{quote_mssql, select_expr};
 use crate::mssql::connect::TdsClient;
 use crate::plan::{KeyColumn, KeyKind, TablePlan, TaskPlan};
-use crate::row_hash::RowHasher;
+use crate::row_hash::{RowFields, RowHasher, RowSink};
 use bytes::Bytes;
 use tiberius::numeric::Numeric;
 use tiberius::{ColumnData, FromSql, KeptValues, Query, RawRow, RawValue};
@@ -415,17 +415,20 @@ pub async fn read_task(
     Ok(stats)
 }
 
-/// Runs `sql` and passes each row's verify hash to `each`: the row encoded by `encoder` into the
-/// canonical binary form and hashed by `hasher`, decoded in place like [`read_task`]'s rows (no
-/// `Row` per row). For the checksum's SQL Server side, in either direction; `table` names the
-/// table in errors.
+/// Rows [`hash_rows`] reads between two [`RowSink::pause`]s.
+const PAUSE_ROWS: u64 = 1024;
+
+/// Runs `sql` and hands each row, with its verify hash, to `sink`: the row encoded by `encoder`
+/// into the canonical binary form and hashed by `hasher`, decoded in place like [`read_task`]'s
+/// rows (no `Row` per row). For the checksum's SQL Server side, in either direction; `table`
+/// names the table in errors.
 pub async fn hash_rows(
     client: &mut TdsClient,
     table: &str,
     sql: String,
     encoder: &RowEncoder,
     hasher: &mut RowHasher,
-    mut each: impl FnMut(u64),
+    sink: &mut impl RowSink,
 ) -> Result<(), ReadError> {
     let qerr = |source| ReadError::Query {
         table: table.to_string(),
@@ -433,6 +436,7 @@ pub async fn hash_rows(
     };
     let mut rows = Query::new(sql).query_raw(client).await.map_err(qerr)?;
     let mut buf: Vec<u8> = Vec::with_capacity(64 * 1024);
+    let mut read = 0u64;
     while let Some(row) = rows.next_row().await.map_err(qerr)? {
         buf.clear();
         if let Err(e) = encoder.encode_raw_row(&mut buf, &row) {
@@ -442,32 +446,28 @@ pub async fn hash_rows(
             let key = "(not tracked when verifying)".to_string();
             return Err(ReadError::of_row(table.to_string(), key, column, e));
         }
-        each(hasher.hash(&buf));
+        sink.row(hasher.hash(&buf), RowFields::Row(&buf));
+        read += 1;
+        if read.is_multiple_of(PAUSE_ROWS) {
+            sink.pause().await;
+        }
     }
     Ok(())
 }
 
-/// Exact `COUNT_BIG(*)` of a task's rows on the source.
-pub async fn count_rows(client: &mut TdsClient, t: &TablePlan, task: &TaskPlan) -> Result<i64, ReadError> {
+/// Exact `COUNT_BIG(*)` of the source table's rows matching `filter` (a T-SQL condition).
+pub async fn count_rows(
+    client: &mut TdsClient,
+    t: &TablePlan,
+    filter: Option<&str>,
+) -> Result<i64, ReadError> {
     let table = t.source.qualified();
-    let mut sql = format!(
-        "SELECT COUNT_BIG(*) FROM {}.{}",
+    let filter = filter.map(|f| format!(" WHERE {f}")).unwrap_or_default();
+    let sql = format!(
+        "SELECT COUNT_BIG(*) FROM {}.{}{filter}",
         quote_mssql(&t.source.schema),
         quote_mssql(&t.source.name)
     );
-    let mut conds = Vec::new();
-    if let (Some(k), true) = (t.int_key(), task.lower.is_some() || task.upper.is_some()) {
-        let col = quote_mssql(&t.columns[k].source.name);
-        if let Some(lo) = task.lower {
-            conds.push(format!("{col} > {lo}"));
-        }
-        if let Some(hi) = task.upper {
-            conds.push(format!("{col} <= {hi}"));
-        }
-    }
-    if !conds.is_empty() {
-        sql.push_str(&format!(" WHERE {}", conds.join(" AND ")));
-    }
     let qerr = |source| ReadError::Query {
         table: table.clone(),
         source,

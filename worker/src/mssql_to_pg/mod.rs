@@ -233,13 +233,17 @@ impl Engine for MssqlToPgEngine {
         .await
     }
 
-    /// A checksum without upsert checks each task's key range against the source digest its copy
-    /// stored, when every task of the table has one and the table has no generated column (the
-    /// copy neither reads nor writes those; a re-read checks SQL Server's values against
-    /// PostgreSQL's). Otherwise the table is checked whole, the source read again.
+    /// An upsert's tables are checked whole. Otherwise each task's key range is checked on its
+    /// own: `count` and `full` on both sides afresh; `checksum` against the source digest its
+    /// copy stored, when every task of the table has one and the table has no generated column
+    /// (the copy neither reads nor writes those; a re-read checks SQL Server's values against
+    /// PostgreSQL's), else the table whole, the source read again.
     async fn verify_parts(&self, plan: &Plan) -> Result<Vec<VerifyPart>, MssqlToPgError> {
-        if !self.options.checksum_by_task() {
+        if self.options.mode == Mode::Upsert {
             return Ok(VerifyPart::whole_tables(plan.tables.len()));
+        }
+        if !self.options.checksum_by_task() {
+            return Ok(VerifyPart::every_task(plan.tables.len(), &plan.tasks));
         }
         let pg = self.target.connect().await?;
         let stored = checkpoint::load_digests(&pg, &self.options.migration).await?;
@@ -260,15 +264,13 @@ impl Engine for MssqlToPgEngine {
     async fn verify_part(&self, plan: &Plan, part: VerifyPart) -> Result<PartDigests, MssqlToPgError> {
         let t = &plan.tables[part.table];
         let pg = self.target.connect().await?;
+        let mut mssql = self.source.connect().await?;
         let upsert = self.options.mode == Mode::Upsert;
+        let task = part.task.as_ref();
         let (source, target) = if self.options.verify == VerifyMode::Count {
-            let mut mssql = self.source.connect().await?;
-            verify::count(&mut mssql, &pg, t).await?
-        } else if part.stored.is_some() {
-            verify::checksum_part(None, &pg, t, part.task.as_ref(), part.stored, upsert).await?
+            verify::count_part(&mut mssql, &pg, t, task).await?
         } else {
-            let mut mssql = self.source.connect().await?;
-            verify::checksum_part(Some(&mut mssql), &pg, t, part.task.as_ref(), None, upsert).await?
+            verify::checksum_part(&mut mssql, &pg, t, task, part.stored, upsert).await?
         };
         Ok(PartDigests {
             table: t.source.qualified(),

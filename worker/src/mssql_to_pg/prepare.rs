@@ -194,6 +194,8 @@ impl MssqlToPgEngine {
                 .map_err(ddl_err("truncate".into(), &sql))?;
         }
         plan.warnings.extend(warnings);
+        self.mark_sources(&mut plan).await?;
+        plan.stamp_tasks();
         checkpoint::reset(&pg, migration).await?;
         checkpoint::set_run_state(&pg, migration, &fingerprint, "copying").await?;
         self.store_tasks(&pg, &plan.tasks).await?;
@@ -202,6 +204,30 @@ impl MssqlToPgEngine {
             resumed: false,
             negotiated_packet_size: packet,
         })
+    }
+
+    /// Gives each task SQL Server's write counters of its table as they are before any row is
+    /// read ([`crate::source_mark::SourceMark`]), for the default verification; only that uses
+    /// them.
+    async fn mark_sources(&self, plan: &mut Plan) -> Result<(), MssqlToPgError> {
+        if !self.options.checksum_by_task() {
+            return Ok(());
+        }
+        let mut ms = self.source.connect().await?;
+        let writes = crate::mssql::write_counters::table_writes(&mut ms, None)
+            .await
+            .map_err(|source| crate::mssql::read::ReadError::Query {
+                table: "sys.dm_db_index_operational_stats".into(),
+                source,
+            })?
+            .unwrap_or_default();
+        for task in &mut plan.tasks {
+            let s = &plan.tables[task.table].source;
+            task.source_mark = writes
+                .get(&(s.schema.clone(), s.name.clone()))
+                .map(|&w| crate::source_mark::SourceMark::LeafWrites(w));
+        }
+        Ok(())
     }
 
     /// Crash recovery empties UNLOGGED tables while the (logged) checkpoints still count their
@@ -325,7 +351,14 @@ impl MssqlToPgEngine {
                 ));
             }
             Some(run) if run.fingerprint == plan.fingerprint() => plan.run = run.generation,
-            _ => {
+            Some(_) => {
+                let stored = self.stored_tasks(&pg).await?.unwrap_or_default();
+                return Err(MssqlToPgError::StoredPlan(
+                    self.options.migration.clone(),
+                    crate::plan_identity::mismatch(&plan.table_identities(), &stored),
+                ));
+            }
+            None => {
                 return Err(MssqlToPgError::StoredPlan(
                     self.options.migration.clone(),
                     "no prepared run with the current source schema; run `plan` first".into(),

@@ -8,6 +8,7 @@ pub mod expr;
 pub mod introspect;
 pub mod load;
 pub mod read;
+pub mod row_changes;
 pub mod target_catalog;
 pub mod target_names;
 pub mod tls;

@@ -12,7 +12,7 @@ use crate::mapping::quote_pg;
 use crate::mapping_pg_to_mssql::Decode;
 use crate::plan::TaskPlan;
 use crate::plan_pg_to_mssql::PgToMssqlTablePlan;
-use crate::row_hash::RowHasher;
+use crate::row_hash::{RowFields, RowHasher, RowSink};
 use bytes::{Buf, BytesMut};
 use futures_util::TryStreamExt;
 use std::borrow::Cow;
@@ -850,8 +850,8 @@ pub async fn read_task(
     Ok(())
 }
 
-/// Runs `query` as `COPY (query) TO STDOUT (FORMAT binary)` and passes each row's verify hash to
-/// `each`: the fields as PostgreSQL's send functions give them, hashed in `record_send` form by
+/// Runs `query` as `COPY (query) TO STDOUT (FORMAT binary)` and hands each row, with its verify
+/// hash, to `sink`: the fields as PostgreSQL's send functions give them, hashed in `record_send` form by
 /// `hasher` (one OID per selected column). For the checksum's PostgreSQL side in either direction;
 /// `table` names the table in errors.
 ///
@@ -862,7 +862,7 @@ pub async fn hash_rows(
     table: &str,
     query: &str,
     hasher: &mut RowHasher,
-    mut each: impl FnMut(u64),
+    sink: &mut impl RowSink,
 ) -> Result<(), PgReadError> {
     let copy_err = |source| PgReadError::Copy {
         table: table.to_string(),
@@ -883,11 +883,12 @@ pub async fn hash_rows(
                 if fields.len() != columns {
                     return Err(PgReadError::Malformed(table.to_string()));
                 }
-                each(hasher.hash_fields(fields));
+                sink.row(hasher.hash_fields(fields), RowFields::Split(fields));
                 Ok(())
             },
             || PgReadError::Malformed(table.to_string()),
         )?;
+        sink.pause().await;
     }
     if !finished {
         return Err(PgReadError::Malformed(table.to_string()));

@@ -416,8 +416,11 @@ impl Engine for PgToMssqlEngine {
     /// the source digest its copy stored when every task of the table has one (PostgreSQL's rows
     /// are then not read again); otherwise the range's rows are read from PostgreSQL and hashed.
     async fn verify_parts(&self, plan: &PgToMssqlPlan) -> Result<Vec<VerifyPart>, PgToMssqlError> {
-        if !self.options.checksum_by_task() {
+        if self.options.mode == Mode::Upsert {
             return Ok(VerifyPart::whole_tables(plan.tables.len()));
+        }
+        if !self.options.checksum_by_task() {
+            return Ok(VerifyPart::every_task(plan.tables.len(), &plan.tasks));
         }
         let (mut ms, _) = self.connect_target().await?;
         let stored = mscp::load_digests(&mut ms, &self.options.migration).await?;

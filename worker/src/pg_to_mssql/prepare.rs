@@ -244,6 +244,20 @@ impl PgToMssqlEngine {
         }
         plan.warnings.extend(dropped_views);
         mscp::reset(&mut ms, migration).await?;
+        if self.options.checksum_by_task() {
+            // Before any row is read: see crate::source_mark::SourceMark::Xmin.
+            let pg = self.source.connect().await?;
+            let mark = crate::pg::row_changes::xmin_mark(&pg)
+                .await
+                .map_err(|e| PgToMssqlError::Verify {
+                    table: "(the copy's start)".into(),
+                    message: e.to_string(),
+                })?;
+            for task in &mut plan.tasks {
+                task.source_mark = Some(crate::source_mark::SourceMark::Xmin(mark));
+            }
+        }
+        plan.stamp_tasks();
         let tasks = serde_json::to_string(&plan.tasks).unwrap_or_default();
         mscp::set_run_state(&mut ms, migration, &fingerprint, "copying", Some(&tasks)).await?;
         Ok(Prepared {
@@ -271,7 +285,16 @@ impl PgToMssqlEngine {
                 plan.run = run.generation;
                 Ok(plan)
             }
-            _ => Err(PgToMssqlError::StoredPlan(
+            Some((_, tasks)) => {
+                let stored: Vec<TaskPlan> = tasks
+                    .and_then(|t| serde_json::from_str(&t).ok())
+                    .unwrap_or_default();
+                Err(PgToMssqlError::StoredPlan(
+                    self.options.migration.clone(),
+                    crate::plan_identity::mismatch(&plan.table_identities(), &stored),
+                ))
+            }
+            None => Err(PgToMssqlError::StoredPlan(
                 self.options.migration.clone(),
                 "no prepared run with the current source schema; run `plan` first".into(),
             )),

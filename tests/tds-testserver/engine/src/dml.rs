@@ -4,7 +4,7 @@
 //! statements, so constraint errors carry SQL Server's numbers, names and key values.
 
 use crate::ast::{object_parts, quote};
-use crate::catalog::TableDef;
+use crate::catalog::{RowWriteByName, TableDef};
 use crate::ddl;
 use crate::error::SqlError;
 use crate::meta::TableMeta;
@@ -18,6 +18,7 @@ use crate::types::SqlType;
 use crate::write::column_values;
 use crate::write::constraints;
 use crate::write::constraints::Verb;
+use crate::write::counters;
 use rusqlite::types::{Value as Stored, ValueRef};
 use sqlparser::ast::{
     Delete, FromTable, Insert, Merge, MergeAction, MergeClauseKind, MergeInsertKind, Query, SelectItem,
@@ -143,6 +144,7 @@ pub(crate) fn insert_rows(
         cx.batch.last_rowids.push(cx.db.conn.last_insert_rowid());
         count += 1;
     }
+    counters::rows_written(&cx.db, meta.object_id, RowWriteByName::Inserted(count));
     Ok((count, last_identity))
 }
 
@@ -272,6 +274,7 @@ pub(crate) fn insert(cx: &mut State, ins: &mut Insert, sink: &mut dyn ResultSink
         query::run_query(cx, &mut q, &mut inner, true)?;
     }
     cx.vars.globals.rowcount = count as i64;
+    counters::statement_wrote(&cx.db, meta.object_id);
     cx.done(sink, StatementKind::Insert, Some(count))?;
     Ok(())
 }
@@ -416,6 +419,7 @@ pub(crate) fn update(
     let Some(list) = output else {
         let count = transaction::atomic(cx, |s| update_rows(s, &meta, &cols, rows))?;
         cx.vars.globals.rowcount = count as i64;
+        counters::statement_wrote(&cx.db, meta.object_id);
         cx.done(sink, StatementKind::Update, Some(count))?;
         return Ok(());
     };
@@ -455,6 +459,7 @@ pub(crate) fn update(
     let (count, buffered) = result?;
     buffered.replay(sink)?;
     cx.vars.globals.rowcount = count as i64;
+    counters::statement_wrote(&cx.db, meta.object_id);
     cx.done(sink, StatementKind::Update, Some(count))?;
     Ok(())
 }
@@ -542,6 +547,15 @@ fn update_rows(
         }
         count += 1;
     }
+    let names: Vec<&str> = cols.iter().map(|i| meta.def.columns[*i].name.as_str()).collect();
+    counters::rows_written(
+        &cx.db,
+        meta.object_id,
+        RowWriteByName::Updated {
+            rows: count,
+            columns: &names,
+        },
+    );
     Ok(count)
 }
 
@@ -568,6 +582,7 @@ fn delete_rowids(cx: &mut State, meta: &TableMeta, rowids: &[i64]) -> Result<u64
             }
         }
     }
+    counters::rows_written(&cx.db, meta.object_id, RowWriteByName::Deleted(count));
     Ok(count)
 }
 
@@ -654,6 +669,7 @@ pub(crate) fn delete(
         buffered.replay(sink)?;
     }
     cx.vars.globals.rowcount = count as i64;
+    counters::statement_wrote(&cx.db, meta.object_id);
     cx.done(sink, StatementKind::Delete, Some(count))?;
     Ok(())
 }
@@ -746,6 +762,7 @@ pub(crate) fn merge(cx: &mut State, m: &mut Merge, sink: &mut dyn ResultSink) ->
     let clauses = [&matched, &not_matched, &by_source];
     let count = transaction::atomic(cx, |s| apply_merge(s, &meta, actions, clauses))?;
     cx.vars.globals.rowcount = count as i64;
+    counters::statement_wrote(&cx.db, meta.object_id);
     cx.done(sink, StatementKind::Merge, Some(count))?;
     Ok(())
 }

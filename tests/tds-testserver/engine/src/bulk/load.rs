@@ -4,6 +4,7 @@
 //! that all rows land or none.
 
 use crate::ast::quote;
+use crate::catalog::RowWriteByName;
 use crate::convert::row_buffer::RowBuffer;
 use crate::convert::{fast_storage_into, value_to_stored};
 use crate::error::SqlError;
@@ -16,6 +17,7 @@ use crate::types::names::is_string;
 use crate::types::{ColumnMeta, SqlType, Value};
 use crate::write::column_values;
 use crate::write::constraints;
+use crate::write::counters;
 use column_values::length_limit;
 use rusqlite::types::{Value as Stored, ValueRef};
 
@@ -524,6 +526,9 @@ pub(crate) fn bulk_end(
                 cx.vars.globals.identity = Some(id);
             }
             cx.vars.globals.rowcount = st.rows as i64;
+            let oid = st.pending.meta.object_id;
+            counters::statement_wrote(&cx.db, oid);
+            counters::rows_written(&cx.db, oid, RowWriteByName::Inserted(st.rows));
             sink.done(Done {
                 kind: StatementKind::Insert,
                 rows: Some(st.rows),

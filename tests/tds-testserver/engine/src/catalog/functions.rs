@@ -287,6 +287,12 @@ fn server_property(property: &str) -> Option<Stored> {
     }
 }
 
+/// The id DB_ID() gives the catalog's own database (`master`'s when the server was started on
+/// it): what the DMVs report their tables under.
+pub fn catalog_database_id(database: &str) -> i64 {
+    db_id(database, database).unwrap_or(USER_DATABASE_ID)
+}
+
 fn db_id(name: &str, current: &str) -> Option<i64> {
     SYSTEM_DATABASES
         .iter()

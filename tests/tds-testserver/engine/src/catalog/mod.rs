@@ -34,13 +34,15 @@
 use crate::types::SqlType;
 
 pub mod functions;
+pub mod index_operations;
 pub mod store;
 pub mod typeinfo;
+pub mod usage;
 pub mod views;
 
 pub use store::{
     Catalog, Check, Column, ConnectionInfo, DefaultConstraint, ForeignKey, IdentityState, Index, IndexKey,
-    Module, ModuleKind, NewModule, ObjectKind, ObjectRef, Table,
+    Module, ModuleKind, NewModule, ObjectKind, ObjectRef, RowWriteByName, Table,
 };
 
 /// Fixed schema ids, as in SQL Server.

@@ -328,7 +328,7 @@ fn already_exists(name: &str) -> SqlError {
 }
 
 /// The current time in datetime's text form (`YYYY-MM-DD HH:MM:SS.fff`, 1/300 s resolution).
-fn now_datetime() -> String {
+pub(crate) fn now_datetime() -> String {
     let since = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();
@@ -431,6 +431,18 @@ pub struct ConnectionInfo {
     pub connect_time: String,
 }
 
+/// What a statement did to a table's rows, for [`Catalog::record_rows`].
+#[derive(Debug, Clone, Copy)]
+pub enum RowWriteByName<'a> {
+    Inserted(u64),
+    Deleted(u64),
+    /// Rows updated, and the names of the columns the UPDATE set.
+    Updated {
+        rows: u64,
+        columns: &'a [&'a str],
+    },
+}
+
 #[derive(Debug, Clone)]
 pub struct Catalog {
     database: String,
@@ -447,6 +459,10 @@ pub struct Catalog {
     alias_types: Vec<AliasType>,
     xml_collections: Vec<XmlSchemaCollection>,
     extended_properties: Vec<ExtendedProperty>,
+    /// sys.dm_db_index_usage_stats: shared by the catalog's snapshots, so a rollback keeps it.
+    usage: std::sync::Arc<super::usage::IndexUsage>,
+    /// sys.dm_db_index_operational_stats, shared the same way.
+    operations: std::sync::Arc<super::index_operations::IndexOperations>,
 }
 
 impl Catalog {
@@ -470,7 +486,54 @@ impl Catalog {
             alias_types: Vec::new(),
             xml_collections: Vec::new(),
             extended_properties: Vec::new(),
+            usage: Default::default(),
+            operations: Default::default(),
         }
+    }
+
+    /// Which statements used each table (sys.dm_db_index_usage_stats).
+    pub fn usage(&self) -> &super::usage::IndexUsage {
+        &self.usage
+    }
+
+    /// The rows written to each index (sys.dm_db_index_operational_stats).
+    pub fn operations(&self) -> &super::index_operations::IndexOperations {
+        &self.operations
+    }
+
+    /// Counts `write` against every index of table `object_id` (a `#temp` table's too); the
+    /// UPDATE's columns are given by name.
+    pub fn record_rows(&self, object_id: i32, write: RowWriteByName<'_>) {
+        use super::index_operations::{IndexShape, RowWrite};
+        let Some(t) = self.tables.get(&object_id) else {
+            return;
+        };
+        let shape = |i: &Index| IndexShape {
+            index_id: i.index_id,
+            keys: i.keys.iter().map(|k| k.column_id).collect(),
+            included: i.included.clone(),
+        };
+        let base = t.clustered_index().map(shape).unwrap_or(IndexShape {
+            index_id: 0,
+            keys: Vec::new(),
+            included: Vec::new(),
+        });
+        let others: Vec<IndexShape> = t.indexes.iter().filter(|i| !i.clustered).map(shape).collect();
+        let ids: Vec<i32>;
+        let write = match write {
+            RowWriteByName::Inserted(n) => RowWrite::Inserted(n),
+            RowWriteByName::Deleted(n) => RowWrite::Deleted(n),
+            RowWriteByName::Updated { rows, columns } => {
+                ids = t
+                    .columns
+                    .iter()
+                    .filter(|c| columns.iter().any(|n| n.eq_ignore_ascii_case(&c.name)))
+                    .map(|c| c.column_id)
+                    .collect();
+                RowWrite::Updated { rows, columns: &ids }
+            }
+        };
+        self.operations.record(object_id, &base, &others, write);
     }
 
     pub fn database(&self) -> &str {

@@ -89,14 +89,29 @@ pub fn view_columns(name: &str) -> Option<&'static [ViewColumn]> {
     view(name).map(|v| v.columns.as_slice())
 }
 
-/// Views whose row counts (or sizes) come from [`TableSizes`] (refresh them before statements
-/// that read them; see [`refresh_row_counts`]).
+/// Views whose row counts (or sizes) come from [`TableSizes`], and the index usage counters:
+/// rebuilt before every statement that reads them (see [`refresh_row_counts`]).
 pub const ROW_COUNT_VIEWS: &[&str] = &[
     "sys.partitions",
     "sys.dm_db_partition_stats",
     "sys.sysindexes",
     "sys.allocation_units",
+    "sys.dm_db_index_usage_stats",
+    "sys.dm_db_index_operational_stats",
 ];
+
+/// System views that are table-valued functions in SQL Server, with their parameters in order
+/// and, per parameter, the column it filters and the values that mean "every one" (besides
+/// NULL and DEFAULT).
+pub const FUNCTION_VIEWS: &[(&str, &[(&str, i64)])] = &[(
+    "sys.dm_db_index_operational_stats",
+    &[
+        ("database_id", 0),
+        ("object_id", 0),
+        ("index_id", -1),
+        ("partition_number", 0),
+    ],
+)];
 
 /// Views that report the bytes a table takes ([`TableSizes::bytes`]): measuring walks the table's
 /// pages, so only statements that read one of these ask for it.

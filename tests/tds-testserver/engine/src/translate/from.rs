@@ -2,6 +2,7 @@
 //! lists, joins and PIVOT; and the scope of names they bring into the query.
 
 use super::context::{OutCol, Scope, Translator, first_word, syntax, table_columns, view_columns};
+use super::function_views;
 use crate::ast::{ident, null, object_parts, quote};
 use crate::error::{SqlError, invalid_object};
 use sqlparser::ast::{
@@ -56,6 +57,10 @@ impl Translator<'_> {
             return Ok(());
         };
         with_hints.clear();
+        if let Some(&(vname, params)) = function_views::function_view(name) {
+            let (args, alias) = (args.take(), alias.take());
+            return self.function_view_table(f, vname, params, args, alias, scope, parent);
+        }
         if args.is_some() {
             return Err(SqlError::new(
                 195,

@@ -6,7 +6,7 @@
 //! (`query.rs`, `from.rs`), [`expr`](Translator::expr) over expressions (`expr.rs`), with each
 //! kind of expression in its room: operators (`operators.rs`, `arithmetic.rs`, `bitwise.rs`),
 //! comparisons and collations (`comparisons.rs`), CAST/CONVERT (`conversions.rs`) and calls
-//! (`functions.rs`). SQL Server's typing rules themselves are [`crate::types::rules`]; the
+//! (`functions.rs`); system views called as table-valued functions (`function_views.rs`). SQL Server's typing rules themselves are [`crate::types::rules`]; the
 //! SQLite functions the rewritten SQL calls are [`crate::sqlfn`].
 
 mod arithmetic;
@@ -16,6 +16,7 @@ mod context;
 mod conversions;
 mod expr;
 mod from;
+mod function_views;
 mod functions;
 mod grouping;
 pub mod inline;

@@ -4,3 +4,4 @@
 pub(crate) mod column_values;
 pub(crate) mod conflicts;
 pub(crate) mod constraints;
+pub(crate) mod counters;

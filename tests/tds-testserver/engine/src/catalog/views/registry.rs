@@ -373,6 +373,46 @@ pub(super) fn build_registry() -> Vec<ViewDef> {
             ]),
         ),
         v(
+            "sys.dm_db_index_usage_stats",
+            cols(&[
+                ("database_id", SMALLINT, false),
+                ("object_id", INT, false),
+                ("index_id", INT, false),
+                ("user_seeks", BIGINT, false),
+                ("user_scans", BIGINT, false),
+                ("user_lookups", BIGINT, false),
+                ("user_updates", BIGINT, false),
+                ("last_user_seek", DATETIME, true),
+                ("last_user_scan", DATETIME, true),
+                ("last_user_lookup", DATETIME, true),
+                ("last_user_update", DATETIME, true),
+                ("system_seeks", BIGINT, false),
+                ("system_scans", BIGINT, false),
+                ("system_lookups", BIGINT, false),
+                ("system_updates", BIGINT, false),
+                ("last_system_seek", DATETIME, true),
+                ("last_system_scan", DATETIME, true),
+                ("last_system_lookup", DATETIME, true),
+                ("last_system_update", DATETIME, true),
+            ]),
+        ),
+        // A table-valued function (database_id, object_id, index_id, partition_number): the
+        // translator filters these rows by its arguments (see [`super::FUNCTION_VIEWS`]). Only
+        // the leaf row counters are kept; SQL Server's other columns are refused (error 207).
+        v(
+            "sys.dm_db_index_operational_stats",
+            cols(&[
+                ("database_id", SMALLINT, false),
+                ("object_id", INT, false),
+                ("index_id", INT, false),
+                ("partition_number", INT, false),
+                ("leaf_insert_count", BIGINT, false),
+                ("leaf_delete_count", BIGINT, false),
+                ("leaf_update_count", BIGINT, false),
+                ("leaf_ghost_count", BIGINT, false),
+            ]),
+        ),
+        v(
             "INFORMATION_SCHEMA.TABLES",
             cols(&[
                 ic("TABLE_CATALOG"),

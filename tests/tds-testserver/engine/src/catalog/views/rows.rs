@@ -157,6 +157,8 @@ pub(super) fn build_rows(ctx: &Ctx<'_>, view: &str, sizes: &dyn super::TableSize
         "sys.partitions" => sys_partitions(ctx, &mut rows, sizes),
         "sys.allocation_units" => sys_allocation_units(ctx, &mut rows, sizes),
         "sys.dm_db_partition_stats" => sys_dm_db_partition_stats(ctx, &mut rows, sizes),
+        "sys.dm_db_index_usage_stats" => sys_dm_db_index_usage_stats(ctx, &mut rows),
+        "sys.dm_db_index_operational_stats" => sys_dm_db_index_operational_stats(ctx, &mut rows),
         "INFORMATION_SCHEMA.TABLES" => information_schema_tables(ctx, &mut rows),
         "INFORMATION_SCHEMA.COLUMNS" => information_schema_columns(ctx, &mut rows),
         "INFORMATION_SCHEMA.TABLE_CONSTRAINTS" => information_schema_table_constraints(ctx, &mut rows),
@@ -602,6 +604,53 @@ fn sys_dm_db_partition_stats(ctx: &Ctx<'_>, rows: &mut Vec<Row>, sizes: &dyn sup
                 ("used_page_count", int(used)),
                 ("reserved_page_count", int(reserved)),
                 ("row_count", int(count)),
+            ]);
+        }
+    }
+}
+
+/// The rows of sys.dm_db_index_usage_stats: one per table a statement has used, for its base
+/// index.
+fn sys_dm_db_index_usage_stats(ctx: &Ctx<'_>, rows: &mut Vec<Row>) {
+    let own_db = crate::catalog::functions::catalog_database_id(ctx.catalog.database());
+    for t in ctx.tables() {
+        let Some(u) = ctx.catalog.usage().get(t.object_id) else {
+            continue;
+        };
+        let base = if t.clustered_index().is_some() { 1 } else { 0 };
+        rows.push(vec![
+            ("database_id", int(own_db)),
+            ("object_id", int(t.object_id)),
+            ("index_id", int(base)),
+            ("user_scans", int(u.user_scans)),
+            ("user_updates", int(u.user_updates)),
+            ("last_user_scan", opt_text(u.last_user_scan.as_deref())),
+            ("last_user_update", opt_text(u.last_user_update.as_deref())),
+        ]);
+    }
+}
+
+/// The rows of sys.dm_db_index_operational_stats: one per index (and heap) of every table.
+fn sys_dm_db_index_operational_stats(ctx: &Ctx<'_>, rows: &mut Vec<Row>) {
+    let own_db = crate::catalog::functions::catalog_database_id(ctx.catalog.database());
+    for t in ctx.tables() {
+        let base = if t.clustered_index().is_some() {
+            None
+        } else {
+            Some(0)
+        };
+        let ids = base.into_iter().chain(t.indexes.iter().map(|i| i.index_id));
+        for index_id in ids {
+            let c = ctx.catalog.operations().get(t.object_id, index_id);
+            rows.push(vec![
+                ("database_id", int(own_db)),
+                ("object_id", int(t.object_id)),
+                ("index_id", int(index_id)),
+                ("partition_number", int(1)),
+                ("leaf_insert_count", int(c.insert)),
+                ("leaf_delete_count", int(c.delete)),
+                ("leaf_update_count", int(c.update)),
+                ("leaf_ghost_count", int(c.ghost)),
             ]);
         }
     }

@@ -1,6 +1,8 @@
 //! Running a query for a statement: translating it, binding the session's variables, and
 //! streaming its rows to the client or collecting them; and the DONE a statement ends with.
 
+mod tables_read;
+
 use crate::ast::select_expr;
 use crate::convert::row_decoder::{DecodeError, RowDecoder};
 use crate::error::SqlError;
@@ -69,6 +71,10 @@ pub(crate) fn run_query(
     if uses_views {
         refresh_views(cx, row_counts, sizes)?;
     }
+    let read = tables_read::tables_read(q, &tables);
+    cx.db
+        .engine
+        .read_catalog(|c| read.iter().for_each(|&id| c.usage().read(id)));
     let sql = q.to_string();
     tracing::trace!(%sql, "query");
     let mut stmt = cx.db.conn.prepare_cached(&sql)?;

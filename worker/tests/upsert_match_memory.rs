@@ -1,0 +1,83 @@
+//! An upsert's verification holds no row: merging both sides in key order takes the same few
+//! batches of memory whether the table has 200,000 rows or 2,000,000 (the process's peak
+//! resident memory; a hash kept per row would add 32 MiB at 2M rows), and still counts every
+//! source row found, changed or missing and every row only the target has. One test in this
+//! binary, so nothing else moves its memory.
+#![allow(clippy::unwrap_used)]
+
+use mssql_pg_worker::row_hash::{RowFields, RowSink};
+use mssql_pg_worker::upsert_match::{KeyedSink, Sum, merge};
+
+/// The process's peak resident memory since the last [`reset_peak`] (Linux's `VmHWM`), bytes.
+fn peak() -> usize {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let kb: usize = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap();
+    kb * 1024
+}
+
+/// Sets the peak back to what is resident now (`clear_refs` 5).
+fn reset_peak() {
+    std::fs::write("/proc/self/clear_refs", "5").unwrap();
+}
+
+/// A binary COPY row of one int8 field.
+fn row(key: i64, buf: &mut Vec<u8>) {
+    buf.clear();
+    buf.extend_from_slice(&1i16.to_be_bytes());
+    buf.extend_from_slice(&8i32.to_be_bytes());
+    buf.extend_from_slice(&key.to_be_bytes());
+}
+
+/// Reads keys 1..=rows in order into `sink`; the target also has every tenth key plus a half
+/// (here `10 * k + 5`, as keys 10k..10k+9 are scaled by 10) and a changed row 7.
+async fn read(mut sink: KeyedSink, rows: i64, target: bool) -> Result<Option<Sum>, ()> {
+    let mut buf = Vec::new();
+    for k in 1..=rows {
+        row(k * 10, &mut buf);
+        let changed = target && k == 7;
+        sink.row(
+            (k as u64).wrapping_mul(0x9E37_79B9) ^ u64::from(changed),
+            RowFields::Row(&buf),
+        );
+        if target && k % 10 == 0 {
+            row(k * 10 + 5, &mut buf);
+            sink.row(1, RowFields::Row(&buf));
+        }
+        sink.pause().await;
+    }
+    Ok(sink.finish().await)
+}
+
+/// (peak resident bytes above the start, the merge's result) for `rows` rows.
+async fn measure(rows: i64) -> (usize, mssql_pg_worker::upsert_match::UpsertMatch) {
+    reset_peak();
+    let base = peak();
+    let m = merge(vec![0], |s| read(s, rows, false), |s| read(s, rows, true))
+        .await
+        .unwrap()
+        .unwrap();
+    (peak().saturating_sub(base), m)
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn merging_holds_the_same_few_batches_at_any_row_count() {
+    let (small, m) = measure(200_000).await;
+    assert_eq!((m.source.rows, m.target.rows), (200_000, 220_000));
+    assert_eq!(m.matched, 199_999, "all but the changed row");
+    let (large, m) = measure(2_000_000).await;
+    assert_eq!(
+        (m.source.rows, m.target.rows, m.matched),
+        (2_000_000, 2_200_000, 1_999_999)
+    );
+    eprintln!("peak above start: {small} bytes at 200k rows, {large} at 2M");
+    // Two batches in flight a side, one being filled, one being merged: 4096 rows of 16 bytes.
+    assert!(large < 4 << 20, "{large} bytes at 2M rows");
+    assert!(
+        large <= small + (1 << 20),
+        "{small} bytes at 200k rows, {large} at 2M"
+    );
+}
