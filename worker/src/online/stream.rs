@@ -473,10 +473,13 @@ mod tests {
         }
     }
 
+    /// A batch's rows by table (table index, row ids), with the position it recorded.
+    type AppliedBatch = (Vec<(usize, Vec<u32>)>, Position);
+
     /// The target: what each batch held, with the position it recorded.
     #[derive(Default)]
     struct Target {
-        batches: Vec<(Vec<(usize, Vec<u32>)>, Position)>,
+        batches: Vec<AppliedBatch>,
         controls: u32,
         /// The control reads at which a cutover is asked for.
         request_at: Vec<u32>,

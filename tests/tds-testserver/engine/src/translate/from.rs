@@ -57,9 +57,8 @@ impl Translator<'_> {
             return Ok(());
         };
         with_hints.clear();
-        if let Some(&(vname, params)) = function_views::function_view(name) {
-            let (args, alias) = (args.take(), alias.take());
-            return self.function_view_table(f, vname, params, args, alias, scope, parent);
+        if let Some(&view) = function_views::function_view(name) {
+            return self.function_view_table(f, view, scope, parent);
         }
         if args.is_some() {
             return Err(SqlError::new(

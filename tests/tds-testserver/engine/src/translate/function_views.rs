@@ -27,13 +27,14 @@ impl Translator<'_> {
     pub(super) fn function_view_table(
         &mut self,
         f: &mut TableFactor,
-        vname: &str,
-        params: &[(&str, i64)],
-        args: Option<TableFunctionArgs>,
-        alias: Option<TableAlias>,
+        (vname, params): (&str, &[(&str, i64)]),
         scope: &mut super::Scope<'_>,
         parent: Option<&super::Scope<'_>>,
     ) -> Result<(), SqlError> {
+        let (args, alias) = match f {
+            TableFactor::Table { args, alias, .. } => (args.take(), alias.take()),
+            _ => (None, None),
+        };
         *f = function_view_call(vname, params, args, alias)?;
         self.uses_views = true;
         self.row_counts = true;
