@@ -1,4 +1,4 @@
-//! Running the statements of [`crate::parse_objects`]: modules, alias types, XML schema
+//! Running the object statements [`crate::parse`] parses itself: modules, alias types, XML schema
 //! collections, database statements, trigger switches, and the system procedures install
 //! scripts call (`sp_addtype`, `sp_addextendedproperty`).
 
@@ -104,7 +104,7 @@ fn enable_triggers(
         Some(parts) => {
             let tables = cx.db.engine.tables();
             let vt = std::collections::HashMap::new();
-            let meta = query::ctx(cx, &tables, &vt).lookup(parts).ok_or_else(|| {
+            let meta = query::translator(cx, &tables, &vt).lookup(parts).ok_or_else(|| {
                 let (number, name) = if alter_table {
                     (4902, parts.join("."))
                 } else {
@@ -509,5 +509,5 @@ pub(crate) fn drop_object(
 fn table_exists(cx: &State, parts: &[String]) -> bool {
     let tables = cx.db.engine.tables();
     let vt = std::collections::HashMap::new();
-    query::ctx(cx, &tables, &vt).lookup(parts).is_some()
+    query::translator(cx, &tables, &vt).lookup(parts).is_some()
 }

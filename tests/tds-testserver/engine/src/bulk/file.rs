@@ -296,7 +296,7 @@ pub(crate) fn bulk_insert_file(
     let meta = {
         let tables = cx.db.engine.tables();
         let vt = std::collections::HashMap::new();
-        let ctx = query::ctx(cx, &tables, &vt);
+        let ctx = query::translator(cx, &tables, &vt);
         ctx.lookup(&spec.table)
             .cloned()
             .ok_or_else(|| crate::error::invalid_object(&spec.table.join(".")))?

@@ -238,7 +238,7 @@ pub(crate) fn constraint_state(
     let old = {
         let tables = cx.db.engine.tables();
         let vt = std::collections::HashMap::new();
-        query::ctx(cx, &tables, &vt)
+        query::translator(cx, &tables, &vt)
             .lookup(table)
             .cloned()
             .ok_or_else(|| crate::error::invalid_object(&table.join(".")))?

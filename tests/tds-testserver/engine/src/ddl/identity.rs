@@ -19,7 +19,7 @@ pub(crate) fn check_ident(
         .collect();
     let tables = cx.db.engine.tables();
     let vt = std::collections::HashMap::new();
-    let meta = query::ctx(cx, &tables, &vt)
+    let meta = query::translator(cx, &tables, &vt)
         .lookup(&parts)
         .cloned()
         .ok_or_else(|| {

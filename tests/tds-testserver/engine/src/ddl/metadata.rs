@@ -12,7 +12,7 @@ use sqlparser::ast::ObjectName;
 pub(super) fn lookup_meta(cx: &State, name: &ObjectName) -> Result<TableMeta, SqlError> {
     let tables = cx.db.engine.tables();
     let vt = std::collections::HashMap::new();
-    let ctx = query::ctx(cx, &tables, &vt);
+    let ctx = query::translator(cx, &tables, &vt);
     ctx.lookup_name(name).cloned()
 }
 

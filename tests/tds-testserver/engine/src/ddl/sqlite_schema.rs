@@ -49,7 +49,7 @@ pub(super) fn table_expr(
         .map_err(|_| crate::error::syntax_error(definition))?;
     let tables = cx.db.engine.tables();
     let vt = std::collections::HashMap::new();
-    let mut ctx = query::ctx(cx, &tables, &vt);
+    let mut ctx = query::translator(cx, &tables, &vt);
     let mut scope = Scope::default();
     let cols = table_columns(meta).into_iter().filter(|c| !c.computed).collect();
     scope.add_table(&meta.sqlite_name, cols);

@@ -321,7 +321,7 @@ pub(crate) fn exec_sql(
             messages::raise(cx, false, args, sink)
         }
         // DROP PROCEDURE/FUNCTION/TRIGGER inside IF blocks (top-level ones are parsed by
-        // parse_objects).
+        // parse::objects).
         Statement::DropProcedure { if_exists, proc_desc, .. } => {
             let names: Vec<Vec<String>> =
                 proc_desc.iter().map(|d| crate::ast::object_parts(&d.name)).collect();

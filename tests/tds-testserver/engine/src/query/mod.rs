@@ -303,7 +303,8 @@ pub(crate) fn query_rows(cx: &mut State, q: &mut Query) -> Result<(Vec<OutCol>, 
     Ok((cols, out))
 }
 
-pub(crate) fn ctx<'a>(
+/// A translator over `tables`, the session's temp tables and the variables' types `vt`.
+pub(crate) fn translator<'a>(
     cx: &'a State,
     tables: &'a Tables,
     vt: &'a std::collections::HashMap<String, SqlType>,
