@@ -33,6 +33,7 @@
 
 use crate::types::SqlType;
 
+mod clock;
 pub mod functions;
 pub mod index_operations;
 pub mod store;

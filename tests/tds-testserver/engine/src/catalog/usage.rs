@@ -54,7 +54,7 @@ impl IndexUsage {
     fn with(&self, object_id: i32, f: impl FnOnce(&mut Usage, String)) {
         f(
             self.lock().entry(object_id).or_default(),
-            super::store::now_datetime(),
+            super::clock::now_datetime(),
         );
     }
 
