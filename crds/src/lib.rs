@@ -5,6 +5,7 @@ pub mod client;
 pub mod conditions;
 pub mod endpoint;
 pub mod faults;
+pub mod field_error;
 pub mod generate;
 pub mod glob;
 pub mod migration;

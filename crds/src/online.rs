@@ -4,7 +4,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::validate::FieldError;
+use crate::field_error::FieldError;
 
 pub const DEFAULT_POLL_INTERVAL: &str = "500ms";
 pub const DEFAULT_HEARTBEAT_SECONDS: i32 = 5;
@@ -194,14 +194,14 @@ impl OnlineSpec {
                 errors.push(e);
             }
         }
-        crate::validate::in_range(
+        crate::field_error::in_range(
             errors,
             "spec.online.heartbeatSeconds",
             i64::from(self.heartbeat_seconds),
             1,
             3600,
         );
-        crate::validate::in_range(
+        crate::field_error::in_range(
             errors,
             "spec.online.maxBatchChanges",
             i64::from(self.max_batch_changes),

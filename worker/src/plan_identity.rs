@@ -11,7 +11,6 @@
 //! an unbounded numeric's scale, moved by a new row), the steps refuse with
 //! [`mismatch`]'s message, which names the tables and says what to do.
 
-use crate::plan::TaskPlan;
 use serde::Serialize;
 use sha2::Digest as _;
 
@@ -67,13 +66,14 @@ fn hex(bytes: &[u8]) -> String {
 
 /// Why a stored run's plan is not the current one, and what to do: the tables (by source name)
 /// whose identity no stored task carries, and the stored tasks whose table is gone or changed.
-/// `current` is each current table's (source name, identity); `stored` the run's tasks.
-pub fn mismatch(current: &[(String, String)], stored: &[TaskPlan]) -> String {
+/// `current` is each current table's (source name, identity); `stored` the run's tasks as
+/// (task name, table identity).
+pub fn mismatch(current: &[(String, String)], stored: &[(&str, &str)]) -> String {
     let advice = "the tables copied so far were made for the old plan. To start this migration's copy \
                   over with the new plan, rerun `plan` (in the cluster: delete the Migration and create \
                   it again); to go on with the copy made so far, undo the change in the source and rerun \
                   this step";
-    if stored.iter().all(|t| t.table_identity.is_empty()) {
+    if stored.iter().all(|(_, id)| id.is_empty()) {
         return format!(
             "the run was prepared by an older worker, which recorded no plan identity this one can \
              check; {advice}"
@@ -81,13 +81,13 @@ pub fn mismatch(current: &[(String, String)], stored: &[TaskPlan]) -> String {
     }
     let changed: Vec<&str> = current
         .iter()
-        .filter(|(_, id)| !stored.iter().any(|t| &t.table_identity == id))
+        .filter(|(_, id)| !stored.iter().any(|(_, stored_id)| stored_id == id))
         .map(|(name, _)| name.as_str())
         .collect();
     let mut gone: Vec<&str> = stored
         .iter()
-        .filter(|t| !current.iter().any(|(_, id)| *id == t.table_identity))
-        .map(|t| t.name.as_str())
+        .filter(|(_, stored_id)| !current.iter().any(|(_, id)| id == stored_id))
+        .map(|(name, _)| *name)
         .collect();
     gone.dedup();
     let mut what = Vec::new();
@@ -157,19 +157,6 @@ mod tests {
         assert_ne!(t, table_identity(&shape("numeric(14,2)")));
     }
 
-    fn task(name: &str, identity: &str) -> TaskPlan {
-        TaskPlan {
-            name: name.into(),
-            table: 0,
-            lower: None,
-            upper: None,
-            estimated_rows: 0,
-            estimated_bytes: 0,
-            source_mark: None,
-            table_identity: identity.into(),
-        }
-    }
-
     #[test]
     fn a_mismatch_names_the_changed_tables_and_what_to_do() {
         let current = vec![
@@ -177,9 +164,9 @@ mod tests {
             ("dbo.Users".to_string(), "u".to_string()),
         ];
         let stored = vec![
-            task("dbo.Orders.p1", "old"),
-            task("dbo.Orders.p2", "old"),
-            task("dbo.Users", "u"),
+            ("dbo.Orders.p1", "old"),
+            ("dbo.Orders.p2", "old"),
+            ("dbo.Users", "u"),
         ];
         let m = mismatch(&current, &stored);
         assert!(m.contains("table dbo.Orders changed"), "{m}");
@@ -189,7 +176,7 @@ mod tests {
             m.contains("rerun `plan`") && m.contains("undo the change in the source"),
             "{m}"
         );
-        let legacy = mismatch(&current, &[task("dbo.Orders", "")]);
+        let legacy = mismatch(&current, &[("dbo.Orders", "")]);
         assert!(legacy.contains("older worker"), "{legacy}");
     }
 }

@@ -355,7 +355,13 @@ impl MssqlToPgEngine {
                 let stored = self.stored_tasks(&pg).await?.unwrap_or_default();
                 return Err(MssqlToPgError::StoredPlan(
                     self.options.migration.clone(),
-                    crate::plan_identity::mismatch(&plan.table_identities(), &stored),
+                    crate::plan_identity::mismatch(
+                        &plan.table_identities(),
+                        &stored
+                            .iter()
+                            .map(|t| (t.name.as_str(), t.table_identity.as_str()))
+                            .collect::<Vec<_>>(),
+                    ),
                 ));
             }
             None => {

@@ -291,7 +291,13 @@ impl PgToMssqlEngine {
                     .unwrap_or_default();
                 Err(PgToMssqlError::StoredPlan(
                     self.options.migration.clone(),
-                    crate::plan_identity::mismatch(&plan.table_identities(), &stored),
+                    crate::plan_identity::mismatch(
+                        &plan.table_identities(),
+                        &stored
+                            .iter()
+                            .map(|t| (t.name.as_str(), t.table_identity.as_str()))
+                            .collect::<Vec<_>>(),
+                    ),
                 ))
             }
             None => Err(PgToMssqlError::StoredPlan(
