@@ -569,16 +569,20 @@ mod tests {
             next: 1000,
             acknowledged: Vec::new(),
         };
-        let report = stream(
-            &mut capture,
-            target,
-            &mut Done,
-            &options(),
-            &["s.t0".into(), "s.t1".into()],
-            applied,
-            &mut |_| {},
+        let report = tokio::time::timeout(
+            Duration::from_secs(30),
+            stream(
+                &mut capture,
+                target,
+                &mut Done,
+                &options(),
+                &["s.t0".into(), "s.t1".into()],
+                applied,
+                &mut |_| {},
+            ),
         )
         .await
+        .expect("the stream ends with the cutover")
         .unwrap();
         (report, capture)
     }
@@ -629,11 +633,12 @@ mod tests {
             ..Target::default()
         };
         let script = vec![
-            // After the fence (written before this poll's script).
+            // After the fence (written at 1000, before this poll's script), before the check
+            // marker (written at 1010 once the fence is applied).
             vec![
-                Event::Begin { commit: 2000 },
+                Event::Begin { commit: 1005 },
                 change(1, 7),
-                Event::Commit { end: 2001 },
+                Event::Commit { end: 1006 },
             ],
             vec![],
             vec![],
