@@ -89,16 +89,19 @@ pub fn view_columns(name: &str) -> Option<&'static [ViewColumn]> {
     view(name).map(|v| v.columns.as_slice())
 }
 
-/// Views whose row counts (or sizes) come from [`TableSizes`], and the index usage counters:
-/// rebuilt before every statement that reads them (see [`refresh_row_counts`]).
+/// Views whose row counts (or sizes) come from [`TableSizes`]: rebuilt before every statement
+/// that reads them (see [`refresh_row_counts`]).
 pub const ROW_COUNT_VIEWS: &[&str] = &[
     "sys.partitions",
     "sys.dm_db_partition_stats",
     "sys.sysindexes",
     "sys.allocation_units",
-    "sys.dm_db_index_usage_stats",
-    "sys.dm_db_index_operational_stats",
 ];
+
+/// Views of the counters statements move without changing the catalog (index usage and
+/// operations): rebuilt, alone, before every statement that reads them (see
+/// [`refresh_counters`]). They read no table, so rebuilding them costs no count.
+pub const COUNTER_VIEWS: &[&str] = &["sys.dm_db_index_usage_stats", "sys.dm_db_index_operational_stats"];
 
 /// System views that are table-valued functions in SQL Server, with their parameters in order
 /// and, per parameter, the column it filters and the values that mean "every one" (besides
@@ -377,7 +380,7 @@ pub fn refresh_views(
                 None => vec![v],
             };
             for v in targets {
-                let counts = ROW_COUNT_VIEWS.contains(&v.name);
+                let counts = ROW_COUNT_VIEWS.contains(&v.name) || COUNTER_VIEWS.contains(&v.name);
                 if counts || built_version(conn, v.name) != Some(version) {
                     fill(conn, v, build_rows(&ctx, v.name, &sizes))?;
                     record_version(conn, v.name, version)?;
@@ -398,6 +401,24 @@ pub fn refresh_row_counts(
     let ctx = Ctx { catalog, session_id };
     in_savepoint(conn, || {
         for name in ROW_COUNT_VIEWS {
+            if let Some(view) = view(name) {
+                fill(conn, view, build_rows(&ctx, view.name, &sizes))?;
+            }
+        }
+        Ok(())
+    })
+}
+
+/// Refreshes only the counter views ([`COUNTER_VIEWS`]), before a statement that reads them.
+pub fn refresh_counters(
+    conn: &rusqlite::Connection,
+    catalog: &Catalog,
+    session_id: u64,
+    sizes: impl TableSizes,
+) -> Result<(), RefreshError> {
+    let ctx = Ctx { catalog, session_id };
+    in_savepoint(conn, || {
+        for name in COUNTER_VIEWS {
             if let Some(view) = view(name) {
                 fill(conn, view, build_rows(&ctx, view.name, &sizes))?;
             }

@@ -63,13 +63,13 @@ pub(crate) fn run_query(
 ) -> Result<u64, Fail> {
     let tables = cx.db.engine.tables();
     let vt = cx.vars.types();
-    let (cols, uses_views, row_counts, sizes) = {
+    let (cols, uses_views, row_counts, sizes, counters) = {
         let mut ctx = Translator::new(&tables, &cx.db.temp, &vt, cx.globals());
         let c = ctx.query(q, None)?;
-        (c, ctx.uses_views, ctx.row_counts, ctx.sizes)
+        (c, ctx.uses_views, ctx.row_counts, ctx.sizes, ctx.counters)
     };
     if uses_views {
-        refresh_views(cx, row_counts, sizes)?;
+        refresh_views(cx, row_counts, sizes, counters)?;
     }
     let read = tables_read::tables_read(q, &tables);
     cx.db
@@ -123,10 +123,35 @@ pub(crate) fn run_query(
 }
 
 /// Re-materialises the system views when the catalog changed (or row counts are read);
-/// `sizes`: measure the tables' bytes too (a walk over their pages).
-pub(crate) fn refresh_views(cx: &mut State, row_counts: bool, sizes: bool) -> Result<(), Fail> {
+/// `sizes`: measure the tables' bytes too (a walk over their pages). `counters`: the statement
+/// reads the counter views, which alone are rebuilt when the catalog did not change.
+pub(crate) fn refresh_views(
+    cx: &mut State,
+    row_counts: bool,
+    sizes: bool,
+    counters: bool,
+) -> Result<(), Fail> {
     let version = cx.db.engine.read_catalog(|c| c.version());
     if cx.db.views_version == Some(version) && !row_counts {
+        if counters {
+            let (conn, sid) = (&cx.db.conn, cx.db.session_id);
+            let r = cx.db.engine.read_catalog(|c| {
+                crate::catalog::views::refresh_counters(
+                    conn,
+                    c,
+                    sid,
+                    SqliteSizes {
+                        conn,
+                        catalog: c,
+                        bytes: false,
+                    },
+                )
+            });
+            r.map_err(|e| {
+                tracing::error!(error = %e, "counter views could not be refreshed");
+                crate::sqlite_errors::no_plan()
+            })?;
+        }
         return Ok(());
     }
     let conn = &cx.db.conn;
@@ -279,13 +304,13 @@ impl crate::catalog::views::TableSizes for SqliteSizes<'_> {
 pub(crate) fn query_rows(cx: &mut State, q: &mut Query) -> Result<(Vec<OutCol>, Vec<Vec<Stored>>), Fail> {
     let tables = cx.db.engine.tables();
     let vt = cx.vars.types();
-    let (cols, uses_views, row_counts, sizes) = {
+    let (cols, uses_views, row_counts, sizes, counters) = {
         let mut ctx = Translator::new(&tables, &cx.db.temp, &vt, cx.globals());
         let c = ctx.query(q, None)?;
-        (c, ctx.uses_views, ctx.row_counts, ctx.sizes)
+        (c, ctx.uses_views, ctx.row_counts, ctx.sizes, ctx.counters)
     };
     if uses_views {
-        refresh_views(cx, row_counts, sizes)?;
+        refresh_views(cx, row_counts, sizes, counters)?;
     }
     let sql = q.to_string();
     let mut stmt = cx.db.conn.prepare_cached(&sql)?;

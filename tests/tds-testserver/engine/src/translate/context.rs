@@ -161,6 +161,9 @@ pub struct Translator<'a> {
     pub uses_views: bool,
     /// ... and one of the row-count views (sys.partitions).
     pub row_counts: bool,
+    /// ... and one of the counter views (sys.dm_db_index_usage_stats), which move without a
+    /// catalog change.
+    pub counters: bool,
     /// ... and one of the size views (sys.allocation_units), which measure the tables.
     pub sizes: bool,
 }
@@ -204,6 +207,7 @@ impl<'a> Translator<'a> {
             ctes: Vec::new(),
             uses_views: false,
             row_counts: false,
+            counters: false,
             sizes: false,
         }
     }

@@ -143,6 +143,7 @@ impl Translator<'_> {
         let listed = |views: &[&str]| views.iter().any(|r| r.eq_ignore_ascii_case(name));
         self.row_counts |= listed(crate::catalog::views::ROW_COUNT_VIEWS);
         self.sizes |= listed(crate::catalog::views::SIZE_VIEWS);
+        self.counters |= listed(crate::catalog::views::COUNTER_VIEWS);
     }
 
     /// A derived table: its query, and the names of its alias's column list.

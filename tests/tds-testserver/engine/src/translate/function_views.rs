@@ -37,7 +37,7 @@ impl Translator<'_> {
         };
         *f = function_view_call(vname, params, args, alias)?;
         self.uses_views = true;
-        self.row_counts = true;
+        self.counters = true;
         let parts: Vec<String> = vname.split('.').map(str::to_string).collect();
         let cols = view_columns(&parts).map(|v| v.1).unwrap_or_default();
         self.ctes.push((vname.to_string(), cols));
