@@ -19,6 +19,39 @@ enum FinalizeSteps {
     Cutover,
 }
 
+impl FinalizeSteps {
+    /// What of table `t`'s own statements the step builds. Online, unique constraints and
+    /// unique indexes wait for the cutover with the foreign keys: while the stream replays the
+    /// changes the copy may already hold, and while it applies a source transaction across
+    /// several target transactions, two rows can hold one unique value for a moment that the
+    /// source never had. Primary keys identify rows and cannot collide so.
+    fn table_part(
+        self,
+        t: &PgToMssqlTablePlan,
+        schema: &crate::options::SchemaOptions,
+    ) -> (PgToMssqlTablePlan, crate::options::SchemaOptions) {
+        let mut part = t.clone();
+        let mut schema = schema.clone();
+        match self {
+            FinalizeSteps::All => {}
+            FinalizeSteps::Keys => {
+                part.source.unique.clear();
+                part.source.indexes.retain(|ix| !ix.unique);
+            }
+            FinalizeSteps::Cutover => {
+                part.source.primary_key = None;
+                part.source.indexes.retain(|ix| ix.unique);
+                for c in &mut part.columns {
+                    c.check = None;
+                }
+                schema.check_constraints = false;
+                schema.defaults = false;
+            }
+        }
+        (part, schema)
+    }
+}
+
 impl PgToMssqlEngine {
     /// Keys, indexes, checks, defaults and identity per table, then foreign keys. Safe to rerun.
     /// Nobody waits for the tables' keys ([`Self::finalize_reporting`]).
@@ -35,17 +68,17 @@ impl PgToMssqlEngine {
         self.finalize_steps(plan, keys, FinalizeSteps::All).await
     }
 
-    /// What an online migration builds right after the copy: each table's keys, indexes, checks
-    /// and defaults (its changes are applied by key). Identity values and foreign keys wait for
-    /// the cutover ([`Self::finalize_at_cutover`]): while changes stream, the target passes
-    /// through states the source never had.
+    /// What an online migration builds right after the copy: each table's primary key (its
+    /// changes are applied by key), indexes, checks and defaults. Unique constraints, identity
+    /// values and foreign keys wait for the cutover ([`Self::finalize_at_cutover`]): while
+    /// changes stream, the target passes through states the source never had.
     pub async fn finalize_keys(&self, plan: &PgToMssqlPlan) -> Result<Vec<String>, PgToMssqlError> {
         self.finalize_steps(plan, &KeysBuilt::all_built(), FinalizeSteps::Keys)
             .await
     }
 
-    /// The rest of finalize, at an online migration's cutover: identity values, foreign keys,
-    /// views and the dependents `dropDependents` removed.
+    /// The rest of finalize, at an online migration's cutover: unique constraints and indexes,
+    /// identity values, foreign keys, views and the dependents `dropDependents` removed.
     pub async fn finalize_at_cutover(&self, plan: &PgToMssqlPlan) -> Result<Vec<String>, PgToMssqlError> {
         self.finalize_steps(plan, &KeysBuilt::all_built(), FinalizeSteps::Cutover)
             .await
@@ -62,11 +95,10 @@ impl PgToMssqlEngine {
         let mut warnings = Vec::new();
         for i in largest_tables_first(plan.tables.len(), &plan.tasks) {
             let (t, names) = (&plan.tables[i], &plan.names[i]);
-            if steps != FinalizeSteps::Cutover {
-                let referenced = ddl::referenced_keys(plan, t);
-                let stmts = ddl::finalize_table(t, &self.options.schema, names, &referenced, &mut warnings);
-                exec_stmts(&mut ms, stmts, &mut warnings).await?;
-            }
+            let referenced = ddl::referenced_keys(plan, t);
+            let (part, schema) = steps.table_part(t, &self.options.schema);
+            let stmts = ddl::finalize_table(&part, &schema, names, &referenced, &mut warnings);
+            exec_stmts(&mut ms, stmts, &mut warnings).await?;
             if steps != FinalizeSteps::Keys && self.options.schema.identity {
                 self.reseed(&mut ms, &pg, t).await?;
             }
