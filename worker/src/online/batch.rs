@@ -208,10 +208,20 @@ impl<R: Image> Batch<R> {
 
     /// A heartbeat the source wrote at `position` (between transactions), sent at `sent_micros`.
     pub fn heartbeat(&mut self, position: Position, sent_micros: i64) {
-        self.heartbeat_micros = Some(sent_micros);
+        self.heartbeat_micros = Some(self.heartbeat_micros.map_or(sent_micros, |h| h.max(sent_micros)));
         if !self.in_transaction {
             self.complete = Some(self.complete.map_or(position, |c| c.max(position)));
         }
+        self.opened.get_or_insert_with(Instant::now);
+    }
+
+    /// The target holds everything the source had at `as_of_micros` once this batch is applied
+    /// (the lag's measure, like a heartbeat's sending time; the position does not move).
+    pub fn caught_up(&mut self, as_of_micros: i64) {
+        self.heartbeat_micros = Some(
+            self.heartbeat_micros
+                .map_or(as_of_micros, |h| h.max(as_of_micros)),
+        );
         self.opened.get_or_insert_with(Instant::now);
     }
 

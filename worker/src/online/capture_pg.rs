@@ -474,6 +474,7 @@ impl Capture for PgCapture {
     type Row = PgRow;
 
     async fn poll(&mut self, tx: tokio::sync::mpsc::Sender<Event<PgRow>>) -> Result<bool, OnlineError> {
+        let as_of_micros = super::now_micros();
         let params: [&(dyn ToSql + Sync); 3] = [&self.names.slot, &self.peek_rows, &self.names.publication];
         let rows = self
             .client
@@ -497,7 +498,11 @@ impl Capture for PgCapture {
                 }
             }
         }
-        Ok(n < i64::from(self.peek_rows))
+        let drained = n < i64::from(self.peek_rows);
+        if drained {
+            let _ = tx.send(Event::CaughtUp { as_of_micros }).await;
+        }
+        Ok(drained)
     }
 
     async fn acknowledge(&mut self, applied: Position) -> Result<(), OnlineError> {

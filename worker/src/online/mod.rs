@@ -83,6 +83,12 @@ pub enum Event<R> {
         position: Position,
         sent_micros: i64,
     },
+    /// The poll read everything the source had committed when it started, at `as_of_micros`:
+    /// once what it read is applied, the target is no further behind than that (a heartbeat
+    /// alone would make the lag of a caught-up stream saw up to `heartbeatSeconds`).
+    CaughtUp {
+        as_of_micros: i64,
+    },
 }
 
 /// A source engine's change stream.

@@ -67,6 +67,8 @@ struct Cutover {
     check: Option<(String, Option<Position>)>,
     /// Changes per table in transactions committed after the fence.
     after: BTreeMap<usize, u64>,
+    /// The tables the verification found different (the cutover fails after one more poll).
+    differ: Option<String>,
 }
 
 /// What the loop keeps between polls.
@@ -124,6 +126,7 @@ where
                 fence_end: None,
                 check: None,
                 after: BTreeMap::new(),
+                differ: None,
             });
         }
         if last_heartbeat.is_none_or(|t| t.elapsed() >= options.heartbeat) {
@@ -168,10 +171,39 @@ where
             changes_per_second: l.totals.total() as f64 / elapsed,
         });
 
+        // The verification found a difference: this poll shows whether the source changed
+        // after the fence meanwhile, which the message then names.
+        if let Some(c) = cut.as_ref()
+            && let Some(differ) = &c.differ
+        {
+            let message = match changed_tables(&c.after, tables) {
+                None => format!("the verification found the target different from the source: {differ}"),
+                Some(changed) => format!(
+                    "the source still changed after the fence at {}: {changed}; the verification then found \
+                     {differ} different. The target's unique constraints, identity values and foreign keys \
+                     are built: stop the applications' writes and run the migration again",
+                    C::position_text(c.fence)
+                ),
+            };
+            apply
+                .record(&Record {
+                    cutover: Some((CutoverState::Failed, message.clone())),
+                    ..Record::phase(Phase::Verifying)
+                })
+                .await?;
+            return Err(OnlineError::Setup(message));
+        }
         if let Some(c) = cut.as_mut()
             && c.fence_end.is_some_and(|end| l.applied >= end)
         {
             let checked = match &c.check {
+                // Changes committed just after the fence (the applications' last transactions,
+                // or writes that were not stopped) get a moment to show.
+                None if c.started.elapsed() < CHECK_SETTLE => {
+                    let wait = CHECK_SETTLE.saturating_sub(c.started.elapsed());
+                    tokio::time::sleep(wait.min(options.poll_interval)).await;
+                    false
+                }
                 None => {
                     let id = format!("{}-check", c.id);
                     capture.fence(&id).await?;
@@ -181,20 +213,8 @@ where
                 Some((_, end)) => end.is_some_and(|end| l.applied >= end),
             };
             if checked {
-                let Some(c) = cut.take() else { continue };
-                if !c.after.is_empty() {
-                    let changed = c
-                        .after
-                        .iter()
-                        .map(|(t, n)| {
-                            format!(
-                                "{} ({n} change{})",
-                                tables.get(*t).map_or("?", String::as_str),
-                                if *n == 1 { "" } else { "s" }
-                            )
-                        })
-                        .collect::<Vec<_>>()
-                        .join(", ");
+                let Some(mut c) = cut.take() else { continue };
+                if let Some(changed) = changed_tables(&c.after, tables) {
                     let message = format!(
                         "the source still changed after the fence at {}: {changed}; stop the applications' \
                          writes and request the cutover again (streaming goes on)",
@@ -210,7 +230,13 @@ where
                         .await?;
                     continue;
                 }
-                return cut_over(capture, apply, finish, options, &l, c).await;
+                match cut_over(capture, apply, finish, options, &l, &c).await? {
+                    Ok(report) => return Ok(report),
+                    Err(differ) => {
+                        c.differ = Some(differ);
+                        cut = Some(c);
+                    }
+                }
             }
             continue;
         }
@@ -220,16 +246,36 @@ where
     }
 }
 
+/// The tables changed after the fence, with their counts, if any.
+fn changed_tables(after: &BTreeMap<usize, u64>, tables: &[String]) -> Option<String> {
+    (!after.is_empty()).then(|| {
+        after
+            .iter()
+            .map(|(t, n)| {
+                format!(
+                    "{} ({n} change{})",
+                    tables.get(*t).map_or("?", String::as_str),
+                    if *n == 1 { "" } else { "s" }
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    })
+}
+
+/// How long after the fence the check marker is written at the earliest.
+const CHECK_SETTLE: Duration = Duration::from_millis(500);
+
 /// Finalize and verify once the target holds everything up to the fence and the source stood
-/// still after it.
+/// still after it. `Ok(Err(tables))`: the verification found these tables different.
 async fn cut_over<C: Capture, A: Apply<C::Row>, F: Finish, R>(
     capture: &mut C,
     apply: &mut A,
     finish: &mut F,
     options: &OnlineOptions,
     l: &Loop<R>,
-    c: Cutover,
-) -> Result<CutoverReport, OnlineError> {
+    c: &Cutover,
+) -> Result<Result<CutoverReport, String>, OnlineError> {
     let drain_seconds = c.started.elapsed().as_secs_f64();
     apply.record(&Record::phase(Phase::Finalizing)).await?;
     let finalize_started = Instant::now();
@@ -246,17 +292,7 @@ async fn cut_over<C: Capture, A: Apply<C::Row>, F: Finish, R>(
         .map(|v| v.table.as_str())
         .collect();
     if !differ.is_empty() {
-        let message = format!(
-            "the verification found the target different from the source: {}",
-            differ.join(", ")
-        );
-        apply
-            .record(&Record {
-                cutover: Some((CutoverState::Failed, message.clone())),
-                ..Record::phase(Phase::Verifying)
-            })
-            .await?;
-        return Err(OnlineError::Setup(message));
+        return Ok(Err(differ.join(", ")));
     }
     apply
         .record(&Record {
@@ -269,7 +305,7 @@ async fn cut_over<C: Capture, A: Apply<C::Row>, F: Finish, R>(
     if options.cleanup {
         capture.cleanup().await?;
     }
-    Ok(CutoverReport {
+    Ok(Ok(CutoverReport {
         event: "cutover",
         ok: true,
         fence_position: C::position_text(c.fence),
@@ -280,7 +316,7 @@ async fn cut_over<C: Capture, A: Apply<C::Row>, F: Finish, R>(
         changes_applied: l.totals.total(),
         verification,
         warnings,
-    })
+    }))
 }
 
 /// Takes the events of one poll into batches, applying each when it is full or due, and what is
@@ -356,6 +392,12 @@ async fn consume<R: Image, A: Apply<R>>(
             } => {
                 if position > l.applied {
                     l.batch.heartbeat(position, sent_micros);
+                }
+            }
+            // Recorded at most once a second: an idle stream does not write its state every poll.
+            Event::CaughtUp { as_of_micros } => {
+                if l.heartbeat_applied.is_none_or(|h| as_of_micros - h >= 1_000_000) {
+                    l.batch.caught_up(as_of_micros);
                 }
             }
         }
@@ -481,8 +523,10 @@ mod tests {
     struct Target {
         batches: Vec<AppliedBatch>,
         controls: u32,
-        /// The control reads at which a cutover is asked for.
-        request_at: Vec<u32>,
+        /// The control read from which cutovers are asked for, and how many (a refused one is
+        /// asked for again at once).
+        first_request: u32,
+        requests: u32,
         requested: bool,
         records: Vec<Record>,
     }
@@ -509,7 +553,8 @@ mod tests {
         }
         async fn control(&mut self) -> Result<Control, OnlineError> {
             self.controls += 1;
-            if self.request_at.contains(&self.controls) {
+            if !self.requested && self.controls >= self.first_request && self.requests > 0 {
+                self.requests -= 1;
                 self.requested = true;
             }
             Ok(Control {
@@ -590,7 +635,8 @@ mod tests {
     #[tokio::test]
     async fn applied_transactions_are_skipped_and_a_split_one_keeps_the_position() {
         let mut target = Target {
-            request_at: vec![2],
+            first_request: 2,
+            requests: 1,
             ..Target::default()
         };
         let script = vec![vec![
@@ -629,7 +675,8 @@ mod tests {
     #[tokio::test]
     async fn a_change_after_the_fence_refuses_the_cutover_naming_the_table() {
         let mut target = Target {
-            request_at: vec![1, 6],
+            first_request: 1,
+            requests: 2,
             ..Target::default()
         };
         let script = vec![

@@ -14,10 +14,43 @@ use tokio_postgres::Client;
 
 /// Which part of finalize runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum FinalizeSteps {
+pub(super) enum FinalizeSteps {
     All,
     Keys,
     Cutover,
+}
+
+impl FinalizeSteps {
+    /// What of table `t`'s own statements the step builds. Online, unique constraints and
+    /// unique indexes wait for the cutover with the foreign keys: while the stream replays the
+    /// changes the copy may already hold, and while it applies a source transaction across
+    /// several target transactions, two rows can hold one unique value for a moment that the
+    /// source never had. Primary keys identify rows and cannot collide so.
+    pub(super) fn table_part(
+        self,
+        t: &PgToMssqlTablePlan,
+        schema: &crate::options::SchemaOptions,
+    ) -> (PgToMssqlTablePlan, crate::options::SchemaOptions) {
+        let mut part = t.clone();
+        let mut schema = schema.clone();
+        match self {
+            FinalizeSteps::All => {}
+            FinalizeSteps::Keys => {
+                part.source.unique.clear();
+                part.source.indexes.retain(|ix| !ix.unique);
+            }
+            FinalizeSteps::Cutover => {
+                part.source.primary_key = None;
+                part.source.indexes.retain(|ix| ix.unique);
+                for c in &mut part.columns {
+                    c.check = None;
+                }
+                schema.check_constraints = false;
+                schema.defaults = false;
+            }
+        }
+        (part, schema)
+    }
 }
 
 impl PgToMssqlEngine {
@@ -36,17 +69,17 @@ impl PgToMssqlEngine {
         self.finalize_steps(plan, keys, FinalizeSteps::All).await
     }
 
-    /// What an online migration builds right after the copy: each table's keys, indexes, checks
-    /// and defaults (its changes are applied by key). Identity values and foreign keys wait for
-    /// the cutover ([`Self::finalize_at_cutover`]): while changes stream, the target passes
-    /// through states the source never had.
+    /// What an online migration builds right after the copy: each table's primary key (its
+    /// changes are applied by key), indexes, checks and defaults. Unique constraints, identity
+    /// values and foreign keys wait for the cutover ([`Self::finalize_at_cutover`]): while
+    /// changes stream, the target passes through states the source never had.
     pub async fn finalize_keys(&self, plan: &PgToMssqlPlan) -> Result<Vec<String>, PgToMssqlError> {
         self.finalize_steps(plan, &KeysBuilt::all_built(), FinalizeSteps::Keys)
             .await
     }
 
-    /// The rest of finalize, at an online migration's cutover: identity values, foreign keys,
-    /// views and the dependents `dropDependents` removed.
+    /// The rest of finalize, at an online migration's cutover: unique constraints and indexes,
+    /// identity values, foreign keys, views and the dependents `dropDependents` removed.
     pub async fn finalize_at_cutover(&self, plan: &PgToMssqlPlan) -> Result<Vec<String>, PgToMssqlError> {
         self.finalize_steps(plan, &KeysBuilt::all_built(), FinalizeSteps::Cutover)
             .await
@@ -65,11 +98,14 @@ impl PgToMssqlEngine {
             .await
             .map_err(ddl_err("the worker's record of the objects it creates", ""))?;
         let mut warnings = Vec::new();
-        let statements = self.finalize_statements(plan, &mut warnings);
-        // Every name before the first statement: a taken one stops finalize with nothing created.
-        let checked = self
-            .check_names(&mut ms, statements.planned(), Vec::new())
-            .await?;
+        // Every name finalize creates, in any step, before the first statement: a taken one stops
+        // finalize with nothing created (online, before the stream starts, not at the cutover).
+        let all = self.finalize_statements(plan, FinalizeSteps::All, &mut warnings);
+        let checked = self.check_names(&mut ms, all.planned(), Vec::new()).await?;
+        let statements = match steps {
+            FinalizeSteps::All => all,
+            part => self.finalize_statements(plan, part, &mut Vec::new()),
+        };
         let taken: Vec<String> = checked
             .refusals()
             .iter()
@@ -82,9 +118,7 @@ impl PgToMssqlEngine {
         let migration = &self.options.migration;
         for (i, stmts) in statements.tables {
             let t = &plan.tables[i];
-            if steps != FinalizeSteps::Cutover {
-                exec_stmts(&mut ms, stmts, &checked, migration, &mut warnings).await?;
-            }
+            exec_stmts(&mut ms, stmts, &checked, migration, &mut warnings).await?;
             if steps != FinalizeSteps::Keys && self.options.schema.identity {
                 self.reseed(&mut ms, &pg, t).await?;
             }

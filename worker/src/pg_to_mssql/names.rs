@@ -2,6 +2,7 @@
 //! holds ([`crate::target_names`]): in the dry run and prepare (refusing tables before anything
 //! is written) and at the start of finalize (before any of its statements).
 
+use super::finalize::FinalizeSteps;
 use super::{PgToMssqlEngine, PgToMssqlError};
 use crate::mssql::connect::TdsClient;
 use crate::mssql::ddl::{self, MsStmt};
@@ -32,9 +33,11 @@ impl FinalizeStatements {
 }
 
 impl PgToMssqlEngine {
+    /// The statements of finalize's `steps`.
     pub(super) fn finalize_statements(
         &self,
         plan: &PgToMssqlPlan,
+        steps: FinalizeSteps,
         warnings: &mut Vec<String>,
     ) -> FinalizeStatements {
         let tables = crate::engine::largest_tables_first(plan.tables.len(), &plan.tasks)
@@ -42,9 +45,10 @@ impl PgToMssqlEngine {
             .map(|i| {
                 let t = &plan.tables[i];
                 let referenced = ddl::referenced_keys(plan, t);
+                let (part, schema) = steps.table_part(t, &self.options.schema);
                 (
                     i,
-                    ddl::finalize_table(t, &self.options.schema, &plan.names[i], &referenced, warnings),
+                    ddl::finalize_table(&part, &schema, &plan.names[i], &referenced, warnings),
                 )
             })
             .collect();
@@ -85,7 +89,7 @@ impl PgToMssqlEngine {
         plan: &PgToMssqlPlan,
         actions: &mut [TableAction],
     ) -> Result<Checked, PgToMssqlError> {
-        let statements = self.finalize_statements(plan, &mut Vec::new());
+        let statements = self.finalize_statements(plan, FinalizeSteps::All, &mut Vec::new());
         let dropped = plan
             .tables
             .iter()
