@@ -61,7 +61,15 @@ pub enum KeyKind {
     AnsiString,
     Uuid,
     Date,
+    /// datetime2: the parameter (a datetime2(7)) holds the value exactly.
     DateTime,
+    /// datetime (1/300 s) and smalldatetime (minutes): the value comes back as a datetime2 that is
+    /// not exactly the stored one (.003 is read as .0033333), so it is cast back to the column's
+    /// type before comparing; compared as datetime2, rows at chunk boundaries would repeat (or,
+    /// below compatibility level 130, be skipped).
+    LegacyDateTime {
+        smalldatetime: bool,
+    },
     Decimal,
 }
 
@@ -330,7 +338,9 @@ fn key_kind(ty: &str) -> Option<KeyKind> {
         "char" | "varchar" => KeyKind::AnsiString,
         "uniqueidentifier" => KeyKind::Uuid,
         "date" => KeyKind::Date,
-        "datetime" | "datetime2" | "smalldatetime" => KeyKind::DateTime,
+        "datetime2" => KeyKind::DateTime,
+        "datetime" => KeyKind::LegacyDateTime { smalldatetime: false },
+        "smalldatetime" => KeyKind::LegacyDateTime { smalldatetime: true },
         "decimal" | "numeric" => KeyKind::Decimal,
         _ => return None,
     })

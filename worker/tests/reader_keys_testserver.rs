@@ -241,3 +241,59 @@ async fn chunks_end_at_the_byte_budget_or_the_row_cap() {
     let ends = got(chunks(&source, "Fixed", None, ChunkLimit::default()).await);
     assert_eq!(ends, vec![(23, 506, true, int(23))]);
 }
+
+/// A datetime key (1/300 s) comes back as a datetime2 that is not the stored value (.003 reads as
+/// .0033333); resuming after it must start at the next row, neither repeating the row (as a
+/// datetime2 comparison does from compatibility level 130) nor skipping one. smalldatetime alike.
+#[tokio::test]
+async fn resuming_after_a_datetime_key_neither_repeats_nor_skips_rows() {
+    let (_server, source) = start_tds_server();
+    let mut client = source.connect().await.unwrap();
+    ms_exec(
+        &mut client,
+        "CREATE TABLE dbo.Ticks (At datetime NOT NULL PRIMARY KEY, V int NULL);
+         CREATE TABLE dbo.Minutes (At smalldatetime NOT NULL PRIMARY KEY, V int NULL)",
+    )
+    .await;
+    let ticks = [
+        "2024-01-01T00:00:00.000",
+        "2024-01-01T00:00:00.003",
+        "2024-01-01T00:00:00.007",
+        "2024-01-01T00:00:00.010",
+        "2024-01-01T23:59:59.997",
+    ];
+    for (i, at) in ticks.iter().enumerate() {
+        ms_exec(
+            &mut client,
+            &format!("INSERT INTO dbo.Ticks VALUES ('{at}', {i})"),
+        )
+        .await;
+        ms_exec(
+            &mut client,
+            &format!("INSERT INTO dbo.Minutes VALUES (DATEADD(minute, {i}, '2024-01-01T10:00:00'), {i})"),
+        )
+        .await;
+    }
+    drop(client);
+    for table in ["Ticks", "Minutes"] {
+        // One row a chunk, each chunk resumed after the key the previous one ended with, as a
+        // retried task does from its checkpoint.
+        let mut after = None;
+        let mut rows = 0;
+        loop {
+            let ends = chunk_ends(&source, table, after.clone(), 1).await;
+            let first = &ends[0];
+            rows += first.rows;
+            if first.rows == 0 {
+                break;
+            }
+            assert_ne!(
+                after, first.last_key,
+                "{table}: resumed at the row it resumed after"
+            );
+            after = first.last_key.clone();
+            assert!(rows <= ticks.len() as u64, "{table}: rows repeat: {rows} read");
+        }
+        assert_eq!(rows, ticks.len() as u64, "{table}: every row once");
+    }
+}

@@ -91,7 +91,9 @@ fn param_of(kind: KeyKind, v: &KeyValue) -> Option<Param> {
         (KeyKind::UnicodeString | KeyKind::AnsiString, KeyValue::Str(s)) => Param::Str(s.clone()),
         (KeyKind::Uuid, KeyValue::Uuid(u)) => Param::Uuid(u.parse().ok()?),
         (KeyKind::Date, KeyValue::Date(d)) => Param::Date(d.parse().ok()?),
-        (KeyKind::DateTime, KeyValue::DateTime(d)) => Param::DateTime(d.parse().ok()?),
+        (KeyKind::DateTime | KeyKind::LegacyDateTime { .. }, KeyValue::DateTime(d)) => {
+            Param::DateTime(d.parse().ok()?)
+        }
         (KeyKind::Decimal, KeyValue::Decimal(v, s)) => {
             Param::Numeric(Numeric::new_with_scale(v.parse().ok()?, *s))
         }
@@ -218,13 +220,12 @@ fn build_query(
     };
 
     let key_name = |k: &KeyColumn| quote_mssql(&t.columns[k.index].source.name);
-    let placeholder = |k: &KeyColumn, n: usize| {
-        if k.kind == KeyKind::AnsiString {
-            // Compare in the column's own (non-Unicode) collation, the one ORDER BY uses.
-            format!("CAST(@P{n} AS varchar(8000))")
-        } else {
-            format!("@P{n}")
-        }
+    let placeholder = |k: &KeyColumn, n: usize| match k.kind {
+        // Compare in the column's own (non-Unicode) collation, the one ORDER BY uses.
+        KeyKind::AnsiString => format!("CAST(@P{n} AS varchar(8000))"),
+        KeyKind::LegacyDateTime { smalldatetime: false } => format!("CAST(@P{n} AS datetime)"),
+        KeyKind::LegacyDateTime { smalldatetime: true } => format!("CAST(@P{n} AS smalldatetime)"),
+        _ => format!("@P{n}"),
     };
     if let Some(after) = after {
         if after.len() != key.len() {
