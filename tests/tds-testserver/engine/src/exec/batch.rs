@@ -202,6 +202,18 @@ fn exec_stmt(
             otherwise,
         } => run_if(cx, *cond, then, otherwise, tops, sink),
         Stmt::CheckIdent { table, reseed } => ddl::check_ident(cx, &table, reseed, sink),
+        Stmt::DatabaseSet { name, option } => {
+            crate::tracking::alter_database(cx, &name, option)?;
+            done(cx, sink)
+        }
+        Stmt::TableTracking {
+            table,
+            enable,
+            track_columns,
+        } => {
+            crate::tracking::alter_table(cx, &table, enable, track_columns)?;
+            done(cx, sink)
+        }
         Stmt::Raise { throw, args } => messages::raise(cx, throw, args, sink),
         s @ (Stmt::CreateModule { .. }
         | Stmt::AliasType { .. }
