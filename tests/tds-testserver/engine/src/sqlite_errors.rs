@@ -174,6 +174,20 @@ pub fn map_message(msg: &str) -> Option<SqlError> {
     None
 }
 
+/// Error 3960: a SNAPSHOT transaction wrote after another transaction committed since its
+/// snapshot began. SQLite's snapshot is the whole database, so the test server cannot tell
+/// which row (or table) changed: it refuses the write whenever anything was committed since,
+/// where SQL Server refuses only when the same row changed.
+pub fn update_conflict() -> SqlError {
+    let mut e = SqlError::new(
+        3960,
+        16,
+        "Snapshot isolation transaction aborted due to update conflict. You cannot use snapshot isolation to access a table directly or indirectly in this database to update, delete, or insert a row that may have been modified or deleted by another transaction (the test server cannot tell which row changed since the snapshot began). Retry the transaction or change the isolation level for the update/delete statement.",
+    );
+    e.state = 2;
+    e
+}
+
 #[cfg(test)]
 mod tests {
     use super::map_message;
@@ -200,18 +214,4 @@ mod tests {
             Some(116)
         );
     }
-}
-
-/// Error 3960: a SNAPSHOT transaction wrote after another transaction committed since its
-/// snapshot began. SQLite's snapshot is the whole database, so the test server cannot tell
-/// which row (or table) changed: it refuses the write whenever anything was committed since,
-/// where SQL Server refuses only when the same row changed.
-pub fn update_conflict() -> SqlError {
-    let mut e = SqlError::new(
-        3960,
-        16,
-        "Snapshot isolation transaction aborted due to update conflict. You cannot use snapshot isolation to access a table directly or indirectly in this database to update, delete, or insert a row that may have been modified or deleted by another transaction (the test server cannot tell which row changed since the snapshot began). Retry the transaction or change the isolation level for the update/delete statement.",
-    );
-    e.state = 2;
-    e
 }
