@@ -158,3 +158,19 @@ def test_minimum_valid_version_after_truncate_and_after_clean_up(server, unique)
         assert [r[0] for r in _changes(cur, table, enabled_at)] == [4]
         cur.execute(f"ALTER TABLE {table} DISABLE CHANGE_TRACKING")
         cur.execute(f"DROP TABLE {table}")
+
+
+def test_a_bulk_load_into_a_tracked_table_is_one_tracked_transaction(server, unique):
+    table = f"t_ct_bulk_{unique}"
+    with server.connect() as conn, conn.cursor() as cur:
+        _tracked(cur, table)
+        before = _current(cur)
+        cur.copy_to(table_or_view=table, data=[("1", "a"), ("2", "b"), ("3", "c")])
+        assert _current(cur) == before + 1
+        assert [(r[0], r[1], r[2]) for r in _changes(cur, table, before)] == [
+            (1, "I", before + 1),
+            (2, "I", before + 1),
+            (3, "I", before + 1),
+        ]
+        cur.execute(f"ALTER TABLE {table} DISABLE CHANGE_TRACKING")
+        cur.execute(f"DROP TABLE {table}")
