@@ -289,7 +289,7 @@ fn sp_flush_ct(cx: &mut State, args: &[Expr], sink: &mut dyn ResultSink) -> Resu
         Some(a) => arg_text(cx, a)?,
         None => None,
     };
-    let removed = crate::tracking::flush(cx, table.as_deref())?;
+    let removed = crate::ddl::change_tracking::flush(cx, table.as_deref())?;
     sink.info(0, &format!("Total rows deleted: {removed}."))?;
     Ok(())
 }
@@ -309,7 +309,7 @@ fn sp_advance_ct_clock(cx: &mut State, args: &[Expr]) -> Result<(), Fail> {
         )
         .into());
     };
-    crate::tracking::advance_clock(cx, seconds);
+    crate::ddl::change_tracking::advance_clock(cx, seconds);
     Ok(())
 }
 

@@ -207,7 +207,7 @@ fn exec_stmt(
         } => run_if(cx, *cond, then, otherwise, tops, sink),
         Stmt::CheckIdent { table, reseed } => ddl::check_ident(cx, &table, reseed, sink),
         Stmt::DatabaseSet { name, option } => {
-            crate::tracking::alter_database(cx, &name, option)?;
+            crate::ddl::change_tracking::alter_database(cx, &name, option)?;
             done(cx, sink)
         }
         Stmt::TableTracking {
@@ -215,7 +215,7 @@ fn exec_stmt(
             enable,
             track_columns,
         } => {
-            crate::tracking::alter_table(cx, &table, enable, track_columns)?;
+            crate::ddl::change_tracking::alter_table(cx, &table, enable, track_columns)?;
             done(cx, sink)
         }
         Stmt::Raise { throw, args } => messages::raise(cx, throw, args, sink),
