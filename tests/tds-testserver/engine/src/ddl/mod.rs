@@ -4,6 +4,7 @@
 //! ALTER offers).
 
 mod alter;
+pub(crate) mod change_tracking;
 mod create;
 mod definition;
 mod drop;
