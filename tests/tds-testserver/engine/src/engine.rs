@@ -28,6 +28,9 @@ pub struct Engine {
     pub(crate) bulk_loads: std::sync::atomic::AtomicUsize,
     /// DROP DATABASE of the (empty) user database until CREATE DATABASE brings it back.
     dropped: std::sync::atomic::AtomicBool,
+    /// Seconds added to the clock Change Tracking stamps commits with (tests move it to make
+    /// the retention period pass).
+    pub(crate) ct_clock: Arc<std::sync::atomic::AtomicI64>,
 }
 
 /// SQLite's page size for the engine's database (see `Engine::open`).
@@ -70,6 +73,7 @@ impl Engine {
             .map_err(open_err)?;
         conn.pragma_update(None, "journal_mode", "WAL")
             .map_err(open_err)?;
+        crate::tracking::side::create_state(&conn).map_err(open_err)?;
         let database_name = config.database.clone();
         Ok(Arc::new(Engine {
             path,
@@ -82,6 +86,7 @@ impl Engine {
             rowversion: AtomicU64::new(2000),
             bulk_loads: std::sync::atomic::AtomicUsize::new(0),
             dropped: std::sync::atomic::AtomicBool::new(false),
+            ct_clock: Arc::new(std::sync::atomic::AtomicI64::new(0)),
         }))
     }
 

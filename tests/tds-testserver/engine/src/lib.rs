@@ -26,6 +26,7 @@ pub mod sqlcmd;
 mod sqlfn;
 mod sqlite_errors;
 mod state;
+mod tracking;
 mod transaction;
 mod translate;
 pub mod types;

@@ -121,6 +121,8 @@ pub struct Tables {
     /// Views and functions by `schema.name`, for SELECT from a view and for inlining simple
     /// scalar functions.
     modules: HashMap<String, ModuleText>,
+    /// Object ids of the tables Change Tracking is enabled on (CHANGETABLE needs to know).
+    tracked: std::collections::BTreeSet<i32>,
 }
 
 /// What queries need of a view or function: its kind and text.
@@ -154,6 +156,18 @@ impl Tables {
 
     pub fn all(&self) -> impl Iterator<Item = &TableMeta> {
         self.by_name.values()
+    }
+
+    pub fn is_tracked(&self, object_id: i32) -> bool {
+        self.tracked.contains(&object_id)
+    }
+
+    pub fn set_tracked(&mut self, object_id: i32, tracked: bool) {
+        if tracked {
+            self.tracked.insert(object_id);
+        } else {
+            self.tracked.remove(&object_id);
+        }
     }
 
     pub fn module(&self, schema: &str, name: &str) -> Option<&ModuleText> {

@@ -272,12 +272,45 @@ pub(crate) fn system_procedure(
     let r = match short.as_str() {
         "sp_addtype" => sp_addtype(cx, args),
         "sp_addextendedproperty" => sp_addextendedproperty(cx, args),
+        "sp_flush_ct_internal_table_on_demand" => sp_flush_ct(cx, args, sink),
+        "sp_testserver_advance_ct_clock" => sp_advance_ct_clock(cx, args),
         _ => return None,
     };
     Some(r.and_then(|()| {
         cx.done(sink, StatementKind::Other, None)?;
         Ok(())
     }))
+}
+
+/// `sp_flush_CT_internal_table_on_demand [@TableToClean =] 'table'`: the retention clean-up
+/// of one tracked table (all of them when NULL), with SQL Server's closing message.
+fn sp_flush_ct(cx: &mut State, args: &[Expr], sink: &mut dyn ResultSink) -> Result<(), Fail> {
+    let table = match args.first() {
+        Some(a) => arg_text(cx, a)?,
+        None => None,
+    };
+    let removed = crate::tracking::flush(cx, table.as_deref())?;
+    sink.info(0, &format!("Total rows deleted: {removed}."))?;
+    Ok(())
+}
+
+/// `sp_testserver_advance_ct_clock @seconds = n`: the test server's own procedure (not SQL
+/// Server's) that moves the Change Tracking clock forward, so retention can pass in a test.
+fn sp_advance_ct_clock(cx: &mut State, args: &[Expr]) -> Result<(), Fail> {
+    let seconds = match args.first() {
+        Some(a) => arg_text(cx, a)?.and_then(|t| t.trim().parse::<i64>().ok()),
+        None => None,
+    };
+    let Some(seconds) = seconds.filter(|s| *s >= 0) else {
+        return Err(SqlError::new(
+            201,
+            16,
+            "Procedure or function 'sp_testserver_advance_ct_clock' expects parameter '@seconds', which was not supplied.",
+        )
+        .into());
+    };
+    crate::tracking::advance_clock(cx, seconds);
+    Ok(())
 }
 
 /// A procedure argument as text: a literal's value, or a bare name (`[Sales]`) as written.

@@ -37,7 +37,7 @@ impl Engine {
                 format!("Cannot open database \"{current}\" requested by the login. The login failed."),
             ));
         }
-        let conn = Connection::open(&self.path).map_err(open_err)?;
+        let mut conn = Connection::open(&self.path).map_err(open_err)?;
         conn.busy_timeout(LOCK_TIMEOUT).map_err(open_err)?;
         // mmap_size: pages are read from the mapped file instead of a pread (a system call and a
         // copy) per page, which was a third of the CPU of streaming a table to a client.
@@ -49,6 +49,7 @@ impl Engine {
         crate::sqlfn::register(&conn).map_err(open_err)?;
         conn.set_prepared_statement_cache_capacity(256);
         let spid = self.next_spid.fetch_add(1, Ordering::Relaxed);
+        crate::tracking::side::register(&mut conn, spid, Arc::clone(&self.ct_clock)).map_err(open_err)?;
         crate::catalog::functions::register(
             &conn,
             crate::catalog::functions::FunctionContext {

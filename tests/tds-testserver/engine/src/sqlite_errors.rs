@@ -7,6 +7,11 @@ use crate::error::SqlError;
 
 /// SQLite's error to SQL Server's, for errors not tied to a constraint of a known table.
 pub fn map_sqlite(e: &rusqlite::Error) -> SqlError {
+    if let rusqlite::Error::SqliteFailure(f, _) = e
+        && f.extended_code == rusqlite::ffi::SQLITE_BUSY_SNAPSHOT
+    {
+        return update_conflict();
+    }
     let msg = e.to_string();
     if let Some(err) = decode_error(&msg) {
         return err;
@@ -195,4 +200,18 @@ mod tests {
             Some(116)
         );
     }
+}
+
+/// Error 3960: a SNAPSHOT transaction wrote after another transaction committed since its
+/// snapshot began. SQLite's snapshot is the whole database, so the test server cannot tell
+/// which row (or table) changed: it refuses the write whenever anything was committed since,
+/// where SQL Server refuses only when the same row changed.
+pub fn update_conflict() -> SqlError {
+    let mut e = SqlError::new(
+        3960,
+        16,
+        "Snapshot isolation transaction aborted due to update conflict. You cannot use snapshot isolation to access a table directly or indirectly in this database to update, delete, or insert a row that may have been modified or deleted by another transaction (the test server cannot tell which row changed since the snapshot began). Retry the transaction or change the isolation level for the update/delete statement.",
+    );
+    e.state = 2;
+    e
 }

@@ -44,6 +44,8 @@ pub(crate) struct Tran {
     pub(crate) descriptor: u64,
     /// Catalog, table metadata and temp tables before the open transaction's first DDL.
     pub(crate) snapshot: Option<(crate::catalog::Catalog, Arc<Tables>, Tables)>,
+    /// SET TRANSACTION ISOLATION LEVEL SNAPSHOT is in force for the session.
+    pub(crate) snapshot_isolation: bool,
 }
 
 /// Declared variables and the values of `@@ROWCOUNT` and its kin.

@@ -117,11 +117,47 @@ pub(crate) fn save(db: &Db, tran: &Tran, name: &str) -> Result<(), Fail> {
 /// lock at once: a deferred transaction that read first could fail to upgrade
 /// (SQLITE_BUSY_SNAPSHOT) when another session committed in between, where SQL Server would
 /// simply have waited.
+///
+/// Under SNAPSHOT isolation the transaction is deferred instead: SQLite (WAL) fixes its
+/// snapshot at the first read, as SQL Server does at the first data access, and the reads
+/// neither wait for writers nor hold them up. Its first write takes the write lock then (see
+/// [`take_write_lock`]).
 pub(crate) fn ensure_sqlite_tran(db: &Db, tran: &Tran) -> Result<(), rusqlite::Error> {
     if tran.count > 0 && db.conn.is_autocommit() {
-        db.conn.execute_batch("BEGIN IMMEDIATE")?;
+        db.conn.execute_batch(if tran.snapshot_isolation {
+            "BEGIN DEFERRED"
+        } else {
+            "BEGIN IMMEDIATE"
+        })?;
     }
     Ok(())
+}
+
+/// Takes the write lock for a write in a SNAPSHOT transaction. SQLite does not wait (no busy
+/// handler) when a reading transaction asks for the lock another connection holds, so this
+/// waits here, as SQL Server would, up to the lock timeout (error 1222). A transaction whose
+/// snapshot is older than the last commit cannot write at all: error 3960.
+fn take_write_lock(db: &Db) -> Result<(), Fail> {
+    let start = std::time::Instant::now();
+    loop {
+        // Any UPDATE takes the write lock when it starts, whether or not a row matches.
+        match db.conn.execute_batch("UPDATE \"__ct_state\" SET id = id WHERE 0") {
+            Ok(()) => return Ok(()),
+            Err(rusqlite::Error::SqliteFailure(f, _))
+                if f.extended_code == rusqlite::ffi::SQLITE_BUSY_SNAPSHOT =>
+            {
+                return Err(crate::sqlite_errors::update_conflict().into());
+            }
+            Err(rusqlite::Error::SqliteFailure(f, m))
+                if f.code == rusqlite::ErrorCode::DatabaseBusy
+                    && start.elapsed() < crate::engine::LOCK_TIMEOUT =>
+            {
+                let _ = m;
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
 }
 
 /// Runs `f` atomically: all its changes land or none (a savepoint inside a transaction,
@@ -129,6 +165,9 @@ pub(crate) fn ensure_sqlite_tran(db: &Db, tran: &Tran) -> Result<(), rusqlite::E
 pub(crate) fn atomic<R>(cx: &mut State, f: impl FnOnce(&mut State) -> Result<R, Fail>) -> Result<R, Fail> {
     ensure_sqlite_tran(&cx.db, &cx.tran)?;
     let nested = cx.tran.count > 0;
+    if nested && cx.tran.snapshot_isolation {
+        take_write_lock(&cx.db)?;
+    }
     if nested {
         cx.db.conn.execute_batch("SAVEPOINT __stmt")?;
     } else {

@@ -526,6 +526,16 @@ fn register_properties(
         })?;
     }
 
+    // NULL unless change tracking is on for the database and the table.
+    let c = Arc::clone(ctx);
+    conn.create_scalar_function("change_tracking_min_valid_version", 1, flags, move |f| {
+        let Some(id) = arg_id(f, 0) else { return Ok(None) };
+        Ok(c.with_catalog(|cat| {
+            cat.change_tracking().database?;
+            cat.table_tracking(id).map(|t| t.min_valid_version)
+        }))
+    })?;
+
     conn.create_scalar_function("serverproperty", 1, flags, |f| {
         Ok(arg_text(f, 0).and_then(|p| server_property(&p)))
     })?;
@@ -546,6 +556,7 @@ pub fn return_type(name: &str) -> Option<SqlType> {
             scale: 0,
         },
         "serverproperty" => SqlType::SqlVariant,
+        "change_tracking_min_valid_version" => SqlType::BigInt,
         "object_definition" => SqlType::NVarChar { len: None },
         _ => return None,
     })

@@ -42,8 +42,9 @@ pub mod usage;
 pub mod views;
 
 pub use store::{
-    Catalog, Check, Column, ConnectionInfo, DefaultConstraint, ForeignKey, IdentityState, Index, IndexKey,
-    Module, ModuleKind, NewModule, ObjectKind, ObjectRef, RowWriteByName, Table,
+    Catalog, ChangeTracking, Check, Column, ConnectionInfo, DatabaseTracking, DefaultConstraint, ForeignKey,
+    IdentityState, Index, IndexKey, Module, ModuleKind, NewModule, ObjectKind, ObjectRef, RetentionUnit,
+    RowWriteByName, Table, TableTracking,
 };
 
 /// Fixed schema ids, as in SQL Server.

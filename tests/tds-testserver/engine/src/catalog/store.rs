@@ -16,8 +16,10 @@ mod create;
 mod identity;
 mod modules;
 mod rename;
+mod tracking;
 
 pub use modules::{AliasType, ExtendedProperty, Module, ModuleKind, NewModule, XmlSchemaCollection};
+pub use tracking::{ChangeTracking, DatabaseTracking, RetentionUnit, TableTracking};
 
 /// First object id handed out, and the distance between consecutive ids, as SQL Server's ids
 /// look on a fresh database (245575913, 261575970, 277576027, ...).
@@ -432,6 +434,8 @@ pub struct Catalog {
     usage: std::sync::Arc<super::usage::IndexUsage>,
     /// sys.dm_db_index_operational_stats, shared the same way.
     operations: std::sync::Arc<super::index_operations::IndexOperations>,
+    /// Change Tracking and snapshot isolation settings.
+    tracking: ChangeTracking,
 }
 
 impl Catalog {
@@ -457,6 +461,7 @@ impl Catalog {
             extended_properties: Vec::new(),
             usage: Default::default(),
             operations: Default::default(),
+            tracking: ChangeTracking::default(),
         }
     }
 

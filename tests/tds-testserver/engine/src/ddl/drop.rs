@@ -48,10 +48,17 @@ pub(crate) fn drop_objects(
                 let oid = meta.object_id;
                 cx.db.engine.with_catalog(|c| c.drop_table(oid))?;
                 let sql = format!("DROP TABLE {}", meta.sqlite_sql());
+                let tracked = cx.db.engine.tables().is_tracked(oid);
                 transaction::atomic(cx, |s| {
                     s.db.conn.execute_batch(&sql)?;
+                    if tracked {
+                        crate::tracking::side::drop_side(&s.db.conn, oid)?;
+                    }
                     Ok(())
                 })?;
+                if tracked {
+                    cx.db.engine.update_tables(|t| t.set_tracked(oid, false));
+                }
                 if meta.def.temporary {
                     cx.db.temp.remove("", &meta.def.name);
                 } else {
@@ -180,11 +187,28 @@ pub(crate) fn truncate(cx: &mut State, t: &Truncate, sink: &mut dyn ResultSink) 
             .into());
         }
         let sql = format!("DELETE FROM {}", meta.sqlite_sql());
-        transaction::atomic(cx, |s| {
+        let tracked = cx.db.engine.tables().is_tracked(meta.object_id);
+        if tracked {
+            transaction::before_ddl(&cx.db, &mut cx.tran);
+        }
+        let restarted = transaction::atomic(cx, |s| {
+            if tracked {
+                // TRUNCATE is not tracked: the table's history restarts at the current version.
+                crate::tracking::side::drop_triggers(&s.db.conn, meta.object_id)?;
+                s.db.conn.execute_batch(&sql)?;
+                crate::tracking::side::clear_side(&s.db.conn, meta.object_id)?;
+                crate::tracking::side::create_triggers(&s.db.conn, &meta)?;
+                return Ok(Some(crate::tracking::side::committed_version(&s.db.conn)?));
+            }
             s.db.conn.execute_batch(&sql)?;
-            Ok(())
+            Ok(None)
         })?;
-        cx.db.engine.with_catalog(|c| c.truncate(meta.object_id));
+        cx.db.engine.with_catalog(|c| {
+            c.truncate(meta.object_id);
+            if let Some(v) = restarted {
+                crate::tracking::restart_history(c, meta.object_id, v);
+            }
+        });
     }
     cx.done(sink, StatementKind::Other, None)?;
     Ok(())

@@ -151,6 +151,10 @@ pub(super) fn rebuild(cx: &mut State, old: &TableMeta, mut new: TableMeta) -> Re
             let st = one_index_ddl(s, &new, ix, name)?;
             build_index(s, &new, ix, name, &st)?;
         }
+        // The old table's Change Tracking triggers went with it.
+        if s.db.engine.tables().is_tracked(new.object_id) {
+            crate::tracking::side::create_triggers(&s.db.conn, &new)?;
+        }
         Ok(())
     });
     if fk_off {

@@ -9,23 +9,8 @@ use crate::query;
 use crate::results::Fail;
 use crate::state::State;
 use crate::translate::{Scope, table_columns};
-use crate::types::SqlType;
-use crate::types::names::{is_string, type_decl};
-
-fn sqlite_type(ty: SqlType) -> &'static str {
-    match ty {
-        SqlType::Bit | SqlType::TinyInt | SqlType::SmallInt | SqlType::Int | SqlType::BigInt => "INTEGER",
-        SqlType::Real | SqlType::Float => "REAL",
-        SqlType::Decimal { .. } | SqlType::Numeric { .. } | SqlType::Money | SqlType::SmallMoney => {
-            "TEXT COLLATE DEC"
-        }
-        SqlType::UniqueIdentifier => "TEXT COLLATE GUID",
-        t if is_string(t) => "TEXT COLLATE CI",
-        SqlType::Binary { .. } | SqlType::VarBinary { .. } | SqlType::Image | SqlType::RowVersion => "BLOB",
-        SqlType::SqlVariant => "",
-        _ => "TEXT",
-    }
-}
+use crate::types::names::type_decl;
+use crate::types::sqlite_type;
 
 fn sql_action(a: ReferentialAction) -> &'static str {
     match a {

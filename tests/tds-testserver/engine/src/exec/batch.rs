@@ -129,7 +129,8 @@ fn run_stmts(cx: &mut State, batch: Batch, sink: &mut dyn ResultSink) -> Result<
             Err(Fail::Sql(mut e)) => {
                 e.at_line(p.line);
                 sink.error(&e)?;
-                let xact = cx.opts.xact_abort && cx.tran.count > 0;
+                // An update conflict ends a SNAPSHOT transaction, as in SQL Server.
+                let xact = (cx.opts.xact_abort || e.number == 3960) && cx.tran.count > 0;
                 if xact {
                     let _ = transaction::rollback(&mut cx.db, &mut cx.tran, None, sink);
                 }
@@ -172,6 +173,9 @@ fn exec_stmt(
         stmt,
         Stmt::InsertBulk(_) | Stmt::BeginTran | Stmt::CommitTran | Stmt::RollbackTran(_)
     ) {
+        if cx.tran.snapshot_isolation {
+            snapshot_allowed(cx, &stmt)?;
+        }
         transaction::ensure_sqlite_tran(&cx.db, &cx.tran)?;
     }
     match stmt {
@@ -202,6 +206,18 @@ fn exec_stmt(
             otherwise,
         } => run_if(cx, *cond, then, otherwise, tops, sink),
         Stmt::CheckIdent { table, reseed } => ddl::check_ident(cx, &table, reseed, sink),
+        Stmt::DatabaseSet { name, option } => {
+            crate::tracking::alter_database(cx, &name, option)?;
+            done(cx, sink)
+        }
+        Stmt::TableTracking {
+            table,
+            enable,
+            track_columns,
+        } => {
+            crate::tracking::alter_table(cx, &table, enable, track_columns)?;
+            done(cx, sink)
+        }
         Stmt::Raise { throw, args } => messages::raise(cx, throw, args, sink),
         s @ (Stmt::CreateModule { .. }
         | Stmt::AliasType { .. }
@@ -236,6 +252,43 @@ fn exec_stmt(
         )
         .into()),
     }
+}
+
+/// Error 3952: under SNAPSHOT isolation, a statement that reads or writes a user table of a
+/// database that does not allow snapshot isolation (reads of the system views go on).
+fn snapshot_allowed(cx: &State, stmt: &Stmt) -> Result<(), Fail> {
+    let Stmt::Sql(s) = stmt else { return Ok(()) };
+    if cx
+        .db
+        .engine
+        .read_catalog(|c| c.change_tracking().allow_snapshot_isolation)
+    {
+        return Ok(());
+    }
+    let tables = cx.db.engine.tables();
+    let mut user_table = false;
+    let _ = sqlparser::ast::visit_relations(&**s, |name| {
+        let parts = crate::ast::object_parts(name);
+        let (schema, table) = crate::ast::schema_and_name(&parts);
+        if tables.get(&schema, &table).is_some()
+            || (parts.len() == 1 && table.eq_ignore_ascii_case("CHANGETABLE"))
+        {
+            user_table = true;
+        }
+        std::ops::ControlFlow::<()>::Continue(())
+    });
+    if !user_table {
+        return Ok(());
+    }
+    Err(SqlError::new(
+        3952,
+        16,
+        format!(
+            "Snapshot isolation transaction failed accessing database '{}' because snapshot isolation is not allowed in this database. Use ALTER DATABASE to allow snapshot isolation.",
+            cx.db.database
+        ),
+    )
+    .into())
 }
 
 pub(crate) fn exec_sql(

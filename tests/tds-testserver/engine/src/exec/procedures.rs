@@ -67,8 +67,13 @@ pub(crate) fn system_procedure_call(
     args: Vec<(Option<String>, Expr)>,
     sink: &mut dyn ResultSink,
 ) -> Result<(), Fail> {
-    let order: &[&str] = if name.to_ascii_lowercase().ends_with("sp_addtype") {
+    let lower = name.to_ascii_lowercase();
+    let order: &[&str] = if lower.ends_with("sp_addtype") {
         &["@typename", "@phystype", "@nulltype", "@owner"]
+    } else if lower.ends_with("sp_flush_ct_internal_table_on_demand") {
+        &["@tabletoclean", "@deletedrowcount"]
+    } else if lower.ends_with("sp_testserver_advance_ct_clock") {
+        &["@seconds"]
     } else {
         &[
             "@name",

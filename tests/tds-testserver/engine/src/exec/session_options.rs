@@ -126,6 +126,14 @@ pub(crate) fn set_option(cx: &mut State, set: Set, sink: &mut dyn ResultSink) ->
             }
             Ok(())
         }
+        Set::SetTransaction { modes, .. } => {
+            for m in modes {
+                if let sqlparser::ast::TransactionMode::IsolationLevel(level) = m {
+                    cx.tran.snapshot_isolation = level == sqlparser::ast::TransactionIsolationLevel::Snapshot;
+                }
+            }
+            Ok(())
+        }
         Set::SingleAssignment { variable, values, .. } => {
             let name = crate::ast::object_parts(&variable).join(".");
             let key = name.to_lowercase();

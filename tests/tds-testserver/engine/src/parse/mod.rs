@@ -7,7 +7,8 @@ mod rewrite;
 mod statements;
 pub(crate) mod stmt;
 mod tokens;
+mod tracking;
 
 pub use batch::parse_batch;
 pub use relations::relations;
-pub use stmt::{Batch, BulkColumn, BulkInsertSpec, BulkTarget, DbAction, Stmt};
+pub use stmt::{Batch, BulkColumn, BulkInsertSpec, BulkTarget, DbAction, DbSetOption, Stmt};

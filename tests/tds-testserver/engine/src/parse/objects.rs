@@ -123,6 +123,12 @@ pub(super) fn parse_special(p: &mut Parser<'_>, sql: &str, first: bool) -> Resul
     {
         return Ok(Some(stmt));
     }
+    if (w0.as_str(), w1.as_str()) == ("ALTER", "TABLE")
+        && let Some(k) = after_table_name(p)
+        && let Some(stmt) = super::tracking::table_tracking(p, k)?
+    {
+        return Ok(Some(stmt));
+    }
     if matches!(w0.as_str(), "EXEC" | "EXECUTE")
         && let Some(stmt) = system_proc_call(p)?
     {
@@ -363,6 +369,14 @@ fn database(p: &mut Parser<'_>, w0: &str) -> Result<Stmt, SqlError> {
         _ => DbAction::Alter,
     };
     let parts = name_parts(p)?;
+    if action == DbAction::Alter
+        && let Some(option) = super::tracking::database_set(p)?
+    {
+        return Ok(Stmt::DatabaseSet {
+            name: parts.join("."),
+            option,
+        });
+    }
     skip_statement(p);
     Ok(Stmt::Database {
         action,
@@ -441,7 +455,12 @@ fn bulk_insert(p: &mut Parser<'_>) -> Result<Stmt, SqlError> {
 }
 
 /// System procedures run here whose arguments may be named (SSMS scripts name them).
-const NAMED_ARG_PROCS: &[&str] = &["sp_addextendedproperty", "sp_addtype"];
+const NAMED_ARG_PROCS: &[&str] = &[
+    "sp_addextendedproperty",
+    "sp_addtype",
+    "sp_flush_ct_internal_table_on_demand",
+    "sp_testserver_advance_ct_clock",
+];
 
 /// `EXEC [sys.]sp_addextendedproperty @name = ..., ...` (positional arguments too); `None`
 /// (nothing consumed) for any other EXEC.

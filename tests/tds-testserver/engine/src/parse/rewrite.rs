@@ -127,6 +127,7 @@ impl Rewriter<'_> {
     fn step(&mut self) {
         self.note_column_start();
         if self.trailing_comma()
+            || self.changetable()
             || self.typed_xml()
             || self.money_literal()
             || self.lock_hints()
@@ -163,6 +164,31 @@ impl Rewriter<'_> {
 
     fn token(&self) -> &Token {
         &self.toks[self.i].token
+    }
+
+    /// `CHANGETABLE(CHANGES t, v)`: sqlparser takes no keyword as an argument, so the kind
+    /// becomes a string, `CHANGETABLE('CHANGES', t, v)`, which the translator reads back.
+    fn changetable(&mut self) -> bool {
+        if !is_word(self.token(), "CHANGETABLE") {
+            return false;
+        }
+        let open = next_sig(self.toks, self.i + 1);
+        if !matches!(self.toks.get(open).map(|t| &t.token), Some(Token::LParen)) {
+            return false;
+        }
+        let kind_at = next_sig(self.toks, open + 1);
+        let Some(kind) = self.toks.get(kind_at).and_then(|t| word(&t.token)) else {
+            return false;
+        };
+        if kind.quote_style.is_some() {
+            return false;
+        }
+        let kind = kind.value.to_ascii_uppercase();
+        self.out.extend(self.toks[self.i..=open].iter().cloned());
+        self.out.push(tok(Token::SingleQuotedString(kind)));
+        self.out.push(tok(Token::Comma));
+        self.i = kind_at + 1;
+        true
     }
 
     /// The last significant token written.

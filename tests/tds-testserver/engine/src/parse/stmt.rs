@@ -49,6 +49,17 @@ pub enum Stmt {
         action: DbAction,
         name: String,
     },
+    /// `ALTER DATABASE name SET CHANGE_TRACKING ...` / `SET ALLOW_SNAPSHOT_ISOLATION ...`.
+    DatabaseSet {
+        name: String,
+        option: DbSetOption,
+    },
+    /// `ALTER TABLE t {ENABLE | DISABLE} CHANGE_TRACKING [WITH (TRACK_COLUMNS_UPDATED = ...)]`.
+    TableTracking {
+        table: Vec<String>,
+        enable: bool,
+        track_columns: bool,
+    },
     /// `{ENABLE | DISABLE} TRIGGER {ALL | names} ON {table | DATABASE}` and
     /// `ALTER TABLE t {ENABLE | DISABLE} TRIGGER {ALL | names}`.
     EnableTrigger {
@@ -141,6 +152,19 @@ pub struct BulkInsertSpec {
     pub file: String,
     /// Upper-case option names with their values as written (strings unquoted).
     pub options: Vec<(String, Option<String>)>,
+}
+
+/// An `ALTER DATABASE ... SET` option the test server acts on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DbSetOption {
+    /// `CHANGE_TRACKING = ON [(...)]` (`on: Some(true)`), `= OFF`, or `(...)` alone (`None`:
+    /// change the settings of tracking that is on).
+    ChangeTracking {
+        on: Option<bool>,
+        retention: Option<(i64, crate::catalog::RetentionUnit)>,
+        auto_cleanup: Option<bool>,
+    },
+    AllowSnapshotIsolation(bool),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

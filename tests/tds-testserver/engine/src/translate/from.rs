@@ -46,17 +46,18 @@ impl Translator<'_> {
         scope: &mut Scope<'_>,
         parent: Option<&Scope<'_>>,
     ) -> Result<(), SqlError> {
+        if let TableFactor::Table { with_hints, .. } = f {
+            with_hints.clear();
+        }
+        if super::changetable::is_change_table(f) {
+            return self.change_table(f, scope);
+        }
         let TableFactor::Table {
-            name,
-            alias,
-            with_hints,
-            args,
-            ..
+            name, alias, args, ..
         } = f
         else {
             return Ok(());
         };
-        with_hints.clear();
         if let Some(&view) = function_views::function_view(name) {
             return self.function_view_table(f, view, scope, parent);
         }
@@ -506,6 +507,6 @@ fn rename_outputs(q: &mut Query, cols: &[OutCol], names: &[String]) -> Result<()
 
 /// The name under which a translated derived table's columns are kept among the CTEs; the
 /// NUL makes it unlike any table name.
-fn derived_key(q: &Query) -> String {
+pub(super) fn derived_key(q: &Query) -> String {
     format!("\0derived {q}")
 }

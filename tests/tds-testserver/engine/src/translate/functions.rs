@@ -29,6 +29,9 @@ impl Translator<'_> {
     /// A function call: a user-defined function or method is replaced by what it computes,
     /// anything else is a built-in.
     pub(super) fn call(&mut self, e: &mut Expr, scope: &Scope<'_>) -> Result<Ty, SqlError> {
+        if let Some(ty) = change_tracking_call(e)? {
+            return Ok(ty);
+        }
         let Expr::Function(f) = e else {
             return Ok(Ty::unknown());
         };
@@ -170,6 +173,37 @@ impl Translator<'_> {
         }
         builtin(&name, f, &args, over, self.globals)
     }
+}
+
+/// `CHANGE_TRACKING_CURRENT_VERSION()`, replaced by the query of the committed version (read
+/// in the statement's snapshot, so a SNAPSHOT transaction sees the version its data has).
+fn change_tracking_call(e: &mut Expr) -> Result<Option<Ty>, SqlError> {
+    let Expr::Function(f) = e else {
+        return Ok(None);
+    };
+    let name = object_parts(&f.name).last().cloned().unwrap_or_default();
+    if !name.eq_ignore_ascii_case("CHANGE_TRACKING_CURRENT_VERSION") {
+        return Ok(None);
+    }
+    let empty = match &f.args {
+        FunctionArguments::None => true,
+        FunctionArguments::List(l) => l.args.is_empty(),
+        FunctionArguments::Subquery(_) => false,
+    };
+    if !empty {
+        return Err(SqlError::new(
+            174,
+            15,
+            format!("The {} function requires 0 argument(s).", name.to_lowercase()),
+        ));
+    }
+    let sql = crate::tracking::side::current_version_sql();
+    let dialect = sqlparser::dialect::SQLiteDialect {};
+    *e = sqlparser::parser::Parser::new(&dialect)
+        .try_with_sql(&sql)
+        .and_then(|mut p| p.parse_expr())
+        .map_err(|_| syntax_error(&name))?;
+    Ok(Some(Ty::of(SqlType::BigInt)))
 }
 
 /// The date part keyword a DATEADD/DATEDIFF/... call names (`day`, `'dd'`), lower-case.

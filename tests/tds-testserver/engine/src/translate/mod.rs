@@ -11,6 +11,7 @@
 
 mod arithmetic;
 mod bitwise;
+mod changetable;
 mod comparisons;
 mod context;
 mod conversions;

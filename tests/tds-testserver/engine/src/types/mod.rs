@@ -163,3 +163,20 @@ impl ColumnMeta {
         }
     }
 }
+
+/// How SQLite declares a column of type `ty`: its storage class and the collation that
+/// compares its stored form as SQL Server compares the values.
+pub fn sqlite_type(ty: SqlType) -> &'static str {
+    match ty {
+        SqlType::Bit | SqlType::TinyInt | SqlType::SmallInt | SqlType::Int | SqlType::BigInt => "INTEGER",
+        SqlType::Real | SqlType::Float => "REAL",
+        SqlType::Decimal { .. } | SqlType::Numeric { .. } | SqlType::Money | SqlType::SmallMoney => {
+            "TEXT COLLATE DEC"
+        }
+        SqlType::UniqueIdentifier => "TEXT COLLATE GUID",
+        t if names::is_string(t) => "TEXT COLLATE CI",
+        SqlType::Binary { .. } | SqlType::VarBinary { .. } | SqlType::Image | SqlType::RowVersion => "BLOB",
+        SqlType::SqlVariant => "",
+        _ => "TEXT",
+    }
+}

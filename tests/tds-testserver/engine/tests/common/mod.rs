@@ -59,6 +59,17 @@ impl Sink {
             })
             .collect()
     }
+    /// Informational messages (PRINT and the like), in order.
+    #[allow(dead_code)]
+    pub fn infos(&self) -> Vec<String> {
+        self.events
+            .iter()
+            .filter_map(|e| match e {
+                Event::Info(_, m) => Some(m.clone()),
+                _ => None,
+            })
+            .collect()
+    }
     /// Result sets: (columns, rows).
     pub fn results(&self) -> Vec<(Vec<ColumnMeta>, Vec<Vec<Value>>)> {
         let mut out: Vec<(Vec<ColumnMeta>, Vec<Vec<Value>>)> = Vec::new();

@@ -513,6 +513,7 @@ impl Catalog {
             ));
         }
         self.tables.remove(&object_id);
+        self.tracking.tables.remove(&object_id);
         // A table's triggers go with it.
         self.modules.retain(|_, m| m.parent_object_id != object_id);
         self.touch();

@@ -542,6 +542,27 @@ pub(super) fn build_registry() -> Vec<ViewDef> {
             ]),
         ),
         v(
+            "sys.change_tracking_databases",
+            cols(&[
+                ("database_id", INT, false),
+                ("is_auto_cleanup_on", BIT, true),
+                ("retention_period", INT, true),
+                ("retention_period_units", TINYINT, true),
+                ("retention_period_units_desc", nv(60), true),
+                ("max_cleanup_version", BIGINT, true),
+            ]),
+        ),
+        v(
+            "sys.change_tracking_tables",
+            cols(&[
+                ("object_id", INT, false),
+                ("is_track_columns_updated_on", BIT, false),
+                ("min_valid_version", BIGINT, true),
+                ("begin_version", BIGINT, true),
+                ("cleanup_version", BIGINT, true),
+            ]),
+        ),
+        v(
             "sys.databases",
             cols(&[
                 ("name", SYSNAME, false),

@@ -171,6 +171,8 @@ pub(super) fn build_rows(ctx: &Ctx<'_>, view: &str, sizes: &dyn super::TableSize
         "INFORMATION_SCHEMA.CHECK_CONSTRAINTS" => information_schema_check_constraints(ctx, &mut rows),
         "INFORMATION_SCHEMA.SCHEMATA" => information_schema_schemata(ctx, &mut rows),
         "sys.databases" => sys_databases(ctx, &mut rows),
+        "sys.change_tracking_databases" => sys_change_tracking_databases(ctx, &mut rows),
+        "sys.change_tracking_tables" => sys_change_tracking_tables(ctx, &mut rows),
         "sys.dm_exec_connections" => sys_dm_exec_connections(ctx, &mut rows),
         "sys.dm_exec_sessions" => sys_dm_exec_sessions(ctx, &mut rows),
         // Sequences are not supported: always empty.
@@ -864,6 +866,34 @@ fn information_schema_schemata(ctx: &Ctx<'_>, rows: &mut Vec<Row>) {
     }
 }
 
+/// The rows of sys.change_tracking_databases: the user database while tracking is on.
+fn sys_change_tracking_databases(ctx: &Ctx<'_>, rows: &mut Vec<Row>) {
+    let ct = ctx.catalog.change_tracking();
+    let Some(db) = ct.database else { return };
+    let cleaned = ct.tables.values().map(|t| t.cleanup_version).max().unwrap_or(0);
+    rows.push(vec![
+        ("database_id", int(crate::catalog::functions::USER_DATABASE_ID)),
+        ("is_auto_cleanup_on", bit(db.auto_cleanup)),
+        ("retention_period", int(db.retention)),
+        ("retention_period_units", int(db.unit as i64)),
+        ("retention_period_units_desc", text(db.unit.desc())),
+        ("max_cleanup_version", int(cleaned)),
+    ]);
+}
+
+/// The rows of sys.change_tracking_tables.
+fn sys_change_tracking_tables(ctx: &Ctx<'_>, rows: &mut Vec<Row>) {
+    for (id, t) in &ctx.catalog.change_tracking().tables {
+        rows.push(vec![
+            ("object_id", int(*id)),
+            ("is_track_columns_updated_on", bit(t.track_columns_updated)),
+            ("min_valid_version", int(t.min_valid_version)),
+            ("begin_version", int(t.begin_version)),
+            ("cleanup_version", int(t.cleanup_version)),
+        ]);
+    }
+}
+
 /// The rows of sys.databases.
 fn sys_databases(ctx: &Ctx<'_>, rows: &mut Vec<Row>) {
     let db = ctx.catalog.database();
@@ -875,6 +905,12 @@ fn sys_databases(ctx: &Ctx<'_>, rows: &mut Vec<Row>) {
     }
     for (name, id) in dbs {
         let user_db = id >= crate::catalog::functions::USER_DATABASE_ID;
+        // master and msdb allow snapshot isolation, as on SQL Server.
+        let snapshot = if user_db {
+            ctx.catalog.change_tracking().allow_snapshot_isolation
+        } else {
+            matches!(name, "master" | "msdb")
+        };
         rows.push(vec![
             ("name", text(name)),
             ("database_id", int(id)),
@@ -889,8 +925,11 @@ fn sys_databases(ctx: &Ctx<'_>, rows: &mut Vec<Row>) {
             ("state", int(0)),
             ("state_desc", text("ONLINE")),
             ("is_in_standby", bit(false)),
-            ("snapshot_isolation_state", int(0)),
-            ("snapshot_isolation_state_desc", text("OFF")),
+            ("snapshot_isolation_state", int(i64::from(snapshot))),
+            (
+                "snapshot_isolation_state_desc",
+                text(if snapshot { "ON" } else { "OFF" }),
+            ),
             ("is_read_committed_snapshot_on", bit(false)),
             ("recovery_model", int(if user_db { 1 } else { 3 })),
             (
