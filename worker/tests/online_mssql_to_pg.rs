@@ -449,12 +449,7 @@ async fn workload(ms: TdsClient, seed: u64, stop: Arc<AtomicBool>, committed: Ar
                         &[&(rng.below(100) as i32)],
                     )
                     .await;
-                    exec(
-                        &mut ms,
-                        "INSERT INTO dbo.ident (v) VALUES (@P1)",
-                        &[&rng.name()],
-                    )
-                    .await;
+                    exec(&mut ms, "INSERT INTO dbo.ident (v) VALUES (@P1)", &[&rng.name()]).await;
                     exec(
                         &mut ms,
                         "UPDATE dbo.ident SET v = NULL WHERE id = @P1",
@@ -657,7 +652,10 @@ async fn a_random_workload_streams_and_cuts_over_exactly() {
     assert!(!ok, "{answer}");
     let message = answer["message"].as_str().unwrap();
     assert!(message.contains("still changed after the fence"), "{message}");
-    assert!(message.contains("dbo.") && message.contains("change"), "{message}");
+    assert!(
+        message.contains("dbo.") && message.contains("change"),
+        "{message}"
+    );
 
     stop.store(true, Ordering::Relaxed);
     writer.await.unwrap();
@@ -687,11 +685,9 @@ async fn a_random_workload_streams_and_cuts_over_exactly() {
     // cleanup: true (the default) turned Change Tracking off where the worker turned it on.
     assert_eq!(tracked_tables(&server, &password).await, 0);
     // Identity values follow the copied maximum at the cutover.
-    pg.batch_execute(&format!(
-        "INSERT INTO \"{schema}\".ident (v) VALUES ('after')"
-    ))
-    .await
-    .unwrap();
+    pg.batch_execute(&format!("INSERT INTO \"{schema}\".ident (v) VALUES ('after')"))
+        .await
+        .unwrap();
     let max_source = common::ms_scalar::<i32>(&mut ms, "SELECT MAX(id) FROM dbo.ident")
         .await
         .unwrap();
@@ -833,10 +829,7 @@ async fn a_source_without_change_tracking_is_refused_listing_the_statements() {
     }
     assert_eq!(tracked_tables(&server, &password).await, 0);
     let tables: i64 = pg
-        .query_one(
-            "SELECT count(*) FROM pg_tables WHERE schemaname = $1",
-            &[&schema],
-        )
+        .query_one("SELECT count(*) FROM pg_tables WHERE schemaname = $1", &[&schema])
         .await
         .unwrap()
         .get(0);
@@ -867,10 +860,7 @@ async fn a_table_without_a_primary_key_is_refused_before_anything_is_written() {
     assert!(!stdout.contains("dbo.keyed"), "{stdout}");
     assert_eq!(tracked_tables(&server, &password).await, 0);
     let tables: i64 = pg
-        .query_one(
-            "SELECT count(*) FROM pg_tables WHERE schemaname = $1",
-            &[&schema],
-        )
+        .query_one("SELECT count(*) FROM pg_tables WHERE schemaname = $1", &[&schema])
         .await
         .unwrap()
         .get(0);

@@ -197,6 +197,10 @@ fn ms(what: &'static str) -> impl FnOnce(tiberius::error::Error) -> OnlineError 
     OnlineError::mssql_source(what)
 }
 
+fn ms_err(what: &'static str) -> impl FnOnce(tiberius::error::Error) -> OnlineError {
+    ms(what)
+}
+
 async fn exec(c: &mut TdsClient, what: &'static str, sql: &str) -> Result<(), OnlineError> {
     c.simple_query(sql)
         .await
@@ -282,7 +286,8 @@ pub async fn missing_setup(c: &mut TdsClient, tables: &[CtTable]) -> Result<Vec<
     if schema.get(1).copied().flatten().is_none() {
         steps.push(Step::database(format!(
             "CREATE TABLE {} (migration nvarchar(400) NOT NULL, sent_micros bigint NOT NULL, \
-             enabled nvarchar(max) NULL, CONSTRAINT [PK__mssqlpg_heartbeat] PRIMARY KEY (migration))",
+             enabled nvarchar(max) NULL, begin_versions nvarchar(max) NULL, \
+             CONSTRAINT [PK__mssqlpg_heartbeat] PRIMARY KEY (migration))",
             heartbeat_table()
         )));
     }
@@ -383,18 +388,82 @@ pub async fn prepare_source(
         .filter_map(|s| s.enables.as_ref().map(|e| format!("{}\n", e.line())))
         .collect();
     let enabled: Option<&str> = (!enabled.is_empty()).then_some(enabled.as_str());
+    let versions = tracked_versions(c, tables).await?;
+    let begins = begins_text(tables, versions.iter().map(|v| v.begin));
     c.execute(
         format!(
             "IF EXISTS (SELECT 1 FROM {hb} WHERE migration = @P1) \
-             UPDATE {hb} SET enabled = COALESCE(enabled, N'') + COALESCE(@P2, N'') WHERE migration = @P1 \
-             ELSE INSERT INTO {hb} (migration, sent_micros, enabled) VALUES (@P1, 0, @P2)",
+             UPDATE {hb} SET enabled = COALESCE(enabled, N'') + COALESCE(@P2, N''), begin_versions = @P3 \
+             WHERE migration = @P1 \
+             ELSE INSERT INTO {hb} (migration, sent_micros, enabled, begin_versions) VALUES (@P1, 0, @P2, @P3)",
             hb = heartbeat_table()
         ),
-        &[&migration, &enabled],
+        &[&migration, &enabled, &begins.as_str()],
     )
     .await
     .map_err(ms("write the heartbeat row"))?;
     current_version(c).await
+}
+
+/// A table's Change Tracking versions: the oldest it holds changes after
+/// (`CHANGE_TRACKING_MIN_VALID_VERSION`), and where its history begins (`begin_version`: when
+/// tracking was enabled, moved by a TRUNCATE). `None` when the table is not tracked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Versions {
+    min_valid: Option<i64>,
+    begin: Option<i64>,
+}
+
+/// The versions of every table, in their order.
+async fn tracked_versions(c: &mut TdsClient, tables: &[CtTable]) -> Result<Vec<Versions>, OnlineError> {
+    let mut out = Vec::with_capacity(tables.len());
+    for part in tables.chunks(100) {
+        let sql = format!(
+            "SELECT {}",
+            part.iter()
+                .map(|t| {
+                    let name = t.quoted.replace('\'', "''");
+                    format!(
+                        "CHANGE_TRACKING_MIN_VALID_VERSION(OBJECT_ID(N'{name}')), \
+                         (SELECT begin_version FROM sys.change_tracking_tables WHERE object_id = OBJECT_ID(N'{name}'))"
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        let values = ints(c, "read the versions Change Tracking holds", &sql).await?;
+        for j in 0..part.len() {
+            out.push(Versions {
+                min_valid: values.get(2 * j).copied().flatten(),
+                begin: values.get(2 * j + 1).copied().flatten(),
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// The begin versions as the heartbeat row stores them: a line `version [schema].[table]` each.
+fn begins_text(tables: &[CtTable], begins: impl Iterator<Item = Option<i64>>) -> String {
+    tables
+        .iter()
+        .zip(begins)
+        .filter_map(|(t, b)| b.map(|b| format!("{b} {}\n", t.quoted)))
+        .collect()
+}
+
+/// [`begins_text`] read back, per table (`None`: not stored).
+fn parse_begins(tables: &[CtTable], text: &str) -> Vec<Option<i64>> {
+    let stored: std::collections::HashMap<&str, i64> = text
+        .lines()
+        .filter_map(|l| {
+            let (v, t) = l.split_once(' ')?;
+            Some((t, v.parse().ok()?))
+        })
+        .collect();
+    tables
+        .iter()
+        .map(|t| stored.get(t.quoted.as_str()).copied())
+        .collect()
 }
 
 /// `CHANGE_TRACKING_CURRENT_VERSION()`.
@@ -514,17 +583,41 @@ pub struct MssqlCapture {
     reinitialize: bool,
     /// The heartbeat last sent into the stream.
     heartbeat_sent: Option<i64>,
+    /// Where each table's history began when the target's copy of it started (stored in the
+    /// heartbeat row): a later begin means the source forgot changes (a TRUNCATE, tracking
+    /// turned off and on), even when its minimum valid version is not past the applied one.
+    begins: Vec<Option<i64>>,
+    /// Begin versions of tables copied again, to store once the target holds the copy (applied
+    /// at or past the position).
+    recopied: Option<(Position, Vec<(usize, Option<i64>)>)>,
 }
 
 impl MssqlCapture {
-    pub fn new(
-        ms: TdsClient,
+    /// The capture of `tables`, from `applied` on.
+    pub async fn connect(
+        mut ms: TdsClient,
         migration: &str,
         tables: Vec<CtTable>,
         applied: Position,
         reinitialize: bool,
-    ) -> Self {
-        MssqlCapture {
+    ) -> Result<Self, OnlineError> {
+        let stored = ms
+            .query(
+                format!(
+                    "SELECT begin_versions FROM {} WHERE migration = @P1",
+                    heartbeat_table()
+                ),
+                &[&migration],
+            )
+            .await
+            .map_err(ms_err("read the heartbeat row"))?
+            .into_row()
+            .await
+            .map_err(ms_err("read the heartbeat row"))?
+            .and_then(|r| r.get::<&str, _>(0).map(str::to_string))
+            .unwrap_or_default();
+        let begins = parse_begins(&tables, &stored);
+        Ok(MssqlCapture {
             ms,
             migration: migration.to_string(),
             tables,
@@ -532,54 +625,36 @@ impl MssqlCapture {
             fences: Vec::new(),
             reinitialize,
             heartbeat_sent: None,
-        }
+            begins,
+            recopied: None,
+        })
     }
 
-    /// The tables whose changes since `last` the source no longer holds; fails naming them
-    /// without `reinitialize`.
-    async fn lost(&mut self, last: Position) -> Result<Vec<usize>, OnlineError> {
+    /// The tables whose changes since `last` the source no longer holds, with their begin
+    /// versions now; fails naming them without `reinitialize`.
+    async fn lost(&mut self, last: Position) -> Result<Vec<(usize, Option<i64>)>, OnlineError> {
+        let versions = tracked_versions(&mut self.ms, &self.tables).await?;
         let mut lost = Vec::new();
-        for (part, tables) in self.tables.chunks(100).enumerate() {
-            let sql = format!(
-                "SELECT {}",
-                tables
-                    .iter()
-                    .map(|t| format!(
-                        "CHANGE_TRACKING_MIN_VALID_VERSION(OBJECT_ID(N'{}'))",
-                        t.quoted.replace('\'', "''")
-                    ))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            );
-            let mins = ints(
-                &mut self.ms,
-                "read the oldest versions Change Tracking holds",
-                &sql,
-            )
-            .await?;
-            for (j, t) in tables.iter().enumerate() {
-                let i = part * 100 + j;
-                match mins.get(j).copied().flatten() {
-                    None => {
-                        return Err(OnlineError::Setup(format!(
-                            "table {}: Change Tracking is not enabled on it (any more): its changes since \
-                             version {last} are lost; enable it and start the migration afresh",
-                            t.name
-                        )));
-                    }
-                    Some(min) if u64::try_from(min).unwrap_or(0) > last => {
-                        if !self.reinitialize {
-                            return Err(OnlineError::RetentionPassed {
-                                table: t.name.clone(),
-                                applied: last,
-                                min_valid: u64::try_from(min).unwrap_or(0),
-                            });
-                        }
-                        tracing::warn!(table = %t.name, last, min, "Change Tracking lost the table's changes: copying it again");
-                        lost.push(i);
-                    }
-                    Some(_) => {}
+        for (i, (t, v)) in self.tables.iter().zip(versions).enumerate() {
+            let Some(min) = v.min_valid else {
+                return Err(OnlineError::Setup(format!(
+                    "table {}: Change Tracking is not enabled on it (any more): its changes since version \
+                     {last} are lost; enable it and start the migration afresh",
+                    t.name
+                )));
+            };
+            let min = u64::try_from(min).unwrap_or(0);
+            let restarted = matches!((self.begins.get(i).copied().flatten(), v.begin), (Some(was), Some(now)) if now > was);
+            if min > last || restarted {
+                if !self.reinitialize {
+                    return Err(OnlineError::RetentionPassed {
+                        table: t.name.clone(),
+                        applied: last,
+                        min_valid: min.max(v.begin.map_or(0, |b| u64::try_from(b).unwrap_or(0))),
+                    });
                 }
+                tracing::warn!(table = %t.name, last, min, "Change Tracking lost the table's changes: copying it again");
+                lost.push((i, v.begin));
             }
         }
         Ok(lost)
@@ -648,7 +723,11 @@ impl MssqlCapture {
     async fn read(&mut self, tx: &tokio::sync::mpsc::Sender<Event<MsRow>>) -> Result<(), OnlineError> {
         let v = current_version(&mut self.ms).await?;
         let last = self.last;
-        let lost = self.lost(last).await?;
+        let lost_begins = self.lost(last).await?;
+        let lost: Vec<usize> = lost_begins.iter().map(|(i, _)| *i).collect();
+        if !lost_begins.is_empty() {
+            self.recopied = Some((v, lost_begins));
+        }
         let heartbeat = self.heartbeat_value().await?;
         let mut fences: Vec<(String, Position)> = std::mem::take(&mut self.fences)
             .into_iter()
@@ -764,6 +843,23 @@ impl Capture for MssqlCapture {
 
     async fn acknowledge(&mut self, applied: Position) -> Result<(), OnlineError> {
         self.last = self.last.max(applied);
+        if let Some((at, tables)) = self.recopied.take_if(|(at, _)| applied >= *at) {
+            for (i, begin) in tables {
+                self.begins[i] = begin;
+            }
+            let text = begins_text(&self.tables, self.begins.iter().copied());
+            self.ms
+                .execute(
+                    format!(
+                        "UPDATE {} SET begin_versions = @P2 WHERE migration = @P1",
+                        heartbeat_table()
+                    ),
+                    &[&self.migration.as_str(), &text.as_str()],
+                )
+                .await
+                .map_err(ms("record the tables copied again"))?;
+            tracing::info!(at, "tables copied again are streamed from here on");
+        }
         Ok(())
     }
 

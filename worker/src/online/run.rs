@@ -389,13 +389,14 @@ async fn stream_mssql_to_pg(
     let (epoch, applied) = pg.claim(migration).await?;
     tracing::info!(epoch, applied, "streaming");
     let mut apply = PgApply::new(pg, &plan.tables, migration, epoch).await?;
-    let mut capture = MssqlCapture::new(
+    let mut capture = MssqlCapture::connect(
         engine.source.connect().await?,
         migration,
         tracked.to_vec(),
         applied,
         online.reinitialize,
-    );
+    )
+    .await?;
     let mut finish = MssqlToPgFinish { engine, plan };
     let tables: Vec<String> = plan.tables.iter().map(|t| t.source.qualified()).collect();
     let report = stream::stream(
