@@ -736,6 +736,10 @@ async fn a_stream_killed_at_random_points_applies_every_change_once() {
         committed.clone(),
     ));
     let mut rng = Rng(0x4b11);
+    // First anywhere in the first moments: planning, anchoring, copying, building keys.
+    let run = Running::start(&file, &password);
+    tokio::time::sleep(Duration::from_millis(rng.below(1500))).await;
+    run.kill();
     let mut run = Running::start(&file, &password);
     run.wait_streaming(1, Duration::from_secs(300)).await;
     for round in 0..3 {

@@ -589,8 +589,11 @@ pub struct MssqlCapture {
     begins: Vec<Option<i64>>,
     /// Begin versions of tables copied again, to store once the target holds the copy (applied
     /// at or past the position).
-    recopied: Option<(Position, Vec<(usize, Option<i64>)>)>,
+    recopied: Option<(Position, Vec<Begin>)>,
 }
+
+/// A table (its index) and where its Change Tracking history begins.
+type Begin = (usize, Option<i64>);
 
 impl MssqlCapture {
     /// The capture of `tables`, from `applied` on.
@@ -632,7 +635,7 @@ impl MssqlCapture {
 
     /// The tables whose changes since `last` the source no longer holds, with their begin
     /// versions now; fails naming them without `reinitialize`.
-    async fn lost(&mut self, last: Position) -> Result<Vec<(usize, Option<i64>)>, OnlineError> {
+    async fn lost(&mut self, last: Position) -> Result<Vec<Begin>, OnlineError> {
         let versions = tracked_versions(&mut self.ms, &self.tables).await?;
         let mut lost = Vec::new();
         for (i, (t, v)) in self.tables.iter().zip(versions).enumerate() {

@@ -266,9 +266,10 @@ pub enum OnlineError {
     },
     /// The source no longer holds the changes a table needs since the applied position.
     #[error(
-        "table {table}: the source's Change Tracking no longer holds the changes since version {applied} \
-         (its oldest is {min_valid}: the retention period passed, the table was truncated, or Change Tracking \
-         was enabled again); copy the table again with online.reinitialize: Auto, or start the migration afresh"
+        "table {table}: the source's Change Tracking lost changes the target has not applied (the target \
+         holds them up to version {applied}; the table's history now starts at version {min_valid}: the \
+         retention period passed, the table was truncated, or Change Tracking was enabled again); copy the \
+         table again with online.reinitialize: Auto, or start the migration afresh"
     )]
     RetentionPassed {
         table: String,
