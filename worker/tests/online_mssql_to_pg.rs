@@ -870,3 +870,100 @@ async fn a_table_without_a_primary_key_is_refused_before_anything_is_written() {
         .get(0);
     assert_eq!(tables, 0, "nothing was created in the target");
 }
+
+/// Figures of the online path from SQL Server (not a test of behaviour: run it by name,
+/// `--ignored`): `MSSQLPG_ONLINE_ROWS` rows (default 20,000) are updated in transactions of 100
+/// rows while the stream runs, then all of them in one transaction, then the cutover. Prints the
+/// apply rate, the lag sampled while writing, the cutover's downtime and the streaming process's
+/// peak memory.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "a measurement; run by name with --ignored"]
+async fn measure_online_apply_from_mssql() {
+    let rows: i64 = std::env::var("MSSQLPG_ONLINE_ROWS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20_000);
+    let (server, password) = server();
+    let mut ms = tds_client(&server, &password).await;
+    common::ms_exec(
+        &mut ms,
+        "CREATE TABLE dbo.m (id bigint NOT NULL PRIMARY KEY, v nvarchar(40) NOT NULL, n int NOT NULL)",
+    )
+    .await;
+    for first in (1..=rows).step_by(1000) {
+        let values: Vec<String> = (first..(first + 1000).min(rows + 1))
+            .map(|g| format!("({g}, N'value {g}', 0)"))
+            .collect();
+        common::ms_exec(
+            &mut ms,
+            &format!("INSERT INTO dbo.m (id, v, n) VALUES {}", values.join(", ")),
+        )
+        .await;
+    }
+    let pg = common::pg_connect().await;
+    let schema = common::fresh_schema(&pg, "online_ms_measure").await;
+    let name = "online-ms-measure";
+    let dir = std::env::temp_dir().join(format!("mssqlpg-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("migration.yaml").to_string_lossy().into_owned();
+    let text = yaml(name, server.addr().port(), &schema, ENABLE)
+        .replace("  chunkRows: 500\n", "")
+        .replace("    maxBatchChanges: 300\n", "    maxBatchChanges: 10000\n");
+    std::fs::write(&file, text).unwrap();
+    let mut run = Running::start(&file, &password);
+    run.wait_streaming(0, Duration::from_secs(1800)).await;
+
+    let started = Instant::now();
+    let mut lags = Vec::new();
+    let mut last_sample = Instant::now();
+    for first in (1..=rows).step_by(100) {
+        common::ms_exec(
+            &mut ms,
+            &format!(
+                "BEGIN TRANSACTION; UPDATE dbo.m SET n = n + 1 WHERE id BETWEEN {first} AND {}; COMMIT TRANSACTION",
+                first + 99
+            ),
+        )
+        .await;
+        if last_sample.elapsed() >= Duration::from_secs(1)
+            && let Some(s) = run.last("streaming")
+            && let Some(l) = s["lag_seconds"].as_f64()
+        {
+            lags.push(l);
+            last_sample = Instant::now();
+        }
+    }
+    let written = started.elapsed().as_secs_f64();
+    let s = run.wait_streaming(rows as u64, Duration::from_secs(3600)).await;
+    let applied = started.elapsed().as_secs_f64();
+    let big_started = Instant::now();
+    common::ms_exec(&mut ms, "UPDATE dbo.m SET n = n + 1").await;
+    run.wait_streaming(2 * rows as u64, Duration::from_secs(3600))
+        .await;
+    let big_applied = big_started.elapsed().as_secs_f64();
+    let (ok, answer) = cutover(&file, &password);
+    assert!(ok, "{answer}");
+    let (status, lines) = run.wait();
+    assert!(status.success());
+    let report = lines.iter().find(|l| l["event"] == "cutover").unwrap().clone();
+    let summary = lines.iter().find(|l| l["event"] == "summary").unwrap().clone();
+    lags.sort_by(f64::total_cmp);
+    let pct = |p: f64| {
+        lags.get(((lags.len() as f64 - 1.0) * p).round() as usize)
+            .copied()
+    };
+    println!(
+        "{}",
+        serde_json::json!({
+            "rows": rows,
+            "updates_in_100_row_transactions": {"write_seconds": written, "applied_seconds": applied,
+                "changes_per_second": rows as f64 / applied, "stream": s},
+            "lag_seconds_while_writing": {"samples": lags.len(), "median": pct(0.5), "p99": pct(0.99)},
+            "one_transaction_of_every_row": {"applied_seconds": big_applied,
+                "changes_per_second": rows as f64 / big_applied},
+            "cutover": {"downtime_seconds": report["downtime_seconds"], "drain_seconds": report["drain_seconds"],
+                "finalize_seconds": report["finalize_seconds"], "verify_seconds": report["verify_seconds"]},
+            "peak_memory_bytes": summary["peak_memory_bytes"],
+        })
+    );
+}
