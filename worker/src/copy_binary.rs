@@ -106,17 +106,33 @@ impl RowEncoder {
     /// was before the call.
     pub fn encode_raw_row(&self, buf: &mut Vec<u8>, row: &RawRow<'_>) -> Result<(), RawRowError> {
         let start = buf.len();
-        let result = self.encode_raw_row_inner(buf, row);
+        let result = self.encode_raw_row_inner(buf, row, false);
         if result.is_err() {
             buf.truncate(start);
         }
         result
     }
 
-    fn encode_raw_row_inner(&self, buf: &mut Vec<u8>, row: &RawRow<'_>) -> Result<(), RawRowError> {
+    /// [`Self::encode_raw_row`] of the row's leading values, one per type; the values after
+    /// them (a change's operation, beside its row image) are the caller's.
+    pub fn encode_raw_row_leading(&self, buf: &mut Vec<u8>, row: &RawRow<'_>) -> Result<(), RawRowError> {
+        let start = buf.len();
+        let result = self.encode_raw_row_inner(buf, row, true);
+        if result.is_err() {
+            buf.truncate(start);
+        }
+        result
+    }
+
+    fn encode_raw_row_inner(
+        &self,
+        buf: &mut Vec<u8>,
+        row: &RawRow<'_>,
+        leading: bool,
+    ) -> Result<(), RawRowError> {
         let n = self.types.len();
         let got = row.len();
-        if got != n {
+        if got != n && !(leading && got > n) {
             return Err(EncodeError {
                 column: n.min(got),
                 kind: EncodeErrorKind::Arity { expected: n, got },

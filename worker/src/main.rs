@@ -159,6 +159,12 @@ enum OnlineStep {
     Status { json: bool },
 }
 
+/// The engine of an online migration's direction.
+enum OnlineEngine {
+    PgToMssql(mssql_pg_worker::pg_to_mssql::PgToMssqlEngine),
+    MssqlToPg(mssql_pg_worker::mssql_to_pg::MssqlToPgEngine),
+}
+
 /// The output of the online commands.
 struct OutEvents<'a>(&'a Out);
 
@@ -168,8 +174,7 @@ impl mssql_pg_worker::online::run::Events for OutEvents<'_> {
     }
 }
 
-/// `run` of an online migration, `cutover` and `status` (PostgreSQL -> SQL Server: the
-/// SQL Server capture, Change Tracking, is not built yet).
+/// `run` of an online migration, `cutover` and `status`, either direction.
 async fn local_online(common: &Common, step: OnlineStep, out: &Out) -> anyhow::Result<Exit> {
     use mssql_pg_worker::online::{OnlineOptions, run as online_run};
     let file = common
@@ -180,21 +185,27 @@ async fn local_online(common: &Common, step: OnlineStep, out: &Out) -> anyhow::R
     if !doc.spec.online.enabled {
         anyhow::bail!("{file}: spec.online.enabled is not true: this migration does not stream changes");
     }
-    if !spec::is_pg_to_mssql(&doc) {
-        anyhow::bail!(
-            "an online migration from SQL Server (its Change Tracking capture) is not built yet; \
-             PostgreSQL -> SQL Server is"
-        );
-    }
     let online =
         OnlineOptions::from_spec(&doc.spec.online).map_err(|e| spec::SpecError::Invalid(e.to_string()))?;
-    let (source, target, options) = spec::resolve_pg_to_mssql(&doc, Credentials::from_env()?)?;
-    let copy = mssql_pg_worker::pipeline::CopyOptions::new(&options, common.fail_after_chunks);
-    let engine = mssql_pg_worker::pg_to_mssql::PgToMssqlEngine {
-        source,
-        target,
-        options,
-        copy,
+    let creds = Credentials::from_env()?;
+    let engine = if spec::is_pg_to_mssql(&doc) {
+        let (source, target, options) = spec::resolve_pg_to_mssql(&doc, creds)?;
+        let copy = mssql_pg_worker::pipeline::CopyOptions::new(&options, common.fail_after_chunks);
+        OnlineEngine::PgToMssql(mssql_pg_worker::pg_to_mssql::PgToMssqlEngine {
+            source,
+            target,
+            options,
+            copy,
+        })
+    } else {
+        let (source, target, options) = spec::resolve(&doc, creds)?;
+        let copy = mssql_pg_worker::pipeline::CopyOptions::new(&options, common.fail_after_chunks);
+        OnlineEngine::MssqlToPg(mssql_pg_worker::mssql_to_pg::MssqlToPgEngine {
+            source,
+            target,
+            options,
+            copy,
+        })
     };
     match step {
         OnlineStep::Run => {
@@ -206,7 +217,14 @@ async fn local_online(common: &Common, step: OnlineStep, out: &Out) -> anyhow::R
                 Display::Bars
             };
             let started = Instant::now();
-            let result = online_run::run_pg_to_mssql(&engine, &online, display, &mut OutEvents(out)).await;
+            let result = match &engine {
+                OnlineEngine::PgToMssql(e) => {
+                    online_run::run_pg_to_mssql(e, &online, display, &mut OutEvents(out)).await
+                }
+                OnlineEngine::MssqlToPg(e) => {
+                    online_run::run_mssql_to_pg(e, &online, display, &mut OutEvents(out)).await
+                }
+            };
             let peak = peak_memory_bytes();
             match result {
                 Ok(report) => {
@@ -231,7 +249,10 @@ async fn local_online(common: &Common, step: OnlineStep, out: &Out) -> anyhow::R
             }
         }
         OnlineStep::Cutover { wait } => {
-            let answer = online_run::cutover_pg_to_mssql(&engine, wait).await?;
+            let answer = match &engine {
+                OnlineEngine::PgToMssql(e) => online_run::cutover_pg_to_mssql(e, wait).await?,
+                OnlineEngine::MssqlToPg(e) => online_run::cutover_mssql_to_pg(e, wait).await?,
+            };
             out.event(&answer, || match (&answer.ok, &answer.message) {
                 (true, _) => format!(
                     "cut over and verified; downtime {:.1}s\n",
@@ -242,7 +263,10 @@ async fn local_online(common: &Common, step: OnlineStep, out: &Out) -> anyhow::R
             Ok(if answer.ok { Exit::Success } else { Exit::Failure })
         }
         OnlineStep::Status { json } => {
-            let status = online_run::status_pg_to_mssql(&engine).await?;
+            let status = match &engine {
+                OnlineEngine::PgToMssql(e) => online_run::status_pg_to_mssql(e).await?,
+                OnlineEngine::MssqlToPg(e) => online_run::status_mssql_to_pg(e).await?,
+            };
             if json {
                 println!("{}", serde_json::to_string(&status).unwrap_or_default());
             } else {

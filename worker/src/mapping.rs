@@ -294,7 +294,15 @@ fn sub_microsecond_warning(column: &str, type_name: &str, scale: u8, warnings: &
 
 /// The SQL Server select-list expression for a mapped column.
 pub fn select_expr(mapping: &ColumnMapping) -> String {
-    let col = quote_mssql(&mapping.source.name);
+    read_expr(mapping, quote_mssql(&mapping.source.name))
+}
+
+/// [`select_expr`] of the column of the table aliased `alias`.
+pub fn select_expr_of(mapping: &ColumnMapping, alias: &str) -> String {
+    read_expr(mapping, format!("{alias}.{}", quote_mssql(&mapping.source.name)))
+}
+
+fn read_expr(mapping: &ColumnMapping, col: String) -> String {
     match mapping.read_as {
         ReadAs::Plain => col,
         ReadAs::Decimal { precision, scale } => format!("CAST({col} AS decimal({precision},{scale}))"),

@@ -1,15 +1,64 @@
 //! After the copy: keys, indexes, checks and identity values per table (largest first, each
 //! released to the verification as it is done), then foreign keys, views and the dependents that
-//! `dropDependents` removed.
+//! `dropDependents` removed. An online migration runs it in two parts ([`FinalizeSteps`]).
 
 use super::{MssqlToPgEngine, MssqlToPgError, exec_stmts, names};
 use crate::checkpoint;
 use crate::engine::KeysBuilt;
 use crate::pg::ddl;
-use crate::plan::Plan;
+use crate::plan::{Plan, TablePlan};
 use crate::target_check::Dependent;
 use crate::unlogged_loss;
 use tokio_postgres::Client;
+
+/// Which part of finalize runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FinalizeSteps {
+    All,
+    /// Online, right after the copy: what the apply needs (the primary key) and what cannot
+    /// be wrong while changes stream (non-unique indexes).
+    Keys,
+    /// Online, at the cutover: the rest.
+    Cutover,
+}
+
+impl FinalizeSteps {
+    /// What of table `t`'s own statements the step builds. Online, unique constraints and
+    /// indexes wait for the cutover with the checks and foreign keys: while the stream replays
+    /// changes the copy may already hold, and applies a source transaction across several
+    /// target transactions, two rows can hold one unique value for a moment, or a row a value
+    /// a check refuses, which the source never had. Primary keys identify rows and cannot
+    /// collide so.
+    pub(crate) fn table_part(
+        self,
+        t: &TablePlan,
+        schema: &crate::options::SchemaOptions,
+    ) -> (TablePlan, crate::options::SchemaOptions) {
+        let mut part = t.clone();
+        let mut schema = schema.clone();
+        let keep_indexes = |part: &mut TablePlan, unique: bool| {
+            let (indexes, names): (Vec<_>, Vec<_>) = std::mem::take(&mut part.source.indexes)
+                .into_iter()
+                .zip(std::mem::take(&mut part.index_names))
+                .filter(|(ix, _)| ix.unique == unique)
+                .unzip();
+            part.source.indexes = indexes;
+            part.index_names = names;
+        };
+        match self {
+            FinalizeSteps::All => {}
+            FinalizeSteps::Keys => {
+                keep_indexes(&mut part, false);
+                schema.check_constraints = false;
+            }
+            FinalizeSteps::Cutover => {
+                part.source.primary_key = None;
+                keep_indexes(&mut part, true);
+            }
+        }
+        (part, schema)
+    }
+}
 
 impl MssqlToPgEngine {
     /// Keys, indexes, checks and identity per table, then foreign keys. Safe to rerun.
@@ -24,6 +73,32 @@ impl MssqlToPgEngine {
         plan: &Plan,
         keys: &KeysBuilt,
     ) -> Result<Vec<String>, MssqlToPgError> {
+        self.finalize_steps(plan, keys, FinalizeSteps::All).await
+    }
+
+    /// What an online migration builds right after the copy: each table's primary key (its
+    /// changes are applied by key) and non-unique indexes. Unique constraints and indexes,
+    /// checks, identity values and foreign keys wait for the cutover
+    /// ([`Self::finalize_at_cutover`]): while changes stream, the target passes through states
+    /// the source never had.
+    pub async fn finalize_keys(&self, plan: &Plan) -> Result<Vec<String>, MssqlToPgError> {
+        self.finalize_steps(plan, &KeysBuilt::all_built(), FinalizeSteps::Keys)
+            .await
+    }
+
+    /// The rest of finalize, at an online migration's cutover: unique constraints and indexes,
+    /// checks, identity values, foreign keys, views and the dependents `dropDependents` removed.
+    pub async fn finalize_at_cutover(&self, plan: &Plan) -> Result<Vec<String>, MssqlToPgError> {
+        self.finalize_steps(plan, &KeysBuilt::all_built(), FinalizeSteps::Cutover)
+            .await
+    }
+
+    async fn finalize_steps(
+        &self,
+        plan: &Plan,
+        keys: &KeysBuilt,
+        steps: FinalizeSteps,
+    ) -> Result<Vec<String>, MssqlToPgError> {
         let pg = self.target.connect().await?;
         checkpoint::ensure_tables(&pg).await?;
         crate::pg::target_names::ensure_table(&pg)
@@ -34,9 +109,15 @@ impl MssqlToPgEngine {
                 source,
             })?;
         let mut warnings = Vec::new();
-        let statements = self.finalize_statements(plan, names::server_major(&pg).await?, &mut warnings);
-        // Every name before the first statement: a taken one stops finalize with nothing created.
-        let checked = self.check_names(&pg, statements.planned(), Vec::new()).await?;
+        let pg_major = names::server_major(&pg).await?;
+        // Every name finalize creates, in any step, before the first statement: a taken one stops
+        // finalize with nothing created (online, before the stream starts, not at the cutover).
+        let all = self.finalize_statements(plan, pg_major, FinalizeSteps::All, &mut warnings);
+        let checked = self.check_names(&pg, all.planned(), Vec::new()).await?;
+        let statements = match steps {
+            FinalizeSteps::All => all,
+            part => self.finalize_statements(plan, pg_major, part, &mut Vec::new()),
+        };
         let taken: Vec<String> = checked
             .refusals()
             .iter()
@@ -47,7 +128,7 @@ impl MssqlToPgEngine {
         }
         warnings.extend(checked.found_warnings());
         let migration = &self.options.migration;
-        if self.options.unlogged {
+        if self.options.unlogged && steps != FinalizeSteps::Cutover {
             // Before any foreign key: PostgreSQL refuses one between a logged and an unlogged
             // table, and refuses SET LOGGED while one exists. Also before the indexes, which the
             // rewrite would otherwise rebuild.
@@ -79,17 +160,22 @@ impl MssqlToPgEngine {
         for (i, stmts) in statements.tables {
             let t = &plan.tables[i];
             exec_stmts(&pg, stmts, &checked, migration, &mut warnings).await?;
-            if self.options.schema.identity {
+            if steps != FinalizeSteps::Keys && self.options.schema.identity {
                 exec_stmts(&pg, ddl::identity_reset(t), &checked, migration, &mut warnings).await?;
             }
-            pg.batch_execute(&format!("ANALYZE {}", ddl::qualified(t)))
-                .await
-                .map_err(|source| MssqlToPgError::Ddl {
-                    what: "analyze".into(),
-                    sql: String::new(),
-                    source,
-                })?;
+            if steps != FinalizeSteps::Cutover {
+                pg.batch_execute(&format!("ANALYZE {}", ddl::qualified(t)))
+                    .await
+                    .map_err(|source| MssqlToPgError::Ddl {
+                        what: "analyze".into(),
+                        sql: String::new(),
+                        source,
+                    })?;
+            }
             keys.table(i);
+        }
+        if steps == FinalizeSteps::Keys {
+            return Ok(warnings);
         }
         exec_stmts(&pg, statements.foreign_keys, &checked, migration, &mut warnings).await?;
         self.recreate_dependents(&pg, &mut warnings).await?;

@@ -2,6 +2,7 @@
 //! ([`crate::target_names`]): in the dry run and prepare (refusing tables before anything is
 //! written) and at the start of finalize (before any of its statements).
 
+use super::finalize::FinalizeSteps;
 use super::{MssqlToPgEngine, MssqlToPgError};
 use crate::options::Mode;
 use crate::pg::ddl::{self, Stmt};
@@ -36,15 +37,14 @@ impl MssqlToPgEngine {
         &self,
         plan: &Plan,
         pg_major: u32,
+        steps: FinalizeSteps,
         warnings: &mut Vec<String>,
     ) -> FinalizeStatements {
         let tables = crate::engine::largest_tables_first(plan.tables.len(), &plan.tasks)
             .into_iter()
             .map(|i| {
-                (
-                    i,
-                    ddl::finalize_table(&plan.tables[i], &self.options.schema, pg_major, warnings),
-                )
+                let (part, schema) = steps.table_part(&plan.tables[i], &self.options.schema);
+                (i, ddl::finalize_table(&part, &schema, pg_major, warnings))
             })
             .collect();
         let foreign_keys = if self.options.schema.foreign_keys {
@@ -88,7 +88,7 @@ impl MssqlToPgEngine {
         actions: &mut [TableAction],
     ) -> Result<Checked, MssqlToPgError> {
         let pg_major = server_major(pg).await?;
-        let statements = self.finalize_statements(plan, pg_major, &mut Vec::new());
+        let statements = self.finalize_statements(plan, pg_major, FinalizeSteps::All, &mut Vec::new());
         let dropped = plan
             .tables
             .iter()

@@ -4,19 +4,28 @@
 //!
 //! The parts, each written once:
 //! - a capture per source engine ([`Capture`]): PostgreSQL by logical decoding
-//!   ([`capture_pg`], messages decoded by [`pgoutput`]); SQL Server by Change Tracking (to come);
+//!   ([`capture_pg`], messages decoded by [`pgoutput`]); SQL Server by Change Tracking
+//!   ([`capture_mssql`]);
 //! - an apply per target engine ([`Apply`]): SQL Server through the TDS bulk path and `MERGE`
-//!   ([`apply_mssql`]), with the position and a fencing epoch in the same transaction;
+//!   ([`apply_mssql`]); PostgreSQL through binary COPY into a staging table, `DELETE ... USING`
+//!   and `INSERT ... ON CONFLICT` ([`apply_pg`]); each with the position and a fencing epoch in
+//!   the same transaction;
+//! - the state the commands share, in the target ([`state`]: one interface, [`state_mssql`] and
+//!   [`state_pg`]);
 //! - the batching ([`batch`]), the stream loop with its positions, heartbeats and the cutover's
 //!   fence ([`stream`]), shared by both directions;
 //! - the commands around them: `run` with `online.enabled`, `cutover` and `status` ([`run`]).
 
 pub mod apply_mssql;
+pub mod apply_pg;
 pub mod batch;
+pub mod capture_mssql;
 pub mod capture_pg;
 pub mod pgoutput;
 pub mod run;
+pub mod state;
 pub mod state_mssql;
+pub mod state_pg;
 pub mod stream;
 
 use std::future::Future;
@@ -34,6 +43,10 @@ pub struct OnlineOptions {
     pub heartbeat: Duration,
     pub limits: Limits,
     pub cleanup: bool,
+    /// `reinitialize: Auto`: a table whose changes the source lost is copied again.
+    pub reinitialize: bool,
+    /// SQL Server sources: the worker turns Change Tracking and snapshot isolation on itself.
+    pub enable_change_tracking: bool,
 }
 
 impl OnlineOptions {
@@ -48,6 +61,8 @@ impl OnlineOptions {
                 delay: Duration::from_millis(s.max_batch_delay_ms()?),
             },
             cleanup: s.cleanup,
+            reinitialize: s.reinitialize == mssql_pg_crds::Reinitialize::Auto,
+            enable_change_tracking: s.enable_change_tracking,
         })
     }
 }
@@ -237,6 +252,30 @@ pub enum OnlineError {
         #[source]
         source: Box<tiberius::error::Error>,
     },
+    #[error("SQL Server source ({what}): {source}")]
+    MssqlSource {
+        what: String,
+        #[source]
+        source: Box<tiberius::error::Error>,
+    },
+    #[error("PostgreSQL target ({what}): {source}")]
+    PgTarget {
+        what: String,
+        #[source]
+        source: tokio_postgres::Error,
+    },
+    /// The source no longer holds the changes a table needs since the applied position.
+    #[error(
+        "table {table}: the source's Change Tracking lost changes the target has not applied (the target \
+         holds them up to version {applied}; the table's history now starts at version {min_valid}: the \
+         retention period passed, the table was truncated, or Change Tracking was enabled again); copy the \
+         table again with online.reinitialize: Auto, or start the migration afresh"
+    )]
+    RetentionPassed {
+        table: String,
+        applied: Position,
+        min_valid: Position,
+    },
     #[error("decoding the change stream: {0}")]
     Decode(#[from] pgoutput::Malformed),
     #[error(
@@ -256,6 +295,12 @@ pub enum OnlineError {
     #[error(transparent)]
     Engine(Box<crate::pg_to_mssql::PgToMssqlError>),
     #[error(transparent)]
+    MssqlToPg(Box<crate::mssql_to_pg::MssqlToPgError>),
+    #[error(transparent)]
+    Fence(#[from] crate::fence::FenceError),
+    #[error(transparent)]
+    PgCheckpoint(#[from] crate::checkpoint::CheckpointError),
+    #[error(transparent)]
     Connect(#[from] crate::pg::connect::PgConnectError),
     #[error(transparent)]
     TargetConnect(Box<crate::mssql::connect::ConnectError>),
@@ -267,11 +312,15 @@ impl OnlineError {
     /// Whether running again cannot help: the source or the spec must change first.
     pub fn is_permanent(&self) -> bool {
         match self {
-            OnlineError::Setup(_) | OnlineError::Value { .. } | OnlineError::Decode(_) => true,
+            OnlineError::Setup(_)
+            | OnlineError::Value { .. }
+            | OnlineError::Decode(_)
+            | OnlineError::RetentionPassed { .. } => true,
             OnlineError::Engine(e) => e.is_permanent(),
+            OnlineError::MssqlToPg(e) => e.is_permanent(),
             // The target refusing the rows themselves (a duplicate key, a value it cannot hold):
             // the same batch meets it again.
-            OnlineError::Target { .. } => crate::retry::is_data_error(self),
+            OnlineError::Target { .. } | OnlineError::PgTarget { .. } => crate::retry::is_data_error(self),
             _ => false,
         }
     }
@@ -287,6 +336,27 @@ impl OnlineError {
             what,
             source: Box::new(source),
         }
+    }
+
+    pub(crate) fn mssql_source(
+        what: impl Into<String>,
+    ) -> impl FnOnce(tiberius::error::Error) -> OnlineError {
+        let what = what.into();
+        move |source| OnlineError::MssqlSource {
+            what,
+            source: Box::new(source),
+        }
+    }
+
+    pub(crate) fn pg_target(what: impl Into<String>) -> impl FnOnce(tokio_postgres::Error) -> OnlineError {
+        let what = what.into();
+        move |source| OnlineError::PgTarget { what, source }
+    }
+}
+
+impl From<crate::mssql_to_pg::MssqlToPgError> for OnlineError {
+    fn from(e: crate::mssql_to_pg::MssqlToPgError) -> Self {
+        OnlineError::MssqlToPg(Box::new(e))
     }
 }
 

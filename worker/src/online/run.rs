@@ -1,14 +1,19 @@
-//! The commands of an online migration, PostgreSQL -> SQL Server: `run` (anchor the stream,
-//! copy, build keys, stream until the cutover), `cutover` (ask for it and wait for the answer) and
-//! `status` (where the migration stands).
+//! The commands of an online migration, both directions: `run` (anchor the stream, copy, build
+//! keys, stream until the cutover), `cutover` (ask for it and wait for the answer) and `status`
+//! (where the migration stands).
 
 use super::apply_mssql::MssqlApply;
+use super::apply_pg::PgApply;
+use super::capture_mssql::{self, CtTable, MssqlCapture};
 use super::capture_pg::{self, CaptureTable, PgCapture, PgConverter, SlotNames};
 use super::pgoutput::lsn_text;
+use super::state::{OnlineRow, OnlineState};
 use super::stream::{self, CutoverReport, Finish, StreamStatus};
-use super::{CutoverState, OnlineError, OnlineOptions, Phase, state_mssql};
+use super::{CutoverState, OnlineError, OnlineOptions, Phase, Position};
 use crate::engine::Engine;
+use crate::mssql_to_pg::MssqlToPgEngine;
 use crate::pg_to_mssql::PgToMssqlEngine;
+use crate::plan::Plan;
 use crate::plan_pg_to_mssql::PgToMssqlPlan;
 use crate::progress::{Display, Reporter, TaskInfo};
 use crate::verify::TableVerification;
@@ -27,6 +32,22 @@ struct PgToMssqlFinish<'a> {
 }
 
 impl Finish for PgToMssqlFinish<'_> {
+    async fn finalize(&mut self) -> Result<Vec<String>, OnlineError> {
+        Ok(self.engine.finalize_at_cutover(self.plan).await?)
+    }
+
+    async fn verify(&mut self) -> Result<Vec<TableVerification>, OnlineError> {
+        Ok(Engine::verify(self.engine, self.plan).await?)
+    }
+}
+
+/// The cutover's part of finalize and the verification, SQL Server -> PostgreSQL.
+struct MssqlToPgFinish<'a> {
+    engine: &'a MssqlToPgEngine,
+    plan: &'a Plan,
+}
+
+impl Finish for MssqlToPgFinish<'_> {
     async fn finalize(&mut self) -> Result<Vec<String>, OnlineError> {
         Ok(self.engine.finalize_at_cutover(self.plan).await?)
     }
@@ -84,8 +105,8 @@ pub async fn run_pg_to_mssql(
         .collect::<Result<_, _>>()?;
     let names = SlotNames::of(&migration);
     let mut ms = engine.target.connect().await?;
-    state_mssql::ensure(&mut ms).await?;
-    let row = state_mssql::load(&mut ms, &migration).await?;
+    ms.ensure().await?;
+    let row = ms.load(&migration).await?;
     let slot = capture_pg::slot_position(&pg, &names.slot).await?;
     let anchored = prepared.resumed && slot.is_some() && row.as_ref().is_some_and(|r| r.slot == names.slot);
     if !anchored {
@@ -99,7 +120,7 @@ pub async fn run_pg_to_mssql(
             )));
         }
         let anchor = capture_pg::create_stream(&pg, &names, &captured).await?;
-        state_mssql::init(&mut ms, &migration, &names.slot, anchor).await?;
+        ms.init(&migration, &names.slot, anchor).await?;
         events.event(
             serde_json::json!({"event": "anchored", "slot": names.slot, "position": lsn_text(anchor)}),
             format!("stream anchored: slot {} at {}\n", names.slot, lsn_text(anchor)),
@@ -136,19 +157,67 @@ pub async fn run_pg_to_mssql(
                 engine.mark_succeeded(plan).await?;
                 return Ok(report);
             }
-            Err(e)
-                if attempt < engine.options.retry.attempts
-                    && !matches!(e, OnlineError::Fenced { .. })
-                    && (crate::retry::is_transient(&e) || slot_in_use(&e)) =>
-            {
-                let wait = engine.options.retry.backoff_after(attempt);
-                tracing::warn!(error = %crate::error_text::error_text(&e), attempt, ?wait, "streaming failed; resuming from the stored position");
-                tokio::time::sleep(wait).await;
+            Err(e) if again(&engine.options.retry, attempt, &e, slot_in_use(&e)).await => {
                 ms = engine.target.connect().await?;
             }
             Err(e) => return Err(e),
         }
     }
+}
+
+/// Whether a failed streaming attempt goes again, from the position the target stores (after
+/// waiting the policy's backoff): a transient fault (or one the direction knows passes, `also`),
+/// not a newer streaming process, within the policy's attempts.
+async fn again(retry: &crate::retry::RetryPolicy, attempt: u32, e: &OnlineError, also: bool) -> bool {
+    if attempt >= retry.attempts
+        || matches!(e, OnlineError::Fenced { .. })
+        || !(also || crate::retry::is_transient(e))
+    {
+        return false;
+    }
+    let wait = retry.backoff_after(attempt);
+    tracing::warn!(error = %crate::error_text::error_text(e), attempt, ?wait, "streaming failed; resuming from the stored position");
+    tokio::time::sleep(wait).await;
+    true
+}
+
+/// The stream's status as `run` prints it, at most once a second.
+fn status_lines(events: &mut dyn Events) -> impl FnMut(&StreamStatus) + '_ {
+    let every = Duration::from_secs(1);
+    let mut last: Option<Instant> = None;
+    move |s: &StreamStatus| {
+        if last.is_none_or(|t| t.elapsed() >= every) {
+            last = Some(Instant::now());
+            events.event(
+                serde_json::to_value(s).unwrap_or_default(),
+                format!(
+                    "{}: lag {} applied {} changes {} ({:.0}/s)\n",
+                    s.phase.as_str(),
+                    s.lag_seconds
+                        .map_or_else(|| "-".to_string(), |l| format!("{l:.1}s")),
+                    s.applied_position,
+                    s.changes_applied,
+                    s.changes_per_second
+                ),
+            );
+        }
+    }
+}
+
+/// The cutover's report as `run` prints it.
+fn cutover_line(events: &mut dyn Events, report: &CutoverReport) {
+    events.event(
+        serde_json::to_value(report).unwrap_or_default(),
+        format!(
+            "cut over at {}: downtime {:.1}s (drain {:.1}s, finalize {:.1}s, verify {:.1}s), {} changes streamed\n",
+            report.fence_position,
+            report.downtime_seconds,
+            report.drain_seconds,
+            report.finalize_seconds,
+            report.verify_seconds,
+            report.changes_applied
+        ),
+    );
 }
 
 /// The slot is still held by the backend of a process that died mid-read: it lets go once it
@@ -170,7 +239,7 @@ async fn stream_once(
     events: &mut dyn Events,
 ) -> Result<CutoverReport, OnlineError> {
     let migration = &engine.options.migration;
-    let (epoch, applied) = state_mssql::claim(ms, migration).await?;
+    let (epoch, applied) = ms.claim(migration).await?;
     tracing::info!(epoch, applied = %lsn_text(applied), "streaming");
     let converter = PgConverter::connect(&engine.source, &plan.tables).await?;
     let apply_conn = engine.target.connect().await?;
@@ -192,8 +261,6 @@ async fn stream_once(
     .await?;
     let mut finish = PgToMssqlFinish { engine, plan };
     let tables: Vec<String> = plan.tables.iter().map(|t| t.source.qualified()).collect();
-    let every = Duration::from_secs(1);
-    let mut last: Option<Instant> = None;
     let report = stream::stream(
         &mut capture,
         &mut apply,
@@ -201,37 +268,148 @@ async fn stream_once(
         online,
         &tables,
         applied,
-        &mut |s: &StreamStatus| {
-            if last.is_none_or(|t| t.elapsed() >= every) {
-                last = Some(Instant::now());
-                events.event(
-                    serde_json::to_value(s).unwrap_or_default(),
-                    format!(
-                        "{}: lag {} applied {} changes {} ({:.0}/s)\n",
-                        s.phase.as_str(),
-                        s.lag_seconds
-                            .map_or_else(|| "-".to_string(), |l| format!("{l:.1}s")),
-                        s.applied_position,
-                        s.changes_applied,
-                        s.changes_per_second
-                    ),
-                );
-            }
-        },
+        &mut status_lines(events),
     )
     .await?;
+    cutover_line(events, &report);
+    Ok(report)
+}
+
+/// `run` with `online.enabled`, SQL Server -> PostgreSQL: plans, checks that the source tracks
+/// changes (or turns Change Tracking on, with `enableChangeTracking`; refused before anything is
+/// written otherwise, listing the statements), prepares the target, anchors the stream (the
+/// current version, read once every table is tracked and before the copy reads a row), copies,
+/// builds keys, then streams until a cutover succeeds. A rerun after a crash resumes each step
+/// where it stopped.
+pub async fn run_mssql_to_pg(
+    engine: &MssqlToPgEngine,
+    online: &OnlineOptions,
+    display: Display,
+    events: &mut dyn Events,
+) -> Result<CutoverReport, OnlineError> {
+    let migration = engine.options.migration.clone();
+    let (planned, _) = engine.plan().await?;
+    let tracked: Vec<CtTable> = planned.tables.iter().map(CtTable::of).collect::<Result<_, _>>()?;
+    let mut ms = engine.source.connect().await?;
+    let missing = capture_mssql::missing_setup(&mut ms, &tracked).await?;
+    if !missing.is_empty() && !online.enable_change_tracking {
+        return Err(capture_mssql::setup_refused(&missing));
+    }
+    let prepared = engine.prepare().await?;
+    let plan = &prepared.plan;
     events.event(
-        serde_json::to_value(&report).unwrap_or_default(),
+        serde_json::json!({
+            "event": "plan",
+            "direction": MssqlToPgEngine::DIRECTION,
+            "online": true,
+            "resumed": prepared.resumed,
+            "tables": plan.tables.iter().map(|t| t.source.qualified()).collect::<Vec<_>>(),
+            "tasks": plan.tasks.len(),
+            "warnings": plan.warnings,
+        }),
         format!(
-            "cut over at {}: downtime {:.1}s (drain {:.1}s, finalize {:.1}s, verify {:.1}s), {} changes streamed\n",
-            report.fence_position,
-            report.downtime_seconds,
-            report.drain_seconds,
-            report.finalize_seconds,
-            report.verify_seconds,
-            report.changes_applied
+            "plan: {} tables, {} tasks{}\n",
+            plan.tables.len(),
+            plan.tasks.len(),
+            if prepared.resumed { " (resuming)" } else { "" }
         ),
     );
+    let tracked: Vec<CtTable> = plan.tables.iter().map(CtTable::of).collect::<Result<_, _>>()?;
+    let mut pg = engine.target.connect().await?;
+    pg.ensure().await?;
+    let row = pg.load(&migration).await?;
+    let anchored = prepared.resumed && row.as_ref().is_some_and(|r| r.slot == capture_mssql::SLOT);
+    if !anchored {
+        // A stream anchored now misses what changed since an earlier copy read its rows.
+        let stored = crate::checkpoint::load_digests(&pg, &migration).await?;
+        if prepared.resumed && stored.values().any(|(rows, done, _)| *rows > 0 || *done) {
+            return Err(OnlineError::Setup(format!(
+                "migration {migration}: the copy already started, but its stream was never anchored, so \
+                 changes made since are lost; start the migration afresh (drop its target tables, or delete \
+                 its rows from _mssqlpg.runs in the target)"
+            )));
+        }
+        let anchor =
+            capture_mssql::prepare_source(&mut ms, &tracked, &migration, online.enable_change_tracking)
+                .await?;
+        pg.init(&migration, capture_mssql::SLOT, anchor).await?;
+        events.event(
+            serde_json::json!({"event": "anchored", "slot": capture_mssql::SLOT, "position": anchor.to_string()}),
+            format!("stream anchored: Change Tracking version {anchor}\n"),
+        );
+    }
+    drop(ms);
+
+    let copy_started = Instant::now();
+    let reporter = Reporter::start(TaskInfo::from_plan(plan), display);
+    let copied = engine.copy_all(plan).await;
+    reporter.finish().await;
+    let reports = copied?;
+    let rows: u64 = reports.iter().map(|r| r.rows).sum();
+    let seconds = copy_started.elapsed().as_secs_f64();
+    events.event(
+        serde_json::json!({"event": "copied", "rows": rows, "seconds": seconds}),
+        format!("copied {rows} rows in {seconds:.1}s\n"),
+    );
+    let streamed_before = anchored && row.as_ref().is_some_and(|r| r.phase != Phase::Copying.as_str());
+    if !streamed_before {
+        let warnings = engine.finalize_keys(plan).await?;
+        events.event(
+            serde_json::json!({"event": "keys", "warnings": warnings}),
+            "keys and indexes built; streaming changes (request the cutover with `cutover -f FILE`)\n".into(),
+        );
+    }
+    drop(pg);
+
+    let mut attempt = 0u32;
+    loop {
+        attempt += 1;
+        match stream_mssql_to_pg(engine, online, plan, &tracked, events).await {
+            Ok(report) => {
+                engine.mark_succeeded(plan).await?;
+                return Ok(report);
+            }
+            Err(e) if again(&engine.options.retry, attempt, &e, false).await => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// One streaming attempt, SQL Server -> PostgreSQL: claims the stream, then streams from the
+/// stored position until a cutover succeeds.
+async fn stream_mssql_to_pg(
+    engine: &MssqlToPgEngine,
+    online: &OnlineOptions,
+    plan: &Plan,
+    tracked: &[CtTable],
+    events: &mut dyn Events,
+) -> Result<CutoverReport, OnlineError> {
+    let migration = &engine.options.migration;
+    let mut pg = engine.target.connect().await?;
+    let (epoch, applied) = pg.claim(migration).await?;
+    tracing::info!(epoch, applied, "streaming");
+    let mut apply = PgApply::new(pg, &plan.tables, migration, epoch).await?;
+    let mut capture = MssqlCapture::connect(
+        engine.source.connect().await?,
+        migration,
+        tracked.to_vec(),
+        applied,
+        online.reinitialize,
+    )
+    .await?;
+    let mut finish = MssqlToPgFinish { engine, plan };
+    let tables: Vec<String> = plan.tables.iter().map(|t| t.source.qualified()).collect();
+    let report = stream::stream(
+        &mut capture,
+        &mut apply,
+        &mut finish,
+        online,
+        &tables,
+        applied,
+        &mut status_lines(events),
+    )
+    .await?;
+    cutover_line(events, &report);
     Ok(report)
 }
 
@@ -246,18 +424,18 @@ pub struct CutoverAnswer {
 }
 
 /// `cutover`: asks the streaming process for the cutover through the target's state and waits
-/// up to `wait` for its answer.
-pub async fn cutover_pg_to_mssql(
-    engine: &PgToMssqlEngine,
+/// up to `wait` for its answer. `position_text` writes the source's positions.
+pub async fn cutover<S: OnlineState>(
+    state: &mut S,
+    migration: &str,
     wait: Duration,
+    position_text: fn(Position) -> String,
 ) -> Result<CutoverAnswer, OnlineError> {
-    let migration = &engine.options.migration;
-    let mut ms = engine.target.connect().await?;
-    state_mssql::request_cutover(&mut ms, migration).await?;
+    state.request_cutover(migration).await?;
     let started = Instant::now();
     loop {
         tokio::time::sleep(Duration::from_millis(200)).await;
-        let Some(row) = state_mssql::load(&mut ms, migration).await? else {
+        let Some(row) = state.load(migration).await? else {
             return Err(OnlineError::Setup(format!(
                 "migration {migration}: its online state is gone"
             )));
@@ -267,7 +445,7 @@ pub async fn cutover_pg_to_mssql(
             ok,
             message: row.cutover_message.clone().filter(|m| !m.is_empty()),
             downtime_seconds: row.downtime_seconds,
-            fence_position: row.fence.map(lsn_text),
+            fence_position: row.fence.map(position_text),
         };
         match row.cutover_state.as_deref() {
             Some(s) if s == CutoverState::Done.as_str() => return Ok(answer(true)),
@@ -290,6 +468,30 @@ pub async fn cutover_pg_to_mssql(
     }
 }
 
+/// `cutover`, PostgreSQL -> SQL Server.
+pub async fn cutover_pg_to_mssql(
+    engine: &PgToMssqlEngine,
+    wait: Duration,
+) -> Result<CutoverAnswer, OnlineError> {
+    let mut ms = engine.target.connect().await?;
+    cutover(&mut ms, &engine.options.migration, wait, lsn_text).await
+}
+
+/// `cutover`, SQL Server -> PostgreSQL.
+pub async fn cutover_mssql_to_pg(
+    engine: &MssqlToPgEngine,
+    wait: Duration,
+) -> Result<CutoverAnswer, OnlineError> {
+    let mut pg = engine.target.connect().await?;
+    cutover(
+        &mut pg,
+        &engine.options.migration,
+        wait,
+        <MssqlCapture as super::Capture>::position_text,
+    )
+    .await
+}
+
 /// What `status` shows.
 #[derive(Debug, Clone, Serialize)]
 pub struct Status {
@@ -301,11 +503,12 @@ pub struct Status {
     pub lag_seconds: Option<f64>,
     pub applied_position: String,
     pub source_position: Option<String>,
-    /// WAL bytes between the source's position and the applied one.
-    pub position_lag_bytes: Option<u64>,
+    /// The source's position minus the applied one: WAL bytes (PostgreSQL) or Change Tracking
+    /// versions (SQL Server).
+    pub position_lag: Option<u64>,
     pub anchor_position: String,
     pub slot: String,
-    /// WAL the slot keeps on the source.
+    /// WAL the slot keeps on the source (PostgreSQL).
     pub slot_retained_bytes: Option<i64>,
     pub changes_applied: i64,
     pub inserts: i64,
@@ -324,7 +527,7 @@ impl Status {
     pub fn human(&self) -> String {
         let opt = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
         let mut s = format!(
-            "migration {}: {}\n  lag: {}\n  applied: {}  source: {}  behind: {} bytes\n  slot: {} (retains {} bytes of WAL)\n  \
+            "migration {}: {}\n  lag: {}\n  applied: {}  source: {}  behind: {}\n  stream: {} (retains {} bytes of WAL)\n  \
              changes applied: {} (inserts {}, updates {}, deletes {}, truncates {})\n",
             self.migration,
             self.phase,
@@ -332,8 +535,7 @@ impl Status {
                 .map_or_else(|| "-".into(), |l| format!("{l:.1}s")),
             self.applied_position,
             opt(&self.source_position),
-            self.position_lag_bytes
-                .map_or_else(|| "-".into(), |b| b.to_string()),
+            self.position_lag.map_or_else(|| "-".into(), |b| b.to_string()),
             self.slot,
             self.slot_retained_bytes
                 .map_or_else(|| "-".into(), |b| b.to_string()),
@@ -360,14 +562,61 @@ impl Status {
     }
 }
 
-/// `status`: the target's state row, and the source's position and slot when it answers.
+impl Status {
+    /// The status of the state row `row`, with the source's position and the WAL its slot
+    /// retains when the source answered.
+    fn of(
+        row: OnlineRow,
+        source_position: Option<Position>,
+        retained: Option<i64>,
+        position_text: fn(Position) -> String,
+    ) -> Status {
+        let source_position = source_position.or(row.source_position);
+        let lag_seconds = match row.phase.as_str() {
+            "Copying" | "Succeeded" => None,
+            _ => row
+                .heartbeat_micros
+                .map(|sent| (super::now_micros() - sent).max(0) as f64 / 1e6),
+        };
+        Status {
+            event: "status",
+            lag_seconds,
+            applied_position: position_text(row.applied),
+            source_position: source_position.map(position_text),
+            position_lag: source_position.map(|s| s.saturating_sub(row.applied)),
+            anchor_position: position_text(row.anchor),
+            slot_retained_bytes: retained,
+            changes_applied: row.changes,
+            inserts: row.inserts,
+            updates: row.updates,
+            deletes: row.deletes,
+            truncates: row.truncates,
+            epoch: row.epoch,
+            fence_position: row.fence.map(position_text),
+            downtime_seconds: row.downtime_seconds,
+            seconds_since_update: row.seconds_since_update,
+            migration: row.migration,
+            phase: row.phase,
+            slot: row.slot,
+            cutover: row.cutover_state,
+            cutover_message: row.cutover_message,
+        }
+    }
+}
+
+fn not_online(migration: &str) -> OnlineError {
+    OnlineError::Setup(format!(
+        "migration {migration} has no online state in the target (not started with online.enabled)"
+    ))
+}
+
+/// `status`, PostgreSQL -> SQL Server: the target's state row, and the source's position and
+/// slot when it answers.
 pub async fn status_pg_to_mssql(engine: &PgToMssqlEngine) -> Result<Status, OnlineError> {
     let migration = &engine.options.migration;
     let mut ms = engine.target.connect().await?;
-    let Some(row) = state_mssql::load(&mut ms, migration).await? else {
-        return Err(OnlineError::Setup(format!(
-            "migration {migration} has no online state in the target (not started with online.enabled)"
-        )));
+    let Some(row) = ms.load(migration).await? else {
+        return Err(not_online(migration));
     };
     let mut source_position = None;
     let mut retained = None;
@@ -387,34 +636,37 @@ pub async fn status_pg_to_mssql(engine: &PgToMssqlEngine) -> Result<Status, Onli
         }
         Err(e) => tracing::warn!(error = %e, "status: the source does not answer"),
     }
-    let source_position = source_position.or(row.source_position);
-    let lag_seconds = match row.phase.as_str() {
-        "Copying" | "Succeeded" => None,
-        _ => row
-            .heartbeat_micros
-            .map(|sent| (super::now_micros() - sent).max(0) as f64 / 1e6),
+    Ok(Status::of(row, source_position, retained, lsn_text))
+}
+
+/// `status`, SQL Server -> PostgreSQL: the target's state row, and the source's current Change
+/// Tracking version when it answers.
+pub async fn status_mssql_to_pg(engine: &MssqlToPgEngine) -> Result<Status, OnlineError> {
+    let migration = &engine.options.migration;
+    let mut pg = engine.target.connect().await?;
+    let Some(row) = pg.load(migration).await? else {
+        return Err(not_online(migration));
     };
-    Ok(Status {
-        event: "status",
-        migration: migration.clone(),
-        phase: row.phase.clone(),
-        lag_seconds,
-        applied_position: lsn_text(row.applied),
-        source_position: source_position.map(lsn_text),
-        position_lag_bytes: source_position.map(|s| s.saturating_sub(row.applied)),
-        anchor_position: lsn_text(row.anchor),
-        slot: row.slot.clone(),
-        slot_retained_bytes: retained,
-        changes_applied: row.changes,
-        inserts: row.inserts,
-        updates: row.updates,
-        deletes: row.deletes,
-        truncates: row.truncates,
-        epoch: row.epoch,
-        cutover: row.cutover_state.clone(),
-        cutover_message: row.cutover_message.clone(),
-        fence_position: row.fence.map(lsn_text),
-        downtime_seconds: row.downtime_seconds,
-        seconds_since_update: row.seconds_since_update,
-    })
+    let mut source_position = None;
+    match engine.source.connect().await {
+        Ok(mut ms) => {
+            if let Ok(Some(r)) = async {
+                ms.simple_query("SELECT CHANGE_TRACKING_CURRENT_VERSION()")
+                    .await?
+                    .into_row()
+                    .await
+            }
+            .await
+            {
+                source_position = r.get::<i64, _>(0).map(|v| v.max(0) as u64);
+            }
+        }
+        Err(e) => tracing::warn!(error = %e, "status: the source does not answer"),
+    }
+    Ok(Status::of(
+        row,
+        source_position,
+        None,
+        <MssqlCapture as super::Capture>::position_text,
+    ))
 }

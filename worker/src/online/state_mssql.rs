@@ -1,44 +1,13 @@
-//! An online migration's state in a SQL Server target (`_mssqlpg.online`, one row per
-//! migration): the applied position and the fencing epoch, written in each batch's transaction;
-//! the phase, lag and counts `status` shows; and the cutover request `cutover` writes and the
-//! streaming process answers.
+//! An online migration's state in a SQL Server target ([`super::state`]): the epoch is the state
+//! row's own, raised by each claim and matched by every write of the streaming process.
 
+use super::state::{OnlineRow, OnlineState};
 use super::{Control, CutoverState, OnlineError, Position, Progress, Record};
 use crate::checkpoint::SCHEMA;
 use crate::mssql::connect::TdsClient;
-use serde::Serialize;
 
 pub fn table() -> String {
     format!("[{SCHEMA}].[online]")
-}
-
-/// The state row as `status` shows it.
-#[derive(Debug, Clone, Serialize)]
-pub struct OnlineRow {
-    pub migration: String,
-    pub epoch: i64,
-    pub phase: String,
-    /// The replication slot (PostgreSQL source).
-    pub slot: String,
-    /// Where the stream started: the slot's consistent point, taken before the copy read a row.
-    pub anchor: Position,
-    /// The target holds every change up to here.
-    pub applied: Position,
-    /// The source's position at the last poll.
-    pub source_position: Option<Position>,
-    pub changes: i64,
-    pub inserts: i64,
-    pub updates: i64,
-    pub deletes: i64,
-    pub truncates: i64,
-    /// When the last applied heartbeat was sent (microseconds since the Unix epoch).
-    pub heartbeat_micros: Option<i64>,
-    pub cutover_state: Option<String>,
-    pub cutover_message: Option<String>,
-    pub fence: Option<Position>,
-    pub downtime_seconds: Option<f64>,
-    /// Seconds since the streaming process last wrote the row (the target's clock).
-    pub seconds_since_update: Option<i64>,
 }
 
 fn err(what: &'static str) -> impl FnOnce(tiberius::error::Error) -> OnlineError {
@@ -348,19 +317,8 @@ pub async fn record(ms: &mut TdsClient, migration: &str, epoch: i64, r: &Record)
     }
 }
 
-/// Asks the streaming process for the cutover. Fails when the migration is not online or already
-/// cut over.
-pub async fn request_cutover(ms: &mut TdsClient, migration: &str) -> Result<(), OnlineError> {
-    let Some(row) = load(ms, migration).await? else {
-        return Err(OnlineError::Setup(format!(
-            "migration {migration} has no online state in the target: start it with `run` first"
-        )));
-    };
-    if row.cutover_state.as_deref() == Some(CutoverState::Done.as_str()) {
-        return Err(OnlineError::Setup(format!(
-            "migration {migration} is cut over already"
-        )));
-    }
+/// Marks the cutover requested.
+pub async fn mark_requested(ms: &mut TdsClient, migration: &str) -> Result<(), OnlineError> {
     ms.execute(
         format!(
             "UPDATE {} SET cutover_state = N'Requested', cutover_message = NULL, \
@@ -372,4 +330,34 @@ pub async fn request_cutover(ms: &mut TdsClient, migration: &str) -> Result<(), 
     .await
     .map_err(err("request the cutover"))?;
     Ok(())
+}
+
+impl OnlineState for TdsClient {
+    async fn ensure(&mut self) -> Result<(), OnlineError> {
+        ensure(self).await
+    }
+
+    async fn load(&mut self, migration: &str) -> Result<Option<OnlineRow>, OnlineError> {
+        load(self, migration).await
+    }
+
+    async fn init(&mut self, migration: &str, slot: &str, anchor: Position) -> Result<(), OnlineError> {
+        init(self, migration, slot, anchor).await
+    }
+
+    async fn claim(&mut self, migration: &str) -> Result<(i64, Position), OnlineError> {
+        claim(self, migration).await
+    }
+
+    async fn control(&mut self, migration: &str, epoch: i64) -> Result<Control, OnlineError> {
+        control(self, migration, epoch).await
+    }
+
+    async fn record(&mut self, migration: &str, epoch: i64, r: &Record) -> Result<(), OnlineError> {
+        record(self, migration, epoch, r).await
+    }
+
+    async fn mark_requested(&mut self, migration: &str) -> Result<(), OnlineError> {
+        mark_requested(self, migration).await
+    }
 }

@@ -600,6 +600,8 @@ mod tests {
                 delay: Duration::from_secs(3600),
             },
             cleanup: true,
+            reinitialize: false,
+            enable_change_tracking: false,
         }
     }
 

@@ -480,6 +480,12 @@ pub fn upsert_stage(t: &TablePlan) -> String {
 /// Moves a chunk from the staging table into the target: new keys are inserted, changed rows
 /// updated, identical rows left alone (no dead tuples for unchanged data).
 pub fn upsert_merge(t: &TablePlan) -> String {
+    upsert_merge_from(t, &quote_pg(STAGE))
+}
+
+/// [`upsert_merge`] of the rows `from` gives (a table, and a condition): an online migration's
+/// apply takes the upserts of its staging table this way.
+pub fn upsert_merge_from(t: &TablePlan, from: &str) -> String {
     let cols: Vec<String> = t.columns.iter().map(|c| quote_pg(&c.target_name)).collect();
     let key: Vec<String> = t
         .source
@@ -499,9 +505,8 @@ pub fn upsert_merge(t: &TablePlan) -> String {
         .collect();
     let list = cols.join(", ");
     let mut sql = format!(
-        "INSERT INTO {} AS t ({list}) SELECT {list} FROM {} ON CONFLICT ({}) ",
+        "INSERT INTO {} AS t ({list}) SELECT {list} FROM {from} ON CONFLICT ({}) ",
         qualified(t),
-        quote_pg(STAGE),
         key.join(", ")
     );
     if non_key.is_empty() {
