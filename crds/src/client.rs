@@ -85,7 +85,8 @@ pub async fn create_tasks(
     };
     let mut names = Vec::with_capacity(specs.len());
     for spec in specs {
-        let task = MigrationTask::for_migration(migration, spec)
+        let task = migration
+            .task(spec)
             .ok_or_else(|| ClientError::Incomplete(name.clone()))?;
         let task_name = task.metadata.name.clone().unwrap_or_default();
         match api.create(&post, &task).await {

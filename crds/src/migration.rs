@@ -15,6 +15,7 @@ use crate::endpoint::Endpoint;
 use crate::faults::{Retries, Timeouts};
 use crate::online::OnlineSpec;
 use crate::status::MigrationStatus;
+use crate::task::{MigrationTask, MigrationTaskSpec};
 
 /// Moves a whole database between SQL Server and PostgreSQL, in either direction.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
@@ -428,5 +429,35 @@ impl MigrationSpec {
             retries: Retries::default(),
             online: OnlineSpec::default(),
         }
+    }
+}
+
+impl Migration {
+    /// A task of this Migration as the operator expects the plan step to create it: named by
+    /// [`task_name`](crate::names::task_name), in the Migration's namespace, labelled with
+    /// `mssqlpg.dev/migration`, `spec.migration` set, and owned by the Migration (controller), so deleting the
+    /// Migration removes it. `None` when the Migration lacks a name, namespace or uid (not read from the API).
+    pub fn task(&self, spec: MigrationTaskSpec) -> Option<MigrationTask> {
+        let migration = self;
+        use kube::Resource;
+        let mig_name = migration.metadata.name.clone()?;
+        let owner = migration.controller_owner_ref(&())?;
+        let name = crate::names::task_name(
+            &mig_name,
+            &spec.table.schema,
+            &spec.table.name,
+            spec.partition.index,
+        );
+        let mut task = MigrationTask::new(
+            &name,
+            MigrationTaskSpec {
+                migration: mig_name.clone(),
+                ..spec
+            },
+        );
+        task.metadata.namespace = Some(migration.metadata.namespace.clone()?);
+        task.metadata.labels = Some([(crate::names::LABEL_MIGRATION.to_string(), mig_name)].into());
+        task.metadata.owner_references = Some(vec![owner]);
+        Some(task)
     }
 }

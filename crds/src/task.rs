@@ -247,33 +247,6 @@ impl std::fmt::Display for TaskState {
 }
 
 impl MigrationTask {
-    /// A task of `migration` as the operator expects the plan step to create it: named by
-    /// [`task_name`](crate::names::task_name), in the Migration's namespace, labelled with
-    /// `mssqlpg.dev/migration`, `spec.migration` set, and owned by the Migration (controller), so deleting the
-    /// Migration removes it. `None` when the Migration lacks a name, namespace or uid (not read from the API).
-    pub fn for_migration(migration: &crate::Migration, spec: MigrationTaskSpec) -> Option<Self> {
-        use kube::Resource;
-        let mig_name = migration.metadata.name.clone()?;
-        let owner = migration.controller_owner_ref(&())?;
-        let name = crate::names::task_name(
-            &mig_name,
-            &spec.table.schema,
-            &spec.table.name,
-            spec.partition.index,
-        );
-        let mut task = MigrationTask::new(
-            &name,
-            MigrationTaskSpec {
-                migration: mig_name.clone(),
-                ..spec
-            },
-        );
-        task.metadata.namespace = Some(migration.metadata.namespace.clone()?);
-        task.metadata.labels = Some([(crate::names::LABEL_MIGRATION.to_string(), mig_name)].into());
-        task.metadata.owner_references = Some(vec![owner]);
-        Some(task)
-    }
-
     /// The task's state, Pending when no status was written yet.
     pub fn state(&self) -> TaskState {
         self.status.as_ref().map(|s| s.state).unwrap_or_default()

@@ -199,13 +199,10 @@ fn tasks_for_a_migration_carry_name_label_and_owner() {
         estimated_bytes: 4096,
         columns: vec![],
     };
-    assert!(
-        MigrationTask::for_migration(&mig, spec.clone()).is_none(),
-        "no uid yet"
-    );
+    assert!(mig.task(spec.clone()).is_none(), "no uid yet");
     mig.metadata.namespace = Some("data".into());
     mig.metadata.uid = Some("u-1".into());
-    let task = MigrationTask::for_migration(&mig, spec).unwrap();
+    let task = mig.task(spec).unwrap();
     let name = task.metadata.name.clone().unwrap();
     assert_eq!(name, mssql_pg_crds::names::task_name("orders", "dbo", "Posts", 2));
     assert_eq!(task.metadata.namespace.as_deref(), Some("data"));
