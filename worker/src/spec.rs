@@ -231,6 +231,93 @@ pub fn is_pg_to_mssql(m: &Migration) -> bool {
     m.spec.source.postgres.is_some() && m.spec.target.mssql.is_some()
 }
 
+/// Which end of the migration an endpoint is: it names the fields (`source.mssql.port`) and the
+/// mounted CA's variable (`SOURCE_SSL_ROOT_CERT`).
+#[derive(Debug, Clone, Copy)]
+enum Side {
+    Source,
+    Target,
+}
+
+impl Side {
+    fn field(self, engine: &str, field: &str) -> String {
+        match self {
+            Side::Source => format!("spec.source.{engine}.{field}"),
+            Side::Target => format!("spec.target.{engine}.{field}"),
+        }
+    }
+
+    /// A CA from the endpoint's `caSecret`, mounted as a file whose path the Job passes.
+    fn ca_file(self) -> Option<String> {
+        let var = match self {
+            Side::Source => "SOURCE_SSL_ROOT_CERT",
+            Side::Target => "TARGET_SSL_ROOT_CERT",
+        };
+        std::env::var(var).ok().filter(|p| !p.is_empty())
+    }
+}
+
+/// A SQL Server endpoint of the spec, on either side, with its credentials.
+fn mssql_endpoint(
+    e: &mssql_pg_crds::MssqlEndpoint,
+    side: Side,
+    (user, password): (String, String),
+    timeouts: Timeouts,
+) -> Result<MssqlEndpoint, SpecError> {
+    Ok(MssqlEndpoint {
+        host: e.host.clone(),
+        port: port(e.port, &side.field("mssql", "port"))?,
+        database: e.database.clone(),
+        user,
+        password,
+        encryption: match e.encryption {
+            MssqlEncryption::NotSupported => Encryption::NotSupported,
+            MssqlEncryption::Off => Encryption::Off,
+            MssqlEncryption::On | MssqlEncryption::Required => Encryption::Required,
+        },
+        trust_server_certificate: e.trust_server_certificate,
+        ca_file: side.ca_file(),
+        packet_size: packet_size(e.packet_size, &side.field("mssql", "packetSize"))?,
+        timeouts,
+    })
+}
+
+/// A PostgreSQL endpoint of the spec, on either side, with its credentials.
+fn pg_endpoint(
+    e: &mssql_pg_crds::PostgresEndpoint,
+    side: Side,
+    (user, password): (String, String),
+    timeouts: Timeouts,
+) -> Result<PgEndpoint, SpecError> {
+    Ok(PgEndpoint {
+        host: e.host.clone(),
+        port: port(e.port, &side.field("postgres", "port"))?,
+        database: e.database.clone(),
+        user,
+        password,
+        ssl_mode: match e.ssl_mode {
+            PostgresSslMode::Disable => SslMode::Disable,
+            PostgresSslMode::Prefer => SslMode::Prefer,
+            PostgresSslMode::Require => SslMode::Require,
+            PostgresSslMode::VerifyCa => SslMode::VerifyCa,
+            PostgresSslMode::VerifyFull => SslMode::VerifyFull,
+        },
+        ssl_root_cert: side.ca_file(),
+        timeouts,
+    })
+}
+
+/// What of the options comes from the endpoints (the rest is the spec's, the same both ways).
+struct EndpointOptions {
+    source_schema: String,
+    source_schemas: Vec<String>,
+    target_schema: String,
+    schema_map: Vec<mssql_pg_crds::SchemaMapping>,
+    /// Only a PostgreSQL target has unlogged tables.
+    unlogged: bool,
+    drop_dependents: bool,
+}
+
 /// Engine settings for the PostgreSQL -> SQL Server direction: (PostgreSQL source, SQL Server
 /// target, options). `SOURCE_*` credentials are PostgreSQL's, `TARGET_*` SQL Server's.
 pub fn resolve_pg_to_mssql(
@@ -243,66 +330,29 @@ pub fn resolve_pg_to_mssql(
             "the postgres -> mssql direction needs source.postgres and target.mssql".into(),
         ));
     };
-    let source = PgEndpoint {
-        host: src.host.clone(),
-        port: port(src.port, "source.postgres.port")?,
-        database: src.database.clone(),
-        user: creds.source_user,
-        password: creds.source_password,
-        ssl_mode: match src.ssl_mode {
-            PostgresSslMode::Disable => SslMode::Disable,
-            PostgresSslMode::Prefer => SslMode::Prefer,
-            PostgresSslMode::Require => SslMode::Require,
-            PostgresSslMode::VerifyCa => SslMode::VerifyCa,
-            PostgresSslMode::VerifyFull => SslMode::VerifyFull,
-        },
-        ssl_root_cert: std::env::var("SOURCE_SSL_ROOT_CERT")
-            .ok()
-            .filter(|p| !p.is_empty()),
-        timeouts: timeouts(&spec.timeouts)?,
-    };
-    let target = MssqlEndpoint {
-        host: dst.host.clone(),
-        port: port(dst.port, "target.mssql.port")?,
-        database: dst.database.clone(),
-        user: creds.target_user,
-        password: creds.target_password,
-        encryption: match dst.encryption {
-            MssqlEncryption::NotSupported => Encryption::NotSupported,
-            MssqlEncryption::Off => Encryption::Off,
-            MssqlEncryption::On | MssqlEncryption::Required => Encryption::Required,
-        },
-        trust_server_certificate: dst.trust_server_certificate,
-        ca_file: std::env::var("TARGET_SSL_ROOT_CERT")
-            .ok()
-            .filter(|p| !p.is_empty()),
-        packet_size: packet_size(dst.packet_size, "spec.target.mssql.packetSize")?,
-        timeouts: timeouts(&spec.timeouts)?,
-    };
-    // The option mapping is the same as the other direction's; only the endpoints differ.
-    let mut mirrored = m.clone();
-    mirrored.spec.source = mssql_pg_crds::Endpoint {
-        mssql: Some(dst.clone()),
-        postgres: None,
-    };
-    mirrored.spec.target = mssql_pg_crds::Endpoint {
-        mssql: None,
-        postgres: Some(src.clone()),
-    };
-    let (_, _, mut options) = resolve(
-        &mirrored,
-        Credentials {
-            source_user: String::new(),
-            source_password: String::new(),
-            target_user: String::new(),
-            target_password: String::new(),
+    let source = pg_endpoint(
+        src,
+        Side::Source,
+        (creds.source_user, creds.source_password),
+        timeouts(&spec.timeouts)?,
+    )?;
+    let target = mssql_endpoint(
+        dst,
+        Side::Target,
+        (creds.target_user, creds.target_password),
+        timeouts(&spec.timeouts)?,
+    )?;
+    let options = options(
+        m,
+        EndpointOptions {
+            source_schema: src.schema.clone(),
+            source_schemas: src.schemas.clone(),
+            target_schema: dst.schema.clone(),
+            schema_map: dst.schema_map.clone(),
+            unlogged: false,
+            drop_dependents: dst.drop_dependents,
         },
     )?;
-    options.source_schema = src.schema.clone();
-    options.source_schemas = src.schemas.clone();
-    options.target_schema = dst.schema.clone();
-    options.schema_map = dst.schema_map.clone();
-    options.drop_dependents = dst.drop_dependents;
     Ok((source, target, options))
 }
 
@@ -319,57 +369,47 @@ pub fn resolve(m: &Migration, creds: Credentials) -> Result<(MssqlEndpoint, PgEn
         .postgres
         .as_ref()
         .ok_or_else(|| SpecError::Invalid("target.postgres is required".into()))?;
-    let encryption = match src.encryption {
-        MssqlEncryption::NotSupported => Encryption::NotSupported,
-        MssqlEncryption::Off => Encryption::Off,
-        MssqlEncryption::On | MssqlEncryption::Required => Encryption::Required,
-    };
-    let source = MssqlEndpoint {
-        host: src.host.clone(),
-        port: port(src.port, "source.mssql.port")?,
-        database: src.database.clone(),
-        user: creds.source_user,
-        password: creds.source_password,
-        encryption,
-        trust_server_certificate: src.trust_server_certificate,
-        // A CA from the caSecret arrives as a mounted file, as PostgreSQL's does.
-        ca_file: std::env::var("SOURCE_SSL_ROOT_CERT")
-            .ok()
-            .filter(|p| !p.is_empty()),
-        packet_size: packet_size(src.packet_size, "spec.source.mssql.packetSize")?,
-        timeouts: timeouts(&spec.timeouts)?,
-    };
-    let target = PgEndpoint {
-        host: dst.host.clone(),
-        port: port(dst.port, "target.postgres.port")?,
-        database: dst.database.clone(),
-        user: creds.target_user,
-        password: creds.target_password,
-        ssl_mode: match dst.ssl_mode {
-            PostgresSslMode::Disable => SslMode::Disable,
-            PostgresSslMode::Prefer => SslMode::Prefer,
-            PostgresSslMode::Require => SslMode::Require,
-            PostgresSslMode::VerifyCa => SslMode::VerifyCa,
-            PostgresSslMode::VerifyFull => SslMode::VerifyFull,
+    let source = mssql_endpoint(
+        src,
+        Side::Source,
+        (creds.source_user, creds.source_password),
+        timeouts(&spec.timeouts)?,
+    )?;
+    let target = pg_endpoint(
+        dst,
+        Side::Target,
+        (creds.target_user, creds.target_password),
+        timeouts(&spec.timeouts)?,
+    )?;
+    let options = options(
+        m,
+        EndpointOptions {
+            source_schema: src.schema.clone(),
+            source_schemas: src.schemas.clone(),
+            target_schema: dst.schema.clone(),
+            schema_map: dst.schema_map.clone(),
+            unlogged: dst.unlogged,
+            drop_dependents: dst.drop_dependents,
         },
-        // A CA from a Secret arrives as a mounted file.
-        ssl_root_cert: std::env::var("TARGET_SSL_ROOT_CERT")
-            .ok()
-            .filter(|p| !p.is_empty()),
-        timeouts: timeouts(&spec.timeouts)?,
-    };
+    )?;
+    Ok((source, target, options))
+}
+
+/// The engine's options of either direction: the spec's own, plus the endpoints' part.
+fn options(m: &Migration, ends: EndpointOptions) -> Result<Options, SpecError> {
+    let spec = &m.spec;
     let s = &spec.schema;
     let p = &spec.partitioning;
     let name = m.metadata.name.clone().unwrap_or_else(|| "migration".into());
-    let options = Options {
+    Ok(Options {
         migration: match &m.metadata.namespace {
             Some(ns) => format!("{ns}/{name}"),
             None => name,
         },
-        source_schema: src.schema.clone(),
-        source_schemas: src.schemas.clone(),
-        target_schema: dst.schema.clone(),
-        schema_map: dst.schema_map.clone(),
+        source_schema: ends.source_schema,
+        source_schemas: ends.source_schemas,
+        target_schema: ends.target_schema,
+        schema_map: ends.schema_map,
         include: spec.tables.include.clone(),
         exclude: spec.tables.exclude.clone(),
         mode: match spec.mode {
@@ -410,14 +450,13 @@ pub fn resolve(m: &Migration, creds: Credentials) -> Result<(MssqlEndpoint, PgEn
             SpecVerify::None => VerifyMode::None,
         },
         lowercase_identifiers: s.identifier_case == IdentifierCase::Lower,
-        unlogged: dst.unlogged,
+        unlogged: ends.unlogged,
         retry: retry_policy(&spec.retries)?,
-        drop_dependents: dst.drop_dependents,
+        drop_dependents: ends.drop_dependents,
         dry_run: spec.dry_run,
         run_id: m.metadata.uid.clone(),
         online: spec.online.enabled,
-    };
-    Ok((source, target, options))
+    })
 }
 
 #[cfg(test)]
@@ -585,6 +624,68 @@ spec:
             (options.source_schema.as_str(), options.target_schema.as_str()),
             ("public", "dbo")
         );
+    }
+
+    /// Each endpoint is read by its own kind's resolver on its own side: a SQL Server target's
+    /// settings and field names are the target's, and a PostgreSQL source's `unlogged` (a
+    /// PostgreSQL target's option) does not leak into the options.
+    #[test]
+    fn each_endpoint_is_resolved_from_its_own_side() {
+        let creds = Credentials {
+            source_user: "su".into(),
+            source_password: "sp".into(),
+            target_user: "tu".into(),
+            target_password: "tp".into(),
+        };
+        let rev = "apiVersion: mssqlpg.dev/v1alpha1
+kind: Migration
+metadata: {name: m}
+spec:
+  source:
+    postgres: {host: p, port: 5433, database: pd, sslMode: require}
+  target:
+    mssql: {host: h, port: 1434, database: md, encryption: NotSupported, packetSize: 16384}
+";
+        let mut m = parse("m.yaml", rev).expect("valid");
+        // Validation refuses it on a source; the resolver must not read it from there either.
+        if let Some(s) = m.spec.source.postgres.as_mut() {
+            s.unlogged = true;
+        }
+        let (source, target, options) = resolve_pg_to_mssql(&m, creds).expect("resolves");
+        assert_eq!(
+            (
+                source.host.as_str(),
+                source.port,
+                source.database.as_str(),
+                source.user.as_str()
+            ),
+            ("p", 5433, "pd", "su")
+        );
+        assert_eq!(source.ssl_mode, SslMode::Require);
+        assert_eq!(
+            (
+                target.host.as_str(),
+                target.port,
+                target.database.as_str(),
+                target.user.as_str()
+            ),
+            ("h", 1434, "md", "tu")
+        );
+        assert_eq!(target.packet_size, 16384);
+        assert!(!options.unlogged, "unlogged is a PostgreSQL target's option");
+
+        let mut bad = m.clone();
+        if let Some(t) = bad.spec.target.mssql.as_mut() {
+            t.port = 70000;
+        }
+        let none = Credentials {
+            source_user: String::new(),
+            source_password: String::new(),
+            target_user: String::new(),
+            target_password: String::new(),
+        };
+        let e = resolve_pg_to_mssql(&bad, none).expect_err("port out of range");
+        assert!(e.to_string().contains("spec.target.mssql.port"), "{e}");
     }
 
     #[test]
