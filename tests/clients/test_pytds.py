@@ -211,3 +211,42 @@ def test_index_usage_stats_count_statements_of_every_kind(server, unique):
         reads, updates, last = cur.fetchone()
         assert (reads, updates) == (1, 3) and last >= first
         cur.execute(f"DROP TABLE {table}")
+
+
+@pytest.mark.parametrize(
+    "collation, stored",
+    [
+        ("Cyrillic_General_CI_AS", "Ж ж"),
+        ("Latin1_General_CI_AS", "? ?"),
+        ("SQL_Latin1_General_CP1_CI_AS", "? ?"),
+        ("Polish_CI_AS", "? ?"),
+        ("Japanese_CI_AS", "Ж ж"),
+    ],
+)
+def test_varchar_keeps_its_collations_code_page(server, unique, collation, stored):
+    """Each char/varchar/text column holds its collation's code page, as SQL Server does: 'Ж'
+    is a character of 1251 (and of 932), not of 1252 or 1250, where it is stored as '?'. Written
+    by a literal, a parameter and a bulk load; read back by pytds, which decodes by the column's
+    collation as sent in COLMETADATA."""
+    table = f"t_cp_{unique}"
+    with server.connect() as conn, conn.cursor() as cur:
+        cur.execute(
+            f"CREATE TABLE {table} (id int NOT NULL PRIMARY KEY, v varchar(10) COLLATE {collation} NULL, "
+            f"c char(6) COLLATE {collation} NULL, t text COLLATE {collation} NULL)"
+        )
+        cur.execute(f"INSERT INTO {table} VALUES (1, N'Ж ж', N'Ж ж', N'Ж ж')")
+        cur.execute(f"INSERT INTO {table} VALUES (2, %s, %s, %s)", ("Ж ж", "Ж ж", "Ж ж"))
+        cur.copy_to(table_or_view=table, data=[("3", "Ж ж", "Ж ж", "Ж ж")])
+        cur.execute(f"SELECT v, c, t, DATALENGTH(v) FROM {table} ORDER BY id")
+        rows = cur.fetchall()
+        width = 5 if collation.startswith("Japanese") and stored == "Ж ж" else 3
+        # char(6) pads to six bytes of the code page ('Ж' is two bytes in 932).
+        assert [tuple(r) for r in rows] == [(stored, stored + " " * (6 - width), stored, width)] * 3
+        cur.execute(f"DROP TABLE {table}")
+
+
+def test_an_unknown_collation_is_error_448(server, unique):
+    with server.connect() as conn, conn.cursor() as cur:
+        with pytest.raises(pytds.Error) as err:
+            cur.execute(f"CREATE TABLE t_badcoll_{unique} (v varchar(10) COLLATE Klingon_CI_AS)")
+        assert "Invalid collation 'Klingon_CI_AS'" in str(err.value)

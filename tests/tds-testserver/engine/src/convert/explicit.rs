@@ -4,18 +4,24 @@
 use super::calendar::civil_from_days;
 use super::datetime::{format_date, format_time, parse_datetime};
 use super::decimal::{format_decimal, parse_decimal, rescale};
-use super::storage::coerce;
+use super::storage::{coerce, coerce_in};
 use crate::error::SqlError;
 use crate::types::SqlType;
-use crate::types::names::{is_binary, is_string};
+use crate::types::collation::CodePage;
+use crate::types::names::{is_binary, is_string, is_unicode};
 use rusqlite::types::{Value as Stored, ValueRef};
 
-pub fn cast_value(
+/// CAST/CONVERT of a value whose collation has code page `cp`: a char/varchar/text result
+/// holds what the code page can (each character it lacks a `?`) and is cut at its length in
+/// the code page's bytes; varchar bytes to binary are the code page's.
+pub fn cast_value_in(
     v: ValueRef<'_>,
     source: Option<SqlType>,
     target: SqlType,
     style: Option<i64>,
+    cp: CodePage,
 ) -> Result<Stored, SqlError> {
+    let truncate_string = |s: Stored, target: SqlType| truncate_string_in(s, target, cp);
     if let ValueRef::Null = v {
         return Ok(Stored::Null);
     }
@@ -90,7 +96,15 @@ pub fn cast_value(
             let text = match style {
                 Some(1) => format!("0x{hex}"),
                 Some(2) => hex,
-                _ => String::from_utf8_lossy(b).into_owned(),
+                // Bytes read as text: UTF-16LE for nchar/nvarchar, the code page's for varchar.
+                _ if is_unicode(target) => {
+                    let units: Vec<u16> = b
+                        .chunks_exact(2)
+                        .map(|p| u16::from_le_bytes([p[0], p[1]]))
+                        .collect();
+                    String::from_utf16_lossy(&units)
+                }
+                _ => cp.decode(b),
             };
             return truncate_string(Stored::Text(text), target);
         }
@@ -117,7 +131,15 @@ pub fn cast_value(
             if style == Some(1) || style == Some(2) {
                 return coerce(ValueRef::Text(s.as_bytes()), target);
             }
-            return truncate_binary(Stored::Blob(t.to_vec()), target);
+            // The string's own bytes: UTF-16LE for nchar/nvarchar, the code page's for varchar.
+            let bytes = if source.is_some_and(is_unicode) {
+                s.encode_utf16().flat_map(u16::to_le_bytes).collect()
+            } else {
+                let mut out = Vec::with_capacity(s.len());
+                cp.encode_into(&mut out, &s);
+                out
+            };
+            return truncate_binary(Stored::Blob(bytes), target);
         }
         return truncate_binary(coerce(v, target)?, target);
     }
@@ -148,11 +170,21 @@ pub fn cast_value(
         (SqlType::UniqueIdentifier, ValueRef::Text(t)) if t.len() > 36 => {
             coerce(ValueRef::Text(&t[..36]), target)
         }
-        _ => coerce(v, target),
+        _ => coerce_in(v, target, cp),
     }
 }
 
-fn truncate_string(s: Stored, target: SqlType) -> Result<Stored, SqlError> {
+/// An explicit conversion's silent cut to the target's length: UTF-16 units for nchar/nvarchar,
+/// bytes of `cp` for char/varchar (whose text is first what `cp` can hold).
+fn truncate_string_in(s: Stored, target: SqlType, cp: CodePage) -> Result<Stored, SqlError> {
+    let ansi = matches!(
+        target,
+        SqlType::Char { .. } | SqlType::VarChar { .. } | SqlType::Text
+    );
+    let s = match s {
+        Stored::Text(t) if ansi && !t.is_ascii() => Stored::Text(cp.reduce(&t).into_owned()),
+        s => s,
+    };
     let limit = match target {
         SqlType::VarChar { len: Some(n) } | SqlType::NVarChar { len: Some(n) } => Some(usize::from(n)),
         SqlType::Char { len } | SqlType::NChar { len } => Some(usize::from(len)),
@@ -160,10 +192,24 @@ fn truncate_string(s: Stored, target: SqlType) -> Result<Stored, SqlError> {
     };
     match (s, limit) {
         (Stored::Text(t), Some(n)) => {
-            let mut out: String = t.chars().take(n).collect();
+            let width = |c: char| {
+                if ansi {
+                    cp.byte_len(c.encode_utf8(&mut [0; 4]))
+                } else {
+                    c.len_utf16()
+                }
+            };
+            let mut used = 0;
+            let mut out: String = t
+                .chars()
+                .take_while(|&c| {
+                    used += width(c);
+                    used <= n
+                })
+                .collect();
             if matches!(target, SqlType::Char { .. } | SqlType::NChar { .. }) {
-                let c = out.chars().count();
-                out.extend(std::iter::repeat_n(' ', n.saturating_sub(c)));
+                let w: usize = out.chars().map(width).sum();
+                out.extend(std::iter::repeat_n(' ', n.saturating_sub(w)));
             }
             Ok(Stored::Text(out))
         }

@@ -35,7 +35,9 @@ pub(super) fn register_search(conn: &Connection) -> rusqlite::Result<()> {
         })
     })?;
     conn.create_scalar_function("datalength", 2, det, |ctx| {
-        let unicode = int_arg(ctx, 1) == Some(1);
+        // 0: UTF-16; else the code page of varchar text (1 in schemas stored before: UTF-16).
+        let cp = int_arg(ctx, 1).and_then(crate::types::collation::CodePage::from_number);
+        let unicode = cp.is_none();
         Ok(match ctx.get_raw(0) {
             ValueRef::Null => None,
             ValueRef::Blob(b) => Some(b.len() as i64),
@@ -43,10 +45,9 @@ pub(super) fn register_search(conn: &Connection) -> rusqlite::Result<()> {
             ValueRef::Real(_) => Some(8),
             ValueRef::Text(t) => {
                 let s = String::from_utf8_lossy(t);
-                Some(if unicode {
-                    s.encode_utf16().count() as i64 * 2
-                } else {
-                    s.chars().count() as i64
+                Some(match cp {
+                    Some(cp) if !unicode => cp.byte_len(&s) as i64,
+                    _ => s.encode_utf16().count() as i64 * 2,
                 })
             }
         })
