@@ -250,3 +250,16 @@ def test_an_unknown_collation_is_error_448(server, unique):
         with pytest.raises(pytds.Error) as err:
             cur.execute(f"CREATE TABLE t_badcoll_{unique} (v varchar(10) COLLATE Klingon_CI_AS)")
         assert "Invalid collation 'Klingon_CI_AS'" in str(err.value)
+
+
+def test_utf8_collation_to_a_client_without_utf8_support(server, unique):
+    """pytds does not send the LOGIN7 feature UTF8_SUPPORT: a _UTF8 column's values reach it in
+    the collation locale's code page (1252 for Latin1_General), each other character '?', as
+    SQL Server sends them to such a client; what is stored stays whole (DATALENGTH in UTF-8)."""
+    table = f"t_utf8_{unique}"
+    with server.connect() as conn, conn.cursor() as cur:
+        cur.execute(f"CREATE TABLE {table} (v varchar(20) COLLATE Latin1_General_100_CI_AS_SC_UTF8 NULL)")
+        cur.execute(f"INSERT INTO {table} VALUES (N'Ж日€é')")
+        cur.execute(f"SELECT v, DATALENGTH(v) FROM {table}")
+        assert tuple(cur.fetchone()) == ("??€é", 10)
+        cur.execute(f"DROP TABLE {table}")

@@ -21,6 +21,9 @@ pub struct SourceColumn {
     /// The alias type the column is declared with (`CREATE TYPE s.Name FROM nvarchar(50)`); the
     /// fields above describe its base type.
     pub alias_type: Option<AliasType>,
+    /// `sys.columns.collation_name` of a character column.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub collation: Option<String>,
 }
 
 /// A SQL Server alias type: a name for a system type with its length, precision and scale.
@@ -328,6 +331,7 @@ mod tests {
             identity: None,
             computed: None,
             alias_type: None,
+            collation: None,
         }
     }
 

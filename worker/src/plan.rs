@@ -794,6 +794,7 @@ mod tests {
             identity: None,
             computed: None,
             alias_type: None,
+            collation: None,
         }
     }
 

@@ -182,3 +182,46 @@ async fn conversions_to_varchar_use_the_sources_collation() {
         vec![0x93, 0xFA, 0x96, 0x7B, 0x8C, 0xEA]
     );
 }
+
+/// A `_UTF8` collation's varchar holds UTF-8: tiberius asks for UTF-8 at login, so it gets the
+/// values as UTF-8 with the collation's UTF-8 flag and reads them exactly; lengths count UTF-8
+/// bytes. (A client that does not ask gets the locale's code page, tests/clients/test_pytds.py.)
+#[tokio::test]
+async fn a_utf8_collation_holds_any_character_for_a_client_that_asks() {
+    let server = start();
+    let mut c = connect(server.addr()).await;
+    run(
+        &mut c,
+        "CREATE TABLE dbo.u (id int NOT NULL, v varchar(16) COLLATE Latin1_General_100_CI_AS_SC_UTF8 NULL)",
+    )
+    .await;
+    let text = "Ж日€😀a";
+    c.execute("INSERT INTO dbo.u VALUES (1, @P1)", &[&text])
+        .await
+        .unwrap();
+    let mut bulk = c.bulk_insert("dbo.u").await.unwrap();
+    let mut row = TokenRow::new();
+    row.push(2i32.into_sql());
+    row.push(text.into_sql());
+    bulk.send(row).await.unwrap();
+    bulk.finalize().await.unwrap();
+    assert_eq!(
+        strings(&mut c, "SELECT v FROM dbo.u ORDER BY id").await,
+        vec![Some(text.to_string()); 2]
+    );
+    let row = c
+        .simple_query("SELECT DATALENGTH(v) FROM dbo.u WHERE id = 1")
+        .await
+        .unwrap()
+        .into_row()
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(row.get::<i32, _>(0), Some(text.len() as i32));
+    // 2 + 3 + 3 + 4 + 1 = 13 bytes; 17 do not fit varchar(16).
+    let err = c
+        .execute("INSERT INTO dbo.u VALUES (3, @P1)", &[&"ЖЖЖЖЖЖЖЖЖ"])
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("would be truncated"), "{err}");
+}
