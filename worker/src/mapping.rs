@@ -153,6 +153,19 @@ pub enum MappingError {
     Unsupported { column: String, type_name: String },
 }
 
+/// Whether a collation's code page has characters of more than one byte: the double-byte ones
+/// (932 Japanese, 936 Chinese_PRC, 949 Korean, 950 Chinese_Taiwan) and UTF-8, where a char(n)
+/// pads to n bytes, fewer characters than n.
+fn multibyte_code_page(collation: Option<&str>) -> bool {
+    let Some(c) = collation.map(str::to_ascii_lowercase) else {
+        return false;
+    };
+    c.ends_with("_utf8")
+        || ["japanese", "chinese", "korean", "sql_japanese"]
+            .iter()
+            .any(|p| c.starts_with(p))
+}
+
 /// Maps one column. Warnings describe what the target cannot hold exactly.
 pub fn map_column(col: &SourceColumn, warnings: &mut Vec<String>) -> Result<ColumnMapping, MappingError> {
     let mut read_as = ReadAs::Plain;
@@ -236,7 +249,16 @@ pub fn map_column(col: &SourceColumn, warnings: &mut Vec<String>) -> Result<Colu
                 // both of which are at least the number of code points PostgreSQL counts.
                 let bytes = u32::from(col.max_length.unsigned_abs());
                 let length = if unicode { bytes / 2 } else { bytes };
-                if col.type_name.ends_with("char") && !col.type_name.contains("var") {
+                let fixed = col.type_name.ends_with("char") && !col.type_name.contains("var");
+                if fixed && !unicode && multibyte_code_page(col.collation.as_deref()) {
+                    warnings.push(format!(
+                        "column {name}: char({length}) of a multi-byte code page ({}) is padded to {length} bytes, \
+                         not characters; it becomes varchar({length}) holding each value with its padding as \
+                         SQL Server stores it (PostgreSQL's char({length}) would pad to {length} characters)",
+                        col.collation.as_deref().unwrap_or_default()
+                    ));
+                    PgType::Varchar { length }
+                } else if fixed {
                     PgType::Char { length }
                 } else {
                     PgType::Varchar { length }

@@ -92,8 +92,8 @@ async fn varchar_values_and_keys_of_each_code_page_arrive_exactly() {
         let mut want: Vec<(String, String, String, String)> = rows
             .iter()
             .map(|(k, v)| {
-                // char(30) pads to 30 bytes of the code page; PostgreSQL's char(n) keeps the
-                // blanks as text.
+                // char(30) pads to 30 bytes of the code page; where that is 30 characters too it
+                // is char(30) in PostgreSQL, else varchar(30) holding the padded value.
                 let bytes = match code_page {
                     932 => k.chars().map(|c| if c.is_ascii() { 1 } else { 2 }).sum::<usize>(),
                     65001 => k.len(),
@@ -110,8 +110,7 @@ async fn varchar_values_and_keys_of_each_code_page_arrive_exactly() {
         want.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
         assert_eq!(got.len(), 60, "{collation}: no row lost or repeated");
         for (g, w) in got.iter().zip(&want) {
-            assert_eq!((&g.0, &g.1, &g.3), (&w.0, &w.1, &w.3), "{collation}");
-            assert_eq!(g.2.trim_end(), w.2.trim_end(), "{collation}");
+            assert_eq!(g, w, "{collation}");
         }
         engine.finalize(&prepared.plan).await.unwrap();
         let v = engine.verify(&prepared.plan).await.unwrap();
