@@ -462,6 +462,35 @@ fn encode_variant(out: &mut Vec<u8>, v: &Value) -> Option<()> {
             out.extend_from_slice(&[0x24, 0]);
             out.extend_from_slice(&guid_swap(g));
         }
+        Value::Money(m) => {
+            out.extend_from_slice(&[0x3C, 0]);
+            out.extend_from_slice(&((*m >> 32) as i32).to_le_bytes());
+            out.extend_from_slice(&(*m as u32).to_le_bytes());
+        }
+        Value::DateTime { days, ticks } => {
+            out.extend_from_slice(&[0x3D, 0]);
+            out.extend_from_slice(&days.to_le_bytes());
+            out.extend_from_slice(&ticks.to_le_bytes());
+        }
+        Value::SmallDateTime { days, minutes } => {
+            out.extend_from_slice(&[0x3A, 0]);
+            out.extend_from_slice(&days.to_le_bytes());
+            out.extend_from_slice(&minutes.to_le_bytes());
+        }
+        Value::Time(t) => {
+            out.extend_from_slice(&[0x29, 1, 7]);
+            put_time(out, *t, 7);
+        }
+        Value::DateTimeOffset {
+            days,
+            time,
+            offset_minutes,
+        } => {
+            out.extend_from_slice(&[0x2B, 1, 7]);
+            put_time(out, *time, 7);
+            put_date(out, *days);
+            out.extend_from_slice(&offset_minutes.to_le_bytes());
+        }
         Value::Date(d) => {
             out.extend_from_slice(&[0x28, 0]);
             put_date(out, *d);
@@ -482,10 +511,6 @@ fn encode_variant(out: &mut Vec<u8>, v: &Value) -> Option<()> {
             out.extend_from_slice(&[0xA5, 2]);
             out.extend_from_slice(&8000u16.to_le_bytes());
             out.extend_from_slice(b);
-        }
-        _ => {
-            out.truncate(slot);
-            return None;
         }
     }
     let len = (out.len() - slot - 4) as u32;

@@ -25,6 +25,22 @@ pub fn cast_value_in(
     if let ValueRef::Null = v {
         return Ok(Stored::Null);
     }
+    // A sql_variant converts as its base type (styles included).
+    if source.is_none_or(|s| s == SqlType::SqlVariant)
+        && let Some((base, inner)) = match v {
+            ValueRef::Blob(b) => super::variant::headed(b),
+            _ if source == Some(SqlType::SqlVariant) => super::variant::unwrap(v),
+            _ => None,
+        }
+        && base != SqlType::SqlVariant
+    {
+        return cast_value_in(inner, Some(base), target, style, cp);
+    }
+    if target == SqlType::SqlVariant {
+        let base = source.unwrap_or_else(|| super::variant::unwrap(v).map_or(SqlType::Int, |(t, _)| t));
+        let stored = coerce_in(v, base, cp)?;
+        return super::variant::wrap(&stored, base);
+    }
     let src_is_date = source.is_some_and(|s| {
         matches!(
             s,
@@ -119,8 +135,22 @@ pub fn cast_value_in(
                 _ => None,
             }
         {
-            let m2 = rescale(m, s, 2).unwrap_or(m);
-            return truncate_string(Stored::Text(format_decimal(m2, 2)), target);
+            // Styles 2 and 126: four decimals; 0 and 1 two (1 with thousands separators).
+            let text = match style {
+                Some(2) | Some(126) => format_decimal(rescale(m, s, 4).unwrap_or(m), 4),
+                Some(1) => with_thousands(&format_decimal(rescale(m, s, 2).unwrap_or(m), 2)),
+                _ => format_decimal(rescale(m, s, 2).unwrap_or(m), 2),
+            };
+            return truncate_string(Stored::Text(text), target);
+        }
+        if matches!(source, Some(SqlType::Float | SqlType::Real))
+            && let Some(f) = match v {
+                ValueRef::Real(f) => Some(f),
+                ValueRef::Integer(i) => Some(i as f64),
+                _ => None,
+            }
+        {
+            return truncate_string(Stored::Text(float_text(f, style.unwrap_or(0))), target);
         }
         let s = coerce(v, SqlType::NVarChar { len: None })?;
         return truncate_string(s, target);
@@ -245,4 +275,82 @@ fn style_100(yy: i64, mm: u32, dd: u32, time: u64) -> String {
     let ampm = if h < 12 { "AM" } else { "PM" };
     let month = month_abbrev(mm);
     format!("{month} {dd:>2} {yy:04} {h12:>2}:{mi:02}{ampm}")
+}
+
+/// A float or real as CONVERT writes it: style 0 (the default, and CAST) at most six
+/// significant digits, in scientific notation below 1E-4 and from 1E+6; styles 1, 2 and 3
+/// always scientific with 8, 16 and 17 digits (3 is lossless). Exponents have a sign and at
+/// least three digits, as SQL Server prints them (`1.23457e+006`).
+pub fn float_text(f: f64, style: i64) -> String {
+    let digits = match style {
+        1 => 8,
+        2 => 16,
+        3 => 17,
+        _ => 6,
+    };
+    if f == 0.0 {
+        return if style == 0 || !(1..=3).contains(&style) {
+            "0".into()
+        } else {
+            format!("0.{}e+000", "0".repeat(digits - 1))
+        };
+    }
+    let sci = format!("{:.*e}", digits - 1, f);
+    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    let exp_text = |e: i32| format!("e{}{:03}", if e < 0 { '-' } else { '+' }, e.unsigned_abs());
+    if (1..=3).contains(&style) {
+        return format!("{mantissa}{}", exp_text(exp));
+    }
+    let trim = |m: &str| -> String {
+        if m.contains('.') {
+            m.trim_end_matches('0').trim_end_matches('.').to_string()
+        } else {
+            m.to_string()
+        }
+    };
+    if exp < -4 || exp >= 6 {
+        format!("{}{}", trim(mantissa), exp_text(exp))
+    } else {
+        let decimals = usize::try_from(5 - exp).unwrap_or(0);
+        trim(&format!("{f:.decimals$}"))
+    }
+}
+
+/// `1234567.89` as `1,234,567.89`.
+fn with_thousands(s: &str) -> String {
+    let (sign, rest) = s.strip_prefix('-').map_or(("", s), |r| ("-", r));
+    let (int, frac) = rest.split_once('.').unwrap_or((rest, ""));
+    let mut out = String::new();
+    for (i, c) in int.chars().enumerate() {
+        if i > 0 && (int.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    if frac.is_empty() {
+        format!("{sign}{out}")
+    } else {
+        format!("{sign}{out}.{frac}")
+    }
+}
+
+#[cfg(test)]
+mod float_tests {
+    use super::*;
+
+    #[test]
+    fn float_styles_as_sql_server_prints_them() {
+        assert_eq!(float_text(4.76758527755737, 0), "4.76759");
+        assert_eq!(float_text(1234567.0, 0), "1.23457e+006");
+        assert_eq!(float_text(123456.0, 0), "123456");
+        assert_eq!(float_text(0.1, 0), "0.1");
+        assert_eq!(float_text(0.00001, 0), "1e-005");
+        assert_eq!(float_text(-2.5, 0), "-2.5");
+        assert_eq!(float_text(4.76758527755737, 1), "4.7675853e+000");
+        assert_eq!(float_text(0.1, 3), "1.0000000000000001e-001");
+        assert_eq!(float_text(1e308, 3), "1.0000000000000000e+308");
+        assert_eq!(with_thousands("1234567.89"), "1,234,567.89");
+        assert_eq!(with_thousands("-123.00"), "-123.00");
+    }
 }

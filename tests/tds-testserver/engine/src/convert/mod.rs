@@ -23,6 +23,7 @@ pub mod storage;
 #[cfg(test)]
 mod tests;
 pub mod values;
+pub mod variant;
 
 pub use calendar::{DateTimeParts, civil_from_days, days_from_civil};
 pub use datetime::{format_date, format_datetime_parts, parse_datetime};

@@ -12,6 +12,18 @@ use std::time::{SystemTime, UNIX_EPOCH};
 pub(super) fn register(conn: &Connection) -> rusqlite::Result<()> {
     let nondet = FunctionFlags::SQLITE_UTF8;
     conn.create_scalar_function("getdate", 0, nondet, |_| fmt_now(SqlType::DateTime))?;
+    conn.create_scalar_function(
+        "tsql_variant_property",
+        2,
+        FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC,
+        |ctx| {
+            let prop = match ctx.get_raw(1) {
+                rusqlite::types::ValueRef::Text(t) => String::from_utf8_lossy(t).into_owned(),
+                _ => return Ok(rusqlite::types::Value::Null),
+            };
+            Ok(crate::convert::variant::property(ctx.get_raw(0), &prop))
+        },
+    )?;
     conn.create_scalar_function("getutcdate", 0, nondet, |_| fmt_now(SqlType::DateTime))?;
     conn.create_scalar_function("sysdatetime", 0, nondet, |_| {
         fmt_now(SqlType::DateTime2 { scale: 7 })

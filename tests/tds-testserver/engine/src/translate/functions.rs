@@ -502,6 +502,10 @@ fn system_function(name: &str, f: &mut Function, globals: Globals) -> Option<Ty>
             Ty::of(SqlType::NVarChar { len: Some(128) })
         }
         "HASHBYTES" => Ty::of(SqlType::VarBinary { len: Some(8000) }),
+        "SQL_VARIANT_PROPERTY" => {
+            rename(f, "tsql_variant_property");
+            Ty::of(SqlType::SqlVariant)
+        }
         "TSQL_LIKE" => Ty::of(SqlType::Bit),
         "TSQL_XML_ROW" | "TSQL_GEO_TEXT" => Ty::of(SqlType::NVarChar { len: None }),
         "TSQL_HID_GETLEVEL" => Ty::of(SqlType::SmallInt),
