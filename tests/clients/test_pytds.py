@@ -263,3 +263,20 @@ def test_utf8_collation_to_a_client_without_utf8_support(server, unique):
         cur.execute(f"SELECT v, DATALENGTH(v) FROM {table}")
         assert tuple(cur.fetchone()) == ("??€é", 10)
         cur.execute(f"DROP TABLE {table}")
+
+
+def test_syntax_sql_server_accepts(server, unique):
+    """DELETE without FROM, APP_NAME(), EXEC sp_executesql inside a batch and an integer & a
+    binary constant (Northwind's `sysstat & 0xf = 4`): each works as in SQL Server."""
+    table = f"t_gap_{unique}"
+    with server.connect() as conn, conn.cursor() as cur:
+        cur.execute(f"CREATE TABLE {table} (id int NOT NULL)")
+        cur.execute(f"INSERT INTO {table} VALUES (1), (2), (3)")
+        cur.execute(f"DELETE {table} WHERE id = 2")
+        cur.execute(f"SELECT COUNT(*) FROM {table}")
+        assert cur.fetchone()[0] == 2
+        cur.execute("SELECT APP_NAME()")
+        assert cur.fetchone()[0] == "pytds"
+        cur.execute("DECLARE @n int = 20; EXEC sp_executesql N'SELECT @x & 0xf', N'@x int', @x = @n")
+        assert cur.fetchone()[0] == 4
+        cur.execute(f"DROP TABLE {table}")

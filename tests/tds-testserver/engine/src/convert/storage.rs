@@ -363,11 +363,24 @@ fn coerce_integer(v: ValueRef<'_>, ty: SqlType) -> Result<Stored, SqlError> {
             }
         }
         ValueRef::Blob(b) => {
-            let mut x: i64 = 0;
-            for byte in b.iter().rev().take(8).rev() {
-                x = (x << 8) | i64::from(*byte);
+            // Big-endian, the type's width of rightmost bytes, two's complement (as SQL Server:
+            // CAST(0xFFFFFFFF AS int) is -1, CAST(0x0102 AS tinyint) is 2).
+            let width = match ty {
+                SqlType::Bit | SqlType::TinyInt => 1,
+                SqlType::SmallInt => 2,
+                SqlType::Int => 4,
+                _ => 8,
+            };
+            let mut x: u64 = 0;
+            for byte in b.iter().rev().take(width).rev() {
+                x = (x << 8) | u64::from(*byte);
             }
-            x
+            let shift = 64 - 8 * width as u32;
+            match ty {
+                SqlType::TinyInt => x as i64,
+                SqlType::Bit => i64::from(x != 0),
+                _ => ((x << shift) as i64) >> shift,
+            }
         }
         ValueRef::Null => return Ok(Stored::Null),
     };

@@ -34,6 +34,17 @@ pub(super) fn register_search(conn: &Connection) -> rusqlite::Result<()> {
             _ => text_arg(ctx, 0).map(|s| len_chars(&s)),
         })
     })?;
+    // A binary value without its trailing zero bytes: compared so, blobs order as SQL Server's
+    // binary comparison (which pads the shorter with zeros) orders them.
+    conn.create_scalar_function("tsql_binkey", 1, det, |ctx| {
+        Ok(match ctx.get_raw(0) {
+            ValueRef::Blob(b) => {
+                let end = b.iter().rposition(|&x| x != 0).map_or(0, |i| i + 1);
+                rusqlite::types::Value::Blob(b[..end].to_vec())
+            }
+            other => crate::query::owned(other),
+        })
+    })?;
     conn.create_scalar_function("datalength", 2, det, |ctx| {
         // 0: UTF-16; else the code page of varchar text (1 in schemas stored before: UTF-16).
         let cp = int_arg(ctx, 1).and_then(crate::types::collation::CodePage::from_number);
