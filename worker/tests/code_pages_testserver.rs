@@ -11,8 +11,11 @@ use common::{ms_exec, start_tds_server, tds_engine};
 use mssql_pg_worker::engine::Engine as _;
 use mssql_pg_worker::pipeline::CopyOptions;
 
-/// (collation, code page, the key and value texts of row `i`: characters of that code page).
-fn cases() -> Vec<(&'static str, u32, fn(usize) -> (String, String))> {
+/// The key and value texts of row `i`: characters of the case's code page.
+type Row = fn(usize) -> (String, String);
+
+/// (collation, code page, its rows).
+fn cases() -> Vec<(&'static str, u32, Row)> {
     vec![
         ("Polish_CI_AS", 1250, |i| {
             (format!("Łódź {i:03}"), format!("żółć gęślą jaźń {i}"))

@@ -221,3 +221,24 @@ async fn a_max_value_in_a_variant_is_error_206() {
         "{err}"
     );
 }
+
+#[tokio::test]
+async fn update_keeps_the_new_values_base_type() {
+    let server = start();
+    let mut c = connect(server.addr()).await;
+    run(&mut c, "CREATE TABLE dbo.u (id int NOT NULL, x sql_variant NULL)").await;
+    run(&mut c, "INSERT INTO dbo.u VALUES (1, 5)").await;
+    run(
+        &mut c,
+        "UPDATE dbo.u SET x = CAST('2020-01-05T22:30:59.997' AS datetime) WHERE id = 1",
+    )
+    .await;
+    assert_eq!(
+        strings(
+            &mut c,
+            "SELECT CAST(SQL_VARIANT_PROPERTY(x, 'BaseType') AS nvarchar(128)) + N' ' + CONVERT(nvarchar(30), CAST(x AS datetime), 126) FROM dbo.u"
+        )
+        .await,
+        vec![Some("datetime 2020-01-05T22:30:59.997".to_string())]
+    );
+}

@@ -309,7 +309,7 @@ pub fn float_text(f: f64, style: i64) -> String {
             m.to_string()
         }
     };
-    if exp < -4 || exp >= 6 {
+    if !(-4..6).contains(&exp) {
         format!("{}{}", trim(mantissa), exp_text(exp))
     } else {
         let decimals = usize::try_from(5 - exp).unwrap_or(0);

@@ -671,7 +671,7 @@ impl Rewriter<'_> {
             self.out.push(toks[self.i].clone());
             self.i = end;
             if delete {
-                self.from_after_delete();
+                self.insert_from_after_delete();
             }
             return true;
         }
@@ -696,7 +696,7 @@ impl Rewriter<'_> {
         }
         self.out.push(self.toks[self.i].clone());
         self.i += 1;
-        self.from_after_delete();
+        self.insert_from_after_delete();
         true
     }
 
@@ -728,7 +728,7 @@ impl Rewriter<'_> {
     }
 
     /// After DELETE [TOP (n)]: FROM, unless it is there.
-    fn from_after_delete(&mut self) {
+    fn insert_from_after_delete(&mut self) {
         let n = next_sig(self.toks, self.i);
         let keyword = ["FROM", "CASCADE", "NO", "SET", "ON", "WHERE", "OUTPUT"]
             .iter()

@@ -218,8 +218,11 @@ const DESIGNATORS: &[(&str, u32, CodePage)] = &[
     ("Greek", 0x0408, CodePage::Cp1253),
     ("Hebrew", 0x040D, CodePage::Cp1255),
     ("Hungarian", 0x040E, CodePage::Cp1250),
+    ("Hungarian_Technical", 0x1040E, CodePage::Cp1250),
     ("Icelandic", 0x040F, CodePage::Cp1252),
     ("Japanese", 0x0411, CodePage::Cp932),
+    ("Japanese_Bushu_Kakusu", 0x40411, CodePage::Cp932),
+    ("Japanese_XJIS", 0x0411, CodePage::Cp932),
     ("Kazakh", 0x043F, CodePage::Cp1251),
     ("Korean_Wansung", 0x0412, CodePage::Cp949),
     ("Latin1_General", 0x0409, CodePage::Cp1252),
@@ -458,10 +461,11 @@ mod tests {
         assert_eq!(cp("Czech_CI_AS"), Ok(1250));
         assert_eq!(cp("Polish_100_CS_AS_KS_WS"), Ok(1250));
         assert_eq!(cp("Croatian_CI_AI"), Ok(1250));
-        assert_eq!(cp("Hungarian_Technical_CI_AS").is_err(), true);
+        assert_eq!(cp("Hungarian_Technical_CI_AS"), Ok(1250));
         assert_eq!(cp("Japanese_CI_AS"), Ok(932));
         assert_eq!(cp("Latin1_General_100_CI_AS_SC_UTF8"), Ok(65001));
-        assert_eq!(cp("Japanese_XJIS_140_CI_AS_UTF8").is_err(), true);
+        assert_eq!(cp("Japanese_XJIS_140_CI_AS_UTF8"), Ok(65001));
+        assert_eq!(cp("Japanese_XJIS_140_CI_AS"), Ok(932));
         assert_eq!(cp("Klingon_Case_Maybe").map_err(|e| e.number), Err(448));
         // UTF-8 needs a _100 or later version.
         assert!(cp("Latin1_General_CI_AS_UTF8").is_err());
