@@ -280,3 +280,23 @@ def test_syntax_sql_server_accepts(server, unique):
         cur.execute("DECLARE @n int = 20; EXEC sp_executesql N'SELECT @x & 0xf', N'@x int', @x = @n")
         assert cur.fetchone()[0] == 4
         cur.execute(f"DROP TABLE {table}")
+
+
+@pytest.mark.parametrize(
+    "collation, code_page",
+    [
+        ("SQL_Latin1_General_CP1_CI_AS", 1252),
+        ("Latin1_General_100_CI_AS", 1252),
+        ("Cyrillic_General_CI_AS", 1251),
+        ("Czech_CI_AS", 1250),
+        ("Polish_100_CS_AS", 1250),
+        ("Croatian_CI_AS", 1250),
+        ("Hungarian_CI_AI", 1250),
+        ("Japanese_CI_AS", 932),
+        ("Latin1_General_100_CI_AS_SC_UTF8", 65001),
+    ],
+)
+def test_collationproperty_code_page(server, collation, code_page):
+    with server.connect() as conn, conn.cursor() as cur:
+        cur.execute(f"SELECT COLLATIONPROPERTY('{collation}', 'CodePage'), COLLATIONPROPERTY('Klingon', 'CodePage')")
+        assert tuple(cur.fetchone()) == (code_page, None)

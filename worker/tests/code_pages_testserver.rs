@@ -120,3 +120,57 @@ async fn varchar_values_and_keys_of_each_code_page_arrive_exactly() {
         assert!(v.iter().all(|t| t.ok), "{collation}: {v:#?}");
     }
 }
+
+/// SQL Server -> a PostgreSQL database whose encoding lacks a character (LATIN1 has no 'Ж'):
+/// an error naming the table and the column, and no row of that chunk written; never a '?'.
+#[tokio::test]
+async fn a_character_the_target_database_lacks_is_an_error_naming_table_and_column() {
+    let (_server, source) = start_tds_server();
+    let mut ms = source.connect().await.unwrap();
+    ms_exec(
+        &mut ms,
+        "CREATE TABLE dbo.Cyr (K int NOT NULL PRIMARY KEY, V varchar(20) COLLATE Cyrillic_General_CI_AS NULL)",
+    )
+    .await;
+    ms_exec(
+        &mut ms,
+        "INSERT INTO dbo.Cyr VALUES (1, 'abc'), (2, N'Жук'), (3, 'def')",
+    )
+    .await;
+    let pg = common::pg_connect().await;
+    // One statement each: CREATE DATABASE cannot run in a multi-statement batch's transaction.
+    pg.batch_execute("DROP DATABASE IF EXISTS code_page_latin1")
+        .await
+        .unwrap();
+    pg.batch_execute(
+        "CREATE DATABASE code_page_latin1 ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0",
+    )
+    .await
+    .unwrap();
+    let mut engine = tds_engine(&source, "latin1", "test/code-page-latin1");
+    engine.target = mssql_pg_worker::pg::connect::PgEndpoint::from_conn_str(&format!(
+        "{} dbname=code_page_latin1",
+        common::pg_url()
+    ))
+    .unwrap();
+    let prepared = engine.prepare().await.unwrap();
+    let err = engine.copy_all(&prepared.plan).await.unwrap_err().to_string();
+    // The table, the row of the chunk and the column; not the value.
+    assert!(
+        err.contains("\"latin1\".\"Cyr\"") && err.contains("line 2, column V") && !err.contains("Жук"),
+        "{err}"
+    );
+    let (lat, conn) = tokio_postgres::connect(
+        &format!("{} dbname=code_page_latin1", common::pg_url()),
+        tokio_postgres::NoTls,
+    )
+    .await
+    .unwrap();
+    tokio::spawn(conn);
+    let n: i64 = lat
+        .query_one("SELECT count(*) FROM latin1.\"Cyr\" WHERE \"V\" LIKE '%?%'", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(n, 0, "no '?' stored");
+}

@@ -502,6 +502,10 @@ fn system_function(name: &str, f: &mut Function, globals: Globals) -> Option<Ty>
             Ty::of(SqlType::NVarChar { len: Some(128) })
         }
         "HASHBYTES" => Ty::of(SqlType::VarBinary { len: Some(8000) }),
+        "COLLATIONPROPERTY" => {
+            rename(f, "tsql_collationproperty");
+            Ty::of(SqlType::SqlVariant)
+        }
         "SQL_VARIANT_PROPERTY" => {
             rename(f, "tsql_variant_property");
             Ty::of(SqlType::SqlVariant)

@@ -359,6 +359,26 @@ impl Collation {
             .unwrap_or(DEFAULT_COLLATION)
     }
 
+    /// COLLATIONPROPERTY(name, property): CodePage, LCID, ComparisonStyle (the Windows
+    /// comparison flags: 1 ignore case, 2 ignore accents, 65536 ignore kana, 131072 ignore
+    /// width; 0 for binary ones), Version; None for another property.
+    pub fn property(&self, property: &str) -> Option<i64> {
+        match property.to_ascii_lowercase().as_str() {
+            "codepage" => Some(i64::from(self.code_page.number())),
+            "lcid" => Some(i64::from(self.lcid)),
+            "comparisonstyle" => Some(if self.flags & (BINARY | BINARY2) != 0 {
+                0
+            } else {
+                i64::from(self.flags & IGNORE_CASE)
+                    | (i64::from(self.flags & IGNORE_ACCENT))
+                    | if self.flags & IGNORE_KANA != 0 { 65536 } else { 0 }
+                    | if self.flags & IGNORE_WIDTH != 0 { 131072 } else { 0 }
+            }),
+            "version" => Some(i64::from(self.version)),
+            _ => None,
+        }
+    }
+
     /// Whether `_UTF8`.
     pub fn is_utf8(&self) -> bool {
         self.flags & UTF8 != 0
@@ -469,6 +489,21 @@ mod tests {
         assert_eq!(cp("Klingon_Case_Maybe").map_err(|e| e.number), Err(448));
         // UTF-8 needs a _100 or later version.
         assert!(cp("Latin1_General_CI_AS_UTF8").is_err());
+    }
+
+    #[test]
+    fn collation_properties() {
+        let c = Collation::lookup("Cyrillic_General_CI_AS").unwrap_or(DEFAULT_COLLATION);
+        assert_eq!(c.property("CodePage"), Some(1251));
+        assert_eq!(c.property("LCID"), Some(1049));
+        assert_eq!(c.property("ComparisonStyle"), Some(196609));
+        assert_eq!(DEFAULT_COLLATION.property("ComparisonStyle"), Some(196609));
+        let b = Collation::lookup("Latin1_General_100_BIN2").unwrap_or(DEFAULT_COLLATION);
+        assert_eq!(
+            (b.property("ComparisonStyle"), b.property("Version")),
+            (Some(0), Some(2))
+        );
+        assert_eq!(b.property("nonsense"), None);
     }
 
     #[test]
