@@ -113,6 +113,8 @@ mod tests {
             FeatureAck::FedAuth(FedAuthAck::SecurityToken { nonce }) => {
                 assert_eq!(*nonce, Some([7u8; 32]));
             }
+            // mssql-pg-operator patch: 08-utf8-support
+            other => panic!("{other:?}"),
         }
     }
 
@@ -131,6 +133,8 @@ mod tests {
             FeatureAck::FedAuth(FedAuthAck::SecurityToken { nonce }) => {
                 assert!(nonce.is_none());
             }
+            // mssql-pg-operator patch: 08-utf8-support
+            other => panic!("{other:?}"),
         }
     }
 
