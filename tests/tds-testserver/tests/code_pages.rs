@@ -51,6 +51,8 @@ async fn a_cyrillic_column_keeps_cyrillic_and_a_latin1_one_stores_a_question_mar
     let mut c = connect(server.addr()).await;
     for (collation, want, byte) in [
         ("Cyrillic_General_CI_AS", "Ж", 0xC6u8),
+        // A SQL collation: the client decodes it by its sort id (106).
+        ("SQL_Latin1_General_CP1251_CI_AS", "Ж", 0xC6u8),
         ("Latin1_General_CI_AS", "?", b'?'),
         ("SQL_Latin1_General_CP1_CI_AS", "?", b'?'),
         ("Czech_CI_AS", "?", b'?'),

@@ -243,18 +243,50 @@ const DESIGNATORS: &[(&str, u32, CodePage)] = &[
     ("Vietnamese", 0x042A, CodePage::Cp1258),
 ];
 
-/// SQL collations known here, with their sort ids (each Latin1 CP1: code page 1252).
-const SQL_COLLATIONS: &[(&str, u8, u8)] = &[
-    ("SQL_Latin1_General_CP1_CS_AS", 51, IGNORE_KANA | IGNORE_WIDTH),
+/// SQL collations known here: name, sort id (what a client maps to the code page), flags, code
+/// page.
+const SQL_COLLATIONS: &[(&str, u8, u8, CodePage)] = &[
+    (
+        "SQL_Latin1_General_CP1_CS_AS",
+        51,
+        IGNORE_KANA | IGNORE_WIDTH,
+        CodePage::Cp1252,
+    ),
     (
         "SQL_Latin1_General_CP1_CI_AS",
         52,
         IGNORE_CASE | IGNORE_KANA | IGNORE_WIDTH,
+        CodePage::Cp1252,
     ),
     (
         "SQL_Latin1_General_CP1_CI_AI",
         54,
         IGNORE_CASE | IGNORE_ACCENT | IGNORE_KANA | IGNORE_WIDTH,
+        CodePage::Cp1252,
+    ),
+    (
+        "SQL_Latin1_General_CP1250_CS_AS",
+        81,
+        IGNORE_KANA | IGNORE_WIDTH,
+        CodePage::Cp1250,
+    ),
+    (
+        "SQL_Latin1_General_CP1250_CI_AS",
+        82,
+        IGNORE_CASE | IGNORE_KANA | IGNORE_WIDTH,
+        CodePage::Cp1250,
+    ),
+    (
+        "SQL_Latin1_General_CP1251_CS_AS",
+        105,
+        IGNORE_KANA | IGNORE_WIDTH,
+        CodePage::Cp1251,
+    ),
+    (
+        "SQL_Latin1_General_CP1251_CI_AS",
+        106,
+        IGNORE_CASE | IGNORE_KANA | IGNORE_WIDTH,
+        CodePage::Cp1251,
     ),
 ];
 
@@ -270,14 +302,16 @@ impl Collation {
         if n.eq_ignore_ascii_case("database_default") {
             return Ok(DEFAULT_COLLATION);
         }
-        if let Some(&(_, sort_id, flags)) = SQL_COLLATIONS.iter().find(|(s, _, _)| s.eq_ignore_ascii_case(n))
+        if let Some(&(_, sort_id, flags, code_page)) = SQL_COLLATIONS
+            .iter()
+            .find(|(s, _, _, _)| s.eq_ignore_ascii_case(n))
         {
             return Ok(Collation {
                 lcid: 0x0409,
                 flags,
                 version: 0,
                 sort_id,
-                code_page: CodePage::Cp1252,
+                code_page,
             });
         }
         // The longest designator that prefixes the name (`Latin1_General` before `Latin1`).
@@ -396,8 +430,8 @@ impl Collation {
         } else if sort_id != 0 {
             SQL_COLLATIONS
                 .iter()
-                .find(|(_, s, _)| *s == sort_id)
-                .map(|_| CodePage::Cp1252)?
+                .find(|(_, s, _, _)| *s == sort_id)
+                .map(|(_, _, _, cp)| *cp)?
         } else {
             DESIGNATORS
                 .iter()
@@ -476,6 +510,9 @@ mod tests {
     fn code_pages_by_name() {
         let cp = |n: &str| Collation::lookup(n).map(|c| c.code_page.number());
         assert_eq!(cp("Latin1_General_CI_AS"), Ok(1252));
+        assert_eq!(cp("SQL_Latin1_General_CP1250_CI_AS"), Ok(1250));
+        assert_eq!(cp("SQL_Latin1_General_CP1251_CS_AS"), Ok(1251));
+        assert!(cp("SQL_Latin1_General_CP437_CI_AS").is_err());
         assert_eq!(cp("Latin1_General_100_BIN2"), Ok(1252));
         assert_eq!(cp("Cyrillic_General_CI_AS"), Ok(1251));
         assert_eq!(cp("Czech_CI_AS"), Ok(1250));
