@@ -211,3 +211,92 @@ def test_index_usage_stats_count_statements_of_every_kind(server, unique):
         reads, updates, last = cur.fetchone()
         assert (reads, updates) == (1, 3) and last >= first
         cur.execute(f"DROP TABLE {table}")
+
+
+@pytest.mark.parametrize(
+    "collation, stored",
+    [
+        ("Cyrillic_General_CI_AS", "Ж ж"),
+        ("Latin1_General_CI_AS", "? ?"),
+        ("SQL_Latin1_General_CP1_CI_AS", "? ?"),
+        ("Polish_CI_AS", "? ?"),
+        ("Japanese_CI_AS", "Ж ж"),
+    ],
+)
+def test_varchar_keeps_its_collations_code_page(server, unique, collation, stored):
+    """Each char/varchar/text column holds its collation's code page, as SQL Server does: 'Ж'
+    is a character of 1251 (and of 932), not of 1252 or 1250, where it is stored as '?'. Written
+    by a literal, a parameter and a bulk load; read back by pytds, which decodes by the column's
+    collation as sent in COLMETADATA."""
+    table = f"t_cp_{unique}"
+    with server.connect() as conn, conn.cursor() as cur:
+        cur.execute(
+            f"CREATE TABLE {table} (id int NOT NULL PRIMARY KEY, v varchar(10) COLLATE {collation} NULL, "
+            f"c char(6) COLLATE {collation} NULL, t text COLLATE {collation} NULL)"
+        )
+        cur.execute(f"INSERT INTO {table} VALUES (1, N'Ж ж', N'Ж ж', N'Ж ж')")
+        cur.execute(f"INSERT INTO {table} VALUES (2, %s, %s, %s)", ("Ж ж", "Ж ж", "Ж ж"))
+        cur.copy_to(table_or_view=table, data=[("3", "Ж ж", "Ж ж", "Ж ж")])
+        cur.execute(f"SELECT v, c, t, DATALENGTH(v) FROM {table} ORDER BY id")
+        rows = cur.fetchall()
+        width = 5 if collation.startswith("Japanese") and stored == "Ж ж" else 3
+        # char(6) pads to six bytes of the code page ('Ж' is two bytes in 932).
+        assert [tuple(r) for r in rows] == [(stored, stored + " " * (6 - width), stored, width)] * 3
+        cur.execute(f"DROP TABLE {table}")
+
+
+def test_an_unknown_collation_is_error_448(server, unique):
+    with server.connect() as conn, conn.cursor() as cur:
+        with pytest.raises(pytds.Error) as err:
+            cur.execute(f"CREATE TABLE t_badcoll_{unique} (v varchar(10) COLLATE Klingon_CI_AS)")
+        assert "Invalid collation 'Klingon_CI_AS'" in str(err.value)
+
+
+def test_utf8_collation_to_a_client_without_utf8_support(server, unique):
+    """pytds does not send the LOGIN7 feature UTF8_SUPPORT: a _UTF8 column's values reach it in
+    the collation locale's code page (1252 for Latin1_General), each other character '?', as
+    SQL Server sends them to such a client; what is stored stays whole (DATALENGTH in UTF-8)."""
+    table = f"t_utf8_{unique}"
+    with server.connect() as conn, conn.cursor() as cur:
+        cur.execute(f"CREATE TABLE {table} (v varchar(20) COLLATE Latin1_General_100_CI_AS_SC_UTF8 NULL)")
+        cur.execute(f"INSERT INTO {table} VALUES (N'Ж日€é')")
+        cur.execute(f"SELECT v, DATALENGTH(v) FROM {table}")
+        assert tuple(cur.fetchone()) == ("??€é", 10)
+        cur.execute(f"DROP TABLE {table}")
+
+
+def test_syntax_sql_server_accepts(server, unique):
+    """DELETE without FROM, APP_NAME(), EXEC sp_executesql inside a batch and an integer & a
+    binary constant (Northwind's `sysstat & 0xf = 4`): each works as in SQL Server."""
+    table = f"t_gap_{unique}"
+    with server.connect() as conn, conn.cursor() as cur:
+        cur.execute(f"CREATE TABLE {table} (id int NOT NULL)")
+        cur.execute(f"INSERT INTO {table} VALUES (1), (2), (3)")
+        cur.execute(f"DELETE {table} WHERE id = 2")
+        cur.execute(f"SELECT COUNT(*) FROM {table}")
+        assert cur.fetchone()[0] == 2
+        cur.execute("SELECT APP_NAME()")
+        assert cur.fetchone()[0] == "pytds"
+        cur.execute("DECLARE @n int = 20; EXEC sp_executesql N'SELECT @x & 0xf', N'@x int', @x = @n")
+        assert cur.fetchone()[0] == 4
+        cur.execute(f"DROP TABLE {table}")
+
+
+@pytest.mark.parametrize(
+    "collation, code_page",
+    [
+        ("SQL_Latin1_General_CP1_CI_AS", 1252),
+        ("Latin1_General_100_CI_AS", 1252),
+        ("Cyrillic_General_CI_AS", 1251),
+        ("Czech_CI_AS", 1250),
+        ("Polish_100_CS_AS", 1250),
+        ("Croatian_CI_AS", 1250),
+        ("Hungarian_CI_AI", 1250),
+        ("Japanese_CI_AS", 932),
+        ("Latin1_General_100_CI_AS_SC_UTF8", 65001),
+    ],
+)
+def test_collationproperty_code_page(server, collation, code_page):
+    with server.connect() as conn, conn.cursor() as cur:
+        cur.execute(f"SELECT COLLATIONPROPERTY('{collation}', 'CodePage'), COLLATIONPROPERTY('Klingon', 'CodePage')")
+        assert tuple(cur.fetchone()) == (code_page, None)

@@ -21,6 +21,9 @@ pub struct SourceColumn {
     /// The alias type the column is declared with (`CREATE TYPE s.Name FROM nvarchar(50)`); the
     /// fields above describe its base type.
     pub alias_type: Option<AliasType>,
+    /// `sys.columns.collation_name` of a character column.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub collation: Option<String>,
 }
 
 /// A SQL Server alias type: a name for a system type with its length, precision and scale.
@@ -117,8 +120,8 @@ pub enum ReadAs {
     Decimal { precision: u8, scale: u8 },
     /// `[col].ToString()` for CLR types (hierarchyid, geography, geometry).
     ToString,
-    /// `CAST([col] AS nvarchar(max))` (sql_variant).
-    NvarcharMax,
+    /// sql_variant: each value as the exact text of its base type ([`variant_text_expr`]).
+    VariantText,
 }
 
 /// One mapped column: what to read, what to create, and what is lost.
@@ -148,6 +151,19 @@ pub struct GeneratedColumn {
 pub enum MappingError {
     #[error("column {column}: SQL Server type {type_name} is not supported")]
     Unsupported { column: String, type_name: String },
+}
+
+/// Whether a collation's code page has characters of more than one byte: the double-byte ones
+/// (932 Japanese, 936 Chinese_PRC, 949 Korean, 950 Chinese_Taiwan) and UTF-8, where a char(n)
+/// pads to n bytes, fewer characters than n.
+fn multibyte_code_page(collation: Option<&str>) -> bool {
+    let Some(c) = collation.map(str::to_ascii_lowercase) else {
+        return false;
+    };
+    c.ends_with("_utf8")
+        || ["japanese", "chinese", "korean", "sql_japanese"]
+            .iter()
+            .any(|p| c.starts_with(p))
 }
 
 /// Maps one column. Warnings describe what the target cannot hold exactly.
@@ -233,7 +249,16 @@ pub fn map_column(col: &SourceColumn, warnings: &mut Vec<String>) -> Result<Colu
                 // both of which are at least the number of code points PostgreSQL counts.
                 let bytes = u32::from(col.max_length.unsigned_abs());
                 let length = if unicode { bytes / 2 } else { bytes };
-                if col.type_name.ends_with("char") && !col.type_name.contains("var") {
+                let fixed = col.type_name.ends_with("char") && !col.type_name.contains("var");
+                if fixed && !unicode && multibyte_code_page(col.collation.as_deref()) {
+                    warnings.push(format!(
+                        "column {name}: char({length}) of a multi-byte code page ({}) is padded to {length} bytes, \
+                         not characters; it becomes varchar({length}) holding each value with its padding as \
+                         SQL Server stores it (PostgreSQL's char({length}) would pad to {length} characters)",
+                        col.collation.as_deref().unwrap_or_default()
+                    ));
+                    PgType::Varchar { length }
+                } else if fixed {
                     PgType::Char { length }
                 } else {
                     PgType::Varchar { length }
@@ -259,9 +284,14 @@ pub fn map_column(col: &SourceColumn, warnings: &mut Vec<String>) -> Result<Colu
             PgType::Text
         }
         "sql_variant" => {
-            read_as = ReadAs::NvarcharMax;
+            read_as = ReadAs::VariantText;
             warnings.push(format!(
-                "column {name}: sql_variant becomes text; the base type is not kept"
+                "column {name}: sql_variant becomes text, each value in its base type's exact text form \
+                 (datetime/smalldatetime ISO 8601 with milliseconds, datetime2/time/datetimeoffset with 7 \
+                 fractional digits and the offset, float/real with 17 significant digits, money/smallmoney \
+                 with 4 decimals, binary/varbinary as 0x hex, decimal/numeric, integers, bit, \
+                 uniqueidentifier and strings as they are); the base type itself (and a decimal's declared \
+                 precision/scale, a string's length and collation) is not kept"
             ));
             PgType::Text
         }
@@ -292,6 +322,41 @@ fn sub_microsecond_warning(column: &str, type_name: &str, scale: u8, warnings: &
     }
 }
 
+/// A sql_variant as the exact text of its base type. `CAST(v AS nvarchar(max))` converts with the
+/// default styles: datetime without seconds' fractions ('Jan  5 2020 10:30PM'), float and real with
+/// 6 significant digits, money with 2 decimals. So each value is first cast to its own base type
+/// (by `SQL_VARIANT_PROPERTY(v, 'BaseType')`) and converted with the style that keeps it whole:
+/// 126 (ISO 8601, milliseconds) for datetime/smalldatetime, 3 (17 digits, lossless) for float and
+/// real, 2 (4 decimals) for money, 1 (0x hex) for binary; datetime2, time and datetimeoffset at
+/// scale 7, whose default form has every digit (and the offset); everything else converts
+/// exactly by default.
+pub fn variant_text_expr(col: &str) -> String {
+    let as_base = |ty: &str, style: Option<u8>| match style {
+        Some(s) => format!("CONVERT(nvarchar(max), CAST({col} AS {ty}), {s})"),
+        None => format!("CONVERT(nvarchar(max), CAST({col} AS {ty}))"),
+    };
+    let branches = [
+        ("datetime", as_base("datetime", Some(126))),
+        ("smalldatetime", as_base("smalldatetime", Some(126))),
+        ("datetime2", as_base("datetime2(7)", None)),
+        ("time", as_base("time(7)", None)),
+        ("datetimeoffset", as_base("datetimeoffset(7)", None)),
+        ("float", as_base("float", Some(3))),
+        ("real", as_base("real", Some(3))),
+        ("money", as_base("money", Some(2))),
+        ("smallmoney", as_base("smallmoney", Some(2))),
+        ("binary", as_base("varbinary(8000)", Some(1))),
+        ("varbinary", as_base("varbinary(8000)", Some(1))),
+    ];
+    let whens: String = branches
+        .iter()
+        .map(|(base, e)| format!(" WHEN N'{base}' THEN {e}"))
+        .collect();
+    format!(
+        "CASE CAST(SQL_VARIANT_PROPERTY({col}, 'BaseType') AS nvarchar(128)){whens} ELSE CAST({col} AS nvarchar(max)) END"
+    )
+}
+
 /// The SQL Server select-list expression for a mapped column.
 pub fn select_expr(mapping: &ColumnMapping) -> String {
     read_expr(mapping, quote_mssql(&mapping.source.name))
@@ -307,7 +372,7 @@ fn read_expr(mapping: &ColumnMapping, col: String) -> String {
         ReadAs::Plain => col,
         ReadAs::Decimal { precision, scale } => format!("CAST({col} AS decimal({precision},{scale}))"),
         ReadAs::ToString => format!("{col}.ToString()"),
-        ReadAs::NvarcharMax => format!("CAST({col} AS nvarchar(max))"),
+        ReadAs::VariantText => variant_text_expr(&col),
     }
 }
 
@@ -336,6 +401,7 @@ mod tests {
             identity: None,
             computed: None,
             alias_type: None,
+            collation: None,
         }
     }
 
@@ -385,7 +451,7 @@ mod tests {
         assert_eq!(map("timestamp", 8, 0, 0).0, "bytea");
         assert_eq!(map("xml", -1, 0, 0).0, "xml");
         assert_eq!(map("hierarchyid", 892, 0, 0).1, ReadAs::ToString);
-        assert_eq!(map("sql_variant", 8016, 0, 0).1, ReadAs::NvarcharMax);
+        assert_eq!(map("sql_variant", 8016, 0, 0).1, ReadAs::VariantText);
     }
 
     #[test]

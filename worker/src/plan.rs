@@ -804,6 +804,7 @@ mod tests {
             identity: None,
             computed: None,
             alias_type: None,
+            collation: None,
         }
     }
 

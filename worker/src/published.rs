@@ -214,6 +214,7 @@ mod tests {
             identity: None,
             computed: None,
             alias_type: None,
+            collation: None,
         };
         assert_eq!(source_type_text(&col("nvarchar", 100, 0, 0)), "nvarchar(50)");
         assert_eq!(source_type_text(&col("varbinary", -1, 0, 0)), "varbinary(max)");

@@ -21,6 +21,7 @@ fn col(name: &str, ty: &str, max_length: i16, nullable: bool) -> SourceColumn {
         identity: None,
         computed: None,
         alias_type: None,
+        collation: None,
     }
 }
 

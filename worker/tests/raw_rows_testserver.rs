@@ -70,7 +70,14 @@ fn rows() -> Vec<String> {
             v(format!("'row {id}'")),
             v(format!("N'{}'", "ü".repeat(id % 50))),
             v(format!("0x{}", "ab".repeat(id % 60))),
-            &text.chars().take(20).collect::<String>(),
+            // nvarchar(20) holds 20 UTF-16 units (an emoji takes two), as in SQL Server.
+            &text
+                .chars()
+                .scan(0, |units, c| {
+                    *units += c.len_utf16();
+                    (*units <= 20).then_some(c)
+                })
+                .collect::<String>(),
         ));
     }
     rows
@@ -165,9 +172,11 @@ async fn in_place_rows_equal_the_usual_decoder() {
         "CREATE TABLE dbo.Variant (Id int NOT NULL PRIMARY KEY, V sql_variant NULL, T nvarchar(10) NULL)",
     )
     .await;
+    // One statement a row: a multi-row VALUES converts a column to its highest type first (int).
     ms_exec(
         &mut client,
-        "INSERT INTO dbo.Variant VALUES (1, CAST(5 AS int), N'a'), (2, NULL, NULL), (3, CAST(N'ü' AS nvarchar(5)), N'b')",
+        "INSERT INTO dbo.Variant VALUES (1, CAST(5 AS int), N'a'); INSERT INTO dbo.Variant VALUES (2, NULL, NULL); \
+         INSERT INTO dbo.Variant VALUES (3, CAST(N'ü' AS nvarchar(5)), N'b')",
     )
     .await;
     drop(client);

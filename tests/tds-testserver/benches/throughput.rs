@@ -156,7 +156,7 @@ fn encode_only(n: u64) -> f64 {
     let rows: Vec<_> = (0..n.min(100_000)).map(mixed_row).collect();
     let mut w = PacketWriter::new(std::io::sink(), 32767, 1);
     let start = Instant::now();
-    let types = tokens::colmetadata(w.buf(), &mixed_columns());
+    let types = tokens::colmetadata(w.buf(), &mixed_columns(), false);
     for i in 0..n {
         tokens::row(w.buf(), &types, &rows[(i % rows.len() as u64) as usize]).unwrap();
         w.flush_full().unwrap();

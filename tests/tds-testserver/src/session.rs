@@ -184,8 +184,9 @@ impl Conn {
             connect_time: String::new(),
         });
         let db = backend.database().to_string();
-        self.reply(|b| login::write_success(b, &db, size))?;
+        self.reply(|b| login::write_success(b, &db, size, login.utf8))?;
         self.w.set_packet_size(size as usize);
+        self.w.set_client_utf8(login.utf8);
         debug!(spid = self.spid, user = %login.user, app = %login.app_name, database = %db, packet_size = size, "logged in");
         Ok(backend)
     }

@@ -146,7 +146,8 @@ impl<W: Write> ResultSink for WireSink<'_, W> {
     fn columns(&mut self, columns: &[ColumnMeta]) -> Result<(), Interrupt> {
         self.check()?;
         self.release_pending();
-        self.types = tokens::colmetadata(self.w.buf(), columns);
+        let utf8 = self.w.client_utf8();
+        self.types = tokens::colmetadata(self.w.buf(), columns, utf8);
         self.flush()
     }
 

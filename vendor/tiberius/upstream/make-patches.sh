@@ -111,6 +111,17 @@ UPSTREAM = {
         "the timeout, or a closed connection). Every other pair negotiates as before.\n"
         "With a test.",
     ),
+    "08-utf8-support": (
+        "Ask for UTF-8 at login and decode UTF-8 collations",
+        "A varchar column with a _UTF8 collation (SQL Server 2019 and later) holds\n"
+        "UTF-8. The server sends it as UTF-8 only to a client that sent the LOGIN7\n"
+        "feature UTF8_SUPPORT (0x0A); to others it converts the data to the code\n"
+        "page of the collation's locale, every other character becoming '?'.\n"
+        "tiberius did not ask, and Collation::encoding() ignored the collation's\n"
+        "fUTF8 flag. The TDS 7.4 login now sends UTF8_SUPPORT, FEATUREEXTACK accepts\n"
+        "its acknowledgement, and a collation with fUTF8 decodes (and bulk-encodes)\n"
+        "as UTF-8. With tests.",
+    ),
 }
 FORK = {"raw-rows", "bulk-row-encoder", "ring", "package"}
 # Left out of the vendored package: not built here.

@@ -284,7 +284,7 @@ async fn read_columns(
         client,
         what,
         "SELECT object_id, column_id, name, system_type_id, user_type_id, max_length, precision, scale, \
-         is_nullable, is_identity, is_computed FROM sys.columns",
+         is_nullable, is_identity, is_computed, collation_name FROM sys.columns",
         None,
     )
     .await?
@@ -317,6 +317,7 @@ async fn read_columns(
                 }),
                 computed: r.bool(10)?.then(String::new),
                 alias_type: aliases.get(&r.int(4)?).cloned(),
+                collation: r.opt_str(11)?,
             },
         );
     }

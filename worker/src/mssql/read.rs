@@ -221,8 +221,7 @@ fn build_query(
 
     let key_name = |k: &KeyColumn| quote_mssql(&t.columns[k.index].source.name);
     let placeholder = |k: &KeyColumn, n: usize| match k.kind {
-        // Compare in the column's own (non-Unicode) collation, the one ORDER BY uses.
-        KeyKind::AnsiString => format!("CAST(@P{n} AS varchar(8000))"),
+        KeyKind::AnsiString => ansi_key_param(n, t.columns[k.index].source.collation.as_deref()),
         KeyKind::LegacyDateTime { smalldatetime: false } => format!("CAST(@P{n} AS datetime)"),
         KeyKind::LegacyDateTime { smalldatetime: true } => format!("CAST(@P{n} AS smalldatetime)"),
         _ => format!("@P{n}"),
@@ -267,6 +266,21 @@ fn build_query(
     let order = key.iter().map(key_name).collect::<Vec<_>>().join(", ");
     sql.push_str(&format!(" ORDER BY {order}"));
     Ok((sql, params))
+}
+
+/// A char/varchar key's parameter (sent as nvarchar: the key as read) compared as the column
+/// orders: converted to varchar in the column's own collation. The conversion happens in that
+/// collation's code page (or UTF-8), which holds every character the key was read with, so it is
+/// exact; converted in the database default's code page instead, a character that page lacks
+/// would become '?' and the comparison would skip or repeat rows at a chunk boundary. Compared
+/// as nvarchar instead, a SQL collation (`SQL_Latin1_General_CP1_CI_AS`) would order by its
+/// Unicode rules, not by the varchar ones of ORDER BY.
+fn ansi_key_param(n: usize, collation: Option<&str>) -> String {
+    // A collation name is an identifier of letters, digits and underscores.
+    match collation.filter(|c| !c.is_empty() && c.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')) {
+        Some(c) => format!("CAST(@P{n} COLLATE {c} AS varchar(8000))"),
+        None => format!("CAST(@P{n} AS varchar(8000))"),
+    }
 }
 
 #[derive(Debug, Clone, Copy, Default)]

@@ -13,7 +13,7 @@ use tokio_postgres::{Client, CopyInSink};
 
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
-    #[error("COPY into {table}: {source}")]
+    #[error("COPY into {table}: {source}{}", copy_context(.source))]
     Copy {
         table: String,
         #[source]
@@ -31,6 +31,17 @@ pub enum LoadError {
     RowCount { table: String, stored: u64, sent: u64 },
     #[error("injected failure after {0} committed chunks (test hook)")]
     Injected(u64),
+}
+
+/// Where in the COPY PostgreSQL failed (its CONTEXT, `COPY t, line 2, column V`: the row of the
+/// chunk and the column), without the value a text-format context quotes after a colon (values
+/// stay out of errors, which reach the Migration's status).
+fn copy_context(e: &tokio_postgres::Error) -> String {
+    e.as_db_error()
+        .and_then(|d| d.where_())
+        .and_then(|w| w.lines().find(|l| l.starts_with("COPY ")))
+        .map(|w| format!(" ({})", w.split(": ").next().unwrap_or(w)))
+        .unwrap_or_default()
 }
 
 impl From<LoopError> for LoadError {

@@ -34,6 +34,7 @@ mod write;
 
 pub use error::SqlError;
 pub use results::{Done, EnvChange, Interrupt, ResultSink, StatementKind};
+pub use types::collation::{CodePage, Collation, DEFAULT_COLLATION, WireCollation};
 pub use types::{ColumnMeta, SqlType, Value};
 
 pub use catalog::functions::VERSION;

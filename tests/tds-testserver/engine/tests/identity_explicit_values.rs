@@ -67,6 +67,7 @@ fn meta(name: &str, ty: SqlType) -> ColumnMeta {
         computed: false,
         updateable: true,
         table_name: Vec::new(),
+        collation: tds_testserver_engine::DEFAULT_COLLATION,
     }
 }
 

@@ -173,6 +173,7 @@ fn bulk_load_into_a_rowid_key_table() {
             computed: false,
             updateable: true,
             table_name: Vec::new(),
+            collation: tds_testserver_engine::DEFAULT_COLLATION,
         })
         .collect();
     let load = |s: &mut tds_testserver_engine::Session, rows: &[(Value, &str)]| {

@@ -889,3 +889,102 @@ fn collate_decides_case_in_comparisons_and_like() {
         448
     );
 }
+
+/// Issue 28's syntax gaps, each an error before where SQL Server succeeds.
+#[test]
+fn delete_without_from_deletes() {
+    let (_e, mut s) = session();
+    exec(
+        &mut s,
+        "CREATE TABLE d (id int NOT NULL, p int NULL, CONSTRAINT pk_d PRIMARY KEY (id))",
+    );
+    exec(
+        &mut s,
+        "CREATE TABLE c (id int NOT NULL, d_id int NULL REFERENCES d (id) ON DELETE CASCADE)",
+    );
+    exec(&mut s, "INSERT INTO d VALUES (1, 1), (2, 2), (3, 3), (4, 4)");
+    exec(&mut s, "INSERT INTO c VALUES (10, 1), (20, 2)");
+    exec(&mut s, "DELETE d WHERE id = 1");
+    exec(&mut s, "DELETE TOP (1) dbo.d WHERE id > 3");
+    assert_eq!(scalar(&mut s, "SELECT COUNT(*) FROM d"), Value::Int(2));
+    // ON DELETE CASCADE is left alone: deleting 2 removes its child.
+    assert_eq!(scalar(&mut s, "SELECT COUNT(*) FROM c"), Value::Int(1));
+}
+
+#[test]
+fn bitwise_between_an_integer_and_a_binary_constant() {
+    let (_e, mut s) = session();
+    // Northwind: `sysstat & 0xf = 4`; the binary converts to the integer's type.
+    assert_eq!(
+        scalar(&mut s, "SELECT COUNT(*) WHERE 20 & 0xf = 4"),
+        Value::Int(1)
+    );
+    assert_eq!(
+        scalar(&mut s, "DECLARE @s smallint = 255; SELECT @s & 0x0f0"),
+        Value::SmallInt(240)
+    );
+    assert_eq!(scalar(&mut s, "SELECT 1 | 0x0100"), Value::Int(257));
+    assert_eq!(scalar(&mut s, "SELECT CAST(0xFFFFFFFF AS int)"), Value::Int(-1));
+    assert_eq!(error(&mut s, "SELECT 0x01 & 0x01").number, 402);
+}
+
+#[test]
+fn sp_executesql_in_a_batch() {
+    let (_e, mut s) = session();
+    assert_eq!(
+        scalar(&mut s, "EXEC sp_executesql N'SELECT 41 + 1'"),
+        Value::Int(42)
+    );
+    assert_eq!(
+        scalar(
+            &mut s,
+            "DECLARE @v int = 7; EXEC sp_executesql N'SELECT @a * 2', N'@a int', @a = @v"
+        ),
+        Value::Int(14)
+    );
+    assert_eq!(
+        scalar(
+            &mut s,
+            "EXEC sp_executesql N'SELECT @b', N'@a int, @b nvarchar(10)', 5, N'x'"
+        ),
+        Value::String("x".into())
+    );
+    // The statement does not see the caller's variables.
+    assert_eq!(
+        error(&mut s, "DECLARE @v int = 1; EXEC sp_executesql N'SELECT @v'").number,
+        137
+    );
+    assert_eq!(
+        error(&mut s, "EXEC sp_executesql N'SELECT 1', N'@a int', @zz = 1").number,
+        8145
+    );
+}
+
+/// SQL Server compares binary values as if the shorter were padded with zeros: `0x01 = 0x0100`
+/// (the only way it differs from byte-by-byte), and orders them so.
+#[test]
+fn binary_comparisons_pad_with_zeros() {
+    let (_e, mut s) = session();
+    for (cond, want) in [
+        ("0x01 = 0x0100", 1),
+        ("0x = 0x00", 1),
+        ("0x01 = 0x0101", 0),
+        ("0x0100 < 0x0101", 1),
+        ("0x01 > 0x0001", 1),
+        ("0x20 = 0x2020", 0),
+        ("0x01 IN (0x02, 0x010000)", 1),
+        ("0x0150 BETWEEN 0x01 AND 0x02", 1),
+    ] {
+        assert_eq!(
+            scalar(&mut s, &format!("SELECT CASE WHEN {cond} THEN 1 ELSE 0 END")),
+            Value::Int(want),
+            "{cond}"
+        );
+    }
+    exec(&mut s, "CREATE TABLE b (id int NOT NULL, v varbinary(4) NULL)");
+    exec(&mut s, "INSERT INTO b VALUES (1, 0x01), (2, 0x0100), (3, 0x0101)");
+    assert_eq!(
+        scalar(&mut s, "SELECT COUNT(*) FROM b WHERE v = 0x01"),
+        Value::Int(2)
+    );
+}

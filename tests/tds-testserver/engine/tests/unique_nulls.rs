@@ -67,6 +67,7 @@ fn bulk_load_of_a_second_null_key_is_2627_and_loads_nothing() {
         computed: false,
         updateable: true,
         table_name: Vec::new(),
+        collation: tds_testserver_engine::DEFAULT_COLLATION,
     };
     s.bulk_start(&[meta("id"), meta("k")]).unwrap();
     s.bulk_row(&[Value::Int(1), Value::Null]);

@@ -39,6 +39,7 @@ pub fn read_columns(r: &mut Reader<'_>) -> Result<(Vec<ColumnMeta>, Vec<WireType
             computed: flags & 0x0020 != 0,
             updateable: flags & 0x000C != 0,
             table_name,
+            collation: tds_testserver_engine::DEFAULT_COLLATION,
         });
         types.push(wire);
     }

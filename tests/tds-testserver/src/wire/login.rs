@@ -13,6 +13,46 @@ pub struct Login7 {
     pub password: String,
     pub app_name: String,
     pub database: String,
+    /// FeatureExt UTF8_SUPPORT: the client reads `_UTF8` collations' values as UTF-8.
+    pub utf8: bool,
+}
+
+/// FeatureId of UTF8_SUPPORT in LOGIN7's FeatureExt and in FEATUREEXTACK.
+const FEATURE_UTF8_SUPPORT: u8 = 0x0A;
+const FEATURE_TERMINATOR: u8 = 0xFF;
+
+/// Whether the FeatureExt block (OptionFlags3 fExtension; ibExtension points at a DWORD
+/// offset of the block) asks for UTF-8. Features this server does not know are passed over, as
+/// SQL Server passes them.
+fn wants_utf8(p: &[u8]) -> Result<bool, DecodeError> {
+    const EXTENSION_USED: u8 = 0x10;
+    if p[27] & EXTENSION_USED == 0 {
+        return Ok(false);
+    }
+    let entry = &p[56..60];
+    let offset = usize::from(u16::from_le_bytes([entry[0], entry[1]]));
+    let at = p
+        .get(offset..offset + 4)
+        .ok_or(DecodeError::Truncated("FeatureExt offset"))?;
+    let mut at = u32::from_le_bytes([at[0], at[1], at[2], at[3]]) as usize;
+    let mut utf8 = false;
+    loop {
+        let id = *p.get(at).ok_or(DecodeError::Truncated("FeatureExt"))?;
+        if id == FEATURE_TERMINATOR {
+            return Ok(utf8);
+        }
+        let len = p
+            .get(at + 1..at + 5)
+            .ok_or(DecodeError::Truncated("FeatureExt length"))?;
+        let len = u32::from_le_bytes([len[0], len[1], len[2], len[3]]) as usize;
+        let data = p
+            .get(at + 5..at + 5 + len)
+            .ok_or(DecodeError::Truncated("FeatureExt data"))?;
+        if id == FEATURE_UTF8_SUPPORT {
+            utf8 = data.first().is_some_and(|b| b & 1 != 0);
+        }
+        at += 5 + len;
+    }
 }
 
 /// Reads field `index` of the offset/length table at byte 36 (lengths are in characters).
@@ -52,6 +92,7 @@ pub fn decode(p: &[u8]) -> Result<Login7, DecodeError> {
             .ok_or_else(|| DecodeError::Invalid("invalid UTF-16 in password".into()))?,
         app_name: text(p, 3, "application name")?,
         database: text(p, 8, "database")?,
+        utf8: wants_utf8(p)?,
     })
 }
 
@@ -61,8 +102,9 @@ pub fn grant_packet_size(requested: u32, max: u32) -> u32 {
     requested.min(max).clamp(512, 32767)
 }
 
-/// The successful login reply (the order SQL Server uses).
-pub fn write_success(out: &mut Vec<u8>, database: &str, packet_size: u32) {
+/// The successful login reply (the order SQL Server uses); `utf8`: acknowledge UTF8_SUPPORT
+/// (only for a client that asked).
+pub fn write_success(out: &mut Vec<u8>, database: &str, packet_size: u32, utf8: bool) {
     tokens::env_string(out, 1, database, "master");
     tokens::message(
         out,
@@ -85,6 +127,10 @@ pub fn write_success(out: &mut Vec<u8>, database: &str, packet_size: u32) {
         1,
     );
     tokens::loginack(out);
+    if utf8 {
+        out.extend_from_slice(&[tokens::TOKEN_FEATUREEXTACK, FEATURE_UTF8_SUPPORT, 1, 0, 0, 0, 1]);
+        out.push(FEATURE_TERMINATOR);
+    }
     tokens::env_string(out, 4, &packet_size.to_string(), "4096");
     tokens::done(out, tokens::TOKEN_DONE, 0, 0, 0);
 }
@@ -141,6 +187,24 @@ pub(crate) mod tests {
         assert_eq!(l.packet_size, 8192);
         assert_eq!(l.tds_version, 0x7400_0004);
         assert_eq!(l.app_name, "app");
+        assert!(!l.utf8);
+    }
+
+    #[test]
+    fn reads_the_utf8_support_feature() {
+        let mut p = build_login7("sa", "x", "shop", 4096);
+        // fExtension, ibExtension -> a DWORD offset -> [FEDAUTH-like unknown 0x7E len 2] [UTF8 len 1 = 1] FF.
+        p[27] |= 0x10;
+        let ext_at = p.len();
+        p[56..58].copy_from_slice(&(ext_at as u16).to_le_bytes());
+        p[58..60].copy_from_slice(&4u16.to_le_bytes());
+        let block = ext_at + 4;
+        p.extend_from_slice(&(block as u32).to_le_bytes());
+        p.extend_from_slice(&[0x7E, 2, 0, 0, 0, 9, 9, 0x0A, 1, 0, 0, 0, 1, 0xFF]);
+        assert!(decode(&p).unwrap().utf8);
+        let n = p.len();
+        p[n - 2] = 0;
+        assert!(!decode(&p).unwrap().utf8);
     }
 
     #[test]

@@ -2,7 +2,6 @@
 //! beyond reading and writing packets; the connection loop lives in `session`.
 
 pub mod bulk;
-pub mod cp1252;
 pub mod decl;
 pub mod login;
 pub mod packet;

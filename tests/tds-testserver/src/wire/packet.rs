@@ -95,6 +95,9 @@ pub struct PacketWriter<W: Write> {
     packet_size: usize,
     packet_id: u8,
     spid: u16,
+    /// The client asked for UTF-8 (LOGIN7 feature UTF8_SUPPORT): `_UTF8` columns are sent as
+    /// UTF-8; otherwise in their locale's code page.
+    client_utf8: bool,
 }
 
 impl<W: Write> PacketWriter<W> {
@@ -107,7 +110,16 @@ impl<W: Write> PacketWriter<W> {
             packet_size,
             packet_id: 1,
             spid,
+            client_utf8: false,
         }
+    }
+
+    pub fn client_utf8(&self) -> bool {
+        self.client_utf8
+    }
+
+    pub fn set_client_utf8(&mut self, on: bool) {
+        self.client_utf8 = on;
     }
 
     /// The message being built; header space included, so `len()` works as a rollback mark.

@@ -14,6 +14,7 @@ pub const TOKEN_DONEINPROC: u8 = 0xFF;
 pub const TOKEN_ERROR: u8 = 0xAA;
 pub const TOKEN_INFO: u8 = 0xAB;
 pub const TOKEN_LOGINACK: u8 = 0xAD;
+pub const TOKEN_FEATUREEXTACK: u8 = 0xAE;
 pub const TOKEN_ENVCHANGE: u8 = 0xE3;
 pub const TOKEN_RETURNSTATUS: u8 = 0x79;
 
@@ -49,12 +50,13 @@ pub fn us_varchar(out: &mut Vec<u8>, s: &str) {
 }
 
 /// COLMETADATA for a result set; returns each column's wire type for encoding its rows.
-pub fn colmetadata(out: &mut Vec<u8>, columns: &[ColumnMeta]) -> Vec<WireType> {
+/// `utf8`: the client asked for UTF-8 at login.
+pub fn colmetadata(out: &mut Vec<u8>, columns: &[ColumnMeta], utf8: bool) -> Vec<WireType> {
     out.push(TOKEN_COLMETADATA);
     out.extend_from_slice(&(columns.len() as u16).to_le_bytes());
     let mut types = Vec::with_capacity(columns.len());
     for c in columns {
-        let wt = WireType::for_column(c.ty, c.nullable);
+        let wt = WireType::for_column_in(c.ty, c.nullable, c.collation.for_client(utf8));
         out.extend_from_slice(&wt.user_type().to_le_bytes());
         let mut flags = 0u16;
         if c.nullable {
@@ -270,7 +272,7 @@ mod tests {
         let mut name = ColumnMeta::expr("n", SqlType::NVarChar { len: Some(5) });
         name.updateable = true;
         let mut out = Vec::new();
-        let types = colmetadata(&mut out, &[id, name]);
+        let types = colmetadata(&mut out, &[id, name], false);
         assert_eq!(
             out,
             [
@@ -295,7 +297,7 @@ mod tests {
         let mut c = ColumnMeta::expr("t", SqlType::Text);
         c.table_name = vec!["dbo".into(), "x".into()];
         let mut out = Vec::new();
-        colmetadata(&mut out, &[c]);
+        colmetadata(&mut out, &[c], false);
         let tail = [2, 3, 0, b'd', 0, b'b', 0, b'o', 0, 1, 0, b'x', 0, 1, b't', 0];
         assert_eq!(&out[out.len() - tail.len()..], tail);
     }

@@ -4,7 +4,7 @@
 //! is derived from a [`SqlType`] the way SQL Server chooses (fixed types for NOT NULL columns,
 //! N-types for nullable ones); client→server it is parsed from the bytes the client sent.
 
-use tds_testserver_engine::SqlType;
+use tds_testserver_engine::{Collation, SqlType, WireCollation};
 
 use super::reader::{DecodeError, Reader};
 
@@ -18,8 +18,8 @@ const MAX_LEN: u16 = 0xFFFF;
 pub enum StrKind {
     /// UTF-16LE (nchar/nvarchar).
     Unicode,
-    /// cp1252 bytes (char/varchar).
-    Ansi,
+    /// Bytes of a code page (char/varchar/text), with the collation that names it.
+    Ansi(WireCollation),
     Binary,
 }
 
@@ -99,9 +99,16 @@ fn bytes_len(chars: u16, unit: u16) -> u16 {
 }
 
 impl WireType {
-    /// The form SQL Server uses for a result column of type `ty`.
+    /// The form SQL Server uses for a result column of type `ty` in the default collation.
     pub fn for_column(ty: SqlType, nullable: bool) -> WireType {
-        use StrKind::*;
+        WireType::for_column_in(ty, nullable, WireCollation::DEFAULT)
+    }
+
+    /// The form SQL Server uses for a result column of type `ty`; a character column's values
+    /// are in `coll`.
+    pub fn for_column_in(ty: SqlType, nullable: bool, coll: WireCollation) -> WireType {
+        use StrKind::{Binary, Unicode};
+        let ansi = StrKind::Ansi(coll);
         let n = nullable;
         match ty {
             SqlType::Bit => WireType::Bit { n },
@@ -133,7 +140,7 @@ impl WireType {
             SqlType::DateTimeOffset { scale } => WireType::DateTimeOffset { scale: scale.min(7) },
             SqlType::UniqueIdentifier => WireType::Guid,
             SqlType::Char { len } => WireType::Sized {
-                kind: Ansi,
+                kind: ansi,
                 fixed: true,
                 max_len: bytes_len(len, 1),
             },
@@ -148,7 +155,7 @@ impl WireType {
                 max_len: bytes_len(len, 1),
             },
             SqlType::VarChar { len: Some(len) } => WireType::Sized {
-                kind: Ansi,
+                kind: ansi,
                 fixed: false,
                 max_len: bytes_len(len, 1),
             },
@@ -162,11 +169,11 @@ impl WireType {
                 fixed: false,
                 max_len: bytes_len(len, 1),
             },
-            SqlType::VarChar { len: None } => WireType::Plp { kind: Ansi },
+            SqlType::VarChar { len: None } => WireType::Plp { kind: ansi },
             SqlType::NVarChar { len: None } => WireType::Plp { kind: Unicode },
             SqlType::VarBinary { len: None } => WireType::Plp { kind: Binary },
             SqlType::Xml => WireType::Xml,
-            SqlType::Text => WireType::Lob { kind: Ansi },
+            SqlType::Text => WireType::Lob { kind: ansi },
             SqlType::NText => WireType::Lob { kind: Unicode },
             SqlType::Image => WireType::Lob { kind: Binary },
             SqlType::RowVersion => WireType::RowVersion,
@@ -211,29 +218,23 @@ impl WireType {
             WireType::Sized { kind, fixed, max_len } => {
                 out.push(sized_token(kind, fixed));
                 out.extend_from_slice(&max_len.to_le_bytes());
-                if kind != StrKind::Binary {
-                    out.extend_from_slice(&COLLATION);
-                }
+                kind.write_collation(out);
             }
             WireType::Plp { kind } => {
                 out.push(sized_token(kind, false));
                 out.extend_from_slice(&MAX_LEN.to_le_bytes());
-                if kind != StrKind::Binary {
-                    out.extend_from_slice(&COLLATION);
-                }
+                kind.write_collation(out);
             }
             WireType::Xml => out.extend_from_slice(&[0xF1, 0x00]),
             WireType::Lob { kind } => {
                 let (tok, len): (u8, u32) = match kind {
-                    StrKind::Ansi => (0x23, 0x7FFF_FFFF),
+                    StrKind::Ansi(_) => (0x23, 0x7FFF_FFFF),
                     StrKind::Unicode => (0x63, 0x7FFF_FFFE),
                     StrKind::Binary => (0x22, 0x7FFF_FFFF),
                 };
                 out.push(tok);
                 out.extend_from_slice(&len.to_le_bytes());
-                if kind != StrKind::Binary {
-                    out.extend_from_slice(&COLLATION);
-                }
+                kind.write_collation(out);
             }
             WireType::RowVersion => out.extend_from_slice(&[0xAD, 0x08, 0x00]),
             WireType::Variant => {
@@ -307,15 +308,15 @@ impl WireType {
                 WireType::Guid
             }
             0xE7 | 0xEF | 0xA7 | 0xAF | 0xA5 | 0xAD => {
+                let max_len = r.u16(W)?;
                 let kind = match tok {
-                    0xE7 | 0xEF => Unicode,
-                    0xA7 | 0xAF => Ansi,
+                    0xE7 | 0xEF => {
+                        r.skip(5, "collation")?;
+                        Unicode
+                    }
+                    0xA7 | 0xAF => Ansi(read_collation(r)?),
                     _ => Binary,
                 };
-                let max_len = r.u16(W)?;
-                if kind != Binary {
-                    r.skip(5, "collation")?;
-                }
                 if max_len == MAX_LEN {
                     WireType::Plp { kind }
                 } else {
@@ -329,13 +330,13 @@ impl WireType {
             0x23 | 0x63 | 0x22 => {
                 r.u32(W)?;
                 let kind = match tok {
-                    0x23 => Ansi,
-                    0x63 => Unicode,
+                    0x23 => Ansi(read_collation(r)?),
+                    0x63 => {
+                        r.skip(5, "collation")?;
+                        Unicode
+                    }
                     _ => Binary,
                 };
-                if kind != Binary {
-                    r.skip(5, "collation")?;
-                }
                 WireType::Lob { kind }
             }
             0xF1 => {
@@ -388,16 +389,16 @@ impl WireType {
                 (Unicode, false) => SqlType::NVarChar {
                     len: Some(max_len / 2),
                 },
-                (Ansi, true) => SqlType::Char { len: max_len },
-                (Ansi, false) => SqlType::VarChar { len: Some(max_len) },
+                (Ansi(_), true) => SqlType::Char { len: max_len },
+                (Ansi(_), false) => SqlType::VarChar { len: Some(max_len) },
                 (Binary, true) => SqlType::Binary { len: max_len },
                 (Binary, false) => SqlType::VarBinary { len: Some(max_len) },
             },
             WireType::Plp { kind: Unicode } => SqlType::NVarChar { len: None },
-            WireType::Plp { kind: Ansi } => SqlType::VarChar { len: None },
+            WireType::Plp { kind: Ansi(_) } => SqlType::VarChar { len: None },
             WireType::Plp { kind: Binary } => SqlType::VarBinary { len: None },
             WireType::Xml => SqlType::Xml,
-            WireType::Lob { kind: Ansi } => SqlType::Text,
+            WireType::Lob { kind: Ansi(_) } => SqlType::Text,
             WireType::Lob { kind: Unicode } => SqlType::NText,
             WireType::Lob { kind: Binary } => SqlType::Image,
             WireType::RowVersion => SqlType::RowVersion,
@@ -408,12 +409,36 @@ impl WireType {
     }
 }
 
+impl StrKind {
+    /// The collation of a character TYPE_INFO (nchar/nvarchar/ntext: the default one).
+    fn write_collation(self, out: &mut Vec<u8>) {
+        match self {
+            StrKind::Ansi(c) => out.extend_from_slice(&c.bytes),
+            StrKind::Unicode => out.extend_from_slice(&COLLATION),
+            StrKind::Binary => {}
+        }
+    }
+}
+
+/// A collation a client sent for char/varchar/text: its values are read in its code page.
+fn read_collation(r: &mut Reader<'_>) -> Result<WireCollation, DecodeError> {
+    let b = r.bytes(5, "collation")?;
+    let bytes = [b[0], b[1], b[2], b[3], b[4]];
+    let c = Collation::from_wire(bytes)
+        .ok_or_else(|| DecodeError::Invalid(format!("unsupported collation {bytes:02X?}")))?;
+    Ok(WireCollation {
+        bytes,
+        code_page: c.code_page,
+        lossy: false,
+    })
+}
+
 fn sized_token(kind: StrKind, fixed: bool) -> u8 {
     match (kind, fixed) {
         (StrKind::Unicode, false) => 0xE7,
         (StrKind::Unicode, true) => 0xEF,
-        (StrKind::Ansi, false) => 0xA7,
-        (StrKind::Ansi, true) => 0xAF,
+        (StrKind::Ansi(_), false) => 0xA7,
+        (StrKind::Ansi(_), true) => 0xAF,
         (StrKind::Binary, false) => 0xA5,
         (StrKind::Binary, true) => 0xAD,
     }

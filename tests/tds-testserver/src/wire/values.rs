@@ -4,7 +4,6 @@
 use tds_testserver_engine::Value;
 use thiserror::Error;
 
-use super::cp1252;
 use super::reader::{DecodeError, Reader, utf16_into, utf16_to_string};
 use super::type_info::{StrKind, WireType};
 
@@ -129,8 +128,25 @@ fn len16_slot(out: &mut Vec<u8>) -> usize {
 fn put_str_data(out: &mut Vec<u8>, kind: StrKind, v: &Value, ty: &WireType) -> Result<(), EncodeError> {
     match (kind, v) {
         (StrKind::Unicode, Value::String(s)) => put_utf16(out, s),
-        (StrKind::Ansi, Value::String(s)) => {
-            cp1252::encode_into(out, s);
+        (StrKind::Ansi(c), Value::String(s)) => {
+            if c.lossy {
+                c.code_page.encode_into(out, s);
+            } else {
+                // A stored varchar value always fits its column's code page; one that does not
+                // is an expression whose collation this server did not follow: an error, not
+                // a silent '?'.
+                let start = out.len();
+                if !c.code_page.encode_into(out, s) {
+                    out.truncate(start);
+                    return Err(EncodeError {
+                        value: format!(
+                            "text not in code page {} (collation of the expression not tracked)",
+                            c.code_page.number()
+                        ),
+                        ty: ty.clone(),
+                    });
+                }
+            }
         }
         (StrKind::Binary, Value::Binary(b)) => out.extend_from_slice(b),
         _ => return Err(mismatch(v, ty)),
@@ -323,7 +339,7 @@ pub fn encode(out: &mut Vec<u8>, ty: &WireType, v: &Value) -> Result<(), EncodeE
                 let pad = usize::from(max_len) - len;
                 match kind {
                     StrKind::Unicode => (0..pad / 2).for_each(|_| out.extend_from_slice(&[0x20, 0])),
-                    StrKind::Ansi => out.resize(out.len() + pad, 0x20),
+                    StrKind::Ansi(_) => out.resize(out.len() + pad, 0x20),
                     StrKind::Binary => out.resize(out.len() + pad, 0),
                 }
                 len = out.len() - slot - 2;
@@ -446,6 +462,35 @@ fn encode_variant(out: &mut Vec<u8>, v: &Value) -> Option<()> {
             out.extend_from_slice(&[0x24, 0]);
             out.extend_from_slice(&guid_swap(g));
         }
+        Value::Money(m) => {
+            out.extend_from_slice(&[0x3C, 0]);
+            out.extend_from_slice(&((*m >> 32) as i32).to_le_bytes());
+            out.extend_from_slice(&(*m as u32).to_le_bytes());
+        }
+        Value::DateTime { days, ticks } => {
+            out.extend_from_slice(&[0x3D, 0]);
+            out.extend_from_slice(&days.to_le_bytes());
+            out.extend_from_slice(&ticks.to_le_bytes());
+        }
+        Value::SmallDateTime { days, minutes } => {
+            out.extend_from_slice(&[0x3A, 0]);
+            out.extend_from_slice(&days.to_le_bytes());
+            out.extend_from_slice(&minutes.to_le_bytes());
+        }
+        Value::Time(t) => {
+            out.extend_from_slice(&[0x29, 1, 7]);
+            put_time(out, *t, 7);
+        }
+        Value::DateTimeOffset {
+            days,
+            time,
+            offset_minutes,
+        } => {
+            out.extend_from_slice(&[0x2B, 1, 7]);
+            put_time(out, *time, 7);
+            put_date(out, *days);
+            out.extend_from_slice(&offset_minutes.to_le_bytes());
+        }
         Value::Date(d) => {
             out.extend_from_slice(&[0x28, 0]);
             put_date(out, *d);
@@ -466,10 +511,6 @@ fn encode_variant(out: &mut Vec<u8>, v: &Value) -> Option<()> {
             out.extend_from_slice(&[0xA5, 2]);
             out.extend_from_slice(&8000u16.to_le_bytes());
             out.extend_from_slice(b);
-        }
-        _ => {
-            out.truncate(slot);
-            return None;
         }
     }
     let len = (out.len() - slot - 4) as u32;
@@ -492,7 +533,7 @@ fn str_value(kind: StrKind, bytes: &[u8]) -> Result<Value, DecodeError> {
         StrKind::Unicode => Value::String(
             utf16_to_string(bytes).ok_or_else(|| invalid("invalid UTF-16 string value".into()))?,
         ),
-        StrKind::Ansi => Value::String(cp1252::decode(bytes)),
+        StrKind::Ansi(c) => Value::String(c.code_page.decode(bytes)),
         StrKind::Binary => Value::Binary(bytes.to_vec()),
     })
 }

@@ -44,6 +44,12 @@ impl Collation {
 
     /// return an encoding for a given collation
     pub fn encoding(&self) -> crate::Result<&'static Encoding> {
+        // mssql-pg-operator patch: 08-utf8-support
+        // fUTF8 (bit 26 of the LCID/flags word): a `_UTF8` collation's data is UTF-8, whatever
+        // its locale's code page (sent only to a client that asked for UTF8_SUPPORT).
+        if self.info & (1 << 26) != 0 {
+            return Ok(encoding_rs::UTF_8);
+        }
         let res = if self.sort_id == 0 {
             lcid_to_encoding(self.lcid())
         } else {
@@ -458,6 +464,14 @@ mod tests {
         assert_eq!(lcid_to_encoding(0x0439), Some(encoding_rs::UTF_16LE));
         assert_eq!(lcid_to_encoding(0x041e), Some(encoding_rs::WINDOWS_874));
         assert_eq!(lcid_to_encoding(0x0000), None);
+    }
+
+    #[test]
+    // mssql-pg-operator patch: 08-utf8-support
+    fn utf8_flag_means_utf8() {
+        // Latin1_General_100_CI_AS_SC_UTF8: LCID 0x0409, CI/KI/WI, fUTF8, version 2.
+        assert_eq!(Collation::new(0x24D0_0409, 0).encoding().unwrap(), encoding_rs::UTF_8);
+        assert_eq!(Collation::new(0x20D0_0409, 0).encoding().unwrap(), encoding_rs::WINDOWS_1252);
     }
 
     #[test]

@@ -342,6 +342,7 @@ pub(crate) fn bulk_insert_file(
             computed: false,
             updateable: true,
             table_name: Vec::new(),
+            collation: crate::types::collation::DEFAULT_COLLATION,
         })
         .collect();
     let mut load = BulkLoad::default();

@@ -374,6 +374,19 @@ fn bulk_convert(db: &Db, st: &mut BulkState, row: &[Value]) -> Result<Vec<usize>
             (Value::String(s), t)
                 if is_string(t) && !matches!(t, SqlType::Char { .. } | SqlType::NChar { .. }) =>
             {
+                if !s.is_ascii() && matches!(t, SqlType::VarChar { .. } | SqlType::Text) {
+                    // Stored as the column's code page holds it: this is where a character it
+                    // lacks becomes `?` (a client encoding for the column has none).
+                    let cp = column_values::code_page(col);
+                    let kept = cp.reduce(s);
+                    values.push_stored(&column_values::check_length(
+                        db,
+                        meta,
+                        col,
+                        Stored::Text(kept.into_owned()),
+                    )?);
+                    continue;
+                }
                 if length_limit(t).is_none_or(|limit| s.len() <= limit) {
                     values.push_text(s);
                 } else {

@@ -4,20 +4,42 @@
 use super::calendar::civil_from_days;
 use super::datetime::{format_date, format_time, parse_datetime};
 use super::decimal::{format_decimal, parse_decimal, rescale};
-use super::storage::coerce;
+use super::storage::{coerce, coerce_in};
 use crate::error::SqlError;
 use crate::types::SqlType;
-use crate::types::names::{is_binary, is_string};
+use crate::types::collation::CodePage;
+use crate::types::names::{is_binary, is_string, is_unicode};
 use rusqlite::types::{Value as Stored, ValueRef};
 
-pub fn cast_value(
+/// CAST/CONVERT of a value whose collation has code page `cp`: a char/varchar/text result
+/// holds what the code page can (each character it lacks a `?`) and is cut at its length in
+/// the code page's bytes; varchar bytes to binary are the code page's.
+pub fn cast_value_in(
     v: ValueRef<'_>,
     source: Option<SqlType>,
     target: SqlType,
     style: Option<i64>,
+    cp: CodePage,
 ) -> Result<Stored, SqlError> {
+    let truncate_string = |s: Stored, target: SqlType| truncate_string_in(s, target, cp);
     if let ValueRef::Null = v {
         return Ok(Stored::Null);
+    }
+    // A sql_variant converts as its base type (styles included).
+    if source.is_none_or(|s| s == SqlType::SqlVariant)
+        && let Some((base, inner)) = match v {
+            ValueRef::Blob(b) => super::variant::headed(b),
+            _ if source == Some(SqlType::SqlVariant) => super::variant::unwrap(v),
+            _ => None,
+        }
+        && base != SqlType::SqlVariant
+    {
+        return cast_value_in(inner, Some(base), target, style, cp);
+    }
+    if target == SqlType::SqlVariant {
+        let base = source.unwrap_or_else(|| super::variant::unwrap(v).map_or(SqlType::Int, |(t, _)| t));
+        let stored = coerce_in(v, base, cp)?;
+        return super::variant::wrap(&stored, base);
     }
     let src_is_date = source.is_some_and(|s| {
         matches!(
@@ -90,7 +112,15 @@ pub fn cast_value(
             let text = match style {
                 Some(1) => format!("0x{hex}"),
                 Some(2) => hex,
-                _ => String::from_utf8_lossy(b).into_owned(),
+                // Bytes read as text: UTF-16LE for nchar/nvarchar, the code page's for varchar.
+                _ if is_unicode(target) => {
+                    let units: Vec<u16> = b
+                        .chunks_exact(2)
+                        .map(|p| u16::from_le_bytes([p[0], p[1]]))
+                        .collect();
+                    String::from_utf16_lossy(&units)
+                }
+                _ => cp.decode(b),
             };
             return truncate_string(Stored::Text(text), target);
         }
@@ -105,8 +135,22 @@ pub fn cast_value(
                 _ => None,
             }
         {
-            let m2 = rescale(m, s, 2).unwrap_or(m);
-            return truncate_string(Stored::Text(format_decimal(m2, 2)), target);
+            // Styles 2 and 126: four decimals; 0 and 1 two (1 with thousands separators).
+            let text = match style {
+                Some(2) | Some(126) => format_decimal(rescale(m, s, 4).unwrap_or(m), 4),
+                Some(1) => with_thousands(&format_decimal(rescale(m, s, 2).unwrap_or(m), 2)),
+                _ => format_decimal(rescale(m, s, 2).unwrap_or(m), 2),
+            };
+            return truncate_string(Stored::Text(text), target);
+        }
+        if matches!(source, Some(SqlType::Float | SqlType::Real))
+            && let Some(f) = match v {
+                ValueRef::Real(f) => Some(f),
+                ValueRef::Integer(i) => Some(i as f64),
+                _ => None,
+            }
+        {
+            return truncate_string(Stored::Text(float_text(f, style.unwrap_or(0))), target);
         }
         let s = coerce(v, SqlType::NVarChar { len: None })?;
         return truncate_string(s, target);
@@ -117,7 +161,15 @@ pub fn cast_value(
             if style == Some(1) || style == Some(2) {
                 return coerce(ValueRef::Text(s.as_bytes()), target);
             }
-            return truncate_binary(Stored::Blob(t.to_vec()), target);
+            // The string's own bytes: UTF-16LE for nchar/nvarchar, the code page's for varchar.
+            let bytes = if source.is_some_and(is_unicode) {
+                s.encode_utf16().flat_map(u16::to_le_bytes).collect()
+            } else {
+                let mut out = Vec::with_capacity(s.len());
+                cp.encode_into(&mut out, &s);
+                out
+            };
+            return truncate_binary(Stored::Blob(bytes), target);
         }
         return truncate_binary(coerce(v, target)?, target);
     }
@@ -148,11 +200,21 @@ pub fn cast_value(
         (SqlType::UniqueIdentifier, ValueRef::Text(t)) if t.len() > 36 => {
             coerce(ValueRef::Text(&t[..36]), target)
         }
-        _ => coerce(v, target),
+        _ => coerce_in(v, target, cp),
     }
 }
 
-fn truncate_string(s: Stored, target: SqlType) -> Result<Stored, SqlError> {
+/// An explicit conversion's silent cut to the target's length: UTF-16 units for nchar/nvarchar,
+/// bytes of `cp` for char/varchar (whose text is first what `cp` can hold).
+fn truncate_string_in(s: Stored, target: SqlType, cp: CodePage) -> Result<Stored, SqlError> {
+    let ansi = matches!(
+        target,
+        SqlType::Char { .. } | SqlType::VarChar { .. } | SqlType::Text
+    );
+    let s = match s {
+        Stored::Text(t) if ansi && !t.is_ascii() => Stored::Text(cp.reduce(&t).into_owned()),
+        s => s,
+    };
     let limit = match target {
         SqlType::VarChar { len: Some(n) } | SqlType::NVarChar { len: Some(n) } => Some(usize::from(n)),
         SqlType::Char { len } | SqlType::NChar { len } => Some(usize::from(len)),
@@ -160,10 +222,24 @@ fn truncate_string(s: Stored, target: SqlType) -> Result<Stored, SqlError> {
     };
     match (s, limit) {
         (Stored::Text(t), Some(n)) => {
-            let mut out: String = t.chars().take(n).collect();
+            let width = |c: char| {
+                if ansi {
+                    cp.byte_len(c.encode_utf8(&mut [0; 4]))
+                } else {
+                    c.len_utf16()
+                }
+            };
+            let mut used = 0;
+            let mut out: String = t
+                .chars()
+                .take_while(|&c| {
+                    used += width(c);
+                    used <= n
+                })
+                .collect();
             if matches!(target, SqlType::Char { .. } | SqlType::NChar { .. }) {
-                let c = out.chars().count();
-                out.extend(std::iter::repeat_n(' ', n.saturating_sub(c)));
+                let w: usize = out.chars().map(width).sum();
+                out.extend(std::iter::repeat_n(' ', n.saturating_sub(w)));
             }
             Ok(Stored::Text(out))
         }
@@ -199,4 +275,82 @@ fn style_100(yy: i64, mm: u32, dd: u32, time: u64) -> String {
     let ampm = if h < 12 { "AM" } else { "PM" };
     let month = month_abbrev(mm);
     format!("{month} {dd:>2} {yy:04} {h12:>2}:{mi:02}{ampm}")
+}
+
+/// A float or real as CONVERT writes it: style 0 (the default, and CAST) at most six
+/// significant digits, in scientific notation below 1E-4 and from 1E+6; styles 1, 2 and 3
+/// always scientific with 8, 16 and 17 digits (3 is lossless). Exponents have a sign and at
+/// least three digits, as SQL Server prints them (`1.23457e+006`).
+pub fn float_text(f: f64, style: i64) -> String {
+    let digits = match style {
+        1 => 8,
+        2 => 16,
+        3 => 17,
+        _ => 6,
+    };
+    if f == 0.0 {
+        return if style == 0 || !(1..=3).contains(&style) {
+            "0".into()
+        } else {
+            format!("0.{}e+000", "0".repeat(digits - 1))
+        };
+    }
+    let sci = format!("{:.*e}", digits - 1, f);
+    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    let exp_text = |e: i32| format!("e{}{:03}", if e < 0 { '-' } else { '+' }, e.unsigned_abs());
+    if (1..=3).contains(&style) {
+        return format!("{mantissa}{}", exp_text(exp));
+    }
+    let trim = |m: &str| -> String {
+        if m.contains('.') {
+            m.trim_end_matches('0').trim_end_matches('.').to_string()
+        } else {
+            m.to_string()
+        }
+    };
+    if !(-4..6).contains(&exp) {
+        format!("{}{}", trim(mantissa), exp_text(exp))
+    } else {
+        let decimals = usize::try_from(5 - exp).unwrap_or(0);
+        trim(&format!("{f:.decimals$}"))
+    }
+}
+
+/// `1234567.89` as `1,234,567.89`.
+fn with_thousands(s: &str) -> String {
+    let (sign, rest) = s.strip_prefix('-').map_or(("", s), |r| ("-", r));
+    let (int, frac) = rest.split_once('.').unwrap_or((rest, ""));
+    let mut out = String::new();
+    for (i, c) in int.chars().enumerate() {
+        if i > 0 && (int.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    if frac.is_empty() {
+        format!("{sign}{out}")
+    } else {
+        format!("{sign}{out}.{frac}")
+    }
+}
+
+#[cfg(test)]
+mod float_tests {
+    use super::*;
+
+    #[test]
+    fn float_styles_as_sql_server_prints_them() {
+        assert_eq!(float_text(4.76758527755737, 0), "4.76759");
+        assert_eq!(float_text(1234567.0, 0), "1.23457e+006");
+        assert_eq!(float_text(123456.0, 0), "123456");
+        assert_eq!(float_text(0.1, 0), "0.1");
+        assert_eq!(float_text(0.00001, 0), "1e-005");
+        assert_eq!(float_text(-2.5, 0), "-2.5");
+        assert_eq!(float_text(4.76758527755737, 1), "4.7675853e+000");
+        assert_eq!(float_text(0.1, 3), "1.0000000000000001e-001");
+        assert_eq!(float_text(1e308, 3), "1.0000000000000000e+308");
+        assert_eq!(with_thousands("1234567.89"), "1,234,567.89");
+        assert_eq!(with_thousands("-123.00"), "-123.00");
+    }
 }

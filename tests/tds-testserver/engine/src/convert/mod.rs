@@ -23,9 +23,10 @@ pub mod storage;
 #[cfg(test)]
 mod tests;
 pub mod values;
+pub mod variant;
 
 pub use calendar::{DateTimeParts, civil_from_days, days_from_civil};
 pub use datetime::{format_date, format_datetime_parts, parse_datetime};
 pub use decimal::{decimal_from_f64, format_decimal, format_float, parse_decimal, rescale};
 pub use guid::{format_guid, parse_guid};
-pub use storage::{coerce, fast_storage_into, value_to_storage, value_to_stored};
+pub use storage::{coerce, coerce_in, fast_storage_into, value_to_storage, value_to_stored};

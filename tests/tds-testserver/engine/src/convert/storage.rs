@@ -13,6 +13,7 @@ use super::errors::{clash, class_name, conv_error, overflow};
 use super::guid::{format_guid, parse_guid, push_guid};
 use super::row_buffer::RowBuffer;
 use crate::error::SqlError;
+use crate::types::collation::{CodePage, DEFAULT_COLLATION};
 use crate::types::names::{base_name, is_string};
 use crate::types::{SqlType, Value};
 use rusqlite::types::{Value as Stored, ValueRef};
@@ -78,6 +79,12 @@ fn decimal_of(v: &ValueRef<'_>) -> Option<(i128, u8)> {
 /// Converts a stored value to the canonical storage form of `ty`, as an implicit conversion
 /// (assignment, parameter, bulk load) in SQL Server would.
 pub fn coerce(v: ValueRef<'_>, ty: SqlType) -> Result<Stored, SqlError> {
+    coerce_in(v, ty, DEFAULT_COLLATION.code_page)
+}
+
+/// [`coerce`] to a `char`/`varchar`/`text` of code page `cp` (other types ignore it): the text
+/// is what the code page can hold, each character it lacks a `?`, as SQL Server stores it.
+pub fn coerce_in(v: ValueRef<'_>, ty: SqlType, cp: CodePage) -> Result<Stored, SqlError> {
     if let ValueRef::Null = v {
         return Ok(Stored::Null);
     }
@@ -154,10 +161,13 @@ pub fn coerce(v: ValueRef<'_>, ty: SqlType) -> Result<Stored, SqlError> {
                 ValueRef::Blob(b) => String::from_utf8_lossy(b).into_owned(),
                 _ => text(),
             };
-            let width = if matches!(ty, SqlType::NChar { .. }) {
-                s.encode_utf16().count()
+            let (s, width) = if matches!(ty, SqlType::NChar { .. }) {
+                let w = s.encode_utf16().count();
+                (s, w)
             } else {
-                s.len()
+                let s = cp.reduce(&s).into_owned();
+                let w = cp.byte_len(&s);
+                (s, w)
             };
             if width < usize::from(len) {
                 let mut p = s;
@@ -167,11 +177,18 @@ pub fn coerce(v: ValueRef<'_>, ty: SqlType) -> Result<Stored, SqlError> {
                 Ok(Stored::Text(s))
             }
         }
-        SqlType::VarChar { .. }
-        | SqlType::NVarChar { .. }
-        | SqlType::Text
-        | SqlType::NText
-        | SqlType::Xml => match v {
+        SqlType::VarChar { .. } | SqlType::Text => {
+            let s = match v {
+                // Bytes converted to varchar are read as text of the code page.
+                ValueRef::Blob(b) => cp.decode(b),
+                _ => text(),
+            };
+            Ok(Stored::Text(match cp.reduce(&s) {
+                std::borrow::Cow::Borrowed(_) => s,
+                std::borrow::Cow::Owned(r) => r,
+            }))
+        }
+        SqlType::NVarChar { .. } | SqlType::NText | SqlType::Xml => match v {
             ValueRef::Blob(b) => Ok(Stored::Text(String::from_utf8_lossy(b).into_owned())),
             _ => Ok(Stored::Text(text())),
         },
@@ -346,11 +363,24 @@ fn coerce_integer(v: ValueRef<'_>, ty: SqlType) -> Result<Stored, SqlError> {
             }
         }
         ValueRef::Blob(b) => {
-            let mut x: i64 = 0;
-            for byte in b.iter().rev().take(8).rev() {
-                x = (x << 8) | i64::from(*byte);
+            // Big-endian, the type's width of rightmost bytes, two's complement (as SQL Server:
+            // CAST(0xFFFFFFFF AS int) is -1, CAST(0x0102 AS tinyint) is 2).
+            let width = match ty {
+                SqlType::Bit | SqlType::TinyInt => 1,
+                SqlType::SmallInt => 2,
+                SqlType::Int => 4,
+                _ => 8,
+            };
+            let mut x: u64 = 0;
+            for byte in b.iter().rev().take(width).rev() {
+                x = (x << 8) | u64::from(*byte);
             }
-            x
+            let shift = 64 - 8 * width as u32;
+            match ty {
+                SqlType::TinyInt => x as i64,
+                SqlType::Bit => i64::from(x != 0),
+                _ => ((x << shift) as i64) >> shift,
+            }
         }
         ValueRef::Null => return Ok(Stored::Null),
     };

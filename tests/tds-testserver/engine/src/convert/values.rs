@@ -62,7 +62,11 @@ pub fn to_value(v: ValueRef<'_>, ty: SqlType) -> Result<Value, SqlError> {
         (SqlType::SqlVariant, ValueRef::Integer(i)) => Value::BigInt(i),
         (SqlType::SqlVariant, ValueRef::Real(f)) => Value::Float(f),
         (SqlType::SqlVariant, ValueRef::Text(t)) => Value::String(String::from_utf8_lossy(t).into_owned()),
-        (SqlType::SqlVariant, ValueRef::Blob(b)) => Value::Binary(b.to_vec()),
+        (SqlType::SqlVariant, ValueRef::Blob(b)) => match super::variant::headed(b) {
+            // A value with its base type: sent as that type.
+            Some((base, inner)) => to_value(inner, base)?,
+            None => Value::Binary(b.to_vec()),
+        },
         // The canonical storage forms convert directly; anything else takes the general parser.
         (SqlType::DateTime2 { .. }, ValueRef::Text(t)) => match fast_datetime(t) {
             Some((days, time)) => Value::DateTime2 {

@@ -207,7 +207,12 @@ pub(super) fn column_from_ast(
                     persisted: matches!(generation_expr_mode, Some(GeneratedExpressionMode::Stored)),
                 });
             }
-            ColumnOption::Collation(n) => col.collation = Some(object_parts(n).join(".")),
+            ColumnOption::Collation(n) => {
+                let name = object_parts(n).join(".");
+                // A name SQL Server does not know is error 448, here as there.
+                crate::types::collation::Collation::lookup(&name)?;
+                col.collation = Some(name);
+            }
             _ => {}
         }
     }

@@ -187,10 +187,11 @@ fn copied_columns(cx: &State, old: &TableMeta, new: &TableMeta) -> Result<(Vec<S
             // dominate rebuilding a large table (ADD CHECK / FOREIGN KEY after a load).
             Some((_, o)) if o.ty == c.ty => quote(&c.name),
             o => format!(
-                "tsql_cast({}, '{}', '{}', NULL, 0)",
+                "tsql_cast({}, '{}', '{}', NULL, 0, {})",
                 quote(&c.name),
                 type_decl(c.ty),
-                o.map(|(_, o)| type_decl(o.ty)).unwrap_or_default()
+                o.map(|(_, o)| type_decl(o.ty)).unwrap_or_default(),
+                crate::write::column_values::code_page(c).number()
             ),
         })
         .collect();

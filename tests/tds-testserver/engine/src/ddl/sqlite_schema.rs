@@ -58,7 +58,8 @@ pub(super) fn sqlite_ddl(cx: &State, meta: &TableMeta, name_sql: &str) -> Result
         }
         if let Some(comp) = &c.computed {
             let (expr, _) = table_expr(cx, meta, &comp.definition)?;
-            let expr = format!("tsql_cast({expr}, '{}', '', NULL, 0)", type_decl(c.ty));
+            let cp = crate::write::column_values::code_page(c).number();
+            let expr = format!("tsql_cast({expr}, '{}', '', NULL, 0, {cp})", type_decl(c.ty));
             // SQLite's generated columns may not be declared with COLLATE after the type
             // in every position; put it before GENERATED.
             s.push_str(&format!(
@@ -68,8 +69,9 @@ pub(super) fn sqlite_ddl(cx: &State, meta: &TableMeta, name_sql: &str) -> Result
         } else if let Some(d) = &c.default {
             let (expr, _) = table_expr(cx, meta, &d.definition)?;
             s.push_str(&format!(
-                " DEFAULT (tsql_cast({expr}, '{}', '', NULL, 0))",
-                type_decl(c.ty)
+                " DEFAULT (tsql_cast({expr}, '{}', '', NULL, 0, {}))",
+                type_decl(c.ty),
+                crate::write::column_values::code_page(c).number()
             ));
         }
         if !c.nullable {

@@ -113,7 +113,7 @@ pub(crate) fn insert(cx: &mut State, ins: &mut Insert, sink: &mut dyn ResultSink
                 }
                 .into());
             }
-            rows
+            variant_rows(&meta, &cols, &src_cols, rows, 0)?
         }
     };
     let (count, ident) = transaction::atomic(cx, |s| insert_rows(s, &meta, &cols, rows))?;
@@ -141,4 +141,30 @@ pub(crate) fn insert(cx: &mut State, ins: &mut Insert, sink: &mut dyn ResultSink
     crate::write::counters::statement_wrote(&cx.db, meta.object_id);
     cx.done(sink, StatementKind::Insert, Some(count))?;
     Ok(())
+}
+
+/// Values bound for sql_variant columns keep the type of the expression that produced them: the
+/// value for `cols[k]` is `row[k + at]`, typed by `src_cols[k + at]`.
+pub(super) fn variant_rows(
+    meta: &crate::meta::TableMeta,
+    cols: &[usize],
+    src_cols: &[crate::translate::OutCol],
+    mut rows: Vec<Vec<rusqlite::types::Value>>,
+    at: usize,
+) -> Result<Vec<Vec<rusqlite::types::Value>>, SqlError> {
+    for (k, ci) in cols.iter().enumerate() {
+        if meta.def.columns[*ci].ty != SqlType::SqlVariant {
+            continue;
+        }
+        let Some(base) = src_cols.get(k + at).and_then(|c| c.ty.ty) else {
+            continue;
+        };
+        for row in &mut rows {
+            if let Some(v) = row.get_mut(k + at) {
+                let stored = crate::convert::coerce(rusqlite::types::ValueRef::from(&*v), base)?;
+                *v = crate::convert::variant::wrap(&stored, base)?;
+            }
+        }
+    }
+    Ok(rows)
 }

@@ -78,7 +78,9 @@ pub(crate) fn update(
         exprs.join(", ")
     );
     let mut query = parse_query(&sql)?;
-    let (_, rows) = query::query_rows(cx, &mut query)?;
+    let (src_cols, rows) = query::query_rows(cx, &mut query)?;
+    // After the rowid, the new values: a sql_variant column keeps each one's type.
+    let rows = super::insert::variant_rows(&meta, &cols, &src_cols, rows, 1)?;
     let Some(list) = output else {
         let count = transaction::atomic(cx, |s| update_rows(s, &meta, &cols, rows))?;
         cx.vars.globals.rowcount = count as i64;

@@ -17,6 +17,7 @@ use crate::results::Fail;
 use crate::results::{Done, Interrupt, ResultSink, StatementKind};
 use crate::state::State;
 use crate::transaction;
+use crate::types::SqlType;
 use rusqlite::types::Value as Stored;
 use sqlparser::ast::{ConditionalStatements, Expr, Query, Statement};
 use std::collections::HashMap;
@@ -406,6 +407,15 @@ pub(crate) fn exec_sql(
         }
         Statement::Execute { name, parameters, .. }
             if name.as_ref().is_none_or(|n| n.to_string().is_empty()) && !parameters.is_empty() => exec_string(cx, parameters, sink),
+        Statement::Execute { name, parameters, .. }
+            if name.as_ref().is_some_and(|n| {
+                crate::ast::object_parts(n)
+                    .last()
+                    .is_some_and(|p| p.eq_ignore_ascii_case("sp_executesql"))
+            }) =>
+        {
+            exec_sp_executesql(cx, parameters, sink)
+        }
         Statement::Execute { name, parameters, .. } => procedures::execute(cx, name, parameters, sink),
         other => {
             let text = other.to_string();
@@ -532,4 +542,114 @@ fn exec_string(cx: &mut State, parameters: Vec<Expr>, sink: &mut dyn ResultSink)
     };
     cx.vars.values = vars;
     r.map_err(Fail::Interrupt)
+}
+
+/// `EXEC sp_executesql N'stmt' [, N'@a int, @b nvarchar(10)' [, value | @a = value ...]]`: the
+/// statement runs as a batch of its own that sees only its declared parameters (not the
+/// caller's variables), as the RPC form does.
+fn exec_sp_executesql(cx: &mut State, parameters: Vec<Expr>, sink: &mut dyn ResultSink) -> Result<(), Fail> {
+    let mut args = parameters.into_iter();
+    let sql = match args.next().map(|e| query::eval_scalar(cx, e)).transpose()? {
+        Some(Stored::Text(t)) => t,
+        Some(Stored::Null) | None => return Ok(()),
+        Some(_) => {
+            return Err(SqlError::new(
+                214,
+                16,
+                "Procedure expects parameter '@statement' of type 'ntext/nchar/nvarchar'.",
+            )
+            .into());
+        }
+    };
+    let decls = match args.next().map(|e| query::eval_scalar(cx, e)).transpose()? {
+        Some(Stored::Text(t)) => declarations(&t)?,
+        Some(Stored::Null) | None => Vec::new(),
+        Some(_) => {
+            return Err(SqlError::new(
+                214,
+                16,
+                "Procedure expects parameter '@params' of type 'ntext/nchar/nvarchar'.",
+            )
+            .into());
+        }
+    };
+    let mut scope: HashMap<String, (SqlType, Stored)> = decls
+        .iter()
+        .map(|(n, t)| (n.to_lowercase(), (*t, Stored::Null)))
+        .collect();
+    for (k, e) in args.enumerate() {
+        let (name, value) = match e {
+            Expr::BinaryOp {
+                left,
+                op: sqlparser::ast::BinaryOperator::Eq,
+                right,
+            } if matches!(&*left, Expr::Identifier(i) if i.value.starts_with('@')) => {
+                let Expr::Identifier(i) = *left else { continue };
+                (i.value, *right)
+            }
+            other => match decls.get(k) {
+                Some((n, _)) => (n.clone(), other),
+                None => {
+                    return Err(SqlError::new(8178, 16, "The parameterized query expects a parameter that was not supplied, or too many parameters were supplied.").into());
+                }
+            },
+        };
+        let Some((ty, slot)) = scope.get_mut(&name.to_lowercase()) else {
+            return Err(SqlError::new(
+                8145,
+                16,
+                format!("{name} is not a parameter for procedure sp_executesql."),
+            )
+            .into());
+        };
+        let v = query::eval_scalar(cx, value)?;
+        *slot = crate::convert::coerce(rusqlite::types::ValueRef::from(&v), *ty)?;
+    }
+    let vars = std::mem::replace(&mut cx.vars.values, scope);
+    let rowguidcols = std::mem::take(&mut cx.batch.rowguidcols);
+    let nocheck = std::mem::take(&mut cx.batch.nocheck);
+    let r = match parse_batch(&sql, &|_| None) {
+        Ok(batch) => run_stmts(cx, batch, sink).map(|_| ()).map_err(Fail::Interrupt),
+        Err(e) => Err(e.into()),
+    };
+    cx.vars.values = vars;
+    cx.batch.rowguidcols = rowguidcols;
+    cx.batch.nocheck = nocheck;
+    cx.batch.returning = false;
+    r
+}
+
+/// sp_executesql's parameter declarations: `@a int, @b decimal(10, 2) OUTPUT`.
+fn declarations(text: &str) -> Result<Vec<(String, SqlType)>, Fail> {
+    let mut out = Vec::new();
+    let mut depth = 0;
+    let mut start = 0;
+    let mut parts = Vec::new();
+    for (i, c) in text.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ',' if depth == 0 => {
+                parts.push(&text[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    parts.push(&text[start..]);
+    for p in parts.iter().map(|p| p.trim()).filter(|p| !p.is_empty()) {
+        let (name, ty) = p.split_once(char::is_whitespace).unwrap_or((p, ""));
+        let ty = ty.trim();
+        let ty = ty
+            .strip_suffix("OUTPUT")
+            .or_else(|| ty.strip_suffix("output"))
+            .or_else(|| ty.strip_suffix("OUT"))
+            .unwrap_or(ty)
+            .trim();
+        let parsed = crate::types::names::parse_type_name(ty)
+            .filter(|_| name.starts_with('@'))
+            .ok_or_else(|| SqlError::new(102, 15, format!("Incorrect syntax near '{p}'.")))?;
+        out.push((name.to_string(), parsed));
+    }
+    Ok(out)
 }

@@ -154,6 +154,8 @@ impl Rewriter<'_> {
             || self.index_options()
             || self.computed_column()
             || self.dml_top()
+            || self.delete_without_from()
+            || self.app_name()
             || self.fetch_variable()
         {
             return;
@@ -691,11 +693,76 @@ impl Rewriter<'_> {
                 .collect();
             let loc = toks[self.i].span.start;
             self.batch.tops.insert((loc.line, loc.column), text);
+            let delete = is_word(self.token(), "DELETE");
             self.out.push(toks[self.i].clone());
             self.i = end;
+            if delete {
+                self.insert_from_after_delete();
+            }
             return true;
         }
         false
+    }
+
+    /// `DELETE t WHERE ...`: FROM is optional in T-SQL, not to sqlparser.
+    fn delete_without_from(&mut self) -> bool {
+        if !is_word(self.token(), "DELETE") {
+            return false;
+        }
+        // Only a DELETE statement: not `ON DELETE CASCADE`, MERGE's `THEN DELETE`, a trigger's
+        // `AFTER DELETE` or `GRANT DELETE ON`.
+        if self.prev_out().is_some_and(|p| {
+            let t = &self.out[p].token;
+            *t == Token::Comma
+                || ["ON", "THEN", "FOR", "AFTER", "OF", "GRANT", "DENY", "REVOKE"]
+                    .iter()
+                    .any(|w| is_word(t, w))
+        }) {
+            return false;
+        }
+        self.out.push(self.toks[self.i].clone());
+        self.i += 1;
+        self.insert_from_after_delete();
+        true
+    }
+
+    /// `APP_NAME()`: the session's program name as the login gave it, read where SQL Server
+    /// shows it too (sys.dm_exec_sessions).
+    fn app_name(&mut self) -> bool {
+        if !is_word(self.token(), "APP_NAME") {
+            return false;
+        }
+        let open = next_sig(self.toks, self.i + 1);
+        let close = next_sig(self.toks, open + 1);
+        if !(close < self.toks.len()
+            && self.toks[open].token == Token::LParen
+            && self.toks[close].token == Token::RParen)
+        {
+            return false;
+        }
+        let dialect = sqlparser::dialect::MsSqlDialect {};
+        let Ok(replacement) = sqlparser::tokenizer::Tokenizer::new(
+            &dialect,
+            "(SELECT program_name FROM sys.dm_exec_sessions WHERE session_id = @@SPID)",
+        )
+        .tokenize() else {
+            return false;
+        };
+        self.out.extend(replacement.into_iter().map(tok));
+        self.i = close + 1;
+        true
+    }
+
+    /// After DELETE [TOP (n)]: FROM, unless it is there.
+    fn insert_from_after_delete(&mut self) {
+        let n = next_sig(self.toks, self.i);
+        let keyword = ["FROM", "CASCADE", "NO", "SET", "ON", "WHERE", "OUTPUT"]
+            .iter()
+            .any(|w| self.is_at(n, w));
+        if n < self.toks.len() && word(&self.toks[n].token).is_some() && !keyword {
+            self.out.push(space());
+            self.out.push(tok(new_word("FROM")));
+        }
     }
 
     /// FETCH NEXT @p ROWS: sqlparser wants a literal; inline the parameter's value.

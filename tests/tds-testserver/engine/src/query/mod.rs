@@ -199,6 +199,7 @@ pub fn column_meta(c: &OutCol, first: Option<ValueRef<'_>>) -> ColumnMeta {
         } else {
             Vec::new()
         },
+        collation: c.collation,
     }
 }
 

@@ -1,5 +1,6 @@
 //! Numeric functions: exact SUM and AVG over decimal text, ROUND, CEILING, FLOOR, ISNUMERIC,
 //! and the runtime CAST the translator falls back to.
+use crate::types::collation::{CodePage, DEFAULT_COLLATION};
 
 use super::args::{int_arg, text_arg};
 use crate::convert::{format_decimal, parse_decimal, rescale};
@@ -16,6 +17,8 @@ pub(super) fn register(conn: &Connection) -> rusqlite::Result<()> {
     let det = FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC;
     conn.create_aggregate_function("tsql_exact_sum", 1, det, ExactSum { avg: false })?;
     conn.create_aggregate_function("tsql_exact_avg", 1, det, ExactSum { avg: true })?;
+    // Six arguments; five (no code page: the database default's) in schemas stored before.
+    conn.create_scalar_function("tsql_cast", 6, det, tsql_cast)?;
     conn.create_scalar_function("tsql_cast", 5, det, tsql_cast)?;
     conn.create_scalar_function("tsql_nullnum", 1, det, |ctx| ctx.get::<Stored>(0))?;
     conn.create_scalar_function("isnumeric", 1, det, |ctx| {
@@ -103,8 +106,11 @@ fn tsql_cast(ctx: &Context<'_>) -> rusqlite::Result<Stored> {
     let source = text_arg(ctx, 2).and_then(|t| parse_type_name(&t));
     let style = int_arg(ctx, 3);
     let try_ = int_arg(ctx, 4) == Some(1);
+    let cp = int_arg(ctx, 5)
+        .and_then(CodePage::from_number)
+        .unwrap_or(DEFAULT_COLLATION.code_page);
     let v = ctx.get_raw(0);
-    let result = crate::convert::explicit::cast_value(v, source, target, style);
+    let result = crate::convert::explicit::cast_value_in(v, source, target, style, cp);
     match result {
         Ok(s) => Ok(s),
         Err(_) if try_ => Ok(Stored::Null),

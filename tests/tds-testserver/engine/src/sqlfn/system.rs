@@ -12,6 +12,36 @@ use std::time::{SystemTime, UNIX_EPOCH};
 pub(super) fn register(conn: &Connection) -> rusqlite::Result<()> {
     let nondet = FunctionFlags::SQLITE_UTF8;
     conn.create_scalar_function("getdate", 0, nondet, |_| fmt_now(SqlType::DateTime))?;
+    conn.create_scalar_function(
+        "tsql_collationproperty",
+        2,
+        FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC,
+        |ctx| {
+            let (rusqlite::types::ValueRef::Text(name), rusqlite::types::ValueRef::Text(prop)) =
+                (ctx.get_raw(0), ctx.get_raw(1))
+            else {
+                return Ok(None);
+            };
+            let name = String::from_utf8_lossy(name);
+            let prop = String::from_utf8_lossy(prop);
+            // An unknown collation or property is NULL, as in SQL Server.
+            Ok(crate::types::collation::Collation::lookup(&name)
+                .ok()
+                .and_then(|c| c.property(&prop)))
+        },
+    )?;
+    conn.create_scalar_function(
+        "tsql_variant_property",
+        2,
+        FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC,
+        |ctx| {
+            let prop = match ctx.get_raw(1) {
+                rusqlite::types::ValueRef::Text(t) => String::from_utf8_lossy(t).into_owned(),
+                _ => return Ok(rusqlite::types::Value::Null),
+            };
+            Ok(crate::convert::variant::property(ctx.get_raw(0), &prop))
+        },
+    )?;
     conn.create_scalar_function("getutcdate", 0, nondet, |_| fmt_now(SqlType::DateTime))?;
     conn.create_scalar_function("sysdatetime", 0, nondet, |_| {
         fmt_now(SqlType::DateTime2 { scale: 7 })

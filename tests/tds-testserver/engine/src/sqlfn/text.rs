@@ -34,8 +34,21 @@ pub(super) fn register_search(conn: &Connection) -> rusqlite::Result<()> {
             _ => text_arg(ctx, 0).map(|s| len_chars(&s)),
         })
     })?;
+    // A binary value without its trailing zero bytes: compared so, blobs order as SQL Server's
+    // binary comparison (which pads the shorter with zeros) orders them.
+    conn.create_scalar_function("tsql_binkey", 1, det, |ctx| {
+        Ok(match ctx.get_raw(0) {
+            ValueRef::Blob(b) => {
+                let end = b.iter().rposition(|&x| x != 0).map_or(0, |i| i + 1);
+                rusqlite::types::Value::Blob(b[..end].to_vec())
+            }
+            other => crate::query::owned(other),
+        })
+    })?;
     conn.create_scalar_function("datalength", 2, det, |ctx| {
-        let unicode = int_arg(ctx, 1) == Some(1);
+        // 0: UTF-16; else the code page of varchar text (1 in schemas stored before: UTF-16).
+        let cp = int_arg(ctx, 1).and_then(crate::types::collation::CodePage::from_number);
+        let unicode = cp.is_none();
         Ok(match ctx.get_raw(0) {
             ValueRef::Null => None,
             ValueRef::Blob(b) => Some(b.len() as i64),
@@ -43,10 +56,9 @@ pub(super) fn register_search(conn: &Connection) -> rusqlite::Result<()> {
             ValueRef::Real(_) => Some(8),
             ValueRef::Text(t) => {
                 let s = String::from_utf8_lossy(t);
-                Some(if unicode {
-                    s.encode_utf16().count() as i64 * 2
-                } else {
-                    s.chars().count() as i64
+                Some(match cp {
+                    Some(cp) if !unicode => cp.byte_len(&s) as i64,
+                    _ => s.encode_utf16().count() as i64 * 2,
                 })
             }
         })

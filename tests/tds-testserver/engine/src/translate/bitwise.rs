@@ -45,6 +45,10 @@ pub fn result_type(
         )
     };
     match (l, r) {
+        // An integer with a binary constant or column (`sysstat & 0xf`): the binary converts to
+        // the integer's type ([`binary_operand`]); two binaries are error 402.
+        (Some(a), Some(b)) if is_bitwise_operand(a) && is_binary_operand(b) => Ok(Some(a)),
+        (Some(a), Some(b)) if is_binary_operand(a) && is_bitwise_operand(b) => Ok(Some(b)),
         (Some(a), Some(b)) => {
             if !is_bitwise_operand(a) || !is_bitwise_operand(b) {
                 return Err(incompatible(a, b));
@@ -59,6 +63,21 @@ pub fn result_type(
             }
         }
         (None, None) => Ok(Some(SqlType::Int)),
+    }
+}
+
+fn is_binary_operand(t: SqlType) -> bool {
+    matches!(t, SqlType::Binary { .. } | SqlType::VarBinary { .. })
+}
+
+/// The binary operand of an integer bitwise operation, converted to the result's integer type
+/// (big-endian, its rightmost bytes), as SQL Server converts it; None when neither is binary.
+pub fn binary_operand(e: &mut Expr, ty: Option<SqlType>, result: Option<SqlType>) {
+    if let (Some(t), Some(r)) = (ty, result)
+        && is_binary_operand(t)
+    {
+        let inner = std::mem::replace(e, crate::ast::num(0));
+        *e = super::conversions::cast_call(inner, Some(t), r, None, false);
     }
 }
 

@@ -19,7 +19,7 @@ use super::conversions::cast_call;
 use crate::ast::{func, null, num};
 use crate::error::SqlError;
 use crate::types::SqlType;
-use crate::types::names::{is_string, is_unicode};
+use crate::types::names::{is_binary, is_string, is_unicode};
 use crate::types::rules::{is_exact_numeric, is_number, precedence};
 use sqlparser::ast::{BinaryOperator, CastKind, Expr, Ident, ObjectName, UnaryOperator};
 
@@ -162,6 +162,32 @@ pub(super) fn compare(left: &mut Expr, right: &mut Expr, l: Option<SqlType>, r: 
 pub(crate) fn unify(operands: &mut [(&mut Expr, Option<SqlType>)]) {
     unify_temporal(operands);
     unify_numbers(operands);
+    pad_binaries(operands);
+}
+
+/// SQL Server compares binary values as if the shorter were padded with 0x00 (`0x01 = 0x0100`
+/// is true; the only way it differs from a byte-by-byte comparison). SQLite compares blobs byte
+/// by byte and then by length; with trailing zero bytes dropped from every operand it orders
+/// them as SQL Server does. Operands all of one fixed length (binary(n), rowversion) need no
+/// change.
+fn pad_binaries(operands: &mut [(&mut Expr, Option<SqlType>)]) {
+    let fixed = |t: SqlType| match t {
+        SqlType::Binary { len } => Some(len),
+        SqlType::RowVersion => Some(8),
+        _ => None,
+    };
+    let types: Vec<SqlType> = operands.iter().filter_map(|(_, t)| *t).collect();
+    if types.len() < 2 || !types.iter().all(|t| is_binary(*t)) {
+        return;
+    }
+    let first = fixed(types[0]);
+    if first.is_some() && types.iter().all(|t| fixed(*t) == first) {
+        return;
+    }
+    for (e, _) in operands.iter_mut() {
+        let inner = std::mem::replace(&mut **e, null());
+        **e = func("tsql_binkey", vec![inner]);
+    }
 }
 
 /// Date/time types compared by their stored text once in the same form. datetimeoffset is

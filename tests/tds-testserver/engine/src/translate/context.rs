@@ -5,6 +5,7 @@ use crate::ast::object_parts;
 use crate::error::{SqlError, invalid_object};
 use crate::meta::{TableMeta, Tables};
 use crate::types::SqlType;
+use crate::types::collation::{Collation, DEFAULT_COLLATION};
 use crate::types::rules::union_type;
 use sqlparser::ast::ObjectName;
 use std::collections::HashMap;
@@ -46,6 +47,8 @@ pub struct OutCol {
     pub computed: bool,
     pub updateable: bool,
     pub table: Vec<String>,
+    /// A character column's collation (an expression's is the database default here).
+    pub collation: Collation,
 }
 
 impl OutCol {
@@ -57,6 +60,7 @@ impl OutCol {
             computed: false,
             updateable: false,
             table: Vec::new(),
+            collation: DEFAULT_COLLATION,
         }
     }
 }
@@ -75,6 +79,7 @@ pub fn table_columns(t: &TableMeta) -> Vec<OutCol> {
             computed: c.computed.is_some(),
             updateable: c.identity.is_none() && c.computed.is_none() && c.ty != SqlType::RowVersion,
             table: vec![t.def.schema.clone(), t.def.name.clone()],
+            collation: Collation::of_column(c.collation.as_deref()),
         })
         .collect()
 }
@@ -126,6 +131,88 @@ impl<'p> Scope<'p> {
             (Some(f), _) => Ok(Some(f)),
             (None, Some(p)) => p.find(qualifier, col),
             (None, None) => Ok(None),
+        }
+    }
+
+    /// The collation of a string expression as far as this server follows it: a column's own,
+    /// `x COLLATE name`'s, else the database default (literals, variables, other expressions).
+    pub(super) fn collation_of(&self, e: &sqlparser::ast::Expr) -> Collation {
+        use sqlparser::ast::Expr;
+        let (q, name) = match e {
+            Expr::Nested(inner) => return self.collation_of(inner),
+            // Conversions and string functions keep their (first) string argument's collation.
+            Expr::Cast { expr, .. } | Expr::Convert { expr, .. } => return self.collation_of(expr),
+            Expr::Function(f) => {
+                let name = f.name.to_string().to_ascii_uppercase();
+                const KEEPING: &[&str] = &[
+                    "ISNULL",
+                    "COALESCE",
+                    "LEFT",
+                    "RIGHT",
+                    "SUBSTRING",
+                    "UPPER",
+                    "LOWER",
+                    "LTRIM",
+                    "RTRIM",
+                    "TRIM",
+                    "REPLACE",
+                    "REVERSE",
+                    "MIN",
+                    "MAX",
+                    "NULLIF",
+                ];
+                if let (true, sqlparser::ast::FunctionArguments::List(l)) =
+                    (KEEPING.contains(&name.as_str()), &f.args)
+                    && let Some(sqlparser::ast::FunctionArg::Unnamed(sqlparser::ast::FunctionArgExpr::Expr(
+                        x,
+                    ))) = l.args.first()
+                {
+                    return self.collation_of(x);
+                }
+                return DEFAULT_COLLATION;
+            }
+            Expr::BinaryOp { left, right, .. } => {
+                // A column's (implicit) collation wins over a literal's (coercible default).
+                let l = self.collation_of(left);
+                return if l == DEFAULT_COLLATION {
+                    self.collation_of(right)
+                } else {
+                    l
+                };
+            }
+            Expr::Case {
+                conditions,
+                else_result,
+                ..
+            } => {
+                return conditions
+                    .iter()
+                    .map(|w| self.collation_of(&w.result))
+                    .chain(else_result.iter().map(|x| self.collation_of(x)))
+                    .find(|c| *c != DEFAULT_COLLATION)
+                    .unwrap_or(DEFAULT_COLLATION);
+            }
+            Expr::Collate { collation, .. } => {
+                return Collation::lookup(&collation.to_string()).unwrap_or(DEFAULT_COLLATION);
+            }
+            Expr::Identifier(i) => (None, i.value.as_str()),
+            Expr::CompoundIdentifier(parts) if parts.len() >= 2 => (
+                Some(parts[parts.len() - 2].value.as_str()),
+                parts[parts.len() - 1].value.as_str(),
+            ),
+            _ => return DEFAULT_COLLATION,
+        };
+        for t in &self.tables {
+            if q.is_some_and(|q| !t.qualifier.eq_ignore_ascii_case(q)) {
+                continue;
+            }
+            if let Some(c) = t.cols.iter().find(|c| c.name.eq_ignore_ascii_case(name)) {
+                return c.collation;
+            }
+        }
+        match self.parent {
+            Some(p) => p.collation_of(e),
+            None => DEFAULT_COLLATION,
         }
     }
 
@@ -185,6 +272,7 @@ pub fn view_columns(parts: &[String]) -> Option<(&'static str, Vec<OutCol>)> {
             computed: false,
             updateable: false,
             table: Vec::new(),
+            collation: DEFAULT_COLLATION,
         })
         .collect();
     Some((v.name, cols))

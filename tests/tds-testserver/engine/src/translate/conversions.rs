@@ -7,6 +7,7 @@ use crate::ast::{func, null, num, string};
 use crate::convert::clr::ClrType;
 use crate::error::{SqlError, syntax_error};
 use crate::types::SqlType;
+use crate::types::collation::{CodePage, DEFAULT_COLLATION};
 use crate::types::names::{base_name, is_string, parse_cast_type_name, type_decl};
 use sqlparser::ast::{CastKind, Expr, Value as AstValue, ValueWithSpan};
 
@@ -27,10 +28,11 @@ impl Translator<'_> {
         }
         let target = parse_cast_type_name(&data_type.to_string())
             .ok_or_else(|| unknown_type(&data_type.to_string()))?;
+        let cp = scope.collation_of(expr).code_page;
         let src = self.expr(expr, scope)?;
         let try_ = matches!(kind, CastKind::TryCast | CastKind::SafeCast);
         let inner = std::mem::replace(&mut **expr, num(0));
-        *e = cast_call(inner, src.ty, target, None, try_);
+        *e = cast_call_in(inner, src.ty, target, None, try_, cp);
         Ok(Ty {
             ty: Some(target),
             nullable: src.nullable || try_,
@@ -54,6 +56,7 @@ impl Translator<'_> {
             return self.clr_cast(e, clr, scope);
         }
         let target = parse_cast_type_name(&dt).ok_or_else(|| unknown_type(&dt))?;
+        let cp = scope.collation_of(expr).code_page;
         let src = self.expr(expr, scope)?;
         let style = match styles.first() {
             Some(Expr::Value(ValueWithSpan {
@@ -64,7 +67,7 @@ impl Translator<'_> {
         };
         let inner = std::mem::replace(&mut **expr, num(0));
         let try_ = *is_try;
-        *e = cast_call(inner, src.ty, target, style, try_);
+        *e = cast_call_in(inner, src.ty, target, style, try_, cp);
         Ok(Ty {
             ty: Some(target),
             nullable: src.nullable || try_,
@@ -105,13 +108,27 @@ impl Translator<'_> {
     }
 }
 
-/// `tsql_cast(value, 'target', 'source', style, try)`: [`crate::convert::explicit::cast_value`].
+/// `tsql_cast(value, 'target', 'source', style, try, code page)`:
+/// [`crate::convert::explicit::cast_value`], in the database default's code page.
 pub(crate) fn cast_call(
     inner: Expr,
     src: Option<SqlType>,
     target: SqlType,
     style: Option<i64>,
     try_: bool,
+) -> Expr {
+    cast_call_in(inner, src, target, style, try_, DEFAULT_COLLATION.code_page)
+}
+
+/// [`cast_call`] of a value whose collation has code page `cp` (the code page a varchar
+/// result is held in, and varchar bytes are read in).
+pub(crate) fn cast_call_in(
+    inner: Expr,
+    src: Option<SqlType>,
+    target: SqlType,
+    style: Option<i64>,
+    try_: bool,
+    cp: CodePage,
 ) -> Expr {
     func(
         "tsql_cast",
@@ -121,6 +138,7 @@ pub(crate) fn cast_call(
             string(&src.map(type_decl).unwrap_or_default()),
             style.map_or(null(), num),
             num(i64::from(try_)),
+            num(i64::from(cp.number())),
         ],
     )
 }

@@ -306,9 +306,16 @@ fn literal(v: &mut AstValue) -> Ty {
             *v = AstValue::SingleQuotedString(text);
             Ty::not_null(SqlType::NVarChar { len: Some(len) })
         }
-        AstValue::HexStringLiteral(h) => Ty::not_null(SqlType::VarBinary {
-            len: Some((h.len() / 2).clamp(1, 8000) as u16),
-        }),
+        AstValue::HexStringLiteral(h) => {
+            // An odd number of digits has an implied leading zero (0xf is 0x0f), as in SQL
+            // Server; SQLite's X'..' needs whole bytes.
+            if h.len() % 2 == 1 {
+                h.insert(0, '0');
+            }
+            Ty::not_null(SqlType::VarBinary {
+                len: Some((h.len() / 2).clamp(1, 8000) as u16),
+            })
+        }
         AstValue::Null => Ty::unknown(),
         AstValue::Boolean(_) => Ty::not_null(SqlType::Bit),
         _ => Ty::unknown(),

@@ -158,6 +158,14 @@ impl Translator<'_> {
             }
         }
         let date_part = DATE_PART_FUNCTIONS.contains(&name.as_str());
+        // DATALENGTH of a varchar counts its code page's bytes: the argument's collation.
+        let datalength_cp = match &f.args {
+            FunctionArguments::List(l) if name == "DATALENGTH" => match l.args.first() {
+                Some(FunctionArg::Unnamed(FunctionArgExpr::Expr(x))) => Some(scope.collation_of(x).code_page),
+                _ => None,
+            },
+            _ => None,
+        };
         let mut args = Vec::new();
         if let FunctionArguments::List(l) = &mut f.args {
             for (i, a) in l.args.iter_mut().enumerate() {
@@ -171,7 +179,14 @@ impl Translator<'_> {
                 }
             }
         }
-        builtin(&name, f, &args, over, self.globals)
+        let ty = builtin(&name, f, &args, over, self.globals)?;
+        if let (Some(cp), FunctionArguments::List(l)) = (datalength_cp, &mut f.args)
+            && !args.first().is_some_and(|a| a.ty.is_some_and(is_unicode))
+            && let Some(FunctionArg::Unnamed(FunctionArgExpr::Expr(x))) = l.args.get_mut(1)
+        {
+            *x = num(i64::from(cp.number()));
+        }
+        Ok(ty)
     }
 }
 
@@ -325,8 +340,9 @@ fn string_function(name: &str, f: &mut Function, args: &[Ty]) -> Option<Ty> {
             nullable: a0.nullable,
         },
         "DATALENGTH" => {
+            // 0: UTF-16 (nchar/nvarchar); else the code page of a varchar's bytes.
             let unicode = a0.ty.is_some_and(is_unicode);
-            push_arg(f, num(i64::from(unicode)));
+            push_arg(f, num(if unicode { 0 } else { 1252 }));
             Ty {
                 ty: Some(length(a0.ty)),
                 nullable: a0.nullable,
@@ -520,6 +536,14 @@ fn system_function(name: &str, f: &mut Function, globals: Globals) -> Option<Ty>
             Ty::of(SqlType::NVarChar { len: Some(128) })
         }
         "HASHBYTES" => Ty::of(SqlType::VarBinary { len: Some(8000) }),
+        "COLLATIONPROPERTY" => {
+            rename(f, "tsql_collationproperty");
+            Ty::of(SqlType::SqlVariant)
+        }
+        "SQL_VARIANT_PROPERTY" => {
+            rename(f, "tsql_variant_property");
+            Ty::of(SqlType::SqlVariant)
+        }
         "TSQL_LIKE" => Ty::of(SqlType::Bit),
         "TSQL_XML_ROW" | "TSQL_GEO_TEXT" => Ty::of(SqlType::NVarChar { len: None }),
         "TSQL_HID_GETLEVEL" => Ty::of(SqlType::SmallInt),

@@ -140,6 +140,8 @@ fn binary(
         ),
         BinaryOperator::BitwiseAnd | BinaryOperator::BitwiseOr | BinaryOperator::BitwiseXor => {
             let ty = bitwise::result_type(op, l.ty, r.ty)?;
+            bitwise::binary_operand(left, l.ty, ty);
+            bitwise::binary_operand(right, r.ty, ty);
             let xor = (*op == BinaryOperator::BitwiseXor).then(|| {
                 let a = std::mem::replace(left, num(0));
                 let b = std::mem::replace(right, num(0));

@@ -277,6 +277,7 @@ impl Translator<'_> {
             )),
             _ => None,
         };
+        let collation = scope.collation_of(e);
         let ty = self.expr(e, scope)?;
         if let Some((q, name)) = col_name {
             // Keep identity/computed flags of a plain column reference.
@@ -290,7 +291,13 @@ impl Translator<'_> {
             }
             return Ok((name, OutCol::expr(String::new(), ty)));
         }
-        Ok((String::new(), OutCol::expr(String::new(), ty)))
+        Ok((
+            String::new(),
+            OutCol {
+                collation,
+                ..OutCol::expr(String::new(), ty)
+            },
+        ))
     }
 
     /// `SELECT ... FOR XML PATH('row')`: each row's columns as XML (an unnamed column as its

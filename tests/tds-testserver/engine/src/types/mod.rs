@@ -5,6 +5,7 @@
 //! on the wire (e.g. `Value::Money` is sent as `money` or `smallmoney`, `Value::String` as
 //! `nvarchar`, `varchar`, `text` or `xml`).
 
+pub mod collation;
 pub mod names;
 pub mod rules;
 
@@ -147,6 +148,8 @@ pub struct ColumnMeta {
     /// For text/ntext/image: the table the column comes from, as name parts
     /// (e.g. `["dbo", "t"]`); empty when unknown.
     pub table_name: Vec<String>,
+    /// Of a character column: its values' code page and how the client is told it.
+    pub collation: collation::Collation,
 }
 
 impl ColumnMeta {
@@ -160,6 +163,7 @@ impl ColumnMeta {
             computed: false,
             updateable: false,
             table_name: Vec::new(),
+            collation: collation::DEFAULT_COLLATION,
         }
     }
 }

@@ -1,11 +1,12 @@
 //! The values a write stores: converted to the column's type and held to its declared
 //! length, as SQL Server does on INSERT, UPDATE and bulk loads.
 use crate::catalog::ColumnDef;
-use crate::convert::coerce;
+use crate::convert::coerce_in;
 use crate::error::SqlError;
 use crate::meta::TableMeta;
 use crate::state::Db;
 use crate::types::SqlType;
+use crate::types::collation::{CodePage, Collation};
 use crate::types::names::is_binary;
 use crate::types::names::is_unicode;
 use rusqlite::types::Value as Stored;
@@ -28,8 +29,13 @@ pub(crate) fn column_value(
     {
         return Ok(Stored::Blob(clr.parse(&String::from_utf8_lossy(t))?));
     }
-    let stored = coerce(v, col.ty)?;
+    let stored = coerce_in(v, col.ty, code_page(col))?;
     check_length(db, meta, col, stored)
+}
+
+/// The code page of a `char`/`varchar`/`text` column's values.
+pub(crate) fn code_page(col: &ColumnDef) -> CodePage {
+    Collation::of_column(col.collation.as_deref()).code_page
 }
 
 /// Enforces the column's declared length (error 2628) on a converted value.
@@ -46,16 +52,33 @@ pub(crate) fn check_length(
         // UTF-8 never has fewer bytes than the text has UTF-16 units or characters.
         Stored::Text(t) if t.len() <= limit => Ok(Stored::Text(t)),
         Stored::Text(t) => {
+            let cp = code_page(col);
             let width = if is_unicode(col.ty) {
                 t.encode_utf16().count()
             } else {
-                t.chars().count()
+                cp.byte_len(&t)
             };
             if width <= limit {
                 return Ok(Stored::Text(t));
             }
             // Trailing blanks beyond the length are dropped silently, as in SQL Server.
-            let kept: String = t.chars().take(limit).collect();
+            let kept = if is_unicode(col.ty) {
+                t.chars()
+                    .scan(0, |w, c| {
+                        *w += c.len_utf16();
+                        (*w <= limit).then_some(c)
+                    })
+                    .collect::<String>()
+            } else {
+                // A character is kept whole or not at all (a double-byte or UTF-8 sequence).
+                let mut w = 0;
+                t.chars()
+                    .take_while(|c| {
+                        w += cp.byte_len(c.encode_utf8(&mut [0; 4]));
+                        w <= limit
+                    })
+                    .collect::<String>()
+            };
             if t[kept.len()..].chars().all(|c| c == ' ') {
                 return Ok(Stored::Text(kept));
             }

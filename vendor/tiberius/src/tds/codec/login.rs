@@ -127,6 +127,9 @@ pub enum LoginTypeFlag {
 }
 
 pub(crate) const FEA_EXT_FEDAUTH: u8 = 0x02u8;
+// mssql-pg-operator patch: 08-utf8-support
+/// FeatureId of UTF8_SUPPORT ([MS-TDS] 2.2.6.4): the client reads `_UTF8` collations' data.
+pub(crate) const FEA_EXT_UTF8_SUPPORT: u8 = 0x0Au8;
 pub(crate) const FEA_EXT_TERMINATOR: u8 = 0xFFu8;
 pub(crate) const FED_AUTH_LIBRARYSECURITYTOKEN: u8 = 0x01;
 
@@ -199,6 +202,11 @@ pub struct LoginMessage<'a> {
     /// the default database to connect to
     db_name: Cow<'a, str>,
     fed_auth_ext: Option<FedAuthExt>,
+    // mssql-pg-operator patch: 08-utf8-support
+    /// Sends the UTF8_SUPPORT feature (TDS 7.4): the server then sends varchar data of
+    /// `_UTF8` collations as UTF-8 with the collation's UTF-8 flag, instead of converting it,
+    /// lossily, to a code page.
+    utf8_support: bool,
 }
 
 // `SecretString` has no `PartialEq`; this test-only impl compares the exposed
@@ -224,6 +232,8 @@ impl PartialEq for LoginMessage<'_> {
             && self.server_name == other.server_name
             && self.db_name == other.db_name
             && self.fed_auth_ext == other.fed_auth_ext
+            // mssql-pg-operator patch: 08-utf8-support
+            && self.utf8_support == other.utf8_support
             && self.password.expose_secret() == other.password.expose_secret()
     }
 }
@@ -257,6 +267,8 @@ impl std::fmt::Debug for LoginMessage<'_> {
             .field("server_name", &self.server_name)
             .field("db_name", &self.db_name)
             .field("fed_auth_ext", &self.fed_auth_ext)
+            // mssql-pg-operator patch: 08-utf8-support
+            .field("utf8_support", &self.utf8_support)
             .finish()
     }
 }
@@ -267,7 +279,9 @@ impl<'a> LoginMessage<'a> {
             packet_size: 4096,
             option_flags_1: OptionFlag1::UseDbNotify | OptionFlag1::InitDbFatal,
             option_flags_2: OptionFlag2::InitLangFatal | OptionFlag2::OdbcDriver,
-            option_flags_3: BitFlags::from_flag(OptionFlag3::UnknownCollationHandling),
+            // mssql-pg-operator patch: 08-utf8-support
+            option_flags_3: OptionFlag3::UnknownCollationHandling | OptionFlag3::ExtensionUsed,
+            utf8_support: true,
             app_name: "tiberius".into(),
             hostname: Self::get_hostname(),
             ..Default::default()
@@ -437,6 +451,16 @@ impl<'a> LoginMessage<'a> {
             }
         }
 
+        // mssql-pg-operator patch: 08-utf8-support
+        if self.utf8_support {
+            // 1 (FEA_EXT_UTF8_SUPPORT) + 4 (length) + 1 (the flag); with no FEDAUTH, also
+            // 4 (FeatureExt data offset) + 1 (FEA_EXT_TERMINATOR).
+            len += 6;
+            if self.fed_auth_ext.is_none() {
+                len += 5;
+            }
+        }
+
         len
     }
 
@@ -570,7 +594,9 @@ impl<'a> LoginMessage<'a> {
         cursor.write_u32::<LittleEndian>(0)?;
 
         // FeatureExt
-        if let Some(fed_auth_ext) = self.fed_auth_ext {
+        // mssql-pg-operator patch: 08-utf8-support
+        let feature_ext = self.fed_auth_ext.is_some() || self.utf8_support;
+        if feature_ext {
             // update fea_ext_offset
             cursor.set_position(fea_ext_offset);
             cursor.write_u16::<LittleEndian>(data_offset as u16)?;
@@ -579,7 +605,8 @@ impl<'a> LoginMessage<'a> {
             cursor.set_position(data_offset as u64);
             data_offset += 4;
             cursor.write_u32::<LittleEndian>(data_offset as u32)?;
-
+        }
+        if let Some(fed_auth_ext) = self.fed_auth_ext {
             cursor.write_u8(FEA_EXT_FEDAUTH)?;
 
             // SECURITY (fed-auth token): the token is a bearer credential. Like
@@ -627,7 +654,14 @@ impl<'a> LoginMessage<'a> {
             if let Some(nonce) = fed_auth_ext.nonce {
                 cursor.write_all(nonce.as_ref())?;
             }
-
+        }
+        // mssql-pg-operator patch: 08-utf8-support
+        if self.utf8_support {
+            cursor.write_u8(FEA_EXT_UTF8_SUPPORT)?;
+            cursor.write_u32::<LittleEndian>(1)?;
+            cursor.write_u8(1)?;
+        }
+        if feature_ext {
             cursor.write_u8(FEA_EXT_TERMINATOR)?;
         }
 
@@ -812,6 +846,10 @@ mod tests {
                             nonce,
                         };
                         ret.fed_auth_ext = Some(fed_auth_ext);
+                    // mssql-pg-operator patch: 08-utf8-support
+                    } else if fe == FEA_EXT_UTF8_SUPPORT {
+                        assert_eq!(cursor.read_u32::<LittleEndian>()?, 1);
+                        ret.utf8_support = cursor.read_u8()? & 1 == 1;
                     } else {
                         unimplemented!("unsupported feature ext {:?}", fe);
                     }

@@ -1,4 +1,6 @@
 use crate::{Error, SqlReadBytes, FEA_EXT_FEDAUTH, FEA_EXT_TERMINATOR};
+// mssql-pg-operator patch: 08-utf8-support
+use crate::FEA_EXT_UTF8_SUPPORT;
 use futures_util::AsyncReadExt;
 
 #[derive(Debug)]
@@ -16,6 +18,9 @@ pub enum FedAuthAck {
 #[allow(dead_code)]
 pub enum FeatureAck {
     FedAuth(FedAuthAck),
+    // mssql-pg-operator patch: 08-utf8-support
+    /// UTF8_SUPPORT acknowledged: whether the server sends UTF-8 data.
+    Utf8Support(bool),
 }
 
 impl TokenFeatureExtAck {
@@ -50,6 +55,16 @@ impl TokenFeatureExtAck {
                 };
 
                 features.push(FeatureAck::FedAuth(FedAuthAck::SecurityToken { nonce }))
+            // mssql-pg-operator patch: 08-utf8-support
+            } else if feature_id == FEA_EXT_UTF8_SUPPORT {
+                let data_len = src.read_u32_le().await?;
+                if data_len != 1 {
+                    return Err(Error::Protocol(
+                        format!("invalid UTF8_SUPPORT acknowledgement length {}", data_len).into(),
+                    ));
+                }
+                let on = src.read_u8().await? & 1 == 1;
+                features.push(FeatureAck::Utf8Support(on))
             } else {
                 return Err(Error::Protocol(
                     format!("unsupported feature {}", feature_id).into(),
@@ -66,6 +81,20 @@ mod tests {
     use super::*;
     use crate::sql_read_bytes::test_utils::IntoSqlReadBytes;
     use bytes::{BufMut, BytesMut};
+
+    // mssql-pg-operator patch: 08-utf8-support
+    #[tokio::test]
+    async fn decodes_utf8_support_ack() {
+        let mut buf = BytesMut::new();
+        buf.put_u8(FEA_EXT_UTF8_SUPPORT);
+        buf.put_u32_le(1);
+        buf.put_u8(1);
+        buf.put_u8(FEA_EXT_TERMINATOR);
+        let ack = TokenFeatureExtAck::decode(&mut buf.into_sql_read_bytes())
+            .await
+            .unwrap();
+        assert!(matches!(ack.features.as_slice(), [FeatureAck::Utf8Support(true)]));
+    }
 
     #[tokio::test]
     async fn decodes_fedauth_with_nonce() {
@@ -84,6 +113,8 @@ mod tests {
             FeatureAck::FedAuth(FedAuthAck::SecurityToken { nonce }) => {
                 assert_eq!(*nonce, Some([7u8; 32]));
             }
+            // mssql-pg-operator patch: 08-utf8-support
+            other => panic!("{other:?}"),
         }
     }
 
@@ -102,6 +133,8 @@ mod tests {
             FeatureAck::FedAuth(FedAuthAck::SecurityToken { nonce }) => {
                 assert!(nonce.is_none());
             }
+            // mssql-pg-operator patch: 08-utf8-support
+            other => panic!("{other:?}"),
         }
     }
 
