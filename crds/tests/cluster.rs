@@ -157,7 +157,7 @@ async fn planned_fields_are_immutable_but_suspend_parallelism_and_worker_are_not
         assert!(
             status
                 .message
-                .contains("only spec.suspend, spec.parallelism, spec.copyJobs and spec.worker can change"),
+                .contains("only spec.suspend, spec.parallelism, spec.copyJobs, spec.worker and spec.cutover can change"),
             "{patch}: {}",
             status.message
         );
