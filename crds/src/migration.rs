@@ -36,7 +36,12 @@ use crate::status::MigrationStatus;
     printcolumn(name = "Rows", type_ = "integer", json_path = ".status.rowsCopied"),
     printcolumn(name = "Rows/s", type_ = "integer", json_path = ".status.rowsPerSecond"),
     printcolumn(name = "ETA", type_ = "string", json_path = ".status.eta"),
-    printcolumn(name = "Lag", type_ = "number", json_path = ".status.online.lagSeconds", description = "Seconds the target is behind the source while an online migration streams"),
+    printcolumn(
+        name = "Lag",
+        type_ = "number",
+        json_path = ".status.online.lagSeconds",
+        description = "Seconds the target is behind the source while an online migration streams"
+    ),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
 )]
 #[serde(rename_all = "camelCase")]
