@@ -14,6 +14,10 @@ pub enum Step {
     Copy,
     Finalize,
     Verify,
+    /// The capture Deployment of an online migration (not a Job).
+    Capture,
+    /// The Job that removes what streaming needed on the source when an online Migration is deleted.
+    Cleanup,
 }
 
 impl Step {
@@ -23,6 +27,8 @@ impl Step {
             Step::Copy => "copy",
             Step::Finalize => "finalize",
             Step::Verify => "verify",
+            Step::Capture => "capture",
+            Step::Cleanup => "cleanup",
         }
     }
 

@@ -120,6 +120,20 @@ pub async fn capture(client: &Client, ns: &str, name: &str, every: Duration) -> 
     }
 }
 
+/// `capture --cleanup`: drops the stream's replication slot and publication on the source.
+pub async fn cleanup(client: &Client, ns: &str, name: &str) -> Result<(), K8sError> {
+    let mig = client::get_migration(client, ns, name).await?;
+    let creds = Credentials::from_env().map_err(spec_err(&mig))?;
+    let (source, _, options) = spec::resolve_pg_to_mssql(&mig, creds).map_err(spec_err(&mig))?;
+    let names = crate::online::capture_pg::SlotNames::of(&options.migration);
+    let pg = source.connect().await.map_err(|e| online_err(&mig)(e.into()))?;
+    crate::online::capture_pg::drop_stream(&pg, &names)
+        .await
+        .map_err(online_err(&mig))?;
+    tracing::info!(slot = %names.slot, publication = %names.publication, "dropped the stream's slot and publication");
+    Ok(())
+}
+
 async fn fail(client: &Client, ns: &str, name: &str, e: K8sError) -> Result<CaptureEnd, K8sError> {
     let status = OnlineStatus {
         phase: Some(PHASE_FAILED.into()),
