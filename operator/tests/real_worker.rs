@@ -1724,3 +1724,327 @@ stringData: {{username: sa, password: {TARGET_PASSWORD}}}
         .unwrap();
     e2e.finish();
 }
+
+const ONLINE_PASSWORD: &str = "Tgt-Passw0rd-onl";
+const ONLINE_ROWS: i64 = 20_000;
+
+/// The online test's source: `acct` (split into two key ranges) and `pair` (a composite key).
+async fn seed_online(pg: &tokio_postgres::Client, schema: &str) {
+    pg.batch_execute(&format!(
+        "DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema};
+         CREATE TABLE {schema}.acct (id bigint PRIMARY KEY, name text NOT NULL, amount numeric(12,2), note text);
+         INSERT INTO {schema}.acct SELECT g, 'nämé ' || g, g * 1.25, CASE WHEN g % 5 = 0 THEN NULL ELSE 'n' || g END
+           FROM generate_series(1, {ONLINE_ROWS}) g;
+         CREATE TABLE {schema}.pair (a int, b text, v text, PRIMARY KEY (a, b));
+         INSERT INTO {schema}.pair SELECT g % 50, 'k' || g, 'v' || g FROM generate_series(1, 500) g;
+         ANALYZE {schema}.acct; ANALYZE {schema}.pair;"
+    ))
+    .await
+    .unwrap();
+}
+
+/// Small transactions of inserts, updates and deletes against the source until `stop`; returns how many
+/// committed.
+async fn online_writer(
+    cfg: tokio_postgres::Config,
+    schema: String,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> u64 {
+    use std::sync::atomic::Ordering;
+    let (mut pg, conn) = cfg.connect(tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(conn);
+    pg.batch_execute(&format!("SET search_path = {schema}"))
+        .await
+        .unwrap();
+    let mut state: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut next = move |n: u64| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state % n
+    };
+    let mut new_id = 1_000_000i64;
+    let mut committed = 0;
+    while !stop.load(Ordering::Relaxed) {
+        let tx = pg.transaction().await.unwrap();
+        for _ in 0..=next(4) {
+            let id = i64::try_from(next(ONLINE_ROWS as u64)).unwrap() + 1;
+            match next(5) {
+                0 | 1 => {
+                    new_id += 1;
+                    tx.execute(
+                        "INSERT INTO acct VALUES ($1::bigint, 'new ' || $1::bigint::text, ($1::bigint % 1000) * 0.5, NULL)",
+                        &[&new_id],
+                    )
+                    .await
+                    .unwrap();
+                }
+                2 => {
+                    tx.execute(
+                        "UPDATE acct SET name = name || '+', amount = amount + 1, note = 'upd' WHERE id = $1",
+                        &[&id],
+                    )
+                    .await
+                    .unwrap();
+                }
+                3 => {
+                    tx.execute("DELETE FROM acct WHERE id = $1", &[&id])
+                        .await
+                        .unwrap();
+                }
+                _ => {
+                    let a = i32::try_from(next(50)).unwrap();
+                    tx.execute("UPDATE pair SET v = v || 'x' WHERE a = $1", &[&a])
+                        .await
+                        .unwrap();
+                }
+            }
+        }
+        tx.commit().await.unwrap();
+        committed += 1;
+        tokio::time::sleep(Duration::from_millis(15)).await;
+    }
+    committed
+}
+
+/// Every row of the online test's tables, as text, sorted: the source through tokio-postgres.
+async fn online_source_rows(pg: &tokio_postgres::Client, schema: &str) -> Vec<Vec<Vec<Option<String>>>> {
+    let mut out = Vec::new();
+    for q in [
+        format!("SELECT id::text, name, amount::text, note FROM {schema}.acct"),
+        format!("SELECT a::text, b, v FROM {schema}.pair"),
+    ] {
+        let rows = pg.query(&q, &[]).await.unwrap();
+        let mut table: Vec<Vec<Option<String>>> = rows
+            .iter()
+            .map(|r| (0..r.len()).map(|i| r.get::<_, Option<String>>(i)).collect())
+            .collect();
+        table.sort();
+        out.push(table);
+    }
+    out
+}
+
+/// The same from SQL Server, through tiberius.
+async fn online_target_rows(ms: &mut TdsClient) -> Vec<Vec<Vec<Option<String>>>> {
+    let mut out = Vec::new();
+    for q in [
+        "SELECT CAST(id AS nvarchar(20)), name, CAST(amount AS nvarchar(40)), note FROM dbo.acct",
+        "SELECT CAST(a AS nvarchar(20)), b, v FROM dbo.pair",
+    ] {
+        let mut table = ms_rows(ms, q).await;
+        table.sort();
+        out.push(table);
+    }
+    out
+}
+
+/// An online Migration PostgreSQL -> SQL Server through the operator: a writer changes the source throughout;
+/// the operator starts the capture Deployment after the plan and the copy Jobs once it anchored the stream;
+/// the lag reaches a steady state shown in `kubectl get mig`; the capture pod is killed mid-stream and its
+/// replacement goes on from the stored position; the writer stops, the cutover is requested through the
+/// Migration; the target then equals the source value by value, the Deployment and the slot are gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn online_migration_with_a_capture_deployment() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let e2e = E2e::start("onl", ONLINE_PASSWORD, |pg_user| {
+        format!(
+            "apiVersion: v1
+kind: Secret
+metadata: {{name: pg-creds}}
+stringData: {{username: {pg_user}, password: unused-with-trust}}
+---
+apiVersion: v1
+kind: Secret
+metadata: {{name: ms-creds}}
+stringData: {{username: sa, password: {ONLINE_PASSWORD}}}
+"
+        )
+    })
+    .await;
+    let (cluster, pg) = (&e2e.cluster, &e2e.pg);
+    let schema = format!("e2e_onl_{}", std::process::id());
+    seed_online(pg, &schema).await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = tokio::spawn(online_writer(e2e.pg_cfg.clone(), schema.clone(), stop.clone()));
+    let _operator = e2e.start_operator("127.0.0.1:0");
+    let diag = || e2e.diag();
+
+    let (host, port, db) = pg_endpoint(&e2e.pg_cfg);
+    cluster.apply(&format!(
+        "apiVersion: mssqlpg.dev/v1alpha1
+kind: Migration
+metadata: {{name: onl}}
+spec:
+  source: {{postgres: {{host: '{host}', port: {port}, database: '{db}', schema: {schema}, credentialsSecret: pg-creds, sslMode: disable}}}}
+  target: {{mssql: {{host: 127.0.0.1, port: {mssql_port}, database: master, schema: dbo, credentialsSecret: ms-creds, encryption: NotSupported}}}}
+  parallelism: 2
+  chunkRows: 2000
+  partitioning: {{minRowsToSplit: 10000, rowsPerPartition: 10000}}
+  verify: checksum
+  online: {{enabled: true, pollInterval: 100ms, heartbeatSeconds: 1, maxBatchDelay: 100ms}}
+  cutover: {{maxLagSeconds: 5}}
+",
+        mssql_port = e2e.mssql.port
+    ));
+    let status = |path: &str| cluster.get("migration", "onl", path);
+    e2e.wait_phase("onl", "Streaming", Duration::from_secs(300));
+    assert!(!writer.is_finished(), "the writer stopped early");
+
+    // One capture pod, replaced whole, owned by the Migration.
+    let deployment = cluster.must(
+        &[
+            "get",
+            "deployment",
+            "onl-capture",
+            "-n",
+            &cluster.ns,
+            "-o",
+            "jsonpath={.spec.replicas} {.spec.strategy.type} {.metadata.ownerReferences[0].kind}",
+        ],
+        None,
+    );
+    assert_eq!(deployment, "1 Recreate Migration", "{}", diag());
+    // The lag settles: every sample over a few seconds is fresh and under the cutover's maximum.
+    let sample_lag = |seconds: u64| -> Vec<f64> {
+        let mut lags = Vec::new();
+        for _ in 0..seconds {
+            std::thread::sleep(Duration::from_secs(1));
+            if let Ok(l) = status(".status.online.lagSeconds").parse::<f64>() {
+                lags.push(l);
+            }
+        }
+        lags
+    };
+    let lags = sample_lag(8);
+    assert!(
+        lags.len() >= 6 && lags.iter().all(|l| *l < 5.0),
+        "lag samples {lags:?}: {}",
+        diag()
+    );
+    let get_mig = cluster.must(&["get", "mig", "onl", "-n", &cluster.ns], None);
+    assert!(
+        get_mig.contains("LAG") && get_mig.contains("Streaming"),
+        "{get_mig}"
+    );
+    assert_eq!(
+        status(".status.conditions[?(@.type==\"CaughtUp\")].status"),
+        "True",
+        "{}",
+        diag()
+    );
+
+    // Kill the capture pod mid-stream: its replacement takes over from the stored position.
+    let first_pod = status(".status.online.pod");
+    assert!(!first_pod.is_empty(), "{}", diag());
+    cluster.must(
+        &[
+            "delete",
+            "pod",
+            &first_pod,
+            "-n",
+            &cluster.ns,
+            "--grace-period=0",
+            "--force",
+        ],
+        None,
+    );
+    let started = Instant::now();
+    loop {
+        let pod = status(".status.online.pod");
+        if !pod.is_empty() && pod != first_pod && status(".status.online.phase") == "Streaming" {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "no new capture pod streams: {}",
+            diag()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let changes_before: i64 = status(".status.online.changesApplied").parse().unwrap_or(0);
+    std::thread::sleep(Duration::from_secs(3));
+    let changes_after: i64 = status(".status.online.changesApplied").parse().unwrap_or(0);
+    assert!(
+        changes_after > changes_before,
+        "the new capture applies the writer's changes ({changes_before} -> {changes_after}): {}",
+        diag()
+    );
+
+    // The applications stop writing; the cutover is asked for through the Migration.
+    stop.store(true, Ordering::Relaxed);
+    let committed = writer.await.unwrap();
+    assert!(committed > 50, "the writer committed {committed} transactions");
+    cutover(&e2e, "onl");
+    let phase = cluster.wait_terminal("onl", Duration::from_secs(300));
+    assert_eq!(phase, "Succeeded", "{}", diag());
+    for c in ["CutOver", "Finalized", "Verified", "Ready"] {
+        assert_eq!(
+            status(&format!(".status.conditions[?(@.type==\"{c}\")].status")),
+            "True",
+            "condition {c}: {}",
+            diag()
+        );
+    }
+    let downtime: f64 = status(".status.online.downtimeSeconds").parse().unwrap_or(-1.0);
+    assert!(downtime >= 0.0, "downtime {downtime}: {}", diag());
+    assert!(!status(".status.online.fencePosition").is_empty(), "{}", diag());
+
+    // The target equals the source, value by value.
+    let source = online_source_rows(pg, &schema).await;
+    let mut ms = e2e.mssql.connect().await.unwrap();
+    let target = online_target_rows(&mut ms).await;
+    for (i, (s, t)) in source.iter().zip(&target).enumerate() {
+        assert_eq!(s.len(), t.len(), "table {i}: row counts differ");
+        for (rs, rt) in s.iter().zip(t) {
+            assert_eq!(rs, rt, "table {i}: first differing row");
+        }
+    }
+    assert!(source[0].len() as i64 > ONLINE_ROWS / 2);
+
+    // The capture is gone, and so is what it held on the source.
+    let started = Instant::now();
+    while cluster
+        .kubectl(&["get", "deployment", "onl-capture", "-n", &cluster.ns], None)
+        .is_ok()
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the capture Deployment stays after the cutover: {}",
+            diag()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let slots: i64 = pg
+        .query_one(
+            "SELECT count(*) FROM pg_replication_slots WHERE slot_name LIKE '%' || $1 || '%'",
+            &[&cluster.ns.replace('-', "_")],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(slots, 0, "the slot was dropped at the cutover");
+
+    pg.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+        .await
+        .unwrap();
+    e2e.finish();
+}
+
+/// Requests the cutover of Migration `name`.
+fn cutover(e2e: &E2e, name: &str) {
+    e2e.cluster.must(
+        &[
+            "patch",
+            "mig",
+            name,
+            "-n",
+            &e2e.cluster.ns,
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"cutover":{"requested":true}}}"#,
+        ],
+        None,
+    );
+}
