@@ -1972,13 +1972,64 @@ spec:
         diag()
     );
 
-    // The applications stop writing; the cutover is asked for through the Migration.
+    // The plugin's summary shows the stream.
+    let (ok, summary) = plugin(&e2e, &["status", "onl"]);
+    assert!(ok, "{summary}");
+    for expected in [
+        "Migration ",
+        "Streaming (online)",
+        "stream: Streaming lag",
+        "capture pod onl-capture-",
+    ] {
+        assert!(summary.contains(expected), "{expected:?} not in {summary}");
+    }
+    let (ok, logs) = plugin(&e2e, &["logs", "onl", "--tail", "20"]);
+    assert!(
+        ok && logs.contains("(capture) <==") && logs.contains("(plan) <=="),
+        "{logs}"
+    );
+
+    // A cutover asked for while the lag is above its maximum is refused, and waits.
+    let patch_cutover = |patch: &str| {
+        cluster.must(
+            &[
+                "patch",
+                "mig",
+                "onl",
+                "-n",
+                &cluster.ns,
+                "--type=merge",
+                "-p",
+                patch,
+            ],
+            None,
+        )
+    };
+    patch_cutover(r#"{"spec":{"cutover":{"requested":true,"maxLagSeconds":0}}}"#);
+    let started = Instant::now();
+    while status(".status.conditions[?(@.type==\"CutOver\")].reason") != "LagAboveMaximum" {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the cutover was not refused at maxLagSeconds 0: {}",
+            diag()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(status(".status.phase"), "Streaming", "{}", diag());
+    assert!(status(".status.cutoverAcceptedAt").is_empty(), "{}", diag());
+    patch_cutover(r#"{"spec":{"cutover":{"requested":false,"maxLagSeconds":5}}}"#);
+
+    // The applications stop writing; the cutover is asked for through the plugin, which waits for it.
     stop.store(true, Ordering::Relaxed);
     let committed = writer.await.unwrap();
     assert!(committed > 50, "the writer committed {committed} transactions");
-    cutover(&e2e, "onl");
-    let phase = cluster.wait_terminal("onl", Duration::from_secs(300));
-    assert_eq!(phase, "Succeeded", "{}", diag());
+    let (ok, out) = plugin(&e2e, &["cutover", "onl", "--wait", "--timeout", "300"]);
+    assert!(
+        ok && out.contains("cut over at ") && out.contains("downtime"),
+        "{out}: {}",
+        diag()
+    );
+    assert_eq!(status(".status.phase"), "Succeeded", "{}", diag());
     for c in ["CutOver", "Finalized", "Verified", "Ready"] {
         assert_eq!(
             status(&format!(".status.conditions[?(@.type==\"{c}\")].status")),
@@ -2002,6 +2053,22 @@ spec:
         }
     }
     assert!(source[0].len() as i64 > ONLINE_ROWS / 2);
+
+    // One file for a bug report: the Migration, its tasks, events and the pods' logs.
+    let report = e2e.work.join("report.txt");
+    let (ok, out) = plugin(&e2e, &["report", "onl", "-o", &report.display().to_string()]);
+    assert!(ok, "{out}");
+    let text = std::fs::read_to_string(&report).unwrap();
+    for expected in [
+        "## Migration",
+        "kind: Migration",
+        "## MigrationTasks (3)",
+        "(copy) <==",
+        "## Events",
+    ] {
+        assert!(text.contains(expected), "{expected:?} not in the report:\n{text}");
+    }
+    assert!(!text.contains(ONLINE_PASSWORD), "the report holds no credentials");
 
     // The capture is gone, and so is what it held on the source.
     let started = Instant::now();
@@ -2032,19 +2099,30 @@ spec:
     e2e.finish();
 }
 
-/// Requests the cutover of Migration `name`.
-fn cutover(e2e: &E2e, name: &str) {
-    e2e.cluster.must(
-        &[
-            "patch",
-            "mig",
-            name,
-            "-n",
-            &e2e.cluster.ns,
-            "--type=merge",
-            "-p",
-            r#"{"spec":{"cutover":{"requested":true}}}"#,
-        ],
-        None,
+/// Runs `kubectl-mssqlpg ARGS -n NS` (built beside the worker) as the admin; (succeeded, stdout and stderr).
+fn plugin(e2e: &E2e, args: &[&str]) -> (bool, String) {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let bin = std::env::var("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| repo.join("target"))
+        .join("debug/kubectl-mssqlpg");
+    assert!(
+        bin.exists(),
+        "{} is missing: cargo build -p kubectl-mssqlpg",
+        bin.display()
     );
+    let out = Command::new(&bin)
+        .args(args)
+        .args(["-n", &e2e.cluster.ns])
+        .env("KUBECONFIG", &e2e.cluster.kubeconfig)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
 }
