@@ -1972,6 +1972,64 @@ spec:
         diag()
     );
 
+    // A capture that goes on without the Lease (a stale pod whose node stopped answering) takes the stream
+    // over through the fencing epoch in the target: the Deployment's pod stops applying and restarts; once it
+    // streams again, the stale one finds the epoch moved and stops. Every change is applied once (compared at
+    // the end).
+    let pg_user = e2e.pg_cfg.get_user().unwrap_or("postgres").to_string();
+    let rogue_log = e2e.work.join("rogue.log");
+    let log_file = std::fs::File::create(&rogue_log).unwrap();
+    let mut rogue = Command::new(sibling_bin("mssql-pg-worker"))
+        .args(["capture", "--migration", &format!("{}/onl", cluster.ns)])
+        .env("KUBECONFIG", &cluster.kubeconfig)
+        .env("POD_NAME", "stale-capture")
+        .env("MSSQLPG_CAPTURE_WITHOUT_LEASE", "1")
+        .env("SOURCE_USERNAME", &pg_user)
+        .env("SOURCE_PASSWORD", "unused-with-trust")
+        .env("TARGET_USERNAME", "sa")
+        .env("TARGET_PASSWORD", ONLINE_PASSWORD)
+        .env("WORKER_METRICS_ADDR", "off")
+        .env("WORKER_PROGRESS_INTERVAL", "1")
+        .env("RUST_LOG", "info")
+        .stdout(log_file.try_clone().unwrap())
+        .stderr(log_file)
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    let rogue_exit = loop {
+        if let Some(exit) = rogue.try_wait().unwrap() {
+            break exit;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(180),
+            "the stale capture was never fenced: {}\n--- stale capture\n{}",
+            diag(),
+            tail(&std::fs::read_to_string(&rogue_log).unwrap_or_default(), 30)
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    let rogue_text = std::fs::read_to_string(&rogue_log).unwrap_or_default();
+    assert!(
+        !rogue_exit.success() && rogue_text.contains("another streaming process took over"),
+        "{rogue_exit:?}: {}",
+        tail(&rogue_text, 30)
+    );
+    let deployment_pod_log = pod_logs(cluster, "onl-capture-");
+    assert!(
+        deployment_pod_log.contains("another streaming process took over"),
+        "the Deployment's pod was not fenced while the stale one streamed: {}",
+        tail(&deployment_pod_log, 40)
+    );
+    let started = Instant::now();
+    while status(".status.online.pod").starts_with("stale") || status(".status.online.phase") != "Streaming" {
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "the Deployment's pod does not stream again: {}",
+            diag()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+
     // The plugin's summary shows the stream.
     let (ok, summary) = plugin(&e2e, &["status", "onl"]);
     assert!(ok, "{summary}");
@@ -2099,18 +2157,42 @@ spec:
     e2e.finish();
 }
 
-/// Runs `kubectl-mssqlpg ARGS -n NS` (built beside the worker) as the admin; (succeeded, stdout and stderr).
-fn plugin(e2e: &E2e, args: &[&str]) -> (bool, String) {
+/// A binary of the workspace built beside the tests (`cargo build --workspace --bins`).
+fn sibling_bin(name: &str) -> PathBuf {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
     let bin = std::env::var("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|_| repo.join("target"))
-        .join("debug/kubectl-mssqlpg");
+        .join("debug")
+        .join(name);
     assert!(
         bin.exists(),
-        "{} is missing: cargo build -p kubectl-mssqlpg",
+        "{} is missing: cargo build --workspace --bins",
         bin.display()
     );
+    bin
+}
+
+/// The logs of every pod of the test's namespace whose name starts with `prefix`, as the node agent keeps
+/// them (across restarts).
+fn pod_logs(cluster: &Cluster, prefix: &str) -> String {
+    let mut s = String::new();
+    for entry in std::fs::read_dir(cluster.dir.join("node/pods"))
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with(&format!("{}_{prefix}", cluster.ns)) {
+            s.push_str(&std::fs::read_to_string(entry.path().join("worker.log")).unwrap_or_default());
+        }
+    }
+    s
+}
+
+/// Runs `kubectl-mssqlpg ARGS -n NS` (built beside the worker) as the admin; (succeeded, stdout and stderr).
+fn plugin(e2e: &E2e, args: &[&str]) -> (bool, String) {
+    let bin = sibling_bin("kubectl-mssqlpg");
     let out = Command::new(&bin)
         .args(args)
         .args(["-n", &e2e.cluster.ns])

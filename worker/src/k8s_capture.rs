@@ -97,8 +97,13 @@ pub async fn capture(client: &Client, ns: &str, name: &str, every: Duration) -> 
         Err(e) if e.is_permanent() => return fail(client, ns, name, e).await,
         Err(e) => return Err(e),
     };
+    let lease = CaptureLease::acquire(client, ns, name).await?;
     let mut observer = Observer::new(client.clone(), ns, name, &engine);
-    match stream(client, &mig, &engine, &online, &mut observer, every).await {
+    let streamed = tokio::select! {
+        r = stream(client, &mig, &engine, &online, &mut observer, every) => r,
+        lost = lease.lost() => Err(lost),
+    };
+    match streamed {
         Ok(()) => {
             observer.tick().await;
             Ok(CaptureEnd::CutOver)
@@ -132,6 +137,77 @@ pub async fn cleanup(client: &Client, ns: &str, name: &str) -> Result<(), K8sErr
         .map_err(online_err(&mig))?;
     tracing::info!(slot = %names.slot, publication = %names.publication, "dropped the stream's slot and publication");
     Ok(())
+}
+
+/// The Lease a capture holds while it streams (`NAME-capture`, the pod as holder): a second pod of
+/// the Deployment (a rollout's overlap, a pod whose node stopped answering) waits for it instead of
+/// taking the stream over and back. The fencing epoch in the target still stops a process that goes
+/// on after losing the Lease.
+struct CaptureLease {
+    name: String,
+    state: Option<tokio::sync::watch::Receiver<bool>>,
+}
+
+impl CaptureLease {
+    async fn acquire(client: &Client, ns: &str, migration: &str) -> Result<Self, K8sError> {
+        let name = format!("{migration}-capture");
+        // Test hook: a process that lost its Lease and goes on, which only the fence can stop.
+        if std::env::var_os("MSSQLPG_CAPTURE_WITHOUT_LEASE").is_some() {
+            tracing::warn!(lease = %name, "streaming without the Lease (test hook)");
+            return Ok(CaptureLease { name, state: None });
+        }
+        let err = |message: String| K8sError::Lease {
+            lease: format!("{ns}/{name}"),
+            message,
+        };
+        let identity = std::env::var("POD_NAME")
+            .or_else(|_| std::env::var("HOSTNAME"))
+            .unwrap_or_else(|_| format!("capture-{}", std::process::id()));
+        let manager = kube_lease_manager::LeaseManagerBuilder::new(client.clone(), &name)
+            .with_namespace(ns)
+            .with_identity(&identity)
+            .with_duration(15)
+            .with_grace(5)
+            .build()
+            .await
+            .map_err(|e| err(e.to_string()))?;
+        let (mut state, task) = manager.watch().await;
+        // The manager renews in its task for as long as the process lives.
+        drop(task);
+        let mut announced = false;
+        while !*state.borrow_and_update() {
+            if !announced {
+                tracing::info!(lease = %name, %identity, "another capture holds the Lease: waiting for it");
+                announced = true;
+            }
+            state
+                .changed()
+                .await
+                .map_err(|_| err("the lease manager stopped before the Lease was obtained".into()))?;
+        }
+        tracing::info!(lease = %name, %identity, "holding the Lease");
+        Ok(CaptureLease {
+            name,
+            state: Some(state),
+        })
+    }
+
+    /// Resolves (with the error to stop with) once the Lease is lost; never without one.
+    async fn lost(mut self) -> K8sError {
+        if let Some(state) = self.state.as_mut() {
+            while *state.borrow_and_update() {
+                if state.changed().await.is_err() {
+                    break;
+                }
+            }
+        } else {
+            std::future::pending::<()>().await;
+        }
+        K8sError::Lease {
+            lease: self.name,
+            message: "lost: another capture holds it now; this one stops".into(),
+        }
+    }
 }
 
 async fn fail(client: &Client, ns: &str, name: &str, e: K8sError) -> Result<CaptureEnd, K8sError> {
