@@ -33,9 +33,16 @@ impl Step {
     }
 
     fn parse(s: &str) -> Option<Self> {
-        [Step::Plan, Step::Copy, Step::Finalize, Step::Verify]
-            .into_iter()
-            .find(|step| step.as_str() == s)
+        [
+            Step::Plan,
+            Step::Copy,
+            Step::Finalize,
+            Step::Verify,
+            Step::Capture,
+            Step::Cleanup,
+        ]
+        .into_iter()
+        .find(|step| step.as_str() == s)
     }
 }
 

@@ -2208,3 +2208,81 @@ fn plugin(e2e: &E2e, args: &[&str]) -> (bool, String) {
         ),
     )
 }
+
+/// Deleting an online Migration that streams stops its capture and, with `online.cleanup` (the default),
+/// runs a Job that drops the replication slot and publication on the source before the Migration goes: the
+/// operator itself never connects to a database.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_a_streaming_migration_drops_its_slot() {
+    let e2e = E2e::start("ondel", ONLINE_PASSWORD, |pg_user| {
+        format!(
+            "apiVersion: v1
+kind: Secret
+metadata: {{name: pg-creds}}
+stringData: {{username: {pg_user}, password: unused-with-trust}}
+---
+apiVersion: v1
+kind: Secret
+metadata: {{name: ms-creds}}
+stringData: {{username: sa, password: {ONLINE_PASSWORD}}}
+"
+        )
+    })
+    .await;
+    let (cluster, pg) = (&e2e.cluster, &e2e.pg);
+    let schema = format!("e2e_ondel_{}", std::process::id());
+    seed_online(pg, &schema).await;
+    let _operator = e2e.start_operator("127.0.0.1:0");
+    let diag = || e2e.diag();
+    let (host, port, db) = pg_endpoint(&e2e.pg_cfg);
+    cluster.apply(&format!(
+        "apiVersion: mssqlpg.dev/v1alpha1
+kind: Migration
+metadata: {{name: ondel}}
+spec:
+  source: {{postgres: {{host: '{host}', port: {port}, database: '{db}', schema: {schema}, credentialsSecret: pg-creds, sslMode: disable}}}}
+  target: {{mssql: {{host: 127.0.0.1, port: {mssql_port}, database: master, schema: dbo, credentialsSecret: ms-creds, encryption: NotSupported}}}}
+  online: {{enabled: true, pollInterval: 100ms, heartbeatSeconds: 1}}
+",
+        mssql_port = e2e.mssql.port
+    ));
+    e2e.wait_phase("ondel", "Streaming", Duration::from_secs(300));
+    let stream_objects = || async {
+        let tag = cluster.ns.replace('-', "_");
+        let row = pg
+            .query_one(
+                "SELECT (SELECT count(*) FROM pg_replication_slots WHERE slot_name LIKE '%' || $1 || '%'), \
+                 (SELECT count(*) FROM pg_publication WHERE pubname LIKE '%' || $1 || '%')",
+                &[&tag],
+            )
+            .await
+            .unwrap();
+        (row.get::<_, i64>(0), row.get::<_, i64>(1))
+    };
+    assert_eq!(stream_objects().await, (1, 1), "{}", diag());
+
+    cluster.must(
+        &["delete", "mig", "ondel", "-n", &cluster.ns, "--timeout=180s"],
+        None,
+    );
+    assert_eq!(
+        stream_objects().await,
+        (0, 0),
+        "the slot and publication outlived the Migration: {}",
+        diag()
+    );
+    let left = cluster.must(
+        &["get", "deployments,jobs,mtask", "-n", &cluster.ns, "-o", "name"],
+        None,
+    );
+    // The cleanup Job itself goes with the Migration (garbage collection of what it owns).
+    assert!(
+        !left.contains("deployment.apps/ondel-capture"),
+        "{left}: {}",
+        diag()
+    );
+    pg.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+        .await
+        .unwrap();
+    e2e.finish();
+}
