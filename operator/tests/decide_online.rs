@@ -50,7 +50,7 @@ fn ensures_capture(d: &Decision) -> bool {
 fn the_capture_starts_after_the_plan_and_the_copy_waits_for_its_anchor() {
     let m = planned_online(1, None);
     let t = task("Orders", 0, 1, 100, None);
-    let d = run(&m, &[t.clone()], &[plan(&m, Some(true))]);
+    let d = run(&m, std::slice::from_ref(&t), &[plan(&m, Some(true))]);
     assert!(ensures_capture(&d), "{:?}", d.capture);
     assert!(
         d.create_jobs.is_empty(),
@@ -72,7 +72,7 @@ fn the_capture_starts_after_the_plan_and_the_copy_waits_for_its_anchor() {
 fn after_the_copy_the_phase_follows_the_capture_and_no_finalize_job_starts() {
     let mut m = planned_online(1, reported("Streaming", Some(0.4)));
     let t = task("Orders", 0, 1, 100, Some(TaskState::Succeeded));
-    let d = run(&m, &[t.clone()], &[plan(&m, Some(true))]);
+    let d = run(&m, std::slice::from_ref(&t), &[plan(&m, Some(true))]);
     assert_eq!(d.status.phase, Some(MigrationPhase::Streaming));
     assert!(
         d.create_jobs.is_empty(),
@@ -91,7 +91,7 @@ fn after_the_copy_the_phase_follows_the_capture_and_no_finalize_job_starts() {
 
     // Requested at a lag under the maximum: passed on to the capture.
     m.spec.cutover.requested = true;
-    let d = run(&m, &[t.clone()], &[plan(&m, Some(true))]);
+    let d = run(&m, std::slice::from_ref(&t), &[plan(&m, Some(true))]);
     assert_eq!(d.status.cutover_accepted_at, Some(at(100)));
     let cut = condition(&d.status.conditions, ConditionType::CutOver).unwrap();
     assert_eq!(cut.reason, "CuttingOver");
