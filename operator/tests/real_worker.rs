@@ -315,6 +315,17 @@ impl E2e {
 
     /// [`Self::start_operator`], the allowlist also holding `more_ports` (a test's own servers).
     fn start_operator_reaching(&self, metrics_addr: &str, more_ports: &[u16]) -> Operator {
+        self.start_operator_with(metrics_addr, more_ports, None)
+    }
+
+    /// [`Self::start_operator_reaching`]; with `worker_metrics`, worker pods serve /metrics on that loopback
+    /// port (pods share the host's network: the first to bind it serves, the others log it and go on).
+    fn start_operator_with(
+        &self,
+        metrics_addr: &str,
+        more_ports: &[u16],
+        worker_metrics: Option<u16>,
+    ) -> Operator {
         let (pg_host, pg_port, _) = pg_endpoint(&self.pg_cfg);
         let ports: Vec<String> = [self.mssql.port, pg_port]
             .iter()
@@ -339,8 +350,11 @@ impl E2e {
                 .env("WATCH_NAMESPACE", &self.cluster.ns)
                 .env(
                     "MSSQLPG_WORKER_COMMAND",
-                    "env MSSQLPG_FAIL_AFTER_CHUNKS=2 WORKER_PROGRESS_INTERVAL=1 WORKER_METRICS_ADDR=off \
-                     mssql-pg-worker",
+                    format!(
+                        "env MSSQLPG_FAIL_AFTER_CHUNKS=2 WORKER_PROGRESS_INTERVAL=1 WORKER_METRICS_ADDR={} \
+                         mssql-pg-worker",
+                        worker_metrics.map_or_else(|| "off".to_string(), |p| format!("127.0.0.1:{p}"))
+                    ),
                 )
                 .env("MSSQLPG_WORKER_LOG", "info")
                 .env("MSSQLPG_ALLOWED_ENDPOINTS", &allowlist)
@@ -1868,7 +1882,13 @@ stringData: {{username: sa, password: {ONLINE_PASSWORD}}}
     seed_online(pg, &schema).await;
     let stop = Arc::new(AtomicBool::new(false));
     let writer = tokio::spawn(online_writer(e2e.pg_cfg.clone(), schema.clone(), stop.clone()));
-    let _operator = e2e.start_operator("127.0.0.1:0");
+    // The capture pod starts before the copy Jobs and binds the workers' metrics port first.
+    let capture_metrics = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let _operator = e2e.start_operator_with("127.0.0.1:0", &[], Some(capture_metrics));
     let diag = || e2e.diag();
 
     let (host, port, db) = pg_endpoint(&e2e.pg_cfg);
@@ -1934,6 +1954,30 @@ spec:
         "{}",
         diag()
     );
+
+    // The capture pod's series, as the PodMonitor scrapes them.
+    let label = format!("migration=\"{}/onl\"", cluster.ns);
+    let started = Instant::now();
+    let scrape = loop {
+        let text = reqwest_free_get(capture_metrics, "/metrics");
+        if text.contains(&format!("mssqlpg_changes_applied_total{{{label},op=\"insert\"}}")) {
+            break text;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the capture's metrics lack applied inserts: {text}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    for metric in [
+        "mssqlpg_capture_lag_seconds",
+        "mssqlpg_capture_slot_retained_bytes",
+    ] {
+        assert!(
+            scrape.contains(&format!("{metric}{{{label}}} ")),
+            "{metric} not in {scrape}"
+        );
+    }
 
     // Kill the capture pod mid-stream: its replacement takes over from the stored position.
     let first_pod = status(".status.online.pod");
