@@ -395,7 +395,8 @@ impl<'a> Observer<'a> {
             }
         }
         self.last = Some((now_at, row.changes, source));
-        let streaming = !matches!(row.phase.as_str(), "Copying" | "Succeeded");
+        // Past the fence nothing more is applied: a lag would only count the finalize's seconds.
+        let streaming = matches!(row.phase.as_str(), "CatchingUp" | "Streaming" | "CuttingOver");
         let lag = streaming
             .then(|| {
                 row.heartbeat_micros
