@@ -758,6 +758,30 @@ stringData: {{username: {pg_user}, password: unused-with-trust}}
         assert!(!text.contains(WRONG_PASSWORD), "the wrong password leaked");
         assert!(!text.contains(SOURCE_PASSWORD), "the source password leaked");
     }
+    // kubectl mssqlpg: the summary names the failure; retry runs the failed plan Job again (the operator makes
+    // a new one, which fails the same way).
+    let (ok, summary) = plugin(&e2e, &["status", "badcreds"]);
+    assert!(
+        ok && summary.contains("badcreds: Failed") && summary.contains("Login failed for user 'sa'"),
+        "{summary}"
+    );
+    assert!(!summary.contains(WRONG_PASSWORD), "the wrong password leaked");
+    let first_plan = cluster.get("job", "badcreds-plan", ".metadata.uid");
+    let (ok, out) = plugin(&e2e, &["retry", "badcreds"]);
+    assert!(ok && out.contains("deleted failed Job badcreds-plan"), "{out}");
+    let started = Instant::now();
+    loop {
+        let uid = cluster.get("job", "badcreds-plan", ".metadata.uid");
+        if !uid.is_empty() && uid != first_plan {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "no new plan Job after the retry: {}",
+            diag()
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
     // Deleting a Migration while its copy Jobs run removes its Jobs and tasks (the finalizer completes).
     cluster.apply(&migration_yaml(
         "deleteme",
