@@ -61,6 +61,13 @@ fn online_err(mig: &Migration) -> impl FnOnce(OnlineError) -> K8sError + '_ {
 /// no restart gets past (both recorded in `status.online`); `Err` for what a restart may get past.
 pub async fn capture(client: &Client, ns: &str, name: &str, every: Duration) -> Result<CaptureEnd, K8sError> {
     let mig = client::get_migration(client, ns, name).await?;
+    let reported = mig.status.as_ref().and_then(|s| s.online.as_ref());
+    if reported.and_then(|o| o.phase.as_deref()) == Some("Succeeded") {
+        // A pod started again after the cutover (the operator removes the Deployment moments later): the
+        // slot is gone and the target is the applications' now; nothing may be anchored or applied again.
+        tracing::info!("this migration is cut over already; nothing to do");
+        return Ok(CaptureEnd::CutOver);
+    }
     let setup = async {
         mig.validate().map_err(|errors| {
             spec_err(&mig)(SpecError::Invalid(mssql_pg_crds::validate::describe(&errors)))
