@@ -318,7 +318,9 @@ fn advance(
     let online = b.mig.spec.online.enabled;
     if online {
         let reported = previous.online.as_ref();
-        if capture_phase(reported) == Some(MigrationPhase::Failed) {
+        // Once cut over, nothing a capture reports later takes that back.
+        let cut_over = condition_status(&previous.conditions, ConditionType::CutOver) == Some(true);
+        if !cut_over && capture_phase(reported) == Some(MigrationPhase::Failed) {
             let message = format!(
                 "the capture stopped: {}",
                 reported
