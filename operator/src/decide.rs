@@ -495,7 +495,8 @@ fn after_copy_online(b: &mut Builder<'_>, previous: &MigrationStatus) -> (Migrat
         ),
         None => b.set(ConditionType::Degraded, false, "NoFailures", ""),
     }
-    if phase == Some(MigrationPhase::Succeeded) {
+    let cut_over = condition_status(&previous.conditions, ConditionType::CutOver) == Some(true);
+    if phase == Some(MigrationPhase::Succeeded) || cut_over {
         let o = reported.cloned().unwrap_or_default();
         let message = format!(
             "cut over at {}: downtime {:.1}s, {} changes streamed",
