@@ -25,7 +25,8 @@ use crate::k8s::{K8sError, now, reference};
 use crate::metrics::{CaptureObservation, capture_observed};
 use crate::online::pgoutput::{lsn_text, parse_lsn};
 use crate::online::run::{Events, anchor_pg_to_mssql, stream_pg_to_mssql};
-use crate::online::{OnlineError, OnlineOptions, state_mssql};
+use crate::online::state::OnlineState;
+use crate::online::{OnlineError, OnlineOptions};
 use crate::pg_to_mssql::PgToMssqlEngine;
 use crate::spec::{self, Credentials, SpecError};
 
@@ -366,7 +367,7 @@ impl<'a> Observer<'a> {
         let Some(ms) = self.ms.as_mut() else {
             return Ok(());
         };
-        let Some(row) = state_mssql::load(ms, &migration).await? else {
+        let Some(row) = ms.load(&migration).await? else {
             return Ok(());
         };
         if self.pg.is_none() {
@@ -482,13 +483,13 @@ impl<'a> Observer<'a> {
             return Ok(());
         };
         let migration = self.engine.options.migration.clone();
-        match state_mssql::load(ms, &migration).await? {
+        match ms.load(&migration).await? {
             // Nothing streams yet: the request waits for the stream.
             None => return Ok(()),
             Some(row) if row.phase == "Copying" => return Ok(()),
             Some(row) if row.cutover_state.as_deref() == Some("Done") => {}
             Some(_) => {
-                state_mssql::request_cutover(ms, &migration).await?;
+                ms.request_cutover(&migration).await?;
                 tracing::info!(accepted = ?accepted.0, "cutover passed on to the stream");
             }
         }
