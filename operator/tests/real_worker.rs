@@ -173,6 +173,16 @@ impl E2e {
     /// `name` makes the namespace (`e2e-NAME-PID`) and the work directory unique; the TDS test server's `sa`
     /// logs in with `mssql_password`; `secrets` gives the Secrets' YAML for PostgreSQL's user.
     async fn start(name: &str, mssql_password: &str, secrets: impl FnOnce(&str) -> String) -> E2e {
+        Self::start_on(name, mssql_password, None, secrets).await
+    }
+
+    /// [`Self::start`], the TDS test server's database named `database` (else its default).
+    async fn start_on(
+        name: &str,
+        mssql_password: &str,
+        database: Option<&str>,
+        secrets: impl FnOnce(&str) -> String,
+    ) -> E2e {
         let dir = match std::env::var("MSSQLPG_K8S_DIR") {
             Ok(d) if !d.is_empty() => PathBuf::from(d),
             _ => panic!(
@@ -215,15 +225,18 @@ impl E2e {
             cluster.kubeconfig.display()
         );
 
-        let server = TestServer::start(ServerConfig {
+        let mut config = ServerConfig {
             password: mssql_password.into(),
             ..ServerConfig::default()
-        })
-        .unwrap();
+        };
+        if let Some(db) = database {
+            config.database = db.into();
+        }
+        let server = TestServer::start(config).unwrap();
         let mssql = MssqlEndpoint {
             host: "127.0.0.1".into(),
             port: server.addr().port(),
-            database: "master".into(),
+            database: database.unwrap_or("master").into(),
             user: "sa".into(),
             password: mssql_password.into(),
             encryption: Encryption::NotSupported,
@@ -2349,6 +2362,177 @@ spec:
         "{left}: {}",
         diag()
     );
+    pg.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+        .await
+        .unwrap();
+    e2e.finish();
+}
+
+/// Small transactions against the SQL Server source (the TDS test server) until `stop`; returns how many
+/// committed.
+async fn ct_writer(endpoint: MssqlEndpoint, stop: std::sync::Arc<std::sync::atomic::AtomicBool>) -> u64 {
+    use std::sync::atomic::Ordering;
+    let mut ms = endpoint.connect().await.unwrap();
+    let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut next = move |n: u64| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state % n
+    };
+    let mut new_id = 1_000_000u64;
+    let mut committed = 0;
+    while !stop.load(Ordering::Relaxed) {
+        new_id += 1;
+        let id = next(ONLINE_ROWS as u64) + 1;
+        let sql = format!(
+            "BEGIN TRANSACTION; INSERT INTO dbo.acct VALUES ({new_id}, N'new {new_id}', {}.50, NULL); \
+             UPDATE dbo.acct SET name = name + N'+', amount = amount + 1, note = N'upd' WHERE id = {id}; \
+             DELETE FROM dbo.acct WHERE id = {}; COMMIT",
+            new_id % 1000,
+            next(ONLINE_ROWS as u64) + 1
+        );
+        exec(&mut ms, &sql).await;
+        committed += 1;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    committed
+}
+
+/// The online path the other way, SQL Server (the TDS test server, Change Tracking switched on by the
+/// worker) -> PostgreSQL, through the operator: a writer changes the source throughout; the capture anchors,
+/// the copy Jobs run, the stream catches up; the writer stops, `kubectl mssqlpg cutover --wait` cuts over;
+/// PostgreSQL then equals the source value by value, and the Deployment is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn online_migration_from_sql_server_with_a_capture_deployment() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let e2e = E2e::start_on("onct", ONLINE_PASSWORD, Some("shop"), |pg_user| {
+        format!(
+            "apiVersion: v1
+kind: Secret
+metadata: {{name: pg-creds}}
+stringData: {{username: {pg_user}, password: unused-with-trust}}
+---
+apiVersion: v1
+kind: Secret
+metadata: {{name: ms-creds}}
+stringData: {{username: sa, password: {ONLINE_PASSWORD}}}
+"
+        )
+    })
+    .await;
+    let (cluster, pg) = (&e2e.cluster, &e2e.pg);
+    let schema = format!("e2e_onct_{}", std::process::id());
+    pg.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+        .await
+        .unwrap();
+    let mut ms = e2e.mssql.connect().await.unwrap();
+    exec(
+        &mut ms,
+        "CREATE TABLE dbo.acct (id bigint NOT NULL PRIMARY KEY, name nvarchar(200) NOT NULL, \
+         amount decimal(12,2) NULL, note nvarchar(100) NULL)",
+    )
+    .await;
+    for first in (1..=ONLINE_ROWS).step_by(500) {
+        let values: Vec<String> = (first..first + 500)
+            .map(|g| {
+                let note = if g % 5 == 0 {
+                    "NULL".to_string()
+                } else {
+                    format!("N'n{g}'")
+                };
+                format!("({g}, N'nämé {g}', {}.{:02}, {note})", g / 4, (g % 4) * 25)
+            })
+            .collect();
+        exec(
+            &mut ms,
+            &format!("INSERT INTO dbo.acct VALUES {}", values.join(", ")),
+        )
+        .await;
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = tokio::spawn(ct_writer(e2e.mssql.clone(), stop.clone()));
+    let _operator = e2e.start_operator("127.0.0.1:0");
+    let diag = || e2e.diag();
+    let (host, port, db) = pg_endpoint(&e2e.pg_cfg);
+    cluster.apply(&format!(
+        "apiVersion: mssqlpg.dev/v1alpha1
+kind: Migration
+metadata: {{name: onct}}
+spec:
+  source: {{mssql: {{host: 127.0.0.1, port: {mssql_port}, database: shop, schema: dbo, credentialsSecret: ms-creds, encryption: NotSupported}}}}
+  target: {{postgres: {{host: '{host}', port: {port}, database: '{db}', schema: {schema}, credentialsSecret: pg-creds, sslMode: disable}}}}
+  parallelism: 2
+  chunkRows: 2000
+  partitioning: {{minRowsToSplit: 10000, rowsPerPartition: 10000}}
+  verify: checksum
+  online: {{enabled: true, enableChangeTracking: true, pollInterval: 100ms, heartbeatSeconds: 1, maxBatchDelay: 100ms}}
+  cutover: {{maxLagSeconds: 5}}
+",
+        mssql_port = e2e.mssql.port
+    ));
+    let status = |path: &str| cluster.get("migration", "onct", path);
+    e2e.wait_phase("onct", "Streaming", Duration::from_secs(300));
+    assert!(!writer.is_finished(), "the writer stopped early");
+    let started = Instant::now();
+    while status(".status.online.changesApplied")
+        .parse::<i64>()
+        .unwrap_or(0)
+        == 0
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "no change streamed: {}",
+            diag()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let lag: f64 = status(".status.online.lagSeconds").parse().unwrap_or(-1.0);
+    assert!((0.0..5.0).contains(&lag), "lag {lag}: {}", diag());
+
+    stop.store(true, Ordering::Relaxed);
+    let committed = writer.await.unwrap();
+    assert!(committed > 20, "the writer committed {committed} transactions");
+    let (ok, out) = plugin(&e2e, &["cutover", "onct", "--wait", "--timeout", "300"]);
+    assert!(ok && out.contains("cut over at "), "{out}: {}", diag());
+    assert_eq!(status(".status.phase"), "Succeeded", "{}", diag());
+
+    // PostgreSQL equals the source, value by value.
+    let mut source = ms_rows(
+        &mut ms,
+        "SELECT CAST(id AS nvarchar(20)), name, CAST(amount AS nvarchar(40)), note FROM dbo.acct",
+    )
+    .await;
+    source.sort();
+    let rows = pg
+        .query(
+            &format!("SELECT id::text, name, amount::text, note FROM {schema}.acct"),
+            &[],
+        )
+        .await
+        .unwrap();
+    let mut target: Vec<Vec<Option<String>>> = rows
+        .iter()
+        .map(|r| (0..r.len()).map(|i| r.get::<_, Option<String>>(i)).collect())
+        .collect();
+    target.sort();
+    assert_eq!(source.len(), target.len(), "row counts differ");
+    for (s, t) in source.iter().zip(&target) {
+        assert_eq!(s, t, "first differing row");
+    }
+    let started = Instant::now();
+    while cluster
+        .kubectl(&["get", "deployment", "onct-capture", "-n", &cluster.ns], None)
+        .is_ok()
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the capture Deployment stays after the cutover: {}",
+            diag()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
     pg.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
         .await
         .unwrap();

@@ -20,12 +20,17 @@ use mssql_pg_crds::client;
 use mssql_pg_crds::conditions::{ConditionType, condition_status};
 use mssql_pg_crds::status::{OnlineStatus, bounded_message};
 
+use crate::engine::Engine;
 use crate::error_text::status_text;
 use crate::k8s::{K8sError, now, reference};
 use crate::metrics::{CaptureObservation, capture_observed};
+use crate::mssql_to_pg::MssqlToPgEngine;
 use crate::online::pgoutput::{lsn_text, parse_lsn};
-use crate::online::run::{Events, anchor_pg_to_mssql, stream_pg_to_mssql};
+use crate::online::run::{
+    Events, anchor_mssql_to_pg, anchor_pg_to_mssql, stream_ct_to_pg, stream_pg_to_mssql,
+};
 use crate::online::state::OnlineState;
+use crate::online::stream::CutoverReport;
 use crate::online::{OnlineError, OnlineOptions};
 use crate::pg_to_mssql::PgToMssqlEngine;
 use crate::spec::{self, Credentials, SpecError};
@@ -78,37 +83,20 @@ pub async fn capture(client: &Client, ns: &str, name: &str, every: Duration) -> 
                 "spec.online.enabled is not true: this migration does not stream changes".into(),
             )));
         }
-        if !spec::is_pg_to_mssql(&mig) {
-            return Err(spec_err(&mig)(SpecError::Invalid(
-                "an online migration from SQL Server (its Change Tracking capture) is not built yet; \
-                 PostgreSQL -> SQL Server is"
-                    .into(),
-            )));
-        }
         let online = OnlineOptions::from_spec(&mig.spec.online)
             .map_err(|e| spec_err(&mig)(SpecError::Invalid(e.to_string())))?;
         let creds = Credentials::from_env().map_err(spec_err(&mig))?;
-        let (source, target, options) = spec::resolve_pg_to_mssql(&mig, creds).map_err(spec_err(&mig))?;
-        let copy = crate::pipeline::CopyOptions::new(&options, None);
-        Ok((
-            online,
-            PgToMssqlEngine {
-                source,
-                target,
-                options,
-                copy,
-            },
-        ))
+        Ok((online, Engines::of(&mig, creds).map_err(spec_err(&mig))?))
     };
-    let (online, engine) = match setup.await {
+    let (online, engines) = match setup.await {
         Ok(v) => v,
         Err(e) if e.is_permanent() => return fail(client, ns, name, e).await,
         Err(e) => return Err(e),
     };
     let lease = CaptureLease::acquire(client, ns, name).await?;
-    let mut observer = Observer::new(client.clone(), ns, name, &engine);
+    let mut observer = Observer::new(client.clone(), ns, name, &engines);
     let streamed = tokio::select! {
-        r = stream(client, &mig, &engine, &online, &mut observer, every) => r,
+        r = stream(client, &mig, &engines, &online, &mut observer, every) => r,
         lost = lease.lost() => Err(lost),
     };
     match streamed {
@@ -133,17 +121,37 @@ pub async fn capture(client: &Client, ns: &str, name: &str, every: Duration) -> 
     }
 }
 
-/// `capture --cleanup`: drops the stream's replication slot and publication on the source.
+/// `capture --cleanup`: removes what the stream holds on the source: the replication slot and
+/// publication (PostgreSQL), or the Change Tracking the worker turned on and the heartbeat row
+/// (SQL Server).
 pub async fn cleanup(client: &Client, ns: &str, name: &str) -> Result<(), K8sError> {
     let mig = client::get_migration(client, ns, name).await?;
     let creds = Credentials::from_env().map_err(spec_err(&mig))?;
-    let (source, _, options) = spec::resolve_pg_to_mssql(&mig, creds).map_err(spec_err(&mig))?;
-    let names = crate::online::capture_pg::SlotNames::of(&options.migration);
-    let pg = source.connect().await.map_err(|e| online_err(&mig)(e.into()))?;
-    crate::online::capture_pg::drop_stream(&pg, &names)
-        .await
-        .map_err(online_err(&mig))?;
-    tracing::info!(slot = %names.slot, publication = %names.publication, "dropped the stream's slot and publication");
+    match Engines::of(&mig, creds).map_err(spec_err(&mig))? {
+        Engines::PgToMssql(engine) => {
+            let names = crate::online::capture_pg::SlotNames::of(&engine.options.migration);
+            let pg = engine
+                .source
+                .connect()
+                .await
+                .map_err(|e| online_err(&mig)(e.into()))?;
+            crate::online::capture_pg::drop_stream(&pg, &names)
+                .await
+                .map_err(online_err(&mig))?;
+            tracing::info!(slot = %names.slot, publication = %names.publication, "dropped the stream's slot and publication");
+        }
+        Engines::MssqlToPg(engine) => {
+            let mut ms = engine
+                .source
+                .connect()
+                .await
+                .map_err(|e| online_err(&mig)(e.into()))?;
+            crate::online::capture_mssql::remove_setup(&mut ms, &engine.options.migration)
+                .await
+                .map_err(online_err(&mig))?;
+            tracing::info!("removed the stream's Change Tracking setup and heartbeat row");
+        }
+    }
     Ok(())
 }
 
@@ -230,48 +238,131 @@ async fn fail(client: &Client, ns: &str, name: &str, e: K8sError) -> Result<Capt
     Ok(CaptureEnd::Failed(e))
 }
 
+/// The engine of the Migration's direction.
+pub enum Engines {
+    PgToMssql(PgToMssqlEngine),
+    MssqlToPg(MssqlToPgEngine),
+}
+
+impl Engines {
+    fn of(mig: &Migration, creds: Credentials) -> Result<Self, SpecError> {
+        if spec::is_pg_to_mssql(mig) {
+            let (source, target, options) = spec::resolve_pg_to_mssql(mig, creds)?;
+            let copy = crate::pipeline::CopyOptions::new(&options, None);
+            return Ok(Engines::PgToMssql(PgToMssqlEngine {
+                source,
+                target,
+                options,
+                copy,
+            }));
+        }
+        let (source, target, options) = spec::resolve(mig, creds)?;
+        let copy = crate::pipeline::CopyOptions::new(&options, None);
+        Ok(Engines::MssqlToPg(MssqlToPgEngine {
+            source,
+            target,
+            options,
+            copy,
+        }))
+    }
+
+    fn migration(&self) -> &str {
+        match self {
+            Engines::PgToMssql(e) => &e.options.migration,
+            Engines::MssqlToPg(e) => &e.options.migration,
+        }
+    }
+}
+
+fn engine_err<E: Engine>(mig: &Migration) -> impl FnOnce(E::Error) -> K8sError + '_ {
+    move |e| K8sError::Engine {
+        migration: reference(mig),
+        permanent: E::is_permanent(&e),
+        source: Box::new(e),
+    }
+}
+
 /// Anchor, wait for the copy, build keys, stream until the cutover; the observer reports all the
 /// while.
 async fn stream(
     client: &Client,
     mig: &Migration,
-    engine: &PgToMssqlEngine,
+    engines: &Engines,
     online: &OnlineOptions,
     observer: &mut Observer<'_>,
     every: Duration,
 ) -> Result<(), K8sError> {
-    let plan = engine.stored_plan().await.map_err(|e| K8sError::Engine {
-        migration: reference(mig),
-        permanent: e.is_permanent(),
-        source: Box::new(e),
-    })?;
     // A capture that reported before anchored this Migration's stream; a first one anchors anew
     // (a slot left by an earlier Migration of the same name is replaced).
     let resumed = mig.status.as_ref().and_then(|s| s.online.as_ref()).is_some();
-    let mut events = LogEvents;
-    let anchored = anchor_pg_to_mssql(engine, &plan, resumed, &mut events)
-        .await
-        .map_err(online_err(mig))?;
-    observer.tick().await;
-    tracing::info!("stream anchored; waiting for the copy Jobs");
-
     let (ns, name) = (observer.ns.clone(), observer.name.clone());
-    let streamed_before = anchored.streamed_before;
-    let work = async {
-        if !streamed_before {
-            wait_for_copy(client, &ns, &name).await?;
-            let warnings = engine.finalize_keys(&plan).await.map_err(|e| K8sError::Engine {
-                migration: reference(mig),
-                permanent: e.is_permanent(),
-                source: Box::new(e),
-            })?;
-            crate::k8s::append_warnings(client, mig, &warnings, || crate::k8s::plan_summary(&plan)).await?;
-            tracing::info!("keys and indexes built; streaming");
+    let mut events = LogEvents;
+    match engines {
+        Engines::PgToMssql(engine) => {
+            let plan = engine
+                .stored_plan()
+                .await
+                .map_err(engine_err::<PgToMssqlEngine>(mig))?;
+            let anchored = anchor_pg_to_mssql(engine, &plan, resumed, &mut events)
+                .await
+                .map_err(online_err(mig))?;
+            observer.tick().await;
+            tracing::info!("stream anchored; waiting for the copy Jobs");
+            let streamed_before = anchored.streamed_before;
+            let work = async {
+                if !streamed_before {
+                    wait_for_copy(client, &ns, &name).await?;
+                    let warnings = engine
+                        .finalize_keys(&plan)
+                        .await
+                        .map_err(engine_err::<PgToMssqlEngine>(mig))?;
+                    crate::k8s::append_warnings(client, mig, &warnings, || crate::k8s::plan_summary(&plan))
+                        .await?;
+                    tracing::info!("keys and indexes built; streaming");
+                }
+                stream_pg_to_mssql(engine, online, &plan, anchored, &mut events)
+                    .await
+                    .map_err(online_err(mig))
+            };
+            drive(work, observer, every).await
         }
-        stream_pg_to_mssql(engine, online, &plan, anchored, &mut events)
-            .await
-            .map_err(online_err(mig))
-    };
+        Engines::MssqlToPg(engine) => {
+            let plan = engine
+                .stored_plan()
+                .await
+                .map_err(engine_err::<MssqlToPgEngine>(mig))?;
+            let anchored = anchor_mssql_to_pg(engine, online, &plan, resumed, &mut events)
+                .await
+                .map_err(online_err(mig))?;
+            observer.tick().await;
+            tracing::info!("stream anchored; waiting for the copy Jobs");
+            let streamed_before = anchored.streamed_before;
+            let work = async {
+                if !streamed_before {
+                    wait_for_copy(client, &ns, &name).await?;
+                    let warnings = engine
+                        .finalize_keys(&plan)
+                        .await
+                        .map_err(|e| online_err(mig)(e.into()))?;
+                    crate::k8s::append_warnings(client, mig, &warnings, || crate::k8s::plan_summary(&plan))
+                        .await?;
+                    tracing::info!("keys and indexes built; streaming");
+                }
+                stream_ct_to_pg(engine, online, &plan, anchored, &mut events)
+                    .await
+                    .map_err(online_err(mig))
+            };
+            drive(work, observer, every).await
+        }
+    }
+}
+
+/// Runs `work` to its end, the observer reporting every `every` meanwhile.
+async fn drive(
+    work: impl std::future::Future<Output = Result<CutoverReport, K8sError>>,
+    observer: &mut Observer<'_>,
+    every: Duration,
+) -> Result<(), K8sError> {
     tokio::pin!(work);
     let mut ticker = tokio::time::interval(every);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -314,7 +405,8 @@ struct Observer<'a> {
     client: Client,
     ns: String,
     name: String,
-    engine: &'a PgToMssqlEngine,
+    engines: &'a Engines,
+    /// The SQL Server and the PostgreSQL connection, whichever side each is.
     ms: Option<crate::mssql::connect::TdsClient>,
     pg: Option<tokio_postgres::Client>,
     status: OnlineStatus,
@@ -327,12 +419,12 @@ struct Observer<'a> {
 }
 
 impl<'a> Observer<'a> {
-    fn new(client: Client, ns: &str, name: &str, engine: &'a PgToMssqlEngine) -> Self {
+    fn new(client: Client, ns: &str, name: &str, engines: &'a Engines) -> Self {
         Observer {
             client,
             ns: ns.to_string(),
             name: name.to_string(),
-            engine,
+            engines,
             ms: None,
             pg: None,
             status: OnlineStatus {
@@ -359,37 +451,91 @@ impl<'a> Observer<'a> {
         }
     }
 
+    /// The target's state row.
+    async fn load_row(&mut self) -> Result<Option<crate::online::state::OnlineRow>, OnlineError> {
+        let migration = self.engines.migration().to_string();
+        match self.engines {
+            Engines::PgToMssql(e) => {
+                if self.ms.is_none() {
+                    self.ms = Some(e.target.connect().await?);
+                }
+                match self.ms.as_mut() {
+                    Some(ms) => ms.load(&migration).await,
+                    None => Ok(None),
+                }
+            }
+            Engines::MssqlToPg(e) => {
+                if self.pg.is_none() {
+                    self.pg = Some(e.target.connect().await?);
+                }
+                match self.pg.as_mut() {
+                    Some(pg) => pg.load(&migration).await,
+                    None => Ok(None),
+                }
+            }
+        }
+    }
+
+    /// The source's position, and for a PostgreSQL source the WAL its slot keeps and how much more
+    /// may be written before the slot is lost (`safe_wal_size`; none when nothing limits it).
+    async fn source(&mut self, slot: &str) -> Result<(Option<u64>, Option<i64>, Option<i64>), OnlineError> {
+        match self.engines {
+            Engines::PgToMssql(e) => {
+                if self.pg.is_none() {
+                    self.pg = Some(e.source.connect().await?);
+                }
+                let Some(pg) = &self.pg else {
+                    return Ok((None, None, None));
+                };
+                let r = pg
+                    .query_one(
+                        "SELECT pg_current_wal_lsn()::text, s.retained, s.safe FROM (SELECT 1) one LEFT JOIN \
+                         (SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::bigint AS retained, \
+                         safe_wal_size AS safe FROM pg_replication_slots WHERE slot_name = $1) s ON true",
+                        &[&slot],
+                    )
+                    .await
+                    .map_err(OnlineError::source("read the WAL position and the slot"))?;
+                Ok((
+                    parse_lsn(&r.get::<_, String>(0)),
+                    r.get::<_, Option<i64>>(1),
+                    r.get::<_, Option<i64>>(2),
+                ))
+            }
+            Engines::MssqlToPg(e) => {
+                if self.ms.is_none() {
+                    self.ms = Some(e.source.connect().await?);
+                }
+                let Some(ms) = self.ms.as_mut() else {
+                    return Ok((None, None, None));
+                };
+                let version = crate::online::capture_mssql::current_version(ms).await?;
+                Ok((Some(version), None, None))
+            }
+        }
+    }
+
+    fn position_text(&self, p: u64) -> String {
+        match self.engines {
+            Engines::PgToMssql(_) => lsn_text(p),
+            Engines::MssqlToPg(_) => p.to_string(),
+        }
+    }
+
     async fn observe(&mut self) -> Result<(), OnlineError> {
-        let migration = self.engine.options.migration.clone();
-        if self.ms.is_none() {
-            self.ms = Some(self.engine.target.connect().await?);
-        }
-        let Some(ms) = self.ms.as_mut() else {
+        let migration = self.engines.migration().to_string();
+        let Some(row) = self.load_row().await? else {
             return Ok(());
         };
-        let Some(row) = ms.load(&migration).await? else {
-            return Ok(());
+        // The target's row is what status must show; the source's figures only add to it (and after
+        // the cutover's cleanup there is no slot or Change Tracking left to read).
+        let (source, retained, safe) = match self.source(&row.slot).await {
+            Ok(v) => v,
+            Err(e) => {
+                tracing::debug!(error = %crate::error_text::error_text(&e), "the source's position is unknown");
+                (None, None, None)
+            }
         };
-        if self.pg.is_none() {
-            self.pg = Some(self.engine.source.connect().await?);
-        }
-        let mut source = None;
-        let mut retained = None;
-        let mut safe = None;
-        if let Some(pg) = &self.pg {
-            let r = pg
-                .query_one(
-                    "SELECT pg_current_wal_lsn()::text, s.retained, s.safe FROM (SELECT 1) one LEFT JOIN \
-                     (SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::bigint AS retained, \
-                     safe_wal_size AS safe FROM pg_replication_slots WHERE slot_name = $1) s ON true",
-                    &[&row.slot],
-                )
-                .await
-                .map_err(OnlineError::source("read the WAL position and the slot"))?;
-            source = parse_lsn(&r.get::<_, String>(0));
-            retained = r.get::<_, Option<i64>>(1);
-            safe = r.get::<_, Option<i64>>(2);
-        }
         let now_at = Instant::now();
         let mut per_second = self.status.changes_per_second;
         if let Some((at, changes, position)) = self.last {
@@ -413,9 +559,9 @@ impl<'a> Observer<'a> {
             .flatten();
         self.status.phase = Some(row.phase.clone());
         self.status.lag_seconds = lag.map(|l| (l * 1000.0).round() / 1000.0);
-        self.status.source_position = source.or(row.source_position).map(lsn_text);
-        self.status.applied_position = Some(lsn_text(row.applied));
-        self.status.fence_position = row.fence.map(lsn_text);
+        self.status.source_position = source.or(row.source_position).map(|p| self.position_text(p));
+        self.status.applied_position = Some(self.position_text(row.applied));
+        self.status.fence_position = row.fence.map(|p| self.position_text(p));
         self.status.changes_applied = row.changes;
         self.status.changes_per_second = (per_second * 10.0).round() / 10.0;
         self.status.slot_retained_bytes = retained;
@@ -476,20 +622,18 @@ impl<'a> Observer<'a> {
         if self.requested.as_ref() == Some(&accepted) {
             return Ok(());
         }
-        if self.ms.is_none() {
-            self.ms = Some(self.engine.target.connect().await?);
-        }
-        let Some(ms) = self.ms.as_mut() else {
-            return Ok(());
-        };
-        let migration = self.engine.options.migration.clone();
-        match ms.load(&migration).await? {
+        let migration = self.engines.migration().to_string();
+        match self.load_row().await? {
             // Nothing streams yet: the request waits for the stream.
             None => return Ok(()),
             Some(row) if row.phase == "Copying" => return Ok(()),
             Some(row) if row.cutover_state.as_deref() == Some("Done") => {}
             Some(_) => {
-                ms.request_cutover(&migration).await?;
+                match (self.engines, self.ms.as_mut(), self.pg.as_mut()) {
+                    (Engines::PgToMssql(_), Some(ms), _) => ms.request_cutover(&migration).await?,
+                    (Engines::MssqlToPg(_), _, Some(pg)) => pg.request_cutover(&migration).await?,
+                    _ => return Ok(()),
+                }
                 tracing::info!(accepted = ?accepted.0, "cutover passed on to the stream");
             }
         }
