@@ -8,6 +8,9 @@ DIR="${DEMO_DIR:-/tmp/mssqlpg-demo}"
 # Reverse start order: Prometheus, the test server, PostgreSQL, then the control plane (which stops the operator's pods).
 while IFS='=' read -r what value; do
     case "$what" in
+        # The online demo's writer (psql fed by a generator that ends with its pipe).
+        writer) [ "$(cat "/proc/$value/comm" 2>/dev/null)" = psql ] && kill "$value" \
+            && echo "demo-down: stopped the writer (pid $value)" ;;
         # Only if that pid still is the test server (pids are reused).
         tds) [ "$(cat "/proc/$value/comm" 2>/dev/null)" = tds-testserver ] && kill "$value" \
             && echo "demo-down: stopped the TDS test server (pid $value)" ;;

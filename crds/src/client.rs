@@ -10,11 +10,14 @@ use serde_json::json;
 
 use crate::migration::Migration;
 use crate::names::LABEL_MIGRATION;
-use crate::status::{MAX_WARNINGS, PlanSummary};
+use crate::status::{MAX_WARNINGS, OnlineStatus, PlanSummary};
 use crate::task::{MigrationTask, MigrationTaskSpec, MigrationTaskStatus};
 
 /// Field manager of everything the worker writes.
 pub const WORKER_MANAGER: &str = "mssql-pg-worker";
+/// Field manager of `status.online`, which the capture pod of an online migration writes: its own,
+/// so that its applies leave the plan step's `status.plan`/`status.warnings` alone.
+pub const CAPTURE_MANAGER: &str = "mssql-pg-capture";
 
 /// Errors of the worker's API calls; each names the object.
 #[derive(Debug, thiserror::Error)]
@@ -129,6 +132,34 @@ pub async fn report_plan(
         )
         .await
         .map_err(kube(format!("writing the plan into Migration {ns}/{name}")))?;
+    Ok(())
+}
+
+/// Write `status.online` (the capture pod of an online migration): a server-side apply of that
+/// field alone, with the rights the worker already has (`migrations/status` patch).
+pub async fn report_online(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    online: &OnlineStatus,
+) -> Result<(), ClientError> {
+    let online = serde_json::to_value(online)
+        .map_err(|e| ClientError::Serialize(format!("online status of {name}"), e))?;
+    let body = json!({
+        "apiVersion": Migration::api_version(&()),
+        "kind": Migration::kind(&()),
+        "status": {"online": online},
+    });
+    Api::<Migration>::namespaced(client.clone(), namespace)
+        .patch_status(
+            name,
+            &PatchParams::apply(CAPTURE_MANAGER).force(),
+            &Patch::Apply(body),
+        )
+        .await
+        .map_err(kube(format!(
+            "writing the online status of Migration {namespace}/{name}"
+        )))?;
     Ok(())
 }
 

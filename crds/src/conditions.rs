@@ -15,6 +15,12 @@ pub enum ConditionType {
     Ready,
     Failed,
     Degraded,
+    /// Online: the stream applied what the source had when the copy ended (phase Streaming).
+    CaughtUp,
+    /// Online: the target took over (True), or why a requested cutover waits or failed.
+    CutOver,
+    /// Online: a source table's columns changed while streaming.
+    SchemaDrift,
 }
 
 impl ConditionType {
@@ -28,6 +34,9 @@ impl ConditionType {
             ConditionType::Ready => "Ready",
             ConditionType::Failed => "Failed",
             ConditionType::Degraded => "Degraded",
+            ConditionType::CaughtUp => "CaughtUp",
+            ConditionType::CutOver => "CutOver",
+            ConditionType::SchemaDrift => "SchemaDrift",
         }
     }
 }

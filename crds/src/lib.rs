@@ -3,6 +3,7 @@
 
 pub mod client;
 pub mod conditions;
+pub mod cutover;
 pub mod endpoint;
 pub mod faults;
 pub mod field_error;
@@ -18,6 +19,7 @@ pub mod task;
 pub mod validate;
 
 pub use conditions::{ConditionType, set_condition};
+pub use cutover::CutoverSpec;
 pub use endpoint::{
     Endpoint, EndpointRef, Engine, MssqlEncryption, MssqlEndpoint, PostgresEndpoint, PostgresSslMode,
     SchemaMapping,
@@ -29,7 +31,7 @@ pub use migration::{
     SchemaOptions, TableSelection, VerifyMode, WorkerSpec,
 };
 pub use online::{OnlineSpec, Reinitialize};
-pub use status::{MigrationPhase, MigrationStatus, PlanSummary, PlannedTable, TableSummary};
+pub use status::{MigrationPhase, MigrationStatus, OnlineStatus, PlanSummary, PlannedTable, TableSummary};
 pub use task::{
     ColumnMapping, MigrationTask, MigrationTaskSpec, MigrationTaskStatus, PartitionSpec, TableRef, TaskState,
 };

@@ -11,6 +11,7 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::cutover::CutoverSpec;
 use crate::endpoint::Endpoint;
 use crate::faults::{Retries, Timeouts};
 use crate::online::OnlineSpec;
@@ -36,6 +37,12 @@ use crate::task::{MigrationTask, MigrationTaskSpec};
     printcolumn(name = "Rows", type_ = "integer", json_path = ".status.rowsCopied"),
     printcolumn(name = "Rows/s", type_ = "integer", json_path = ".status.rowsPerSecond"),
     printcolumn(name = "ETA", type_ = "string", json_path = ".status.eta"),
+    printcolumn(
+        name = "Lag",
+        type_ = "number",
+        json_path = ".status.online.lagSeconds",
+        description = "Seconds the target is behind the source while an online migration streams"
+    ),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
 )]
 #[serde(rename_all = "camelCase")]
@@ -55,7 +62,7 @@ use crate::task::{MigrationTask, MigrationTaskSpec};
         // changing them underneath would mix two plans. suspend, parallelism, copyJobs and worker stay
         // editable (they only shape the Jobs still to start).
         "rule": "self.source == oldSelf.source && self.target == oldSelf.target && self.tables == oldSelf.tables && self.mode == oldSelf.mode && self.schema == oldSelf.schema && self.partitioning == oldSelf.partitioning && has(self.chunkRows) == has(oldSelf.chunkRows) && (!has(self.chunkRows) || self.chunkRows == oldSelf.chunkRows) && self.chunkBytes == oldSelf.chunkBytes && self.verify == oldSelf.verify && self.dryRun == oldSelf.dryRun && self.online == oldSelf.online",
-        "message": "only spec.suspend, spec.parallelism, spec.copyJobs and spec.worker can change after a Migration is created; delete it and create a new one to change the rest"
+        "message": "only spec.suspend, spec.parallelism, spec.copyJobs, spec.worker and spec.cutover can change after a Migration is created; delete it and create a new one to change the rest"
     }
 ]))]
 pub struct MigrationSpec {
@@ -116,6 +123,9 @@ pub struct MigrationSpec {
     /// Copy while the source stays in use, then stream its changes until the cutover.
     #[serde(default)]
     pub online: OnlineSpec,
+    /// When an online migration stops streaming and the target takes over.
+    #[serde(default)]
+    pub cutover: CutoverSpec,
 }
 
 /// Table selection by glob, `schema.table` or `table` (a bare `table` means the source endpoint's schema).
@@ -428,6 +438,7 @@ impl MigrationSpec {
             timeouts: Timeouts::default(),
             retries: Retries::default(),
             online: OnlineSpec::default(),
+            cutover: CutoverSpec::default(),
         }
     }
 }

@@ -1,4 +1,5 @@
-//! `Migration` status: written by the operator only.
+//! `Migration` status: written by the operator, except `plan`/`warnings` (the plan step) and
+//! `online` (the capture pod).
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use schemars::JsonSchema;
@@ -93,6 +94,71 @@ pub struct MigrationStatus {
     /// What the plan step found; the whole outcome of a dry run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plan: Option<PlanSummary>,
+    /// Online migrations: where the stream stands, as the capture pod last reported it (the capture
+    /// writes this field itself; the operator never does).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub online: Option<OnlineStatus>,
+    /// When the operator passed a requested cutover on to the capture (the lag was at most
+    /// `spec.cutover.maxLagSeconds`); the capture starts the cutover once it sees this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::schema::timestamp")]
+    pub cutover_accepted_at: Option<Time>,
+}
+
+/// Where an online migration's stream stands, written by its capture pod every few seconds.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OnlineStatus {
+    /// The capture's phase: Anchored (the stream's start is held, the copy may read), Copying,
+    /// CatchingUp, Streaming, CuttingOver, Finalizing, Verifying, Succeeded or Failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
+    /// Now minus the source time of the last applied heartbeat or caught-up poll: about zero on
+    /// an idle source, growing while the target falls behind.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lag_seconds: Option<f64>,
+    /// The source's current position (a PostgreSQL LSN or a Change Tracking version).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_position: Option<String>,
+    /// The position the target holds every change up to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub applied_position: Option<String>,
+    /// The cutover's fence: the source position the target equals after the cutover.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fence_position: Option<String>,
+    /// Row changes applied to the target since the stream started.
+    #[serde(default)]
+    pub changes_applied: i64,
+    /// Row changes applied per second, recently.
+    #[serde(default)]
+    pub changes_per_second: f64,
+    /// How long the source keeps the changes not yet applied before the stream breaks (Change
+    /// Tracking retention); absent where nothing expires them (a PostgreSQL slot keeps its WAL).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retention_headroom_seconds: Option<f64>,
+    /// WAL the replication slot keeps on a PostgreSQL source.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slot_retained_bytes: Option<i64>,
+    /// From the fence to the end of the cutover, set once cut over.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub downtime_seconds: Option<f64>,
+    /// Why the last cutover failed or waits, or the capture's last error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// The capture's error when it stopped for good (the Migration fails).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+    /// Tables whose source columns changed while streaming (`schema.table: what changed`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64))]
+    pub schema_drift: Vec<String>,
+    /// The pod that wrote this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod: Option<String>,
+    /// When the capture wrote this (a stale time means the capture is not running).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::schema::timestamp")]
+    pub updated_at: Option<Time>,
 }
 
 /// Coarse lifecycle phase of a Migration.
@@ -101,6 +167,12 @@ pub enum MigrationPhase {
     Pending,
     Planning,
     Copying,
+    /// Online: applying the changes made while the copy ran.
+    CatchingUp,
+    /// Online: caught up; every source change is applied within about the lag.
+    Streaming,
+    /// Online: a cutover was accepted; the stream drains to its fence.
+    CuttingOver,
     Finalizing,
     Verifying,
     Succeeded,
@@ -109,10 +181,13 @@ pub enum MigrationPhase {
 }
 
 impl MigrationPhase {
-    pub const ALL: [MigrationPhase; 8] = [
+    pub const ALL: [MigrationPhase; 11] = [
         MigrationPhase::Pending,
         MigrationPhase::Planning,
         MigrationPhase::Copying,
+        MigrationPhase::CatchingUp,
+        MigrationPhase::Streaming,
+        MigrationPhase::CuttingOver,
         MigrationPhase::Finalizing,
         MigrationPhase::Verifying,
         MigrationPhase::Succeeded,
@@ -125,6 +200,9 @@ impl MigrationPhase {
             MigrationPhase::Pending => "Pending",
             MigrationPhase::Planning => "Planning",
             MigrationPhase::Copying => "Copying",
+            MigrationPhase::CatchingUp => "CatchingUp",
+            MigrationPhase::Streaming => "Streaming",
+            MigrationPhase::CuttingOver => "CuttingOver",
             MigrationPhase::Finalizing => "Finalizing",
             MigrationPhase::Verifying => "Verifying",
             MigrationPhase::Succeeded => "Succeeded",

@@ -174,6 +174,7 @@ impl MigrationSpec {
             errors,
         );
         self.online.collect_errors(self.source.mssql.is_some(), errors);
+        self.cutover.collect_errors(self.online.enabled, errors);
         if let Some(image) = &self.worker.image
             && (image.is_empty() || image.chars().any(char::is_whitespace))
         {

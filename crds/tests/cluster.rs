@@ -155,9 +155,9 @@ async fn planned_fields_are_immutable_but_suspend_parallelism_and_worker_are_not
         };
         assert_eq!(status.code, 422, "{patch}: {status:?}");
         assert!(
-            status
-                .message
-                .contains("only spec.suspend, spec.parallelism, spec.copyJobs and spec.worker can change"),
+            status.message.contains(
+                "only spec.suspend, spec.parallelism, spec.copyJobs, spec.worker and spec.cutover can change"
+            ),
             "{patch}: {}",
             status.message
         );

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::StreamExt;
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -24,10 +25,12 @@ use serde_json::json;
 use tracing::{Instrument, debug, info, warn};
 
 use crate::config::OperatorConfig;
-use crate::decide::{Decision, decide};
+use crate::decide::{CaptureAction, Decision, decide};
 use crate::error::{Error, Result};
+use crate::jobs::{capture_name, cleanup_job};
 use crate::metrics::Metrics;
 use crate::observe::{FailureDetails, JobOutcome, belongs_to, job_outcome, pod_failure_message};
+use crate::observe::{Step, step_job};
 
 /// Finalizer that removes a Migration's Jobs and MigrationTasks before the Migration is deleted.
 pub const FINALIZER: &str = "mssqlpg.dev/cleanup";
@@ -177,6 +180,23 @@ async fn execute(mig: &Migration, decision: &Decision, ctx: &Context) -> Result<
             Err(e) => return Err(kube_err("Job", &job_name)(e)),
         }
     }
+    let deployments: Api<Deployment> = Api::namespaced(ctx.client.clone(), &ns);
+    match &decision.capture {
+        CaptureAction::None => {}
+        CaptureAction::Ensure(deployment) => match deployments.create(&post, deployment).await {
+            Ok(_) => info!(migration = %name, namespace = %ns, "created the capture Deployment"),
+            Err(kube::Error::Api(s)) if s.code == 409 => {}
+            Err(e) => return Err(kube_err("Deployment", &capture_name(&name))(e)),
+        },
+        CaptureAction::Delete => match deployments
+            .delete(&capture_name(&name), &DeleteParams::background())
+            .await
+        {
+            Ok(_) => info!(migration = %name, namespace = %ns, "deleted the capture Deployment"),
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => return Err(kube_err("Deployment", &capture_name(&name))(e)),
+        },
+    }
     for (task, message) in &decision.record_task_failures {
         let patch = Patch::Merge(json!({"status": {"state": "Failed", "lastError": message}}));
         tasks_api
@@ -228,6 +248,20 @@ async fn cleanup(mig: Arc<Migration>, ctx: &Context) -> Result<Action> {
     let selector = ListParams::default().labels(&format!("{LABEL_MIGRATION}={name}"));
     let jobs_api: Api<Job> = Api::namespaced(ctx.client.clone(), &ns);
     let tasks_api: Api<MigrationTask> = Api::namespaced(ctx.client.clone(), &ns);
+    if ctx.config.allows_namespace(&ns) && mig.spec.online.enabled {
+        // The capture must let go of the slot before the cleanup Job drops it.
+        match Api::<Deployment>::namespaced(ctx.client.clone(), &ns)
+            .delete(&capture_name(&name), &DeleteParams::background())
+            .await
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => return Err(kube_err("Deployment", &capture_name(&name))(e)),
+        }
+        if crate::online::needs_source_cleanup(&mig) {
+            clean_source(&mig, ctx).await?;
+        }
+    }
     // Background propagation deletes the Jobs' pods too, so running workers stop. In a namespace the operator
     // does not run Migrations in it made no Job, and has no right to delete any.
     if ctx.config.allows_namespace(&ns) {
@@ -243,6 +277,64 @@ async fn cleanup(mig: Arc<Migration>, ctx: &Context) -> Result<Action> {
     ctx.metrics.forget_migration(&ns, &name);
     info!(migration = %name, namespace = %ns, "deleted Jobs and MigrationTasks");
     Ok(Action::await_change())
+}
+
+/// Runs the Job that drops the replication slot and publication of a deleted online Migration, and
+/// holds the deletion until it ends. A Job that failed is reported and let go: the Migration is
+/// being deleted, and the slot is then named in an Event for a DBA to drop.
+async fn clean_source(mig: &Migration, ctx: &Context) -> Result<()> {
+    let name = mig.name_any();
+    let ns = mig.namespace().unwrap_or_default();
+    let jobs_api: Api<Job> = Api::namespaced(ctx.client.clone(), &ns);
+    let selector = ListParams::default().labels(&format!(
+        "{LABEL_MIGRATION}={name},{}={}",
+        mssql_pg_crds::names::LABEL_STEP,
+        Step::Cleanup.as_str()
+    ));
+    let jobs = jobs_api
+        .list(&selector)
+        .await
+        .map_err(kube_err("Job", &name))?
+        .items;
+    let waiting = || Error::Waiting {
+        name: name.clone(),
+        what: "the Job that drops the replication slot and publication".to_string(),
+    };
+    let Some(job) = step_job(&jobs, Step::Cleanup) else {
+        let job = cleanup_job(mig, &ctx.config)?;
+        let post = PostParams {
+            field_manager: Some(MANAGER.to_string()),
+            ..PostParams::default()
+        };
+        match jobs_api.create(&post, &job).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 409 => {}
+            Err(e) => return Err(kube_err("Job", &name)(e)),
+        }
+        info!(migration = %name, namespace = %ns, "started the source cleanup Job");
+        return Err(waiting());
+    };
+    match crate::observe::job_outcome(job) {
+        JobOutcome::Active => Err(waiting()),
+        JobOutcome::Succeeded => Ok(()),
+        JobOutcome::Failed { message, .. } => {
+            let note = format!(
+                "the source cleanup Job failed ({message}); drop the replication slot and publication named                  after the migration on the source by hand"
+            );
+            warn!(migration = %name, namespace = %ns, %note, "source cleanup failed");
+            let event = Event {
+                type_: EventType::Warning,
+                reason: "CleanupFailed".to_string(),
+                note: Some(bounded_message(&note).chars().take(1000).collect()),
+                action: "Delete".to_string(),
+                secondary: None,
+            };
+            if let Err(e) = ctx.recorder.publish(&event, &mig.object_ref(&())).await {
+                warn!(migration = %name, error = %e, "publishing Event failed");
+            }
+            Ok(())
+        }
+    }
 }
 
 /// Fail early with a message a person can act on when the CRD is missing or RBAC forbids listing.

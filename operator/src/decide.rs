@@ -8,6 +8,7 @@
 
 use std::time::Duration;
 
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use mssql_pg_crds::conditions::{ConditionType, condition_status, set_condition};
@@ -18,10 +19,11 @@ use mssql_pg_crds::{Migration, MigrationPhase, MigrationStatus, MigrationTask, V
 use crate::aggregate::{TaskView, Totals, task_views, to_start, totals};
 use crate::config::OperatorConfig;
 use crate::error::Result;
-use crate::jobs::{copy_job, finalize_job, plan_job, verify_job};
+use crate::jobs::{capture_deployment, copy_job, finalize_job, plan_job, verify_job};
 use crate::observe::{
     FailureDetails, JobOutcome, Step, describe_failure, job_outcome, job_step, step_job, verifies_beside,
 };
+use crate::online::{CAPTURE_SILENT_SECONDS, capture_phase, caught_up, cutover_gate, silent_for};
 use crate::tenancy::check_migration;
 
 /// What the reconcile should do.
@@ -38,8 +40,22 @@ pub struct Decision {
     /// Events to publish on the Migration: phase changes, and Degraded turning true (the phase stays
     /// Copying then, so it would otherwise go unannounced).
     pub events: Vec<Notice>,
+    /// What to do with an online Migration's capture Deployment.
+    pub capture: CaptureAction,
     /// When to look again if no watch event comes first.
     pub requeue_after: Duration,
+}
+
+/// The capture Deployment of an online Migration.
+#[derive(Clone, Debug, Default)]
+pub enum CaptureAction {
+    /// Not an online Migration, or not planned yet.
+    #[default]
+    None,
+    /// Create it unless it exists.
+    Ensure(Box<Deployment>),
+    /// The Migration ended: remove it (a cut-over capture only waits to be stopped).
+    Delete,
 }
 
 /// One Event to publish.
@@ -76,6 +92,7 @@ struct Builder<'a> {
     generation: Option<i64>,
     status: MigrationStatus,
     create_jobs: Vec<Job>,
+    capture: CaptureAction,
 }
 
 impl Builder<'_> {
@@ -174,6 +191,7 @@ pub fn decide(
             ..MigrationStatus::default()
         },
         create_jobs: Vec::new(),
+        capture: CaptureAction::None,
     };
     let views = task_views(tasks, jobs, details);
     let (phase, message) = advance(&mut b, &previous, &views)?;
@@ -219,7 +237,13 @@ pub fn decide(
         .iter()
         .filter_map(|v| v.unrecorded_failure.clone().map(|m| (v.name().to_string(), m)))
         .collect();
-    let any_active = jobs.iter().any(|j| job_outcome(j).is_active()) || !b.create_jobs.is_empty();
+    let capture = match b.capture {
+        _ if mig.spec.online.enabled && terminal => CaptureAction::Delete,
+        other => other,
+    };
+    let streaming = matches!(capture, CaptureAction::Ensure(_));
+    let any_active =
+        jobs.iter().any(|j| job_outcome(j).is_active()) || !b.create_jobs.is_empty() || streaming;
     let phase_change = (previous.phase != Some(phase)).then(|| PhaseChange {
         from: previous.phase,
         to: phase,
@@ -248,6 +272,7 @@ pub fn decide(
         create_jobs: b.create_jobs,
         record_task_failures,
         phase_change,
+        capture,
         requeue_after: if any_active {
             cfg.requeue_active
         } else {
@@ -290,6 +315,23 @@ fn advance(
             "dry run: plan written to status.plan".to_string(),
         ));
     }
+    let online = b.mig.spec.online.enabled;
+    if online {
+        let reported = previous.online.as_ref();
+        // Once cut over, nothing a capture reports later takes that back.
+        let cut_over = condition_status(&previous.conditions, ConditionType::CutOver) == Some(true);
+        if !cut_over && capture_phase(reported) == Some(MigrationPhase::Failed) {
+            let message = format!(
+                "the capture stopped: {}",
+                reported
+                    .and_then(|o| o.last_error.as_deref())
+                    .unwrap_or("no reason given")
+            );
+            b.status.last_error = Some(bounded_message(&message));
+            return Ok((MigrationPhase::Failed, message));
+        }
+        b.capture = CaptureAction::Ensure(Box::new(capture_deployment(b.mig, b.cfg)?));
+    }
 
     let totals = totals(views, b.now);
     apply_totals(&mut b.status, &totals);
@@ -327,6 +369,13 @@ fn advance(
         if b.mig.spec.suspend {
             return Ok((MigrationPhase::Suspended, format!("suspended at {progress}")));
         }
+        if online && previous.online.is_none() {
+            // The copy must not read a row the stream could miss: the capture reports once it
+            // holds the stream's start.
+            let message = "waiting for the capture to anchor the stream before the copy reads".to_string();
+            b.set(ConditionType::Copied, false, "WaitingForCapture", &message);
+            return Ok((MigrationPhase::Copying, message));
+        }
         let active_jobs = b
             .jobs
             .iter()
@@ -345,6 +394,10 @@ fn advance(
         "Succeeded",
         &format!("{} tasks, {} rows copied", totals.tasks_total, totals.rows_copied),
     );
+
+    if online {
+        return Ok(after_copy_online(b, previous));
+    }
 
     // A finalize Job that verifies beside stands for the verify step too: its state is the Verified
     // condition's, set in the same status as Finalized, so it holds after the Job is gone.
@@ -396,6 +449,105 @@ fn advance(
             totals.rows_copied
         ),
     ))
+}
+
+/// An online Migration after its copy: the capture builds keys, streams, and at the cutover
+/// finalizes and verifies; the phase and conditions follow its report, and a requested cutover is
+/// passed on once the lag allows.
+fn after_copy_online(b: &mut Builder<'_>, previous: &MigrationStatus) -> (MigrationPhase, String) {
+    let reported = previous.online.as_ref();
+    let phase = capture_phase(reported);
+    let lag = reported
+        .and_then(|o| o.lag_seconds)
+        .map_or_else(|| "unknown".to_string(), |l| format!("{l:.1}s"));
+    if caught_up(phase) {
+        b.set(
+            ConditionType::CaughtUp,
+            true,
+            "Streaming",
+            &format!("the stream applied what the source had; lag {lag}"),
+        );
+    } else {
+        b.set(
+            ConditionType::CaughtUp,
+            false,
+            "CatchingUp",
+            "applying the changes made during the copy",
+        );
+    }
+    let drift = reported.map(|o| o.schema_drift.clone()).unwrap_or_default();
+    if drift.is_empty() {
+        b.set(ConditionType::SchemaDrift, false, "NoDrift", "");
+    } else {
+        b.set(
+            ConditionType::SchemaDrift,
+            true,
+            "ColumnsChanged",
+            &drift.join("; "),
+        );
+    }
+    match silent_for(reported, b.now).filter(|s| *s > CAPTURE_SILENT_SECONDS) {
+        Some(silent) => b.set(
+            ConditionType::Degraded,
+            true,
+            "CaptureSilent",
+            &format!("the capture has not reported for {silent}s: see its pod (kubectl mssqlpg logs NAME)"),
+        ),
+        None => b.set(ConditionType::Degraded, false, "NoFailures", ""),
+    }
+    let cut_over = condition_status(&previous.conditions, ConditionType::CutOver) == Some(true);
+    if phase == Some(MigrationPhase::Succeeded) || cut_over {
+        let o = reported.cloned().unwrap_or_default();
+        let message = format!(
+            "cut over at {}: downtime {:.1}s, {} changes streamed",
+            o.fence_position.as_deref().unwrap_or("?"),
+            o.downtime_seconds.unwrap_or_default(),
+            o.changes_applied
+        );
+        b.status.cutover_accepted_at = previous.cutover_accepted_at.clone();
+        b.set(ConditionType::CutOver, true, "CutOver", &message);
+        b.set(
+            ConditionType::Finalized,
+            true,
+            "Succeeded",
+            "finalized at the cutover",
+        );
+        b.set(
+            ConditionType::Verified,
+            true,
+            "Succeeded",
+            "verified at the cutover",
+        );
+        return (MigrationPhase::Succeeded, message);
+    }
+    let gate = cutover_gate(
+        &b.mig.spec.cutover,
+        reported,
+        previous.cutover_accepted_at.as_ref(),
+        true,
+        b.now,
+    );
+    b.status.cutover_accepted_at = gate.accepted_at().cloned();
+    match reported
+        .and_then(|o| o.message.as_deref())
+        .filter(|m| m.starts_with("cutover Failed"))
+    {
+        // The stream answered the last cutover: the source still changed after the fence.
+        Some(failed) if gate.accepted_at().is_some() => b.set(
+            ConditionType::CutOver,
+            false,
+            "CutoverFailed",
+            &format!("{failed}; set spec.cutover.requested to false, then true, to ask again"),
+        ),
+        _ => b.set(ConditionType::CutOver, false, gate.reason(), gate.message()),
+    }
+    match phase {
+        Some(p) if p != MigrationPhase::Copying => (p, format!("streaming; lag {lag}")),
+        _ => (
+            MigrationPhase::CatchingUp,
+            "the capture builds keys, then applies the changes made during the copy".to_string(),
+        ),
+    }
 }
 
 fn apply_totals(status: &mut MigrationStatus, t: &Totals) {

@@ -19,6 +19,9 @@ pub enum Error {
         name: String,
         refusal: crate::tenancy::Refusal,
     },
+    /// Not an error: the finalizer waits for a Job that cleans up after the Migration.
+    #[error("Migration {name}: waiting for {what}")]
+    Waiting { name: String, what: String },
     #[error("serializing {what}: {source}")]
     Serialize {
         what: String,
@@ -36,6 +39,7 @@ impl Error {
             Error::Finalizer { .. } => "finalizer",
             Error::Serialize { .. } => "serialize",
             Error::NotAllowed { .. } => "not_allowed",
+            Error::Waiting { .. } => "waiting",
         }
     }
 }

@@ -6,16 +6,17 @@
 
 use std::collections::BTreeMap;
 
+use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec, DeploymentStrategy};
 use k8s_openapi::api::batch::v1::{
     Job, JobSpec, PodFailurePolicy, PodFailurePolicyOnExitCodesRequirement,
     PodFailurePolicyOnPodConditionsPattern, PodFailurePolicyRule,
 };
 use k8s_openapi::api::core::v1::{
     Capabilities, Container, ContainerPort, EmptyDirVolumeSource, EnvVar, EnvVarSource, KeyToPath,
-    PodSecurityContext, PodSpec, PodTemplateSpec, SeccompProfile, SecretKeySelector, SecretVolumeSource,
-    SecurityContext, Volume, VolumeMount,
+    ObjectFieldSelector, PodSecurityContext, PodSpec, PodTemplateSpec, SeccompProfile, SecretKeySelector,
+    SecretVolumeSource, SecurityContext, Volume, VolumeMount,
 };
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use kube::Resource;
 use mssql_pg_crds::names::{
     EXIT_PERMANENT, EXIT_STOPPED, EXIT_TAKEN_OVER, EXIT_USAGE, LABEL_MANAGED_BY, LABEL_MIGRATION, LABEL_STEP,
@@ -169,6 +170,76 @@ fn missing(mig: &Migration, field: &'static str) -> Error {
     )
 }
 
+/// Name of an online Migration's capture Deployment.
+pub fn capture_name(migration: &str) -> String {
+    format!("{migration}-capture")
+}
+
+/// The capture Deployment of an online Migration: one pod (`Recreate`: the old pod is gone before a new
+/// one starts; the fencing epoch in the target stops a stale one that lingers) running `capture`, which
+/// anchors the stream before the copy Jobs read, then streams until the cutover. Owned by the Migration.
+pub fn capture_deployment(mig: &Migration, cfg: &OperatorConfig) -> Result<Deployment> {
+    let (ns, name) = coordinates(mig)?;
+    let owner = mig.controller_owner_ref(&()).ok_or_else(|| missing(mig, "uid"))?;
+    let deployment_name = capture_name(&name);
+    let args = vec![
+        "capture".to_string(),
+        "--migration".to_string(),
+        format!("{ns}/{name}"),
+    ];
+    let (labels, mut template) = worker_pod(mig, cfg, Step::Capture, &deployment_name, args, None)?;
+    if let Some(pod) = template.spec.as_mut() {
+        pod.restart_policy = Some("Always".to_string());
+    }
+    let selector = BTreeMap::from([
+        (LABEL_MIGRATION.to_string(), name.clone()),
+        (LABEL_STEP.to_string(), Step::Capture.as_str().to_string()),
+    ]);
+    Ok(Deployment {
+        metadata: ObjectMeta {
+            name: Some(deployment_name),
+            namespace: Some(ns),
+            labels: Some(labels),
+            owner_references: Some(vec![owner]),
+            ..ObjectMeta::default()
+        },
+        spec: Some(DeploymentSpec {
+            replicas: Some(1),
+            selector: LabelSelector {
+                match_labels: Some(selector),
+                match_expressions: None,
+            },
+            strategy: Some(DeploymentStrategy {
+                type_: Some("Recreate".to_string()),
+                rolling_update: None,
+            }),
+            template,
+            ..DeploymentSpec::default()
+        }),
+        status: None,
+    })
+}
+
+/// The Job that drops an online Migration's replication slot and publication on the source, when the
+/// Migration is deleted before its cutover cleaned up (the operator never connects to a database).
+pub fn cleanup_job(mig: &Migration, cfg: &OperatorConfig) -> Result<Job> {
+    let (ns, name) = coordinates(mig)?;
+    let args = vec![
+        "capture".to_string(),
+        "--migration".to_string(),
+        format!("{ns}/{name}"),
+        "--cleanup".to_string(),
+    ];
+    worker_job(
+        mig,
+        cfg,
+        Step::Cleanup,
+        step_job_name(&name, Step::Cleanup),
+        args,
+        None,
+    )
+}
+
 fn worker_job(
     mig: &Migration,
     cfg: &OperatorConfig,
@@ -177,8 +248,39 @@ fn worker_job(
     args: Vec<String>,
     task: Option<&str>,
 ) -> Result<Job> {
-    let (ns, name) = coordinates(mig)?;
+    let (ns, _) = coordinates(mig)?;
     let owner = mig.controller_owner_ref(&()).ok_or_else(|| missing(mig, "uid"))?;
+    let spec = &mig.spec;
+    let (labels, template) = worker_pod(mig, cfg, step, &job_name, args, task)?;
+    Ok(Job {
+        metadata: ObjectMeta {
+            name: Some(job_name),
+            namespace: Some(ns),
+            labels: Some(labels),
+            owner_references: Some(vec![owner]),
+            ..ObjectMeta::default()
+        },
+        spec: Some(JobSpec {
+            backoff_limit: Some(spec.worker.backoff_limit),
+            pod_failure_policy: Some(pod_failure_policy()),
+            active_deadline_seconds: spec.worker.active_deadline_seconds,
+            template,
+            ..JobSpec::default()
+        }),
+        status: None,
+    })
+}
+
+/// The worker pod of a Job or of the capture Deployment, and its labels.
+fn worker_pod(
+    mig: &Migration,
+    cfg: &OperatorConfig,
+    step: Step,
+    job_name: &str,
+    args: Vec<String>,
+    task: Option<&str>,
+) -> Result<(BTreeMap<String, String>, PodTemplateSpec)> {
+    let (ns, name) = coordinates(mig)?;
     let spec = &mig.spec;
     // decide() refuses such a Migration before asking for Jobs; this keeps every path to a pod behind the check.
     check_migration(mig, cfg).map_err(|refusal| Error::NotAllowed {
@@ -199,10 +301,24 @@ fn worker_job(
     if let Some(task) = task {
         env.push(plain("TASK_NAME", task));
     }
+    if step == Step::Capture {
+        // The capture names itself in status.online.
+        env.push(EnvVar {
+            name: "POD_NAME".to_string(),
+            value: None,
+            value_from: Some(EnvVarSource {
+                field_ref: Some(ObjectFieldSelector {
+                    api_version: None,
+                    field_path: "metadata.name".to_string(),
+                }),
+                ..EnvVarSource::default()
+            }),
+        });
+    }
     if let Some(endpoint) = &cfg.otlp_endpoint {
         env.push(plain("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint));
     }
-    if let Some(traceparent) = traceparent(mig, &job_name) {
+    if let Some(traceparent) = traceparent(mig, job_name) {
         env.push(plain("TRACEPARENT", &traceparent));
     }
     let mut volumes = vec![Volume {
@@ -318,29 +434,16 @@ fn worker_job(
         volumes: Some(volumes),
         ..PodSpec::default()
     };
-    Ok(Job {
-        metadata: ObjectMeta {
-            name: Some(job_name),
-            namespace: Some(ns),
-            labels: Some(labels.clone()),
-            owner_references: Some(vec![owner]),
-            ..ObjectMeta::default()
+    Ok((
+        labels.clone(),
+        PodTemplateSpec {
+            metadata: Some(ObjectMeta {
+                labels: Some(labels),
+                ..ObjectMeta::default()
+            }),
+            spec: Some(pod),
         },
-        spec: Some(JobSpec {
-            backoff_limit: Some(spec.worker.backoff_limit),
-            pod_failure_policy: Some(pod_failure_policy()),
-            active_deadline_seconds: spec.worker.active_deadline_seconds,
-            template: PodTemplateSpec {
-                metadata: Some(ObjectMeta {
-                    labels: Some(labels),
-                    ..ObjectMeta::default()
-                }),
-                spec: Some(pod),
-            },
-            ..JobSpec::default()
-        }),
-        status: None,
-    })
+    ))
 }
 
 /// When a worker pod's failure does not spend the Job's `backoffLimit`: a worker that exits with

@@ -14,6 +14,7 @@ pub mod jobs;
 pub mod leader;
 pub mod metrics;
 pub mod observe;
+pub mod online;
 pub mod selftest;
 pub mod server;
 pub mod telemetry;

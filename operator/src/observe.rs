@@ -14,6 +14,10 @@ pub enum Step {
     Copy,
     Finalize,
     Verify,
+    /// The capture Deployment of an online migration (not a Job).
+    Capture,
+    /// The Job that removes what streaming needed on the source when an online Migration is deleted.
+    Cleanup,
 }
 
 impl Step {
@@ -23,13 +27,22 @@ impl Step {
             Step::Copy => "copy",
             Step::Finalize => "finalize",
             Step::Verify => "verify",
+            Step::Capture => "capture",
+            Step::Cleanup => "cleanup",
         }
     }
 
     fn parse(s: &str) -> Option<Self> {
-        [Step::Plan, Step::Copy, Step::Finalize, Step::Verify]
-            .into_iter()
-            .find(|step| step.as_str() == s)
+        [
+            Step::Plan,
+            Step::Copy,
+            Step::Finalize,
+            Step::Verify,
+            Step::Capture,
+            Step::Cleanup,
+        ]
+        .into_iter()
+        .find(|step| step.as_str() == s)
     }
 }
 

@@ -173,6 +173,16 @@ impl E2e {
     /// `name` makes the namespace (`e2e-NAME-PID`) and the work directory unique; the TDS test server's `sa`
     /// logs in with `mssql_password`; `secrets` gives the Secrets' YAML for PostgreSQL's user.
     async fn start(name: &str, mssql_password: &str, secrets: impl FnOnce(&str) -> String) -> E2e {
+        Self::start_on(name, mssql_password, None, secrets).await
+    }
+
+    /// [`Self::start`], the TDS test server's database named `database` (else its default).
+    async fn start_on(
+        name: &str,
+        mssql_password: &str,
+        database: Option<&str>,
+        secrets: impl FnOnce(&str) -> String,
+    ) -> E2e {
         let dir = match std::env::var("MSSQLPG_K8S_DIR") {
             Ok(d) if !d.is_empty() => PathBuf::from(d),
             _ => panic!(
@@ -215,15 +225,18 @@ impl E2e {
             cluster.kubeconfig.display()
         );
 
-        let server = TestServer::start(ServerConfig {
+        let mut config = ServerConfig {
             password: mssql_password.into(),
             ..ServerConfig::default()
-        })
-        .unwrap();
+        };
+        if let Some(db) = database {
+            config.database = db.into();
+        }
+        let server = TestServer::start(config).unwrap();
         let mssql = MssqlEndpoint {
             host: "127.0.0.1".into(),
             port: server.addr().port(),
-            database: "master".into(),
+            database: database.unwrap_or("master").into(),
             user: "sa".into(),
             password: mssql_password.into(),
             encryption: Encryption::NotSupported,
@@ -315,6 +328,17 @@ impl E2e {
 
     /// [`Self::start_operator`], the allowlist also holding `more_ports` (a test's own servers).
     fn start_operator_reaching(&self, metrics_addr: &str, more_ports: &[u16]) -> Operator {
+        self.start_operator_with(metrics_addr, more_ports, None)
+    }
+
+    /// [`Self::start_operator_reaching`]; with `worker_metrics`, worker pods serve /metrics on that loopback
+    /// port (pods share the host's network: the first to bind it serves, the others log it and go on).
+    fn start_operator_with(
+        &self,
+        metrics_addr: &str,
+        more_ports: &[u16],
+        worker_metrics: Option<u16>,
+    ) -> Operator {
         let (pg_host, pg_port, _) = pg_endpoint(&self.pg_cfg);
         let ports: Vec<String> = [self.mssql.port, pg_port]
             .iter()
@@ -339,8 +363,11 @@ impl E2e {
                 .env("WATCH_NAMESPACE", &self.cluster.ns)
                 .env(
                     "MSSQLPG_WORKER_COMMAND",
-                    "env MSSQLPG_FAIL_AFTER_CHUNKS=2 WORKER_PROGRESS_INTERVAL=1 WORKER_METRICS_ADDR=off \
-                     mssql-pg-worker",
+                    format!(
+                        "env MSSQLPG_FAIL_AFTER_CHUNKS=2 WORKER_PROGRESS_INTERVAL=1 WORKER_METRICS_ADDR={} \
+                         mssql-pg-worker",
+                        worker_metrics.map_or_else(|| "off".to_string(), |p| format!("127.0.0.1:{p}"))
+                    ),
                 )
                 .env("MSSQLPG_WORKER_LOG", "info")
                 .env("MSSQLPG_ALLOWED_ENDPOINTS", &allowlist)
@@ -743,6 +770,30 @@ stringData: {{username: {pg_user}, password: unused-with-trust}}
     ] {
         assert!(!text.contains(WRONG_PASSWORD), "the wrong password leaked");
         assert!(!text.contains(SOURCE_PASSWORD), "the source password leaked");
+    }
+    // kubectl mssqlpg: the summary names the failure; retry runs the failed plan Job again (the operator makes
+    // a new one, which fails the same way).
+    let (ok, summary) = plugin(&e2e, &["status", "badcreds"]);
+    assert!(
+        ok && summary.contains("badcreds: Failed") && summary.contains("Login failed for user 'sa'"),
+        "{summary}"
+    );
+    assert!(!summary.contains(WRONG_PASSWORD), "the wrong password leaked");
+    let first_plan = cluster.get("job", "badcreds-plan", ".metadata.uid");
+    let (ok, out) = plugin(&e2e, &["retry", "badcreds"]);
+    assert!(ok && out.contains("deleted failed Job badcreds-plan"), "{out}");
+    let started = Instant::now();
+    loop {
+        let uid = cluster.get("job", "badcreds-plan", ".metadata.uid");
+        if !uid.is_empty() && uid != first_plan {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "no new plan Job after the retry: {}",
+            diag()
+        );
+        std::thread::sleep(Duration::from_millis(300));
     }
     // Deleting a Migration while its copy Jobs run removes its Jobs and tasks (the finalizer completes).
     cluster.apply(&migration_yaml(
@@ -1719,6 +1770,769 @@ stringData: {{username: sa, password: {TARGET_PASSWORD}}}
         "finalize created the foreign key"
     );
 
+    pg.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+        .await
+        .unwrap();
+    e2e.finish();
+}
+
+const ONLINE_PASSWORD: &str = "Tgt-Passw0rd-onl";
+const ONLINE_ROWS: i64 = 20_000;
+
+/// The online test's source: `acct` (split into two key ranges) and `pair` (a composite key).
+async fn seed_online(pg: &tokio_postgres::Client, schema: &str) {
+    pg.batch_execute(&format!(
+        "DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema};
+         CREATE TABLE {schema}.acct (id bigint PRIMARY KEY, name text NOT NULL, amount numeric(12,2), note text);
+         INSERT INTO {schema}.acct SELECT g, 'nämé ' || g, g * 1.25, CASE WHEN g % 5 = 0 THEN NULL ELSE 'n' || g END
+           FROM generate_series(1, {ONLINE_ROWS}) g;
+         CREATE TABLE {schema}.pair (a int, b text, v text, PRIMARY KEY (a, b));
+         INSERT INTO {schema}.pair SELECT g % 50, 'k' || g, 'v' || g FROM generate_series(1, 500) g;
+         ANALYZE {schema}.acct; ANALYZE {schema}.pair;"
+    ))
+    .await
+    .unwrap();
+}
+
+/// Small transactions of inserts, updates and deletes against the source until `stop`; returns how many
+/// committed.
+async fn online_writer(
+    cfg: tokio_postgres::Config,
+    schema: String,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> u64 {
+    use std::sync::atomic::Ordering;
+    let (mut pg, conn) = cfg.connect(tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(conn);
+    pg.batch_execute(&format!("SET search_path = {schema}"))
+        .await
+        .unwrap();
+    let mut state: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut next = move |n: u64| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state % n
+    };
+    let mut new_id = 1_000_000i64;
+    let mut committed = 0;
+    while !stop.load(Ordering::Relaxed) {
+        let tx = pg.transaction().await.unwrap();
+        for _ in 0..=next(4) {
+            let id = i64::try_from(next(ONLINE_ROWS as u64)).unwrap() + 1;
+            match next(5) {
+                0 | 1 => {
+                    new_id += 1;
+                    tx.execute(
+                        "INSERT INTO acct VALUES ($1::bigint, 'new ' || $1::bigint::text, ($1::bigint % 1000) * 0.5, NULL)",
+                        &[&new_id],
+                    )
+                    .await
+                    .unwrap();
+                }
+                2 => {
+                    tx.execute(
+                        "UPDATE acct SET name = name || '+', amount = amount + 1, note = 'upd' WHERE id = $1",
+                        &[&id],
+                    )
+                    .await
+                    .unwrap();
+                }
+                3 => {
+                    tx.execute("DELETE FROM acct WHERE id = $1", &[&id])
+                        .await
+                        .unwrap();
+                }
+                _ => {
+                    let a = i32::try_from(next(50)).unwrap();
+                    tx.execute("UPDATE pair SET v = v || 'x' WHERE a = $1", &[&a])
+                        .await
+                        .unwrap();
+                }
+            }
+        }
+        tx.commit().await.unwrap();
+        committed += 1;
+        tokio::time::sleep(Duration::from_millis(15)).await;
+    }
+    committed
+}
+
+/// Every row of the online test's tables, as text, sorted: the source through tokio-postgres.
+async fn online_source_rows(pg: &tokio_postgres::Client, schema: &str) -> Vec<Vec<Vec<Option<String>>>> {
+    let mut out = Vec::new();
+    for q in [
+        format!("SELECT id::text, name, amount::text, note FROM {schema}.acct"),
+        format!("SELECT a::text, b, v FROM {schema}.pair"),
+    ] {
+        let rows = pg.query(&q, &[]).await.unwrap();
+        let mut table: Vec<Vec<Option<String>>> = rows
+            .iter()
+            .map(|r| (0..r.len()).map(|i| r.get::<_, Option<String>>(i)).collect())
+            .collect();
+        table.sort();
+        out.push(table);
+    }
+    out
+}
+
+/// The same from SQL Server, through tiberius.
+async fn online_target_rows(ms: &mut TdsClient) -> Vec<Vec<Vec<Option<String>>>> {
+    let mut out = Vec::new();
+    for q in [
+        "SELECT CAST(id AS nvarchar(20)), name, CAST(amount AS nvarchar(40)), note FROM dbo.acct",
+        "SELECT CAST(a AS nvarchar(20)), b, v FROM dbo.pair",
+    ] {
+        let mut table = ms_rows(ms, q).await;
+        table.sort();
+        out.push(table);
+    }
+    out
+}
+
+/// An online Migration PostgreSQL -> SQL Server through the operator: a writer changes the source throughout;
+/// the operator starts the capture Deployment after the plan and the copy Jobs once it anchored the stream;
+/// the lag reaches a steady state shown in `kubectl get mig`; the capture pod is killed mid-stream and its
+/// replacement goes on from the stored position; the writer stops, the cutover is requested through the
+/// Migration; the target then equals the source value by value, the Deployment and the slot are gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn online_migration_with_a_capture_deployment() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let e2e = E2e::start("onl", ONLINE_PASSWORD, |pg_user| {
+        format!(
+            "apiVersion: v1
+kind: Secret
+metadata: {{name: pg-creds}}
+stringData: {{username: {pg_user}, password: unused-with-trust}}
+---
+apiVersion: v1
+kind: Secret
+metadata: {{name: ms-creds}}
+stringData: {{username: sa, password: {ONLINE_PASSWORD}}}
+"
+        )
+    })
+    .await;
+    let (cluster, pg) = (&e2e.cluster, &e2e.pg);
+    let schema = format!("e2e_onl_{}", std::process::id());
+    seed_online(pg, &schema).await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = tokio::spawn(online_writer(e2e.pg_cfg.clone(), schema.clone(), stop.clone()));
+    // The capture pod starts before the copy Jobs and binds the workers' metrics port first.
+    let capture_metrics = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let _operator = e2e.start_operator_with("127.0.0.1:0", &[], Some(capture_metrics));
+    let diag = || e2e.diag();
+
+    let (host, port, db) = pg_endpoint(&e2e.pg_cfg);
+    cluster.apply(&format!(
+        "apiVersion: mssqlpg.dev/v1alpha1
+kind: Migration
+metadata: {{name: onl}}
+spec:
+  source: {{postgres: {{host: '{host}', port: {port}, database: '{db}', schema: {schema}, credentialsSecret: pg-creds, sslMode: disable}}}}
+  target: {{mssql: {{host: 127.0.0.1, port: {mssql_port}, database: master, schema: dbo, credentialsSecret: ms-creds, encryption: NotSupported}}}}
+  parallelism: 2
+  chunkRows: 2000
+  partitioning: {{minRowsToSplit: 10000, rowsPerPartition: 10000}}
+  verify: checksum
+  online: {{enabled: true, pollInterval: 100ms, heartbeatSeconds: 1, maxBatchDelay: 100ms}}
+  cutover: {{maxLagSeconds: 5}}
+",
+        mssql_port = e2e.mssql.port
+    ));
+    let status = |path: &str| cluster.get("migration", "onl", path);
+    e2e.wait_phase("onl", "Streaming", Duration::from_secs(300));
+    assert!(!writer.is_finished(), "the writer stopped early");
+
+    // One capture pod, replaced whole, owned by the Migration.
+    let deployment = cluster.must(
+        &[
+            "get",
+            "deployment",
+            "onl-capture",
+            "-n",
+            &cluster.ns,
+            "-o",
+            "jsonpath={.spec.replicas} {.spec.strategy.type} {.metadata.ownerReferences[0].kind}",
+        ],
+        None,
+    );
+    assert_eq!(deployment, "1 Recreate Migration", "{}", diag());
+    // The lag settles: every sample over a few seconds is fresh and under the cutover's maximum.
+    let sample_lag = |seconds: u64| -> Vec<f64> {
+        let mut lags = Vec::new();
+        for _ in 0..seconds {
+            std::thread::sleep(Duration::from_secs(1));
+            if let Ok(l) = status(".status.online.lagSeconds").parse::<f64>() {
+                lags.push(l);
+            }
+        }
+        lags
+    };
+    let lags = sample_lag(8);
+    assert!(
+        lags.len() >= 6 && lags.iter().all(|l| *l < 5.0),
+        "lag samples {lags:?}: {}",
+        diag()
+    );
+    let get_mig = cluster.must(&["get", "mig", "onl", "-n", &cluster.ns], None);
+    assert!(
+        get_mig.contains("LAG") && get_mig.contains("Streaming"),
+        "{get_mig}"
+    );
+    assert_eq!(
+        status(".status.conditions[?(@.type==\"CaughtUp\")].status"),
+        "True",
+        "{}",
+        diag()
+    );
+
+    // The capture pod's series, as the PodMonitor scrapes them.
+    let label = format!("migration=\"{}/onl\"", cluster.ns);
+    let started = Instant::now();
+    let scrape = loop {
+        let text = reqwest_free_get(capture_metrics, "/metrics");
+        if text.contains(&format!("mssqlpg_changes_applied_total{{{label},op=\"insert\"}}")) {
+            break text;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the capture's metrics lack applied inserts: {text}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    for metric in [
+        "mssqlpg_capture_lag_seconds",
+        "mssqlpg_capture_slot_retained_bytes",
+    ] {
+        assert!(
+            scrape.contains(&format!("{metric}{{{label}}} ")),
+            "{metric} not in {scrape}"
+        );
+    }
+
+    // Kill the capture pod mid-stream: its replacement takes over from the stored position.
+    let first_pod = status(".status.online.pod");
+    assert!(!first_pod.is_empty(), "{}", diag());
+    cluster.must(
+        &[
+            "delete",
+            "pod",
+            &first_pod,
+            "-n",
+            &cluster.ns,
+            "--grace-period=0",
+            "--force",
+        ],
+        None,
+    );
+    let started = Instant::now();
+    loop {
+        let pod = status(".status.online.pod");
+        if !pod.is_empty() && pod != first_pod && status(".status.online.phase") == "Streaming" {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "no new capture pod streams: {}",
+            diag()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let changes_before: i64 = status(".status.online.changesApplied").parse().unwrap_or(0);
+    std::thread::sleep(Duration::from_secs(3));
+    let changes_after: i64 = status(".status.online.changesApplied").parse().unwrap_or(0);
+    assert!(
+        changes_after > changes_before,
+        "the new capture applies the writer's changes ({changes_before} -> {changes_after}): {}",
+        diag()
+    );
+
+    // A capture that goes on without the Lease (a stale pod whose node stopped answering) takes the stream
+    // over through the fencing epoch in the target: the Deployment's pod stops applying and restarts; once it
+    // streams again, the stale one finds the epoch moved and stops. Every change is applied once (compared at
+    // the end).
+    let pg_user = e2e.pg_cfg.get_user().unwrap_or("postgres").to_string();
+    let rogue_log = e2e.work.join("rogue.log");
+    let log_file = std::fs::File::create(&rogue_log).unwrap();
+    let mut rogue = Command::new(sibling_bin("mssql-pg-worker"))
+        .args(["capture", "--migration", &format!("{}/onl", cluster.ns)])
+        .env("KUBECONFIG", &cluster.kubeconfig)
+        .env("POD_NAME", "stale-capture")
+        .env("MSSQLPG_CAPTURE_WITHOUT_LEASE", "1")
+        .env("SOURCE_USERNAME", &pg_user)
+        .env("SOURCE_PASSWORD", "unused-with-trust")
+        .env("TARGET_USERNAME", "sa")
+        .env("TARGET_PASSWORD", ONLINE_PASSWORD)
+        .env("WORKER_METRICS_ADDR", "off")
+        .env("WORKER_PROGRESS_INTERVAL", "1")
+        .env("RUST_LOG", "info")
+        .stdout(log_file.try_clone().unwrap())
+        .stderr(log_file)
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    let rogue_exit = loop {
+        if let Some(exit) = rogue.try_wait().unwrap() {
+            break exit;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(180),
+            "the stale capture was never fenced: {}\n--- stale capture\n{}",
+            diag(),
+            tail(&std::fs::read_to_string(&rogue_log).unwrap_or_default(), 30)
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    let rogue_text = std::fs::read_to_string(&rogue_log).unwrap_or_default();
+    assert!(
+        !rogue_exit.success() && rogue_text.contains("another streaming process took over"),
+        "{rogue_exit:?}: {}",
+        tail(&rogue_text, 30)
+    );
+    let deployment_pod_log = pod_logs(cluster, "onl-capture-");
+    assert!(
+        deployment_pod_log.contains("another streaming process took over"),
+        "the Deployment's pod was not fenced while the stale one streamed: {}",
+        tail(&deployment_pod_log, 40)
+    );
+    let started = Instant::now();
+    while status(".status.online.pod").starts_with("stale") || status(".status.online.phase") != "Streaming" {
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "the Deployment's pod does not stream again: {}",
+            diag()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+
+    // The plugin's summary shows the stream.
+    let (ok, summary) = plugin(&e2e, &["status", "onl"]);
+    assert!(ok, "{summary}");
+    for expected in [
+        "Migration ",
+        "Streaming (online)",
+        "stream: Streaming lag",
+        "capture pod onl-capture-",
+    ] {
+        assert!(summary.contains(expected), "{expected:?} not in {summary}");
+    }
+    let (ok, logs) = plugin(&e2e, &["logs", "onl", "--tail", "20"]);
+    assert!(
+        ok && logs.contains("(capture) <==") && logs.contains("(plan) <=="),
+        "{logs}"
+    );
+
+    // A cutover asked for while the lag is above its maximum is refused, and waits.
+    let patch_cutover = |patch: &str| {
+        cluster.must(
+            &[
+                "patch",
+                "mig",
+                "onl",
+                "-n",
+                &cluster.ns,
+                "--type=merge",
+                "-p",
+                patch,
+            ],
+            None,
+        )
+    };
+    patch_cutover(r#"{"spec":{"cutover":{"requested":true,"maxLagSeconds":0}}}"#);
+    let started = Instant::now();
+    while status(".status.conditions[?(@.type==\"CutOver\")].reason") != "LagAboveMaximum" {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the cutover was not refused at maxLagSeconds 0: {}",
+            diag()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(status(".status.phase"), "Streaming", "{}", diag());
+    assert!(status(".status.cutoverAcceptedAt").is_empty(), "{}", diag());
+    patch_cutover(r#"{"spec":{"cutover":{"requested":false,"maxLagSeconds":5}}}"#);
+
+    // The applications stop writing; the cutover is asked for through the plugin, which waits for it.
+    stop.store(true, Ordering::Relaxed);
+    let committed = writer.await.unwrap();
+    assert!(committed > 50, "the writer committed {committed} transactions");
+    let (ok, out) = plugin(&e2e, &["cutover", "onl", "--wait", "--timeout", "300"]);
+    assert!(
+        ok && out.contains("cut over at ") && out.contains("downtime"),
+        "{out}: {}",
+        diag()
+    );
+    assert_eq!(status(".status.phase"), "Succeeded", "{}", diag());
+    for c in ["CutOver", "Finalized", "Verified", "Ready"] {
+        assert_eq!(
+            status(&format!(".status.conditions[?(@.type==\"{c}\")].status")),
+            "True",
+            "condition {c}: {}",
+            diag()
+        );
+    }
+    let downtime: f64 = status(".status.online.downtimeSeconds").parse().unwrap_or(-1.0);
+    assert!(downtime >= 0.0, "downtime {downtime}: {}", diag());
+    assert!(!status(".status.online.fencePosition").is_empty(), "{}", diag());
+
+    // The target equals the source, value by value.
+    let source = online_source_rows(pg, &schema).await;
+    let mut ms = e2e.mssql.connect().await.unwrap();
+    let target = online_target_rows(&mut ms).await;
+    for (i, (s, t)) in source.iter().zip(&target).enumerate() {
+        assert_eq!(s.len(), t.len(), "table {i}: row counts differ");
+        for (rs, rt) in s.iter().zip(t) {
+            assert_eq!(rs, rt, "table {i}: first differing row");
+        }
+    }
+    assert!(source[0].len() as i64 > ONLINE_ROWS / 2);
+
+    // One file for a bug report: the Migration, its tasks, events and the pods' logs.
+    let report = e2e.work.join("report.txt");
+    let (ok, out) = plugin(&e2e, &["report", "onl", "-o", &report.display().to_string()]);
+    assert!(ok, "{out}");
+    let text = std::fs::read_to_string(&report).unwrap();
+    for expected in [
+        "## Migration",
+        "kind: Migration",
+        "## MigrationTasks (3)",
+        "(copy) <==",
+        "## Events",
+    ] {
+        assert!(text.contains(expected), "{expected:?} not in the report:\n{text}");
+    }
+    assert!(!text.contains(ONLINE_PASSWORD), "the report holds no credentials");
+
+    // The capture is gone, and so is what it held on the source.
+    let started = Instant::now();
+    while cluster
+        .kubectl(&["get", "deployment", "onl-capture", "-n", &cluster.ns], None)
+        .is_ok()
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the capture Deployment stays after the cutover: {}",
+            diag()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let slots: i64 = pg
+        .query_one(
+            "SELECT count(*) FROM pg_replication_slots WHERE slot_name LIKE '%' || $1 || '%'",
+            &[&cluster.ns.replace('-', "_")],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(slots, 0, "the slot was dropped at the cutover");
+
+    pg.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+        .await
+        .unwrap();
+    e2e.finish();
+}
+
+/// A binary of the workspace built beside the tests (`cargo build --workspace --bins`).
+fn sibling_bin(name: &str) -> PathBuf {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let bin = std::env::var("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| repo.join("target"))
+        .join("debug")
+        .join(name);
+    assert!(
+        bin.exists(),
+        "{} is missing: cargo build --workspace --bins",
+        bin.display()
+    );
+    bin
+}
+
+/// The logs of every pod of the test's namespace whose name starts with `prefix`, as the node agent keeps
+/// them (across restarts).
+fn pod_logs(cluster: &Cluster, prefix: &str) -> String {
+    let mut s = String::new();
+    for entry in std::fs::read_dir(cluster.dir.join("node/pods"))
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with(&format!("{}_{prefix}", cluster.ns)) {
+            s.push_str(&std::fs::read_to_string(entry.path().join("worker.log")).unwrap_or_default());
+        }
+    }
+    s
+}
+
+/// Runs `kubectl-mssqlpg ARGS -n NS` (built beside the worker) as the admin; (succeeded, stdout and stderr).
+fn plugin(e2e: &E2e, args: &[&str]) -> (bool, String) {
+    let bin = sibling_bin("kubectl-mssqlpg");
+    let out = Command::new(&bin)
+        .args(args)
+        .args(["-n", &e2e.cluster.ns])
+        .env("KUBECONFIG", &e2e.cluster.kubeconfig)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+/// Deleting an online Migration that streams stops its capture and, with `online.cleanup` (the default),
+/// runs a Job that drops the replication slot and publication on the source before the Migration goes: the
+/// operator itself never connects to a database.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_a_streaming_migration_drops_its_slot() {
+    let e2e = E2e::start("ondel", ONLINE_PASSWORD, |pg_user| {
+        format!(
+            "apiVersion: v1
+kind: Secret
+metadata: {{name: pg-creds}}
+stringData: {{username: {pg_user}, password: unused-with-trust}}
+---
+apiVersion: v1
+kind: Secret
+metadata: {{name: ms-creds}}
+stringData: {{username: sa, password: {ONLINE_PASSWORD}}}
+"
+        )
+    })
+    .await;
+    let (cluster, pg) = (&e2e.cluster, &e2e.pg);
+    let schema = format!("e2e_ondel_{}", std::process::id());
+    seed_online(pg, &schema).await;
+    let _operator = e2e.start_operator("127.0.0.1:0");
+    let diag = || e2e.diag();
+    let (host, port, db) = pg_endpoint(&e2e.pg_cfg);
+    cluster.apply(&format!(
+        "apiVersion: mssqlpg.dev/v1alpha1
+kind: Migration
+metadata: {{name: ondel}}
+spec:
+  source: {{postgres: {{host: '{host}', port: {port}, database: '{db}', schema: {schema}, credentialsSecret: pg-creds, sslMode: disable}}}}
+  target: {{mssql: {{host: 127.0.0.1, port: {mssql_port}, database: master, schema: dbo, credentialsSecret: ms-creds, encryption: NotSupported}}}}
+  online: {{enabled: true, pollInterval: 100ms, heartbeatSeconds: 1}}
+",
+        mssql_port = e2e.mssql.port
+    ));
+    e2e.wait_phase("ondel", "Streaming", Duration::from_secs(300));
+    let stream_objects = || async {
+        let tag = cluster.ns.replace('-', "_");
+        let row = pg
+            .query_one(
+                "SELECT (SELECT count(*) FROM pg_replication_slots WHERE slot_name LIKE '%' || $1 || '%'), \
+                 (SELECT count(*) FROM pg_publication WHERE pubname LIKE '%' || $1 || '%')",
+                &[&tag],
+            )
+            .await
+            .unwrap();
+        (row.get::<_, i64>(0), row.get::<_, i64>(1))
+    };
+    assert_eq!(stream_objects().await, (1, 1), "{}", diag());
+
+    cluster.must(
+        &["delete", "mig", "ondel", "-n", &cluster.ns, "--timeout=180s"],
+        None,
+    );
+    assert_eq!(
+        stream_objects().await,
+        (0, 0),
+        "the slot and publication outlived the Migration: {}",
+        diag()
+    );
+    let left = cluster.must(
+        &["get", "deployments,jobs,mtask", "-n", &cluster.ns, "-o", "name"],
+        None,
+    );
+    // The cleanup Job itself goes with the Migration (garbage collection of what it owns).
+    assert!(
+        !left.contains("deployment.apps/ondel-capture"),
+        "{left}: {}",
+        diag()
+    );
+    pg.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+        .await
+        .unwrap();
+    e2e.finish();
+}
+
+/// Small transactions against the SQL Server source (the TDS test server) until `stop`; returns how many
+/// committed.
+async fn ct_writer(endpoint: MssqlEndpoint, stop: std::sync::Arc<std::sync::atomic::AtomicBool>) -> u64 {
+    use std::sync::atomic::Ordering;
+    let mut ms = endpoint.connect().await.unwrap();
+    let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut next = move |n: u64| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state % n
+    };
+    let mut new_id = 1_000_000u64;
+    let mut committed = 0;
+    while !stop.load(Ordering::Relaxed) {
+        new_id += 1;
+        let id = next(ONLINE_ROWS as u64) + 1;
+        let sql = format!(
+            "BEGIN TRANSACTION; INSERT INTO dbo.acct VALUES ({new_id}, N'new {new_id}', {}.50, NULL); \
+             UPDATE dbo.acct SET name = name + N'+', amount = amount + 1, note = N'upd' WHERE id = {id}; \
+             DELETE FROM dbo.acct WHERE id = {}; COMMIT",
+            new_id % 1000,
+            next(ONLINE_ROWS as u64) + 1
+        );
+        exec(&mut ms, &sql).await;
+        committed += 1;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    committed
+}
+
+/// The online path the other way, SQL Server (the TDS test server, Change Tracking switched on by the
+/// worker) -> PostgreSQL, through the operator: a writer changes the source throughout; the capture anchors,
+/// the copy Jobs run, the stream catches up; the writer stops, `kubectl mssqlpg cutover --wait` cuts over;
+/// PostgreSQL then equals the source value by value, and the Deployment is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn online_migration_from_sql_server_with_a_capture_deployment() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let e2e = E2e::start_on("onct", ONLINE_PASSWORD, Some("shop"), |pg_user| {
+        format!(
+            "apiVersion: v1
+kind: Secret
+metadata: {{name: pg-creds}}
+stringData: {{username: {pg_user}, password: unused-with-trust}}
+---
+apiVersion: v1
+kind: Secret
+metadata: {{name: ms-creds}}
+stringData: {{username: sa, password: {ONLINE_PASSWORD}}}
+"
+        )
+    })
+    .await;
+    let (cluster, pg) = (&e2e.cluster, &e2e.pg);
+    let schema = format!("e2e_onct_{}", std::process::id());
+    pg.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+        .await
+        .unwrap();
+    let mut ms = e2e.mssql.connect().await.unwrap();
+    exec(
+        &mut ms,
+        "CREATE TABLE dbo.acct (id bigint NOT NULL PRIMARY KEY, name nvarchar(200) NOT NULL, \
+         amount decimal(12,2) NULL, note nvarchar(100) NULL)",
+    )
+    .await;
+    for first in (1..=ONLINE_ROWS).step_by(500) {
+        let values: Vec<String> = (first..first + 500)
+            .map(|g| {
+                let note = if g % 5 == 0 {
+                    "NULL".to_string()
+                } else {
+                    format!("N'n{g}'")
+                };
+                format!("({g}, N'nämé {g}', {}.{:02}, {note})", g / 4, (g % 4) * 25)
+            })
+            .collect();
+        exec(
+            &mut ms,
+            &format!("INSERT INTO dbo.acct VALUES {}", values.join(", ")),
+        )
+        .await;
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = tokio::spawn(ct_writer(e2e.mssql.clone(), stop.clone()));
+    let _operator = e2e.start_operator("127.0.0.1:0");
+    let diag = || e2e.diag();
+    let (host, port, db) = pg_endpoint(&e2e.pg_cfg);
+    cluster.apply(&format!(
+        "apiVersion: mssqlpg.dev/v1alpha1
+kind: Migration
+metadata: {{name: onct}}
+spec:
+  source: {{mssql: {{host: 127.0.0.1, port: {mssql_port}, database: shop, schema: dbo, credentialsSecret: ms-creds, encryption: NotSupported}}}}
+  target: {{postgres: {{host: '{host}', port: {port}, database: '{db}', schema: {schema}, credentialsSecret: pg-creds, sslMode: disable}}}}
+  parallelism: 2
+  chunkRows: 2000
+  partitioning: {{minRowsToSplit: 10000, rowsPerPartition: 10000}}
+  verify: checksum
+  online: {{enabled: true, enableChangeTracking: true, pollInterval: 100ms, heartbeatSeconds: 1, maxBatchDelay: 100ms}}
+  cutover: {{maxLagSeconds: 5}}
+",
+        mssql_port = e2e.mssql.port
+    ));
+    let status = |path: &str| cluster.get("migration", "onct", path);
+    e2e.wait_phase("onct", "Streaming", Duration::from_secs(300));
+    assert!(!writer.is_finished(), "the writer stopped early");
+    let started = Instant::now();
+    while status(".status.online.changesApplied")
+        .parse::<i64>()
+        .unwrap_or(0)
+        == 0
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "no change streamed: {}",
+            diag()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let lag: f64 = status(".status.online.lagSeconds").parse().unwrap_or(-1.0);
+    assert!((0.0..5.0).contains(&lag), "lag {lag}: {}", diag());
+
+    stop.store(true, Ordering::Relaxed);
+    let committed = writer.await.unwrap();
+    assert!(committed > 20, "the writer committed {committed} transactions");
+    let (ok, out) = plugin(&e2e, &["cutover", "onct", "--wait", "--timeout", "300"]);
+    assert!(ok && out.contains("cut over at "), "{out}: {}", diag());
+    assert_eq!(status(".status.phase"), "Succeeded", "{}", diag());
+
+    // PostgreSQL equals the source, value by value.
+    let mut source = ms_rows(
+        &mut ms,
+        "SELECT CAST(id AS nvarchar(20)), name, CAST(amount AS nvarchar(40)), note FROM dbo.acct",
+    )
+    .await;
+    source.sort();
+    let rows = pg
+        .query(
+            &format!("SELECT id::text, name, amount::text, note FROM {schema}.acct"),
+            &[],
+        )
+        .await
+        .unwrap();
+    let mut target: Vec<Vec<Option<String>>> = rows
+        .iter()
+        .map(|r| (0..r.len()).map(|i| r.get::<_, Option<String>>(i)).collect())
+        .collect();
+    target.sort();
+    assert_eq!(source.len(), target.len(), "row counts differ");
+    for (s, t) in source.iter().zip(&target) {
+        assert_eq!(s, t, "first differing row");
+    }
+    let started = Instant::now();
+    while cluster
+        .kubectl(&["get", "deployment", "onct-capture", "-n", &cluster.ns], None)
+        .is_ok()
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the capture Deployment stays after the cutover: {}",
+            diag()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
     pg.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
         .await
         .unwrap();

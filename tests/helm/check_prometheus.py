@@ -1,7 +1,7 @@
 """A real Prometheus evaluates the dashboard and the alert rules during a real Migration (tests/helm/run.sh).
 
     check_prometheus.py --workdir DIR --operator HOST:PORT --namespace NS --migration NAME --manifest FILE
-                        --dashboard JSON --rules YAML
+                        --dashboard JSON --rules YAML [--online-manifest FILE --online-migration NAME]
 
 Starts Prometheus (tests/helm/prom.py: loopback, one-second scrapes of the operator and, through
 tests/helm/prom_worker.sh, of every worker pod), applies FILE (the Migration NAME in NS), and while the Migration
@@ -29,6 +29,20 @@ LEGITIMATELY_EMPTY = {
     "ETA (from the task completion rate of the last 30m)": "nothing to estimate before the first task succeeded "
     "and after the last one did (no task Pending or Running)",
     "Reconcile errors by reason": "no reconcile failed: the counter has no reason label yet",
+}
+# The online migration row: the offline Migration has no capture pod; --online-manifest runs an online one
+# afterwards, and these panels must show its stream (see check_online()).
+ONLINE_PANELS = [
+    "Capture lag",
+    "Changes applied/s by operation",
+    "Retention headroom",
+    "Replication slot retained WAL",
+]
+LEGITIMATELY_EMPTY.update({t: "the offline Migration has no capture pod (the online one is checked after it)"
+                           for t in ONLINE_PANELS})
+# Online panels that may stay empty for a healthy stream, with the reason.
+ONLINE_EMPTY = {
+    "Retention headroom": "the source sets no max_slot_wal_keep_size: nothing limits what the slot keeps",
 }
 
 
@@ -109,6 +123,8 @@ def check(args):
             got = prom.label_values(url, q)
             if variables[name] not in got:
                 failures.append(f"variable {name}: {q} offers {got}, not {variables[name]}")
+        if args.online_manifest:
+            failures += check_online(url, args, dashboard, alerts)
         # Last: it takes the operator away.
         failures += operator_down_fires(url, args.workdir, dict(alerts))
     finally:
@@ -237,6 +253,62 @@ def expectations(samples, final, variables):
     return failures
 
 
+def check_online(url, args, dashboard, alerts):
+    """An online Migration (--online-manifest, named --online-migration): while it streams, the dashboard's
+    online row shows its capture pod's series and no alert fires on it; the cutover requested through the
+    Migration then ends it Succeeded. Returns the failures."""
+    name = args.online_migration
+    variables = {"namespace": args.namespace, "migration": name}
+    queries = [q for q in prom.dashboard_queries(dashboard, variables) if q[1] in ONLINE_PANELS]
+    kubectl("apply", "-n", args.namespace, "-f", args.online_manifest)
+    deadline = time.monotonic() + args.timeout
+    st = {}
+    while time.monotonic() < deadline:
+        st = status(args.namespace, name)
+        if st.get("phase") in ("Streaming", "Failed"):
+            break
+        time.sleep(prom.SCRAPE_SECONDS)
+    if st.get("phase") != "Streaming":
+        return [f"the online Migration reached {st.get('phase')!r}, not Streaming: {st.get('lastError')}"]
+    failures = []
+    shown = {}
+    fired = []
+    # Some scrapes of the stream: the lag series needs the capture's first report after the stream started.
+    for _ in range(12):
+        time.sleep(prom.SCRAPE_SECONDS)
+        at = time.time()
+        for _, title, _, expr in queries:
+            r = prom.query(url, expr, at)
+            if r:
+                shown[title] = r
+        for alert, expr in alerts:
+            fired += [(alert, lab) for lab, _ in prom.query(url, expr, at) if name in lab.get("migration", "")]
+    for title in ONLINE_PANELS:
+        if title in shown:
+            print(f"result: online panel {title!r}: {shown[title]}")
+        elif title in ONLINE_EMPTY:
+            print(f"result: online panel {title!r} empty, legitimately: {ONLINE_EMPTY[title]}")
+        else:
+            failures.append(f"online panel {title!r} never showed a series while {name} streamed")
+    lag = [v for _, v in shown.get("Capture lag", [])]
+    if lag and not all(0 <= v < 60 for v in lag):
+        failures.append(f"'Capture lag' {lag} while streaming an idle source")
+    if fired:
+        failures.append(f"alerts would fire on a healthy stream: {fired}")
+    kubectl("patch", "mig", name, "-n", args.namespace, "--type=merge", "-p",
+            '{"spec":{"cutover":{"requested":true}}}')
+    while time.monotonic() < deadline:
+        st = status(args.namespace, name)
+        if st.get("phase") in ("Succeeded", "Failed"):
+            break
+        time.sleep(prom.SCRAPE_SECONDS)
+    if st.get("phase") != "Succeeded":
+        failures.append(f"the online Migration ended in {st.get('phase')!r} after the cutover: {st.get('lastError')}")
+    else:
+        print(f"result: online Migration cut over, downtime {st.get('online', {}).get('downtimeSeconds')}s")
+    return failures
+
+
 def operator_down_fires(url, workdir, alerts):
     """The operator gone from service discovery: MssqlPgOperatorDown's expression holds on the real series."""
     os.remove(os.path.join(workdir, "targets", "operator-0.json"))
@@ -262,6 +334,8 @@ def main():
     for a in ("workdir", "operator", "namespace", "migration", "manifest", "dashboard", "rules"):
         p.add_argument(f"--{a}", required=True)
     p.add_argument("--timeout", type=float, default=300)
+    p.add_argument("--online-manifest", help="an online Migration to stream after the offline one")
+    p.add_argument("--online-migration", help="its name")
     args = p.parse_args()
     os.makedirs(args.workdir, exist_ok=True)
     failures = check(args)

@@ -277,13 +277,15 @@ def check_network_policies(docs, namespaces):
 
 
 def check_admission_policy(docs, image, images, accounts, command):
-    """Jobs of the operator's service account pinned to the worker image(s), service account(s) and command."""
+    """Jobs and capture Deployments of the operator's service account pinned to the worker image(s), service
+    account(s) and command."""
     vap = one(docs, "ValidatingAdmissionPolicy", "mssql-pg-operator-worker-jobs")
     spec = vap.get("spec", {})
     check(spec.get("failurePolicy") == "Fail", "admission policy fails closed")
     check(spec.get("matchConstraints", {}).get("resourceRules") == [
-        {"apiGroups": ["batch"], "apiVersions": ["*"], "operations": ["CREATE", "UPDATE"], "resources": ["jobs"]}],
-        "admission policy matches Job writes")
+        {"apiGroups": ["batch"], "apiVersions": ["*"], "operations": ["CREATE", "UPDATE"], "resources": ["jobs"]},
+        {"apiGroups": ["apps"], "apiVersions": ["*"], "operations": ["CREATE", "UPDATE"], "resources": ["deployments"]}],
+        "admission policy matches Job and Deployment (online capture) writes")
     check([c["expression"] for c in spec.get("matchConditions", [])] == [
         "request.userInfo.username == 'system:serviceaccount:mssql-pg-operator:mssql-pg-operator'"],
         "admission policy applies to the operator's service account only")

@@ -61,6 +61,7 @@ cleanup() {
     [ -n "$OWN_PG" ] && tests/scripts/postgres.sh stop "$OWN_PG"
     [ -s "$WORK/prometheus/pid" ] && "$PY" "$HERE/prom.py" stop "$WORK/prometheus"
     kubectl patch mig helm-prom -n "$MIG_NS" --type merge -p '{"metadata":{"finalizers":null}}' >/dev/null 2>&1 || true
+    kubectl patch mig helm-online -n "$MIG_NS" --type merge -p '{"metadata":{"finalizers":null}}' >/dev/null 2>&1 || true
     kubectl patch mig helm-real -n "$MIG_NS" --type merge -p '{"metadata":{"finalizers":null}}' >/dev/null 2>&1 || true
     kubectl patch mig helm-kept -n "$MIG_NS" --type merge -p '{"metadata":{"finalizers":null}}' >/dev/null 2>&1 || true
     helm uninstall mssql-pg-operator -n "$RELEASE_NS" >/dev/null 2>&1 || true
@@ -691,15 +692,33 @@ spec:
   partitioning: {minRowsToSplit: 100000, rowsPerPartition: 100000}
   worker: {backoffLimit: 0}
 YAML
+    # Then an online Migration (PostgreSQL -> the TDS test server): its capture pod's series fill the dashboard's
+    # online row while it streams, and the cutover asked through the Migration ends it.
+    "$psql" -q -h 127.0.0.1 -p "$REAL_PG" -U postgres -d postgres -c "DROP DATABASE IF EXISTS helm_online" \
+        -c "CREATE DATABASE helm_online"
+    "$psql" -q -h 127.0.0.1 -p "$REAL_PG" -U postgres -d helm_online \
+        -c "CREATE TABLE accounts (id int PRIMARY KEY, name text NOT NULL, balance numeric(12,2))" \
+        -c "INSERT INTO accounts SELECT g, 'account ' || g, g * 0.5 FROM generate_series(1, 5000) g"
+    cat >"$WORK/prom-online.yaml" <<YAML
+apiVersion: mssqlpg.dev/v1alpha1
+kind: Migration
+metadata: {name: helm-online}
+spec:
+  source: {postgres: {host: 127.0.0.1, port: $REAL_PG, database: helm_online, schema: public, credentialsSecret: pg-creds, sslMode: disable}}
+  target: {mssql: {host: 127.0.0.1, port: $REAL_TDS, database: master, schema: dbo, credentialsSecret: tds-creds, encryption: NotSupported}}
+  online: {enabled: true, pollInterval: 200ms, heartbeatSeconds: 1}
+  worker: {backoffLimit: 0}
+YAML
     "$PY" "$HERE/check_prometheus.py" --workdir "$prom_dir" --operator "127.0.0.1:$PORT" --namespace "$MIG_NS" \
         --migration helm-prom --manifest "$WORK/prom-mig.yaml" --dashboard deploy/dashboards/mssql-pg-operator.json \
-        --rules deploy/alerts/prometheus-rules.yaml --timeout 300
+        --rules deploy/alerts/prometheus-rules.yaml --timeout 300 \
+        --online-manifest "$WORK/prom-online.yaml" --online-migration helm-online
     local rc=$?
     kill "$proxy_pid" 2>/dev/null
     wait "$proxy_pid" 2>/dev/null
     return $rc
 }
-step "a real Prometheus evaluates every dashboard query and alert during and after a real Migration" prometheus_dashboard
+step "a real Prometheus evaluates every dashboard query and alert during and after a real Migration, and an online one's stream" prometheus_dashboard
 uninstall() {
     helm uninstall mssql-pg-operator -n "$RELEASE_NS" --wait --timeout 120s &&
         kubectl get crd migrations.mssqlpg.dev migrationtasks.mssqlpg.dev >/dev/null &&

@@ -71,6 +71,9 @@ pub enum K8sError {
     VerifyMismatch { migration: String, mismatches: String },
     #[error(transparent)]
     Stopped(#[from] crate::shutdown::Stopped),
+    /// The capture's Lease: not obtained, or lost (another pod holds it now).
+    #[error("Lease {lease}: {message}")]
+    Lease { lease: String, message: String },
 }
 
 impl K8sError {
@@ -85,7 +88,7 @@ impl K8sError {
             // A packed Job retries when any of its failed tasks might succeed; only the first's
             // error is kept.
             K8sError::TasksFailed { failed, error, .. } => *failed == 1 && error.is_permanent(),
-            K8sError::Config(_) | K8sError::Api(_) | K8sError::Stopped(_) => false,
+            K8sError::Config(_) | K8sError::Api(_) | K8sError::Stopped(_) | K8sError::Lease { .. } => false,
         }
     }
 }

@@ -11,6 +11,7 @@ pub mod engine;
 pub mod error_text;
 pub mod fence;
 pub mod k8s;
+pub mod k8s_capture;
 mod like_pattern;
 pub mod mapping;
 pub mod mapping_pg_to_mssql;

@@ -90,6 +90,17 @@ enum Command {
         #[arg(long, default_value_t = 600)]
         wait_seconds: u64,
     },
+    /// Online migration in the cluster (the capture Deployment's pod): anchor the stream before
+    /// the copy Jobs read, wait for the copy, build keys, stream until the cutover the Migration
+    /// asks for, reporting in `status.online` and on `/metrics`. `--migration NAMESPACE/NAME` only.
+    Capture {
+        #[command(flatten)]
+        common: Common,
+        /// Instead: drop the stream's replication slot and publication on the source (the Job
+        /// the operator runs when an online Migration is deleted before its cutover).
+        #[arg(long)]
+        cleanup: bool,
+    },
     /// Online migration: where it stands (phase, lag, positions, changes applied).
     Status {
         #[command(flatten)]
@@ -615,6 +626,7 @@ fn k8s_step(command: &Command) -> anyhow::Result<Option<K8sStep>> {
             anyhow::bail!("run is local only: use -f FILE (the operator runs the steps as Jobs)")
         }
         Command::Run(_) => None,
+        Command::Capture { .. } => None,
         Command::Plan(c) => migration(c)?.map(|(ns, n)| K8sStep::Plan(ns, n)),
         Command::Finalize { common, verify } => {
             migration(common)?.map(|(ns, n)| K8sStep::Finalize(ns, n, *verify))
@@ -780,11 +792,47 @@ async fn k8s_main(step: K8sStep, cli: &Cli, out: &Out) -> Exit {
     exit
 }
 
+/// `capture --migration NS/NAME`: the capture Deployment's process. Once cut over, or failed in a
+/// way no restart gets past, it stays up doing nothing until the operator removes the Deployment,
+/// so that Kubernetes does not start it again; other failures exit for a restart.
+async fn capture_main(common: &Common, cleanup: bool, cli: &Cli) -> anyhow::Result<Exit> {
+    use mssql_pg_worker::k8s_capture::{self, CaptureEnd};
+    let reference = common
+        .migration
+        .as_deref()
+        .context("capture runs in the cluster only: give --migration NAMESPACE/NAME")?;
+    let (ns, name) = mssql_pg_crds::client::parse_ref(reference)
+        .with_context(|| format!("--migration {reference:?}: expected NAMESPACE/NAME"))?;
+    let every = std::time::Duration::from_secs_f64(cli.progress_interval.clamp(0.2, 60.0));
+    let client = mssql_pg_worker::k8s::client().await?;
+    if cleanup {
+        k8s_capture::cleanup(&client, ns, name).await?;
+        return Ok(Exit::Success);
+    }
+    match k8s_capture::capture(&client, ns, name, every).await {
+        Ok(end) => {
+            match end {
+                CaptureEnd::CutOver => tracing::info!("cut over; waiting to be stopped"),
+                CaptureEnd::Failed(e) => {
+                    tracing::error!(error = %error_text(&e), "the capture stopped for good; waiting to be stopped")
+                }
+            }
+            mssql_pg_worker::shutdown::stop_requested().await;
+            Ok(Exit::Success)
+        }
+        Err(e) => {
+            tracing::error!(error = %error_text(&e), "the capture failed; a restart resumes from the stored position");
+            Ok(Exit::Failure)
+        }
+    }
+}
+
 async fn main_inner(cli: Cli, out: &Out) -> anyhow::Result<Exit> {
     if let Some(step) = k8s_step(&cli.command)? {
         return Ok(k8s_main(step, &cli, out).await);
     }
     match &cli.command {
+        Command::Capture { common, cleanup } => capture_main(common, *cleanup, &cli).await,
         Command::Run(common) => local(common, Step::Run, out).await,
         Command::Plan(common) => local(common, Step::Plan, out).await,
         Command::Copy { common, task, .. } => local(common, Step::Copy(task), out).await,

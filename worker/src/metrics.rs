@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Mutex, OnceLock};
 
-use prometheus::{Encoder, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder};
+use prometheus::{Encoder, GaugeVec, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder};
 
 use crate::checkpoint::KeyValue;
 
@@ -19,6 +19,17 @@ struct Metrics {
     chunks: IntCounterVec,
     peak_memory: IntGaugeVec,
     progress: Mutex<HashMap<String, TaskProgress>>,
+    capture: CaptureMetrics,
+}
+
+/// What an online migration's capture pod exports (labels: the migration; `op` for changes).
+struct CaptureMetrics {
+    lag: GaugeVec,
+    headroom: GaugeVec,
+    retained: IntGaugeVec,
+    changes: IntCounterVec,
+    /// The stored totals last exported per (migration, op), so the counter moves by the difference.
+    seen: Mutex<HashMap<(String, &'static str), u64>>,
 }
 
 /// What one task committed so far in this process.
@@ -83,7 +94,43 @@ fn build() -> Result<Metrics, prometheus::Error> {
     registry.register(Box::new(bytes.clone()))?;
     registry.register(Box::new(chunks.clone()))?;
     registry.register(Box::new(peak_memory.clone()))?;
+    let capture = CaptureMetrics {
+        lag: GaugeVec::new(
+            Opts::new(
+                "mssqlpg_capture_lag_seconds",
+                "Seconds the target is behind the source (now minus the source time of the last applied heartbeat)",
+            ),
+            &["migration"],
+        )?,
+        headroom: GaugeVec::new(
+            Opts::new(
+                "mssqlpg_capture_retention_headroom_seconds",
+                "Seconds, at the recent write rate, before the source stops keeping the changes not yet applied",
+            ),
+            &["migration"],
+        )?,
+        retained: IntGaugeVec::new(
+            Opts::new(
+                "mssqlpg_capture_slot_retained_bytes",
+                "WAL the replication slot keeps on the PostgreSQL source",
+            ),
+            &["migration"],
+        )?,
+        changes: IntCounterVec::new(
+            Opts::new(
+                "mssqlpg_changes_applied_total",
+                "Source row changes applied to the target by the stream",
+            ),
+            &["migration", "op"],
+        )?,
+        seen: Mutex::new(HashMap::new()),
+    };
+    registry.register(Box::new(capture.lag.clone()))?;
+    registry.register(Box::new(capture.headroom.clone()))?;
+    registry.register(Box::new(capture.retained.clone()))?;
+    registry.register(Box::new(capture.changes.clone()))?;
     Ok(Metrics {
+        capture,
         registry,
         rows,
         bytes,
@@ -138,6 +185,51 @@ pub fn set_peak_memory(migration: &str, bytes: u64) {
         m.peak_memory
             .with_label_values(&[migration])
             .set(i64::try_from(bytes).unwrap_or(i64::MAX));
+    }
+}
+
+/// What a capture observed of its stream, for `/metrics`.
+#[derive(Debug, Clone, Default)]
+pub struct CaptureObservation {
+    pub lag_seconds: Option<f64>,
+    pub retention_headroom_seconds: Option<f64>,
+    pub slot_retained_bytes: Option<i64>,
+    /// Changes applied since the stream started, per operation (`insert`, `update`, `delete`,
+    /// `truncate`), as the target stores them.
+    pub applied: [(&'static str, u64); 4],
+}
+
+/// Records a capture's observation; an unknown figure is removed rather than left stale.
+pub fn capture_observed(migration: &str, o: &CaptureObservation) {
+    let Some(m) = metrics() else { return };
+    let c = &m.capture;
+    let labels = [migration];
+    for (gauge, value) in [
+        (&c.lag, o.lag_seconds),
+        (&c.headroom, o.retention_headroom_seconds),
+    ] {
+        match value {
+            Some(v) => gauge.with_label_values(&labels).set(v),
+            None => {
+                let _ = gauge.remove_label_values(&labels);
+            }
+        }
+    }
+    match o.slot_retained_bytes {
+        Some(v) => c.retained.with_label_values(&labels).set(v),
+        None => {
+            let _ = c.retained.remove_label_values(&labels);
+        }
+    }
+    if let Ok(mut seen) = c.seen.lock() {
+        for (op, total) in o.applied {
+            let last = seen.entry((migration.to_string(), op)).or_insert(0);
+            let counter = c.changes.with_label_values(&[migration, op]);
+            if total > *last {
+                counter.inc_by(total - *last);
+                *last = total;
+            }
+        }
     }
 }
 
@@ -232,6 +324,36 @@ mod tests {
         assert!(
             text.contains("mssqlpg_worker_bytes_copied_total{migration=\"ns/m\",table=\"public.t\"} 150"),
             "{text}"
+        );
+    }
+
+    #[test]
+    fn capture_figures_export_and_unknown_ones_disappear() {
+        let mut o = CaptureObservation {
+            lag_seconds: Some(1.5),
+            retention_headroom_seconds: None,
+            slot_retained_bytes: Some(4096),
+            applied: [("insert", 7), ("update", 2), ("delete", 1), ("truncate", 0)],
+        };
+        capture_observed("ns/online", &o);
+        o.applied[0].1 = 10;
+        capture_observed("ns/online", &o);
+        let text = render().expect("render");
+        for line in [
+            "mssqlpg_capture_lag_seconds{migration=\"ns/online\"} 1.5",
+            "mssqlpg_capture_slot_retained_bytes{migration=\"ns/online\"} 4096",
+            "mssqlpg_changes_applied_total{migration=\"ns/online\",op=\"insert\"} 10",
+            "mssqlpg_changes_applied_total{migration=\"ns/online\",op=\"update\"} 2",
+        ] {
+            assert!(text.contains(line), "{line} in {text}");
+        }
+        assert!(!text.contains("mssqlpg_capture_retention_headroom_seconds{migration=\"ns/online\"}"));
+        o.lag_seconds = None;
+        capture_observed("ns/online", &o);
+        assert!(
+            !render()
+                .expect("render")
+                .contains("mssqlpg_capture_lag_seconds{migration=\"ns/online\"}")
         );
     }
 }

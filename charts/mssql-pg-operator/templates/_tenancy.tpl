@@ -7,6 +7,9 @@ watchNamespace). */}}
 - apiGroups: [""]
   resources: [pods]
   verbs: [get, list]
+- apiGroups: [apps]
+  resources: [deployments]
+  verbs: [create, delete]
 {{- end }}
 
 {{/* Namespaces the operator runs Migrations in, for MSSQLPG_MIGRATION_NAMESPACES: the worker namespaces, unless

@@ -467,7 +467,7 @@ fn parse_begins(tables: &[CtTable], text: &str) -> Vec<Option<i64>> {
 }
 
 /// `CHANGE_TRACKING_CURRENT_VERSION()`.
-async fn current_version(c: &mut TdsClient) -> Result<Position, OnlineError> {
+pub async fn current_version(c: &mut TdsClient) -> Result<Position, OnlineError> {
     let v = ints(
         c,
         "read the current Change Tracking version",

@@ -76,9 +76,8 @@ pub async fn run_pg_to_mssql(
     display: Display,
     events: &mut dyn Events,
 ) -> Result<CutoverReport, OnlineError> {
-    let migration = engine.options.migration.clone();
-    let pg = engine.source.connect().await?;
-    capture_pg::check_source(&pg).await?;
+    // Nothing is written to the target before the source shows it can stream.
+    capture_pg::check_source(&engine.source.connect().await?).await?;
     let prepared = engine.prepare().await?;
     let plan = &prepared.plan;
     events.event(
@@ -98,6 +97,50 @@ pub async fn run_pg_to_mssql(
             if prepared.resumed { " (resuming)" } else { "" }
         ),
     );
+    let anchored = anchor_pg_to_mssql(engine, plan, prepared.resumed, events).await?;
+
+    let copy_started = Instant::now();
+    let reporter = Reporter::start(TaskInfo::from_plan(plan), display);
+    let copied = engine.copy_all(plan).await;
+    reporter.finish().await;
+    let reports = copied?;
+    let rows: u64 = reports.iter().map(|r| r.rows).sum();
+    let seconds = copy_started.elapsed().as_secs_f64();
+    events.event(
+        serde_json::json!({"event": "copied", "rows": rows, "seconds": seconds}),
+        format!("copied {rows} rows in {seconds:.1}s\n"),
+    );
+    if !anchored.streamed_before {
+        let warnings = engine.finalize_keys(plan).await?;
+        events.event(
+            serde_json::json!({"event": "keys", "warnings": warnings}),
+            "keys and indexes built; streaming changes (request the cutover with `cutover -f FILE`)\n".into(),
+        );
+    }
+    stream_pg_to_mssql(engine, online, plan, anchored, events).await
+}
+
+/// The stream's start, held on the source before the copy reads a row.
+pub struct Anchored {
+    captured: Vec<CaptureTable>,
+    names: SlotNames,
+    ms: crate::mssql::connect::TdsClient,
+    /// The stream ran before (a rerun after a crash): the target has its keys.
+    pub streamed_before: bool,
+}
+
+/// Checks the source, then anchors the stream: the slot and publication, and the target's state
+/// row, unless `resumed` (the plan was stored before) and both are still there. Fails when the
+/// copy already started but the anchor is gone (changes made since would be lost).
+pub async fn anchor_pg_to_mssql(
+    engine: &PgToMssqlEngine,
+    plan: &PgToMssqlPlan,
+    resumed: bool,
+    events: &mut dyn Events,
+) -> Result<Anchored, OnlineError> {
+    let migration = engine.options.migration.clone();
+    let pg = engine.source.connect().await?;
+    capture_pg::check_source(&pg).await?;
     let captured: Vec<CaptureTable> = plan
         .tables
         .iter()
@@ -108,10 +151,10 @@ pub async fn run_pg_to_mssql(
     ms.ensure().await?;
     let row = ms.load(&migration).await?;
     let slot = capture_pg::slot_position(&pg, &names.slot).await?;
-    let anchored = prepared.resumed && slot.is_some() && row.as_ref().is_some_and(|r| r.slot == names.slot);
+    let anchored = resumed && slot.is_some() && row.as_ref().is_some_and(|r| r.slot == names.slot);
     if !anchored {
         // A stream anchored now misses what changed since an earlier copy read its rows.
-        if prepared.resumed && copied_anything(&mut ms, &migration).await? {
+        if resumed && copied_anything(&mut ms, &migration).await? {
             return Err(OnlineError::Setup(format!(
                 "migration {migration}: the copy already started, but the replication slot {} that anchors \
                  its stream is gone, so changes made since are lost; start the migration afresh (drop its \
@@ -127,28 +170,30 @@ pub async fn run_pg_to_mssql(
         );
     }
     drop(pg);
-
-    let copy_started = Instant::now();
-    let reporter = Reporter::start(TaskInfo::from_plan(plan), display);
-    let copied = engine.copy_all(plan).await;
-    reporter.finish().await;
-    let reports = copied?;
-    let rows: u64 = reports.iter().map(|r| r.rows).sum();
-    let seconds = copy_started.elapsed().as_secs_f64();
-    events.event(
-        serde_json::json!({"event": "copied", "rows": rows, "seconds": seconds}),
-        format!("copied {rows} rows in {seconds:.1}s\n"),
-    );
-    // A stream that ran before (a rerun after a crash) has its keys.
     let streamed_before = anchored && row.as_ref().is_some_and(|r| r.phase != Phase::Copying.as_str());
-    if !streamed_before {
-        let warnings = engine.finalize_keys(plan).await?;
-        events.event(
-            serde_json::json!({"event": "keys", "warnings": warnings}),
-            "keys and indexes built; streaming changes (request the cutover with `cutover -f FILE`)\n".into(),
-        );
-    }
+    Ok(Anchored {
+        captured,
+        names,
+        ms,
+        streamed_before,
+    })
+}
 
+/// Streams from the stored position until a cutover succeeds (resuming after transient
+/// failures), then marks the run succeeded.
+pub async fn stream_pg_to_mssql(
+    engine: &PgToMssqlEngine,
+    online: &OnlineOptions,
+    plan: &PgToMssqlPlan,
+    anchored: Anchored,
+    events: &mut dyn Events,
+) -> Result<CutoverReport, OnlineError> {
+    let Anchored {
+        captured,
+        names,
+        mut ms,
+        ..
+    } = anchored;
     let mut attempt = 0u32;
     loop {
         attempt += 1;
@@ -287,7 +332,6 @@ pub async fn run_mssql_to_pg(
     display: Display,
     events: &mut dyn Events,
 ) -> Result<CutoverReport, OnlineError> {
-    let migration = engine.options.migration.clone();
     let (planned, _) = engine.plan().await?;
     let tracked: Vec<CtTable> = planned.tables.iter().map(CtTable::of).collect::<Result<_, _>>()?;
     let mut ms = engine.source.connect().await?;
@@ -295,6 +339,7 @@ pub async fn run_mssql_to_pg(
     if !missing.is_empty() && !online.enable_change_tracking {
         return Err(capture_mssql::setup_refused(&missing));
     }
+    drop(ms);
     let prepared = engine.prepare().await?;
     let plan = &prepared.plan;
     events.event(
@@ -314,15 +359,63 @@ pub async fn run_mssql_to_pg(
             if prepared.resumed { " (resuming)" } else { "" }
         ),
     );
+    let anchored = anchor_mssql_to_pg(engine, online, plan, prepared.resumed, events).await?;
+
+    let copy_started = Instant::now();
+    let reporter = Reporter::start(TaskInfo::from_plan(plan), display);
+    let copied = engine.copy_all(plan).await;
+    reporter.finish().await;
+    let reports = copied?;
+    let rows: u64 = reports.iter().map(|r| r.rows).sum();
+    let seconds = copy_started.elapsed().as_secs_f64();
+    events.event(
+        serde_json::json!({"event": "copied", "rows": rows, "seconds": seconds}),
+        format!("copied {rows} rows in {seconds:.1}s\n"),
+    );
+    if !anchored.streamed_before {
+        let warnings = engine.finalize_keys(plan).await?;
+        events.event(
+            serde_json::json!({"event": "keys", "warnings": warnings}),
+            "keys and indexes built; streaming changes (request the cutover with `cutover -f FILE`)\n".into(),
+        );
+    }
+    stream_ct_to_pg(engine, online, plan, anchored, events).await
+}
+
+/// A SQL Server stream's start (a Change Tracking version), held before the copy reads a row.
+pub struct AnchoredCt {
+    tracked: Vec<CtTable>,
+    /// The stream ran before (a rerun after a crash): the target has its keys.
+    pub streamed_before: bool,
+}
+
+/// Checks the source's Change Tracking setup (refused, listing the statements, unless
+/// `online.enableChangeTracking`), then anchors the stream at the current version and stores it
+/// in the target's state row, unless `resumed` and the row is there. Fails when the copy already
+/// started but the stream was never anchored.
+pub async fn anchor_mssql_to_pg(
+    engine: &MssqlToPgEngine,
+    online: &OnlineOptions,
+    plan: &Plan,
+    resumed: bool,
+    events: &mut dyn Events,
+) -> Result<AnchoredCt, OnlineError> {
+    let migration = engine.options.migration.clone();
+    let mut ms = engine.source.connect().await?;
     let tracked: Vec<CtTable> = plan.tables.iter().map(CtTable::of).collect::<Result<_, _>>()?;
+    // A run checked this before writing anything; the cluster's capture starts after the plan Job.
+    let missing = capture_mssql::missing_setup(&mut ms, &tracked).await?;
+    if !missing.is_empty() && !online.enable_change_tracking {
+        return Err(capture_mssql::setup_refused(&missing));
+    }
     let mut pg = engine.target.connect().await?;
     pg.ensure().await?;
     let row = pg.load(&migration).await?;
-    let anchored = prepared.resumed && row.as_ref().is_some_and(|r| r.slot == capture_mssql::SLOT);
+    let anchored = resumed && row.as_ref().is_some_and(|r| r.slot == capture_mssql::SLOT);
     if !anchored {
         // A stream anchored now misses what changed since an earlier copy read its rows.
         let stored = crate::checkpoint::load_digests(&pg, &migration).await?;
-        if prepared.resumed && stored.values().any(|(rows, done, _)| *rows > 0 || *done) {
+        if resumed && stored.values().any(|(rows, done, _)| *rows > 0 || *done) {
             return Err(OnlineError::Setup(format!(
                 "migration {migration}: the copy already started, but its stream was never anchored, so \
                  changes made since are lost; start the migration afresh (drop its target tables, or delete \
@@ -339,28 +432,23 @@ pub async fn run_mssql_to_pg(
         );
     }
     drop(ms);
-
-    let copy_started = Instant::now();
-    let reporter = Reporter::start(TaskInfo::from_plan(plan), display);
-    let copied = engine.copy_all(plan).await;
-    reporter.finish().await;
-    let reports = copied?;
-    let rows: u64 = reports.iter().map(|r| r.rows).sum();
-    let seconds = copy_started.elapsed().as_secs_f64();
-    events.event(
-        serde_json::json!({"event": "copied", "rows": rows, "seconds": seconds}),
-        format!("copied {rows} rows in {seconds:.1}s\n"),
-    );
     let streamed_before = anchored && row.as_ref().is_some_and(|r| r.phase != Phase::Copying.as_str());
-    if !streamed_before {
-        let warnings = engine.finalize_keys(plan).await?;
-        events.event(
-            serde_json::json!({"event": "keys", "warnings": warnings}),
-            "keys and indexes built; streaming changes (request the cutover with `cutover -f FILE`)\n".into(),
-        );
-    }
-    drop(pg);
+    Ok(AnchoredCt {
+        tracked,
+        streamed_before,
+    })
+}
 
+/// Streams SQL Server's changes from the stored position until a cutover succeeds (resuming after
+/// transient failures), then marks the run succeeded.
+pub async fn stream_ct_to_pg(
+    engine: &MssqlToPgEngine,
+    online: &OnlineOptions,
+    plan: &Plan,
+    anchored: AnchoredCt,
+    events: &mut dyn Events,
+) -> Result<CutoverReport, OnlineError> {
+    let tracked = anchored.tracked;
     let mut attempt = 0u32;
     loop {
         attempt += 1;
