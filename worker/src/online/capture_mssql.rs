@@ -917,6 +917,7 @@ mod tests {
                 identity: None,
                 computed: None,
                 alias_type: None,
+                collation: None,
             },
             target_name: name.to_lowercase(),
             pg_type,
