@@ -125,7 +125,7 @@ fn crd_names_and_printer_columns() {
         .iter()
         .map(|c| c["name"].as_str().unwrap())
         .collect();
-    assert_eq!(cols, ["Phase", "Progress", "Rows", "Rows/s", "ETA", "Age"]);
+    assert_eq!(cols, ["Phase", "Progress", "Rows", "Rows/s", "ETA", "Lag", "Age"]);
 
     let task = serde_json::to_value(generate::migration_task_crd()).unwrap();
     assert_eq!(task["spec"]["names"]["shortNames"], json!(["mtask"]));
