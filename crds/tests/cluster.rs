@@ -163,10 +163,16 @@ async fn planned_fields_are_immutable_but_suspend_parallelism_and_worker_are_not
         );
     }
 
-    merge(serde_json::json!({"spec": {"suspend": true, "parallelism": 9, "worker": {"backoffLimit": 1}}}))
-        .await
-        .unwrap();
+    merge(
+        serde_json::json!({"spec": {"suspend": true, "parallelism": 9, "worker": {"backoffLimit": 1},
+        "cutover": {"requested": true, "maxLagSeconds": 30}}}),
+    )
+    .await
+    .unwrap();
     let m = migs.get("m1").await.unwrap();
+    // The cutover is asked for on a running Migration (validation, not admission, refuses it offline).
+    assert!(m.spec.cutover.requested);
+    assert_eq!(m.spec.cutover.max_lag_seconds, 30);
     assert!(m.spec.suspend);
     assert_eq!(m.spec.parallelism, 9);
     assert_eq!(m.spec.worker.backoff_limit, 1);
