@@ -81,3 +81,16 @@ async fn merging_holds_the_same_few_batches_at_any_row_count() {
         "{small} bytes at 200k rows, {large} at 2M"
     );
 }
+
+/// The figure issue 28 asks for: the merge's peak memory above the start at 10M rows a side (run
+/// by name: `cargo test -p mssql-pg-worker --test upsert_match_memory -- --ignored`).
+#[tokio::test(flavor = "current_thread")]
+#[ignore = "a measurement; run by name with --ignored"]
+async fn measure_merging_ten_million_rows() {
+    let (large, m) = measure(10_000_000).await;
+    assert_eq!(
+        (m.source.rows, m.target.rows, m.matched),
+        (10_000_000, 11_000_000, 9_999_999)
+    );
+    eprintln!("peak above start at 10M rows a side: {large} bytes");
+}
