@@ -314,8 +314,23 @@ async fn sigkill_mid_copy_then_resume_is_exact() {
         );
         tokio::time::sleep(std::time::Duration::from_millis(5)).await;
     }
+    let pid = child.id();
     child.kill().unwrap(); // SIGKILL: no cleanup runs in the worker
     child.wait().unwrap();
+    // A COMMIT the worker sent just before it died may still be on its way through its server
+    // session: count once the worker's sessions (application_name "mssql-pg-worker PID.N") are
+    // gone, or the count can trail the checkpoint the resumed run starts from.
+    let sessions = format!(
+        "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE 'mssql-pg-worker {pid}.%'"
+    );
+    let gone_by = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while pg.query_one(&sessions, &[]).await.unwrap().get::<_, i64>(0) > 0 {
+        assert!(
+            std::time::Instant::now() < gone_by,
+            "the killed worker's sessions stay"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
     let after_kill: i64 = pg.query_one(&count_sql, &[]).await.unwrap().get(0);
     assert!(after_kill < ROWS, "killed mid-table: {after_kill} rows");
     assert_eq!(
