@@ -84,6 +84,12 @@ pub enum Event<R> {
     Truncate {
         tables: Vec<usize>,
     },
+    /// The table's columns in the source no longer match the plan's (a schema change while
+    /// streaming): the capture reads no more of its changes, and `message` names the columns.
+    Drift {
+        table: usize,
+        message: String,
+    },
     /// The cutover's fence, inside its own transaction.
     Fence {
         id: String,
@@ -225,6 +231,8 @@ pub struct Record {
     pub cutover: Option<(CutoverState, String)>,
     pub fence: Option<Position>,
     pub downtime_seconds: Option<f64>,
+    /// The tables paused by a schema change, one message each (none: unchanged).
+    pub paused: Option<Vec<String>>,
 }
 
 impl Record {
@@ -234,6 +242,7 @@ impl Record {
             cutover: None,
             fence: None,
             downtime_seconds: None,
+            paused: None,
         }
     }
 }

@@ -191,13 +191,17 @@ fn status_lines(events: &mut dyn Events) -> impl FnMut(&StreamStatus) + '_ {
             events.event(
                 serde_json::to_value(s).unwrap_or_default(),
                 format!(
-                    "{}: lag {} applied {} changes {} ({:.0}/s)\n",
+                    "{}: lag {} applied {} changes {} ({:.0}/s){}\n",
                     s.phase.as_str(),
                     s.lag_seconds
                         .map_or_else(|| "-".to_string(), |l| format!("{l:.1}s")),
                     s.applied_position,
                     s.changes_applied,
-                    s.changes_per_second
+                    s.changes_per_second,
+                    s.paused
+                        .iter()
+                        .map(|p| format!("\n  paused: {p}"))
+                        .collect::<String>()
                 ),
             );
         }
@@ -521,6 +525,9 @@ pub struct Status {
     pub fence_position: Option<String>,
     pub downtime_seconds: Option<f64>,
     pub seconds_since_update: Option<i64>,
+    /// Tables a schema change in the source paused (their changes are no longer applied), one
+    /// message each naming the table and the columns.
+    pub paused: Vec<String>,
 }
 
 impl Status {
@@ -557,6 +564,9 @@ impl Status {
                     .map(|d| format!(" (downtime {d:.1}s)"))
                     .unwrap_or_default()
             ));
+        }
+        for p in &self.paused {
+            s.push_str(&format!("  paused: {p}\n"));
         }
         s
     }
@@ -600,6 +610,7 @@ impl Status {
             slot: row.slot,
             cutover: row.cutover_state,
             cutover_message: row.cutover_message,
+            paused: row.paused,
         }
     }
 }
