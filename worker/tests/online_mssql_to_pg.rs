@@ -871,6 +871,70 @@ async fn a_table_without_a_primary_key_is_refused_before_anything_is_written() {
     assert_eq!(tables, 0, "nothing was created in the target");
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn a_schema_change_pauses_its_table_and_the_others_go_on() {
+    let (server, password) = server();
+    let mut ms = tds_client(&server, &password).await;
+    common::ms_exec(
+        &mut ms,
+        "CREATE TABLE dbo.steady (id int NOT NULL PRIMARY KEY, v nvarchar(50) NULL); \
+         CREATE TABLE dbo.drifting (id int NOT NULL PRIMARY KEY, v nvarchar(50) NULL); \
+         INSERT INTO dbo.steady (id, v) VALUES (1, N'a'), (2, N'b'); \
+         INSERT INTO dbo.drifting (id, v) VALUES (1, N'a'), (2, N'b')",
+    )
+    .await;
+    let pg = common::pg_connect().await;
+    let schema = common::fresh_schema(&pg, "online_ms_drift").await;
+    let name = "online-ms-drift";
+    let file = migration_file(name, server.addr().port(), &schema, ENABLE);
+    let mut run = Running::start(&file, &password);
+    run.wait_streaming(0, Duration::from_secs(300)).await;
+
+    common::ms_exec(&mut ms, "ALTER TABLE dbo.drifting ADD extra int NULL").await;
+    common::ms_exec(
+        &mut ms,
+        "INSERT INTO dbo.drifting (id, v, extra) VALUES (100, N'after', 1); \
+         INSERT INTO dbo.steady (id, v) VALUES (100, N'after')",
+    )
+    .await;
+    run.wait_streaming(1, Duration::from_secs(120)).await;
+    let paused = loop {
+        let s = run.last("streaming").unwrap();
+        if !s["paused"].as_array().unwrap().is_empty() {
+            break s["paused"].clone();
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let text = paused.to_string();
+    assert!(
+        text.contains("dbo.drifting") && text.contains("added extra") && !text.contains("steady"),
+        "{text}"
+    );
+    common::ms_exec(&mut ms, "INSERT INTO dbo.steady (id, v) VALUES (101, N'later')").await;
+    run.wait_streaming(2, Duration::from_secs(120)).await;
+    let count =
+        |table: &str, ids: &str| format!("SELECT count(*) FROM \"{schema}\".\"{table}\" WHERE id IN ({ids})");
+    let n: i64 = pg
+        .query_one(&count("steady", "100, 101"), &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(n, 2, "the other table goes on");
+    let n: i64 = pg.query_one(&count("drifting", "100"), &[]).await.unwrap().get(0);
+    assert_eq!(n, 0, "nothing of the drifted table after its change");
+
+    let status = worker_cmd(&["status", "-f", &file], &password).output().unwrap();
+    let printed = String::from_utf8_lossy(&status.stdout);
+    assert!(
+        printed.contains("paused:") && printed.contains("dbo.drifting"),
+        "{printed}"
+    );
+    let (ok, answer) = cutover(&file, &password);
+    assert!(!ok, "{answer}");
+    assert!(answer.to_string().contains("dbo.drifting"), "{answer}");
+    run.kill();
+}
+
 /// Figures of the online path from SQL Server (not a test of behaviour: run it by name,
 /// `--ignored`): `MSSQLPG_ONLINE_ROWS` rows (default 20,000) are updated in transactions of 100
 /// rows while the stream runs, then all of them in one transaction, then the cutover. Prints the

@@ -742,6 +742,103 @@ async fn a_table_without_a_primary_key_is_refused_before_anything_is_written() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn a_schema_change_pauses_its_table_and_the_others_go_on() {
+    let config = ServerConfig::default();
+    let password = config.password.clone();
+    let server = TestServer::start(config).unwrap();
+    let pg = common::pg_connect().await;
+    let schema = common::fresh_schema(&pg, "online_drift").await;
+    pg.batch_execute(&format!(
+        "CREATE TABLE \"{schema}\".steady (id int PRIMARY KEY, v text);
+         CREATE TABLE \"{schema}\".drifting (id int PRIMARY KEY, v text, w text);
+         INSERT INTO \"{schema}\".steady SELECT g, 'v' || g FROM generate_series(1, 10) g;
+         INSERT INTO \"{schema}\".drifting SELECT g, 'v' || g, 'w' FROM generate_series(1, 10) g;"
+    ))
+    .await
+    .unwrap();
+    let name = "online-drift";
+    let file = migration_file(name, server.addr().port(), &schema);
+    let mut run = Running::start(&file, &password);
+    run.wait_streaming(0, Duration::from_secs(300)).await;
+
+    pg.batch_execute(&format!(
+        "UPDATE \"{schema}\".drifting SET v = 'before' WHERE id = 1"
+    ))
+    .await
+    .unwrap();
+    run.wait_streaming(1, Duration::from_secs(120)).await;
+    // A change committed just before the schema change reaches the stream after it: the
+    // table pauses, its changes from there on are not applied.
+    pg.batch_execute(&format!(
+        "UPDATE \"{schema}\".drifting SET v = 'raced' WHERE id = 2;
+         ALTER TABLE \"{schema}\".drifting ADD COLUMN extra int, DROP COLUMN w;
+         INSERT INTO \"{schema}\".drifting (id, v, extra) VALUES (100, 'after', 1);
+         INSERT INTO \"{schema}\".steady VALUES (100, 'after');"
+    ))
+    .await
+    .unwrap();
+    let paused = loop {
+        if let Some(s) = run.last("streaming")
+            && !s["paused"].as_array().unwrap().is_empty()
+        {
+            break s["paused"].clone();
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let text = paused.to_string();
+    assert!(
+        text.contains(&format!("{schema}.drifting"))
+            && text.contains("added extra")
+            && text.contains("dropped or renamed w")
+            && !text.contains("steady"),
+        "{text}"
+    );
+    // The other table goes on after the pause.
+    pg.batch_execute(&format!("INSERT INTO \"{schema}\".steady VALUES (101, 'later')"))
+        .await
+        .unwrap();
+    let mut ms = tds_client(&server, &password).await;
+    let started = Instant::now();
+    while common::ms_scalar::<i32>(&mut ms, "SELECT COUNT(*) FROM dbo.steady WHERE id IN (100, 101)").await
+        != Some(2)
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "the other table stopped"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        common::ms_scalar::<i32>(&mut ms, "SELECT COUNT(*) FROM dbo.drifting WHERE id = 100").await,
+        Some(0),
+        "nothing of the drifted table after its change"
+    );
+    assert_eq!(
+        common::ms_scalar::<i32>(
+            &mut ms,
+            "SELECT COUNT(*) FROM dbo.drifting WHERE id = 1 AND v = N'before'"
+        )
+        .await,
+        Some(1),
+        "what was applied before the schema change stays"
+    );
+
+    let status = worker_cmd(&["status", "-f", &file], &password).output().unwrap();
+    let printed = String::from_utf8_lossy(&status.stdout);
+    assert!(
+        printed.contains("paused:") && printed.contains(&format!("{schema}.drifting")),
+        "{printed}"
+    );
+    let (ok, answer) = cutover(&file, &password);
+    assert!(!ok, "{answer}");
+    assert!(
+        answer.to_string().contains(&format!("{schema}.drifting")),
+        "the refusal names the paused table: {answer}"
+    );
+    run.kill();
+}
+
 /// Figures of the online path (not a test of behaviour: run it by name, `--ignored`):
 /// `MSSQLPG_ONLINE_ROWS` rows (default 100,000) are updated in transactions of 100 rows while
 /// the stream runs, then all of them in one transaction, then the cutover. Prints the apply rate,

@@ -654,7 +654,13 @@ struct ConvertTable {
 /// is in the stream after this one.
 pub struct PgConverter {
     client: Client,
-    tables: Vec<ConvertTable>,
+    /// None for a table whose columns no longer matched the plan's when it was prepared.
+    tables: Vec<Option<ConvertTable>>,
+    /// Per plan table: `schema.name`, and the columns the source had when it was planned.
+    planned: Vec<(String, Vec<String>)>,
+    /// Tables whose source columns changed, with the message naming them: their changes cannot
+    /// be converted (the source's row type is no longer the one they were written in).
+    drifted: std::collections::BTreeMap<usize, String>,
 }
 
 impl PgConverter {
@@ -664,11 +670,78 @@ impl PgConverter {
             .batch_execute(SESSION)
             .await
             .map_err(pg("session settings"))?;
-        let mut tables = Vec::with_capacity(plan.len());
-        for t in plan {
-            tables.push(Self::prepare(&client, t).await?);
+        let planned: Vec<(String, Vec<String>)> = plan
+            .iter()
+            .map(|t| {
+                (
+                    format!("{}.{}", t.source.schema, t.source.name),
+                    t.source.columns.iter().map(|c| c.name.clone()).collect(),
+                )
+            })
+            .collect();
+        let mut converter = PgConverter {
+            client,
+            tables: Vec::with_capacity(plan.len()),
+            planned,
+            drifted: std::collections::BTreeMap::new(),
+        };
+        for (i, t) in plan.iter().enumerate() {
+            let prepared = if converter.check_columns(i).await? {
+                Some(Self::prepare(&converter.client, t).await?)
+            } else {
+                None
+            };
+            converter.tables.push(prepared);
         }
-        Ok(PgConverter { client, tables })
+        Ok(converter)
+    }
+
+    /// Tables whose source columns changed since the plan, with the message naming them.
+    pub fn drifted(&self) -> &std::collections::BTreeMap<usize, String> {
+        &self.drifted
+    }
+
+    /// Whether table `i`'s columns in the source are still the plan's (false: it drifted, and
+    /// is recorded so).
+    async fn check_columns(&mut self, i: usize) -> Result<bool, OnlineError> {
+        if self.drifted.contains_key(&i) {
+            return Ok(false);
+        }
+        let (name, planned) = &self.planned[i];
+        let Some((schema, table)) = name.split_once('.') else {
+            return Ok(true);
+        };
+        let now: Vec<String> = self
+            .client
+            .query(
+                "SELECT a.attname::text FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid \
+                 JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = $2 \
+                 AND a.attnum > 0 AND NOT a.attisdropped",
+                &[&schema, &table],
+            )
+            .await
+            .map_err(pg("read the table's columns"))?
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        let added: Vec<&str> = now
+            .iter()
+            .map(String::as_str)
+            .filter(|c| !planned.iter().any(|p| p == c))
+            .collect();
+        let gone: Vec<&str> = planned
+            .iter()
+            .map(String::as_str)
+            .filter(|c| !now.iter().any(|n| n == c))
+            .collect();
+        match drift_message(name, &added, &gone) {
+            None => Ok(true),
+            Some(message) => {
+                tracing::warn!(%message, "table paused by a schema change");
+                self.drifted.insert(i, message);
+                Ok(false)
+            }
+        }
     }
 
     async fn prepare(client: &Client, t: &PgToMssqlTablePlan) -> Result<ConvertTable, OnlineError> {
@@ -707,13 +780,21 @@ impl PgConverter {
 
     /// Converts `rows` of plan table `table`; `f` gets each one's fields in the copy's form
     /// (the plan's columns in order) and whether it is a delete. Returns how many rows.
+    ///
+    /// A table whose source columns changed converts nothing: its changes were written in a row
+    /// type the source no longer has, and the table is paused (see [`Self::drifted`]).
     pub async fn convert<'r>(
-        &self,
+        &mut self,
         table: usize,
         rows: impl Iterator<Item = &'r Op<PgRow>>,
         mut f: impl FnMut(bool, &[Option<&[u8]>]) -> Result<(), OnlineError>,
     ) -> Result<usize, OnlineError> {
-        let t = &self.tables[table];
+        if !self.check_columns(table).await? {
+            return Ok(0);
+        }
+        let Some(t) = &self.tables[table] else {
+            return Ok(0);
+        };
         let mut literal = String::from("{");
         let mut ops: Vec<&str> = Vec::new();
         let mut masks: Vec<Option<String>> = Vec::new();

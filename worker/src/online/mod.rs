@@ -160,6 +160,12 @@ pub trait Apply<R> {
 
     /// Records the phase, and the cutover's state when it changes.
     fn record(&mut self, record: &Record) -> impl Future<Output = Result<(), OnlineError>>;
+
+    /// Tables the apply found changed in the source (their changes could not be converted any
+    /// more), with the message naming table and columns: the stream pauses them.
+    fn drifted(&self) -> Vec<(usize, String)> {
+        Vec::new()
+    }
 }
 
 /// What a batch moves the state to.

@@ -165,6 +165,9 @@ where
         let caught_up = polled?;
         tracing::trace!(seen, caught_up, "poll done");
         capture.acknowledge(l.applied).await?;
+        for (table, message) in apply.drifted() {
+            l.paused.entry(table).or_insert(message);
+        }
         if l.paused.len() != paused_recorded {
             paused_recorded = l.paused.len();
             apply
