@@ -290,7 +290,7 @@ async fn one_direction(
     let before = run.applied();
     let big_started = Instant::now();
     let sql = format!(
-        "UPDATE {t} SET {b} = COALESCE({b}, 0) + 1 WHERE {id} > {low}",
+        "UPDATE {t} SET {b} = COALESCE({b}, 0) + 1 WHERE {id} > {low} AND {id} <= {rows}",
         t = votes(direction),
         b = ident(direction, "BountyAmount"),
         id = ident(direction, "Id"),
