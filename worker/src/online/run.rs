@@ -150,18 +150,42 @@ pub async fn run_pg_to_mssql(
     }
 
     let mut attempt = 0u32;
+    let mut target = Some(ms);
     loop {
         attempt += 1;
-        match stream_once(engine, online, plan, &captured, &names, &mut ms, events).await {
+        let started = Instant::now();
+        // A target that is still down when an attempt starts is one more failed attempt.
+        let result = match target.take() {
+            Some(mut ms) => stream_once(engine, online, plan, &captured, &names, &mut ms, events).await,
+            None => match engine.target.connect().await {
+                Ok(mut ms) => stream_once(engine, online, plan, &captured, &names, &mut ms, events).await,
+                Err(e) => Err(e.into()),
+            },
+        };
+        match result {
             Ok(report) => {
                 engine.mark_succeeded(plan).await?;
                 return Ok(report);
             }
-            Err(e) if again(&engine.options.retry, attempt, &e, slot_in_use(&e)).await => {
-                ms = engine.target.connect().await?;
+            Err(e) => {
+                attempt = attempt_after(attempt, started);
+                if !again(&engine.options.retry, attempt, &e, slot_in_use(&e)).await {
+                    return Err(e);
+                }
             }
-            Err(e) => return Err(e),
         }
+    }
+}
+
+/// How long an attempt must have streamed for its failure to count as the first of a new run
+/// of faults: the retry policy bounds faults in a row, not over a stream's whole life (days).
+const STREAMED_A_WHILE: Duration = Duration::from_secs(60);
+
+fn attempt_after(attempt: u32, started: Instant) -> u32 {
+    if started.elapsed() >= STREAMED_A_WHILE {
+        1
+    } else {
+        attempt
     }
 }
 
@@ -368,13 +392,18 @@ pub async fn run_mssql_to_pg(
     let mut attempt = 0u32;
     loop {
         attempt += 1;
+        let started = Instant::now();
         match stream_mssql_to_pg(engine, online, plan, &tracked, events).await {
             Ok(report) => {
                 engine.mark_succeeded(plan).await?;
                 return Ok(report);
             }
-            Err(e) if again(&engine.options.retry, attempt, &e, false).await => {}
-            Err(e) => return Err(e),
+            Err(e) => {
+                attempt = attempt_after(attempt, started);
+                if !again(&engine.options.retry, attempt, &e, false).await {
+                    return Err(e);
+                }
+            }
         }
     }
 }

@@ -420,9 +420,9 @@ async fn consume<R: Image, A: Apply<R>>(
                 }
             }
             Event::Drift { table, message } => {
-                if !l.paused.contains_key(&table) {
+                if let std::collections::btree_map::Entry::Vacant(e) = l.paused.entry(table) {
                     tracing::warn!(%message, "table paused by a schema change");
-                    l.paused.insert(table, message);
+                    e.insert(message);
                 }
             }
             Event::Fence { id } => {
