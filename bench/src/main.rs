@@ -89,6 +89,10 @@ enum Command {
     /// `verify: checksum` against `verify: none` in both directions, runs alternating, on the
     /// StackOverflow-shaped tables (--scale) or a shape (--shape, --rows): the ratio issue 18 bounds.
     VerifyCost(harness::verify_cost::VerifyCostArgs),
+    /// The online mode (issue 30), both directions, on the StackOverflow shape's Votes table: the
+    /// highest write rate whose lag stays bounded, lag median and p99 at a steady rate, the
+    /// streaming process's peak memory with one huge source transaction, the cutover's downtime.
+    Online(harness::online::OnlineArgs),
     /// Print the row count of every table at a scale.
     Counts {
         #[command(flatten)]
@@ -116,6 +120,7 @@ async fn main() -> Result<()> {
         Command::Shapes(args) => harness::shapes::run(args, command).await?,
         Command::AdventureWorks(args) => harness::adventure_works::run(args, command).await?,
         Command::VerifyCost(args) => harness::verify_cost::run(args, command).await?,
+        Command::Online(args) => harness::online::run(args, command).await?,
         Command::Counts { data } => {
             let ds = Dataset::new(data.scale, data.seed);
             for t in Table::ALL {

@@ -871,6 +871,217 @@ async fn a_table_without_a_primary_key_is_refused_before_anything_is_written() {
     assert_eq!(tables, 0, "nothing was created in the target");
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn a_schema_change_pauses_its_table_and_the_others_go_on() {
+    let (server, password) = server();
+    let mut ms = tds_client(&server, &password).await;
+    common::ms_exec(
+        &mut ms,
+        "CREATE TABLE dbo.steady (id int NOT NULL PRIMARY KEY, v nvarchar(50) NULL); \
+         CREATE TABLE dbo.drifting (id int NOT NULL PRIMARY KEY, v nvarchar(50) NULL); \
+         INSERT INTO dbo.steady (id, v) VALUES (1, N'a'), (2, N'b'); \
+         INSERT INTO dbo.drifting (id, v) VALUES (1, N'a'), (2, N'b')",
+    )
+    .await;
+    let pg = common::pg_connect().await;
+    let schema = common::fresh_schema(&pg, "online_ms_drift").await;
+    let name = "online-ms-drift";
+    let file = migration_file(name, server.addr().port(), &schema, ENABLE);
+    let mut run = Running::start(&file, &password);
+    run.wait_streaming(0, Duration::from_secs(300)).await;
+
+    common::ms_exec(&mut ms, "ALTER TABLE dbo.drifting ADD extra int NULL").await;
+    common::ms_exec(
+        &mut ms,
+        "INSERT INTO dbo.drifting (id, v, extra) VALUES (100, N'after', 1); \
+         INSERT INTO dbo.steady (id, v) VALUES (100, N'after')",
+    )
+    .await;
+    run.wait_streaming(1, Duration::from_secs(120)).await;
+    let paused = loop {
+        let s = run.last("streaming").unwrap();
+        if !s["paused"].as_array().unwrap().is_empty() {
+            break s["paused"].clone();
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let text = paused.to_string();
+    assert!(
+        text.contains("dbo.drifting") && text.contains("added extra") && !text.contains("steady"),
+        "{text}"
+    );
+    common::ms_exec(&mut ms, "INSERT INTO dbo.steady (id, v) VALUES (101, N'later')").await;
+    run.wait_streaming(2, Duration::from_secs(120)).await;
+    let count =
+        |table: &str, ids: &str| format!("SELECT count(*) FROM \"{schema}\".\"{table}\" WHERE id IN ({ids})");
+    let n: i64 = pg
+        .query_one(&count("steady", "100, 101"), &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(n, 2, "the other table goes on");
+    let n: i64 = pg.query_one(&count("drifting", "100"), &[]).await.unwrap().get(0);
+    assert_eq!(n, 0, "nothing of the drifted table after its change");
+
+    let status = worker_cmd(&["status", "-f", &file], &password).output().unwrap();
+    let printed = String::from_utf8_lossy(&status.stdout);
+    assert!(
+        printed.contains("paused:") && printed.contains("dbo.drifting"),
+        "{printed}"
+    );
+    let (ok, answer) = cutover(&file, &password);
+    assert!(!ok, "{answer}");
+    assert!(answer.to_string().contains("dbo.drifting"), "{answer}");
+    run.kill();
+}
+
+/// Writes to the test server until `stop`, reconnecting whenever it goes away: upserts of new
+/// keys and updates of old ones, each its own transaction. Counts the batches done.
+async fn restarted_writer(port: u16, password: String, stop: Arc<AtomicBool>, done: Arc<AtomicU64>) {
+    let mut i = 0u64;
+    'connect: while !stop.load(Ordering::Relaxed) {
+        let endpoint = MssqlEndpoint {
+            host: "127.0.0.1".into(),
+            port,
+            database: DATABASE.into(),
+            user: "sa".into(),
+            password: password.clone(),
+            encryption: Encryption::NotSupported,
+            trust_server_certificate: false,
+            ca_file: None,
+            packet_size: 32767,
+            timeouts: Default::default(),
+        };
+        let Ok(mut ms) = endpoint.connect().await else {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            continue;
+        };
+        while !stop.load(Ordering::Relaxed) {
+            let id = 1000 + i % 300;
+            let sql = format!(
+                "BEGIN TRANSACTION; DELETE FROM dbo.t WHERE id = {id}; \
+                 INSERT INTO dbo.t (id, n, v) VALUES ({id}, {i}, N'w{i}'); \
+                 UPDATE dbo.t SET n = n + 1, v = N'u{i}' WHERE id = {}; COMMIT TRANSACTION",
+                1 + i % 200
+            );
+            let ok = match ms.simple_query(sql).await {
+                Ok(s) => s.into_results().await.is_ok(),
+                Err(_) => false,
+            };
+            if !ok {
+                continue 'connect;
+            }
+            i += 1;
+            done.fetch_add(1, Ordering::Relaxed);
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn restarts_of_either_database_mid_stream_are_retried_and_end_exact() {
+    let config = ServerConfig {
+        database: DATABASE.into(),
+        ..ServerConfig::default()
+    };
+    let password = config.password.clone();
+    let mut server = TestServer::start(config).unwrap();
+    let mut ms = tds_client(&server, &password).await;
+    common::ms_exec(
+        &mut ms,
+        "CREATE TABLE dbo.t (id int NOT NULL PRIMARY KEY, n int NOT NULL, v nvarchar(50) NULL)",
+    )
+    .await;
+    let values: Vec<String> = (1..=200).map(|g| format!("({g}, 0, N'v{g}')")).collect();
+    common::ms_exec(
+        &mut ms,
+        &format!("INSERT INTO dbo.t (id, n, v) VALUES {}", values.join(", ")),
+    )
+    .await;
+    drop(ms);
+    let private = common::PrivatePg::start();
+    let pg = private.connect().await;
+    pg.batch_execute("CREATE SCHEMA r").await.unwrap();
+    let name = "online-ms-restart";
+    let file = migration_file(name, server.addr().port(), "r", ENABLE);
+    let text = std::fs::read_to_string(&file).unwrap().replace(
+        &format!("port: {}, database: postgres", pg_port()),
+        &format!("port: {}, database: postgres", private.port()),
+    );
+    std::fs::write(&file, text).unwrap();
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let done = Arc::new(AtomicU64::new(0));
+    let writer = tokio::spawn(restarted_writer(
+        server.addr().port(),
+        password.clone(),
+        stop.clone(),
+        done.clone(),
+    ));
+    let mut run = Running::start(&file, &password);
+    run.wait_streaming(20, Duration::from_secs(300)).await;
+    // The source, then the target, each while the writer writes and the stream streams.
+    server.restart().unwrap();
+    applied_more(&mut run, 40).await;
+    tokio::task::block_in_place(|| private.restart());
+    applied_more(&mut run, 40).await;
+    stop.store(true, Ordering::Relaxed);
+    writer.await.unwrap();
+    assert!(done.load(Ordering::Relaxed) > 80);
+    let (ok, answer) = cutover(&file, &password);
+    assert!(ok, "{answer}");
+    let (status, lines) = run.wait();
+    assert!(status.success(), "{lines:#?}");
+
+    let mut ms = tds_client(&server, &password).await;
+    let source: Vec<String> = ms
+        .simple_query("SELECT id, n, v FROM dbo.t ORDER BY id")
+        .await
+        .unwrap()
+        .into_first_result()
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| {
+            format!(
+                "{} {} {:?}",
+                r.get::<i32, _>(0).unwrap(),
+                r.get::<i32, _>(1).unwrap(),
+                r.get::<&str, _>(2).map(str::to_string)
+            )
+        })
+        .collect();
+    let pg = private.connect().await;
+    let target: Vec<String> = pg
+        .query("SELECT id, n, v FROM r.t ORDER BY id", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| {
+            format!(
+                "{} {} {:?}",
+                r.get::<_, i32>(0),
+                r.get::<_, i32>(1),
+                r.get::<_, Option<String>>(2)
+            )
+        })
+        .collect();
+    assert_eq!(source.len(), 500);
+    assert_eq!(
+        source, target,
+        "every change applied exactly once across the restarts"
+    );
+}
+
+/// Waits until the stream applied `more` changes beyond what it had.
+async fn applied_more(run: &mut Running, more: u64) {
+    let now = run
+        .last("streaming")
+        .and_then(|s| s["changes_applied"].as_u64())
+        .unwrap_or(0);
+    run.wait_streaming(now + more, Duration::from_secs(300)).await;
+}
+
 /// Figures of the online path from SQL Server (not a test of behaviour: run it by name,
 /// `--ignored`): `MSSQLPG_ONLINE_ROWS` rows (default 20,000) are updated in transactions of 100
 /// rows while the stream runs, then all of them in one transaction, then the cutover. Prints the

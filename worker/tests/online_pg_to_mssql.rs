@@ -742,6 +742,227 @@ async fn a_table_without_a_primary_key_is_refused_before_anything_is_written() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn a_schema_change_pauses_its_table_and_the_others_go_on() {
+    let config = ServerConfig::default();
+    let password = config.password.clone();
+    let server = TestServer::start(config).unwrap();
+    let pg = common::pg_connect().await;
+    let schema = common::fresh_schema(&pg, "online_drift").await;
+    pg.batch_execute(&format!(
+        "CREATE TABLE \"{schema}\".steady (id int PRIMARY KEY, v text);
+         CREATE TABLE \"{schema}\".drifting (id int PRIMARY KEY, v text, w text);
+         INSERT INTO \"{schema}\".steady SELECT g, 'v' || g FROM generate_series(1, 10) g;
+         INSERT INTO \"{schema}\".drifting SELECT g, 'v' || g, 'w' FROM generate_series(1, 10) g;"
+    ))
+    .await
+    .unwrap();
+    let name = "online-drift";
+    let file = migration_file(name, server.addr().port(), &schema);
+    let mut run = Running::start(&file, &password);
+    run.wait_streaming(0, Duration::from_secs(300)).await;
+
+    pg.batch_execute(&format!(
+        "UPDATE \"{schema}\".drifting SET v = 'before' WHERE id = 1"
+    ))
+    .await
+    .unwrap();
+    run.wait_streaming(1, Duration::from_secs(120)).await;
+    // A change committed just before the schema change reaches the stream after it: the
+    // table pauses, its changes from there on are not applied.
+    pg.batch_execute(&format!(
+        "UPDATE \"{schema}\".drifting SET v = 'raced' WHERE id = 2;
+         ALTER TABLE \"{schema}\".drifting ADD COLUMN extra int, DROP COLUMN w;
+         INSERT INTO \"{schema}\".drifting (id, v, extra) VALUES (100, 'after', 1);
+         INSERT INTO \"{schema}\".steady VALUES (100, 'after');"
+    ))
+    .await
+    .unwrap();
+    let paused = loop {
+        if let Some(s) = run.last("streaming")
+            && !s["paused"].as_array().unwrap().is_empty()
+        {
+            break s["paused"].clone();
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let text = paused.to_string();
+    assert!(
+        text.contains(&format!("{schema}.drifting"))
+            && text.contains("added extra")
+            && text.contains("dropped or renamed w")
+            && !text.contains("steady"),
+        "{text}"
+    );
+    // The other table goes on after the pause.
+    pg.batch_execute(&format!("INSERT INTO \"{schema}\".steady VALUES (101, 'later')"))
+        .await
+        .unwrap();
+    let mut ms = tds_client(&server, &password).await;
+    let started = Instant::now();
+    while common::ms_scalar::<i32>(&mut ms, "SELECT COUNT(*) FROM dbo.steady WHERE id IN (100, 101)").await
+        != Some(2)
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "the other table stopped"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        common::ms_scalar::<i32>(&mut ms, "SELECT COUNT(*) FROM dbo.drifting WHERE id = 100").await,
+        Some(0),
+        "nothing of the drifted table after its change"
+    );
+    assert_eq!(
+        common::ms_scalar::<i32>(
+            &mut ms,
+            "SELECT COUNT(*) FROM dbo.drifting WHERE id = 1 AND v = N'before'"
+        )
+        .await,
+        Some(1),
+        "what was applied before the schema change stays"
+    );
+
+    let status = worker_cmd(&["status", "-f", &file], &password).output().unwrap();
+    let printed = String::from_utf8_lossy(&status.stdout);
+    assert!(
+        printed.contains("paused:") && printed.contains(&format!("{schema}.drifting")),
+        "{printed}"
+    );
+    let (ok, answer) = cutover(&file, &password);
+    assert!(!ok, "{answer}");
+    assert!(
+        answer.to_string().contains(&format!("{schema}.drifting")),
+        "the refusal names the paused table: {answer}"
+    );
+    run.kill();
+}
+
+/// Writes to a PostgreSQL until `stop`, reconnecting whenever the server goes away: upserts of
+/// new keys and updates of old ones, each its own transaction. Counts the statements done.
+async fn restarted_writer(url: String, schema: &'static str, stop: Arc<AtomicBool>, done: Arc<AtomicU64>) {
+    let mut i = 0u64;
+    'connect: while !stop.load(Ordering::Relaxed) {
+        let Ok((pg, conn)) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await else {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            continue;
+        };
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        while !stop.load(Ordering::Relaxed) {
+            let sql = format!(
+                "INSERT INTO {schema}.t VALUES ({}, {i}, 'w{i}') ON CONFLICT (id) DO UPDATE SET n = EXCLUDED.n; \
+                 UPDATE {schema}.t SET n = n + 1, v = 'u{i}' WHERE id = {}",
+                1000 + i % 300,
+                1 + i % 200
+            );
+            if pg.batch_execute(&sql).await.is_err() {
+                continue 'connect;
+            }
+            i += 1;
+            done.fetch_add(1, Ordering::Relaxed);
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+}
+
+/// Waits until the stream applied `more` changes beyond what it had.
+async fn applied_more(run: &mut Running, more: u64) {
+    let now = run
+        .last("streaming")
+        .and_then(|s| s["changes_applied"].as_u64())
+        .unwrap_or(0);
+    run.wait_streaming(now + more, Duration::from_secs(300)).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn restarts_of_either_database_mid_stream_are_retried_and_end_exact() {
+    let config = ServerConfig::default();
+    let password = config.password.clone();
+    let mut server = TestServer::start(config).unwrap();
+    let private = common::PrivatePg::start();
+    let pg = private.connect().await;
+    pg.batch_execute(
+        "CREATE SCHEMA r; CREATE TABLE r.t (id int PRIMARY KEY, n int NOT NULL, v text); \
+         INSERT INTO r.t SELECT g, 0, 'v' || g FROM generate_series(1, 200) g",
+    )
+    .await
+    .unwrap();
+    let name = "online-restart";
+    let dir = std::env::temp_dir().join(format!("mssqlpg-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("migration.yaml").to_string_lossy().into_owned();
+    let text = yaml(name, server.addr().port(), "r").replace(
+        &format!("port: {}, database: postgres", pg_port()),
+        &format!("port: {}, database: postgres", private.port()),
+    );
+    std::fs::write(&file, text).unwrap();
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let done = Arc::new(AtomicU64::new(0));
+    let writer = tokio::spawn(restarted_writer(
+        private.url.clone(),
+        "r",
+        stop.clone(),
+        done.clone(),
+    ));
+    let mut run = Running::start(&file, &password);
+    run.wait_streaming(20, Duration::from_secs(300)).await;
+    // The source, then the target, each while the writer writes and the stream streams.
+    tokio::task::block_in_place(|| private.restart());
+    applied_more(&mut run, 40).await;
+    server.restart().unwrap();
+    applied_more(&mut run, 40).await;
+    stop.store(true, Ordering::Relaxed);
+    writer.await.unwrap();
+    assert!(done.load(Ordering::Relaxed) > 80);
+    let (ok, answer) = cutover(&file, &password);
+    assert!(ok, "{answer}");
+    let (status, lines) = run.wait();
+    assert!(status.success(), "{lines:#?}");
+
+    let pg = private.connect().await;
+    let source: Vec<String> = pg
+        .query("SELECT id, n, v FROM r.t ORDER BY id", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| {
+            format!(
+                "{} {} {:?}",
+                r.get::<_, i32>(0),
+                r.get::<_, i32>(1),
+                r.get::<_, Option<String>>(2)
+            )
+        })
+        .collect();
+    let mut ms = tds_client(&server, &password).await;
+    let target: Vec<String> = ms
+        .simple_query("SELECT id, n, v FROM dbo.t ORDER BY id")
+        .await
+        .unwrap()
+        .into_first_result()
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| {
+            format!(
+                "{} {} {:?}",
+                r.get::<i32, _>(0).unwrap(),
+                r.get::<i32, _>(1).unwrap(),
+                r.get::<&str, _>(2).map(str::to_string)
+            )
+        })
+        .collect();
+    assert_eq!(source.len(), 500);
+    assert_eq!(
+        source, target,
+        "every change applied exactly once across the restarts"
+    );
+}
+
 /// Figures of the online path (not a test of behaviour: run it by name, `--ignored`):
 /// `MSSQLPG_ONLINE_ROWS` rows (default 100,000) are updated in transactions of 100 rows while
 /// the stream runs, then all of them in one transaction, then the cutover. Prints the apply rate,

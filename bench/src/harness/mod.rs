@@ -2,12 +2,14 @@
 //! limits of the same machine measured on the same rows in the same run (issue 7),
 //! `bench shapes`: issue 3's 1M-row mixed-type and 10M-row narrow tables, and
 //! `bench adventure-works`: Microsoft's AdventureWorks sample migrated whole, both ways, and
-//! `bench verify-cost`: `verify: checksum` against `verify: none`, both ways.
+//! `bench verify-cost`: `verify: checksum` against `verify: none`, both ways, and
+//! `bench online`: the online mode's apply rate, lag, memory and cutover downtime, both ways.
 
 pub mod adventure_works;
 mod chart;
 mod limits;
 mod numbers;
+pub mod online;
 mod pg_cpu;
 mod report;
 mod services;

@@ -229,7 +229,7 @@ spec:
 
 /// The worker's credential variables for `config`'s direction (the test server's login; the
 /// private PostgreSQL trusts local connections).
-fn credentials(config: &Config, mssql: &TdsServer, pg: &Postgres) -> [(&'static str, String); 4] {
+pub(crate) fn credentials(config: &Config, mssql: &TdsServer, pg: &Postgres) -> [(&'static str, String); 4] {
     let (source_user, source_password, target_user, target_password) = match config.direction {
         Direction::MssqlToPg => (&mssql.user, mssql.password.clone(), &pg.user, String::new()),
         Direction::PgToMssql => (&pg.user, String::new(), &mssql.user, mssql.password.clone()),

@@ -41,6 +41,8 @@ pub struct TestServer {
     stopping: Arc<AtomicBool>,
     connections: Connections,
     accept: Option<JoinHandle<()>>,
+    /// What [`TestServer::restart`] listens with again.
+    again: (Arc<ServerConfig>, Option<Arc<ServerTls>>, Arc<dyn Connector>),
 }
 
 impl TestServer {
@@ -87,15 +89,8 @@ impl TestServer {
         })?;
         let stopping = Arc::new(AtomicBool::new(false));
         let connections: Connections = Arc::default();
-        let accept = {
-            let stopping = Arc::clone(&stopping);
-            let connections = Arc::clone(&connections);
-            let config = Arc::new(config);
-            thread::Builder::new()
-                .name("tds-accept".into())
-                .spawn(move || accept_loop(listener, config, tls, connector, stopping, connections))
-                .map_err(ServerError::Thread)?
-        };
+        let again = (Arc::new(config), tls, connector);
+        let accept = spawn_accept(listener, &again, &stopping, &connections)?;
         info!(%addr, tls = config_has_tls, "tds-testserver listening");
         Ok(TestServer {
             addr,
@@ -103,7 +98,28 @@ impl TestServer {
             stopping,
             connections,
             accept: Some(accept),
+            again,
         })
+    }
+
+    /// Stops as [`TestServer::stop`] does (every connection closed, its session ended as on a
+    /// disconnect), then listens again on the same address over the same data: a database
+    /// restart as its clients see it.
+    pub fn restart(&mut self) -> Result<(), ServerError> {
+        self.stop();
+        let listener = TcpListener::bind(self.addr).map_err(|source| ServerError::Bind {
+            addr: self.addr,
+            source,
+        })?;
+        self.stopping = Arc::new(AtomicBool::new(false));
+        self.accept = Some(spawn_accept(
+            listener,
+            &self.again,
+            &self.stopping,
+            &self.connections,
+        )?);
+        info!(addr = %self.addr, "tds-testserver listening again");
+        Ok(())
     }
 
     pub fn addr(&self) -> SocketAddr {
@@ -136,6 +152,20 @@ impl Drop for TestServer {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+fn spawn_accept(
+    listener: TcpListener,
+    again: &(Arc<ServerConfig>, Option<Arc<ServerTls>>, Arc<dyn Connector>),
+    stopping: &Arc<AtomicBool>,
+    connections: &Connections,
+) -> Result<JoinHandle<()>, ServerError> {
+    let (config, tls, connector) = (Arc::clone(&again.0), again.1.clone(), Arc::clone(&again.2));
+    let (stopping, connections) = (Arc::clone(stopping), Arc::clone(connections));
+    thread::Builder::new()
+        .name("tds-accept".into())
+        .spawn(move || accept_loop(listener, config, tls, connector, stopping, connections))
+        .map_err(ServerError::Thread)
 }
 
 fn accept_loop(

@@ -180,7 +180,7 @@ impl MssqlApply {
 
     /// Encodes table `i`'s images as bulk rows of its staging table.
     async fn encode(
-        &self,
+        &mut self,
         i: usize,
         rows: &std::collections::HashMap<Vec<u8>, Op<PgRow>>,
     ) -> Result<(BytesMut, usize), OnlineError> {
@@ -297,6 +297,14 @@ impl Apply<PgRow> for MssqlApply {
 
     async fn record(&mut self, record: &Record) -> Result<(), OnlineError> {
         state_mssql::record(&mut self.ms, &self.migration, self.epoch, record).await
+    }
+
+    fn drifted(&self) -> Vec<(usize, String)> {
+        self.converter
+            .drifted()
+            .iter()
+            .map(|(i, m)| (*i, m.clone()))
+            .collect()
     }
 }
 

@@ -21,6 +21,8 @@
 //! rest after it, so the stream sees which tables changed after the fence. Resuming at F is exact:
 //! `CHANGETABLE(CHANGES t, F)` holds every key changed after F.
 
+use std::collections::HashMap;
+
 use super::batch::{ChangeKind, Image, Op};
 use super::{Capture, Event, OnlineError, Position};
 use crate::checkpoint::SCHEMA;
@@ -92,6 +94,9 @@ pub struct CtTable {
     /// Every row, when the table is copied again.
     pub whole_sql: String,
     pub encoder: RowEncoder,
+    /// Every column the source table had when it was planned: one more, or a copied one gone,
+    /// is a schema change that pauses the table.
+    pub source_columns: Vec<String>,
 }
 
 /// Whether a key column's values compare by collation (text): then the join to the table also
@@ -128,6 +133,7 @@ impl CtTable {
             whole_sql: whole_sql(t, &quoted),
             encoder: RowEncoder::new(t.columns.iter().map(|c| c.pg_type).collect()),
             columns: t.columns.iter().map(|c| c.source.name.clone()).collect(),
+            source_columns: t.source.columns.iter().map(|c| c.name.clone()).collect(),
             quoted,
             name,
             key,
@@ -590,6 +596,11 @@ pub struct MssqlCapture {
     /// Begin versions of tables copied again, to store once the target holds the copy (applied
     /// at or past the position).
     recopied: Option<(Position, Vec<Begin>)>,
+    /// Each table's object id when the stream started: the catalog check of every poll reads
+    /// the columns under it (a table dropped and created again has none under it).
+    object_ids: Vec<Option<i32>>,
+    /// Tables a schema change paused: their changes are not read.
+    paused: Vec<bool>,
 }
 
 /// A table (its index) and where its Change Tracking history begins.
@@ -620,6 +631,19 @@ impl MssqlCapture {
             .and_then(|r| r.get::<&str, _>(0).map(str::to_string))
             .unwrap_or_default();
         let begins = parse_begins(&tables, &stored);
+        let mut object_ids = Vec::with_capacity(tables.len());
+        for t in &tables {
+            let id = ms
+                .query("SELECT OBJECT_ID(@P1)", &[&t.quoted.as_str()])
+                .await
+                .map_err(ms_err("look up a tracked table"))?
+                .into_row()
+                .await
+                .map_err(ms_err("look up a tracked table"))?
+                .and_then(|r| r.get::<i32, _>(0));
+            object_ids.push(id);
+        }
+        let paused = vec![false; tables.len()];
         Ok(MssqlCapture {
             ms,
             migration: migration.to_string(),
@@ -630,7 +654,59 @@ impl MssqlCapture {
             heartbeat_sent: None,
             begins,
             recopied: None,
+            object_ids,
+            paused,
         })
+    }
+
+    /// The catalog check of a poll: the tables whose columns no longer match the plan's, newly
+    /// paused, each with the message naming its columns.
+    async fn drifted(&mut self) -> Result<Vec<(usize, String)>, OnlineError> {
+        let ids: Vec<String> = self.object_ids.iter().flatten().map(i32::to_string).collect();
+        let mut columns: HashMap<i32, Vec<String>> = HashMap::new();
+        if !ids.is_empty() {
+            let rows = self
+                .ms
+                .simple_query(format!(
+                    "SELECT object_id, name FROM sys.columns WHERE object_id IN ({})",
+                    ids.join(", ")
+                ))
+                .await
+                .map_err(ms_err("check the tracked tables' columns"))?
+                .into_first_result()
+                .await
+                .map_err(ms_err("check the tracked tables' columns"))?;
+            for r in rows {
+                if let (Some(id), Some(name)) = (r.get::<i32, _>(0), r.get::<&str, _>(1)) {
+                    columns.entry(id).or_default().push(name.to_string());
+                }
+            }
+        }
+        let mut out = Vec::new();
+        for (i, t) in self.tables.iter().enumerate() {
+            if self.paused[i] {
+                continue;
+            }
+            let now = self.object_ids[i]
+                .and_then(|id| columns.get(&id))
+                .map_or(&[][..], Vec::as_slice);
+            let added: Vec<&str> = now
+                .iter()
+                .map(String::as_str)
+                .filter(|c| !t.source_columns.iter().any(|s| s == c))
+                .collect();
+            let gone: Vec<&str> = t
+                .columns
+                .iter()
+                .map(String::as_str)
+                .filter(|c| !now.iter().any(|n| n == c))
+                .collect();
+            if let Some(message) = super::capture_pg::drift_message(&t.name, &added, &gone) {
+                self.paused[i] = true;
+                out.push((i, message));
+            }
+        }
+        Ok(out)
     }
 
     /// The tables whose changes since `last` the source no longer holds, with their begin
@@ -639,6 +715,9 @@ impl MssqlCapture {
         let versions = tracked_versions(&mut self.ms, &self.tables).await?;
         let mut lost = Vec::new();
         for (i, (t, v)) in self.tables.iter().zip(versions).enumerate() {
+            if self.paused[i] {
+                continue;
+            }
             let Some(min) = v.min_valid else {
                 return Err(OnlineError::Setup(format!(
                     "table {}: Change Tracking is not enabled on it (any more): its changes since version \
@@ -725,6 +804,11 @@ impl MssqlCapture {
     /// One poll's reads, inside its snapshot.
     async fn read(&mut self, tx: &tokio::sync::mpsc::Sender<Event<MsRow>>) -> Result<(), OnlineError> {
         let v = current_version(&mut self.ms).await?;
+        for (table, message) in self.drifted().await? {
+            if tx.send(Event::Drift { table, message }).await.is_err() {
+                return Ok(());
+            }
+        }
         let last = self.last;
         let lost_begins = self.lost(last).await?;
         let lost: Vec<usize> = lost_begins.iter().map(|(i, _)| *i).collect();
@@ -765,7 +849,9 @@ impl MssqlCapture {
                 });
             }
             for i in 0..self.tables.len() {
-                let (sql, params) = if recopy.contains(&i) {
+                let (sql, params) = if self.paused[i] {
+                    continue;
+                } else if recopy.contains(&i) {
                     (self.tables[i].whole_sql.clone(), Vec::new())
                 } else if hi > lo && !lost.contains(&i) {
                     (

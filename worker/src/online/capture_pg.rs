@@ -75,6 +75,9 @@ pub struct CaptureTable {
     pub computed: Vec<bool>,
     /// Indexes into `columns` of the primary key.
     pub key: Vec<usize>,
+    /// Every column the source table had when it was planned: a relation with one more has
+    /// drifted.
+    pub source_columns: Vec<String>,
 }
 
 impl CaptureTable {
@@ -102,6 +105,7 @@ impl CaptureTable {
             computed: t.columns.iter().map(|c| c.computed.is_some()).collect(),
             columns,
             key,
+            source_columns: t.source.columns.iter().map(|c| c.name.clone()).collect(),
         })
     }
 
@@ -255,11 +259,32 @@ pub async fn create_stream(
         .ok_or_else(|| OnlineError::Setup(format!("the slot's consistent point {lsn:?} is not an LSN")))
 }
 
+/// The message of a table whose source columns no longer match the plan's, if they do not.
+pub fn drift_message(table: &str, added: &[&str], gone: &[&str]) -> Option<String> {
+    if added.is_empty() && gone.is_empty() {
+        return None;
+    }
+    let mut what = Vec::new();
+    if !added.is_empty() {
+        what.push(format!("added {}", added.join(", ")));
+    }
+    if !gone.is_empty() {
+        what.push(format!("dropped or renamed {}", gone.join(", ")));
+    }
+    Some(format!(
+        "table {table} paused: its columns changed in the source while streaming ({}); its changes are no \
+         longer applied, the other tables' are",
+        what.join("; ")
+    ))
+}
+
 /// How a relation of the stream maps to a plan table.
 struct RelationMap {
     table: usize,
     /// Per plan column, its position in the relation's tuples.
     from: Vec<Option<usize>>,
+    /// The relation's columns differ from the plan's: its changes are not read.
+    drifted: bool,
 }
 
 /// Reads the slot.
@@ -293,7 +318,9 @@ impl PgCapture {
         })
     }
 
-    fn relation(&mut self, r: pgoutput::Relation) {
+    /// Maps a relation of the stream to its plan table; the table and a message naming the
+    /// columns when they no longer match the plan's.
+    fn relation(&mut self, r: pgoutput::Relation) -> Option<(usize, String)> {
         let namespace = if r.namespace.is_empty() {
             "pg_catalog"
         } else {
@@ -305,14 +332,39 @@ impl PgCapture {
             .position(|t| t.schema == namespace && t.name == r.name)
         else {
             self.relations.remove(&r.id);
-            return;
+            return None;
         };
-        let from = self.tables[table]
+        let t = &self.tables[table];
+        let from: Vec<Option<usize>> = t
             .columns
             .iter()
             .map(|c| r.columns.iter().position(|rc| &rc.name == c))
             .collect();
-        self.relations.insert(r.id, RelationMap { table, from });
+        // Generated columns are not published: their absence is no change.
+        let gone: Vec<&str> = t
+            .columns
+            .iter()
+            .zip(&from)
+            .zip(&t.computed)
+            .filter(|((_, at), computed)| at.is_none() && !**computed)
+            .map(|((c, _), _)| c.as_str())
+            .collect();
+        let added: Vec<&str> = r
+            .columns
+            .iter()
+            .map(|c| c.name.as_str())
+            .filter(|c| !t.source_columns.iter().any(|s| s == c))
+            .collect();
+        let drift = drift_message(&format!("{}.{}", t.schema, t.name), &added, &gone);
+        self.relations.insert(
+            r.id,
+            RelationMap {
+                table,
+                from,
+                drifted: drift.is_some(),
+            },
+        );
+        drift.map(|m| (table, m))
     }
 
     /// A tuple in the plan's column order.
@@ -364,10 +416,14 @@ impl PgCapture {
         match m {
             Message::Begin { final_lsn, .. } => out.push(Event::Begin { commit: final_lsn }),
             Message::Commit { end_lsn, .. } => out.push(Event::Commit { end: end_lsn }),
-            Message::Relation(r) => self.relation(r),
+            Message::Relation(r) => {
+                if let Some((table, message)) = self.relation(r) {
+                    out.push(Event::Drift { table, message });
+                }
+            }
             Message::Origin | Message::Type => {}
             Message::Insert { relation, new } => {
-                let Some(map) = self.relations.get(&relation) else {
+                let Some(map) = self.relations.get(&relation).filter(|m| !m.drifted) else {
                     return Ok(());
                 };
                 let row = self.row(map, &new)?;
@@ -381,7 +437,7 @@ impl PgCapture {
                 });
             }
             Message::Update { relation, old, new } => {
-                let Some(map) = self.relations.get(&relation) else {
+                let Some(map) = self.relations.get(&relation).filter(|m| !m.drifted) else {
                     return Ok(());
                 };
                 let table = map.table;
@@ -415,7 +471,7 @@ impl PgCapture {
                 });
             }
             Message::Delete { relation, old } => {
-                let Some(map) = self.relations.get(&relation) else {
+                let Some(map) = self.relations.get(&relation).filter(|m| !m.drifted) else {
                     return Ok(());
                 };
                 let table = map.table;
@@ -440,7 +496,7 @@ impl PgCapture {
             Message::Truncate { relations } => {
                 let tables: Vec<usize> = relations
                     .iter()
-                    .filter_map(|r| self.relations.get(r).map(|m| m.table))
+                    .filter_map(|r| self.relations.get(r).filter(|m| !m.drifted).map(|m| m.table))
                     .collect();
                 if !tables.is_empty() {
                     out.push(Event::Truncate { tables });
@@ -598,7 +654,13 @@ struct ConvertTable {
 /// is in the stream after this one.
 pub struct PgConverter {
     client: Client,
-    tables: Vec<ConvertTable>,
+    /// None for a table whose columns no longer matched the plan's when it was prepared.
+    tables: Vec<Option<ConvertTable>>,
+    /// Per plan table: `schema.name`, and the columns the source had when it was planned.
+    planned: Vec<(String, Vec<String>)>,
+    /// Tables whose source columns changed, with the message naming them: their changes cannot
+    /// be converted (the source's row type is no longer the one they were written in).
+    drifted: std::collections::BTreeMap<usize, String>,
 }
 
 impl PgConverter {
@@ -608,11 +670,78 @@ impl PgConverter {
             .batch_execute(SESSION)
             .await
             .map_err(pg("session settings"))?;
-        let mut tables = Vec::with_capacity(plan.len());
-        for t in plan {
-            tables.push(Self::prepare(&client, t).await?);
+        let planned: Vec<(String, Vec<String>)> = plan
+            .iter()
+            .map(|t| {
+                (
+                    format!("{}.{}", t.source.schema, t.source.name),
+                    t.source.columns.iter().map(|c| c.name.clone()).collect(),
+                )
+            })
+            .collect();
+        let mut converter = PgConverter {
+            client,
+            tables: Vec::with_capacity(plan.len()),
+            planned,
+            drifted: std::collections::BTreeMap::new(),
+        };
+        for (i, t) in plan.iter().enumerate() {
+            let prepared = if converter.check_columns(i).await? {
+                Some(Self::prepare(&converter.client, t).await?)
+            } else {
+                None
+            };
+            converter.tables.push(prepared);
         }
-        Ok(PgConverter { client, tables })
+        Ok(converter)
+    }
+
+    /// Tables whose source columns changed since the plan, with the message naming them.
+    pub fn drifted(&self) -> &std::collections::BTreeMap<usize, String> {
+        &self.drifted
+    }
+
+    /// Whether table `i`'s columns in the source are still the plan's (false: it drifted, and
+    /// is recorded so).
+    async fn check_columns(&mut self, i: usize) -> Result<bool, OnlineError> {
+        if self.drifted.contains_key(&i) {
+            return Ok(false);
+        }
+        let (name, planned) = &self.planned[i];
+        let Some((schema, table)) = name.split_once('.') else {
+            return Ok(true);
+        };
+        let now: Vec<String> = self
+            .client
+            .query(
+                "SELECT a.attname::text FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid \
+                 JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = $2 \
+                 AND a.attnum > 0 AND NOT a.attisdropped",
+                &[&schema, &table],
+            )
+            .await
+            .map_err(pg("read the table's columns"))?
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        let added: Vec<&str> = now
+            .iter()
+            .map(String::as_str)
+            .filter(|c| !planned.iter().any(|p| p == c))
+            .collect();
+        let gone: Vec<&str> = planned
+            .iter()
+            .map(String::as_str)
+            .filter(|c| !now.iter().any(|n| n == c))
+            .collect();
+        match drift_message(name, &added, &gone) {
+            None => Ok(true),
+            Some(message) => {
+                tracing::warn!(%message, "table paused by a schema change");
+                self.drifted.insert(i, message);
+                Ok(false)
+            }
+        }
     }
 
     async fn prepare(client: &Client, t: &PgToMssqlTablePlan) -> Result<ConvertTable, OnlineError> {
@@ -651,13 +780,21 @@ impl PgConverter {
 
     /// Converts `rows` of plan table `table`; `f` gets each one's fields in the copy's form
     /// (the plan's columns in order) and whether it is a delete. Returns how many rows.
+    ///
+    /// A table whose source columns changed converts nothing: its changes were written in a row
+    /// type the source no longer has, and the table is paused (see [`Self::drifted`]).
     pub async fn convert<'r>(
-        &self,
+        &mut self,
         table: usize,
         rows: impl Iterator<Item = &'r Op<PgRow>>,
         mut f: impl FnMut(bool, &[Option<&[u8]>]) -> Result<(), OnlineError>,
     ) -> Result<usize, OnlineError> {
-        let t = &self.tables[table];
+        if !self.check_columns(table).await? {
+            return Ok(0);
+        }
+        let Some(t) = &self.tables[table] else {
+            return Ok(0);
+        };
         let mut literal = String::from("{");
         let mut ops: Vec<&str> = Vec::new();
         let mut masks: Vec<Option<String>> = Vec::new();

@@ -84,6 +84,12 @@ pub enum Event<R> {
     Truncate {
         tables: Vec<usize>,
     },
+    /// The table's columns in the source no longer match the plan's (a schema change while
+    /// streaming): the capture reads no more of its changes, and `message` names the columns.
+    Drift {
+        table: usize,
+        message: String,
+    },
     /// The cutover's fence, inside its own transaction.
     Fence {
         id: String,
@@ -154,6 +160,12 @@ pub trait Apply<R> {
 
     /// Records the phase, and the cutover's state when it changes.
     fn record(&mut self, record: &Record) -> impl Future<Output = Result<(), OnlineError>>;
+
+    /// Tables the apply found changed in the source (their changes could not be converted any
+    /// more), with the message naming table and columns: the stream pauses them.
+    fn drifted(&self) -> Vec<(usize, String)> {
+        Vec::new()
+    }
 }
 
 /// What a batch moves the state to.
@@ -225,6 +237,8 @@ pub struct Record {
     pub cutover: Option<(CutoverState, String)>,
     pub fence: Option<Position>,
     pub downtime_seconds: Option<f64>,
+    /// The tables paused by a schema change, one message each (none: unchanged).
+    pub paused: Option<Vec<String>>,
 }
 
 impl Record {
@@ -234,6 +248,7 @@ impl Record {
             cutover: None,
             fence: None,
             downtime_seconds: None,
+            paused: None,
         }
     }
 }

@@ -195,18 +195,42 @@ pub async fn stream_pg_to_mssql(
         ..
     } = anchored;
     let mut attempt = 0u32;
+    let mut target = Some(ms);
     loop {
         attempt += 1;
-        match stream_once(engine, online, plan, &captured, &names, &mut ms, events).await {
+        let started = Instant::now();
+        // A target that is still down when an attempt starts is one more failed attempt.
+        let result = match target.take() {
+            Some(mut ms) => stream_once(engine, online, plan, &captured, &names, &mut ms, events).await,
+            None => match engine.target.connect().await {
+                Ok(mut ms) => stream_once(engine, online, plan, &captured, &names, &mut ms, events).await,
+                Err(e) => Err(e.into()),
+            },
+        };
+        match result {
             Ok(report) => {
                 engine.mark_succeeded(plan).await?;
                 return Ok(report);
             }
-            Err(e) if again(&engine.options.retry, attempt, &e, slot_in_use(&e)).await => {
-                ms = engine.target.connect().await?;
+            Err(e) => {
+                attempt = attempt_after(attempt, started);
+                if !again(&engine.options.retry, attempt, &e, slot_in_use(&e)).await {
+                    return Err(e);
+                }
             }
-            Err(e) => return Err(e),
         }
+    }
+}
+
+/// How long an attempt must have streamed for its failure to count as the first of a new run
+/// of faults: the retry policy bounds faults in a row, not over a stream's whole life (days).
+const STREAMED_A_WHILE: Duration = Duration::from_secs(60);
+
+fn attempt_after(attempt: u32, started: Instant) -> u32 {
+    if started.elapsed() >= STREAMED_A_WHILE {
+        1
+    } else {
+        attempt
     }
 }
 
@@ -236,13 +260,17 @@ fn status_lines(events: &mut dyn Events) -> impl FnMut(&StreamStatus) + '_ {
             events.event(
                 serde_json::to_value(s).unwrap_or_default(),
                 format!(
-                    "{}: lag {} applied {} changes {} ({:.0}/s)\n",
+                    "{}: lag {} applied {} changes {} ({:.0}/s){}\n",
                     s.phase.as_str(),
                     s.lag_seconds
                         .map_or_else(|| "-".to_string(), |l| format!("{l:.1}s")),
                     s.applied_position,
                     s.changes_applied,
-                    s.changes_per_second
+                    s.changes_per_second,
+                    s.paused
+                        .iter()
+                        .map(|p| format!("\n  paused: {p}"))
+                        .collect::<String>()
                 ),
             );
         }
@@ -452,13 +480,18 @@ pub async fn stream_ct_to_pg(
     let mut attempt = 0u32;
     loop {
         attempt += 1;
+        let started = Instant::now();
         match stream_mssql_to_pg(engine, online, plan, &tracked, events).await {
             Ok(report) => {
                 engine.mark_succeeded(plan).await?;
                 return Ok(report);
             }
-            Err(e) if again(&engine.options.retry, attempt, &e, false).await => {}
-            Err(e) => return Err(e),
+            Err(e) => {
+                attempt = attempt_after(attempt, started);
+                if !again(&engine.options.retry, attempt, &e, false).await {
+                    return Err(e);
+                }
+            }
         }
     }
 }
@@ -609,6 +642,9 @@ pub struct Status {
     pub fence_position: Option<String>,
     pub downtime_seconds: Option<f64>,
     pub seconds_since_update: Option<i64>,
+    /// Tables a schema change in the source paused (their changes are no longer applied), one
+    /// message each naming the table and the columns.
+    pub paused: Vec<String>,
 }
 
 impl Status {
@@ -645,6 +681,9 @@ impl Status {
                     .map(|d| format!(" (downtime {d:.1}s)"))
                     .unwrap_or_default()
             ));
+        }
+        for p in &self.paused {
+            s.push_str(&format!("  paused: {p}\n"));
         }
         s
     }
@@ -688,6 +727,7 @@ impl Status {
             slot: row.slot,
             cutover: row.cutover_state,
             cutover_message: row.cutover_message,
+            paused: row.paused,
         }
     }
 }

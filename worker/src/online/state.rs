@@ -37,6 +37,17 @@ pub struct OnlineRow {
     pub downtime_seconds: Option<f64>,
     /// Seconds since the streaming process last wrote the row (the target's clock).
     pub seconds_since_update: Option<i64>,
+    /// Tables paused by a schema change in the source, one message each.
+    pub paused: Vec<String>,
+}
+
+/// The state column's text (one message a line) as a list.
+pub fn paused_list(text: Option<String>) -> Vec<String> {
+    text.unwrap_or_default()
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(str::to_owned)
+        .collect()
 }
 
 /// The state table of one target engine, on a connection of its own.

@@ -36,7 +36,7 @@ pub async fn ensure(ms: &mut TdsClient) -> Result<(), OnlineError> {
          deletes bigint NOT NULL, truncates bigint NOT NULL, heartbeat_micros bigint NULL, \
          cutover_state nvarchar(32) NULL, cutover_message nvarchar(max) NULL, \
          cutover_requested_at datetime2(3) NULL, fence bigint NULL, downtime_seconds float NULL, \
-         updated_at datetime2(3) NOT NULL, \
+         updated_at datetime2(3) NOT NULL, paused nvarchar(max) NULL, \
          CONSTRAINT [PK__mssqlpg_online] PRIMARY KEY (migration))"
     );
     match ms.simple_query(sql).await {
@@ -95,7 +95,7 @@ pub async fn load(ms: &mut TdsClient, migration: &str) -> Result<Option<OnlineRo
             format!(
                 "SELECT epoch, phase, slot, anchor, applied, source_position, changes, inserts, updates, \
                  deletes, truncates, heartbeat_micros, cutover_state, cutover_message, fence, \
-                 downtime_seconds, DATEDIFF(second, updated_at, SYSUTCDATETIME()) \
+                 downtime_seconds, DATEDIFF(second, updated_at, SYSUTCDATETIME()), paused \
                  FROM {} WHERE migration = @P1",
                 table()
             ),
@@ -125,6 +125,7 @@ pub async fn load(ms: &mut TdsClient, migration: &str) -> Result<Option<OnlineRo
         fence: r.get::<i64, _>(14).map(|p| p as u64),
         downtime_seconds: r.get::<f64, _>(15),
         seconds_since_update: r.get::<i32, _>(16).map(i64::from),
+        paused: super::state::paused_list(r.get::<&str, _>(17).map(str::to_string)),
     }))
 }
 
@@ -289,13 +290,15 @@ pub async fn record(ms: &mut TdsClient, migration: &str, epoch: i64, r: &Record)
         None => (None, None),
     };
     let fence = r.fence.map(|f| f as i64);
+    let paused = r.paused.as_ref().map(|p| p.join("\n"));
     let result = ms
         .execute(
             format!(
                 "UPDATE {} SET phase = @P3, cutover_state = COALESCE(@P4, cutover_state), \
                  cutover_message = CASE WHEN @P4 IS NULL THEN cutover_message ELSE @P5 END, \
                  fence = COALESCE(@P6, fence), downtime_seconds = COALESCE(@P7, downtime_seconds), \
-                 updated_at = SYSUTCDATETIME() WHERE migration = @P1 AND epoch = @P2",
+                 paused = COALESCE(@P8, paused), updated_at = SYSUTCDATETIME() \
+                 WHERE migration = @P1 AND epoch = @P2",
                 table()
             ),
             &[
@@ -306,6 +309,7 @@ pub async fn record(ms: &mut TdsClient, migration: &str, epoch: i64, r: &Record)
                 &message,
                 &fence,
                 &r.downtime_seconds,
+                &paused,
             ],
         )
         .await

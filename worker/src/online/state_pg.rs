@@ -94,13 +94,14 @@ impl OnlineState for Client {
     async fn ensure(&mut self) -> Result<(), OnlineError> {
         checkpoint::ensure_tables(self).await?;
         self.batch_execute(&format!(
-            "CREATE TABLE IF NOT EXISTS {} (migration text PRIMARY KEY, epoch bigint NOT NULL, \
+            "CREATE TABLE IF NOT EXISTS {0} (migration text PRIMARY KEY, epoch bigint NOT NULL, \
              phase text NOT NULL, slot text NOT NULL, anchor bigint NOT NULL, applied bigint NOT NULL, \
              source_position bigint, changes bigint NOT NULL, inserts bigint NOT NULL, \
              updates bigint NOT NULL, deletes bigint NOT NULL, truncates bigint NOT NULL, \
              heartbeat_micros bigint, cutover_state text, cutover_message text, \
              cutover_requested_at timestamptz, fence bigint, downtime_seconds double precision, \
-             updated_at timestamptz NOT NULL)",
+             updated_at timestamptz NOT NULL, paused text); \
+             ALTER TABLE {0} ADD COLUMN IF NOT EXISTS paused text",
             table()
         ))
         .await
@@ -121,7 +122,7 @@ impl OnlineState for Client {
                 &format!(
                     "SELECT epoch, phase, slot, anchor, applied, source_position, changes, inserts, updates, \
                      deletes, truncates, heartbeat_micros, cutover_state, cutover_message, fence, \
-                     downtime_seconds, extract(epoch FROM now() - updated_at)::bigint \
+                     downtime_seconds, extract(epoch FROM now() - updated_at)::bigint, paused \
                      FROM {} WHERE migration = $1",
                     table()
                 ),
@@ -148,6 +149,7 @@ impl OnlineState for Client {
             fence: r.get::<_, Option<i64>>(14).map(|p| p as u64),
             downtime_seconds: r.get(15),
             seconds_since_update: r.get(16),
+            paused: super::state::paused_list(r.get(17)),
         }))
     }
 
@@ -230,6 +232,7 @@ impl OnlineState for Client {
             None => (None, None),
         };
         let fence_at = r.fence.map(|f| f as i64);
+        let paused = r.paused.as_ref().map(|p| p.join("\n"));
         let tx = self.transaction().await.map_err(err("record the phase"))?;
         fence::check_pg(&tx, &checkpoint::fences_table(), &fence_of(migration, epoch))
             .await
@@ -239,7 +242,7 @@ impl OnlineState for Client {
                 "UPDATE {} SET phase = $2, cutover_state = COALESCE($3, cutover_state), \
                  cutover_message = CASE WHEN $3::text IS NULL THEN cutover_message ELSE $4 END, \
                  fence = COALESCE($5, fence), downtime_seconds = COALESCE($6, downtime_seconds), \
-                 updated_at = now() WHERE migration = $1",
+                 paused = COALESCE($7, paused), updated_at = now() WHERE migration = $1",
                 table()
             ),
             &[
@@ -249,6 +252,7 @@ impl OnlineState for Client {
                 &message,
                 &fence_at,
                 &r.downtime_seconds,
+                &paused,
             ],
         )
         .await

@@ -35,6 +35,8 @@ pub struct StreamStatus {
     pub changes_applied: u64,
     pub changes: Counts,
     pub changes_per_second: f64,
+    /// Tables paused by a schema change, one message each naming the table and columns.
+    pub paused: Vec<String>,
 }
 
 /// A cutover that ended with the target cut over and verified.
@@ -77,6 +79,9 @@ struct Loop<R> {
     applied: Position,
     totals: Counts,
     heartbeat_applied: Option<i64>,
+    /// Tables whose columns changed in the source, with the message naming them: their changes
+    /// are no longer read, the others' go on.
+    paused: BTreeMap<usize, String>,
 }
 
 /// Streams until a cutover succeeds. `tables` names the plan's tables (for messages), `applied`
@@ -100,15 +105,31 @@ where
         applied,
         totals: Counts::default(),
         heartbeat_applied: None,
+        paused: BTreeMap::new(),
     };
     let started = Instant::now();
+    let mut paused_recorded = 0usize;
     let mut phase = Phase::CatchingUp;
     apply.record(&Record::phase(phase)).await?;
     let mut cut: Option<Cutover> = None;
     let mut last_heartbeat: Option<Instant> = None;
     loop {
         let control = apply.control().await?;
-        if control.cutover_requested && cut.is_none() {
+        if control.cutover_requested && cut.is_none() && !l.paused.is_empty() {
+            // The target's copy of a paused table is behind the source's: no cutover can verify.
+            let message = format!(
+                "the cutover waits for the tables a schema change paused: {}; copy them again (or leave them \
+                 out of the migration) and request the cutover again (streaming goes on)",
+                paused_text(&l.paused)
+            );
+            tracing::warn!(%message, "cutover refused");
+            apply
+                .record(&Record {
+                    cutover: Some((CutoverState::Failed, message)),
+                    ..Record::phase(phase)
+                })
+                .await?;
+        } else if control.cutover_requested && cut.is_none() {
             let id = format!("{}", now_micros());
             let fence = capture.fence(&id).await?;
             tracing::info!(fence = %C::position_text(fence), "cutover requested: fence written");
@@ -144,6 +165,18 @@ where
         let caught_up = polled?;
         tracing::trace!(seen, caught_up, "poll done");
         capture.acknowledge(l.applied).await?;
+        for (table, message) in apply.drifted() {
+            l.paused.entry(table).or_insert(message);
+        }
+        if l.paused.len() != paused_recorded {
+            paused_recorded = l.paused.len();
+            apply
+                .record(&Record {
+                    paused: Some(l.paused.values().cloned().collect()),
+                    ..Record::phase(phase)
+                })
+                .await?;
+        }
 
         if cut.is_none() {
             let now = if caught_up {
@@ -169,6 +202,7 @@ where
             changes_applied: l.totals.total(),
             changes: l.totals,
             changes_per_second: l.totals.total() as f64 / elapsed,
+            paused: l.paused.values().cloned().collect(),
         });
 
         // The verification found a difference: this poll shows whether the source changed
@@ -244,6 +278,10 @@ where
             tokio::time::sleep(options.poll_interval).await;
         }
     }
+}
+
+fn paused_text(paused: &BTreeMap<usize, String>) -> String {
+    paused.values().cloned().collect::<Vec<_>>().join("; ")
 }
 
 /// The tables changed after the fence, with their counts, if any.
@@ -379,6 +417,12 @@ async fn consume<R: Image, A: Apply<R>>(
                         *c.after.entry(table).or_default() += 1;
                     }
                     l.batch.truncate(table);
+                }
+            }
+            Event::Drift { table, message } => {
+                if let std::collections::btree_map::Entry::Vacant(e) = l.paused.entry(table) {
+                    tracing::warn!(%message, "table paused by a schema change");
+                    e.insert(message);
                 }
             }
             Event::Fence { id } => {

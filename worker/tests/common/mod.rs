@@ -345,3 +345,73 @@ pub fn pg_engine(
         },
     })
 }
+
+/// A private PostgreSQL (tests/scripts/postgres.sh), for tests that restart it without
+/// disturbing the others; stopped on drop.
+#[allow(dead_code)]
+pub struct PrivatePg {
+    pub dir: String,
+    pub url: String,
+}
+
+#[allow(dead_code)]
+impl PrivatePg {
+    fn script() -> std::path::PathBuf {
+        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/scripts/postgres.sh")
+    }
+
+    pub fn start() -> PrivatePg {
+        let out = std::process::Command::new("bash")
+            .arg(Self::script())
+            .arg("start")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let text = String::from_utf8(out.stdout).unwrap();
+        let var = |name: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(&format!("export {name}='")))
+                .and_then(|v| v.strip_suffix('\''))
+                .unwrap()
+                .to_string()
+        };
+        PrivatePg {
+            dir: var("MSSQLPG_TEST_PG_DIR"),
+            url: var("MSSQLPG_TEST_PG_URL"),
+        }
+    }
+
+    pub fn port(&self) -> u16 {
+        let cfg: tokio_postgres::Config = self.url.parse().unwrap();
+        cfg.get_ports().first().copied().unwrap_or(5432)
+    }
+
+    /// A fast shutdown and a start on the same data: every connection is closed.
+    pub fn restart(&self) {
+        let out = std::process::Command::new("bash")
+            .arg(Self::script())
+            .arg("restart")
+            .arg(&self.dir)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+
+    pub async fn connect(&self) -> Client {
+        let (client, conn) = tokio_postgres::connect(&self.url, NoTls).await.unwrap();
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        client
+    }
+}
+
+impl Drop for PrivatePg {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("bash")
+            .arg(Self::script())
+            .arg("stop")
+            .arg(&self.dir)
+            .output();
+    }
+}
