@@ -2,7 +2,7 @@
 //! released to the verification as it is done), then foreign keys, views and the dependents that
 //! `dropDependents` removed. An online migration runs it in two parts ([`FinalizeSteps`]).
 
-use super::{MssqlToPgEngine, MssqlToPgError, exec_stmts, names};
+use super::{MssqlToPgEngine, MssqlToPgError, exec_stmts};
 use crate::checkpoint;
 use crate::engine::KeysBuilt;
 use crate::pg::ddl;
@@ -109,7 +109,7 @@ impl MssqlToPgEngine {
                 source,
             })?;
         let mut warnings = Vec::new();
-        let pg_major = names::server_major(&pg).await?;
+        let pg_major = super::server_major(&pg).await?;
         // Every name finalize creates, in any step, before the first statement: a taken one stops
         // finalize with nothing created (online, before the stream starts, not at the cutover).
         let all = self.finalize_statements(plan, pg_major, FinalizeSteps::All, &mut warnings);

@@ -311,3 +311,17 @@ impl Engine for MssqlToPgEngine {
         }
     }
 }
+
+/// The major version of the PostgreSQL target (what its DDL may use).
+async fn server_major(pg: &Client) -> Result<u32, MssqlToPgError> {
+    let version: i32 = pg
+        .query_one("SELECT current_setting('server_version_num')::int", &[])
+        .await
+        .map_err(|source| MssqlToPgError::Ddl {
+            what: "server version".into(),
+            sql: String::new(),
+            source,
+        })?
+        .get(0);
+    Ok((version / 10_000).max(0) as u32)
+}

@@ -87,7 +87,7 @@ impl MssqlToPgEngine {
         plan: &Plan,
         actions: &mut [TableAction],
     ) -> Result<Checked, MssqlToPgError> {
-        let pg_major = server_major(pg).await?;
+        let pg_major = super::server_major(pg).await?;
         let statements = self.finalize_statements(plan, pg_major, FinalizeSteps::All, &mut Vec::new());
         let dropped = plan
             .tables
@@ -105,18 +105,4 @@ impl MssqlToPgEngine {
         target_names::refuse_taken(&target_names::PG, &checked, &tables, actions);
         Ok(checked)
     }
-}
-
-/// The major version of the server.
-pub(super) async fn server_major(pg: &Client) -> Result<u32, MssqlToPgError> {
-    let version: i32 = pg
-        .query_one("SELECT current_setting('server_version_num')::int", &[])
-        .await
-        .map_err(|source| MssqlToPgError::Ddl {
-            what: "server version".into(),
-            sql: String::new(),
-            source,
-        })?
-        .get(0);
-    Ok((version / 10_000).max(0) as u32)
 }

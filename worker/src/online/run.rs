@@ -189,10 +189,7 @@ pub async fn stream_pg_to_mssql(
     events: &mut dyn Events,
 ) -> Result<CutoverReport, OnlineError> {
     let Anchored {
-        captured,
-        names,
-        mut ms,
-        ..
+        captured, names, ms, ..
     } = anchored;
     let mut attempt = 0u32;
     let mut target = Some(ms);
