@@ -2,7 +2,7 @@
 //! over the table's change records (the query is [`crate::tracking::changes`]), with SQL
 //! Server's column types and its errors for what it refuses.
 
-use super::context::{OutCol, Scope, Translator, Ty, view_columns};
+use super::context::{OutCol, Scope, Translator, Ty, derived_key, view_columns};
 use crate::ast::{ident, object_parts};
 use crate::error::{SqlError, invalid_object, syntax_error};
 use crate::tracking::changes::{CHANGE_COLUMNS, changes_query};
@@ -139,8 +139,7 @@ impl Translator<'_> {
         let qualifier = alias.name.value.clone();
         // Remembered for `scope_of_factor` (ORDER BY), which sees the derived table only in
         // its translated form.
-        self.ctes
-            .push((super::from::derived_key(&subquery), cols.clone()));
+        self.ctes.push((derived_key(&subquery), cols.clone()));
         *f = TableFactor::Derived {
             lateral: false,
             subquery,

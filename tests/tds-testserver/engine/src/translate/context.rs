@@ -7,7 +7,7 @@ use crate::meta::{TableMeta, Tables};
 use crate::types::SqlType;
 use crate::types::collation::{Collation, DEFAULT_COLLATION};
 use crate::types::rules::union_type;
-use sqlparser::ast::ObjectName;
+use sqlparser::ast::{ObjectName, Query};
 use std::collections::HashMap;
 
 /// The SQL Server type of an expression; `ty: None` when only the runtime value can tell.
@@ -63,6 +63,12 @@ impl OutCol {
             collation: DEFAULT_COLLATION,
         }
     }
+}
+
+/// The name under which a translated derived table's columns are kept among the CTEs; the
+/// NUL makes it unlike any table name.
+pub(super) fn derived_key(q: &Query) -> String {
+    format!("\0derived {q}")
 }
 
 pub fn table_columns(t: &TableMeta) -> Vec<OutCol> {

@@ -1,7 +1,9 @@
 //! FROM: tables, system views, CTEs, views (expanded in place), derived tables with column
 //! lists, joins and PIVOT; and the scope of names they bring into the query.
 
-use super::context::{OutCol, Scope, Translator, first_word, syntax, table_columns, view_columns};
+use super::context::{
+    OutCol, Scope, Translator, derived_key, first_word, syntax, table_columns, view_columns,
+};
 use super::function_views;
 use crate::ast::{ident, null, object_parts, quote};
 use crate::error::{SqlError, invalid_object};
@@ -503,10 +505,4 @@ fn rename_outputs(q: &mut Query, cols: &[OutCol], names: &[String]) -> Result<()
         return Ok(());
     }
     Err(syntax(&sql))
-}
-
-/// The name under which a translated derived table's columns are kept among the CTEs; the
-/// NUL makes it unlike any table name.
-pub(super) fn derived_key(q: &Query) -> String {
-    format!("\0derived {q}")
 }
