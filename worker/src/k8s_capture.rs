@@ -572,6 +572,8 @@ impl<'a> Observer<'a> {
             _ => None,
         };
         self.status.downtime_seconds = row.downtime_seconds;
+        // The tables a schema change paused: the operator raises SchemaDrift from these.
+        self.status.schema_drift = row.paused.iter().map(|p| bounded_message(p)).collect();
         self.status.message = row.cutover_message.clone().filter(|m| !m.is_empty()).map(|m| {
             bounded_message(&format!(
                 "cutover {}: {m}",
