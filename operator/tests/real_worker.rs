@@ -2490,6 +2490,15 @@ spec:
     }
     let lag: f64 = status(".status.online.lagSeconds").parse().unwrap_or(-1.0);
     assert!((0.0..5.0).contains(&lag), "lag {lag}: {}", diag());
+    // Two days of Change Tracking retention less the age of the oldest change not applied yet.
+    let headroom: f64 = status(".status.online.retentionHeadroomSeconds")
+        .parse()
+        .unwrap_or(-1.0);
+    assert!(
+        (2.0 * 86400.0 - 180.0..=2.0 * 86400.0 + 60.0).contains(&headroom),
+        "retention headroom {headroom}: {}",
+        diag()
+    );
 
     stop.store(true, Ordering::Relaxed);
     let committed = writer.await.unwrap();

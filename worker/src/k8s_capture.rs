@@ -401,6 +401,20 @@ impl Events for LogEvents {
 
 /// Reads where the stream stands (the target's state row, the source's WAL position and slot),
 /// writes `status.online` and the metrics, and passes an accepted cutover on to the stream.
+/// What the source says about the stream, each figure `None` where it does not apply or could
+/// not be read.
+#[derive(Debug, Default)]
+struct SourceFigures {
+    position: Option<u64>,
+    /// WAL the slot holds back (PostgreSQL).
+    retained_bytes: Option<i64>,
+    /// WAL that may still be written before the slot is lost (PostgreSQL with
+    /// max_slot_wal_keep_size).
+    safe_bytes: Option<i64>,
+    /// Seconds before Change Tracking's clean-up reaches an unapplied change (SQL Server).
+    headroom_seconds: Option<f64>,
+}
+
 struct Observer<'a> {
     client: Client,
     ns: String,
@@ -478,14 +492,17 @@ impl<'a> Observer<'a> {
 
     /// The source's position, and for a PostgreSQL source the WAL its slot keeps and how much more
     /// may be written before the slot is lost (`safe_wal_size`; none when nothing limits it).
-    async fn source(&mut self, slot: &str) -> Result<(Option<u64>, Option<i64>, Option<i64>), OnlineError> {
+    /// The source's position, and what bounds how long the stream may fall behind: the slot's
+    /// retained and still-safe WAL bytes (PostgreSQL), or the retention headroom in seconds
+    /// (SQL Server).
+    async fn source(&mut self, slot: &str, applied: u64) -> Result<SourceFigures, OnlineError> {
         match self.engines {
             Engines::PgToMssql(e) => {
                 if self.pg.is_none() {
                     self.pg = Some(e.source.connect().await?);
                 }
                 let Some(pg) = &self.pg else {
-                    return Ok((None, None, None));
+                    return Ok(SourceFigures::default());
                 };
                 let r = pg
                     .query_one(
@@ -496,21 +513,33 @@ impl<'a> Observer<'a> {
                     )
                     .await
                     .map_err(OnlineError::source("read the WAL position and the slot"))?;
-                Ok((
-                    parse_lsn(&r.get::<_, String>(0)),
-                    r.get::<_, Option<i64>>(1),
-                    r.get::<_, Option<i64>>(2),
-                ))
+                Ok(SourceFigures {
+                    position: parse_lsn(&r.get::<_, String>(0)),
+                    retained_bytes: r.get::<_, Option<i64>>(1),
+                    safe_bytes: r.get::<_, Option<i64>>(2),
+                    headroom_seconds: None,
+                })
             }
             Engines::MssqlToPg(e) => {
                 if self.ms.is_none() {
                     self.ms = Some(e.source.connect().await?);
                 }
                 let Some(ms) = self.ms.as_mut() else {
-                    return Ok((None, None, None));
+                    return Ok(SourceFigures::default());
                 };
                 let version = crate::online::capture_mssql::current_version(ms).await?;
-                Ok((Some(version), None, None))
+                let headroom = match crate::online::capture_mssql::retention_headroom(ms, applied).await {
+                    Ok(h) => h,
+                    Err(e) => {
+                        tracing::debug!(error = %crate::error_text::error_text(&e), "the retention headroom is unknown");
+                        None
+                    }
+                };
+                Ok(SourceFigures {
+                    position: Some(version),
+                    headroom_seconds: headroom,
+                    ..SourceFigures::default()
+                })
             }
         }
     }
@@ -529,13 +558,14 @@ impl<'a> Observer<'a> {
         };
         // The target's row is what status must show; the source's figures only add to it (and after
         // the cutover's cleanup there is no slot or Change Tracking left to read).
-        let (source, retained, safe) = match self.source(&row.slot).await {
+        let figures = match self.source(&row.slot, row.applied).await {
             Ok(v) => v,
             Err(e) => {
                 tracing::debug!(error = %crate::error_text::error_text(&e), "the source's position is unknown");
-                (None, None, None)
+                SourceFigures::default()
             }
         };
+        let (source, retained) = (figures.position, figures.retained_bytes);
         let now_at = Instant::now();
         let mut per_second = self.status.changes_per_second;
         if let Some((at, changes, position)) = self.last {
@@ -567,10 +597,12 @@ impl<'a> Observer<'a> {
         self.status.slot_retained_bytes = retained;
         // A slot keeps its WAL without bound unless max_slot_wal_keep_size caps it: then the
         // headroom is what may still be written before the slot is lost, at the recent rate.
-        self.status.retention_headroom_seconds = match (safe, self.wal_rate) {
-            (Some(safe), Some(rate)) if rate > 0.0 => Some((safe.max(0) as f64 / rate).round()),
-            _ => None,
-        };
+        self.status.retention_headroom_seconds =
+            match (figures.headroom_seconds, figures.safe_bytes, self.wal_rate) {
+                (Some(seconds), _, _) => Some(seconds.round()),
+                (None, Some(safe), Some(rate)) if rate > 0.0 => Some((safe.max(0) as f64 / rate).round()),
+                _ => None,
+            };
         self.status.downtime_seconds = row.downtime_seconds;
         // The tables a schema change paused: the operator raises SchemaDrift from these.
         self.status.schema_drift = row.paused.iter().map(|p| bounded_message(p)).collect();

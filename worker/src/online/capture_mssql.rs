@@ -489,6 +489,33 @@ pub async fn current_version(c: &mut TdsClient) -> Result<Position, OnlineError>
     }
 }
 
+/// Seconds before Change Tracking's clean-up may remove the oldest change the stream has not
+/// applied yet (after `applied`): the database's retention less that change's age; the whole
+/// retention when nothing waits. The age is measured against the newest commit's time rather
+/// than the server's clock, so the time zone sys.dm_tran_commit_table records in does not
+/// matter; the capture's heartbeats keep the newest commit within a heartbeat of now. `None`
+/// when Change Tracking is off or the login may not read the commit table (a dynamic management
+/// view: SQL Server asks for VIEW SERVER STATE).
+pub async fn retention_headroom(c: &mut TdsClient, applied: Position) -> Result<Option<f64>, OnlineError> {
+    let applied = i64::try_from(applied).unwrap_or(i64::MAX);
+    let v = ints(
+        c,
+        "read the Change Tracking retention and commit times",
+        &format!(
+            "SELECT CAST(d.retention_period AS bigint) * CASE d.retention_period_units WHEN 1 THEN 60 \
+             WHEN 2 THEN 3600 ELSE 86400 END, \
+             (SELECT CAST(DATEDIFF(SECOND, MIN(c.commit_time), (SELECT MAX(n.commit_time) FROM \
+             sys.dm_tran_commit_table n)) AS bigint) FROM sys.dm_tran_commit_table c WHERE c.commit_ts > {applied}) \
+             FROM sys.change_tracking_databases d WHERE d.database_id = DB_ID()"
+        ),
+    )
+    .await?;
+    Ok(match v.as_slice() {
+        [Some(retention), age] => Some((*retention - age.unwrap_or(0).max(0)) as f64),
+        _ => None,
+    })
+}
+
 /// Turns off what the worker turned on: CT on the tables it enabled it on, the migration's
 /// heartbeat row (and the table, once no migration has a row), and CT on the database when the
 /// worker enabled it and no table is tracked any more. Snapshot isolation stays on: other

@@ -628,6 +628,8 @@ pub struct Status {
     pub slot: String,
     /// WAL the slot keeps on the source (PostgreSQL).
     pub slot_retained_bytes: Option<i64>,
+    /// Seconds before Change Tracking's clean-up reaches a change not applied yet (SQL Server).
+    pub retention_headroom_seconds: Option<f64>,
     pub changes_applied: i64,
     pub inserts: i64,
     pub updates: i64,
@@ -679,6 +681,9 @@ impl Status {
                     .unwrap_or_default()
             ));
         }
+        if let Some(h) = self.retention_headroom_seconds {
+            s.push_str(&format!("  retention headroom: {h:.0}s\n"));
+        }
         for p in &self.paused {
             s.push_str(&format!("  paused: {p}\n"));
         }
@@ -710,6 +715,7 @@ impl Status {
             position_lag: source_position.map(|s| s.saturating_sub(row.applied)),
             anchor_position: position_text(row.anchor),
             slot_retained_bytes: retained,
+            retention_headroom_seconds: None,
             changes_applied: row.changes,
             inserts: row.inserts,
             updates: row.updates,
@@ -773,6 +779,8 @@ pub async fn status_mssql_to_pg(engine: &MssqlToPgEngine) -> Result<Status, Onli
         return Err(not_online(migration));
     };
     let mut source_position = None;
+    let mut headroom = None;
+    let applied = row.applied;
     match engine.source.connect().await {
         Ok(mut ms) => {
             if let Ok(Some(r)) = async {
@@ -785,13 +793,21 @@ pub async fn status_mssql_to_pg(engine: &MssqlToPgEngine) -> Result<Status, Onli
             {
                 source_position = r.get::<i64, _>(0).map(|v| v.max(0) as u64);
             }
+            headroom = super::capture_mssql::retention_headroom(&mut ms, applied)
+                .await
+                .unwrap_or_else(|e| {
+                    tracing::debug!(error = %crate::error_text::error_text(&e), "status: the retention headroom is unknown");
+                    None
+                });
         }
         Err(e) => tracing::warn!(error = %e, "status: the source does not answer"),
     }
-    Ok(Status::of(
+    let mut status = Status::of(
         row,
         source_position,
         None,
         <MssqlCapture as super::Capture>::position_text,
-    ))
+    );
+    status.retention_headroom_seconds = headroom;
+    Ok(status)
 }

@@ -480,3 +480,34 @@ fn cascades_and_merge_are_tracked() {
         ]
     );
 }
+
+#[test]
+fn the_commit_table_has_one_row_per_committed_version_with_its_time() {
+    let (_e, mut s) = session();
+    exec(&mut s, TRACKED);
+    exec(&mut s, "INSERT t VALUES (1, 1, 1, 1)");
+    exec(&mut s, "BEGIN TRAN; INSERT t VALUES (2, 2, 2, 2); ROLLBACK");
+    exec(&mut s, "UPDATE t SET a = 5 WHERE id = 1");
+    let (meta, rows) = query(
+        &mut s,
+        "SELECT commit_ts, commit_time FROM sys.dm_tran_commit_table ORDER BY commit_ts",
+    );
+    assert_eq!(meta[1].ty, tds_testserver_engine::SqlType::SmallDateTime);
+    let versions: Vec<Option<i64>> = rows.iter().map(|r| int(&r[0])).collect();
+    assert_eq!(versions, vec![Some(1), Some(2)]);
+    // What a capture asks for its retention headroom: the age of the oldest change after the one
+    // it applied, on the server's clock (smalldatetime: within a minute).
+    let age = int(&scalar(
+        &mut s,
+        "SELECT DATEDIFF(SECOND, MIN(commit_time), GETUTCDATE()) FROM sys.dm_tran_commit_table WHERE commit_ts > 1",
+    ))
+    .unwrap();
+    assert!((-30..=30).contains(&age), "{age}");
+    assert_eq!(
+        scalar(
+            &mut s,
+            "SELECT MIN(commit_time) FROM sys.dm_tran_commit_table WHERE commit_ts > 2"
+        ),
+        Value::Null
+    );
+}

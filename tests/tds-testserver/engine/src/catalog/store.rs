@@ -19,7 +19,9 @@ mod rename;
 mod tracking;
 
 pub use modules::{AliasType, ExtendedProperty, Module, ModuleKind, NewModule, XmlSchemaCollection};
-pub use tracking::{ChangeTracking, DatabaseTracking, RetentionUnit, TableTracking};
+pub use tracking::{
+    COMMITS_TABLE, ChangeTracking, DatabaseTracking, RetentionUnit, TableTracking, create_commits_table,
+};
 
 /// First object id handed out, and the distance between consecutive ids, as SQL Server's ids
 /// look on a fresh database (245575913, 261575970, 277576027, ...).

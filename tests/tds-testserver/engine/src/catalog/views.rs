@@ -215,6 +215,22 @@ const ALIASES: &[(&str, &str)] = &[
     ("sys.all_objects", "sys.objects"),
 ];
 
+/// Views over what the engine keeps in SQLite itself rather than in the catalog: SQLite views
+/// that read the current rows (or a SNAPSHOT transaction's), so they are never rebuilt.
+fn live_view_select(view: &str) -> Option<String> {
+    match view {
+        // One row per Change Tracking version; the commit time is smalldatetime, to the nearest
+        // minute, as SQL Server declares it.
+        "sys.dm_tran_commit_table" => Some(format!(
+            "SELECT version AS commit_ts, version AS xdes_id, 0 AS commit_lbn, version AS commit_csn, \
+             strftime('%Y-%m-%d %H:%M:00.0000000', ((at + 30) / 60) * 60, 'unixepoch') AS commit_time \
+             FROM main.{}",
+            super::store::COMMITS_TABLE
+        )),
+        _ => None,
+    }
+}
+
 /// (Re)fills one view's table with `rows`. Columns a row leaves out are NULL, or 0 for a
 /// non-nullable numeric column (the many `is_*` flags).
 fn fill(conn: &rusqlite::Connection, view: &'static ViewDef, rows: Vec<Row>) -> Result<(), RefreshError> {
@@ -229,6 +245,14 @@ fn fill(conn: &rusqlite::Connection, view: &'static ViewDef, rows: Vec<Row>) -> 
                 "CREATE VIEW IF NOT EXISTS {} AS SELECT * FROM temp.{}",
                 view.sqlite_name(),
                 quote_ident(base)
+            ))
+            .map_err(sqlite);
+    }
+    if let Some(select) = live_view_select(view.name) {
+        return conn
+            .execute_batch(&format!(
+                "CREATE VIEW IF NOT EXISTS {} AS {select}",
+                view.sqlite_name()
             ))
             .map_err(sqlite);
     }

@@ -7,6 +7,7 @@ use rusqlite::Connection;
 
 fn refreshed(cat: &Catalog) -> Connection {
     let conn = Connection::open_in_memory().unwrap();
+    crate::catalog::store::create_commits_table(&conn).unwrap();
     refresh(&conn, cat, 1, |t: &Table| if t.name == "orders" { 42 } else { 0 }).unwrap();
     conn
 }

@@ -25,15 +25,15 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
 pub(crate) const STATE: &str = "\"__ct_state\"";
-const COMMITS: &str = "\"__ct_commits\"";
+use crate::catalog::store::COMMITS_TABLE as COMMITS;
 
 /// Creates the database-wide objects (on the engine's first connection).
 pub(crate) fn create_state(conn: &Connection) -> rusqlite::Result<()> {
+    crate::catalog::store::create_commits_table(conn)?;
     conn.execute_batch(&format!(
         "CREATE TABLE IF NOT EXISTS {STATE} (id INTEGER PRIMARY KEY CHECK (id = 1), version INTEGER NOT NULL, \
              txn INTEGER, enabled INTEGER NOT NULL);
          INSERT OR IGNORE INTO {STATE} VALUES (1, 0, NULL, 0);
-         CREATE TABLE IF NOT EXISTS {COMMITS} (version INTEGER PRIMARY KEY, at INTEGER NOT NULL);
          CREATE TRIGGER IF NOT EXISTS \"__ct_state_commit\" AFTER UPDATE OF version ON {STATE} \
              BEGIN INSERT OR REPLACE INTO {COMMITS} VALUES (NEW.version, __ct_now()); END;"
     ))

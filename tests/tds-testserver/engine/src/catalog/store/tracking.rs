@@ -5,6 +5,17 @@
 
 use super::*;
 
+/// The SQLite table of commit times, one row per version handed out (`crate::tracking::side`
+/// keeps it; sys.dm_tran_commit_table reads it).
+pub const COMMITS_TABLE: &str = "\"__ct_commits\"";
+
+/// Creates [`COMMITS_TABLE`] (on the engine's first connection).
+pub fn create_commits_table(conn: &rusqlite::Connection) -> rusqlite::Result<()> {
+    conn.execute_batch(&format!(
+        "CREATE TABLE IF NOT EXISTS {COMMITS_TABLE} (version INTEGER PRIMARY KEY, at INTEGER NOT NULL)"
+    ))
+}
+
 /// The unit of `CHANGE_RETENTION = n {DAYS | HOURS | MINUTES}`, numbered as
 /// sys.change_tracking_databases.retention_period_units.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -553,6 +553,16 @@ pub(super) fn build_registry() -> Vec<ViewDef> {
             ]),
         ),
         v(
+            "sys.dm_tran_commit_table",
+            cols(&[
+                ("commit_ts", BIGINT, false),
+                ("xdes_id", BIGINT, false),
+                ("commit_lbn", BIGINT, false),
+                ("commit_csn", BIGINT, false),
+                ("commit_time", SqlType::SmallDateTime, false),
+            ]),
+        ),
+        v(
             "sys.change_tracking_tables",
             cols(&[
                 ("object_id", INT, false),
