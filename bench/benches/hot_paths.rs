@@ -176,8 +176,10 @@ fn pg_binary_encode(c: &mut Criterion) {
 }
 
 /// The PostgreSQL types a migration gives the StackOverflow columns.
-fn pg_types(columns: &[bench::stackoverflow::Column]) -> Vec<mssql_pg_worker::mapping::PgType> {
-    use mssql_pg_worker::mapping::PgType;
+fn pg_types(
+    columns: &[bench::stackoverflow::Column],
+) -> Vec<mssql_pg_worker::schema::mssql_to_pg_types::PgType> {
+    use mssql_pg_worker::schema::mssql_to_pg_types::PgType;
     columns
         .iter()
         .map(|c| match c.ty {
@@ -190,7 +192,7 @@ fn pg_types(columns: &[bench::stackoverflow::Column]) -> Vec<mssql_pg_worker::ma
 }
 
 fn worker_copy_encode(c: &mut Criterion) {
-    use mssql_pg_worker::copy_binary::RowEncoder;
+    use mssql_pg_worker::copy::binary::RowEncoder;
     let ds = Dataset::new(0.01, 1);
     let mut group = c.benchmark_group("worker_copy_encode");
     for table in [Table::Votes, Table::Posts, Table::Users] {
@@ -219,8 +221,8 @@ fn worker_copy_encode(c: &mut Criterion) {
 /// The checksum's row hash (`RowHasher::hash`) over rows in binary COPY form, as the forward copy
 /// hashes every row it encodes and verify hashes every row it reads back.
 fn row_hash(c: &mut Criterion) {
-    use mssql_pg_worker::copy_binary::RowEncoder;
-    use mssql_pg_worker::row_hash::RowHasher;
+    use mssql_pg_worker::copy::binary::RowEncoder;
+    use mssql_pg_worker::copy::row_hash::RowHasher;
     let ds = Dataset::new(0.01, 1);
     let mut group = c.benchmark_group("row_hash");
     for table in [Table::Votes, Table::Posts, Table::Users] {
@@ -251,10 +253,10 @@ fn row_hash(c: &mut Criterion) {
 /// The PostgreSQL -> SQL Server hot path: a binary COPY stream (as `COPY ... TO STDOUT (FORMAT
 /// binary)` sends it) split into rows and decoded into the values tiberius bulk-loads.
 fn pg_copy_decode(c: &mut Criterion) {
-    use mssql_pg_worker::copy_binary::{RowEncoder, write_header, write_trailer};
-    use mssql_pg_worker::mapping::PgType;
-    use mssql_pg_worker::mapping_pg_to_mssql::Decode;
+    use mssql_pg_worker::copy::binary::{RowEncoder, write_header, write_trailer};
     use mssql_pg_worker::pg::read::{CopyParser, decode_field};
+    use mssql_pg_worker::schema::mssql_to_pg_types::PgType;
+    use mssql_pg_worker::schema::pg_to_mssql_types::Decode;
     let ds = Dataset::new(0.01, 1);
     let mut group = c.benchmark_group("pg_copy_decode");
     for table in [Table::Votes, Table::Posts, Table::Users] {

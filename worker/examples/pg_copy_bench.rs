@@ -7,14 +7,14 @@
 #![allow(clippy::unwrap_used)]
 
 use bytes::BytesMut;
-use mssql_pg_worker::checkpoint::{self, KeyValue};
 use mssql_pg_worker::chunk_loop::{ChunkEnd, Msg};
-use mssql_pg_worker::copy_binary::RowEncoder;
-use mssql_pg_worker::mapping::PgType;
+use mssql_pg_worker::copy::binary::RowEncoder;
+use mssql_pg_worker::copy::checkpoint::{self, KeyValue};
 use mssql_pg_worker::mssql::read::FLUSH_BYTES;
 use mssql_pg_worker::pg::connect::PgEndpoint;
 use mssql_pg_worker::pg::load::{WriterCtx, write_chunks};
 use mssql_pg_worker::pipeline::CHANNEL_DEPTH;
+use mssql_pg_worker::schema::mssql_to_pg_types::PgType;
 use std::borrow::Cow;
 use std::time::Instant;
 use tiberius::ColumnData;
@@ -137,7 +137,7 @@ async fn main() {
         let task = format!("bench.{table}");
         let fence = mssql_pg_worker::fence::claim_pg(
             &client,
-            &mssql_pg_worker::checkpoint::fences_table(),
+            &mssql_pg_worker::copy::checkpoint::fences_table(),
             "bench",
             &task,
         )

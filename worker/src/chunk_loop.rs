@@ -6,7 +6,7 @@
 //!
 //! The loop is generic over the sink (static dispatch: no boxing, no virtual calls per message).
 
-use crate::checkpoint::{Checkpoint, KeyValue};
+use crate::copy::checkpoint::{Checkpoint, KeyValue};
 use crate::timeouts::StallWatch;
 use bytes::{Bytes, BytesMut};
 use std::future::Future;

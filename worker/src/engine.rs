@@ -2,13 +2,13 @@
 //! copy, finalize, verify. Each direction's engine implements [`Engine`]; the command line and the
 //! Kubernetes steps are written once against it, and [`crate::direction`] picks the engine.
 
-use crate::checkpoint::StoredDigests;
 use crate::conn_pool::Pools;
+use crate::copy::checkpoint::StoredDigests;
 use crate::options::{Options, VerifyMode};
 use crate::pipeline::TaskReport;
-use crate::plan::TaskPlan;
-use crate::published::PublishedPlan;
-use crate::target_check::TableAction;
+use crate::plan::mssql_to_pg::TaskPlan;
+use crate::plan::published::PublishedPlan;
+use crate::preflight::target_tables::TableAction;
 use crate::verify::{Digest, TableVerification};
 use serde::Serialize;
 use std::future::Future;

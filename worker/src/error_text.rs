@@ -24,8 +24,8 @@ pub struct RowKey(pub String);
 
 impl RowKey {
     /// A checkpoint's key (`42`, or `a|2024-01-01` for a composite key).
-    pub fn of(key: &[crate::checkpoint::KeyValue]) -> Self {
-        use crate::checkpoint::KeyValue;
+    pub fn of(key: &[crate::copy::checkpoint::KeyValue]) -> Self {
+        use crate::copy::checkpoint::KeyValue;
         RowKey(
             key.iter()
                 .map(|k| match k {
@@ -193,7 +193,7 @@ mod tests {
 
     #[test]
     fn a_checkpoint_key_as_text() {
-        use crate::checkpoint::KeyValue;
+        use crate::copy::checkpoint::KeyValue;
         assert_eq!(
             RowKey::of(&[KeyValue::Str("a".into()), KeyValue::Date("2024-01-02".into())]).0,
             "a|2024-01-02"

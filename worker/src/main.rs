@@ -6,8 +6,8 @@ use clap::{Parser, Subcommand};
 use mssql_pg_worker::direction::{self, WithEngine};
 use mssql_pg_worker::engine::{Engine, FinalizedAndVerified, KeysBuilt, Prepared};
 use mssql_pg_worker::error_text::{error_text, status_text};
+use mssql_pg_worker::plan::published::{PublishedColumn, PublishedPlan, PublishedTable};
 use mssql_pg_worker::progress::{Display, Reporter, TaskInfo};
-use mssql_pg_worker::published::{PublishedColumn, PublishedPlan, PublishedTable};
 use mssql_pg_worker::spec::{self, Credentials};
 use mssql_pg_worker::summary::{Summary, peak_memory_bytes};
 use mssql_pg_worker::verify::TableVerification;
@@ -400,7 +400,7 @@ struct PlanEvent<'a> {
     direction: &'static str,
     resumed: bool,
     tables: Vec<PlanTable<'a>>,
-    tasks: &'a [mssql_pg_worker::plan::TaskPlan],
+    tasks: &'a [mssql_pg_worker::plan::mssql_to_pg::TaskPlan],
     warnings: &'a [String],
     /// Translated views, created in finalize: (source, target, CREATE VIEW).
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -476,7 +476,7 @@ fn report_dry_run(
     plan: serde_json::Value,
     targets: &[String],
     tasks: usize,
-    actions: &[mssql_pg_worker::target_check::TableAction],
+    actions: &[mssql_pg_worker::preflight::target_tables::TableAction],
     warnings: &[String],
 ) -> bool {
     let ok = !actions.iter().any(|a| a.refused());
@@ -796,7 +796,7 @@ async fn k8s_main(step: K8sStep, cli: &Cli, out: &Out) -> Exit {
 /// way no restart gets past, it stays up doing nothing until the operator removes the Deployment,
 /// so that Kubernetes does not start it again; other failures exit for a restart.
 async fn capture_main(common: &Common, cleanup: bool, cli: &Cli) -> anyhow::Result<Exit> {
-    use mssql_pg_worker::k8s_capture::{self, CaptureEnd};
+    use mssql_pg_worker::k8s::capture::{self as k8s_capture, CaptureEnd};
     let reference = common
         .migration
         .as_deref()

@@ -10,7 +10,7 @@ use std::sync::{Mutex, OnceLock};
 
 use prometheus::{Encoder, GaugeVec, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder};
 
-use crate::checkpoint::KeyValue;
+use crate::copy::checkpoint::KeyValue;
 
 struct Metrics {
     registry: Registry,

@@ -96,7 +96,7 @@ pub struct Options {
     /// Copy tasks running at once (and connections kept per endpoint between tasks).
     pub parallelism: NonZeroUsize,
     /// Where copy tasks cut their rows into committed chunks.
-    pub chunk: crate::chunk::ChunkLimit,
+    pub chunk: crate::copy::chunk::ChunkLimit,
     pub verify: VerifyMode,
     /// Fold target identifiers to lower case (default: keep them as they are, quoted).
     pub lowercase_identifiers: bool,
@@ -141,7 +141,7 @@ impl Default for Options {
             schema: SchemaOptions::default(),
             partitioning: PartitionOptions::default(),
             parallelism: DEFAULT_PARALLELISM,
-            chunk: crate::chunk::ChunkLimit::default(),
+            chunk: crate::copy::chunk::ChunkLimit::default(),
             verify: VerifyMode::default(),
             lowercase_identifiers: false,
             unlogged: false,

@@ -4,10 +4,10 @@
 //! (`mssql_to_pg::copy`, `pg_to_mssql::copy`) pairs its source's reader with its target's
 //! [`crate::chunk_loop`] sink through a channel of [`CHANNEL_DEPTH`] messages.
 
-use crate::checkpoint::{Checkpoint, KeyValue};
 use crate::chunk_loop::WriteStats;
+use crate::copy::checkpoint::{Checkpoint, KeyValue};
 use crate::error_text::error_text;
-use crate::plan::TaskPlan;
+use crate::plan::mssql_to_pg::TaskPlan;
 use crate::retry::{AttemptState, RetryPolicy, failed_message, with_retries};
 use serde::Serialize;
 use std::time::Instant;
@@ -42,7 +42,7 @@ pub struct TaskReport {
 
 #[derive(Debug, Clone, Default)]
 pub struct CopyOptions {
-    pub chunk: crate::chunk::ChunkLimit,
+    pub chunk: crate::copy::chunk::ChunkLimit,
     /// Test hook: fail after this many committed chunks.
     pub fail_after_chunks: Option<u64>,
     pub mode: crate::options::Mode,

@@ -3,7 +3,7 @@
 //! committed chunk ([`crate::metrics::progress`]), so what it shows is what is committed.
 
 use crate::metrics::TaskProgress;
-use crate::published::{PublishedPlan, PublishedTable};
+use crate::plan::published::{PublishedPlan, PublishedTable};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::Serialize;
 use std::collections::HashMap;

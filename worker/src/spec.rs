@@ -1,7 +1,7 @@
 //! The Migration YAML (the `mssql-pg-crds` type users `kubectl apply`) read for local runs and
 //! the Jobs, validated the same way the operator does, and converted to engine settings.
 
-use crate::chunk::ChunkLimit;
+use crate::copy::chunk::ChunkLimit;
 use crate::mssql::connect::{Encryption, MssqlEndpoint};
 use crate::options::{Mode, Options, PartitionOptions, SchemaOptions, VerifyMode};
 use crate::pg::connect::{PgEndpoint, SslMode};

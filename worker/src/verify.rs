@@ -7,17 +7,17 @@
 //! by the worker as they arrive: summing the same hash in SQL ([`pg_row_hash`], which gives the
 //! same digest) costs the server about three times the CPU.
 
-use crate::copy_binary::RowEncoder;
-use crate::mapping::quote_pg;
+use crate::copy::binary::RowEncoder;
+use crate::copy::row_hash::{RowFields, RowSink};
+pub use crate::copy::row_hash::{RowHasher, pg_oid, pg_row_hash};
+use crate::copy::upsert_match::{Hashes, KeyedSink, UpsertMatch};
 use crate::mssql::connect::TdsClient;
 use crate::mssql::read::{ReadError, count_rows, hash_rows};
 use crate::pg::ddl::qualified;
 use crate::pg::read::PgReadError;
-use crate::plan::{TablePlan, TaskPlan};
-use crate::row_hash::{RowFields, RowSink};
-pub use crate::row_hash::{RowHasher, pg_oid, pg_row_hash};
-use crate::source_mark::SourceMark;
-use crate::upsert_match::{Hashes, KeyedSink, UpsertMatch};
+use crate::plan::mssql_to_pg::{TablePlan, TaskPlan};
+use crate::plan::source_mark::SourceMark;
+use crate::schema::mssql_to_pg_types::quote_pg;
 use serde::Serialize;
 use tokio_postgres::Client;
 
@@ -36,7 +36,7 @@ pub struct Digest {
     pub rows: i64,
     /// Sum of the per-row hashes ([`RowHasher`]), wrapping.
     pub sum: u64,
-    /// An upsert's target side: its rows equal to a source row ([`crate::upsert_match`]), the
+    /// An upsert's target side: its rows equal to a source row ([`crate::copy::upsert_match`]), the
     /// target may hold rows the source does not.
     #[serde(skip)]
     pub matched: Option<i64>,
@@ -66,7 +66,7 @@ impl Digest {
 
     /// Both sides of an upsert's comparison.
     pub fn upsert(m: UpsertMatch) -> (Digest, Digest) {
-        let side = |s: crate::upsert_match::Sum, matched| Digest {
+        let side = |s: crate::copy::upsert_match::Sum, matched| Digest {
             rows: s.rows,
             sum: s.sum,
             matched,
@@ -135,7 +135,7 @@ pub async fn pg_rows(
 
 /// An upsert's rows, compared in flat memory when the key is made of integer columns (at
 /// `key`'s field indexes, both sides' rows in the key's order, `ORDER BY` the given lists), else
-/// by both sides' hashes held ([`crate::upsert_match`]). `source` and `target` read their side
+/// by both sides' hashes held ([`crate::copy::upsert_match`]). `source` and `target` read their side
 /// into the sink given them, in key order when asked to.
 pub async fn upsert_part<E, FS, FT>(
     table: &str,
@@ -148,7 +148,7 @@ where
     FT: Future<Output = Result<UpsertSink, E>>,
 {
     if let Some(key) = key {
-        let m = crate::upsert_match::merge(
+        let m = crate::copy::upsert_match::merge(
             key,
             |sink| async move {
                 match source(UpsertSink::Keyed(sink)).await? {
@@ -177,7 +177,7 @@ where
             "table {table}: the upsert's rows could not be compared"
         )));
     };
-    let matched = crate::upsert_match::matched(s.list, t.list);
+    let matched = crate::copy::upsert_match::matched(s.list, t.list);
     Ok(Ok(Digest::upsert(UpsertMatch {
         source: s.sum,
         target: t.sum,
@@ -305,7 +305,7 @@ pub async fn checksum_part(
     let key = t.int_key().map(|k| quote_pg(&t.columns[k].target_name));
     let filter = range_condition(key.as_deref(), task);
     let copied = stored.is_some();
-    let columns: Vec<&crate::mapping::ColumnMapping> = if copied {
+    let columns: Vec<&crate::schema::mssql_to_pg_types::ColumnMapping> = if copied {
         t.columns.iter().collect()
     } else {
         t.all_columns().collect()
@@ -318,9 +318,9 @@ pub async fn checksum_part(
         let key: Option<Vec<usize>> = t
             .keyset
             .as_ref()
-            .filter(|k| k.iter().all(|c| c.kind == crate::plan::KeyKind::Int))
+            .filter(|k| k.iter().all(|c| c.kind == crate::plan::mssql_to_pg::KeyKind::Int))
             .map(|k| k.iter().map(|c| c.index).collect());
-        let order = |name: fn(&crate::mapping::ColumnMapping) -> String| {
+        let order = |name: fn(&crate::schema::mssql_to_pg_types::ColumnMapping) -> String| {
             key.as_ref().map(|k| {
                 k.iter()
                     .map(|&i| name(&t.columns[i]))
@@ -328,7 +328,7 @@ pub async fn checksum_part(
                     .join(", ")
             })
         };
-        let source_order = order(|c| crate::mapping::quote_mssql(&c.source.name));
+        let source_order = order(|c| crate::schema::mssql_to_pg_types::quote_mssql(&c.source.name));
         let target_order = order(|c| quote_pg(&c.target_name));
         let compared = upsert_part(
             &t.source.qualified(),
@@ -375,8 +375,8 @@ async fn source_unchanged(
     let name = t.source.qualified();
     let quoted = format!(
         "{}.{}",
-        crate::mapping::quote_mssql(&t.source.schema),
-        crate::mapping::quote_mssql(&t.source.name)
+        crate::schema::mssql_to_pg_types::quote_mssql(&t.source.schema),
+        crate::schema::mssql_to_pg_types::quote_mssql(&t.source.name)
     );
     let now = crate::mssql::write_counters::table_writes(mssql, Some(&quoted))
         .await
@@ -417,7 +417,7 @@ async fn source_unchanged(
 /// values): the bytes are PostgreSQL's encoding of the values it stores, so a column created by
 /// hand with another type (a `real` holding an `integer`'s bytes, a `date` for a `timestamp`)
 /// gives other bytes than the source's values.
-fn pg_cast(c: &crate::mapping::ColumnMapping) -> String {
+fn pg_cast(c: &crate::schema::mssql_to_pg_types::ColumnMapping) -> String {
     format!("CAST({} AS {})", quote_pg(&c.target_name), c.pg_type.base_name())
 }
 
@@ -444,7 +444,7 @@ async fn source_rows(
     let table = t.source.qualified();
     let cols = t
         .all_columns()
-        .map(crate::mapping::select_expr)
+        .map(crate::schema::mssql_to_pg_types::select_expr)
         .collect::<Vec<_>>()
         .join(", ");
     let filter = range_condition(source_key(t).as_deref(), task)
@@ -453,8 +453,8 @@ async fn source_rows(
     let order = order.map(|o| format!(" ORDER BY {o}")).unwrap_or_default();
     let sql = format!(
         "SELECT {cols} FROM {}.{}{filter}{order}",
-        crate::mapping::quote_mssql(&t.source.schema),
-        crate::mapping::quote_mssql(&t.source.name)
+        crate::schema::mssql_to_pg_types::quote_mssql(&t.source.schema),
+        crate::schema::mssql_to_pg_types::quote_mssql(&t.source.name)
     );
     let encoder = RowEncoder::new(t.all_columns().map(|c| c.pg_type).collect());
     let mut hasher = RowHasher::for_types(t.all_columns().map(|c| c.pg_type));
@@ -465,5 +465,5 @@ async fn source_rows(
 /// The source's integer key column, quoted for T-SQL, that task ranges cut.
 fn source_key(t: &TablePlan) -> Option<String> {
     t.int_key()
-        .map(|k| crate::mapping::quote_mssql(&t.columns[k].source.name))
+        .map(|k| crate::schema::mssql_to_pg_types::quote_mssql(&t.columns[k].source.name))
 }

@@ -3,17 +3,17 @@
 //! finalize, after the tables, keys and foreign keys; the others, like procedures, functions and
 //! triggers, are listed with their definitions as plan warnings.
 
-use crate::model::ModuleDef;
 use crate::mssql::ddl::MsStmt;
 use crate::mssql::expr::column_operand;
 use crate::mssql::view::{MsCatalog, MsRelation, MsViewColumn};
 use crate::options::Options;
 use crate::pg::ddl::{self, Stmt};
 use crate::pg::view::{Catalog, Naming, Relation, ViewColumn, translate_views};
-use crate::plan::{Plan, target_ident, target_schema_of};
-use crate::plan_pg_to_mssql::PgToMssqlPlan;
-use crate::target_names::Planned;
-use crate::view_plan::{ViewPlan, Views};
+use crate::plan::mssql_to_pg::{Plan, target_ident, target_schema_of};
+use crate::plan::pg_to_mssql::PgToMssqlPlan;
+use crate::plan::views::{ViewPlan, Views};
+use crate::preflight::target_names::Planned;
+use crate::schema::mssql_model::ModuleDef;
 
 /// Splits `modules` into the plan's views and its warnings.
 pub fn plan_views(plan: &mut Plan, modules: &[ModuleDef], opts: &Options) {
@@ -143,8 +143,8 @@ pub fn plan_views_pg_to_mssql(
 pub fn is_own_mssql_view(plan: &PgToMssqlPlan, schema: &str, name: &str) -> bool {
     let target = format!(
         "{}.{}",
-        crate::mapping::quote_mssql(schema),
-        crate::mapping::quote_mssql(name)
+        crate::schema::mssql_to_pg_types::quote_mssql(schema),
+        crate::schema::mssql_to_pg_types::quote_mssql(name)
     );
     plan.views.iter().any(|v| v.target.eq_ignore_ascii_case(&target))
 }

@@ -5,7 +5,7 @@
 
 mod common;
 
-use mssql_pg_worker::checkpoint::{self, Checkpoint, KeyValue};
+use mssql_pg_worker::copy::checkpoint::{self, Checkpoint, KeyValue};
 use tokio_postgres::NoTls;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -65,7 +65,7 @@ async fn varchar_values_and_keys_of_each_code_page_arrive_exactly() {
         // Chunks of 7 rows, the copy stopped after 2 and then 5 chunks: each resume starts after
         // a non-ASCII key.
         engine.copy = CopyOptions {
-            chunk: mssql_pg_worker::chunk::ChunkLimit::rows(7),
+            chunk: mssql_pg_worker::copy::chunk::ChunkLimit::rows(7),
             fail_after_chunks: Some(2),
             digest: false,
             mode: Default::default(),

@@ -4,11 +4,11 @@
 
 mod common;
 
-use mssql_pg_worker::mapping::{Identity, SourceColumn};
-use mssql_pg_worker::model::*;
 use mssql_pg_worker::options::{Options, SchemaOptions};
 use mssql_pg_worker::pg::ddl;
-use mssql_pg_worker::plan::build_plan;
+use mssql_pg_worker::plan::mssql_to_pg::build_plan;
+use mssql_pg_worker::schema::mssql_model::*;
+use mssql_pg_worker::schema::mssql_to_pg_types::{Identity, SourceColumn};
 
 fn col(name: &str, ty: &str, max_length: i16, nullable: bool) -> SourceColumn {
     SourceColumn {

@@ -317,7 +317,7 @@ async fn killed_copy_resumes_without_loss_or_duplicates() {
         max_partitions_per_table: 4,
     };
     engine.copy = CopyOptions {
-        chunk: mssql_pg_worker::chunk::ChunkLimit::rows(70),
+        chunk: mssql_pg_worker::copy::chunk::ChunkLimit::rows(70),
         fail_after_chunks: Some(3),
         digest: false,
         mode: Default::default(),
@@ -412,7 +412,7 @@ async fn composite_string_key_resumes_exactly() {
     let mut engine = tds_engine(&source, &schema, "test/e2e_composite");
     // Chunks by bytes alone (~30 rows of ~30 bytes): resumes cut at a byte budget are exact too.
     engine.copy = CopyOptions {
-        chunk: mssql_pg_worker::chunk::ChunkLimit::bytes(900),
+        chunk: mssql_pg_worker::copy::chunk::ChunkLimit::bytes(900),
         fail_after_chunks: Some(2),
         digest: false,
         mode: Default::default(),

@@ -223,7 +223,7 @@ fn forward(source: &MssqlEndpoint, target: PgEndpoint, schema: &str, attempts: u
     };
     e.options.retry = retry(attempts);
     e.copy = CopyOptions {
-        chunk: mssql_pg_worker::chunk::ChunkLimit::rows(2_000),
+        chunk: mssql_pg_worker::copy::chunk::ChunkLimit::rows(2_000),
         retry: retry(attempts),
         ..CopyOptions::default()
     };
@@ -594,7 +594,7 @@ fn reverse(source: PgEndpoint, target: MssqlEndpoint, schema: &str, attempts: u3
             ..Options::default()
         },
         copy: CopyOptions {
-            chunk: mssql_pg_worker::chunk::ChunkLimit::rows(2_000),
+            chunk: mssql_pg_worker::copy::chunk::ChunkLimit::rows(2_000),
             retry: retry(attempts),
             ..CopyOptions::default()
         },

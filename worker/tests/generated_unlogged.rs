@@ -17,7 +17,7 @@ fn engine(source: &MssqlEndpoint, schema: &str, migration: &str, mode: Mode, unl
     let mut engine = common::tds_engine(source, schema, migration);
     engine.options.mode = mode;
     engine.options.unlogged = unlogged;
-    engine.copy.chunk = mssql_pg_worker::chunk::ChunkLimit::rows(7);
+    engine.copy.chunk = mssql_pg_worker::copy::chunk::ChunkLimit::rows(7);
     engine.copy.mode = mode;
     engine
 }

@@ -6,8 +6,8 @@
 mod common;
 
 use common::start_tds_server;
-use mssql_pg_worker::mapping::PgType;
 use mssql_pg_worker::pg::expr::{Columns, translate};
+use mssql_pg_worker::schema::mssql_to_pg_types::PgType;
 
 struct V;
 impl Columns for V {

@@ -6,11 +6,11 @@
 mod common;
 
 use bytes::BytesMut;
-use mssql_pg_worker::checkpoint::{self, KeyValue};
 use mssql_pg_worker::chunk_loop::{ChunkEnd, Msg};
-use mssql_pg_worker::copy_binary::RowEncoder;
-use mssql_pg_worker::mapping::PgType;
+use mssql_pg_worker::copy::binary::RowEncoder;
+use mssql_pg_worker::copy::checkpoint::{self, KeyValue};
 use mssql_pg_worker::pg::load::{LoadError, WriterCtx, write_chunks};
+use mssql_pg_worker::schema::mssql_to_pg_types::PgType;
 use mssql_pg_worker::verify::RowHasher;
 use std::borrow::Cow;
 use tiberius::ColumnData;

@@ -14,7 +14,7 @@ use mssql_pg_worker::mssql::connect::{MssqlEndpoint, TdsClient};
 use mssql_pg_worker::options::{Mode, PartitionOptions};
 use mssql_pg_worker::pg_to_mssql::{PgToMssqlEngine, PgToMssqlError};
 use mssql_pg_worker::pipeline::TaskReport;
-use mssql_pg_worker::plan_pg_to_mssql::PgToMssqlPlan;
+use mssql_pg_worker::plan::pg_to_mssql::PgToMssqlPlan;
 use mssql_pg_worker::verify::TableVerification;
 use std::sync::Arc;
 use tiberius::numeric::Numeric;
@@ -553,7 +553,7 @@ async fn a_large_partitioned_copy_killed_mid_table_resumes_exactly() {
         e.options.parallelism = std::num::NonZeroUsize::new(2).unwrap();
         // Chunks by bytes alone: ~100 kB of bulk rows is ~2,000 rows of `big`, so each task
         // commits several before the injected failure.
-        e.copy.chunk = mssql_pg_worker::chunk::ChunkLimit::bytes(100_000);
+        e.copy.chunk = mssql_pg_worker::copy::chunk::ChunkLimit::bytes(100_000);
         e.copy.fail_after_chunks = Some(2);
     }
     let prepared = e.prepare().await.unwrap();
@@ -577,7 +577,7 @@ async fn a_large_partitioned_copy_killed_mid_table_resumes_exactly() {
         let e2 = Arc::get_mut(&mut e2).unwrap();
         e2.options.partitioning = e.options.partitioning.clone();
         e2.options.parallelism = std::num::NonZeroUsize::new(2).unwrap();
-        e2.copy.chunk = mssql_pg_worker::chunk::ChunkLimit::bytes(100_000);
+        e2.copy.chunk = mssql_pg_worker::copy::chunk::ChunkLimit::bytes(100_000);
     }
     let (prepared, reports, _, verification) = run(&e2).await.unwrap();
     assert!(prepared.resumed);
@@ -925,7 +925,7 @@ async fn money_out_of_range_fails_its_chunk_and_the_fixed_rerun_resumes_exactly(
     ))
     .await;
     let mut e = engine(&target, &schema, "test/rev_money", Mode::DropRecreate);
-    Arc::get_mut(&mut e).unwrap().copy.chunk = mssql_pg_worker::chunk::ChunkLimit::rows(100);
+    Arc::get_mut(&mut e).unwrap().copy.chunk = mssql_pg_worker::copy::chunk::ChunkLimit::rows(100);
     let err = run(&e).await.map(|_| ()).unwrap_err();
     let msg = format!("{err:#}");
     for want in ["t", "id=260", "column m", "money's range"] {

@@ -7,7 +7,7 @@ mod common;
 
 use common::{ms_exec, start_tds_server, tds_engine};
 use mssql_pg_worker::options::Mode;
-use mssql_pg_worker::published::{PublishedPlan, PublishedTable};
+use mssql_pg_worker::plan::published::{PublishedPlan, PublishedTable};
 
 const NARROW_ROWS: usize = 5000;
 const WIDE_ROWS: usize = 300;

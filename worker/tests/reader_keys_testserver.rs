@@ -7,13 +7,13 @@
 mod common;
 
 use common::{ms_exec, start_tds_server};
-use mssql_pg_worker::checkpoint::KeyValue;
-use mssql_pg_worker::chunk::ChunkLimit;
 use mssql_pg_worker::chunk_loop::{ChunkEnd, Msg};
+use mssql_pg_worker::copy::checkpoint::KeyValue;
+use mssql_pg_worker::copy::chunk::ChunkLimit;
 use mssql_pg_worker::mssql::introspect::introspect;
 use mssql_pg_worker::mssql::read::read_task;
 use mssql_pg_worker::options::Options;
-use mssql_pg_worker::plan::build_plan;
+use mssql_pg_worker::plan::mssql_to_pg::build_plan;
 use tokio::sync::mpsc;
 
 /// The chunk ends `read_task` sends for `table`, resuming after `after`, cut at `chunk_rows`.

@@ -13,7 +13,7 @@ use mssql_pg_worker::mssql::connect::{MssqlEndpoint, TdsClient};
 use mssql_pg_worker::mssql_to_pg::{MssqlToPgEngine as Engine, MssqlToPgError as EngineError};
 use mssql_pg_worker::options::{Mode, VerifyMode};
 use mssql_pg_worker::pg_to_mssql::{PgToMssqlEngine, PgToMssqlError};
-use mssql_pg_worker::target_check::TableAction;
+use mssql_pg_worker::preflight::target_tables::TableAction;
 use std::process::Command;
 use std::sync::Arc;
 

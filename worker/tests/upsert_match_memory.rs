@@ -5,8 +5,8 @@
 //! binary, so nothing else moves its memory.
 #![allow(clippy::unwrap_used)]
 
-use mssql_pg_worker::row_hash::{RowFields, RowSink};
-use mssql_pg_worker::upsert_match::{KeyedSink, Sum, merge};
+use mssql_pg_worker::copy::row_hash::{RowFields, RowSink};
+use mssql_pg_worker::copy::upsert_match::{KeyedSink, Sum, merge};
 
 /// The process's peak resident memory since the last [`reset_peak`] (Linux's `VmHWM`), bytes.
 fn peak() -> usize {
@@ -53,7 +53,7 @@ async fn read(mut sink: KeyedSink, rows: i64, target: bool) -> Result<Option<Sum
 }
 
 /// (peak resident bytes above the start, the merge's result) for `rows` rows.
-async fn measure(rows: i64) -> (usize, mssql_pg_worker::upsert_match::UpsertMatch) {
+async fn measure(rows: i64) -> (usize, mssql_pg_worker::copy::upsert_match::UpsertMatch) {
     reset_peak();
     let base = peak();
     let m = merge(vec![0], |s| read(s, rows, false), |s| read(s, rows, true))

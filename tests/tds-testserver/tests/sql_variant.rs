@@ -92,7 +92,7 @@ const VALUES: &[(&str, &str, &str)] = &[
     ),
 ];
 
-/// The worker's read of a sql_variant (worker/src/mapping.rs `variant_text_expr`), written out.
+/// The worker's read of a sql_variant (worker/src/schema/mssql_to_pg_types.rs `variant_text_expr`), written out.
 fn exact_text(col: &str) -> String {
     let b = |ty: &str, style: &str| format!("CONVERT(nvarchar(max), CAST({col} AS {ty}){style})");
     format!(

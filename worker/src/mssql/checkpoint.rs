@@ -1,9 +1,9 @@
 //! Resume state of the PostgreSQL -> SQL Server direction, kept in the SQL Server target (schema
 //! `_mssqlpg`) and written in the same transaction as each chunk's bulk load, exactly like the
 //! PostgreSQL-side store of the other direction. The record types are shared
-//! ([`crate::checkpoint::Checkpoint`], [`crate::checkpoint::KeyValue`]).
+//! ([`crate::copy::checkpoint::Checkpoint`], [`crate::copy::checkpoint::KeyValue`]).
 
-use crate::checkpoint::{Checkpoint, RunRecord, SCHEMA, StoredDigests};
+use crate::copy::checkpoint::{Checkpoint, RunRecord, SCHEMA, StoredDigests};
 use crate::fence::{self, Fence, FenceError};
 use crate::mssql::connect::TdsClient;
 
@@ -368,7 +368,7 @@ pub async fn set_run_state(
 
 /// Starts a new run of `migration` for the Migration object `run_id` before anything of it is
 /// written, raising its generation and every fence of the migration in one transaction (see
-/// [`crate::checkpoint::begin_run`]). Returns the new generation.
+/// [`crate::copy::checkpoint::begin_run`]). Returns the new generation.
 pub async fn begin_run(
     c: &mut TdsClient,
     migration: &str,
@@ -426,7 +426,7 @@ pub async fn begin_run(
     result
 }
 
-/// Claims task `task` of `migration` for run `run` (see [`crate::checkpoint::claim`]).
+/// Claims task `task` of `migration` for run `run` (see [`crate::copy::checkpoint::claim`]).
 pub async fn claim(
     c: &mut TdsClient,
     migration: &str,

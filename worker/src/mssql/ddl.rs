@@ -2,11 +2,11 @@
 //! checks, defaults, identity reseed and foreign keys after it. Statements that cannot be
 //! translated become plan warnings, never silently dropped.
 
-use crate::mapping::quote_mssql;
-use crate::mapping_pg_to_mssql::PgToMssqlColumn;
 use crate::mssql::expr::{self, Ctx};
-use crate::plan_pg_to_mssql::{PgToMssqlPlan, PgToMssqlTablePlan, TableNames};
-use crate::target_names::{ObjectKind, Planned};
+use crate::plan::pg_to_mssql::{PgToMssqlPlan, PgToMssqlTablePlan, TableNames};
+use crate::preflight::target_names::{ObjectKind, Planned};
+use crate::schema::mssql_to_pg_types::quote_mssql;
+use crate::schema::pg_to_mssql_types::PgToMssqlColumn;
 
 /// One DDL statement and what it is for (messages).
 #[derive(Debug, Clone)]
@@ -74,8 +74,8 @@ pub fn create_table(t: &PgToMssqlTablePlan, identity: bool) -> String {
 /// The alias type standing for a PostgreSQL domain, unless one of that name exists (tables
 /// sharing it, an earlier run); one over another base type stops the batch rather than giving
 /// the column a different type. Dynamic SQL, so that the batch parses where the type exists.
-pub fn create_alias_type(schema: &str, name: &str, base: crate::mapping_pg_to_mssql::MsType) -> String {
-    use crate::mapping_pg_to_mssql::MsType;
+pub fn create_alias_type(schema: &str, name: &str, base: crate::schema::pg_to_mssql_types::MsType) -> String {
+    use crate::schema::pg_to_mssql_types::MsType;
     let lit = |s: &str| format!("N'{}'", s.replace('\'', "''"));
     let rendered = base.to_string();
     let base_name = rendered.split('(').next().unwrap_or(&rendered);
@@ -166,7 +166,7 @@ fn expr_lookup(t: &PgToMssqlTablePlan) -> impl Fn(&str) -> Option<(String, expr:
 
 /// Whether SQL Server can use the column as an index key (not (max), not varbinary(max)).
 fn indexable(t: &PgToMssqlTablePlan, name: &str) -> bool {
-    use crate::mapping_pg_to_mssql::MsType;
+    use crate::schema::pg_to_mssql_types::MsType;
     t.columns.iter().find(|c| c.source.name == name).is_some_and(|c| {
         !matches!(
             c.ms_type,
@@ -632,7 +632,7 @@ pub fn stage_name(t: &PgToMssqlTablePlan, task: &str) -> String {
     task.hash(&mut h);
     format!(
         "[{}].[stage_{}_{:08x}]",
-        crate::checkpoint::SCHEMA,
+        crate::copy::checkpoint::SCHEMA,
         t.target_name.replace(']', "]]"),
         h.finish() as u32
     )
@@ -721,7 +721,7 @@ pub fn upsert_merge(t: &PgToMssqlTablePlan, stage: &str, identity: bool) -> Opti
 /// binary collation (code point by code point) and by `DATALENGTH` (which counts trailing
 /// blanks); binary values by `DATALENGTH` too, since `<>` ignores trailing zero bytes.
 fn differs_exactly(c: &PgToMssqlColumn) -> String {
-    use crate::mapping_pg_to_mssql::MsType;
+    use crate::schema::pg_to_mssql_types::MsType;
     let q = quote_mssql(&c.target_name);
     let (t, s) = (format!("t.{q}"), format!("s.{q}"));
     let lengths = format!("DATALENGTH({t}) <> DATALENGTH({s})");

@@ -4,10 +4,10 @@
 //! turns that into a plan warning), never guessed.
 
 use crate::like_pattern;
-use crate::mapping::quote_mssql;
-use crate::mapping_pg_to_mssql::MsType;
 use crate::mssql::expr_cast::{self, Cast};
 pub use crate::mssql::expr_cast::{Operand, column_operand};
+use crate::schema::mssql_to_pg_types::quote_mssql;
+use crate::schema::pg_to_mssql_types::MsType;
 use crate::sql_lex::{POSTGRES, Tok, tokenize};
 
 /// Words that can follow `::` as (part of) a type name.

@@ -4,8 +4,8 @@
 //! reason) where they would not: a dropped cast changed `'SO' || id::varchar(23)` into an
 //! integer addition once.
 
-use crate::mapping_pg_to_mssql::MsType;
-use crate::pg_model::PgColumn;
+use crate::schema::pg_model::PgColumn;
+use crate::schema::pg_to_mssql_types::MsType;
 use crate::sql_lex::Tok;
 
 /// What the translator knows about the type of an operand.

@@ -2,11 +2,11 @@
 //! Each query is a plain select over one or two views; the joining happens here, so the same code
 //! works against the test server's catalog emulation.
 
-use crate::mapping::{AliasType, Identity, SourceColumn};
-use crate::model::{
+use crate::mssql::connect::TdsClient;
+use crate::schema::mssql_model::{
     CheckDef, DefaultDef, ForeignKeyDef, IndexColumn, IndexDef, KeyConstraint, ModuleDef, SourceTable,
 };
-use crate::mssql::connect::TdsClient;
+use crate::schema::mssql_to_pg_types::{AliasType, Identity, SourceColumn};
 use std::collections::{BTreeMap, HashMap};
 use tiberius::{ColumnData, Row};
 
@@ -142,7 +142,7 @@ pub async fn user_schemas(client: &mut TdsClient) -> Result<Vec<String>, Introsp
     .await?
     {
         let name = R { what, row: &row }.str(0)?;
-        if name != crate::checkpoint::SCHEMA {
+        if name != crate::copy::checkpoint::SCHEMA {
             out.push(name);
         }
     }

@@ -1,15 +1,15 @@
 //! The reader half of the pipeline: one ordered keyset query per task, rows encoded straight into
 //! COPY buffers and cut into chunks for the writer.
 
-use crate::checkpoint::KeyValue;
-use crate::chunk::ChunkLimit;
 use crate::chunk_loop::{ChunkEnd, Msg};
-use crate::copy_binary::{EncodeErrorKind, RawRowError, RowEncoder};
+use crate::copy::binary::{EncodeErrorKind, RawRowError, RowEncoder};
+use crate::copy::checkpoint::KeyValue;
+use crate::copy::chunk::ChunkLimit;
+use crate::copy::row_hash::{RowFields, RowHasher, RowSink};
 use crate::error_text::RowKey;
-use crate::mapping::{quote_mssql, select_expr};
 use crate::mssql::connect::TdsClient;
-use crate::plan::{KeyColumn, KeyKind, TablePlan, TaskPlan};
-use crate::row_hash::{RowFields, RowHasher, RowSink};
+use crate::plan::mssql_to_pg::{KeyColumn, KeyKind, TablePlan, TaskPlan};
+use crate::schema::mssql_to_pg_types::{quote_mssql, select_expr};
 use bytes::Bytes;
 use tiberius::numeric::Numeric;
 use tiberius::{ColumnData, FromSql, KeptValues, Query, RawRow, RawValue};

@@ -2,12 +2,12 @@
 //! introspection that reads a SQL Server source), and what outside the migration depends on them.
 //! Reads only.
 
-use crate::mapping::{SourceColumn, quote_mssql};
-use crate::mapping_pg_to_mssql::MsType;
-use crate::model::SourceTable;
 use crate::mssql::connect::TdsClient;
 use crate::mssql::introspect::{IntrospectError, introspect};
-use crate::target_check::{Dependent, ExistingColumn, ExistingTable, TypeFit};
+use crate::preflight::target_tables::{Dependent, ExistingColumn, ExistingTable, TypeFit};
+use crate::schema::mssql_model::SourceTable;
+use crate::schema::mssql_to_pg_types::{SourceColumn, quote_mssql};
+use crate::schema::pg_to_mssql_types::MsType;
 
 /// The tables of `schema` named in `names` (SQL Server names compare case-insensitively), in
 /// that order, `None` where one does not exist. Foreign keys of tables in `schema` outside `names`
@@ -95,7 +95,7 @@ async fn referencing_views(
         .collect())
 }
 
-fn foreign_key_dependent(other: &SourceTable, fk: &crate::model::ForeignKeyDef) -> Dependent {
+fn foreign_key_dependent(other: &SourceTable, fk: &crate::schema::mssql_model::ForeignKeyDef) -> Dependent {
     Dependent {
         kind: "foreign key".into(),
         schema: other.schema.clone(),

@@ -1,10 +1,10 @@
-//! What a SQL Server target holds under the plan's names ([`crate::target_names`]), and the
+//! What a SQL Server target holds under the plan's names ([`crate::preflight::target_names`]), and the
 //! worker's record of what a migration created there (`[_mssqlpg].[objects]`). Reading never
 //! creates the record table (a dry run writes nothing).
 
-use crate::checkpoint::SCHEMA;
+use crate::copy::checkpoint::SCHEMA;
 use crate::mssql::connect::TdsClient;
-use crate::target_names::{Catalog, Holder, ObjectKind, Planned, Recorded, Scope};
+use crate::preflight::target_names::{Catalog, Holder, ObjectKind, Planned, Recorded, Scope};
 
 type R<T> = Result<T, tiberius::error::Error>;
 

@@ -10,10 +10,10 @@
 //! name and printed every join in parentheses, so the SELECT's structure is taken from the parse
 //! tree, and each expression goes back through the expression translator as text.
 
-use crate::mapping::quote_mssql;
-use crate::model::ModuleDef;
 use crate::mssql::expr::{Ctx, Operand, translate_typed};
-use crate::view_plan::{Attempt, Fail, Key, ViewPlan, ViewResult as R, Views, in_dependency_order, refuse};
+use crate::plan::views::{Attempt, Fail, Key, ViewPlan, ViewResult as R, Views, in_dependency_order, refuse};
+use crate::schema::mssql_model::ModuleDef;
+use crate::schema::mssql_to_pg_types::quote_mssql;
 use sqlparser::ast::{
     BinaryOperator, Distinct, Expr, GroupByExpr, Join, JoinConstraint, JoinOperator, ObjectNamePart, Query,
     Select, SelectItem, SetExpr, SetOperator, SetQuantifier, Statement, TableFactor, TableWithJoins,

@@ -3,19 +3,19 @@
 //! transaction) overlapping through a bounded channel, so memory stays flat whatever the table
 //! size.
 
-use crate::checkpoint::{self, CheckpointError};
 use crate::conn_pool::{Pools, TdsConn};
-use crate::mapping::quote_pg;
+use crate::copy::checkpoint::{self, CheckpointError};
 use crate::mssql::connect::{ConnectError, MssqlEndpoint};
 use crate::mssql::read::{ReadError, read_task};
 use crate::pg::connect::{PgConnectError, PgEndpoint};
 use crate::pg::ddl::{copied_columns, qualified};
 use crate::pg::load::{LoadError, WriterCtx, write_chunks};
 use crate::pipeline::{CHANNEL_DEPTH, CopyOptions, Resume, Start, TaskFailure, TaskReport, run_task};
-use crate::plan::{TablePlan, TaskPlan};
+use crate::plan::mssql_to_pg::{TablePlan, TaskPlan};
+use crate::preflight::unlogged_loss;
 use crate::retry::AttemptState;
+use crate::schema::mssql_to_pg_types::quote_pg;
 use crate::timeouts::{Stalled, stalled};
-use crate::unlogged_loss;
 use tokio::sync::mpsc;
 
 #[derive(Debug, thiserror::Error)]
@@ -93,7 +93,7 @@ fn copy_into(table: &str, t: &TablePlan) -> String {
     format!("COPY {table} ({}) FROM STDIN (FORMAT binary)", copied_columns(t))
 }
 
-/// Copies one task of run `run` (see [`crate::plan::Plan::run`]), resuming after its checkpoint
+/// Copies one task of run `run` (see [`crate::plan::mssql_to_pg::Plan::run`]), resuming after its checkpoint
 /// when there is one, and again from the checkpoint after a transient fault (see
 /// [`crate::pipeline::CopyOptions::retry`]). The task is claimed first ([`crate::fence`]): once
 /// another worker claims it, this one's next commit fails. `unlogged_tasks` (with

@@ -3,12 +3,12 @@
 //! `dropDependents` removed. An online migration runs it in two parts ([`FinalizeSteps`]).
 
 use super::{MssqlToPgEngine, MssqlToPgError, exec_stmts};
-use crate::checkpoint;
+use crate::copy::checkpoint;
 use crate::engine::KeysBuilt;
 use crate::pg::ddl;
-use crate::plan::{Plan, TablePlan};
-use crate::target_check::Dependent;
-use crate::unlogged_loss;
+use crate::plan::mssql_to_pg::{Plan, TablePlan};
+use crate::preflight::target_tables::Dependent;
+use crate::preflight::unlogged_loss;
 use tokio_postgres::Client;
 
 /// Which part of finalize runs.

@@ -7,7 +7,7 @@
 //! identity values, foreign keys); this file holds the engine, its error and the statement
 //! helpers the steps share, and the verification (one call into [`crate::verify`]).
 
-use crate::checkpoint::{self, CheckpointError};
+use crate::copy::checkpoint::{self, CheckpointError};
 use crate::engine::{DryRun, Engine, KeysBuilt, PartDigests, Prepared, VerifyPart};
 use crate::mssql::connect::{ConnectError, MssqlEndpoint, REQUESTED_PACKET_SIZE};
 use crate::mssql::introspect::IntrospectError;
@@ -16,9 +16,9 @@ use crate::options::{Mode, Options, VerifyMode};
 use crate::pg::connect::{PgConnectError, PgEndpoint};
 use crate::pg::ddl::Stmt;
 use crate::pipeline::{CopyOptions, TaskReport};
-use crate::plan::{Plan, PlanError, TaskPlan};
-use crate::target_names::Checked;
-use crate::unlogged_loss;
+use crate::plan::mssql_to_pg::{Plan, PlanError, TaskPlan};
+use crate::preflight::target_names::Checked;
+use crate::preflight::unlogged_loss;
 use crate::verify::{self, VerifyError};
 use tokio_postgres::Client;
 

@@ -1,5 +1,5 @@
 //! The plan's key, index, constraint and view names against what the PostgreSQL target holds
-//! ([`crate::target_names`]): in the dry run and prepare (refusing tables before anything is
+//! ([`crate::preflight::target_names`]): in the dry run and prepare (refusing tables before anything is
 //! written) and at the start of finalize (before any of its statements).
 
 use super::finalize::FinalizeSteps;
@@ -7,9 +7,9 @@ use super::{MssqlToPgEngine, MssqlToPgError};
 use crate::options::Mode;
 use crate::pg::ddl::{self, Stmt};
 use crate::pg::target_names as catalog;
-use crate::plan::Plan;
-use crate::target_check::TableAction;
-use crate::target_names::{self, Allowances, Checked, Planned};
+use crate::plan::mssql_to_pg::Plan;
+use crate::preflight::target_names::{self, Allowances, Checked, Planned};
+use crate::preflight::target_tables::TableAction;
 use tokio_postgres::Client;
 
 /// Finalize's statements, built once: the check judges the names they create, then they run.

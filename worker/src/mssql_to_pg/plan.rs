@@ -8,8 +8,8 @@ use crate::mssql::introspect::{introspect, user_schemas};
 use crate::mssql::read::int_key_bounds;
 use crate::pg::ddl;
 use crate::pg::target_catalog::{existing_table, pg_type_fit};
-use crate::plan::{Plan, TablePlan, build_plan, schema_selected, split_tasks};
-use crate::target_check::{self, PlannedColumn, TableAction};
+use crate::plan::mssql_to_pg::{Plan, TablePlan, build_plan, schema_selected, split_tasks};
+use crate::preflight::target_tables::{self, PlannedColumn, TableAction};
 use std::collections::BTreeMap;
 use tokio_postgres::Client;
 
@@ -121,7 +121,7 @@ impl MssqlToPgEngine {
                 .as_ref()
                 .map(|k| k.iter().map(|k| t.columns[k.index].target_name.clone()).collect());
             let types: Vec<_> = t.all_columns().map(|c| c.pg_type).collect();
-            actions.push(target_check::decide(
+            actions.push(target_tables::decide(
                 self.options.mode,
                 existing.as_ref(),
                 &planned_columns(t),

@@ -2,13 +2,13 @@
 //! tables created, dropped or truncated, and the run's tasks stored for a resume.
 
 use super::{MssqlToPgEngine, MssqlToPgError, exec_stmts};
-use crate::checkpoint::{self, CheckpointError};
+use crate::copy::checkpoint::{self, CheckpointError};
 use crate::engine::Prepared;
 use crate::options::Mode;
 use crate::pg::ddl;
-use crate::plan::{Plan, TaskPlan};
-use crate::target_check::{self, TableAction};
-use crate::unlogged_loss;
+use crate::plan::mssql_to_pg::{Plan, TaskPlan};
+use crate::preflight::target_tables::{self, TableAction};
+use crate::preflight::unlogged_loss;
 use tokio_postgres::Client;
 
 impl MssqlToPgEngine {
@@ -45,7 +45,7 @@ impl MssqlToPgEngine {
 
         let mut actions = self.target_actions(&pg, &plan).await?;
         let names = self.check_planned_names(&pg, &plan, &mut actions).await?;
-        let refused = target_check::refusals(plan.tables.iter().map(ddl::qualified), &actions);
+        let refused = target_tables::refusals(plan.tables.iter().map(ddl::qualified), &actions);
         if !refused.is_empty() {
             return Err(MssqlToPgError::Refused(refused));
         }
@@ -207,7 +207,7 @@ impl MssqlToPgEngine {
     }
 
     /// Gives each task SQL Server's write counters of its table as they are before any row is
-    /// read ([`crate::source_mark::SourceMark`]), for the default verification; only that uses
+    /// read ([`crate::plan::source_mark::SourceMark`]), for the default verification; only that uses
     /// them.
     async fn mark_sources(&self, plan: &mut Plan) -> Result<(), MssqlToPgError> {
         if !self.options.checksum_by_task() {
@@ -225,7 +225,7 @@ impl MssqlToPgEngine {
             let s = &plan.tables[task.table].source;
             task.source_mark = writes
                 .get(&(s.schema.clone(), s.name.clone()))
-                .map(|&w| crate::source_mark::SourceMark::LeafWrites(w));
+                .map(|&w| crate::plan::source_mark::SourceMark::LeafWrites(w));
         }
         Ok(())
     }
@@ -355,7 +355,7 @@ impl MssqlToPgEngine {
                 let stored = self.stored_tasks(&pg).await?.unwrap_or_default();
                 return Err(MssqlToPgError::StoredPlan(
                     self.options.migration.clone(),
-                    crate::plan_identity::mismatch(
+                    crate::plan::identity::mismatch(
                         &plan.table_identities(),
                         &stored
                             .iter()
@@ -385,7 +385,7 @@ impl MssqlToPgEngine {
 /// The warning for a table that existed before the run: UNLOGGED applies to the tables the
 /// worker creates (switching an existing table is a rewrite, and PostgreSQL refuses it while
 /// foreign keys link it to logged tables).
-fn unlogged_kept(t: &crate::plan::TablePlan) -> String {
+fn unlogged_kept(t: &crate::plan::mssql_to_pg::TablePlan) -> String {
     format!(
         "table {}: unlogged: the existing target table {} is loaded as it is (LOGGED)",
         t.source.qualified(),

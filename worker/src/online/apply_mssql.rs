@@ -6,14 +6,14 @@
 use super::batch::{Drained, Op};
 use super::capture_pg::{PgConverter, PgRow};
 use super::{Apply, Control, OnlineError, Progress, Record, state_mssql};
-use crate::checkpoint::SCHEMA;
-use crate::mapping::quote_mssql;
-use crate::mapping_pg_to_mssql::Decode;
+use crate::copy::checkpoint::SCHEMA;
 use crate::mssql::bulk::bulk_options;
 use crate::mssql::connect::TdsClient;
 use crate::mssql::ddl;
 use crate::pg::read::decode_field;
-use crate::plan_pg_to_mssql::PgToMssqlTablePlan;
+use crate::plan::pg_to_mssql::PgToMssqlTablePlan;
+use crate::schema::mssql_to_pg_types::quote_mssql;
+use crate::schema::pg_to_mssql_types::Decode;
 use bytes::BytesMut;
 use tiberius::{BulkRowEncoder, ColumnData};
 
@@ -311,10 +311,14 @@ impl Apply<PgRow> for MssqlApply {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mapping_pg_to_mssql::{MsType, map_column};
-    use crate::pg_model::PgColumn;
+    use crate::schema::pg_model::PgColumn;
+    use crate::schema::pg_to_mssql_types::{MsType, map_column};
 
-    fn column(name: &str, type_name: &str, identity: bool) -> crate::mapping_pg_to_mssql::PgToMssqlColumn {
+    fn column(
+        name: &str,
+        type_name: &str,
+        identity: bool,
+    ) -> crate::schema::pg_to_mssql_types::PgToMssqlColumn {
         let col = PgColumn {
             name: name.into(),
             type_name: type_name.into(),
@@ -338,7 +342,7 @@ mod tests {
     #[test]
     fn the_merge_deletes_updates_and_inserts_by_exact_key() {
         let mut t = PgToMssqlTablePlan {
-            source: crate::pg_model::PgTable {
+            source: crate::schema::pg_model::PgTable {
                 schema: "public".into(),
                 name: "t".into(),
                 partitioned: false,

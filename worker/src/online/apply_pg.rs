@@ -7,10 +7,10 @@
 use super::batch::{Drained, Op};
 use super::capture_mssql::MsRow;
 use super::{Apply, Control, OnlineError, Progress, Record, state::OnlineState, state_pg};
-use crate::copy_binary::{write_header, write_trailer};
-use crate::mapping::quote_pg;
+use crate::copy::binary::{write_header, write_trailer};
 use crate::pg::ddl::{copied_columns, qualified, upsert_merge_from};
-use crate::plan::TablePlan;
+use crate::plan::mssql_to_pg::TablePlan;
+use crate::schema::mssql_to_pg_types::quote_pg;
 use bytes::{BufMut, Bytes, BytesMut};
 use futures_util::SinkExt;
 use tokio_postgres::Client;

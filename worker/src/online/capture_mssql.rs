@@ -25,11 +25,11 @@ use std::collections::HashMap;
 
 use super::batch::{ChangeKind, Image, Op};
 use super::{Capture, Event, OnlineError, Position};
-use crate::checkpoint::SCHEMA;
-use crate::copy_binary::RowEncoder;
-use crate::mapping::{quote_mssql, select_expr_of};
+use crate::copy::binary::RowEncoder;
+use crate::copy::checkpoint::SCHEMA;
 use crate::mssql::connect::TdsClient;
-use crate::plan::TablePlan;
+use crate::plan::mssql_to_pg::TablePlan;
+use crate::schema::mssql_to_pg_types::{quote_mssql, select_expr_of};
 use tiberius::{ColumnData, Query, RawValue};
 
 /// What the state row names as the stream's hold on the source.
@@ -110,7 +110,9 @@ impl CtTable {
     pub fn of(t: &TablePlan) -> Result<Self, OnlineError> {
         let name = t.source.qualified();
         let pk = t.source.primary_key.as_ref().ok_or_else(|| {
-            OnlineError::Setup(crate::plan::online_without_key(std::slice::from_ref(&name)))
+            OnlineError::Setup(crate::plan::mssql_to_pg::online_without_key(
+                std::slice::from_ref(&name),
+            ))
         })?;
         let key = pk
             .columns
@@ -1015,8 +1017,8 @@ impl Capture for MssqlCapture {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mapping::{ColumnMapping, PgType, ReadAs, SourceColumn};
-    use crate::model::{KeyConstraint, SourceTable};
+    use crate::schema::mssql_model::{KeyConstraint, SourceTable};
+    use crate::schema::mssql_to_pg_types::{ColumnMapping, PgType, ReadAs, SourceColumn};
 
     fn column(name: &str, type_name: &str, pg_type: PgType, read_as: ReadAs) -> ColumnMapping {
         ColumnMapping {

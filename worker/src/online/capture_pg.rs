@@ -14,9 +14,9 @@
 use super::batch::{ChangeKind, Image, Op};
 use super::pgoutput::{self, Datum, Message, OldKind};
 use super::{Capture, Event, OnlineError, Position};
-use crate::mapping::quote_pg;
 use crate::pg::connect::PgEndpoint;
-use crate::plan_pg_to_mssql::PgToMssqlTablePlan;
+use crate::plan::pg_to_mssql::PgToMssqlTablePlan;
+use crate::schema::mssql_to_pg_types::quote_pg;
 use futures_util::TryStreamExt;
 use std::collections::HashMap;
 use tokio_postgres::Client;
@@ -83,10 +83,11 @@ pub struct CaptureTable {
 impl CaptureTable {
     pub fn of(t: &PgToMssqlTablePlan) -> Result<Self, OnlineError> {
         let columns: Vec<String> = t.columns.iter().map(|c| c.source.name.clone()).collect();
-        let pk =
-            t.source.primary_key.as_ref().ok_or_else(|| {
-                OnlineError::Setup(crate::plan::online_without_key(&[t.source.qualified()]))
-            })?;
+        let pk = t.source.primary_key.as_ref().ok_or_else(|| {
+            OnlineError::Setup(crate::plan::mssql_to_pg::online_without_key(&[t
+                .source
+                .qualified()]))
+        })?;
         let key = pk
             .columns
             .iter()

@@ -314,7 +314,7 @@ pub enum OnlineError {
     #[error(transparent)]
     Fence(#[from] crate::fence::FenceError),
     #[error(transparent)]
-    PgCheckpoint(#[from] crate::checkpoint::CheckpointError),
+    PgCheckpoint(#[from] crate::copy::checkpoint::CheckpointError),
     #[error(transparent)]
     Connect(#[from] crate::pg::connect::PgConnectError),
     #[error(transparent)]

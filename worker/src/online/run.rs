@@ -13,8 +13,8 @@ use super::{CutoverState, OnlineError, OnlineOptions, Phase, Position};
 use crate::engine::Engine;
 use crate::mssql_to_pg::MssqlToPgEngine;
 use crate::pg_to_mssql::PgToMssqlEngine;
-use crate::plan::Plan;
-use crate::plan_pg_to_mssql::PgToMssqlPlan;
+use crate::plan::mssql_to_pg::Plan;
+use crate::plan::pg_to_mssql::PgToMssqlPlan;
 use crate::progress::{Display, Reporter, TaskInfo};
 use crate::verify::TableVerification;
 use serde::Serialize;
@@ -439,7 +439,7 @@ pub async fn anchor_mssql_to_pg(
     let anchored = resumed && row.as_ref().is_some_and(|r| r.slot == capture_mssql::SLOT);
     if !anchored {
         // A stream anchored now misses what changed since an earlier copy read its rows.
-        let stored = crate::checkpoint::load_digests(&pg, &migration).await?;
+        let stored = crate::copy::checkpoint::load_digests(&pg, &migration).await?;
         if resumed && stored.values().any(|(rows, done, _)| *rows > 0 || *done) {
             return Err(OnlineError::Setup(format!(
                 "migration {migration}: the copy already started, but its stream was never anchored, so \

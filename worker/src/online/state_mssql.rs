@@ -3,7 +3,7 @@
 
 use super::state::{OnlineRow, OnlineState};
 use super::{Control, CutoverState, OnlineError, Position, Progress, Record};
-use crate::checkpoint::SCHEMA;
+use crate::copy::checkpoint::SCHEMA;
 use crate::mssql::connect::TdsClient;
 
 pub fn table() -> String {

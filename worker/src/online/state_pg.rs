@@ -6,9 +6,9 @@
 
 use super::state::{OnlineRow, OnlineState};
 use super::{Control, CutoverState, OnlineError, Position, Progress, Record};
-use crate::checkpoint::{self, SCHEMA};
+use crate::copy::checkpoint::{self, SCHEMA};
 use crate::fence::{self, Fence, FenceError};
-use crate::mapping::quote_pg;
+use crate::schema::mssql_to_pg_types::quote_pg;
 use tokio_postgres::{Client, GenericClient};
 
 /// The stream's name among the migration's fences (a copy task's name always holds a dot).

@@ -1,12 +1,12 @@
 //! PostgreSQL DDL for a planned table: CREATE TABLE before the copy; keys, indexes, checks, foreign
 //! keys and identity values after it.
 
-use crate::mapping::{PgType, quote_pg};
-use crate::model::IndexDef;
 use crate::options::SchemaOptions;
 use crate::pg::expr;
-use crate::plan::{Plan, TablePlan};
-use crate::target_names::{ObjectKind, Planned};
+use crate::plan::mssql_to_pg::{Plan, TablePlan};
+use crate::preflight::target_names::{ObjectKind, Planned};
+use crate::schema::mssql_model::IndexDef;
+use crate::schema::mssql_to_pg_types::{PgType, quote_pg};
 
 /// One DDL statement. `optional` statements carry translated T-SQL: if PostgreSQL rejects one,
 /// it becomes a warning instead of failing the migration.
@@ -116,7 +116,7 @@ fn type_range(ty: PgType) -> Option<(i64, i64)> {
 pub fn create_table(t: &TablePlan, schema: &SchemaOptions, unlogged: bool) -> String {
     let mut cols = Vec::new();
     // Source column order, generated columns in their place.
-    let mut ordered: Vec<(&crate::mapping::ColumnMapping, Option<&str>)> = t
+    let mut ordered: Vec<(&crate::schema::mssql_to_pg_types::ColumnMapping, Option<&str>)> = t
         .columns
         .iter()
         .map(|c| (c, None))
@@ -498,7 +498,7 @@ pub fn upsert_merge_from(t: &TablePlan, from: &str) -> String {
                 .collect()
         })
         .unwrap_or_default();
-    let non_key: Vec<&crate::mapping::ColumnMapping> = t
+    let non_key: Vec<&crate::schema::mssql_to_pg_types::ColumnMapping> = t
         .columns
         .iter()
         .filter(|c| !key.contains(&quote_pg(&c.target_name)))
@@ -513,7 +513,7 @@ pub fn upsert_merge_from(t: &TablePlan, from: &str) -> String {
         sql.push_str("DO NOTHING");
     } else {
         // xml has no equality operator: compare its text.
-        let cmp = |prefix: &str, c: &crate::mapping::ColumnMapping| {
+        let cmp = |prefix: &str, c: &crate::schema::mssql_to_pg_types::ColumnMapping| {
             let e = format!("{prefix}.{}", quote_pg(&c.target_name));
             if c.pg_type == PgType::Xml {
                 format!("{e}::text")

@@ -3,8 +3,8 @@
 //! into a plan warning), never guessed.
 
 use crate::like_pattern::tsql_like_to_regex;
-use crate::mapping::{ColumnMapping, PgType, quote_pg};
-use crate::plan::TablePlan;
+use crate::plan::mssql_to_pg::TablePlan;
+use crate::schema::mssql_to_pg_types::{ColumnMapping, PgType, quote_pg};
 use crate::sql_lex::{TSQL, Tok, tokenize};
 
 /// Column lookup for the expression's table: source name -> (target name, target type).
@@ -1016,7 +1016,7 @@ impl Columns for Copied<'_> {
     }
 }
 
-/// [`crate::plan::TranslateComputed`]: a computed column as a generated one, over the copied
+/// [`crate::plan::mssql_to_pg::TranslateComputed`]: a computed column as a generated one, over the copied
 /// columns.
 pub fn translate_computed(src: &str, copied: &[ColumnMapping], ty: PgType) -> Result<String, String> {
     translate_generated(src, &Copied(copied), ty)

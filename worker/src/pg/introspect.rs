@@ -2,7 +2,7 @@
 //! of one schema with columns and typmods, identity/serial, defaults, generated columns, keys,
 //! indexes, foreign keys, checks and enum labels.
 
-use crate::pg_model::{PgCheck, PgColumn, PgDomain, PgForeignKey, PgIndex, PgKey, PgTable};
+use crate::schema::pg_model::{PgCheck, PgColumn, PgDomain, PgForeignKey, PgIndex, PgKey, PgTable};
 use std::collections::HashMap;
 use tokio_postgres::Client;
 
@@ -48,7 +48,7 @@ pub async fn user_schemas(client: &Client) -> Result<Vec<String>, PgIntrospectEr
              WHERE c.relkind IN ('r', 'p') AND NOT c.relispartition \
                AND n.nspname NOT IN ('pg_catalog', 'information_schema', $1) \
                AND n.nspname NOT LIKE 'pg\\_%' ORDER BY 1",
-            &[&crate::checkpoint::SCHEMA],
+            &[&crate::copy::checkpoint::SCHEMA],
         )
         .await
         .map_err(|source| PgIntrospectError::Query {
@@ -63,7 +63,7 @@ pub async fn user_schemas(client: &Client) -> Result<Vec<String>, PgIntrospectEr
 pub async fn modules(
     client: &Client,
     schema: &str,
-) -> Result<Vec<crate::model::ModuleDef>, PgIntrospectError> {
+) -> Result<Vec<crate::schema::mssql_model::ModuleDef>, PgIntrospectError> {
     // With only pg_catalog on the search path, pg_get_viewdef qualifies every relation, so a
     // view's definition names its tables without depending on the session's search path.
     client
@@ -99,7 +99,7 @@ pub async fn modules(
     let rows = rows?;
     Ok(rows
         .iter()
-        .map(|r| crate::model::ModuleDef {
+        .map(|r| crate::schema::mssql_model::ModuleDef {
             schema: schema.to_string(),
             name: r.get(0),
             kind: r.get(1),
@@ -137,8 +137,8 @@ pub async fn introspect(client: &Client, schema: &str) -> Result<Vec<PgTable>, P
             // Never analyzed (reltuples -1) or empty: count, so planning splits large tables.
             let sql = format!(
                 "SELECT count(*) FROM {}.{}",
-                crate::mapping::quote_pg(schema),
-                crate::mapping::quote_pg(&name)
+                crate::schema::mssql_to_pg_types::quote_pg(schema),
+                crate::schema::mssql_to_pg_types::quote_pg(&name)
             );
             row_count = client.query_one(&sql, &[]).await.map_err(q("row count"))?.get(0);
         }

@@ -1,9 +1,9 @@
 //! PostgreSQL as a chunk sink: each chunk is one transaction holding its binary COPY and the
 //! task's checkpoint (the loop itself is [`crate::chunk_loop::write_chunks`]).
 
-use crate::checkpoint::{self, CheckpointError};
 use crate::chunk_loop::{self, ChunkEnd, ChunkRows, ChunkSink, LoopCtx, LoopError, Msg, RowLoad, WriteStats};
-use crate::copy_binary::{write_header, write_trailer};
+use crate::copy::binary::{write_header, write_trailer};
+use crate::copy::checkpoint::{self, CheckpointError};
 use crate::fence::{Fence, FenceError};
 use bytes::{Bytes, BytesMut};
 use futures_util::SinkExt;

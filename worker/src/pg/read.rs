@@ -4,15 +4,15 @@
 //! TDS bulk-load ROW tokens (tiberius `BulkRowEncoder`), sent in batches of encoded bytes with a
 //! chunk end (and the chunk's last key) every `chunkRows` rows.
 
-use crate::checkpoint::KeyValue;
-use crate::chunk::ChunkLimit;
 use crate::chunk_loop::{BulkRows, ChunkEnd, Msg};
+use crate::copy::checkpoint::KeyValue;
+use crate::copy::chunk::ChunkLimit;
+use crate::copy::row_hash::{RowFields, RowHasher, RowSink};
 use crate::error_text::RowKey;
-use crate::mapping::quote_pg;
-use crate::mapping_pg_to_mssql::Decode;
-use crate::plan::TaskPlan;
-use crate::plan_pg_to_mssql::PgToMssqlTablePlan;
-use crate::row_hash::{RowFields, RowHasher, RowSink};
+use crate::plan::mssql_to_pg::TaskPlan;
+use crate::plan::pg_to_mssql::PgToMssqlTablePlan;
+use crate::schema::mssql_to_pg_types::quote_pg;
+use crate::schema::pg_to_mssql_types::Decode;
 use bytes::{Buf, BytesMut};
 use futures_util::TryStreamExt;
 use std::borrow::Cow;

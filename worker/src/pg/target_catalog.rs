@@ -1,8 +1,8 @@
 //! An existing PostgreSQL target table as its catalog describes it: columns with their types,
 //! primary key, row estimate, and what outside the migration depends on it. Reads only.
 
-use crate::mapping::PgType;
-use crate::target_check::{Dependent, ExistingColumn, ExistingTable, TypeFit};
+use crate::preflight::target_tables::{Dependent, ExistingColumn, ExistingTable, TypeFit};
+use crate::schema::mssql_to_pg_types::PgType;
 use tokio_postgres::Client;
 
 /// Reads `qualified` (a quoted `"schema"."table"`), or `None` when it does not exist.

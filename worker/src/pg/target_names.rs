@@ -1,10 +1,10 @@
-//! What a PostgreSQL target holds under the plan's names ([`crate::target_names`]), and the
+//! What a PostgreSQL target holds under the plan's names ([`crate::preflight::target_names`]), and the
 //! worker's record of what a migration created there (`_mssqlpg.objects`). Reading never creates
 //! the record table (a dry run writes nothing).
 
-use crate::checkpoint::SCHEMA;
-use crate::mapping::quote_pg;
-use crate::target_names::{Catalog, Holder, ObjectKind, Planned, Recorded, Scope};
+use crate::copy::checkpoint::SCHEMA;
+use crate::preflight::target_names::{Catalog, Holder, ObjectKind, Planned, Recorded, Scope};
+use crate::schema::mssql_to_pg_types::quote_pg;
 use tokio_postgres::{Client, GenericClient};
 
 /// The record table, created on the first record.
@@ -148,7 +148,7 @@ async fn recorded(pg: &Client, migration: &str) -> Result<Vec<Recorded>, tokio_p
         .collect())
 }
 
-/// Creates the record table when missing (after [`crate::checkpoint::ensure_tables`], which
+/// Creates the record table when missing (after [`crate::copy::checkpoint::ensure_tables`], which
 /// creates the schema).
 pub async fn ensure_table(pg: &Client) -> Result<(), tokio_postgres::Error> {
     pg.batch_execute(&format!(

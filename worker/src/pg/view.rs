@@ -9,11 +9,11 @@
 //! (value classes, `+` or `||`, LIKE, bit literals), and whatever is not on the list is refused
 //! by construction instead of by enumerating a foreign AST's variants.
 
-use crate::mapping::{PgType, quote_pg};
-use crate::model::ModuleDef;
 use crate::pg::expr::{Class, view_expr};
+use crate::plan::views::{Attempt, Fail, Key, ViewPlan, ViewResult as R, Views, in_dependency_order, refuse};
+use crate::schema::mssql_model::ModuleDef;
+use crate::schema::mssql_to_pg_types::{PgType, quote_pg};
 use crate::sql_lex::{TSQL, Tok, tokenize};
-use crate::view_plan::{Attempt, Fail, Key, ViewPlan, ViewResult as R, Views, in_dependency_order, refuse};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -4,7 +4,6 @@
 use crate::conn_pool::{Pools, TdsConn};
 
 use super::{PgToMssqlEngine, PgToMssqlError, ms_batch};
-use crate::mapping::quote_mssql;
 use crate::mssql::bulk::{BulkCtx, row_encoder, write_chunks};
 use crate::mssql::checkpoint as mscp;
 use crate::mssql::ddl;
@@ -12,13 +11,14 @@ use crate::options::Mode;
 use crate::pg::connect::with_kept_connection_io;
 use crate::pg::read::read_task;
 use crate::pipeline::{CHANNEL_DEPTH, Resume, Start, TaskReport, run_task};
-use crate::plan::TaskPlan;
-use crate::plan_pg_to_mssql::PgToMssqlTablePlan;
+use crate::plan::mssql_to_pg::TaskPlan;
+use crate::plan::pg_to_mssql::PgToMssqlTablePlan;
 use crate::retry::AttemptState;
+use crate::schema::mssql_to_pg_types::quote_mssql;
 use crate::timeouts::stalled;
 use tokio::sync::mpsc;
 
-/// Copies one task of run `run` (see [`crate::plan::Plan::run`]), resuming after its checkpoint
+/// Copies one task of run `run` (see [`crate::plan::mssql_to_pg::Plan::run`]), resuming after its checkpoint
 /// when there is one, and again from the checkpoint after a transient fault (see
 /// [`crate::pipeline::CopyOptions::retry`]). The task is claimed first ([`crate::fence`]): once
 /// another worker claims it, this one's next commit fails.

@@ -4,12 +4,12 @@
 
 use super::{PgToMssqlEngine, PgToMssqlError, ddl_err, exec_stmts, ms_batch, scalar_i64, scan_err};
 use crate::engine::KeysBuilt;
-use crate::mapping::quote_mssql;
 use crate::mssql::checkpoint as mscp;
 use crate::mssql::connect::TdsClient;
 use crate::mssql::ddl;
-use crate::plan_pg_to_mssql::{PgToMssqlPlan, PgToMssqlTablePlan};
-use crate::target_check::Dependent;
+use crate::plan::pg_to_mssql::{PgToMssqlPlan, PgToMssqlTablePlan};
+use crate::preflight::target_tables::Dependent;
+use crate::schema::mssql_to_pg_types::quote_mssql;
 use tokio_postgres::Client;
 
 /// Which part of finalize runs.

@@ -10,11 +10,9 @@
 //! `verify` (a part's digests on both sides); this file holds the engine, its error and the SQL
 //! Server statement helpers the steps share.
 
-use crate::checkpoint::SCHEMA;
 use crate::conn_pool::Pools;
+use crate::copy::checkpoint::SCHEMA;
 use crate::engine::{DryRun, Engine, KeysBuilt, PartDigests, Prepared, VerifyPart};
-use crate::mapping::quote_pg;
-use crate::mapping_pg_to_mssql::PgToMssqlMappingError;
 use crate::mssql::bulk::BulkError;
 use crate::mssql::checkpoint::{self as mscp, MsCheckpointError};
 use crate::mssql::connect::{
@@ -25,11 +23,13 @@ use crate::options::{Mode, Options};
 use crate::pg::connect::{PgConnectError, PgEndpoint};
 use crate::pg::introspect::PgIntrospectError;
 use crate::pg::read::PgReadError;
-use crate::pg_model::PgTable;
 use crate::pipeline::{CopyOptions, TaskFailure, TaskReport};
-use crate::plan::TaskPlan;
-use crate::plan_pg_to_mssql::PgToMssqlPlan;
-use crate::target_names::Checked;
+use crate::plan::mssql_to_pg::TaskPlan;
+use crate::plan::pg_to_mssql::PgToMssqlPlan;
+use crate::preflight::target_names::Checked;
+use crate::schema::mssql_to_pg_types::quote_pg;
+use crate::schema::pg_model::PgTable;
+use crate::schema::pg_to_mssql_types::PgToMssqlMappingError;
 
 use crate::timeouts::Stalled;
 
@@ -65,12 +65,12 @@ pub enum PgToMssqlError {
     Pattern(String),
     #[error("table {0}: upsert needs a primary key to match rows on")]
     UpsertWithoutKey(String),
-    #[error("{}", crate::plan::online_without_key(.0))]
+    #[error("{}", crate::plan::mssql_to_pg::online_without_key(.0))]
     OnlineWithoutKey(Vec<String>),
     #[error(transparent)]
-    Merged(#[from] crate::plan::MergeCollision),
+    Merged(#[from] crate::plan::mssql_to_pg::MergeCollision),
     #[error(transparent)]
-    StateSchema(#[from] crate::plan::StateSchemaTarget),
+    StateSchema(#[from] crate::plan::mssql_to_pg::StateSchemaTarget),
     #[error(
         "{scope}: {first:?} and {second:?} are the same name under SQL Server's case-insensitive collation; \
          rename one of them"

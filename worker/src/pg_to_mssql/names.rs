@@ -1,5 +1,5 @@
 //! The plan's key, index, constraint, default and view names against what the SQL Server target
-//! holds ([`crate::target_names`]): in the dry run and prepare (refusing tables before anything
+//! holds ([`crate::preflight::target_names`]): in the dry run and prepare (refusing tables before anything
 //! is written) and at the start of finalize (before any of its statements).
 
 use super::finalize::FinalizeSteps;
@@ -8,9 +8,9 @@ use crate::mssql::connect::TdsClient;
 use crate::mssql::ddl::{self, MsStmt};
 use crate::mssql::target_names as catalog;
 use crate::options::Mode;
-use crate::plan_pg_to_mssql::PgToMssqlPlan;
-use crate::target_check::TableAction;
-use crate::target_names::{self, Allowances, Checked, Planned};
+use crate::plan::pg_to_mssql::PgToMssqlPlan;
+use crate::preflight::target_names::{self, Allowances, Checked, Planned};
+use crate::preflight::target_tables::TableAction;
 
 /// Finalize's statements, built once: the check judges the names they create, then they run.
 pub(super) struct FinalizeStatements {

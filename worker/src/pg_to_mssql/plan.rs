@@ -3,14 +3,14 @@
 //! checked for rows that would collide, large tables split into key ranges.
 
 use super::{MAX_KEY_UNITS, PgToMssqlEngine, PgToMssqlError, pg_table, scan_err};
-use crate::mapping::quote_pg;
-use crate::mapping_pg_to_mssql::{
-    Decode, MsType, NumericScan, PgToMssqlColumn, map_column, needs_numeric_scan,
-};
 use crate::options::{Mode, Options};
 use crate::pg::introspect::introspect;
-use crate::pg_model::PgTable;
-use crate::plan_pg_to_mssql::{PgToMssqlPlan, PgToMssqlTablePlan, TableNames};
+use crate::plan::pg_to_mssql::{PgToMssqlPlan, PgToMssqlTablePlan, TableNames};
+use crate::schema::mssql_to_pg_types::quote_pg;
+use crate::schema::pg_model::PgTable;
+use crate::schema::pg_to_mssql_types::{
+    Decode, MsType, NumericScan, PgToMssqlColumn, map_column, needs_numeric_scan,
+};
 use std::collections::{BTreeMap, HashMap};
 use tokio_postgres::Client;
 
@@ -390,23 +390,23 @@ pub async fn build_plan(
     source: Vec<PgTable>,
     opts: &Options,
 ) -> Result<PgToMssqlPlan, PgToMssqlError> {
-    let selected = crate::plan::select_tables(source, opts, |t| (&t.schema, &t.name))
+    let selected = crate::plan::mssql_to_pg::select_tables(source, opts, |t| (&t.schema, &t.name))
         .map_err(PgToMssqlError::Pattern)?;
     let mut warnings = Vec::new();
     // Object names are unique per schema in SQL Server, compared case-insensitively.
     let mut namespaces: BTreeMap<String, (CiNames, CiNames)> = BTreeMap::new();
     let mut tables = Vec::new();
     let mut names = Vec::new();
-    let mut merged = crate::plan::MergedTables::default();
-    warnings.extend(crate::plan::unused_schema_map_warnings(
+    let mut merged = crate::plan::mssql_to_pg::MergedTables::default();
+    warnings.extend(crate::plan::mssql_to_pg::unused_schema_map_warnings(
         opts,
         selected.iter().map(|t| t.schema.as_str()),
         false,
     ));
     for t in selected {
         let q = t.qualified();
-        let target_schema = crate::plan_pg_to_mssql::target_schema_of(&t.schema, opts);
-        crate::plan::check_target_schema(&t.schema, &target_schema)?;
+        let target_schema = crate::plan::pg_to_mssql::target_schema_of(&t.schema, opts);
+        crate::plan::mssql_to_pg::check_target_schema(&t.schema, &target_schema)?;
         merged.claim((&t.schema, &t.name), (&target_schema, &t.name), true)?;
         let (table_names, constraints) =
             namespaces.entry(target_schema.to_lowercase()).or_insert_with(|| {
@@ -441,7 +441,7 @@ pub async fn build_plan(
     if opts.online {
         online_keys(pg, &tables).await?;
     }
-    let tasks = crate::plan::whole_table_tasks(
+    let tasks = crate::plan::mssql_to_pg::whole_table_tasks(
         tables
             .iter()
             .map(|t| (t.task_base_name(), t.source.row_count, t.source.size_bytes)),
@@ -468,7 +468,7 @@ impl PgToMssqlEngine {
         }
         let mut plan = build_plan(&pg, tables, &self.options).await?;
         crate::views::plan_views_pg_to_mssql(&mut plan, &modules, &|s| {
-            crate::plan_pg_to_mssql::target_schema_of(s, &self.options)
+            crate::plan::pg_to_mssql::target_schema_of(s, &self.options)
         });
         let mut bounds = BTreeMap::new();
         for (i, t) in plan.tables.iter().enumerate() {
@@ -489,7 +489,11 @@ impl PgToMssqlEngine {
                 }
             }
         }
-        plan.tasks = crate::plan::split_task_list(std::mem::take(&mut plan.tasks), &bounds, &self.options);
+        plan.tasks = crate::plan::mssql_to_pg::split_task_list(
+            std::mem::take(&mut plan.tasks),
+            &bounds,
+            &self.options,
+        );
         plan.warnings
             .extend(self.source.plaintext_warning(&pg, "source.postgres").await);
         Ok(plan)
@@ -502,7 +506,7 @@ impl PgToMssqlEngine {
         }
         let mut out = Vec::new();
         for schema in crate::pg::introspect::user_schemas(pg).await? {
-            if crate::plan::schema_selected(&self.options, &schema)
+            if crate::plan::mssql_to_pg::schema_selected(&self.options, &schema)
                 .map_err(|e| PgToMssqlError::Pattern(e.to_string()))?
             {
                 out.push(schema);

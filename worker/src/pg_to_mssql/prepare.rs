@@ -3,14 +3,14 @@
 
 use super::{PgToMssqlEngine, PgToMssqlError, ddl_err, ms_batch, scalar_i64};
 use crate::engine::{DryRun, Prepared};
-use crate::mapping::quote_mssql;
 use crate::mssql::checkpoint as mscp;
 use crate::mssql::connect::TdsClient;
 use crate::mssql::ddl;
 use crate::mssql::target_catalog::{existing_tables, ms_type_fit};
-use crate::plan::TaskPlan;
-use crate::plan_pg_to_mssql::{PgToMssqlPlan, PgToMssqlTablePlan};
-use crate::target_check::{self, PlannedColumn, TableAction};
+use crate::plan::mssql_to_pg::TaskPlan;
+use crate::plan::pg_to_mssql::{PgToMssqlPlan, PgToMssqlTablePlan};
+use crate::preflight::target_tables::{self, PlannedColumn, TableAction};
+use crate::schema::mssql_to_pg_types::quote_mssql;
 
 impl PgToMssqlEngine {
     async fn table_exists(ms: &mut TdsClient, t: &PgToMssqlTablePlan) -> Result<bool, PgToMssqlError> {
@@ -106,7 +106,7 @@ impl PgToMssqlEngine {
                     .key
                     .as_ref()
                     .map(|k| k.iter().map(|i| t.columns[*i].target_name.clone()).collect());
-                target_check::decide(
+                target_tables::decide(
                     self.options.mode,
                     found.as_ref(),
                     &planned,
@@ -167,7 +167,7 @@ impl PgToMssqlEngine {
         }
         let mut actions = self.target_actions(&mut ms, &plan).await?;
         let names = self.check_planned_names(&mut ms, &plan, &mut actions).await?;
-        let refused = target_check::refusals(plan.tables.iter().map(ddl::qualified), &actions);
+        let refused = target_tables::refusals(plan.tables.iter().map(ddl::qualified), &actions);
         if !refused.is_empty() {
             return Err(PgToMssqlError::Refused(refused));
         }
@@ -245,7 +245,7 @@ impl PgToMssqlEngine {
         plan.warnings.extend(dropped_views);
         mscp::reset(&mut ms, migration).await?;
         if self.options.checksum_by_task() {
-            // Before any row is read: see crate::source_mark::SourceMark::Xmin.
+            // Before any row is read: see crate::plan::source_mark::SourceMark::Xmin.
             let pg = self.source.connect().await?;
             let mark = crate::pg::row_changes::xmin_mark(&pg)
                 .await
@@ -254,7 +254,7 @@ impl PgToMssqlEngine {
                     message: e.to_string(),
                 })?;
             for task in &mut plan.tasks {
-                task.source_mark = Some(crate::source_mark::SourceMark::Xmin(mark));
+                task.source_mark = Some(crate::plan::source_mark::SourceMark::Xmin(mark));
             }
         }
         plan.stamp_tasks();
@@ -276,7 +276,7 @@ impl PgToMssqlEngine {
             Some((run, _)) if !run.belongs_to(self.options.run_id.as_deref()) => {
                 Err(PgToMssqlError::StoredPlan(
                     self.options.migration.clone(),
-                    crate::checkpoint::another_object(&run),
+                    crate::copy::checkpoint::another_object(&run),
                 ))
             }
             Some((run, Some(tasks))) if run.fingerprint == plan.fingerprint() => {
@@ -291,7 +291,7 @@ impl PgToMssqlEngine {
                     .unwrap_or_default();
                 Err(PgToMssqlError::StoredPlan(
                     self.options.migration.clone(),
-                    crate::plan_identity::mismatch(
+                    crate::plan::identity::mismatch(
                         &plan.table_identities(),
                         &stored
                             .iter()

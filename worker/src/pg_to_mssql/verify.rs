@@ -1,19 +1,19 @@
 //! One verify part PostgreSQL -> SQL Server: counts, or the checksum of both sides (PostgreSQL's
 //! from the copy's stored digest or read again, SQL Server's read back and hashed).
 
-use crate::copy_binary::RowEncoder;
+use crate::copy::binary::RowEncoder;
 
 use super::{PgToMssqlError, pg_table, scalar_i64};
-use crate::mapping::{quote_mssql, quote_pg};
-use crate::mapping_pg_to_mssql::{Decode, PgToMssqlColumn};
 use crate::mssql::connect::TdsClient;
 use crate::mssql::ddl;
 use crate::mssql::read::hash_rows;
 use crate::options::VerifyMode;
 use crate::pg::read::{SESSION_SETTINGS, VerifyColumns, verify_columns};
-use crate::plan::TaskPlan;
-use crate::plan_pg_to_mssql::PgToMssqlTablePlan;
-use crate::source_mark::SourceMark;
+use crate::plan::mssql_to_pg::TaskPlan;
+use crate::plan::pg_to_mssql::PgToMssqlTablePlan;
+use crate::plan::source_mark::SourceMark;
+use crate::schema::mssql_to_pg_types::{quote_mssql, quote_pg};
+use crate::schema::pg_to_mssql_types::{Decode, PgToMssqlColumn};
 use crate::verify::{Digest, RowHasher};
 use tokio_postgres::Client;
 
@@ -170,7 +170,7 @@ async fn mssql_rows(
     filter: Option<&str>,
     order: Option<&str>,
     oids: Vec<u32>,
-    sink: &mut impl crate::row_hash::RowSink,
+    sink: &mut impl crate::copy::row_hash::RowSink,
 ) -> Result<(), PgToMssqlError> {
     let table = t.source.qualified();
     let cols = t

@@ -2,8 +2,8 @@
 
 use super::tokens::{dotted, snippet, top_level, word};
 use super::{Fail, R, Relation, Translator, ViewColumn, key, refuse, whole_expr};
-use crate::mapping::{PgType, quote_pg};
 use crate::pg::expr::Columns;
+use crate::schema::mssql_to_pg_types::{PgType, quote_pg};
 use crate::sql_lex::Tok;
 
 /// Words that end a table reference (never read as its alias).

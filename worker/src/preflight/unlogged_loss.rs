@@ -3,7 +3,7 @@
 //! (a transient-fault retry after a crash included), at prepare and before finalize switches the
 //! table to LOGGED: resuming would skip the lost rows.
 
-use crate::checkpoint::{CheckpointError, SCHEMA};
+use crate::copy::checkpoint::{CheckpointError, SCHEMA};
 use tokio_postgres::Client;
 
 /// Tasks of a table created UNLOGGED whose committed rows PostgreSQL's crash recovery emptied.

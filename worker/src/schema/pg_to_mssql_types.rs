@@ -3,8 +3,8 @@
 //! PostgreSQL (binary COPY), read back from SQL Server, and put in the canonical form both
 //! sides of a checksum verification share.
 
-use crate::mapping::{PgType, quote_mssql, quote_pg};
-use crate::pg_model::PgColumn;
+use crate::schema::mssql_to_pg_types::{PgType, quote_mssql, quote_pg};
+use crate::schema::pg_model::PgColumn;
 use serde::Serialize;
 use std::fmt;
 

@@ -7,7 +7,7 @@
 //! extension length; per row an i16 field count, then per field an i32 length (-1 = NULL) and the
 //! type's `*_send` representation; an i16 -1 trailer.
 
-use crate::mapping::PgType;
+use crate::schema::mssql_to_pg_types::PgType;
 use bytes::{BufMut, BytesMut};
 use tiberius::{ColumnData, RawRow, RawText, RawValue};
 

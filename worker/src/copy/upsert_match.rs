@@ -9,7 +9,7 @@
 //! other keys ([`Hashes`]) both sides' row hashes are kept and sorted in memory instead (16 bytes
 //! a row of both sides together).
 
-use crate::row_hash::{RowFields, RowSink};
+use crate::copy::row_hash::{RowFields, RowSink};
 use tokio::sync::mpsc;
 
 /// Rows a batch carries from a reader to the merge; two batches a side are in flight at most.

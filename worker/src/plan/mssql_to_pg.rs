@@ -1,9 +1,9 @@
 //! The plan: every source table mapped to a target table with target names, its keyset key, and
 //! the copy tasks (one per table, or per key range of a large table).
 
-use crate::mapping::{ColumnMapping, GeneratedColumn, MappingError, PgType, map_column};
-use crate::model::SourceTable;
 use crate::options::Options;
+use crate::schema::mssql_model::SourceTable;
+use crate::schema::mssql_to_pg_types::{ColumnMapping, GeneratedColumn, MappingError, PgType, map_column};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 
@@ -146,9 +146,9 @@ impl TablePlan {
     }
 
     /// Copied and generated columns.
-    /// What the target table is made for ([`crate::plan_identity::table_identity`]).
+    /// What the target table is made for ([`crate::plan::identity::table_identity`]).
     pub fn identity(&self) -> String {
-        use crate::plan_identity::{ColumnShape, TableShape, table_identity};
+        use crate::plan::identity::{ColumnShape, TableShape, table_identity};
         fn column<'a>(c: &'a ColumnMapping, generated: Option<&'a str>) -> ColumnShape<'a> {
             ColumnShape {
                 source: &c.source.name,
@@ -213,9 +213,9 @@ pub struct TaskPlan {
     /// Where the source table's writes stood when the copy started (set by prepare; `None`
     /// where the source does not say, or for a run stored by an older worker).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub source_mark: Option<crate::source_mark::SourceMark>,
+    pub source_mark: Option<crate::plan::source_mark::SourceMark>,
     /// The identity of the task's table's plan when prepare stored the run
-    /// ([`crate::plan_identity`]); empty in a plan not yet stored.
+    /// ([`crate::plan::identity`]); empty in a plan not yet stored.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub table_identity: String,
 }
@@ -234,7 +234,7 @@ pub struct Plan {
     pub tasks: Vec<TaskPlan>,
     pub warnings: Vec<String>,
     /// The source's views translated to PostgreSQL, in the order finalize creates them.
-    pub views: Vec<crate::view_plan::ViewPlan>,
+    pub views: Vec<crate::plan::views::ViewPlan>,
     /// The run of the migration this plan is copied by (its generation in `_mssqlpg.runs`): set by
     /// prepare and by reading the stored plan, 0 before; a copy task claims its task for it.
     #[serde(skip)]
@@ -242,11 +242,11 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// The plan's identity ([`crate::plan_identity`]): a rerun resumes, and the later steps go
+    /// The plan's identity ([`crate::plan::identity`]): a rerun resumes, and the later steps go
     /// on, only while it is unchanged.
     pub fn fingerprint(&self) -> String {
         let ids: Vec<String> = self.tables.iter().map(TablePlan::identity).collect();
-        crate::plan_identity::fingerprint(ids.iter().map(String::as_str))
+        crate::plan::identity::fingerprint(ids.iter().map(String::as_str))
     }
 
     /// Each table's (source name, identity), in plan order.
@@ -427,7 +427,7 @@ pub struct StateSchemaTarget {
 /// Refuses a target schema that is the worker's own (compared case-insensitively: SQL Server's
 /// catalog does, and `identifierCase: lower` folds onto it).
 pub fn check_target_schema(source_schema: &str, target: &str) -> Result<(), StateSchemaTarget> {
-    if target.eq_ignore_ascii_case(crate::checkpoint::SCHEMA) {
+    if target.eq_ignore_ascii_case(crate::copy::checkpoint::SCHEMA) {
         return Err(StateSchemaTarget {
             source_schema: source_schema.to_string(),
             target: target.to_string(),
@@ -786,8 +786,8 @@ pub fn split_task_list(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mapping::SourceColumn;
-    use crate::model::{IndexColumn, IndexDef, KeyConstraint};
+    use crate::schema::mssql_model::{IndexColumn, IndexDef, KeyConstraint};
+    use crate::schema::mssql_to_pg_types::SourceColumn;
 
     fn untranslated(_: &str, _: &[ColumnMapping], _: PgType) -> Result<String, String> {
         Err("not translated here".into())

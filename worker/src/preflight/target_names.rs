@@ -322,9 +322,9 @@ pub fn refuse_taken(
     rules: &Rules,
     checked: &Checked,
     tables: &[(String, String)],
-    actions: &mut [crate::target_check::TableAction],
+    actions: &mut [crate::preflight::target_tables::TableAction],
 ) {
-    use crate::target_check::TableAction;
+    use crate::preflight::target_tables::TableAction;
     for (p, why) in checked.refusals() {
         let i = tables
             .iter()

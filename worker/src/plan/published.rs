@@ -3,10 +3,10 @@
 //! plans differ only in their column types and mappings, which each describes through these
 //! traits, so task naming, matching and the plan summary cannot drift apart.
 
-use crate::mapping::{ColumnMapping, SourceColumn, map_column};
-use crate::mapping_pg_to_mssql::{self, PgToMssqlColumn};
-use crate::plan::{Plan, TablePlan, TaskPlan};
-use crate::plan_pg_to_mssql::{PgToMssqlPlan, PgToMssqlTablePlan};
+use crate::plan::mssql_to_pg::{Plan, TablePlan, TaskPlan};
+use crate::plan::pg_to_mssql::{PgToMssqlPlan, PgToMssqlTablePlan};
+use crate::schema::mssql_to_pg_types::{ColumnMapping, SourceColumn, map_column};
+use crate::schema::pg_to_mssql_types::{self, PgToMssqlColumn};
 use mssql_pg_crds::task::ColumnMapping as SpecColumn;
 
 /// What a plan shows outside the engine (MigrationTasks, `status.plan`, progress), in either direction.
@@ -55,12 +55,12 @@ pub trait PublishedColumn {
 /// differently.
 macro_rules! published_plan {
     ($plan:ty, $table:ty, $column:ty, $key_name:path, $generated:path, $views:path) => {
-        impl $crate::published::PublishedPlan for $plan {
+        impl $crate::plan::published::PublishedPlan for $plan {
             type Table = $table;
             fn tables(&self) -> &[$table] {
                 &self.tables
             }
-            fn tasks(&self) -> &[$crate::plan::TaskPlan] {
+            fn tasks(&self) -> &[$crate::plan::mssql_to_pg::TaskPlan] {
                 &self.tasks
             }
             fn warnings(&self) -> &[String] {
@@ -71,7 +71,7 @@ macro_rules! published_plan {
             }
         }
 
-        impl $crate::published::PublishedTable for $table {
+        impl $crate::plan::published::PublishedTable for $table {
             type Column = $column;
             fn source(&self) -> (&str, &str) {
                 (&self.source.schema, &self.source.name)
@@ -176,7 +176,7 @@ impl PublishedColumn for PgToMssqlColumn {
     /// mapping can lose digits.
     fn is_lossy(&self) -> bool {
         let mut warnings = Vec::new();
-        mapping_pg_to_mssql::map_column(&self.source, None, &mut warnings).is_ok() && !warnings.is_empty()
+        pg_to_mssql_types::map_column(&self.source, None, &mut warnings).is_ok() && !warnings.is_empty()
     }
     fn target(&self) -> (&str, String) {
         (&self.target_name, self.ms_type.to_string())

@@ -2,10 +2,10 @@
 //! SQL Server name, column mappings, keyset key and constraint names, and the copy tasks. Read by
 //! the SQL Server DDL, the PostgreSQL reader and the engine that builds it.
 
-use crate::mapping_pg_to_mssql::{Decode, PgToMssqlColumn};
 use crate::options::Options;
-use crate::pg_model::PgTable;
-use crate::plan::TaskPlan;
+use crate::plan::mssql_to_pg::TaskPlan;
+use crate::schema::pg_model::PgTable;
+use crate::schema::pg_to_mssql_types::{Decode, PgToMssqlColumn};
 use serde::Serialize;
 
 /// The SQL Server schema a PostgreSQL schema's tables go to: the source endpoint's `schema`
@@ -14,7 +14,7 @@ use serde::Serialize;
 pub fn target_schema_of(source_schema: &str, opts: &Options) -> String {
     if source_schema == opts.source_schema {
         opts.target_schema.clone()
-    } else if let Some(to) = crate::plan::mapped_schema(source_schema, opts, false) {
+    } else if let Some(to) = crate::plan::mssql_to_pg::mapped_schema(source_schema, opts, false) {
         to.to_string()
     } else {
         source_schema.to_string()
@@ -36,9 +36,9 @@ impl PgToMssqlTablePlan {
         self.source.qualified()
     }
 
-    /// What the target table is made for ([`crate::plan_identity::table_identity`]).
+    /// What the target table is made for ([`crate::plan::identity::table_identity`]).
     pub fn identity(&self) -> String {
-        use crate::plan_identity::{ColumnShape, TableShape, table_identity};
+        use crate::plan::identity::{ColumnShape, TableShape, table_identity};
         table_identity(&TableShape {
             source: self.source.qualified(),
             target: format!("{}.{}", self.target_schema, self.target_name),
@@ -87,18 +87,18 @@ pub struct PgToMssqlPlan {
     pub tasks: Vec<TaskPlan>,
     pub warnings: Vec<String>,
     /// The source's views translated to SQL Server, in the order finalize creates them.
-    pub views: Vec<crate::view_plan::ViewPlan>,
-    /// The run this plan is copied by (see [`crate::plan::Plan::run`]).
+    pub views: Vec<crate::plan::views::ViewPlan>,
+    /// The run this plan is copied by (see [`crate::plan::mssql_to_pg::Plan::run`]).
     #[serde(skip)]
     pub run: i64,
 }
 
 impl PgToMssqlPlan {
-    /// The plan's identity ([`crate::plan_identity`]): a rerun resumes, and the later steps go
+    /// The plan's identity ([`crate::plan::identity`]): a rerun resumes, and the later steps go
     /// on, only while it is unchanged.
     pub fn fingerprint(&self) -> String {
         let ids: Vec<String> = self.tables.iter().map(PgToMssqlTablePlan::identity).collect();
-        crate::plan_identity::fingerprint(ids.iter().map(String::as_str))
+        crate::plan::identity::fingerprint(ids.iter().map(String::as_str))
     }
 
     /// Each table's (source name, identity), in plan order.

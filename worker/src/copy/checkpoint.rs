@@ -96,7 +96,7 @@ pub async fn ensure_tables(client: &Client) -> Result<(), CheckpointError> {
                 seq int NOT NULL,
                 statement text NOT NULL,
                 PRIMARY KEY (migration, seq));
-             -- Emptied by every crash recovery, as the target's UNLOGGED tables are (unlogged_loss.rs);
+             -- Emptied by every crash recovery, as the target's UNLOGGED tables are (preflight/unlogged_loss.rs);
              -- a mark left from an earlier run only says no crash happened since, which stays true.
              CREATE UNLOGGED TABLE IF NOT EXISTS \"{SCHEMA}\".\"unlogged_marks\" (
                 migration text NOT NULL,

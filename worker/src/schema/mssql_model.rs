@@ -1,6 +1,6 @@
 //! The source schema as introspected: tables, columns, keys, indexes, constraints.
 
-use crate::mapping::SourceColumn;
+use crate::schema::mssql_to_pg_types::SourceColumn;
 use serde::Serialize;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

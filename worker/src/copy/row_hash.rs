@@ -2,7 +2,7 @@
 //! (during the copy, or re-reading the source) and in PostgreSQL over its own rows in SQL. A leaf:
 //! the readers that hash as they encode import it, and so does the verify step above them.
 
-use crate::mapping::PgType;
+use crate::schema::mssql_to_pg_types::PgType;
 
 /// The hash of one row, fixed and specified so that PostgreSQL computes the same one in SQL
 /// ([`pg_row_hash`]) and a digest stored in a checkpoint survives a worker upgrade: the first 8
@@ -130,7 +130,7 @@ impl<'a> RowFields<'a> {
 }
 
 /// Where a reader that hashes rows puts each one: a digest summing them, or a stream handing
-/// them on ([`crate::upsert_match`]).
+/// them on ([`crate::copy::upsert_match`]).
 pub trait RowSink: Send {
     /// One row: its hash and its fields.
     fn row(&mut self, hash: u64, fields: RowFields<'_>);

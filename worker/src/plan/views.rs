@@ -2,7 +2,7 @@
 //! it, the order views are translated in (each after the views it reads), and the plan warning
 //! that lists a view left for the user to port.
 
-use crate::model::ModuleDef;
+use crate::schema::mssql_model::ModuleDef;
 use serde::Serialize;
 use std::collections::BTreeSet;
 
