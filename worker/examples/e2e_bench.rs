@@ -5,7 +5,7 @@
 //!     [BENCH_UNLOGGED=1] cargo run --release -p mssql-pg-worker --example e2e_bench -- 500000 [parallelism]
 #![allow(clippy::unwrap_used)]
 
-use mssql_pg_worker::engine::Engine as _;
+use mssql_pg_worker::engine::EngineExt;
 use mssql_pg_worker::mssql::connect::{Encryption, MssqlEndpoint};
 use mssql_pg_worker::mssql_to_pg::MssqlToPgEngine as Engine;
 use mssql_pg_worker::options::{Options, PartitionOptions, VerifyMode};

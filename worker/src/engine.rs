@@ -33,23 +33,18 @@ pub struct Prepared<P> {
     pub negotiated_packet_size: Option<i32>,
 }
 
-/// One direction's engine. The phases can run one by one in separate processes (the Kubernetes
-/// Jobs: each rereads the plan with [`Engine::stored_plan`]) or all in one (`run`).
+/// One direction's engine: the phases each direction implements. The phases can run one by one in
+/// separate processes (the Kubernetes Jobs: each rereads the plan with [`Engine::stored_plan`]) or
+/// all in one (`run`); what is written once over any engine (copy and verify of all tasks, finalize
+/// with the verification beside it) is [`EngineExt`].
 pub trait Engine: Clone + Send + Sync + 'static {
     type Plan: PublishedPlan + Clone + Send + Sync + 'static;
-    type Error: std::error::Error + Send + Sync + 'static;
-    /// A copy task's failure, with the report of what it left committed.
-    type TaskError: std::error::Error + Send + Sync + 'static;
+    type Error: EngineError;
 
     /// `mssql-to-postgres` or `postgres-to-mssql`, as events and logs name it.
     const DIRECTION: &'static str;
 
     fn options(&self) -> &Options;
-
-    /// Whether running the step that failed with `e` again cannot succeed (a refusal of the
-    /// spec or schema, or data the target cannot hold): the operator's Job then fails at once
-    /// instead of retrying its pod (`mssql_pg_crds::names::EXIT_PERMANENT`).
-    fn is_permanent(e: &Self::Error) -> bool;
 
     /// The TDS packet size asked of SQL Server (the summary reports it).
     fn requested_packet_size(&self) -> u32;
@@ -76,9 +71,6 @@ pub trait Engine: Clone + Send + Sync + 'static {
     /// Marks the run complete, so the next run starts afresh.
     fn mark_succeeded(&self, plan: &Self::Plan) -> impl Future<Output = Result<(), Self::Error>> + Send;
 
-    /// What a failed copy left committed, per task (failed tasks included).
-    fn task_reports(e: &Self::Error) -> Vec<TaskReport>;
-
     /// Copies one task of `plan`, resuming after its checkpoint, and again from the checkpoint
     /// after a transient fault ([`crate::pipeline::run_task`]); its connections come from, and
     /// after a success go back to, `pools`.
@@ -87,9 +79,9 @@ pub trait Engine: Clone + Send + Sync + 'static {
         plan: &Self::Plan,
         task: &TaskPlan,
         pools: &Pools,
-    ) -> impl Future<Output = Result<TaskReport, Self::TaskError>> + Send;
+    ) -> impl Future<Output = Result<TaskReport, TaskError<Self>>> + Send;
 
-    /// What [`Engine::verify`] checks, each part on its own: whole tables, or copy tasks' key
+    /// What [`EngineExt::verify`] checks, each part on its own: whole tables, or copy tasks' key
     /// ranges (with the source digest their copy stored, when it did).
     fn verify_parts(
         &self,
@@ -102,22 +94,42 @@ pub trait Engine: Clone + Send + Sync + 'static {
         plan: &Self::Plan,
         part: VerifyPart,
     ) -> impl Future<Output = Result<PartDigests, Self::Error>> + Send;
+}
+
+/// A copy task's failure in engine `E`, with the report of what it left committed.
+pub type TaskError<E> = <<E as Engine>::Error as EngineError>::TaskError;
+
+/// An engine's error, as the steps written once over any engine build and read it.
+pub trait EngineError: std::error::Error + Send + Sync + Sized + 'static {
+    /// A copy task's failure, with the report of what it left committed.
+    type TaskError: std::error::Error + Send + Sync + 'static;
+
+    /// Whether running the step that failed with this error again cannot succeed (a refusal of
+    /// the spec or schema, or data the target cannot hold): the operator's Job then fails at once
+    /// instead of retrying its pod (`mssql_pg_crds::names::EXIT_PERMANENT`).
+    fn is_permanent(&self) -> bool;
+
+    /// What a failed copy left committed, per task (failed tasks included).
+    fn task_reports(&self) -> Vec<TaskReport>;
 
     /// What a failed task left committed.
     fn failed_report(e: &Self::TaskError) -> Option<&TaskReport>;
 
-    /// The engine's error for task `task`'s failure.
-    fn task_error(task: String, e: Self::TaskError) -> Self::Error;
+    /// The error for task `task`'s failure.
+    fn task(task: String, e: Self::TaskError) -> Self;
 
-    /// The engine's error for a copy task that panicked or was cancelled.
-    fn join_error(e: tokio::task::JoinError) -> Self::Error;
+    /// The error for a copy task that panicked or was cancelled.
+    fn join(e: tokio::task::JoinError) -> Self;
 
-    fn no_such_task(name: &str) -> Self::Error;
+    fn no_such_task(name: &str) -> Self;
 
     /// The failure of a copy of `total` tasks: the failed tasks' errors (one at least) and every
     /// task's report, the failed ones' included.
-    fn copy_failed(total: usize, errors: Vec<Self::Error>, reports: Vec<TaskReport>) -> Self::Error;
+    fn copy_failed(total: usize, errors: Vec<Self>, reports: Vec<TaskReport>) -> Self;
+}
 
+/// The steps written once over any [`Engine`].
+pub trait EngineExt: Engine {
     /// Room for the connections of `parallelism` copy tasks at once, kept from one task to the
     /// next (see [`crate::conn_pool`]).
     fn pools(&self) -> Pools {
@@ -133,7 +145,7 @@ pub trait Engine: Clone + Send + Sync + 'static {
         async move { self.copy_one_pooled(plan, name, &self.pools()).await }
     }
 
-    /// Copies one task by name, on connections from `pools` (made with [`Engine::pools`]), to
+    /// Copies one task by name, on connections from `pools` (made with [`EngineExt::pools`]), to
     /// which they go back if it succeeds: a process copying several tasks one after another
     /// passes the same `pools` to each and opens each connection once.
     fn copy_one_pooled(
@@ -147,10 +159,10 @@ pub trait Engine: Clone + Send + Sync + 'static {
                 .tasks()
                 .iter()
                 .find(|t| t.name == name)
-                .ok_or_else(|| Self::no_such_task(name))?;
+                .ok_or_else(|| Self::Error::no_such_task(name))?;
             self.copy_task(plan, task, pools)
                 .await
-                .map_err(|e| Self::task_error(task.name.clone(), e))
+                .map_err(|e| Self::Error::task(task.name.clone(), e))
         }
     }
 
@@ -188,10 +200,10 @@ pub trait Engine: Clone + Send + Sync + 'static {
                 match joined {
                     Ok((_, Ok(rep))) => reports.push(rep),
                     Ok((task, Err(e))) => {
-                        reports.extend(Self::failed_report(&e).cloned());
-                        errors.push(Self::task_error(task, e));
+                        reports.extend(Self::Error::failed_report(&e).cloned());
+                        errors.push(Self::Error::task(task, e));
                     }
-                    Err(e) => errors.push(Self::join_error(e)),
+                    Err(e) => errors.push(Self::Error::join(e)),
                 }
             }
             reports.sort_by(|a, b| a.task.cmp(&b.task));
@@ -200,7 +212,7 @@ pub trait Engine: Clone + Send + Sync + 'static {
             if errors.is_empty() {
                 Ok(reports)
             } else {
-                Err(Self::copy_failed(plan.tasks().len(), errors, reports))
+                Err(Self::Error::copy_failed(plan.tasks().len(), errors, reports))
             }
         }
     }
@@ -257,7 +269,7 @@ pub trait Engine: Clone + Send + Sync + 'static {
         async move { self.verify_beside(plan, &KeysBuilt::all_built()).await }
     }
 
-    /// [`Engine::verify`] beside a running finalize: a table's parts start once `keys` says its
+    /// [`EngineExt::verify`] beside a running finalize: a table's parts start once `keys` says its
     /// keys are built. Its key builds take each table's exclusive lock (PostgreSQL's ACCESS
     /// EXCLUSIVE, SQL Server's Sch-M), which a verify query on the same table would hold up;
     /// after them, reading the table and finalizing the others proceed side by side.
@@ -299,7 +311,7 @@ pub trait Engine: Clone + Send + Sync + 'static {
             let mut tables: std::collections::BTreeMap<usize, (String, Digest, Digest, bool)> =
                 Default::default();
             while let Some(r) = set.join_next().await {
-                let (i, task, d) = r.map_err(Self::join_error)??;
+                let (i, task, d) = r.map_err(Self::Error::join)??;
                 let part_ok = upsert || d.source.same_rows(&d.target);
                 if !part_ok {
                     tracing::warn!(
@@ -336,6 +348,8 @@ pub trait Engine: Clone + Send + Sync + 'static {
         }
     }
 }
+
+impl<E: Engine> EngineExt for E {}
 
 /// What [`Engine::finalize_and_verify`] found: finalize's warnings, and the verification of each
 /// table (empty under `verify: none`).

@@ -4,7 +4,7 @@
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use mssql_pg_worker::direction::{self, WithEngine};
-use mssql_pg_worker::engine::{Engine, FinalizedAndVerified, KeysBuilt, Prepared};
+use mssql_pg_worker::engine::{Engine, EngineError, EngineExt, FinalizedAndVerified, KeysBuilt, Prepared};
 use mssql_pg_worker::error_text::{error_text, status_text};
 use mssql_pg_worker::plan::published::{PublishedColumn, PublishedPlan, PublishedTable};
 use mssql_pg_worker::progress::{Display, Reporter, TaskInfo};
@@ -565,7 +565,7 @@ async fn run<E: Engine>(engine: &E, out: &Out) -> anyhow::Result<Exit> {
         reporter.finish().await;
         if let Err(e) = &copied {
             // What the failed copy left committed, failed tasks included.
-            summary.record_copy(E::task_reports(e), copy_started.elapsed().as_secs_f64());
+            summary.record_copy(e.task_reports(), copy_started.elapsed().as_secs_f64());
         }
         let reports = copied?;
         summary.record_copy(reports, copy_started.elapsed().as_secs_f64());
@@ -585,7 +585,9 @@ async fn run<E: Engine>(engine: &E, out: &Out) -> anyhow::Result<Exit> {
     }
     .await;
     let failed_for_good = match &result {
-        Err(e) => e.downcast_ref::<E::Error>().is_some_and(E::is_permanent),
+        Err(e) => e
+            .downcast_ref::<E::Error>()
+            .is_some_and(EngineError::is_permanent),
         // The verification found a difference; a rerun would verify the same rows again.
         Ok(()) => !summary.verified,
     };

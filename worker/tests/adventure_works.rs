@@ -16,7 +16,7 @@
 
 mod common;
 
-use mssql_pg_worker::engine::Engine as _;
+use mssql_pg_worker::engine::EngineExt as _;
 use mssql_pg_worker::mssql::connect::{Encryption, MssqlEndpoint, TdsClient};
 use mssql_pg_worker::mssql_to_pg::MssqlToPgEngine as Engine;
 use mssql_pg_worker::options::{Mode, Options, VerifyMode};

@@ -8,7 +8,7 @@
 mod common;
 
 use common::{ms_exec, start_tds_server, tds_engine};
-use mssql_pg_worker::engine::Engine as _;
+use mssql_pg_worker::engine::EngineExt as _;
 use mssql_pg_worker::pipeline::CopyOptions;
 
 /// The key and value texts of row `i`: characters of the case's code page.

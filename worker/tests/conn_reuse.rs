@@ -7,7 +7,7 @@
 mod common;
 
 use common::{ms_exec, start_tds_server, tds_engine};
-use mssql_pg_worker::engine::Engine as _;
+use mssql_pg_worker::engine::EngineExt as _;
 use mssql_pg_worker::mssql::connect::MssqlEndpoint;
 use mssql_pg_worker::options::Mode;
 use mssql_pg_worker::pg::connect::PgEndpoint;

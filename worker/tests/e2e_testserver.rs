@@ -6,7 +6,7 @@
 mod common;
 
 use common::{ms_exec, start_tds_server, tds_engine};
-use mssql_pg_worker::engine::Engine as _;
+use mssql_pg_worker::engine::EngineExt as _;
 use mssql_pg_worker::options::PartitionOptions;
 use mssql_pg_worker::pipeline::CopyOptions;
 

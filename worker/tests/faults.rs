@@ -13,7 +13,7 @@
 mod common;
 
 use common::{ms_exec, start_tds_server, tds_engine};
-use mssql_pg_worker::engine::Engine as _;
+use mssql_pg_worker::engine::{EngineError as _, EngineExt as _};
 use mssql_pg_worker::error_text::error_text;
 use mssql_pg_worker::mssql::connect::MssqlEndpoint;
 use mssql_pg_worker::mssql_to_pg::{MssqlToPgEngine as Engine, MssqlToPgError as EngineError};
@@ -508,7 +508,7 @@ async fn an_unlogged_table_a_postgres_crash_emptied_is_copied_again_never_resume
         let err = e.copy_all(&prepared.plan).await.unwrap_err();
         assert_eq!(proxy.hits(), 1);
         let text = error_text(&err);
-        assert!(Engine::is_permanent(&err), "{text}");
+        assert!(err.is_permanent(), "{text}");
         for part in [
             "public.Facts",
             "UNLOGGED",

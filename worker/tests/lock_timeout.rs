@@ -8,7 +8,7 @@ mod common;
 
 use std::time::Duration;
 
-use mssql_pg_worker::engine::Engine as _;
+use mssql_pg_worker::engine::{EngineError as _, EngineExt as _};
 use mssql_pg_worker::error_text::error_text;
 
 async fn primary_keys(pg: &tokio_postgres::Client, schema: &str) -> i64 {

@@ -5,7 +5,7 @@
 mod common;
 
 use common::{ms_exec, tds_engine};
-use mssql_pg_worker::engine::Engine as _;
+use mssql_pg_worker::engine::EngineExt as _;
 use mssql_pg_worker::mssql::connect::{Encryption, MssqlEndpoint};
 use tds_testserver::certs::TestCerts;
 use tds_testserver::{ServerConfig, TestServer};

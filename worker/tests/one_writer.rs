@@ -292,7 +292,7 @@ async fn two_copies_of_a_keyed_task_commit_its_rows_once() {
 /// a lock on the PostgreSQL source table.
 #[tokio::test(flavor = "multi_thread")]
 async fn two_copies_into_sql_server_commit_the_rows_once() {
-    use mssql_pg_worker::engine::Engine as _;
+    use mssql_pg_worker::engine::{EngineError as _, EngineExt as _};
     use mssql_pg_worker::pg::connect::PgEndpoint;
     use mssql_pg_worker::pg_to_mssql::PgToMssqlEngine;
 

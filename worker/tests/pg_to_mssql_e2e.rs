@@ -8,7 +8,7 @@
 mod common;
 
 use chrono::{NaiveDate, NaiveDateTime, NaiveTime};
-use mssql_pg_worker::engine::Engine as _;
+use mssql_pg_worker::engine::EngineExt as _;
 use mssql_pg_worker::engine::Prepared;
 use mssql_pg_worker::mssql::connect::{MssqlEndpoint, TdsClient};
 use mssql_pg_worker::options::{Mode, PartitionOptions};

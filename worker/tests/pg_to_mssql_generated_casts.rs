@@ -7,7 +7,7 @@
 
 mod common;
 
-use mssql_pg_worker::engine::Engine as _;
+use mssql_pg_worker::engine::EngineExt as _;
 use mssql_pg_worker::options::Mode;
 
 #[tokio::test]

@@ -6,7 +6,7 @@
 
 mod common;
 
-use mssql_pg_worker::engine::Engine as _;
+use mssql_pg_worker::engine::EngineExt as _;
 use mssql_pg_worker::mssql::connect::{MssqlEndpoint, TdsClient};
 use mssql_pg_worker::options::Mode;
 use mssql_pg_worker::pg_to_mssql::PgToMssqlEngine;

@@ -6,7 +6,7 @@
 mod common;
 
 use common::view_rows::{ms_rows, pg_rows};
-use mssql_pg_worker::engine::Engine as _;
+use mssql_pg_worker::engine::EngineExt as _;
 use mssql_pg_worker::options::Mode;
 
 const SCHEMA: &str = "

@@ -10,7 +10,7 @@ mod common;
 use common::{ms_exec, start_tds_server};
 use mssql_pg_worker::copy::chunk::ChunkLimit;
 use mssql_pg_worker::copy::row_hash::RowHasher;
-use mssql_pg_worker::engine::Engine as _;
+use mssql_pg_worker::engine::{Engine as _, EngineExt as _};
 use mssql_pg_worker::options::Mode;
 use mssql_pg_worker::pg::read::{SESSION_SETTINGS, verify_columns};
 use mssql_pg_worker::pg_to_mssql::PgToMssqlEngine;

@@ -9,7 +9,7 @@
 mod common;
 
 use common::{ms_exec, start_tds_server, tds_engine};
-use mssql_pg_worker::engine::Engine as _;
+use mssql_pg_worker::engine::{Engine as _, EngineExt as _};
 use mssql_pg_worker::options::{Mode, PartitionOptions, VerifyMode};
 use mssql_pg_worker::verify::TableVerification;
 

@@ -7,7 +7,7 @@ mod common;
 
 use common::view_rows::{ms_rows, pg_rows};
 use common::{ms_exec, start_tds_server, tds_engine};
-use mssql_pg_worker::engine::Engine as _;
+use mssql_pg_worker::engine::EngineExt as _;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn translated_views_return_the_same_rows() {

@@ -20,7 +20,7 @@ use mssql_pg_crds::client;
 use mssql_pg_crds::conditions::{ConditionType, condition_status};
 use mssql_pg_crds::status::{OnlineStatus, bounded_message};
 
-use crate::engine::Engine;
+use crate::engine::{Engine, EngineError};
 use crate::error_text::status_text;
 use crate::k8s::{K8sError, now, reference};
 use crate::metrics::{CaptureObservation, capture_observed};
@@ -277,7 +277,7 @@ impl Engines {
 fn engine_err<E: Engine>(mig: &Migration) -> impl FnOnce(E::Error) -> K8sError + '_ {
     move |e| K8sError::Engine {
         migration: reference(mig),
-        permanent: E::is_permanent(&e),
+        permanent: e.is_permanent(),
         source: Box::new(e),
     }
 }

@@ -172,7 +172,7 @@ impl CopyStep<'_> {
                         .await;
                 reporter.abort();
                 if let Err(e) = &copied {
-                    let reports = E::task_reports(e);
+                    let reports = e.task_reports();
                     if reports.iter().any(|r| r.taken_over) {
                         // The task's status is the worker's that took it over.
                         return copied.map_err(engine_err::<E>(mig));

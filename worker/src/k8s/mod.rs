@@ -35,7 +35,7 @@ use mssql_pg_crds::{Migration, MigrationTask, MigrationTaskSpec, MigrationTaskSt
 use serde::Serialize;
 
 use crate::direction::{self, WithEngine};
-use crate::engine::Engine;
+use crate::engine::{Engine, EngineError, EngineExt};
 use crate::pipeline::TaskReport;
 use crate::plan::mssql_to_pg::TaskPlan;
 use crate::plan::published::{PublishedColumn, PublishedPlan, PublishedTable};
@@ -63,7 +63,7 @@ pub enum K8sError {
         migration: String,
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
-        /// The engine's [`Engine::is_permanent`] of `source`.
+        /// The engine's [`EngineError::is_permanent`] of `source`.
         permanent: bool,
     },
     #[error(
@@ -96,7 +96,7 @@ pub enum K8sError {
 impl K8sError {
     /// Whether running the step again cannot succeed: an invalid spec, a plan that no longer
     /// matches the task, a verification that found the target different, or the engine's
-    /// [`Engine::is_permanent`]. The worker then exits with
+    /// [`EngineError::is_permanent`]. The worker then exits with
     /// [`mssql_pg_crds::names::EXIT_PERMANENT`], so the Job fails without retrying its pod.
     pub fn is_permanent(&self) -> bool {
         match self {
@@ -145,7 +145,7 @@ pub(crate) fn reference(mig: &Migration) -> String {
 fn engine_err<E: Engine>(mig: &Migration) -> impl FnOnce(E::Error) -> K8sError + '_ {
     move |source| K8sError::Engine {
         migration: reference(mig),
-        permanent: E::is_permanent(&source),
+        permanent: source.is_permanent(),
         source: Box::new(source),
     }
 }

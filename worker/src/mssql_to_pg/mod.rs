@@ -8,7 +8,7 @@
 //! helpers the steps share, and the verification (one call into [`crate::verify`]).
 
 use crate::copy::checkpoint::{self, CheckpointError};
-use crate::engine::{DryRun, Engine, KeysBuilt, PartDigests, Prepared, VerifyPart};
+use crate::engine::{DryRun, Engine, EngineError, KeysBuilt, PartDigests, Prepared, VerifyPart};
 use crate::mssql::connect::{ConnectError, MssqlEndpoint, REQUESTED_PACKET_SIZE};
 use crate::mssql::introspect::IntrospectError;
 use crate::mssql::read::ReadError;
@@ -86,11 +86,13 @@ pub enum MssqlToPgError {
     },
 }
 
-impl MssqlToPgError {
+impl EngineError for MssqlToPgError {
+    type TaskError = TaskError;
+
     /// Whether running the step again cannot succeed: the plan refused the source's schema or the
     /// spec, the target was refused, or a copy met data it cannot write (see
     /// [`crate::retry::is_data_error`]).
-    pub fn is_permanent(&self) -> bool {
+    fn is_permanent(&self) -> bool {
         match self {
             MssqlToPgError::Plan(_)
             | MssqlToPgError::Refused(_)
@@ -104,11 +106,43 @@ impl MssqlToPgError {
     }
 
     /// The reports of a copy that failed: rows committed per task, failed tasks included.
-    pub fn task_reports(&self) -> Vec<TaskReport> {
+    fn task_reports(&self) -> Vec<TaskReport> {
         match self {
             MssqlToPgError::Tasks { reports, .. } => reports.clone(),
             MssqlToPgError::Task { source, .. } => source.report().cloned().into_iter().collect(),
             _ => Vec::new(),
+        }
+    }
+
+    fn failed_report(e: &TaskError) -> Option<&TaskReport> {
+        e.report()
+    }
+
+    fn task(task: String, source: TaskError) -> MssqlToPgError {
+        MssqlToPgError::Task { task, source }
+    }
+
+    fn join(e: tokio::task::JoinError) -> MssqlToPgError {
+        MssqlToPgError::Task {
+            task: "?".into(),
+            source: TaskError::Join(e.to_string()),
+        }
+    }
+
+    fn no_such_task(name: &str) -> MssqlToPgError {
+        MssqlToPgError::NoSuchTask(name.into())
+    }
+
+    fn copy_failed(
+        total: usize,
+        mut errors: Vec<MssqlToPgError>,
+        reports: Vec<TaskReport>,
+    ) -> MssqlToPgError {
+        MssqlToPgError::Tasks {
+            failed: errors.len(),
+            total,
+            first: Box::new(errors.swap_remove(0)),
+            reports,
         }
     }
 }
@@ -162,15 +196,10 @@ async fn exec_stmts(
 impl Engine for MssqlToPgEngine {
     type Plan = Plan;
     type Error = MssqlToPgError;
-    type TaskError = TaskError;
     const DIRECTION: &'static str = "mssql-to-postgres";
 
     fn options(&self) -> &Options {
         &self.options
-    }
-
-    fn is_permanent(e: &MssqlToPgError) -> bool {
-        e.is_permanent()
     }
 
     fn requested_packet_size(&self) -> u32 {
@@ -195,10 +224,6 @@ impl Engine for MssqlToPgEngine {
 
     async fn mark_succeeded(&self, plan: &Plan) -> Result<(), MssqlToPgError> {
         MssqlToPgEngine::mark_succeeded(self, plan).await
-    }
-
-    fn task_reports(e: &MssqlToPgError) -> Vec<TaskReport> {
-        e.task_reports()
     }
 
     async fn copy_task(
@@ -277,38 +302,6 @@ impl Engine for MssqlToPgEngine {
             source,
             target,
         })
-    }
-
-    fn failed_report(e: &TaskError) -> Option<&TaskReport> {
-        e.report()
-    }
-
-    fn task_error(task: String, source: TaskError) -> MssqlToPgError {
-        MssqlToPgError::Task { task, source }
-    }
-
-    fn join_error(e: tokio::task::JoinError) -> MssqlToPgError {
-        MssqlToPgError::Task {
-            task: "?".into(),
-            source: TaskError::Join(e.to_string()),
-        }
-    }
-
-    fn no_such_task(name: &str) -> MssqlToPgError {
-        MssqlToPgError::NoSuchTask(name.into())
-    }
-
-    fn copy_failed(
-        total: usize,
-        mut errors: Vec<MssqlToPgError>,
-        reports: Vec<TaskReport>,
-    ) -> MssqlToPgError {
-        MssqlToPgError::Tasks {
-            failed: errors.len(),
-            total,
-            first: Box::new(errors.swap_remove(0)),
-            reports,
-        }
     }
 }
 

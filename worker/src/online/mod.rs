@@ -28,6 +28,7 @@ pub mod state_mssql;
 pub mod state_pg;
 pub mod stream;
 
+use crate::engine::EngineError;
 use std::future::Future;
 use std::time::Duration;
 

@@ -10,7 +10,7 @@ use super::pgoutput::lsn_text;
 use super::state::{OnlineRow, OnlineState};
 use super::stream::{self, CutoverReport, Finish, StreamStatus};
 use super::{CutoverState, OnlineError, OnlineOptions, Phase, Position};
-use crate::engine::Engine;
+use crate::engine::{Engine, EngineExt};
 use crate::mssql_to_pg::MssqlToPgEngine;
 use crate::pg_to_mssql::PgToMssqlEngine;
 use crate::plan::mssql_to_pg::Plan;
@@ -37,7 +37,7 @@ impl Finish for PgToMssqlFinish<'_> {
     }
 
     async fn verify(&mut self) -> Result<Vec<TableVerification>, OnlineError> {
-        Ok(Engine::verify(self.engine, self.plan).await?)
+        Ok(EngineExt::verify(self.engine, self.plan).await?)
     }
 }
 
@@ -53,7 +53,7 @@ impl Finish for MssqlToPgFinish<'_> {
     }
 
     async fn verify(&mut self) -> Result<Vec<TableVerification>, OnlineError> {
-        Ok(Engine::verify(self.engine, self.plan).await?)
+        Ok(EngineExt::verify(self.engine, self.plan).await?)
     }
 }
 

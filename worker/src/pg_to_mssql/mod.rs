@@ -12,7 +12,7 @@
 
 use crate::conn_pool::Pools;
 use crate::copy::checkpoint::SCHEMA;
-use crate::engine::{DryRun, Engine, KeysBuilt, PartDigests, Prepared, VerifyPart};
+use crate::engine::{DryRun, Engine, EngineError, KeysBuilt, PartDigests, Prepared, VerifyPart};
 use crate::mssql::bulk::BulkError;
 use crate::mssql::checkpoint::{self as mscp, MsCheckpointError};
 use crate::mssql::connect::{
@@ -160,10 +160,34 @@ impl PgToMssqlError {
         }
     }
 
+    /// Whether another worker took the task over (see [`crate::fence`]).
+    pub fn taken_over(&self) -> bool {
+        match self {
+            PgToMssqlError::Checkpoint(e) => e.taken_over(),
+            PgToMssqlError::Bulk(e) => e.taken_over(),
+            PgToMssqlError::Failed(f) => f.cause.taken_over(),
+            PgToMssqlError::Task { source, .. } => source.taken_over(),
+            _ => false,
+        }
+    }
+
+    /// What a failed task left committed.
+    pub fn report(&self) -> Option<&TaskReport> {
+        match self {
+            PgToMssqlError::Failed(f) => Some(&f.report),
+            PgToMssqlError::Task { source, .. } => source.report(),
+            _ => None,
+        }
+    }
+}
+
+impl EngineError for PgToMssqlError {
+    type TaskError = PgToMssqlError;
+
     /// Whether running the step again cannot succeed: the plan refused the source's schema or the
     /// spec, the target was refused, or a copy met data it cannot write (see
     /// [`crate::retry::is_data_error`]).
-    pub fn is_permanent(&self) -> bool {
+    fn is_permanent(&self) -> bool {
         use PgToMssqlError::*;
         match self {
             Mapping { .. }
@@ -184,31 +208,47 @@ impl PgToMssqlError {
         }
     }
 
-    /// Whether another worker took the task over (see [`crate::fence`]).
-    pub fn taken_over(&self) -> bool {
-        match self {
-            PgToMssqlError::Checkpoint(e) => e.taken_over(),
-            PgToMssqlError::Bulk(e) => e.taken_over(),
-            PgToMssqlError::Failed(f) => f.cause.taken_over(),
-            PgToMssqlError::Task { source, .. } => source.taken_over(),
-            _ => false,
-        }
-    }
-
-    /// What a failed task left committed.
-    pub fn report(&self) -> Option<&TaskReport> {
-        match self {
-            PgToMssqlError::Failed(f) => Some(&f.report),
-            PgToMssqlError::Task { source, .. } => source.report(),
-            _ => None,
-        }
-    }
-
     /// The reports of a copy that failed: rows committed per task, failed tasks included.
-    pub fn task_reports(&self) -> Vec<TaskReport> {
+    fn task_reports(&self) -> Vec<TaskReport> {
         match self {
             PgToMssqlError::Tasks { reports, .. } => reports.clone(),
             other => other.report().cloned().into_iter().collect(),
+        }
+    }
+
+    fn failed_report(e: &PgToMssqlError) -> Option<&TaskReport> {
+        e.report()
+    }
+
+    fn task(task: String, source: PgToMssqlError) -> PgToMssqlError {
+        PgToMssqlError::Task {
+            task,
+            source: Box::new(source),
+        }
+    }
+
+    fn join(e: tokio::task::JoinError) -> PgToMssqlError {
+        PgToMssqlError::Join(e.to_string())
+    }
+
+    fn no_such_task(name: &str) -> PgToMssqlError {
+        PgToMssqlError::NoSuchTask(name.into())
+    }
+
+    fn copy_failed(
+        total: usize,
+        mut errors: Vec<PgToMssqlError>,
+        reports: Vec<TaskReport>,
+    ) -> PgToMssqlError {
+        match errors.len() {
+            // One failure reads best as itself when it is the only task.
+            1 if total == 1 => errors.remove(0),
+            failed => PgToMssqlError::Tasks {
+                failed,
+                total,
+                first: Box::new(errors.remove(0)),
+                reports,
+            },
         }
     }
 }
@@ -364,15 +404,10 @@ pub fn state_schema() -> &'static str {
 impl Engine for PgToMssqlEngine {
     type Plan = PgToMssqlPlan;
     type Error = PgToMssqlError;
-    type TaskError = PgToMssqlError;
     const DIRECTION: &'static str = "postgres-to-mssql";
 
     fn options(&self) -> &Options {
         &self.options
-    }
-
-    fn is_permanent(e: &PgToMssqlError) -> bool {
-        e.is_permanent()
     }
 
     fn requested_packet_size(&self) -> u32 {
@@ -397,10 +432,6 @@ impl Engine for PgToMssqlEngine {
 
     async fn mark_succeeded(&self, plan: &PgToMssqlPlan) -> Result<(), PgToMssqlError> {
         PgToMssqlEngine::mark_succeeded(self, plan).await
-    }
-
-    fn task_reports(e: &PgToMssqlError) -> Vec<TaskReport> {
-        e.task_reports()
     }
 
     async fn copy_task(
@@ -457,41 +488,5 @@ impl Engine for PgToMssqlEngine {
             source,
             target,
         })
-    }
-
-    fn failed_report(e: &PgToMssqlError) -> Option<&TaskReport> {
-        e.report()
-    }
-
-    fn task_error(task: String, source: PgToMssqlError) -> PgToMssqlError {
-        PgToMssqlError::Task {
-            task,
-            source: Box::new(source),
-        }
-    }
-
-    fn join_error(e: tokio::task::JoinError) -> PgToMssqlError {
-        PgToMssqlError::Join(e.to_string())
-    }
-
-    fn no_such_task(name: &str) -> PgToMssqlError {
-        PgToMssqlError::NoSuchTask(name.into())
-    }
-
-    fn copy_failed(
-        total: usize,
-        mut errors: Vec<PgToMssqlError>,
-        reports: Vec<TaskReport>,
-    ) -> PgToMssqlError {
-        match errors.len() {
-            // One failure reads best as itself when it is the only task.
-            1 if total == 1 => errors.remove(0),
-            failed => PgToMssqlError::Tasks {
-                failed,
-                total,
-                first: Box::new(errors.remove(0)),
-                reports,
-            },
-        }
     }
 }
