@@ -52,126 +52,14 @@ pub fn cast_value_in(
                 | SqlType::DateTimeOffset { .. }
         )
     });
-    // Dates to strings: styles 120/121/23/126/112/108 and the default.
     if is_string(target) && src_is_date {
-        let s = match v {
-            ValueRef::Text(t) => String::from_utf8_lossy(t).into_owned(),
-            _ => String::new(),
-        };
-        let p = parse_datetime(&s).ok_or_else(|| {
-            SqlError::new(
-                241,
-                16,
-                "Conversion failed when converting date and/or time from character string.",
-            )
-        })?;
-        let src = source.unwrap_or(SqlType::DateTime2 { scale: 7 });
-        let (yy, mm, dd) = civil_from_days(p.days);
-        let digits = match src {
-            SqlType::DateTime => 3,
-            SqlType::SmallDateTime => 0,
-            SqlType::DateTime2 { scale } | SqlType::Time { scale } | SqlType::DateTimeOffset { scale } => {
-                usize::from(scale)
-            }
-            _ => 0,
-        };
-        let text = match style {
-            Some(23) => format_date(p.days),
-            Some(112) => format!("{yy:04}{mm:02}{dd:02}"),
-            Some(108) | Some(8) => format_time(p.time, 0),
-            Some(120) | Some(20) => format!("{} {}", format_date(p.days), format_time(p.time, 0)),
-            Some(126) | Some(127) => format!("{}T{}", format_date(p.days), format_time(p.time, digits)),
-            Some(101) => format!("{mm:02}/{dd:02}/{yy:04}"),
-            Some(103) => format!("{dd:02}/{mm:02}/{yy:04}"),
-            Some(0) | Some(100) => style_100(yy, mm, dd, p.time),
-            Some(121) | Some(21) | Some(25) => {
-                format!("{} {}", format_date(p.days), format_time(p.time, digits))
-            }
-            Some(102) => format!("{yy:04}.{mm:02}.{dd:02}"),
-            Some(104) => format!("{dd:02}.{mm:02}.{yy:04}"),
-            Some(105) => format!("{dd:02}-{mm:02}-{yy:04}"),
-            Some(110) => format!("{mm:02}-{dd:02}-{yy:04}"),
-            Some(111) => format!("{yy:04}/{mm:02}/{dd:02}"),
-            Some(106) => format!("{dd:02} {} {yy:04}", month_abbrev(mm)),
-            Some(107) => format!("{} {dd:02}, {yy:04}", month_abbrev(mm)),
-            _ => match src {
-                // datetime and smalldatetime default to style 0: 'Jan  5 2020 10:30PM'.
-                SqlType::DateTime | SqlType::SmallDateTime => style_100(yy, mm, dd, p.time),
-                SqlType::Date => format_date(p.days),
-                SqlType::Time { .. } => format_time(p.time, digits),
-                SqlType::DateTimeOffset { .. } => s.clone(),
-                _ => format!("{} {}", format_date(p.days), format_time(p.time, digits)),
-            },
-        };
-        return truncate_string(Stored::Text(text), target);
+        return truncate_string(Stored::Text(date_text(v, source, style)?), target);
     }
     if is_string(target) {
-        // Binary to string with style 1/2 is hex; money/decimal keep their scale.
-        if let ValueRef::Blob(b) = v {
-            let hex: String = b.iter().map(|x| format!("{x:02X}")).collect();
-            let text = match style {
-                Some(1) => format!("0x{hex}"),
-                Some(2) => hex,
-                // Bytes read as text: UTF-16LE for nchar/nvarchar, the code page's for varchar.
-                _ if is_unicode(target) => {
-                    let units: Vec<u16> = b
-                        .chunks_exact(2)
-                        .map(|p| u16::from_le_bytes([p[0], p[1]]))
-                        .collect();
-                    String::from_utf16_lossy(&units)
-                }
-                _ => cp.decode(b),
-            };
-            return truncate_string(Stored::Text(text), target);
-        }
-        if source == Some(SqlType::UniqueIdentifier)
-            && let ValueRef::Text(t) = v
-        {
-            return truncate_string(Stored::Text(String::from_utf8_lossy(t).into_owned()), target);
-        }
-        if matches!(source, Some(SqlType::Money | SqlType::SmallMoney))
-            && let Some((m, s)) = match v {
-                ValueRef::Text(t) => parse_decimal(&String::from_utf8_lossy(t)),
-                _ => None,
-            }
-        {
-            // Styles 2 and 126: four decimals; 0 and 1 two (1 with thousands separators).
-            let text = match style {
-                Some(2) | Some(126) => format_decimal(rescale(m, s, 4).unwrap_or(m), 4),
-                Some(1) => with_thousands(&format_decimal(rescale(m, s, 2).unwrap_or(m), 2)),
-                _ => format_decimal(rescale(m, s, 2).unwrap_or(m), 2),
-            };
-            return truncate_string(Stored::Text(text), target);
-        }
-        if matches!(source, Some(SqlType::Float | SqlType::Real))
-            && let Some(f) = match v {
-                ValueRef::Real(f) => Some(f),
-                ValueRef::Integer(i) => Some(i as f64),
-                _ => None,
-            }
-        {
-            return truncate_string(Stored::Text(float_text(f, style.unwrap_or(0))), target);
-        }
-        let s = coerce(v, SqlType::NVarChar { len: None })?;
-        return truncate_string(s, target);
+        return truncate_string(to_text(v, source, target, style, cp)?, target);
     }
     if is_binary(target) {
-        if let ValueRef::Text(t) = v {
-            let s = String::from_utf8_lossy(t);
-            if style == Some(1) || style == Some(2) {
-                return coerce(ValueRef::Text(s.as_bytes()), target);
-            }
-            // The string's own bytes: UTF-16LE for nchar/nvarchar, the code page's for varchar.
-            let bytes = if source.is_some_and(is_unicode) {
-                s.encode_utf16().flat_map(u16::to_le_bytes).collect()
-            } else {
-                let mut out = Vec::with_capacity(s.len());
-                cp.encode_into(&mut out, &s);
-                out
-            };
-            return truncate_binary(Stored::Blob(bytes), target);
-        }
-        return truncate_binary(coerce(v, target)?, target);
+        return to_binary(v, source, target, style, cp);
     }
     // Numbers from floats to ints truncate; to decimals round.
     match (target, v) {
@@ -202,6 +90,145 @@ pub fn cast_value_in(
         }
         _ => coerce_in(v, target, cp),
     }
+}
+
+/// A date or time as text in CONVERT's `style` (120/121/23/126/112/108 and the others SQL Server
+/// has; the default per source type).
+fn date_text(v: ValueRef<'_>, source: Option<SqlType>, style: Option<i64>) -> Result<String, SqlError> {
+    let s = match v {
+        ValueRef::Text(t) => String::from_utf8_lossy(t).into_owned(),
+        _ => String::new(),
+    };
+    let p = parse_datetime(&s).ok_or_else(|| {
+        SqlError::new(
+            241,
+            16,
+            "Conversion failed when converting date and/or time from character string.",
+        )
+    })?;
+    let src = source.unwrap_or(SqlType::DateTime2 { scale: 7 });
+    let (yy, mm, dd) = civil_from_days(p.days);
+    let digits = match src {
+        SqlType::DateTime => 3,
+        SqlType::SmallDateTime => 0,
+        SqlType::DateTime2 { scale } | SqlType::Time { scale } | SqlType::DateTimeOffset { scale } => {
+            usize::from(scale)
+        }
+        _ => 0,
+    };
+    let text = match style {
+        Some(23) => format_date(p.days),
+        Some(112) => format!("{yy:04}{mm:02}{dd:02}"),
+        Some(108) | Some(8) => format_time(p.time, 0),
+        Some(120) | Some(20) => format!("{} {}", format_date(p.days), format_time(p.time, 0)),
+        Some(126) | Some(127) => format!("{}T{}", format_date(p.days), format_time(p.time, digits)),
+        Some(101) => format!("{mm:02}/{dd:02}/{yy:04}"),
+        Some(103) => format!("{dd:02}/{mm:02}/{yy:04}"),
+        Some(0) | Some(100) => style_100(yy, mm, dd, p.time),
+        Some(121) | Some(21) | Some(25) => {
+            format!("{} {}", format_date(p.days), format_time(p.time, digits))
+        }
+        Some(102) => format!("{yy:04}.{mm:02}.{dd:02}"),
+        Some(104) => format!("{dd:02}.{mm:02}.{yy:04}"),
+        Some(105) => format!("{dd:02}-{mm:02}-{yy:04}"),
+        Some(110) => format!("{mm:02}-{dd:02}-{yy:04}"),
+        Some(111) => format!("{yy:04}/{mm:02}/{dd:02}"),
+        Some(106) => format!("{dd:02} {} {yy:04}", month_abbrev(mm)),
+        Some(107) => format!("{} {dd:02}, {yy:04}", month_abbrev(mm)),
+        _ => match src {
+            // datetime and smalldatetime default to style 0: 'Jan  5 2020 10:30PM'.
+            SqlType::DateTime | SqlType::SmallDateTime => style_100(yy, mm, dd, p.time),
+            SqlType::Date => format_date(p.days),
+            SqlType::Time { .. } => format_time(p.time, digits),
+            SqlType::DateTimeOffset { .. } => s.clone(),
+            _ => format!("{} {}", format_date(p.days), format_time(p.time, digits)),
+        },
+    };
+    Ok(text)
+}
+
+/// A value as text for a conversion to a string type, before the cut to the target's length:
+/// binary as hex (styles 1 and 2) or as the target's characters, money and floats in `style`.
+fn to_text(
+    v: ValueRef<'_>,
+    source: Option<SqlType>,
+    target: SqlType,
+    style: Option<i64>,
+    cp: CodePage,
+) -> Result<Stored, SqlError> {
+    // Binary to string with style 1/2 is hex; money/decimal keep their scale.
+    if let ValueRef::Blob(b) = v {
+        let hex: String = b.iter().map(|x| format!("{x:02X}")).collect();
+        let text = match style {
+            Some(1) => format!("0x{hex}"),
+            Some(2) => hex,
+            // Bytes read as text: UTF-16LE for nchar/nvarchar, the code page's for varchar.
+            _ if is_unicode(target) => {
+                let units: Vec<u16> = b
+                    .chunks_exact(2)
+                    .map(|p| u16::from_le_bytes([p[0], p[1]]))
+                    .collect();
+                String::from_utf16_lossy(&units)
+            }
+            _ => cp.decode(b),
+        };
+        return Ok(Stored::Text(text));
+    }
+    if source == Some(SqlType::UniqueIdentifier)
+        && let ValueRef::Text(t) = v
+    {
+        return Ok(Stored::Text(String::from_utf8_lossy(t).into_owned()));
+    }
+    if matches!(source, Some(SqlType::Money | SqlType::SmallMoney))
+        && let Some((m, s)) = match v {
+            ValueRef::Text(t) => parse_decimal(&String::from_utf8_lossy(t)),
+            _ => None,
+        }
+    {
+        // Styles 2 and 126: four decimals; 0 and 1 two (1 with thousands separators).
+        let text = match style {
+            Some(2) | Some(126) => format_decimal(rescale(m, s, 4).unwrap_or(m), 4),
+            Some(1) => with_thousands(&format_decimal(rescale(m, s, 2).unwrap_or(m), 2)),
+            _ => format_decimal(rescale(m, s, 2).unwrap_or(m), 2),
+        };
+        return Ok(Stored::Text(text));
+    }
+    if matches!(source, Some(SqlType::Float | SqlType::Real))
+        && let Some(f) = match v {
+            ValueRef::Real(f) => Some(f),
+            ValueRef::Integer(i) => Some(i as f64),
+            _ => None,
+        }
+    {
+        return Ok(Stored::Text(float_text(f, style.unwrap_or(0))));
+    }
+    coerce(v, SqlType::NVarChar { len: None })
+}
+
+/// A conversion to a binary type: a string's own bytes (or hex with styles 1 and 2).
+fn to_binary(
+    v: ValueRef<'_>,
+    source: Option<SqlType>,
+    target: SqlType,
+    style: Option<i64>,
+    cp: CodePage,
+) -> Result<Stored, SqlError> {
+    if let ValueRef::Text(t) = v {
+        let s = String::from_utf8_lossy(t);
+        if style == Some(1) || style == Some(2) {
+            return coerce(ValueRef::Text(s.as_bytes()), target);
+        }
+        // The string's own bytes: UTF-16LE for nchar/nvarchar, the code page's for varchar.
+        let bytes = if source.is_some_and(is_unicode) {
+            s.encode_utf16().flat_map(u16::to_le_bytes).collect()
+        } else {
+            let mut out = Vec::with_capacity(s.len());
+            cp.encode_into(&mut out, &s);
+            out
+        };
+        return truncate_binary(Stored::Blob(bytes), target);
+    }
+    truncate_binary(coerce(v, target)?, target)
 }
 
 /// An explicit conversion's silent cut to the target's length: UTF-16 units for nchar/nvarchar,

@@ -20,107 +20,8 @@ pub(crate) fn drop_objects(
 ) -> Result<(), Fail> {
     transaction::before_ddl(&cx.db, &mut cx.tran);
     match kind {
-        ObjectType::Table => {
-            for n in names {
-                let meta = match lookup_meta(cx, n) {
-                    Ok(m) => m,
-                    Err(_) if if_exists => continue,
-                    Err(_) => {
-                        return Err(SqlError::new(3701, 11, format!("Cannot drop the table '{}', because it does not exist or you do not have permission.", object_parts(n).join("."))).into())
-                    }
-                };
-                let tables = cx.db.engine.tables();
-                if let Some((child, fk)) = tables.all().find_map(|t| {
-                    if t.object_id == meta.object_id {
-                        return None;
-                    }
-                    t.def
-                        .foreign_keys
-                        .iter()
-                        .position(|fk| {
-                            fk.referenced_table.eq_ignore_ascii_case(&meta.def.name)
-                                && fk.referenced_schema.eq_ignore_ascii_case(&meta.def.schema)
-                        })
-                        .map(|i| (t.display_name(), t.fk_names[i].clone()))
-                }) {
-                    return Err(SqlError::new(3726, 16, format!("Could not drop object '{}' because it is referenced by a FOREIGN KEY constraint. ({fk} on {child})", meta.display_name())).into());
-                }
-                let oid = meta.object_id;
-                cx.db.engine.with_catalog(|c| c.drop_table(oid))?;
-                let sql = format!("DROP TABLE {}", meta.sqlite_sql());
-                let tracked = cx.db.engine.tables().is_tracked(oid);
-                transaction::atomic(cx, |s| {
-                    s.db.conn.execute_batch(&sql)?;
-                    if tracked {
-                        crate::tracking::side::drop_side(&s.db.conn, oid)?;
-                    }
-                    Ok(())
-                })?;
-                if tracked {
-                    cx.db.engine.update_tables(|t| t.set_tracked(oid, false));
-                }
-                if meta.def.temporary {
-                    cx.db.temp.remove("", &meta.def.name);
-                } else {
-                    cx.db
-                        .engine
-                        .update_tables(|t| t.remove(&meta.def.schema, &meta.def.name));
-                }
-            }
-        }
-        ObjectType::Index => {
-            for n in names {
-                let parts = object_parts(n);
-                let (table_name, index_name) = match table {
-                    Some(t) => (t.clone(), parts.last().cloned().unwrap_or_default()),
-                    None if parts.len() >= 2 => (
-                        ObjectName::from(
-                            parts[..parts.len() - 1]
-                                .iter()
-                                .map(|p| sqlparser::ast::Ident::new(p.clone()))
-                                .collect::<Vec<_>>(),
-                        ),
-                        parts[parts.len() - 1].clone(),
-                    ),
-                    None => return Err(crate::error::syntax_error(&parts.join(".")).into()),
-                };
-                let mut meta = match lookup_meta(cx, &table_name) {
-                    Ok(m) => m,
-                    Err(e) if if_exists => {
-                        let _ = e;
-                        continue;
-                    }
-                    Err(e) => return Err(e.into()),
-                };
-                let Some(pos) = meta
-                    .index_names
-                    .iter()
-                    .position(|x| x.eq_ignore_ascii_case(&index_name))
-                else {
-                    if if_exists {
-                        continue;
-                    }
-                    return Err(SqlError::new(3701, 11, format!("Cannot drop the index '{}.{index_name}', because it does not exist or you do not have permission.", meta.display_name())).into());
-                };
-                if meta.def.indexes[pos].primary_key || meta.def.indexes[pos].unique_constraint {
-                    return Err(SqlError::new(3723, 16, format!("An explicit DROP INDEX is not allowed on index '{}.{index_name}'. It is being used for PRIMARY KEY constraint enforcement.", meta.display_name())).into());
-                }
-                let sql = format!(
-                    "DROP INDEX {}{}",
-                    if meta.def.temporary { "temp." } else { "" },
-                    quote(&format!("{}.{}", meta.sqlite_name, meta.index_names[pos]))
-                );
-                transaction::atomic(cx, |s| {
-                    s.db.conn.execute_batch(&sql)?;
-                    Ok(())
-                })?;
-                let (oid, iname) = (meta.object_id, meta.index_names[pos].clone());
-                cx.db.engine.with_catalog(|c| c.drop_index(oid, &iname))?;
-                meta.def.indexes.remove(pos);
-                meta.index_names.remove(pos);
-                store_meta(cx, meta);
-            }
-        }
+        ObjectType::Table => drop_tables(cx, if_exists, names)?,
+        ObjectType::Index => drop_indexes(cx, if_exists, names, table)?,
         ObjectType::Database => {
             for n in names {
                 let name = object_parts(n).join(".");
@@ -162,6 +63,124 @@ pub(crate) fn drop_objects(
         }
     }
     cx.done(sink, StatementKind::Other, None)?;
+    Ok(())
+}
+
+/// DROP TABLE: refused while another table's foreign key references it, as SQL Server does.
+fn drop_tables(cx: &mut State, if_exists: bool, names: &[ObjectName]) -> Result<(), Fail> {
+    for n in names {
+        let meta = match lookup_meta(cx, n) {
+            Ok(m) => m,
+            Err(_) if if_exists => continue,
+            Err(_) => return Err(SqlError::new(
+                3701,
+                11,
+                format!(
+                    "Cannot drop the table '{}', because it does not exist or you do not have permission.",
+                    object_parts(n).join(".")
+                ),
+            )
+            .into()),
+        };
+        let tables = cx.db.engine.tables();
+        if let Some((child, fk)) = tables.all().find_map(|t| {
+            if t.object_id == meta.object_id {
+                return None;
+            }
+            t.def
+                .foreign_keys
+                .iter()
+                .position(|fk| {
+                    fk.referenced_table.eq_ignore_ascii_case(&meta.def.name)
+                        && fk.referenced_schema.eq_ignore_ascii_case(&meta.def.schema)
+                })
+                .map(|i| (t.display_name(), t.fk_names[i].clone()))
+        }) {
+            return Err(SqlError::new(3726, 16, format!("Could not drop object '{}' because it is referenced by a FOREIGN KEY constraint. ({fk} on {child})", meta.display_name())).into());
+        }
+        let oid = meta.object_id;
+        cx.db.engine.with_catalog(|c| c.drop_table(oid))?;
+        let sql = format!("DROP TABLE {}", meta.sqlite_sql());
+        let tracked = cx.db.engine.tables().is_tracked(oid);
+        transaction::atomic(cx, |s| {
+            s.db.conn.execute_batch(&sql)?;
+            if tracked {
+                crate::tracking::side::drop_side(&s.db.conn, oid)?;
+            }
+            Ok(())
+        })?;
+        if tracked {
+            cx.db.engine.update_tables(|t| t.set_tracked(oid, false));
+        }
+        if meta.def.temporary {
+            cx.db.temp.remove("", &meta.def.name);
+        } else {
+            cx.db
+                .engine
+                .update_tables(|t| t.remove(&meta.def.schema, &meta.def.name));
+        }
+    }
+    Ok(())
+}
+
+/// DROP INDEX, named `table.index` or `index ON table`; not an index that enforces a key.
+fn drop_indexes(
+    cx: &mut State,
+    if_exists: bool,
+    names: &[ObjectName],
+    table: Option<&ObjectName>,
+) -> Result<(), Fail> {
+    for n in names {
+        let parts = object_parts(n);
+        let (table_name, index_name) = match table {
+            Some(t) => (t.clone(), parts.last().cloned().unwrap_or_default()),
+            None if parts.len() >= 2 => (
+                ObjectName::from(
+                    parts[..parts.len() - 1]
+                        .iter()
+                        .map(|p| sqlparser::ast::Ident::new(p.clone()))
+                        .collect::<Vec<_>>(),
+                ),
+                parts[parts.len() - 1].clone(),
+            ),
+            None => return Err(crate::error::syntax_error(&parts.join(".")).into()),
+        };
+        let mut meta = match lookup_meta(cx, &table_name) {
+            Ok(m) => m,
+            Err(e) if if_exists => {
+                let _ = e;
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let Some(pos) = meta
+            .index_names
+            .iter()
+            .position(|x| x.eq_ignore_ascii_case(&index_name))
+        else {
+            if if_exists {
+                continue;
+            }
+            return Err(SqlError::new(3701, 11, format!("Cannot drop the index '{}.{index_name}', because it does not exist or you do not have permission.", meta.display_name())).into());
+        };
+        if meta.def.indexes[pos].primary_key || meta.def.indexes[pos].unique_constraint {
+            return Err(SqlError::new(3723, 16, format!("An explicit DROP INDEX is not allowed on index '{}.{index_name}'. It is being used for PRIMARY KEY constraint enforcement.", meta.display_name())).into());
+        }
+        let sql = format!(
+            "DROP INDEX {}{}",
+            if meta.def.temporary { "temp." } else { "" },
+            quote(&format!("{}.{}", meta.sqlite_name, meta.index_names[pos]))
+        );
+        transaction::atomic(cx, |s| {
+            s.db.conn.execute_batch(&sql)?;
+            Ok(())
+        })?;
+        let (oid, iname) = (meta.object_id, meta.index_names[pos].clone());
+        cx.db.engine.with_catalog(|c| c.drop_index(oid, &iname))?;
+        meta.def.indexes.remove(pos);
+        meta.index_names.remove(pos);
+        store_meta(cx, meta);
+    }
     Ok(())
 }
 
