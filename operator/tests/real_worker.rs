@@ -2401,7 +2401,8 @@ async fn ct_writer(endpoint: MssqlEndpoint, stop: std::sync::Arc<std::sync::atom
 
 /// The online path the other way, SQL Server (the TDS test server, Change Tracking switched on by the
 /// worker) -> PostgreSQL, through the operator: a writer changes the source throughout; the capture anchors,
-/// the copy Jobs run, the stream catches up; the writer stops, `kubectl mssqlpg cutover --wait` cuts over;
+/// the copy Jobs run, the stream catches up (status shows the retention headroom); the capture pod is killed
+/// mid-stream and its replacement goes on; the writer stops, `kubectl mssqlpg cutover --wait` cuts over;
 /// PostgreSQL then equals the source value by value, and the Deployment is gone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn online_migration_from_sql_server_with_a_capture_deployment() {
@@ -2497,6 +2498,44 @@ spec:
     assert!(
         (2.0 * 86400.0 - 180.0..=2.0 * 86400.0 + 60.0).contains(&headroom),
         "retention headroom {headroom}: {}",
+        diag()
+    );
+
+    // Kill the capture pod mid-stream: its replacement goes on from the version stored in
+    // PostgreSQL, and every change still arrives once (compared value by value below).
+    let first_pod = status(".status.online.pod");
+    assert!(!first_pod.is_empty(), "{}", diag());
+    cluster.must(
+        &[
+            "delete",
+            "pod",
+            &first_pod,
+            "-n",
+            &cluster.ns,
+            "--grace-period=0",
+            "--force",
+        ],
+        None,
+    );
+    let started = Instant::now();
+    loop {
+        let pod = status(".status.online.pod");
+        if !pod.is_empty() && pod != first_pod && status(".status.online.phase") == "Streaming" {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "no new capture pod streams: {}",
+            diag()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let changes_before: i64 = status(".status.online.changesApplied").parse().unwrap_or(0);
+    std::thread::sleep(Duration::from_secs(3));
+    let changes_after: i64 = status(".status.online.changesApplied").parse().unwrap_or(0);
+    assert!(
+        changes_after > changes_before,
+        "the new capture applies the writer's changes ({changes_before} -> {changes_after}): {}",
         diag()
     );
 
