@@ -29,6 +29,12 @@ use serde::{Deserialize, Serialize};
     printcolumn(name = "State", type_ = "string", json_path = ".status.state"),
     printcolumn(name = "Rows", type_ = "integer", json_path = ".status.rowsCopied"),
     printcolumn(name = "Rows/s", type_ = "integer", json_path = ".status.rowsPerSecond"),
+    printcolumn(
+        name = "Job Failure",
+        type_ = "string",
+        json_path = ".status.jobFailure",
+        priority = 1
+    ),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
 )]
 #[serde(rename_all = "camelCase")]
@@ -210,6 +216,10 @@ pub struct MigrationTaskStatus {
     /// Why the task's last attempt failed, naming the table, key and column where it can.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
+    /// Why the task's copy Job failed when the worker could not say so itself (killed, out of
+    /// memory, deadline exceeded). The operator's own field: the worker writes every other one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job_failure: Option<String>,
     /// Human-readable progress note.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
@@ -250,5 +260,16 @@ impl MigrationTask {
     /// The task's state, Pending when no status was written yet.
     pub fn state(&self) -> TaskState {
         self.status.as_ref().map(|s| s.state).unwrap_or_default()
+    }
+
+    /// Why the task failed, when it did: its copy Job's failure the operator recorded (the worker
+    /// could not), else the worker's own error of a Failed task.
+    pub fn failure(&self) -> Option<&str> {
+        let s = self.status.as_ref()?;
+        match (&s.job_failure, s.state) {
+            (Some(job), _) => Some(job),
+            (None, TaskState::Failed) => Some(s.last_error.as_deref().unwrap_or("no error recorded")),
+            (None, _) => None,
+        }
     }
 }

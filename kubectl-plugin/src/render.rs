@@ -4,7 +4,7 @@
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
-use mssql_pg_crds::{Migration, MigrationTask, TaskState};
+use mssql_pg_crds::{Migration, MigrationTask};
 
 /// Conditions whose False is normal while the migration runs, so `status` lists them only when true.
 const QUIET_WHEN_FALSE: [&str; 4] = ["Failed", "Degraded", "SchemaDrift", "CaughtUp"];
@@ -139,20 +139,19 @@ pub fn status(mig: &Migration, tasks: &[MigrationTask], events: &[Event], now: &
             ));
         }
     }
-    let failed: Vec<&MigrationTask> = tasks.iter().filter(|t| t.state() == TaskState::Failed).collect();
+    let failed: Vec<(&MigrationTask, &str)> = tasks.iter().filter_map(|t| Some((t, t.failure()?))).collect();
     if !failed.is_empty() {
         out.push_str(&format!(
             "Failed tasks ({}; `kubectl mssqlpg retry {name}` runs them again from their checkpoints):\n",
             failed.len()
         ));
-        for t in failed.iter().take(20) {
+        for (t, why) in failed.iter().take(20) {
             let s = t.status.clone().unwrap_or_default();
             out.push_str(&format!(
-                "  {} ({} rows, {} attempts): {}\n",
+                "  {} ({} rows, {} attempts): {why}\n",
                 t.metadata.name.as_deref().unwrap_or("?"),
                 s.rows_copied,
                 s.attempts,
-                s.last_error.as_deref().unwrap_or("no error recorded")
             ));
         }
     }
@@ -310,7 +309,7 @@ spec:
             },
         );
         task.status = Some(MigrationTaskStatus {
-            state: TaskState::Failed,
+            state: mssql_pg_crds::TaskState::Failed,
             rows_copied: 500,
             attempts: 4,
             last_error: Some("table public.big, column x: value too long".into()),

@@ -20,8 +20,12 @@ pub struct TaskView<'a> {
     pub job_active: bool,
     /// Whether any copy Job exists for the task.
     pub has_job: bool,
-    /// Set when the Job failed but the task status does not say Failed yet: the operator records it.
+    /// Set when the Job failed and neither the worker (`state: Failed`) nor the operator
+    /// (`jobFailure`) recorded it yet: the operator records it in `jobFailure`.
     pub unrecorded_failure: Option<String>,
+    /// Set when the task carries an earlier Job's `jobFailure` and a new Job runs it (or none
+    /// does): the operator removes it.
+    pub stale_job_failure: bool,
 }
 
 impl TaskView<'_> {
@@ -61,6 +65,7 @@ pub fn task_views<'a>(
         .map(|task| {
             let name = task.metadata.name.as_deref().unwrap_or_default();
             let reported = task.state();
+            let job_failure = task.status.as_ref().and_then(|s| s.job_failure.as_deref());
             let job = copy_jobs.get(name).copied();
             let (state, job_active, unrecorded_failure) = match job.map(|j| (j, job_outcome(j))) {
                 None if reported == TaskState::Succeeded => (TaskState::Succeeded, false, None),
@@ -68,8 +73,8 @@ pub fn task_views<'a>(
                 Some((_, JobOutcome::Active)) if reported == TaskState::Succeeded => {
                     (TaskState::Succeeded, true, None)
                 }
-                // A Failed status is an earlier Job's (the operator records it when a Job gives up): an
-                // active Job listing the task runs it again, perhaps after the tasks before it.
+                // A Failed status is an earlier Job's: an active Job listing the task runs it again,
+                // perhaps after the tasks before it.
                 Some((_, JobOutcome::Active)) => (TaskState::Running, true, None),
                 Some((_, JobOutcome::Succeeded)) if reported == TaskState::Failed => {
                     (TaskState::Failed, false, None)
@@ -79,7 +84,8 @@ pub fn task_views<'a>(
                     (TaskState::Succeeded, false, None)
                 }
                 Some((job, JobOutcome::Failed { reason, message })) => {
-                    let unrecorded = (reported != TaskState::Failed).then(|| {
+                    let recorded = reported == TaskState::Failed || job_failure.is_some();
+                    let unrecorded = (!recorded).then(|| {
                         format!(
                             "copy Job failed: {}",
                             describe_failure(job, &reason, &message, details)
@@ -88,12 +94,14 @@ pub fn task_views<'a>(
                     (TaskState::Failed, false, unrecorded)
                 }
             };
+            let job_failed = job.is_some_and(|j| matches!(job_outcome(j), JobOutcome::Failed { .. }));
             TaskView {
                 task,
                 state,
                 job_active,
                 has_job: job.is_some(),
                 unrecorded_failure,
+                stale_job_failure: job_failure.is_some() && !job_failed,
             }
         })
         .collect()
@@ -232,7 +240,11 @@ pub fn totals(views: &[TaskView<'_>], now: &Time) -> Totals {
         t.bytes_copied += status.bytes_copied;
         t.peak_memory_bytes = t.peak_memory_bytes.max(status.peak_memory_bytes);
         if v.state == TaskState::Failed {
-            let error = v.unrecorded_failure.clone().or(status.last_error.clone());
+            let error = v
+                .unrecorded_failure
+                .clone()
+                .or(status.job_failure.clone())
+                .or(status.last_error.clone());
             if let Some(e) = error {
                 t.last_error = Some(format!("task {}: {e}", v.name()));
             }

@@ -197,10 +197,20 @@ async fn execute(mig: &Migration, decision: &Decision, ctx: &Context) -> Result<
             Err(e) => return Err(kube_err("Deployment", &capture_name(&name))(e)),
         },
     }
+    // The operator owns `status.jobFailure` alone (the worker applies every other status field
+    // under its own field manager): applying without it removes it.
     for (task, message) in &decision.record_task_failures {
-        let patch = Patch::Merge(json!({"status": {"state": "Failed", "lastError": message}}));
+        let status = match message {
+            Some(m) => json!({"jobFailure": m}),
+            None => json!({}),
+        };
+        let body = json!({
+            "apiVersion": MigrationTask::api_version(&()),
+            "kind": MigrationTask::kind(&()),
+            "status": status,
+        });
         tasks_api
-            .patch_status(task, &PatchParams::default(), &patch)
+            .patch_status(task, &PatchParams::apply(MANAGER).force(), &Patch::Apply(body))
             .await
             .map_err(kube_err("MigrationTask", task))?;
     }

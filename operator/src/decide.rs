@@ -33,8 +33,9 @@ pub struct Decision {
     pub status: MigrationStatus,
     /// Jobs to create (an AlreadyExists answer is fine: a previous reconcile got there first).
     pub create_jobs: Vec<Job>,
-    /// Tasks whose Job failed without the worker recording it: (task name, message).
-    pub record_task_failures: Vec<(String, String)>,
+    /// Each task's `status.jobFailure` to write, where it changes: the message of a Job that failed
+    /// without the worker recording it, or `None` to remove an earlier Job's once a new one runs.
+    pub record_task_failures: Vec<(String, Option<String>)>,
     /// Set when the phase differs from the one in the observed status.
     pub phase_change: Option<PhaseChange>,
     /// Events to publish on the Migration: phase changes, and Degraded turning true (the phase stays
@@ -235,7 +236,11 @@ pub fn decide(
 
     let record_task_failures = views
         .iter()
-        .filter_map(|v| v.unrecorded_failure.clone().map(|m| (v.name().to_string(), m)))
+        .filter_map(|v| match (&v.unrecorded_failure, v.stale_job_failure) {
+            (Some(m), _) => Some((v.name().to_string(), Some(m.clone()))),
+            (None, true) => Some((v.name().to_string(), None)),
+            (None, false) => None,
+        })
         .collect();
     let capture = match b.capture {
         _ if mig.spec.online.enabled && terminal => CaptureAction::Delete,

@@ -267,7 +267,12 @@ fn a_failed_task_degrades_while_others_run_then_fails() {
     );
     assert_eq!(d.record_task_failures.len(), 1);
     assert_eq!(d.record_task_failures[0].0, a.metadata.name.clone().unwrap());
-    assert!(d.record_task_failures[0].1.contains("BackoffLimitExceeded"));
+    assert!(
+        d.record_task_failures[0]
+            .1
+            .as_deref()
+            .is_some_and(|m| m.contains("BackoffLimitExceeded"))
+    );
     let summary = &d.status.tables;
     assert_eq!(summary[0].name, "dbo.A");
     assert_eq!(
@@ -943,20 +948,28 @@ fn a_packed_job_speaks_for_its_unfinished_tasks_and_deleting_it_resumes_them() {
     assert!(
         d.record_task_failures
             .iter()
-            .all(|(_, m)| m.contains("BackoffLimitExceeded")),
+            .all(|(_, m)| m.as_deref().is_some_and(|m| m.contains("BackoffLimitExceeded"))),
         "{:?}",
         d.record_task_failures
     );
     assert_eq!(d.status.phase, Some(MigrationPhase::Failed));
     assert!(d.create_jobs.is_empty());
 
-    // The user deletes the failed Job: its unfinished tasks (recorded Failed) wait again and go into a
-    // new Job, whose worker resumes each from its checkpoint; the finished one is not copied again.
+    // Recorded: the tasks carry the Job's failure in the operator's own field; it is not written again.
     let failed_state = |t: &mssql_pg_crds::MigrationTask| {
         let mut t = t.clone();
-        t.status.get_or_insert_with(Default::default).state = TaskState::Failed;
+        t.status.get_or_insert_with(Default::default).job_failure =
+            Some("copy Job failed: BackoffLimitExceeded".into());
         t
     };
+    let recorded = vec![a.clone(), failed_state(&b), failed_state(&c), other_done.clone()];
+    let d = run(&m, &recorded, &jobs);
+    assert!(d.record_task_failures.is_empty(), "{:?}", d.record_task_failures);
+    assert_eq!((d.status.tasks_succeeded, d.status.tasks_failed), (2, 2));
+
+    // The user deletes the failed Job: its unfinished tasks wait again and go into a new Job, whose
+    // worker resumes each from its checkpoint; the finished one is not copied again. The earlier Job's
+    // failure is removed from the tasks.
     let tasks = vec![a.clone(), failed_state(&b), failed_state(&c), other_done.clone()];
     let prev = with_status(m.clone(), d.status.clone());
     let d = run(
@@ -967,6 +980,10 @@ fn a_packed_job_speaks_for_its_unfinished_tasks_and_deleting_it_resumes_them() {
     assert_eq!(created_tasks(&d), [vec![name_of(&b), name_of(&c)]]);
     assert_eq!(d.status.phase, Some(MigrationPhase::Copying));
     assert_eq!(d.status.tasks_succeeded, 2);
+    assert_eq!(
+        d.record_task_failures,
+        [(name_of(&b).to_string(), None), (name_of(&c).to_string(), None)]
+    );
 
     // The new Job runs: its tasks count Running, not Failed, even before the worker reaches them
     // (a stale Failed would stop new Jobs and mark the Migration Degraded).
