@@ -42,7 +42,7 @@ fn plan_job_runs_worker_plan_with_secret_refs_only() {
     assert_eq!(c.command.as_deref(), Some(&["mssql-pg-worker".to_string()][..]));
     assert_eq!(
         c.args.as_deref(),
-        Some(&["plan".to_string(), "--migration".into(), "data/orders".into()][..])
+        Some(&["prepare".to_string(), "--migration".into(), "data/orders".into()][..])
     );
     assert_eq!(c.image.as_deref(), Some("example.com/worker:1"));
     assert_eq!(

@@ -96,7 +96,7 @@ fn plan_event(stdout: &str) -> serde_json::Value {
 
 /// Plans `file` and returns its first task's name and whether the plan resumed a run.
 fn plan(file: &str, password: &str) -> (String, bool) {
-    let (code, out, err) = run(&["plan", "-f", file], password);
+    let (code, out, err) = run(&["prepare", "-f", file], password);
     assert_eq!(code, Some(0), "{out}{err}");
     let plan = plan_event(&out);
     (
