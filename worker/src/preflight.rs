@@ -224,8 +224,7 @@ impl Report {
             }
             if missing > 0 {
                 why.push(format!(
-                    "{missing} right{} missing (the statements above grant them)",
-                    if missing == 1 { "" } else { "s" }
+                    "{missing} missing (run the statements above as an administrator)"
                 ));
             }
             text.push_str(&format!("check FAILED: {}\n", why.join("; ")));
@@ -467,7 +466,7 @@ async fn mssql_online_source(
         let present = ms_has(c, Some(s), "SCHEMA", "VIEW CHANGE TRACKING").await?;
         report.need(
             format!("VIEW CHANGE TRACKING on schema {on}"),
-            "reads the changes (CHANGETABLE)",
+            "reads the changes with CHANGETABLE",
             present,
             format!("USE {db}; GRANT VIEW CHANGE TRACKING ON SCHEMA::{on} TO {user};"),
         );
@@ -519,7 +518,7 @@ async fn mssql_online_source(
     } else {
         for sql in statements {
             report.need(
-                "Change Tracking set up".into(),
+                change_tracking_step(&sql),
                 "the online copy streams tracked changes (or set online.enableChangeTracking)",
                 false,
                 format!("USE {db}; {sql};"),
@@ -540,6 +539,27 @@ async fn mssql_online_source(
         }
     }
     Ok(())
+}
+
+/// What a Change Tracking statement sets up, to name it in the report.
+fn change_tracking_step(sql: &str) -> String {
+    if let Some(table) = sql
+        .strip_prefix("ALTER TABLE ")
+        .and_then(|rest| rest.strip_suffix(" ENABLE CHANGE_TRACKING"))
+    {
+        format!("Change Tracking on table {table}")
+    } else if sql.contains("ALLOW_SNAPSHOT_ISOLATION") {
+        "snapshot isolation allowed in the database".to_string()
+    } else if sql.contains("SET CHANGE_TRACKING") {
+        "Change Tracking on the database".to_string()
+    } else if sql.starts_with("CREATE SCHEMA") {
+        format!("schema [{}]", crate::checkpoint::SCHEMA)
+    } else {
+        format!(
+            "the heartbeat table {}",
+            crate::online::capture_mssql::heartbeat_table()
+        )
+    }
 }
 
 /// The PostgreSQL side: version, TLS, encoding, collation and rights.
@@ -737,13 +757,13 @@ async fn pg_source_schema(
     );
     for (kinds, privilege, what, why) in [
         (
-            "{r,p}",
+            "'r', 'p'",
             "has_table_privilege",
             "TABLES",
             "COPY ... TO STDOUT reads the rows",
         ),
         (
-            "{S}",
+            "'S'",
             "has_sequence_privilege",
             "SEQUENCES",
             "identity values continue past the sequences' last values",
@@ -752,11 +772,14 @@ async fn pg_source_schema(
         let rows = c
             .query(
                 &format!(
+                    // The CASE keeps the privilege function to relations of its kind: the
+                    // conditions of a WHERE may be tested in any order.
                     "SELECT c.relname::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
-                     WHERE n.nspname = $1 AND c.relkind = ANY($2::text::\"char\"[]) \
-                     AND NOT {privilege}(c.oid, 'SELECT') ORDER BY 1"
+                     WHERE n.nspname = $1 \
+                     AND CASE WHEN c.relkind IN ({kinds}) THEN NOT {privilege}(c.oid, 'SELECT') ELSE false END \
+                     ORDER BY 1"
                 ),
-                &[&s, &kinds],
+                &[&s],
             )
             .await?;
         let lacking: Vec<String> = rows.iter().map(|r| r.get(0)).collect();
@@ -920,7 +943,7 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.ends_with("check FAILED: 1 right missing (the statements above grant them)\n"),
+            text.ends_with("check FAILED: 1 missing (run the statements above as an administrator)\n"),
             "{text}"
         );
 

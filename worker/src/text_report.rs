@@ -54,14 +54,18 @@ pub fn task(r: &TaskReport) -> String {
     } else {
         String::new()
     };
+    let name = if r.task == r.table {
+        r.task.clone()
+    } else {
+        format!("{} ({})", r.task, r.table)
+    };
     format!(
-        "task {} ({}): {state}: {} rows copied now, {} in total, {}, {} chunks in {:.1}s{rate}{attempts}\n",
-        r.task,
-        r.table,
+        "task {name}: {state}: {} rows copied now, {} in total, {}, {} chunk{} in {:.1}s{rate}{attempts}\n",
         r.rows,
         r.total_rows,
         mib(r.bytes),
         r.chunks,
+        if r.chunks == 1 { "" } else { "s" },
         r.seconds
     )
 }

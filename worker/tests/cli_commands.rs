@@ -453,7 +453,7 @@ async fn check_names_a_missing_right_with_the_grant_to_run() {
     );
     assert!(
         text.stdout
-            .ends_with("check FAILED: 2 rights missing (the statements above grant them)\n"),
+            .ends_with("check FAILED: 2 missing (run the statements above as an administrator)\n"),
         "{}",
         text.stdout
     );
@@ -564,4 +564,179 @@ fn plan_and_check_refuse_kubernetes_mode_as_a_usage_error() {
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(stdout.contains("-f FILE"), "{stdout}");
     }
+}
+
+/// Runs the worker with exactly these credentials.
+fn worker_as(args: &[&str], env: &[(&str, &str)]) -> Outcome {
+    let out = Command::new(env!("CARGO_BIN_EXE_mssql-pg-worker"))
+        .args(args)
+        .env_remove("SOURCE_PASSWORD")
+        .env_remove("TARGET_PASSWORD")
+        .envs(env.iter().copied())
+        .env("RUST_LOG", "warn")
+        .output()
+        .unwrap();
+    Outcome {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+    }
+}
+
+/// The missing rights of `side` (0 source, 1 target): right -> statement.
+fn missing(report: &serde_json::Value, side: usize) -> std::collections::BTreeMap<String, String> {
+    report["sides"][side]["rights"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["present"] == false && r["required"] == true)
+        .map(|r| {
+            (
+                r["right"].as_str().unwrap().to_string(),
+                r["fix"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// PostgreSQL → SQL Server, online: a role that may only use the schema lacks SELECT on its
+/// tables and sequences, the REPLICATION attribute, CREATE for the publication and ownership of
+/// the published table; each is named with the statement that gives it.
+#[tokio::test(flavor = "multi_thread")]
+async fn check_lists_what_a_postgres_source_lacks_for_an_online_run() {
+    let config = ServerConfig::default();
+    let server = TestServer::start(config.clone()).unwrap();
+    let pg = common::pg_connect().await;
+    let schema = common::fresh_schema(&pg, "cli_check_pg_source").await;
+    let role = "mssqlpg_check_reader";
+    for sql in [
+        format!("DROP ROLE IF EXISTS {role}"),
+        format!("CREATE ROLE {role} LOGIN NOSUPERUSER"),
+        // An identity column (a sequence) and a text column (a TOAST table beside the table).
+        format!(
+            "CREATE TABLE \"{schema}\".items (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, body text)"
+        ),
+        format!("GRANT USAGE ON SCHEMA \"{schema}\" TO {role}"),
+    ] {
+        pg.batch_execute(&sql).await.unwrap();
+    }
+    let pg_port = std::env::var("MSSQLPG_TEST_PG_PORT").unwrap();
+    let file = write_file(
+        "cli-check-pg-source",
+        &format!(
+            "apiVersion: mssqlpg.dev/v1alpha1
+kind: Migration
+metadata: {{name: cli-check-pg-source, namespace: tests}}
+spec:
+  source:
+    postgres: {{host: 127.0.0.1, port: {pg_port}, database: postgres, schema: {schema}, sslMode: disable}}
+  target:
+    mssql: {{host: 127.0.0.1, port: {}, database: master, schema: dbo, encryption: NotSupported}}
+  online: {{enabled: true}}
+",
+            server.addr().port()
+        ),
+    );
+    let env = [
+        ("SOURCE_USERNAME", role),
+        ("SOURCE_PASSWORD", ""),
+        ("TARGET_USERNAME", "sa"),
+        ("TARGET_PASSWORD", config.password.as_str()),
+    ];
+    let check = worker_as(&["check", "-f", &file, "--output", "json"], &env);
+    assert_eq!(check.code, Some(1), "{}", check.stdout);
+    let report = &check.events()[0];
+    let lacking = missing(report, 0);
+    let q = |s: &str| format!("\"{s}\"");
+    let expected = [
+        (
+            format!("SELECT on the tables of schema {} (1 without: items)", q(&schema)),
+            format!(
+                "GRANT SELECT ON ALL TABLES IN SCHEMA {} TO {};",
+                q(&schema),
+                q(role)
+            ),
+        ),
+        (
+            format!(
+                "SELECT on the sequences of schema {} (1 without: items_id_seq)",
+                q(&schema)
+            ),
+            format!(
+                "GRANT SELECT ON ALL SEQUENCES IN SCHEMA {} TO {};",
+                q(&schema),
+                q(role)
+            ),
+        ),
+        (
+            "the REPLICATION attribute".to_string(),
+            format!("ALTER ROLE {} REPLICATION;", q(role)),
+        ),
+        (
+            "CREATE on database \"postgres\"".to_string(),
+            format!("GRANT CREATE ON DATABASE \"postgres\" TO {};", q(role)),
+        ),
+        (
+            format!(
+                "ownership of 1 table owned by postgres ({}.\"items\")",
+                q(&schema)
+            ),
+            format!("GRANT \"postgres\" TO {};", q(role)),
+        ),
+    ];
+    for (right, fix) in &expected {
+        assert_eq!(lacking.get(right), Some(fix), "{right}: {report}");
+    }
+    assert_eq!(lacking.len(), expected.len(), "{report}");
+    assert!(
+        missing(report, 1).is_empty(),
+        "the stand-in's login has every right: {report}"
+    );
+
+    pg.batch_execute(&format!("DROP SCHEMA \"{schema}\" CASCADE; DROP ROLE {role}"))
+        .await
+        .unwrap();
+}
+
+/// SQL Server → PostgreSQL, online: the Change Tracking a source lacks is listed statement by
+/// statement; with `online.enableChangeTracking` the worker runs them, so only its rights to do
+/// so are checked.
+#[tokio::test(flavor = "multi_thread")]
+async fn check_lists_the_change_tracking_a_sql_server_source_lacks() {
+    let (server, password) = seeded(1).await;
+    let pg = common::pg_connect().await;
+    let schema = common::fresh_schema(&pg, "cli_check_ct").await;
+    let pg_port = std::env::var("MSSQLPG_TEST_PG_PORT").unwrap();
+    let base = yaml("cli-check-ct", server.addr().port(), &pg_port, &schema);
+    let file = write_file("cli-check-ct", &format!("{base}  online: {{enabled: true}}\n"));
+    let check = worker(&["check", "-f", &file, "--output", "json"], &password, "postgres");
+    assert_eq!(check.code, Some(1), "{}", check.stdout);
+    let report = &check.events()[0];
+    let lacking = missing(report, 0);
+    assert_eq!(
+        lacking
+            .get("Change Tracking on table [dbo].[Items]")
+            .map(String::as_str),
+        Some("USE [master]; ALTER TABLE [dbo].[Items] ENABLE CHANGE_TRACKING;"),
+        "{report}"
+    );
+    assert!(
+        lacking["Change Tracking on the database"].contains("SET CHANGE_TRACKING = ON"),
+        "{report}"
+    );
+    assert!(missing(report, 1).is_empty(), "{report}");
+
+    let file = write_file(
+        "cli-check-ct-enable",
+        &format!("{base}  online: {{enabled: true, enableChangeTracking: true}}\n"),
+    );
+    let check = worker(&["check", "-f", &file, "--output", "json"], &password, "postgres");
+    assert_eq!(check.code, Some(0), "{}", check.stdout);
+    let events = check.events();
+    let rights: Vec<&str> = events[0]["sides"][0]["rights"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["right"].as_str().unwrap())
+        .collect();
+    assert!(rights.contains(&"ALTER on database [master]"), "{rights:?}");
 }
