@@ -65,8 +65,9 @@ struct Cli {
     #[arg(long, global = true, value_enum, default_value_t = OutputFormat::Auto)]
     output: OutputFormat,
     /// Where to serve Prometheus `/metrics` (`off` to disable). Default: `127.0.0.1:9090` for a
-    /// local `run` (a laptop's port stays private), `0.0.0.0:9090` for a Job's steps (scraped by
-    /// a PodMonitor).
+    /// local `run` (a laptop's port stays private), `off` for `plan`, `check`, `status` and
+    /// `cutover`, `0.0.0.0:9090` for the other steps, which the operator's Jobs run (scraped by a
+    /// PodMonitor).
     #[arg(long, global = true, env = "WORKER_METRICS_ADDR")]
     metrics_addr: Option<String>,
     /// Seconds between progress patches of a MigrationTask's status (Kubernetes mode), and between
