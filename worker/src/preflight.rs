@@ -726,6 +726,12 @@ async fn pg_rights(
     Ok(())
 }
 
+/// Whether the run copies table `t` of schema `s`: every table of the schema when the dry run
+/// could not say which.
+fn migrated(needs: &Needs, s: &str, t: &str) -> bool {
+    needs.tables.is_empty() || needs.tables.iter().any(|(a, b)| a == s && b == t)
+}
+
 /// USAGE on a source schema and SELECT on its tables and sequences.
 async fn pg_source_schema(
     c: &tokio_postgres::Client,
@@ -782,6 +788,8 @@ async fn pg_source_schema(
                 &[&s],
             )
             .await?;
+        // Every table of the schema, excluded ones too: introspection reads each one's row
+        // count before the Migration's filters apply.
         let lacking: Vec<String> = rows.iter().map(|r| r.get(0)).collect();
         let kind = what.to_ascii_lowercase();
         report.need(
@@ -863,6 +871,9 @@ async fn pg_online_source(
             .await?;
         for r in rows {
             let (t, owner): (String, String) = (r.get(0), r.get(1));
+            if !migrated(needs, s, &t) {
+                continue;
+            }
             owners
                 .entry(owner)
                 .or_default()
