@@ -32,7 +32,7 @@ fn env_value(job: &Job, name: &str) -> Option<String> {
 }
 
 #[test]
-fn plan_job_runs_worker_plan_with_secret_refs_only() {
+fn plan_job_runs_worker_prepare_with_secret_refs_only() {
     let m = migration();
     let job = plan_job(&m, &cfg()).unwrap();
     assert_eq!(job.metadata.name.as_deref(), Some("orders-plan"));
