@@ -194,6 +194,23 @@ mod tests {
     }
 
     #[test]
+    fn a_kubernetes_step_reads_as_one_line_then_its_error() {
+        let outcome = crate::k8s::StepOutcome {
+            step: "copy",
+            task: Some("orders-t0,orders-t1".into()),
+            ok: false,
+            rows: Some(1200),
+            seconds: Some(2.0),
+            error: Some("task orders-t1: connection reset".into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            step_outcome(&outcome),
+            "copy tasks orders-t0,orders-t1: FAILED: 1200 rows, 2.0s\n  error: task orders-t1: connection reset\n"
+        );
+    }
+
+    #[test]
     fn a_difference_is_named_in_the_verdict_and_its_row() {
         let t = |table: &str, ok| TableVerification {
             table: table.into(),
