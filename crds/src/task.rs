@@ -1,6 +1,6 @@
 //! The `MigrationTask` custom resource: one table, or one key range of a large table, copied by one worker Job.
 //!
-//! Created by the plan step (`mssql-pg-worker plan`), owned by its Migration, status patched by the worker
+//! Created by the plan step (`mssql-pg-worker prepare`), owned by its Migration, status patched by the worker
 //! that copies it.
 
 // Several `printcolumn(...)` entries repeat `type_ = ...`, which clippy mistakes for duplicated attributes.

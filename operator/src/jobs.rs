@@ -41,11 +41,13 @@ pub fn step_job_name(migration: &str, step: Step) -> String {
     format!("{migration}-{}", step.as_str())
 }
 
-/// The Job that introspects the source, creates target tables and the MigrationTasks.
+/// The Job that introspects the source, creates target tables and the MigrationTasks: the
+/// worker's `prepare` (its `plan` is the read-only dry run). The step keeps the name `plan` in the
+/// Job's name, labels and status, which scripts and dashboards already know.
 pub fn plan_job(mig: &Migration, cfg: &OperatorConfig) -> Result<Job> {
     let (ns, name) = coordinates(mig)?;
     let args = vec![
-        "plan".to_string(),
+        "prepare".to_string(),
         "--migration".to_string(),
         format!("{ns}/{name}"),
     ];

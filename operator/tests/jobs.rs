@@ -32,7 +32,7 @@ fn env_value(job: &Job, name: &str) -> Option<String> {
 }
 
 #[test]
-fn plan_job_runs_worker_plan_with_secret_refs_only() {
+fn plan_job_runs_worker_prepare_with_secret_refs_only() {
     let m = migration();
     let job = plan_job(&m, &cfg()).unwrap();
     assert_eq!(job.metadata.name.as_deref(), Some("orders-plan"));
@@ -42,7 +42,7 @@ fn plan_job_runs_worker_plan_with_secret_refs_only() {
     assert_eq!(c.command.as_deref(), Some(&["mssql-pg-worker".to_string()][..]));
     assert_eq!(
         c.args.as_deref(),
-        Some(&["plan".to_string(), "--migration".into(), "data/orders".into()][..])
+        Some(&["prepare".to_string(), "--migration".into(), "data/orders".into()][..])
     );
     assert_eq!(c.image.as_deref(), Some("example.com/worker:1"));
     assert_eq!(

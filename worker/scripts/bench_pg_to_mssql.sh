@@ -98,7 +98,7 @@ spec:
   verify: count
 Y
   export SOURCE_USERNAME=postgres SOURCE_PASSWORD= TARGET_USERNAME=sa TARGET_PASSWORD=$PASS RUST_LOG=warn
-  $W plan -f $OUT/m-prof.yaml > $OUT/plan-prof.json
+  $W prepare -f $OUT/m-prof.yaml > $OUT/plan-prof.json
   valgrind --tool=callgrind --callgrind-out-file=$OUT/callgrind.out $W copy -f $OUT/m-prof.yaml \
     --task bench_rev.$SHAPE > $OUT/copy-prof.json 2> $OUT/callgrind.log
   echo "copy: $(head -c 300 $OUT/copy-prof.json)"

@@ -1,6 +1,7 @@
 //! The migration engine, SQL Server -> PostgreSQL and PostgreSQL -> SQL Server: introspect, map,
 //! check the target, create, copy, finalize, verify.
 
+pub mod check;
 pub mod chunk_loop;
 pub mod conn_pool;
 pub mod copy;
@@ -27,6 +28,7 @@ pub mod shutdown;
 pub mod spec;
 mod sql_lex;
 pub mod summary;
+pub mod text_report;
 pub mod timeouts;
 pub mod verify;
 pub mod views;

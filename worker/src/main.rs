@@ -10,30 +10,77 @@ use mssql_pg_worker::plan::published::{PublishedColumn, PublishedPlan, Published
 use mssql_pg_worker::progress::{Display, Reporter, TaskInfo};
 use mssql_pg_worker::spec::{self, Credentials};
 use mssql_pg_worker::summary::{Summary, peak_memory_bytes};
+use mssql_pg_worker::text_report;
 use mssql_pg_worker::verify::TableVerification;
 use serde::Serialize;
 use std::io::IsTerminal;
 use std::process::ExitCode;
 use std::time::Instant;
 
+/// The environment and examples under `--help`: the credentials of a local run come only from
+/// the environment, so the help is where a first-time user learns their names.
+const AFTER_HELP: &str = "\
+Environment:
+  SOURCE_USERNAME, SOURCE_PASSWORD   the source's login (required; in a Job: its credentialsSecret)
+  TARGET_USERNAME, TARGET_PASSWORD   the target's login (TARGET_PASSWORD may be unset for a
+                                     PostgreSQL target with trust authentication)
+  SOURCE_SSL_ROOT_CERT, TARGET_SSL_ROOT_CERT
+                                     PEM file of CA certificates trusted for that side's TLS (the
+                                     endpoint's caSecret)
+  WORKER_METRICS_ADDR                --metrics-addr
+  WORKER_PROGRESS_INTERVAL           --progress-interval
+  MIGRATION_NAMESPACE                copy --namespace (Kubernetes mode)
+  RUST_LOG, LOG_FORMAT=json          log filter and format (logs go to stderr, results to stdout)
+  OTEL_EXPORTER_OTLP_ENDPOINT        export traces over OTLP/gRPC
+  KUBECONFIG                         Kubernetes mode outside a cluster (in a pod: its service account)
+  WORKER_STEP, TASK_NAME, POD_NAME, TERMINATION_MESSAGE_PATH, TRACEPARENT
+                                     set by the operator's Jobs
+
+Examples:
+  mssql-pg-worker check -f m.yaml      reach both sides; versions, TLS, collations, the rights the
+                                       Migration's mode needs and the GRANTs for those missing
+  mssql-pg-worker plan -f m.yaml       what a run would do to each table; writes nothing
+  mssql-pg-worker run -f m.yaml        the whole migration in this process
+  mssql-pg-worker prepare -f m.yaml && mssql-pg-worker copy -f m.yaml --task dbo.Orders
+                                       create the target tables, then copy one task
+  mssql-pg-worker cutover -f m.yaml    online: ask the streaming `run` to cut over
+
+Exit codes: 0 done, 1 failed (a rerun may get past it), 2 wrong arguments, 3 failed for good
+(a rerun meets the same), 4 stopped by SIGTERM/SIGINT (a rerun resumes), 5 another worker took
+the task over.";
+
 #[derive(Parser)]
 #[command(
     name = "mssql-pg-worker",
-    about = "Migrates a SQL Server schema to PostgreSQL",
-    version
+    about = "Migrates a database between SQL Server and PostgreSQL, in either direction, as a \
+             Migration YAML describes it",
+    version,
+    after_help = AFTER_HELP
 )]
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// What stdout gets: `text` to read, `json` one JSON object per line; `auto` is text on a
+    /// terminal and JSON lines otherwise (what scripts and the operator's Jobs read).
+    #[arg(long, global = true, value_enum, default_value_t = OutputFormat::Auto)]
+    output: OutputFormat,
     /// Where to serve Prometheus `/metrics` (`off` to disable). Default: `127.0.0.1:9090` for a
-    /// local `run` (a laptop's port stays private), `0.0.0.0:9090` for a Job's steps (scraped by
-    /// a PodMonitor).
+    /// local `run` (a laptop's port stays private), `off` for `plan`, `check`, `status` and
+    /// `cutover`, `0.0.0.0:9090` for the other steps, which the operator's Jobs run (scraped by a
+    /// PodMonitor).
     #[arg(long, global = true, env = "WORKER_METRICS_ADDR")]
     metrics_addr: Option<String>,
     /// Seconds between progress patches of a MigrationTask's status (Kubernetes mode), and between
     /// JSON progress lines of `run` when stdout is not a terminal.
     #[arg(long, global = true, env = "WORKER_PROGRESS_INTERVAL", default_value_t = 5.0)]
     progress_interval: f64,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, PartialEq, Eq)]
+enum OutputFormat {
+    Auto,
+    Text,
+    Json,
 }
 
 #[derive(clap::Args, Clone)]
@@ -52,8 +99,16 @@ struct Common {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Introspect the source, map types, create the target tables, store the task list.
+    /// Show what a run would do, writing nothing: the tables, their types and tasks, and per
+    /// target table whether it is created, dropped, emptied or refused (`-f FILE` only).
     Plan(Common),
+    /// Introspect the source, map types, create the target tables, store the task list (the
+    /// first writing step; under `spec.dryRun` it shows the plan and writes nothing).
+    Prepare(Common),
+    /// Connect to both sides and report their versions, TLS, collations, and the rights the
+    /// Migration's direction and mode need: present, and missing with the statement that grants
+    /// them. Exits 0 when nothing is missing (`-f FILE` only).
+    Check(Common),
     /// Copy tasks of the stored plan, in the order given, in this process (each resumes from its
     /// checkpoint). Exits non-zero when any task failed, after trying every one.
     Copy {
@@ -102,13 +157,7 @@ enum Command {
         cleanup: bool,
     },
     /// Online migration: where it stands (phase, lag, positions, changes applied).
-    Status {
-        #[command(flatten)]
-        common: Common,
-        /// `text` or `json`.
-        #[arg(long, default_value = "text", value_parser = ["text", "json"])]
-        output: String,
-    },
+    Status(Common),
 }
 
 struct Out {
@@ -131,6 +180,7 @@ impl Out {
 enum Step<'a> {
     Run,
     Plan,
+    Prepare,
     Copy(&'a [String]),
     Finalize { verify: bool },
     Verify,
@@ -142,7 +192,7 @@ impl Step<'_> {
         match self {
             Step::Copy(_) => Some("copy"),
             Step::Finalize { .. } => Some("finalize"),
-            Step::Run | Step::Plan | Step::Verify => None,
+            Step::Run | Step::Plan | Step::Prepare | Step::Verify => None,
         }
     }
 }
@@ -167,7 +217,7 @@ async fn local(common: &Common, step: Step<'_>, out: &Out) -> anyhow::Result<Exi
 enum OnlineStep {
     Run,
     Cutover { wait: std::time::Duration },
-    Status { json: bool },
+    Status,
 }
 
 /// The engine of an online migration's direction.
@@ -273,16 +323,12 @@ async fn local_online(common: &Common, step: OnlineStep, out: &Out) -> anyhow::R
             });
             Ok(if answer.ok { Exit::Success } else { Exit::Failure })
         }
-        OnlineStep::Status { json } => {
+        OnlineStep::Status => {
             let status = match &engine {
                 OnlineEngine::PgToMssql(e) => online_run::status_pg_to_mssql(e).await?,
                 OnlineEngine::MssqlToPg(e) => online_run::status_mssql_to_pg(e).await?,
             };
-            if json {
-                println!("{}", serde_json::to_string(&status).unwrap_or_default());
-            } else {
-                print!("{}", status.human());
-            }
+            out.event(&status, || status.human());
             Ok(Exit::Success)
         }
     }
@@ -304,18 +350,19 @@ impl WithEngine for LocalStep<'_> {
                     "spec.dryRun is true: {name} writes to the target, so it is not run (plan shows the dry run)"
                 );
             }
-            if matches!(step, Step::Run | Step::Plan) {
+            if matches!(step, Step::Run | Step::Prepare) {
                 // A dry run that finds a table a real run would refuse: rerunning changes nothing.
                 return Ok(Exit::unless_ok(dry_run(&engine, out).await?));
             }
         }
         match step {
+            Step::Plan => Ok(Exit::unless_ok(dry_run(&engine, out).await?)),
             Step::Run => run(&engine, out).await,
-            Step::Plan => {
+            Step::Prepare => {
                 let prepared = engine.prepare().await?;
                 let event = plan_event(E::DIRECTION, &prepared);
                 out.event(&event, || {
-                    serde_json::to_string_pretty(&event).unwrap_or_default() + "\n"
+                    event.text("prepared (target tables created, tasks stored)")
                 });
                 Ok(Exit::Success)
             }
@@ -327,7 +374,7 @@ impl WithEngine for LocalStep<'_> {
                 let pools = engine.pools();
                 for task in tasks {
                     match engine.copy_one_pooled(&plan, task, &pools).await {
-                        Ok(report) => out.event(&report, || format!("{report:?}\n")),
+                        Ok(report) => out.event(&report, || text_report::task(&report)),
                         Err(e) => {
                             let text = error_text(&e);
                             out.event(
@@ -348,7 +395,7 @@ impl WithEngine for LocalStep<'_> {
                 let warnings = engine.finalize(&plan, &KeysBuilt::all_built()).await?;
                 out.event(
                     &serde_json::json!({"event": "finalized", "warnings": warnings}),
-                    || format!("finalized; warnings: {warnings:#?}\n"),
+                    || text_report::finalized(&warnings),
                 );
                 Ok(Exit::Success)
             }
@@ -361,7 +408,7 @@ impl WithEngine for LocalStep<'_> {
                 let warnings = warnings?;
                 out.event(
                     &serde_json::json!({"event": "finalized", "warnings": warnings}),
-                    || format!("finalized; warnings: {warnings:#?}\n"),
+                    || text_report::finalized(&warnings),
                 );
                 Ok(Exit::unless_ok(
                     verified(&engine, &plan, verification?, out).await?,
@@ -374,6 +421,128 @@ impl WithEngine for LocalStep<'_> {
             }
         }
     }
+}
+
+/// What the dry run tells `check` about the tables a run touches.
+struct Scope {
+    direction: &'static str,
+    options: mssql_pg_worker::options::Options,
+    /// Source tables, target tables that exist already, or why the dry run could not be made.
+    tables: Result<ScopeTables, String>,
+}
+
+struct ScopeTables {
+    source: Vec<(String, String)>,
+    target_schemas: Vec<String>,
+    existing_targets: Vec<(String, String)>,
+    refused: usize,
+}
+
+struct PlanScope;
+
+impl WithEngine for PlanScope {
+    type Output = Scope;
+
+    async fn run<E: Engine>(self, engine: E) -> Scope {
+        use mssql_pg_worker::preflight::target_tables::TableAction;
+        let pair = |(s, n): (&str, &str)| (s.to_string(), n.to_string());
+        let tables = engine
+            .dry_run()
+            .await
+            .map(|d| ScopeTables {
+                source: d.plan.tables().iter().map(|t| pair(t.source())).collect(),
+                target_schemas: d.plan.tables().iter().map(|t| t.target().0.to_string()).collect(),
+                existing_targets: d
+                    .plan
+                    .tables()
+                    .iter()
+                    .zip(&d.actions)
+                    .filter(|(_, a)| !matches!(a, TableAction::Create))
+                    .map(|(t, _)| pair(t.target()))
+                    .collect(),
+                refused: d.actions.iter().filter(|a| a.refused()).count(),
+            })
+            .map_err(|e| error_text(&e));
+        Scope {
+            direction: E::DIRECTION,
+            options: engine.options().clone(),
+            tables,
+        }
+    }
+}
+
+/// `check -f FILE`: both sides' versions, TLS, collations and the rights the run needs.
+async fn check(common: &Common, out: &Out) -> anyhow::Result<Exit> {
+    use mssql_pg_worker::check::{self, Needs, Report, Role};
+    let file = common.file.as_deref().context("check: give -f FILE")?;
+    let doc = spec::load(file)?;
+    // The spec's schemas first; the dry run, when both sides let it read, names the tables and
+    // every schema a glob selects.
+    let scope = direction::with_engine(&doc, Credentials::from_env()?, None, PlanScope)
+        .await
+        .context("migration spec")?;
+    let o = &scope.options;
+    let mut source = Needs {
+        mode: o.mode,
+        dry_run: o.dry_run,
+        online: o.online,
+        enable_change_tracking: doc.spec.online.enable_change_tracking,
+        schemas: std::iter::once(o.source_schema.clone())
+            .chain(
+                o.source_schemas
+                    .iter()
+                    .filter(|s| !s.contains(['*', '?']))
+                    .cloned(),
+            )
+            .collect(),
+        tables: Vec::new(),
+    };
+    let mut target = Needs {
+        schemas: std::iter::once(o.target_schema.clone())
+            .chain(o.schema_map.iter().map(|m| m.to.clone()))
+            .collect(),
+        ..source.clone()
+    };
+    let mut notes = Vec::new();
+    match &scope.tables {
+        Ok(t) => {
+            source.schemas.extend(t.source.iter().map(|(s, _)| s.clone()));
+            source.tables = t.source.clone();
+            target.schemas.extend(t.target_schemas.iter().cloned());
+            target.tables = t.existing_targets.clone();
+            if t.refused > 0 {
+                notes.push(format!(
+                    "the plan refuses {} table{} (run plan for the reasons)",
+                    t.refused,
+                    if t.refused == 1 { "" } else { "s" }
+                ));
+            }
+        }
+        Err(e) => notes.push(format!(
+            "the dry run could not be made, so existing target tables and the schemas a glob \
+             selects were not checked: {e}"
+        )),
+    }
+    for needs in [&mut source, &mut target] {
+        needs.schemas.sort();
+        needs.schemas.dedup();
+    }
+    let sides = if spec::is_pg_to_mssql(&doc) {
+        let (s, t, _) = spec::resolve_pg_to_mssql(&doc, Credentials::from_env()?)?;
+        vec![
+            check::check_pg(&s, Role::Source, &source).await,
+            check::check_mssql(&t, Role::Target, &target).await,
+        ]
+    } else {
+        let (s, t, _) = spec::resolve(&doc, Credentials::from_env()?)?;
+        vec![
+            check::check_mssql(&s, Role::Source, &source).await,
+            check::check_pg(&t, Role::Target, &target).await,
+        ]
+    };
+    let report = Report::new(scope.direction, &source, sides, notes);
+    out.event(&report, || report.text());
+    Ok(if report.ok { Exit::Success } else { Exit::Failure })
 }
 
 /// Reports a verification; a run that verified equal is marked complete.
@@ -389,7 +558,7 @@ async fn verified<E: Engine>(
     }
     out.event(
         &serde_json::json!({"event": "verified", "ok": ok, "tables": v}),
-        || format!("{v:#?}\n"),
+        || text_report::verified(&v),
     );
     Ok(ok)
 }
@@ -416,6 +585,48 @@ struct PlanTable<'a> {
     /// Computed columns the target generates: (name, type, expression).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     generated: Vec<(&'a str, String, &'a str)>,
+}
+
+impl PlanEvent<'_> {
+    /// The plan to read: a headline, one line per table (source, target, rows, columns, tasks),
+    /// the views finalize creates, and the warnings.
+    fn text(&self, headline: &str) -> String {
+        let mut text = format!(
+            "{headline}: {} tables, {} tasks{}\n",
+            self.tables.len(),
+            self.tasks.len(),
+            if self.resumed {
+                " (resuming the stored run)"
+            } else {
+                ""
+            }
+        );
+        let rows: Vec<[String; 5]> = self
+            .tables
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                [
+                    t.source.clone(),
+                    t.target.clone(),
+                    format!("~{}", t.estimated_rows),
+                    t.columns.len().to_string(),
+                    self.tasks.iter().filter(|k| k.table == i).count().to_string(),
+                ]
+            })
+            .collect();
+        text.push_str(&text_report::table(
+            &["source", "target", "rows", "columns", "tasks"],
+            &rows,
+        ));
+        for (source, target, _) in &self.views {
+            text.push_str(&format!(
+                "  view {target}: created in finalize (translated from {source})\n"
+            ));
+        }
+        text.push_str(&text_report::warnings(self.warnings));
+        text
+    }
 }
 
 fn plan_event<'a, P: PublishedPlan>(direction: &'static str, p: &'a Prepared<P>) -> PlanEvent<'a> {
@@ -459,13 +670,18 @@ async fn dry_run<E: Engine>(engine: &E, out: &Out) -> anyhow::Result<bool> {
             format!("{schema}.{name}")
         })
         .collect();
+    let event = plan_event(E::DIRECTION, &prepared);
+    let headline = if d.actions.iter().any(|a| a.refused()) {
+        "plan (nothing written; a run would refuse a table)"
+    } else {
+        "plan (nothing written)"
+    };
     Ok(report_dry_run(
         out,
-        serde_json::to_value(plan_event(E::DIRECTION, &prepared)).unwrap_or_default(),
+        serde_json::to_value(&event).unwrap_or_default(),
+        event.text(headline),
         &targets,
-        prepared.plan.tasks().len(),
         &d.actions,
-        prepared.plan.warnings(),
     ))
 }
 
@@ -474,10 +690,9 @@ async fn dry_run<E: Engine>(engine: &E, out: &Out) -> anyhow::Result<bool> {
 fn report_dry_run(
     out: &Out,
     plan: serde_json::Value,
+    plan_text: String,
     targets: &[String],
-    tasks: usize,
     actions: &[mssql_pg_worker::preflight::target_tables::TableAction],
-    warnings: &[String],
 ) -> bool {
     let ok = !actions.iter().any(|a| a.refused());
     let event = serde_json::json!({
@@ -488,22 +703,10 @@ fn report_dry_run(
         "written": false,
     });
     out.event(&event, || {
-        let mut text = format!(
-            "dry run (nothing written): {} tables, {tasks} tasks\n",
-            targets.len()
-        );
+        let mut text = plan_text;
+        text.push_str("what a run would do to the target:\n");
         for (t, a) in targets.iter().zip(actions) {
             text.push_str(&format!("  {}\n", a.describe(t)));
-        }
-        for v in plan["views"].as_array().into_iter().flatten() {
-            text.push_str(&format!(
-                "  view {}: create in finalize (translated from {})\n",
-                v[1].as_str().unwrap_or_default(),
-                v[0].as_str().unwrap_or_default()
-            ));
-        }
-        for w in warnings {
-            text.push_str(&format!("  warning: {w}\n"));
         }
         text
     });
@@ -629,15 +832,26 @@ fn k8s_step(command: &Command) -> anyhow::Result<Option<K8sStep>> {
         }
         Command::Run(_) => None,
         Command::Capture { .. } => None,
-        Command::Plan(c) => migration(c)?.map(|(ns, n)| K8sStep::Plan(ns, n)),
+        Command::Plan(c) if c.migration.is_some() => {
+            return Err(Usage(
+                "plan is read-only and local: use -f FILE (in the cluster, spec.dryRun: true shows the plan; \
+                 the operator's writing step is prepare --migration)",
+            )
+            .into());
+        }
+        Command::Check(c) if c.migration.is_some() => {
+            return Err(Usage("check is local: use -f FILE").into());
+        }
+        Command::Plan(_) | Command::Check(_) => None,
+        Command::Prepare(c) => migration(c)?.map(|(ns, n)| K8sStep::Plan(ns, n)),
         Command::Finalize { common, verify } => {
             migration(common)?.map(|(ns, n)| K8sStep::Finalize(ns, n, *verify))
         }
         Command::Verify(c) => migration(c)?.map(|(ns, n)| K8sStep::Verify(ns, n)),
-        Command::Cutover { common, .. } | Command::Status { common, .. } if common.migration.is_some() => {
+        Command::Cutover { common, .. } | Command::Status(common) if common.migration.is_some() => {
             anyhow::bail!("cutover and status are local only for now: use -f FILE")
         }
-        Command::Cutover { .. } | Command::Status { .. } => None,
+        Command::Cutover { .. } | Command::Status(_) => None,
         Command::Copy { common, .. } if common.file.is_some() => None,
         Command::Copy {
             common,
@@ -682,7 +896,15 @@ enum Exit {
     /// Another worker took over a task this one was copying
     /// ([`mssql_pg_crds::names::EXIT_TAKEN_OVER`]).
     TakenOver,
+    /// Arguments this command does not take ([`mssql_pg_crds::names::EXIT_USAGE`], as clap's).
+    Usage,
 }
+
+/// A command called in a way it does not run: exits as clap does for arguments it refuses, so a
+/// Job of an operator that expects another worker version fails at once.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct Usage(&'static str);
 
 impl Exit {
     /// A step whose only failure is one no rerun gets past (a difference found, a table refused).
@@ -693,6 +915,9 @@ impl Exit {
     /// A step's error: permanent when it is an engine's that says so, or the Migration file's.
     fn of_error(e: &anyhow::Error) -> Self {
         use mssql_pg_worker::{mssql_to_pg::MssqlToPgError, pg_to_mssql::PgToMssqlError};
+        if e.downcast_ref::<Usage>().is_some() {
+            return Exit::Usage;
+        }
         let permanent = e
             .downcast_ref::<MssqlToPgError>()
             .is_some_and(MssqlToPgError::is_permanent)
@@ -711,6 +936,7 @@ impl Exit {
         use mssql_pg_worker::{fence, shutdown};
         match self {
             Exit::Success => Exit::Success,
+            Exit::Usage => Exit::Usage,
             _ if fence::taken_over_in_this_process() => Exit::TakenOver,
             _ if shutdown::requested().is_some() => Exit::Stopped,
             other => other,
@@ -718,13 +944,14 @@ impl Exit {
     }
 
     fn code(self) -> ExitCode {
-        use mssql_pg_crds::names::{EXIT_PERMANENT, EXIT_STOPPED, EXIT_TAKEN_OVER};
+        use mssql_pg_crds::names::{EXIT_PERMANENT, EXIT_STOPPED, EXIT_TAKEN_OVER, EXIT_USAGE};
         match self {
             Exit::Success => ExitCode::SUCCESS,
             Exit::Failure => ExitCode::FAILURE,
             Exit::Permanent => ExitCode::from(EXIT_PERMANENT),
             Exit::Stopped => ExitCode::from(EXIT_STOPPED),
             Exit::TakenOver => ExitCode::from(EXIT_TAKEN_OVER),
+            Exit::Usage => ExitCode::from(EXIT_USAGE),
         }
     }
 }
@@ -788,9 +1015,7 @@ async fn k8s_main(step: K8sStep, cli: &Cli, out: &Out) -> Exit {
         }
     };
     k8s::write_termination_message(&outcome);
-    out.event(&outcome, || {
-        serde_json::to_string_pretty(&outcome).unwrap_or_default() + "\n"
-    });
+    out.event(&outcome, || text_report::step_outcome(&outcome));
     exit
 }
 
@@ -837,6 +1062,8 @@ async fn main_inner(cli: Cli, out: &Out) -> anyhow::Result<Exit> {
         Command::Capture { common, cleanup } => capture_main(common, *cleanup, &cli).await,
         Command::Run(common) => local(common, Step::Run, out).await,
         Command::Plan(common) => local(common, Step::Plan, out).await,
+        Command::Prepare(common) => local(common, Step::Prepare, out).await,
+        Command::Check(common) => check(common, out).await,
         Command::Copy { common, task, .. } => local(common, Step::Copy(task), out).await,
         Command::Finalize { common, verify } => local(common, Step::Finalize { verify: *verify }, out).await,
         Command::Verify(common) => local(common, Step::Verify, out).await,
@@ -844,16 +1071,7 @@ async fn main_inner(cli: Cli, out: &Out) -> anyhow::Result<Exit> {
             let wait = std::time::Duration::from_secs(*wait_seconds);
             local_online(common, OnlineStep::Cutover { wait }, out).await
         }
-        Command::Status { common, output } => {
-            local_online(
-                common,
-                OnlineStep::Status {
-                    json: output == "json",
-                },
-                out,
-            )
-            .await
-        }
+        Command::Status(common) => local_online(common, OnlineStep::Status, out).await,
     }
 }
 
@@ -880,7 +1098,7 @@ async fn main() -> ExitCode {
         match &cli.command {
             Command::Run(_) => "127.0.0.1:9090",
             // Short commands beside a running `run`: nothing to scrape.
-            Command::Cutover { .. } | Command::Status { .. } => "off",
+            Command::Cutover { .. } | Command::Status(_) | Command::Plan(_) | Command::Check(_) => "off",
             _ => "0.0.0.0:9090",
         }
         .to_string()
@@ -897,7 +1115,11 @@ async fn main() -> ExitCode {
         }
     }
     let out = Out {
-        json: !std::io::stdout().is_terminal(),
+        json: match cli.output {
+            OutputFormat::Json => true,
+            OutputFormat::Text => false,
+            OutputFormat::Auto => !std::io::stdout().is_terminal(),
+        },
         progress_every: std::time::Duration::from_secs_f64(cli.progress_interval.clamp(0.1, 3600.0)),
     };
     // One span per worker process, a child of the Migration's trace the operator passed in TRACEPARENT.
@@ -917,7 +1139,7 @@ async fn main() -> ExitCode {
     let result = mssql_pg_worker::shutdown::unless_stopped(work, at_boundaries)
         .await
         .unwrap_or_else(|stopped| Err(stopped.into()));
-    match result {
+    let code = match result {
         Ok(exit) => exit.of_process().code(),
         Err(e) => {
             out.event(
@@ -926,5 +1148,15 @@ async fn main() -> ExitCode {
             );
             Exit::of_error(&e).of_process().code()
         }
+    };
+    if let Some(signal) = mssql_pg_worker::shutdown::requested()
+        && !out.json
+    {
+        // The last line a person reads: the error above may come wrapped in a task's.
+        println!(
+            "stopped by {signal}: every committed chunk is kept; run `{}` again to resume after the last one",
+            std::env::args().collect::<Vec<_>>().join(" ")
+        );
     }
+    code
 }

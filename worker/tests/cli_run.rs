@@ -239,7 +239,7 @@ async fn phase_subcommands_run_as_separate_processes() {
     )
     .unwrap();
 
-    let (ok, events) = worker(&["plan", "-f", &file], &password, &[]);
+    let (ok, events) = worker(&["prepare", "-f", &file], &password, &[]);
     assert!(ok, "{events:?}");
     let plan = events.iter().find(|e| e["event"] == "plan").unwrap();
     let tasks: Vec<String> = plan["tasks"]

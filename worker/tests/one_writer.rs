@@ -96,7 +96,7 @@ fn plan_event(stdout: &str) -> serde_json::Value {
 
 /// Plans `file` and returns its first task's name and whether the plan resumed a run.
 fn plan(file: &str, password: &str) -> (String, bool) {
-    let (code, out, err) = run(&["plan", "-f", file], password);
+    let (code, out, err) = run(&["prepare", "-f", file], password);
     assert_eq!(code, Some(0), "{out}{err}");
     let plan = plan_event(&out);
     (
@@ -421,11 +421,14 @@ async fn sigterm_stops_a_copy_at_a_chunk_boundary_and_the_next_run_resumes() {
     );
     assert_eq!(checkpoint_rows().await, 0);
 
-    // One signal: the chunk in flight commits, then the copy stops.
+    // One signal: the chunk in flight commits, then the copy stops, saying how to resume.
     let holder = hold(&target, "SHARE").await;
-    let copy = worker(&["copy", "-f", &file, "--task", &task], &password)
-        .spawn()
-        .unwrap();
+    let copy = worker(
+        &["copy", "-f", &file, "--task", &task, "--output", "text"],
+        &password,
+    )
+    .spawn()
+    .unwrap();
     until("the copy's first chunk waits at its COPY", async || {
         waiting_on(&pg, &target).await == 1
     })
@@ -440,6 +443,14 @@ async fn sigterm_stops_a_copy_at_a_chunk_boundary_and_the_next_run_resumes() {
         "{out}"
     );
     assert!(err.contains("stop requested"), "the log says why: {err}");
+    assert!(
+        out.trim_end().ends_with(&format!(
+            "stopped by SIGTERM: every committed chunk is kept; run `{} copy -f {file} --task {task} \
+             --output text` again to resume after the last one",
+            env!("CARGO_BIN_EXE_mssql-pg-worker")
+        )),
+        "{out}"
+    );
     let (rows, distinct) = counts(&pg, &target).await;
     assert_eq!(rows, distinct);
     assert_eq!(rows, 5000, "the chunk in flight committed, no other began");

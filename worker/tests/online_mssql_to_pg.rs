@@ -930,7 +930,9 @@ async fn a_schema_change_pauses_its_table_and_the_others_go_on() {
     let n: i64 = pg.query_one(&count("drifting", "100"), &[]).await.unwrap().get(0);
     assert_eq!(n, 0, "nothing of the drifted table after its change");
 
-    let status = worker_cmd(&["status", "-f", &file], &password).output().unwrap();
+    let status = worker_cmd(&["status", "-f", &file, "--output", "text"], &password)
+        .output()
+        .unwrap();
     let printed = String::from_utf8_lossy(&status.stdout);
     assert!(
         printed.contains("paused:") && printed.contains("dbo.drifting"),

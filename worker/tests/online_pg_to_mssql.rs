@@ -824,7 +824,9 @@ async fn a_schema_change_pauses_its_table_and_the_others_go_on() {
         "what was applied before the schema change stays"
     );
 
-    let status = worker_cmd(&["status", "-f", &file], &password).output().unwrap();
+    let status = worker_cmd(&["status", "-f", &file, "--output", "text"], &password)
+        .output()
+        .unwrap();
     let printed = String::from_utf8_lossy(&status.stdout);
     assert!(
         printed.contains("paused:") && printed.contains(&format!("{schema}.drifting")),

@@ -147,7 +147,7 @@ async fn phase_subcommands_run_as_separate_processes() {
     .unwrap();
     let file = format!("{}/migration.yaml", dir("rev-cli-phases"));
     std::fs::write(&file, yaml("rev-cli-phases", server.addr().port(), &schema, 8192)).unwrap();
-    let (ok, events) = worker(&["plan", "-f", &file], &password);
+    let (ok, events) = worker(&["prepare", "-f", &file], &password);
     assert!(ok, "{events:#?}");
     let plan = &events[0];
     let task = plan["tasks"][0]["name"].as_str().unwrap().to_string();

@@ -305,7 +305,7 @@ spec:
 
     // `Orders` and `orders` are one name in SQL Server: the plan refuses both together.
     let file = write_spec("smapr-both", &yaml("[]"));
-    let (ok, events) = worker(&["plan", "-f", &file], &env, &target.password);
+    let (ok, events) = worker(&["prepare", "-f", &file], &env, &target.password);
     assert!(!ok);
     let e = error_of(&events);
     assert!(

@@ -459,7 +459,7 @@ impl Runner {
         if config.direction == Direction::MssqlToPg {
             pg.checkpoint().await?;
         }
-        let planned = run_step(step(&["plan"], "plan")?, "plan").await?;
+        let planned = run_step(step(&["prepare"], "prepare")?, "prepare").await?;
         let tasks: Vec<String> = events(&planned)
             .find(|e| e["event"] == "plan")
             .and_then(|e| {
@@ -470,7 +470,7 @@ impl Runner {
                         .collect()
                 })
             })
-            .context("the plan step printed no task list")?;
+            .context("the prepare step printed no task list")?;
         let copy_started = std::time::Instant::now();
         for (i, group) in tasks.chunks(config.parallelism.max(1) as usize).enumerate() {
             let children = group

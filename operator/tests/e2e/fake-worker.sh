@@ -1,6 +1,6 @@
 #!/bin/sh
 # Stand-in for mssql-pg-worker in the operator's end-to-end test: does what the real worker's Kubernetes side
-# does (plan: create MigrationTasks owned by the Migration and write status.plan/warnings; copy: report its tasks
+# does (prepare, the plan step: create MigrationTasks owned by the Migration and write status.plan/warnings; copy: report its tasks
 # Succeeded) without touching any database. Runs under the worker service account's RBAC.
 set -eu
 step="$1"
@@ -13,7 +13,7 @@ for v in SOURCE_USERNAME SOURCE_PASSWORD TARGET_USERNAME TARGET_PASSWORD; do
 done
 export HOME="${TMPDIR:-/tmp}"
 case "$step" in
-plan)
+prepare)
     uid="$(kubectl get migration "$mig" -n "$ns" -o jsonpath='{.metadata.uid}')"
     for i in 0 1 2; do
         kubectl apply -f - <<YAML

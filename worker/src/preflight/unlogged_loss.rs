@@ -57,7 +57,7 @@ pub async fn mark_unlogged(client: &Client, migration: &str, task: &str) -> Resu
     "table {table} was created UNLOGGED (target.postgres.unlogged) and PostgreSQL's crash recovery \
      emptied it: the {rows} rows its tasks ({tasks}) had committed are gone, though their checkpoints \
      still count them. Copy it again from the start: run the plan step again, which starts the copy \
-     over (locally `mssql-pg-worker run -f FILE`, or `plan` then `copy`; in Kubernetes delete the \
+     over (locally `mssql-pg-worker run -f FILE`, or `prepare` then `copy`; in Kubernetes delete the \
      Migration and apply it again); without `unlogged` a crash loses no committed row"
 )]
 pub struct UnloggedLost {

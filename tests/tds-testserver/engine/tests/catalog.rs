@@ -542,3 +542,27 @@ fn allocation_units_measure_the_data() {
         vec![vec![Value::TinyInt(1), Value::String("IN_ROW_DATA".into())]]
     );
 }
+
+/// The rights a migration tool asks about before a run (`mssql-pg-worker check`), as SQL Server
+/// answers them for the server's one login, a sysadmin entering as dbo.
+#[test]
+fn permission_functions_answer_for_the_sysadmin_login() {
+    let (_e, mut s) = setup();
+    for sql in [
+        "SELECT HAS_PERMS_BY_NAME(NULL, NULL, 'VIEW SERVER STATE')",
+        "SELECT HAS_PERMS_BY_NAME(NULL, N'DATABASE', N'CREATE TABLE')",
+        "SELECT HAS_PERMS_BY_NAME(N'dbo', N'SCHEMA', N'SELECT')",
+        "SELECT HAS_PERMS_BY_NAME(N'[dbo].[orders]', N'OBJECT', N'ALTER')",
+        "SELECT IS_ROLEMEMBER('db_owner')",
+        "SELECT CASE WHEN IS_ROLEMEMBER('db_ddladmin') = 1 OR IS_ROLEMEMBER('db_owner') = 1 THEN 1 ELSE 0 END",
+    ] {
+        assert_eq!(int(&mut s, sql), 1, "{sql}");
+    }
+    assert_eq!(int(&mut s, "SELECT IS_ROLEMEMBER('db_datareader')"), 0);
+    assert_eq!(
+        scalar(&mut s, "SELECT HAS_PERMS_BY_NAME(N'nope', N'SCHEMA', N'SELECT')"),
+        Value::Null
+    );
+    let (cols, _) = query(&mut s, "SELECT HAS_PERMS_BY_NAME(N'dbo', N'SCHEMA', N'SELECT')");
+    assert_eq!(cols[0].ty, SqlType::Int);
+}

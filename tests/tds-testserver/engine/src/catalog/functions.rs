@@ -319,6 +319,136 @@ fn sys_type(name: &str) -> Option<&'static typeinfo::SysType> {
         .find(|t| t.name.eq_ignore_ascii_case(name))
 }
 
+/// The permissions `sys.fn_builtin_permissions` lists per securable class (those a migration tool
+/// asks about, and their neighbours); HAS_PERMS_BY_NAME answers NULL for a name not listed.
+fn valid_permission(class: &str, permission: &str) -> bool {
+    const SERVER: &[&str] = &[
+        "ALTER ANY DATABASE",
+        "ALTER ANY LOGIN",
+        "ALTER SERVER STATE",
+        "ALTER SETTINGS",
+        "AUTHENTICATE SERVER",
+        "CONNECT SQL",
+        "CONTROL SERVER",
+        "CREATE ANY DATABASE",
+        "SHUTDOWN",
+        "VIEW ANY DATABASE",
+        "VIEW ANY DEFINITION",
+        "VIEW SERVER STATE",
+    ];
+    const DATABASE: &[&str] = &[
+        "ALTER",
+        "ALTER ANY SCHEMA",
+        "ALTER ANY USER",
+        "AUTHENTICATE",
+        "CONNECT",
+        "CONTROL",
+        "CREATE FUNCTION",
+        "CREATE PROCEDURE",
+        "CREATE SCHEMA",
+        "CREATE TABLE",
+        "CREATE TYPE",
+        "CREATE VIEW",
+        "DELETE",
+        "EXECUTE",
+        "INSERT",
+        "REFERENCES",
+        "SELECT",
+        "SHOWPLAN",
+        "TAKE OWNERSHIP",
+        "UPDATE",
+        "VIEW DATABASE STATE",
+        "VIEW DEFINITION",
+    ];
+    const SCHEMA_OR_OBJECT: &[&str] = &[
+        "ALTER",
+        "CONTROL",
+        "DELETE",
+        "EXECUTE",
+        "INSERT",
+        "REFERENCES",
+        "SELECT",
+        "TAKE OWNERSHIP",
+        "UPDATE",
+        "VIEW CHANGE TRACKING",
+        "VIEW DEFINITION",
+    ];
+    let permission = permission.trim().to_ascii_uppercase();
+    let listed = match class {
+        "SERVER" => SERVER,
+        "DATABASE" => DATABASE,
+        "SCHEMA" | "OBJECT" => SCHEMA_OR_OBJECT,
+        _ => return false,
+    };
+    permission == "ANY" || listed.contains(&permission.as_str())
+}
+
+/// HAS_PERMS_BY_NAME(securable, class, permission[, sub_securable, 'COLUMN']) for the test
+/// server's one login, a sysadmin: 1 for every valid permission on a securable that exists; NULL,
+/// as SQL Server answers, for an unknown class or permission or a securable not found.
+fn has_perms_by_name(
+    c: &FunctionContext,
+    securable: Option<&str>,
+    class: Option<&str>,
+    permission: &str,
+    column: Option<&str>,
+) -> Option<i64> {
+    // A NULL class with a NULL securable is the server (SQL Server's documented shorthand).
+    let class = match (class, securable) {
+        (Some(cl), _) => cl.trim().to_ascii_uppercase(),
+        (None, None) => "SERVER".to_string(),
+        (None, Some(_)) => return None,
+    };
+    if !valid_permission(&class, permission) {
+        return None;
+    }
+    let exists = match (class.as_str(), securable) {
+        ("SERVER", None) => true,
+        ("SERVER", Some(_)) => false,
+        ("DATABASE", None) => true,
+        ("DATABASE", Some(db)) => db_id(db.trim(), &c.database).is_some(),
+        ("SCHEMA", Some(name)) => c
+            .with_catalog(|cat| cat.schema_id(name.trim()).map(|_| ()))
+            .is_some(),
+        ("OBJECT", Some(name)) => c
+            .with_catalog(|cat| {
+                let o = c.resolve(cat, name)?;
+                match column {
+                    None => Some(()),
+                    Some(col) => cat.table(o.object_id)?.column(col).map(|_| ()),
+                }
+            })
+            .is_some(),
+        _ => false,
+    };
+    exists.then_some(1)
+}
+
+/// IS_ROLEMEMBER(role[, principal]) for the test server's login, which enters every database
+/// as `dbo`: `dbo` is a member of `db_owner` (and of `public`, as everyone), of no other fixed
+/// database role; NULL for a role that does not exist or a principal other than `dbo`.
+fn is_rolemember(role: &str, principal: Option<&str>) -> Option<i64> {
+    const FIXED: &[&str] = &[
+        "db_accessadmin",
+        "db_backupoperator",
+        "db_datareader",
+        "db_datawriter",
+        "db_ddladmin",
+        "db_denydatareader",
+        "db_denydatawriter",
+        "db_securityadmin",
+    ];
+    if principal.is_some_and(|p| !p.trim().eq_ignore_ascii_case("dbo")) {
+        return None;
+    }
+    let role = role.trim().to_ascii_lowercase();
+    match role.as_str() {
+        "db_owner" | "public" => Some(1),
+        r if FIXED.contains(&r) => Some(0),
+        _ => None,
+    }
+}
+
 /// Registers the metadata functions on a session's connection.
 pub fn register(conn: &rusqlite::Connection, ctx: FunctionContext) -> rusqlite::Result<()> {
     // Results change with DDL, so none of these may be treated as deterministic.
@@ -539,6 +669,34 @@ fn register_properties(
     conn.create_scalar_function("serverproperty", 1, flags, |f| {
         Ok(arg_text(f, 0).and_then(|p| server_property(&p)))
     })?;
+
+    for n_arg in [3, 5] {
+        let c = Arc::clone(ctx);
+        conn.create_scalar_function("has_perms_by_name", n_arg, flags, move |f| {
+            let Some(permission) = arg_text(f, 2) else {
+                return Ok(None);
+            };
+            let column = arg_text(f, 3);
+            if column.is_some() && !arg_text(f, 4).is_some_and(|k| k.trim().eq_ignore_ascii_case("COLUMN")) {
+                return Ok(None);
+            }
+            Ok(has_perms_by_name(
+                &c,
+                arg_text(f, 0).as_deref(),
+                arg_text(f, 1).as_deref(),
+                &permission,
+                column.as_deref(),
+            ))
+        })?;
+    }
+    for n_arg in [1, 2] {
+        conn.create_scalar_function("is_rolemember", n_arg, flags, |f| {
+            let Some(role) = arg_text(f, 0) else {
+                return Ok(None);
+            };
+            Ok(is_rolemember(&role, arg_text(f, 1).as_deref()))
+        })?;
+    }
     Ok(())
 }
 
@@ -547,7 +705,7 @@ pub fn return_type(name: &str) -> Option<SqlType> {
     const SYSNAME: SqlType = SqlType::NVarChar { len: Some(128) };
     Some(match name.to_ascii_lowercase().as_str() {
         "object_id" | "schema_id" | "type_id" | "db_id" | "columnproperty" | "objectproperty"
-        | "indexproperty" => SqlType::Int,
+        | "indexproperty" | "has_perms_by_name" | "is_rolemember" => SqlType::Int,
         "object_name" | "object_schema_name" | "schema_name" | "type_name" | "db_name" | "col_name" => {
             SYSNAME
         }

@@ -226,6 +226,44 @@ fn server_properties() {
 }
 
 #[test]
+fn permissions_of_the_all_powerful_login() {
+    let (conn, _, _, _) = setup();
+    let q = |sql: &str| one(&conn, &format!("SELECT {sql}"));
+    assert_eq!(q("HAS_PERMS_BY_NAME(NULL, NULL, 'VIEW SERVER STATE')"), i(1));
+    assert_eq!(q("HAS_PERMS_BY_NAME(NULL, 'DATABASE', 'CREATE TABLE')"), i(1));
+    assert_eq!(q("HAS_PERMS_BY_NAME('shop', 'DATABASE', 'create schema')"), i(1));
+    assert_eq!(
+        q("HAS_PERMS_BY_NAME('dbo', 'SCHEMA', 'VIEW CHANGE TRACKING')"),
+        i(1)
+    );
+    assert_eq!(q("HAS_PERMS_BY_NAME('dbo.customers', 'OBJECT', 'ALTER')"), i(1));
+    assert_eq!(
+        q("HAS_PERMS_BY_NAME('dbo.customers', 'OBJECT', 'SELECT', 'name', 'COLUMN')"),
+        i(1)
+    );
+    // SQL Server answers NULL, not 0, for what does not exist or is not a permission.
+    assert_eq!(q("HAS_PERMS_BY_NAME('nope', 'SCHEMA', 'SELECT')"), Stored::Null);
+    assert_eq!(
+        q("HAS_PERMS_BY_NAME('dbo.nope', 'OBJECT', 'SELECT')"),
+        Stored::Null
+    );
+    assert_eq!(
+        q("HAS_PERMS_BY_NAME('elsewhere', 'DATABASE', 'CONNECT')"),
+        Stored::Null
+    );
+    assert_eq!(q("HAS_PERMS_BY_NAME('dbo', 'SCHEMA', 'FLY')"), Stored::Null);
+    assert_eq!(q("HAS_PERMS_BY_NAME(NULL, 'NOPE', 'SELECT')"), Stored::Null);
+
+    // The login enters as dbo: db_owner, not the other fixed roles it needs no membership of.
+    assert_eq!(q("IS_ROLEMEMBER('db_owner')"), i(1));
+    assert_eq!(q("IS_ROLEMEMBER('public')"), i(1));
+    assert_eq!(q("IS_ROLEMEMBER('db_ddladmin')"), i(0));
+    assert_eq!(q("IS_ROLEMEMBER('db_owner', 'dbo')"), i(1));
+    assert_eq!(q("IS_ROLEMEMBER('no_such_role')"), Stored::Null);
+    assert_eq!(q("IS_ROLEMEMBER('db_owner', 'someone')"), Stored::Null);
+}
+
+#[test]
 fn return_types() {
     assert_eq!(return_type("OBJECT_ID"), Some(SqlType::Int));
     assert_eq!(
