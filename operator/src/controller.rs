@@ -375,9 +375,11 @@ pub async fn run(
     };
 
     let ctx = Arc::new(Context::new(client, config, metrics));
+    // No debounce: kube-runtime's is trailing, so every event within it pushes the reconcile back, and a copy
+    // Job's pod marking its small tasks Running and Succeeded several times a second kept the Migration's
+    // aggregate at 0/12 while five tasks had succeeded. Bursts still coalesce: events that arrive while a
+    // Migration reconciles become one reconcile after it (the controller never runs two for one object).
     Controller::new(migrations, watcher::Config::default().any_semantic())
-        // Workers patch task statuses every few seconds; coalesce bursts into one reconcile.
-        .with_config(kube::runtime::controller::Config::default().debounce(Duration::from_millis(500)))
         .owns(
             jobs,
             watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGER}")),
