@@ -51,7 +51,7 @@ pub struct ChunkTimes {
     pub commit: Duration,
 }
 
-/// What an online migration's capture pod exports (labels: the migration; `op` for changes).
+/// What an online migration's capture pod exports (labels: namespace, migration; `op` for changes).
 struct CaptureMetrics {
     lag: GaugeVec,
     headroom: GaugeVec,
