@@ -22,7 +22,7 @@ use serde_json::json;
 
 const E2E: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/e2e");
 /// How long the test waits for the aggregate at most; the progress reports go on all that time.
-const PATIENCE: Duration = Duration::from_secs(90);
+const PATIENCE: Duration = Duration::from_secs(180);
 
 fn kubectl(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> Result<String, String> {
     let mut child = Command::new("kubectl")
