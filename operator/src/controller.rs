@@ -35,6 +35,10 @@ use crate::observe::{Step, step_job};
 /// Finalizer that removes a Migration's Jobs and MigrationTasks before the Migration is deleted.
 pub const FINALIZER: &str = "mssqlpg.dev/cleanup";
 
+/// Least time between two reconciles of one Migration: what a status may trail its tasks by, beyond the
+/// reconcile itself (see [`run`]).
+const RECONCILE_SPACING: Duration = Duration::from_millis(250);
+
 /// Shared state of all reconciles.
 pub struct Context {
     pub client: Client,
@@ -385,9 +389,13 @@ pub async fn run(
     };
 
     let ctx = Arc::new(Context::new(client, config, metrics));
+    // No debounce: kube-runtime's is trailing, so every event within it pushes the reconcile back, and a copy
+    // Job's pod marking its small tasks Running and Succeeded several times a second kept the Migration's
+    // aggregate at 0/12 while five tasks had succeeded. Bursts still coalesce: events that arrive while a
+    // Migration reconciles become one reconcile after it (the controller never runs two for one object), and
+    // each reconcile holds its Migration for RECONCILE_SPACING more, so many workers reporting at once cost a
+    // few reconciles a second, not one per report.
     Controller::new(migrations, watcher::Config::default().any_semantic())
-        // Workers patch task statuses every few seconds; coalesce bursts into one reconcile.
-        .with_config(kube::runtime::controller::Config::default().debounce(Duration::from_millis(500)))
         .owns(
             jobs,
             watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGER}")),
@@ -405,7 +413,15 @@ pub async fn run(
             },
         )
         .shutdown_on_signal()
-        .run(reconcile, error_policy, ctx)
+        .run(
+            |mig, ctx| async move {
+                let result = reconcile(mig, ctx).await;
+                tokio::time::sleep(RECONCILE_SPACING).await;
+                result
+            },
+            error_policy,
+            ctx,
+        )
         .for_each(|result| async move {
             match result {
                 Ok((obj, _)) => debug!(migration = %obj.name, "reconciled"),

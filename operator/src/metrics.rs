@@ -6,8 +6,8 @@ use std::sync::Mutex;
 
 use mssql_pg_crds::{MigrationPhase, MigrationStatus};
 use prometheus::{
-    Encoder, Histogram, HistogramOpts, HistogramTimer, IntCounter, IntCounterVec, IntGaugeVec, Opts,
-    Registry, TextEncoder,
+    Encoder, Histogram, HistogramOpts, HistogramTimer, IntCounter, IntCounterVec, IntGauge, IntGaugeVec,
+    Opts, Registry, TextEncoder,
 };
 
 use crate::error::Error;
@@ -115,6 +115,16 @@ impl Metrics {
         registry.register(Box::new(tasks.clone()))?;
         registry.register(Box::new(peak_memory.clone()))?;
         registry.register(Box::new(phase.clone()))?;
+        let build_info = IntGauge::with_opts(
+            Opts::new(
+                "mssqlpg_build_info",
+                "1, labelled with the version of this binary and which one it is (operator, worker)",
+            )
+            .const_label("component", "operator")
+            .const_label("version", env!("CARGO_PKG_VERSION")),
+        )?;
+        build_info.set(1);
+        registry.register(Box::new(build_info))?;
         #[cfg(target_os = "linux")]
         registry.register(Box::new(
             prometheus::process_collector::ProcessCollector::for_self(),

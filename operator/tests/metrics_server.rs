@@ -78,6 +78,10 @@ async fn endpoints_serve_health_and_metrics() {
         r#"mssqlpg_worker_peak_memory_bytes{migration="orders",namespace="data"} 123"#,
         r#"mssqlpg_migration_phase{migration="orders",namespace="data",phase="Copying"} 1"#,
         r#"mssqlpg_migration_phase{migration="orders",namespace="data",phase="Failed"} 0"#,
+        &format!(
+            r#"mssqlpg_build_info{{component="operator",version="{}"}} 1"#,
+            env!("CARGO_PKG_VERSION")
+        ),
     ] {
         assert!(text.contains(line), "missing {line} in\n{text}");
     }

@@ -1993,7 +1993,8 @@ spec:
     );
 
     // The capture pod's series, as the PodMonitor scrapes them.
-    let label = format!("migration=\"{}/onl\"", cluster.ns);
+    // The operator's labels: the Migration's name and namespace, so the two sides join.
+    let label = format!("migration=\"onl\",namespace=\"{}\"", cluster.ns);
     let started = Instant::now();
     let scrape = loop {
         let text = reqwest_free_get(capture_metrics, "/metrics");

@@ -2,7 +2,7 @@
 """Checks that every metric the Grafana dashboard and the alert rules query is one the code exports.
 
 Exported = registered in the Rust sources (prometheus `Opts::new("mssqlpg_...")` and friends in operator/src,
-worker/src, telemetry/src; histograms add _bucket/_sum/_count), plus whatever a scrape of a running operator
+worker/src, telemetry/src; histograms add _bucket/_sum/_count; a registered process collector its process_*), plus whatever a scrape of a running operator
 (--scrape FILE, Prometheus text) shows. With a scrape, the labels each query matches on must also be labels
 that metric carries. Queries are parsed with the PromQL grammar (promql-parser), so a syntax error fails too. Also
 checks that every dashboard panel uses the `${datasource}` variable.
@@ -26,6 +26,12 @@ REGISTRATION = re.compile(
     r'(?:Histogram)?Opts::new\(\s*"(mssqlpg_\w+)"|(?:Int)?(?:Counter|Gauge)::new\(\s*"(mssqlpg_\w+)"'
 )
 HISTOGRAM = re.compile(r'HistogramOpts::new\(\s*"(mssqlpg_\w+)"')
+# The prometheus crate's process collector (Linux), registered by name in the sources.
+PROCESS_COLLECTOR = re.compile(r"ProcessCollector::for_self\(\)")
+PROCESS_METRICS = {
+    "process_cpu_seconds_total", "process_open_fds", "process_max_fds", "process_virtual_memory_bytes",
+    "process_resident_memory_bytes", "process_start_time_seconds", "process_threads",
+}
 
 
 def exported_from_source():
@@ -37,6 +43,8 @@ def exported_from_source():
                 names.add(m.group(1) or m.group(2))
             for m in HISTOGRAM.finditer(text):
                 names.update(m.group(1) + s for s in ("_bucket", "_sum", "_count"))
+            if PROCESS_COLLECTOR.search(text):
+                names.update(PROCESS_METRICS)
     return names
 
 

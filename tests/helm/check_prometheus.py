@@ -168,6 +168,29 @@ def expectations(samples, final, variables):
                   "Bytes/s per migration", "Current rows/s reported by running tasks", "Rows/s per worker pod",
                   "Chunks committed/s per table", "Reconciles/s"):
         some(title, lambda v: v > 0, "above zero")
+    some("Worker memory (RSS and peak RSS per pod)", lambda v: v > 0, "above zero")
+    some("Per chunk, p95: source read, target write, commit", lambda v: v > 0, "above zero")
+    # Which side is slow: run.sh reads the source through a throttled link, so the writers wait for the source
+    # most of a chunk's time. Each share is a fraction of the chunk time; source read must come out the largest.
+    share = by_title["Share of chunk time: source read, target write, commit"]
+    seen_shares = []
+    for _, res, _ in copying:
+        got = [sum(values(res[i])) for i in share]
+        if any(not 0 <= v <= 1.0001 for v in got):
+            failures.append(f"'Share of chunk time': {got} (source read, target write, commit) is not a fraction")
+        if all(res[i] for i in share):
+            seen_shares.append([round(v, 3) for v in got])
+    if not seen_shares:
+        failures.append("'Share of chunk time' never showed all three parts while copying")
+    elif not any(src > max(write, commit) for src, write, commit in seen_shares):
+        failures.append(f"'Share of chunk time': source read never the largest with the source throttled: {seen_shares}")
+    print(f"result: share of chunk time (source read, target write, commit) at the last evaluations while copying: "
+          f"{seen_shares[-3:]}")
+    # Versions running: the operator's build, and the workers' while they run.
+    components = {lab.get("component") for _, res, _ in copying + [final] for i in by_title["Versions running"]
+                  for lab, _ in res[i]}
+    if components != {"operator", "worker"}:
+        failures.append(f"'Versions running' showed components {components}, expected the operator and the workers")
     # Rows/s per table: every table whose copy outlasted a few scrapes shows a positive rate.
     per_table_max = {}
     for _, res, _ in copying:

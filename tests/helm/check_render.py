@@ -363,12 +363,16 @@ def main():
         check("podAntiAffinity" in pod.get("affinity", {}), "affinity")
         sm = one(docs, "ServiceMonitor")
         check(sm.get("spec", {}).get("endpoints", [{}])[0].get("port") == "metrics", "ServiceMonitor port")
+        # The operator's and the workers' own namespace and migration labels win over the target's (the operator
+        # runs in its own namespace): the dashboard joins the two sides on them.
+        check(sm.get("spec", {}).get("endpoints", [{}])[0].get("honorLabels") is True, "ServiceMonitor honorLabels")
         pm = one(docs, "PodMonitor")
         check(pm.get("spec", {}).get("selector") == {"matchLabels": {"app.kubernetes.io/name": "mssql-pg-worker"}},
               "PodMonitor selects worker pods")
         # The worker pods' named port (operator/src/jobs.rs); targetPort is deprecated in PodMonitors.
         endpoint = pm.get("spec", {}).get("podMetricsEndpoints", [{}])[0]
         check(endpoint.get("port") == "metrics" and "targetPort" not in endpoint, f"PodMonitor endpoint {endpoint}")
+        check(endpoint.get("honorLabels") is True, "PodMonitor honorLabels")
         pr = one(docs, "PrometheusRule")
         alerts = {r["alert"] for g in pr["spec"]["groups"] for r in g["rules"]}
         runbooks = {r["annotations"].get("runbook_url") for g in pr["spec"]["groups"] for r in g["rules"]}

@@ -1,6 +1,7 @@
 """A throwaway Prometheus on loopback, for the chart tests (check_prometheus.py) and the demo (render_dashboard.py).
 
-It scrapes every second, with file-based service discovery in DIR/targets: operator-*.json for the operator's
+It scrapes every second (honoring the series' own labels, as the chart's monitors do), with file-based service
+discovery in DIR/targets: operator-*.json for the operator's
 metrics address (written by start()), worker-*.json for worker pods (written by tests/helm/prom_worker.sh, the
 worker command that stands in for the chart's PodMonitor). The alert rules are loaded too, so Prometheus itself
 evaluates them.
@@ -59,8 +60,10 @@ def start(workdir, operator_addr, rules=None, timeout=60):
   evaluation_interval: {SCRAPE_SECONDS}s
 {rule_files}scrape_configs:
 - job_name: mssql-pg-operator
+  honor_labels: true
   file_sd_configs: [{{files: ['{sd}/operator-*.json'], refresh_interval: 1s}}]
 - job_name: mssql-pg-worker
+  honor_labels: true
   file_sd_configs: [{{files: ['{sd}/worker-*.json'], refresh_interval: 1s}}]
 """
         )

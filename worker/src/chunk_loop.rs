@@ -7,10 +7,12 @@
 //! The loop is generic over the sink (static dispatch: no boxing, no virtual calls per message).
 
 use crate::copy::checkpoint::{Checkpoint, KeyValue};
+use crate::metrics::ChunkTimes;
 use crate::timeouts::StallWatch;
 use bytes::{Bytes, BytesMut};
 use std::future::Future;
 use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::Instant;
 use tokio::sync::mpsc::Receiver;
 
 /// What the source sends the sink: rows for the target (whole rows only), then the chunk's end.
@@ -132,15 +134,30 @@ pub struct ChunkRows<'r, D> {
     total_rows: i64,
     /// Their digest.
     total_digest: Option<u64>,
+    /// Where the chunk in flight's time went so far, for the worker's latency histograms.
+    times: ChunkTimes,
+    /// When the chunk in flight's load ended: its commit follows.
+    loaded_at: Option<Instant>,
 }
 
 impl<D: Payload + Send> ChunkRows<'_, D> {
     /// The source's next message; meanwhile the target is not expected to answer.
     async fn next(&mut self) -> Option<Msg<D>> {
-        match self.ctx.stall {
+        let waiting = Instant::now();
+        let msg = match self.ctx.stall {
             Some(w) => w.waiting_elsewhere(self.rx.recv()).await,
             None => self.rx.recv().await,
-        }
+        };
+        self.times.source_read += waiting.elapsed();
+        msg
+    }
+
+    /// Sends rows to the target, timed as the target's.
+    async fn send<L: RowLoad<Data = D>>(&mut self, load: &mut L, data: D) -> Result<(), L::Error> {
+        let sending = Instant::now();
+        let sent = load.send(data).await;
+        self.times.target_write += sending.elapsed();
+        sent
     }
 
     /// Loads `first` and the chunk's next rows into `load` up to the chunk's end, and checks that
@@ -151,18 +168,21 @@ impl<D: Payload + Send> ChunkRows<'_, D> {
         L::Error: From<LoopError>,
     {
         self.bytes += first.counted_bytes();
-        load.send(first).await?;
+        self.send(&mut load, first).await?;
         let end = loop {
             match self.next().await {
                 Some(Msg::Data(data)) => {
                     self.bytes += data.counted_bytes();
-                    load.send(data).await?;
+                    self.send(&mut load, data).await?;
                 }
                 Some(Msg::ChunkEnd(end)) => break end,
                 None => return Err(LoopError::ReaderGone.into()),
             }
         };
+        let finishing = Instant::now();
         let stored = load.finish().await?;
+        self.times.target_write += finishing.elapsed();
+        self.loaded_at = Some(Instant::now());
         if stored != end.rows {
             return Err(LoopError::RowCount {
                 table: self.ctx.table.to_string(),
@@ -209,6 +229,8 @@ pub async fn write_chunks<S: ChunkSink>(
         bytes: 0,
         total_rows: ctx.committed_rows,
         total_digest: ctx.committed_digest,
+        times: ChunkTimes::default(),
+        loaded_at: None,
     };
     loop {
         // Between chunks nothing is in flight: a stop asked for now or while waiting for the
@@ -229,6 +251,9 @@ pub async fn write_chunks<S: ChunkSink>(
             end = sink.write_chunk(first, &mut rows) => end?,
             signal = crate::shutdown::forced() => return Err(stopped(signal, true).into()),
         };
+        // The wait for the chunk's first rows counts as the source's too (it was in `rows.next()`).
+        let mut times = std::mem::take(&mut rows.times);
+        times.commit = rows.loaded_at.take().map(|at| at.elapsed()).unwrap_or_default();
         rows.total_digest = rows.digest_after(&end);
         rows.total_rows += end.rows as i64;
         if let Some(c) = ctx.committed {
@@ -247,6 +272,7 @@ pub async fn write_chunks<S: ChunkSink>(
             rows.total_rows,
             end.last_key.as_deref(),
         );
+        crate::metrics::chunk_timed(ctx.migration, &times);
         if end.done {
             return Ok(stats);
         }

@@ -204,6 +204,7 @@ async fn local(common: &Common, step: Step<'_>, out: &Out) -> anyhow::Result<Exi
         .as_deref()
         .context("one of -f FILE (local mode) or --migration NAMESPACE/NAME (Kubernetes mode) is required")?;
     let doc = spec::load(file)?;
+    mssql_pg_worker::metrics::working_for(&spec::migration_key(&doc));
     if doc.spec.online.enabled && matches!(step, Step::Run) && !doc.spec.dry_run {
         return local_online(common, OnlineStep::Run, out).await;
     }
@@ -974,6 +975,10 @@ async fn k8s_main(step: K8sStep, cli: &Cli, out: &Out) -> Exit {
         K8sStep::Finalize(ns, n, _) => ("finalize", format!("{ns}/{n}"), None),
         K8sStep::Verify(ns, n) => ("verify", format!("{ns}/{n}"), None),
     };
+    if !migration.is_empty() {
+        // A copy step learns its migration from its tasks; its chunks announce it.
+        mssql_pg_worker::metrics::working_for(&migration);
+    }
     let mut outcome = StepOutcome {
         step: name,
         migration,
@@ -1030,6 +1035,7 @@ async fn capture_main(common: &Common, cleanup: bool, cli: &Cli) -> anyhow::Resu
         .context("capture runs in the cluster only: give --migration NAMESPACE/NAME")?;
     let (ns, name) = mssql_pg_crds::client::parse_ref(reference)
         .with_context(|| format!("--migration {reference:?}: expected NAMESPACE/NAME"))?;
+    mssql_pg_worker::metrics::working_for(&format!("{ns}/{name}"));
     let every = std::time::Duration::from_secs_f64(cli.progress_interval.clamp(0.2, 60.0));
     let client = mssql_pg_worker::k8s::client().await?;
     if cleanup {

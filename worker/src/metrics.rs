@@ -1,14 +1,20 @@
 //! The worker's Prometheus metrics and in-process copy progress.
 //!
-//! The writer records every committed chunk here ([`chunk_committed`]); `/metrics` exports the counters
-//! for a PodMonitor and the Kubernetes copy step reads [`progress`] to patch its MigrationTask status.
-//! Labels are the migration (`namespace/name`) and the target table only: never connection details.
+//! The writer records every committed chunk here ([`chunk_committed`], [`chunk_timed`]); `/metrics` exports
+//! the counters for a PodMonitor and the Kubernetes copy step reads [`progress`] to patch its MigrationTask
+//! status. Labels are the operator's: the Migration's `namespace` and `migration` (its name), so the two sides
+//! join; then the target table, never connection details or row keys. Functions take the migration as the
+//! engine keys it (`namespace/name`, or the bare name of a local file without a namespace: see [`labels`]).
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::net::SocketAddr;
 use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
 
-use prometheus::{Encoder, GaugeVec, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder};
+use prometheus::{
+    Encoder, GaugeVec, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+    TextEncoder,
+};
 
 use crate::copy::checkpoint::KeyValue;
 
@@ -18,11 +24,34 @@ struct Metrics {
     bytes: IntCounterVec,
     chunks: IntCounterVec,
     peak_memory: IntGaugeVec,
+    times: ChunkTimeMetrics,
     progress: Mutex<HashMap<String, TaskProgress>>,
     capture: CaptureMetrics,
+    /// The migrations this process works for, whose peak memory each scrape refreshes.
+    migrations: Mutex<BTreeSet<String>>,
 }
 
-/// What an online migration's capture pod exports (labels: the migration; `op` for changes).
+/// Per committed chunk, where its time went (labels: namespace, migration): the writer waiting for the
+/// source's rows, sending rows to the target, and committing (checkpoint and COMMIT). One loop writes every
+/// chunk of both directions ([`crate::chunk_loop`]), so these compare the two sides of any copy.
+struct ChunkTimeMetrics {
+    source_read: HistogramVec,
+    target_write: HistogramVec,
+    commit: HistogramVec,
+}
+
+/// Where one chunk's time went; see [`chunk_timed`].
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ChunkTimes {
+    /// Waiting for the source's rows (reading and encoding them; the writer had nothing to send).
+    pub source_read: Duration,
+    /// Sending the rows to the target and ending the load (the target taking them).
+    pub target_write: Duration,
+    /// From the load's end to the commit: the checkpoint row and COMMIT.
+    pub commit: Duration,
+}
+
+/// What an online migration's capture pod exports (labels: namespace, migration; `op` for changes).
 struct CaptureMetrics {
     lag: GaugeVec,
     headroom: GaugeVec,
@@ -59,9 +88,22 @@ fn metrics() -> Option<&'static Metrics> {
         .as_ref()
 }
 
+/// The `namespace` and `migration` label values of an engine's migration key: `namespace/name` (the
+/// Kubernetes steps, a local file with `metadata.namespace`), or a bare name (a local file without a
+/// namespace: the namespace is empty, which Prometheus stores as no label).
+pub fn labels(migration: &str) -> (&str, &str) {
+    migration.split_once('/').unwrap_or(("", migration))
+}
+
+/// Seconds buckets from a millisecond to two minutes: a commit takes milliseconds, a chunk's read or write
+/// of 64 MiB over a slow link tens of seconds.
+const SECONDS_BUCKETS: [f64; 15] = [
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 120.0,
+];
+
 fn build() -> Result<Metrics, prometheus::Error> {
     let registry = Registry::new();
-    let labels = &["migration", "table"];
+    let labels = &["namespace", "migration", "table"];
     let rows = IntCounterVec::new(
         Opts::new(
             "mssqlpg_worker_rows_copied_total",
@@ -86,42 +128,80 @@ fn build() -> Result<Metrics, prometheus::Error> {
     let peak_memory = IntGaugeVec::new(
         Opts::new(
             "mssqlpg_worker_process_peak_rss_bytes",
-            "Peak resident memory of this worker process",
+            "Peak resident memory of this worker process so far",
         ),
-        &["migration"],
+        &["namespace", "migration"],
     )?;
+    let histogram = |opts: HistogramOpts| {
+        HistogramVec::new(
+            opts.buckets(SECONDS_BUCKETS.to_vec()),
+            &["namespace", "migration"],
+        )
+    };
+    let times = ChunkTimeMetrics {
+        source_read: histogram(HistogramOpts::new(
+            "mssqlpg_worker_source_read_seconds",
+            "Per committed chunk: seconds the writer waited for the source's rows (reading and encoding them)",
+        ))?,
+        target_write: histogram(HistogramOpts::new(
+            "mssqlpg_worker_target_write_seconds",
+            "Per committed chunk: seconds spent sending its rows to the target and ending the load",
+        ))?,
+        commit: histogram(HistogramOpts::new(
+            "mssqlpg_worker_chunk_commit_seconds",
+            "Per committed chunk: seconds from the end of its load to its commit (checkpoint and COMMIT)",
+        ))?,
+    };
+    let build_info = IntGauge::with_opts(
+        Opts::new(
+            "mssqlpg_build_info",
+            "1, labelled with the version of this binary and which one it is (operator, worker)",
+        )
+        .const_label("component", "worker")
+        .const_label("version", env!("CARGO_PKG_VERSION")),
+    )?;
+    build_info.set(1);
     registry.register(Box::new(rows.clone()))?;
     registry.register(Box::new(bytes.clone()))?;
     registry.register(Box::new(chunks.clone()))?;
     registry.register(Box::new(peak_memory.clone()))?;
+    registry.register(Box::new(times.source_read.clone()))?;
+    registry.register(Box::new(times.target_write.clone()))?;
+    registry.register(Box::new(times.commit.clone()))?;
+    registry.register(Box::new(build_info))?;
+    // process_resident_memory_bytes, process_cpu_seconds_total, open file descriptors: live, per pod.
+    #[cfg(target_os = "linux")]
+    registry.register(Box::new(
+        prometheus::process_collector::ProcessCollector::for_self(),
+    ))?;
     let capture = CaptureMetrics {
         lag: GaugeVec::new(
             Opts::new(
                 "mssqlpg_capture_lag_seconds",
                 "Seconds the target is behind the source (now minus the source time of the last applied heartbeat)",
             ),
-            &["migration"],
+            &["namespace", "migration"],
         )?,
         headroom: GaugeVec::new(
             Opts::new(
                 "mssqlpg_capture_retention_headroom_seconds",
                 "Seconds, at the recent write rate, before the source stops keeping the changes not yet applied",
             ),
-            &["migration"],
+            &["namespace", "migration"],
         )?,
         retained: IntGaugeVec::new(
             Opts::new(
                 "mssqlpg_capture_slot_retained_bytes",
                 "WAL the replication slot keeps on the PostgreSQL source",
             ),
-            &["migration"],
+            &["namespace", "migration"],
         )?,
         changes: IntCounterVec::new(
             Opts::new(
                 "mssqlpg_changes_applied_total",
                 "Source row changes applied to the target by the stream",
             ),
-            &["migration", "op"],
+            &["namespace", "migration", "op"],
         )?,
         seen: Mutex::new(HashMap::new()),
     };
@@ -136,8 +216,39 @@ fn build() -> Result<Metrics, prometheus::Error> {
         bytes,
         chunks,
         peak_memory,
+        times,
         progress: Mutex::new(HashMap::new()),
+        migrations: Mutex::new(BTreeSet::new()),
     })
+}
+
+impl Metrics {
+    /// Remembers `migration` so that each scrape refreshes its peak memory.
+    fn working_for(&self, migration: &str) {
+        if let Ok(mut known) = self.migrations.lock()
+            && !known.contains(migration)
+        {
+            known.insert(migration.to_string());
+        }
+    }
+
+    fn set_peak(&self, migration: &str, bytes: u64) {
+        let (namespace, name) = labels(migration);
+        self.peak_memory
+            .with_label_values(&[namespace, name])
+            .set(i64::try_from(bytes).unwrap_or(i64::MAX));
+    }
+}
+
+/// Announces the migration this process works for: its peak memory is on `/metrics` from now on, refreshed
+/// at every scrape (a plan or finalize step commits no chunk, and a scrape at exit would be too late).
+pub fn working_for(migration: &str) {
+    if let Some(m) = metrics() {
+        m.working_for(migration);
+        if let Some(bytes) = crate::summary::peak_memory_bytes() {
+            m.set_peak(migration, bytes);
+        }
+    }
 }
 
 /// Where a task with a key resumes after committing `total_rows` rows: the key itself stays in
@@ -158,8 +269,10 @@ pub fn chunk_committed(
     last_key: Option<&[KeyValue]>,
 ) {
     let Some(m) = metrics() else { return };
+    m.working_for(migration);
     let table = table.replace('"', "");
-    let labels = [migration, table.as_str()];
+    let (namespace, name) = labels(migration);
+    let labels = [namespace, name, table.as_str()];
     m.rows.with_label_values(&labels).inc_by(rows);
     m.bytes.with_label_values(&labels).inc_by(bytes);
     m.chunks.with_label_values(&labels).inc();
@@ -174,6 +287,23 @@ pub fn chunk_committed(
     }
 }
 
+/// Records where a committed chunk's time went (see [`ChunkTimes`]).
+pub fn chunk_timed(migration: &str, times: &ChunkTimes) {
+    let Some(m) = metrics() else { return };
+    let labels = labels(migration);
+    let labels = [labels.0, labels.1];
+    let t = &m.times;
+    t.source_read
+        .with_label_values(&labels)
+        .observe(times.source_read.as_secs_f64());
+    t.target_write
+        .with_label_values(&labels)
+        .observe(times.target_write.as_secs_f64());
+    t.commit
+        .with_label_values(&labels)
+        .observe(times.commit.as_secs_f64());
+}
+
 /// What `task` committed so far in this process.
 pub fn progress(task: &str) -> Option<TaskProgress> {
     metrics()?.progress.lock().ok()?.get(task).cloned()
@@ -182,9 +312,8 @@ pub fn progress(task: &str) -> Option<TaskProgress> {
 /// Records the process's peak memory under `migration`.
 pub fn set_peak_memory(migration: &str, bytes: u64) {
     if let Some(m) = metrics() {
-        m.peak_memory
-            .with_label_values(&[migration])
-            .set(i64::try_from(bytes).unwrap_or(i64::MAX));
+        m.working_for(migration);
+        m.set_peak(migration, bytes);
     }
 }
 
@@ -202,8 +331,10 @@ pub struct CaptureObservation {
 /// Records a capture's observation; an unknown figure is removed rather than left stale.
 pub fn capture_observed(migration: &str, o: &CaptureObservation) {
     let Some(m) = metrics() else { return };
+    m.working_for(migration);
     let c = &m.capture;
-    let labels = [migration];
+    let (namespace, name) = labels(migration);
+    let labels = [namespace, name];
     for (gauge, value) in [
         (&c.lag, o.lag_seconds),
         (&c.headroom, o.retention_headroom_seconds),
@@ -224,7 +355,7 @@ pub fn capture_observed(migration: &str, o: &CaptureObservation) {
     if let Ok(mut seen) = c.seen.lock() {
         for (op, total) in o.applied {
             let last = seen.entry((migration.to_string(), op)).or_insert(0);
-            let counter = c.changes.with_label_values(&[migration, op]);
+            let counter = c.changes.with_label_values(&[namespace, name, op]);
             if total > *last {
                 counter.inc_by(total - *last);
                 *last = total;
@@ -238,6 +369,13 @@ pub fn render() -> Result<String, prometheus::Error> {
     let Some(m) = metrics() else {
         return Ok(String::new());
     };
+    if let Some(bytes) = crate::summary::peak_memory_bytes()
+        && let Ok(known) = m.migrations.lock()
+    {
+        for migration in known.iter() {
+            m.set_peak(migration, bytes);
+        }
+    }
     let mut buf = Vec::new();
     TextEncoder::new().encode(&m.registry.gather(), &mut buf)?;
     Ok(String::from_utf8_lossy(&buf).into_owned())
@@ -318,11 +456,15 @@ mod tests {
         );
         let text = render().expect("render");
         assert!(
-            text.contains("mssqlpg_worker_rows_copied_total{migration=\"ns/m\",table=\"public.t\"} 15"),
+            text.contains(
+                "mssqlpg_worker_rows_copied_total{migration=\"m\",namespace=\"ns\",table=\"public.t\"} 15"
+            ),
             "{text}"
         );
         assert!(
-            text.contains("mssqlpg_worker_bytes_copied_total{migration=\"ns/m\",table=\"public.t\"} 150"),
+            text.contains(
+                "mssqlpg_worker_bytes_copied_total{migration=\"m\",namespace=\"ns\",table=\"public.t\"} 150"
+            ),
             "{text}"
         );
     }
@@ -340,20 +482,65 @@ mod tests {
         capture_observed("ns/online", &o);
         let text = render().expect("render");
         for line in [
-            "mssqlpg_capture_lag_seconds{migration=\"ns/online\"} 1.5",
-            "mssqlpg_capture_slot_retained_bytes{migration=\"ns/online\"} 4096",
-            "mssqlpg_changes_applied_total{migration=\"ns/online\",op=\"insert\"} 10",
-            "mssqlpg_changes_applied_total{migration=\"ns/online\",op=\"update\"} 2",
+            "mssqlpg_capture_lag_seconds{migration=\"online\",namespace=\"ns\"} 1.5",
+            "mssqlpg_capture_slot_retained_bytes{migration=\"online\",namespace=\"ns\"} 4096",
+            "mssqlpg_changes_applied_total{migration=\"online\",namespace=\"ns\",op=\"insert\"} 10",
+            "mssqlpg_changes_applied_total{migration=\"online\",namespace=\"ns\",op=\"update\"} 2",
         ] {
             assert!(text.contains(line), "{line} in {text}");
         }
-        assert!(!text.contains("mssqlpg_capture_retention_headroom_seconds{migration=\"ns/online\"}"));
+        assert!(
+            !text.contains(
+                "mssqlpg_capture_retention_headroom_seconds{migration=\"online\",namespace=\"ns\"}"
+            )
+        );
         o.lag_seconds = None;
         capture_observed("ns/online", &o);
         assert!(
             !render()
                 .expect("render")
-                .contains("mssqlpg_capture_lag_seconds{migration=\"ns/online\"}")
+                .contains("mssqlpg_capture_lag_seconds{migration=\"online\",namespace=\"ns\"}")
         );
+    }
+
+    #[test]
+    fn chunk_times_build_info_and_live_memory_export_with_the_operators_labels() {
+        chunk_timed(
+            "shop/orders",
+            &ChunkTimes {
+                source_read: Duration::from_millis(300),
+                target_write: Duration::from_millis(20),
+                commit: Duration::from_millis(2),
+            },
+        );
+        working_for("shop/orders");
+        let text = render().expect("render");
+        for line in [
+            "mssqlpg_worker_source_read_seconds_bucket{migration=\"orders\",namespace=\"shop\",le=\"0.5\"} 1",
+            "mssqlpg_worker_source_read_seconds_bucket{migration=\"orders\",namespace=\"shop\",le=\"0.25\"} 0",
+            "mssqlpg_worker_source_read_seconds_sum{migration=\"orders\",namespace=\"shop\"} 0.3",
+            "mssqlpg_worker_target_write_seconds_count{migration=\"orders\",namespace=\"shop\"} 1",
+            "mssqlpg_worker_chunk_commit_seconds_sum{migration=\"orders\",namespace=\"shop\"} 0.002",
+            &format!(
+                "mssqlpg_build_info{{component=\"worker\",version=\"{}\"}} 1",
+                env!("CARGO_PKG_VERSION")
+            ),
+        ] {
+            assert!(text.contains(line), "{line} in {text}");
+        }
+        // Live while the process runs, not only once it exits.
+        assert!(
+            text.lines().any(|l| l.starts_with(
+                "mssqlpg_worker_process_peak_rss_bytes{migration=\"orders\",namespace=\"shop\"} "
+            ) && !l.ends_with(" 0")),
+            "{text}"
+        );
+        assert!(text.contains("process_resident_memory_bytes "), "{text}");
+    }
+
+    #[test]
+    fn a_local_migration_without_a_namespace_has_an_empty_one() {
+        assert_eq!(labels("shop/orders"), ("shop", "orders"));
+        assert_eq!(labels("orders"), ("", "orders"));
     }
 }

@@ -395,17 +395,23 @@ pub fn resolve(m: &Migration, creds: Credentials) -> Result<(MssqlEndpoint, PgEn
     Ok((source, target, options))
 }
 
+/// What the engine keys a migration by (its checkpoints, its metrics): `namespace/name` from the file's
+/// metadata, or the bare name without a namespace.
+pub fn migration_key(m: &Migration) -> String {
+    let name = m.metadata.name.clone().unwrap_or_else(|| "migration".into());
+    match &m.metadata.namespace {
+        Some(ns) => format!("{ns}/{name}"),
+        None => name,
+    }
+}
+
 /// The engine's options of either direction: the spec's own, plus the endpoints' part.
 fn options(m: &Migration, ends: EndpointOptions) -> Result<Options, SpecError> {
     let spec = &m.spec;
     let s = &spec.schema;
     let p = &spec.partitioning;
-    let name = m.metadata.name.clone().unwrap_or_else(|| "migration".into());
     Ok(Options {
-        migration: match &m.metadata.namespace {
-            Some(ns) => format!("{ns}/{name}"),
-            None => name,
-        },
+        migration: migration_key(m),
         source_schema: ends.source_schema,
         source_schemas: ends.source_schemas,
         target_schema: ends.target_schema,
