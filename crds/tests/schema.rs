@@ -136,7 +136,14 @@ fn crd_names_and_printer_columns() {
         .iter()
         .map(|c| c["name"].as_str().unwrap())
         .collect();
-    assert_eq!(cols, ["Table", "Partition", "State", "Rows", "Rows/s", "Age"]);
+    assert_eq!(
+        cols,
+        ["Table", "Partition", "State", "Rows", "Rows/s", "Job Failure", "Age"]
+    );
+    // The operator's record of a failed Job shows with `-o wide` only.
+    let job_failure = &task["spec"]["versions"][0]["additionalPrinterColumns"][5];
+    assert_eq!(job_failure["jsonPath"], ".status.jobFailure");
+    assert_eq!(job_failure["priority"], 1);
 }
 
 fn migration(source: Value, target: Value) -> Value {
