@@ -93,6 +93,13 @@ enum Command {
     /// highest write rate whose lag stays bounded, lag median and p99 at a steady rate, the
     /// streaming process's peak memory with one huge source transaction, the cutover's downtime.
     Online(harness::online::OnlineArgs),
+    /// Issue 30: a `pgoutput` slot read by the slot SQL functions (peek + advance, as the worker)
+    /// and by the streaming replication protocol (pgwire-replication), --runs times each: changes/s
+    /// decoded, the reader's peak RSS and CPU, the PostgreSQL backend's CPU.
+    PgDecode(harness::pg_decode::PgDecodeArgs),
+    /// One read of `pg-decode` in a process of its own (started by `pg-decode`).
+    #[command(hide = true)]
+    PgDecodeRead(harness::pg_decode::PgDecodeReadArgs),
     /// Print the row count of every table at a scale.
     Counts {
         #[command(flatten)]
@@ -121,6 +128,8 @@ async fn main() -> Result<()> {
         Command::AdventureWorks(args) => harness::adventure_works::run(args, command).await?,
         Command::VerifyCost(args) => harness::verify_cost::run(args, command).await?,
         Command::Online(args) => harness::online::run(args, command).await?,
+        Command::PgDecode(args) => harness::pg_decode::run(args, command).await?,
+        Command::PgDecodeRead(args) => harness::pg_decode::read(args).await?,
         Command::Counts { data } => {
             let ds = Dataset::new(data.scale, data.seed);
             for t in Table::ALL {

@@ -11,6 +11,7 @@ mod limits;
 mod numbers;
 pub mod online;
 mod pg_cpu;
+pub mod pg_decode;
 mod report;
 mod services;
 pub mod shapes;
