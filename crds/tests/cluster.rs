@@ -19,6 +19,9 @@ async fn client() -> kube::Client {
         ),
     };
     let kubeconfig = Kubeconfig::read_from(dir.join("kubeconfig")).unwrap();
+    // rustls has two providers in a workspace build (the worker's replication client brings
+    // aws-lc-rs): kube's TLS needs a process default, as the binaries install.
+    let _ = tokio_rustls::rustls::crypto::ring::default_provider().install_default();
     let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
         .await
         .unwrap();

@@ -38,6 +38,9 @@ async fn cluster() -> Cluster {
             path.display()
         )
     });
+    // rustls has two providers in a workspace build (the worker's replication client brings
+    // aws-lc-rs): kube's TLS needs a process default, as the binaries install.
+    let _ = tokio_rustls::rustls::crypto::ring::default_provider().install_default();
     let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
         .await
         .unwrap();
