@@ -138,7 +138,15 @@ fn crd_names_and_printer_columns() {
         .collect();
     assert_eq!(
         cols,
-        ["Table", "Partition", "State", "Rows", "Rows/s", "Job Failure", "Age"]
+        [
+            "Table",
+            "Partition",
+            "State",
+            "Rows",
+            "Rows/s",
+            "Job Failure",
+            "Age"
+        ]
     );
     // The operator's record of a failed Job shows with `-o wide` only.
     let job_failure = &task["spec"]["versions"][0]["additionalPrinterColumns"][5];
