@@ -115,6 +115,6 @@ async fn main() {
         rows as f64 / copy_s,
         v.iter().all(|t| t.ok),
         prepared.negotiated_packet_size,
-        mssql_pg_worker::summary::peak_memory_bytes().map(|b| b / 1048576)
+        mssql_pg_worker::metrics::peak_memory_bytes().map(|b| b / 1048576)
     );
 }

@@ -166,7 +166,7 @@ async fn main() {
             stats.chunks,
             stats.rows as f64 / secs,
             stats.bytes as f64 / 1048576.0 / secs,
-            mssql_pg_worker::summary::peak_memory_bytes().map(|b| b / 1024)
+            mssql_pg_worker::metrics::peak_memory_bytes().map(|b| b / 1024)
         );
     }
 }

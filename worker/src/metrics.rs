@@ -245,7 +245,7 @@ impl Metrics {
 pub fn working_for(migration: &str) {
     if let Some(m) = metrics() {
         m.working_for(migration);
-        if let Some(bytes) = crate::summary::peak_memory_bytes() {
+        if let Some(bytes) = peak_memory_bytes() {
             m.set_peak(migration, bytes);
         }
     }
@@ -364,12 +364,20 @@ pub fn capture_observed(migration: &str, o: &CaptureObservation) {
     }
 }
 
+/// Peak resident set size (VmHWM) of this process, in bytes.
+pub fn peak_memory_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
 /// The Prometheus text exposition of all worker metrics.
 pub fn render() -> Result<String, prometheus::Error> {
     let Some(m) = metrics() else {
         return Ok(String::new());
     };
-    if let Some(bytes) = crate::summary::peak_memory_bytes()
+    if let Some(bytes) = peak_memory_bytes()
         && let Ok(known) = m.migrations.lock()
     {
         for migration in known.iter() {

@@ -4,14 +4,6 @@ use crate::pipeline::TaskReport;
 use crate::verify::TableVerification;
 use serde::Serialize;
 
-/// Peak resident set size (VmHWM) of this process, in bytes.
-pub fn peak_memory_bytes() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb * 1024)
-}
-
 #[derive(Debug, Clone, Serialize)]
 pub struct Summary {
     pub event: &'static str,

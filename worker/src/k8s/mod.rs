@@ -36,11 +36,11 @@ use serde::Serialize;
 
 use crate::direction::{self, WithEngine};
 use crate::engine::{Engine, EngineError, EngineExt};
+use crate::metrics::peak_memory_bytes;
 use crate::pipeline::TaskReport;
 use crate::plan::mssql_to_pg::TaskPlan;
 use crate::plan::published::{PublishedColumn, PublishedPlan, PublishedTable};
 use crate::spec::{Credentials, SpecError};
-use crate::summary::peak_memory_bytes;
 use crate::verify::TableVerification;
 
 /// Upper bound of `spec.columns` of a MigrationTask (the CRD's limit).
