@@ -2018,41 +2018,7 @@ spec:
     }
 
     // Kill the capture pod mid-stream: its replacement takes over from the stored position.
-    let first_pod = status(".status.online.pod");
-    assert!(!first_pod.is_empty(), "{}", diag());
-    cluster.must(
-        &[
-            "delete",
-            "pod",
-            &first_pod,
-            "-n",
-            &cluster.ns,
-            "--grace-period=0",
-            "--force",
-        ],
-        None,
-    );
-    let started = Instant::now();
-    loop {
-        let pod = status(".status.online.pod");
-        if !pod.is_empty() && pod != first_pod && status(".status.online.phase") == "Streaming" {
-            break;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(120),
-            "no new capture pod streams: {}",
-            diag()
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    }
-    let changes_before: i64 = status(".status.online.changesApplied").parse().unwrap_or(0);
-    std::thread::sleep(Duration::from_secs(3));
-    let changes_after: i64 = status(".status.online.changesApplied").parse().unwrap_or(0);
-    assert!(
-        changes_after > changes_before,
-        "the new capture applies the writer's changes ({changes_before} -> {changes_after}): {}",
-        diag()
-    );
+    kill_the_capture_pod(cluster, &status, &diag);
 
     // A capture that goes on without the Lease (a stale pod whose node stopped answering) takes the stream
     // over through the fencing epoch in the target: the Deployment's pod stops applying and restarts; once it
@@ -2240,6 +2206,46 @@ spec:
 }
 
 /// A binary of the workspace built beside the tests (`cargo build --workspace --bins`).
+/// Kills an online Migration's capture pod (`status` reads the Migration's status by path) and waits
+/// until a new pod streams and applies more changes: a writer must be changing the source.
+fn kill_the_capture_pod(cluster: &Cluster, status: &dyn Fn(&str) -> String, diag: &dyn Fn() -> String) {
+    let first_pod = status(".status.online.pod");
+    assert!(!first_pod.is_empty(), "{}", diag());
+    cluster.must(
+        &[
+            "delete",
+            "pod",
+            &first_pod,
+            "-n",
+            &cluster.ns,
+            "--grace-period=0",
+            "--force",
+        ],
+        None,
+    );
+    let started = Instant::now();
+    loop {
+        let pod = status(".status.online.pod");
+        if !pod.is_empty() && pod != first_pod && status(".status.online.phase") == "Streaming" {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "no new capture pod streams: {}",
+            diag()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let changes_before: i64 = status(".status.online.changesApplied").parse().unwrap_or(0);
+    std::thread::sleep(Duration::from_secs(3));
+    let changes_after: i64 = status(".status.online.changesApplied").parse().unwrap_or(0);
+    assert!(
+        changes_after > changes_before,
+        "the new capture applies the writer's changes ({changes_before} -> {changes_after}): {}",
+        diag()
+    );
+}
+
 fn sibling_bin(name: &str) -> PathBuf {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
     let bin = std::env::var("CARGO_TARGET_DIR")
@@ -2504,41 +2510,7 @@ spec:
 
     // Kill the capture pod mid-stream: its replacement goes on from the version stored in
     // PostgreSQL, and every change still arrives once (compared value by value below).
-    let first_pod = status(".status.online.pod");
-    assert!(!first_pod.is_empty(), "{}", diag());
-    cluster.must(
-        &[
-            "delete",
-            "pod",
-            &first_pod,
-            "-n",
-            &cluster.ns,
-            "--grace-period=0",
-            "--force",
-        ],
-        None,
-    );
-    let started = Instant::now();
-    loop {
-        let pod = status(".status.online.pod");
-        if !pod.is_empty() && pod != first_pod && status(".status.online.phase") == "Streaming" {
-            break;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(120),
-            "no new capture pod streams: {}",
-            diag()
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    }
-    let changes_before: i64 = status(".status.online.changesApplied").parse().unwrap_or(0);
-    std::thread::sleep(Duration::from_secs(3));
-    let changes_after: i64 = status(".status.online.changesApplied").parse().unwrap_or(0);
-    assert!(
-        changes_after > changes_before,
-        "the new capture applies the writer's changes ({changes_before} -> {changes_after}): {}",
-        diag()
-    );
+    kill_the_capture_pod(cluster, &status, &diag);
 
     stop.store(true, Ordering::Relaxed);
     let committed = writer.await.unwrap();
