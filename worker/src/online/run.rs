@@ -10,11 +10,12 @@ use super::pgoutput::lsn_text;
 use super::state::{OnlineRow, OnlineState};
 use super::stream::{self, CutoverReport, Finish, StreamStatus};
 use super::{CutoverState, OnlineError, OnlineOptions, Phase, Position};
-use crate::engine::{Engine, EngineExt};
+use crate::engine::{Engine, EngineExt, Prepared};
 use crate::mssql_to_pg::MssqlToPgEngine;
 use crate::pg_to_mssql::PgToMssqlEngine;
 use crate::plan::mssql_to_pg::Plan;
 use crate::plan::pg_to_mssql::PgToMssqlPlan;
+use crate::plan::published::{PublishedPlan, PublishedTable};
 use crate::progress::{Display, Reporter, TaskInfo};
 use crate::verify::TableVerification;
 use serde::Serialize;
@@ -66,6 +67,61 @@ async fn copied_anything(
     Ok(stored.values().any(|(rows, done, _)| *rows > 0 || *done))
 }
 
+/// The `plan` event of an online `run`, either direction.
+fn plan_event<E: Engine>(prepared: &Prepared<E::Plan>, events: &mut dyn Events) {
+    let plan = &prepared.plan;
+    let tables: Vec<String> = plan
+        .tables()
+        .iter()
+        .map(|t| {
+            let (schema, name) = t.source();
+            format!("{schema}.{name}")
+        })
+        .collect();
+    events.event(
+        serde_json::json!({
+            "event": "plan",
+            "direction": E::DIRECTION,
+            "online": true,
+            "resumed": prepared.resumed,
+            "tables": tables,
+            "tasks": plan.tasks().len(),
+            "warnings": plan.warnings(),
+        }),
+        format!(
+            "plan: {} tables, {} tasks{}\n",
+            plan.tables().len(),
+            plan.tasks().len(),
+            if prepared.resumed { " (resuming)" } else { "" }
+        ),
+    );
+}
+
+/// Copies every task with the progress display, then reports the rows copied: the copy of an
+/// online `run`, either direction, between anchoring the stream and building keys.
+async fn copy_reported<E: Engine>(
+    engine: &E,
+    plan: &E::Plan,
+    display: Display,
+    events: &mut dyn Events,
+) -> Result<(), OnlineError>
+where
+    OnlineError: From<E::Error>,
+{
+    let copy_started = Instant::now();
+    let reporter = Reporter::start(TaskInfo::from_plan(plan), display);
+    let copied = engine.copy_all(plan).await;
+    reporter.finish().await;
+    let reports = copied?;
+    let rows: u64 = reports.iter().map(|r| r.rows).sum();
+    let seconds = copy_started.elapsed().as_secs_f64();
+    events.event(
+        serde_json::json!({"event": "copied", "rows": rows, "seconds": seconds}),
+        format!("copied {rows} rows in {seconds:.1}s\n"),
+    );
+    Ok(())
+}
+
 /// `run` with `online.enabled`: checks the source, plans and prepares the target, anchors the
 /// stream (slot created before the copy reads a row), copies, builds keys, then streams until a
 /// cutover succeeds. A rerun after a crash resumes each step where it stopped: copy tasks from
@@ -80,36 +136,10 @@ pub async fn run_pg_to_mssql(
     capture_pg::check_source(&engine.source.connect().await?).await?;
     let prepared = engine.prepare().await?;
     let plan = &prepared.plan;
-    events.event(
-        serde_json::json!({
-            "event": "plan",
-            "direction": PgToMssqlEngine::DIRECTION,
-            "online": true,
-            "resumed": prepared.resumed,
-            "tables": plan.tables.iter().map(|t| t.source.qualified()).collect::<Vec<_>>(),
-            "tasks": plan.tasks.len(),
-            "warnings": plan.warnings,
-        }),
-        format!(
-            "plan: {} tables, {} tasks{}\n",
-            plan.tables.len(),
-            plan.tasks.len(),
-            if prepared.resumed { " (resuming)" } else { "" }
-        ),
-    );
+    plan_event::<PgToMssqlEngine>(&prepared, events);
     let anchored = anchor_pg_to_mssql(engine, plan, prepared.resumed, events).await?;
 
-    let copy_started = Instant::now();
-    let reporter = Reporter::start(TaskInfo::from_plan(plan), display);
-    let copied = engine.copy_all(plan).await;
-    reporter.finish().await;
-    let reports = copied?;
-    let rows: u64 = reports.iter().map(|r| r.rows).sum();
-    let seconds = copy_started.elapsed().as_secs_f64();
-    events.event(
-        serde_json::json!({"event": "copied", "rows": rows, "seconds": seconds}),
-        format!("copied {rows} rows in {seconds:.1}s\n"),
-    );
+    copy_reported(engine, plan, display, events).await?;
     if !anchored.streamed_before {
         let warnings = engine.finalize_keys(plan).await?;
         events.event(
@@ -367,36 +397,10 @@ pub async fn run_mssql_to_pg(
     drop(ms);
     let prepared = engine.prepare().await?;
     let plan = &prepared.plan;
-    events.event(
-        serde_json::json!({
-            "event": "plan",
-            "direction": MssqlToPgEngine::DIRECTION,
-            "online": true,
-            "resumed": prepared.resumed,
-            "tables": plan.tables.iter().map(|t| t.source.qualified()).collect::<Vec<_>>(),
-            "tasks": plan.tasks.len(),
-            "warnings": plan.warnings,
-        }),
-        format!(
-            "plan: {} tables, {} tasks{}\n",
-            plan.tables.len(),
-            plan.tasks.len(),
-            if prepared.resumed { " (resuming)" } else { "" }
-        ),
-    );
+    plan_event::<MssqlToPgEngine>(&prepared, events);
     let anchored = anchor_mssql_to_pg(engine, online, plan, prepared.resumed, events).await?;
 
-    let copy_started = Instant::now();
-    let reporter = Reporter::start(TaskInfo::from_plan(plan), display);
-    let copied = engine.copy_all(plan).await;
-    reporter.finish().await;
-    let reports = copied?;
-    let rows: u64 = reports.iter().map(|r| r.rows).sum();
-    let seconds = copy_started.elapsed().as_secs_f64();
-    events.event(
-        serde_json::json!({"event": "copied", "rows": rows, "seconds": seconds}),
-        format!("copied {rows} rows in {seconds:.1}s\n"),
-    );
+    copy_reported(engine, plan, display, events).await?;
     if !anchored.streamed_before {
         let warnings = engine.finalize_keys(plan).await?;
         events.event(
