@@ -11,12 +11,12 @@
 #![allow(clippy::unwrap_used)]
 
 mod common;
+use common::online::{Rng, Running};
 
 use mssql_pg_worker::mssql::connect::{Encryption, MssqlEndpoint, TdsClient};
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tds_testserver::{ServerConfig, TestServer};
 
@@ -66,154 +66,12 @@ fn worker_cmd(args: &[&str], password: &str) -> Command {
     c
 }
 
-/// A `run -f` in the background, its JSON lines collected.
-struct Running {
-    child: Child,
-    lines: Arc<Mutex<Vec<serde_json::Value>>>,
-    reader: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Running {
-    fn start(file: &str, password: &str) -> Running {
-        let mut child = worker_cmd(&["run", "-f", file], password)
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let lines = Arc::new(Mutex::new(Vec::new()));
-        let collected = lines.clone();
-        let reader = std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                match serde_json::from_str(&line) {
-                    Ok(v) => collected.lock().unwrap().push(v),
-                    Err(_) => eprintln!("run: {line}"),
-                }
-            }
-        });
-        Running {
-            child,
-            lines,
-            reader: Some(reader),
-        }
-    }
-
-    fn last(&self, event: &str) -> Option<serde_json::Value> {
-        self.lines
-            .lock()
-            .unwrap()
-            .iter()
-            .rev()
-            .find(|v| v["event"] == event)
-            .cloned()
-    }
-
-    /// Waits until the stream applied at least `changes` changes and a heartbeat (or panics
-    /// after `limit`).
-    async fn wait_streaming(&mut self, changes: u64, limit: Duration) -> serde_json::Value {
-        let started = Instant::now();
-        loop {
-            if let Some(s) = self.last("streaming")
-                && s["changes_applied"].as_u64().unwrap_or(0) >= changes
-                && s["lag_seconds"].is_number()
-            {
-                return s;
-            }
-            if let Ok(Some(status)) = self.child.try_wait() {
-                panic!("run exited early ({status}): {:#?}", self.lines.lock().unwrap());
-            }
-            assert!(
-                started.elapsed() < limit,
-                "no streaming with {changes} changes after {limit:?}: {:#?}",
-                self.lines
-                    .lock()
-                    .unwrap()
-                    .iter()
-                    .rev()
-                    .take(5)
-                    .collect::<Vec<_>>()
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-
-    /// Waits for the process to end; its exit status.
-    fn wait(mut self) -> (std::process::ExitStatus, Vec<serde_json::Value>) {
-        let status = self.child.wait().unwrap();
-        if let Some(r) = self.reader.take() {
-            r.join().unwrap();
-        }
-        let lines = self.lines.lock().unwrap().clone();
-        (status, lines)
-    }
-
-    /// SIGKILL.
-    fn kill(mut self) {
-        self.child.kill().unwrap();
-        self.child.wait().unwrap();
-        if let Some(r) = self.reader.take() {
-            r.join().unwrap();
-        }
-    }
-}
-
-impl Drop for Running {
-    /// A test that fails leaves no streaming process behind.
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-    }
-}
-
 /// `cutover -f`: (exit status, its JSON answer).
 fn cutover(file: &str, password: &str) -> (bool, serde_json::Value) {
-    let out = worker_cmd(&["cutover", "-f", file, "--wait-seconds", "120"], password)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let answer = stdout
-        .lines()
-        .rev()
-        .find_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .unwrap_or_else(|| panic!("no answer: {stdout} {}", String::from_utf8_lossy(&out.stderr)));
-    (out.status.success(), answer)
-}
-
-/// A small deterministic generator (xorshift64*), so a failing workload can be replayed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-
-    fn noise(&mut self, len: usize) -> String {
-        const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-        (0..len)
-            .map(|_| ALPHABET[self.below(ALPHABET.len() as u64) as usize] as char)
-            .collect()
-    }
-
-    fn name(&mut self) -> Option<String> {
-        const NAMES: [&str; 6] = [
-            "Zoë",
-            "日本語のテキスト",
-            "emoji 🎉 outside the BMP",
-            "plain",
-            "O'Brien \"q\" \\",
-            "",
-        ];
-        match self.below(7) {
-            6 => None,
-            i => Some(format!("{} {}", NAMES[i as usize], self.below(1000))),
-        }
-    }
+    common::online::cutover(worker_cmd(
+        &["cutover", "-f", file, "--wait-seconds", "120"],
+        password,
+    ))
 }
 
 const SEED_ROWS: i64 = 2000;
@@ -627,7 +485,7 @@ async fn a_random_workload_streams_and_cuts_over_exactly() {
         stop.clone(),
         committed.clone(),
     ));
-    let mut run = Running::start(&file, &password);
+    let mut run = Running::start(worker_cmd(&["run", "-f", &file], &password));
     let streaming = run.wait_streaming(200, Duration::from_secs(300)).await;
     assert!(streaming["lag_seconds"].is_number(), "{streaming}");
 
@@ -744,16 +602,16 @@ async fn a_stream_killed_at_random_points_applies_every_change_once() {
     ));
     let mut rng = Rng(0x4b11);
     // First anywhere in the first moments: planning, anchoring, copying, building keys.
-    let run = Running::start(&file, &password);
+    let run = Running::start(worker_cmd(&["run", "-f", &file], &password));
     tokio::time::sleep(Duration::from_millis(rng.below(1500))).await;
     run.kill();
-    let mut run = Running::start(&file, &password);
+    let mut run = Running::start(worker_cmd(&["run", "-f", &file], &password));
     run.wait_streaming(1, Duration::from_secs(300)).await;
     for round in 0..3 {
         // Somewhere in the next 0.1 to 2 seconds of streaming, the writer still writing.
         tokio::time::sleep(Duration::from_millis(100 + rng.below(1900))).await;
         run.kill();
-        run = Running::start(&file, &password);
+        run = Running::start(worker_cmd(&["run", "-f", &file], &password));
         run.wait_streaming(1, Duration::from_secs(300)).await;
         assert!(
             run.last("anchored").is_none(),
@@ -789,7 +647,7 @@ async fn lost_changes_fail_naming_the_table_or_copy_it_again() {
             ENABLE.to_string()
         };
         let file = migration_file(&name, server.addr().port(), &schema, &extra);
-        let mut run = Running::start(&file, &password);
+        let mut run = Running::start(worker_cmd(&["run", "-f", &file], &password));
         run.wait_streaming(0, Duration::from_secs(300)).await;
         // TRUNCATE: Change Tracking forgets the table's history.
         common::ms_exec(
@@ -894,7 +752,7 @@ async fn a_schema_change_pauses_its_table_and_the_others_go_on() {
     let schema = common::fresh_schema(&pg, "online_ms_drift").await;
     let name = "online-ms-drift";
     let file = migration_file(name, server.addr().port(), &schema, ENABLE);
-    let mut run = Running::start(&file, &password);
+    let mut run = Running::start(worker_cmd(&["run", "-f", &file], &password));
     run.wait_streaming(0, Duration::from_secs(300)).await;
 
     common::ms_exec(&mut ms, "ALTER TABLE dbo.drifting ADD extra int NULL").await;
@@ -1027,7 +885,7 @@ async fn restarts_of_either_database_mid_stream_are_retried_and_end_exact() {
         stop.clone(),
         done.clone(),
     ));
-    let mut run = Running::start(&file, &password);
+    let mut run = Running::start(worker_cmd(&["run", "-f", &file], &password));
     run.wait_streaming(20, Duration::from_secs(300)).await;
     // The source, then the target, each while the writer writes and the stream streams.
     server.restart().unwrap();
@@ -1132,7 +990,7 @@ async fn measure_online_apply_from_mssql() {
         .replace("  chunkRows: 500\n", "")
         .replace("    maxBatchChanges: 300\n", "    maxBatchChanges: 10000\n");
     std::fs::write(&file, text).unwrap();
-    let mut run = Running::start(&file, &password);
+    let mut run = Running::start(worker_cmd(&["run", "-f", &file], &password));
     run.wait_streaming(0, Duration::from_secs(1800)).await;
 
     let started = Instant::now();

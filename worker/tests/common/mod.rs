@@ -1,6 +1,7 @@
 //! Shared helpers for the worker's integration tests.
 #![allow(dead_code, clippy::unwrap_used)]
 
+pub mod online;
 pub mod view_rows;
 
 use mssql_pg_worker::mssql::connect::{Encryption, MssqlEndpoint, TdsClient};
