@@ -12,7 +12,7 @@
 
 mod common;
 
-use common::{ms_exec, start_tds_server, tds_engine};
+use common::{PrivatePg, ms_exec, start_tds_server, tds_engine};
 use mssql_pg_worker::engine::{EngineError as _, EngineExt as _};
 use mssql_pg_worker::error_text::error_text;
 use mssql_pg_worker::mssql::connect::MssqlEndpoint;
@@ -401,45 +401,6 @@ async fn a_lock_wait_on_the_postgres_target_longer_than_the_stall_limit_is_waite
     .unwrap();
 }
 
-/// A private PostgreSQL (the restart must not disturb other tests), stopped on drop.
-struct PrivatePg {
-    dir: String,
-    url: String,
-}
-
-impl PrivatePg {
-    fn start() -> PrivatePg {
-        let out = std::process::Command::new("bash")
-            .arg(script())
-            .arg("start")
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        let text = String::from_utf8(out.stdout).unwrap();
-        let var = |name: &str| {
-            text.lines()
-                .find_map(|l| l.strip_prefix(&format!("export {name}='")))
-                .and_then(|v| v.strip_suffix('\''))
-                .unwrap()
-                .to_string()
-        };
-        PrivatePg {
-            dir: var("MSSQLPG_TEST_PG_DIR"),
-            url: var("MSSQLPG_TEST_PG_URL"),
-        }
-    }
-}
-
-impl Drop for PrivatePg {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("bash")
-            .arg(script())
-            .arg("stop")
-            .arg(&self.dir)
-            .output();
-    }
-}
-
 #[tokio::test]
 async fn postgres_restart_mid_copy_resumes_from_the_checkpoint_exactly() {
     let private = PrivatePg::start();
@@ -535,13 +496,7 @@ async fn an_unlogged_table_a_postgres_crash_emptied_is_copied_again_never_resume
         let prepared = e.prepare().await.unwrap();
         e.copy_all(&prepared.plan).await.unwrap();
         drop(pg);
-        let out = std::process::Command::new("bash")
-            .arg(script())
-            .arg("crash")
-            .arg(&private.dir)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        private.crash();
         let err = e.finalize(&prepared.plan).await.unwrap_err();
         assert!(error_text(&err).contains("after_copy.Facts"), "{err}");
         let again = e.prepare().await.unwrap();

@@ -347,8 +347,9 @@ pub fn pg_engine(
     })
 }
 
-/// A private PostgreSQL (tests/scripts/postgres.sh), for tests that restart it without
-/// disturbing the others; stopped on drop.
+/// A private PostgreSQL (tests/scripts/postgres.sh), for tests that restart or crash it without
+/// disturbing the others; stopped on drop. Its commits are durable (`start --durable`): a crash
+/// loses none, so whatever a test finds missing after one is the worker's doing.
 #[allow(dead_code)]
 pub struct PrivatePg {
     pub dir: String,
@@ -364,7 +365,7 @@ impl PrivatePg {
     pub fn start() -> PrivatePg {
         let out = std::process::Command::new("bash")
             .arg(Self::script())
-            .arg("start")
+            .args(["start", "--durable"])
             .output()
             .unwrap();
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -392,6 +393,17 @@ impl PrivatePg {
         let out = std::process::Command::new("bash")
             .arg(Self::script())
             .arg("restart")
+            .arg(&self.dir)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+
+    /// An immediate shutdown and a start: crash recovery, as after a killed postmaster.
+    pub fn crash(&self) {
+        let out = std::process::Command::new("bash")
+            .arg(Self::script())
+            .arg("crash")
             .arg(&self.dir)
             .output()
             .unwrap();
