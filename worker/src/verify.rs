@@ -177,10 +177,24 @@ where
             "table {table}: the upsert's rows could not be compared"
         )));
     };
-    let matched = crate::copy::upsert_match::matched(s.list, t.list);
+    let sums = (s.sum, t.sum);
+    let matched = match tokio::task::spawn_blocking(move || crate::copy::upsert_match::matched(s, t)).await {
+        Ok(Ok(matched)) => matched,
+        Ok(Err(e)) => {
+            return Ok(Err(format!(
+                "table {table}: the upsert's rows could not be compared: its row hashes are sorted \
+                 in temporary files (TMPDIR, /tmp by default), which failed: {e}"
+            )));
+        }
+        Err(_) => {
+            return Ok(Err(format!(
+                "table {table}: the upsert's rows could not be compared"
+            )));
+        }
+    };
     Ok(Ok(Digest::upsert(UpsertMatch {
-        source: s.sum,
-        target: t.sum,
+        source: sums.0,
+        target: sums.1,
         matched,
     })))
 }

@@ -1088,9 +1088,9 @@ async fn upsert_applies_changes_of_case_trailing_blanks_and_trailing_zero_bytes(
     assert_ne!(after[2], before[2], "row 3 changed from NULL");
 }
 
-/// A key the merge cannot follow in order (text) is compared by both sides' hashes held.
+/// A key the merge cannot follow in order (text) is compared by both sides' hashes, sorted.
 #[tokio::test(flavor = "multi_thread")]
-async fn upsert_of_a_text_key_verifies_by_held_hashes() {
+async fn upsert_of_a_text_key_verifies_by_sorted_hashes() {
     let (_server, target) = common::start_tds_server();
     let pg = common::pg_connect().await;
     let schema = common::fresh_schema(&pg, "rev_upsert_text").await;

@@ -1,12 +1,13 @@
 //! An upsert's verification holds no row: merging both sides in key order takes the same few
 //! batches of memory whether the table has 200,000 rows or 2,000,000 (the process's peak
 //! resident memory; a hash kept per row would add 32 MiB at 2M rows), and still counts every
-//! source row found, changed or missing and every row only the target has. One test in this
-//! binary, so nothing else moves its memory.
+//! source row found, changed or missing and every row only the target has. With a key of other
+//! types, whose order the databases do not agree on, the hashes are sorted in runs on disk: the
+//! same flat memory. One test in this binary, so nothing else moves its memory.
 #![allow(clippy::unwrap_used)]
 
 use mssql_pg_worker::copy::row_hash::{RowFields, RowSink};
-use mssql_pg_worker::copy::upsert_match::{KeyedSink, Sum, merge};
+use mssql_pg_worker::copy::upsert_match::{Hashes, KeyedSink, Sum, matched, merge};
 
 /// The process's peak resident memory since the last [`reset_peak`] (Linux's `VmHWM`), bytes.
 fn peak() -> usize {
@@ -63,6 +64,33 @@ async fn measure(rows: i64) -> (usize, mssql_pg_worker::copy::upsert_match::Upse
     (peak().saturating_sub(base), m)
 }
 
+/// (peak resident bytes above the start, source rows, target rows, matched) for `rows` rows read
+/// into held [`Hashes`] as [`read`] reads them (the target with every tenth row's extra and a
+/// changed row), in no key order.
+fn measure_hashes(rows: i64) -> (usize, i64, i64, i64) {
+    reset_peak();
+    let base = peak();
+    let side = |target: bool| {
+        let mut h = Hashes::default();
+        // Descending, as a database's collation might return the rows.
+        for k in (1..=rows).rev() {
+            let changed = target && k == 7;
+            h.row(
+                (k as u64).wrapping_mul(0x9E37_79B9) ^ u64::from(changed),
+                RowFields::Row(&[]),
+            );
+            if target && k % 10 == 0 {
+                h.row(1, RowFields::Row(&[]));
+            }
+        }
+        h
+    };
+    let (s, t) = (side(false), side(true));
+    let (sr, tr) = (s.sum.rows, t.sum.rows);
+    let m = matched(s, t).unwrap();
+    (peak().saturating_sub(base), sr, tr, m)
+}
+
 #[tokio::test(flavor = "current_thread")]
 async fn merging_holds_the_same_few_batches_at_any_row_count() {
     let (small, m) = measure(200_000).await;
@@ -80,6 +108,14 @@ async fn merging_holds_the_same_few_batches_at_any_row_count() {
         large <= small + (1 << 20),
         "{small} bytes at 200k rows, {large} at 2M"
     );
+
+    // Keys the databases order differently: the hashes of 2M rows a side would take 32 MiB held.
+    let (small, ..) = measure_hashes(200_000);
+    let (large, s, t, m) = measure_hashes(2_000_000);
+    assert_eq!((s, t, m), (2_000_000, 2_200_000, 1_999_999));
+    eprintln!("held hashes, peak above start: {small} bytes at 200k rows, {large} at 2M");
+    // A run of 512Ki hashes a side in memory (8 MiB both), the merge's read buffers besides.
+    assert!(large < 12 << 20, "{large} bytes at 2M rows");
 }
 
 /// The figure issue 28 asks for: the merge's peak memory above the start at 10M rows a side (run
@@ -93,4 +129,7 @@ async fn measure_merging_ten_million_rows() {
         (10_000_000, 11_000_000, 9_999_999)
     );
     eprintln!("peak above start at 10M rows a side: {large} bytes");
+    let (large, s, t, m) = measure_hashes(10_000_000);
+    assert_eq!((s, t, m), (10_000_000, 11_000_000, 9_999_999));
+    eprintln!("held hashes (keys of other types), peak above start at 10M rows a side: {large} bytes");
 }

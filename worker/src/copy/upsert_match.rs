@@ -6,8 +6,8 @@
 //! side are held at a time, however many rows the table has.
 //!
 //! The key must be integer columns on both sides, whose order both databases agree on; for
-//! other keys ([`Hashes`]) both sides' row hashes are kept and sorted in memory instead (16 bytes
-//! a row of both sides together).
+//! other keys ([`Hashes`]) both sides' row hashes are sorted in runs on disk and merged back
+//! ([`matched`]), in as flat memory.
 
 use crate::copy::row_hash::{RowFields, RowSink};
 use tokio::sync::mpsc;
@@ -213,37 +213,138 @@ where
     }))
 }
 
-/// Every row's hash, for a key the merge cannot follow ([`matched`]).
+/// Hashes a run holds before it is sorted and written out: 4 MiB a side.
+const RUN: usize = 1 << 19;
+
+/// Every row's hash, for a key the merge cannot follow: its rows come in no order both
+/// databases agree on, so the hashes are sorted instead. They are sorted in runs of [`RUN`],
+/// each written to an unnamed temporary file (under `TMPDIR`, `/tmp` by default: the workers'
+/// `emptyDir`) once full, and [`matched`] merges the runs as it reads them back: memory stays
+/// a run a side, whatever the table's size; the files take 8 bytes a row of each side.
 #[derive(Debug, Default)]
 pub struct Hashes {
     pub sum: Sum,
-    pub list: Vec<u64>,
+    run: Vec<u64>,
+    spilled: Vec<std::fs::File>,
+    /// The first write that failed: reported by [`matched`].
+    failed: Option<std::io::Error>,
+}
+
+impl Hashes {
+    fn spill(&mut self) {
+        if self.failed.is_some() {
+            self.run.clear();
+            return;
+        }
+        self.run.sort_unstable();
+        match write_run(&self.run) {
+            Ok(file) => self.spilled.push(file),
+            Err(e) => self.failed = Some(e),
+        }
+        self.run.clear();
+    }
+
+    /// The hashes in ascending order: the runs on disk merged with the one in memory.
+    fn sorted(mut self) -> std::io::Result<SortedHashes> {
+        if let Some(e) = self.failed.take() {
+            return Err(e);
+        }
+        self.run.sort_unstable();
+        let mut heads = std::collections::BinaryHeap::new();
+        let mut readers = Vec::with_capacity(self.spilled.len());
+        for (i, file) in self.spilled.into_iter().enumerate() {
+            use std::io::Seek;
+            let mut file = file;
+            file.rewind()?;
+            let mut r = std::io::BufReader::with_capacity(64 * 1024, file);
+            if let Some(h) = read_hash(&mut r)? {
+                heads.push(std::cmp::Reverse((h, i)));
+            }
+            readers.push(r);
+        }
+        Ok(SortedHashes {
+            memory: self.run.into_iter().peekable(),
+            heads,
+            readers,
+        })
+    }
 }
 
 impl RowSink for Hashes {
     fn row(&mut self, hash: u64, _: RowFields<'_>) {
         self.sum.add(hash);
-        self.list.push(hash);
+        if self.run.capacity() == 0 {
+            self.run.reserve_exact(RUN);
+        }
+        self.run.push(hash);
+        if self.run.len() >= RUN {
+            self.spill();
+        }
     }
 }
 
-/// How many of `target`'s hashes equal one of `source`'s (each used once).
-pub fn matched(mut source: Vec<u64>, mut target: Vec<u64>) -> i64 {
-    source.sort_unstable();
-    target.sort_unstable();
-    let (mut i, mut j, mut matched) = (0, 0, 0i64);
-    while i < source.len() && j < target.len() {
-        match source[i].cmp(&target[j]) {
-            std::cmp::Ordering::Less => i += 1,
-            std::cmp::Ordering::Greater => j += 1,
-            std::cmp::Ordering::Equal => {
-                matched += 1;
-                i += 1;
-                j += 1;
+fn write_run(run: &[u64]) -> std::io::Result<std::fs::File> {
+    use std::io::Write;
+    let file = tempfile::tempfile()?;
+    let mut w = std::io::BufWriter::with_capacity(64 * 1024, file);
+    for h in run {
+        w.write_all(&h.to_le_bytes())?;
+    }
+    w.into_inner().map_err(std::io::IntoInnerError::into_error)
+}
+
+fn read_hash(r: &mut impl std::io::Read) -> std::io::Result<Option<u64>> {
+    let mut b = [0u8; 8];
+    match r.read_exact(&mut b) {
+        Ok(()) => Ok(Some(u64::from_le_bytes(b))),
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// One side's hashes in ascending order (a k-way merge of its runs).
+struct SortedHashes {
+    memory: std::iter::Peekable<std::vec::IntoIter<u64>>,
+    heads: std::collections::BinaryHeap<std::cmp::Reverse<(u64, usize)>>,
+    readers: Vec<std::io::BufReader<std::fs::File>>,
+}
+
+impl SortedHashes {
+    fn next(&mut self) -> std::io::Result<Option<u64>> {
+        let disk = self.heads.peek().map(|std::cmp::Reverse((h, _))| *h);
+        match (self.memory.peek().copied(), disk) {
+            (Some(m), d) if d.is_none_or(|d| m <= d) => Ok(self.memory.next()),
+            (_, None) => Ok(None),
+            (_, Some(_)) => {
+                let Some(std::cmp::Reverse((h, i))) = self.heads.pop() else {
+                    return Ok(None);
+                };
+                if let Some(next) = read_hash(&mut self.readers[i])? {
+                    self.heads.push(std::cmp::Reverse((next, i)));
+                }
+                Ok(Some(h))
             }
         }
     }
-    matched
+}
+
+/// How many of `target`'s hashes equal one of `source`'s (each used once). Reads the runs
+/// back from disk: run it where blocking is allowed.
+pub fn matched(source: Hashes, target: Hashes) -> std::io::Result<i64> {
+    let (mut s, mut t) = (source.sorted()?, target.sorted()?);
+    let (mut a, mut b, mut matched) = (s.next()?, t.next()?, 0i64);
+    while let (Some(x), Some(y)) = (a, b) {
+        match x.cmp(&y) {
+            std::cmp::Ordering::Less => a = s.next()?,
+            std::cmp::Ordering::Greater => b = t.next()?,
+            std::cmp::Ordering::Equal => {
+                matched += 1;
+                a = s.next()?;
+                b = t.next()?;
+            }
+        }
+    }
+    Ok(matched)
 }
 
 #[cfg(test)]
@@ -294,8 +395,30 @@ mod tests {
         assert!(r.unwrap_err().contains("NULL or not an integer"));
     }
 
+    fn hashes(list: impl IntoIterator<Item = u64>) -> Hashes {
+        let mut h = Hashes::default();
+        for x in list {
+            h.row(x, RowFields::Row(&[]));
+        }
+        h
+    }
+
     #[test]
     fn held_hashes_match_each_once() {
-        assert_eq!(matched(vec![5, 1, 5, 9], vec![5, 9, 9, 2]), 2);
+        assert_eq!(matched(hashes([5, 1, 5, 9]), hashes([5, 9, 9, 2])).unwrap(), 2);
+    }
+
+    /// Past a run, the hashes go to disk in sorted runs and come back merged: every equal pair
+    /// is found once, duplicates included, across runs and the part still in memory.
+    #[test]
+    fn spilled_runs_match_as_held_hashes_do() {
+        let n = 2 * RUN as u64 + 1234;
+        // The source in descending order, every hash twice; the target ascending, once each,
+        // plus values the source lacks.
+        let source = hashes((0..n).rev().flat_map(|i| [i * 3, i * 3]));
+        let target = hashes((0..n).map(|i| i * 3).chain((0..1000).map(|i| i * 3 + 1)));
+        assert!(source.spilled.len() >= 4 && target.spilled.len() >= 2);
+        assert_eq!(source.sum.rows, 2 * n as i64);
+        assert_eq!(matched(source, target).unwrap(), n as i64);
     }
 }
