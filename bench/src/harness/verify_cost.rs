@@ -125,6 +125,8 @@ pub async fn run(args: VerifyCostArgs, command: String) -> Result<()> {
     // [direction][mode]: wall seconds per round, and the CPU seconds of the three processes.
     let mut secs: PerMode = Default::default();
     let mut cpu: PerMode = Default::default();
+    // The same CPU seconds, each process on its own: [worker, test server, PostgreSQL].
+    let mut by_process: [PerMode; 3] = Default::default();
     let postmaster = pg.postmaster_pid().await;
     let pg_cpu = || postmaster.and_then(super::pg_cpu::server_seconds);
     let level: &'static str = match args.level.as_str() {
@@ -149,8 +151,15 @@ pub async fn run(args: VerifyCostArgs, command: String) -> Result<()> {
                     r.copy_seconds
                 );
                 secs[d][m].push(r.seconds);
-                cpu[d][m]
-                    .push(r.cpu_seconds() + r.server_cpu_seconds.unwrap_or(0.0) + pg_spent.unwrap_or(0.0));
+                let parts = [
+                    r.cpu_seconds(),
+                    r.server_cpu_seconds.unwrap_or(0.0),
+                    pg_spent.unwrap_or(0.0),
+                ];
+                cpu[d][m].push(parts.iter().sum());
+                for (p, seconds) in parts.into_iter().enumerate() {
+                    by_process[p][d][m].push(seconds);
+                }
             }
         }
     }
@@ -192,6 +201,12 @@ pub async fn run(args: VerifyCostArgs, command: String) -> Result<()> {
         }
     );
     ratio_rows(&mut md, &cpu);
+    let _ = writeln!(
+        md,
+        "\nWhere the CPU seconds go, median of the rounds, none → {level} (the difference):\n\n\
+         | direction | worker | TDS test server | PostgreSQL |\n|---|---|---|---|"
+    );
+    process_rows(&mut md, &by_process);
     let _ = writeln!(md, "\n({} rows a run.)", fmt_int(rows));
     println!("{md}");
     Ok(())
@@ -282,6 +297,25 @@ fn ratio_rows(md: &mut String, values: &PerMode) {
             show(&values[d][0]),
             show(&values[d][1])
         );
+    }
+}
+
+/// One table row per direction: each process's median CPU seconds without and with the
+/// verification, and the difference.
+fn process_rows(md: &mut String, by_process: &[PerMode; 3]) {
+    let median = |v: &[f64]| Spread::of(v.iter().copied()).map(|s| s.median);
+    for (d, name) in [Direction::MssqlToPg, Direction::PgToMssql]
+        .into_iter()
+        .enumerate()
+    {
+        let cells: Vec<String> = by_process
+            .iter()
+            .map(|p| match (median(&p[d][0]), median(&p[d][1])) {
+                (Some(none), Some(with)) => format!("{none:.2} → {with:.2} (+{:.2})", with - none),
+                _ => "–".into(),
+            })
+            .collect();
+        let _ = writeln!(md, "| {name} | {} |", cells.join(" | "));
     }
 }
 
