@@ -1890,18 +1890,10 @@ async fn online_target_rows(ms: &mut TdsClient) -> Vec<Vec<Vec<Option<String>>>>
     out
 }
 
-/// An online Migration PostgreSQL -> SQL Server through the operator: a writer changes the source throughout;
-/// the operator starts the capture Deployment after the plan and the copy Jobs once it anchored the stream;
-/// the lag reaches a steady state shown in `kubectl get mig`; the capture pod is killed mid-stream and its
-/// replacement goes on from the stored position; the writer stops, the cutover is requested through the
-/// Migration; the target then equals the source value by value, the Deployment and the slot are gone.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn online_migration_with_a_capture_deployment() {
-    use std::sync::Arc;
-    use std::sync::atomic::{AtomicBool, Ordering};
-    let e2e = E2e::start("onl", ONLINE_PASSWORD, |pg_user| {
-        format!(
-            "apiVersion: v1
+/// The Secrets of the online tests: PostgreSQL's user (trusted) and the TDS test server's `sa`.
+fn online_secrets(pg_user: &str) -> String {
+    format!(
+        "apiVersion: v1
 kind: Secret
 metadata: {{name: pg-creds}}
 stringData: {{username: {pg_user}, password: unused-with-trust}}
@@ -1911,9 +1903,40 @@ kind: Secret
 metadata: {{name: ms-creds}}
 stringData: {{username: sa, password: {ONLINE_PASSWORD}}}
 "
-        )
-    })
-    .await;
+    )
+}
+
+/// An online Migration `name` PostgreSQL (`schema`) -> SQL Server (`dbo`), streaming with short intervals.
+fn online_migration_yaml(e2e: &E2e, name: &str, schema: &str) -> String {
+    let (host, port, db) = pg_endpoint(&e2e.pg_cfg);
+    format!(
+        "apiVersion: mssqlpg.dev/v1alpha1
+kind: Migration
+metadata: {{name: {name}}}
+spec:
+  source: {{postgres: {{host: '{host}', port: {port}, database: '{db}', schema: {schema}, credentialsSecret: pg-creds, sslMode: disable}}}}
+  target: {{mssql: {{host: 127.0.0.1, port: {mssql_port}, database: master, schema: dbo, credentialsSecret: ms-creds, encryption: NotSupported}}}}
+  parallelism: 2
+  chunkRows: 2000
+  partitioning: {{minRowsToSplit: 10000, rowsPerPartition: 10000}}
+  verify: checksum
+  online: {{enabled: true, pollInterval: 100ms, heartbeatSeconds: 1, maxBatchDelay: 100ms}}
+  cutover: {{maxLagSeconds: 5}}
+",
+        mssql_port = e2e.mssql.port
+    )
+}
+
+/// An online Migration PostgreSQL -> SQL Server through the operator: a writer changes the source throughout;
+/// the operator starts the capture Deployment after the plan and the copy Jobs once it anchored the stream;
+/// the lag reaches a steady state shown in `kubectl get mig`; the capture pod is killed mid-stream and its
+/// replacement goes on from the stored position; the writer stops, the cutover is requested through the
+/// Migration; the target then equals the source value by value, the Deployment and the slot are gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn online_migration_with_a_capture_deployment() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let e2e = E2e::start("onl", ONLINE_PASSWORD, online_secrets).await;
     let (cluster, pg) = (&e2e.cluster, &e2e.pg);
     let schema = format!("e2e_onl_{}", std::process::id());
     seed_online(pg, &schema).await;
@@ -1928,23 +1951,7 @@ stringData: {{username: sa, password: {ONLINE_PASSWORD}}}
     let _operator = e2e.start_operator_with("127.0.0.1:0", &[], Some(capture_metrics));
     let diag = || e2e.diag();
 
-    let (host, port, db) = pg_endpoint(&e2e.pg_cfg);
-    cluster.apply(&format!(
-        "apiVersion: mssqlpg.dev/v1alpha1
-kind: Migration
-metadata: {{name: onl}}
-spec:
-  source: {{postgres: {{host: '{host}', port: {port}, database: '{db}', schema: {schema}, credentialsSecret: pg-creds, sslMode: disable}}}}
-  target: {{mssql: {{host: 127.0.0.1, port: {mssql_port}, database: master, schema: dbo, credentialsSecret: ms-creds, encryption: NotSupported}}}}
-  parallelism: 2
-  chunkRows: 2000
-  partitioning: {{minRowsToSplit: 10000, rowsPerPartition: 10000}}
-  verify: checksum
-  online: {{enabled: true, pollInterval: 100ms, heartbeatSeconds: 1, maxBatchDelay: 100ms}}
-  cutover: {{maxLagSeconds: 5}}
-",
-        mssql_port = e2e.mssql.port
-    ));
+    cluster.apply(&online_migration_yaml(&e2e, "onl", &schema));
     let status = |path: &str| cluster.get("migration", "onl", path);
     e2e.wait_phase("onl", "Streaming", Duration::from_secs(300));
     assert!(!writer.is_finished(), "the writer stopped early");
@@ -2199,6 +2206,124 @@ spec:
         .get(0);
     assert_eq!(slots, 0, "the slot was dropped at the cutover");
 
+    pg.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+        .await
+        .unwrap();
+    e2e.finish();
+}
+
+/// Waits until `cond` holds, up to `seconds`; the assertion names `what`.
+fn wait_for(what: &str, seconds: u64, diag: &dyn Fn() -> String, mut cond: impl FnMut() -> bool) {
+    let started = Instant::now();
+    while !cond() {
+        assert!(
+            started.elapsed() < Duration::from_secs(seconds),
+            "{what}: {}",
+            diag()
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
+/// A column added in the source to one table of a streaming Migration (PostgreSQL -> SQL Server): that table
+/// pauses, `SchemaDrift=True` and `status.online.schemaDrift` name it and the column, the other table's
+/// changes still arrive in the target while the paused one's do not, and a requested cutover is refused with
+/// a condition message naming the paused table.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_column_added_while_streaming_pauses_its_table_in_the_cluster() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let e2e = E2e::start("ondr", ONLINE_PASSWORD, online_secrets).await;
+    let (cluster, pg) = (&e2e.cluster, &e2e.pg);
+    let schema = format!("e2e_ondr_{}", std::process::id());
+    seed_online(pg, &schema).await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = tokio::spawn(online_writer(e2e.pg_cfg.clone(), schema.clone(), stop.clone()));
+    let _operator = e2e.start_operator("127.0.0.1:0");
+    let diag = || e2e.diag();
+    cluster.apply(&online_migration_yaml(&e2e, "ondr", &schema));
+    let status = |path: &str| cluster.get("migration", "ondr", path);
+    let condition = |c: &str, field: &str| status(&format!(".status.conditions[?(@.type==\"{c}\")].{field}"));
+    e2e.wait_phase("ondr", "Streaming", Duration::from_secs(300));
+    assert_ne!(condition("SchemaDrift", "status"), "True", "{}", diag());
+
+    // The writer's next change of acct carries the relation with the new column.
+    pg.batch_execute(&format!("ALTER TABLE {schema}.acct ADD COLUMN rating int"))
+        .await
+        .unwrap();
+    wait_for("SchemaDrift never turned True", 60, &diag, || {
+        condition("SchemaDrift", "status") == "True"
+    });
+    let message = condition("SchemaDrift", "message");
+    assert!(
+        message.contains(&format!("table {schema}.acct paused")) && message.contains("added rating"),
+        "{message}"
+    );
+    assert!(!message.contains(".pair"), "{message}");
+    let listed = status(".status.online.schemaDrift");
+    assert!(
+        listed.contains(&format!("{schema}.acct")) && listed.contains("added rating"),
+        "{listed}"
+    );
+    stop.store(true, Ordering::Relaxed);
+    writer.await.unwrap();
+
+    // The other table streams on; the paused one's changes are no longer applied.
+    pg.batch_execute(&format!(
+        "INSERT INTO {schema}.pair VALUES (9999, 'after drift', 'streamed');
+         INSERT INTO {schema}.acct VALUES (5000000, 'paused', 1, NULL, 5);"
+    ))
+    .await
+    .unwrap();
+    let mut ms = e2e.mssql.connect().await.unwrap();
+    let started = Instant::now();
+    while ms_rows(&mut ms, "SELECT v FROM dbo.pair WHERE a = 9999")
+        .await
+        .is_empty()
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "a change of the table that did not drift never arrived: {}",
+            diag()
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    assert!(
+        ms_rows(&mut ms, "SELECT name FROM dbo.acct WHERE id = 5000000")
+            .await
+            .is_empty(),
+        "a change of the paused table was applied"
+    );
+
+    // A cutover is refused, naming the paused table; streaming goes on.
+    cluster.must(
+        &[
+            "patch",
+            "mig",
+            "ondr",
+            "-n",
+            &cluster.ns,
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"cutover":{"requested":true}}}"#,
+        ],
+        None,
+    );
+    wait_for("the cutover was not refused", 60, &diag, || {
+        condition("CutOver", "reason") == "CutoverFailed"
+    });
+    let refused = condition("CutOver", "message");
+    assert!(
+        refused.contains("schema change paused") && refused.contains(&format!("{schema}.acct")),
+        "{refused}"
+    );
+    assert_eq!(condition("CutOver", "status"), "False", "{}", diag());
+    assert_eq!(status(".status.phase"), "Streaming", "{}", diag());
+
+    cluster.must(
+        &["delete", "mig", "ondr", "-n", &cluster.ns, "--timeout=180s"],
+        None,
+    );
     pg.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
         .await
         .unwrap();

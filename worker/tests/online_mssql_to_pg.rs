@@ -744,8 +744,10 @@ async fn a_schema_change_pauses_its_table_and_the_others_go_on() {
         &mut ms,
         "CREATE TABLE dbo.steady (id int NOT NULL PRIMARY KEY, v nvarchar(50) NULL); \
          CREATE TABLE dbo.drifting (id int NOT NULL PRIMARY KEY, v nvarchar(50) NULL); \
+         CREATE TABLE dbo.retyped (id int NOT NULL PRIMARY KEY, v nvarchar(50) NULL, n int NOT NULL); \
          INSERT INTO dbo.steady (id, v) VALUES (1, N'a'), (2, N'b'); \
-         INSERT INTO dbo.drifting (id, v) VALUES (1, N'a'), (2, N'b')",
+         INSERT INTO dbo.drifting (id, v) VALUES (1, N'a'), (2, N'b'); \
+         INSERT INTO dbo.retyped (id, v, n) VALUES (1, N'a', 1), (2, N'b', 2)",
     )
     .await;
     let pg = common::pg_connect().await;
@@ -756,16 +758,24 @@ async fn a_schema_change_pauses_its_table_and_the_others_go_on() {
     run.wait_streaming(0, Duration::from_secs(300)).await;
 
     common::ms_exec(&mut ms, "ALTER TABLE dbo.drifting ADD extra int NULL").await;
+    // A longer type, and a wider one made nullable: each a change of the column's type.
+    common::ms_exec(
+        &mut ms,
+        "ALTER TABLE dbo.retyped ALTER COLUMN v nvarchar(200) NULL; \
+         ALTER TABLE dbo.retyped ALTER COLUMN n bigint NULL",
+    )
+    .await;
     common::ms_exec(
         &mut ms,
         "INSERT INTO dbo.drifting (id, v, extra) VALUES (100, N'after', 1); \
+         INSERT INTO dbo.retyped (id, v, n) VALUES (100, N'after', 5000000000); \
          INSERT INTO dbo.steady (id, v) VALUES (100, N'after')",
     )
     .await;
     run.wait_streaming(1, Duration::from_secs(120)).await;
     let paused = loop {
         let s = run.last("streaming").unwrap();
-        if !s["paused"].as_array().unwrap().is_empty() {
+        if s["paused"].as_array().unwrap().len() >= 2 {
             break s["paused"].clone();
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -773,6 +783,13 @@ async fn a_schema_change_pauses_its_table_and_the_others_go_on() {
     let text = paused.to_string();
     assert!(
         text.contains("dbo.drifting") && text.contains("added extra") && !text.contains("steady"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "table dbo.retyped paused: its columns changed in the source while streaming (changed the type of \
+             v from nvarchar(50) NULL to nvarchar(200) NULL, n from int NOT NULL to bigint NULL)"
+        ),
         "{text}"
     );
     common::ms_exec(&mut ms, "INSERT INTO dbo.steady (id, v) VALUES (101, N'later')").await;
@@ -785,8 +802,10 @@ async fn a_schema_change_pauses_its_table_and_the_others_go_on() {
         .unwrap()
         .get(0);
     assert_eq!(n, 2, "the other table goes on");
-    let n: i64 = pg.query_one(&count("drifting", "100"), &[]).await.unwrap().get(0);
-    assert_eq!(n, 0, "nothing of the drifted table after its change");
+    for table in ["drifting", "retyped"] {
+        let n: i64 = pg.query_one(&count(table, "100"), &[]).await.unwrap().get(0);
+        assert_eq!(n, 0, "nothing of {table} after its change");
+    }
 
     let status = worker_cmd(&["status", "-f", &file, "--output", "text"], &password)
         .output()

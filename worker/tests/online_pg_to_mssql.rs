@@ -610,6 +610,8 @@ async fn a_schema_change_pauses_its_table_and_the_others_go_on() {
     pg.batch_execute(&format!(
         "CREATE TABLE \"{schema}\".steady (id int PRIMARY KEY, v text);
          CREATE TABLE \"{schema}\".drifting (id int PRIMARY KEY, v text, w text);
+         CREATE TABLE \"{schema}\".retyped (id int PRIMARY KEY, v varchar(50), n int, t timestamp(3));
+         INSERT INTO \"{schema}\".retyped SELECT g, 'v' || g, g, '2024-01-01' FROM generate_series(1, 10) g;
          INSERT INTO \"{schema}\".steady SELECT g, 'v' || g FROM generate_series(1, 10) g;
          INSERT INTO \"{schema}\".drifting SELECT g, 'v' || g, 'w' FROM generate_series(1, 10) g;"
     ))
@@ -632,13 +634,16 @@ async fn a_schema_change_pauses_its_table_and_the_others_go_on() {
         "UPDATE \"{schema}\".drifting SET v = 'raced' WHERE id = 2;
          ALTER TABLE \"{schema}\".drifting ADD COLUMN extra int, DROP COLUMN w;
          INSERT INTO \"{schema}\".drifting (id, v, extra) VALUES (100, 'after', 1);
+         ALTER TABLE \"{schema}\".retyped ALTER COLUMN v TYPE varchar(200), ALTER COLUMN n TYPE bigint,
+           ALTER COLUMN t TYPE timestamp(6);
+         INSERT INTO \"{schema}\".retyped VALUES (100, 'after', 5000000000, '2024-01-01 00:00:00.123456');
          INSERT INTO \"{schema}\".steady VALUES (100, 'after');"
     ))
     .await
     .unwrap();
     let paused = loop {
         if let Some(s) = run.last("streaming")
-            && !s["paused"].as_array().unwrap().is_empty()
+            && s["paused"].as_array().unwrap().len() >= 2
         {
             break s["paused"].clone();
         }
@@ -650,6 +655,14 @@ async fn a_schema_change_pauses_its_table_and_the_others_go_on() {
             && text.contains("added extra")
             && text.contains("dropped or renamed w")
             && !text.contains("steady"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "table {schema}.retyped paused: its columns changed in the source while streaming (changed the type \
+             of v from character varying(50) to character varying(200), n from integer to bigint, t from \
+             timestamp(3) without time zone to timestamp(6) without time zone)"
+        )),
         "{text}"
     );
     // The other table goes on after the pause.
@@ -667,11 +680,17 @@ async fn a_schema_change_pauses_its_table_and_the_others_go_on() {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert_eq!(
-        common::ms_scalar::<i32>(&mut ms, "SELECT COUNT(*) FROM dbo.drifting WHERE id = 100").await,
-        Some(0),
-        "nothing of the drifted table after its change"
-    );
+    for table in ["drifting", "retyped"] {
+        assert_eq!(
+            common::ms_scalar::<i32>(
+                &mut ms,
+                &format!("SELECT COUNT(*) FROM dbo.{table} WHERE id = 100")
+            )
+            .await,
+            Some(0),
+            "nothing of {table} after its change"
+        );
+    }
     assert_eq!(
         common::ms_scalar::<i32>(
             &mut ms,
