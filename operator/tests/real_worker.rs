@@ -2531,6 +2531,28 @@ async fn ct_writer(endpoint: MssqlEndpoint, stop: std::sync::Arc<std::sync::atom
     committed
 }
 
+/// An online Migration `name` SQL Server (the TDS test server's `shop`, `dbo`; Change Tracking switched on by
+/// the worker) -> PostgreSQL (`schema`), streaming with short intervals.
+fn online_ct_migration_yaml(e2e: &E2e, name: &str, schema: &str) -> String {
+    let (host, port, db) = pg_endpoint(&e2e.pg_cfg);
+    format!(
+        "apiVersion: mssqlpg.dev/v1alpha1
+kind: Migration
+metadata: {{name: {name}}}
+spec:
+  source: {{mssql: {{host: 127.0.0.1, port: {mssql_port}, database: shop, schema: dbo, credentialsSecret: ms-creds, encryption: NotSupported}}}}
+  target: {{postgres: {{host: '{host}', port: {port}, database: '{db}', schema: {schema}, credentialsSecret: pg-creds, sslMode: disable}}}}
+  parallelism: 2
+  chunkRows: 2000
+  partitioning: {{minRowsToSplit: 10000, rowsPerPartition: 10000}}
+  verify: checksum
+  online: {{enabled: true, enableChangeTracking: true, pollInterval: 100ms, heartbeatSeconds: 1, maxBatchDelay: 100ms}}
+  cutover: {{maxLagSeconds: 5}}
+",
+        mssql_port = e2e.mssql.port
+    )
+}
+
 /// The online path the other way, SQL Server (the TDS test server, Change Tracking switched on by the
 /// worker) -> PostgreSQL, through the operator: a writer changes the source throughout; the capture anchors,
 /// the copy Jobs run, the stream catches up (status shows the retention headroom); the capture pod is killed
@@ -2540,21 +2562,7 @@ async fn ct_writer(endpoint: MssqlEndpoint, stop: std::sync::Arc<std::sync::atom
 async fn online_migration_from_sql_server_with_a_capture_deployment() {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, Ordering};
-    let e2e = E2e::start_on("onct", ONLINE_PASSWORD, Some("shop"), |pg_user| {
-        format!(
-            "apiVersion: v1
-kind: Secret
-metadata: {{name: pg-creds}}
-stringData: {{username: {pg_user}, password: unused-with-trust}}
----
-apiVersion: v1
-kind: Secret
-metadata: {{name: ms-creds}}
-stringData: {{username: sa, password: {ONLINE_PASSWORD}}}
-"
-        )
-    })
-    .await;
+    let e2e = E2e::start_on("onct", ONLINE_PASSWORD, Some("shop"), online_secrets).await;
     let (cluster, pg) = (&e2e.cluster, &e2e.pg);
     let schema = format!("e2e_onct_{}", std::process::id());
     pg.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
@@ -2588,23 +2596,7 @@ stringData: {{username: sa, password: {ONLINE_PASSWORD}}}
     let writer = tokio::spawn(ct_writer(e2e.mssql.clone(), stop.clone()));
     let _operator = e2e.start_operator("127.0.0.1:0");
     let diag = || e2e.diag();
-    let (host, port, db) = pg_endpoint(&e2e.pg_cfg);
-    cluster.apply(&format!(
-        "apiVersion: mssqlpg.dev/v1alpha1
-kind: Migration
-metadata: {{name: onct}}
-spec:
-  source: {{mssql: {{host: 127.0.0.1, port: {mssql_port}, database: shop, schema: dbo, credentialsSecret: ms-creds, encryption: NotSupported}}}}
-  target: {{postgres: {{host: '{host}', port: {port}, database: '{db}', schema: {schema}, credentialsSecret: pg-creds, sslMode: disable}}}}
-  parallelism: 2
-  chunkRows: 2000
-  partitioning: {{minRowsToSplit: 10000, rowsPerPartition: 10000}}
-  verify: checksum
-  online: {{enabled: true, enableChangeTracking: true, pollInterval: 100ms, heartbeatSeconds: 1, maxBatchDelay: 100ms}}
-  cutover: {{maxLagSeconds: 5}}
-",
-        mssql_port = e2e.mssql.port
-    ));
+    cluster.apply(&online_ct_migration_yaml(&e2e, "onct", &schema));
     let status = |path: &str| cluster.get("migration", "onct", path);
     e2e.wait_phase("onct", "Streaming", Duration::from_secs(300));
     assert!(!writer.is_finished(), "the writer stopped early");
@@ -2679,6 +2671,99 @@ spec:
         );
         std::thread::sleep(Duration::from_millis(500));
     }
+    pg.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+        .await
+        .unwrap();
+    e2e.finish();
+}
+
+/// A column's type changed in the SQL Server source of a streaming Migration (SQL Server -> PostgreSQL): that
+/// table pauses, `SchemaDrift=True` and `status.online.schemaDrift` name it with the column's old and new type,
+/// the other table's changes still arrive in PostgreSQL while the paused one's do not, and a requested cutover
+/// is refused naming the paused table.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_type_changed_while_streaming_from_sql_server_pauses_its_table_in_the_cluster() {
+    let e2e = E2e::start_on("onctdr", ONLINE_PASSWORD, Some("shop"), online_secrets).await;
+    let (cluster, pg) = (&e2e.cluster, &e2e.pg);
+    let schema = format!("e2e_onctdr_{}", std::process::id());
+    pg.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+        .await
+        .unwrap();
+    let mut ms = e2e.mssql.connect().await.unwrap();
+    exec(
+        &mut ms,
+        "CREATE TABLE dbo.acct (id bigint NOT NULL PRIMARY KEY, name nvarchar(200) NOT NULL, note nvarchar(100) NULL); \
+         CREATE TABLE dbo.pair (a int NOT NULL, b nvarchar(20) NOT NULL, v nvarchar(100) NULL, PRIMARY KEY (a, b)); \
+         INSERT INTO dbo.acct VALUES (1, N'nämé 1', N'n1'), (2, N'nämé 2', NULL); \
+         INSERT INTO dbo.pair VALUES (1, N'k1', N'v1'), (2, N'k2', N'v2')",
+    )
+    .await;
+    let _operator = e2e.start_operator("127.0.0.1:0");
+    let diag = || e2e.diag();
+    cluster.apply(&online_ct_migration_yaml(&e2e, "onctdr", &schema));
+    let status = |path: &str| cluster.get("migration", "onctdr", path);
+    let condition = |c: &str, field: &str| status(&format!(".status.conditions[?(@.type==\"{c}\")].{field}"));
+    e2e.wait_phase("onctdr", "Streaming", Duration::from_secs(300));
+    assert_ne!(condition("SchemaDrift", "status"), "True", "{}", diag());
+
+    exec(
+        &mut ms,
+        "ALTER TABLE dbo.acct ALTER COLUMN note nvarchar(400) NULL",
+    )
+    .await;
+    wait_for("SchemaDrift never turned True", 60, &diag, || {
+        condition("SchemaDrift", "status") == "True"
+    });
+    let message = condition("SchemaDrift", "message");
+    assert!(
+        message.contains("table dbo.acct paused")
+            && message.contains("changed the type of note from nvarchar(100) NULL to nvarchar(400) NULL"),
+        "{message}"
+    );
+    let listed = status(".status.online.schemaDrift");
+    assert!(
+        listed.contains("dbo.acct") && listed.contains("nvarchar(400)"),
+        "{listed}"
+    );
+
+    exec(
+        &mut ms,
+        "INSERT INTO dbo.pair VALUES (9999, N'after drift', N'streamed'); \
+         INSERT INTO dbo.acct VALUES (5000000, N'paused', N'x')",
+    )
+    .await;
+    let count = |sql: String| async move { pg.query_one(&sql, &[]).await.unwrap().get::<_, i64>(0) };
+    let started = Instant::now();
+    while count(format!("SELECT count(*) FROM {schema}.pair WHERE a = 9999")).await == 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "a change of the table that did not drift never arrived: {}",
+            diag()
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    assert_eq!(
+        count(format!("SELECT count(*) FROM {schema}.acct WHERE id = 5000000")).await,
+        0,
+        "a change of the paused table was applied"
+    );
+
+    let (ok, out) = plugin(&e2e, &["cutover", "onctdr"]);
+    assert!(ok, "{out}");
+    wait_for("the cutover was not refused", 60, &diag, || {
+        condition("CutOver", "reason") == "CutoverFailed"
+    });
+    let refused = condition("CutOver", "message");
+    assert!(
+        refused.contains("schema change paused") && refused.contains("dbo.acct"),
+        "{refused}"
+    );
+    assert_eq!(status(".status.phase"), "Streaming", "{}", diag());
+
+    cluster.must(
+        &["delete", "mig", "onctdr", "-n", &cluster.ns, "--timeout=180s"],
+        None,
+    );
     pg.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
         .await
         .unwrap();
