@@ -646,19 +646,25 @@ pub struct MssqlCapture {
     paused: Vec<bool>,
     /// Type names by `user_type_id` (`sys.types`), read again when a column has one not in it.
     type_names: HashMap<i64, String>,
+    /// Tables the user asked to copy again (`reinitialize`), read whole by the next poll, until
+    /// the target holds that copy; then in `recopied_done` until the stream takes them.
+    requested: Vec<usize>,
+    recopied_done: Vec<usize>,
 }
 
 /// A table (its index) and where its Change Tracking history begins.
 type Begin = (usize, Option<i64>);
 
 impl MssqlCapture {
-    /// The capture of `tables`, from `applied` on.
+    /// The capture of `tables`, from `applied` on; `recopy`: tables the user asked to copy
+    /// again, read whole by the first poll.
     pub async fn connect(
         mut ms: TdsClient,
         migration: &str,
         tables: Vec<CtTable>,
         applied: Position,
         reinitialize: bool,
+        recopy: Vec<usize>,
     ) -> Result<Self, OnlineError> {
         let stored = ms
             .query(
@@ -702,6 +708,8 @@ impl MssqlCapture {
             object_ids,
             paused,
             type_names: HashMap::new(),
+            requested: recopy,
+            recopied_done: Vec::new(),
         })
     }
 
@@ -845,6 +853,11 @@ impl MssqlCapture {
             };
             let min = u64::try_from(min).unwrap_or(0);
             let restarted = matches!((self.begins.get(i).copied().flatten(), v.begin), (Some(was), Some(now)) if now > was);
+            let asked = self.requested.contains(&i) && self.recopied.is_none();
+            if asked {
+                lost.push((i, v.begin));
+                continue;
+            }
             if min > last || restarted {
                 if !self.reinitialize {
                     return Err(OnlineError::RetentionPassed {
@@ -1053,6 +1066,10 @@ impl Capture for MssqlCapture {
         if let Some((at, tables)) = self.recopied.take_if(|(at, _)| applied >= *at) {
             for (i, begin) in tables {
                 self.begins[i] = begin;
+                if let Some(k) = self.requested.iter().position(|r| *r == i) {
+                    self.requested.remove(k);
+                    self.recopied_done.push(i);
+                }
             }
             let text = begins_text(&self.tables, self.begins.iter().copied());
             self.ms
@@ -1068,6 +1085,14 @@ impl Capture for MssqlCapture {
             tracing::info!(at, "tables copied again are streamed from here on");
         }
         Ok(())
+    }
+
+    fn recopying(&self) -> Vec<usize> {
+        self.requested.clone()
+    }
+
+    fn recopied(&mut self) -> Vec<usize> {
+        std::mem::take(&mut self.recopied_done)
     }
 
     async fn heartbeat(&mut self, sent_micros: i64) -> Result<(), OnlineError> {

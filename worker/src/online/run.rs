@@ -477,15 +477,32 @@ pub async fn stream_ct_to_pg(
     anchored: AnchoredCt,
     events: &mut dyn Events,
 ) -> Result<CutoverReport, OnlineError> {
-    let tracked = anchored.tracked;
+    let mut tracked = anchored.tracked;
+    // A re-plan replaces tables of the plan: the stream goes on with the new one.
+    let mut plan = plan.clone();
+    let mut recopy = Vec::new();
     let mut attempt = 0u32;
     loop {
         attempt += 1;
         let started = Instant::now();
-        match stream_mssql_to_pg(engine, online, plan, &tracked, events).await {
+        match stream_mssql_to_pg(
+            engine,
+            online,
+            &plan,
+            &tracked,
+            std::mem::take(&mut recopy),
+            events,
+        )
+        .await
+        {
             Ok(report) => {
-                engine.mark_succeeded(plan).await?;
+                engine.mark_succeeded(&plan).await?;
                 return Ok(report);
+            }
+            Err(OnlineError::Reinitialize(tables)) => {
+                recopy = replan_mssql_to_pg(engine, &mut plan, &tables, events).await?;
+                tracked = plan.tables.iter().map(CtTable::of).collect::<Result<_, _>>()?;
+                attempt = 0;
             }
             Err(e) => {
                 attempt = attempt_after(attempt, started);
@@ -497,13 +514,83 @@ pub async fn stream_ct_to_pg(
     }
 }
 
+/// Re-plans `tables` (`schema.table` in the source) from the source as it is now, re-creates
+/// them in the target (empty, with their primary keys and indexes) and records the changed plan
+/// as the run's, so a restarted stream takes it too; returns their indexes in the plan, for the
+/// capture to copy them again. The other tables stay as they were planned.
+async fn replan_mssql_to_pg(
+    engine: &MssqlToPgEngine,
+    plan: &mut Plan,
+    tables: &[String],
+    events: &mut dyn Events,
+) -> Result<Vec<usize>, OnlineError> {
+    let (fresh, _) = engine.plan().await?;
+    let mut indexes = Vec::new();
+    for name in tables {
+        let Some(i) = plan.tables.iter().position(|t| &t.source.qualified() == name) else {
+            return Err(OnlineError::Setup(format!(
+                "reinitialize: table {name} is not among the migration's tables ({})",
+                plan.tables
+                    .iter()
+                    .map(|t| t.source.qualified())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        };
+        let Some(new) = fresh.tables.iter().find(|t| &t.source.qualified() == name) else {
+            return Err(OnlineError::Setup(format!(
+                "reinitialize: table {name} is no longer in the source"
+            )));
+        };
+        CtTable::of(new)?;
+        plan.tables[i] = new.clone();
+        indexes.push(i);
+    }
+    let pg = engine.target.connect().await?;
+    let migration = &engine.options.migration;
+    for &i in &indexes {
+        let t = &plan.tables[i];
+        // Foreign keys are built at the cutover: none refers to the table yet.
+        let sql = format!(
+            "DROP TABLE IF EXISTS {}; {}",
+            crate::pg::ddl::qualified(t),
+            crate::pg::ddl::create_table(t, &engine.options.schema, false)
+        );
+        pg.batch_execute(&sql)
+            .await
+            .map_err(OnlineError::pg_target(format!(
+                "re-create table {}",
+                t.source.qualified()
+            )))?;
+    }
+    // The run's plan is the new one: a stream restarted later re-plans to the same.
+    let state = crate::copy::checkpoint::run_state(&pg, migration)
+        .await?
+        .map_or_else(|| "copying".to_string(), |r| r.state);
+    crate::copy::checkpoint::set_run_state(&pg, migration, &plan.fingerprint(), &state).await?;
+    let warnings = engine.finalize_keys(plan).await?;
+    let names: Vec<String> = indexes
+        .iter()
+        .map(|&i| plan.tables[i].source.qualified())
+        .collect();
+    events.event(
+        serde_json::json!({"event": "replanned", "tables": names, "warnings": warnings}),
+        format!(
+            "re-planned and re-created {}: copying again while the other tables stream\n",
+            names.join(", ")
+        ),
+    );
+    Ok(indexes)
+}
+
 /// One streaming attempt, SQL Server -> PostgreSQL: claims the stream, then streams from the
-/// stored position until a cutover succeeds.
+/// stored position until a cutover succeeds. `recopy`: tables the capture copies again first.
 async fn stream_mssql_to_pg(
     engine: &MssqlToPgEngine,
     online: &OnlineOptions,
     plan: &Plan,
     tracked: &[CtTable],
+    recopy: Vec<usize>,
     events: &mut dyn Events,
 ) -> Result<CutoverReport, OnlineError> {
     let migration = &engine.options.migration;
@@ -517,6 +604,7 @@ async fn stream_mssql_to_pg(
         tracked.to_vec(),
         applied,
         online.reinitialize,
+        recopy,
     )
     .await?;
     let mut finish = MssqlToPgFinish { engine, plan };
@@ -612,6 +700,27 @@ pub async fn cutover_mssql_to_pg(
         <MssqlCapture as super::Capture>::position_text,
     )
     .await
+}
+
+/// `reinitialize --table`, SQL Server -> PostgreSQL: asks the streaming process to re-plan
+/// `tables` (a schema change paused them, or their copy is suspect), re-create them in the target
+/// and copy them again while the other tables stream on. Returns at once; `status` shows when
+/// they stream again.
+pub async fn reinitialize_mssql_to_pg(
+    engine: &MssqlToPgEngine,
+    tables: &[String],
+) -> Result<(), OnlineError> {
+    let mut pg = engine.target.connect().await?;
+    pg.request_reinitialize(&engine.options.migration, tables).await
+}
+
+/// `reinitialize --table`, PostgreSQL -> SQL Server: not there yet (the state refuses it).
+pub async fn reinitialize_pg_to_mssql(
+    engine: &PgToMssqlEngine,
+    tables: &[String],
+) -> Result<(), OnlineError> {
+    let mut ms = engine.target.connect().await?;
+    ms.request_reinitialize(&engine.options.migration, tables).await
 }
 
 /// What `status` shows.

@@ -83,6 +83,22 @@ pub trait OnlineState {
         r: &Record,
     ) -> impl Future<Output = Result<(), OnlineError>>;
 
+    /// Asks the streaming process to re-plan `tables` (`schema.table` in the source), re-create
+    /// them in the target and copy them again while the others stream on.
+    fn request_reinitialize(
+        &mut self,
+        migration: &str,
+        tables: &[String],
+    ) -> impl Future<Output = Result<(), OnlineError>> {
+        let _ = tables;
+        async move {
+            Err(OnlineError::Setup(format!(
+                "migration {migration}: copying one table again while streaming is there for SQL Server \
+                 sources only; start the migration afresh for this table"
+            )))
+        }
+    }
+
     /// Marks the cutover requested (the row exists and is not cut over).
     fn mark_requested(&mut self, migration: &str) -> impl Future<Output = Result<(), OnlineError>>;
 

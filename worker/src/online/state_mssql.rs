@@ -279,6 +279,7 @@ pub async fn control(ms: &mut TdsClient, migration: &str, epoch: i64) -> Result<
     }
     Ok(Control {
         cutover_requested: r.get::<&str, _>(1) == Some(CutoverState::Requested.as_str()),
+        ..Control::default()
     })
 }
 
