@@ -2680,9 +2680,11 @@ async fn online_migration_from_sql_server_with_a_capture_deployment() {
 /// A column's type changed in the SQL Server source of a streaming Migration (SQL Server -> PostgreSQL): that
 /// table pauses, `SchemaDrift=True` and `status.online.schemaDrift` name it with the column's old and new type,
 /// the other table's changes still arrive in PostgreSQL while the paused one's do not, and a requested cutover
-/// is refused naming the paused table.
+/// is refused naming the paused table. Annotated `mssqlpg.dev/reinitialize`, the capture plans the table
+/// again, re-creates and copies it while the other streams on; `SchemaDrift` turns False, its changes apply
+/// again, and after the cutover PostgreSQL equals the source value by value.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_type_changed_while_streaming_from_sql_server_pauses_its_table_in_the_cluster() {
+async fn a_type_changed_while_streaming_from_sql_server_pauses_its_table_until_copied_again() {
     let e2e = E2e::start_on("onctdr", ONLINE_PASSWORD, Some("shop"), online_secrets).await;
     let (cluster, pg) = (&e2e.cluster, &e2e.pg);
     let schema = format!("e2e_onctdr_{}", std::process::id());
@@ -2760,10 +2762,82 @@ async fn a_type_changed_while_streaming_from_sql_server_pauses_its_table_in_the_
     );
     assert_eq!(status(".status.phase"), "Streaming", "{}", diag());
 
+    // The table is planned again, re-created with the new type and copied again; its changes apply again.
     cluster.must(
-        &["delete", "mig", "onctdr", "-n", &cluster.ns, "--timeout=180s"],
+        &[
+            "annotate",
+            "mig",
+            "onctdr",
+            "-n",
+            &cluster.ns,
+            "mssqlpg.dev/reinitialize=dbo.acct",
+        ],
         None,
     );
+    wait_for("SchemaDrift never turned False again", 120, &diag, || {
+        condition("SchemaDrift", "status") == "False"
+    });
+    assert_eq!(status(".status.online.schemaDrift"), "", "{}", diag());
+    let long = "ü".repeat(300);
+    exec(
+        &mut ms,
+        &format!(
+            "INSERT INTO dbo.acct VALUES (5000001, N'after the re-copy', N'{long}'); \
+             UPDATE dbo.acct SET note = N'updated after' WHERE id = 1; DELETE FROM dbo.acct WHERE id = 2; \
+             UPDATE dbo.pair SET v = N'later' WHERE a = 1"
+        ),
+    )
+    .await;
+    cluster.must(
+        &[
+            "patch",
+            "mig",
+            "onctdr",
+            "-n",
+            &cluster.ns,
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"cutover":{"requested":false}}}"#,
+        ],
+        None,
+    );
+    let (ok, out) = plugin(&e2e, &["cutover", "onctdr", "--wait", "--timeout", "300"]);
+    assert!(ok && out.contains("cut over at "), "{out}: {}", diag());
+    assert_eq!(status(".status.phase"), "Succeeded", "{}", diag());
+    for (ms_sql, pg_sql) in [
+        (
+            "SELECT CAST(id AS nvarchar(20)), name, note FROM dbo.acct",
+            format!("SELECT id::text, name, note FROM {schema}.acct"),
+        ),
+        (
+            "SELECT CAST(a AS nvarchar(20)), b, v FROM dbo.pair",
+            format!("SELECT a::text, b, v FROM {schema}.pair"),
+        ),
+    ] {
+        let mut source = ms_rows(&mut ms, ms_sql).await;
+        source.sort();
+        let rows = pg.query(&pg_sql, &[]).await.unwrap();
+        let mut target: Vec<Vec<Option<String>>> = rows
+            .iter()
+            .map(|r| (0..r.len()).map(|i| r.get::<_, Option<String>>(i)).collect())
+            .collect();
+        target.sort();
+        assert_eq!(source, target, "{pg_sql}");
+    }
+    let note_type: String = pg
+        .query_one(
+            "SELECT format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid = $1::text::regclass \
+             AND attname = 'note'",
+            &[&format!("{schema}.acct")],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(
+        note_type, "character varying(400)",
+        "the table was re-created with the new type"
+    );
+
     pg.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
         .await
         .unwrap();

@@ -430,6 +430,8 @@ struct Observer<'a> {
     last: Option<(Instant, i64, Option<u64>)>,
     /// Source WAL bytes per second, smoothed.
     wal_rate: Option<f64>,
+    /// The re-copy annotation was refused (a PostgreSQL source) and said so once.
+    reinitialize_refused: bool,
 }
 
 impl<'a> Observer<'a> {
@@ -448,6 +450,7 @@ impl<'a> Observer<'a> {
             requested: None,
             last: None,
             wal_rate: None,
+            reinitialize_refused: false,
         }
     }
 
@@ -463,6 +466,64 @@ impl<'a> Observer<'a> {
             tracing::warn!(error = %crate::error_text::error_text(&e), "passing the cutover on failed");
             self.ms = None;
         }
+        if let Err(e) = self.pass_on_reinitialize().await {
+            if matches!(e, OnlineError::Setup(_)) {
+                if !std::mem::replace(&mut self.reinitialize_refused, true) {
+                    tracing::warn!(error = %crate::error_text::error_text(&e), "the re-copy annotation is refused");
+                }
+            } else {
+                tracing::warn!(error = %crate::error_text::error_text(&e), "passing the re-copy on failed");
+                self.pg = None;
+            }
+        }
+    }
+
+    /// Tables the Migration's re-copy annotation names that a schema change paused and that
+    /// are not being copied again already: ask the stream to re-plan and copy them through the
+    /// target's state row. A table not paused (copied again already, or never drifted) is left.
+    async fn pass_on_reinitialize(&mut self) -> Result<(), OnlineError> {
+        let mig = match client::get_migration(&self.client, &self.ns, &self.name).await {
+            Ok(m) => m,
+            Err(e) => {
+                tracing::warn!(error = %e, "reading the Migration failed");
+                return Ok(());
+            }
+        };
+        let Some(value) = mig
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(mssql_pg_crds::names::ANNOTATION_REINITIALIZE))
+        else {
+            return Ok(());
+        };
+        let Some(row) = self.load_row().await? else {
+            return Ok(());
+        };
+        let asked: Vec<String> = value
+            .split(',')
+            .map(str::trim)
+            .filter(|t| {
+                !t.is_empty()
+                    && !row.reinitialize.iter().any(|r| r == t)
+                    && row
+                        .paused
+                        .iter()
+                        .any(|p| p.starts_with(&format!("table {t} paused")))
+            })
+            .map(str::to_string)
+            .collect();
+        if asked.is_empty() {
+            return Ok(());
+        }
+        let migration = self.engines.migration().to_string();
+        match (self.engines, self.ms.as_mut(), self.pg.as_mut()) {
+            (Engines::PgToMssql(_), Some(ms), _) => ms.request_reinitialize(&migration, &asked).await?,
+            (Engines::MssqlToPg(_), _, Some(pg)) => pg.request_reinitialize(&migration, &asked).await?,
+            _ => return Ok(()),
+        }
+        tracing::info!(tables = ?asked, "re-copy passed on to the stream");
+        Ok(())
     }
 
     /// The target's state row.

@@ -39,6 +39,8 @@ pub struct OnlineRow {
     pub seconds_since_update: Option<i64>,
     /// Tables paused by a schema change in the source, one message each.
     pub paused: Vec<String>,
+    /// Tables asked to be re-planned and copied again whose copy the target does not hold yet.
+    pub reinitialize: Vec<String>,
 }
 
 /// The state column's text (one message a line) as a list.

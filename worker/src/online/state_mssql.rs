@@ -126,6 +126,7 @@ pub async fn load(ms: &mut TdsClient, migration: &str) -> Result<Option<OnlineRo
         downtime_seconds: r.get::<f64, _>(15),
         seconds_since_update: r.get::<i32, _>(16).map(i64::from),
         paused: super::state::paused_list(r.get::<&str, _>(17).map(str::to_string)),
+        reinitialize: Vec::new(),
     }))
 }
 

@@ -123,7 +123,7 @@ impl OnlineState for Client {
                 &format!(
                     "SELECT epoch, phase, slot, anchor, applied, source_position, changes, inserts, updates, \
                      deletes, truncates, heartbeat_micros, cutover_state, cutover_message, fence, \
-                     downtime_seconds, extract(epoch FROM now() - updated_at)::bigint, paused \
+                     downtime_seconds, extract(epoch FROM now() - updated_at)::bigint, paused, reinitialize \
                      FROM {} WHERE migration = $1",
                     table()
                 ),
@@ -151,6 +151,7 @@ impl OnlineState for Client {
             downtime_seconds: r.get(15),
             seconds_since_update: r.get(16),
             paused: super::state::paused_list(r.get(17)),
+            reinitialize: super::state::paused_list(r.get(18)),
         }))
     }
 
