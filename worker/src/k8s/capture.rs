@@ -357,6 +357,22 @@ async fn stream(
     }
 }
 
+/// The tables of the re-copy annotation's `value` (comma-separated `schema.table`) to ask the
+/// stream for: those a schema change paused (`paused`: the state's messages) and not asked for
+/// already (`pending`).
+fn to_reinitialize(value: &str, paused: &[String], pending: &[String]) -> Vec<String> {
+    value
+        .split(',')
+        .map(str::trim)
+        .filter(|t| {
+            !t.is_empty()
+                && !pending.iter().any(|r| r == t)
+                && paused.iter().any(|p| p.starts_with(&format!("table {t} paused")))
+        })
+        .map(str::to_string)
+        .collect()
+}
+
 /// Runs `work` to its end, the observer reporting every `every` meanwhile.
 async fn drive(
     work: impl std::future::Future<Output = Result<CutoverReport, K8sError>>,
@@ -500,19 +516,7 @@ impl<'a> Observer<'a> {
         let Some(row) = self.load_row().await? else {
             return Ok(());
         };
-        let asked: Vec<String> = value
-            .split(',')
-            .map(str::trim)
-            .filter(|t| {
-                !t.is_empty()
-                    && !row.reinitialize.iter().any(|r| r == t)
-                    && row
-                        .paused
-                        .iter()
-                        .any(|p| p.starts_with(&format!("table {t} paused")))
-            })
-            .map(str::to_string)
-            .collect();
+        let asked = to_reinitialize(value, &row.paused, &row.reinitialize);
         if asked.is_empty() {
             return Ok(());
         }
@@ -734,5 +738,27 @@ impl<'a> Observer<'a> {
         }
         self.requested = Some(accepted);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::to_reinitialize;
+
+    #[test]
+    fn the_annotation_asks_for_paused_tables_not_asked_for_already() {
+        let paused = vec![
+            "table dbo.a paused: its columns changed in the source while streaming (added x); ..."
+                .to_string(),
+            "table dbo.b paused: its columns changed in the source while streaming (added y); ..."
+                .to_string(),
+        ];
+        let pending = vec!["dbo.b".to_string()];
+        // dbo.c is not paused (copied again already, or never drifted); dbo.ab is no prefix match.
+        assert_eq!(
+            to_reinitialize(" dbo.a, dbo.b,,dbo.c, dbo.ab", &paused, &pending),
+            vec!["dbo.a"]
+        );
+        assert!(to_reinitialize("dbo.a", &[], &[]).is_empty());
     }
 }

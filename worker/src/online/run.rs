@@ -757,6 +757,8 @@ pub struct Status {
     /// Tables a schema change in the source paused (their changes are no longer applied), one
     /// message each naming the table and the columns.
     pub paused: Vec<String>,
+    /// Tables asked to be re-planned and copied again whose copy the target does not hold yet.
+    pub reinitializing: Vec<String>,
 }
 
 impl Status {
@@ -799,6 +801,9 @@ impl Status {
         }
         for p in &self.paused {
             s.push_str(&format!("  paused: {p}\n"));
+        }
+        for t in &self.reinitializing {
+            s.push_str(&format!("  copying again: {t}\n"));
         }
         s
     }
@@ -844,6 +849,7 @@ impl Status {
             cutover: row.cutover_state,
             cutover_message: row.cutover_message,
             paused: row.paused,
+            reinitializing: row.reinitialize,
         }
     }
 }
