@@ -905,6 +905,10 @@ async fn a_paused_table_is_planned_and_copied_again_and_streams_on() {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    // A stream killed after the re-plan resumes with the new plan: the run's plan is the new one.
+    run.kill();
+    let mut run = Running::start(worker_cmd(&["run", "-f", &file], &password));
+    run.wait_streaming(0, Duration::from_secs(120)).await;
     // Its changes stream again, the other table's never stopped.
     common::ms_exec(
         &mut ms,

@@ -548,6 +548,12 @@ async fn replan_mssql_to_pg(
     }
     let pg = engine.target.connect().await?;
     let migration = &engine.options.migration;
+    // The run's plan is the new one, before the target changes: a stream restarted later plans
+    // the same and resumes (the request, still pending, re-creates and copies the tables again).
+    let state = crate::copy::checkpoint::run_state(&pg, migration)
+        .await?
+        .map_or_else(|| "copying".to_string(), |r| r.state);
+    crate::copy::checkpoint::set_run_state(&pg, migration, &plan.fingerprint(), &state).await?;
     for &i in &indexes {
         let t = &plan.tables[i];
         // Foreign keys are built at the cutover: none refers to the table yet.
@@ -563,11 +569,6 @@ async fn replan_mssql_to_pg(
                 t.source.qualified()
             )))?;
     }
-    // The run's plan is the new one: a stream restarted later re-plans to the same.
-    let state = crate::copy::checkpoint::run_state(&pg, migration)
-        .await?
-        .map_or_else(|| "copying".to_string(), |r| r.state);
-    crate::copy::checkpoint::set_run_state(&pg, migration, &plan.fingerprint(), &state).await?;
     let warnings = engine.finalize_keys(plan).await?;
     let names: Vec<String> = indexes
         .iter()
