@@ -864,6 +864,15 @@ async fn a_paused_table_is_planned_and_copied_again_and_streams_on() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 
+    // A table the migration does not hold is refused, naming the ones it does; nothing is asked.
+    let out = worker_cmd(&["reinitialize", "-f", &file, "--table", "dbo.nosuch"], &password)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        !out.status.success() && text.contains("dbo.nosuch") && text.contains("dbo.drifting"),
+        "{text}"
+    );
     let out = worker_cmd(
         &[
             "reinitialize",

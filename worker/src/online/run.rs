@@ -711,6 +711,23 @@ pub async fn reinitialize_mssql_to_pg(
     engine: &MssqlToPgEngine,
     tables: &[String],
 ) -> Result<(), OnlineError> {
+    // A name the stream could not re-plan would stop it, and the request would stay: checked
+    // here, against the source as the re-plan will read it.
+    let (fresh, _) = engine.plan().await?;
+    for name in tables {
+        let Some(t) = fresh.tables.iter().find(|t| &t.source.qualified() == name) else {
+            return Err(OnlineError::Setup(format!(
+                "reinitialize: table {name} is not among the migration's tables in the source ({})",
+                fresh
+                    .tables
+                    .iter()
+                    .map(|t| t.source.qualified())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        };
+        CtTable::of(t)?;
+    }
     let mut pg = engine.target.connect().await?;
     pg.request_reinitialize(&engine.options.migration, tables).await
 }

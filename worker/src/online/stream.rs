@@ -186,7 +186,7 @@ where
         let recopied = capture.recopied();
         if !recopied.is_empty() {
             let names: Vec<String> = recopied.iter().filter_map(|t| tables.get(*t).cloned()).collect();
-            tracing::info!(tables = ?names, "tables copied again on request stream on");
+            tracing::info!(tables = ?names, "tables copied again on request: their changes apply again");
             // With the paused tables in the same write: a reader never sees the request done while
             // the table still shows paused (the capture's annotation would ask again).
             paused_recorded = l.paused.len();
