@@ -146,7 +146,7 @@ enum Command {
         #[arg(long, default_value_t = 600)]
         wait_seconds: u64,
     },
-    /// Online migration, SQL Server sources: ask the running `run` to re-plan a table (a schema
+    /// Online migration: ask the running `run` to re-plan a table (a schema
     /// change paused it), re-create it in the target and copy it again while the other tables
     /// stream on; its changes are applied again from then on. Returns once asked; `status` shows
     /// the table streaming again.

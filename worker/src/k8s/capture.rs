@@ -446,7 +446,7 @@ struct Observer<'a> {
     last: Option<(Instant, i64, Option<u64>)>,
     /// Source WAL bytes per second, smoothed.
     wal_rate: Option<f64>,
-    /// The re-copy annotation was refused (a PostgreSQL source) and said so once.
+    /// The re-copy annotation was refused (the state row says why) and the log said so once.
     reinitialize_refused: bool,
 }
 

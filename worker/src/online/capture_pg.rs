@@ -29,6 +29,8 @@ use tokio_postgres::types::{FromSql, ToSql, Type};
 pub const FENCE_PREFIX: &str = "mssqlpg_fence";
 /// The prefix of heartbeat messages.
 pub const HEARTBEAT_PREFIX: &str = "mssqlpg_heartbeat";
+/// The prefix of the marker before a table's re-copy: `<token> <table index>`.
+pub const RECOPY_PREFIX: &str = "mssqlpg_recopy";
 
 /// Session settings of both the reading and the converting connection: the text forms the
 /// output functions write and the input functions read back must agree (and round-trip floats).
@@ -405,14 +407,31 @@ pub struct PgCapture {
     types: HashMap<(u32, i32), String>,
     /// `format_type(oid, NULL)` of every type that is not a table's row type, to name a new one.
     type_names: HashMap<u32, String>,
+    /// Tables the user asked to copy again, until the target holds their copy.
+    recopy: Vec<usize>,
+    /// Of those, the ones whose marker was written (this process's markers carry `token`).
+    marked: Vec<usize>,
+    token: String,
+    /// A marker just decoded: the table to read whole before the stream goes on.
+    whole: Option<usize>,
+    /// Tables read whole, with the end of the marker's transaction once it came.
+    read_at: Vec<(usize, Option<Position>)>,
+    /// Tables whose copy the target holds, for the stream to take.
+    recopied_done: Vec<usize>,
+    /// The connection reading tables whole (the slot's is busy with the stream meanwhile).
+    reader: Option<Client>,
+    endpoint: PgEndpoint,
 }
 
 impl PgCapture {
+    /// `recopy`: tables the user asked to copy again, read whole after a marker the first poll
+    /// writes.
     pub async fn connect(
         endpoint: &PgEndpoint,
         names: SlotNames,
         tables: Vec<CaptureTable>,
         peek_rows: usize,
+        recopy: Vec<usize>,
     ) -> Result<Self, OnlineError> {
         let client = endpoint.connect().await?;
         client
@@ -428,7 +447,92 @@ impl PgCapture {
             peek_rows: i32::try_from(peek_rows.max(1)).unwrap_or(i32::MAX),
             types,
             type_names,
+            recopy,
+            marked: Vec::new(),
+            token: super::now_micros().to_string(),
+            whole: None,
+            read_at: Vec::new(),
+            recopied_done: Vec::new(),
+            reader: None,
+            endpoint: endpoint.clone(),
         })
+    }
+
+    /// Writes the marker of each table to copy again not marked yet: its whole read, taken
+    /// after the marker's commit, goes into the stream at the marker, and the table's changes
+    /// after it are applied on top (those committed between the marker and the read again,
+    /// which leaves each key with its last image).
+    async fn mark_recopies(&mut self) -> Result<(), OnlineError> {
+        for &i in &self.recopy {
+            if self.marked.contains(&i) {
+                continue;
+            }
+            self.client
+                .execute(
+                    "SELECT pg_logical_emit_message(true, $1, $2)",
+                    &[&RECOPY_PREFIX, &format!("{} {i}", self.token)],
+                )
+                .await
+                .map_err(pg("write the re-copy marker"))?;
+            self.marked.push(i);
+        }
+        Ok(())
+    }
+
+    /// Sends every row of table `i` as it is now, as changes; false once the receiver is gone.
+    async fn send_whole(
+        &mut self,
+        i: usize,
+        tx: &tokio::sync::mpsc::Sender<Event<PgRow>>,
+    ) -> Result<bool, OnlineError> {
+        if self.reader.is_none() {
+            let c = self.endpoint.connect().await?;
+            c.batch_execute(SESSION).await.map_err(pg("session settings"))?;
+            self.reader = Some(c);
+        }
+        let t = &self.tables[i];
+        let select = t
+            .columns
+            .iter()
+            .zip(&t.computed)
+            .map(|(c, computed)| {
+                if *computed {
+                    "NULL::text".to_string()
+                } else {
+                    format!("{}::text", quote_pg(c))
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
+        let sql = format!("SELECT {select} FROM {}", t.qualified());
+        let Some(reader) = self.reader.as_ref() else {
+            return Ok(true);
+        };
+        let rows = reader
+            .query_raw(&sql, std::iter::empty::<&(dyn ToSql + Sync)>())
+            .await
+            .map_err(pg("read a table whole"))?;
+        futures_util::pin_mut!(rows);
+        while let Some(row) = rows.try_next().await.map_err(pg("read a table whole"))? {
+            let fields: Vec<Field> = (0..row.len())
+                .map(|c| match row.get::<_, Option<&str>>(c) {
+                    Some(v) => Field::Text(v.as_bytes().into()),
+                    None => Field::Null,
+                })
+                .collect();
+            let image = PgRow(fields);
+            let key = self.key(i, &image).ok_or_else(|| self.key_error(i))?;
+            let event = Event::Change {
+                table: i,
+                key,
+                op: Op::Upsert(image),
+                kind: None,
+            };
+            if tx.send(event).await.is_err() {
+                return Ok(false);
+            }
+        }
+        Ok(true)
     }
 
     /// Maps a relation of the stream to its plan table; the table and a message naming the
@@ -529,7 +633,12 @@ impl PgCapture {
     fn events(&mut self, m: Message<'_>, out: &mut Vec<Event<PgRow>>) -> Result<(), OnlineError> {
         match m {
             Message::Begin { final_lsn, .. } => out.push(Event::Begin { commit: final_lsn }),
-            Message::Commit { end_lsn, .. } => out.push(Event::Commit { end: end_lsn }),
+            Message::Commit { end_lsn, .. } => {
+                for (_, end) in self.read_at.iter_mut().filter(|(_, e)| e.is_none()) {
+                    *end = Some(end_lsn);
+                }
+                out.push(Event::Commit { end: end_lsn })
+            }
             Message::Relation(r) => {
                 if let Some((table, message)) = self.relation(r) {
                     out.push(Event::Drift { table, message });
@@ -622,6 +731,20 @@ impl PgCapture {
                 FENCE_PREFIX => out.push(Event::Fence {
                     id: String::from_utf8_lossy(content).into_owned(),
                 }),
+                RECOPY_PREFIX => {
+                    let text = String::from_utf8_lossy(content);
+                    // Another process's marker (before a restart) was superseded by this one's.
+                    if let Some((token, i)) = text.split_once(' ')
+                        && token == self.token
+                        && let Ok(i) = i.parse::<usize>()
+                        && self.marked.contains(&i)
+                        && !self.read_at.iter().any(|(t, _)| *t == i)
+                    {
+                        out.push(Event::Truncate { tables: vec![i] });
+                        self.whole = Some(i);
+                        self.read_at.push((i, None));
+                    }
+                }
                 HEARTBEAT_PREFIX => {
                     if let Some(sent) = std::str::from_utf8(content)
                         .ok()
@@ -645,6 +768,7 @@ impl Capture for PgCapture {
 
     async fn poll(&mut self, tx: tokio::sync::mpsc::Sender<Event<PgRow>>) -> Result<bool, OnlineError> {
         let as_of_micros = super::now_micros();
+        self.mark_recopies().await?;
         let params: [&(dyn ToSql + Sync); 3] = [&self.names.slot, &self.peek_rows, &self.names.publication];
         let rows = self
             .client
@@ -667,6 +791,11 @@ impl Capture for PgCapture {
                     return Ok(false);
                 }
             }
+            if let Some(i) = self.whole.take()
+                && !self.send_whole(i, &tx).await?
+            {
+                return Ok(false);
+            }
         }
         let drained = n < i64::from(self.peek_rows);
         if drained {
@@ -685,7 +814,24 @@ impl Capture for PgCapture {
             )
             .await
             .map_err(pg("advance the replication slot"))?;
+        // A re-copy is held once the target holds the marker's whole transaction.
+        let (held, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.read_at)
+            .into_iter()
+            .partition(|(_, end)| end.is_some_and(|e| e <= applied));
+        self.read_at = waiting;
+        for (i, _) in held {
+            self.recopy.retain(|r| *r != i);
+            self.recopied_done.push(i);
+        }
         Ok(())
+    }
+
+    fn recopying(&self) -> Vec<usize> {
+        self.recopy.clone()
+    }
+
+    fn recopied(&mut self) -> Vec<usize> {
+        std::mem::take(&mut self.recopied_done)
     }
 
     async fn heartbeat(&mut self, sent_micros: i64) -> Result<(), OnlineError> {

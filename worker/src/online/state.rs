@@ -91,15 +91,7 @@ pub trait OnlineState {
         &mut self,
         migration: &str,
         tables: &[String],
-    ) -> impl Future<Output = Result<(), OnlineError>> {
-        let _ = tables;
-        async move {
-            Err(OnlineError::Setup(format!(
-                "migration {migration}: copying one table again while streaming is there for SQL Server \
-                 sources only; start the migration afresh for this table"
-            )))
-        }
-    }
+    ) -> impl Future<Output = Result<(), OnlineError>>;
 
     /// Marks the cutover requested (the row exists and is not cut over).
     fn mark_requested(&mut self, migration: &str) -> impl Future<Output = Result<(), OnlineError>>;
