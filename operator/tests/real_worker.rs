@@ -2228,9 +2228,10 @@ fn wait_for(what: &str, seconds: u64, diag: &dyn Fn() -> String, mut cond: impl 
 /// A column added in the source to one table of a streaming Migration (PostgreSQL -> SQL Server): that table
 /// pauses, `SchemaDrift=True` and `status.online.schemaDrift` name it and the column, the other table's
 /// changes still arrive in the target while the paused one's do not, and a requested cutover is refused with
-/// a condition message naming the paused table.
+/// a condition message naming the paused table. Annotated `mssqlpg.dev/reinitialize`, the table is planned
+/// again, re-created with the column and copied again; after the cutover the target equals the source.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_column_added_while_streaming_pauses_its_table_in_the_cluster() {
+async fn a_column_added_while_streaming_pauses_its_table_until_copied_again() {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, Ordering};
     let e2e = E2e::start("ondr", ONLINE_PASSWORD, online_secrets).await;
@@ -2320,10 +2321,73 @@ async fn a_column_added_while_streaming_pauses_its_table_in_the_cluster() {
     assert_eq!(condition("CutOver", "status"), "False", "{}", diag());
     assert_eq!(status(".status.phase"), "Streaming", "{}", diag());
 
+    // Planned again, re-created with the new column and copied again: its changes apply again.
     cluster.must(
-        &["delete", "mig", "ondr", "-n", &cluster.ns, "--timeout=180s"],
+        &[
+            "annotate",
+            "mig",
+            "ondr",
+            "-n",
+            &cluster.ns,
+            &format!("mssqlpg.dev/reinitialize={schema}.acct"),
+        ],
         None,
     );
+    wait_for("SchemaDrift never turned False again", 120, &diag, || {
+        condition("SchemaDrift", "status") == "False"
+    });
+    pg.batch_execute(&format!(
+        "INSERT INTO {schema}.acct VALUES (5000001, 'after the re-copy', 2, 'n', 9);
+         UPDATE {schema}.acct SET rating = 3 WHERE id <= 100;
+         DELETE FROM {schema}.acct WHERE id BETWEEN 101 AND 110;
+         UPDATE {schema}.pair SET v = 'later' WHERE a = 1;"
+    ))
+    .await
+    .unwrap();
+    cluster.must(
+        &[
+            "patch",
+            "mig",
+            "ondr",
+            "-n",
+            &cluster.ns,
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"cutover":{"requested":false}}}"#,
+        ],
+        None,
+    );
+    // The operator withdraws the refused request before it is asked again: else it may see only the second.
+    wait_for("the refused cutover request was not withdrawn", 60, &diag, || {
+        status(".status.cutoverAcceptedAt").is_empty()
+    });
+    let (ok, out) = plugin(&e2e, &["cutover", "ondr", "--wait", "--timeout", "300"]);
+    assert!(ok && out.contains("cut over at "), "{out}: {}", diag());
+    let source = online_source_rows(pg, &schema).await;
+    let target = online_target_rows(&mut ms).await;
+    for (i, (s, t)) in source.iter().zip(&target).enumerate() {
+        assert_eq!(s.len(), t.len(), "table {i}: row counts differ");
+        for (rs, rt) in s.iter().zip(t) {
+            assert_eq!(rs, rt, "table {i}: first differing row");
+        }
+    }
+    let rows = pg
+        .query(&format!("SELECT id::text, rating::text FROM {schema}.acct"), &[])
+        .await
+        .unwrap();
+    let mut ratings: Vec<Vec<Option<String>>> = rows
+        .iter()
+        .map(|r| vec![r.get::<_, Option<String>>(0), r.get::<_, Option<String>>(1)])
+        .collect();
+    ratings.sort();
+    let mut target_ratings = ms_rows(
+        &mut ms,
+        "SELECT CAST(id AS nvarchar(20)), CAST(rating AS nvarchar(20)) FROM dbo.acct",
+    )
+    .await;
+    target_ratings.sort();
+    assert_eq!(ratings, target_ratings, "the new column, value by value");
+
     pg.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
         .await
         .unwrap();
@@ -2801,6 +2865,10 @@ async fn a_type_changed_while_streaming_from_sql_server_pauses_its_table_until_c
         ],
         None,
     );
+    // The operator withdraws the refused request before it is asked again: else it may see only the second.
+    wait_for("the refused cutover request was not withdrawn", 60, &diag, || {
+        status(".status.cutoverAcceptedAt").is_empty()
+    });
     let (ok, out) = plugin(&e2e, &["cutover", "onctdr", "--wait", "--timeout", "300"]);
     assert!(ok && out.contains("cut over at "), "{out}: {}", diag());
     assert_eq!(status(".status.phase"), "Succeeded", "{}", diag());
