@@ -33,6 +33,9 @@ pub const LABEL_MIGRATION: &str = "mssqlpg.dev/migration";
 pub const LABEL_TASK: &str = "mssqlpg.dev/task";
 /// Label on Jobs: which step the Job runs (`plan`, `copy`, `finalize`, `verify`).
 pub const LABEL_STEP: &str = "mssqlpg.dev/step";
+/// Annotation on an online Migration: tables (`schema.table` in the source, comma-separated) the
+/// capture re-plans and copies again when a schema change paused them.
+pub const ANNOTATION_REINITIALIZE: &str = "mssqlpg.dev/reinitialize";
 /// Standard label naming the managing component.
 pub const LABEL_MANAGED_BY: &str = "app.kubernetes.io/managed-by";
 /// Value of [`LABEL_MANAGED_BY`].

@@ -1890,18 +1890,10 @@ async fn online_target_rows(ms: &mut TdsClient) -> Vec<Vec<Vec<Option<String>>>>
     out
 }
 
-/// An online Migration PostgreSQL -> SQL Server through the operator: a writer changes the source throughout;
-/// the operator starts the capture Deployment after the plan and the copy Jobs once it anchored the stream;
-/// the lag reaches a steady state shown in `kubectl get mig`; the capture pod is killed mid-stream and its
-/// replacement goes on from the stored position; the writer stops, the cutover is requested through the
-/// Migration; the target then equals the source value by value, the Deployment and the slot are gone.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn online_migration_with_a_capture_deployment() {
-    use std::sync::Arc;
-    use std::sync::atomic::{AtomicBool, Ordering};
-    let e2e = E2e::start("onl", ONLINE_PASSWORD, |pg_user| {
-        format!(
-            "apiVersion: v1
+/// The Secrets of the online tests: PostgreSQL's user (trusted) and the TDS test server's `sa`.
+fn online_secrets(pg_user: &str) -> String {
+    format!(
+        "apiVersion: v1
 kind: Secret
 metadata: {{name: pg-creds}}
 stringData: {{username: {pg_user}, password: unused-with-trust}}
@@ -1911,9 +1903,40 @@ kind: Secret
 metadata: {{name: ms-creds}}
 stringData: {{username: sa, password: {ONLINE_PASSWORD}}}
 "
-        )
-    })
-    .await;
+    )
+}
+
+/// An online Migration `name` PostgreSQL (`schema`) -> SQL Server (`dbo`), streaming with short intervals.
+fn online_migration_yaml(e2e: &E2e, name: &str, schema: &str) -> String {
+    let (host, port, db) = pg_endpoint(&e2e.pg_cfg);
+    format!(
+        "apiVersion: mssqlpg.dev/v1alpha1
+kind: Migration
+metadata: {{name: {name}}}
+spec:
+  source: {{postgres: {{host: '{host}', port: {port}, database: '{db}', schema: {schema}, credentialsSecret: pg-creds, sslMode: disable}}}}
+  target: {{mssql: {{host: 127.0.0.1, port: {mssql_port}, database: master, schema: dbo, credentialsSecret: ms-creds, encryption: NotSupported}}}}
+  parallelism: 2
+  chunkRows: 2000
+  partitioning: {{minRowsToSplit: 10000, rowsPerPartition: 10000}}
+  verify: checksum
+  online: {{enabled: true, pollInterval: 100ms, heartbeatSeconds: 1, maxBatchDelay: 100ms}}
+  cutover: {{maxLagSeconds: 5}}
+",
+        mssql_port = e2e.mssql.port
+    )
+}
+
+/// An online Migration PostgreSQL -> SQL Server through the operator: a writer changes the source throughout;
+/// the operator starts the capture Deployment after the plan and the copy Jobs once it anchored the stream;
+/// the lag reaches a steady state shown in `kubectl get mig`; the capture pod is killed mid-stream and its
+/// replacement goes on from the stored position; the writer stops, the cutover is requested through the
+/// Migration; the target then equals the source value by value, the Deployment and the slot are gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn online_migration_with_a_capture_deployment() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let e2e = E2e::start("onl", ONLINE_PASSWORD, online_secrets).await;
     let (cluster, pg) = (&e2e.cluster, &e2e.pg);
     let schema = format!("e2e_onl_{}", std::process::id());
     seed_online(pg, &schema).await;
@@ -1928,23 +1951,7 @@ stringData: {{username: sa, password: {ONLINE_PASSWORD}}}
     let _operator = e2e.start_operator_with("127.0.0.1:0", &[], Some(capture_metrics));
     let diag = || e2e.diag();
 
-    let (host, port, db) = pg_endpoint(&e2e.pg_cfg);
-    cluster.apply(&format!(
-        "apiVersion: mssqlpg.dev/v1alpha1
-kind: Migration
-metadata: {{name: onl}}
-spec:
-  source: {{postgres: {{host: '{host}', port: {port}, database: '{db}', schema: {schema}, credentialsSecret: pg-creds, sslMode: disable}}}}
-  target: {{mssql: {{host: 127.0.0.1, port: {mssql_port}, database: master, schema: dbo, credentialsSecret: ms-creds, encryption: NotSupported}}}}
-  parallelism: 2
-  chunkRows: 2000
-  partitioning: {{minRowsToSplit: 10000, rowsPerPartition: 10000}}
-  verify: checksum
-  online: {{enabled: true, pollInterval: 100ms, heartbeatSeconds: 1, maxBatchDelay: 100ms}}
-  cutover: {{maxLagSeconds: 5}}
-",
-        mssql_port = e2e.mssql.port
-    ));
+    cluster.apply(&online_migration_yaml(&e2e, "onl", &schema));
     let status = |path: &str| cluster.get("migration", "onl", path);
     e2e.wait_phase("onl", "Streaming", Duration::from_secs(300));
     assert!(!writer.is_finished(), "the writer stopped early");
@@ -2205,6 +2212,188 @@ spec:
     e2e.finish();
 }
 
+/// Waits until `cond` holds, up to `seconds`; the assertion names `what`.
+fn wait_for(what: &str, seconds: u64, diag: &dyn Fn() -> String, mut cond: impl FnMut() -> bool) {
+    let started = Instant::now();
+    while !cond() {
+        assert!(
+            started.elapsed() < Duration::from_secs(seconds),
+            "{what}: {}",
+            diag()
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
+/// A column added in the source to one table of a streaming Migration (PostgreSQL -> SQL Server): that table
+/// pauses, `SchemaDrift=True` and `status.online.schemaDrift` name it and the column, the other table's
+/// changes still arrive in the target while the paused one's do not, and a requested cutover is refused with
+/// a condition message naming the paused table. Annotated `mssqlpg.dev/reinitialize`, the table is planned
+/// again, re-created with the column and copied again; after the cutover the target equals the source.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_column_added_while_streaming_pauses_its_table_until_copied_again() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let e2e = E2e::start("ondr", ONLINE_PASSWORD, online_secrets).await;
+    let (cluster, pg) = (&e2e.cluster, &e2e.pg);
+    let schema = format!("e2e_ondr_{}", std::process::id());
+    seed_online(pg, &schema).await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = tokio::spawn(online_writer(e2e.pg_cfg.clone(), schema.clone(), stop.clone()));
+    let _operator = e2e.start_operator("127.0.0.1:0");
+    let diag = || e2e.diag();
+    cluster.apply(&online_migration_yaml(&e2e, "ondr", &schema));
+    let status = |path: &str| cluster.get("migration", "ondr", path);
+    let condition = |c: &str, field: &str| status(&format!(".status.conditions[?(@.type==\"{c}\")].{field}"));
+    e2e.wait_phase("ondr", "Streaming", Duration::from_secs(300));
+    assert_ne!(condition("SchemaDrift", "status"), "True", "{}", diag());
+
+    // The writer's next change of acct carries the relation with the new column.
+    pg.batch_execute(&format!("ALTER TABLE {schema}.acct ADD COLUMN rating int"))
+        .await
+        .unwrap();
+    wait_for("SchemaDrift never turned True", 60, &diag, || {
+        condition("SchemaDrift", "status") == "True"
+    });
+    let message = condition("SchemaDrift", "message");
+    assert!(
+        message.contains(&format!("table {schema}.acct paused")) && message.contains("added rating"),
+        "{message}"
+    );
+    assert!(!message.contains(".pair"), "{message}");
+    let listed = status(".status.online.schemaDrift");
+    assert!(
+        listed.contains(&format!("{schema}.acct")) && listed.contains("added rating"),
+        "{listed}"
+    );
+    stop.store(true, Ordering::Relaxed);
+    writer.await.unwrap();
+
+    // The other table streams on; the paused one's changes are no longer applied.
+    pg.batch_execute(&format!(
+        "INSERT INTO {schema}.pair VALUES (9999, 'after drift', 'streamed');
+         INSERT INTO {schema}.acct VALUES (5000000, 'paused', 1, NULL, 5);"
+    ))
+    .await
+    .unwrap();
+    let mut ms = e2e.mssql.connect().await.unwrap();
+    let started = Instant::now();
+    while ms_rows(&mut ms, "SELECT v FROM dbo.pair WHERE a = 9999")
+        .await
+        .is_empty()
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "a change of the table that did not drift never arrived: {}",
+            diag()
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    assert!(
+        ms_rows(&mut ms, "SELECT name FROM dbo.acct WHERE id = 5000000")
+            .await
+            .is_empty(),
+        "a change of the paused table was applied"
+    );
+
+    // A cutover is refused, naming the paused table; streaming goes on.
+    cluster.must(
+        &[
+            "patch",
+            "mig",
+            "ondr",
+            "-n",
+            &cluster.ns,
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"cutover":{"requested":true}}}"#,
+        ],
+        None,
+    );
+    wait_for("the cutover was not refused", 60, &diag, || {
+        condition("CutOver", "reason") == "CutoverFailed"
+    });
+    let refused = condition("CutOver", "message");
+    assert!(
+        refused.contains("schema change paused") && refused.contains(&format!("{schema}.acct")),
+        "{refused}"
+    );
+    assert_eq!(condition("CutOver", "status"), "False", "{}", diag());
+    assert_eq!(status(".status.phase"), "Streaming", "{}", diag());
+
+    // Planned again, re-created with the new column and copied again: its changes apply again.
+    cluster.must(
+        &[
+            "annotate",
+            "mig",
+            "ondr",
+            "-n",
+            &cluster.ns,
+            &format!("mssqlpg.dev/reinitialize={schema}.acct"),
+        ],
+        None,
+    );
+    wait_for("SchemaDrift never turned False again", 120, &diag, || {
+        condition("SchemaDrift", "status") == "False"
+    });
+    pg.batch_execute(&format!(
+        "INSERT INTO {schema}.acct VALUES (5000001, 'after the re-copy', 2, 'n', 9);
+         UPDATE {schema}.acct SET rating = 3 WHERE id <= 100;
+         DELETE FROM {schema}.acct WHERE id BETWEEN 101 AND 110;
+         UPDATE {schema}.pair SET v = 'later' WHERE a = 1;"
+    ))
+    .await
+    .unwrap();
+    cluster.must(
+        &[
+            "patch",
+            "mig",
+            "ondr",
+            "-n",
+            &cluster.ns,
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"cutover":{"requested":false}}}"#,
+        ],
+        None,
+    );
+    // The operator withdraws the refused request before it is asked again: else it may see only the second.
+    wait_for("the refused cutover request was not withdrawn", 60, &diag, || {
+        status(".status.cutoverAcceptedAt").is_empty()
+    });
+    let (ok, out) = plugin(&e2e, &["cutover", "ondr", "--wait", "--timeout", "300"]);
+    assert!(ok && out.contains("cut over at "), "{out}: {}", diag());
+    let source = online_source_rows(pg, &schema).await;
+    let target = online_target_rows(&mut ms).await;
+    for (i, (s, t)) in source.iter().zip(&target).enumerate() {
+        assert_eq!(s.len(), t.len(), "table {i}: row counts differ");
+        for (rs, rt) in s.iter().zip(t) {
+            assert_eq!(rs, rt, "table {i}: first differing row");
+        }
+    }
+    let rows = pg
+        .query(&format!("SELECT id::text, rating::text FROM {schema}.acct"), &[])
+        .await
+        .unwrap();
+    let mut ratings: Vec<Vec<Option<String>>> = rows
+        .iter()
+        .map(|r| vec![r.get::<_, Option<String>>(0), r.get::<_, Option<String>>(1)])
+        .collect();
+    ratings.sort();
+    let mut target_ratings = ms_rows(
+        &mut ms,
+        "SELECT CAST(id AS nvarchar(20)), CAST(rating AS nvarchar(20)) FROM dbo.acct",
+    )
+    .await;
+    target_ratings.sort();
+    assert_eq!(ratings, target_ratings, "the new column, value by value");
+
+    pg.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+        .await
+        .unwrap();
+    e2e.finish();
+}
+
 /// A binary of the workspace built beside the tests (`cargo build --workspace --bins`).
 /// Kills an online Migration's capture pod (`status` reads the Migration's status by path) and waits
 /// until a new pod streams and applies more changes: a writer must be changing the source.
@@ -2406,6 +2595,28 @@ async fn ct_writer(endpoint: MssqlEndpoint, stop: std::sync::Arc<std::sync::atom
     committed
 }
 
+/// An online Migration `name` SQL Server (the TDS test server's `shop`, `dbo`; Change Tracking switched on by
+/// the worker) -> PostgreSQL (`schema`), streaming with short intervals.
+fn online_ct_migration_yaml(e2e: &E2e, name: &str, schema: &str) -> String {
+    let (host, port, db) = pg_endpoint(&e2e.pg_cfg);
+    format!(
+        "apiVersion: mssqlpg.dev/v1alpha1
+kind: Migration
+metadata: {{name: {name}}}
+spec:
+  source: {{mssql: {{host: 127.0.0.1, port: {mssql_port}, database: shop, schema: dbo, credentialsSecret: ms-creds, encryption: NotSupported}}}}
+  target: {{postgres: {{host: '{host}', port: {port}, database: '{db}', schema: {schema}, credentialsSecret: pg-creds, sslMode: disable}}}}
+  parallelism: 2
+  chunkRows: 2000
+  partitioning: {{minRowsToSplit: 10000, rowsPerPartition: 10000}}
+  verify: checksum
+  online: {{enabled: true, enableChangeTracking: true, pollInterval: 100ms, heartbeatSeconds: 1, maxBatchDelay: 100ms}}
+  cutover: {{maxLagSeconds: 5}}
+",
+        mssql_port = e2e.mssql.port
+    )
+}
+
 /// The online path the other way, SQL Server (the TDS test server, Change Tracking switched on by the
 /// worker) -> PostgreSQL, through the operator: a writer changes the source throughout; the capture anchors,
 /// the copy Jobs run, the stream catches up (status shows the retention headroom); the capture pod is killed
@@ -2415,21 +2626,7 @@ async fn ct_writer(endpoint: MssqlEndpoint, stop: std::sync::Arc<std::sync::atom
 async fn online_migration_from_sql_server_with_a_capture_deployment() {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, Ordering};
-    let e2e = E2e::start_on("onct", ONLINE_PASSWORD, Some("shop"), |pg_user| {
-        format!(
-            "apiVersion: v1
-kind: Secret
-metadata: {{name: pg-creds}}
-stringData: {{username: {pg_user}, password: unused-with-trust}}
----
-apiVersion: v1
-kind: Secret
-metadata: {{name: ms-creds}}
-stringData: {{username: sa, password: {ONLINE_PASSWORD}}}
-"
-        )
-    })
-    .await;
+    let e2e = E2e::start_on("onct", ONLINE_PASSWORD, Some("shop"), online_secrets).await;
     let (cluster, pg) = (&e2e.cluster, &e2e.pg);
     let schema = format!("e2e_onct_{}", std::process::id());
     pg.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
@@ -2463,23 +2660,7 @@ stringData: {{username: sa, password: {ONLINE_PASSWORD}}}
     let writer = tokio::spawn(ct_writer(e2e.mssql.clone(), stop.clone()));
     let _operator = e2e.start_operator("127.0.0.1:0");
     let diag = || e2e.diag();
-    let (host, port, db) = pg_endpoint(&e2e.pg_cfg);
-    cluster.apply(&format!(
-        "apiVersion: mssqlpg.dev/v1alpha1
-kind: Migration
-metadata: {{name: onct}}
-spec:
-  source: {{mssql: {{host: 127.0.0.1, port: {mssql_port}, database: shop, schema: dbo, credentialsSecret: ms-creds, encryption: NotSupported}}}}
-  target: {{postgres: {{host: '{host}', port: {port}, database: '{db}', schema: {schema}, credentialsSecret: pg-creds, sslMode: disable}}}}
-  parallelism: 2
-  chunkRows: 2000
-  partitioning: {{minRowsToSplit: 10000, rowsPerPartition: 10000}}
-  verify: checksum
-  online: {{enabled: true, enableChangeTracking: true, pollInterval: 100ms, heartbeatSeconds: 1, maxBatchDelay: 100ms}}
-  cutover: {{maxLagSeconds: 5}}
-",
-        mssql_port = e2e.mssql.port
-    ));
+    cluster.apply(&online_ct_migration_yaml(&e2e, "onct", &schema));
     let status = |path: &str| cluster.get("migration", "onct", path);
     e2e.wait_phase("onct", "Streaming", Duration::from_secs(300));
     assert!(!writer.is_finished(), "the writer stopped early");
@@ -2554,6 +2735,177 @@ spec:
         );
         std::thread::sleep(Duration::from_millis(500));
     }
+    pg.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+        .await
+        .unwrap();
+    e2e.finish();
+}
+
+/// A column's type changed in the SQL Server source of a streaming Migration (SQL Server -> PostgreSQL): that
+/// table pauses, `SchemaDrift=True` and `status.online.schemaDrift` name it with the column's old and new type,
+/// the other table's changes still arrive in PostgreSQL while the paused one's do not, and a requested cutover
+/// is refused naming the paused table. Annotated `mssqlpg.dev/reinitialize`, the capture plans the table
+/// again, re-creates and copies it while the other streams on; `SchemaDrift` turns False, its changes apply
+/// again, and after the cutover PostgreSQL equals the source value by value.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_type_changed_while_streaming_from_sql_server_pauses_its_table_until_copied_again() {
+    let e2e = E2e::start_on("onctdr", ONLINE_PASSWORD, Some("shop"), online_secrets).await;
+    let (cluster, pg) = (&e2e.cluster, &e2e.pg);
+    let schema = format!("e2e_onctdr_{}", std::process::id());
+    pg.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+        .await
+        .unwrap();
+    let mut ms = e2e.mssql.connect().await.unwrap();
+    exec(
+        &mut ms,
+        "CREATE TABLE dbo.acct (id bigint NOT NULL PRIMARY KEY, name nvarchar(200) NOT NULL, note nvarchar(100) NULL); \
+         CREATE TABLE dbo.pair (a int NOT NULL, b nvarchar(20) NOT NULL, v nvarchar(100) NULL, PRIMARY KEY (a, b)); \
+         INSERT INTO dbo.acct VALUES (1, N'nämé 1', N'n1'), (2, N'nämé 2', NULL); \
+         INSERT INTO dbo.pair VALUES (1, N'k1', N'v1'), (2, N'k2', N'v2')",
+    )
+    .await;
+    let _operator = e2e.start_operator("127.0.0.1:0");
+    let diag = || e2e.diag();
+    cluster.apply(&online_ct_migration_yaml(&e2e, "onctdr", &schema));
+    let status = |path: &str| cluster.get("migration", "onctdr", path);
+    let condition = |c: &str, field: &str| status(&format!(".status.conditions[?(@.type==\"{c}\")].{field}"));
+    e2e.wait_phase("onctdr", "Streaming", Duration::from_secs(300));
+    assert_ne!(condition("SchemaDrift", "status"), "True", "{}", diag());
+
+    exec(
+        &mut ms,
+        "ALTER TABLE dbo.acct ALTER COLUMN note nvarchar(400) NULL",
+    )
+    .await;
+    wait_for("SchemaDrift never turned True", 60, &diag, || {
+        condition("SchemaDrift", "status") == "True"
+    });
+    let message = condition("SchemaDrift", "message");
+    assert!(
+        message.contains("table dbo.acct paused")
+            && message.contains("changed the type of note from nvarchar(100) NULL to nvarchar(400) NULL"),
+        "{message}"
+    );
+    let listed = status(".status.online.schemaDrift");
+    assert!(
+        listed.contains("dbo.acct") && listed.contains("nvarchar(400)"),
+        "{listed}"
+    );
+
+    exec(
+        &mut ms,
+        "INSERT INTO dbo.pair VALUES (9999, N'after drift', N'streamed'); \
+         INSERT INTO dbo.acct VALUES (5000000, N'paused', N'x')",
+    )
+    .await;
+    let count = |sql: String| async move { pg.query_one(&sql, &[]).await.unwrap().get::<_, i64>(0) };
+    let started = Instant::now();
+    while count(format!("SELECT count(*) FROM {schema}.pair WHERE a = 9999")).await == 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "a change of the table that did not drift never arrived: {}",
+            diag()
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    assert_eq!(
+        count(format!("SELECT count(*) FROM {schema}.acct WHERE id = 5000000")).await,
+        0,
+        "a change of the paused table was applied"
+    );
+
+    let (ok, out) = plugin(&e2e, &["cutover", "onctdr"]);
+    assert!(ok, "{out}");
+    wait_for("the cutover was not refused", 60, &diag, || {
+        condition("CutOver", "reason") == "CutoverFailed"
+    });
+    let refused = condition("CutOver", "message");
+    assert!(
+        refused.contains("schema change paused") && refused.contains("dbo.acct"),
+        "{refused}"
+    );
+    assert_eq!(status(".status.phase"), "Streaming", "{}", diag());
+
+    // The table is planned again, re-created with the new type and copied again; its changes apply again.
+    cluster.must(
+        &[
+            "annotate",
+            "mig",
+            "onctdr",
+            "-n",
+            &cluster.ns,
+            "mssqlpg.dev/reinitialize=dbo.acct",
+        ],
+        None,
+    );
+    wait_for("SchemaDrift never turned False again", 120, &diag, || {
+        condition("SchemaDrift", "status") == "False"
+    });
+    assert_eq!(status(".status.online.schemaDrift"), "", "{}", diag());
+    let long = "ü".repeat(300);
+    exec(
+        &mut ms,
+        &format!(
+            "INSERT INTO dbo.acct VALUES (5000001, N'after the re-copy', N'{long}'); \
+             UPDATE dbo.acct SET note = N'updated after' WHERE id = 1; DELETE FROM dbo.acct WHERE id = 2; \
+             UPDATE dbo.pair SET v = N'later' WHERE a = 1"
+        ),
+    )
+    .await;
+    cluster.must(
+        &[
+            "patch",
+            "mig",
+            "onctdr",
+            "-n",
+            &cluster.ns,
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"cutover":{"requested":false}}}"#,
+        ],
+        None,
+    );
+    // The operator withdraws the refused request before it is asked again: else it may see only the second.
+    wait_for("the refused cutover request was not withdrawn", 60, &diag, || {
+        status(".status.cutoverAcceptedAt").is_empty()
+    });
+    let (ok, out) = plugin(&e2e, &["cutover", "onctdr", "--wait", "--timeout", "300"]);
+    assert!(ok && out.contains("cut over at "), "{out}: {}", diag());
+    assert_eq!(status(".status.phase"), "Succeeded", "{}", diag());
+    for (ms_sql, pg_sql) in [
+        (
+            "SELECT CAST(id AS nvarchar(20)), name, note FROM dbo.acct",
+            format!("SELECT id::text, name, note FROM {schema}.acct"),
+        ),
+        (
+            "SELECT CAST(a AS nvarchar(20)), b, v FROM dbo.pair",
+            format!("SELECT a::text, b, v FROM {schema}.pair"),
+        ),
+    ] {
+        let mut source = ms_rows(&mut ms, ms_sql).await;
+        source.sort();
+        let rows = pg.query(&pg_sql, &[]).await.unwrap();
+        let mut target: Vec<Vec<Option<String>>> = rows
+            .iter()
+            .map(|r| (0..r.len()).map(|i| r.get::<_, Option<String>>(i)).collect())
+            .collect();
+        target.sort();
+        assert_eq!(source, target, "{pg_sql}");
+    }
+    let note_type: String = pg
+        .query_one(
+            "SELECT format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid = $1::text::regclass \
+             AND attname = 'note'",
+            &[&format!("{schema}.acct")],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(
+        note_type, "character varying(400)",
+        "the table was re-created with the new type"
+    );
+
     pg.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
         .await
         .unwrap();

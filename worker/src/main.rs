@@ -146,6 +146,17 @@ enum Command {
         #[arg(long, default_value_t = 600)]
         wait_seconds: u64,
     },
+    /// Online migration: ask the running `run` to re-plan a table (a schema
+    /// change paused it), re-create it in the target and copy it again while the other tables
+    /// stream on; its changes are applied again from then on. Returns once asked; `status` shows
+    /// the table streaming again.
+    Reinitialize {
+        #[command(flatten)]
+        common: Common,
+        /// The table, `schema.table` as in the source (repeat for more).
+        #[arg(long = "table", required = true)]
+        tables: Vec<String>,
+    },
     /// Online migration in the cluster (the capture Deployment's pod): anchor the stream before
     /// the copy Jobs read, wait for the copy, build keys, stream until the cutover the Migration
     /// asks for, reporting in `status.online` and on `/metrics`. `--migration NAMESPACE/NAME` only.
@@ -219,6 +230,7 @@ async fn local(common: &Common, step: Step<'_>, out: &Out) -> anyhow::Result<Exi
 enum OnlineStep {
     Run,
     Cutover { wait: std::time::Duration },
+    Reinitialize { tables: Vec<String> },
     Status,
 }
 
@@ -324,6 +336,22 @@ async fn local_online(common: &Common, step: OnlineStep, out: &Out) -> anyhow::R
                 (false, m) => format!("cutover failed: {}\n", m.as_deref().unwrap_or("no reason given")),
             });
             Ok(if answer.ok { Exit::Success } else { Exit::Failure })
+        }
+        OnlineStep::Reinitialize { tables } => {
+            match &engine {
+                OnlineEngine::PgToMssql(e) => online_run::reinitialize_pg_to_mssql(e, &tables).await?,
+                OnlineEngine::MssqlToPg(e) => online_run::reinitialize_mssql_to_pg(e, &tables).await?,
+            }
+            out.event(
+                &serde_json::json!({"event": "reinitialize", "ok": true, "tables": tables}),
+                || {
+                    format!(
+                        "asked the streaming process to re-plan and copy again: {}\n",
+                        tables.join(", ")
+                    )
+                },
+            );
+            Ok(Exit::Success)
         }
         OnlineStep::Status => {
             let status = match &engine {
@@ -853,7 +881,13 @@ fn k8s_step(command: &Command) -> anyhow::Result<Option<K8sStep>> {
         Command::Cutover { common, .. } | Command::Status(common) if common.migration.is_some() => {
             anyhow::bail!("cutover and status are local only for now: use -f FILE")
         }
-        Command::Cutover { .. } | Command::Status(_) => None,
+        Command::Reinitialize { common, .. } if common.migration.is_some() => {
+            anyhow::bail!(
+                "reinitialize takes -f FILE: a file holding the Migration (its namespace, name and target) reaches \
+                 the capture through the target's state"
+            )
+        }
+        Command::Cutover { .. } | Command::Status(_) | Command::Reinitialize { .. } => None,
         Command::Copy { common, .. } if common.file.is_some() => None,
         Command::Copy {
             common,
@@ -1079,6 +1113,16 @@ async fn main_inner(cli: Cli, out: &Out) -> anyhow::Result<Exit> {
             local_online(common, OnlineStep::Cutover { wait }, out).await
         }
         Command::Status(common) => local_online(common, OnlineStep::Status, out).await,
+        Command::Reinitialize { common, tables } => {
+            local_online(
+                common,
+                OnlineStep::Reinitialize {
+                    tables: tables.clone(),
+                },
+                out,
+            )
+            .await
+        }
     }
 }
 
@@ -1105,7 +1149,11 @@ async fn main() -> ExitCode {
         match &cli.command {
             Command::Run(_) => "127.0.0.1:9090",
             // Short commands beside a running `run`: nothing to scrape.
-            Command::Cutover { .. } | Command::Status(_) | Command::Plan(_) | Command::Check(_) => "off",
+            Command::Cutover { .. }
+            | Command::Reinitialize { .. }
+            | Command::Status(_)
+            | Command::Plan(_)
+            | Command::Check(_) => "off",
             _ => "0.0.0.0:9090",
         }
         .to_string()

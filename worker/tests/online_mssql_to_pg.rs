@@ -744,8 +744,10 @@ async fn a_schema_change_pauses_its_table_and_the_others_go_on() {
         &mut ms,
         "CREATE TABLE dbo.steady (id int NOT NULL PRIMARY KEY, v nvarchar(50) NULL); \
          CREATE TABLE dbo.drifting (id int NOT NULL PRIMARY KEY, v nvarchar(50) NULL); \
+         CREATE TABLE dbo.retyped (id int NOT NULL PRIMARY KEY, v nvarchar(50) NULL, n int NOT NULL); \
          INSERT INTO dbo.steady (id, v) VALUES (1, N'a'), (2, N'b'); \
-         INSERT INTO dbo.drifting (id, v) VALUES (1, N'a'), (2, N'b')",
+         INSERT INTO dbo.drifting (id, v) VALUES (1, N'a'), (2, N'b'); \
+         INSERT INTO dbo.retyped (id, v, n) VALUES (1, N'a', 1), (2, N'b', 2)",
     )
     .await;
     let pg = common::pg_connect().await;
@@ -756,16 +758,24 @@ async fn a_schema_change_pauses_its_table_and_the_others_go_on() {
     run.wait_streaming(0, Duration::from_secs(300)).await;
 
     common::ms_exec(&mut ms, "ALTER TABLE dbo.drifting ADD extra int NULL").await;
+    // A longer type, and a wider one made nullable: each a change of the column's type.
+    common::ms_exec(
+        &mut ms,
+        "ALTER TABLE dbo.retyped ALTER COLUMN v nvarchar(200) NULL; \
+         ALTER TABLE dbo.retyped ALTER COLUMN n bigint NULL",
+    )
+    .await;
     common::ms_exec(
         &mut ms,
         "INSERT INTO dbo.drifting (id, v, extra) VALUES (100, N'after', 1); \
+         INSERT INTO dbo.retyped (id, v, n) VALUES (100, N'after', 5000000000); \
          INSERT INTO dbo.steady (id, v) VALUES (100, N'after')",
     )
     .await;
     run.wait_streaming(1, Duration::from_secs(120)).await;
     let paused = loop {
         let s = run.last("streaming").unwrap();
-        if !s["paused"].as_array().unwrap().is_empty() {
+        if s["paused"].as_array().unwrap().len() >= 2 {
             break s["paused"].clone();
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -773,6 +783,13 @@ async fn a_schema_change_pauses_its_table_and_the_others_go_on() {
     let text = paused.to_string();
     assert!(
         text.contains("dbo.drifting") && text.contains("added extra") && !text.contains("steady"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "table dbo.retyped paused: its columns changed in the source while streaming (changed the type of \
+             v from nvarchar(50) NULL to nvarchar(200) NULL, n from int NOT NULL to bigint NULL)"
+        ),
         "{text}"
     );
     common::ms_exec(&mut ms, "INSERT INTO dbo.steady (id, v) VALUES (101, N'later')").await;
@@ -785,8 +802,10 @@ async fn a_schema_change_pauses_its_table_and_the_others_go_on() {
         .unwrap()
         .get(0);
     assert_eq!(n, 2, "the other table goes on");
-    let n: i64 = pg.query_one(&count("drifting", "100"), &[]).await.unwrap().get(0);
-    assert_eq!(n, 0, "nothing of the drifted table after its change");
+    for table in ["drifting", "retyped"] {
+        let n: i64 = pg.query_one(&count(table, "100"), &[]).await.unwrap().get(0);
+        assert_eq!(n, 0, "nothing of {table} after its change");
+    }
 
     let status = worker_cmd(&["status", "-f", &file, "--output", "text"], &password)
         .output()
@@ -800,6 +819,129 @@ async fn a_schema_change_pauses_its_table_and_the_others_go_on() {
     assert!(!ok, "{answer}");
     assert!(answer.to_string().contains("dbo.drifting"), "{answer}");
     run.kill();
+}
+
+/// A table paused by a schema change is planned again from the source, re-created in the target
+/// and copied again on `reinitialize --table` while the other table streams on; its changes are
+/// applied again from then on, and at the cutover both tables equal the source value by value.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_paused_table_is_planned_and_copied_again_and_streams_on() {
+    let (server, password) = server();
+    let mut ms = tds_client(&server, &password).await;
+    common::ms_exec(
+        &mut ms,
+        "CREATE TABLE dbo.steady (id int NOT NULL PRIMARY KEY, v nvarchar(50) NULL); \
+         CREATE TABLE dbo.drifting (id int NOT NULL PRIMARY KEY, v nvarchar(50) NULL); \
+         INSERT INTO dbo.steady (id, v) VALUES (1, N'a'), (2, N'b'), (3, N'c'); \
+         INSERT INTO dbo.drifting (id, v) VALUES (1, N'a'), (2, N'b'), (3, N'c'), (4, N'd')",
+    )
+    .await;
+    let pg = common::pg_connect().await;
+    let schema = common::fresh_schema(&pg, "online_ms_replan").await;
+    let file = migration_file("online-ms-replan", server.addr().port(), &schema, ENABLE);
+    let mut run = Running::start(worker_cmd(&["run", "-f", &file], &password));
+    run.wait_streaming(0, Duration::from_secs(300)).await;
+
+    let long = "ü".repeat(120);
+    common::ms_exec(
+        &mut ms,
+        &format!(
+            "ALTER TABLE dbo.drifting ADD extra int NULL; \
+             ALTER TABLE dbo.drifting ALTER COLUMN v nvarchar(200) NULL; \
+             INSERT INTO dbo.drifting (id, v, extra) VALUES (100, N'{long}', 7); \
+             UPDATE dbo.drifting SET v = N'changed while paused' WHERE id = 1; \
+             DELETE FROM dbo.drifting WHERE id = 2; \
+             INSERT INTO dbo.steady (id, v) VALUES (100, N'after')"
+        ),
+    )
+    .await;
+    let started = Instant::now();
+    while run
+        .last("streaming")
+        .is_none_or(|s| s["paused"].as_array().is_none_or(Vec::is_empty))
+    {
+        assert!(started.elapsed() < Duration::from_secs(120), "never paused");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    // A table the migration does not hold is refused, naming the ones it does; nothing is asked.
+    let out = worker_cmd(&["reinitialize", "-f", &file, "--table", "dbo.nosuch"], &password)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        !out.status.success() && text.contains("dbo.nosuch") && text.contains("dbo.drifting"),
+        "{text}"
+    );
+    let out = worker_cmd(
+        &[
+            "reinitialize",
+            "-f",
+            &file,
+            "--table",
+            "dbo.drifting",
+            "--output",
+            "json",
+        ],
+        &password,
+    )
+    .output()
+    .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+    // Re-planned and copied again: nothing paused any more, the request done.
+    let started = Instant::now();
+    loop {
+        if run.last("replanned").is_some()
+            && let Some(s) = run.last("streaming")
+            && s["paused"].as_array().is_some_and(Vec::is_empty)
+        {
+            let target: i64 = pg
+                .query_one(
+                    &format!("SELECT count(*) FROM \"{schema}\".drifting WHERE id = 100 AND extra = 7"),
+                    &[],
+                )
+                .await
+                .map_or(0, |r| r.get(0));
+            if target == 1 {
+                break;
+            }
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "the table was not copied again: {:?} {:?}",
+            run.last("replanned"),
+            run.last("streaming")
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // A stream killed after the re-plan resumes with the new plan: the run's plan is the new one.
+    run.kill();
+    let mut run = Running::start(worker_cmd(&["run", "-f", &file], &password));
+    run.wait_streaming(0, Duration::from_secs(120)).await;
+    // Its changes stream again, the other table's never stopped.
+    common::ms_exec(
+        &mut ms,
+        "INSERT INTO dbo.drifting (id, v, extra) VALUES (101, N'streamed again', 8); \
+         UPDATE dbo.drifting SET extra = 9, v = N'updated after' WHERE id = 3; \
+         DELETE FROM dbo.drifting WHERE id = 4; \
+         INSERT INTO dbo.steady (id, v) VALUES (101, N'later')",
+    )
+    .await;
+    let (ok, answer) = cutover(&file, &password);
+    assert!(ok, "{answer}");
+    let (status, lines) = run.wait();
+    assert!(status.success(), "{lines:#?}");
+    for table in ["steady", "drifting"] {
+        let source = common::view_rows::ms_rows(&mut ms, &format!("dbo.{table}")).await;
+        let target = common::view_rows::pg_rows(&pg, &format!("\"{schema}\".{table}")).await;
+        assert_eq!(source, target, "table {table}");
+    }
+    let drifting = common::view_rows::pg_rows(&pg, &format!("\"{schema}\".drifting")).await;
+    assert_eq!(drifting.len(), 4, "{drifting:?}");
+    assert!(
+        drifting.iter().any(|r| r[1] == long && r[2] == "7"),
+        "{drifting:?}"
+    );
 }
 
 /// Writes to the test server until `stop`, reconnecting whenever it goes away: upserts of new

@@ -610,6 +610,8 @@ async fn a_schema_change_pauses_its_table_and_the_others_go_on() {
     pg.batch_execute(&format!(
         "CREATE TABLE \"{schema}\".steady (id int PRIMARY KEY, v text);
          CREATE TABLE \"{schema}\".drifting (id int PRIMARY KEY, v text, w text);
+         CREATE TABLE \"{schema}\".retyped (id int PRIMARY KEY, v varchar(50), n int, t timestamp(3));
+         INSERT INTO \"{schema}\".retyped SELECT g, 'v' || g, g, '2024-01-01' FROM generate_series(1, 10) g;
          INSERT INTO \"{schema}\".steady SELECT g, 'v' || g FROM generate_series(1, 10) g;
          INSERT INTO \"{schema}\".drifting SELECT g, 'v' || g, 'w' FROM generate_series(1, 10) g;"
     ))
@@ -632,13 +634,16 @@ async fn a_schema_change_pauses_its_table_and_the_others_go_on() {
         "UPDATE \"{schema}\".drifting SET v = 'raced' WHERE id = 2;
          ALTER TABLE \"{schema}\".drifting ADD COLUMN extra int, DROP COLUMN w;
          INSERT INTO \"{schema}\".drifting (id, v, extra) VALUES (100, 'after', 1);
+         ALTER TABLE \"{schema}\".retyped ALTER COLUMN v TYPE varchar(200), ALTER COLUMN n TYPE bigint,
+           ALTER COLUMN t TYPE timestamp(6);
+         INSERT INTO \"{schema}\".retyped VALUES (100, 'after', 5000000000, '2024-01-01 00:00:00.123456');
          INSERT INTO \"{schema}\".steady VALUES (100, 'after');"
     ))
     .await
     .unwrap();
     let paused = loop {
         if let Some(s) = run.last("streaming")
-            && !s["paused"].as_array().unwrap().is_empty()
+            && s["paused"].as_array().unwrap().len() >= 2
         {
             break s["paused"].clone();
         }
@@ -650,6 +655,14 @@ async fn a_schema_change_pauses_its_table_and_the_others_go_on() {
             && text.contains("added extra")
             && text.contains("dropped or renamed w")
             && !text.contains("steady"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "table {schema}.retyped paused: its columns changed in the source while streaming (changed the type \
+             of v from character varying(50) to character varying(200), n from integer to bigint, t from \
+             timestamp(3) without time zone to timestamp(6) without time zone)"
+        )),
         "{text}"
     );
     // The other table goes on after the pause.
@@ -667,11 +680,17 @@ async fn a_schema_change_pauses_its_table_and_the_others_go_on() {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert_eq!(
-        common::ms_scalar::<i32>(&mut ms, "SELECT COUNT(*) FROM dbo.drifting WHERE id = 100").await,
-        Some(0),
-        "nothing of the drifted table after its change"
-    );
+    for table in ["drifting", "retyped"] {
+        assert_eq!(
+            common::ms_scalar::<i32>(
+                &mut ms,
+                &format!("SELECT COUNT(*) FROM dbo.{table} WHERE id = 100")
+            )
+            .await,
+            Some(0),
+            "nothing of {table} after its change"
+        );
+    }
     assert_eq!(
         common::ms_scalar::<i32>(
             &mut ms,
@@ -697,6 +716,103 @@ async fn a_schema_change_pauses_its_table_and_the_others_go_on() {
         "the refusal names the paused table: {answer}"
     );
     run.kill();
+}
+
+/// A table paused by a schema change is planned again from the source, re-created in the target
+/// and copied again on `reinitialize --table` (its whole read taken after a marker in the stream)
+/// while the other table streams on; its changes apply again, also after the stream is killed
+/// and resumed, and at the cutover both tables equal the source value by value.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_paused_table_is_planned_and_copied_again_and_streams_on() {
+    let config = ServerConfig::default();
+    let password = config.password.clone();
+    let server = TestServer::start(config).unwrap();
+    let pg = common::pg_connect().await;
+    let schema = common::fresh_schema(&pg, "online_replan").await;
+    pg.batch_execute(&format!(
+        "CREATE TABLE \"{schema}\".steady (id int PRIMARY KEY, v text);
+         CREATE TABLE \"{schema}\".drifting (id int PRIMARY KEY, v varchar(50));
+         INSERT INTO \"{schema}\".steady SELECT g, 'v' || g FROM generate_series(1, 10) g;
+         INSERT INTO \"{schema}\".drifting SELECT g, 'v' || g FROM generate_series(1, 10) g;"
+    ))
+    .await
+    .unwrap();
+    let file = migration_file("online-replan", server.addr().port(), &schema);
+    let mut run = Running::start(worker_cmd(&["run", "-f", &file], &password));
+    run.wait_streaming(0, Duration::from_secs(300)).await;
+    let long = "ü".repeat(120);
+    pg.batch_execute(&format!(
+        "ALTER TABLE \"{schema}\".drifting ADD COLUMN extra int, ALTER COLUMN v TYPE varchar(200);
+         INSERT INTO \"{schema}\".drifting VALUES (100, '{long}', 7);
+         UPDATE \"{schema}\".drifting SET v = 'changed while paused' WHERE id = 1;
+         DELETE FROM \"{schema}\".drifting WHERE id = 2;
+         INSERT INTO \"{schema}\".steady VALUES (100, 'after');"
+    ))
+    .await
+    .unwrap();
+    let started = Instant::now();
+    while run
+        .last("streaming")
+        .is_none_or(|s| s["paused"].as_array().is_none_or(Vec::is_empty))
+    {
+        assert!(started.elapsed() < Duration::from_secs(120), "never paused");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let table = format!("{schema}.drifting");
+    let out = worker_cmd(&["reinitialize", "-f", &file, "--table", &table], &password)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+    let mut ms = tds_client(&server, &password).await;
+    let started = Instant::now();
+    loop {
+        if run.last("replanned").is_some()
+            && run
+                .last("streaming")
+                .is_some_and(|s| s["paused"].as_array().is_some_and(Vec::is_empty))
+            && common::ms_scalar::<i32>(
+                &mut ms,
+                "SELECT COUNT(*) FROM dbo.drifting WHERE id = 100 AND extra = 7",
+            )
+            .await
+                == Some(1)
+        {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "the table was not copied again: {:?} {:?}",
+            run.last("replanned"),
+            run.last("streaming")
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    run.kill();
+    let mut run = Running::start(worker_cmd(&["run", "-f", &file], &password));
+    run.wait_streaming(0, Duration::from_secs(120)).await;
+    pg.batch_execute(&format!(
+        "INSERT INTO \"{schema}\".drifting VALUES (101, 'streamed again', 8);
+         UPDATE \"{schema}\".drifting SET extra = 9, v = 'updated after' WHERE id = 3;
+         DELETE FROM \"{schema}\".drifting WHERE id = 4;
+         INSERT INTO \"{schema}\".steady VALUES (101, 'later');"
+    ))
+    .await
+    .unwrap();
+    let (ok, answer) = cutover(&file, &password);
+    assert!(ok, "{answer}");
+    let (status, lines) = run.wait();
+    assert!(status.success(), "{lines:#?}");
+    for table in ["steady", "drifting"] {
+        let source = common::view_rows::pg_rows(&pg, &format!("\"{schema}\".{table}")).await;
+        let target = common::view_rows::ms_rows(&mut ms, &format!("dbo.{table}")).await;
+        assert_eq!(source, target, "table {table}");
+    }
+    let drifting = common::view_rows::ms_rows(&mut ms, "dbo.drifting").await;
+    assert_eq!(drifting.len(), 10, "{drifting:?}");
+    assert!(
+        drifting.iter().any(|r| r[1] == long && r[2] == "7"),
+        "{drifting:?}"
+    );
 }
 
 /// Writes to a PostgreSQL until `stop`, reconnecting whenever the server goes away: upserts of

@@ -357,6 +357,22 @@ async fn stream(
     }
 }
 
+/// The tables of the re-copy annotation's `value` (comma-separated `schema.table`) to ask the
+/// stream for: those a schema change paused (`paused`: the state's messages) and not asked for
+/// already (`pending`).
+fn to_reinitialize(value: &str, paused: &[String], pending: &[String]) -> Vec<String> {
+    value
+        .split(',')
+        .map(str::trim)
+        .filter(|t| {
+            !t.is_empty()
+                && !pending.iter().any(|r| r == t)
+                && paused.iter().any(|p| p.starts_with(&format!("table {t} paused")))
+        })
+        .map(str::to_string)
+        .collect()
+}
+
 /// Runs `work` to its end, the observer reporting every `every` meanwhile.
 async fn drive(
     work: impl std::future::Future<Output = Result<CutoverReport, K8sError>>,
@@ -430,6 +446,8 @@ struct Observer<'a> {
     last: Option<(Instant, i64, Option<u64>)>,
     /// Source WAL bytes per second, smoothed.
     wal_rate: Option<f64>,
+    /// The re-copy annotation was refused (the state row says why) and the log said so once.
+    reinitialize_refused: bool,
 }
 
 impl<'a> Observer<'a> {
@@ -448,6 +466,7 @@ impl<'a> Observer<'a> {
             requested: None,
             last: None,
             wal_rate: None,
+            reinitialize_refused: false,
         }
     }
 
@@ -463,6 +482,52 @@ impl<'a> Observer<'a> {
             tracing::warn!(error = %crate::error_text::error_text(&e), "passing the cutover on failed");
             self.ms = None;
         }
+        if let Err(e) = self.pass_on_reinitialize().await {
+            if matches!(e, OnlineError::Setup(_)) {
+                if !std::mem::replace(&mut self.reinitialize_refused, true) {
+                    tracing::warn!(error = %crate::error_text::error_text(&e), "the re-copy annotation is refused");
+                }
+            } else {
+                tracing::warn!(error = %crate::error_text::error_text(&e), "passing the re-copy on failed");
+                self.pg = None;
+            }
+        }
+    }
+
+    /// Tables the Migration's re-copy annotation names that a schema change paused and that
+    /// are not being copied again already: ask the stream to re-plan and copy them through the
+    /// target's state row. A table not paused (copied again already, or never drifted) is left.
+    async fn pass_on_reinitialize(&mut self) -> Result<(), OnlineError> {
+        let mig = match client::get_migration(&self.client, &self.ns, &self.name).await {
+            Ok(m) => m,
+            Err(e) => {
+                tracing::warn!(error = %e, "reading the Migration failed");
+                return Ok(());
+            }
+        };
+        let Some(value) = mig
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(mssql_pg_crds::names::ANNOTATION_REINITIALIZE))
+        else {
+            return Ok(());
+        };
+        let Some(row) = self.load_row().await? else {
+            return Ok(());
+        };
+        let asked = to_reinitialize(value, &row.paused, &row.reinitialize);
+        if asked.is_empty() {
+            return Ok(());
+        }
+        let migration = self.engines.migration().to_string();
+        match (self.engines, self.ms.as_mut(), self.pg.as_mut()) {
+            (Engines::PgToMssql(_), Some(ms), _) => ms.request_reinitialize(&migration, &asked).await?,
+            (Engines::MssqlToPg(_), _, Some(pg)) => pg.request_reinitialize(&migration, &asked).await?,
+            _ => return Ok(()),
+        }
+        tracing::info!(tables = ?asked, "re-copy passed on to the stream");
+        Ok(())
     }
 
     /// The target's state row.
@@ -673,5 +738,27 @@ impl<'a> Observer<'a> {
         }
         self.requested = Some(accepted);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::to_reinitialize;
+
+    #[test]
+    fn the_annotation_asks_for_paused_tables_not_asked_for_already() {
+        let paused = vec![
+            "table dbo.a paused: its columns changed in the source while streaming (added x); ..."
+                .to_string(),
+            "table dbo.b paused: its columns changed in the source while streaming (added y); ..."
+                .to_string(),
+        ];
+        let pending = vec!["dbo.b".to_string()];
+        // dbo.c is not paused (copied again already, or never drifted); dbo.ab is no prefix match.
+        assert_eq!(
+            to_reinitialize(" dbo.a, dbo.b,,dbo.c, dbo.ab", &paused, &pending),
+            vec!["dbo.a"]
+        );
+        assert!(to_reinitialize("dbo.a", &[], &[]).is_empty());
     }
 }

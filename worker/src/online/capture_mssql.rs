@@ -89,6 +89,9 @@ pub struct CtTable {
     pub key: Vec<usize>,
     /// Column names, for messages.
     pub columns: Vec<String>,
+    /// Each copied column's type as planned ([`column_type_text`]): a change of one is a schema
+    /// change that pauses the table.
+    pub column_types: Vec<String>,
     /// The changes since `@P1` with versions in (`@P2`, `@P3`].
     pub changes_sql: String,
     /// Every row, when the table is copied again.
@@ -97,6 +100,16 @@ pub struct CtTable {
     /// Every column the source table had when it was planned: one more, or a copied one gone,
     /// is a schema change that pauses the table.
     pub source_columns: Vec<String>,
+}
+
+/// A column's type and nullability as `sys.columns` has them, spelled like SQL Server
+/// (`nvarchar(50) NOT NULL`).
+pub fn column_type_text(c: &crate::schema::mssql_to_pg_types::SourceColumn) -> String {
+    format!(
+        "{} {}",
+        crate::plan::published::source_type_text(c),
+        if c.nullable { "NULL" } else { "NOT NULL" }
+    )
 }
 
 /// Whether a key column's values compare by collation (text): then the join to the table also
@@ -135,6 +148,7 @@ impl CtTable {
             whole_sql: whole_sql(t, &quoted),
             encoder: RowEncoder::new(t.columns.iter().map(|c| c.pg_type).collect()),
             columns: t.columns.iter().map(|c| c.source.name.clone()).collect(),
+            column_types: t.columns.iter().map(|c| column_type_text(&c.source)).collect(),
             source_columns: t.source.columns.iter().map(|c| c.name.clone()).collect(),
             quoted,
             name,
@@ -630,19 +644,27 @@ pub struct MssqlCapture {
     object_ids: Vec<Option<i32>>,
     /// Tables a schema change paused: their changes are not read.
     paused: Vec<bool>,
+    /// Type names by `user_type_id` (`sys.types`), read again when a column has one not in it.
+    type_names: HashMap<i64, String>,
+    /// Tables the user asked to copy again (`reinitialize`), read whole by the next poll, until
+    /// the target holds that copy; then in `recopied_done` until the stream takes them.
+    requested: Vec<usize>,
+    recopied_done: Vec<usize>,
 }
 
 /// A table (its index) and where its Change Tracking history begins.
 type Begin = (usize, Option<i64>);
 
 impl MssqlCapture {
-    /// The capture of `tables`, from `applied` on.
+    /// The capture of `tables`, from `applied` on; `recopy`: tables the user asked to copy
+    /// again, read whole by the first poll.
     pub async fn connect(
         mut ms: TdsClient,
         migration: &str,
         tables: Vec<CtTable>,
         applied: Position,
         reinitialize: bool,
+        recopy: Vec<usize>,
     ) -> Result<Self, OnlineError> {
         let stored = ms
             .query(
@@ -685,19 +707,44 @@ impl MssqlCapture {
             recopied: None,
             object_ids,
             paused,
+            type_names: HashMap::new(),
+            requested: recopy,
+            recopied_done: Vec::new(),
         })
+    }
+
+    /// `sys.types`' names by `user_type_id`, lower-cased as the plan has them.
+    async fn read_type_names(&mut self) -> Result<(), OnlineError> {
+        let rows = self
+            .ms
+            .simple_query("SELECT user_type_id, name FROM sys.types")
+            .await
+            .map_err(ms_err("read the type names"))?
+            .into_first_result()
+            .await
+            .map_err(ms_err("read the type names"))?;
+        for r in rows {
+            let mut cells = r.cells().map(|(_, c)| c);
+            let id = cells.next().and_then(crate::mssql::introspect::cell_int);
+            if let (Some(id), Some(ColumnData::String(Some(name)))) = (id, cells.next()) {
+                self.type_names.insert(id, name.to_lowercase());
+            }
+        }
+        Ok(())
     }
 
     /// The catalog check of a poll: the tables whose columns no longer match the plan's, newly
     /// paused, each with the message naming its columns.
     async fn drifted(&mut self) -> Result<Vec<(usize, String)>, OnlineError> {
         let ids: Vec<String> = self.object_ids.iter().flatten().map(i32::to_string).collect();
-        let mut columns: HashMap<i32, Vec<String>> = HashMap::new();
+        // Per table, its columns now: name and type text.
+        let mut columns: HashMap<i32, Vec<(String, String)>> = HashMap::new();
         if !ids.is_empty() {
             let rows = self
                 .ms
                 .simple_query(format!(
-                    "SELECT object_id, name FROM sys.columns WHERE object_id IN ({})",
+                    "SELECT object_id, name, system_type_id, user_type_id, max_length, precision, scale, \
+                     is_nullable FROM sys.columns WHERE object_id IN ({})",
                     ids.join(", ")
                 ))
                 .await
@@ -705,10 +752,51 @@ impl MssqlCapture {
                 .into_first_result()
                 .await
                 .map_err(ms_err("check the tracked tables' columns"))?;
+            let mut found = Vec::with_capacity(rows.len());
             for r in rows {
-                if let (Some(id), Some(name)) = (r.get::<i32, _>(0), r.get::<&str, _>(1)) {
-                    columns.entry(id).or_default().push(name.to_string());
-                }
+                let (Some(id), Some(name)) = (r.get::<i32, _>(0), r.get::<&str, _>(1)) else {
+                    continue;
+                };
+                let n: Vec<i64> = r
+                    .cells()
+                    .skip(2)
+                    .map(|(_, c)| crate::mssql::introspect::cell_int(c).unwrap_or(0))
+                    .collect();
+                found.push((id, name.to_string(), n));
+            }
+            if found
+                .iter()
+                .any(|(_, _, n)| n.iter().take(2).any(|t| !self.type_names.contains_key(t)))
+            {
+                self.read_type_names().await?;
+            }
+            for (id, name, n) in found {
+                let [system, user, max_length, precision, scale, nullable] = n[..] else {
+                    continue;
+                };
+                let user_name = self.type_names.get(&user).cloned().unwrap_or_default();
+                // As the introspection names them: CLR types by their own name, alias types by
+                // their system type.
+                let type_name = match user_name.as_str() {
+                    "hierarchyid" | "geometry" | "geography" => user_name,
+                    _ => self.type_names.get(&system).cloned().unwrap_or(user_name),
+                };
+                let column = crate::schema::mssql_to_pg_types::SourceColumn {
+                    name: name.clone(),
+                    type_name,
+                    max_length: i16::try_from(max_length).unwrap_or(-1),
+                    precision: u8::try_from(precision).unwrap_or(0),
+                    scale: u8::try_from(scale).unwrap_or(0),
+                    nullable: nullable != 0,
+                    identity: None,
+                    computed: None,
+                    alias_type: None,
+                    collation: None,
+                };
+                columns
+                    .entry(id)
+                    .or_default()
+                    .push((name, column_type_text(&column)));
             }
         }
         let mut out = Vec::new();
@@ -721,16 +809,25 @@ impl MssqlCapture {
                 .map_or(&[][..], Vec::as_slice);
             let added: Vec<&str> = now
                 .iter()
-                .map(String::as_str)
+                .map(|(n, _)| n.as_str())
                 .filter(|c| !t.source_columns.iter().any(|s| s == c))
                 .collect();
             let gone: Vec<&str> = t
                 .columns
                 .iter()
                 .map(String::as_str)
-                .filter(|c| !now.iter().any(|n| n == c))
+                .filter(|c| !now.iter().any(|(n, _)| n == c))
                 .collect();
-            if let Some(message) = super::capture_pg::drift_message(&t.name, &added, &gone) {
+            let retyped: Vec<String> = t
+                .columns
+                .iter()
+                .zip(&t.column_types)
+                .filter_map(|(c, was)| {
+                    let (_, is) = now.iter().find(|(n, _)| n == c)?;
+                    (is != was).then(|| super::capture_pg::retyped_text(c, was, is))
+                })
+                .collect();
+            if let Some(message) = super::capture_pg::drift_message(&t.name, &added, &gone, &retyped) {
                 self.paused[i] = true;
                 out.push((i, message));
             }
@@ -756,6 +853,11 @@ impl MssqlCapture {
             };
             let min = u64::try_from(min).unwrap_or(0);
             let restarted = matches!((self.begins.get(i).copied().flatten(), v.begin), (Some(was), Some(now)) if now > was);
+            let asked = self.requested.contains(&i) && self.recopied.is_none();
+            if asked {
+                lost.push((i, v.begin));
+                continue;
+            }
             if min > last || restarted {
                 if !self.reinitialize {
                     return Err(OnlineError::RetentionPassed {
@@ -964,6 +1066,10 @@ impl Capture for MssqlCapture {
         if let Some((at, tables)) = self.recopied.take_if(|(at, _)| applied >= *at) {
             for (i, begin) in tables {
                 self.begins[i] = begin;
+                if let Some(k) = self.requested.iter().position(|r| *r == i) {
+                    self.requested.remove(k);
+                    self.recopied_done.push(i);
+                }
             }
             let text = begins_text(&self.tables, self.begins.iter().copied());
             self.ms
@@ -979,6 +1085,14 @@ impl Capture for MssqlCapture {
             tracing::info!(at, "tables copied again are streamed from here on");
         }
         Ok(())
+    }
+
+    fn recopying(&self) -> Vec<usize> {
+        self.requested.clone()
+    }
+
+    fn recopied(&mut self) -> Vec<usize> {
+        std::mem::take(&mut self.recopied_done)
     }
 
     async fn heartbeat(&mut self, sent_micros: i64) -> Result<(), OnlineError> {
@@ -1103,6 +1217,21 @@ mod tests {
         assert_eq!(
             t.whole_sql,
             "SELECT t.[Id], t.[Code], CAST(t.[Price] AS decimal(19,4)), 3 FROM [dbo].[Or]]ders] AS t"
+        );
+    }
+
+    #[test]
+    fn column_types_are_compared_with_length_precision_and_nullability() {
+        let mut t = plan();
+        t.columns[1].source.max_length = 100;
+        t.columns[1].source.nullable = false;
+        t.columns[2].source.type_name = "decimal".into();
+        t.columns[2].source.precision = 12;
+        t.columns[2].source.scale = 2;
+        let ct = CtTable::of(&t).unwrap();
+        assert_eq!(
+            ct.column_types,
+            vec!["int NULL", "nvarchar(50) NOT NULL", "decimal(12,2) NULL"]
         );
     }
 

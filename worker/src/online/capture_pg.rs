@@ -29,6 +29,8 @@ use tokio_postgres::types::{FromSql, ToSql, Type};
 pub const FENCE_PREFIX: &str = "mssqlpg_fence";
 /// The prefix of heartbeat messages.
 pub const HEARTBEAT_PREFIX: &str = "mssqlpg_heartbeat";
+/// The prefix of the marker before a table's re-copy: `<token> <table index>`.
+pub const RECOPY_PREFIX: &str = "mssqlpg_recopy";
 
 /// Session settings of both the reading and the converting connection: the text forms the
 /// output functions write and the input functions read back must agree (and round-trip floats).
@@ -81,6 +83,8 @@ pub struct CaptureTable {
     /// Every column the source table had when it was planned: a relation with one more has
     /// drifted.
     pub source_columns: Vec<String>,
+    /// Each plan column's type as planned (`format_type`): a relation with another has drifted.
+    pub column_types: Vec<String>,
 }
 
 impl CaptureTable {
@@ -110,6 +114,7 @@ impl CaptureTable {
             columns,
             key,
             source_columns: t.source.columns.iter().map(|c| c.name.clone()).collect(),
+            column_types: t.columns.iter().map(|c| c.source.formatted.clone()).collect(),
         })
     }
 
@@ -263,9 +268,15 @@ pub async fn create_stream(
         .ok_or_else(|| OnlineError::Setup(format!("the slot's consistent point {lsn:?} is not an LSN")))
 }
 
-/// The message of a table whose source columns no longer match the plan's, if they do not.
-pub fn drift_message(table: &str, added: &[&str], gone: &[&str]) -> Option<String> {
-    if added.is_empty() && gone.is_empty() {
+/// A column whose type changed, as [`drift_message`] lists it.
+pub fn retyped_text(column: &str, was: &str, is: &str) -> String {
+    format!("{column} from {was} to {is}")
+}
+
+/// The message of a table whose source columns no longer match the plan's, if they do not:
+/// columns added, dropped (or renamed), and whose type changed ([`retyped_text`]).
+pub fn drift_message(table: &str, added: &[&str], gone: &[&str], retyped: &[String]) -> Option<String> {
+    if added.is_empty() && gone.is_empty() && retyped.is_empty() {
         return None;
     }
     let mut what = Vec::new();
@@ -275,11 +286,103 @@ pub fn drift_message(table: &str, added: &[&str], gone: &[&str]) -> Option<Strin
     if !gone.is_empty() {
         what.push(format!("dropped or renamed {}", gone.join(", ")));
     }
+    if !retyped.is_empty() {
+        what.push(format!("changed the type of {}", retyped.join(", ")));
+    }
     Some(format!(
         "table {table} paused: its columns changed in the source while streaming ({}); its changes are no \
          longer applied, the other tables' are",
         what.join("; ")
     ))
+}
+
+/// The (type OID, typmod) pairs of the columns of `tables` now, with their `format_type`; and
+/// every type's name (`format_type(oid, NULL)`) but tables' row types.
+async fn column_types(
+    client: &Client,
+    tables: &[CaptureTable],
+) -> Result<(HashMap<(u32, i32), String>, HashMap<u32, String>), OnlineError> {
+    let schemas: Vec<&str> = tables.iter().map(|t| t.schema.as_str()).collect();
+    let names: Vec<&str> = tables.iter().map(|t| t.name.as_str()).collect();
+    let rows = client
+        .query(
+            "SELECT DISTINCT a.atttypid, a.atttypmod, format_type(a.atttypid, a.atttypmod) FROM pg_attribute a \
+             JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace \
+             WHERE (n.nspname::text, c.relname::text) IN (SELECT * FROM unnest($1::text[], $2::text[])) \
+             AND a.attnum > 0 AND NOT a.attisdropped",
+            &[&schemas, &names],
+        )
+        .await
+        .map_err(pg("read the tables' column types"))?;
+    let types = rows
+        .iter()
+        .map(|r| ((r.get::<_, u32>(0), r.get::<_, i32>(1)), r.get::<_, String>(2)))
+        .collect();
+    let rows = client
+        .query(
+            "SELECT oid, format_type(oid, NULL) FROM pg_type WHERE typrelid = 0",
+            &[],
+        )
+        .await
+        .map_err(pg("read the type names"))?;
+    let names = rows
+        .iter()
+        .map(|r| (r.get::<_, u32>(0), r.get::<_, String>(1)))
+        .collect();
+    Ok((types, names))
+}
+
+/// The plan columns of `t` whose type in the relation (`from`: each one's position in
+/// `columns`) is not the planned one, as [`retyped_text`] lists them. A (type OID, typmod) pair
+/// in `types` is named as it is there; one not in it is a type no column had when the capture
+/// connected, named by [`type_text`].
+fn retyped_columns(
+    t: &CaptureTable,
+    from: &[Option<usize>],
+    columns: &[pgoutput::RelationColumn],
+    types: &HashMap<(u32, i32), String>,
+    type_names: &HashMap<u32, String>,
+) -> Vec<String> {
+    t.columns
+        .iter()
+        .zip(from)
+        .zip(&t.column_types)
+        .filter_map(|((c, at), planned)| {
+            let rc = columns.get((*at)?)?;
+            let now = match types.get(&(rc.type_oid, rc.type_modifier)) {
+                Some(known) if known == planned => return None,
+                Some(known) => known.clone(),
+                None => type_text(type_names, rc.type_oid, rc.type_modifier),
+            };
+            (now != *planned).then(|| retyped_text(c, planned, &now))
+        })
+        .collect()
+}
+
+/// A type as `format_type` spells it, from its name (`format_type(oid, NULL)`) and typmod, for
+/// the types whose typmod shows; others by name and typmod.
+fn type_text(names: &HashMap<u32, String>, oid: u32, typmod: i32) -> String {
+    let name = names.get(&oid).cloned().unwrap_or_else(|| format!("type {oid}"));
+    if typmod < 0 {
+        return name;
+    }
+    match oid {
+        // bpchar, varchar: the length plus the header's 4 bytes.
+        1042 | 1043 => format!("{name}({})", typmod - 4),
+        // bit, varbit
+        1560 | 1562 => format!("{name}({typmod})"),
+        // numeric: precision and scale, after the header's 4 bytes.
+        1700 => {
+            let t = typmod - 4;
+            format!("{name}({},{})", (t >> 16) & 0xffff, ((t & 0x7ff) ^ 1024) - 1024)
+        }
+        // time, timestamp (with and without time zone): the precision before the zone.
+        1083 | 1114 | 1184 | 1266 => match name.split_once(' ') {
+            Some((base, zone)) => format!("{base}({typmod}) {zone}"),
+            None => format!("{name}({typmod})"),
+        },
+        _ => format!("{name} (typmod {typmod})"),
+    }
 }
 
 /// How a relation of the stream maps to a plan table.
@@ -299,27 +402,137 @@ pub struct PgCapture {
     relations: HashMap<u32, RelationMap>,
     /// Rows per peek: decoding stops at the first transaction end past it.
     peek_rows: i32,
+    /// `format_type` of the (type OID, typmod) pairs the tables' columns had when the capture
+    /// connected: a relation's column with a pair not in it changed its type since.
+    types: HashMap<(u32, i32), String>,
+    /// `format_type(oid, NULL)` of every type that is not a table's row type, to name a new one.
+    type_names: HashMap<u32, String>,
+    /// Tables the user asked to copy again, until the target holds their copy.
+    recopy: Vec<usize>,
+    /// Of those, the ones whose marker was written (this process's markers carry `token`).
+    marked: Vec<usize>,
+    token: String,
+    /// A marker just decoded: the table to read whole before the stream goes on.
+    whole: Option<usize>,
+    /// Tables read whole, with the end of the marker's transaction once it came.
+    read_at: Vec<(usize, Option<Position>)>,
+    /// Tables whose copy the target holds, for the stream to take.
+    recopied_done: Vec<usize>,
+    /// The connection reading tables whole (the slot's is busy with the stream meanwhile).
+    reader: Option<Client>,
+    endpoint: PgEndpoint,
 }
 
 impl PgCapture {
+    /// `recopy`: tables the user asked to copy again, read whole after a marker the first poll
+    /// writes.
     pub async fn connect(
         endpoint: &PgEndpoint,
         names: SlotNames,
         tables: Vec<CaptureTable>,
         peek_rows: usize,
+        recopy: Vec<usize>,
     ) -> Result<Self, OnlineError> {
         let client = endpoint.connect().await?;
         client
             .batch_execute(SESSION)
             .await
             .map_err(pg("session settings"))?;
+        let (types, type_names) = column_types(&client, &tables).await?;
         Ok(PgCapture {
             client,
             names,
             tables,
             relations: HashMap::new(),
             peek_rows: i32::try_from(peek_rows.max(1)).unwrap_or(i32::MAX),
+            types,
+            type_names,
+            recopy,
+            marked: Vec::new(),
+            token: super::now_micros().to_string(),
+            whole: None,
+            read_at: Vec::new(),
+            recopied_done: Vec::new(),
+            reader: None,
+            endpoint: endpoint.clone(),
         })
+    }
+
+    /// Writes the marker of each table to copy again not marked yet: its whole read, taken
+    /// after the marker's commit, goes into the stream at the marker, and the table's changes
+    /// after it are applied on top (those committed between the marker and the read again,
+    /// which leaves each key with its last image).
+    async fn mark_recopies(&mut self) -> Result<(), OnlineError> {
+        for &i in &self.recopy {
+            if self.marked.contains(&i) {
+                continue;
+            }
+            self.client
+                .execute(
+                    "SELECT pg_logical_emit_message(true, $1, $2)",
+                    &[&RECOPY_PREFIX, &format!("{} {i}", self.token)],
+                )
+                .await
+                .map_err(pg("write the re-copy marker"))?;
+            self.marked.push(i);
+        }
+        Ok(())
+    }
+
+    /// Sends every row of table `i` as it is now, as changes; false once the receiver is gone.
+    async fn send_whole(
+        &mut self,
+        i: usize,
+        tx: &tokio::sync::mpsc::Sender<Event<PgRow>>,
+    ) -> Result<bool, OnlineError> {
+        if self.reader.is_none() {
+            let c = self.endpoint.connect().await?;
+            c.batch_execute(SESSION).await.map_err(pg("session settings"))?;
+            self.reader = Some(c);
+        }
+        let t = &self.tables[i];
+        let select = t
+            .columns
+            .iter()
+            .zip(&t.computed)
+            .map(|(c, computed)| {
+                if *computed {
+                    "NULL::text".to_string()
+                } else {
+                    format!("{}::text", quote_pg(c))
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
+        let sql = format!("SELECT {select} FROM {}", t.qualified());
+        let Some(reader) = self.reader.as_ref() else {
+            return Ok(true);
+        };
+        let rows = reader
+            .query_raw(&sql, std::iter::empty::<&(dyn ToSql + Sync)>())
+            .await
+            .map_err(pg("read a table whole"))?;
+        futures_util::pin_mut!(rows);
+        while let Some(row) = rows.try_next().await.map_err(pg("read a table whole"))? {
+            let fields: Vec<Field> = (0..row.len())
+                .map(|c| match row.get::<_, Option<&str>>(c) {
+                    Some(v) => Field::Text(v.as_bytes().into()),
+                    None => Field::Null,
+                })
+                .collect();
+            let image = PgRow(fields);
+            let key = self.key(i, &image).ok_or_else(|| self.key_error(i))?;
+            let event = Event::Change {
+                table: i,
+                key,
+                op: Op::Upsert(image),
+                kind: None,
+            };
+            if tx.send(event).await.is_err() {
+                return Ok(false);
+            }
+        }
+        Ok(true)
     }
 
     /// Maps a relation of the stream to its plan table; the table and a message naming the
@@ -359,7 +572,8 @@ impl PgCapture {
             .map(|c| c.name.as_str())
             .filter(|c| !t.source_columns.iter().any(|s| s == c))
             .collect();
-        let drift = drift_message(&format!("{}.{}", t.schema, t.name), &added, &gone);
+        let retyped = retyped_columns(t, &from, &r.columns, &self.types, &self.type_names);
+        let drift = drift_message(&format!("{}.{}", t.schema, t.name), &added, &gone, &retyped);
         self.relations.insert(
             r.id,
             RelationMap {
@@ -419,7 +633,12 @@ impl PgCapture {
     fn events(&mut self, m: Message<'_>, out: &mut Vec<Event<PgRow>>) -> Result<(), OnlineError> {
         match m {
             Message::Begin { final_lsn, .. } => out.push(Event::Begin { commit: final_lsn }),
-            Message::Commit { end_lsn, .. } => out.push(Event::Commit { end: end_lsn }),
+            Message::Commit { end_lsn, .. } => {
+                for (_, end) in self.read_at.iter_mut().filter(|(_, e)| e.is_none()) {
+                    *end = Some(end_lsn);
+                }
+                out.push(Event::Commit { end: end_lsn })
+            }
             Message::Relation(r) => {
                 if let Some((table, message)) = self.relation(r) {
                     out.push(Event::Drift { table, message });
@@ -512,6 +731,20 @@ impl PgCapture {
                 FENCE_PREFIX => out.push(Event::Fence {
                     id: String::from_utf8_lossy(content).into_owned(),
                 }),
+                RECOPY_PREFIX => {
+                    let text = String::from_utf8_lossy(content);
+                    // Another process's marker (before a restart) was superseded by this one's.
+                    if let Some((token, i)) = text.split_once(' ')
+                        && token == self.token
+                        && let Ok(i) = i.parse::<usize>()
+                        && self.marked.contains(&i)
+                        && !self.read_at.iter().any(|(t, _)| *t == i)
+                    {
+                        out.push(Event::Truncate { tables: vec![i] });
+                        self.whole = Some(i);
+                        self.read_at.push((i, None));
+                    }
+                }
                 HEARTBEAT_PREFIX => {
                     if let Some(sent) = std::str::from_utf8(content)
                         .ok()
@@ -535,6 +768,7 @@ impl Capture for PgCapture {
 
     async fn poll(&mut self, tx: tokio::sync::mpsc::Sender<Event<PgRow>>) -> Result<bool, OnlineError> {
         let as_of_micros = super::now_micros();
+        self.mark_recopies().await?;
         let params: [&(dyn ToSql + Sync); 3] = [&self.names.slot, &self.peek_rows, &self.names.publication];
         let rows = self
             .client
@@ -557,6 +791,11 @@ impl Capture for PgCapture {
                     return Ok(false);
                 }
             }
+            if let Some(i) = self.whole.take()
+                && !self.send_whole(i, &tx).await?
+            {
+                return Ok(false);
+            }
         }
         let drained = n < i64::from(self.peek_rows);
         if drained {
@@ -575,7 +814,24 @@ impl Capture for PgCapture {
             )
             .await
             .map_err(pg("advance the replication slot"))?;
+        // A re-copy is held once the target holds the marker's whole transaction.
+        let (held, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.read_at)
+            .into_iter()
+            .partition(|(_, end)| end.is_some_and(|e| e <= applied));
+        self.read_at = waiting;
+        for (i, _) in held {
+            self.recopy.retain(|r| *r != i);
+            self.recopied_done.push(i);
+        }
         Ok(())
+    }
+
+    fn recopying(&self) -> Vec<usize> {
+        self.recopy.clone()
+    }
+
+    fn recopied(&mut self) -> Vec<usize> {
+        std::mem::take(&mut self.recopied_done)
     }
 
     async fn heartbeat(&mut self, sent_micros: i64) -> Result<(), OnlineError> {
@@ -660,12 +916,16 @@ pub struct PgConverter {
     client: Client,
     /// None for a table whose columns no longer matched the plan's when it was prepared.
     tables: Vec<Option<ConvertTable>>,
-    /// Per plan table: `schema.name`, and the columns the source had when it was planned.
-    planned: Vec<(String, Vec<String>)>,
+    /// Per plan table, as it was planned.
+    planned: Vec<PlannedTable>,
     /// Tables whose source columns changed, with the message naming them: their changes cannot
     /// be converted (the source's row type is no longer the one they were written in).
     drifted: std::collections::BTreeMap<usize, String>,
 }
+
+/// A plan table as the conversion's column check compares it: `schema.name`, every column the
+/// source had, and the plan's columns with their types (`format_type`).
+type PlannedTable = (String, Vec<String>, Vec<(String, String)>);
 
 impl PgConverter {
     pub async fn connect(endpoint: &PgEndpoint, plan: &[PgToMssqlTablePlan]) -> Result<Self, OnlineError> {
@@ -674,12 +934,16 @@ impl PgConverter {
             .batch_execute(SESSION)
             .await
             .map_err(pg("session settings"))?;
-        let planned: Vec<(String, Vec<String>)> = plan
+        let planned: Vec<PlannedTable> = plan
             .iter()
             .map(|t| {
                 (
                     format!("{}.{}", t.source.schema, t.source.name),
                     t.source.columns.iter().map(|c| c.name.clone()).collect(),
+                    t.columns
+                        .iter()
+                        .map(|c| (c.source.name.clone(), c.source.formatted.clone()))
+                        .collect(),
                 )
             })
             .collect();
@@ -711,34 +975,41 @@ impl PgConverter {
         if self.drifted.contains_key(&i) {
             return Ok(false);
         }
-        let (name, planned) = &self.planned[i];
+        let (name, planned, planned_types) = &self.planned[i];
         let Some((schema, table)) = name.split_once('.') else {
             return Ok(true);
         };
-        let now: Vec<String> = self
+        let now: Vec<(String, String)> = self
             .client
             .query(
-                "SELECT a.attname::text FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid \
-                 JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = $2 \
-                 AND a.attnum > 0 AND NOT a.attisdropped",
+                "SELECT a.attname::text, format_type(a.atttypid, a.atttypmod) FROM pg_attribute a \
+                 JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace \
+                 WHERE n.nspname = $1 AND c.relname = $2 AND a.attnum > 0 AND NOT a.attisdropped",
                 &[&schema, &table],
             )
             .await
             .map_err(pg("read the table's columns"))?
             .iter()
-            .map(|r| r.get(0))
+            .map(|r| (r.get(0), r.get(1)))
             .collect();
         let added: Vec<&str> = now
             .iter()
-            .map(String::as_str)
+            .map(|(n, _)| n.as_str())
             .filter(|c| !planned.iter().any(|p| p == c))
             .collect();
         let gone: Vec<&str> = planned
             .iter()
             .map(String::as_str)
-            .filter(|c| !now.iter().any(|n| n == c))
+            .filter(|c| !now.iter().any(|(n, _)| n == c))
             .collect();
-        match drift_message(name, &added, &gone) {
+        let retyped: Vec<String> = planned_types
+            .iter()
+            .filter_map(|(c, was)| {
+                let (_, is) = now.iter().find(|(n, _)| n == c)?;
+                (is != was).then(|| retyped_text(c, was, is))
+            })
+            .collect();
+        match drift_message(name, &added, &gone, &retyped) {
             None => Ok(true),
             Some(message) => {
                 tracing::warn!(%message, "table paused by a schema change");
@@ -964,6 +1235,84 @@ mod tests {
         // The row type has a column the plan does not hold (third attribute), written as NULL.
         record_literal(&[Some(0), Some(1), None, Some(2), Some(3)], &row, &mut out).unwrap();
         assert_eq!(out, r#""(\"1\",,,\"a \\\"quoted\\\" \\\\ back, (paren)\",\"\")""#);
+    }
+
+    #[test]
+    fn a_column_whose_type_oid_or_typmod_changed_is_named_with_both_types() {
+        let t = CaptureTable {
+            schema: "s".into(),
+            name: "t".into(),
+            columns: vec!["id".into(), "v".into(), "n".into(), "at".into()],
+            computed: vec![false; 4],
+            key: vec![0],
+            source_columns: vec!["id".into(), "v".into(), "n".into(), "at".into()],
+            column_types: vec![
+                "integer".into(),
+                "character varying(50)".into(),
+                "numeric(10,2)".into(),
+                "timestamp(3) without time zone".into(),
+            ],
+        };
+        let types: HashMap<(u32, i32), String> = [
+            ((23, -1), "integer".to_string()),
+            ((1043, 54), "character varying(50)".to_string()),
+            ((1700, 655366), "numeric(10,2)".to_string()),
+            ((1114, 3), "timestamp(3) without time zone".to_string()),
+            ((20, -1), "bigint".to_string()),
+        ]
+        .into();
+        let type_names: HashMap<u32, String> = [
+            (1043, "character varying"),
+            (1700, "numeric"),
+            (1114, "timestamp without time zone"),
+            (25, "text"),
+        ]
+        .into_iter()
+        .map(|(o, n)| (o, n.to_string()))
+        .collect();
+        let column = |name: &str, type_oid: u32, type_modifier: i32| pgoutput::RelationColumn {
+            key: false,
+            name: name.into(),
+            type_oid,
+            type_modifier,
+        };
+        // The relation lists the columns in another order: each is found by name.
+        let same = [
+            column("v", 1043, 54),
+            column("id", 23, -1),
+            column("at", 1114, 3),
+            column("n", 1700, 655366),
+        ];
+        let from = [Some(1), Some(0), Some(3), Some(2)];
+        assert!(retyped_columns(&t, &from, &same, &types, &type_names).is_empty());
+        let changed = [
+            // A type another column had: named as the catalog named it.
+            column("id", 20, -1),
+            // Longer, more digits, more precision: new typmods, named from the OID's name.
+            column("v", 1043, 204),
+            column("n", 1700, (12 << 16 | 4) + 4),
+            column("at", 1114, 6),
+        ];
+        let from = [Some(0), Some(1), Some(2), Some(3)];
+        assert_eq!(
+            retyped_columns(&t, &from, &changed, &types, &type_names),
+            vec![
+                "id from integer to bigint",
+                "v from character varying(50) to character varying(200)",
+                "n from numeric(10,2) to numeric(12,4)",
+                "at from timestamp(3) without time zone to timestamp(6) without time zone",
+            ]
+        );
+        assert_eq!(type_text(&type_names, 25, -1), "text");
+        assert_eq!(type_text(&type_names, 99999, 7), "type 99999 (typmod 7)");
+        let message = drift_message("s.t", &["x"], &[], &[retyped_text("v", "text", "integer")]).unwrap();
+        assert!(
+            message.starts_with(
+                "table s.t paused: its columns changed in the source while streaming (added x; \
+                 changed the type of v from text to integer)"
+            ),
+            "{message}"
+        );
     }
 
     #[test]

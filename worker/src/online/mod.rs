@@ -128,6 +128,17 @@ pub trait Capture {
     /// The target holds everything up to `applied`: the source may let it go.
     fn acknowledge(&mut self, applied: Position) -> impl Future<Output = Result<(), OnlineError>>;
 
+    /// Tables this capture copies again because the user asked (`reinitialize`), whose copy the
+    /// target does not hold yet.
+    fn recopying(&self) -> Vec<usize> {
+        Vec::new()
+    }
+
+    /// Of [`Self::recopying`], the tables whose copy the target now holds (each returned once).
+    fn recopied(&mut self) -> Vec<usize> {
+        Vec::new()
+    }
+
     /// Writes a heartbeat into the stream.
     fn heartbeat(&mut self, sent_micros: i64) -> impl Future<Output = Result<(), OnlineError>>;
 
@@ -184,6 +195,9 @@ pub struct Progress {
 pub struct Control {
     /// A cutover was requested and not yet answered.
     pub cutover_requested: bool,
+    /// Tables the user asked to re-plan and copy again (`reinitialize --table`), by their
+    /// `schema.table` in the source, until the target holds the new copy.
+    pub reinitialize: Vec<String>,
 }
 
 /// Phases of an online migration, as status shows them.
@@ -240,6 +254,8 @@ pub struct Record {
     pub downtime_seconds: Option<f64>,
     /// The tables paused by a schema change, one message each (none: unchanged).
     pub paused: Option<Vec<String>>,
+    /// Tables whose requested re-copy the target now holds: their requests are done.
+    pub reinitialized: Option<Vec<String>>,
 }
 
 impl Record {
@@ -250,6 +266,7 @@ impl Record {
             fence: None,
             downtime_seconds: None,
             paused: None,
+            reinitialized: None,
         }
     }
 }
@@ -308,6 +325,10 @@ pub enum OnlineError {
     },
     #[error("{0}")]
     Setup(String),
+    /// The user asked to re-plan and copy these tables again (`schema.table`): the stream stops
+    /// so the direction re-creates them in the target and streams on with their new plan.
+    #[error("tables to re-plan and copy again: {}", .0.join(", "))]
+    Reinitialize(Vec<String>),
     #[error(transparent)]
     Engine(Box<crate::pg_to_mssql::PgToMssqlError>),
     #[error(transparent)]

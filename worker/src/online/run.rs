@@ -219,25 +219,45 @@ pub async fn stream_pg_to_mssql(
     events: &mut dyn Events,
 ) -> Result<CutoverReport, OnlineError> {
     let Anchored {
-        captured, names, ms, ..
+        mut captured,
+        names,
+        ms,
+        ..
     } = anchored;
+    // A re-plan replaces tables of the plan: the stream goes on with the new one.
+    let mut plan = plan.clone();
+    let mut recopy = Vec::new();
     let mut attempt = 0u32;
     let mut target = Some(ms);
     loop {
         attempt += 1;
         let started = Instant::now();
+        let once = std::mem::take(&mut recopy);
         // A target that is still down when an attempt starts is one more failed attempt.
         let result = match target.take() {
-            Some(mut ms) => stream_once(engine, online, plan, &captured, &names, &mut ms, events).await,
+            Some(mut ms) => {
+                stream_once(engine, online, &plan, &captured, &names, &mut ms, once, events).await
+            }
             None => match engine.target.connect().await {
-                Ok(mut ms) => stream_once(engine, online, plan, &captured, &names, &mut ms, events).await,
+                Ok(mut ms) => {
+                    stream_once(engine, online, &plan, &captured, &names, &mut ms, once, events).await
+                }
                 Err(e) => Err(e.into()),
             },
         };
         match result {
             Ok(report) => {
-                engine.mark_succeeded(plan).await?;
+                engine.mark_succeeded(&plan).await?;
                 return Ok(report);
+            }
+            Err(OnlineError::Reinitialize(tables)) => {
+                recopy = replan_pg_to_mssql(engine, &mut plan, &tables, events).await?;
+                captured = plan
+                    .tables
+                    .iter()
+                    .map(CaptureTable::of)
+                    .collect::<Result<_, _>>()?;
+                attempt = 0;
             }
             Err(e) => {
                 attempt = attempt_after(attempt, started);
@@ -327,8 +347,81 @@ fn slot_in_use(e: &OnlineError) -> bool {
         if source.code() == Some(&tokio_postgres::error::SqlState::OBJECT_IN_USE))
 }
 
+/// [`replan_mssql_to_pg`] the other way: `tables` planned again from the PostgreSQL source,
+/// re-created in SQL Server with their keys, the run's plan recorded; their indexes returned.
+async fn replan_pg_to_mssql(
+    engine: &PgToMssqlEngine,
+    plan: &mut PgToMssqlPlan,
+    tables: &[String],
+    events: &mut dyn Events,
+) -> Result<Vec<usize>, OnlineError> {
+    let fresh = engine.plan().await?;
+    let mut indexes = Vec::new();
+    for name in tables {
+        let Some(i) = plan.tables.iter().position(|t| &t.source.qualified() == name) else {
+            return Err(OnlineError::Setup(format!(
+                "reinitialize: table {name} is not among the migration's tables"
+            )));
+        };
+        let Some(new) = fresh.tables.iter().find(|t| &t.source.qualified() == name) else {
+            return Err(OnlineError::Setup(format!(
+                "reinitialize: table {name} is no longer in the source"
+            )));
+        };
+        CaptureTable::of(new)?;
+        plan.tables[i] = new.clone();
+        indexes.push(i);
+    }
+    let mut ms = engine.target.connect().await?;
+    let migration = &engine.options.migration;
+    // The run's plan is the new one, before the target changes (see replan_mssql_to_pg).
+    let state = crate::mssql::checkpoint::run_state(&mut ms, migration)
+        .await?
+        .map_or_else(|| "copying".to_string(), |(r, _)| r.state);
+    crate::mssql::checkpoint::set_run_state(&mut ms, migration, &plan.fingerprint(), &state, None).await?;
+    for &i in &indexes {
+        let t = &plan.tables[i];
+        // Foreign keys are built at the cutover: none refers to the table yet.
+        for sql in [
+            format!(
+                "IF OBJECT_ID(N'{}') IS NOT NULL {}",
+                crate::mssql::ddl::qualified(t).replace('\'', "''"),
+                crate::mssql::ddl::drop_table(t)
+            ),
+            crate::mssql::ddl::create_table(t, engine.options.schema.identity),
+        ] {
+            ms.simple_query(sql)
+                .await
+                .map_err(OnlineError::target(format!(
+                    "re-create table {}",
+                    t.source.qualified()
+                )))?
+                .into_results()
+                .await
+                .map_err(OnlineError::target(format!(
+                    "re-create table {}",
+                    t.source.qualified()
+                )))?;
+        }
+    }
+    let warnings = engine.finalize_keys(plan).await?;
+    let names: Vec<String> = indexes
+        .iter()
+        .map(|&i| plan.tables[i].source.qualified())
+        .collect();
+    events.event(
+        serde_json::json!({"event": "replanned", "tables": names, "warnings": warnings}),
+        format!(
+            "re-planned and re-created {}: copying again while the other tables stream\n",
+            names.join(", ")
+        ),
+    );
+    Ok(indexes)
+}
+
 /// One streaming attempt: claims the stream (a previous process's epoch is over), then streams
-/// from the stored position until a cutover succeeds.
+/// from the stored position until a cutover succeeds. `recopy`: tables the capture copies again.
+#[allow(clippy::too_many_arguments)]
 async fn stream_once(
     engine: &PgToMssqlEngine,
     online: &OnlineOptions,
@@ -336,6 +429,7 @@ async fn stream_once(
     captured: &[CaptureTable],
     names: &SlotNames,
     ms: &mut crate::mssql::connect::TdsClient,
+    recopy: Vec<usize>,
     events: &mut dyn Events,
 ) -> Result<CutoverReport, OnlineError> {
     let migration = &engine.options.migration;
@@ -357,6 +451,7 @@ async fn stream_once(
         names.clone(),
         captured.to_vec(),
         online.limits.changes,
+        recopy,
     )
     .await?;
     let mut finish = PgToMssqlFinish { engine, plan };
@@ -477,15 +572,32 @@ pub async fn stream_ct_to_pg(
     anchored: AnchoredCt,
     events: &mut dyn Events,
 ) -> Result<CutoverReport, OnlineError> {
-    let tracked = anchored.tracked;
+    let mut tracked = anchored.tracked;
+    // A re-plan replaces tables of the plan: the stream goes on with the new one.
+    let mut plan = plan.clone();
+    let mut recopy = Vec::new();
     let mut attempt = 0u32;
     loop {
         attempt += 1;
         let started = Instant::now();
-        match stream_mssql_to_pg(engine, online, plan, &tracked, events).await {
+        match stream_mssql_to_pg(
+            engine,
+            online,
+            &plan,
+            &tracked,
+            std::mem::take(&mut recopy),
+            events,
+        )
+        .await
+        {
             Ok(report) => {
-                engine.mark_succeeded(plan).await?;
+                engine.mark_succeeded(&plan).await?;
                 return Ok(report);
+            }
+            Err(OnlineError::Reinitialize(tables)) => {
+                recopy = replan_mssql_to_pg(engine, &mut plan, &tables, events).await?;
+                tracked = plan.tables.iter().map(CtTable::of).collect::<Result<_, _>>()?;
+                attempt = 0;
             }
             Err(e) => {
                 attempt = attempt_after(attempt, started);
@@ -497,13 +609,84 @@ pub async fn stream_ct_to_pg(
     }
 }
 
+/// Re-plans `tables` (`schema.table` in the source) from the source as it is now, re-creates
+/// them in the target (empty, with their primary keys and indexes) and records the changed plan
+/// as the run's, so a restarted stream takes it too; returns their indexes in the plan, for the
+/// capture to copy them again. The other tables stay as they were planned.
+async fn replan_mssql_to_pg(
+    engine: &MssqlToPgEngine,
+    plan: &mut Plan,
+    tables: &[String],
+    events: &mut dyn Events,
+) -> Result<Vec<usize>, OnlineError> {
+    let (fresh, _) = engine.plan().await?;
+    let mut indexes = Vec::new();
+    for name in tables {
+        let Some(i) = plan.tables.iter().position(|t| &t.source.qualified() == name) else {
+            return Err(OnlineError::Setup(format!(
+                "reinitialize: table {name} is not among the migration's tables ({})",
+                plan.tables
+                    .iter()
+                    .map(|t| t.source.qualified())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        };
+        let Some(new) = fresh.tables.iter().find(|t| &t.source.qualified() == name) else {
+            return Err(OnlineError::Setup(format!(
+                "reinitialize: table {name} is no longer in the source"
+            )));
+        };
+        CtTable::of(new)?;
+        plan.tables[i] = new.clone();
+        indexes.push(i);
+    }
+    let pg = engine.target.connect().await?;
+    let migration = &engine.options.migration;
+    // The run's plan is the new one, before the target changes: a stream restarted later plans
+    // the same and resumes (the request, still pending, re-creates and copies the tables again).
+    let state = crate::copy::checkpoint::run_state(&pg, migration)
+        .await?
+        .map_or_else(|| "copying".to_string(), |r| r.state);
+    crate::copy::checkpoint::set_run_state(&pg, migration, &plan.fingerprint(), &state).await?;
+    for &i in &indexes {
+        let t = &plan.tables[i];
+        // Foreign keys are built at the cutover: none refers to the table yet.
+        let sql = format!(
+            "DROP TABLE IF EXISTS {}; {}",
+            crate::pg::ddl::qualified(t),
+            crate::pg::ddl::create_table(t, &engine.options.schema, false)
+        );
+        pg.batch_execute(&sql)
+            .await
+            .map_err(OnlineError::pg_target(format!(
+                "re-create table {}",
+                t.source.qualified()
+            )))?;
+    }
+    let warnings = engine.finalize_keys(plan).await?;
+    let names: Vec<String> = indexes
+        .iter()
+        .map(|&i| plan.tables[i].source.qualified())
+        .collect();
+    events.event(
+        serde_json::json!({"event": "replanned", "tables": names, "warnings": warnings}),
+        format!(
+            "re-planned and re-created {}: copying again while the other tables stream\n",
+            names.join(", ")
+        ),
+    );
+    Ok(indexes)
+}
+
 /// One streaming attempt, SQL Server -> PostgreSQL: claims the stream, then streams from the
-/// stored position until a cutover succeeds.
+/// stored position until a cutover succeeds. `recopy`: tables the capture copies again first.
 async fn stream_mssql_to_pg(
     engine: &MssqlToPgEngine,
     online: &OnlineOptions,
     plan: &Plan,
     tracked: &[CtTable],
+    recopy: Vec<usize>,
     events: &mut dyn Events,
 ) -> Result<CutoverReport, OnlineError> {
     let migration = &engine.options.migration;
@@ -517,6 +700,7 @@ async fn stream_mssql_to_pg(
         tracked.to_vec(),
         applied,
         online.reinitialize,
+        recopy,
     )
     .await?;
     let mut finish = MssqlToPgFinish { engine, plan };
@@ -614,6 +798,59 @@ pub async fn cutover_mssql_to_pg(
     .await
 }
 
+/// `reinitialize --table`, SQL Server -> PostgreSQL: asks the streaming process to re-plan
+/// `tables` (a schema change paused them, or their copy is suspect), re-create them in the target
+/// and copy them again while the other tables stream on. Returns at once; `status` shows when
+/// they stream again.
+pub async fn reinitialize_mssql_to_pg(
+    engine: &MssqlToPgEngine,
+    tables: &[String],
+) -> Result<(), OnlineError> {
+    // A name the stream could not re-plan would stop it, and the request would stay: checked
+    // here, against the source as the re-plan will read it.
+    let (fresh, _) = engine.plan().await?;
+    for name in tables {
+        let Some(t) = fresh.tables.iter().find(|t| &t.source.qualified() == name) else {
+            return Err(OnlineError::Setup(format!(
+                "reinitialize: table {name} is not among the migration's tables in the source ({})",
+                fresh
+                    .tables
+                    .iter()
+                    .map(|t| t.source.qualified())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        };
+        CtTable::of(t)?;
+    }
+    let mut pg = engine.target.connect().await?;
+    pg.request_reinitialize(&engine.options.migration, tables).await
+}
+
+/// `reinitialize --table`, PostgreSQL -> SQL Server (see [`reinitialize_mssql_to_pg`]).
+pub async fn reinitialize_pg_to_mssql(
+    engine: &PgToMssqlEngine,
+    tables: &[String],
+) -> Result<(), OnlineError> {
+    let fresh = engine.plan().await?;
+    for name in tables {
+        let Some(t) = fresh.tables.iter().find(|t| &t.source.qualified() == name) else {
+            return Err(OnlineError::Setup(format!(
+                "reinitialize: table {name} is not among the migration's tables in the source ({})",
+                fresh
+                    .tables
+                    .iter()
+                    .map(|t| t.source.qualified())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        };
+        CaptureTable::of(t)?;
+    }
+    let mut ms = engine.target.connect().await?;
+    ms.request_reinitialize(&engine.options.migration, tables).await
+}
+
 /// What `status` shows.
 #[derive(Debug, Clone, Serialize)]
 pub struct Status {
@@ -648,6 +885,8 @@ pub struct Status {
     /// Tables a schema change in the source paused (their changes are no longer applied), one
     /// message each naming the table and the columns.
     pub paused: Vec<String>,
+    /// Tables asked to be re-planned and copied again whose copy the target does not hold yet.
+    pub reinitializing: Vec<String>,
 }
 
 impl Status {
@@ -690,6 +929,9 @@ impl Status {
         }
         for p in &self.paused {
             s.push_str(&format!("  paused: {p}\n"));
+        }
+        for t in &self.reinitializing {
+            s.push_str(&format!("  copying again: {t}\n"));
         }
         s
     }
@@ -735,6 +977,7 @@ impl Status {
             cutover: row.cutover_state,
             cutover_message: row.cutover_message,
             paused: row.paused,
+            reinitializing: row.reinitialize,
         }
     }
 }

@@ -39,6 +39,8 @@ pub struct OnlineRow {
     pub seconds_since_update: Option<i64>,
     /// Tables paused by a schema change in the source, one message each.
     pub paused: Vec<String>,
+    /// Tables asked to be re-planned and copied again whose copy the target does not hold yet.
+    pub reinitialize: Vec<String>,
 }
 
 /// The state column's text (one message a line) as a list.
@@ -81,6 +83,14 @@ pub trait OnlineState {
         migration: &str,
         epoch: i64,
         r: &Record,
+    ) -> impl Future<Output = Result<(), OnlineError>>;
+
+    /// Asks the streaming process to re-plan `tables` (`schema.table` in the source), re-create
+    /// them in the target and copy them again while the others stream on.
+    fn request_reinitialize(
+        &mut self,
+        migration: &str,
+        tables: &[String],
     ) -> impl Future<Output = Result<(), OnlineError>>;
 
     /// Marks the cutover requested (the row exists and is not cut over).

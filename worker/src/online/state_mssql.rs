@@ -36,18 +36,27 @@ pub async fn ensure(ms: &mut TdsClient) -> Result<(), OnlineError> {
          deletes bigint NOT NULL, truncates bigint NOT NULL, heartbeat_micros bigint NULL, \
          cutover_state nvarchar(32) NULL, cutover_message nvarchar(max) NULL, \
          cutover_requested_at datetime2(3) NULL, fence bigint NULL, downtime_seconds float NULL, \
-         updated_at datetime2(3) NOT NULL, paused nvarchar(max) NULL, \
+         updated_at datetime2(3) NOT NULL, paused nvarchar(max) NULL, reinitialize nvarchar(max) NULL, \
          CONSTRAINT [PK__mssqlpg_online] PRIMARY KEY (migration))"
     );
     match ms.simple_query(sql).await {
         Ok(s) => {
             s.into_results().await.map_err(err("create state table"))?;
-            Ok(())
         }
         // A concurrent worker created it first.
-        Err(tiberius::error::Error::Server(e)) if e.code() == 2714 => Ok(()),
-        Err(e) => Err(err("create state table")(e)),
+        Err(tiberius::error::Error::Server(e)) if e.code() == 2714 => {}
+        Err(e) => return Err(err("create state table")(e)),
     }
+    // A state table an earlier version created lacks the re-copy requests.
+    exec(
+        ms,
+        "add the re-copy requests to the state table",
+        &format!(
+            "IF NOT EXISTS (SELECT 1 FROM sys.columns WHERE object_id = OBJECT_ID(N'{t}') \
+             AND name = N'reinitialize') ALTER TABLE {t} ADD reinitialize nvarchar(max) NULL"
+        ),
+    )
+    .await
 }
 
 /// Whether the state table exists (reading must not create it).
@@ -95,7 +104,7 @@ pub async fn load(ms: &mut TdsClient, migration: &str) -> Result<Option<OnlineRo
             format!(
                 "SELECT epoch, phase, slot, anchor, applied, source_position, changes, inserts, updates, \
                  deletes, truncates, heartbeat_micros, cutover_state, cutover_message, fence, \
-                 downtime_seconds, DATEDIFF(second, updated_at, SYSUTCDATETIME()), paused \
+                 downtime_seconds, DATEDIFF(second, updated_at, SYSUTCDATETIME()), paused, reinitialize \
                  FROM {} WHERE migration = @P1",
                 table()
             ),
@@ -126,6 +135,7 @@ pub async fn load(ms: &mut TdsClient, migration: &str) -> Result<Option<OnlineRo
         downtime_seconds: r.get::<f64, _>(15),
         seconds_since_update: r.get::<i32, _>(16).map(i64::from),
         paused: super::state::paused_list(r.get::<&str, _>(17).map(str::to_string)),
+        reinitialize: super::state::paused_list(r.get::<&str, _>(18).map(str::to_string)),
     }))
 }
 
@@ -257,7 +267,7 @@ pub async fn control(ms: &mut TdsClient, migration: &str, epoch: i64) -> Result<
     let row = ms
         .query(
             format!(
-                "SELECT epoch, cutover_state FROM {} WHERE migration = @P1",
+                "SELECT epoch, cutover_state, reinitialize FROM {} WHERE migration = @P1",
                 table()
             ),
             &[&migration],
@@ -279,6 +289,7 @@ pub async fn control(ms: &mut TdsClient, migration: &str, epoch: i64) -> Result<
     }
     Ok(Control {
         cutover_requested: r.get::<&str, _>(1) == Some(CutoverState::Requested.as_str()),
+        reinitialize: super::state::paused_list(r.get::<&str, _>(2).map(str::to_string)),
     })
 }
 
@@ -314,11 +325,81 @@ pub async fn record(ms: &mut TdsClient, migration: &str, epoch: i64, r: &Record)
         )
         .await
         .map_err(err("record the phase"))?;
-    if result.rows_affected().iter().sum::<u64>() == 1 {
-        Ok(())
-    } else {
-        Err(fenced(ms, migration, epoch).await)
+    if result.rows_affected().iter().sum::<u64>() != 1 {
+        return Err(fenced(ms, migration, epoch).await);
     }
+    if let Some(done) = &r.reinitialized {
+        // The requests left: a request written meanwhile changes the column, and is kept by
+        // reading again.
+        loop {
+            let now = requests(ms, migration).await?;
+            let kept: Vec<String> = super::state::paused_list(now.clone())
+                .into_iter()
+                .filter(|t| !done.contains(t))
+                .collect();
+            let kept = (!kept.is_empty()).then(|| kept.join("\n"));
+            let changed = ms
+                .execute(
+                    format!(
+                        "UPDATE {} SET reinitialize = @P2 WHERE migration = @P1 \
+                         AND (reinitialize = @P3 OR (reinitialize IS NULL AND @P3 IS NULL))",
+                        table()
+                    ),
+                    &[&migration, &kept, &now],
+                )
+                .await
+                .map_err(err("record the tables copied again"))?;
+            if changed.rows_affected().iter().sum::<u64>() == 1 {
+                break;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The re-copy requests' column as it is.
+async fn requests(ms: &mut TdsClient, migration: &str) -> Result<Option<String>, OnlineError> {
+    let row = ms
+        .query(
+            format!("SELECT reinitialize FROM {} WHERE migration = @P1", table()),
+            &[&migration],
+        )
+        .await
+        .map_err(err("read the re-copy requests"))?
+        .into_row()
+        .await
+        .map_err(err("read the re-copy requests"))?;
+    Ok(row.and_then(|r| r.get::<&str, _>(0).map(str::to_string)))
+}
+
+/// Appends re-copy requests (the row exists and is not cut over).
+pub async fn request_reinitialize(
+    ms: &mut TdsClient,
+    migration: &str,
+    tables: &[String],
+) -> Result<(), OnlineError> {
+    let Some(row) = load(ms, migration).await? else {
+        return Err(OnlineError::Setup(format!(
+            "migration {migration} has no online state in the target: start it with `run` first"
+        )));
+    };
+    if row.cutover_state.as_deref() == Some(CutoverState::Done.as_str()) {
+        return Err(OnlineError::Setup(format!(
+            "migration {migration} is cut over already"
+        )));
+    }
+    let text = tables.join("\n");
+    ms.execute(
+        format!(
+            "UPDATE {} SET reinitialize = CASE WHEN reinitialize IS NULL THEN @P2 \
+             ELSE reinitialize + NCHAR(10) + @P2 END WHERE migration = @P1",
+            table()
+        ),
+        &[&migration, &text.as_str()],
+    )
+    .await
+    .map_err(err("request the re-copy"))?;
+    Ok(())
 }
 
 /// Marks the cutover requested.
@@ -363,5 +444,9 @@ impl OnlineState for TdsClient {
 
     async fn mark_requested(&mut self, migration: &str) -> Result<(), OnlineError> {
         mark_requested(self, migration).await
+    }
+
+    async fn request_reinitialize(&mut self, migration: &str, tables: &[String]) -> Result<(), OnlineError> {
+        request_reinitialize(self, migration, tables).await
     }
 }

@@ -100,8 +100,9 @@ impl OnlineState for Client {
              updates bigint NOT NULL, deletes bigint NOT NULL, truncates bigint NOT NULL, \
              heartbeat_micros bigint, cutover_state text, cutover_message text, \
              cutover_requested_at timestamptz, fence bigint, downtime_seconds double precision, \
-             updated_at timestamptz NOT NULL, paused text); \
-             ALTER TABLE {0} ADD COLUMN IF NOT EXISTS paused text",
+             updated_at timestamptz NOT NULL, paused text, reinitialize text); \
+             ALTER TABLE {0} ADD COLUMN IF NOT EXISTS paused text; \
+             ALTER TABLE {0} ADD COLUMN IF NOT EXISTS reinitialize text",
             table()
         ))
         .await
@@ -122,7 +123,7 @@ impl OnlineState for Client {
                 &format!(
                     "SELECT epoch, phase, slot, anchor, applied, source_position, changes, inserts, updates, \
                      deletes, truncates, heartbeat_micros, cutover_state, cutover_message, fence, \
-                     downtime_seconds, extract(epoch FROM now() - updated_at)::bigint, paused \
+                     downtime_seconds, extract(epoch FROM now() - updated_at)::bigint, paused, reinitialize \
                      FROM {} WHERE migration = $1",
                     table()
                 ),
@@ -150,6 +151,7 @@ impl OnlineState for Client {
             downtime_seconds: r.get(15),
             seconds_since_update: r.get(16),
             paused: super::state::paused_list(r.get(17)),
+            reinitialize: super::state::paused_list(r.get(18)),
         }))
     }
 
@@ -200,7 +202,7 @@ impl OnlineState for Client {
         let row = self
             .query_opt(
                 &format!(
-                    "SELECT f.epoch, o.cutover_state FROM {} o LEFT JOIN {} f \
+                    "SELECT f.epoch, o.cutover_state, o.reinitialize FROM {} o LEFT JOIN {} f \
                      ON f.migration = o.migration AND f.name = $2 WHERE o.migration = $1",
                     table(),
                     checkpoint::fences_table()
@@ -222,6 +224,7 @@ impl OnlineState for Client {
         let state: Option<String> = r.get(1);
         Ok(Control {
             cutover_requested: state.as_deref() == Some(CutoverState::Requested.as_str()),
+            reinitialize: super::state::paused_list(r.get(2)),
         })
     }
 
@@ -233,6 +236,7 @@ impl OnlineState for Client {
         };
         let fence_at = r.fence.map(|f| f as i64);
         let paused = r.paused.as_ref().map(|p| p.join("\n"));
+        let reinitialized = r.reinitialized.clone().unwrap_or_default();
         let tx = self.transaction().await.map_err(err("record the phase"))?;
         fence::check_pg(&tx, &checkpoint::fences_table(), &fence_of(migration, epoch))
             .await
@@ -242,7 +246,11 @@ impl OnlineState for Client {
                 "UPDATE {} SET phase = $2, cutover_state = COALESCE($3, cutover_state), \
                  cutover_message = CASE WHEN $3::text IS NULL THEN cutover_message ELSE $4 END, \
                  fence = COALESCE($5, fence), downtime_seconds = COALESCE($6, downtime_seconds), \
-                 paused = COALESCE($7, paused), updated_at = now() WHERE migration = $1",
+                 paused = COALESCE($7, paused), \
+                 reinitialize = NULLIF(array_to_string(ARRAY(SELECT l FROM \
+                   unnest(string_to_array(COALESCE(reinitialize, ''), E'\\n')) AS l \
+                   WHERE l <> '' AND NOT l = ANY($8)), E'\\n'), ''), \
+                 updated_at = now() WHERE migration = $1",
                 table()
             ),
             &[
@@ -253,11 +261,36 @@ impl OnlineState for Client {
                 &fence_at,
                 &r.downtime_seconds,
                 &paused,
+                &reinitialized,
             ],
         )
         .await
         .map_err(err("record the phase"))?;
         tx.commit().await.map_err(err("record the phase"))
+    }
+
+    async fn request_reinitialize(&mut self, migration: &str, tables: &[String]) -> Result<(), OnlineError> {
+        let Some(row) = self.load(migration).await? else {
+            return Err(OnlineError::Setup(format!(
+                "migration {migration} has no online state in the target: start it with `run` first"
+            )));
+        };
+        if row.cutover_state.as_deref() == Some(CutoverState::Done.as_str()) {
+            return Err(OnlineError::Setup(format!(
+                "migration {migration} is cut over already"
+            )));
+        }
+        let text = tables.join("\n");
+        self.execute(
+            &format!(
+                "UPDATE {} SET reinitialize = COALESCE(reinitialize || E'\\n', '') || $2 WHERE migration = $1",
+                table()
+            ),
+            &[&migration, &text],
+        )
+        .await
+        .map_err(err("request the re-copy"))?;
+        Ok(())
     }
 
     async fn mark_requested(&mut self, migration: &str) -> Result<(), OnlineError> {

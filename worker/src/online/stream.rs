@@ -108,13 +108,31 @@ where
         paused: BTreeMap::new(),
     };
     let started = Instant::now();
-    let mut paused_recorded = 0usize;
+    // The state may hold the paused tables of a stream before a re-plan: this one's are recorded
+    // after its first poll.
+    let mut paused_recorded = usize::MAX;
     let mut phase = Phase::CatchingUp;
     apply.record(&Record::phase(phase)).await?;
     let mut cut: Option<Cutover> = None;
     let mut last_heartbeat: Option<Instant> = None;
     loop {
         let control = apply.control().await?;
+        let recopying: Vec<&String> = capture
+            .recopying()
+            .iter()
+            .filter_map(|t| tables.get(*t))
+            .collect();
+        let asked: Vec<String> = control
+            .reinitialize
+            .iter()
+            .filter(|t| !recopying.contains(t))
+            .cloned()
+            .collect();
+        if !asked.is_empty() && cut.is_none() {
+            // Every table asked for and not being copied again yet, in one re-plan.
+            tracing::info!(tables = ?asked, "re-planning tables the user asked to copy again");
+            return Err(OnlineError::Reinitialize(control.reinitialize));
+        }
         if control.cutover_requested && cut.is_none() && !l.paused.is_empty() {
             // The target's copy of a paused table is behind the source's: no cutover can verify.
             let message = format!(
@@ -165,6 +183,21 @@ where
         let caught_up = polled?;
         tracing::trace!(seen, caught_up, "poll done");
         capture.acknowledge(l.applied).await?;
+        let recopied = capture.recopied();
+        if !recopied.is_empty() {
+            let names: Vec<String> = recopied.iter().filter_map(|t| tables.get(*t).cloned()).collect();
+            tracing::info!(tables = ?names, "tables copied again on request: their changes apply again");
+            // With the paused tables in the same write: a reader never sees the request done while
+            // the table still shows paused (the capture's annotation would ask again).
+            paused_recorded = l.paused.len();
+            apply
+                .record(&Record {
+                    reinitialized: Some(names),
+                    paused: Some(l.paused.values().cloned().collect()),
+                    ..Record::phase(phase)
+                })
+                .await?;
+        }
         for (table, message) in apply.drifted() {
             l.paused.entry(table).or_insert(message);
         }
@@ -573,6 +606,8 @@ mod tests {
         requests: u32,
         requested: bool,
         records: Vec<Record>,
+        /// Tables the user asked to copy again.
+        reinitialize: Vec<String>,
     }
 
     impl Apply<Row> for Target {
@@ -603,6 +638,7 @@ mod tests {
             }
             Ok(Control {
                 cutover_requested: self.requested,
+                reinitialize: self.reinitialize.clone(),
             })
         }
         async fn record(&mut self, record: &Record) -> Result<(), OnlineError> {
@@ -716,6 +752,36 @@ mod tests {
         let last = target.records.last().unwrap();
         assert_eq!(last.phase, Phase::Succeeded);
         assert_eq!(last.cutover.as_ref().unwrap().0, CutoverState::Done);
+    }
+
+    #[tokio::test]
+    async fn a_table_asked_to_be_copied_again_stops_the_stream_for_its_re_plan() {
+        let mut target = Target {
+            reinitialize: vec!["s.t1".into()],
+            ..Target::default()
+        };
+        let mut capture = Script {
+            polls: vec![vec![change(0, 1)]].into(),
+            written: Vec::new(),
+            next: 1000,
+            acknowledged: Vec::new(),
+        };
+        let e = stream(
+            &mut capture,
+            &mut target,
+            &mut Done,
+            &options(),
+            &["s.t0".into(), "s.t1".into()],
+            100,
+            &mut |_| {},
+        )
+        .await
+        .unwrap_err();
+        assert!(
+            matches!(&e, OnlineError::Reinitialize(t) if t == &["s.t1".to_string()]),
+            "{e}"
+        );
+        assert!(target.batches.is_empty(), "nothing applied before the re-plan");
     }
 
     #[tokio::test]
