@@ -24,8 +24,11 @@ pub struct CutoverSpec {
     #[serde(default = "default_max_lag_seconds")]
     #[schemars(range(min = 0, max = 86_400))]
     pub max_lag_seconds: i32,
-    /// After the cutover, stream the target's changes back to the source so that going back
-    /// loses nothing. Not built yet: refused by validation.
+    /// After the cutover, stream the target's changes back to the source (anchored during the
+    /// cutover, before the applications can write to the target) so that going back loses
+    /// nothing. Needs `spec.online.enabled`. Going back is a second cutover, of the reverse
+    /// stream; stopping it without going back removes its slot or Change Tracking from the
+    /// target (docs/operations.md, "How to go back").
     #[serde(default)]
     pub reverse: bool,
 }
@@ -61,11 +64,11 @@ impl CutoverSpec {
                  its own after the copy",
             ));
         }
-        if self.reverse {
+        if self.reverse && !online {
             errors.push(FieldError::new(
                 "spec.cutover.reverse",
-                "streaming the target's changes back to the source after the cutover is not supported \
-                 yet; remove it (to go back, see the cutover runbook in docs/operations.md)",
+                "applies to online migrations (spec.online.enabled: true): the changes streamed back are \
+                 read from the target the way an online migration reads its source",
             ));
         }
     }
@@ -76,7 +79,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn reverse_and_offline_requests_are_refused_by_field() {
+    fn offline_requests_and_reverse_streams_are_refused_by_field() {
         let mut errors = Vec::new();
         CutoverSpec {
             requested: true,
@@ -93,10 +96,11 @@ mod tests {
                 "spec.cutover.reverse"
             ]
         );
-        assert!(errors[2].message.contains("not supported yet"), "{errors:?}");
+        assert!(errors[2].message.contains("spec.online.enabled"), "{errors:?}");
         let mut errors = Vec::new();
         CutoverSpec {
             requested: true,
+            reverse: true,
             ..CutoverSpec::default()
         }
         .collect_errors(true, &mut errors);
