@@ -31,6 +31,14 @@ pub struct CutoverSpec {
     /// target (docs/operations.md, "How to go back").
     #[serde(default)]
     pub reverse: bool,
+    /// Go back to the source (with `reverse`, after the cutover; `kubectl mssqlpg cutover NAME
+    /// --go-back`): stop the applications' writes to the target first. The reverse stream
+    /// fences, drains, refuses while the target still changes (`status.online.reverse.message`
+    /// says why; set it to false, then true, to ask again), sets the source's identity and
+    /// sequence values past the maximum and verifies both sides; then `Reversing=False`
+    /// `WentBack` and the capture Deployment is removed.
+    #[serde(default)]
+    pub go_back: bool,
 }
 
 fn default_max_lag_seconds() -> i32 {
@@ -43,6 +51,7 @@ impl Default for CutoverSpec {
             requested: false,
             max_lag_seconds: DEFAULT_MAX_LAG_SECONDS,
             reverse: false,
+            go_back: false,
         }
     }
 }
@@ -71,6 +80,13 @@ impl CutoverSpec {
                  read from the target the way an online migration reads its source",
             ));
         }
+        if self.go_back && !self.reverse {
+            errors.push(FieldError::new(
+                "spec.cutover.goBack",
+                "needs spec.cutover.reverse: true (going back is the cutover of the stream that carries the \
+                 target's changes back to the source)",
+            ));
+        }
     }
 }
 
@@ -85,6 +101,7 @@ mod tests {
             requested: true,
             max_lag_seconds: -1,
             reverse: true,
+            go_back: false,
         }
         .collect_errors(false, &mut errors);
         let paths: Vec<&str> = errors.iter().map(|e| e.path.as_str()).collect();
@@ -97,6 +114,14 @@ mod tests {
             ]
         );
         assert!(errors[2].message.contains("spec.online.enabled"), "{errors:?}");
+        let mut errors = Vec::new();
+        CutoverSpec {
+            go_back: true,
+            ..CutoverSpec::default()
+        }
+        .collect_errors(true, &mut errors);
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert_eq!(errors[0].path, "spec.cutover.goBack");
         let mut errors = Vec::new();
         CutoverSpec {
             requested: true,

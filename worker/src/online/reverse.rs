@@ -288,11 +288,22 @@ pub async fn run_mssql_to_pg(
         "streaming the target's changes back to the source (go back with `cutover --go-back -f FILE`)\n"
             .into(),
     );
+    stream_back_mssql_to_pg(engine, online, &plan, events).await
+}
+
+/// Streams the target's changes back from the position the source stores until going back
+/// succeeds, resuming after transient failures.
+pub async fn stream_back_mssql_to_pg(
+    engine: &MssqlToPgEngine,
+    online: &OnlineOptions,
+    plan: &Plan,
+    events: &mut dyn Events,
+) -> Result<CutoverReport, OnlineError> {
     let mut attempt = 0u32;
     loop {
         attempt += 1;
         let started = Instant::now();
-        match stream_to_mssql_once(engine, online, &plan, events).await {
+        match stream_to_mssql_once(engine, online, plan, events).await {
             Ok(report) => {
                 back_line(events, &report);
                 return Ok(report);
@@ -576,11 +587,22 @@ pub async fn run_pg_to_mssql(
         "streaming the target's changes back to the source (go back with `cutover --go-back -f FILE`)\n"
             .into(),
     );
+    stream_back_pg_to_mssql(engine, online, &plan, events).await
+}
+
+/// Streams the target's changes back from the position the source stores until going back
+/// succeeds, resuming after transient failures.
+pub async fn stream_back_pg_to_mssql(
+    engine: &PgToMssqlEngine,
+    online: &OnlineOptions,
+    plan: &PgToMssqlPlan,
+    events: &mut dyn Events,
+) -> Result<CutoverReport, OnlineError> {
     let mut attempt = 0u32;
     loop {
         attempt += 1;
         let started = Instant::now();
-        match stream_to_pg_once(engine, online, &plan, events).await {
+        match stream_to_pg_once(engine, online, plan, events).await {
             Ok(report) => {
                 back_line(events, &report);
                 return Ok(report);
