@@ -149,7 +149,7 @@ struct Table {
     columns: &'static [(&'static str, Kind)],
 }
 
-const TABLES: [Table; 3] = [
+const TABLES: [Table; 4] = [
     Table {
         name: "acct",
         columns: &[
@@ -169,6 +169,14 @@ const TABLES: [Table; 3] = [
     Table {
         name: "code",
         columns: &[("k", Kind::Text), ("v", Kind::Text)],
+    },
+    Table {
+        name: "line",
+        columns: &[
+            ("id", Kind::Int64),
+            ("acct_id", Kind::Int64),
+            ("qty", Kind::Int32),
+        ],
     },
 ];
 
@@ -264,6 +272,9 @@ struct Writes {
     /// Rows of `acct` and `code` not deleted yet, to change.
     ids: Vec<i64>,
     codes: Vec<String>,
+    /// Rows of `acct` written with a `line` row of theirs (`line.id`, `acct.id`), kept apart
+    /// from `ids` so that only a transaction deleting both deletes them.
+    parents: Vec<(i64, i64)>,
 }
 
 impl Writes {
@@ -274,6 +285,7 @@ impl Writes {
             next_code: 0,
             ids: (1..=SEED).collect(),
             codes: (1..=20).map(|i| format!("k{i}")).collect(),
+            parents: Vec::new(),
         }
     }
 
@@ -301,7 +313,30 @@ impl Writes {
         let mut out = Vec::new();
         for _ in 0..=self.rng.below(3) {
             let r = &mut self.rng;
-            match r.below(9) {
+            match r.below(11) {
+                // A parent and its child, then (later) both deleted, child first: the batch that
+                // streams them back writes table by table, so the child's insert or the parent's
+                // delete may come first on the source.
+                9 => {
+                    let id = self.next_id;
+                    self.next_id += 1;
+                    out.push(format!(
+                        "INSERT INTO acct (id, name) VALUES ({id}, {})",
+                        text(Some("parent ✓".into()))
+                    ));
+                    out.push(format!(
+                        "INSERT INTO line (id, acct_id, qty) VALUES ({id}, {id}, {})",
+                        r.below(50)
+                    ));
+                    self.parents.push((id, id));
+                }
+                10 if !self.parents.is_empty() => {
+                    let (line, acct) = self
+                        .parents
+                        .swap_remove(r.below(self.parents.len() as u64) as usize);
+                    out.push(format!("DELETE FROM line WHERE id = {line}"));
+                    out.push(format!("DELETE FROM acct WHERE id = {acct}"));
+                }
                 0 | 1 => {
                     let id = self.next_id;
                     self.next_id += 1;
@@ -476,7 +511,9 @@ async fn mssql_to_pg_streams_the_targets_changes_back_and_goes_back_exactly() {
         "CREATE TABLE dbo.acct (id bigint NOT NULL PRIMARY KEY, name nvarchar(200) NULL, amount decimal(12,2) NULL, \
          flag bit NULL, bin varbinary(64) NULL, ts datetime2(3) NULL, g uniqueidentifier NULL); \
          CREATE TABLE dbo.ident (id int IDENTITY(1,1) NOT NULL PRIMARY KEY, v nvarchar(100) NULL); \
-         CREATE TABLE dbo.code (k varchar(20) NOT NULL PRIMARY KEY, v nvarchar(50) NULL)",
+         CREATE TABLE dbo.code (k varchar(20) NOT NULL PRIMARY KEY, v nvarchar(50) NULL); \
+         CREATE TABLE dbo.line (id bigint NOT NULL PRIMARY KEY, acct_id bigint NOT NULL, qty int NULL, \
+         CONSTRAINT fk_line_acct FOREIGN KEY (acct_id) REFERENCES dbo.acct (id))",
     )
     .await;
     let mut rng = Rng(0x5eed);
@@ -549,6 +586,17 @@ async fn mssql_to_pg_streams_the_targets_changes_back_and_goes_back_exactly() {
         .unwrap()
         .get(0);
     assert!(max_target > 20 && back > max_target, "{back} <= {max_target}");
+    // The foreign key the reverse stream did not check is checked and trusted again.
+    let fk = common::ms_scalar::<i32>(
+        &mut ms,
+        "SELECT CAST(is_disabled AS int) + CAST(is_not_trusted AS int) FROM sys.foreign_keys WHERE name = 'fk_line_acct'",
+    )
+    .await;
+    assert_eq!(fk, Some(0));
+    let lines = common::ms_scalar::<i32>(&mut ms, "SELECT COUNT(*) FROM dbo.line")
+        .await
+        .unwrap();
+    assert!(lines > 0, "the writer left child rows");
     // cleanup (the default): the reverse stream's slot and publication are gone from the target.
     let slots: i64 = pg
         .query_one("SELECT count(*) FROM pg_replication_slots", &[])
@@ -577,6 +625,7 @@ async fn pg_to_mssql_streams_the_targets_changes_back_and_goes_back_exactly() {
                             ts timestamp(3), g uuid);
          CREATE TABLE ident (id int GENERATED ALWAYS AS IDENTITY PRIMARY KEY, v text);
          CREATE TABLE code (k varchar(20) PRIMARY KEY, v varchar(50));
+         CREATE TABLE line (id bigint PRIMARY KEY, acct_id bigint NOT NULL REFERENCES acct (id), qty int);
          INSERT INTO acct SELECT g, CASE WHEN g % 7 = 0 THEN NULL ELSE 'näme ' || g END, g * 1.25, g % 2 = 0,
                 decode(md5(g::text), 'hex'), timestamp '2024-01-01 10:11:12.345' + g * interval '1 minute',
                 md5(g::text)::uuid

@@ -25,6 +25,7 @@ use super::state::{OnlineRow, OnlineState};
 use super::stream::{self, CutoverReport, Finish, StreamStatus};
 use super::{Capture, CutoverState, OnlineError, OnlineOptions, Position};
 use crate::engine::EngineExt;
+use crate::mssql::connect::TdsClient;
 use crate::mssql_to_pg::MssqlToPgEngine;
 use crate::options::{Mode, Options};
 use crate::pg_to_mssql::PgToMssqlEngine;
@@ -179,7 +180,134 @@ pub async fn anchor_to_mssql(engine: &MssqlToPgEngine, plan: &Plan) -> Result<Po
     Ok(anchor)
 }
 
-/// Going back to SQL Server: identity values past the maximum, then the forward verification.
+/// The source's enforced foreign keys of the migrated tables, as `(table, constraint)`, quoted:
+/// the reverse stream does not check them while it applies (a batch writes table by table, so a
+/// child row may come before its parent; the target enforced them when the applications wrote),
+/// and going back checks them again, all rows.
+fn source_foreign_keys(plan: &Plan) -> Vec<(String, String)> {
+    plan.tables
+        .iter()
+        .flat_map(|t| {
+            let q = format!(
+                "{}.{}",
+                quote_mssql(&t.source.schema),
+                quote_mssql(&t.source.name)
+            );
+            t.source
+                .foreign_keys
+                .iter()
+                .filter(|fk| !fk.disabled)
+                .map(move |fk| (q.clone(), quote_mssql(&fk.name)))
+        })
+        .collect()
+}
+
+async fn ms_exec(ms: &mut TdsClient, what: &'static str, sql: String) -> Result<(), OnlineError> {
+    ms.simple_query(sql)
+        .await
+        .map_err(OnlineError::mssql_source(what))?
+        .into_results()
+        .await
+        .map_err(OnlineError::mssql_source(what))?;
+    Ok(())
+}
+
+/// The foreign keys the reverse stream stopped checking, per stream, so that it checks those again
+/// and no other (one a DBA disabled stays so).
+fn unchecked_table() -> String {
+    format!("[{}].[reverse_unchecked]", crate::copy::checkpoint::SCHEMA)
+}
+
+/// Stops checking the source's enforced foreign keys of the migrated tables while streaming
+/// back, recording each first.
+async fn stop_checking_foreign_keys(ms: &mut TdsClient, key: &str, plan: &Plan) -> Result<(), OnlineError> {
+    let t = unchecked_table();
+    ms_exec(
+        ms,
+        "create the table of unchecked foreign keys",
+        format!(
+            "IF OBJECT_ID(N'{t}') IS NULL CREATE TABLE {t} (migration nvarchar(400) NOT NULL, \
+             table_name nvarchar(300) NOT NULL, fk nvarchar(300) NOT NULL, \
+             CONSTRAINT [PK__mssqlpg_reverse_unchecked] PRIMARY KEY (migration, table_name, fk))"
+        ),
+    )
+    .await?;
+    for (table, fk) in source_foreign_keys(plan) {
+        ms.execute(
+            format!(
+                "IF NOT EXISTS (SELECT 1 FROM {t} WHERE migration = @P1 AND table_name = @P2 AND fk = @P3) \
+                 INSERT INTO {t} (migration, table_name, fk) VALUES (@P1, @P2, @P3)"
+            ),
+            &[&key, &table.as_str(), &fk.as_str()],
+        )
+        .await
+        .map_err(OnlineError::mssql_source("record an unchecked foreign key"))?;
+        ms_exec(
+            ms,
+            "stop checking a foreign key while streaming back",
+            format!("ALTER TABLE {table} NOCHECK CONSTRAINT {fk}"),
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// Checks the foreign keys the reverse stream stopped checking again, all rows (trusted again).
+async fn check_foreign_keys_again(ms: &mut TdsClient, key: &str) -> Result<(), OnlineError> {
+    let t = unchecked_table();
+    let exists = ms
+        .simple_query(format!(
+            "SELECT CAST(CASE WHEN OBJECT_ID(N'{t}') IS NULL THEN 0 ELSE 1 END AS int)"
+        ))
+        .await
+        .map_err(OnlineError::mssql_source("look up the unchecked foreign keys"))?
+        .into_row()
+        .await
+        .map_err(OnlineError::mssql_source("look up the unchecked foreign keys"))?
+        .and_then(|r| r.get::<i32, _>(0))
+        == Some(1);
+    if !exists {
+        return Ok(());
+    }
+    let rows = ms
+        .query(
+            format!("SELECT table_name, fk FROM {t} WHERE migration = @P1"),
+            &[&key],
+        )
+        .await
+        .map_err(OnlineError::mssql_source("read the unchecked foreign keys"))?
+        .into_first_result()
+        .await
+        .map_err(OnlineError::mssql_source("read the unchecked foreign keys"))?;
+    let unchecked: Vec<(String, String)> = rows
+        .iter()
+        .filter_map(|r| Some((r.get::<&str, _>(0)?.to_string(), r.get::<&str, _>(1)?.to_string())))
+        .collect();
+    for (table, fk) in unchecked {
+        ms_exec(
+            ms,
+            "check a foreign key again",
+            format!("ALTER TABLE {table} WITH CHECK CHECK CONSTRAINT {fk}"),
+        )
+        .await
+        .map_err(|e| {
+            OnlineError::Setup(format!(
+                "table {table}: foreign key {fk} does not hold for the rows streamed back: {}",
+                crate::error_text::error_text(&e)
+            ))
+        })?;
+        ms.execute(
+            format!("DELETE FROM {t} WHERE migration = @P1 AND table_name = @P2 AND fk = @P3"),
+            &[&key, &table.as_str(), &fk.as_str()],
+        )
+        .await
+        .map_err(OnlineError::mssql_source("record a foreign key checked again"))?;
+    }
+    Ok(())
+}
+
+/// Going back to SQL Server: foreign keys checked again, identity values past the maximum, then
+/// the forward verification.
 struct BackToMssql<'a> {
     engine: &'a MssqlToPgEngine,
     plan: &'a Plan,
@@ -188,6 +316,7 @@ struct BackToMssql<'a> {
 impl Finish for BackToMssql<'_> {
     async fn finalize(&mut self) -> Result<Vec<String>, OnlineError> {
         let mut ms = self.engine.source.connect().await?;
+        check_foreign_keys_again(&mut ms, &stream_key(&self.engine.options.migration)).await?;
         for t in &self.plan.tables {
             for c in t.columns.iter().filter(|c| c.source.identity.is_some()) {
                 let q = format!(
@@ -236,6 +365,7 @@ async fn stream_to_mssql_once(
     let rev = plan_to_mssql(engine, plan).await?;
     let mut ms = engine.source.connect().await?;
     let (epoch, applied) = ms.claim(&rev.key).await?;
+    stop_checking_foreign_keys(&mut ms, &rev.key, plan).await?;
     tracing::info!(epoch, applied = %super::pgoutput::lsn_text(applied), "streaming back");
     let converter = PgConverter::connect(&engine.target, &rev.tables).await?;
     let mut apply = MssqlApply::new(ms, converter, &rev.tables, &rev.key, epoch, true).await?;
@@ -332,6 +462,7 @@ pub async fn stop_mssql_to_pg(engine: &MssqlToPgEngine) -> Result<(), OnlineErro
     let mut ms = engine.source.connect().await?;
     if ms.load(&key).await?.is_some() {
         ms.claim(&key).await?;
+        check_foreign_keys_again(&mut ms, &key).await?;
     }
     let pg = engine.target.connect().await?;
     capture_pg::drop_stream(&pg, &SlotNames::of(&key)).await
@@ -537,6 +668,17 @@ async fn stream_to_pg_once(
     let rev = plan_to_pg(engine, plan).await?;
     let mut pg = engine.source.connect().await?;
     let (epoch, applied) = pg.claim(&rev.key).await?;
+    // As PostgreSQL's own logical replication applies: the source's foreign keys and triggers do
+    // not fire for the rows streamed back (a batch writes table by table, so a child row may come
+    // before its parent; the target enforced them when the applications wrote). Needs superuser,
+    // or `GRANT SET ON PARAMETER session_replication_role` (PostgreSQL 15+).
+    if let Err(e) = pg.batch_execute("SET session_replication_role = replica").await {
+        tracing::warn!(
+            error = %e,
+            "the source's foreign keys and triggers fire for the rows streamed back (the source user may not set \
+             session_replication_role): a batch that writes a child row before its parent is refused"
+        );
+    }
     tracing::info!(epoch, applied, "streaming back");
     let mut apply = PgApply::new(pg, &rev.tables, &rev.key, epoch).await?;
     let mut capture = MssqlCapture::connect(
