@@ -45,6 +45,8 @@ Examples:
   mssql-pg-worker prepare -f m.yaml && mssql-pg-worker copy -f m.yaml --task dbo.Orders
                                        create the target tables, then copy one task
   mssql-pg-worker cutover -f m.yaml    online: ask the streaming `run` to cut over
+  mssql-pg-worker cutover --go-back -f m.yaml
+                                       with cutover.reverse: go back to the source
 
 Exit codes: 0 done, 1 failed (a rerun may get past it), 2 wrong arguments, 3 failed for good
 (a rerun meets the same), 4 stopped by SIGTERM/SIGINT (a rerun resumes), 5 another worker took

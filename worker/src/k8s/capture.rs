@@ -397,6 +397,12 @@ async fn forward_pg_to_mssql(
             crate::k8s::append_warnings(client, mig, &warnings, || crate::k8s::plan_summary(plan)).await?;
             tracing::info!("keys and indexes built; streaming");
         }
+        if engine.options.reverse {
+            // Whether the target's tables can stream back is known before the cutover.
+            crate::online::reverse::check_to_pg(engine, plan)
+                .await
+                .map_err(online_err(mig))?;
+        }
         stream_pg_to_mssql(engine, online, plan, anchored, &mut events)
             .await
             .map_err(online_err(mig))
@@ -434,6 +440,12 @@ async fn forward_mssql_to_pg(
                 .map_err(|e| online_err(mig)(e.into()))?;
             crate::k8s::append_warnings(client, mig, &warnings, || crate::k8s::plan_summary(plan)).await?;
             tracing::info!("keys and indexes built; streaming");
+        }
+        if engine.options.reverse {
+            // Whether the target's tables can stream back is known before the cutover.
+            crate::online::reverse::check_to_mssql(engine, plan)
+                .await
+                .map_err(online_err(mig))?;
         }
         stream_ct_to_pg(engine, online, plan, anchored, &mut events)
             .await
