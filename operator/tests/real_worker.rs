@@ -14,6 +14,8 @@
 //! - PostgreSQL -> SQL Server (the TDS test server as the target): a Migration suspended while copying starts
 //!   no new copy Job, resumes when unsuspended, every first copy attempt crashes and resumes from the checkpoint
 //!   stored in SQL Server, and SQL Server (read back through tiberius) holds exactly the source's rows.
+//! - online, both directions, with a capture Deployment, a cutover and, with `cutover.reverse`, the target's
+//!   changes streamed back across a killed capture pod and going back (`kubectl mssqlpg cutover --go-back`).
 //!
 //! Needs `MSSQLPG_K8S_DIR` (a running control plane), `MSSQLPG_TEST_PG_URL` (tests/scripts/postgres.sh) and the
 //! worker binary where the node agent finds it (`cargo build --workspace --bins`; make test does all this):
@@ -2554,6 +2556,183 @@ spec:
         );
         std::thread::sleep(Duration::from_millis(500));
     }
+    pg.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+        .await
+        .unwrap();
+    e2e.finish();
+}
+
+/// `spec.cutover.reverse` through the operator, SQL Server -> PostgreSQL: after the cutover the capture
+/// Deployment stays and streams the target's changes back (`Reversing=True`, `status.online.reverse`); a
+/// writer changes PostgreSQL (inserts, updates to NULL and non-ASCII text, deletes), the capture pod is killed
+/// mid-way and its replacement resumes from the position stored in SQL Server; `kubectl mssqlpg cutover
+/// --go-back --wait` goes back; SQL Server then equals PostgreSQL value by value, `Reversing=False`
+/// `WentBack`, and the Deployment is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn online_migration_from_sql_server_streams_back_and_goes_back() {
+    let e2e = E2e::start_on("onrv", ONLINE_PASSWORD, Some("shop"), |pg_user| {
+        format!(
+            "apiVersion: v1
+kind: Secret
+metadata: {{name: pg-creds}}
+stringData: {{username: {pg_user}, password: unused-with-trust}}
+---
+apiVersion: v1
+kind: Secret
+metadata: {{name: ms-creds}}
+stringData: {{username: sa, password: {ONLINE_PASSWORD}}}
+"
+        )
+    })
+    .await;
+    let (cluster, pg) = (&e2e.cluster, &e2e.pg);
+    let schema = format!("e2e_onrv_{}", std::process::id());
+    pg.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+        .await
+        .unwrap();
+    let mut ms = e2e.mssql.connect().await.unwrap();
+    exec(
+        &mut ms,
+        "CREATE TABLE dbo.acct (id bigint NOT NULL PRIMARY KEY, name nvarchar(200) NOT NULL, \
+         amount decimal(12,2) NULL, note nvarchar(100) NULL)",
+    )
+    .await;
+    let values: Vec<String> = (1..=500)
+        .map(|g| format!("({g}, N'nämé {g}', {}.{:02}, N'n{g}')", g / 4, (g % 4) * 25))
+        .collect();
+    exec(
+        &mut ms,
+        &format!("INSERT INTO dbo.acct VALUES {}", values.join(", ")),
+    )
+    .await;
+    let _operator = e2e.start_operator("127.0.0.1:0");
+    let diag = || e2e.diag();
+    let (host, port, db) = pg_endpoint(&e2e.pg_cfg);
+    cluster.apply(&format!(
+        "apiVersion: mssqlpg.dev/v1alpha1
+kind: Migration
+metadata: {{name: onrv}}
+spec:
+  source: {{mssql: {{host: 127.0.0.1, port: {mssql_port}, database: shop, schema: dbo, credentialsSecret: ms-creds, encryption: NotSupported}}}}
+  target: {{postgres: {{host: '{host}', port: {port}, database: '{db}', schema: {schema}, credentialsSecret: pg-creds, sslMode: disable}}}}
+  verify: checksum
+  online: {{enabled: true, enableChangeTracking: true, pollInterval: 100ms, heartbeatSeconds: 1, maxBatchDelay: 100ms}}
+  cutover: {{maxLagSeconds: 5, reverse: true}}
+",
+        mssql_port = e2e.mssql.port
+    ));
+    let status = |path: &str| cluster.get("migration", "onrv", path);
+    let wait_for = |what: &str, done: &dyn Fn() -> bool| {
+        let started = Instant::now();
+        while !done() {
+            assert!(started.elapsed() < Duration::from_secs(180), "{what}: {}", diag());
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    };
+    e2e.wait_phase("onrv", "Streaming", Duration::from_secs(300));
+    let (ok, out) = plugin(&e2e, &["cutover", "onrv", "--wait", "--timeout", "300"]);
+    assert!(ok && out.contains("cut over at "), "{out}: {}", diag());
+    wait_for("no reverse stream reported", &|| {
+        ["CatchingUp", "Streaming"].contains(&status(".status.online.reverse.phase").as_str())
+    });
+    assert_eq!(status(".status.phase"), "Succeeded", "{}", diag());
+    assert_eq!(
+        status(r#".status.conditions[?(@.type=="Reversing")].status"#),
+        "True",
+        "{}",
+        diag()
+    );
+    assert!(
+        cluster
+            .kubectl(&["get", "deployment", "onrv-capture", "-n", &cluster.ns], None)
+            .is_ok(),
+        "the capture Deployment must stay while streaming back: {}",
+        diag()
+    );
+
+    // The applications write to PostgreSQL now.
+    let write = |round: i64| {
+        let schema = schema.clone();
+        async move {
+            for i in 0..20 {
+                let n = round * 100 + i;
+                pg.batch_execute(&format!(
+                    "BEGIN; INSERT INTO {schema}.acct VALUES ({}, 'nouveau ✓ {n}', {n}.25, NULL); \
+                     UPDATE {schema}.acct SET name = 'Zoë {n}', note = NULL, amount = NULL WHERE id = {}; \
+                     DELETE FROM {schema}.acct WHERE id = {}; COMMIT",
+                    10_000 + n,
+                    1 + n % 400,
+                    401 + n % 100
+                ))
+                .await
+                .unwrap();
+            }
+        }
+    };
+    write(1).await;
+    wait_for("no change streamed back", &|| {
+        status(".status.online.reverse.changesApplied")
+            .parse::<i64>()
+            .unwrap_or(0)
+            > 0
+    });
+    // The capture pod killed mid-way: its replacement resumes from the position stored in SQL Server.
+    let first_pod = status(".status.online.pod");
+    cluster.must(
+        &[
+            "delete",
+            "pod",
+            &first_pod,
+            "-n",
+            &cluster.ns,
+            "--grace-period=0",
+            "--force",
+        ],
+        None,
+    );
+    write(2).await;
+    wait_for("no new capture pod streams back", &|| {
+        let pod = status(".status.online.pod");
+        !pod.is_empty() && pod != first_pod && status(".status.online.reverse.phase") == "Streaming"
+    });
+    write(3).await;
+
+    let (ok, out) = plugin(
+        &e2e,
+        &["cutover", "onrv", "--go-back", "--wait", "--timeout", "300"],
+    );
+    assert!(ok && out.contains("WentBack"), "{out}: {}", diag());
+    assert_eq!(status(".status.online.reverse.phase"), "Succeeded", "{}", diag());
+
+    // SQL Server equals PostgreSQL, value by value.
+    let mut source = ms_rows(
+        &mut ms,
+        "SELECT CAST(id AS nvarchar(20)), name, CAST(amount AS nvarchar(40)), note FROM dbo.acct",
+    )
+    .await;
+    source.sort();
+    let rows = pg
+        .query(
+            &format!("SELECT id::text, name, amount::text, note FROM {schema}.acct"),
+            &[],
+        )
+        .await
+        .unwrap();
+    let mut target: Vec<Vec<Option<String>>> = rows
+        .iter()
+        .map(|r| (0..r.len()).map(|i| r.get::<_, Option<String>>(i)).collect())
+        .collect();
+    target.sort();
+    assert!(target.iter().any(|r| r[1].as_deref() == Some("nouveau ✓ 310")));
+    assert_eq!(source.len(), target.len(), "row counts differ");
+    for (s, t) in source.iter().zip(&target) {
+        assert_eq!(s, t, "first differing row");
+    }
+    wait_for("the capture Deployment stays after going back", &|| {
+        cluster
+            .kubectl(&["get", "deployment", "onrv-capture", "-n", &cluster.ns], None)
+            .is_err()
+    });
     pg.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
         .await
         .unwrap();
