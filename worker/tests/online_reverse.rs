@@ -502,12 +502,11 @@ where
     assert_eq!(s["reverse"]["phase"], "Succeeded", "{s}");
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn mssql_to_pg_streams_the_targets_changes_back_and_goes_back_exactly() {
-    let (server, password) = server();
-    let mut ms = tds_client(&server, &password).await;
+/// The SQL Server source of the SQL Server -> PostgreSQL tests: `TABLES`, seeded.
+async fn seed_mssql(ms: &mut TdsClient) {
+    let ms = &mut *ms;
     common::ms_exec(
-        &mut ms,
+        ms,
         "CREATE TABLE dbo.acct (id bigint NOT NULL PRIMARY KEY, name nvarchar(200) NULL, amount decimal(12,2) NULL, \
          flag bit NULL, bin varbinary(64) NULL, ts datetime2(3) NULL, g uniqueidentifier NULL); \
          CREATE TABLE dbo.ident (id int IDENTITY(1,1) NOT NULL PRIMARY KEY, v nvarchar(100) NULL); \
@@ -533,7 +532,7 @@ async fn mssql_to_pg_streams_the_targets_changes_back_and_goes_back_exactly() {
         })
         .collect();
     common::ms_exec(
-        &mut ms,
+        ms,
         &format!(
             "INSERT INTO dbo.acct (id, name, amount, flag, bin, ts, g) VALUES {}",
             values.join(", ")
@@ -542,17 +541,23 @@ async fn mssql_to_pg_streams_the_targets_changes_back_and_goes_back_exactly() {
     .await;
     let idents: Vec<String> = (1..=20).map(|g| format!("(N'v{g}')")).collect();
     common::ms_exec(
-        &mut ms,
+        ms,
         &format!("INSERT INTO dbo.ident (v) VALUES {}", idents.join(", ")),
     )
     .await;
     let codes: Vec<String> = (1..=20).map(|g| format!("('k{g}', N'c{g}')")).collect();
     common::ms_exec(
-        &mut ms,
+        ms,
         &format!("INSERT INTO dbo.code (k, v) VALUES {}", codes.join(", ")),
     )
     .await;
+}
 
+#[tokio::test(flavor = "multi_thread")]
+async fn mssql_to_pg_streams_the_targets_changes_back_and_goes_back_exactly() {
+    let (server, password) = server();
+    let mut ms = tds_client(&server, &password).await;
+    seed_mssql(&mut ms).await;
     let pg = common::pg_connect().await;
     let schema = common::fresh_schema(&pg, "online_reverse_ms").await;
     let file = migration_file(
@@ -605,7 +610,7 @@ async fn mssql_to_pg_streams_the_targets_changes_back_and_goes_back_exactly() {
         .get(0);
     let publications: i64 = pg
         .query_one(
-            "SELECT count(*) FROM pg_publication WHERE pubname LIKE 'mssqlpg_online_reverse_ms%'",
+            "SELECT count(*) FROM pg_publication WHERE pubname LIKE 'mssqlpg_%online_reverse_ms%'",
             &[],
         )
         .await
@@ -669,4 +674,96 @@ async fn pg_to_mssql_streams_the_targets_changes_back_and_goes_back_exactly() {
         .await
         .unwrap();
     assert_eq!(tracked, 0);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn stop_reverse_ends_streaming_back_and_leaves_nothing_on_the_target() {
+    let (server, password) = server();
+    let mut ms = tds_client(&server, &password).await;
+    seed_mssql(&mut ms).await;
+    let pg = common::pg_connect().await;
+    let schema = common::fresh_schema(&pg, "online_reverse_stop").await;
+    let file = migration_file(
+        "online-reverse-stop",
+        &mssql_end(server.addr().port()),
+        &pg_end(&schema),
+    );
+    let mut run = Running::start(worker_cmd(&["run", "-f", &file], &password, true));
+    run.wait_streaming(0, Duration::from_secs(300)).await;
+    let (ok, answer) = common::online::cutover(worker_cmd(
+        &["cutover", "-f", &file, "--wait-seconds", "120"],
+        &password,
+        true,
+    ));
+    assert!(ok, "{answer}");
+    let slots = || async {
+        pg.query_one(
+            "SELECT count(*) FROM pg_replication_slots WHERE slot_name LIKE 'mssqlpg_%online_reverse_stop%'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get::<_, i64>(0)
+    };
+    assert_eq!(
+        slots().await,
+        1,
+        "the reverse stream's slot is anchored at the cutover"
+    );
+    wait_reversing(&run, 0, Duration::from_secs(120)).await;
+    let mut writes = Writes::new(0x5eed_0032);
+    for _ in 0..30 {
+        let statements = writes.transaction(true);
+        pg.batch_execute(&format!(
+            "SET search_path = \"{schema}\"; BEGIN; {}; COMMIT",
+            statements.join("; ")
+        ))
+        .await
+        .unwrap();
+    }
+    wait_reversing(&run, 1, Duration::from_secs(120)).await;
+    run.kill();
+
+    let out = worker_cmd(
+        &["stop-reverse", "-f", &file, "--output", "json"],
+        &password,
+        true,
+    )
+    .output()
+    .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+    assert_eq!(slots().await, 0, "stop-reverse drops the slot");
+    let publications: i64 = pg
+        .query_one(
+            "SELECT count(*) FROM pg_publication WHERE pubname LIKE 'mssqlpg_%online_reverse_stop%'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(publications, 0);
+    let fk = common::ms_scalar::<i32>(
+        &mut ms,
+        "SELECT CAST(is_disabled AS int) + CAST(is_not_trusted AS int) FROM sys.foreign_keys WHERE name = 'fk_line_acct'",
+    )
+    .await;
+    assert_eq!(fk, Some(0), "the foreign key is checked and trusted again");
+    let s = status(&file, &password, true);
+    assert!(s.get("reverse").is_none(), "{s}");
+    // Nothing streams back any more: `run` says so and does not anchor again.
+    let out = worker_cmd(&["run", "-f", &file, "--output", "json"], &password, true)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("no reverse stream is anchored"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert_eq!(slots().await, 0);
 }

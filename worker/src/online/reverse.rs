@@ -404,13 +404,15 @@ pub async fn run_mssql_to_pg(
         .await?
         .load(&engine.options.migration)
         .await?;
-    let plan = if is_done(forward.as_ref()) {
-        engine.stored_plan().await?
-    } else {
+    if !is_done(forward.as_ref()) {
         run::run_mssql_to_pg(engine, online, display, events).await?;
-        engine.stored_plan().await?
-    };
-    if let Some(back) = went_back(engine.source.connect().await?.load(&key).await?) {
+    }
+    let plan = engine.stored_plan().await?;
+    let reverse = engine.source.connect().await?.load(&key).await?;
+    if reverse.is_none() {
+        return Err(not_streaming_back(&engine.options.migration));
+    }
+    if let Some(back) = went_back(reverse) {
         return Ok(back);
     }
     events.event(
@@ -463,6 +465,15 @@ pub async fn stop_mssql_to_pg(engine: &MssqlToPgEngine) -> Result<(), OnlineErro
     if ms.load(&key).await?.is_some() {
         ms.claim(&key).await?;
         check_foreign_keys_again(&mut ms, &key).await?;
+        ms.execute(
+            format!(
+                "DELETE FROM {} WHERE migration = @P1",
+                super::state_mssql::table()
+            ),
+            &[&key.as_str()],
+        )
+        .await
+        .map_err(OnlineError::mssql_source("delete the reverse stream's state"))?;
     }
     let pg = engine.target.connect().await?;
     capture_pg::drop_stream(&pg, &SlotNames::of(&key)).await
@@ -721,7 +732,11 @@ pub async fn run_pg_to_mssql(
         run::run_pg_to_mssql(engine, online, display, events).await?;
     }
     let plan = engine.stored_plan().await?;
-    if let Some(back) = went_back(engine.source.connect().await?.load(&key).await?) {
+    let reverse = engine.source.connect().await?.load(&key).await?;
+    if reverse.is_none() {
+        return Err(not_streaming_back(&engine.options.migration));
+    }
+    if let Some(back) = went_back(reverse) {
         return Ok(back);
     }
     events.event(
@@ -773,6 +788,12 @@ pub async fn stop_pg_to_mssql(engine: &PgToMssqlEngine) -> Result<(), OnlineErro
     let mut pg = engine.source.connect().await?;
     if pg.load(&key).await?.is_some() {
         pg.claim(&key).await?;
+        pg.execute(
+            &format!("DELETE FROM {} WHERE migration = $1", super::state_pg::table()),
+            &[&key],
+        )
+        .await
+        .map_err(OnlineError::source("delete the reverse stream's state"))?;
     }
     let mut ms = engine.target.connect().await?;
     capture_mssql::remove_setup(&mut ms, &key).await
@@ -802,6 +823,14 @@ pub async fn status_pg_to_mssql(engine: &PgToMssqlEngine) -> Result<Option<Statu
 
 // ---------------------------------------------------------------------------------------------
 // Both directions.
+
+/// A migration cut over whose reverse stream is not in the source's state.
+fn not_streaming_back(migration: &str) -> OnlineError {
+    OnlineError::Setup(format!(
+        "migration {migration} is cut over and no reverse stream is anchored for it in the source (stopped with \
+         `stop-reverse`, or cut over without cutover.reverse): nothing streams back; the target holds the data"
+    ))
+}
 
 fn is_done(row: Option<&OnlineRow>) -> bool {
     row.is_some_and(|r| r.cutover_state.as_deref() == Some(CutoverState::Done.as_str()))
