@@ -78,6 +78,17 @@ fn pg_end(schema: &str) -> String {
     )
 }
 
+/// Forgets an earlier run of migration `name` in the test PostgreSQL (a second run of the suite against
+/// the same server): its forward stream's state would say it cut over already.
+async fn forget_pg_state(pg: &tokio_postgres::Client, name: &str) {
+    pg.batch_execute(&format!(
+        "DO $$ BEGIN IF to_regclass('_mssqlpg.online') IS NOT NULL THEN \
+         DELETE FROM _mssqlpg.online WHERE migration LIKE '%{name}%'; END IF; END $$"
+    ))
+    .await
+    .unwrap();
+}
+
 /// The worker with the logins of the direction: `ms_is_source` says which side SQL Server is.
 fn worker_cmd(args: &[&str], password: &str, ms_is_source: bool) -> Command {
     let (ms, pg) = if ms_is_source {
@@ -560,6 +571,7 @@ async fn mssql_to_pg_streams_the_targets_changes_back_and_goes_back_exactly() {
     seed_mssql(&mut ms).await;
     let pg = common::pg_connect().await;
     let schema = common::fresh_schema(&pg, "online_reverse_ms").await;
+    forget_pg_state(&pg, "online-reverse-ms").await;
     let file = migration_file(
         "online-reverse-ms",
         &mssql_end(server.addr().port()),
@@ -604,7 +616,10 @@ async fn mssql_to_pg_streams_the_targets_changes_back_and_goes_back_exactly() {
     assert!(lines > 0, "the writer left child rows");
     // cleanup (the default): the reverse stream's slot and publication are gone from the target.
     let slots: i64 = pg
-        .query_one("SELECT count(*) FROM pg_replication_slots", &[])
+        .query_one(
+            "SELECT count(*) FROM pg_replication_slots WHERE slot_name LIKE 'mssqlpg_%online_reverse_ms%'",
+            &[],
+        )
         .await
         .unwrap()
         .get(0);
@@ -683,6 +698,7 @@ async fn stop_reverse_ends_streaming_back_and_leaves_nothing_on_the_target() {
     seed_mssql(&mut ms).await;
     let pg = common::pg_connect().await;
     let schema = common::fresh_schema(&pg, "online_reverse_stop").await;
+    forget_pg_state(&pg, "online-reverse-stop").await;
     let file = migration_file(
         "online-reverse-stop",
         &mssql_end(server.addr().port()),
@@ -766,4 +782,41 @@ async fn stop_reverse_ends_streaming_back_and_leaves_nothing_on_the_target() {
         String::from_utf8_lossy(&out.stdout)
     );
     assert_eq!(slots().await, 0);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_column_that_cannot_stream_back_is_refused_before_the_cutover() {
+    let (server, password) = server();
+    let pg = common::pg_connect().await;
+    let schema = common::fresh_schema(&pg, "online_reverse_refused").await;
+    pg.batch_execute(&format!(
+        "CREATE TABLE \"{schema}\".doc (id int PRIMARY KEY, body jsonb);
+         INSERT INTO \"{schema}\".doc VALUES (1, '{{\"a\": 1}}');"
+    ))
+    .await
+    .unwrap();
+    let file = migration_file(
+        "online-reverse-refused",
+        &pg_end(&schema),
+        &mssql_end(server.addr().port()),
+    );
+    let out = worker_cmd(&["run", "-f", &file, "--output", "json"], &password, false)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(3), "{stdout}");
+    assert!(
+        stdout.contains("spec.cutover.reverse")
+            && stdout.contains(&format!("table {schema}.doc"))
+            && stdout.contains("column body")
+            && stdout.contains("jsonb"),
+        "{stdout}"
+    );
+    // Refused while streaming had not begun: no cutover, nothing anchored on the target.
+    assert!(!stdout.contains("\"event\":\"cutover\""), "{stdout}");
+    let mut ms = tds_client(&server, &password).await;
+    let tracked = common::ms_scalar::<i32>(&mut ms, "SELECT COUNT(*) FROM sys.change_tracking_tables")
+        .await
+        .unwrap();
+    assert_eq!(tracked, 0);
 }

@@ -102,7 +102,12 @@ pub async fn plan_to_mssql(engine: &MssqlToPgEngine, plan: &Plan) -> Result<ToMs
     let mut built = crate::pg_to_mssql::build_plan(&pg, found, &opts).await?;
     let mut tables = Vec::with_capacity(plan.tables.len());
     for f in &plan.tables {
-        let name = format!("{}.{}", f.target_schema, f.target_name);
+        let name = format!(
+            "{} (in the target {}.{})",
+            f.source.qualified(),
+            f.target_schema,
+            f.target_name
+        );
         let at = built
             .tables
             .iter()
@@ -575,7 +580,12 @@ pub async fn plan_to_pg(engine: &PgToMssqlEngine, plan: &PgToMssqlPlan) -> Resul
         .map_err(crate::mssql_to_pg::MssqlToPgError::from)?;
     let mut tables = Vec::with_capacity(plan.tables.len());
     for f in &plan.tables {
-        let name = format!("{}.{}", f.target_schema, f.target_name);
+        let name = format!(
+            "{} (in the target {}.{})",
+            f.source.qualified(),
+            f.target_schema,
+            f.target_name
+        );
         let at = built
             .tables
             .iter()
@@ -906,4 +916,69 @@ fn back_line(events: &mut dyn Events, report: &CutoverReport) {
             report.changes_applied
         ),
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn column(type_name: &str, kind: char) -> PgColumn {
+        PgColumn {
+            name: "c".into(),
+            type_name: type_name.into(),
+            formatted: type_name.into(),
+            type_kind: kind,
+            category: 'S',
+            length: None,
+            precision: None,
+            scale: None,
+            nullable: true,
+            identity: false,
+            sequence: None,
+            default: None,
+            generated: None,
+            enum_labels: Vec::new(),
+            domain: None,
+        }
+    }
+
+    #[test]
+    fn values_load_back_only_into_a_column_of_the_same_binary_form() {
+        // Text loads into text, varchar, json and an enum (their binary form is the text).
+        for (t, kind) in [
+            ("text", 'b'),
+            ("varchar", 'b'),
+            ("bpchar", 'b'),
+            ("json", 'b'),
+            ("mood", 'e'),
+        ] {
+            assert!(loads_into(PgType::Text, &column(t, kind)), "{t}");
+        }
+        // jsonb's binary form has a version byte; integers of another width differ.
+        assert!(!loads_into(PgType::Text, &column("jsonb", 'b')));
+        assert!(!loads_into(PgType::Int8, &column("int4", 'b')));
+        assert!(loads_into(PgType::Int4, &column("int4", 'b')));
+        assert!(loads_into(
+            PgType::Numeric {
+                precision: 12,
+                scale: 2
+            },
+            &column("numeric", 'b')
+        ));
+        assert!(loads_into(
+            PgType::Timestamptz { precision: 6 },
+            &column("timestamptz", 'b')
+        ));
+        assert!(!loads_into(
+            PgType::Timestamp { precision: 6 },
+            &column("timestamptz", 'b')
+        ));
+    }
+
+    #[test]
+    fn the_reverse_stream_has_names_of_its_own() {
+        let key = stream_key("ns/orders");
+        assert_eq!(key, "ns/orders.reverse");
+        assert_ne!(SlotNames::of(&key).slot, SlotNames::of("ns/orders").slot);
+    }
 }
