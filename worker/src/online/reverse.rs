@@ -838,7 +838,8 @@ pub async fn status_pg_to_mssql(engine: &PgToMssqlEngine) -> Result<Option<Statu
 fn not_streaming_back(migration: &str) -> OnlineError {
     OnlineError::Setup(format!(
         "migration {migration} is cut over and no reverse stream is anchored for it in the source (stopped with \
-         `stop-reverse`, or cut over without cutover.reverse): nothing streams back; the target holds the data"
+         `stop-reverse`, or cut over without cutover.reverse): nothing streams back; the target holds the data. \
+         To run the migration afresh under this name, delete its row from _mssqlpg.online in the target"
     ))
 }
 
