@@ -2899,3 +2899,94 @@ spec:
         .unwrap();
     e2e.finish();
 }
+
+/// Deleting a Migration whose capture streams the target's changes back (`cutover.reverse`, after the
+/// cutover) stops it, and the cleanup Job drops the reverse stream's slot and publication from the
+/// PostgreSQL target before the Migration goes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_a_migration_that_streams_back_drops_its_reverse_slot() {
+    let e2e = E2e::start_on("onrd", ONLINE_PASSWORD, Some("shop"), |pg_user| {
+        format!(
+            "apiVersion: v1
+kind: Secret
+metadata: {{name: pg-creds}}
+stringData: {{username: {pg_user}, password: unused-with-trust}}
+---
+apiVersion: v1
+kind: Secret
+metadata: {{name: ms-creds}}
+stringData: {{username: sa, password: {ONLINE_PASSWORD}}}
+"
+        )
+    })
+    .await;
+    let (cluster, pg) = (&e2e.cluster, &e2e.pg);
+    let schema = format!("e2e_onrd_{}", std::process::id());
+    pg.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+        .await
+        .unwrap();
+    let mut ms = e2e.mssql.connect().await.unwrap();
+    exec(
+        &mut ms,
+        "CREATE TABLE dbo.acct (id bigint NOT NULL PRIMARY KEY, name nvarchar(200) NOT NULL); \
+         INSERT INTO dbo.acct VALUES (1, N'one'), (2, N'two')",
+    )
+    .await;
+    let _operator = e2e.start_operator("127.0.0.1:0");
+    let diag = || e2e.diag();
+    let (host, port, db) = pg_endpoint(&e2e.pg_cfg);
+    cluster.apply(&format!(
+        "apiVersion: mssqlpg.dev/v1alpha1
+kind: Migration
+metadata: {{name: onrd}}
+spec:
+  source: {{mssql: {{host: 127.0.0.1, port: {mssql_port}, database: shop, schema: dbo, credentialsSecret: ms-creds, encryption: NotSupported}}}}
+  target: {{postgres: {{host: '{host}', port: {port}, database: '{db}', schema: {schema}, credentialsSecret: pg-creds, sslMode: disable}}}}
+  online: {{enabled: true, enableChangeTracking: true, pollInterval: 100ms, heartbeatSeconds: 1}}
+  cutover: {{requested: true, reverse: true}}
+",
+        mssql_port = e2e.mssql.port
+    ));
+    let status = |path: &str| cluster.get("migration", "onrd", path);
+    let started = Instant::now();
+    while status(".status.online.reverse.phase") != "Streaming" {
+        assert!(
+            started.elapsed() < Duration::from_secs(300),
+            "no reverse stream: {}",
+            diag()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let stream_objects = || async {
+        let tag = cluster.ns.replace('-', "_");
+        let row = pg
+            .query_one(
+                "SELECT (SELECT count(*) FROM pg_replication_slots WHERE slot_name LIKE '%' || $1 || '%'), \
+                 (SELECT count(*) FROM pg_publication WHERE pubname LIKE '%' || $1 || '%')",
+                &[&tag],
+            )
+            .await
+            .unwrap();
+        (row.get::<_, i64>(0), row.get::<_, i64>(1))
+    };
+    assert_eq!(
+        stream_objects().await,
+        (1, 1),
+        "the reverse stream's slot: {}",
+        diag()
+    );
+    cluster.must(
+        &["delete", "mig", "onrd", "-n", &cluster.ns, "--timeout=180s"],
+        None,
+    );
+    assert_eq!(
+        stream_objects().await,
+        (0, 0),
+        "the reverse slot and publication outlived the Migration: {}",
+        diag()
+    );
+    pg.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+        .await
+        .unwrap();
+    e2e.finish();
+}
