@@ -355,12 +355,17 @@ async fn local_online(common: &Common, step: OnlineStep, out: &Out) -> anyhow::R
                 OnlineEngine::PgToMssql(e) => online_run::cutover_pg_to_mssql(e, wait).await?,
                 OnlineEngine::MssqlToPg(e) => online_run::cutover_mssql_to_pg(e, wait).await?,
             };
+            let (done, failed) = if go_back {
+                ("went back to the source and verified", "going back failed")
+            } else {
+                ("cut over and verified", "cutover failed")
+            };
             out.event(&answer, || match (&answer.ok, &answer.message) {
                 (true, _) => format!(
-                    "cut over and verified; downtime {:.1}s\n",
+                    "{done}; downtime {:.1}s\n",
                     answer.downtime_seconds.unwrap_or_default()
                 ),
-                (false, m) => format!("cutover failed: {}\n", m.as_deref().unwrap_or("no reason given")),
+                (false, m) => format!("{failed}: {}\n", m.as_deref().unwrap_or("no reason given")),
             });
             Ok(if answer.ok { Exit::Success } else { Exit::Failure })
         }
