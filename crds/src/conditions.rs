@@ -21,6 +21,9 @@ pub enum ConditionType {
     CutOver,
     /// Online: a source table's columns changed while streaming.
     SchemaDrift,
+    /// Online with `spec.cutover.reverse`: after the cutover, the target's changes stream back
+    /// to the source (True), or why not (not yet, gone back, stopped).
+    Reversing,
 }
 
 impl ConditionType {
@@ -37,6 +40,7 @@ impl ConditionType {
             ConditionType::CaughtUp => "CaughtUp",
             ConditionType::CutOver => "CutOver",
             ConditionType::SchemaDrift => "SchemaDrift",
+            ConditionType::Reversing => "Reversing",
         }
     }
 }

@@ -24,10 +24,21 @@ pub struct CutoverSpec {
     #[serde(default = "default_max_lag_seconds")]
     #[schemars(range(min = 0, max = 86_400))]
     pub max_lag_seconds: i32,
-    /// After the cutover, stream the target's changes back to the source so that going back
-    /// loses nothing. Not built yet: refused by validation.
+    /// After the cutover, stream the target's changes back to the source (anchored during the
+    /// cutover, before the applications can write to the target) so that going back loses
+    /// nothing. Needs `spec.online.enabled`. Going back is a second cutover, of the reverse
+    /// stream; stopping it without going back removes its slot or Change Tracking from the
+    /// target (docs/operations.md, "How to go back").
     #[serde(default)]
     pub reverse: bool,
+    /// Go back to the source (with `reverse`, after the cutover; `kubectl mssqlpg cutover NAME
+    /// --go-back`): stop the applications' writes to the target first. The reverse stream
+    /// fences, drains, refuses while the target still changes (`status.online.reverse.message`
+    /// says why; set it to false, then true, to ask again), sets the source's identity and
+    /// sequence values past the maximum and verifies both sides; then `Reversing=False`
+    /// `WentBack` and the capture Deployment is removed.
+    #[serde(default)]
+    pub go_back: bool,
 }
 
 fn default_max_lag_seconds() -> i32 {
@@ -40,6 +51,7 @@ impl Default for CutoverSpec {
             requested: false,
             max_lag_seconds: DEFAULT_MAX_LAG_SECONDS,
             reverse: false,
+            go_back: false,
         }
     }
 }
@@ -61,11 +73,18 @@ impl CutoverSpec {
                  its own after the copy",
             ));
         }
-        if self.reverse {
+        if self.reverse && !online {
             errors.push(FieldError::new(
                 "spec.cutover.reverse",
-                "streaming the target's changes back to the source after the cutover is not supported \
-                 yet; remove it (to go back, see the cutover runbook in docs/operations.md)",
+                "applies to online migrations (spec.online.enabled: true): the changes streamed back are \
+                 read from the target the way an online migration reads its source",
+            ));
+        }
+        if self.go_back && !self.reverse {
+            errors.push(FieldError::new(
+                "spec.cutover.goBack",
+                "needs spec.cutover.reverse: true (going back is the cutover of the stream that carries the \
+                 target's changes back to the source)",
             ));
         }
     }
@@ -76,12 +95,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn reverse_and_offline_requests_are_refused_by_field() {
+    fn offline_requests_and_reverse_streams_are_refused_by_field() {
         let mut errors = Vec::new();
         CutoverSpec {
             requested: true,
             max_lag_seconds: -1,
             reverse: true,
+            go_back: false,
         }
         .collect_errors(false, &mut errors);
         let paths: Vec<&str> = errors.iter().map(|e| e.path.as_str()).collect();
@@ -93,10 +113,19 @@ mod tests {
                 "spec.cutover.reverse"
             ]
         );
-        assert!(errors[2].message.contains("not supported yet"), "{errors:?}");
+        assert!(errors[2].message.contains("spec.online.enabled"), "{errors:?}");
+        let mut errors = Vec::new();
+        CutoverSpec {
+            go_back: true,
+            ..CutoverSpec::default()
+        }
+        .collect_errors(true, &mut errors);
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert_eq!(errors[0].path, "spec.cutover.goBack");
         let mut errors = Vec::new();
         CutoverSpec {
             requested: true,
+            reverse: true,
             ..CutoverSpec::default()
         }
         .collect_errors(true, &mut errors);

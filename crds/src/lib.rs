@@ -31,7 +31,9 @@ pub use migration::{
     SchemaOptions, TableSelection, VerifyMode, WorkerSpec,
 };
 pub use online::{OnlineSpec, Reinitialize};
-pub use status::{MigrationPhase, MigrationStatus, OnlineStatus, PlanSummary, PlannedTable, TableSummary};
+pub use status::{
+    MigrationPhase, MigrationStatus, OnlineStatus, PlanSummary, PlannedTable, ReverseStatus, TableSummary,
+};
 pub use task::{
     ColumnMapping, MigrationTask, MigrationTaskSpec, MigrationTaskStatus, PartitionSpec, TableRef, TaskState,
 };

@@ -148,6 +148,10 @@ pub struct OnlineStatus {
     /// The capture's error when it stopped for good (the Migration fails).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
+    /// The reverse stream (`spec.cutover.reverse`), from the target back to the source, once the
+    /// cutover anchored it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reverse: Option<ReverseStatus>,
     /// Tables whose source columns changed while streaming (`schema.table: what changed`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 64))]
@@ -159,6 +163,43 @@ pub struct OnlineStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "crate::schema::timestamp")]
     pub updated_at: Option<Time>,
+}
+
+/// Where the reverse stream stands (target -> source, after the cutover), written by the capture.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ReverseStatus {
+    /// CatchingUp, Streaming, CuttingOver, Finalizing, Verifying (going back), or Succeeded
+    /// (gone back).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
+    /// Now minus the target time of the last applied heartbeat: about zero on an idle target.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lag_seconds: Option<f64>,
+    /// The target's current position (a PostgreSQL LSN or a Change Tracking version).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_position: Option<String>,
+    /// The position the source holds every change of the target up to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub applied_position: Option<String>,
+    /// Where the reverse stream started: the fence of the cutover, in the target's positions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub anchor_position: Option<String>,
+    /// Row changes applied to the source since the cutover.
+    #[serde(default)]
+    pub changes_applied: i64,
+    /// Going back's fence, once asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fence_position: Option<String>,
+    /// From going back's fence to its end, once gone back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub downtime_seconds: Option<f64>,
+    /// WAL the reverse stream's slot keeps on a PostgreSQL target.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slot_retained_bytes: Option<i64>,
+    /// Why going back failed or waits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
 }
 
 /// Coarse lifecycle phase of a Migration.

@@ -52,6 +52,10 @@ enum Command {
         /// Seconds to wait with --wait.
         #[arg(long, default_value_t = 600)]
         timeout: u64,
+        /// Go back to the source instead (`spec.cutover.reverse`, after the cutover; stop the
+        /// applications' writes to the target first): sets `spec.cutover.goBack`.
+        #[arg(long)]
+        go_back: bool,
     },
     /// Run the failed tasks and steps again (deletes their failed Jobs; a copy resumes from its
     /// checkpoint).
@@ -174,6 +178,71 @@ async fn set_requested(ctx: &Ctx, name: &str, requested: bool) -> anyhow::Result
         .await
         .with_context(|| format!("setting spec.cutover.requested of {}/{name}", ctx.ns))?;
     Ok(())
+}
+
+async fn set_go_back(ctx: &Ctx, name: &str, go_back: bool) -> anyhow::Result<()> {
+    let patch = json!({"spec": {"cutover": {"goBack": go_back}}});
+    ctx.migrations()
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .with_context(|| format!("setting spec.cutover.goBack of {}/{name}", ctx.ns))?;
+    Ok(())
+}
+
+/// `cutover --go-back`: asks the reverse stream to go back to the source, and with `wait`
+/// follows `Reversing` until it went back.
+async fn go_back(ctx: &Ctx, name: &str, wait: bool, timeout: Duration) -> anyhow::Result<ExitCode> {
+    let mig = ctx.migration(name).await?;
+    if !mig.spec.cutover.reverse {
+        anyhow::bail!(
+            "Migration {}/{name} does not stream back (spec.cutover.reverse): there is nothing to go back by",
+            ctx.ns
+        );
+    }
+    let reversing = |m: &mssql_pg_crds::Migration| {
+        m.status
+            .as_ref()
+            .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Reversing").cloned())
+    };
+    if reversing(&mig).is_some_and(|c| c.reason == "WentBack") {
+        println!("Migration {}/{name} went back already", ctx.ns);
+        return Ok(ExitCode::SUCCESS);
+    }
+    if mig.spec.cutover.go_back {
+        // A refused request is answered; a new one is asked afresh.
+        set_go_back(ctx, name, false).await?;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+    set_go_back(ctx, name, true).await?;
+    println!("going back to the source requested for {}/{name}", ctx.ns);
+    if !wait {
+        return Ok(ExitCode::SUCCESS);
+    }
+    let started = Instant::now();
+    let mut last = String::new();
+    loop {
+        let mig = ctx.migration(name).await?;
+        let condition = reversing(&mig);
+        let line = condition.as_ref().map_or_else(
+            || "Reversing: -".to_string(),
+            |c| format!("{}: {}", c.reason, c.message),
+        );
+        if line != last {
+            println!("{line}");
+            last = line;
+        }
+        if condition.is_some_and(|c| c.reason == "WentBack") {
+            return Ok(ExitCode::SUCCESS);
+        }
+        if started.elapsed() >= timeout {
+            eprintln!(
+                "not gone back after {}s (the request stands): {last}",
+                timeout.as_secs()
+            );
+            return Ok(ExitCode::FAILURE);
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
 }
 
 async fn cutover(ctx: &Ctx, name: &str, wait: bool, timeout: Duration) -> anyhow::Result<ExitCode> {
@@ -373,9 +442,15 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let ctx = Ctx { client, ns };
     match cli.command {
         Command::Status { name } => status(&ctx, &name).await,
-        Command::Cutover { name, wait, timeout } => {
-            cutover(&ctx, &name, wait, Duration::from_secs(timeout)).await
-        }
+        Command::Cutover {
+            name,
+            wait,
+            timeout,
+            go_back: true,
+        } => go_back(&ctx, &name, wait, Duration::from_secs(timeout)).await,
+        Command::Cutover {
+            name, wait, timeout, ..
+        } => cutover(&ctx, &name, wait, Duration::from_secs(timeout)).await,
         Command::Retry { name } => retry(&ctx, &name).await,
         Command::Logs { name, tail } => logs(&ctx, &name, tail).await,
         Command::Report { name, output } => report(&ctx, &name, output).await,

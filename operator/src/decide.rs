@@ -242,8 +242,10 @@ pub fn decide(
             (None, false) => None,
         })
         .collect();
+    // Cut over with `cutover.reverse`: the capture goes on, streaming the target's changes back.
+    let reversing = phase == MigrationPhase::Succeeded && crate::online::reverse_pending(mig);
     let capture = match b.capture {
-        _ if mig.spec.online.enabled && terminal => CaptureAction::Delete,
+        _ if mig.spec.online.enabled && terminal && !reversing => CaptureAction::Delete,
         other => other,
     };
     let streaming = matches!(capture, CaptureAction::Ensure(_));
@@ -523,6 +525,9 @@ fn after_copy_online(b: &mut Builder<'_>, previous: &MigrationStatus) -> (Migrat
             "Succeeded",
             "verified at the cutover",
         );
+        if b.mig.spec.cutover.reverse {
+            set_reversing(b, &o);
+        }
         return (MigrationPhase::Succeeded, message);
     }
     let gate = cutover_gate(
@@ -553,6 +558,46 @@ fn after_copy_online(b: &mut Builder<'_>, previous: &MigrationStatus) -> (Migrat
             "the capture builds keys, then applies the changes made during the copy".to_string(),
         ),
     }
+}
+
+/// `Reversing` after the cutover of a Migration with `cutover.reverse`, from the capture's report
+/// of its reverse stream.
+fn set_reversing(b: &mut Builder<'_>, o: &mssql_pg_crds::OnlineStatus) {
+    let Some(r) = o.reverse.as_ref() else {
+        b.set(
+            ConditionType::Reversing,
+            false,
+            "Starting",
+            "the capture starts streaming the target's changes back to the source",
+        );
+        return;
+    };
+    let phase = r.phase.as_deref().unwrap_or("?");
+    if phase == "Succeeded" {
+        let message = format!(
+            "went back to the source at {}: downtime {:.1}s, {} changes streamed back",
+            r.fence_position.as_deref().unwrap_or("?"),
+            r.downtime_seconds.unwrap_or_default(),
+            r.changes_applied
+        );
+        b.set(ConditionType::Reversing, false, "WentBack", &message);
+        return;
+    }
+    let lag = r
+        .lag_seconds
+        .map_or_else(|| "unknown".to_string(), |l| format!("{l:.1}s"));
+    let mut message = format!(
+        "{phase}: the target's changes stream back to the source; lag {lag}, {} changes applied",
+        r.changes_applied
+    );
+    if let Some(m) = &r.message {
+        message.push_str(&format!("; {m}"));
+    } else if !b.mig.spec.cutover.go_back {
+        message.push_str(
+            "; to go back, stop the applications' writes to the target and set spec.cutover.goBack",
+        );
+    }
+    b.set(ConditionType::Reversing, true, "StreamingBack", &message);
 }
 
 fn apply_totals(status: &mut MigrationStatus, t: &Totals) {

@@ -47,9 +47,23 @@ pub fn silent_for(online: Option<&OnlineStatus>, now: &Time) -> Option<i64> {
     Some((now.0.as_second() - at.0.as_second()).max(0))
 }
 
+/// Whether the capture has a reverse stream to run after the cutover (`spec.cutover.reverse`) that
+/// has not gone back yet: its Deployment stays, and deleting the Migration stops it.
+pub fn reverse_pending(mig: &mssql_pg_crds::Migration) -> bool {
+    let went_back = mig
+        .status
+        .as_ref()
+        .and_then(|s| s.online.as_ref())
+        .and_then(|o| o.reverse.as_ref())
+        .and_then(|r| r.phase.as_deref())
+        == Some("Succeeded");
+    mig.spec.online.enabled && mig.spec.cutover.reverse && !mig.spec.dry_run && !went_back
+}
+
 /// Whether deleting `mig` first needs a Job that removes what streaming holds on the source (the
 /// replication slot keeps WAL until dropped): an online Migration with `online.cleanup` that was
-/// planned (its capture may have anchored) and did not cut over (the cutover cleans up itself).
+/// planned (its capture may have anchored) and did not cut over (the cutover cleans up itself), or
+/// whose reverse stream has not gone back (it holds a slot or Change Tracking on the target).
 pub fn needs_source_cleanup(mig: &mssql_pg_crds::Migration) -> bool {
     use mssql_pg_crds::conditions::{ConditionType, condition_status};
     let status = mig.status.as_ref();
@@ -59,7 +73,8 @@ pub fn needs_source_cleanup(mig: &mssql_pg_crds::Migration) -> bool {
         && mig.spec.online.cleanup
         && !mig.spec.dry_run
         && planned
-        && capture_phase(status.and_then(|s| s.online.as_ref())) != Some(MigrationPhase::Succeeded)
+        && (capture_phase(status.and_then(|s| s.online.as_ref())) != Some(MigrationPhase::Succeeded)
+            || reverse_pending(mig))
 }
 
 /// What becomes of `spec.cutover.requested`.
@@ -182,6 +197,7 @@ mod tests {
             requested: true,
             max_lag_seconds: max,
             reverse: false,
+            go_back: false,
         }
     }
 

@@ -147,3 +147,66 @@ fn a_capture_that_stopped_for_good_fails_the_migration_with_its_error() {
     assert!(matches!(d.capture, CaptureAction::Delete));
     assert!(d.status.last_error.unwrap().contains("wal_level"));
 }
+
+#[test]
+fn with_reverse_the_capture_stays_after_the_cutover_until_it_went_back() {
+    let cut_over = |reverse: Option<mssql_pg_crds::ReverseStatus>| {
+        let mut online = reported("Succeeded", None).unwrap();
+        online.reverse = reverse;
+        let mut m = planned_online(1, Some(online));
+        m.spec.cutover.reverse = true;
+        m.spec.online.cleanup = true;
+        m
+    };
+    let t = task("Orders", 0, 1, 100, Some(TaskState::Succeeded));
+
+    // Cut over, the reverse stream not reporting yet: Succeeded, Ready, the Deployment kept.
+    let m = cut_over(None);
+    let d = run(&m, std::slice::from_ref(&t), &[plan(&m, Some(true))]);
+    assert_eq!(d.status.phase, Some(MigrationPhase::Succeeded));
+    assert!(ensures_capture(&d), "{:?}", d.capture);
+    assert_eq!(
+        condition_status(&d.status.conditions, ConditionType::Ready),
+        Some(true)
+    );
+    let r = condition(&d.status.conditions, ConditionType::Reversing).unwrap();
+    assert_eq!((r.status.as_str(), r.reason.as_str()), ("False", "Starting"));
+    // Deleting it now must stop the reverse stream and drop what it holds on the target.
+    assert!(mssql_pg_operator::online::needs_source_cleanup(&m));
+
+    // Streaming back: Reversing=True with the lag, and how to go back.
+    let m = cut_over(Some(mssql_pg_crds::ReverseStatus {
+        phase: Some("Streaming".into()),
+        lag_seconds: Some(0.3),
+        changes_applied: 42,
+        ..Default::default()
+    }));
+    let d = run(&m, std::slice::from_ref(&t), &[plan(&m, Some(true))]);
+    assert!(ensures_capture(&d));
+    let r = condition(&d.status.conditions, ConditionType::Reversing).unwrap();
+    assert_eq!((r.status.as_str(), r.reason.as_str()), ("True", "StreamingBack"));
+    assert!(
+        r.message.contains("lag 0.3s") && r.message.contains("42 changes") && r.message.contains("goBack"),
+        "{}",
+        r.message
+    );
+
+    // Gone back: the Deployment goes, nothing is left to clean up.
+    let m = cut_over(Some(mssql_pg_crds::ReverseStatus {
+        phase: Some("Succeeded".into()),
+        fence_position: Some("0/3000060".into()),
+        downtime_seconds: Some(1.5),
+        changes_applied: 50,
+        ..Default::default()
+    }));
+    let d = run(&m, &[t], &[plan(&m, Some(true))]);
+    assert!(matches!(d.capture, CaptureAction::Delete));
+    let r = condition(&d.status.conditions, ConditionType::Reversing).unwrap();
+    assert_eq!((r.status.as_str(), r.reason.as_str()), ("False", "WentBack"));
+    assert!(
+        r.message.contains("0/3000060") && r.message.contains("downtime 1.5s"),
+        "{}",
+        r.message
+    );
+    assert!(!mssql_pg_operator::online::needs_source_cleanup(&m));
+}

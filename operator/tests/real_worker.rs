@@ -14,6 +14,8 @@
 //! - PostgreSQL -> SQL Server (the TDS test server as the target): a Migration suspended while copying starts
 //!   no new copy Job, resumes when unsuspended, every first copy attempt crashes and resumes from the checkpoint
 //!   stored in SQL Server, and SQL Server (read back through tiberius) holds exactly the source's rows.
+//! - online, both directions, with a capture Deployment, a cutover and, with `cutover.reverse`, the target's
+//!   changes streamed back across a killed capture pod and going back (`kubectl mssqlpg cutover --go-back`).
 //!
 //! Needs `MSSQLPG_K8S_DIR` (a running control plane), `MSSQLPG_TEST_PG_URL` (tests/scripts/postgres.sh) and the
 //! worker binary where the node agent finds it (`cargo build --workspace --bins`; make test does all this):
@@ -2491,21 +2493,7 @@ fn plugin(e2e: &E2e, args: &[&str]) -> (bool, String) {
 /// operator itself never connects to a database.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleting_a_streaming_migration_drops_its_slot() {
-    let e2e = E2e::start("ondel", ONLINE_PASSWORD, |pg_user| {
-        format!(
-            "apiVersion: v1
-kind: Secret
-metadata: {{name: pg-creds}}
-stringData: {{username: {pg_user}, password: unused-with-trust}}
----
-apiVersion: v1
-kind: Secret
-metadata: {{name: ms-creds}}
-stringData: {{username: sa, password: {ONLINE_PASSWORD}}}
-"
-        )
-    })
-    .await;
+    let e2e = E2e::start("ondel", ONLINE_PASSWORD, online_secrets).await;
     let (cluster, pg) = (&e2e.cluster, &e2e.pg);
     let schema = format!("e2e_ondel_{}", std::process::id());
     seed_online(pg, &schema).await;
@@ -2906,6 +2894,393 @@ async fn a_type_changed_while_streaming_from_sql_server_pauses_its_table_until_c
         "the table was re-created with the new type"
     );
 
+    pg.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+        .await
+        .unwrap();
+    e2e.finish();
+}
+
+/// `spec.cutover.reverse` through the operator, SQL Server -> PostgreSQL: after the cutover the capture
+/// Deployment stays and streams the target's changes back (`Reversing=True`, `status.online.reverse`); a
+/// writer changes PostgreSQL (inserts, updates to NULL and non-ASCII text, deletes), the capture pod is killed
+/// mid-way and its replacement resumes from the position stored in SQL Server; `kubectl mssqlpg cutover
+/// --go-back --wait` goes back; SQL Server then equals PostgreSQL value by value, `Reversing=False`
+/// `WentBack`, and the Deployment is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn online_migration_from_sql_server_streams_back_and_goes_back() {
+    let e2e = E2e::start_on("onrv", ONLINE_PASSWORD, Some("shop"), online_secrets).await;
+    let (cluster, pg) = (&e2e.cluster, &e2e.pg);
+    let schema = format!("e2e_onrv_{}", std::process::id());
+    pg.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+        .await
+        .unwrap();
+    let mut ms = e2e.mssql.connect().await.unwrap();
+    exec(
+        &mut ms,
+        "CREATE TABLE dbo.acct (id bigint NOT NULL PRIMARY KEY, name nvarchar(200) NOT NULL, \
+         amount decimal(12,2) NULL, note nvarchar(100) NULL)",
+    )
+    .await;
+    let values: Vec<String> = (1..=500)
+        .map(|g| format!("({g}, N'nämé {g}', {}.{:02}, N'n{g}')", g / 4, (g % 4) * 25))
+        .collect();
+    exec(
+        &mut ms,
+        &format!("INSERT INTO dbo.acct VALUES {}", values.join(", ")),
+    )
+    .await;
+    let _operator = e2e.start_operator("127.0.0.1:0");
+    let diag = || e2e.diag();
+    let (host, port, db) = pg_endpoint(&e2e.pg_cfg);
+    cluster.apply(&format!(
+        "apiVersion: mssqlpg.dev/v1alpha1
+kind: Migration
+metadata: {{name: onrv}}
+spec:
+  source: {{mssql: {{host: 127.0.0.1, port: {mssql_port}, database: shop, schema: dbo, credentialsSecret: ms-creds, encryption: NotSupported}}}}
+  target: {{postgres: {{host: '{host}', port: {port}, database: '{db}', schema: {schema}, credentialsSecret: pg-creds, sslMode: disable}}}}
+  verify: checksum
+  online: {{enabled: true, enableChangeTracking: true, pollInterval: 100ms, heartbeatSeconds: 1, maxBatchDelay: 100ms}}
+  cutover: {{maxLagSeconds: 5, reverse: true}}
+",
+        mssql_port = e2e.mssql.port
+    ));
+    let status = |path: &str| cluster.get("migration", "onrv", path);
+    let wait_for = |what: &str, done: &dyn Fn() -> bool| {
+        let started = Instant::now();
+        while !done() {
+            assert!(started.elapsed() < Duration::from_secs(180), "{what}: {}", diag());
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    };
+    e2e.wait_phase("onrv", "Streaming", Duration::from_secs(300));
+    let (ok, out) = plugin(&e2e, &["cutover", "onrv", "--wait", "--timeout", "300"]);
+    assert!(ok && out.contains("cut over at "), "{out}: {}", diag());
+    wait_for("no reverse stream reported", &|| {
+        ["CatchingUp", "Streaming"].contains(&status(".status.online.reverse.phase").as_str())
+    });
+    assert_eq!(status(".status.phase"), "Succeeded", "{}", diag());
+    assert_eq!(
+        status(r#".status.conditions[?(@.type=="Reversing")].status"#),
+        "True",
+        "{}",
+        diag()
+    );
+    assert!(
+        cluster
+            .kubectl(&["get", "deployment", "onrv-capture", "-n", &cluster.ns], None)
+            .is_ok(),
+        "the capture Deployment must stay while streaming back: {}",
+        diag()
+    );
+
+    // The applications write to PostgreSQL now.
+    let write = |round: i64| {
+        let schema = schema.clone();
+        async move {
+            for i in 0..20 {
+                let n = round * 100 + i;
+                pg.batch_execute(&format!(
+                    "BEGIN; INSERT INTO {schema}.acct VALUES ({}, 'nouveau ✓ {n}', {n}.25, NULL); \
+                     UPDATE {schema}.acct SET name = 'Zoë {n}', note = NULL, amount = NULL WHERE id = {}; \
+                     DELETE FROM {schema}.acct WHERE id = {}; COMMIT",
+                    10_000 + n,
+                    1 + n % 400,
+                    401 + n % 100
+                ))
+                .await
+                .unwrap();
+            }
+        }
+    };
+    write(1).await;
+    wait_for("no change streamed back", &|| {
+        status(".status.online.reverse.changesApplied")
+            .parse::<i64>()
+            .unwrap_or(0)
+            > 0
+    });
+    // The capture pod killed mid-way: its replacement resumes from the position stored in SQL Server.
+    let first_pod = status(".status.online.pod");
+    cluster.must(
+        &[
+            "delete",
+            "pod",
+            &first_pod,
+            "-n",
+            &cluster.ns,
+            "--grace-period=0",
+            "--force",
+        ],
+        None,
+    );
+    write(2).await;
+    wait_for("no new capture pod streams back", &|| {
+        let pod = status(".status.online.pod");
+        !pod.is_empty() && pod != first_pod && status(".status.online.reverse.phase") == "Streaming"
+    });
+    write(3).await;
+
+    let (ok, out) = plugin(
+        &e2e,
+        &["cutover", "onrv", "--go-back", "--wait", "--timeout", "300"],
+    );
+    assert!(ok && out.contains("WentBack"), "{out}: {}", diag());
+    assert_eq!(status(".status.online.reverse.phase"), "Succeeded", "{}", diag());
+
+    // SQL Server equals PostgreSQL, value by value.
+    let mut source = ms_rows(
+        &mut ms,
+        "SELECT CAST(id AS nvarchar(20)), name, CAST(amount AS nvarchar(40)), note FROM dbo.acct",
+    )
+    .await;
+    source.sort();
+    let rows = pg
+        .query(
+            &format!("SELECT id::text, name, amount::text, note FROM {schema}.acct"),
+            &[],
+        )
+        .await
+        .unwrap();
+    let mut target: Vec<Vec<Option<String>>> = rows
+        .iter()
+        .map(|r| (0..r.len()).map(|i| r.get::<_, Option<String>>(i)).collect())
+        .collect();
+    target.sort();
+    assert!(target.iter().any(|r| r[1].as_deref() == Some("nouveau ✓ 310")));
+    assert_eq!(source.len(), target.len(), "row counts differ");
+    for (s, t) in source.iter().zip(&target) {
+        assert_eq!(s, t, "first differing row");
+    }
+    wait_for("the capture Deployment stays after going back", &|| {
+        cluster
+            .kubectl(&["get", "deployment", "onrv-capture", "-n", &cluster.ns], None)
+            .is_err()
+    });
+    pg.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+        .await
+        .unwrap();
+    e2e.finish();
+}
+
+/// `spec.cutover.reverse` through the operator, PostgreSQL -> SQL Server: after the cutover the capture turns
+/// Change Tracking on in the SQL Server target and streams its changes back into PostgreSQL; a writer changes
+/// SQL Server (identity values it generates, updates to NULL and non-ASCII text, deletes);
+/// `spec.cutover.goBack` goes back; PostgreSQL then equals SQL Server value by value, its sequence is past
+/// what SQL Server generated, Change Tracking is off again in the target, and the Deployment is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn online_migration_to_sql_server_streams_back_and_goes_back() {
+    let e2e = E2e::start_on("onrp", ONLINE_PASSWORD, Some("shop"), online_secrets).await;
+    let (cluster, pg) = (&e2e.cluster, &e2e.pg);
+    let schema = format!("e2e_onrp_{}", std::process::id());
+    pg.batch_execute(&format!(
+        "DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema};
+         CREATE TABLE {schema}.acct (id int GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY, name text NOT NULL,
+                                     amount numeric(12,2), note text);
+         INSERT INTO {schema}.acct (name, amount, note)
+           SELECT 'nämé ' || g, g * 1.25, 'n' || g FROM generate_series(1, 500) g;"
+    ))
+    .await
+    .unwrap();
+    let _operator = e2e.start_operator("127.0.0.1:0");
+    let diag = || e2e.diag();
+    let (host, port, db) = pg_endpoint(&e2e.pg_cfg);
+    cluster.apply(&format!(
+        "apiVersion: mssqlpg.dev/v1alpha1
+kind: Migration
+metadata: {{name: onrp}}
+spec:
+  source: {{postgres: {{host: '{host}', port: {port}, database: '{db}', schema: {schema}, credentialsSecret: pg-creds, sslMode: disable}}}}
+  target: {{mssql: {{host: 127.0.0.1, port: {mssql_port}, database: shop, schema: dbo, credentialsSecret: ms-creds, encryption: NotSupported}}}}
+  verify: checksum
+  online: {{enabled: true, pollInterval: 100ms, heartbeatSeconds: 1, maxBatchDelay: 100ms}}
+  cutover: {{maxLagSeconds: 5, reverse: true}}
+",
+        mssql_port = e2e.mssql.port
+    ));
+    let status = |path: &str| cluster.get("migration", "onrp", path);
+    let wait_for = |what: &str, done: &dyn Fn() -> bool| {
+        let started = Instant::now();
+        while !done() {
+            assert!(started.elapsed() < Duration::from_secs(180), "{what}: {}", diag());
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    };
+    e2e.wait_phase("onrp", "Streaming", Duration::from_secs(300));
+    let (ok, out) = plugin(&e2e, &["cutover", "onrp", "--wait", "--timeout", "300"]);
+    assert!(ok && out.contains("cut over at "), "{out}: {}", diag());
+    wait_for("no reverse stream reported", &|| {
+        ["CatchingUp", "Streaming"].contains(&status(".status.online.reverse.phase").as_str())
+    });
+
+    // The applications write to SQL Server now.
+    let mut ms = e2e.mssql.connect().await.unwrap();
+    for n in 0..40 {
+        exec(
+            &mut ms,
+            &format!(
+                "BEGIN TRANSACTION; INSERT INTO dbo.acct (name, amount, note) VALUES (N'nouveau ✓ {n}', {n}.25, NULL); \
+                 UPDATE dbo.acct SET name = N'Zoë {n}', note = NULL, amount = NULL WHERE id = {}; \
+                 DELETE FROM dbo.acct WHERE id = {}; COMMIT",
+                1 + n,
+                401 + n
+            ),
+        )
+        .await;
+    }
+    wait_for("no change streamed back", &|| {
+        status(".status.online.reverse.changesApplied")
+            .parse::<i64>()
+            .unwrap_or(0)
+            >= 40
+    });
+    // Going back through the spec field itself.
+    cluster.must(
+        &[
+            "patch",
+            "migration",
+            "onrp",
+            "-n",
+            &cluster.ns,
+            "--type",
+            "merge",
+            "-p",
+            r#"{"spec":{"cutover":{"goBack":true}}}"#,
+        ],
+        None,
+    );
+    wait_for("not gone back", &|| {
+        status(r#".status.conditions[?(@.type=="Reversing")].reason"#) == "WentBack"
+    });
+
+    // PostgreSQL equals SQL Server, value by value.
+    let mut target = ms_rows(
+        &mut ms,
+        "SELECT CAST(id AS nvarchar(20)), name, CAST(amount AS nvarchar(40)), note FROM dbo.acct",
+    )
+    .await;
+    target.sort();
+    let rows = pg
+        .query(
+            &format!("SELECT id::text, name, amount::text, note FROM {schema}.acct"),
+            &[],
+        )
+        .await
+        .unwrap();
+    let mut source: Vec<Vec<Option<String>>> = rows
+        .iter()
+        .map(|r| (0..r.len()).map(|i| r.get::<_, Option<String>>(i)).collect())
+        .collect();
+    source.sort();
+    assert!(source.iter().any(|r| r[1].as_deref() == Some("nouveau ✓ 39")));
+    assert_eq!(source.len(), target.len(), "row counts differ");
+    for (s, t) in source.iter().zip(&target) {
+        assert_eq!(s, t, "first differing row");
+    }
+    // The source's sequence is past the identity values SQL Server generated.
+    let next: i32 = pg
+        .query_one(
+            &format!("INSERT INTO {schema}.acct (name) VALUES ('back') RETURNING id"),
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(next > 540, "{next}");
+    wait_for("the capture Deployment stays after going back", &|| {
+        cluster
+            .kubectl(&["get", "deployment", "onrp-capture", "-n", &cluster.ns], None)
+            .is_err()
+    });
+    let tracked: i32 = {
+        let rows = ms_rows(
+            &mut ms,
+            "SELECT CAST(COUNT(*) AS nvarchar(10)) FROM sys.change_tracking_tables",
+        )
+        .await;
+        rows[0][0].as_deref().unwrap_or("-1").parse().unwrap()
+    };
+    assert_eq!(
+        tracked, 0,
+        "Change Tracking the reverse stream turned on is off again"
+    );
+    pg.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+        .await
+        .unwrap();
+    e2e.finish();
+}
+
+/// Deleting a Migration whose capture streams the target's changes back (`cutover.reverse`, after the
+/// cutover) stops it, and the cleanup Job drops the reverse stream's slot and publication from the
+/// PostgreSQL target before the Migration goes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_a_migration_that_streams_back_drops_its_reverse_slot() {
+    let e2e = E2e::start_on("onrd", ONLINE_PASSWORD, Some("shop"), online_secrets).await;
+    let (cluster, pg) = (&e2e.cluster, &e2e.pg);
+    let schema = format!("e2e_onrd_{}", std::process::id());
+    pg.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+        .await
+        .unwrap();
+    let mut ms = e2e.mssql.connect().await.unwrap();
+    exec(
+        &mut ms,
+        "CREATE TABLE dbo.acct (id bigint NOT NULL PRIMARY KEY, name nvarchar(200) NOT NULL); \
+         INSERT INTO dbo.acct VALUES (1, N'one'), (2, N'two')",
+    )
+    .await;
+    let _operator = e2e.start_operator("127.0.0.1:0");
+    let diag = || e2e.diag();
+    let (host, port, db) = pg_endpoint(&e2e.pg_cfg);
+    cluster.apply(&format!(
+        "apiVersion: mssqlpg.dev/v1alpha1
+kind: Migration
+metadata: {{name: onrd}}
+spec:
+  source: {{mssql: {{host: 127.0.0.1, port: {mssql_port}, database: shop, schema: dbo, credentialsSecret: ms-creds, encryption: NotSupported}}}}
+  target: {{postgres: {{host: '{host}', port: {port}, database: '{db}', schema: {schema}, credentialsSecret: pg-creds, sslMode: disable}}}}
+  online: {{enabled: true, enableChangeTracking: true, pollInterval: 100ms, heartbeatSeconds: 1}}
+  cutover: {{requested: true, reverse: true}}
+",
+        mssql_port = e2e.mssql.port
+    ));
+    let status = |path: &str| cluster.get("migration", "onrd", path);
+    let started = Instant::now();
+    while status(".status.online.reverse.phase") != "Streaming" {
+        assert!(
+            started.elapsed() < Duration::from_secs(300),
+            "no reverse stream: {}",
+            diag()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let stream_objects = || async {
+        let tag = cluster.ns.replace('-', "_");
+        let row = pg
+            .query_one(
+                "SELECT (SELECT count(*) FROM pg_replication_slots WHERE slot_name LIKE '%' || $1 || '%'), \
+                 (SELECT count(*) FROM pg_publication WHERE pubname LIKE '%' || $1 || '%')",
+                &[&tag],
+            )
+            .await
+            .unwrap();
+        (row.get::<_, i64>(0), row.get::<_, i64>(1))
+    };
+    assert_eq!(
+        stream_objects().await,
+        (1, 1),
+        "the reverse stream's slot: {}",
+        diag()
+    );
+    cluster.must(
+        &["delete", "mig", "onrd", "-n", &cluster.ns, "--timeout=180s"],
+        None,
+    );
+    assert_eq!(
+        stream_objects().await,
+        (0, 0),
+        "the reverse slot and publication outlived the Migration: {}",
+        diag()
+    );
     pg.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
         .await
         .unwrap();

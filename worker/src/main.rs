@@ -45,6 +45,8 @@ Examples:
   mssql-pg-worker prepare -f m.yaml && mssql-pg-worker copy -f m.yaml --task dbo.Orders
                                        create the target tables, then copy one task
   mssql-pg-worker cutover -f m.yaml    online: ask the streaming `run` to cut over
+  mssql-pg-worker cutover --go-back -f m.yaml
+                                       with cutover.reverse: go back to the source
 
 Exit codes: 0 done, 1 failed (a rerun may get past it), 2 wrong arguments, 3 failed for good
 (a rerun meets the same), 4 stopped by SIGTERM/SIGINT (a rerun resumes), 5 another worker took
@@ -145,6 +147,12 @@ enum Command {
         /// Seconds to wait for the streaming process's answer.
         #[arg(long, default_value_t = 600)]
         wait_seconds: u64,
+        /// Go back (`cutover.reverse`): ask the reverse stream for a cutover to the original
+        /// source. It drains the target's changes to a fence, refuses while the target still
+        /// changes, sets the source's identity and sequence values past the maximum, verifies,
+        /// and (with `online.cleanup`) removes its slot or Change Tracking from the target.
+        #[arg(long)]
+        go_back: bool,
     },
     /// Online migration: ask the running `run` to re-plan a table (a schema
     /// change paused it), re-create it in the target and copy it again while the other tables
@@ -157,6 +165,11 @@ enum Command {
         #[arg(long = "table", required = true)]
         tables: Vec<String>,
     },
+    /// Online migration with `cutover.reverse`: stop streaming the target's changes back for
+    /// good, without going back. A reverse stream still running is fenced out; its replication
+    /// slot and publication on a PostgreSQL target are dropped, or the Change Tracking it turned
+    /// on on a SQL Server target is turned off.
+    StopReverse(Common),
     /// Online migration in the cluster (the capture Deployment's pod): anchor the stream before
     /// the copy Jobs read, wait for the copy, build keys, stream until the cutover the Migration
     /// asks for, reporting in `status.online` and on `/metrics`. `--migration NAMESPACE/NAME` only.
@@ -229,9 +242,15 @@ async fn local(common: &Common, step: Step<'_>, out: &Out) -> anyhow::Result<Exi
 /// A step of an online migration in local mode.
 enum OnlineStep {
     Run,
-    Cutover { wait: std::time::Duration },
-    Reinitialize { tables: Vec<String> },
+    Cutover {
+        wait: std::time::Duration,
+        go_back: bool,
+    },
+    Reinitialize {
+        tables: Vec<String>,
+    },
     Status,
+    StopReverse,
 }
 
 /// The engine of an online migration's direction.
@@ -292,7 +311,15 @@ async fn local_online(common: &Common, step: OnlineStep, out: &Out) -> anyhow::R
                 Display::Bars
             };
             let started = Instant::now();
+            use mssql_pg_worker::online::reverse;
+            let reverse = doc.spec.cutover.reverse;
             let result = match &engine {
+                OnlineEngine::PgToMssql(e) if reverse => {
+                    reverse::run_pg_to_mssql(e, &online, display, &mut OutEvents(out)).await
+                }
+                OnlineEngine::MssqlToPg(e) if reverse => {
+                    reverse::run_mssql_to_pg(e, &online, display, &mut OutEvents(out)).await
+                }
                 OnlineEngine::PgToMssql(e) => {
                     online_run::run_pg_to_mssql(e, &online, display, &mut OutEvents(out)).await
                 }
@@ -307,7 +334,13 @@ async fn local_online(common: &Common, step: OnlineStep, out: &Out) -> anyhow::R
                         &serde_json::json!({"event": "summary", "ok": true, "online": true,
                             "seconds": started.elapsed().as_secs_f64(), "peak_memory_bytes": peak,
                             "downtime_seconds": report.downtime_seconds}),
-                        || "done: cut over and verified\n".into(),
+                        || {
+                            if reverse {
+                                "done: went back to the source and verified\n".into()
+                            } else {
+                                "done: cut over and verified\n".into()
+                            }
+                        },
                     );
                     Ok(Exit::Success)
                 }
@@ -323,17 +356,30 @@ async fn local_online(common: &Common, step: OnlineStep, out: &Out) -> anyhow::R
                 }
             }
         }
-        OnlineStep::Cutover { wait } => {
+        OnlineStep::Cutover { wait, go_back } => {
+            use mssql_pg_worker::online::reverse;
+            if go_back && !doc.spec.cutover.reverse {
+                anyhow::bail!(
+                    "{file}: spec.cutover.reverse is not true: there is no reverse stream to go back by"
+                );
+            }
             let answer = match &engine {
+                OnlineEngine::PgToMssql(e) if go_back => reverse::go_back_pg_to_mssql(e, wait).await?,
+                OnlineEngine::MssqlToPg(e) if go_back => reverse::go_back_mssql_to_pg(e, wait).await?,
                 OnlineEngine::PgToMssql(e) => online_run::cutover_pg_to_mssql(e, wait).await?,
                 OnlineEngine::MssqlToPg(e) => online_run::cutover_mssql_to_pg(e, wait).await?,
             };
+            let (done, failed) = if go_back {
+                ("went back to the source and verified", "going back failed")
+            } else {
+                ("cut over and verified", "cutover failed")
+            };
             out.event(&answer, || match (&answer.ok, &answer.message) {
                 (true, _) => format!(
-                    "cut over and verified; downtime {:.1}s\n",
+                    "{done}; downtime {:.1}s\n",
                     answer.downtime_seconds.unwrap_or_default()
                 ),
-                (false, m) => format!("cutover failed: {}\n", m.as_deref().unwrap_or("no reason given")),
+                (false, m) => format!("{failed}: {}\n", m.as_deref().unwrap_or("no reason given")),
             });
             Ok(if answer.ok { Exit::Success } else { Exit::Failure })
         }
@@ -359,6 +405,21 @@ async fn local_online(common: &Common, step: OnlineStep, out: &Out) -> anyhow::R
                 OnlineEngine::MssqlToPg(e) => online_run::status_mssql_to_pg(e).await?,
             };
             out.event(&status, || status.human());
+            Ok(Exit::Success)
+        }
+        OnlineStep::StopReverse => {
+            use mssql_pg_worker::online::reverse;
+            if !doc.spec.cutover.reverse {
+                anyhow::bail!("{file}: spec.cutover.reverse is not true: there is no reverse stream to stop");
+            }
+            match &engine {
+                OnlineEngine::PgToMssql(e) => reverse::stop_pg_to_mssql(e).await?,
+                OnlineEngine::MssqlToPg(e) => reverse::stop_mssql_to_pg(e).await?,
+            }
+            out.event(
+                &serde_json::json!({"event": "reverse_stopped", "ok": true}),
+                || "reverse stream stopped; what it held on the target is removed\n".into(),
+            );
             Ok(Exit::Success)
         }
     }
@@ -878,8 +939,13 @@ fn k8s_step(command: &Command) -> anyhow::Result<Option<K8sStep>> {
             migration(common)?.map(|(ns, n)| K8sStep::Finalize(ns, n, *verify))
         }
         Command::Verify(c) => migration(c)?.map(|(ns, n)| K8sStep::Verify(ns, n)),
-        Command::Cutover { common, .. } | Command::Status(common) if common.migration.is_some() => {
-            anyhow::bail!("cutover and status are local only for now: use -f FILE")
+        Command::Cutover { common, .. } | Command::Status(common) | Command::StopReverse(common)
+            if common.migration.is_some() =>
+        {
+            anyhow::bail!(
+                "cutover, status and stop-reverse are local only: use -f FILE (in the cluster, the Migration's \
+                 spec.cutover asks for them)"
+            )
         }
         Command::Reinitialize { common, .. } if common.migration.is_some() => {
             anyhow::bail!(
@@ -887,7 +953,10 @@ fn k8s_step(command: &Command) -> anyhow::Result<Option<K8sStep>> {
                  the capture through the target's state"
             )
         }
-        Command::Cutover { .. } | Command::Status(_) | Command::Reinitialize { .. } => None,
+        Command::Cutover { .. }
+        | Command::Status(_)
+        | Command::Reinitialize { .. }
+        | Command::StopReverse(_) => None,
         Command::Copy { common, .. } if common.file.is_some() => None,
         Command::Copy {
             common,
@@ -1108,10 +1177,16 @@ async fn main_inner(cli: Cli, out: &Out) -> anyhow::Result<Exit> {
         Command::Copy { common, task, .. } => local(common, Step::Copy(task), out).await,
         Command::Finalize { common, verify } => local(common, Step::Finalize { verify: *verify }, out).await,
         Command::Verify(common) => local(common, Step::Verify, out).await,
-        Command::Cutover { common, wait_seconds } => {
+        Command::Cutover {
+            common,
+            wait_seconds,
+            go_back,
+        } => {
             let wait = std::time::Duration::from_secs(*wait_seconds);
-            local_online(common, OnlineStep::Cutover { wait }, out).await
+            let go_back = *go_back;
+            local_online(common, OnlineStep::Cutover { wait, go_back }, out).await
         }
+        Command::StopReverse(common) => local_online(common, OnlineStep::StopReverse, out).await,
         Command::Status(common) => local_online(common, OnlineStep::Status, out).await,
         Command::Reinitialize { common, tables } => {
             local_online(
@@ -1152,6 +1227,7 @@ async fn main() -> ExitCode {
             Command::Cutover { .. }
             | Command::Reinitialize { .. }
             | Command::Status(_)
+            | Command::StopReverse(_)
             | Command::Plan(_)
             | Command::Check(_) => "off",
             _ => "0.0.0.0:9090",

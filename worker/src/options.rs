@@ -116,6 +116,8 @@ pub struct Options {
     /// `online.enabled`: the source keeps changing during the copy and its changes are streamed
     /// after it, so every table needs a primary key and the copy's source digests go stale.
     pub online: bool,
+    /// `cutover.reverse`: after the cutover, the target's changes stream back to the source.
+    pub reverse: bool,
 }
 
 impl Options {
@@ -150,6 +152,7 @@ impl Default for Options {
             dry_run: false,
             run_id: None,
             online: false,
+            reverse: false,
         }
     }
 }

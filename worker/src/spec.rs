@@ -462,6 +462,7 @@ fn options(m: &Migration, ends: EndpointOptions) -> Result<Options, SpecError> {
         dry_run: spec.dry_run,
         run_id: m.metadata.uid.clone(),
         online: spec.online.enabled,
+        reverse: spec.online.enabled && spec.cutover.reverse,
     })
 }
 

@@ -68,7 +68,7 @@ fn online_err(mig: &Migration) -> impl FnOnce(OnlineError) -> K8sError + '_ {
 pub async fn capture(client: &Client, ns: &str, name: &str, every: Duration) -> Result<CaptureEnd, K8sError> {
     let mig = client::get_migration(client, ns, name).await?;
     let reported = mig.status.as_ref().and_then(|s| s.online.as_ref());
-    if reported.and_then(|o| o.phase.as_deref()) == Some("Succeeded") {
+    if reported.and_then(|o| o.phase.as_deref()) == Some("Succeeded") && !streams_back(&mig) {
         // A pod started again after the cutover (the operator removes the Deployment moments later): the
         // slot is gone and the target is the applications' now; nothing may be anchored or applied again.
         tracing::info!("this migration is cut over already; nothing to do");
@@ -121,13 +121,34 @@ pub async fn capture(client: &Client, ns: &str, name: &str, every: Duration) -> 
     }
 }
 
+/// Whether the capture has a reverse stream to run or resume: `spec.cutover.reverse`, and the
+/// reverse stream has not gone back or stopped yet.
+fn streams_back(mig: &Migration) -> bool {
+    let reverse = mig
+        .status
+        .as_ref()
+        .and_then(|s| s.online.as_ref())
+        .and_then(|o| o.reverse.as_ref())
+        .and_then(|r| r.phase.as_deref());
+    mig.spec.online.enabled && mig.spec.cutover.reverse && reverse != Some("Succeeded")
+}
+
 /// `capture --cleanup`: removes what the stream holds on the source: the replication slot and
 /// publication (PostgreSQL), or the Change Tracking the worker turned on and the heartbeat row
-/// (SQL Server).
+/// (SQL Server); with `cutover.reverse`, also what the reverse stream holds on the target.
 pub async fn cleanup(client: &Client, ns: &str, name: &str) -> Result<(), K8sError> {
     let mig = client::get_migration(client, ns, name).await?;
     let creds = Credentials::from_env().map_err(spec_err(&mig))?;
-    match Engines::of(&mig, creds).map_err(spec_err(&mig))? {
+    let engines = Engines::of(&mig, creds).map_err(spec_err(&mig))?;
+    if mig.spec.cutover.reverse {
+        let stopped = match &engines {
+            Engines::PgToMssql(engine) => crate::online::reverse::stop_pg_to_mssql(engine).await,
+            Engines::MssqlToPg(engine) => crate::online::reverse::stop_mssql_to_pg(engine).await,
+        };
+        stopped.map_err(online_err(&mig))?;
+        tracing::info!("stopped the reverse stream and removed what it held on the target");
+    }
+    match engines {
         Engines::PgToMssql(engine) => {
             let names = crate::online::capture_pg::SlotNames::of(&engine.options.migration);
             let pg = engine
@@ -295,7 +316,13 @@ async fn stream(
     // A capture that reported before anchored this Migration's stream; a first one anchors anew
     // (a slot left by an earlier Migration of the same name is replaced).
     let resumed = mig.status.as_ref().and_then(|s| s.online.as_ref()).is_some();
-    let (ns, name) = (observer.ns.clone(), observer.name.clone());
+    // Cut over before this process started: only the reverse stream is left to run.
+    let cut_over = mig
+        .status
+        .as_ref()
+        .and_then(|s| s.online.as_ref())
+        .and_then(|o| o.phase.as_deref())
+        == Some("Succeeded");
     let mut events = LogEvents;
     match engines {
         Engines::PgToMssql(engine) => {
@@ -303,56 +330,38 @@ async fn stream(
                 .stored_plan()
                 .await
                 .map_err(engine_err::<PgToMssqlEngine>(mig))?;
-            let anchored = anchor_pg_to_mssql(engine, &plan, resumed, &mut events)
-                .await
-                .map_err(online_err(mig))?;
-            observer.tick().await;
-            tracing::info!("stream anchored; waiting for the copy Jobs");
-            let streamed_before = anchored.streamed_before;
-            let work = async {
-                if !streamed_before {
-                    wait_for_copy(client, &ns, &name).await?;
-                    let warnings = engine
-                        .finalize_keys(&plan)
+            if !cut_over {
+                forward_pg_to_mssql(client, mig, engine, &plan, online, observer, every, resumed).await?;
+            }
+            if engine.options.reverse {
+                tracing::info!("streaming the target's changes back to the source");
+                let work = async {
+                    crate::online::reverse::stream_back_pg_to_mssql(engine, online, &plan, &mut events)
                         .await
-                        .map_err(engine_err::<PgToMssqlEngine>(mig))?;
-                    crate::k8s::append_warnings(client, mig, &warnings, || crate::k8s::plan_summary(&plan))
-                        .await?;
-                    tracing::info!("keys and indexes built; streaming");
-                }
-                stream_pg_to_mssql(engine, online, &plan, anchored, &mut events)
-                    .await
-                    .map_err(online_err(mig))
-            };
-            drive(work, observer, every).await
+                        .map_err(online_err(mig))
+                };
+                drive(work, observer, every).await?;
+            }
+            Ok(())
         }
         Engines::MssqlToPg(engine) => {
             let plan = engine
                 .stored_plan()
                 .await
                 .map_err(engine_err::<MssqlToPgEngine>(mig))?;
-            let anchored = anchor_mssql_to_pg(engine, online, &plan, resumed, &mut events)
-                .await
-                .map_err(online_err(mig))?;
-            observer.tick().await;
-            tracing::info!("stream anchored; waiting for the copy Jobs");
-            let streamed_before = anchored.streamed_before;
-            let work = async {
-                if !streamed_before {
-                    wait_for_copy(client, &ns, &name).await?;
-                    let warnings = engine
-                        .finalize_keys(&plan)
+            if !cut_over {
+                forward_mssql_to_pg(client, mig, engine, &plan, online, observer, every, resumed).await?;
+            }
+            if engine.options.reverse {
+                tracing::info!("streaming the target's changes back to the source");
+                let work = async {
+                    crate::online::reverse::stream_back_mssql_to_pg(engine, online, &plan, &mut events)
                         .await
-                        .map_err(|e| online_err(mig)(e.into()))?;
-                    crate::k8s::append_warnings(client, mig, &warnings, || crate::k8s::plan_summary(&plan))
-                        .await?;
-                    tracing::info!("keys and indexes built; streaming");
-                }
-                stream_ct_to_pg(engine, online, &plan, anchored, &mut events)
-                    .await
-                    .map_err(online_err(mig))
-            };
-            drive(work, observer, every).await
+                        .map_err(online_err(mig))
+                };
+                drive(work, observer, every).await?;
+            }
+            Ok(())
         }
     }
 }
@@ -371,6 +380,94 @@ fn to_reinitialize(value: &str, paused: &[String], pending: &[String]) -> Vec<St
         })
         .map(str::to_string)
         .collect()
+}
+
+/// The forward stream, PostgreSQL -> SQL Server: anchor, wait for the copy, build keys, stream
+/// until the cutover.
+#[allow(clippy::too_many_arguments)]
+async fn forward_pg_to_mssql(
+    client: &Client,
+    mig: &Migration,
+    engine: &PgToMssqlEngine,
+    plan: &crate::plan::pg_to_mssql::PgToMssqlPlan,
+    online: &OnlineOptions,
+    observer: &mut Observer<'_>,
+    every: Duration,
+    resumed: bool,
+) -> Result<(), K8sError> {
+    let (ns, name) = (observer.ns.clone(), observer.name.clone());
+    let mut events = LogEvents;
+    let anchored = anchor_pg_to_mssql(engine, plan, resumed, &mut events)
+        .await
+        .map_err(online_err(mig))?;
+    observer.tick().await;
+    tracing::info!("stream anchored; waiting for the copy Jobs");
+    let streamed_before = anchored.streamed_before;
+    let work = async {
+        if !streamed_before {
+            wait_for_copy(client, &ns, &name).await?;
+            let warnings = engine
+                .finalize_keys(plan)
+                .await
+                .map_err(engine_err::<PgToMssqlEngine>(mig))?;
+            crate::k8s::append_warnings(client, mig, &warnings, || crate::k8s::plan_summary(plan)).await?;
+            tracing::info!("keys and indexes built; streaming");
+        }
+        if engine.options.reverse {
+            // Whether the target's tables can stream back is known before the cutover.
+            crate::online::reverse::check_to_pg(engine, plan)
+                .await
+                .map_err(online_err(mig))?;
+        }
+        stream_pg_to_mssql(engine, online, plan, anchored, &mut events)
+            .await
+            .map_err(online_err(mig))
+    };
+    drive(work, observer, every).await
+}
+
+/// The forward stream, SQL Server -> PostgreSQL: anchor, wait for the copy, build keys, stream
+/// until the cutover.
+#[allow(clippy::too_many_arguments)]
+async fn forward_mssql_to_pg(
+    client: &Client,
+    mig: &Migration,
+    engine: &MssqlToPgEngine,
+    plan: &crate::plan::mssql_to_pg::Plan,
+    online: &OnlineOptions,
+    observer: &mut Observer<'_>,
+    every: Duration,
+    resumed: bool,
+) -> Result<(), K8sError> {
+    let (ns, name) = (observer.ns.clone(), observer.name.clone());
+    let mut events = LogEvents;
+    let anchored = anchor_mssql_to_pg(engine, online, plan, resumed, &mut events)
+        .await
+        .map_err(online_err(mig))?;
+    observer.tick().await;
+    tracing::info!("stream anchored; waiting for the copy Jobs");
+    let streamed_before = anchored.streamed_before;
+    let work = async {
+        if !streamed_before {
+            wait_for_copy(client, &ns, &name).await?;
+            let warnings = engine
+                .finalize_keys(plan)
+                .await
+                .map_err(|e| online_err(mig)(e.into()))?;
+            crate::k8s::append_warnings(client, mig, &warnings, || crate::k8s::plan_summary(plan)).await?;
+            tracing::info!("keys and indexes built; streaming");
+        }
+        if engine.options.reverse {
+            // Whether the target's tables can stream back is known before the cutover.
+            crate::online::reverse::check_to_mssql(engine, plan)
+                .await
+                .map_err(online_err(mig))?;
+        }
+        stream_ct_to_pg(engine, online, plan, anchored, &mut events)
+            .await
+            .map_err(online_err(mig))
+    };
+    drive(work, observer, every).await
 }
 
 /// Runs `work` to its end, the observer reporting every `every` meanwhile.
@@ -448,6 +545,8 @@ struct Observer<'a> {
     wal_rate: Option<f64>,
     /// The re-copy annotation was refused (the state row says why) and the log said so once.
     reinitialize_refused: bool,
+    /// `spec.cutover.goBack` was passed on to the reverse stream (until it is set to false).
+    go_back_requested: bool,
 }
 
 impl<'a> Observer<'a> {
@@ -467,6 +566,7 @@ impl<'a> Observer<'a> {
             last: None,
             wal_rate: None,
             reinitialize_refused: false,
+            go_back_requested: false,
         }
     }
 
@@ -474,6 +574,13 @@ impl<'a> Observer<'a> {
     async fn tick(&mut self) {
         if let Err(e) = self.observe().await {
             tracing::warn!(error = %crate::error_text::error_text(&e), "observing the stream failed");
+            self.ms = None;
+            self.pg = None;
+        }
+        if self.reverse()
+            && let Err(e) = self.observe_reverse().await
+        {
+            tracing::warn!(error = %crate::error_text::error_text(&e), "observing the reverse stream failed");
             self.ms = None;
             self.pg = None;
         }
@@ -527,6 +634,111 @@ impl<'a> Observer<'a> {
             _ => return Ok(()),
         }
         tracing::info!(tables = ?asked, "re-copy passed on to the stream");
+        Ok(())
+    }
+
+    fn reverse(&self) -> bool {
+        match self.engines {
+            Engines::PgToMssql(e) => e.options.reverse,
+            Engines::MssqlToPg(e) => e.options.reverse,
+        }
+    }
+
+    /// The reverse stream's row in the source's state, its target's position, and going back
+    /// passed on when `spec.cutover.goBack` asks for it.
+    async fn observe_reverse(&mut self) -> Result<(), OnlineError> {
+        use crate::online::reverse::stream_key;
+        let key = stream_key(self.engines.migration());
+        let go_back = match client::get_migration(&self.client, &self.ns, &self.name).await {
+            Ok(m) => m.spec.cutover.go_back,
+            Err(e) => {
+                tracing::warn!(error = %e, "reading the Migration failed");
+                self.go_back_requested
+            }
+        };
+        if !go_back {
+            self.go_back_requested = false;
+        }
+        let (row, target, retained) =
+            match self.engines {
+                Engines::PgToMssql(e) => {
+                    if self.pg.is_none() {
+                        self.pg = Some(e.source.connect().await?);
+                    }
+                    if self.ms.is_none() {
+                        self.ms = Some(e.target.connect().await?);
+                    }
+                    let (Some(pg), Some(ms)) = (self.pg.as_mut(), self.ms.as_mut()) else {
+                        return Ok(());
+                    };
+                    let Some(row) = pg.load(&key).await? else {
+                        return Ok(());
+                    };
+                    if go_back && !self.go_back_requested && row.cutover_state.as_deref() != Some("Done") {
+                        pg.request_cutover(&key).await?;
+                        self.go_back_requested = true;
+                        tracing::info!("going back passed on to the reverse stream");
+                    }
+                    let target = crate::online::capture_mssql::current_version(ms).await.ok();
+                    (row, target.map(|v| v.to_string()), None)
+                }
+                Engines::MssqlToPg(e) => {
+                    if self.ms.is_none() {
+                        self.ms = Some(e.source.connect().await?);
+                    }
+                    if self.pg.is_none() {
+                        self.pg = Some(e.target.connect().await?);
+                    }
+                    let (Some(ms), Some(pg)) = (self.ms.as_mut(), self.pg.as_ref()) else {
+                        return Ok(());
+                    };
+                    let Some(row) = ms.load(&key).await? else {
+                        return Ok(());
+                    };
+                    if go_back && !self.go_back_requested && row.cutover_state.as_deref() != Some("Done") {
+                        ms.request_cutover(&key).await?;
+                        self.go_back_requested = true;
+                        tracing::info!("going back passed on to the reverse stream");
+                    }
+                    let r = pg
+                    .query_one(
+                        "SELECT pg_current_wal_lsn()::text, (SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), \
+                         restart_lsn)::bigint FROM pg_replication_slots WHERE slot_name = $1)",
+                        &[&row.slot],
+                    )
+                    .await
+                    .map_err(OnlineError::pg_target("read the WAL position and the reverse slot"))?;
+                    (row, Some(r.get::<_, String>(0)), r.get::<_, Option<i64>>(1))
+                }
+            };
+        let text = |p: u64| match self.engines {
+            Engines::PgToMssql(_) => p.to_string(),
+            Engines::MssqlToPg(_) => lsn_text(p),
+        };
+        let streaming = matches!(row.phase.as_str(), "CatchingUp" | "Streaming" | "CuttingOver");
+        self.status.reverse = Some(mssql_pg_crds::ReverseStatus {
+            lag_seconds: streaming
+                .then(|| {
+                    row.heartbeat_micros
+                        .map(|sent| (crate::online::now_micros() - sent).max(0) as f64 / 1e6)
+                })
+                .flatten()
+                .map(|l| (l * 1000.0).round() / 1000.0),
+            target_position: target,
+            applied_position: Some(text(row.applied)),
+            anchor_position: Some(text(row.anchor)),
+            changes_applied: row.changes,
+            fence_position: row.fence.map(text),
+            downtime_seconds: row.downtime_seconds,
+            slot_retained_bytes: retained,
+            message: row.cutover_message.clone().filter(|m| !m.is_empty()).map(|m| {
+                bounded_message(&format!(
+                    "going back {}: {m}",
+                    row.cutover_state.as_deref().unwrap_or("?")
+                ))
+            }),
+            phase: Some(row.phase),
+        });
         Ok(())
     }
 

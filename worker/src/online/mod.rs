@@ -14,7 +14,9 @@
 //!   [`state_pg`]);
 //! - the batching ([`batch`]), the stream loop with its positions, heartbeats and the cutover's
 //!   fence ([`stream`]), shared by both directions;
-//! - the commands around them: `run` with `online.enabled`, `cutover` and `status` ([`run`]).
+//! - the commands around them: `run` with `online.enabled`, `cutover` and `status` ([`run`]);
+//! - streaming back after the cutover, `cutover.reverse`: the other direction's pairing, anchored
+//!   during the cutover, with its state in the original source ([`reverse`]).
 
 pub mod apply_mssql;
 pub mod apply_pg;
@@ -22,6 +24,7 @@ pub mod batch;
 pub mod capture_mssql;
 pub mod capture_pg;
 pub mod pgoutput;
+pub mod reverse;
 pub mod run;
 pub mod state;
 pub mod state_mssql;

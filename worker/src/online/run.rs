@@ -34,6 +34,10 @@ struct PgToMssqlFinish<'a> {
 
 impl Finish for PgToMssqlFinish<'_> {
     async fn finalize(&mut self) -> Result<Vec<String>, OnlineError> {
+        if self.engine.options.reverse {
+            // The applications do not write yet: the reverse stream misses none of their changes.
+            super::reverse::anchor_to_pg(self.engine, self.plan).await?;
+        }
         Ok(self.engine.finalize_at_cutover(self.plan).await?)
     }
 
@@ -50,6 +54,10 @@ struct MssqlToPgFinish<'a> {
 
 impl Finish for MssqlToPgFinish<'_> {
     async fn finalize(&mut self) -> Result<Vec<String>, OnlineError> {
+        if self.engine.options.reverse {
+            // The applications do not write yet: the reverse stream misses none of their changes.
+            super::reverse::anchor_to_mssql(self.engine, self.plan).await?;
+        }
         Ok(self.engine.finalize_at_cutover(self.plan).await?)
     }
 
@@ -146,6 +154,11 @@ pub async fn run_pg_to_mssql(
             serde_json::json!({"event": "keys", "warnings": warnings}),
             "keys and indexes built; streaming changes (request the cutover with `cutover -f FILE`)\n".into(),
         );
+    }
+    if engine.options.reverse {
+        // The target's keys are built: whether its tables can stream back is known before the
+        // cutover rather than at it.
+        super::reverse::check_to_pg(engine, plan).await?;
     }
     stream_pg_to_mssql(engine, online, plan, anchored, events).await
 }
@@ -273,7 +286,7 @@ pub async fn stream_pg_to_mssql(
 /// of faults: the retry policy bounds faults in a row, not over a stream's whole life (days).
 const STREAMED_A_WHILE: Duration = Duration::from_secs(60);
 
-fn attempt_after(attempt: u32, started: Instant) -> u32 {
+pub(super) fn attempt_after(attempt: u32, started: Instant) -> u32 {
     if started.elapsed() >= STREAMED_A_WHILE {
         1
     } else {
@@ -284,7 +297,12 @@ fn attempt_after(attempt: u32, started: Instant) -> u32 {
 /// Whether a failed streaming attempt goes again, from the position the target stores (after
 /// waiting the policy's backoff): a transient fault (or one the direction knows passes, `also`),
 /// not a newer streaming process, within the policy's attempts.
-async fn again(retry: &crate::retry::RetryPolicy, attempt: u32, e: &OnlineError, also: bool) -> bool {
+pub(super) async fn again(
+    retry: &crate::retry::RetryPolicy,
+    attempt: u32,
+    e: &OnlineError,
+    also: bool,
+) -> bool {
     if attempt >= retry.attempts
         || matches!(e, OnlineError::Fenced { .. })
         || !(also || crate::retry::is_transient(e))
@@ -502,6 +520,11 @@ pub async fn run_mssql_to_pg(
             serde_json::json!({"event": "keys", "warnings": warnings}),
             "keys and indexes built; streaming changes (request the cutover with `cutover -f FILE`)\n".into(),
         );
+    }
+    if engine.options.reverse {
+        // The target's keys are built: whether its tables can stream back is known before the
+        // cutover rather than at it.
+        super::reverse::check_to_mssql(engine, plan).await?;
     }
     stream_ct_to_pg(engine, online, plan, anchored, events).await
 }
@@ -887,6 +910,10 @@ pub struct Status {
     pub paused: Vec<String>,
     /// Tables asked to be re-planned and copied again whose copy the target does not hold yet.
     pub reinitializing: Vec<String>,
+    /// The reverse stream (`cutover.reverse`), from the target back to the source, once anchored:
+    /// its row in the source's state, with the target's position.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reverse: Option<Box<Status>>,
 }
 
 impl Status {
@@ -933,6 +960,31 @@ impl Status {
         for t in &self.reinitializing {
             s.push_str(&format!("  copying again: {t}\n"));
         }
+        if let Some(r) = &self.reverse {
+            s.push_str(&format!(
+                "  reverse stream (target -> source): {}\n    lag: {}\n    applied: {}  target: {}  behind: {}\n    \
+                 changes applied: {} (inserts {}, updates {}, deletes {})\n",
+                r.phase,
+                r.lag_seconds.map_or_else(|| "-".into(), |l| format!("{l:.1}s")),
+                r.applied_position,
+                opt(&r.source_position),
+                r.position_lag.map_or_else(|| "-".into(), |b| b.to_string()),
+                r.changes_applied,
+                r.inserts,
+                r.updates,
+                r.deletes
+            ));
+            if let Some(c) = &r.cutover {
+                s.push_str(&format!(
+                    "    going back: {c}{}\n",
+                    r.cutover_message
+                        .as_deref()
+                        .filter(|m| !m.is_empty())
+                        .map(|m| format!(": {m}"))
+                        .unwrap_or_default()
+                ));
+            }
+        }
         s
     }
 }
@@ -940,7 +992,7 @@ impl Status {
 impl Status {
     /// The status of the state row `row`, with the source's position and the WAL its slot
     /// retains when the source answered.
-    fn of(
+    pub(super) fn of(
         row: OnlineRow,
         source_position: Option<Position>,
         retained: Option<i64>,
@@ -978,6 +1030,7 @@ impl Status {
             cutover_message: row.cutover_message,
             paused: row.paused,
             reinitializing: row.reinitialize,
+            reverse: None,
         }
     }
 }
@@ -1014,7 +1067,11 @@ pub async fn status_pg_to_mssql(engine: &PgToMssqlEngine) -> Result<Status, Onli
         }
         Err(e) => tracing::warn!(error = %e, "status: the source does not answer"),
     }
-    Ok(Status::of(row, source_position, retained, lsn_text))
+    let mut status = Status::of(row, source_position, retained, lsn_text);
+    if engine.options.reverse {
+        status.reverse = super::reverse::status_pg_to_mssql(engine).await?.map(Box::new);
+    }
+    Ok(status)
 }
 
 /// `status`, SQL Server -> PostgreSQL: the target's state row, and the source's current Change
@@ -1056,5 +1113,8 @@ pub async fn status_mssql_to_pg(engine: &MssqlToPgEngine) -> Result<Status, Onli
         <MssqlCapture as super::Capture>::position_text,
     );
     status.retention_headroom_seconds = headroom;
+    if engine.options.reverse {
+        status.reverse = super::reverse::status_mssql_to_pg(engine).await?.map(Box::new);
+    }
     Ok(status)
 }

@@ -505,7 +505,9 @@ pub fn upsert_merge_from(t: &TablePlan, from: &str) -> String {
         .collect();
     let list = cols.join(", ");
     let mut sql = format!(
-        "INSERT INTO {} AS t ({list}) SELECT {list} FROM {from} ON CONFLICT ({}) ",
+        // A `GENERATED ALWAYS` identity of a table that exists already (upsert; the source a
+        // reverse stream writes back into) takes the row's own value too.
+        "INSERT INTO {} AS t ({list}) OVERRIDING SYSTEM VALUE SELECT {list} FROM {from} ON CONFLICT ({}) ",
         qualified(t),
         key.join(", ")
     );

@@ -58,6 +58,10 @@ impl Running {
                 return s;
             }
             if let Ok(Some(status)) = self.child.try_wait() {
+                // Its last lines (the error) may still be on their way.
+                if let Some(r) = self.reader.take() {
+                    r.join().unwrap();
+                }
                 panic!("run exited early ({status}): {:#?}", self.lines.lock().unwrap());
             }
             assert!(
