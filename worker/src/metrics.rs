@@ -57,8 +57,22 @@ struct CaptureMetrics {
     headroom: GaugeVec,
     retained: IntGaugeVec,
     changes: IntCounterVec,
-    /// The stored totals last exported per (migration, op), so the counter moves by the difference.
-    seen: Mutex<HashMap<(String, &'static str), u64>>,
+    /// The reverse stream's (`spec.cutover.reverse`, after the cutover: the target's changes
+    /// applied back to the source): its own series, so the forward ones keep their meaning.
+    reverse_lag: GaugeVec,
+    reverse_changes: IntCounterVec,
+    /// The stored totals last exported per (stream, migration, op), so a counter moves by the
+    /// difference.
+    seen: Mutex<HashMap<(Stream, String, &'static str), u64>>,
+}
+
+/// Which of a migration's streams an observation is of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Stream {
+    /// Source to target, until the cutover.
+    Forward,
+    /// Target back to source, after the cutover.
+    Reverse,
 }
 
 /// What one task committed so far in this process.
@@ -203,8 +217,25 @@ fn build() -> Result<Metrics, prometheus::Error> {
             ),
             &["namespace", "migration", "op"],
         )?,
+        reverse_lag: GaugeVec::new(
+            Opts::new(
+                "mssqlpg_reverse_lag_seconds",
+                "After the cutover, with spec.cutover.reverse: seconds the source is behind the target (now minus the \
+                 target time of the last heartbeat applied back)",
+            ),
+            &["namespace", "migration"],
+        )?,
+        reverse_changes: IntCounterVec::new(
+            Opts::new(
+                "mssqlpg_reverse_changes_applied_total",
+                "After the cutover, with spec.cutover.reverse: target row changes applied back to the source",
+            ),
+            &["namespace", "migration", "op"],
+        )?,
         seen: Mutex::new(HashMap::new()),
     };
+    registry.register(Box::new(capture.reverse_lag.clone()))?;
+    registry.register(Box::new(capture.reverse_changes.clone()))?;
     registry.register(Box::new(capture.lag.clone()))?;
     registry.register(Box::new(capture.headroom.clone()))?;
     registry.register(Box::new(capture.retained.clone()))?;
@@ -339,12 +370,7 @@ pub fn capture_observed(migration: &str, o: &CaptureObservation) {
         (&c.lag, o.lag_seconds),
         (&c.headroom, o.retention_headroom_seconds),
     ] {
-        match value {
-            Some(v) => gauge.with_label_values(&labels).set(v),
-            None => {
-                let _ = gauge.remove_label_values(&labels);
-            }
-        }
+        set_or_remove(gauge, &labels, value);
     }
     match o.slot_retained_bytes {
         Some(v) => c.retained.with_label_values(&labels).set(v),
@@ -352,13 +378,45 @@ pub fn capture_observed(migration: &str, o: &CaptureObservation) {
             let _ = c.retained.remove_label_values(&labels);
         }
     }
-    if let Ok(mut seen) = c.seen.lock() {
-        for (op, total) in o.applied {
-            let last = seen.entry((migration.to_string(), op)).or_insert(0);
-            let counter = c.changes.with_label_values(&[namespace, name, op]);
-            if total > *last {
-                counter.inc_by(total - *last);
-                *last = total;
+    c.count_applied(Stream::Forward, migration, &o.applied);
+}
+
+/// Records what the reverse stream's row says (see [`Stream::Reverse`]): its lag (`None`: not
+/// streaming, removed) and the changes it applied back, per operation, since it started.
+pub fn reverse_observed(migration: &str, lag_seconds: Option<f64>, applied: &[(&'static str, u64); 4]) {
+    let Some(m) = metrics() else { return };
+    m.working_for(migration);
+    let c = &m.capture;
+    let (namespace, name) = labels(migration);
+    set_or_remove(&c.reverse_lag, &[namespace, name], lag_seconds);
+    c.count_applied(Stream::Reverse, migration, applied);
+}
+
+fn set_or_remove(gauge: &GaugeVec, labels: &[&str], value: Option<f64>) {
+    match value {
+        Some(v) => gauge.with_label_values(labels).set(v),
+        None => {
+            let _ = gauge.remove_label_values(labels);
+        }
+    }
+}
+
+impl CaptureMetrics {
+    /// Moves the stream's change counters up to the stored totals `applied`.
+    fn count_applied(&self, stream: Stream, migration: &str, applied: &[(&'static str, u64); 4]) {
+        let (namespace, name) = labels(migration);
+        let counters = match stream {
+            Stream::Forward => &self.changes,
+            Stream::Reverse => &self.reverse_changes,
+        };
+        if let Ok(mut seen) = self.seen.lock() {
+            for &(op, total) in applied {
+                let last = seen.entry((stream, migration.to_string(), op)).or_insert(0);
+                let counter = counters.with_label_values(&[namespace, name, op]);
+                if total > *last {
+                    counter.inc_by(total - *last);
+                    *last = total;
+                }
             }
         }
     }
@@ -508,6 +566,30 @@ mod tests {
             !render()
                 .expect("render")
                 .contains("mssqlpg_capture_lag_seconds{migration=\"online\",namespace=\"ns\"}")
+        );
+    }
+
+    #[test]
+    fn the_reverse_stream_exports_its_own_series() {
+        let applied = [("insert", 3), ("update", 1), ("delete", 0), ("truncate", 0)];
+        reverse_observed("ns/back", Some(0.75), &applied);
+        reverse_observed("ns/back", Some(0.5), &applied);
+        let text = render().expect("render");
+        for line in [
+            "mssqlpg_reverse_lag_seconds{migration=\"back\",namespace=\"ns\"} 0.5",
+            "mssqlpg_reverse_changes_applied_total{migration=\"back\",namespace=\"ns\",op=\"insert\"} 3",
+        ] {
+            assert!(text.contains(line), "{line} in {text}");
+        }
+        assert!(
+            !text.contains("mssqlpg_changes_applied_total{migration=\"back\""),
+            "the forward series stay the forward stream's: {text}"
+        );
+        reverse_observed("ns/back", None, &applied);
+        assert!(
+            !render()
+                .expect("render")
+                .contains("mssqlpg_reverse_lag_seconds{migration=\"back\"")
         );
     }
 

@@ -716,14 +716,26 @@ impl<'a> Observer<'a> {
             Engines::MssqlToPg(_) => lsn_text(p),
         };
         let streaming = matches!(row.phase.as_str(), "CatchingUp" | "Streaming" | "CuttingOver");
+        let lag = streaming
+            .then(|| {
+                row.heartbeat_micros
+                    .map(|sent| (crate::online::now_micros() - sent).max(0) as f64 / 1e6)
+            })
+            .flatten()
+            .map(|l| (l * 1000.0).round() / 1000.0);
+        let count = |v: i64| u64::try_from(v).unwrap_or(0);
+        crate::metrics::reverse_observed(
+            self.engines.migration(),
+            lag,
+            &[
+                ("insert", count(row.inserts)),
+                ("update", count(row.updates)),
+                ("delete", count(row.deletes)),
+                ("truncate", count(row.truncates)),
+            ],
+        );
         self.status.reverse = Some(mssql_pg_crds::ReverseStatus {
-            lag_seconds: streaming
-                .then(|| {
-                    row.heartbeat_micros
-                        .map(|sent| (crate::online::now_micros() - sent).max(0) as f64 / 1e6)
-                })
-                .flatten()
-                .map(|l| (l * 1000.0).round() / 1000.0),
+            lag_seconds: lag,
             target_position: target,
             applied_position: Some(text(row.applied)),
             anchor_position: Some(text(row.anchor)),
