@@ -825,12 +825,15 @@ async fn pg_online_source(
         .query_one(
             "SELECT current_setting('wal_level'), current_setting('max_replication_slots')::int, \
              (SELECT count(*)::int FROM pg_replication_slots), \
-             (SELECT rolreplication OR rolsuper FROM pg_roles WHERE rolname = current_user)",
+             (SELECT rolreplication OR rolsuper FROM pg_roles WHERE rolname = current_user), \
+             current_setting('max_wal_senders')::int, \
+             (SELECT count(*)::int FROM pg_stat_activity WHERE backend_type = 'walsender')",
             &[],
         )
         .await?;
     let (wal_level, max_slots, used, replication): (String, i32, i32, Option<bool>) =
         (row.get(0), row.get(1), row.get(2), row.get(3));
+    let (max_senders, senders): (i32, i32) = (row.get(4), row.get(5));
     report.need(
         format!("wal_level = logical (is {wal_level})"),
         "the changes are read from a logical replication slot",
@@ -847,8 +850,17 @@ async fn pg_online_source(
         ),
     );
     report.need(
+        format!("a free walsender ({senders} of max_wal_senders {max_senders} used)"),
+        "the stream reads the slot over a replication connection",
+        senders < max_senders,
+        format!(
+            "ALTER SYSTEM SET max_wal_senders = {}; -- then restart PostgreSQL",
+            max_senders.max(senders) + 1
+        ),
+    );
+    report.need(
         "the REPLICATION attribute".into(),
-        "creates and reads the replication slot",
+        "creates the replication slot and opens the replication connection that reads it",
         replication.unwrap_or(false),
         format!("ALTER ROLE {role_q} REPLICATION;"),
     );

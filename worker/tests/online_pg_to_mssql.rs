@@ -24,6 +24,11 @@ fn pg_port() -> String {
 }
 
 fn yaml(name: &str, port: u16, schema: &str) -> String {
+    yaml_over(name, port, schema, "127.0.0.1", "disable")
+}
+
+/// The migration with the source reached at `host` with `ssl_mode`.
+fn yaml_over(name: &str, port: u16, schema: &str, host: &str, ssl_mode: &str) -> String {
     format!(
         "apiVersion: mssqlpg.dev/v1alpha1
 kind: Migration
@@ -32,7 +37,7 @@ metadata:
   namespace: tests
 spec:
   source:
-    postgres: {{host: 127.0.0.1, port: {pg}, database: postgres, schema: {schema}, credentialsSecret: s, sslMode: disable}}
+    postgres: {{host: {host}, port: {pg}, database: postgres, schema: {schema}, credentialsSecret: s, sslMode: {ssl_mode}}}
   target:
     mssql: {{host: 127.0.0.1, port: {port}, database: master, schema: dbo, credentialsSecret: t, encryption: NotSupported}}
   chunkRows: 500
@@ -397,10 +402,14 @@ async fn stream_objects(pg: &tokio_postgres::Client, migration: &str) -> (bool, 
 }
 
 fn migration_file(name: &str, port: u16, schema: &str) -> String {
+    write_migration(name, &yaml(name, port, schema))
+}
+
+fn write_migration(name: &str, yaml: &str) -> String {
     let dir = std::env::temp_dir().join(format!("mssqlpg-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("migration.yaml").to_string_lossy().into_owned();
-    std::fs::write(&file, yaml(name, port, schema)).unwrap();
+    std::fs::write(&file, yaml).unwrap();
     file
 }
 
@@ -817,6 +826,114 @@ async fn a_paused_table_is_planned_and_copied_again_and_streams_on() {
 
 /// Writes to a PostgreSQL until `stop`, reconnecting whenever the server goes away: upserts of
 /// new keys and updates of old ones, each its own transaction. Counts the statements done.
+/// A stream whose source connections all use TLS (`ssl_mode`, the source reached at `host`, the
+/// CA file `ca`): the replication session goes through the worker's own TLS connection, seen
+/// encrypted by the server, and the cutover ends exact.
+async fn stream_over_tls(name: &str, ssl_mode: &str, host: &str, ca: Option<&str>, seed: u64) {
+    common::tls::enable_tls().await;
+    let config = ServerConfig::default();
+    let password = config.password.clone();
+    let server = TestServer::start(config).unwrap();
+    let pg = common::pg_connect().await;
+    let schema = common::fresh_schema(&pg, &name.replace('-', "_")).await;
+    create_source(&pg, &schema).await;
+    let file = write_migration(
+        name,
+        &yaml_over(name, server.addr().port(), &schema, host, ssl_mode),
+    );
+    let with_ca = |mut c: Command| {
+        if let Some(ca) = ca {
+            c.env("SOURCE_SSL_ROOT_CERT", ca);
+        }
+        c
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let committed = Arc::new(AtomicU64::new(0));
+    let writer = tokio::spawn(workload(schema.clone(), seed, stop.clone(), committed.clone()));
+    let mut run = Running::start(with_ca(worker_cmd(&["run", "-f", &file], &password)));
+    run.wait_streaming(100, Duration::from_secs(300)).await;
+    // The walsender holding the slot serves a TLS connection.
+    let slot = mssql_pg_worker::online::capture_pg::SlotNames::of(&format!("tests/{name}")).slot;
+    let ssl: Option<bool> = pg
+        .query_opt(
+            "SELECT s.ssl FROM pg_replication_slots r JOIN pg_stat_ssl s ON s.pid = r.active_pid \
+             WHERE r.slot_name = $1",
+            &[&slot],
+        )
+        .await
+        .unwrap()
+        .map(|r| r.get(0));
+    assert_eq!(
+        ssl,
+        Some(true),
+        "the replication session of slot {slot} is not over TLS"
+    );
+    while committed.load(Ordering::Relaxed) < 45 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    stop.store(true, Ordering::Relaxed);
+    writer.await.unwrap();
+    let (ok, answer) = common::online::cutover(with_ca(worker_cmd(
+        &["cutover", "-f", &file, "--wait-seconds", "120"],
+        &password,
+    )));
+    assert!(ok, "{answer}");
+    let (status, lines) = run.wait();
+    assert!(status.success(), "{lines:#?}");
+    assert_same(&pg, &schema, &server, &password).await;
+    assert_eq!(
+        stream_objects(&pg, &format!("tests/{name}")).await,
+        (false, false)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stream_over_tls_require_cuts_over_exactly() {
+    stream_over_tls("online-tls-require", "require", "127.0.0.1", None, 0x5eed_0005).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stream_over_tls_verify_full_with_a_ca_cuts_over_exactly() {
+    let ca = common::tls::enable_tls().await;
+    stream_over_tls(
+        "online-tls-verify-full",
+        "verify-full",
+        "localhost",
+        Some(&ca),
+        0x5eed_0006,
+    )
+    .await;
+}
+
+/// The replication session checks the server's certificate as every other connection does: a CA
+/// that did not sign it fails the session's connection, the message naming the server and the
+/// slot, and holding no secret.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_wrong_ca_fails_the_replication_session_naming_the_server() {
+    use mssql_pg_worker::online::capture_pg_stream::{SlotStream, fault_error};
+    use mssql_pg_worker::pg::connect::{PgEndpoint, SslMode};
+    common::tls::enable_tls().await;
+    let other = common::tls::other_ca();
+    let mut endpoint = PgEndpoint::from_conn_str(&common::pg_url()).unwrap();
+    endpoint.host = "localhost".into();
+    endpoint.ssl_mode = SslMode::VerifyFull;
+    endpoint.ssl_root_cert = Some(other);
+    endpoint.password = "not-this-secret".into();
+    let slot = "mssqlpg_wrong_ca";
+    let Err(fault) = SlotStream::open(&endpoint, slot, "mssqlpg_wrong_ca").await else {
+        panic!("a session opened against a server whose certificate the CA did not sign");
+    };
+    let message = fault_error("open the replication stream", &endpoint, slot, &fault).to_string();
+    eprintln!("{message}");
+    assert!(
+        message.contains(&format!("localhost:{}", endpoint.port))
+            && message.contains(slot)
+            && message.contains("certificate"),
+        "{message}"
+    );
+    assert!(!message.contains("not-this-secret"), "{message}");
+}
+
 async fn restarted_writer(url: String, schema: &'static str, stop: Arc<AtomicBool>, done: Arc<AtomicU64>) {
     let mut i = 0u64;
     'connect: while !stop.load(Ordering::Relaxed) {

@@ -6,105 +6,6 @@ mod common;
 
 use mssql_pg_worker::pg::connect::{PgEndpoint, SslMode};
 use std::os::unix::fs::MetadataExt;
-use std::process::Command;
-
-/// Held while the certificates are made: the tests of this file run in parallel against one
-/// server, and two of them writing a CA and a server certificate at once left the server's
-/// certificate signed by the CA the other one wrote (BadSignature).
-static MAKING_CERTIFICATES: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-/// Enables ssl on the test server with a fresh certificate; returns the certificate's path.
-async fn enable_tls() -> String {
-    let dir =
-        std::env::var("MSSQLPG_TEST_PG_DIR").expect("MSSQLPG_TEST_PG_DIR (set by tests/scripts/postgres.sh)");
-    let data = format!("{dir}/data");
-    let crt = format!("{data}/server.crt");
-    let key = format!("{data}/server.key");
-    let ca_crt = format!("{data}/test-ca.crt");
-    let making = MAKING_CERTIFICATES.lock().unwrap_or_else(|e| e.into_inner());
-    if !std::path::Path::new(&ca_crt).exists() {
-        // A CA and a server certificate it signs (webpki refuses a CA certificate as the server's).
-        let ca_key = format!("{data}/test-ca.key");
-        let csr = format!("{data}/server.csr");
-        let ext = format!("{data}/server.ext");
-        std::fs::write(&ext, "subjectAltName=DNS:localhost\n").unwrap();
-        let openssl = |args: &[&str]| {
-            let out = Command::new("openssl").args(args).output().unwrap();
-            assert!(
-                out.status.success(),
-                "openssl {args:?}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        };
-        openssl(&[
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-days",
-            "2",
-            "-subj",
-            "/CN=test-ca",
-            "-keyout",
-            &ca_key,
-            "-out",
-            &ca_crt,
-        ]);
-        openssl(&[
-            "req",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-subj",
-            "/CN=localhost",
-            "-keyout",
-            &key,
-            "-out",
-            &csr,
-        ]);
-        openssl(&[
-            "x509",
-            "-req",
-            "-in",
-            &csr,
-            "-CA",
-            &ca_crt,
-            "-CAkey",
-            &ca_key,
-            "-CAcreateserial",
-            "-days",
-            "2",
-            "-extfile",
-            &ext,
-            "-out",
-            &crt,
-        ]);
-        let owner = std::fs::metadata(&data).unwrap().uid();
-        for f in [&crt, &key] {
-            std::os::unix::fs::chown(f, Some(owner), None).unwrap();
-        }
-        std::fs::set_permissions(&key, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
-    }
-    drop(making);
-    let client = common::pg_connect().await;
-    client.batch_execute("ALTER SYSTEM SET ssl = on").await.unwrap();
-    client.query_one("SELECT pg_reload_conf()", &[]).await.unwrap();
-    // The reload is asynchronous: wait until a new session can negotiate TLS.
-    for _ in 0..50 {
-        let t = target(SslMode::VerifyFull, "localhost", Some(&ca_crt));
-        if let Ok(c) = t.connect().await
-            && c.query_one("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()", &[])
-                .await
-                .unwrap()
-                .get::<_, bool>(0)
-        {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
-    ca_crt
-}
 
 fn target(ssl_mode: SslMode, host: &str, ca: Option<&str>) -> PgEndpoint {
     let mut t = PgEndpoint::from_conn_str(&common::pg_url()).unwrap();
@@ -134,7 +35,7 @@ async fn uses_tls(t: &PgEndpoint) -> Result<bool, String> {
 
 #[tokio::test]
 async fn ssl_modes_behave_like_libpq() {
-    let ca = enable_tls().await;
+    let ca = common::tls::enable_tls().await;
     assert_eq!(
         uses_tls(&target(SslMode::Disable, "127.0.0.1", None)).await,
         Ok(false)
@@ -174,24 +75,14 @@ async fn ssl_modes_behave_like_libpq() {
 
 #[tokio::test]
 async fn require_with_a_ca_validates_the_chain_like_libpq() {
-    let ca = enable_tls().await;
+    let ca = common::tls::enable_tls().await;
     // libpq: with a root certificate given, require behaves as verify-ca (any host name).
     assert_eq!(
         uses_tls(&target(SslMode::Require, "127.0.0.1", Some(&ca))).await,
         Ok(true)
     );
     // A CA that did not sign the server's certificate is refused, not ignored.
-    let dir = std::env::var("MSSQLPG_TEST_PG_DIR").unwrap();
-    let other = format!("{dir}/other-ca.crt");
-    if !std::path::Path::new(&other).exists() {
-        let out = Command::new("openssl")
-            .args(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2"])
-            .args(["-subj", "/CN=other-ca", "-keyout", &format!("{dir}/other-ca.key")])
-            .args(["-out", &other])
-            .output()
-            .unwrap();
-        assert!(out.status.success());
-    }
+    let other = common::tls::other_ca();
     let err = uses_tls(&target(SslMode::Require, "127.0.0.1", Some(&other)))
         .await
         .unwrap_err();
@@ -223,7 +114,7 @@ async fn prefer_that_ends_in_plaintext_is_said() {
 /// SCRAM-SHA-256-PLUS binds the login to this TLS session (a relaying man in the middle fails).
 #[tokio::test]
 async fn scram_login_over_tls_is_channel_bound() {
-    let ca = enable_tls().await;
+    let ca = common::tls::enable_tls().await;
     let admin = common::pg_connect().await;
     admin
         .batch_execute(

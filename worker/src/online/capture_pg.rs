@@ -1,9 +1,11 @@
 //! PostgreSQL as an online source: a publication of the migrated tables and a logical
-//! replication slot (`pgoutput`), read with `pg_logical_slot_peek_binary_changes` over an ordinary
-//! connection and advanced with `pg_replication_slot_advance` only after the target committed.
-//! The streaming replication protocol decodes many small transactions with far less of the
-//! source's CPU (`bench pg-decode`), but the one crate that speaks it brings a second rustls
-//! crypto provider with its TLS, which the worker's single-provider TLS setup does not allow yet.
+//! replication slot (`pgoutput`), read through the streaming replication protocol
+//! (`START_REPLICATION`, [`super::capture_pg_stream`]) and acknowledged (the flush position of the
+//! standby status updates) only after the target committed. The slot SQL functions (peek, then
+//! advance) were the first way: each peek decodes the WAL again from the slot's restart point,
+//! which cost the source many times the CPU with many small transactions; the walsender decodes
+//! each record once. Heartbeats, the fence and the source's position go through an ordinary
+//! connection.
 //!
 //! The slot is created before the copy reads a row and its consistent point is the stream's
 //! anchor: a change committed after it is in the stream; the copy, reading later snapshots, may
@@ -15,13 +17,16 @@
 //! so a streamed value reaches the target through exactly the conversion a copied one takes.
 
 use super::batch::{ChangeKind, Image, Op};
+use super::capture_pg_stream::{SlotStream, StreamFault, fault_error};
 use super::pgoutput::{self, Datum, Message, OldKind};
 use super::{Capture, Event, OnlineError, Position};
 use crate::pg::connect::PgEndpoint;
 use crate::plan::pg_to_mssql::PgToMssqlTablePlan;
 use crate::schema::mssql_to_pg_types::quote_pg;
 use futures_util::TryStreamExt;
+use pgwire_replication::ReplicationEvent;
 use std::collections::HashMap;
+use std::time::Duration;
 use tokio_postgres::Client;
 use tokio_postgres::types::{FromSql, ToSql, Type};
 
@@ -394,14 +399,30 @@ struct RelationMap {
     drifted: bool,
 }
 
+/// How long a poll waits, between transactions, for the stream to show it has read as far as
+/// the source had flushed when the poll started, before it counts the source as drained anyway.
+const QUIET: Duration = Duration::from_secs(1);
+
 /// Reads the slot.
 pub struct PgCapture {
     client: Client,
+    endpoint: PgEndpoint,
+    /// The replication session, opened at the first poll and again after a fault.
+    stream: Option<SlotStream>,
     names: SlotNames,
     tables: Vec<CaptureTable>,
     relations: HashMap<u32, RelationMap>,
-    /// Rows per peek: decoding stops at the first transaction end past it.
-    peek_rows: i32,
+    /// Messages per poll: a poll ends at the first transaction end past it.
+    poll_messages: usize,
+    /// The source's flushed position when the stream loop last asked for its position (right
+    /// before each poll): the walsender reads no further than the flushed WAL.
+    flushed: Position,
+    /// How far the stream has shown it read: the end of the last commit, or a keepalive's.
+    read_to: Position,
+    /// A transaction's Begin came and its Commit not yet.
+    in_transaction: bool,
+    /// Sessions that failed since the last commit read, the server up.
+    faults: u32,
     /// `format_type` of the (type OID, typmod) pairs the tables' columns had when the capture
     /// connected: a relation's column with a pair not in it changed its type since.
     types: HashMap<(u32, i32), String>,
@@ -420,7 +441,6 @@ pub struct PgCapture {
     recopied_done: Vec<usize>,
     /// The connection reading tables whole (the slot's is busy with the stream meanwhile).
     reader: Option<Client>,
-    endpoint: PgEndpoint,
 }
 
 impl PgCapture {
@@ -430,7 +450,7 @@ impl PgCapture {
         endpoint: &PgEndpoint,
         names: SlotNames,
         tables: Vec<CaptureTable>,
-        peek_rows: usize,
+        poll_messages: usize,
         recopy: Vec<usize>,
     ) -> Result<Self, OnlineError> {
         let client = endpoint.connect().await?;
@@ -441,10 +461,16 @@ impl PgCapture {
         let (types, type_names) = column_types(&client, &tables).await?;
         Ok(PgCapture {
             client,
+            endpoint: endpoint.clone(),
+            stream: None,
             names,
             tables,
             relations: HashMap::new(),
-            peek_rows: i32::try_from(peek_rows.max(1)).unwrap_or(i32::MAX),
+            poll_messages: poll_messages.max(1),
+            flushed: 0,
+            read_to: 0,
+            in_transaction: false,
+            faults: 0,
             types,
             type_names,
             recopy,
@@ -454,7 +480,6 @@ impl PgCapture {
             read_at: Vec::new(),
             recopied_done: Vec::new(),
             reader: None,
-            endpoint: endpoint.clone(),
         })
     }
 
@@ -529,6 +554,66 @@ impl PgCapture {
                 kind: None,
             };
             if tx.send(event).await.is_err() {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// The error of a session fault: the ordinary connection's, when the server is gone too (a
+    /// fault that passes, retried from the target's position), else the session's own.
+    async fn fault(&mut self, what: &str, e: StreamFault) -> OnlineError {
+        if let Some(stream) = self.stream.take() {
+            stream.close().await;
+        }
+        match self.client.simple_query("SELECT 1").await {
+            Err(source) => OnlineError::Source {
+                what: format!("{what}: {e}"),
+                source,
+            },
+            Ok(_) => fault_error(what, &self.endpoint, &self.names.slot, &e),
+        }
+    }
+
+    /// A session that failed while the server stays up is opened again at the next poll (from
+    /// the slot's confirmed position; what the target holds already is skipped), a few times
+    /// in a row at most.
+    async fn stream_failed(&mut self, e: StreamFault) -> Result<bool, OnlineError> {
+        let error = self.fault("read the replication stream", e).await;
+        self.faults += 1;
+        if matches!(error, OnlineError::Source { .. }) || self.faults >= 3 {
+            return Err(error);
+        }
+        tracing::warn!(error = %error, "the replication session failed; opening it again");
+        Ok(false)
+    }
+
+    /// The open session, opened from the slot's confirmed position when there is none.
+    async fn stream(&mut self) -> Result<&mut SlotStream, OnlineError> {
+        if self.stream.is_none() {
+            match SlotStream::open(&self.endpoint, &self.names.slot, &self.names.publication).await {
+                Ok(s) => {
+                    self.in_transaction = false;
+                    self.stream = Some(s);
+                }
+                Err(e) => return Err(self.fault("open the replication stream", e).await),
+            }
+        }
+        self.stream
+            .as_mut()
+            .ok_or_else(|| OnlineError::Setup("the replication stream is not open".into()))
+    }
+
+    /// Sends the events of one message; false when the receiver is gone.
+    async fn send(
+        &mut self,
+        m: Message<'_>,
+        events: &mut Vec<Event<PgRow>>,
+        tx: &tokio::sync::mpsc::Sender<Event<PgRow>>,
+    ) -> Result<bool, OnlineError> {
+        self.events(m, events)?;
+        for e in events.drain(..) {
+            if tx.send(e).await.is_err() {
                 return Ok(false);
             }
         }
@@ -769,27 +854,88 @@ impl Capture for PgCapture {
     async fn poll(&mut self, tx: tokio::sync::mpsc::Sender<Event<PgRow>>) -> Result<bool, OnlineError> {
         let as_of_micros = super::now_micros();
         self.mark_recopies().await?;
-        let params: [&(dyn ToSql + Sync); 3] = [&self.names.slot, &self.peek_rows, &self.names.publication];
-        let rows = self
-            .client
-            .query_raw(
-                "SELECT data FROM pg_logical_slot_peek_binary_changes($1, NULL, $2, 'proto_version', '1', \
-                 'publication_names', $3, 'messages', 'true')",
-                params,
-            )
-            .await
-            .map_err(pg("read the replication slot"))?;
-        futures_util::pin_mut!(rows);
+        let flushed = self.flushed;
         let mut events = Vec::new();
-        let mut n: i64 = 0;
-        while let Some(row) = rows.try_next().await.map_err(pg("read the replication slot"))? {
-            n += 1;
-            let data: &[u8] = row.try_get(0).map_err(pg("read the replication slot"))?;
-            self.events(pgoutput::decode(data)?, &mut events)?;
-            for e in events.drain(..) {
-                if tx.send(e).await.is_err() {
+        let mut n = 0usize;
+        loop {
+            if !self.in_transaction {
+                if self.read_to >= flushed {
+                    let _ = tx.send(Event::CaughtUp { as_of_micros }).await;
+                    return Ok(true);
+                }
+                if n >= self.poll_messages {
                     return Ok(false);
                 }
+            }
+            // Inside a transaction the walsender may decode for long between messages (a big
+            // transaction's changes spilled to disk): no limit there.
+            let wait = (!self.in_transaction).then_some(QUIET);
+            let next = self.stream().await?.next(wait).await;
+            let event = match next {
+                Ok(Some(event)) => event,
+                // Nothing more for now, though the stream has not shown it read to the flushed
+                // position (WAL that decodes to nothing): drained, but no claim of being caught up.
+                Ok(None) => return Ok(true),
+                Err(e) => return self.stream_failed(e).await,
+            };
+            n += 1;
+            let sent = match event {
+                ReplicationEvent::XLogData { data, .. } => {
+                    let m = pgoutput::decode(&data)?;
+                    self.send(m, &mut events, &tx).await?
+                }
+                ReplicationEvent::Begin {
+                    final_lsn,
+                    xid,
+                    commit_time_micros,
+                } => {
+                    self.in_transaction = true;
+                    let m = Message::Begin {
+                        final_lsn: final_lsn.as_u64(),
+                        commit_time: commit_time_micros,
+                        xid,
+                    };
+                    self.send(m, &mut events, &tx).await?
+                }
+                ReplicationEvent::Commit {
+                    lsn,
+                    end_lsn,
+                    commit_time_micros,
+                } => {
+                    self.in_transaction = false;
+                    self.faults = 0;
+                    self.read_to = self.read_to.max(end_lsn.as_u64());
+                    let m = Message::Commit {
+                        commit_lsn: lsn.as_u64(),
+                        end_lsn: end_lsn.as_u64(),
+                        commit_time: commit_time_micros,
+                    };
+                    self.send(m, &mut events, &tx).await?
+                }
+                ReplicationEvent::Message {
+                    transactional,
+                    lsn,
+                    prefix,
+                    content,
+                } => {
+                    let m = Message::Message {
+                        transactional,
+                        lsn: lsn.as_u64(),
+                        prefix: &prefix,
+                        content: &content,
+                    };
+                    self.send(m, &mut events, &tx).await?
+                }
+                ReplicationEvent::KeepAlive { wal_end, .. } => {
+                    if !self.in_transaction {
+                        self.read_to = self.read_to.max(wal_end.as_u64());
+                    }
+                    true
+                }
+                ReplicationEvent::StoppedAt { .. } => true,
+            };
+            if !sent {
+                return Ok(false);
             }
             if let Some(i) = self.whole.take()
                 && !self.send_whole(i, &tx).await?
@@ -797,23 +943,23 @@ impl Capture for PgCapture {
                 return Ok(false);
             }
         }
-        let drained = n < i64::from(self.peek_rows);
-        if drained {
-            let _ = tx.send(Event::CaughtUp { as_of_micros }).await;
-        }
-        Ok(drained)
     }
 
     async fn acknowledge(&mut self, applied: Position) -> Result<(), OnlineError> {
-        let lsn = pgoutput::lsn_text(applied);
-        self.client
-            .execute(
-                "SELECT pg_replication_slot_advance(slot_name, $2::text::pg_lsn) FROM pg_replication_slots \
-                 WHERE slot_name = $1 AND confirmed_flush_lsn < $2::text::pg_lsn",
-                &[&self.names.slot, &lsn],
-            )
-            .await
-            .map_err(pg("advance the replication slot"))?;
+        if let Some(stream) = &self.stream {
+            stream.acknowledge(applied);
+        } else {
+            // No session (it failed): the slot is free to advance directly.
+            let lsn = pgoutput::lsn_text(applied);
+            self.client
+                .execute(
+                    "SELECT pg_replication_slot_advance(slot_name, $2::text::pg_lsn) FROM pg_replication_slots \
+                     WHERE slot_name = $1 AND confirmed_flush_lsn < $2::text::pg_lsn AND NOT active",
+                    &[&self.names.slot, &lsn],
+                )
+                .await
+                .map_err(pg("advance the replication slot"))?;
+        }
         // A re-copy is held once the target holds the marker's whole transaction.
         let (held, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.read_at)
             .into_iter()
@@ -863,14 +1009,38 @@ impl Capture for PgCapture {
     async fn source_position(&mut self) -> Result<Position, OnlineError> {
         let row = self
             .client
-            .query_one("SELECT pg_current_wal_lsn()::text", &[])
+            .query_one(
+                "SELECT pg_current_wal_lsn()::text, pg_current_wal_flush_lsn()::text",
+                &[],
+            )
             .await
             .map_err(pg("read the source's position"))?;
         let lsn: String = row.get(0);
+        let flushed: String = row.get(1);
+        self.flushed = pgoutput::parse_lsn(&flushed).unwrap_or(0);
         pgoutput::parse_lsn(&lsn).ok_or_else(|| OnlineError::Setup(format!("source LSN {lsn:?}")))
     }
 
     async fn cleanup(&mut self) -> Result<(), OnlineError> {
+        if let Some(stream) = self.stream.take() {
+            stream.close().await;
+        }
+        // The walsender goes a moment after its client; the slot cannot be dropped before.
+        for _ in 0..100 {
+            let active: Option<bool> = self
+                .client
+                .query_opt(
+                    "SELECT active FROM pg_replication_slots WHERE slot_name = $1",
+                    &[&self.names.slot],
+                )
+                .await
+                .map_err(pg("look up the replication slot"))?
+                .map(|r| r.get(0));
+            if active != Some(true) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
         drop_stream(&self.client, &self.names).await
     }
 

@@ -4,7 +4,8 @@
 //!
 //! The parts, each written once:
 //! - a capture per source engine ([`Capture`]): PostgreSQL by logical decoding
-//!   ([`capture_pg`], messages decoded by [`pgoutput`]); SQL Server by Change Tracking
+//!   ([`capture_pg`] over the replication session of [`capture_pg_stream`], messages decoded by
+//!   [`pgoutput`]); SQL Server by Change Tracking
 //!   ([`capture_mssql`]);
 //! - an apply per target engine ([`Apply`]): SQL Server through the TDS bulk path and `MERGE`
 //!   ([`apply_mssql`]); PostgreSQL through binary COPY into a staging table, `DELETE ... USING`
@@ -23,6 +24,7 @@ pub mod apply_pg;
 pub mod batch;
 pub mod capture_mssql;
 pub mod capture_pg;
+pub mod capture_pg_stream;
 pub mod pgoutput;
 pub mod reverse;
 pub mod run;

@@ -236,16 +236,12 @@ impl PgEndpoint {
             user: self.user.clone(),
             source,
         };
-        let (verify, mode) = match self.ssl_mode {
-            SslMode::Disable => (None, PgSslMode::Disable),
-            SslMode::Prefer => (Some(Verify::None), PgSslMode::Prefer),
-            // As libpq: `require` with a root CA given validates the chain (verify-ca).
-            SslMode::Require if self.ssl_root_cert.is_some() => (Some(Verify::Ca), PgSslMode::Require),
-            SslMode::Require => (Some(Verify::None), PgSslMode::Require),
-            SslMode::VerifyCa => (Some(Verify::Ca), PgSslMode::Require),
-            SslMode::VerifyFull => (Some(Verify::Full), PgSslMode::Require),
-        };
-        cfg.ssl_mode(mode);
+        let verify = self.tls_verify();
+        cfg.ssl_mode(match self.ssl_mode {
+            SslMode::Disable => PgSslMode::Disable,
+            SslMode::Prefer => PgSslMode::Prefer,
+            SslMode::Require | SslMode::VerifyCa | SslMode::VerifyFull => PgSslMode::Require,
+        });
         Ok(match verify {
             None => {
                 let (client, conn) = cfg.connect_raw(stream, NoTls).await.map_err(err)?;
@@ -262,6 +258,19 @@ impl PgEndpoint {
 }
 
 impl PgEndpoint {
+    /// How the server's certificate is checked; `None`: no TLS (`sslMode: disable`).
+    pub fn tls_verify(&self) -> Option<Verify> {
+        match self.ssl_mode {
+            SslMode::Disable => None,
+            SslMode::Prefer => Some(Verify::None),
+            // As libpq: `require` with a root CA given validates the chain (verify-ca).
+            SslMode::Require if self.ssl_root_cert.is_some() => Some(Verify::Ca),
+            SslMode::Require => Some(Verify::None),
+            SslMode::VerifyCa => Some(Verify::Ca),
+            SslMode::VerifyFull => Some(Verify::Full),
+        }
+    }
+
     /// `sslMode: prefer` that ended in plaintext, said once per process in the log and returned
     /// as a plan warning naming `side` (`target.postgres`): prefer falls back silently in libpq.
     pub async fn plaintext_warning(&self, client: &Client, side: &str) -> Option<String> {

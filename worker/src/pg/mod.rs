@@ -12,4 +12,5 @@ pub mod row_changes;
 pub mod target_catalog;
 pub mod target_names;
 pub mod tls;
+pub mod tls_relay;
 pub mod view;

@@ -129,6 +129,12 @@ impl ServerCertVerifier for ChainOnly {
 /// A tokio-postgres TLS connector (tokio-postgres-rustls, which also gives SCRAM channel binding)
 /// checking the server's certificate as `verify` says.
 pub fn connector(verify: Verify, ca_file: Option<&str>) -> Result<MakeRustlsConnect, TlsSetupError> {
+    Ok(MakeRustlsConnect::new(client_config(verify, ca_file)?))
+}
+
+/// The rustls client settings of every TLS connection to PostgreSQL: the server's certificate
+/// checked as `verify` says, against the system roots and `ca_file`.
+pub fn client_config(verify: Verify, ca_file: Option<&str>) -> Result<ClientConfig, TlsSetupError> {
     let provider = provider();
     let builder =
         ClientConfig::builder_with_provider(provider.clone()).with_safe_default_protocol_versions()?;
@@ -167,5 +173,5 @@ pub fn connector(verify: Verify, ca_file: Option<&str>) -> Result<MakeRustlsConn
             builder.with_webpki_verifier(webpki).with_no_client_auth()
         }
     };
-    Ok(MakeRustlsConnect::new(config))
+    Ok(config)
 }

@@ -2,6 +2,7 @@
 #![allow(dead_code, clippy::unwrap_used)]
 
 pub mod online;
+pub mod tls;
 pub mod view_rows;
 
 use mssql_pg_worker::mssql::connect::{Encryption, MssqlEndpoint, TdsClient};
