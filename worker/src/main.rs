@@ -311,14 +311,15 @@ async fn local_online(common: &Common, step: OnlineStep, out: &Out) -> anyhow::R
                 Display::Bars
             };
             let started = Instant::now();
-            use mssql_pg_worker::online::reverse;
             let reverse = doc.spec.cutover.reverse;
             let result = match &engine {
                 OnlineEngine::PgToMssql(e) if reverse => {
-                    reverse::run_pg_to_mssql(e, &online, display, &mut OutEvents(out)).await
+                    online_run::run_and_stream_back_pg_to_mssql(e, &online, display, &mut OutEvents(out))
+                        .await
                 }
                 OnlineEngine::MssqlToPg(e) if reverse => {
-                    reverse::run_mssql_to_pg(e, &online, display, &mut OutEvents(out)).await
+                    online_run::run_and_stream_back_mssql_to_pg(e, &online, display, &mut OutEvents(out))
+                        .await
                 }
                 OnlineEngine::PgToMssql(e) => {
                     online_run::run_pg_to_mssql(e, &online, display, &mut OutEvents(out)).await

@@ -15,9 +15,11 @@
 //!   [`state_pg`]);
 //! - the batching ([`batch`]), the stream loop with its positions, heartbeats and the cutover's
 //!   fence ([`stream`]), shared by both directions;
-//! - the commands around them: `run` with `online.enabled`, `cutover` and `status` ([`run`]);
-//! - streaming back after the cutover, `cutover.reverse`: the other direction's pairing, anchored
-//!   during the cutover, with its state in the original source ([`reverse`]).
+//! - the commands around them: `run` with `online.enabled`, `cutover` and `status` ([`run`]),
+//!   on top of streaming back after the cutover, `cutover.reverse`: the other direction's
+//!   pairing, anchored during the cutover, with its state in the original source ([`reverse`]);
+//!   what both kinds of stream share (output, retries, the cutover request, the status) is in
+//!   [`command`].
 
 pub mod apply_mssql;
 pub mod apply_pg;
@@ -25,6 +27,7 @@ pub mod batch;
 pub mod capture_mssql;
 pub mod capture_pg;
 pub mod capture_pg_stream;
+pub mod command;
 pub mod pgoutput;
 pub mod reverse;
 pub mod run;

@@ -20,7 +20,7 @@ use super::apply_mssql::MssqlApply;
 use super::apply_pg::PgApply;
 use super::capture_mssql::{self, CtTable, MssqlCapture};
 use super::capture_pg::{self, CaptureTable, PgCapture, PgConverter, SlotNames};
-use super::run::{self, Events, Status};
+use super::command::{self, Events, Status};
 use super::state::{OnlineRow, OnlineState};
 use super::stream::{self, CutoverReport, Finish, StreamStatus};
 use super::{Capture, CutoverState, OnlineError, OnlineOptions, Position};
@@ -31,7 +31,6 @@ use crate::options::{Mode, Options};
 use crate::pg_to_mssql::PgToMssqlEngine;
 use crate::plan::mssql_to_pg::{Plan, TablePlan};
 use crate::plan::pg_to_mssql::{PgToMssqlPlan, PgToMssqlTablePlan};
-use crate::progress::Display;
 use crate::schema::mssql_to_pg_types::{PgType, quote_mssql, quote_pg};
 use crate::schema::pg_model::PgColumn;
 use crate::schema::pg_to_mssql_types::{Decode, MsType};
@@ -395,40 +394,6 @@ async fn stream_to_mssql_once(
     .await
 }
 
-/// `run` with `cutover.reverse`, SQL Server -> PostgreSQL: the online migration up to its
-/// cutover (unless it cut over already), then the reverse stream until going back succeeds.
-pub async fn run_mssql_to_pg(
-    engine: &MssqlToPgEngine,
-    online: &OnlineOptions,
-    display: Display,
-    events: &mut dyn Events,
-) -> Result<CutoverReport, OnlineError> {
-    let key = stream_key(&engine.options.migration);
-    let forward = engine
-        .target
-        .connect()
-        .await?
-        .load(&engine.options.migration)
-        .await?;
-    if !is_done(forward.as_ref()) {
-        run::run_mssql_to_pg(engine, online, display, events).await?;
-    }
-    let plan = engine.stored_plan().await?;
-    let reverse = engine.source.connect().await?.load(&key).await?;
-    if reverse.is_none() {
-        return Err(not_streaming_back(&engine.options.migration));
-    }
-    if let Some(back) = went_back(reverse) {
-        return Ok(back);
-    }
-    events.event(
-        serde_json::json!({"event": "reversing", "stream": key}),
-        "streaming the target's changes back to the source (go back with `cutover --go-back -f FILE`)\n"
-            .into(),
-    );
-    stream_back_mssql_to_pg(engine, online, &plan, events).await
-}
-
 /// Streams the target's changes back from the position the source stores until going back
 /// succeeds, resuming after transient failures.
 pub async fn stream_back_mssql_to_pg(
@@ -457,10 +422,10 @@ pub async fn stream_back_mssql_to_pg(
 pub async fn go_back_mssql_to_pg(
     engine: &MssqlToPgEngine,
     wait: Duration,
-) -> Result<run::CutoverAnswer, OnlineError> {
+) -> Result<command::CutoverAnswer, OnlineError> {
     let mut ms = engine.source.connect().await?;
     let key = stream_key(&engine.options.migration);
-    run::cutover(&mut ms, &key, wait, super::pgoutput::lsn_text).await
+    command::cutover(&mut ms, &key, wait, super::pgoutput::lsn_text).await
 }
 
 /// Stops the reverse stream for good: a process still streaming is fenced out, and the slot and
@@ -725,40 +690,6 @@ async fn stream_to_pg_once(
     .await
 }
 
-/// `run` with `cutover.reverse`, PostgreSQL -> SQL Server: the online migration up to its
-/// cutover (unless it cut over already), then the reverse stream until going back succeeds.
-pub async fn run_pg_to_mssql(
-    engine: &PgToMssqlEngine,
-    online: &OnlineOptions,
-    display: Display,
-    events: &mut dyn Events,
-) -> Result<CutoverReport, OnlineError> {
-    let key = stream_key(&engine.options.migration);
-    let forward = engine
-        .target
-        .connect()
-        .await?
-        .load(&engine.options.migration)
-        .await?;
-    if !is_done(forward.as_ref()) {
-        run::run_pg_to_mssql(engine, online, display, events).await?;
-    }
-    let plan = engine.stored_plan().await?;
-    let reverse = engine.source.connect().await?.load(&key).await?;
-    if reverse.is_none() {
-        return Err(not_streaming_back(&engine.options.migration));
-    }
-    if let Some(back) = went_back(reverse) {
-        return Ok(back);
-    }
-    events.event(
-        serde_json::json!({"event": "reversing", "stream": key}),
-        "streaming the target's changes back to the source (go back with `cutover --go-back -f FILE`)\n"
-            .into(),
-    );
-    stream_back_pg_to_mssql(engine, online, &plan, events).await
-}
-
 /// Streams the target's changes back from the position the source stores until going back
 /// succeeds, resuming after transient failures.
 pub async fn stream_back_pg_to_mssql(
@@ -787,10 +718,10 @@ pub async fn stream_back_pg_to_mssql(
 pub async fn go_back_pg_to_mssql(
     engine: &PgToMssqlEngine,
     wait: Duration,
-) -> Result<run::CutoverAnswer, OnlineError> {
+) -> Result<command::CutoverAnswer, OnlineError> {
     let mut pg = engine.source.connect().await?;
     let key = stream_key(&engine.options.migration);
-    run::cutover(&mut pg, &key, wait, <MssqlCapture as Capture>::position_text).await
+    command::cutover(&mut pg, &key, wait, <MssqlCapture as Capture>::position_text).await
 }
 
 /// Stops the reverse stream for good: a process still streaming is fenced out, and what the
@@ -837,7 +768,7 @@ pub async fn status_pg_to_mssql(engine: &PgToMssqlEngine) -> Result<Option<Statu
 // Both directions.
 
 /// A migration cut over whose reverse stream is not in the source's state.
-fn not_streaming_back(migration: &str) -> OnlineError {
+pub(super) fn not_streaming_back(migration: &str) -> OnlineError {
     OnlineError::Setup(format!(
         "migration {migration} is cut over and no reverse stream is anchored for it in the source (stopped with \
          `stop-reverse`, or cut over without cutover.reverse): nothing streams back; the target holds the data. \
@@ -845,12 +776,12 @@ fn not_streaming_back(migration: &str) -> OnlineError {
     ))
 }
 
-fn is_done(row: Option<&OnlineRow>) -> bool {
+pub(super) fn is_done(row: Option<&OnlineRow>) -> bool {
     row.is_some_and(|r| r.cutover_state.as_deref() == Some(CutoverState::Done.as_str()))
 }
 
 /// The report of a reverse stream that went back already (a `run` started again afterwards).
-fn went_back(row: Option<OnlineRow>) -> Option<CutoverReport> {
+pub(super) fn went_back(row: Option<OnlineRow>) -> Option<CutoverReport> {
     let row = row.filter(|r| is_done(Some(r)))?;
     Some(CutoverReport {
         event: "cutover",
@@ -874,8 +805,8 @@ async fn again(
     started: Instant,
     e: &OnlineError,
 ) -> bool {
-    *attempt = run::attempt_after(*attempt, started);
-    run::again(retry, *attempt, e, false).await
+    *attempt = command::attempt_after(*attempt, started);
+    command::again(retry, *attempt, e, false).await
 }
 
 /// The stream's status as `run` prints it while streaming back, at most once a second.
