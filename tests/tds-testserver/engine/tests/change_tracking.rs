@@ -511,3 +511,64 @@ fn the_commit_table_has_one_row_per_committed_version_with_its_time() {
         Value::Null
     );
 }
+
+/// A statement of thousands of rows inside a transaction (written many rows to a SQLite
+/// statement): every row changed once, under the transaction's one version; a statement that
+/// breaks a constraint in a later batch names the row's value and leaves none of its rows.
+#[test]
+fn a_large_statement_in_a_transaction_changes_every_row_once_or_none() {
+    let (_e, mut s) = session();
+    exec(
+        &mut s,
+        "ALTER DATABASE CURRENT SET CHANGE_TRACKING = ON; \
+         CREATE TABLE u (id int PRIMARY KEY, a int NOT NULL UNIQUE, b int NULL); \
+         ALTER TABLE u ENABLE CHANGE_TRACKING;",
+    );
+    for start in (0..2500).step_by(500) {
+        let values: Vec<String> = (start + 1..=start + 500).map(|i| format!("({i}, {i}, NULL)")).collect();
+        exec(&mut s, &format!("INSERT INTO u VALUES {}", values.join(", ")));
+    }
+    let last = current(&mut s).unwrap();
+    exec(
+        &mut s,
+        "BEGIN TRANSACTION; UPDATE u SET b = id * 2 WHERE id <= 2400; DELETE FROM u WHERE id > 2100 AND id <= 2400;",
+    );
+    // Row 1700 (the second batch of the statement) takes row 2500's a.
+    let e = error(
+        &mut s,
+        "UPDATE u SET b = -1, a = CASE WHEN id = 1700 THEN 2500 ELSE a END WHERE id <= 2000",
+    );
+    assert_eq!(e.number, 2627, "{}", e.message);
+    assert!(e.message.contains("(2500)"), "{}", e.message);
+    exec(&mut s, "COMMIT TRANSACTION");
+    let (_, rows) = query(
+        &mut s,
+        "SELECT COUNT(*), SUM(CAST(b AS bigint)), SUM(CASE WHEN b = -1 THEN 1 ELSE 0 END) FROM u",
+    );
+    assert_eq!(int(&rows[0][0]), Some(2200));
+    let expected_b: i64 = (1..=2100).map(|i| i * 2).sum();
+    assert_eq!(int(&rows[0][1]), Some(expected_b));
+    assert_eq!(int(&rows[0][2]), Some(0), "none of the failed statement's rows stay");
+    let (_, rows) = query(
+        &mut s,
+        &format!(
+            "SELECT SYS_CHANGE_OPERATION, COUNT(*), MIN(SYS_CHANGE_VERSION), MAX(SYS_CHANGE_VERSION) \
+             FROM CHANGETABLE(CHANGES u, {last}) AS ct GROUP BY SYS_CHANGE_OPERATION ORDER BY SYS_CHANGE_OPERATION"
+        ),
+    );
+    let seen: Vec<(String, Option<i64>, Option<i64>, Option<i64>)> = rows
+        .iter()
+        .map(|r| {
+            let op = match &r[0] {
+                Value::String(s) => s.clone(),
+                other => panic!("{other:?}"),
+            };
+            (op, int(&r[1]), int(&r[2]), int(&r[3]))
+        })
+        .collect();
+    let v = Some(last + 1);
+    assert_eq!(
+        seen,
+        vec![("D".to_string(), Some(300), v, v), ("U".to_string(), Some(2100), v, v)]
+    );
+}

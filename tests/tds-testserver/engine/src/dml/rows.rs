@@ -1,5 +1,6 @@
-//! Writing rows, which every DML statement ends in: inserted, updated or deleted one by one
-//! with cached prepared statements, so a constraint error names the row that broke it.
+//! Writing rows, which every DML statement ends in, with cached prepared statements: inserted
+//! one by one, updated and deleted many to a statement; a constraint error names the row that
+//! broke it.
 
 use crate::ast::{object_parts, quote};
 use crate::catalog::RowWriteByName;
@@ -140,28 +141,25 @@ pub(crate) fn insert_rows(
 }
 
 /// Applies updates: each row is [rowid, values for `cols`...].
+///
+/// The rows are written many to a SQLite statement. Inside a transaction every SQLite
+/// statement of a table with triggers (Change Tracking's) opens a statement journal and
+/// truncates the savepoint journal when it ends, walking it from its start: one statement a
+/// row made a long transaction's UPDATE quadratic in its rows. A batch that fails is written
+/// again row by row, so the error names the row that broke it.
 pub(super) fn update_rows(
     cx: &mut State,
     meta: &TableMeta,
     cols: &[usize],
     rows: Vec<Vec<Stored>>,
 ) -> Result<u64, Fail> {
-    let rv = meta.def.columns.iter().find(|c| c.ty == SqlType::RowVersion);
-    let rv_set = rv
-        .map(|c| format!(", {} = ?{}", quote(&c.name), cols.len() + 2))
-        .unwrap_or_default();
-    let sql = format!(
-        "UPDATE {} SET {}{rv_set} WHERE rowid = ?{}",
-        meta.sqlite_sql(),
-        cols.iter()
-            .enumerate()
-            .map(|(k, i)| format!("{} = ?{}", quote(&meta.def.columns[*i].name), k + 1))
-            .collect::<Vec<_>>()
-            .join(", "),
-        cols.len() + 1
-    );
+    let rv = meta.def.columns.iter().position(|c| c.ty == SqlType::RowVersion);
+    let mut written: Vec<usize> = cols.to_vec();
+    written.extend(rv);
     let mut seen = std::collections::HashSet::new();
     let mut count = 0u64;
+    let per_statement = rows_per_statement(written.len() + 1);
+    let mut batch: Vec<(i64, Vec<Stored>)> = Vec::with_capacity(per_statement.min(rows.len()));
     for row in rows {
         let Some(Stored::Integer(rowid)) = row.first().cloned() else {
             continue;
@@ -169,7 +167,7 @@ pub(super) fn update_rows(
         if !seen.insert(rowid) {
             continue;
         }
-        let mut values = Vec::with_capacity(cols.len());
+        let mut values = Vec::with_capacity(written.len());
         for (v, ci) in row[1..].iter().zip(cols.iter()) {
             values.push(column_values::column_value(
                 &cx.db,
@@ -179,28 +177,17 @@ pub(super) fn update_rows(
             )?);
         }
         constraints::check_rowid_key(&cx.db, meta, cols, &values, Verb::Update)?;
-        let mut stmt = cx.db.conn.prepare_cached(&sql)?;
-        for (i, v) in values.iter().enumerate() {
-            stmt.raw_bind_parameter(i + 1, v)?;
-        }
-        stmt.raw_bind_parameter(cols.len() + 1, rowid)?;
         if rv.is_some() {
-            stmt.raw_bind_parameter(cols.len() + 2, cx.db.engine.next_rowversion())?;
+            values.push(Stored::Blob(cx.db.engine.next_rowversion()));
         }
-        if let Err(e) = stmt.raw_execute() {
-            drop(stmt);
-            return Err(constraints::constraint_error_at(
-                &cx.db,
-                meta,
-                &e,
-                cols,
-                &values,
-                Verb::Update,
-                Some(rowid),
-            )
-            .into());
+        batch.push((rowid, values));
+        if batch.len() == per_statement {
+            count += update_batch(cx, meta, &written, cols, &batch)?;
+            batch.clear();
         }
-        count += 1;
+    }
+    if !batch.is_empty() {
+        count += update_batch(cx, meta, &written, cols, &batch)?;
     }
     let names: Vec<&str> = cols.iter().map(|i| meta.def.columns[*i].name.as_str()).collect();
     counters::rows_written(
@@ -214,24 +201,117 @@ pub(super) fn update_rows(
     Ok(count)
 }
 
-pub(super) fn delete_rowids(cx: &mut State, meta: &TableMeta, rowids: &[i64]) -> Result<u64, Fail> {
-    let sql = format!("DELETE FROM {} WHERE rowid = ?1", meta.sqlite_sql());
-    let mut count = 0u64;
-    for id in rowids {
+/// Rows a statement carries: SQLite binds at most 32,766 parameters.
+fn rows_per_statement(params_per_row: usize) -> usize {
+    (30_000 / params_per_row.max(1)).clamp(1, 1_000)
+}
+
+/// `UPDATE ... FROM (VALUES ...)` of a batch: `written` are the columns set (the statement's
+/// columns, then a rowversion's), each row's values aligned with them; `cols` the statement's,
+/// for the error's message.
+fn update_batch(
+    cx: &mut State,
+    meta: &TableMeta,
+    written: &[usize],
+    cols: &[usize],
+    batch: &[(i64, Vec<Stored>)],
+) -> Result<u64, Fail> {
+    let width = written.len() + 1;
+    let set = written
+        .iter()
+        .enumerate()
+        .map(|(k, i)| format!("{} = [__v].[column{}]", quote(&meta.def.columns[*i].name), k + 2))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let sql = format!(
+        "UPDATE {} AS [__t] SET {set} FROM (VALUES {}) AS [__v] WHERE [__t].rowid = [__v].[column1]",
+        meta.sqlite_sql(),
+        values_list(batch.len(), width)
+    );
+    let result = {
         let mut stmt = cx.db.conn.prepare_cached(&sql)?;
-        stmt.raw_bind_parameter(1, id)?;
-        match stmt.raw_execute() {
+        let mut p = 1;
+        for (rowid, values) in batch {
+            stmt.raw_bind_parameter(p, rowid)?;
+            for v in values {
+                stmt.raw_bind_parameter(p + 1, v)?;
+                p += 1;
+            }
+            p += 1;
+        }
+        stmt.raw_execute()
+    };
+    if result.is_ok() {
+        return Ok(batch.len() as u64);
+    }
+    // Again one by one, for the row the error names.
+    let one = format!(
+        "UPDATE {} SET {} WHERE rowid = ?{}",
+        meta.sqlite_sql(),
+        written
+            .iter()
+            .enumerate()
+            .map(|(k, i)| format!("{} = ?{}", quote(&meta.def.columns[*i].name), k + 1))
+            .collect::<Vec<_>>()
+            .join(", "),
+        width
+    );
+    for (rowid, values) in batch {
+        let mut stmt = cx.db.conn.prepare_cached(&one)?;
+        for (i, v) in values.iter().enumerate() {
+            stmt.raw_bind_parameter(i + 1, v)?;
+        }
+        stmt.raw_bind_parameter(width, rowid)?;
+        if let Err(e) = stmt.raw_execute() {
+            drop(stmt);
+            let stated = &values[..cols.len()];
+            return Err(
+                constraints::constraint_error_at(&cx.db, meta, &e, cols, stated, Verb::Update, Some(*rowid))
+                    .into(),
+            );
+        }
+    }
+    match result {
+        Ok(_) => Ok(batch.len() as u64),
+        Err(e) => Err(constraints::constraint_error_at(&cx.db, meta, &e, cols, &[], Verb::Update, None).into()),
+    }
+}
+
+/// `(?,?),(?,?)...`: `rows` rows of `width` parameters.
+fn values_list(rows: usize, width: usize) -> String {
+    let row = format!("({})", vec!["?"; width].join(","));
+    vec![row; rows].join(",")
+}
+
+/// Deletes rows by rowid, many to a statement (see [`update_rows`]); a batch that fails is
+/// deleted again row by row, so the error names the row.
+pub(super) fn delete_rowids(cx: &mut State, meta: &TableMeta, rowids: &[i64]) -> Result<u64, Fail> {
+    let mut count = 0u64;
+    for batch in rowids.chunks(rows_per_statement(1)) {
+        let sql = format!(
+            "DELETE FROM {} WHERE rowid IN ({})",
+            meta.sqlite_sql(),
+            vec!["?"; batch.len()].join(",")
+        );
+        let result = {
+            let mut stmt = cx.db.conn.prepare_cached(&sql)?;
+            for (i, id) in batch.iter().enumerate() {
+                stmt.raw_bind_parameter(i + 1, id)?;
+            }
+            stmt.raw_execute()
+        };
+        match result {
             Ok(n) => count += n as u64,
-            Err(e) => {
-                drop(stmt);
+            Err(batch_error) => {
+                delete_one_by_one(cx, meta, batch)?;
                 return Err(constraints::constraint_error_at(
                     &cx.db,
                     meta,
-                    &e,
+                    &batch_error,
                     &[],
                     &[],
                     Verb::Delete,
-                    Some(*id),
+                    None,
                 )
                 .into());
             }
@@ -239,6 +319,21 @@ pub(super) fn delete_rowids(cx: &mut State, meta: &TableMeta, rowids: &[i64]) ->
     }
     counters::rows_written(&cx.db, meta.object_id, RowWriteByName::Deleted(count));
     Ok(count)
+}
+
+fn delete_one_by_one(cx: &mut State, meta: &TableMeta, rowids: &[i64]) -> Result<(), Fail> {
+    let sql = format!("DELETE FROM {} WHERE rowid = ?1", meta.sqlite_sql());
+    for id in rowids {
+        let mut stmt = cx.db.conn.prepare_cached(&sql)?;
+        stmt.raw_bind_parameter(1, id)?;
+        if let Err(e) = stmt.raw_execute() {
+            drop(stmt);
+            return Err(
+                constraints::constraint_error_at(&cx.db, meta, &e, &[], &[], Verb::Delete, Some(*id)).into(),
+            );
+        }
+    }
+    Ok(())
 }
 
 /// SQL Server would run the table's trigger for this statement; the test server stores
