@@ -168,22 +168,27 @@ fn merge_action(meta: &TableMeta, action: &MergeAction) -> Result<Option<(MergeP
 
 /// Applies a MERGE: `actions` are, per clause group (0 matched, 1 not matched by target,
 /// 2 not matched by source), the rows the group's SELECT returned: the target's rowid, then
-/// each clause's predicate and values.
+/// each clause's predicate and values. Each row takes its first clause whose predicate holds;
+/// the rows are then written a clause at a time, deletes first, then updates, then inserts
+/// (a MERGE is one set-based statement, so no row sees another's write), many rows to a
+/// SQLite statement.
 fn apply_merge(
     s: &mut State,
     meta: &TableMeta,
     actions: Vec<(usize, Vec<Vec<Stored>>)>,
     groups: [&Vec<MergeClause>; 3],
 ) -> Result<u64, Fail> {
-    let mut count = 0u64;
     let mut touched = std::collections::HashSet::new();
+    let mut deletes: Vec<i64> = Vec::new();
+    let mut updates: Vec<(&[usize], Vec<Vec<Stored>>)> = Vec::new();
+    let mut inserts: Vec<(&[usize], Vec<Vec<Stored>>)> = Vec::new();
     for (g, rows) in actions {
         let clauses = groups[g];
         for row in rows {
             let mut pos = 1;
             for (_, plan, exprs) in clauses.iter() {
                 let hit = matches!(row.get(pos), Some(Stored::Integer(1)));
-                let vals: Vec<Stored> = row[pos + 1..pos + 1 + exprs.len()].to_vec();
+                let values = pos + 1..pos + 1 + exprs.len();
                 pos += 1 + exprs.len();
                 if !hit {
                     continue;
@@ -195,28 +200,50 @@ fn apply_merge(
                 {
                     return Err(SqlError::new(8672, 16, "The MERGE statement attempted to UPDATE or DELETE the same row more than once. This happens when a target row matches more than one source row. A MERGE statement cannot UPDATE/DELETE the same row of the target table multiple times. Refine the ON clause to ensure a target row matches at most one source row, or use the GROUP BY clause to group the source rows.").into());
                 }
-                count += match plan {
+                match plan {
                     MergePlan::Update(cols) => {
                         let mut r = vec![rowid];
-                        r.extend(vals);
-                        update_rows(s, meta, cols, vec![r])?
+                        r.extend_from_slice(&row[values]);
+                        clause_rows(&mut updates, cols).push(r);
                     }
-                    MergePlan::Delete => match rowid {
-                        Stored::Integer(r) => delete_rowids(s, meta, &[r])?,
-                        _ => 0,
-                    },
-                    MergePlan::Insert(cols) => {
-                        let (n, ident) = insert_rows(s, meta, cols, vec![vals])?;
-                        if ident.is_some() {
-                            s.vars.globals.identity = ident;
-                            s.vars.globals.scope_identity = ident;
+                    MergePlan::Delete => {
+                        if let Stored::Integer(r) = rowid {
+                            deletes.push(r);
                         }
-                        n
                     }
-                };
+                    MergePlan::Insert(cols) => clause_rows(&mut inserts, cols).push(row[values].to_vec()),
+                }
                 break;
             }
         }
     }
+    let mut count = delete_rowids(s, meta, &deletes)?;
+    for (cols, rows) in updates {
+        count += update_rows(s, meta, cols, rows)?;
+    }
+    for (cols, rows) in inserts {
+        let (n, ident) = insert_rows(s, meta, cols, rows)?;
+        if ident.is_some() {
+            s.vars.globals.identity = ident;
+            s.vars.globals.scope_identity = ident;
+        }
+        count += n;
+    }
     Ok(count)
+}
+
+/// The rows gathered for the clause that writes `cols` (clauses are told apart by their
+/// column list's address: each clause owns its own).
+fn clause_rows<'a, 'g>(
+    gathered: &'g mut Vec<(&'a [usize], Vec<Vec<Stored>>)>,
+    cols: &'a [usize],
+) -> &'g mut Vec<Vec<Stored>> {
+    let at = match gathered.iter().position(|(c, _)| std::ptr::eq(*c, cols)) {
+        Some(i) => i,
+        None => {
+            gathered.push((cols, Vec::new()));
+            gathered.len() - 1
+        }
+    };
+    &mut gathered[at].1
 }

@@ -1,6 +1,5 @@
-//! Writing rows, which every DML statement ends in, with cached prepared statements: inserted
-//! one by one, updated and deleted many to a statement; a constraint error names the row that
-//! broke it.
+//! Writing rows, which every DML statement ends in: many rows to a cached prepared SQLite
+//! statement; a constraint error names the row that broke it.
 
 use crate::ast::{object_parts, quote};
 use crate::catalog::RowWriteByName;
@@ -82,24 +81,12 @@ pub(crate) fn insert_rows(
     if let Some(i) = rv {
         all_cols.push(i);
     }
-    let sql = format!(
-        "INSERT INTO {} ({}) VALUES ({})",
-        meta.sqlite_sql(),
-        all_cols
-            .iter()
-            .map(|i| quote(&meta.def.columns[*i].name))
-            .collect::<Vec<_>>()
-            .join(", "),
-        (1..=all_cols.len())
-            .map(|i| format!("?{i}"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
+    let per_statement = rows_per_statement(all_cols.len());
+    let mut batch: Vec<Vec<Stored>> = Vec::new();
     let mut count = 0u64;
     let mut last_identity = None;
-    let mut values: Vec<Stored> = Vec::with_capacity(all_cols.len());
     for row in rows {
-        values.clear();
+        let mut values: Vec<Stored> = Vec::with_capacity(all_cols.len());
         for (v, ci) in row.iter().zip(cols.iter()) {
             values.push(column_values::column_value(
                 &cx.db,
@@ -124,20 +111,73 @@ pub(crate) fn insert_rows(
             values.push(Stored::Blob(cx.db.engine.next_rowversion()));
         }
         constraints::check_rowid_key(&cx.db, meta, &all_cols, &values, Verb::Insert)?;
+        batch.push(values);
+        if batch.len() == per_statement {
+            count += insert_batch(cx, meta, &all_cols, &batch)?;
+            batch.clear();
+        }
+    }
+    if !batch.is_empty() {
+        count += insert_batch(cx, meta, &all_cols, &batch)?;
+    }
+    counters::rows_written(&cx.db, meta.object_id, RowWriteByName::Inserted(count));
+    Ok((count, last_identity))
+}
+
+/// A multi-row `INSERT ... RETURNING rowid` of a batch (see [`update_rows`]); the rowids go to
+/// the batch's `last_rowids` (OUTPUT reads the rows back by them). A batch that fails is
+/// inserted again row by row, so the error names the row.
+fn insert_batch(cx: &mut State, meta: &TableMeta, cols: &[usize], batch: &[Vec<Stored>]) -> Result<u64, Fail> {
+    let names = cols
+        .iter()
+        .map(|i| quote(&meta.def.columns[*i].name))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let sql = format!(
+        "INSERT INTO {} ({names}) VALUES {} RETURNING rowid",
+        meta.sqlite_sql(),
+        values_list(batch.len(), cols.len())
+    );
+    let result = (|| -> rusqlite::Result<Vec<i64>> {
         let mut stmt = cx.db.conn.prepare_cached(&sql)?;
+        let mut p = 1;
+        for v in batch.iter().flatten() {
+            stmt.raw_bind_parameter(p, v)?;
+            p += 1;
+        }
+        let mut rows = stmt.raw_query();
+        let mut ids = Vec::with_capacity(batch.len());
+        while let Some(r) = rows.next()? {
+            ids.push(r.get(0)?);
+        }
+        Ok(ids)
+    })();
+    match result {
+        Ok(ids) => {
+            cx.batch.last_rowids.extend(ids);
+            return Ok(batch.len() as u64);
+        }
+        Err(e) if !matches!(e, rusqlite::Error::SqliteFailure(..)) => return Err(e.into()),
+        Err(_) => {}
+    }
+    // Again one by one, for the row the error names.
+    let one = format!(
+        "INSERT INTO {} ({names}) VALUES {}",
+        meta.sqlite_sql(),
+        values_list(1, cols.len())
+    );
+    for values in batch {
+        let mut stmt = cx.db.conn.prepare_cached(&one)?;
         for (i, v) in values.iter().enumerate() {
             stmt.raw_bind_parameter(i + 1, v)?;
         }
         if let Err(e) = stmt.raw_execute() {
-            return Err(
-                constraints::constraint_error(&cx.db, meta, &e, &all_cols, &values, Verb::Insert).into(),
-            );
+            drop(stmt);
+            return Err(constraints::constraint_error(&cx.db, meta, &e, cols, values, Verb::Insert).into());
         }
         cx.batch.last_rowids.push(cx.db.conn.last_insert_rowid());
-        count += 1;
     }
-    counters::rows_written(&cx.db, meta.object_id, RowWriteByName::Inserted(count));
-    Ok((count, last_identity))
+    Ok(batch.len() as u64)
 }
 
 /// Applies updates: each row is [rowid, values for `cols`...].
@@ -241,8 +281,10 @@ fn update_batch(
         }
         stmt.raw_execute()
     };
-    if result.is_ok() {
-        return Ok(batch.len() as u64);
+    match result {
+        Ok(_) => return Ok(batch.len() as u64),
+        Err(e) if !matches!(e, rusqlite::Error::SqliteFailure(..)) => return Err(e.into()),
+        Err(_) => {}
     }
     // Again one by one, for the row the error names.
     let one = format!(
@@ -271,10 +313,7 @@ fn update_batch(
             );
         }
     }
-    match result {
-        Ok(_) => Ok(batch.len() as u64),
-        Err(e) => Err(constraints::constraint_error_at(&cx.db, meta, &e, cols, &[], Verb::Update, None).into()),
-    }
+    Ok(batch.len() as u64)
 }
 
 /// `(?,?),(?,?)...`: `rows` rows of `width` parameters.
@@ -300,40 +339,33 @@ pub(super) fn delete_rowids(cx: &mut State, meta: &TableMeta, rowids: &[i64]) ->
             }
             stmt.raw_execute()
         };
-        match result {
-            Ok(n) => count += n as u64,
-            Err(batch_error) => {
-                delete_one_by_one(cx, meta, batch)?;
-                return Err(constraints::constraint_error_at(
-                    &cx.db,
-                    meta,
-                    &batch_error,
-                    &[],
-                    &[],
-                    Verb::Delete,
-                    None,
-                )
-                .into());
-            }
-        }
+        count += match result {
+            Ok(n) => n as u64,
+            Err(e) if !matches!(e, rusqlite::Error::SqliteFailure(..)) => return Err(e.into()),
+            Err(_) => delete_one_by_one(cx, meta, batch)?,
+        };
     }
     counters::rows_written(&cx.db, meta.object_id, RowWriteByName::Deleted(count));
     Ok(count)
 }
 
-fn delete_one_by_one(cx: &mut State, meta: &TableMeta, rowids: &[i64]) -> Result<(), Fail> {
+fn delete_one_by_one(cx: &mut State, meta: &TableMeta, rowids: &[i64]) -> Result<u64, Fail> {
     let sql = format!("DELETE FROM {} WHERE rowid = ?1", meta.sqlite_sql());
+    let mut count = 0;
     for id in rowids {
         let mut stmt = cx.db.conn.prepare_cached(&sql)?;
         stmt.raw_bind_parameter(1, id)?;
-        if let Err(e) = stmt.raw_execute() {
-            drop(stmt);
-            return Err(
-                constraints::constraint_error_at(&cx.db, meta, &e, &[], &[], Verb::Delete, Some(*id)).into(),
-            );
+        match stmt.raw_execute() {
+            Ok(n) => count += n as u64,
+            Err(e) => {
+                drop(stmt);
+                return Err(
+                    constraints::constraint_error_at(&cx.db, meta, &e, &[], &[], Verb::Delete, Some(*id)).into(),
+                );
+            }
         }
     }
-    Ok(())
+    Ok(count)
 }
 
 /// SQL Server would run the table's trigger for this statement; the test server stores
