@@ -93,6 +93,10 @@ enum Command {
     /// highest write rate whose lag stays bounded, lag median and p99 at a steady rate, the
     /// streaming process's peak memory with one huge source transaction, the cutover's downtime.
     Online(harness::online::OnlineArgs),
+    /// The online mode (issue 30) on Microsoft's AdventureWorks sample: streamed whole to
+    /// PostgreSQL under a steady writer and cut over, then back into a fresh SQL Server the same
+    /// way: lag and the cutover's downtime with 71 tables.
+    OnlineAdventureWorks(harness::online_aw::OnlineAwArgs),
     /// Issue 30: a `pgoutput` slot read by the slot SQL functions (peek + advance, as the worker)
     /// and by the streaming replication protocol (pgwire-replication), --runs times each: changes/s
     /// decoded, the reader's peak RSS and CPU, the PostgreSQL backend's CPU.
@@ -128,6 +132,7 @@ async fn main() -> Result<()> {
         Command::AdventureWorks(args) => harness::adventure_works::run(args, command).await?,
         Command::VerifyCost(args) => harness::verify_cost::run(args, command).await?,
         Command::Online(args) => harness::online::run(args, command).await?,
+        Command::OnlineAdventureWorks(args) => harness::online_aw::run(args, command).await?,
         Command::PgDecode(args) => harness::pg_decode::run(args, command).await?,
         Command::PgDecodeRead(args) => harness::pg_decode::read(args).await?,
         Command::Counts { data } => {

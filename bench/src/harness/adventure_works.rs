@@ -39,13 +39,13 @@ pub struct AdventureWorksArgs {
 }
 
 /// What the install script did.
-struct Loaded {
-    batches: usize,
-    refused: Vec<String>,
-    seconds: f64,
-    tables: usize,
-    schemas: usize,
-    rows: u64,
+pub(super) struct Loaded {
+    pub(super) batches: usize,
+    pub(super) refused: Vec<String>,
+    pub(super) seconds: f64,
+    pub(super) tables: usize,
+    pub(super) schemas: usize,
+    pub(super) rows: u64,
 }
 
 pub async fn run(args: AdventureWorksArgs, command: String) -> Result<()> {
@@ -144,7 +144,7 @@ pub async fn run(args: AdventureWorksArgs, command: String) -> Result<()> {
 
 /// Runs `instawdb.sql` batch by batch, as sqlcmd does (a refused batch is reported and the
 /// script goes on), then counts what it loaded.
-async fn load(source: &TdsServer, aw_dir: &std::path::Path) -> Result<Loaded> {
+pub(super) async fn load(source: &TdsServer, aw_dir: &std::path::Path) -> Result<Loaded> {
     let script_path = aw_dir.join("instawdb.sql");
     let script = std::fs::read_to_string(&script_path)
         .with_context(|| format!("reading {}", script_path.display()))?;

@@ -3,13 +3,16 @@
 //! `bench shapes`: issue 3's 1M-row mixed-type and 10M-row narrow tables, and
 //! `bench adventure-works`: Microsoft's AdventureWorks sample migrated whole, both ways, and
 //! `bench verify-cost`: `verify: checksum` against `verify: none`, both ways, and
-//! `bench online`: the online mode's apply rate, lag, memory and cutover downtime, both ways.
+//! `bench online`: the online mode's apply rate, lag, memory and cutover downtime, both ways, and
+//! `bench online-adventure-works`: the online mode's lag and cutover on the AdventureWorks sample.
 
 pub mod adventure_works;
 mod chart;
 mod limits;
 mod numbers;
 pub mod online;
+pub mod online_aw;
+mod online_run;
 mod pg_cpu;
 pub mod pg_decode;
 mod report;

@@ -6,15 +6,14 @@
 //! split into drain, finalize and verification.
 
 use std::fmt::Write as _;
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 
+use super::online_run::{Conn, Running, catch_up, cutover, mib, pct, signal};
 use super::report::{self, fmt_int};
 use super::services::{Postgres, TdsServer};
 use super::worker::{Direction, Mode, credentials, migration_yaml};
@@ -48,6 +47,11 @@ pub struct OnlineArgs {
     pub steady_rate: u64,
     #[arg(long, default_value_t = 60)]
     pub steady_seconds: u64,
+    /// Seconds the writers write as fast as they can while the streaming process is stopped
+    /// (SIGSTOP); the rate at which it then applies that backlog is the apply's own capacity,
+    /// without the writers' CPU on the same cores. 0 skips it.
+    #[arg(long, default_value_t = 20)]
+    pub backlog_seconds: u64,
     /// Writer connections.
     #[arg(long, default_value_t = 3)]
     pub writers: u64,
@@ -66,6 +70,8 @@ struct Step {
     rate: u64,
     /// What the writers achieved (changes/s).
     written: f64,
+    /// What the writers wrote in all.
+    written_total: u64,
     /// Changes the stream applied per second over the step.
     applied: f64,
     lags: Vec<f64>,
@@ -80,6 +86,8 @@ struct DirectionResult {
     big_seconds: f64,
     steady: Option<Step>,
     steps: Vec<Step>,
+    /// The backlog the stopped streaming process found, and the rate it applied it at.
+    backlog: Option<(u64, f64)>,
     /// Peak RSS sampled every 100 ms from the first streamed batch to the cutover request.
     rss_streaming: u64,
     /// The same, while the one big source transaction streamed.
@@ -121,34 +129,6 @@ pub async fn run(args: OnlineArgs, command: String) -> Result<()> {
         report::replace_section(out, "bench online", &md)?;
     }
     Ok(())
-}
-
-/// A writer connection to the source.
-enum Conn {
-    Pg(tokio_postgres::Client),
-    Mssql(Box<bench::load::mssql::MssqlClient>),
-}
-
-impl Conn {
-    /// Runs a batch of statements in one round trip; the rows they changed.
-    async fn exec(&mut self, sql: &str) -> Result<u64> {
-        match self {
-            Conn::Pg(c) => {
-                let msgs = c.simple_query(sql).await.with_context(|| sql.to_owned())?;
-                Ok(msgs
-                    .iter()
-                    .map(|m| match m {
-                        tokio_postgres::SimpleQueryMessage::CommandComplete(n) => *n,
-                        _ => 0,
-                    })
-                    .sum())
-            }
-            Conn::Mssql(c) => {
-                let r = c.execute(sql, &[]).await.with_context(|| sql.to_owned())?;
-                Ok(r.rows_affected().iter().sum())
-            }
-        }
-    }
 }
 
 const PG_SOURCE_SCHEMA: &str = "so";
@@ -285,6 +265,13 @@ async fn one_direction(
         .filter(|_| applied > 0)
         .map(|(a, b)| (b - a) * 1e6 / applied as f64);
 
+    if args.backlog_seconds > 0 {
+        let b = backlog(&mut run, &mut source, direction, &cursors, args.backlog_seconds).await?;
+        eprintln!("  backlog: {} changes applied at {:.0}/s", fmt_int(b.0), b.1);
+        result.backlog = Some(b);
+        catch_up(&mut run, Duration::from_secs(900))?;
+    }
+
     // One transaction far larger than a batch.
     run.rss_window.store(0, Ordering::Relaxed);
     let before = run.applied();
@@ -329,37 +316,9 @@ async fn one_direction(
 
     result.rss_streaming = run.rss_streaming.load(Ordering::Relaxed);
     result.hwm_whole = super::peak_rss_of(run.child.id()).unwrap_or(0);
-    let cut_started = Instant::now();
-    let out = Command::new(worker)
-        .args(["cutover", "-f"])
-        .arg(&file)
-        .args(["--wait-seconds", "3600", "--metrics-addr", "off"])
-        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
-        .env("RUST_LOG", "warn")
-        .output()
-        .context("running the worker's cutover")?;
-    result.cutover_wall = cut_started.elapsed().as_secs_f64();
-    if !out.status.success() {
-        bail!(
-            "cutover failed ({}): {}{}",
-            out.status,
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    let status = run.child.wait().context("waiting for the streaming process")?;
-    if let Some(r) = run.reader.take() {
-        let _ = r.join();
-    }
-    if !status.success() {
-        bail!(
-            "the streaming process ended with {status}; log: {}",
-            run.log.display()
-        );
-    }
-    result.cutover = run
-        .event("cutover")
-        .context("the run printed no cutover report")?;
+    let (wall, report) = cutover(&mut run, worker, &file, &env)?;
+    result.cutover_wall = wall;
+    result.cutover = report;
     eprintln!("  cutover: {}", result.cutover);
     Ok(result)
 }
@@ -525,25 +484,58 @@ async fn step(
     Ok(Step {
         rate,
         written: written.load(Ordering::Relaxed) as f64 / elapsed,
+        written_total: written.load(Ordering::Relaxed),
         applied,
         lags,
         bounded,
     })
 }
 
-/// Waits until the lag is back under the bound (after a step), so the next starts caught up.
-fn catch_up(run: &mut Running, limit: Duration) -> Result<()> {
-    let started = Instant::now();
-    while started.elapsed() < limit {
-        if run.lag().is_some_and(|l| l <= 2.0) {
-            return Ok(());
+/// The streaming process stopped (SIGSTOP) while the writers write as fast as they can for
+/// `seconds`, then continued: the changes it found waiting and the rate it applied them at,
+/// from the continue to the last one applied.
+async fn backlog(
+    run: &mut Running,
+    source: &mut Vec<Conn>,
+    direction: Direction,
+    cursors: &Arc<Mutex<Cursors>>,
+    seconds: u64,
+) -> Result<(u64, f64)> {
+    let before = run.applied();
+    signal(run, "-STOP")?;
+    let written = step(run, source, direction, cursors, 10_000_000, seconds).await;
+    signal(run, "-CONT")?;
+    let continued = Instant::now();
+    let written = written?.written_total;
+    let at_continue = run.applied();
+    // Change Tracking nets changes of one key, so the applied count may stop short of what was
+    // written: the end is then the last move of the count once the lag is back down.
+    let (mut last, mut moved) = (at_continue, continued);
+    loop {
+        let now = run.applied();
+        if now != last {
+            (last, moved) = (now, Instant::now());
+        }
+        let caught_up = run.lag().is_some_and(|l| l <= 1.5) && moved.elapsed() > Duration::from_secs(3);
+        if now >= before + written || caught_up {
+            break;
         }
         if run.exited() {
             bail!("the streaming process ended; log: {}", run.log.display());
         }
-        std::thread::sleep(Duration::from_millis(200));
+        if continued.elapsed() > Duration::from_secs(900) {
+            bail!(
+                "the backlog was not applied within 900 s; log: {}",
+                run.log.display()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
     }
-    bail!("the stream did not catch up within {limit:?}")
+    let applied = last - at_continue;
+    Ok((
+        applied,
+        applied as f64 / (moved - continued).as_secs_f64().max(1e-3),
+    ))
 }
 
 fn show_step(s: &Step) -> String {
@@ -556,162 +548,6 @@ fn show_step(s: &Step) -> String {
         s.lags.iter().copied().fold(0.0, f64::max),
         if s.bounded { "bounded" } else { "NOT bounded" }
     )
-}
-
-fn pct(v: &[f64], p: f64) -> f64 {
-    let mut v = v.to_vec();
-    v.sort_by(f64::total_cmp);
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    v[((v.len() as f64 - 1.0) * p).round() as usize]
-}
-
-/// What the streaming process printed: the latest `streaming` line (with when it came) and
-/// every other event.
-#[derive(Default)]
-struct Seen {
-    streaming: Option<(Instant, serde_json::Value)>,
-    events: Vec<serde_json::Value>,
-}
-
-impl Seen {
-    fn applied(&self) -> u64 {
-        self.streaming
-            .as_ref()
-            .and_then(|(_, s)| s["changes_applied"].as_u64())
-            .unwrap_or(0)
-    }
-}
-
-/// `run -f` in the background: its events, and its RSS sampled every 100 ms.
-struct Running {
-    child: Child,
-    seen: Arc<Mutex<Seen>>,
-    reader: Option<std::thread::JoinHandle<()>>,
-    sampling: Arc<AtomicBool>,
-    rss_streaming: Arc<AtomicU64>,
-    rss_window: Arc<AtomicU64>,
-    log: PathBuf,
-}
-
-impl Running {
-    fn start(worker: &Path, file: &Path, env: &[(&'static str, String)], log: &Path) -> Result<Running> {
-        let log_file = std::fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
-        let mut child = Command::new(worker)
-            .args(["run", "-f"])
-            .arg(file)
-            .args(["--metrics-addr", "off"])
-            .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
-            .env(
-                "RUST_LOG",
-                std::env::var("BENCH_WORKER_LOG").unwrap_or_else(|_| "info".into()),
-            )
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(log_file)
-            .spawn()
-            .with_context(|| format!("starting {}", worker.display()))?;
-        let stdout = child.stdout.take().context("the worker's stdout")?;
-        let seen = Arc::new(Mutex::new(Seen::default()));
-        let collected = seen.clone();
-        let reader = std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                let Ok(v) = serde_json::from_str::<serde_json::Value>(&line) else {
-                    continue;
-                };
-                let Ok(mut seen) = collected.lock() else { break };
-                if v["event"] == "streaming" {
-                    seen.streaming = Some((Instant::now(), v));
-                } else {
-                    seen.events.push(v);
-                }
-            }
-        });
-        let sampling = Arc::new(AtomicBool::new(false));
-        let rss_streaming = Arc::new(AtomicU64::new(0));
-        let rss_window = Arc::new(AtomicU64::new(0));
-        let pid = child.id();
-        let (s, a, w) = (sampling.clone(), rss_streaming.clone(), rss_window.clone());
-        std::thread::spawn(move || {
-            while let Some(rss) = rss_of(pid) {
-                if s.load(Ordering::Relaxed) {
-                    a.fetch_max(rss, Ordering::Relaxed);
-                    w.fetch_max(rss, Ordering::Relaxed);
-                }
-                std::thread::sleep(Duration::from_millis(100));
-            }
-        });
-        Ok(Running {
-            child,
-            seen,
-            reader: Some(reader),
-            sampling,
-            rss_streaming,
-            rss_window,
-            log: log.to_path_buf(),
-        })
-    }
-
-    fn exited(&mut self) -> bool {
-        matches!(self.child.try_wait(), Ok(Some(_)))
-    }
-
-    fn applied(&self) -> u64 {
-        self.seen.lock().map_or(0, |s| s.applied())
-    }
-
-    /// The lag now: the last line's heartbeat lag plus the time since that line (no newer
-    /// heartbeat was applied since, or a newer line would say so).
-    fn lag(&self) -> Option<f64> {
-        let seen = self.seen.lock().ok()?;
-        let (at, s) = seen.streaming.as_ref()?;
-        Some(s["lag_seconds"].as_f64()? + at.elapsed().as_secs_f64())
-    }
-
-    fn event(&self, name: &str) -> Option<serde_json::Value> {
-        let seen = self.seen.lock().ok()?;
-        seen.events.iter().rev().find(|e| e["event"] == name).cloned()
-    }
-
-    fn wait_for(&mut self, done: impl Fn(&Seen) -> bool, limit: Duration) -> Result<()> {
-        let started = Instant::now();
-        loop {
-            if self.seen.lock().is_ok_and(|s| done(&s)) {
-                return Ok(());
-            }
-            if self.exited() {
-                bail!(
-                    "the streaming process ended early: {:?}; log: {}",
-                    self.seen.lock().map(|s| s.events.last().cloned()).ok().flatten(),
-                    self.log.display()
-                );
-            }
-            if started.elapsed() > limit {
-                bail!("waited {limit:?} for the stream; log: {}", self.log.display());
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn rss_of(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
-    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb * 1024)
-}
-
-fn mib(b: u64) -> String {
-    format!("{:.1}", b as f64 / 1048576.0)
 }
 
 fn markdown(
@@ -743,10 +579,14 @@ fn markdown(
          source time of the last applied heartbeat) plus the age of its last status line, sampled every second. \
          A rate step ({} s) is bounded when its second half never reads more than {BOUNDED_LAG_SECONDS} s; raising \
          stops at the first unbounded step or when the writers fall below 90% of the rate. Then one source \
-         transaction updates {} rows, then the cutover. RSS of the streaming process sampled every 100 ms.",
+         transaction updates {} rows, then the cutover. Backlog: the streaming process stopped (SIGSTOP) while the \
+         writers write as fast as they can for {} s, then continued; its rate is the backlog over the time from \
+         the continue to the last change applied (status lines once a second), the apply's capacity without the \
+         writers on the same cores. RSS of the streaming process sampled every 100 ms.",
         args.writers,
         args.step_seconds,
-        fmt_int(args.big_transaction)
+        fmt_int(args.big_transaction),
+        args.backlog_seconds
     );
     if let Some(note) = &args.setup.note {
         let _ = writeln!(md, "- Note: {note}");
@@ -777,7 +617,7 @@ fn markdown(
     }
     let _ = writeln!(
         md,
-        "\n| direction | highest bounded rate, changes/s | worker CPU per change, µs | copy, s | one transaction of N rows: N, applied in s | peak RSS streaming, MiB | peak RSS during it, MiB | VmHWM incl. copy, MiB | downtime, s | drain, s | finalize, s | verify, s (share) | cutover command, s |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+        "\n| direction | highest bounded rate, changes/s | backlog: changes, applied /s | worker CPU per change, µs | copy, s | one transaction of N rows: N, applied in s | peak RSS streaming, MiB | peak RSS during it, MiB | VmHWM incl. copy, MiB | downtime, s | drain, s | finalize, s | verify, s (share) | cutover command, s |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
     );
     for (d, r) in results {
         let best = r
@@ -791,7 +631,9 @@ fn markdown(
         let f = |k: &str| c[k].as_f64().unwrap_or(f64::NAN);
         let _ = writeln!(
             md,
-            "| {d} | {best:.0} | {} | {:.1} | {}, {:.1} | {} | {} | {} | {:.2} | {:.2} | {:.2} | {:.2} ({:.0}%) | {:.2} |",
+            "| {d} | {best:.0} | {} | {} | {:.1} | {}, {:.1} | {} | {} | {} | {:.2} | {:.2} | {:.2} | {:.2} ({:.0}%) | {:.2} |",
+            r.backlog
+                .map_or("–".into(), |(n, rate)| format!("{}, {rate:.0}", fmt_int(n))),
             r.cpu_per_change_us.map_or("–".into(), |c| format!("{c:.1}")),
             r.copy_seconds,
             fmt_int(r.big_rows),

@@ -131,9 +131,11 @@ impl Postgres {
             .context("CHECKPOINT before a worker run")
     }
 
+    /// A connection to [`Self::database`] (which a caller may have set after parsing the URL).
     pub async fn connect(&self) -> Result<tokio_postgres::Client> {
         let mut config = tokio_postgres::Config::from_str(&self.url)
             .context("parsing the PostgreSQL connection string")?;
+        config.dbname(&self.database);
         if config.get_password().is_none()
             && let Ok(password) = std::env::var("PGPASSWORD")
         {

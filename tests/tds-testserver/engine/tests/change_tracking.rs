@@ -525,7 +525,9 @@ fn a_large_statement_in_a_transaction_changes_every_row_once_or_none() {
          ALTER TABLE u ENABLE CHANGE_TRACKING;",
     );
     for start in (0..2500).step_by(500) {
-        let values: Vec<String> = (start + 1..=start + 500).map(|i| format!("({i}, {i}, NULL)")).collect();
+        let values: Vec<String> = (start + 1..=start + 500)
+            .map(|i| format!("({i}, {i}, NULL)"))
+            .collect();
         exec(&mut s, &format!("INSERT INTO u VALUES {}", values.join(", ")));
     }
     let last = current(&mut s).unwrap();
@@ -548,7 +550,11 @@ fn a_large_statement_in_a_transaction_changes_every_row_once_or_none() {
     assert_eq!(int(&rows[0][0]), Some(2200));
     let expected_b: i64 = (1..=2100).map(|i| i * 2).sum();
     assert_eq!(int(&rows[0][1]), Some(expected_b));
-    assert_eq!(int(&rows[0][2]), Some(0), "none of the failed statement's rows stay");
+    assert_eq!(
+        int(&rows[0][2]),
+        Some(0),
+        "none of the failed statement's rows stay"
+    );
     let (_, rows) = query(
         &mut s,
         &format!(
@@ -569,6 +575,9 @@ fn a_large_statement_in_a_transaction_changes_every_row_once_or_none() {
     let v = Some(last + 1);
     assert_eq!(
         seen,
-        vec![("D".to_string(), Some(300), v, v), ("U".to_string(), Some(2100), v, v)]
+        vec![
+            ("D".to_string(), Some(300), v, v),
+            ("U".to_string(), Some(2100), v, v)
+        ]
     );
 }

@@ -127,7 +127,12 @@ pub(crate) fn insert_rows(
 /// A multi-row `INSERT ... RETURNING rowid` of a batch (see [`update_rows`]); the rowids go to
 /// the batch's `last_rowids` (OUTPUT reads the rows back by them). A batch that fails is
 /// inserted again row by row, so the error names the row.
-fn insert_batch(cx: &mut State, meta: &TableMeta, cols: &[usize], batch: &[Vec<Stored>]) -> Result<u64, Fail> {
+fn insert_batch(
+    cx: &mut State,
+    meta: &TableMeta,
+    cols: &[usize],
+    batch: &[Vec<Stored>],
+) -> Result<u64, Fail> {
     let names = cols
         .iter()
         .map(|i| quote(&meta.def.columns[*i].name))
@@ -307,10 +312,16 @@ fn update_batch(
         if let Err(e) = stmt.raw_execute() {
             drop(stmt);
             let stated = &values[..cols.len()];
-            return Err(
-                constraints::constraint_error_at(&cx.db, meta, &e, cols, stated, Verb::Update, Some(*rowid))
-                    .into(),
-            );
+            return Err(constraints::constraint_error_at(
+                &cx.db,
+                meta,
+                &e,
+                cols,
+                stated,
+                Verb::Update,
+                Some(*rowid),
+            )
+            .into());
         }
     }
     Ok(batch.len() as u64)
@@ -359,9 +370,16 @@ fn delete_one_by_one(cx: &mut State, meta: &TableMeta, rowids: &[i64]) -> Result
             Ok(n) => count += n as u64,
             Err(e) => {
                 drop(stmt);
-                return Err(
-                    constraints::constraint_error_at(&cx.db, meta, &e, &[], &[], Verb::Delete, Some(*id)).into(),
-                );
+                return Err(constraints::constraint_error_at(
+                    &cx.db,
+                    meta,
+                    &e,
+                    &[],
+                    &[],
+                    Verb::Delete,
+                    Some(*id),
+                )
+                .into());
             }
         }
     }

@@ -1,0 +1,278 @@
+//! The streaming worker process the online benchmarks drive (`run -f` in the background, its
+//! status lines and memory, the cutover command) and their writer connections to the source.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+
+/// A writer connection to the source.
+pub(super) enum Conn {
+    Pg(tokio_postgres::Client),
+    Mssql(Box<bench::load::mssql::MssqlClient>),
+}
+
+impl Conn {
+    /// Runs a batch of statements in one round trip; the rows they changed.
+    pub(super) async fn exec(&mut self, sql: &str) -> Result<u64> {
+        match self {
+            Conn::Pg(c) => {
+                let msgs = c
+                    .simple_query(sql)
+                    .await
+                    .map_err(|e| {
+                        let db = e
+                            .as_db_error()
+                            .map(|d| format!(": {} {}", d.code().code(), d.message()));
+                        anyhow::anyhow!("{e}{}", db.unwrap_or_default())
+                    })
+                    .with_context(|| sql.to_owned())?;
+                Ok(msgs
+                    .iter()
+                    .map(|m| match m {
+                        tokio_postgres::SimpleQueryMessage::CommandComplete(n) => *n,
+                        _ => 0,
+                    })
+                    .sum())
+            }
+            Conn::Mssql(c) => {
+                let r = c.execute(sql, &[]).await.with_context(|| sql.to_owned())?;
+                Ok(r.rows_affected().iter().sum())
+            }
+        }
+    }
+}
+
+/// Waits until the lag is back under the bound (after a step), so the next starts caught up.
+pub(super) fn catch_up(run: &mut Running, limit: Duration) -> Result<()> {
+    let started = Instant::now();
+    while started.elapsed() < limit {
+        if run.lag().is_some_and(|l| l <= 2.0) {
+            return Ok(());
+        }
+        if run.exited() {
+            bail!("the streaming process ended; log: {}", run.log.display());
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    bail!("the stream did not catch up within {limit:?}")
+}
+
+pub(super) fn signal(run: &Running, which: &str) -> Result<()> {
+    let status = Command::new("kill")
+        .arg(which)
+        .arg(run.child.id().to_string())
+        .status()
+        .context("running kill")?;
+    if !status.success() {
+        bail!("kill {which} of the streaming process failed: {status}");
+    }
+    Ok(())
+}
+
+pub(super) fn pct(v: &[f64], p: f64) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v[((v.len() as f64 - 1.0) * p).round() as usize]
+}
+
+/// What the streaming process printed: the latest `streaming` line (with when it came) and
+/// every other event.
+#[derive(Default)]
+pub(super) struct Seen {
+    pub(super) streaming: Option<(Instant, serde_json::Value)>,
+    events: Vec<serde_json::Value>,
+}
+
+impl Seen {
+    pub(super) fn applied(&self) -> u64 {
+        self.streaming
+            .as_ref()
+            .and_then(|(_, s)| s["changes_applied"].as_u64())
+            .unwrap_or(0)
+    }
+}
+
+/// `run -f` in the background: its events, and its RSS sampled every 100 ms.
+pub(super) struct Running {
+    pub(super) child: Child,
+    pub(super) seen: Arc<Mutex<Seen>>,
+    pub(super) reader: Option<std::thread::JoinHandle<()>>,
+    pub(super) sampling: Arc<AtomicBool>,
+    pub(super) rss_streaming: Arc<AtomicU64>,
+    pub(super) rss_window: Arc<AtomicU64>,
+    pub(super) log: PathBuf,
+}
+
+impl Running {
+    pub(super) fn start(
+        worker: &Path,
+        file: &Path,
+        env: &[(&'static str, String)],
+        log: &Path,
+    ) -> Result<Running> {
+        let log_file = std::fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
+        let mut child = Command::new(worker)
+            .args(["run", "-f"])
+            .arg(file)
+            .args(["--metrics-addr", "off"])
+            .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+            .env(
+                "RUST_LOG",
+                std::env::var("BENCH_WORKER_LOG").unwrap_or_else(|_| "info".into()),
+            )
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(log_file)
+            .spawn()
+            .with_context(|| format!("starting {}", worker.display()))?;
+        let stdout = child.stdout.take().context("the worker's stdout")?;
+        let seen = Arc::new(Mutex::new(Seen::default()));
+        let collected = seen.clone();
+        let reader = std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                let Ok(v) = serde_json::from_str::<serde_json::Value>(&line) else {
+                    continue;
+                };
+                let Ok(mut seen) = collected.lock() else { break };
+                if v["event"] == "streaming" {
+                    seen.streaming = Some((Instant::now(), v));
+                } else {
+                    seen.events.push(v);
+                }
+            }
+        });
+        let sampling = Arc::new(AtomicBool::new(false));
+        let rss_streaming = Arc::new(AtomicU64::new(0));
+        let rss_window = Arc::new(AtomicU64::new(0));
+        let pid = child.id();
+        let (s, a, w) = (sampling.clone(), rss_streaming.clone(), rss_window.clone());
+        std::thread::spawn(move || {
+            while let Some(rss) = rss_of(pid) {
+                if s.load(Ordering::Relaxed) {
+                    a.fetch_max(rss, Ordering::Relaxed);
+                    w.fetch_max(rss, Ordering::Relaxed);
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        });
+        Ok(Running {
+            child,
+            seen,
+            reader: Some(reader),
+            sampling,
+            rss_streaming,
+            rss_window,
+            log: log.to_path_buf(),
+        })
+    }
+
+    pub(super) fn exited(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(Some(_)))
+    }
+
+    pub(super) fn applied(&self) -> u64 {
+        self.seen.lock().map_or(0, |s| s.applied())
+    }
+
+    /// The lag now: the last line's heartbeat lag plus the time since that line (no newer
+    /// heartbeat was applied since, or a newer line would say so).
+    pub(super) fn lag(&self) -> Option<f64> {
+        let seen = self.seen.lock().ok()?;
+        let (at, s) = seen.streaming.as_ref()?;
+        Some(s["lag_seconds"].as_f64()? + at.elapsed().as_secs_f64())
+    }
+
+    pub(super) fn event(&self, name: &str) -> Option<serde_json::Value> {
+        let seen = self.seen.lock().ok()?;
+        seen.events.iter().rev().find(|e| e["event"] == name).cloned()
+    }
+
+    pub(super) fn wait_for(&mut self, done: impl Fn(&Seen) -> bool, limit: Duration) -> Result<()> {
+        let started = Instant::now();
+        loop {
+            if self.seen.lock().is_ok_and(|s| done(&s)) {
+                return Ok(());
+            }
+            if self.exited() {
+                bail!(
+                    "the streaming process ended early: {:?}; log: {}",
+                    self.seen.lock().map(|s| s.events.last().cloned()).ok().flatten(),
+                    self.log.display()
+                );
+            }
+            if started.elapsed() > limit {
+                bail!("waited {limit:?} for the stream; log: {}", self.log.display());
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub(super) fn rss_of(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+pub(super) fn mib(b: u64) -> String {
+    format!("{:.1}", b as f64 / 1048576.0)
+}
+
+/// Requests the cutover with the worker's `cutover` command and waits for the streaming
+/// process to end: the command's wall time and the run's cutover report.
+pub(super) fn cutover(
+    run: &mut Running,
+    worker: &Path,
+    file: &Path,
+    env: &[(&'static str, String)],
+) -> Result<(f64, serde_json::Value)> {
+    let cut_started = Instant::now();
+    let out = Command::new(worker)
+        .args(["cutover", "-f"])
+        .arg(file)
+        .args(["--wait-seconds", "3600", "--metrics-addr", "off"])
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+        .env("RUST_LOG", "warn")
+        .output()
+        .context("running the worker's cutover")?;
+    let wall = cut_started.elapsed().as_secs_f64();
+    if !out.status.success() {
+        bail!(
+            "cutover failed ({}): {}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let status = run.child.wait().context("waiting for the streaming process")?;
+    if let Some(r) = run.reader.take() {
+        let _ = r.join();
+    }
+    if !status.success() {
+        bail!(
+            "the streaming process ended with {status}; log: {}",
+            run.log.display()
+        );
+    }
+    let report = run
+        .event("cutover")
+        .context("the run printed no cutover report")?;
+    Ok((wall, report))
+}
