@@ -145,10 +145,8 @@ fn insert_batch(
     );
     let result = (|| -> rusqlite::Result<Vec<i64>> {
         let mut stmt = cx.db.conn.prepare_cached(&sql)?;
-        let mut p = 1;
-        for v in batch.iter().flatten() {
+        for (p, v) in (1..).zip(batch.iter().flatten()) {
             stmt.raw_bind_parameter(p, v)?;
-            p += 1;
         }
         let mut rows = stmt.raw_query();
         let mut ids = Vec::with_capacity(batch.len());
@@ -275,14 +273,12 @@ fn update_batch(
     );
     let result = {
         let mut stmt = cx.db.conn.prepare_cached(&sql)?;
-        let mut p = 1;
-        for (rowid, values) in batch {
-            stmt.raw_bind_parameter(p, rowid)?;
-            for v in values {
-                stmt.raw_bind_parameter(p + 1, v)?;
-                p += 1;
+        for (row, (rowid, values)) in batch.iter().enumerate() {
+            let first = 1 + row * width;
+            stmt.raw_bind_parameter(first, rowid)?;
+            for (k, v) in values.iter().enumerate() {
+                stmt.raw_bind_parameter(first + 1 + k, v)?;
             }
-            p += 1;
         }
         stmt.raw_execute()
     };
