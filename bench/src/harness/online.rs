@@ -75,6 +75,8 @@ struct Step {
     /// Changes the stream applied per second over the step.
     applied: f64,
     lags: Vec<f64>,
+    /// The applied heartbeats' delays over the step (source write to target commit).
+    delays: Vec<f64>,
     bounded: bool,
 }
 
@@ -429,6 +431,7 @@ async fn step(
         Duration::from_secs_f64(CHANGES_PER_TRANSACTION as f64 * writers as f64 / rate.max(1) as f64);
     let started = Instant::now();
     let applied_before = run.applied();
+    let delays_mark = run.delays_seen();
     let mut tasks = tokio::task::JoinSet::new();
     for (k, mut conn) in std::mem::take(source).into_iter().enumerate() {
         let (stop, written, cursors) = (stop.clone(), written.clone(), cursors.clone());
@@ -487,6 +490,7 @@ async fn step(
         written_total: written.load(Ordering::Relaxed),
         applied,
         lags,
+        delays: run.delays_since(delays_mark),
         bounded,
     })
 }
@@ -540,12 +544,15 @@ async fn backlog(
 
 fn show_step(s: &Step) -> String {
     format!(
-        "rate {} written {:.0}/s applied {:.0}/s lag median {:.2} s max {:.2} s {}",
+        "rate {} written {:.0}/s applied {:.0}/s lag median {:.2} s max {:.2} s, heartbeat delay median {:.2} s p99 {:.2} s (n {}) {}",
         s.rate,
         s.written,
         s.applied,
         pct(&s.lags, 0.5),
         s.lags.iter().copied().fold(0.0, f64::max),
+        pct(&s.delays, 0.5),
+        pct(&s.delays, 0.99),
+        s.delays.len(),
         if s.bounded { "bounded" } else { "NOT bounded" }
     )
 }
@@ -576,8 +583,9 @@ fn markdown(
          the other bounds at their defaults, verify checksum) copies the Votes table, then streams. {} writer \
          connections drive the source on a schedule with transactions of {CHANGES_PER_TRANSACTION} row changes \
          (4 inserts, 4 updates, 2 deletes, one round trip each). Lag is the worker's heartbeat lag (now minus the \
-         source time of the last applied heartbeat) plus the age of its last status line, sampled every second. \
-         A rate step ({} s) is bounded when its second half never reads more than {BOUNDED_LAG_SECONDS} s; raising \
+         source time of the last applied heartbeat) plus the age of its last status line, sampled every second: \
+         an upper bound. The heartbeat delay is exact, once a heartbeat (every second): from the heartbeat's \
+         write in the source to the target's commit of the batch that applied it. A rate step ({} s) is bounded when its second half never reads more than {BOUNDED_LAG_SECONDS} s; raising \
          stops at the first unbounded step or when the writers fall below 90% of the rate. Then one source \
          transaction updates {} rows, then the cutover. Backlog: the streaming process stopped (SIGSTOP) while the \
          writers write as fast as they can for {} s, then continued; its rate is the backlog over the time from \
@@ -593,7 +601,7 @@ fn markdown(
     }
     let _ = writeln!(
         md,
-        "\n| direction | rate asked, changes/s | written, /s | applied, /s | lag median, s | lag p99, s | lag max, s | bounded |\n|---|---|---|---|---|---|---|---|"
+        "\n| direction | rate asked, changes/s | written, /s | applied, /s | lag median, s | lag p99, s | lag max, s | heartbeat delay median / p99 / max, s (n) | bounded |\n|---|---|---|---|---|---|---|---|---|"
     );
     for (d, r) in results {
         for (kind, s) in r
@@ -604,13 +612,17 @@ fn markdown(
         {
             let _ = writeln!(
                 md,
-                "| {d} | {} {kind} | {:.0} | {:.0} | {:.2} | {:.2} | {:.2} | {} |",
+                "| {d} | {} {kind} | {:.0} | {:.0} | {:.2} | {:.2} | {:.2} | {:.2} / {:.2} / {:.2} ({}) | {} |",
                 fmt_int(s.rate),
                 s.written,
                 s.applied,
                 pct(&s.lags, 0.5),
                 pct(&s.lags, 0.99),
                 s.lags.iter().copied().fold(0.0, f64::max),
+                pct(&s.delays, 0.5),
+                pct(&s.delays, 0.99),
+                s.delays.iter().copied().fold(0.0, f64::max),
+                s.delays.len(),
                 if s.bounded { "yes" } else { "no" }
             );
         }

@@ -89,6 +89,9 @@ pub(super) fn pct(v: &[f64], p: f64) -> f64 {
 pub(super) struct Seen {
     pub(super) streaming: Option<(Instant, serde_json::Value)>,
     events: Vec<serde_json::Value>,
+    /// Each applied heartbeat's delay from its write in the source to the target's commit, in
+    /// the order the status lines showed them (a line repeats the last one until the next).
+    delays: Vec<f64>,
 }
 
 impl Seen {
@@ -144,6 +147,14 @@ impl Running {
                 };
                 let Ok(mut seen) = collected.lock() else { break };
                 if v["event"] == "streaming" {
+                    let delay = v["heartbeat_delay_seconds"].as_f64();
+                    let before = seen
+                        .streaming
+                        .as_ref()
+                        .and_then(|(_, s)| s["heartbeat_delay_seconds"].as_f64());
+                    if let Some(d) = delay.filter(|d| Some(*d) != before) {
+                        seen.delays.push(d);
+                    }
                     seen.streaming = Some((Instant::now(), v));
                 } else {
                     seen.events.push(v);
@@ -189,6 +200,19 @@ impl Running {
         let seen = self.seen.lock().ok()?;
         let (at, s) = seen.streaming.as_ref()?;
         Some(s["lag_seconds"].as_f64()? + at.elapsed().as_secs_f64())
+    }
+
+    /// How many heartbeat delays have been seen (a mark for [`Self::delays_since`]).
+    pub(super) fn delays_seen(&self) -> usize {
+        self.seen.lock().map_or(0, |s| s.delays.len())
+    }
+
+    /// The heartbeat delays seen after `mark`.
+    pub(super) fn delays_since(&self, mark: usize) -> Vec<f64> {
+        self.seen.lock().map_or_else(
+            |_| Vec::new(),
+            |s| s.delays.get(mark..).unwrap_or_default().to_vec(),
+        )
     }
 
     pub(super) fn event(&self, name: &str) -> Option<serde_json::Value> {

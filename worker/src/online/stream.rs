@@ -28,6 +28,10 @@ pub struct StreamStatus {
     pub phase: Phase,
     /// Seconds from the last applied heartbeat's sending to now (none before the first).
     pub lag_seconds: Option<f64>,
+    /// Seconds from the last applied heartbeat's sending to the target's commit of it: the
+    /// end-to-end delay of one change, once a heartbeat (`lag_seconds` also counts the time
+    /// since, so it reads high by up to a heartbeat interval).
+    pub heartbeat_delay_seconds: Option<f64>,
     pub applied_position: String,
     pub source_position: Option<String>,
     /// The source's position minus the applied one (WAL bytes, or versions).
@@ -79,6 +83,8 @@ struct Loop<R> {
     applied: Position,
     totals: Counts,
     heartbeat_applied: Option<i64>,
+    /// The last applied heartbeat's delay (see [`StreamStatus::heartbeat_delay_seconds`]).
+    heartbeat_delay: Option<f64>,
     /// Tables whose columns changed in the source, with the message naming them: their changes
     /// are no longer read, the others' go on.
     paused: BTreeMap<usize, String>,
@@ -105,6 +111,7 @@ where
         applied,
         totals: Counts::default(),
         heartbeat_applied: None,
+        heartbeat_delay: None,
         paused: BTreeMap::new(),
     };
     let started = Instant::now();
@@ -229,6 +236,7 @@ where
             lag_seconds: l
                 .heartbeat_applied
                 .map(|sent| (now_micros() - sent).max(0) as f64 / 1e6),
+            heartbeat_delay_seconds: l.heartbeat_delay,
             applied_position: C::position_text(l.applied),
             source_position: Some(C::position_text(source_position)),
             position_lag: Some(source_position.saturating_sub(l.applied)),
@@ -515,8 +523,9 @@ async fn flush<R: Image, A: Apply<R>>(
     );
     l.applied = applied;
     l.totals.add(&progress.counts);
-    if heartbeat.is_some() {
+    if let Some(sent) = heartbeat {
         l.heartbeat_applied = heartbeat;
+        l.heartbeat_delay = Some((now_micros() - sent).max(0) as f64 / 1e6);
     }
     Ok(())
 }
