@@ -49,13 +49,7 @@ pub(super) struct Loaded {
 }
 
 pub async fn run(args: AdventureWorksArgs, command: String) -> Result<()> {
-    let aw_dir = match &args.aw_dir {
-        Some(d) => d.clone(),
-        None => workspace_root().join("../shared/sample-databases/adventure-works-oltp"),
-    };
-    let aw_dir = aw_dir
-        .canonicalize()
-        .with_context(|| format!("the AdventureWorks sample folder {}", aw_dir.display()))?;
+    let aw_dir = sample_dir(args.aw_dir.as_deref())?;
     let tools = args.setup.tools("adventure-works")?;
     let pg = args.setup.postgres()?;
     let postgres = pg.describe().await?;
@@ -140,6 +134,17 @@ pub async fn run(args: AdventureWorksArgs, command: String) -> Result<()> {
         None => println!("{md}"),
     }
     Ok(())
+}
+
+/// The sample's folder: `dir`, or `../shared/sample-databases/adventure-works-oltp` beside the
+/// workspace.
+pub(super) fn sample_dir(dir: Option<&std::path::Path>) -> Result<PathBuf> {
+    let dir = match dir {
+        Some(d) => d.to_path_buf(),
+        None => workspace_root().join("../shared/sample-databases/adventure-works-oltp"),
+    };
+    dir.canonicalize()
+        .with_context(|| format!("the AdventureWorks sample folder {}", dir.display()))
 }
 
 /// Runs `instawdb.sql` batch by batch, as sqlcmd does (a refused batch is reported and the

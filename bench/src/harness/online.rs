@@ -13,10 +13,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 
-use super::online_run::{Conn, Running, catch_up, cutover, mib, pct, signal};
+use super::online_run::{Conn, Running, Streaming, catch_up, cutover, mib, pct, signal, start_streaming};
 use super::report::{self, fmt_int};
 use super::services::{Postgres, TdsServer};
-use super::worker::{Direction, Mode, credentials, migration_yaml};
+use super::worker::{Direction, Mode};
 use super::{Setup, config, limits};
 use bench::load::pg::{self, Naming, PgOptions};
 use bench::stackoverflow::{Dataset, Table};
@@ -193,23 +193,13 @@ async fn one_direction(
         Direction::PgToMssql => "bench-online-pg-to-mssql",
         Direction::MssqlToPg => "bench-online-mssql-to-pg",
     };
-    let mut yaml = migration_yaml(&c, name, server, pg);
-    yaml.push_str(
-        "  online:\n    enabled: true\n    pollInterval: 100ms\n    heartbeatSeconds: 1\n    maxBatchDelay: 200ms\n    cleanup: true\n",
-    );
-    if direction == Direction::MssqlToPg {
-        yaml.push_str("    enableChangeTracking: true\n");
-    }
-    let file = workdir.join(format!("{name}.yaml"));
-    std::fs::write(&file, yaml).with_context(|| format!("writing {}", file.display()))?;
-    let env = credentials(&c, server, pg);
-
-    let mut run = Running::start(worker, &file, &env, &workdir.join(format!("{name}.log")))?;
-    run.wait_for(|s| s.streaming.is_some(), Duration::from_secs(3600))?;
-    let copied = run.event("copied");
-    let copy_seconds = copied.as_ref().and_then(|c| c["seconds"].as_f64()).unwrap_or(0.0);
+    let Streaming {
+        mut run,
+        file,
+        env,
+        copy_seconds,
+    } = start_streaming(&c, name, server, pg, worker, workdir, Duration::from_secs(3600))?;
     run.sampling.store(true, Ordering::Relaxed);
-    eprintln!("  streaming after a copy of {copy_seconds:.1} s");
 
     let mut source = Vec::new();
     for _ in 0..args.writers.max(1) {

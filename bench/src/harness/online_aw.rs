@@ -14,11 +14,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 
-use super::adventure_works::{Loaded, load};
-use super::online_run::{Conn, Running, catch_up, cutover, pct};
+use super::adventure_works::{Loaded, load, sample_dir};
+use super::online_run::{Conn, Streaming, catch_up, cutover, pct, start_streaming};
 use super::report::{self, fmt_int};
-use super::services::{Postgres, TdsServer, workspace_root};
-use super::worker::{Config, Direction, Mode, credentials, migration_yaml};
+use super::services::{Postgres, TdsServer};
+use super::worker::{Config, Direction, Mode};
 use super::{Setup, config};
 
 /// Row changes per writer transaction (two updates, one insert, one delete, one more update).
@@ -48,19 +48,15 @@ struct Leg {
     written: f64,
     applied: f64,
     lags: Vec<f64>,
+    /// The applied heartbeats' delays while the writer ran (exact, one a second).
+    delays: Vec<f64>,
     cutover_wall: f64,
     cutover: serde_json::Value,
 }
 
 pub async fn run(args: OnlineAwArgs, command: String) -> Result<()> {
     let started = Instant::now();
-    let aw_dir = match &args.aw_dir {
-        Some(d) => d.clone(),
-        None => workspace_root().join("../shared/sample-databases/adventure-works-oltp"),
-    };
-    let aw_dir = aw_dir
-        .canonicalize()
-        .with_context(|| format!("the AdventureWorks sample folder {}", aw_dir.display()))?;
+    let aw_dir = sample_dir(args.aw_dir.as_deref())?;
     let tools = args.setup.tools("online-aw")?;
     let pg = args.setup.postgres()?;
     let postgres = pg.describe().await?;
@@ -140,30 +136,20 @@ async fn leg(
         Direction::MssqlToPg => "bench-online-aw-forward",
         Direction::PgToMssql => "bench-online-aw-back",
     };
-    let mut yaml = migration_yaml(&c, name, mssql, pg);
-    yaml.push_str(
-        "  online:\n    enabled: true\n    pollInterval: 100ms\n    heartbeatSeconds: 1\n    maxBatchDelay: 200ms\n    cleanup: true\n",
-    );
-    if direction == Direction::MssqlToPg {
-        yaml.push_str("    enableChangeTracking: true\n");
-    }
-    let file = workdir.join(format!("{name}.yaml"));
-    std::fs::write(&file, yaml).with_context(|| format!("writing {}", file.display()))?;
-    let env = credentials(&c, mssql, pg);
     eprintln!("online AdventureWorks {direction}:");
-    let mut run = Running::start(worker, &file, &env, &workdir.join(format!("{name}.log")))?;
-    run.wait_for(|s| s.streaming.is_some(), Duration::from_secs(1800))?;
-    let copy_seconds = run
-        .event("copied")
-        .and_then(|c| c["seconds"].as_f64())
-        .unwrap_or(f64::NAN);
-    eprintln!("  streaming after a copy of {copy_seconds:.1} s");
+    let Streaming {
+        mut run,
+        file,
+        env,
+        copy_seconds,
+    } = start_streaming(&c, name, mssql, pg, worker, workdir, Duration::from_secs(1800))?;
 
     let conn = match direction {
         Direction::MssqlToPg => Conn::Mssql(Box::new(mssql.target().connect().await?)),
         Direction::PgToMssql => Conn::Pg(pg.connect().await?),
     };
     let applied_before = run.applied();
+    let delays_mark = run.delays_seen();
     let stop = Arc::new(AtomicBool::new(false));
     let written = Arc::new(AtomicU64::new(0));
     let writer = tokio::spawn(write(conn, direction, args.rate, stop.clone(), written.clone()));
@@ -189,10 +175,13 @@ async fn leg(
     }
     let written = written.load(Ordering::Relaxed) as f64 / elapsed;
     let applied = run.applied().saturating_sub(applied_before) as f64 / elapsed;
+    let delays = run.delays_since(delays_mark);
     eprintln!(
-        "  written {written:.0}/s applied {applied:.0}/s lag median {:.2} s p99 {:.2} s",
+        "  written {written:.0}/s applied {applied:.0}/s lag median {:.2} s p99 {:.2} s, heartbeat delay median {:.2} s p99 {:.2} s",
         pct(&lags, 0.5),
-        pct(&lags, 0.99)
+        pct(&lags, 0.99),
+        pct(&delays, 0.5),
+        pct(&delays, 0.99)
     );
     catch_up(&mut run, Duration::from_secs(600))?;
     let (cutover_wall, cutover) = cutover(&mut run, worker, &file, &env)?;
@@ -203,6 +192,7 @@ async fn leg(
         written,
         applied,
         lags,
+        delays,
         cutover_wall,
         cutover,
     })
@@ -333,13 +323,13 @@ fn markdown(
          (pollInterval 100ms, heartbeatSeconds 1, maxBatchDelay 200ms, verify checksum, `schemas: [\"*\"]`) copies \
          every table to a fresh PostgreSQL database and streams; one writer connection changes \
          `Person.Address`, `Production.ProductInventory` and `Sales.CurrencyRate` at {} row changes/s \
-         (transactions of {CHANGES_PER_TRANSACTION}) for {} s; lag as in `bench online`; then the cutover. \
+         (transactions of {CHANGES_PER_TRANSACTION}) for {} s; lag and heartbeat delay as in `bench online`; then the cutover. \
          The PostgreSQL database then streams into a fresh SQL Server under the same writer and is cut over.",
         args.rate, args.seconds
     );
     let _ = writeln!(
         md,
-        "\n| direction | copy, s | written, /s | applied, /s | lag median, s | lag p99, s | downtime, s | drain, s | finalize, s | verify, s (share) | tables verified equal | cutover command, s |\n|---|---|---|---|---|---|---|---|---|---|---|---|"
+        "\n| direction | copy, s | written, /s | applied, /s | lag median / p99, s | heartbeat delay median / p99, s | downtime, s | drain, s | finalize, s | verify, s (share) | tables verified equal | cutover command, s |\n|---|---|---|---|---|---|---|---|---|---|---|---|"
     );
     for l in legs {
         let c = &l.cutover;
@@ -350,13 +340,15 @@ fn markdown(
             .map_or(0, |v| v.iter().filter(|t| t["ok"] == true).count());
         let _ = writeln!(
             md,
-            "| {} | {:.1} | {:.0} | {:.0} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} ({:.0}%) | {equal} of {tables} | {:.2} |",
+            "| {} | {:.1} | {:.0} | {:.0} | {:.2} / {:.2} | {:.2} / {:.2} | {:.2} | {:.2} | {:.2} | {:.2} ({:.0}%) | {equal} of {tables} | {:.2} |",
             l.direction,
             l.copy_seconds,
             l.written,
             l.applied,
             pct(&l.lags, 0.5),
             pct(&l.lags, 0.99),
+            pct(&l.delays, 0.5),
+            pct(&l.delays, 0.99),
             f("downtime_seconds"),
             f("drain_seconds"),
             f("finalize_seconds"),

@@ -10,6 +10,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 
+use super::services::{Postgres, TdsServer};
+use super::worker::{Config, Direction, credentials, migration_yaml};
+
 /// A writer connection to the source.
 pub(super) enum Conn {
     Pg(tokio_postgres::Client),
@@ -299,4 +302,50 @@ pub(super) fn cutover(
         .event("cutover")
         .context("the run printed no cutover report")?;
     Ok((wall, report))
+}
+
+/// An online `run -f` started and streaming: the process, its Migration file and credentials
+/// (for the cutover command), and how long its copy took.
+pub(super) struct Streaming {
+    pub(super) run: Running,
+    pub(super) file: PathBuf,
+    pub(super) env: [(&'static str, String); 4],
+    pub(super) copy_seconds: f64,
+}
+
+/// Writes Migration `name` (config `c` with the benchmarks' online settings: poll every 100 ms,
+/// heartbeats every second, batches closed after 200 ms, Change Tracking turned on for a SQL
+/// Server source, clean-up at the cutover), starts `run -f` on it and waits until it streams.
+pub(super) fn start_streaming(
+    c: &Config,
+    name: &str,
+    mssql: &TdsServer,
+    pg: &Postgres,
+    worker: &Path,
+    workdir: &Path,
+    limit: Duration,
+) -> Result<Streaming> {
+    let mut yaml = migration_yaml(c, name, mssql, pg);
+    yaml.push_str(
+        "  online:\n    enabled: true\n    pollInterval: 100ms\n    heartbeatSeconds: 1\n    maxBatchDelay: 200ms\n    cleanup: true\n",
+    );
+    if c.direction == Direction::MssqlToPg {
+        yaml.push_str("    enableChangeTracking: true\n");
+    }
+    let file = workdir.join(format!("{name}.yaml"));
+    std::fs::write(&file, yaml).with_context(|| format!("writing {}", file.display()))?;
+    let env = credentials(c, mssql, pg);
+    let mut run = Running::start(worker, &file, &env, &workdir.join(format!("{name}.log")))?;
+    run.wait_for(|s| s.streaming.is_some(), limit)?;
+    let copy_seconds = run
+        .event("copied")
+        .and_then(|c| c["seconds"].as_f64())
+        .unwrap_or(f64::NAN);
+    eprintln!("  streaming after a copy of {copy_seconds:.1} s");
+    Ok(Streaming {
+        run,
+        file,
+        env,
+        copy_seconds,
+    })
 }
