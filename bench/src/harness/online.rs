@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 
-use super::online_run::{Conn, Running, Streaming, catch_up, cutover, mib, pct, signal, start_streaming};
+use super::online_run::{Conn, Running, Streaming, catch_up, cutover, drain, mib, pct, signal, start_streaming};
 use super::report::{self, fmt_int};
 use super::services::{Postgres, TdsServer};
 use super::worker::{Direction, Mode};
@@ -499,37 +499,7 @@ async fn backlog(
     signal(run, "-STOP")?;
     let written = step(run, source, direction, cursors, 10_000_000, seconds).await;
     signal(run, "-CONT")?;
-    let continued = Instant::now();
-    let written = written?.written_total;
-    let at_continue = run.applied();
-    // Change Tracking nets changes of one key, so the applied count may stop short of what was
-    // written: the end is then the last move of the count once the lag is back down.
-    let (mut last, mut moved) = (at_continue, continued);
-    loop {
-        let now = run.applied();
-        if now != last {
-            (last, moved) = (now, Instant::now());
-        }
-        let caught_up = run.lag().is_some_and(|l| l <= 1.5) && moved.elapsed() > Duration::from_secs(3);
-        if now >= before + written || caught_up {
-            break;
-        }
-        if run.exited() {
-            bail!("the streaming process ended; log: {}", run.log.display());
-        }
-        if continued.elapsed() > Duration::from_secs(900) {
-            bail!(
-                "the backlog was not applied within 900 s; log: {}",
-                run.log.display()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let applied = last - at_continue;
-    Ok((
-        applied,
-        applied as f64 / (moved - continued).as_secs_f64().max(1e-3),
-    ))
+    drain(run, before + written?.written_total)
 }
 
 fn show_step(s: &Step) -> String {

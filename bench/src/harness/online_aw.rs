@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 
 use super::adventure_works::{Loaded, load, sample_dir};
-use super::online_run::{Conn, Streaming, catch_up, cutover, pct, start_streaming};
+use super::online_run::{Conn, Streaming, catch_up, cutover, drain, mib, pct, signal, start_streaming};
 use super::report::{self, fmt_int};
 use super::services::{Postgres, TdsServer};
 use super::worker::{Config, Direction, Mode};
@@ -50,6 +50,11 @@ struct Leg {
     lags: Vec<f64>,
     /// The applied heartbeats' delays while the writer ran (exact, one a second).
     delays: Vec<f64>,
+    /// The backlog of whole-table updates the stopped streaming process found, and the rate it
+    /// applied it at.
+    backlog: (u64, f64),
+    /// Peak RSS of the streaming process from its first streamed batch to the cutover request.
+    rss_streaming: u64,
     cutover_wall: f64,
     cutover: serde_json::Value,
 }
@@ -143,6 +148,7 @@ async fn leg(
         env,
         copy_seconds,
     } = start_streaming(&c, name, mssql, pg, worker, workdir, Duration::from_secs(1800))?;
+    run.sampling.store(true, Ordering::Relaxed);
 
     let conn = match direction {
         Direction::MssqlToPg => Conn::Mssql(Box::new(mssql.target().connect().await?)),
@@ -165,7 +171,7 @@ async fn leg(
         }
     }
     stop.store(true, Ordering::Relaxed);
-    writer.await.context("the writer task")??;
+    let mut conn = writer.await.context("the writer task")??;
     let elapsed = begun.elapsed().as_secs_f64();
     if run.exited() {
         bail!(
@@ -184,6 +190,29 @@ async fn leg(
         pct(&delays, 0.99)
     );
     catch_up(&mut run, Duration::from_secs(600))?;
+
+    // The backlog: whole tables updated, a transaction each, while the process is stopped.
+    let before = run.applied();
+    signal(&run, "-STOP")?;
+    let mut written_backlog = 0;
+    let mut failed = None;
+    for sql in backlog_sql(direction) {
+        match conn.exec(&sql).await {
+            Ok(n) => written_backlog += n,
+            Err(e) => {
+                failed = Some(e);
+                break;
+            }
+        }
+    }
+    signal(&run, "-CONT")?;
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    let backlog = drain(&mut run, before + written_backlog)?;
+    eprintln!("  backlog: {} changes applied at {:.0}/s", fmt_int(backlog.0), backlog.1);
+    catch_up(&mut run, Duration::from_secs(600))?;
+    let rss_streaming = run.rss_streaming.load(Ordering::Relaxed);
     let (cutover_wall, cutover) = cutover(&mut run, worker, &file, &env)?;
     eprintln!("  cutover: {cutover}");
     Ok(Leg {
@@ -193,6 +222,8 @@ async fn leg(
         applied,
         lags,
         delays,
+        backlog,
+        rss_streaming,
         cutover_wall,
         cutover,
     })
@@ -206,7 +237,7 @@ async fn write(
     rate: u64,
     stop: Arc<AtomicBool>,
     written: Arc<AtomicU64>,
-) -> Result<()> {
+) -> Result<Conn> {
     let period = Duration::from_secs_f64(CHANGES_PER_TRANSACTION as f64 / rate.max(1) as f64);
     let started = Instant::now();
     let mut n = 0u64;
@@ -218,7 +249,36 @@ async fn write(
         );
         n += 1;
     }
-    Ok(())
+    Ok(conn)
+}
+
+/// The backlog's statements: five tables of about 20,000 rows each (addresses with their
+/// geography, customers with a computed column, e-mail addresses under a two-column key, credit
+/// cards, sales reasons under a two-column key) updated whole, a transaction each.
+fn backlog_sql(direction: Direction) -> Vec<String> {
+    let t = |schema: &str, table: &str| match direction {
+        Direction::MssqlToPg => format!("[{schema}].[{table}]"),
+        Direction::PgToMssql => format!("\"{schema}\".\"{table}\""),
+    };
+    let modified = match direction {
+        Direction::MssqlToPg => "[ModifiedDate]",
+        Direction::PgToMssql => "\"ModifiedDate\"",
+    };
+    [
+        ("Person", "Address"),
+        ("Sales", "Customer"),
+        ("Person", "EmailAddress"),
+        ("Sales", "CreditCard"),
+        ("Sales", "SalesOrderHeaderSalesReason"),
+    ]
+    .iter()
+    .map(|(schema, table)| {
+        format!(
+            "UPDATE {} SET {modified} = '2033-03-03 03:03:03'",
+            t(schema, table)
+        )
+    })
+    .collect()
 }
 
 /// Transaction `n` of the writer, in the source's dialect: an address's second line (non-ASCII
@@ -323,13 +383,15 @@ fn markdown(
          (pollInterval 100ms, heartbeatSeconds 1, maxBatchDelay 200ms, verify checksum, `schemas: [\"*\"]`) copies \
          every table to a fresh PostgreSQL database and streams; one writer connection changes \
          `Person.Address`, `Production.ProductInventory` and `Sales.CurrencyRate` at {} row changes/s \
-         (transactions of {CHANGES_PER_TRANSACTION}) for {} s; lag and heartbeat delay as in `bench online`; then the cutover. \
+         (transactions of {CHANGES_PER_TRANSACTION}) for {} s; lag and heartbeat delay as in `bench online`; then, with the streaming process stopped \
+         (SIGSTOP), five tables of about 20,000 rows updated whole, a transaction each, and the rate it applies \
+         that backlog at once continued; then the cutover. Peak RSS of the streaming process sampled every 100 ms. \
          The PostgreSQL database then streams into a fresh SQL Server under the same writer and is cut over.",
         args.rate, args.seconds
     );
     let _ = writeln!(
         md,
-        "\n| direction | copy, s | written, /s | applied, /s | lag median / p99, s | heartbeat delay median / p99, s | downtime, s | drain, s | finalize, s | verify, s (share) | tables verified equal | cutover command, s |\n|---|---|---|---|---|---|---|---|---|---|---|---|"
+        "\n| direction | copy, s | written, /s | applied, /s | lag median / p99, s | heartbeat delay median / p99, s | downtime, s | drain, s | finalize, s | verify, s (share) | tables verified equal | cutover command, s | backlog: changes, applied /s | peak RSS streaming, MiB |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
     );
     for l in legs {
         let c = &l.cutover;
@@ -340,7 +402,7 @@ fn markdown(
             .map_or(0, |v| v.iter().filter(|t| t["ok"] == true).count());
         let _ = writeln!(
             md,
-            "| {} | {:.1} | {:.0} | {:.0} | {:.2} / {:.2} | {:.2} / {:.2} | {:.2} | {:.2} | {:.2} | {:.2} ({:.0}%) | {equal} of {tables} | {:.2} |",
+            "| {} | {:.1} | {:.0} | {:.0} | {:.2} / {:.2} | {:.2} / {:.2} | {:.2} | {:.2} | {:.2} | {:.2} ({:.0}%) | {equal} of {tables} | {:.2} | {}, {:.0} | {} |",
             l.direction,
             l.copy_seconds,
             l.written,
@@ -355,6 +417,9 @@ fn markdown(
             f("verify_seconds"),
             100.0 * f("verify_seconds") / f("downtime_seconds"),
             l.cutover_wall,
+            fmt_int(l.backlog.0),
+            l.backlog.1,
+            mib(l.rss_streaming),
         );
     }
     md

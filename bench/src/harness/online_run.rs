@@ -77,6 +77,41 @@ pub(super) fn signal(run: &Running, which: &str) -> Result<()> {
     Ok(())
 }
 
+/// After a stopped streaming process was continued: waits until it has applied `target`
+/// changes in all (or, as Change Tracking nets a key's changes, until its count stops moving
+/// with the lag back down) and returns what it applied since and the rate, from now to the
+/// count's last move (status lines come once a second).
+pub(super) fn drain(run: &mut Running, target: u64) -> Result<(u64, f64)> {
+    let continued = Instant::now();
+    let at_continue = run.applied();
+    let (mut last, mut moved) = (at_continue, continued);
+    loop {
+        let now = run.applied();
+        if now != last {
+            (last, moved) = (now, Instant::now());
+        }
+        let caught_up = run.lag().is_some_and(|l| l <= 1.5) && moved.elapsed() > Duration::from_secs(3);
+        if now >= target || caught_up {
+            break;
+        }
+        if run.exited() {
+            bail!("the streaming process ended; log: {}", run.log.display());
+        }
+        if continued.elapsed() > Duration::from_secs(900) {
+            bail!(
+                "the backlog was not applied within 900 s; log: {}",
+                run.log.display()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let applied = last - at_continue;
+    Ok((
+        applied,
+        applied as f64 / (moved - continued).as_secs_f64().max(1e-3),
+    ))
+}
+
 pub(super) fn pct(v: &[f64], p: f64) -> f64 {
     let mut v = v.to_vec();
     v.sort_by(f64::total_cmp);
