@@ -13,7 +13,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 
-use super::online_run::{Conn, Running, Streaming, catch_up, cutover, drain, mib, pct, signal, start_streaming};
+use super::online_run::{
+    Conn, Running, Streaming, catch_up, cutover, drain, mib, pct, signal, start_streaming,
+};
 use super::report::{self, fmt_int};
 use super::services::{Postgres, TdsServer};
 use super::worker::{Direction, Mode};

@@ -210,7 +210,11 @@ async fn leg(
         return Err(e);
     }
     let backlog = drain(&mut run, before + written_backlog)?;
-    eprintln!("  backlog: {} changes applied at {:.0}/s", fmt_int(backlog.0), backlog.1);
+    eprintln!(
+        "  backlog: {} changes applied at {:.0}/s",
+        fmt_int(backlog.0),
+        backlog.1
+    );
     catch_up(&mut run, Duration::from_secs(600))?;
     let rss_streaming = run.rss_streaming.load(Ordering::Relaxed);
     let (cutover_wall, cutover) = cutover(&mut run, worker, &file, &env)?;
