@@ -54,14 +54,7 @@ pub async fn run(args: AdventureWorksArgs, command: String) -> Result<()> {
     let pg = args.setup.postgres()?;
     let postgres = pg.describe().await?;
     eprintln!("{postgres}; work directory {}", tools.workdir.display());
-    let source = TdsServer::start_with(
-        &tools.testserver,
-        SOURCE_DATABASE,
-        &tools.workdir.join("tds-source.log"),
-        &["--bulk-insert-dir".as_ref(), aw_dir.as_os_str()],
-    )?;
-    eprintln!("loading AdventureWorks with instawdb.sql ...");
-    let loaded = load(&source, &aw_dir).await?;
+    let (source, loaded) = loaded_source(&tools.testserver, &tools.workdir, &aw_dir).await?;
     eprintln!(
         "  {} batches in {:.1} s, {} refused; {} rows in {} tables of {} schemas",
         loaded.batches,
@@ -147,9 +140,26 @@ pub(super) fn sample_dir(dir: Option<&std::path::Path>) -> Result<PathBuf> {
         .with_context(|| format!("the AdventureWorks sample folder {}", dir.display()))
 }
 
+/// A test server started with the sample's data folder and loaded by its install script.
+pub(super) async fn loaded_source(
+    testserver: &std::path::Path,
+    workdir: &std::path::Path,
+    aw_dir: &std::path::Path,
+) -> Result<(TdsServer, Loaded)> {
+    let source = TdsServer::start_with(
+        testserver,
+        SOURCE_DATABASE,
+        &workdir.join("tds-source.log"),
+        &["--bulk-insert-dir".as_ref(), aw_dir.as_os_str()],
+    )?;
+    eprintln!("loading AdventureWorks with instawdb.sql ...");
+    let loaded = load(&source, aw_dir).await?;
+    Ok((source, loaded))
+}
+
 /// Runs `instawdb.sql` batch by batch, as sqlcmd does (a refused batch is reported and the
 /// script goes on), then counts what it loaded.
-pub(super) async fn load(source: &TdsServer, aw_dir: &std::path::Path) -> Result<Loaded> {
+async fn load(source: &TdsServer, aw_dir: &std::path::Path) -> Result<Loaded> {
     let script_path = aw_dir.join("instawdb.sql");
     let script = std::fs::read_to_string(&script_path)
         .with_context(|| format!("reading {}", script_path.display()))?;

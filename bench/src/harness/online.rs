@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 
 use super::online_run::{
-    Conn, Running, Streaming, catch_up, cutover, drain, mib, pct, signal, start_streaming,
+    Conn, Running, Streaming, catch_up, cutover, drain, mib, pct, sample_lags, signal, start_streaming,
 };
 use super::report::{self, fmt_int};
 use super::services::{Postgres, TdsServer};
@@ -447,17 +447,7 @@ async fn step(
             (k, conn, result)
         });
     }
-    let mut lags = Vec::new();
-    let end = started + Duration::from_secs(seconds);
-    while Instant::now() < end {
-        tokio::time::sleep(Duration::from_secs(1)).await;
-        if let Some(l) = run.lag() {
-            lags.push(l);
-        }
-        if run.exited() {
-            break;
-        }
-    }
+    let lags = sample_lags(run, started + Duration::from_secs(seconds)).await;
     stop.store(true, Ordering::Relaxed);
     let elapsed = started.elapsed().as_secs_f64();
     let mut back: Vec<Option<Conn>> = (0..writers).map(|_| None).collect();

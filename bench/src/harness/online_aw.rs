@@ -14,8 +14,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 
-use super::adventure_works::{Loaded, load, sample_dir};
-use super::online_run::{Conn, Streaming, catch_up, cutover, drain, mib, pct, signal, start_streaming};
+use super::adventure_works::{Loaded, loaded_source, sample_dir};
+use super::online_run::{
+    Conn, Streaming, catch_up, cutover, drain, mib, pct, sample_lags, signal, start_streaming,
+};
 use super::report::{self, fmt_int};
 use super::services::{Postgres, TdsServer};
 use super::worker::{Config, Direction, Mode};
@@ -65,14 +67,7 @@ pub async fn run(args: OnlineAwArgs, command: String) -> Result<()> {
     let tools = args.setup.tools("online-aw")?;
     let pg = args.setup.postgres()?;
     let postgres = pg.describe().await?;
-    let source = TdsServer::start_with(
-        &tools.testserver,
-        "AdventureWorks",
-        &tools.workdir.join("tds-source.log"),
-        &["--bulk-insert-dir".as_ref(), aw_dir.as_os_str()],
-    )?;
-    eprintln!("loading AdventureWorks with instawdb.sql ...");
-    let loaded = load(&source, &aw_dir).await?;
+    let (source, loaded) = loaded_source(&tools.testserver, &tools.workdir, &aw_dir).await?;
     eprintln!(
         "  {} rows in {} tables, {} batches refused",
         fmt_int(loaded.rows),
@@ -160,16 +155,7 @@ async fn leg(
     let written = Arc::new(AtomicU64::new(0));
     let writer = tokio::spawn(write(conn, direction, args.rate, stop.clone(), written.clone()));
     let begun = Instant::now();
-    let mut lags = Vec::new();
-    while begun.elapsed() < Duration::from_secs(args.seconds) {
-        tokio::time::sleep(Duration::from_secs(1)).await;
-        if let Some(l) = run.lag() {
-            lags.push(l);
-        }
-        if run.exited() {
-            break;
-        }
-    }
+    let lags = sample_lags(&mut run, begun + Duration::from_secs(args.seconds)).await;
     stop.store(true, Ordering::Relaxed);
     let mut conn = writer.await.context("the writer task")??;
     let elapsed = begun.elapsed().as_secs_f64();

@@ -112,6 +112,21 @@ pub(super) fn drain(run: &mut Running, target: u64) -> Result<(u64, f64)> {
     ))
 }
 
+/// The lag once a second until `end` (or the process ends), as [`Running::lag`] reads it.
+pub(super) async fn sample_lags(run: &mut Running, end: Instant) -> Vec<f64> {
+    let mut lags = Vec::new();
+    while Instant::now() < end {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        if let Some(l) = run.lag() {
+            lags.push(l);
+        }
+        if run.exited() {
+            break;
+        }
+    }
+    lags
+}
+
 pub(super) fn pct(v: &[f64], p: f64) -> f64 {
     let mut v = v.to_vec();
     v.sort_by(f64::total_cmp);
