@@ -71,6 +71,7 @@ pub async fn run(args: AdventureWorksArgs, command: String) -> Result<()> {
     // The forward leg's target: the same server, its own database.
     let mut aw_pg = Postgres::external(&pg.url, pg.file_dir.clone())?;
     aw_pg.database = PG_DATABASE.to_owned();
+    aw_pg.ssl_mode = pg.ssl_mode.clone();
     let config = |direction: Direction, label: &str| Config {
         label: label.to_owned(),
         direction,

@@ -43,6 +43,9 @@ pub struct Setup {
     /// A directory the given PostgreSQL server can read and write, for its COPY FROM file limit.
     #[arg(long)]
     pub pg_file_dir: Option<PathBuf>,
+    /// The worker's `sslMode` towards PostgreSQL (`require` needs a server with `ssl = on`).
+    #[arg(long, default_value = "disable", value_parser = ["disable", "prefer", "require"])]
+    pub pg_ssl_mode: String,
     /// The release worker binary.
     #[arg(long)]
     pub worker: Option<PathBuf>,
@@ -118,10 +121,12 @@ impl Setup {
     }
 
     pub fn postgres(&self) -> Result<Postgres> {
-        match &self.pg {
-            Some(url) => Postgres::external(url, self.pg_file_dir.clone()),
-            None => Postgres::start(),
-        }
+        let mut pg = match &self.pg {
+            Some(url) => Postgres::external(url, self.pg_file_dir.clone())?,
+            None => Postgres::start()?,
+        };
+        pg.ssl_mode = self.pg_ssl_mode.clone();
+        Ok(pg)
     }
 
     pub fn chart_dir(&self) -> PathBuf {

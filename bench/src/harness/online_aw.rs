@@ -83,6 +83,7 @@ pub async fn run(args: OnlineAwArgs, command: String) -> Result<()> {
     }
     let mut aw_pg = Postgres::external(&pg.url, pg.file_dir.clone())?;
     aw_pg.database = PG_DATABASE.to_owned();
+    aw_pg.ssl_mode = pg.ssl_mode.clone();
 
     let forward = leg(
         &args,

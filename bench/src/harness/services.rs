@@ -27,6 +27,8 @@ pub struct Postgres {
     pub database: String,
     /// A directory the server can write and read (`COPY ... TO/FROM 'file'`), when known.
     pub file_dir: Option<PathBuf>,
+    /// The worker's `sslMode` towards this server (the harness's own connections use none).
+    pub ssl_mode: String,
     /// Set when this harness started the server (stopped on drop).
     started_dir: Option<String>,
 }
@@ -75,6 +77,7 @@ impl Postgres {
             user: config.get_user().unwrap_or("postgres").to_owned(),
             database: config.get_dbname().unwrap_or("postgres").to_owned(),
             file_dir,
+            ssl_mode: "disable".to_owned(),
             started_dir: None,
         })
     }

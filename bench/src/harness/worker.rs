@@ -174,8 +174,8 @@ pub fn migration_yaml(config: &Config, name: &str, mssql: &TdsServer, pg: &Postg
         mssql.port, mssql.database, config.packet_size
     );
     let pg_ep = format!(
-        "{{host: {}, port: {}, database: {}, schema: {}{pg_schemas}, credentialsSecret: bench-postgres, sslMode: disable}}",
-        pg.host, pg.port, pg.database, config.pg_schema
+        "{{host: {}, port: {}, database: {}, schema: {}{pg_schemas}, credentialsSecret: bench-postgres, sslMode: {}}}",
+        pg.host, pg.port, pg.database, config.pg_schema, pg.ssl_mode
     );
     let (source, target) = match config.direction {
         Direction::MssqlToPg => (format!("mssql: {mssql_ep}"), format!("postgres: {pg_ep}")),
