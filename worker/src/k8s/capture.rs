@@ -549,6 +549,25 @@ struct Observer<'a> {
     go_back_requested: bool,
 }
 
+/// The reverse stream's row in the source's state (none before it is anchored), with going
+/// back passed on to it once when `go_back` asks and it has not gone back yet.
+async fn reverse_row<S: OnlineState>(
+    state: &mut S,
+    key: &str,
+    go_back: bool,
+    requested: &mut bool,
+) -> Result<Option<crate::online::state::OnlineRow>, OnlineError> {
+    let Some(row) = state.load(key).await? else {
+        return Ok(None);
+    };
+    if go_back && !*requested && row.cutover_state.as_deref() != Some("Done") {
+        state.request_cutover(key).await?;
+        *requested = true;
+        tracing::info!("going back passed on to the reverse stream");
+    }
+    Ok(Some(row))
+}
+
 impl<'a> Observer<'a> {
     fn new(client: Client, ns: &str, name: &str, engines: &'a Engines) -> Self {
         Observer {
@@ -671,14 +690,9 @@ impl<'a> Observer<'a> {
                     let (Some(pg), Some(ms)) = (self.pg.as_mut(), self.ms.as_mut()) else {
                         return Ok(());
                     };
-                    let Some(row) = pg.load(&key).await? else {
+                    let Some(row) = reverse_row(pg, &key, go_back, &mut self.go_back_requested).await? else {
                         return Ok(());
                     };
-                    if go_back && !self.go_back_requested && row.cutover_state.as_deref() != Some("Done") {
-                        pg.request_cutover(&key).await?;
-                        self.go_back_requested = true;
-                        tracing::info!("going back passed on to the reverse stream");
-                    }
                     let target = crate::online::capture_mssql::current_version(ms).await.ok();
                     (row, target.map(|v| v.to_string()), None)
                 }
@@ -692,14 +706,9 @@ impl<'a> Observer<'a> {
                     let (Some(ms), Some(pg)) = (self.ms.as_mut(), self.pg.as_ref()) else {
                         return Ok(());
                     };
-                    let Some(row) = ms.load(&key).await? else {
+                    let Some(row) = reverse_row(ms, &key, go_back, &mut self.go_back_requested).await? else {
                         return Ok(());
                     };
-                    if go_back && !self.go_back_requested && row.cutover_state.as_deref() != Some("Done") {
-                        ms.request_cutover(&key).await?;
-                        self.go_back_requested = true;
-                        tracing::info!("going back passed on to the reverse stream");
-                    }
                     let r = pg
                     .query_one(
                         "SELECT pg_current_wal_lsn()::text, (SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), \

@@ -402,19 +402,10 @@ pub async fn stream_back_mssql_to_pg(
     plan: &Plan,
     events: &mut dyn Events,
 ) -> Result<CutoverReport, OnlineError> {
-    let mut attempt = 0u32;
-    loop {
-        attempt += 1;
-        let started = Instant::now();
-        match stream_to_mssql_once(engine, online, plan, events).await {
-            Ok(report) => {
-                back_line(events, &report);
-                return Ok(report);
-            }
-            Err(e) if again(&engine.options.retry, &mut attempt, started, &e).await => {}
-            Err(e) => return Err(e),
-        }
-    }
+    until_back(&engine.options.retry, events, async |events: &mut dyn Events| {
+        stream_to_mssql_once(engine, online, plan, events).await
+    })
+    .await
 }
 
 /// `cutover --go-back`, SQL Server -> PostgreSQL: asks the reverse stream, through the source's
@@ -698,19 +689,10 @@ pub async fn stream_back_pg_to_mssql(
     plan: &PgToMssqlPlan,
     events: &mut dyn Events,
 ) -> Result<CutoverReport, OnlineError> {
-    let mut attempt = 0u32;
-    loop {
-        attempt += 1;
-        let started = Instant::now();
-        match stream_to_pg_once(engine, online, plan, events).await {
-            Ok(report) => {
-                back_line(events, &report);
-                return Ok(report);
-            }
-            Err(e) if again(&engine.options.retry, &mut attempt, started, &e).await => {}
-            Err(e) => return Err(e),
-        }
-    }
+    until_back(&engine.options.retry, events, async |events: &mut dyn Events| {
+        stream_to_pg_once(engine, online, plan, events).await
+    })
+    .await
 }
 
 /// `cutover --go-back`, PostgreSQL -> SQL Server: asks the reverse stream, through the source's
@@ -768,7 +750,7 @@ pub async fn status_pg_to_mssql(engine: &PgToMssqlEngine) -> Result<Option<Statu
 // Both directions.
 
 /// A migration cut over whose reverse stream is not in the source's state.
-pub(super) fn not_streaming_back(migration: &str) -> OnlineError {
+fn not_streaming_back(migration: &str) -> OnlineError {
     OnlineError::Setup(format!(
         "migration {migration} is cut over and no reverse stream is anchored for it in the source (stopped with \
          `stop-reverse`, or cut over without cutover.reverse): nothing streams back; the target holds the data. \
@@ -781,7 +763,7 @@ pub(super) fn is_done(row: Option<&OnlineRow>) -> bool {
 }
 
 /// The report of a reverse stream that went back already (a `run` started again afterwards).
-pub(super) fn went_back(row: Option<OnlineRow>) -> Option<CutoverReport> {
+fn went_back(row: Option<OnlineRow>) -> Option<CutoverReport> {
     let row = row.filter(|r| is_done(Some(r)))?;
     Some(CutoverReport {
         event: "cutover",
@@ -797,16 +779,53 @@ pub(super) fn went_back(row: Option<OnlineRow>) -> Option<CutoverReport> {
     })
 }
 
-/// Whether a failed reverse streaming attempt goes again (after the policy's backoff), from the
-/// position the source stores, as the forward stream does.
-async fn again(
+/// Runs reverse streaming attempts (`once`) until one goes back, each failed one again after
+/// the policy's backoff from the position the source stores, as the forward stream does.
+async fn until_back(
     retry: &crate::retry::RetryPolicy,
-    attempt: &mut u32,
-    started: Instant,
-    e: &OnlineError,
-) -> bool {
-    *attempt = command::attempt_after(*attempt, started);
-    command::again(retry, *attempt, e, false).await
+    events: &mut dyn Events,
+    mut once: impl AsyncFnMut(&mut dyn Events) -> Result<CutoverReport, OnlineError>,
+) -> Result<CutoverReport, OnlineError> {
+    let mut attempt = 0u32;
+    loop {
+        attempt += 1;
+        let started = Instant::now();
+        match once(events).await {
+            Ok(report) => {
+                back_line(events, &report);
+                return Ok(report);
+            }
+            Err(e) => {
+                attempt = command::attempt_after(attempt, started);
+                if !command::again(retry, attempt, &e, false).await {
+                    return Err(e);
+                }
+            }
+        }
+    }
+}
+
+/// Where `run` with `cutover.reverse` stands once the forward stream cut over, from the reverse
+/// stream's row in the source's state: `Some` when it went back already, `None` when it is to
+/// stream back (announced), an error when none is anchored.
+pub(super) async fn resume<S: OnlineState>(
+    source: &mut S,
+    migration: &str,
+    events: &mut dyn Events,
+) -> Result<Option<CutoverReport>, OnlineError> {
+    let key = stream_key(migration);
+    let Some(row) = source.load(&key).await? else {
+        return Err(not_streaming_back(migration));
+    };
+    if let Some(back) = went_back(Some(row)) {
+        return Ok(Some(back));
+    }
+    events.event(
+        serde_json::json!({"event": "reversing", "stream": key}),
+        "streaming the target's changes back to the source (go back with `cutover --go-back -f FILE`)\n"
+            .into(),
+    );
+    Ok(None)
 }
 
 /// The stream's status as `run` prints it while streaming back, at most once a second.

@@ -714,7 +714,6 @@ pub async fn run_and_stream_back_mssql_to_pg(
     display: Display,
     events: &mut dyn Events,
 ) -> Result<CutoverReport, OnlineError> {
-    let key = reverse::stream_key(&engine.options.migration);
     let forward = engine
         .target
         .connect()
@@ -725,18 +724,12 @@ pub async fn run_and_stream_back_mssql_to_pg(
         run_mssql_to_pg(engine, online, display, events).await?;
     }
     let plan = engine.stored_plan().await?;
-    let reverse = engine.source.connect().await?.load(&key).await?;
-    if reverse.is_none() {
-        return Err(reverse::not_streaming_back(&engine.options.migration));
-    }
-    if let Some(back) = reverse::went_back(reverse) {
+    let mut source = engine.source.connect().await?;
+    let went_back = reverse::resume(&mut source, &engine.options.migration, events).await?;
+    drop(source);
+    if let Some(back) = went_back {
         return Ok(back);
     }
-    events.event(
-        serde_json::json!({"event": "reversing", "stream": key}),
-        "streaming the target's changes back to the source (go back with `cutover --go-back -f FILE`)\n"
-            .into(),
-    );
     reverse::stream_back_mssql_to_pg(engine, online, &plan, events).await
 }
 
@@ -748,7 +741,6 @@ pub async fn run_and_stream_back_pg_to_mssql(
     display: Display,
     events: &mut dyn Events,
 ) -> Result<CutoverReport, OnlineError> {
-    let key = reverse::stream_key(&engine.options.migration);
     let forward = engine
         .target
         .connect()
@@ -759,18 +751,12 @@ pub async fn run_and_stream_back_pg_to_mssql(
         run_pg_to_mssql(engine, online, display, events).await?;
     }
     let plan = engine.stored_plan().await?;
-    let reverse = engine.source.connect().await?.load(&key).await?;
-    if reverse.is_none() {
-        return Err(reverse::not_streaming_back(&engine.options.migration));
-    }
-    if let Some(back) = reverse::went_back(reverse) {
+    let mut source = engine.source.connect().await?;
+    let went_back = reverse::resume(&mut source, &engine.options.migration, events).await?;
+    drop(source);
+    if let Some(back) = went_back {
         return Ok(back);
     }
-    events.event(
-        serde_json::json!({"event": "reversing", "stream": key}),
-        "streaming the target's changes back to the source (go back with `cutover --go-back -f FILE`)\n"
-            .into(),
-    );
     reverse::stream_back_pg_to_mssql(engine, online, &plan, events).await
 }
 
